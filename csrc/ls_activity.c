@@ -1,0 +1,210 @@
+/* ls_activity: see ls_activity.h. */
+#include "ls_activity.h"
+
+#include "ls_buffers.h"
+#include "ls_cupti.h"
+#include "ls_names.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The record versions read here are the oldest ones both the CUDA 13.0 and
+ * the 13.5 headers define.  CUPTI only appends fields to newer versions, so
+ * every field read below sits at the same offset in whatever version the
+ * loaded library writes (checked against both header sets). */
+typedef CUpti_ActivityKernel9 ls_kernel_record;
+typedef CUpti_ActivityMemcpy5 ls_memcpy_record;
+typedef CUpti_ActivityMemset3 ls_memset_record;
+
+static ls_records *sink_records;
+static CUpti_ActivityKind enabled[8];
+static size_t enabled_count;
+
+static void CUPTIAPI on_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    ls_buffers_request(buffer, size, max_records);
+}
+
+static void CUPTIAPI on_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                         size_t size, size_t valid_size)
+{
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    ls_buffers_complete(buffer, valid_size);
+}
+
+static int valid_interval(ls_records *sink, uint64_t start, uint64_t end)
+{
+    if (start == 0 || end < start) {
+        sink->invalid_records++;
+        return 0;
+    }
+    return 1;
+}
+
+static void add_op(ls_records *sink, ls_op_kind kind, uint64_t start, uint64_t end,
+                   uint32_t device, uint32_t stream, uint32_t correlation, uint64_t bytes,
+                   uint32_t name_id, uint8_t copy_kind, uint8_t graph_launched)
+{
+    if (!valid_interval(sink, start, end))
+        return;
+    ls_op *op = ls_ops_append(&sink->ops);
+    if (op == NULL) {
+        sink->dropped_records++;
+        return;
+    }
+    op->start_ns = start;
+    op->end_ns = end;
+    op->device_id = device;
+    op->stream_id = stream;
+    op->correlation_id = correlation;
+    op->bytes = bytes;
+    op->name_id = name_id;
+    op->kind = (uint8_t)kind;
+    op->copy_kind = copy_kind;
+    op->graph_launched = graph_launched;
+}
+
+void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
+{
+    CUpti_Activity *record = NULL;
+    for (;;) {
+        CUptiResult status = ls_cupti.ActivityGetNextRecord(buffer, valid_size, &record);
+        if (status == CUPTI_ERROR_MAX_LIMIT_REACHED)
+            break; /* the normal end of a buffer */
+        if (ls_cupti_report(status, "cuptiActivityGetNextRecord") != CUPTI_SUCCESS) {
+            sink->invalid_records++;
+            break;
+        }
+        switch (record->kind) {
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+            const ls_kernel_record *k = (const ls_kernel_record *)record;
+            uint32_t name = k->name ? ls_names_intern(k->name, strlen(k->name)) : LS_NO_NAME;
+            add_op(sink, LS_OP_KERNEL, k->start, k->end, k->deviceId, k->streamId,
+                   k->correlationId, 0, name, 0, k->graphId != 0);
+            break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+            const ls_memcpy_record *m = (const ls_memcpy_record *)record;
+            add_op(sink, LS_OP_MEMCPY, m->start, m->end, m->deviceId, m->streamId,
+                   m->correlationId, m->bytes, LS_NO_NAME, m->copyKind, m->graphId != 0);
+            break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+            const ls_memset_record *m = (const ls_memset_record *)record;
+            add_op(sink, LS_OP_MEMSET, m->start, m->end, m->deviceId, m->streamId,
+                   m->correlationId, m->bytes, LS_NO_NAME, 0, m->graphId != 0);
+            break;
+        }
+        case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+            const CUpti_ActivitySynchronization2 *s =
+                (const CUpti_ActivitySynchronization2 *)record;
+            if (!valid_interval(sink, s->start, s->end))
+                break;
+            ls_sync *out = ls_syncs_append(&sink->syncs);
+            if (out == NULL) {
+                sink->dropped_records++;
+                break;
+            }
+            out->start_ns = s->start;
+            out->end_ns = s->end;
+            out->correlation_id = s->correlationId;
+            out->stream_id = s->streamId;
+            out->type = (uint32_t)s->type;
+            break;
+        }
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER: {
+            const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)record;
+            if (!valid_interval(sink, a->start, a->end))
+                break;
+            ls_api *out = ls_apis_append(&sink->apis);
+            if (out == NULL) {
+                sink->dropped_records++;
+                break;
+            }
+            out->start_ns = a->start;
+            out->end_ns = a->end;
+            out->correlation_id = a->correlationId;
+            out->cbid = a->cbid;
+            out->thread_id = a->threadId;
+            out->domain = record->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+}
+
+static void drain_visitor(uint8_t *buffer, size_t valid_size, void *ctx)
+{
+    ls_activity_parse((ls_records *)ctx, buffer, valid_size);
+}
+
+void ls_activity_drain(void)
+{
+    if (sink_records != NULL)
+        ls_buffers_drain(drain_visitor, sink_records);
+}
+
+int ls_activity_pending(void) { return ls_buffers_ready() > 0; }
+
+static void disable_all(void)
+{
+    while (enabled_count > 0)
+        LS_CUPTI_CHECK(ActivityDisable(enabled[--enabled_count]));
+}
+
+int ls_activity_start(ls_records *sink, ls_api_records api, char *reason, size_t reason_size)
+{
+    static const CUpti_ActivityKind base_kinds[] = {
+        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    };
+    if (LS_CUPTI_CHECK(ActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed)) !=
+        CUPTI_SUCCESS)
+        goto fail;
+    sink_records = sink;
+    enabled_count = 0;
+    for (size_t i = 0; i < sizeof base_kinds / sizeof base_kinds[0]; i++) {
+        if (LS_CUPTI_CHECK(ActivityEnable(base_kinds[i])) != CUPTI_SUCCESS)
+            goto fail;
+        enabled[enabled_count++] = base_kinds[i];
+    }
+    if (api >= LS_API_RECORDS_RUNTIME) {
+        if (LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME)) != CUPTI_SUCCESS)
+            goto fail;
+        enabled[enabled_count++] = CUPTI_ACTIVITY_KIND_RUNTIME;
+    }
+    if (api >= LS_API_RECORDS_ALL) {
+        if (LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER)) != CUPTI_SUCCESS)
+            goto fail;
+        enabled[enabled_count++] = CUPTI_ACTIVITY_KIND_DRIVER;
+    }
+    return 0;
+fail:
+    snprintf(reason, reason_size, "%s", ls_cupti_error());
+    disable_all();
+    sink_records = NULL;
+    return -1;
+}
+
+int ls_activity_stop(void)
+{
+    if (sink_records == NULL)
+        return 0;
+    int result = 0;
+    disable_all();
+    /* Forced: also hand back buffers that are only partly filled. */
+    if (LS_CUPTI_CHECK(ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)) != CUPTI_SUCCESS)
+        result = -1;
+    ls_activity_drain();
+    size_t dropped = 0;
+    if (LS_CUPTI_CHECK(ActivityGetNumDroppedRecords(NULL, 0, &dropped)) == CUPTI_SUCCESS)
+        sink_records->dropped_records += dropped;
+    sink_records = NULL;
+    return result;
+}

@@ -1,0 +1,37 @@
+/* ls_activity: CUPTI activity tracing into ls_records.
+ *
+ * Enables kernel (concurrent kind), memcpy, memset and synchronization
+ * records (runtime/driver API records on request), collects the buffers
+ * through ls_buffers, and parses them into compact records on the Python
+ * thread.  Requires ls_cupti_load() and ls_subscriber_claim() first. */
+#ifndef LS_ACTIVITY_H
+#define LS_ACTIVITY_H
+
+#include "ls_records.h"
+
+#include <stddef.h>
+
+/* Which host API calls become activity records: none (launch calls come
+ * from callbacks instead, see ls_launches), runtime, or runtime + driver. */
+typedef enum { LS_API_RECORDS_NONE = 0, LS_API_RECORDS_RUNTIME = 1, LS_API_RECORDS_ALL = 2 } ls_api_records;
+
+/* Starts tracing into `sink`.  Returns 0, or -1 with a sentence in `reason`
+ * (every kind already enabled is disabled again). */
+int ls_activity_start(ls_records *sink, ls_api_records api, char *reason, size_t reason_size);
+
+/* Parses every completed buffer into the sink.  Cheap when none is ready. */
+void ls_activity_drain(void);
+
+/* 1 when at least one completed buffer waits to be drained. */
+int ls_activity_pending(void);
+
+/* Disables the kinds, flushes every buffer, drains, and adds CUPTI's dropped
+ * count to the sink.  Returns 0, or -1 if a CUPTI call failed (the message is
+ * in ls_cupti_error(); the records gathered so far stay valid). */
+int ls_activity_stop(void);
+
+/* Parses one activity buffer into `sink` (exposed for the drain callback and
+ * for tests that feed raw buffers). */
+void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size);
+
+#endif

@@ -1,0 +1,420 @@
+/* ls_analysis: see ls_analysis.h.  Every pass sorts small key arrays and
+ * sweeps them once; cost is O(n log n) in the number of records. */
+#include "ls_analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const uint64_t ls_hist_edges_ns[LS_HIST_BINS] = {
+    0, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 10000000,
+};
+
+#define LS_UNKNOWN UINT64_MAX
+#define LS_NO_STREAM UINT32_MAX
+
+/* A sortable key triple pointing at one record. */
+typedef struct {
+    uint64_t k1, k2, k3;
+    uint32_t index;
+} ls_key;
+
+static int compare_keys(const void *pa, const void *pb)
+{
+    const ls_key *a = pa, *b = pb;
+    if (a->k1 != b->k1)
+        return a->k1 < b->k1 ? -1 : 1;
+    if (a->k2 != b->k2)
+        return a->k2 < b->k2 ? -1 : 1;
+    if (a->k3 != b->k3)
+        return a->k3 < b->k3 ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int compare_u64(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+typedef struct {
+    const ls_records *r;
+    ls_thresholds t;
+    uint64_t *launch_ns;      /* per op: start of its launch call, or LS_UNKNOWN */
+    uint64_t *sync_start;     /* syncs by start time ... */
+    uint64_t *sync_max_end;   /* ... and the running maximum of their ends */
+    size_t sync_count;
+    uint64_t *scratch;        /* room for one duration per gap */
+} ls_ctx;
+
+/* First index in sorted keys[0..n) whose k1 >= value. */
+static size_t lower_bound_k1(const ls_key *keys, size_t n, uint64_t value)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid].k1 < value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* First index in sorted keys[0..n) whose k1 > value. */
+static size_t upper_bound_k1(const ls_key *keys, size_t n, uint64_t value)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid].k1 <= value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int sync_overlaps(const ls_ctx *c, uint64_t a, uint64_t b)
+{
+    /* Syncs starting before the gap ends; the latest end among them decides. */
+    size_t lo = 0, hi = c->sync_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->sync_start[mid] < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && c->sync_max_end[lo - 1] > a;
+}
+
+static uint8_t cause_of(const ls_ctx *c, uint64_t gap_start, uint64_t gap_end, uint32_t next_op)
+{
+    if (sync_overlaps(c, gap_start, gap_end))
+        return LS_CAUSE_SYNC;
+    uint64_t launch = c->launch_ns[next_op];
+    if (launch != LS_UNKNOWN && launch >= gap_start)
+        return LS_CAUSE_HOST;
+    return LS_CAUSE_OTHER;
+}
+
+static size_t hist_bin(uint64_t ns)
+{
+    size_t bin = LS_HIST_BINS - 1;
+    while (bin > 0 && ns < ls_hist_edges_ns[bin])
+        bin--;
+    return bin;
+}
+
+/* Statistics of the gaps gaps[idx[i]] (or gaps[i] when idx is NULL). */
+static void gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, size_t n,
+                      ls_gap_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < n; i++) {
+        const ls_gap *g = &gaps[idx ? idx[i] : i];
+        uint64_t d = g->end_ns - g->start_ns;
+        c->scratch[i] = d;
+        s->total_ns += d;
+        if (d > s->max_ns)
+            s->max_ns = d;
+        if (d < c->t.normal_below_ns)
+            s->normal++;
+        else if (d > c->t.severe_above_ns)
+            s->severe++;
+        else
+            s->warning++;
+        s->by_cause[g->cause]++;
+        s->by_cause_ns[g->cause] += d;
+        s->histogram[hist_bin(d)]++;
+    }
+    s->count = n;
+    if (n == 0)
+        return;
+    qsort(c->scratch, n, sizeof *c->scratch, compare_u64);
+    /* Nearest rank: the smallest value with at least p% of the gaps at or below it. */
+    s->p50_ns = c->scratch[(n * 50 + 99) / 100 - 1];
+    s->p99_ns = c->scratch[(n * 99 + 99) / 100 - 1];
+}
+
+static void count_kind(ls_timeline *line, const ls_op *op)
+{
+    if (op->kind == LS_OP_KERNEL)
+        line->kernels++;
+    else if (op->kind == LS_OP_MEMCPY)
+        line->memcpys++;
+    else
+        line->memsets++;
+}
+
+/* Sweeps keys sorted by (group, start, end): one timeline per group, its
+ * busy time, and (when gaps != NULL) its gaps appended to gaps[*gap_count].
+ * Returns the number of timelines written to lines. */
+static size_t sweep(const ls_ctx *c, const ls_key *keys, size_t n, int by_stream,
+                    ls_timeline *lines, ls_gap *gaps, size_t *gap_count)
+{
+    const ls_op *ops = c->r->ops.items;
+    size_t line_count = 0;
+    size_t i = 0;
+    while (i < n) {
+        uint64_t group = keys[i].k1;
+        const ls_op *first = &ops[keys[i].index];
+        ls_timeline *line = &lines[line_count++];
+        memset(line, 0, sizeof *line);
+        line->device_id = first->device_id;
+        line->stream_id = by_stream ? first->stream_id : LS_NO_STREAM;
+        line->first_ns = first->start_ns;
+        uint64_t busy_start = first->start_ns, cur_end = first->end_ns;
+        uint32_t prev = keys[i].index;
+        size_t gap_begin = gaps ? *gap_count : 0;
+        count_kind(line, first);
+        for (i++; i < n && keys[i].k1 == group; i++) {
+            const ls_op *op = &ops[keys[i].index];
+            count_kind(line, op);
+            if (op->start_ns > cur_end) {
+                if (gaps) {
+                    ls_gap *g = &gaps[(*gap_count)++];
+                    g->start_ns = cur_end;
+                    g->end_ns = op->start_ns;
+                    g->prev_op = prev;
+                    g->next_op = keys[i].index;
+                    g->device_id = op->device_id;
+                    g->step = -1;
+                    g->cause = cause_of(c, cur_end, op->start_ns, keys[i].index);
+                }
+                line->busy_ns += cur_end - busy_start;
+                busy_start = op->start_ns;
+            }
+            if (op->end_ns > cur_end) {
+                cur_end = op->end_ns;
+                prev = keys[i].index;
+            }
+        }
+        line->busy_ns += cur_end - busy_start;
+        line->last_ns = cur_end;
+        if (gaps)
+            gap_stats(c, gaps + gap_begin, NULL, *gap_count - gap_begin, &line->gaps);
+    }
+    return line_count;
+}
+
+/* launch_ns for every op: the start of the API record with its correlation
+ * id (runtime preferred over driver when both exist). */
+static int match_launches(ls_ctx *c, uint64_t *ops_without_launch, uint64_t *ignored)
+{
+    const ls_records *r = c->r;
+    size_t n = r->apis.count;
+    ls_key *by_corr = malloc((n ? n : 1) * sizeof *by_corr);
+    if (by_corr == NULL)
+        return -1;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ls_api *a = &r->apis.items[i];
+        if (r->stop_ns && a->start_ns > r->stop_ns) {
+            (*ignored)++;
+            continue;
+        }
+        by_corr[kept++] = (ls_key){a->correlation_id, a->domain, a->start_ns, (uint32_t)i};
+    }
+    qsort(by_corr, kept, sizeof *by_corr, compare_keys);
+    for (size_t i = 0; i < r->ops.count; i++) {
+        size_t at = lower_bound_k1(by_corr, kept, r->ops.items[i].correlation_id);
+        if (at < kept && by_corr[at].k1 == r->ops.items[i].correlation_id) {
+            c->launch_ns[i] = by_corr[at].k3;
+        } else {
+            c->launch_ns[i] = LS_UNKNOWN;
+            (*ops_without_launch)++;
+        }
+    }
+    free(by_corr);
+    return 0;
+}
+
+static int index_syncs(ls_ctx *c, uint64_t *ignored)
+{
+    const ls_records *r = c->r;
+    size_t n = r->syncs.count;
+    ls_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    c->sync_start = malloc((n ? n : 1) * sizeof *c->sync_start);
+    c->sync_max_end = malloc((n ? n : 1) * sizeof *c->sync_max_end);
+    if (keys == NULL || c->sync_start == NULL || c->sync_max_end == NULL) {
+        free(keys);
+        return -1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ls_sync *s = &r->syncs.items[i];
+        if (r->stop_ns && s->start_ns > r->stop_ns) {
+            (*ignored)++;
+            continue;
+        }
+        keys[kept++] = (ls_key){s->start_ns, s->end_ns, 0, (uint32_t)i};
+    }
+    qsort(keys, kept, sizeof *keys, compare_keys);
+    uint64_t max_end = 0;
+    for (size_t i = 0; i < kept; i++) {
+        c->sync_start[i] = keys[i].k1;
+        if (keys[i].k2 > max_end)
+            max_end = keys[i].k2;
+        c->sync_max_end[i] = max_end;
+    }
+    c->sync_count = kept;
+    free(keys);
+    return 0;
+}
+
+/* Ops and gaps whose launch calls fall inside each range. */
+static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys)
+{
+    const ls_records *r = c->r;
+    size_t nops = r->ops.count;
+    out->range_count = r->ranges.count;
+    out->ranges = calloc(r->ranges.count ? r->ranges.count : 1, sizeof *out->ranges);
+    ls_key *by_launch = malloc((nops ? nops : 1) * sizeof *by_launch);
+    ls_key *gaps_by_launch = malloc((out->gap_count ? out->gap_count : 1) * sizeof *gaps_by_launch);
+    uint32_t *gap_idx = malloc((out->gap_count ? out->gap_count : 1) * sizeof *gap_idx);
+    ls_timeline *lines = malloc((nops ? nops : 1) * sizeof *lines);
+    int result = -1;
+    if (!out->ranges || !by_launch || !gaps_by_launch || !gap_idx || !lines)
+        goto done;
+    size_t nl = 0;
+    for (size_t i = 0; i < nops; i++)
+        if (c->launch_ns[i] != LS_UNKNOWN)
+            by_launch[nl++] = (ls_key){c->launch_ns[i], i, 0, (uint32_t)i};
+    qsort(by_launch, nl, sizeof *by_launch, compare_keys);
+    size_t ng = 0;
+    for (size_t i = 0; i < out->gap_count; i++) {
+        uint64_t launch = c->launch_ns[out->gaps[i].next_op];
+        if (launch != LS_UNKNOWN)
+            gaps_by_launch[ng++] = (ls_key){launch, i, 0, (uint32_t)i};
+    }
+    qsort(gaps_by_launch, ng, sizeof *gaps_by_launch, compare_keys);
+
+    for (size_t ri = 0; ri < r->ranges.count; ri++) {
+        const ls_range *range = &r->ranges.items[ri];
+        ls_timeline *line = &out->ranges[ri];
+        line->device_id = UINT32_MAX; /* a range may span devices */
+        line->stream_id = LS_NO_STREAM;
+        size_t lo = lower_bound_k1(by_launch, nl, range->start_ns);
+        size_t hi = upper_bound_k1(by_launch, nl, range->end_ns);
+        size_t k = 0;
+        for (size_t i = lo; i < hi; i++) {
+            const ls_op *op = &r->ops.items[by_launch[i].index];
+            op_keys[k++] = (ls_key){op->device_id, op->start_ns, op->end_ns, by_launch[i].index};
+        }
+        qsort(op_keys, k, sizeof *op_keys, compare_keys);
+        size_t count = sweep(c, op_keys, k, 0, lines, NULL, NULL);
+        for (size_t d = 0; d < count; d++) {
+            line->kernels += lines[d].kernels;
+            line->memcpys += lines[d].memcpys;
+            line->memsets += lines[d].memsets;
+            line->busy_ns += lines[d].busy_ns;
+            if (line->first_ns == 0 || lines[d].first_ns < line->first_ns)
+                line->first_ns = lines[d].first_ns;
+            if (lines[d].last_ns > line->last_ns)
+                line->last_ns = lines[d].last_ns;
+        }
+        size_t glo = lower_bound_k1(gaps_by_launch, ng, range->start_ns);
+        size_t ghi = upper_bound_k1(gaps_by_launch, ng, range->end_ns);
+        for (size_t i = glo; i < ghi; i++) {
+            gap_idx[i - glo] = gaps_by_launch[i].index;
+            if (range->step_index >= 0)
+                out->gaps[gaps_by_launch[i].index].step = range->step_index;
+        }
+        gap_stats(c, out->gaps, gap_idx, ghi - glo, &line->gaps);
+    }
+    result = 0;
+done:
+    free(by_launch);
+    free(gaps_by_launch);
+    free(gap_idx);
+    free(lines);
+    return result;
+}
+
+static void sum_devices(ls_analysis *out, const ls_ctx *c)
+{
+    ls_timeline *t = &out->total;
+    memset(t, 0, sizeof *t);
+    t->device_id = UINT32_MAX;
+    t->stream_id = LS_NO_STREAM;
+    for (size_t d = 0; d < out->device_count; d++) {
+        const ls_timeline *dev = &out->devices[d];
+        t->kernels += dev->kernels;
+        t->memcpys += dev->memcpys;
+        t->memsets += dev->memsets;
+        t->busy_ns += dev->busy_ns;
+        if (t->first_ns == 0 || dev->first_ns < t->first_ns)
+            t->first_ns = dev->first_ns;
+        if (dev->last_ns > t->last_ns)
+            t->last_ns = dev->last_ns;
+    }
+    gap_stats(c, out->gaps, NULL, out->gap_count, &t->gaps);
+}
+
+int ls_analyze(const ls_records *r, ls_thresholds t, ls_analysis *out)
+{
+    memset(out, 0, sizeof *out);
+    ls_ctx c;
+    memset(&c, 0, sizeof c);
+    c.r = r;
+    c.t = t;
+    size_t n = r->ops.count;
+    size_t room = n ? n : 1;
+    ls_key *keys = malloc(room * sizeof *keys);
+    c.launch_ns = malloc(room * sizeof *c.launch_ns);
+    c.scratch = malloc(room * sizeof *c.scratch);
+    out->gaps = malloc(room * sizeof *out->gaps);
+    out->devices = malloc(room * sizeof *out->devices);
+    out->streams = malloc(room * sizeof *out->streams);
+    ls_gap *stream_gaps = malloc(room * sizeof *stream_gaps);
+    int result = -1;
+    if (!keys || !c.launch_ns || !c.scratch || !out->gaps || !out->devices || !out->streams ||
+        !stream_gaps)
+        goto done;
+    if (match_launches(&c, &out->ops_without_launch, &out->ignored_records) != 0 ||
+        index_syncs(&c, &out->ignored_records) != 0)
+        goto done;
+
+    /* Devices: all streams of a device merged. */
+    for (size_t i = 0; i < n; i++) {
+        const ls_op *op = &r->ops.items[i];
+        keys[i] = (ls_key){op->device_id, op->start_ns, op->end_ns, (uint32_t)i};
+    }
+    qsort(keys, n, sizeof *keys, compare_keys);
+    out->device_count = sweep(&c, keys, n, 0, out->devices, out->gaps, &out->gap_count);
+
+    /* Streams: each stream on its own (its gaps are kept only as statistics). */
+    for (size_t i = 0; i < n; i++) {
+        const ls_op *op = &r->ops.items[i];
+        keys[i] = (ls_key){((uint64_t)op->device_id << 32) | op->stream_id, op->start_ns,
+                           op->end_ns, (uint32_t)i};
+    }
+    qsort(keys, n, sizeof *keys, compare_keys);
+    size_t stream_gap_count = 0;
+    out->stream_count = sweep(&c, keys, n, 1, out->streams, stream_gaps, &stream_gap_count);
+
+    if (project_ranges(&c, out, keys) != 0)
+        goto done;
+    sum_devices(out, &c);
+    result = 0;
+done:
+    free(keys);
+    free(c.launch_ns);
+    free(c.scratch);
+    free(c.sync_start);
+    free(c.sync_max_end);
+    free(stream_gaps);
+    if (result != 0)
+        ls_analysis_free(out);
+    return result;
+}
+
+void ls_analysis_free(ls_analysis *a)
+{
+    free(a->devices);
+    free(a->streams);
+    free(a->ranges);
+    free(a->gaps);
+    memset(a, 0, sizeof *a);
+}

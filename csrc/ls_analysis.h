@@ -1,0 +1,74 @@
+/* ls_analysis: launch-gap analysis over ls_records, in pure C.
+ *
+ * Per device, the busy intervals of every kernel, memcpy and memset on all
+ * streams are merged; the idle intervals between them are the gaps.  The
+ * same is done per stream.  Each gap gets a cause (host: the next op's
+ * launch call began after the device went idle; sync: a host sync
+ * overlapped the gap; other), a class (normal / warning / severe) and the
+ * step whose host range contains the launch call of the op that ends it.
+ * Ranges (steps included) get the ops whose launch calls they contain. */
+#ifndef LS_ANALYSIS_H
+#define LS_ANALYSIS_H
+
+#include "ls_records.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint64_t normal_below_ns; /* gaps shorter than this are NORMAL */
+    uint64_t severe_above_ns; /* gaps longer than this are SEVERE, the rest WARNING */
+} ls_thresholds;
+
+enum { LS_CAUSE_HOST = 0, LS_CAUSE_SYNC = 1, LS_CAUSE_OTHER = 2, LS_CAUSE_COUNT = 3 };
+
+#define LS_HIST_BINS 12
+/* Lower edges of the gap histogram bins, in ns; the last bin is open-ended. */
+extern const uint64_t ls_hist_edges_ns[LS_HIST_BINS];
+
+typedef struct {
+    uint64_t count, normal, warning, severe;
+    uint64_t by_cause[LS_CAUSE_COUNT];
+    uint64_t by_cause_ns[LS_CAUSE_COUNT]; /* idle time per cause */
+    uint64_t total_ns, max_ns, p50_ns, p99_ns; /* nearest-rank percentiles */
+    uint64_t histogram[LS_HIST_BINS];
+} ls_gap_stats;
+
+typedef struct {
+    uint64_t start_ns, end_ns;
+    uint32_t prev_op, next_op; /* indices into records->ops */
+    uint32_t device_id;
+    int32_t step;              /* step index of the op that ends the gap, -1 if none */
+    uint8_t cause;
+} ls_gap;
+
+/* A time line: a device (stream_id == UINT32_MAX), one stream, or a range. */
+typedef struct {
+    uint32_t device_id, stream_id;
+    uint64_t kernels, memcpys, memsets;
+    uint64_t busy_ns;            /* length of the union of busy intervals */
+    uint64_t first_ns, last_ns;  /* first op start, last op end; 0 when no op */
+    ls_gap_stats gaps;
+} ls_timeline;
+
+typedef struct {
+    ls_timeline total;   /* every device: busy summed, first/last overall */
+    ls_timeline *devices;
+    size_t device_count;
+    ls_timeline *streams;
+    size_t stream_count;
+    ls_timeline *ranges; /* parallel to records->ranges */
+    size_t range_count;
+    ls_gap *gaps;        /* device-wide gaps, by device then time */
+    size_t gap_count;
+    uint64_t ops_without_launch; /* no API record matched the op's correlation id */
+    uint64_t ignored_records;    /* API/sync records after the profile stopped */
+} ls_analysis;
+
+/* Analyses `records`.  Returns 0, or -1 when memory ran out (out is then
+ * empty).  Always free `out` with ls_analysis_free. */
+int ls_analyze(const ls_records *records, ls_thresholds thresholds, ls_analysis *out);
+
+void ls_analysis_free(ls_analysis *a);
+
+#endif

@@ -1,0 +1,138 @@
+/* ls_buffers: see ls_buffers.h. */
+#include "ls_buffers.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LS_BUFFER_ALIGN 8
+
+typedef struct {
+    uint8_t *buffer;
+    size_t valid_size;
+} ls_ready_buffer;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t buffer_bytes = 4u << 20;
+static size_t max_buffers;
+static size_t allocated;      /* buffers ever allocated (<= max_buffers) */
+static uint8_t **free_list;   /* capacity max_buffers */
+static size_t free_count;
+static ls_ready_buffer *ready; /* capacity max_buffers */
+static size_t ready_count;
+static atomic_size_t ready_hint;
+static atomic_uint_fast64_t refused;
+
+static void *alloc_buffer(void)
+{
+    /* aligned_alloc needs a size that is a multiple of the alignment. */
+    size_t size = (buffer_bytes + LS_BUFFER_ALIGN - 1) & ~(size_t)(LS_BUFFER_ALIGN - 1);
+    return aligned_alloc(LS_BUFFER_ALIGN, size);
+}
+
+int ls_buffers_configure(size_t bytes, size_t preallocate, size_t cap)
+{
+    if (bytes < 4096 || cap == 0 || preallocate > cap)
+        return -1;
+    pthread_mutex_lock(&pool_lock);
+    int result = 0;
+    /* A pool already in use keeps its buffers: their size cannot change. */
+    if (allocated == 0) {
+        uint8_t **fl = malloc(cap * sizeof *fl);
+        ls_ready_buffer *rd = malloc(cap * sizeof *rd);
+        if (fl == NULL || rd == NULL) {
+            free(fl);
+            free(rd);
+            result = -1;
+            goto done;
+        }
+        free(free_list);
+        free(ready);
+        free_list = fl;
+        ready = rd;
+        buffer_bytes = bytes;
+        max_buffers = cap;
+    }
+    while (allocated < preallocate && allocated < max_buffers) {
+        uint8_t *b = alloc_buffer();
+        if (b == NULL) {
+            result = -1;
+            break;
+        }
+        free_list[free_count++] = b;
+        allocated++;
+    }
+done:
+    atomic_store(&refused, 0);
+    pthread_mutex_unlock(&pool_lock);
+    return result;
+}
+
+void ls_buffers_request(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    uint8_t *b = NULL;
+    pthread_mutex_lock(&pool_lock);
+    if (free_count > 0) {
+        b = free_list[--free_count];
+    } else if (allocated < max_buffers) {
+        /* The only allocation on CUPTI's side: CUPTI's designated moment to
+         * allocate, rare (one buffer holds thousands of records), bounded. */
+        b = alloc_buffer();
+        if (b != NULL)
+            allocated++;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (b == NULL)
+        atomic_fetch_add(&refused, 1);
+    *buffer = b;
+    *size = b ? buffer_bytes : 0;
+    *max_records = 0; /* as many as fit */
+}
+
+void ls_buffers_complete(uint8_t *buffer, size_t valid_size)
+{
+    if (buffer == NULL)
+        return;
+    pthread_mutex_lock(&pool_lock);
+    /* ready has room for every buffer the pool owns, so this cannot overflow. */
+    ready[ready_count++] = (ls_ready_buffer){buffer, valid_size};
+    atomic_store(&ready_hint, ready_count);
+    pthread_mutex_unlock(&pool_lock);
+}
+
+size_t ls_buffers_ready(void) { return atomic_load_explicit(&ready_hint, memory_order_relaxed); }
+
+void ls_buffers_drain(ls_buffer_visitor visit, void *ctx)
+{
+    for (;;) {
+        ls_ready_buffer item;
+        pthread_mutex_lock(&pool_lock);
+        if (ready_count == 0) {
+            pthread_mutex_unlock(&pool_lock);
+            return;
+        }
+        item = ready[0];
+        memmove(ready, ready + 1, (ready_count - 1) * sizeof *ready);
+        ready_count--;
+        atomic_store(&ready_hint, ready_count);
+        pthread_mutex_unlock(&pool_lock);
+
+        /* Parse without the lock: CUPTI may complete another buffer meanwhile. */
+        visit(item.buffer, item.valid_size, ctx);
+
+        pthread_mutex_lock(&pool_lock);
+        free_list[free_count++] = item.buffer;
+        pthread_mutex_unlock(&pool_lock);
+    }
+}
+
+uint64_t ls_buffers_refused(void) { return atomic_load(&refused); }
+
+size_t ls_buffers_allocated_bytes(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    size_t bytes = allocated * buffer_bytes;
+    pthread_mutex_unlock(&pool_lock);
+    return bytes;
+}

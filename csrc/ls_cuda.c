@@ -1,0 +1,80 @@
+/* ls_cuda: see ls_cuda.h. */
+#define _GNU_SOURCE
+#include "ls_cuda.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+typedef int (*ls_cu_ctx_get_current)(void **);
+typedef int (*ls_cu_ctx_synchronize)(void);
+typedef int (*ls_cu_device_get)(int *, int);
+typedef int (*ls_cu_device_get_name)(char *, int, int);
+
+/* NOLOAD: if nothing in the process uses CUDA there is nothing to wait for. */
+static void *driver(void)
+{
+    return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+}
+
+int ls_cuda_sync_current_context(void)
+{
+    void *lib = driver();
+    if (lib == NULL)
+        return 0;
+    ls_cu_ctx_get_current get_current;
+    ls_cu_ctx_synchronize synchronize;
+    *(void **)(&get_current) = dlsym(lib, "cuCtxGetCurrent");
+    *(void **)(&synchronize) = dlsym(lib, "cuCtxSynchronize");
+    int result = 0;
+    void *ctx = NULL;
+    if (get_current != NULL && synchronize != NULL && get_current(&ctx) == 0 && ctx != NULL)
+        result = synchronize() == 0 ? 1 : -1;
+    dlclose(lib);
+    return result;
+}
+
+int ls_cuda_device_name(int ordinal, char *buf, size_t size)
+{
+    if (size > 0)
+        buf[0] = '\0';
+    void *lib = driver();
+    if (lib == NULL)
+        return -1;
+    ls_cu_device_get device_get;
+    ls_cu_device_get_name get_name;
+    *(void **)(&device_get) = dlsym(lib, "cuDeviceGet");
+    *(void **)(&get_name) = dlsym(lib, "cuDeviceGetName");
+    int device = 0, result = -1;
+    if (device_get != NULL && get_name != NULL && device_get(&device, ordinal) == 0 &&
+        get_name(buf, (int)size, device) == 0)
+        result = 0;
+    dlclose(lib);
+    return result;
+}
+
+int ls_cuda_driver_present(void)
+{
+    return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL;
+}
+
+void ls_cuda_touch_apis(void)
+{
+    void *lib = driver();
+    if (lib != NULL) {
+        ls_cu_ctx_get_current get_current;
+        *(void **)(&get_current) = dlsym(lib, "cuCtxGetCurrent");
+        void *ctx = NULL;
+        if (get_current != NULL)
+            get_current(&ctx);
+        dlclose(lib);
+    }
+    void *runtime = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (runtime != NULL) {
+        int (*get_device)(int *);
+        *(void **)(&get_device) = dlsym(runtime, "cudaGetDevice");
+        int device = 0;
+        if (get_device != NULL)
+            get_device(&device);
+        dlclose(runtime);
+    }
+}

@@ -1,0 +1,28 @@
+/* ls_cuda: the few CUDA driver calls loopscope needs, found with dlsym in the
+ * driver the process has already loaded (never loads it, never links it). */
+#ifndef LS_CUDA_H
+#define LS_CUDA_H
+
+#include <stddef.h>
+
+/* Waits for the work of the calling thread's current CUDA context, so that
+ * every kernel launched inside the profile has finished before the final
+ * flush.  Returns 1 if it synchronised, 0 if there was nothing to do (no
+ * driver loaded, no current context), -1 if the driver call failed. */
+int ls_cuda_sync_current_context(void);
+
+/* Writes the name of device `ordinal` into buf ("" if unknown).  Returns 0 on
+ * success, -1 when the driver is not loaded or the call failed. */
+int ls_cuda_device_name(int ordinal, char *buf, size_t size);
+
+/* Makes one cheap driver call and one cheap runtime call on this thread
+ * (when those libraries are already loaded), so that CUPTI's one-time cost
+ * of routing a newly enabled callback domain is paid here, at profile
+ * start, not inside the user's first step. */
+void ls_cuda_touch_apis(void);
+
+/* 1 when the NVIDIA driver library can be opened (it stays loaded, as CUPTI
+ * would load it anyway), 0 when the machine has no NVIDIA driver. */
+int ls_cuda_driver_present(void);
+
+#endif

@@ -1,0 +1,227 @@
+/* ls_module: the loopscope._core extension module (multi-phase init, module
+ * state, heap types).  Python-facing functions return NULL with an exception
+ * set on error; the capture path below them never raises. */
+#include "ls_module.h"
+
+#include "ls_clock.h"
+#include "ls_cupti.h"
+
+#include <stdlib.h>
+
+static struct PyModuleDef ls_module_def;
+
+ls_module_state *ls_module_get_state(PyObject *module)
+{
+    return (ls_module_state *)PyModule_GetState(module);
+}
+
+/* start(trace, driver_api, buffer_bytes, max_buffers, cupti_paths) -> dict */
+static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    (void)module;
+    static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
+                               "cupti_paths", NULL};
+    int trace = 1, driver_api = 0;
+    Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64;
+    PyObject *paths = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnO:start", keywords, &trace,
+                                     &driver_api, &buffer_bytes, &max_buffers, &paths))
+        return NULL;
+    if (buffer_bytes < 65536 || max_buffers < 1) {
+        PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
+                     "(got %zd and %zd)", buffer_bytes, max_buffers);
+        return NULL;
+    }
+    if (ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "a loopscope profile is already running: profiles do not nest "
+                        "(CUPTI has one owner per process); use loopscope.range() inside it");
+        return NULL;
+    }
+    PyObject *seq = (paths != NULL && paths != Py_None)
+                        ? PySequence_Fast(paths, "cupti_paths must be a sequence of str")
+                        : PyTuple_New(0);
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const char **candidates = calloc((size_t)(n ? n : 1), sizeof *candidates);
+    if (candidates == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        candidates[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        if (candidates[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "cupti_paths[%zd] must be a str", i);
+            free(candidates);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    ls_session_options options = {trace, driver_api, (size_t)buffer_bytes, (size_t)max_buffers,
+                                  candidates, (size_t)n};
+    ls_session_state state;
+    int rc = ls_session_start(&options, &state);
+    free(candidates);
+    Py_DECREF(seq);
+    if (rc != 0)
+        return PyErr_NoMemory();
+    static const char *const clocks[] = {"monotonic", "cupti", "test"};
+    return Py_BuildValue("{s:O,s:z,s:z,s:s}", "tracing", state.tracing ? Py_True : Py_False,
+                         "reason", state.reason[0] ? state.reason : NULL, "cupti_path",
+                         ls_cupti_loaded() ? ls_cupti_path() : NULL, "clock",
+                         clocks[ls_clock_mode_now()]);
+}
+
+static PyObject *core_stop(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    ls_capture capture;
+    if (ls_session_stop(&capture) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "no loopscope profile is running");
+        return NULL;
+    }
+    return ls_capture_new(ls_module_get_state(module)->capture_type, &capture);
+}
+
+static PyObject *core_active(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyBool_FromLong(ls_session_active());
+}
+
+/* range(name) -> Range, one cached object per name. */
+static PyObject *core_range(PyObject *module, PyObject *name)
+{
+    ls_module_state *st = ls_module_get_state(module);
+    PyObject *cached = PyUnicode_Check(name) ? PyDict_GetItemWithError(st->range_cache, name)
+                                             : NULL;
+    if (cached != NULL)
+        return Py_NewRef(cached);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *range = ls_range_new(st->range_type, name, -1);
+    if (range == NULL)
+        return NULL;
+    if (PyDict_SetItem(st->range_cache, name, range) != 0) {
+        Py_DECREF(range);
+        return NULL;
+    }
+    return range;
+}
+
+/* step(name, index) -> Range flagged as step `index`. */
+static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "step(name, index) takes 2 arguments, got %zd", nargs);
+        return NULL;
+    }
+    long index = PyLong_AsLong(args[1]);
+    if (index == -1 && PyErr_Occurred())
+        return NULL;
+    if (index < 0 || index > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "step index must be >= 0, got %ld", index);
+        return NULL;
+    }
+    return ls_range_new(ls_module_get_state(module)->range_type, args[0], (int32_t)index);
+}
+
+static PyObject *core_now_ns(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(ls_clock_now());
+}
+
+static PyObject *core_set_test_clock(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long start = 0, tick = 0;
+    if (!PyArg_ParseTuple(args, "KK:_set_test_clock", &start, &tick))
+        return NULL;
+    ls_clock_set_test(start, tick);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef core_methods[] = {
+    {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
+     "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=())"
+     " -> {'tracing', 'reason', 'cupti_path', 'clock'}"},
+    {"stop", core_stop, METH_NOARGS, "stop() -> Capture: ends the running profile."},
+    {"active", core_active, METH_NOARGS, "True while a profile runs."},
+    {"range", core_range, METH_O, "range(name) -> a reusable range context manager."},
+    {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
+     "step(name, index) -> a step range context manager."},
+    {"now_ns", core_now_ns, METH_NOARGS, "The profiler clock, in ns."},
+    {"_inject", (PyCFunction)(void (*)(void))ls_inject, METH_FASTCALL,
+     "_inject(kind, records): test hook, appends synthetic records to the running profile."},
+    {"_set_test_clock", core_set_test_clock, METH_VARARGS,
+     "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int core_exec(PyObject *module)
+{
+    ls_module_state *st = ls_module_get_state(module);
+    st->range_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_range_type_spec, NULL);
+    if (st->range_type == NULL)
+        return -1;
+    st->capture_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_capture_type_spec, NULL);
+    if (st->capture_type == NULL)
+        return -1;
+    st->range_cache = PyDict_New();
+    if (st->range_cache == NULL)
+        return -1;
+    if (PyModule_AddObjectRef(module, "Range", (PyObject *)st->range_type) != 0 ||
+        PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0)
+        return -1;
+    return 0;
+}
+
+static int core_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    ls_module_state *st = ls_module_get_state(module);
+    Py_VISIT(st->range_type);
+    Py_VISIT(st->capture_type);
+    Py_VISIT(st->range_cache);
+    return 0;
+}
+
+static int core_clear(PyObject *module)
+{
+    ls_module_state *st = ls_module_get_state(module);
+    Py_CLEAR(st->range_type);
+    Py_CLEAR(st->capture_type);
+    Py_CLEAR(st->range_cache);
+    return 0;
+}
+
+static void core_free(void *module) { core_clear((PyObject *)module); }
+
+static PyModuleDef_Slot core_slots[] = {
+    {Py_mod_exec, core_exec},
+#ifdef Py_mod_multiple_interpreters
+    /* The capture state is process wide (CUPTI is), so one interpreter only. */
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef ls_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "loopscope._core",
+    .m_doc = "loopscope's C core: CUPTI capture, NVTX ranges, gap analysis.",
+    .m_size = sizeof(ls_module_state),
+    .m_methods = core_methods,
+    .m_slots = core_slots,
+    .m_traverse = core_traverse,
+    .m_clear = core_clear,
+    .m_free = core_free,
+};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModuleDef_Init(&ls_module_def); }

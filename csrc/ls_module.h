@@ -1,0 +1,33 @@
+/* ls_module: the CPython face of the C core.  Shared by the files that
+ * define its types and functions; the module itself is in ls_module.c. */
+#ifndef LS_MODULE_H
+#define LS_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "ls_session.h"
+
+/* Per-module state (multi-phase init: one per module object). */
+typedef struct {
+    PyTypeObject *range_type;
+    PyTypeObject *capture_type;
+    PyObject *range_cache; /* dict: name -> Range, so a range name is interned once */
+} ls_module_state;
+
+ls_module_state *ls_module_get_state(PyObject *module);
+
+/* Range type (ls_range_type.c).  Returns a new reference or NULL with an
+ * exception set. */
+extern PyType_Spec ls_range_type_spec;
+PyObject *ls_range_new(PyTypeObject *type, PyObject *name, int32_t step_index);
+
+/* Capture type (ls_capture_type.c): takes ownership of *capture's records
+ * (even on failure).  Returns a new reference or NULL with an exception set. */
+extern PyType_Spec ls_capture_type_spec;
+PyObject *ls_capture_new(PyTypeObject *type, ls_capture *capture);
+
+/* Test hook (ls_inject.c): _inject(kind, records).  Python-facing. */
+PyObject *ls_inject(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+#endif

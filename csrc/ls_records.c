@@ -1,0 +1,51 @@
+/* ls_records: see ls_records.h. */
+#include "ls_records.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Doubles the capacity so appends cost amortised O(1) and rarely allocate. */
+static int grow(void **items, size_t *capacity, size_t needed, size_t item_size)
+{
+    if (needed <= *capacity)
+        return 0;
+    size_t cap = *capacity ? *capacity : 256;
+    while (cap < needed)
+        cap *= 2;
+    void *bigger = realloc(*items, cap * item_size);
+    if (bigger == NULL)
+        return -1;
+    *items = bigger;
+    *capacity = cap;
+    return 0;
+}
+
+#define LS_APPEND_IMPL(fn, array_type, item_type)                                  \
+    item_type *fn(array_type *a)                                                   \
+    {                                                                              \
+        if (grow((void **)&a->items, &a->capacity, a->count + 1, sizeof(item_type)) \
+            != 0)                                                                  \
+            return NULL;                                                           \
+        item_type *slot = &a->items[a->count++];                                   \
+        memset(slot, 0, sizeof *slot);                                             \
+        return slot;                                                               \
+    }
+
+LS_APPEND_IMPL(ls_ops_append, ls_op_array, ls_op)
+LS_APPEND_IMPL(ls_apis_append, ls_api_array, ls_api)
+LS_APPEND_IMPL(ls_syncs_append, ls_sync_array, ls_sync)
+LS_APPEND_IMPL(ls_ranges_append, ls_range_array, ls_range)
+
+int ls_ranges_reserve(ls_range_array *a, size_t n)
+{
+    return grow((void **)&a->items, &a->capacity, a->count + n, sizeof(ls_range));
+}
+
+void ls_records_clear(ls_records *r)
+{
+    free(r->ops.items);
+    free(r->apis.items);
+    free(r->syncs.items);
+    free(r->ranges.items);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,89 @@
+/* ls_records: the compact record arrays that every source (live CUPTI,
+ * injected test records, later trace files) fills and the analysis reads.
+ * All times are nanoseconds on one clock (CUPTI's, when CUPTI is loaded). */
+#ifndef LS_RECORDS_H
+#define LS_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { LS_OP_KERNEL = 0, LS_OP_MEMCPY = 1, LS_OP_MEMSET = 2 } ls_op_kind;
+
+/* One GPU operation: kernel, memcpy or memset. */
+typedef struct {
+    uint64_t start_ns, end_ns;
+    uint64_t bytes;          /* memcpy/memset size, 0 for kernels */
+    uint32_t correlation_id; /* ties the op to the API call that launched it */
+    uint32_t device_id;
+    uint32_t stream_id;
+    uint32_t name_id;        /* kernel name in ls_names; UINT32_MAX if none */
+    uint8_t kind;            /* ls_op_kind */
+    uint8_t copy_kind;       /* CUpti_ActivityMemcpyKind for memcpys */
+    uint8_t graph_launched;  /* 1 if it ran as part of a CUDA graph */
+    uint8_t reserved[5];
+} ls_op;
+
+/* One host API call (runtime or driver), as CUPTI timed it. */
+typedef struct {
+    uint64_t start_ns, end_ns;
+    uint32_t correlation_id;
+    uint32_t cbid;
+    uint32_t thread_id;
+    uint32_t domain; /* 0 runtime, 1 driver */
+} ls_api;
+
+/* One interval where the host waited for the GPU (stream/event/context sync). */
+typedef struct {
+    uint64_t start_ns, end_ns;
+    uint32_t correlation_id;
+    uint32_t stream_id;
+    uint32_t type; /* CUpti_ActivitySynchronizationType */
+    uint32_t reserved;
+} ls_sync;
+
+/* One host range (a step or a named range), closed or still open. */
+typedef struct {
+    uint64_t start_ns, end_ns; /* end_ns == 0 while open */
+    uint64_t thread_id;
+    uint32_t name_id;
+    int32_t parent;     /* index of the enclosing range on the same thread, -1 if none */
+    int32_t step_index; /* >= 0 for steps, -1 for plain ranges */
+    uint32_t depth;
+} ls_range;
+
+#define LS_DEFINE_ARRAY(name, type) \
+    typedef struct {                \
+        type *items;                \
+        size_t count, capacity;     \
+    } name
+
+LS_DEFINE_ARRAY(ls_op_array, ls_op);
+LS_DEFINE_ARRAY(ls_api_array, ls_api);
+LS_DEFINE_ARRAY(ls_sync_array, ls_sync);
+LS_DEFINE_ARRAY(ls_range_array, ls_range);
+
+/* Everything one profile captured. */
+typedef struct {
+    ls_op_array ops;
+    ls_api_array apis;
+    ls_sync_array syncs;
+    ls_range_array ranges;
+    uint64_t start_ns, stop_ns; /* the profile's own span */
+    uint64_t dropped_records;   /* reported by CUPTI or lost to a full buffer pool */
+    uint64_t invalid_records;   /* end before start, or zero timestamps */
+} ls_records;
+
+/* Appends one zeroed slot and returns it, or NULL when memory ran out.
+ * The pointer stays valid until the next append to the same array. */
+ls_op *ls_ops_append(ls_op_array *a);
+ls_api *ls_apis_append(ls_api_array *a);
+ls_sync *ls_syncs_append(ls_sync_array *a);
+ls_range *ls_ranges_append(ls_range_array *a);
+
+/* Reserves room for `n` more items; 0 on success, -1 when out of memory. */
+int ls_ranges_reserve(ls_range_array *a, size_t n);
+
+/* Frees every array and zeroes the struct. */
+void ls_records_clear(ls_records *r);
+
+#endif

@@ -1,0 +1,220 @@
+/* ls_session: see ls_session.h.  Every function here runs with the GIL held,
+ * which serialises them; CUPTI's own threads only touch ls_buffers. */
+#include "ls_session.h"
+
+#include "ls_activity.h"
+#include "ls_buffers.h"
+#include "ls_clock.h"
+#include "ls_cuda.h"
+#include "ls_cupti.h"
+#include "ls_launches.h"
+#include "ls_nvtx.h"
+#include "ls_subscriber.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LS_MAX_DEPTH 256
+#define LS_RANGE_RESERVE 4096
+
+static struct {
+    int active;
+    int tracing;
+    int launch_callbacks; /* launch calls come from callbacks (ls_launches) */
+    uint32_t generation;
+    ls_capture capture;
+} session;
+
+/* Per-thread stack of open range indices (-1 for a range not recorded). */
+static _Thread_local struct {
+    int32_t stack[LS_MAX_DEPTH];
+    uint32_t depth;       /* may exceed LS_MAX_DEPTH: deeper levels are not stored */
+    uint32_t open_steps;
+    uint32_t generation;
+} tls;
+
+int ls_session_active(void) { return session.active; }
+ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
+void ls_session_mark_injected(void) { session.capture.injected = 1; }
+
+static void try_start_tracing(const ls_session_options *o, ls_capture *c)
+{
+    if (!o->trace) {
+        snprintf(c->reason, sizeof c->reason, "GPU tracing was turned off (trace=False)");
+        return;
+    }
+    if (!ls_cuda_driver_present()) {
+        snprintf(c->reason, sizeof c->reason,
+                 "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
+        return;
+    }
+    if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0) {
+        snprintf(c->reason, sizeof c->reason, "%s", ls_cupti_error());
+        return;
+    }
+    if (ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers) != 0) {
+        snprintf(c->reason, sizeof c->reason, "could not allocate CUPTI activity buffers");
+        return;
+    }
+    int claim = ls_subscriber_claim(c->reason, sizeof c->reason);
+    if (claim == LS_SUBSCRIBER_ERROR)
+        return;
+    ls_api_records api = o->driver_api ? LS_API_RECORDS_ALL : LS_API_RECORDS_RUNTIME;
+    if (claim == LS_SUBSCRIBER_OK) {
+        /* Launch calls through a few callback ids: far cheaper than an
+         * activity record for every runtime and driver call. */
+        if (ls_launches_reset() != 0 ||
+            ls_subscriber_enable_callbacks(c->reason, sizeof c->reason) != 0) {
+            ls_subscriber_release();
+            if (c->reason[0] == '\0')
+                snprintf(c->reason, sizeof c->reason, "out of memory for launch records");
+            return;
+        }
+        session.launch_callbacks = 1;
+        api = LS_API_RECORDS_NONE;
+    } else {
+        /* Kineto subscribes at its first use and never lets go, so after one
+         * torch.profiler run the slot stays taken though nobody traces.  The
+         * Python layer has already refused when a tool is really tracing
+         * (torch.profiler running, a CUDA injection tool); activity tracing
+         * needs no subscription, so go on and say what is missing. */
+        snprintf(c->note, sizeof c->note, "%s", c->reason);
+        c->reason[0] = '\0';
+    }
+    if (ls_activity_start(&c->records, api, c->reason, sizeof c->reason) != 0) {
+        ls_subscriber_release();
+        session.launch_callbacks = 0;
+        return;
+    }
+    ls_cuda_touch_apis();
+    session.tracing = 1;
+    c->traced = 1;
+    c->reason[0] = '\0';
+}
+
+int ls_session_start(const ls_session_options *options, ls_session_state *state)
+{
+    if (session.active)
+        return -1;
+    memset(&session.capture, 0, sizeof session.capture);
+    ls_cupti_clear_error();
+    if (ls_ranges_reserve(&session.capture.records.ranges, LS_RANGE_RESERVE) != 0)
+        return -1;
+    session.tracing = 0;
+    session.launch_callbacks = 0;
+    try_start_tracing(options, &session.capture);
+    ls_clock_use(session.tracing ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
+    session.generation++;
+    session.active = 1;
+    session.capture.records.start_ns = ls_clock_now();
+    state->tracing = session.tracing;
+    state->reason = session.capture.reason;
+    return 0;
+}
+
+int ls_session_stop(ls_capture *out)
+{
+    if (!session.active)
+        return -1;
+    ls_capture *c = &session.capture;
+    uint64_t stop_ns = ls_clock_now();
+    c->records.stop_ns = stop_ns;
+    if (session.tracing) {
+        /* Wait for the kernels launched inside the profile, so the flush
+         * below returns all of them.  Records of this sync itself start
+         * after stop_ns and are ignored by the analysis. */
+        ls_subscriber_disable_callbacks();
+        ls_cuda_sync_current_context();
+        if (ls_activity_stop() != 0)
+            snprintf(c->stop_error, sizeof c->stop_error, "%s", ls_cupti_error());
+        ls_subscriber_release();
+        if (session.launch_callbacks)
+            c->records.dropped_records += ls_launches_move_to(&c->records.apis);
+        c->buffer_bytes = ls_buffers_allocated_bytes();
+        c->buffers_refused = ls_buffers_refused();
+    }
+    for (size_t i = 0; i < c->records.ranges.count; i++) {
+        ls_range *r = &c->records.ranges.items[i];
+        if (r->end_ns == 0) {
+            r->end_ns = stop_ns;
+            c->ranges_left_open++;
+        }
+    }
+    c->stop_ns_cost = ls_clock_now() - stop_ns;
+    ls_clock_use(LS_CLOCK_MONOTONIC);
+    *out = *c;
+    memset(c, 0, sizeof *c);
+    session.active = 0;
+    session.tracing = 0;
+    return 0;
+}
+
+static void sync_thread_stack(void)
+{
+    if (tls.generation != session.generation) {
+        tls.generation = session.generation;
+        tls.depth = 0;
+        tls.open_steps = 0;
+    }
+}
+
+int ls_session_push(uint32_t name_id, int32_t step_index)
+{
+    sync_thread_stack();
+    if (step_index >= 0 && tls.open_steps > 0)
+        return -1;
+    ls_nvtx_push(name_id);
+    int32_t index = -1;
+    if (session.active) {
+        ls_range *r = ls_ranges_append(&session.capture.records.ranges);
+        if (r != NULL) {
+            index = (int32_t)(session.capture.records.ranges.count - 1);
+            r->name_id = name_id;
+            r->step_index = step_index;
+            r->depth = tls.depth;
+            r->parent = (tls.depth > 0 && tls.depth <= LS_MAX_DEPTH)
+                            ? tls.stack[tls.depth - 1] : -1;
+            r->thread_id = (uint64_t)pthread_self();
+            r->start_ns = ls_clock_now();
+        } else {
+            session.capture.records.dropped_records++;
+        }
+    }
+    if (tls.depth < LS_MAX_DEPTH)
+        tls.stack[tls.depth] = index;
+    tls.depth++;
+    if (step_index >= 0)
+        tls.open_steps++;
+    return 0;
+}
+
+void ls_session_pop(int is_step)
+{
+    uint64_t now = session.active ? ls_clock_now() : 0;
+    ls_nvtx_pop();
+    sync_thread_stack();
+    if (tls.depth == 0) {
+        if (session.active)
+            session.capture.range_mismatches++;
+        return;
+    }
+    tls.depth--;
+    if (is_step && tls.open_steps > 0)
+        tls.open_steps--;
+    if (!session.active || tls.depth >= LS_MAX_DEPTH)
+        return;
+    int32_t index = tls.stack[tls.depth];
+    if (index >= 0)
+        session.capture.records.ranges.items[index].end_ns = now;
+    if (session.launch_callbacks)
+        ls_launches_reserve(); /* two atomic loads unless a chunk is needed */
+    /* A step boundary is a calm moment to parse completed buffers, so the
+     * pool recycles and long loops never run out of buffers. */
+    if (is_step && session.tracing && ls_activity_pending()) {
+        uint64_t t0 = ls_clock_now();
+        ls_activity_drain();
+        session.capture.drains++;
+        session.capture.drain_ns += ls_clock_now() - t0;
+    }
+}

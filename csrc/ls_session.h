@@ -1,0 +1,65 @@
+/* ls_session: the one profiling session of the process (CUPTI is process
+ * wide, so the session is too).  Owns the record arrays while it runs, the
+ * per-thread range stacks, and the order of start and stop. */
+#ifndef LS_SESSION_H
+#define LS_SESSION_H
+
+#include "ls_records.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int trace;               /* trace GPU activity through CUPTI */
+    int driver_api;          /* also record driver-API calls */
+    size_t buffer_bytes;     /* size of one activity buffer */
+    size_t max_buffers;      /* cap of the buffer pool */
+    const char *const *cupti_paths;
+    size_t cupti_path_count;
+} ls_session_options;
+
+typedef struct {
+    int tracing;          /* 1 when CUPTI records GPU activity */
+    const char *reason;   /* why not, "" when tracing */
+} ls_session_state;
+
+/* Everything a finished session hands to its owner. */
+typedef struct {
+    ls_records records;
+    int traced;                /* CUPTI traced the session */
+    int injected;              /* test records were injected */
+    char reason[1024];         /* why the GPU part is missing, "" if present */
+    char stop_error[1024];     /* a CUPTI failure at stop, "" if none */
+    char note[1024];           /* traced, but with something missing ("" if not) */
+    uint64_t range_mismatches; /* exits with no matching enter */
+    uint64_t ranges_left_open; /* ranges closed by stop */
+    uint64_t drains;           /* buffer drains during the session */
+    uint64_t drain_ns;         /* host time they took */
+    uint64_t stop_ns_cost;     /* host time stop took (sync + flush + parse) */
+    uint64_t buffer_bytes;     /* activity buffer memory in use */
+    uint64_t buffers_refused;  /* CUPTI asked for a buffer, none was left */
+} ls_capture;
+
+/* 1 while a session runs. */
+int ls_session_active(void);
+
+/* Starts the session.  Returns 0 (GPU tracing may still be off: see
+ * state->reason), -1 if a session is already running or memory ran out. */
+int ls_session_start(const ls_session_options *options, ls_session_state *state);
+
+/* Ends the session and moves its records into `out` (caller owns them, free
+ * with ls_records_clear).  Returns 0, -1 when no session runs. */
+int ls_session_stop(ls_capture *out);
+
+/* Range edges: the hot path.  Never raise, never allocate beyond amortised
+ * growth of the range array.  push returns 0, or -1 when `step_index >= 0`
+ * and a step is already open on this thread (steps do not nest); nothing
+ * is pushed then.  Outside a session they only drive NVTX. */
+int ls_session_push(uint32_t name_id, int32_t step_index);
+void ls_session_pop(int is_step);
+
+/* The live session's records (for the test hook), NULL when none runs. */
+ls_records *ls_session_records(void);
+void ls_session_mark_injected(void);
+
+#endif

@@ -1,0 +1,105 @@
+/* ls_subscriber: see ls_subscriber.h. */
+#include "ls_subscriber.h"
+
+#include "ls_cbids.h"
+#include "ls_cupti.h"
+#include "ls_launches.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static CUpti_SubscriberHandle subscriber;
+static int callbacks_enabled;
+
+/* The switchboard: every CUPTI callback arrives here.  It must stay cheap,
+ * never allocate and never touch Python. */
+static void CUPTIAPI switchboard(void *userdata, CUpti_CallbackDomain domain,
+                                 CUpti_CallbackId cbid, const void *data)
+{
+    (void)userdata;
+    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)
+        return;
+    const CUpti_CallbackData *call = (const CUpti_CallbackData *)data;
+    if (call->callbackSite != CUPTI_API_ENTER)
+        return;
+    if (ls_cbid_role_of(domain, cbid) == LS_ROLE_LAUNCH) {
+        uint64_t now = 0;
+        ls_cupti.GetTimestamp(&now); /* no check: a hot path; 0 marks a failure */
+        ls_launches_record(domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call->correlationId, now);
+    }
+}
+
+static void set_callbacks(uint32_t enable, unsigned count)
+{
+    for (unsigned i = 0; i < count; i++)
+        LS_CUPTI_CHECK(EnableCallback(enable, subscriber, ls_cbid_table[i].domain,
+                                      ls_cbid_table[i].cbid));
+}
+
+int ls_subscriber_enable_callbacks(char *reason, size_t reason_size)
+{
+    if (subscriber == NULL) {
+        snprintf(reason, reason_size, "loopscope does not hold CUPTI's callback slot");
+        return -1;
+    }
+    ls_cbid_role_of(CUPTI_CB_DOMAIN_RUNTIME_API, 0); /* build the lookup before any callback */
+    for (unsigned i = 0; i < ls_cbid_table_size; i++) {
+        if (LS_CUPTI_CHECK(EnableCallback(1, subscriber, ls_cbid_table[i].domain,
+                                          ls_cbid_table[i].cbid)) != CUPTI_SUCCESS) {
+            snprintf(reason, reason_size, "%s", ls_cupti_error());
+            set_callbacks(0, i);
+            return -1;
+        }
+    }
+    callbacks_enabled = 1;
+    return 0;
+}
+
+void ls_subscriber_disable_callbacks(void)
+{
+    if (!callbacks_enabled || subscriber == NULL)
+        return;
+    set_callbacks(0, ls_cbid_table_size);
+    callbacks_enabled = 0;
+}
+
+int ls_subscriber_claim(char *reason, size_t reason_size)
+{
+    if (subscriber != NULL)
+        return 0;
+    char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = "";
+    CUptiResult status;
+    if (ls_cupti.Subscribe_v2 != NULL) {
+        CUpti_SubscriberParams params;
+        memset(&params, 0, sizeof params);
+        params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+        params.subscriberName = "loopscope";
+        params.oldSubscriberName = other;
+        params.oldSubscriberSize = sizeof other - 1;
+        status = LS_CUPTI_CHECK(Subscribe_v2(&subscriber, switchboard, NULL, &params));
+    } else {
+        status = LS_CUPTI_CHECK(Subscribe(&subscriber, switchboard, NULL));
+    }
+    if (status == CUPTI_SUCCESS)
+        return LS_SUBSCRIBER_OK;
+    subscriber = NULL;
+    if (status == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+        snprintf(reason, reason_size,
+                 "CUPTI's callback slot is held by another client (%s), e.g. torch.profiler "
+                 "from an earlier use in this process: GPU activity is traced, CUPTI "
+                 "callbacks are not available",
+                 other[0] ? other : "CUPTI did not name it");
+        return LS_SUBSCRIBER_HELD;
+    }
+    snprintf(reason, reason_size, "%s", ls_cupti_error());
+    return LS_SUBSCRIBER_ERROR;
+}
+
+void ls_subscriber_release(void)
+{
+    if (subscriber == NULL)
+        return;
+    ls_subscriber_disable_callbacks();
+    LS_CUPTI_CHECK(Unsubscribe(subscriber));
+    subscriber = NULL;
+}

@@ -1,0 +1,32 @@
+/* ls_subscriber: claims CUPTI for loopscope for the length of a profile.
+ *
+ * CUPTI allows one subscriber per process; Nsight Systems, Nsight Compute,
+ * cuda-gdb and torch.profiler's Kineto take it too.  Subscribing first is how
+ * loopscope learns that another tool owns CUPTI, before it could steal that
+ * tool's activity buffers.  The callback registered here is the switchboard:
+ * every enabled callback id (ls_cbids) arrives there and is dispatched by
+ * its role. */
+#ifndef LS_SUBSCRIBER_H
+#define LS_SUBSCRIBER_H
+
+#include <stddef.h>
+
+enum { LS_SUBSCRIBER_OK = 0, LS_SUBSCRIBER_ERROR = -1, LS_SUBSCRIBER_HELD = -2 };
+
+/* Returns LS_SUBSCRIBER_OK when loopscope now owns CUPTI's callback slot.
+ * Otherwise writes a plain sentence into `reason` (naming the other client
+ * when CUPTI tells) and returns LS_SUBSCRIBER_HELD when another client holds
+ * the slot, LS_SUBSCRIBER_ERROR when CUPTI failed for another reason. */
+int ls_subscriber_claim(char *reason, size_t reason_size);
+
+/* Enables the callbacks of ls_cbid_table (launch calls go to ls_launches).
+ * 0, or -1 with a sentence in `reason` (what was enabled is disabled). */
+int ls_subscriber_enable_callbacks(char *reason, size_t reason_size);
+
+/* Disables every callback of the table (no-op when none is enabled). */
+void ls_subscriber_disable_callbacks(void);
+
+/* Gives CUPTI back (no-op when not claimed). */
+void ls_subscriber_release(void);
+
+#endif

@@ -1,0 +1,85 @@
+"""Build of loopscope's C core.
+
+The CUDA headers (cupti*.h, cuda.h, nvtx3/) come from a CUDA toolkit when one
+is found (CUDA_HOME, CUDA_PATH, /usr/local/cuda), otherwise from the PyPI
+wheels nvidia-cuda-cupti, nvidia-cuda-runtime, nvidia-cuda-crt and
+nvidia-nvtx (build requirements in pyproject.toml).  Nothing is linked
+against CUDA: CUPTI is opened with dlopen at run time.
+"""
+import os
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+REQUIRED_HEADERS = ("cupti.h", "cuda.h", "crt/host_defines.h", "nvtx3/nvToolsExt.h")
+
+
+def toolkit_dirs():
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for root in filter(None, roots):
+        yield Path(root) / "include"
+        yield Path(root) / "extras" / "CUPTI" / "include"
+
+
+def wheel_dirs():
+    """Include folders of the nvidia-* wheels (namespace package `nvidia`)."""
+    for entry in sys.path:
+        base = Path(entry or ".") / "nvidia"
+        if base.is_dir():
+            for sub in sorted(base.iterdir()):
+                if (sub / "include").is_dir():
+                    yield sub / "include"
+
+
+def find_include_dirs():
+    found = {}
+    for source in (toolkit_dirs, wheel_dirs):
+        for folder in source():
+            for header in REQUIRED_HEADERS:
+                if header not in found and (folder / header).is_file():
+                    found[header] = folder
+        if len(found) == len(REQUIRED_HEADERS):
+            break
+    missing = [h for h in REQUIRED_HEADERS if h not in found]
+    if missing:
+        sys.exit(
+            "loopscope: cannot build, CUDA headers not found: " + ", ".join(missing) + ".\n"
+            "Install the CUDA 13 toolkit (set CUDA_HOME), or let pip install the build "
+            "requirements (nvidia-cuda-cupti, nvidia-cuda-runtime, nvidia-cuda-crt, "
+            "nvidia-nvtx 13.x); with --no-build-isolation install them yourself first."
+        )
+    return sorted({str(p) for p in found.values()})
+
+
+def compile_args():
+    args = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
+    for folder in find_include_dirs():
+        args += ["-isystem", folder]  # CUDA's headers are not ours to warn about
+    if os.environ.get("LOOPSCOPE_WERROR"):
+        args.append("-Werror")
+    if os.environ.get("LOOPSCOPE_SANITIZE"):
+        args += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
+    return args
+
+
+def link_args():
+    args = ["-ldl", "-lpthread"]
+    if os.environ.get("LOOPSCOPE_SANITIZE"):
+        args += ["-fsanitize=address,undefined"]
+    return args
+
+
+sources = sorted(str(p) for p in Path("csrc").glob("*.c"))
+
+setup(
+    ext_modules=[
+        Extension(
+            "loopscope._core",
+            sources=sources,
+            depends=sorted(str(p) for p in Path("csrc").glob("*.h")),
+            extra_compile_args=compile_args(),
+            extra_link_args=link_args(),
+        )
+    ],
+)

@@ -1,0 +1,188 @@
+"""The `profile()` context manager: starts the C core, marks steps, and keeps
+the capture for `summary()` and `report()`."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from typing import Any
+
+from . import _core, _cupti_paths
+from ._report import format_report
+from ._summary import build_summary
+
+_warned: set[str] = set()
+
+
+class LoopscopeWarning(RuntimeWarning):
+    """loopscope could not do part of its job (e.g. no GPU); the run goes on."""
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, LoopscopeWarning, stacklevel=3)
+
+
+def _other_profiler() -> str | None:
+    """Names another tool that traces this process right now, if any.
+
+    The C core learns from CUPTI's subscription whether a client holds CUPTI,
+    but Kineto keeps its subscription after torch.profiler ends, so a held
+    slot alone does not mean somebody traces.  These checks tell: a CUDA
+    injection tool (Nsight Systems / Compute) or torch.profiler running."""
+    injected = os.environ.get("CUDA_INJECTION64_PATH")
+    if injected:
+        return (
+            f"a CUDA tool is injected into this process (CUDA_INJECTION64_PATH={injected}, "
+            "e.g. Nsight Systems or Nsight Compute) and owns CUPTI; profile outside it. "
+            "NVTX ranges still reach that tool"
+        )
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch._C._autograd._profiler_enabled():
+            return (
+                "torch.profiler (Kineto) is running and owns CUPTI; only one CUPTI client "
+                "may trace a process. NVTX ranges and host step times still work"
+            )
+    except Exception:  # a torch without this private hook: nothing to tell
+        return None
+    return None
+
+
+def _check_thresholds(value: Any) -> tuple[float, float]:
+    try:
+        normal, severe = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"gap_thresholds_us must be two numbers (normal_below, severe_above), got {value!r}"
+        ) from None
+    if not 0 <= normal <= severe <= 1e9:
+        raise ValueError(
+            f"gap_thresholds_us must satisfy 0 <= normal <= severe, got {value!r}"
+        )
+    return normal, severe
+
+
+class Profile:
+    """One profiled region.  Use through `loopscope.profile()`.
+
+    trace:              trace GPU activity with CUPTI (False: host ranges only).
+    gap_thresholds_us:  (normal_below, severe_above); gaps in between are warnings.
+    step_name:          default step name; "{i}" is replaced by the step index.
+    driver_api:         also record driver-API calls: cuBLAS, Triton and CuPy launch
+                        through the driver, and a kernel is tied to its step by its
+                        launch call (False saves a little overhead, loses those).
+    buffer_mb, max_buffer_mb: size of one CUPTI buffer, and the pool's cap.
+    """
+
+    def __init__(
+        self,
+        *,
+        trace: bool = True,
+        gap_thresholds_us: tuple[float, float] = (20.0, 50.0),
+        step_name: str = "Step_{i}",
+        driver_api: bool = True,
+        buffer_mb: float = 4,
+        max_buffer_mb: float = 256,
+    ) -> None:
+        self._thresholds = _check_thresholds(gap_thresholds_us)
+        if not isinstance(step_name, str) or not step_name:
+            raise TypeError(f"step_name must be a non-empty str, got {step_name!r}")
+        if not (0.0625 <= buffer_mb <= max_buffer_mb < float("inf")):
+            raise ValueError(
+                "need 0.0625 <= buffer_mb <= max_buffer_mb (finite, in MiB), got "
+                f"buffer_mb={buffer_mb!r}, max_buffer_mb={max_buffer_mb!r}"
+            )
+        self._options = dict(
+            trace=bool(trace),
+            driver_api=bool(driver_api),
+            buffer_bytes=int(buffer_mb * (1 << 20)),
+            max_buffers=max(1, int(max_buffer_mb // buffer_mb)),
+        )
+        self._step_name = step_name
+        self._next_step = 0
+        self._state: dict[str, Any] | None = None
+        self._capture: Any = None
+        self._summary: dict[str, Any] | None = None
+        self._host_ns = 0
+        self._stop_error: str | None = None
+
+    # -- the with-block --------------------------------------------------
+    def __enter__(self) -> "Profile":
+        if self._state is not None:
+            raise RuntimeError("this Profile was already used; create a new loopscope.profile()")
+        busy = _other_profiler() if self._options["trace"] else None
+        options = dict(self._options, trace=self._options["trace"] and busy is None)
+        self._state = _core.start(cupti_paths=_cupti_paths.candidates(), **options)
+        if busy is not None:
+            self._state["reason"] = busy
+        if self._options["trace"] and not self._state["tracing"]:
+            try:
+                _warn_once(
+                    f"loopscope: GPU tracing is off: {self._state['reason']}. "
+                    "Host ranges and step times are still recorded."
+                )
+            except BaseException:  # warnings turned into errors: leave no session behind
+                _core.stop()
+                raise
+        self._t0 = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._host_ns = time.perf_counter_ns() - self._t0
+        try:
+            self._capture = _core.stop()
+        except Exception as error:  # never lose the user's run to the profiler
+            self._stop_error = f"{type(error).__name__}: {error}"
+            _warn_once(f"loopscope: stopping the profile failed: {self._stop_error}")
+        return False
+
+    def step(self, name: str | None = None):
+        """A context manager for one loop step: an NVTX range plus timings.
+
+        name: the step's name; "{i}" in it is replaced by the index.
+        Defaults to the profile's step_name ("Step_{i}")."""
+        index = self._next_step
+        self._next_step += 1
+        template = self._step_name if name is None else name
+        if not isinstance(template, str):
+            raise TypeError(f"step name must be a str, got {template!r}")
+        label = template.replace("{i}", str(index))
+        return _core.step(label, index)
+
+    # -- results ---------------------------------------------------------
+    def _require_finished(self) -> None:
+        if self._state is None:
+            raise RuntimeError("the profile has not run yet: use `with loopscope.profile() as prof:`")
+        if self._capture is None and self._stop_error is None:
+            raise RuntimeError("the profile is still running: call summary() after the with-block")
+
+    def summary(self) -> dict[str, Any]:
+        """The summary dict (see PRODUCT.md); computed once, then cached."""
+        self._require_finished()
+        if self._summary is None:
+            self._summary = build_summary(
+                self._capture, self._state, self._thresholds, self._host_ns, self._stop_error
+            )
+        return self._summary
+
+    def report(self) -> str:
+        """The summary as readable text, verdict first."""
+        return format_report(self.summary())
+
+    def __repr__(self) -> str:
+        if self._state is None:
+            return "<loopscope.Profile (not started)>"
+        if self._capture is None:
+            return "<loopscope.Profile (running)>"
+        verdict = self.summary()["diagnosis"]["verdict"]
+        return f"<loopscope.Profile steps={self._next_step} verdict={verdict}>"
+
+
+def profile(**options: Any) -> Profile:
+    """Profile the GPU work of a with-block: `with loopscope.profile() as prof:`.
+
+    Options are those of `Profile` (trace, gap_thresholds_us, step_name, ...)."""
+    return Profile(**options)

@@ -1,0 +1,90 @@
+"""The summary as text: verdict first, then the figures that back it, like a
+compiler lists errors."""
+from __future__ import annotations
+
+from typing import Any
+
+MAX_STEP_ROWS = 24
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _verdict_line(summary: dict[str, Any]) -> str:
+    d = summary["diagnosis"]
+    verdict = d["verdict"].replace("_", " ")
+    gaps = summary["gaps"]
+    if gaps is None:
+        return f"{verdict}: {d['reasons'][0]}"
+    detail = (
+        f"GPU busy {_fmt(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps "
+        f"(> {gaps['thresholds_us'][1]:g} us), mean gap {gaps['mean_us']:.1f} us"
+    )
+    return f"{verdict}: {detail}; {d['actions'][0]}"
+
+
+def _steps_table(steps: list[dict[str, Any]]) -> list[str]:
+    head = f"{'step':>5} {'name':<18} {'host ms':>9} {'GPU ms':>9} {'busy%':>6} {'kernels':>7} " \
+           f"{'gaps':>5} {'severe':>6} {'max gap us':>10}  verdict"
+    lines = [head]
+    shown = steps if len(steps) <= MAX_STEP_ROWS else steps[: MAX_STEP_ROWS - 4] + steps[-4:]
+    for i, s in enumerate(shown):
+        if len(steps) > MAX_STEP_ROWS and i == MAX_STEP_ROWS - 4:
+            lines.append(f"{'...':>5} ({len(steps) - MAX_STEP_ROWS} more steps)")
+        g = s["gaps"] or {}
+        lines.append(
+            f"{s['index']:>5} {s['name'][:18]:<18} {_fmt(s['host_ms']):>9} {_fmt(s['gpu_ms']):>9} "
+            f"{_fmt(g.get('busy_pct'), '.1f'):>6} {_fmt(s['kernels'], 'd'):>7} "
+            f"{_fmt(g.get('count'), 'd'):>5} {_fmt(g.get('severe'), 'd'):>6} "
+            f"{_fmt(g.get('max_us'), '.1f'):>10}  {s['verdict'] or '-'}"
+        )
+    return lines
+
+
+def format_report(summary: dict[str, Any]) -> str:
+    out = ["loopscope report"]
+    gpu, gaps = summary["gpu"], summary["gaps"]
+    device = gpu["device"] if gpu and gpu["device"] else ("synthetic records" if summary["source"] == "injected" else None)
+    out[0] += f" - {device}" if device else ""
+    out[0] += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
+    out.append(_verdict_line(summary))
+    for reason in summary["diagnosis"]["reasons"]:
+        out.append(f"  - {reason}")
+    if gaps is not None:
+        out.append("")
+        out.append(
+            f"GPU: {gpu['kernels']} kernels, {gpu['memcpys']} memcpys, {gpu['memsets']} memsets; "
+            f"busy {gpu['busy_ms']:.3f} ms of {gpu['span_ms']:.3f} ms ({_fmt(gpu['busy_pct'], '.1f')}%)"
+        )
+        out.append(
+            f"Gaps: {gaps['count']} (normal {gaps['normal']}, warning {gaps['warning']}, "
+            f"severe {gaps['severe']}); p50 {gaps['p50_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
+            f"max {gaps['max_us']:.2f} us; idle {gaps['idle_ms']:.3f} ms"
+        )
+        if gaps["worst"]:
+            out.append("Worst gaps:")
+            for g in gaps["worst"][:5]:
+                where = f"step {g['step_name']}" if g["step_name"] else "outside steps"
+                before = f" before {g['before'][:60]}" if g["before"] else ""
+                out.append(f"  {g['duration_us']:>10.1f} us  [{g['cause']}] {where}, stream {g['stream']}{before}")
+    if summary["steps"]:
+        out.append("")
+        out.extend(_steps_table(summary["steps"]))
+    if summary["ranges"]:
+        out.append("")
+        out.append("Ranges:")
+        for r in summary["ranges"][:20]:
+            out.append(f"  {r['name'][:40]:<40} x{r['count']:<5} host {r['host_ms']:.3f} ms  GPU {_fmt(r['gpu_ms'])} ms")
+    out.append("")
+    if summary.get("cupti_note"):
+        out.append(f"Note: {summary['cupti_note']}")
+    if summary["gpu_error"]:
+        out.append(f"GPU sections missing: {summary['gpu_error']}")
+    out.append(f"SM/DRAM: {summary['metrics_error']}" if summary["sm"] is None else "")
+    o = summary["overhead"]
+    out.append(
+        f"Records: {o['records']}, dropped {summary['dropped_records']}; profiler cost: "
+        f"drains {o['drain_ms']:.3f} ms, stop {o['stop_ms']:.3f} ms, summary {o['summary_ms']:.3f} ms"
+    )
+    return "\n".join(line for line in out if line is not None)

@@ -1,0 +1,95 @@
+"""Shared fixtures for the CPU test suite.
+
+- `test_clock`: a scripted profiler clock, so host times are exact.
+- `inject`: appends synthetic GPU records to the running profile.
+- `run_trace`: runs a whole profile around a set of synthetic records and
+  returns its summary.
+The LoopscopeWarning "GPU tracing is off" is expected on CPU machines; it is
+ignored here and checked on its own in test_degradation.py (in subprocesses).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import pytest
+
+import loopscope
+from loopscope import _core
+
+
+@pytest.fixture(autouse=True)
+def _quiet_and_clean():
+    """Ignore the no-GPU warning; make sure no test leaks a running profile
+    or a scripted clock into the next one."""
+    if _core.active():  # a previous test died inside a profile
+        _core.stop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", loopscope.LoopscopeWarning)
+        yield
+    _core._set_test_clock(0, 0)
+    leaked = _core.active()
+    if leaked:
+        _core.stop()
+    assert not leaked, "the test left a loopscope profile running"
+
+
+@dataclass
+class TestClock:
+    """The scripted clock: read n (0-based) returns start + n * tick."""
+
+    start: int
+    tick: int
+
+    __test__ = False  # not a test class
+
+    def set(self, start: int, tick: int) -> None:
+        self.start, self.tick = start, tick
+        _core._set_test_clock(start, tick)
+
+    def at(self, n: int) -> int:
+        return self.start + n * self.tick
+
+
+@pytest.fixture
+def test_clock():
+    """Clock reads return 1_000_000, 1_001_000, ... (1 us ticks); off afterwards.
+
+    The profile start reads it once, each range enter/exit once, stop twice.
+    So the first step of a profile spans reads 1..2: [1_001_000, 1_002_000]."""
+    clock = TestClock(1_000_000, 1_000)
+    _core._set_test_clock(clock.start, clock.tick)
+    try:
+        yield clock
+    finally:
+        _core._set_test_clock(0, 0)
+
+
+@pytest.fixture
+def inject():
+    """inject(kind, records): _core._inject that also checks the returned count."""
+
+    def _inject(kind: str, records) -> int:
+        records = list(records)
+        count = _core._inject(kind, records)
+        assert count == len(records)
+        return count
+
+    return _inject
+
+
+@pytest.fixture
+def run_trace(inject):
+    """run_trace(kernels=..., memcpys=..., memsets=..., apis=..., syncs=..., **profile_options)
+    -> summary of a profile holding exactly those synthetic records."""
+
+    def _run(*, kernels=(), memcpys=(), memsets=(), apis=(), syncs=(), **options):
+        with loopscope.profile(**options) as prof:
+            for kind, records in (("kernel", kernels), ("memcpy", memcpys),
+                                  ("memset", memsets), ("api", apis), ("sync", syncs)):
+                if records:
+                    inject(kind, records)
+        return prof.summary()
+
+    return _run
+

@@ -1,0 +1,150 @@
+"""_core._inject rejects bad input with TypeError/ValueError naming the
+record and the problem, and a list that fails appends nothing."""
+from __future__ import annotations
+
+import pytest
+
+import loopscope
+from loopscope import _core
+
+GOOD_KERNEL = (1_000, 2_000, 0, 7, 1, "k")
+
+
+@pytest.fixture
+def running():
+    """A running profile to inject into; yields the Profile."""
+    with loopscope.profile() as prof:
+        yield prof
+
+
+def test_outside_a_profile_raises_runtime_error():
+    with pytest.raises(RuntimeError, match="no profile is running"):
+        _core._inject("kernel", [GOOD_KERNEL])
+    with loopscope.profile() as prof:
+        pass
+    with pytest.raises(RuntimeError, match="no profile is running"):
+        _core._inject("kernel", [GOOD_KERNEL])  # after the profile stopped
+    assert prof.summary()["source"] is None
+
+
+def test_returns_the_count(running):
+    assert _core._inject("kernel", [GOOD_KERNEL, (3_000, 4_000, 0, 7, 2)]) == 2
+    assert _core._inject("kernel", ()) == 0
+    assert _core._inject("sync", iter([(1, 2)])) == 1  # any iterable of tuples
+
+
+@pytest.mark.parametrize("kind", ["bogus", "Kernel", "", 1, None])
+def test_unknown_kind(running, kind):
+    with pytest.raises(ValueError, match="kind must be one of 'kernel', 'memcpy'"):
+        _core._inject(kind, [GOOD_KERNEL])
+
+
+def test_wrong_argument_count(running):
+    with pytest.raises(TypeError, match="takes 2 arguments, got 1"):
+        _core._inject("kernel")
+    with pytest.raises(TypeError, match="takes 2 arguments, got 3"):
+        _core._inject("kernel", [], [])
+
+
+def test_records_not_a_sequence(running):
+    with pytest.raises(TypeError, match="records must be a sequence of tuples"):
+        _core._inject("kernel", 5)
+
+
+# (kind, records, exception, message pattern)
+BAD_SHAPES = [
+    ("kernel", [[1_000, 2_000, 0, 7, 1]], r"kernel record 0 must be a tuple \(start_ns, end_ns, device, stream, correlation_id"),
+    ("kernel", [(1_000, 2_000, 0, 7)], r"kernel record 0 must be a tuple"),
+    ("kernel", [GOOD_KERNEL + (64, "extra")], r"kernel record 0 must be a tuple"),
+    ("memcpy", [GOOD_KERNEL, (1, 2)], r"memcpy record 1 must be a tuple"),
+    ("memset", [None], r"memset record 0 must be a tuple"),
+    ("api", [(1_000, 2_000)], r"api record 0 must be a tuple \(start_ns, end_ns, correlation_id\[, thread_id\]\)"),
+    ("api", [(1_000, 2_000, 1, 2, 3)], r"api record 0 must be a tuple"),
+    ("sync", [(1_000,)], r"sync record 0 must be a tuple \(start_ns, end_ns\[, stream\]\)"),
+    ("sync", [(1_000, 2_000, 1, 2)], r"sync record 0 must be a tuple"),
+]
+
+
+@pytest.mark.parametrize("kind, records, pattern", BAD_SHAPES)
+def test_wrong_shape_is_a_type_error(running, kind, records, pattern):
+    with pytest.raises(TypeError, match=pattern):
+        _core._inject(kind, records)
+
+
+BAD_FIELDS = [
+    # wrong types
+    ("kernel", (1_000, 2_000.0, 0, 7, 1), TypeError, r"kernel record 0, field 1 must be an int, not float"),
+    ("kernel", (True, 2_000, 0, 7, 1), TypeError, r"kernel record 0, field 0 must be an int, not bool"),
+    ("kernel", (1_000, 2_000, "0", 7, 1), TypeError, r"field 2 must be an int, not str"),
+    ("kernel", (1_000, 2_000, 0, 7, 1, 5), TypeError, r"kernel record 0, field 5 \(name\) must be a str or None, not int"),
+    ("memcpy", (1_000, 2_000, 0, 7, 1, "c", 1.5), TypeError, r"memcpy record 0, field 6 must be an int"),
+    ("api", (1_000, 2_000, None), TypeError, r"api record 0, field 2 must be an int, not NoneType"),
+    ("sync", (1_000, 2_000, "s"), TypeError, r"sync record 0, field 2 must be an int"),
+    # bad values
+    ("kernel", (2_000, 1_000, 0, 7, 1), ValueError, r"kernel record 0 ends before it starts \(start_ns=2000, end_ns=1000\): a negative duration"),
+    ("api", (2_000, 1_999, 1), ValueError, r"api record 0 ends before it starts"),
+    ("sync", (2_000, 1_000), ValueError, r"sync record 0 ends before it starts"),
+    ("kernel", (0, 1_000, 0, 7, 1), ValueError, r"kernel record 0 has start_ns 0"),
+    ("sync", (0, 0), ValueError, r"sync record 0 has start_ns 0"),
+    ("kernel", (-5, 1_000, 0, 7, 1), ValueError, r"kernel record 0, field 0 is -5: must be between 0 and"),
+    ("kernel", (1_000, 2_000, -1, 7, 1), ValueError, r"field 2 is -1: must be between 0 and 4294967295"),
+    ("kernel", (1_000, 2_000, 0, 2**32, 1), ValueError, r"field 3 is 4294967296: must be between 0 and 4294967295"),
+    ("memset", (1_000, 2_000, 0, 7, 1, None, -8), ValueError, r"memset record 0, field 6 is -8"),
+    ("api", (1_000, 2_000, 1, -2), ValueError, r"api record 0, field 3 is -2"),
+    ("kernel", (1_000, 2**64, 0, 7, 1), ValueError, r"field 1 is 18446744073709551616: must be between 0 and 9223372036854775807"),
+]
+
+
+@pytest.mark.parametrize("kind, record, error, pattern", BAD_FIELDS)
+def test_bad_field(running, kind, record, error, pattern):
+    with pytest.raises(error, match=pattern):
+        _core._inject(kind, [record])
+
+
+def test_message_names_the_failing_record(running):
+    """The index in the message is the bad record's place in the list."""
+    records = [GOOD_KERNEL, (3_000, 4_000, 0, 7, 2), (6_000, 5_000, 0, 7, 3)]
+    with pytest.raises(ValueError, match=r"kernel record 2 ends before it starts"):
+        _core._inject("kernel", records)
+
+
+def test_failing_list_appends_nothing():
+    """A list with good records before the bad one leaves the capture as it was,
+    for every kind."""
+    with loopscope.profile() as prof:
+        _core._inject("kernel", [(1_000, 2_000, 0, 7, 1, "k0"), (102_000, 103_000, 0, 7, 2, "k1")])
+        with pytest.raises(ValueError, match="kernel record 1"):
+            _core._inject("kernel", [(200_000, 201_000, 0, 7, 3), (5, 4, 0, 7, 4)])
+        with pytest.raises(TypeError, match="memcpy record 2"):
+            _core._inject("memcpy", [(300_000, 301_000, 0, 7, 5), (400_000, 401_000, 0, 7, 6), "x"])
+        with pytest.raises(ValueError, match="api record 1"):
+            _core._inject("api", [(50_000, 50_100, 2), (0, 1, 1)])
+        with pytest.raises(TypeError, match="sync record 1"):
+            _core._inject("sync", [(2_000, 102_000), (1.0, 2.0)])
+    s = prof.summary()
+    gpu, gaps = s["gpu"], s["gaps"]
+    assert (gpu["kernels"], gpu["memcpys"], gpu["memsets"]) == (2, 0, 0)
+    assert gpu["ops_without_launch_record"] == 2        # the api list was refused
+    assert gaps["count"] == 1 and gaps["max_us"] == 100.0
+    assert gaps["by_cause"] == {"host": 0, "sync": 0, "other": 1}  # the sync list was refused
+    assert s["overhead"]["records"] == 2
+
+
+def test_only_failing_lists_leave_no_gpu_sections():
+    """If every injection failed, the profile reads as not injected at all."""
+    with loopscope.profile() as prof:
+        with pytest.raises(ValueError):
+            _core._inject("kernel", [(1_000, 2_000, 0, 7, 1), (0, 1, 0, 7, 2)])
+    s = prof.summary()
+    assert s["source"] is None
+    assert s["gaps"] is None and s["gpu"] is None
+    assert s["overhead"]["records"] == 0
+
+
+def test_optional_fields(running):
+    """Names may be None, bytes may be given, api thread and sync stream too."""
+    assert _core._inject("kernel", [(1_000, 2_000, 0, 7, 1, None)]) == 1
+    assert _core._inject("memcpy", [(3_000, 4_000, 0, 7, 2, "HtoD", 1 << 30)]) == 1
+    assert _core._inject("memset", [(5_000, 6_000, 3, 2**32 - 1, 2**32 - 1)]) == 1
+    assert _core._inject("api", [(500, 600, 1, 12345)]) == 1
+    assert _core._inject("sync", [(2_000, 3_000, 7), (7_000, 7_000)]) == 1 + 1

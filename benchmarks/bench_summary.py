@@ -1,0 +1,69 @@
+"""Cost of summary() on a loop of about 1,100 kernels (the demo loop), and
+the same from synthetic records (no GPU needed).
+
+summary() caches, so the analysis is timed through a fresh build each time.
+Usage: python benchmarks/bench_summary.py [--synthetic] [--kernels 1100] [--repeat 50]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import loopscope
+from loopscope import _core
+from loopscope._summary import build_summary
+
+
+def synthetic_profile(kernels: int, steps: int = 10):
+    per_step = kernels // steps
+    with loopscope.profile(trace=False) as prof:
+        t, corr, kern, apis = 1_000_000, 1, [], []
+        base = _core.now_ns()
+        for s in range(steps):
+            with prof.step():
+                pass
+        for i in range(per_step * steps):
+            apis.append((base + t - 500, base + t - 100, corr))
+            kern.append((base + t, base + t + 3_000, 0, 7, corr, f"kernel_{i % 5}"))
+            t += 3_000 + (60_000 if i % per_step == 0 else 18_000)
+            corr += 1
+        _core._inject("api", apis)
+        _core._inject("kernel", kern)
+    return prof
+
+
+def gpu_profile():
+    import torch
+    from loopscope.demo import build, eager_loop
+
+    model, x = build()
+    for _ in range(3):
+        eager_loop(model, x)
+    torch.cuda.synchronize()
+    with loopscope.profile() as prof:
+        eager_loop(model, x, 10, prof)
+    return prof
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--synthetic", action="store_true")
+    parser.add_argument("--kernels", type=int, default=1100)
+    parser.add_argument("--repeat", type=int, default=50)
+    args = parser.parse_args()
+    prof = synthetic_profile(args.kernels) if args.synthetic else gpu_profile()
+    first = prof.summary()
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter_ns()
+        build_summary(prof._capture, prof._state, prof._thresholds, prof._host_ns, None)
+        times.append((time.perf_counter_ns() - t0) / 1e6)
+    print(f"summary() over {first['gpu']['kernels']} kernels, {len(first['steps'])} steps "
+          f"({'synthetic' if args.synthetic else first['gpu']['device']}): median "
+          f"{statistics.median(times):.3f} ms, min {min(times):.3f} ms, max {max(times):.3f} ms "
+          f"({args.repeat} runs)")
+
+
+if __name__ == "__main__":
+    main()

@@ -20,12 +20,13 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
     static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
-                               "cupti_paths", NULL};
-    int trace = 1, driver_api = 0;
+                               "cupti_paths", "warm_up", NULL};
+    int trace = 1, driver_api = 0, warm_up = 1;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64;
     PyObject *paths = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnO:start", keywords, &trace,
-                                     &driver_api, &buffer_bytes, &max_buffers, &paths))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOp:start", keywords, &trace,
+                                     &driver_api, &buffer_bytes, &max_buffers, &paths,
+                                     &warm_up))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
@@ -60,8 +61,8 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    ls_session_options options = {trace, driver_api, (size_t)buffer_bytes, (size_t)max_buffers,
-                                  candidates, (size_t)n};
+    ls_session_options options = {trace, driver_api, warm_up, (size_t)buffer_bytes,
+                                  (size_t)max_buffers, candidates, (size_t)n};
     ls_session_state state;
     int rc = ls_session_start(&options, &state);
     free(candidates);

@@ -88,6 +88,8 @@ static void try_start_tracing(const ls_session_options *o, ls_capture *c)
         return;
     }
     ls_cuda_touch_apis();
+    if (o->warm_up)
+        ls_cuda_warm_up();
     session.tracing = 1;
     c->traced = 1;
     c->reason[0] = '\0';
@@ -134,6 +136,15 @@ int ls_session_stop(ls_capture *out)
         c->buffer_bytes = ls_buffers_allocated_bytes();
         c->buffers_refused = ls_buffers_refused();
     }
+    /* Traced ops that ended before the profile began (the warm-up memset,
+     * work queued earlier) are not part of it.  Injected test records keep
+     * their own time line. */
+    size_t kept = 0;
+    for (size_t i = 0; i < c->records.ops.count; i++)
+        if (!c->traced || c->records.ops.items[i].end_ns >= c->records.start_ns)
+            c->records.ops.items[kept++] = c->records.ops.items[i];
+    c->ops_before_start = c->records.ops.count - kept;
+    c->records.ops.count = kept;
     for (size_t i = 0; i < c->records.ranges.count; i++) {
         ls_range *r = &c->records.ranges.items[i];
         if (r->end_ns == 0) {

@@ -12,6 +12,7 @@
 typedef struct {
     int trace;               /* trace GPU activity through CUPTI */
     int driver_api;          /* also record driver-API calls */
+    int warm_up;             /* pay CUPTI's lazy set-up at start (ls_cuda_warm_up) */
     size_t buffer_bytes;     /* size of one activity buffer */
     size_t max_buffers;      /* cap of the buffer pool */
     const char *const *cupti_paths;
@@ -33,6 +34,7 @@ typedef struct {
     char note[1024];           /* traced, but with something missing ("" if not) */
     uint64_t range_mismatches; /* exits with no matching enter */
     uint64_t ranges_left_open; /* ranges closed by stop */
+    uint64_t ops_before_start; /* ops that ended before the profile began: left out */
     uint64_t drains;           /* buffer drains during the session */
     uint64_t drain_ns;         /* host time they took */
     uint64_t stop_ns_cost;     /* host time stop took (sync + flush + parse) */

@@ -75,6 +75,8 @@ class Profile:
                         through the driver, and a kernel is tied to its step by its
                         launch call (False saves a little overhead, loses those).
     buffer_mb, max_buffer_mb: size of one CUPTI buffer, and the pool's cap.
+    warm_up:            at start, put one 1-byte memset through the GPU and wait, so
+                        CUPTI's lazy set-up (0.15-1.5 ms) is not a fake bubble in step 0.
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class Profile:
         driver_api: bool = True,
         buffer_mb: float = 4,
         max_buffer_mb: float = 256,
+        warm_up: bool = True,
     ) -> None:
         self._thresholds = _check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
@@ -100,6 +103,7 @@ class Profile:
             driver_api=bool(driver_api),
             buffer_bytes=int(buffer_mb * (1 << 20)),
             max_buffers=max(1, int(max_buffer_mb // buffer_mb)),
+            warm_up=bool(warm_up),
         )
         self._step_name = step_name
         self._next_step = 0

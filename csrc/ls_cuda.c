@@ -57,28 +57,6 @@ int ls_cuda_driver_present(void)
     return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL;
 }
 
-void ls_cuda_touch_apis(void)
-{
-    void *lib = driver();
-    if (lib != NULL) {
-        ls_cu_ctx_get_current get_current;
-        *(void **)(&get_current) = dlsym(lib, "cuCtxGetCurrent");
-        void *ctx = NULL;
-        if (get_current != NULL)
-            get_current(&ctx);
-        dlclose(lib);
-    }
-    void *runtime = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (runtime != NULL) {
-        int (*get_device)(int *);
-        *(void **)(&get_device) = dlsym(runtime, "cudaGetDevice");
-        int device = 0;
-        if (get_device != NULL)
-            get_device(&device);
-        dlclose(runtime);
-    }
-}
-
 int ls_cuda_warm_up(void)
 {
     static void *scratch_ctx;

@@ -15,12 +15,6 @@ int ls_cuda_sync_current_context(void);
  * success, -1 when the driver is not loaded or the call failed. */
 int ls_cuda_device_name(int ordinal, char *buf, size_t size);
 
-/* Makes one cheap driver call and one cheap runtime call on this thread
- * (when those libraries are already loaded), so that CUPTI's one-time cost
- * of routing a newly enabled callback domain is paid here, at profile
- * start, not inside the user's first step. */
-void ls_cuda_touch_apis(void);
-
 /* Runs a 1-byte memset on the current context's device and waits for it.
  * CUPTI sets tracing up lazily at the first GPU operation after activity is
  * enabled (measured: 150-1500 us on an H200), which would otherwise show up

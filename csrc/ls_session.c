@@ -87,7 +87,6 @@ static void try_start_tracing(const ls_session_options *o, ls_capture *c)
         session.launch_callbacks = 0;
         return;
     }
-    ls_cuda_touch_apis();
     if (o->warm_up)
         ls_cuda_warm_up();
     session.tracing = 1;

@@ -71,9 +71,10 @@ class Profile:
     trace:              trace GPU activity with CUPTI (False: host ranges only).
     gap_thresholds_us:  (normal_below, severe_above); gaps in between are warnings.
     step_name:          default step name; "{i}" is replaced by the step index.
-    driver_api:         also record driver-API calls: cuBLAS, Triton and CuPy launch
-                        through the driver, and a kernel is tied to its step by its
-                        launch call (False saves a little overhead, loses those).
+    driver_api:         only when CUPTI's callback slot is taken (e.g. after
+                        torch.profiler ran): also take driver-API activity records, so
+                        cuBLAS/Triton/CuPy launches (driver API) are tied to their
+                        steps; False saves ~1.5% there and loses those.
     buffer_mb, max_buffer_mb: size of one CUPTI buffer, and the pool's cap.
     warm_up:            at start, put one 1-byte memset through the GPU and wait, so
                         CUPTI's lazy set-up (0.15-1.5 ms) is not a fake bubble in step 0.

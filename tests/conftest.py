@@ -34,6 +34,24 @@ def _quiet_and_clean():
     assert not leaked, "the test left a loopscope profile running"
 
 
+@pytest.fixture(autouse=True)
+def _synthetic_records_only(request, monkeypatch):
+    """The CPU suite feeds synthetic records and expects exact answers, so on
+    a machine with a GPU it must not mix in real CUPTI records: every
+    profile runs with trace=False there, except in tests marked
+    `real_tracing` (the degradation tests, which skip where tracing works)
+    or `gpu`."""
+    if request.node.get_closest_marker("real_tracing") or request.node.get_closest_marker("gpu"):
+        return
+    real_start = _core.start
+
+    def start_without_tracing(*args, **kwargs):
+        kwargs["trace"] = False
+        return real_start(*args, **kwargs)
+
+    monkeypatch.setattr(_core, "start", start_without_tracing)
+
+
 @dataclass
 class TestClock:
     """The scripted clock: read n (0-based) returns start + n * tick."""

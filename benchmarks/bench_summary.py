@@ -16,20 +16,24 @@ from loopscope._summary import build_summary
 
 
 def synthetic_profile(kernels: int, steps: int = 10):
+    """A launch-bound loop made of synthetic records: each step's launch
+    records fall inside that step, 3 us kernels, 18 us gaps, 60 us between
+    steps, so the per-step projection does real work."""
     per_step = kernels // steps
+    corr, gpu_t = 1, 1_000_000
     with loopscope.profile(trace=False) as prof:
-        t, corr, kern, apis = 1_000_000, 1, [], []
-        base = _core.now_ns()
-        for s in range(steps):
+        for _ in range(steps):
             with prof.step():
-                pass
-        for i in range(per_step * steps):
-            apis.append((base + t - 500, base + t - 100, corr))
-            kern.append((base + t, base + t + 3_000, 0, 7, corr, f"kernel_{i % 5}"))
-            t += 3_000 + (60_000 if i % per_step == 0 else 18_000)
-            corr += 1
-        _core._inject("api", apis)
-        _core._inject("kernel", kern)
+                host_t = _core.now_ns()
+                apis, kern = [], []
+                for i in range(per_step):
+                    gpu_t += 60_000 if i == 0 else 18_000
+                    apis.append((host_t, host_t + 100, corr))
+                    kern.append((gpu_t, gpu_t + 3_000, 0, 7, corr, f"kernel_{i % 5}"))
+                    gpu_t += 3_000
+                    corr += 1
+                _core._inject("api", apis)
+                _core._inject("kernel", kern)
     return prof
 
 

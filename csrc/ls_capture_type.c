@@ -241,8 +241,8 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     (void)unused;
     const ls_capture *c = &((ls_capture_object *)op)->capture;
     const ls_records *r = &c->records;
-    return dict_of(21, "ops_before_start", U64(c->ops_before_start), "note", c->note[0] ? PyUnicode_FromString(c->note) : Py_NewRef(Py_None),
-                   "traced", PyBool_FromLong(c->traced), "injected",
+    return dict_of(21, "ops_before_start", U64(c->ops_before_start), "note",
+                   c->note[0] ? PyUnicode_FromString(c->note) : Py_NewRef(Py_None), "traced", PyBool_FromLong(c->traced), "injected",
                    PyBool_FromLong(c->injected), "reason",
                    c->reason[0] ? PyUnicode_FromString(c->reason) : Py_NewRef(Py_None),
                    "stop_error",

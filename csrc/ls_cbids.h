@@ -12,16 +12,13 @@ typedef enum {
     LS_ROLE_LAUNCH = 1, /* puts work on a stream: kernel, copy, memset, graph */
 } ls_cbid_role;
 
-typedef struct {
-    CUpti_CallbackDomain domain;
-    CUpti_CallbackId cbid;
-    ls_cbid_role role;
-} ls_cbid_entry;
-
-extern const ls_cbid_entry ls_cbid_table[];
-extern const unsigned ls_cbid_table_size;
-
-/* Role of a callback id (LS_ROLE_NONE for ids not in the table).  O(1). */
+/* Role of a callback id (LS_ROLE_NONE for ids loopscope ignores).  O(1),
+ * safe from any thread. */
 ls_cbid_role ls_cbid_role_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+
+/* The role array of a domain (runtime or driver API), indexed by callback
+ * id, and its length in *size; NULL and 0 for other domains.  Every id with
+ * a role is one loopscope enables. */
+const uint8_t *ls_cbid_roles(CUpti_CallbackDomain domain, unsigned *size);
 
 #endif

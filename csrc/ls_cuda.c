@@ -65,29 +65,21 @@ int ls_cuda_warm_up(void)
     if (lib == NULL)
         return 0;
     ls_cu_ctx_get_current get_current;
-    ls_cu_ctx_synchronize synchronize;
     int (*mem_alloc)(unsigned long long *, size_t);
     int (*memset_d8)(unsigned long long, unsigned char, size_t);
     *(void **)(&get_current) = dlsym(lib, "cuCtxGetCurrent");
-    *(void **)(&synchronize) = dlsym(lib, "cuCtxSynchronize");
     *(void **)(&mem_alloc) = dlsym(lib, "cuMemAlloc_v2");
     *(void **)(&memset_d8) = dlsym(lib, "cuMemsetD8_v2");
-    int result = -1;
     void *ctx = NULL;
-    if (!get_current || !synchronize || !mem_alloc || !memset_d8 || get_current(&ctx) != 0)
-        goto done;
-    result = 0;
-    if (ctx == NULL)
-        goto done;
-    result = -1;
-    if (ctx != scratch_ctx) {
-        if (mem_alloc(&scratch, 1) != 0)
-            goto done;
-        scratch_ctx = ctx;
+    int result = -1;
+    if (get_current && mem_alloc && memset_d8 && get_current(&ctx) == 0) {
+        if (ctx != NULL && ctx != scratch_ctx && mem_alloc(&scratch, 1) == 0)
+            scratch_ctx = ctx;
+        if (ctx == NULL)
+            result = 0;
+        else if (ctx == scratch_ctx && memset_d8(scratch, 0, 1) == 0)
+            result = ls_cuda_sync_current_context();
     }
-    if (memset_d8(scratch, 0, 1) == 0 && synchronize() == 0)
-        result = 1;
-done:
     dlclose(lib);
     return result;
 }

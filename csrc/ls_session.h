@@ -11,7 +11,7 @@
 
 typedef struct {
     int trace;               /* trace GPU activity through CUPTI */
-    int driver_api;          /* also record driver-API calls */
+    int driver_api;          /* fallback path: driver-API activity records too */
     int warm_up;             /* pay CUPTI's lazy set-up at start (ls_cuda_warm_up) */
     size_t buffer_bytes;     /* size of one activity buffer */
     size_t max_buffers;      /* cap of the buffer pool */

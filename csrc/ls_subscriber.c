@@ -29,11 +29,25 @@ static void CUPTIAPI switchboard(void *userdata, CUpti_CallbackDomain domain,
     }
 }
 
-static void set_callbacks(uint32_t enable, unsigned count)
+static const CUpti_CallbackDomain api_domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                   CUPTI_CB_DOMAIN_DRIVER_API};
+
+/* Sets every callback id that has a role; returns 0, or -1 at the first
+ * failure when enabling (the caller then disables them all again). */
+static int set_callbacks(uint32_t enable)
 {
-    for (unsigned i = 0; i < count; i++)
-        LS_CUPTI_CHECK(EnableCallback(enable, subscriber, ls_cbid_table[i].domain,
-                                      ls_cbid_table[i].cbid));
+    for (unsigned d = 0; d < 2; d++) {
+        unsigned size = 0;
+        const uint8_t *roles = ls_cbid_roles(api_domains[d], &size);
+        for (unsigned cbid = 0; cbid < size; cbid++) {
+            if (roles[cbid] == LS_ROLE_NONE)
+                continue;
+            if (LS_CUPTI_CHECK(EnableCallback(enable, subscriber, api_domains[d], cbid)) !=
+                    CUPTI_SUCCESS && enable)
+                return -1;
+        }
+    }
+    return 0;
 }
 
 int ls_subscriber_enable_callbacks(char *reason, size_t reason_size)
@@ -42,14 +56,10 @@ int ls_subscriber_enable_callbacks(char *reason, size_t reason_size)
         snprintf(reason, reason_size, "loopscope does not hold CUPTI's callback slot");
         return -1;
     }
-    ls_cbid_role_of(CUPTI_CB_DOMAIN_RUNTIME_API, 0); /* build the lookup before any callback */
-    for (unsigned i = 0; i < ls_cbid_table_size; i++) {
-        if (LS_CUPTI_CHECK(EnableCallback(1, subscriber, ls_cbid_table[i].domain,
-                                          ls_cbid_table[i].cbid)) != CUPTI_SUCCESS) {
-            snprintf(reason, reason_size, "%s", ls_cupti_error());
-            set_callbacks(0, i);
-            return -1;
-        }
+    if (set_callbacks(1) != 0) {
+        snprintf(reason, reason_size, "%s", ls_cupti_error());
+        set_callbacks(0);
+        return -1;
     }
     callbacks_enabled = 1;
     return 0;
@@ -59,7 +69,7 @@ void ls_subscriber_disable_callbacks(void)
 {
     if (!callbacks_enabled || subscriber == NULL)
         return;
-    set_callbacks(0, ls_cbid_table_size);
+    set_callbacks(0);
     callbacks_enabled = 0;
 }
 

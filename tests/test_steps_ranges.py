@@ -391,4 +391,4 @@ def test_verdict_no_gpu_work_when_nothing_ran(test_clock, inject):
     assert s["gpu"]["kernels"] == 0
     assert s["diagnosis"]["verdict"] == "NO_GPU_WORK"
     assert s["steps"][0]["verdict"] == "NO_GPU_WORK"
-    assert isinstance(prof.report(), str)
+    assert prof.report().splitlines()[1].startswith("NO GPU WORK")

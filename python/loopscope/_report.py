@@ -81,10 +81,11 @@ def format_report(summary: dict[str, Any]) -> str:
         out.append(f"Note: {summary['cupti_note']}")
     if summary["gpu_error"]:
         out.append(f"GPU sections missing: {summary['gpu_error']}")
-    out.append(f"SM/DRAM: {summary['metrics_error']}" if summary["sm"] is None else "")
+    if summary["sm"] is None:
+        out.append(f"SM/DRAM: {summary['metrics_error']}")
     o = summary["overhead"]
     out.append(
         f"Records: {o['records']}, dropped {summary['dropped_records']}; profiler cost: "
         f"drains {o['drain_ms']:.3f} ms, stop {o['stop_ms']:.3f} ms, summary {o['summary_ms']:.3f} ms"
     )
-    return "\n".join(line for line in out if line is not None)
+    return "\n".join(out)

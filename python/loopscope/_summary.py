@@ -123,7 +123,7 @@ def _steps(ranges, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
             "name": r["name"],
             "host_ms": _ms(r["end_ns"] - r["start_ns"]),
             "gpu_ms": _ms(r["busy_ns"]) if gpu else None,
-            "gpu_span_ms": _ms(r["last_ns"] - r["first_ns"]) if gpu and r["kernels"] + r["memcpys"] + r["memsets"] else (0.0 if gpu else None),
+            "gpu_span_ms": _ms(r["last_ns"] - r["first_ns"]) if gpu else None,
             "kernels": r["kernels"] if gpu else None,
             "memcpys": r["memcpys"] if gpu else None,
             "gaps": shape_gaps(r["gaps"], thresholds_us, r["busy_ns"]) if gpu else None,

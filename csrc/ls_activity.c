@@ -43,16 +43,16 @@ static int valid_interval(ls_records *sink, uint64_t start, uint64_t end)
     return 1;
 }
 
-static void add_op(ls_records *sink, ls_op_kind kind, uint64_t start, uint64_t end,
-                   uint32_t device, uint32_t stream, uint32_t correlation, uint64_t bytes,
-                   uint32_t name_id, uint8_t copy_kind, uint8_t graph_launched)
+static ls_op *add_op(ls_records *sink, ls_op_kind kind, uint64_t start, uint64_t end,
+                     uint32_t device, uint32_t stream, uint32_t correlation, uint64_t bytes,
+                     uint32_t name_id, uint8_t copy_kind, uint8_t graph_launched)
 {
     if (!valid_interval(sink, start, end))
-        return;
+        return NULL;
     ls_op *op = ls_ops_append(&sink->ops);
     if (op == NULL) {
         sink->dropped_records++;
-        return;
+        return NULL;
     }
     op->start_ns = start;
     op->end_ns = end;
@@ -64,6 +64,24 @@ static void add_op(ls_records *sink, ls_op_kind kind, uint64_t start, uint64_t e
     op->kind = (uint8_t)kind;
     op->copy_kind = copy_kind;
     op->graph_launched = graph_launched;
+    return op;
+}
+
+/* The memory kind of a copy's host side (pageable or pinned decides whether
+ * an async copy made the host wait), 0 when neither side is host memory. */
+static uint8_t host_side(const ls_memcpy_record *m)
+{
+    switch (m->copyKind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+        return m->srcKind;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+        return m->dstKind;
+    default:
+        return 0;
+    }
 }
 
 void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
@@ -88,8 +106,11 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const ls_memcpy_record *m = (const ls_memcpy_record *)record;
-            add_op(sink, LS_OP_MEMCPY, m->start, m->end, m->deviceId, m->streamId,
-                   m->correlationId, m->bytes, LS_NO_NAME, m->copyKind, m->graphId != 0);
+            ls_op *op = add_op(sink, LS_OP_MEMCPY, m->start, m->end, m->deviceId, m->streamId,
+                               m->correlationId, m->bytes, LS_NO_NAME, m->copyKind,
+                               m->graphId != 0);
+            if (op != NULL)
+                op->host_memory = host_side(m);
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {

@@ -230,10 +230,12 @@ static int match_launches(ls_ctx *c, uint64_t *ops_without_launch, uint64_t *ign
     return 0;
 }
 
-static int index_syncs(ls_ctx *c, uint64_t *ignored)
+/* Host waits, for gap causes: the SYNCHRONIZATION activity records and the
+ * syncs found among the blocking calls (ls_waits), by start time. */
+static int index_syncs(ls_ctx *c, const ls_waits *waits, uint64_t *ignored)
 {
     const ls_records *r = c->r;
-    size_t n = r->syncs.count;
+    size_t n = r->syncs.count + waits->count;
     ls_key *keys = malloc((n ? n : 1) * sizeof *keys);
     c->sync_start = malloc((n ? n : 1) * sizeof *c->sync_start);
     c->sync_max_end = malloc((n ? n : 1) * sizeof *c->sync_max_end);
@@ -242,7 +244,7 @@ static int index_syncs(ls_ctx *c, uint64_t *ignored)
         return -1;
     }
     size_t kept = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < r->syncs.count; i++) {
         const ls_sync *s = &r->syncs.items[i];
         if (r->stop_ns && s->start_ns > r->stop_ns) {
             (*ignored)++;
@@ -250,6 +252,8 @@ static int index_syncs(ls_ctx *c, uint64_t *ignored)
         }
         keys[kept++] = (ls_key){s->start_ns, s->end_ns, 0, (uint32_t)i};
     }
+    for (size_t i = 0; i < waits->count; i++)
+        keys[kept++] = (ls_key){waits->items[i].start_ns, waits->items[i].end_ns, 0, (uint32_t)i};
     qsort(keys, kept, sizeof *keys, compare_keys);
     uint64_t max_end = 0;
     for (size_t i = 0; i < kept; i++) {
@@ -372,8 +376,9 @@ int ls_analyze(const ls_records *r, ls_thresholds t, ls_analysis *out)
     if (!keys || !c.launch_ns || !c.scratch || !out->gaps || !out->devices || !out->streams ||
         !stream_gaps)
         goto done;
-    if (match_launches(&c, &out->ops_without_launch, &out->ignored_records) != 0 ||
-        index_syncs(&c, &out->ignored_records) != 0)
+    if (ls_waits_build(r, &out->waits) != 0 ||
+        match_launches(&c, &out->ops_without_launch, &out->ignored_records) != 0 ||
+        index_syncs(&c, &out->waits, &out->ignored_records) != 0)
         goto done;
 
     /* Devices: all streams of a device merged. */
@@ -416,5 +421,6 @@ void ls_analysis_free(ls_analysis *a)
     free(a->streams);
     free(a->ranges);
     free(a->gaps);
+    ls_waits_free(&a->waits);
     memset(a, 0, sizeof *a);
 }

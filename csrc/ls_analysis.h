@@ -4,13 +4,14 @@
  * streams are merged; the idle intervals between them are the gaps.  The
  * same is done per stream.  Each gap gets a cause (host: the next op's
  * launch call began after the device went idle; sync: a host sync
- * overlapped the gap; other), a class (normal / warning / severe) and the
+ * overlapped the gap: a SYNCHRONIZATION record or a sync of ls_waits; other), a class (normal / warning / severe) and the
  * step whose host range contains the launch call of the op that ends it.
  * Ranges (steps included) get the ops whose launch calls they contain. */
 #ifndef LS_ANALYSIS_H
 #define LS_ANALYSIS_H
 
 #include "ls_records.h"
+#include "ls_waits.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,7 @@ typedef struct {
     size_t gap_count;
     uint64_t ops_without_launch; /* no API record matched the op's correlation id */
     uint64_t ignored_records;    /* API/sync records after the profile stopped */
+    ls_waits waits;              /* the host syncs found among the blocking calls */
 } ls_analysis;
 
 /* Analyses `records`.  Returns 0, or -1 when memory ran out (out is then

@@ -4,10 +4,10 @@
 #include "ls_module.h"
 
 #include "ls_analysis.h"
+#include "ls_cbids.h"
 #include "ls_cuda.h"
 #include "ls_names.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,29 +38,6 @@ static void capture_dealloc(PyObject *op)
     Py_DECREF(type);
 }
 
-/* Builds a dict from alternating (const char *key, PyObject *value) pairs,
- * stealing each value; NULL values make it fail (after releasing the rest). */
-static PyObject *dict_of(int pairs, ...)
-{
-    va_list ap;
-    va_start(ap, pairs);
-    PyObject *dict = PyDict_New();
-    int failed = dict == NULL;
-    for (int i = 0; i < pairs; i++) {
-        const char *key = va_arg(ap, const char *);
-        PyObject *value = va_arg(ap, PyObject *);
-        if (!failed && (value == NULL || PyDict_SetItemString(dict, key, value) != 0))
-            failed = 1;
-        Py_XDECREF(value);
-    }
-    va_end(ap);
-    if (failed) {
-        Py_XDECREF(dict);
-        return NULL;
-    }
-    return dict;
-}
-
 #define U64(v) PyLong_FromUnsignedLongLong((unsigned long long)(v))
 
 static PyObject *name_or_none(uint32_t id)
@@ -84,7 +61,7 @@ static PyObject *gap_stats_dict(const ls_gap_stats *s)
         }
         PyList_SET_ITEM(hist, i, v);
     }
-    return dict_of(15, "count", U64(s->count), "normal", U64(s->normal), "warning",
+    return ls_dict_of(15, "count", U64(s->count), "normal", U64(s->normal), "warning",
                    U64(s->warning), "severe", U64(s->severe), "host",
                    U64(s->by_cause[LS_CAUSE_HOST]), "sync", U64(s->by_cause[LS_CAUSE_SYNC]),
                    "other", U64(s->by_cause[LS_CAUSE_OTHER]), "total_ns", U64(s->total_ns),
@@ -99,7 +76,7 @@ static PyObject *timeline_dict(const ls_timeline *t)
 {
     PyObject *device = t->device_id == UINT32_MAX ? Py_NewRef(Py_None) : U64(t->device_id);
     PyObject *stream = t->stream_id == UINT32_MAX ? Py_NewRef(Py_None) : U64(t->stream_id);
-    return dict_of(9, "device", device, "stream", stream, "kernels", U64(t->kernels),
+    return ls_dict_of(9, "device", device, "stream", stream, "kernels", U64(t->kernels),
                    "memcpys", U64(t->memcpys), "memsets", U64(t->memsets), "busy_ns",
                    U64(t->busy_ns), "first_ns", U64(t->first_ns), "last_ns", U64(t->last_ns),
                    "gaps", gap_stats_dict(&t->gaps));
@@ -138,7 +115,7 @@ static PyObject *range_list(const ls_records *r, const ls_analysis *a)
         const ls_range *range = &r->ranges.items[i];
         PyObject *d = timeline_dict(&a->ranges[i]);
         PyObject *extra = d == NULL ? NULL
-            : dict_of(7, "name", name_or_none(range->name_id), "parent",
+            : ls_dict_of(7, "name", name_or_none(range->name_id), "parent",
                       PyLong_FromLong(range->parent), "depth", U64(range->depth), "step",
                       range->step_index >= 0 ? PyLong_FromLong(range->step_index)
                                              : Py_NewRef(Py_None),
@@ -178,7 +155,7 @@ static PyObject *worst_gaps(const ls_records *r, const ls_analysis *a)
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; list != NULL && i < n; i++) {
         const ls_gap *g = sorted[i];
-        PyObject *d = dict_of(
+        PyObject *d = ls_dict_of(
             8, "start_ns", U64(g->start_ns), "duration_ns", U64(g->end_ns - g->start_ns),
             "device", U64(g->device_id), "cause", PyUnicode_FromString(causes[g->cause]),
             "step", g->step >= 0 ? PyLong_FromLong(g->step) : Py_NewRef(Py_None),
@@ -191,6 +168,45 @@ static PyObject *worst_gaps(const ls_records *r, const ls_analysis *a)
             PyList_SET_ITEM(list, (Py_ssize_t)i, d);
     }
     free(sorted);
+    return list;
+}
+
+/* The syncs: (start_ns, end_ns, blocked_ns, thread_id, step or None,
+ * wait_class, [call indices]) in time order of each thread. */
+static PyObject *wait_list(const ls_waits *w, size_t call_count)
+{
+    PyObject *list = PyList_New((Py_ssize_t)w->count);
+    PyObject **calls = calloc(w->count ? w->count : 1, sizeof *calls);
+    int failed = list == NULL || calls == NULL;
+    for (size_t i = 0; !failed && i < w->count; i++)
+        failed = (calls[i] = PyList_New(0)) == NULL;
+    for (size_t c = 0; !failed && c < call_count; c++) {
+        int32_t k = w->wait_of_call[c];
+        if (k >= 0) {
+            PyObject *index = U64(c);
+            failed = index == NULL || PyList_Append(calls[k], index) != 0;
+            Py_XDECREF(index);
+        }
+    }
+    for (size_t i = 0; !failed && i < w->count; i++) {
+        const ls_wait *x = &w->items[i];
+        PyObject *t = Py_BuildValue(
+            "(KKKKNsO)", (unsigned long long)x->start_ns, (unsigned long long)x->end_ns,
+            (unsigned long long)x->blocked_ns, (unsigned long long)x->thread_id,
+            x->step >= 0 ? PyLong_FromLong(x->step) : Py_NewRef(Py_None),
+            ls_wait_class_name((ls_wait_class)x->wait_class), calls[i]);
+        if (t == NULL)
+            failed = 1;
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    for (size_t i = 0; calls != NULL && i < w->count; i++)
+        Py_XDECREF(calls[i]);
+    free(calls);
+    if (failed) {
+        Py_XDECREF(list);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
     return list;
 }
 
@@ -222,8 +238,9 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
         else
             PyList_SET_ITEM(edges, i, v);
     }
-    PyObject *result = dict_of(
-        9, "total", timeline_dict(&a.total), "devices",
+    PyObject *result = ls_dict_of(
+        11, "waits", wait_list(&a.waits, self->capture.records.calls.count), "unknown_copies",
+        U64(a.waits.unknown_copies), "total", timeline_dict(&a.total), "devices",
         timeline_list(a.devices, a.device_count, self->capture.traced), "streams",
         timeline_list(a.streams, a.stream_count, 0), "ranges",
         range_list(&self->capture.records, &a), "worst_gaps",
@@ -241,7 +258,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     (void)unused;
     const ls_capture *c = &((ls_capture_object *)op)->capture;
     const ls_records *r = &c->records;
-    return dict_of(21, "ops_before_start", U64(c->ops_before_start), "note",
+    PyObject *info = ls_dict_of(21, "ops_before_start", U64(c->ops_before_start), "note",
                    c->note[0] ? PyUnicode_FromString(c->note) : Py_NewRef(Py_None), "traced", PyBool_FromLong(c->traced), "injected",
                    PyBool_FromLong(c->injected), "reason",
                    c->reason[0] ? PyUnicode_FromString(c->reason) : Py_NewRef(Py_None),
@@ -255,6 +272,31 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                    "drains", U64(c->drains), "drain_ns", U64(c->drain_ns), "stop_ns_cost",
                    U64(c->stop_ns_cost), "buffer_bytes", U64(c->buffer_bytes),
                    "buffers_refused", U64(c->buffers_refused));
+    PyObject *more = info == NULL ? NULL
+        : ls_dict_of(5, "watched_syncs", PyBool_FromLong(c->watched_syncs), "syncs_reason",
+                     c->syncs_reason[0] ? PyUnicode_FromString(c->syncs_reason) : Py_NewRef(Py_None),
+                     "calls", U64(r->calls.count), "calls_before_start", U64(c->calls_before_start),
+                     "codes_refused", U64(c->codes_refused));
+    if (more == NULL || PyDict_Update(info, more) != 0)
+        Py_CLEAR(info);
+    Py_XDECREF(more);
+    return info;
+}
+
+/* calls() -> list of dicts: the blocking calls, in record order. */
+static PyObject *capture_calls(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    PyObject *list = PyList_New((Py_ssize_t)r->calls.count);
+    for (size_t i = 0; list != NULL && i < r->calls.count; i++) {
+        PyObject *d = ls_call_to_python(&r->calls.items[i], &r->codes);
+        if (d == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+    }
+    return list;
 }
 
 static PyObject *capture_ops(PyObject *op, PyObject *unused)
@@ -282,6 +324,8 @@ static PyMethodDef capture_methods[] = {
     {"analyze", (PyCFunction)(void (*)(void))capture_analyze, METH_VARARGS | METH_KEYWORDS,
      "analyze(normal_us=20.0, severe_us=50.0) -> dict of gap figures (ns)."},
     {"info", capture_info, METH_NOARGS, "Counts, flags and costs of the capture."},
+    {"calls", capture_calls, METH_NOARGS,
+     "Blocking API calls as dicts (api, wait_class, enter_ns, exit_ns, thread_id, frames...)."},
     {"ops", capture_ops, METH_NOARGS,
      "GPU ops as (kind, start_ns, end_ns, device, stream, correlation_id, name, bytes)."},
     {NULL, NULL, 0, NULL},

@@ -1,50 +1,94 @@
-/* ls_cbids: see ls_cbids.h.  The role arrays are the table itself: a
- * designated initializer per callback id, so a callback's lookup is one
- * bounds check and one load, with nothing to build at run time. */
+/* ls_cbids: see ls_cbids.h.  The two lists below are the table itself.  Each
+ * becomes a role array and a name array, one designated initializer per
+ * callback id, so a callback's lookup is one bounds check and one load. */
 #include "ls_cbids.h"
+
+#include <string.h>
+
+#define L LS_ROLE_LAUNCH
+#define W(c) ((uint8_t)((c) << 1))
+#define COPY (L | W(LS_WAIT_COPY))
+#define COPY_ASYNC (L | W(LS_WAIT_COPY_ASYNC))
+
+/* Runtime API.  PyTorch's own kernels, copies and syncs come through here. */
+#define LS_RUNTIME_CALLS(X)                                                            \
+    X(cudaLaunchKernel_v7000, L) X(cudaLaunchKernel_ptsz_v7000, L)                     \
+    X(cudaLaunchKernelExC_v11060, L) X(cudaLaunchKernelExC_ptsz_v11060, L)             \
+    X(cudaLaunchCooperativeKernel_v9000, L) X(cudaLaunchCooperativeKernel_ptsz_v9000, L) \
+    X(cudaGraphLaunch_v10000, L) X(cudaGraphLaunch_ptsz_v10000, L)                     \
+    X(cudaMemset_v3020, L) X(cudaMemset_ptds_v7000, L)                                 \
+    X(cudaMemsetAsync_v3020, L) X(cudaMemsetAsync_ptsz_v7000, L)                       \
+    X(cudaMemset2DAsync_v3020, L) X(cudaMemset2DAsync_ptsz_v7000, L)                   \
+    X(cudaMemset3DAsync_v3020, L) X(cudaMemset3DAsync_ptsz_v7000, L)                   \
+    X(cudaMemcpy_v3020, COPY) X(cudaMemcpy_ptds_v7000, COPY)                           \
+    X(cudaMemcpy2D_v3020, COPY) X(cudaMemcpy2D_ptds_v7000, COPY)                       \
+    X(cudaMemcpy3D_v3020, COPY) X(cudaMemcpy3D_ptds_v7000, COPY)                       \
+    X(cudaMemcpyPeer_v4000, COPY)                                                      \
+    X(cudaMemcpyToSymbol_v3020, COPY) X(cudaMemcpyToSymbol_ptds_v7000, COPY)           \
+    X(cudaMemcpyFromSymbol_v3020, COPY) X(cudaMemcpyFromSymbol_ptds_v7000, COPY)       \
+    X(cudaMemcpyAsync_v3020, COPY_ASYNC) X(cudaMemcpyAsync_ptsz_v7000, COPY_ASYNC)     \
+    X(cudaMemcpy2DAsync_v3020, COPY_ASYNC) X(cudaMemcpy2DAsync_ptsz_v7000, COPY_ASYNC) \
+    X(cudaMemcpy3DAsync_v3020, COPY_ASYNC) X(cudaMemcpy3DAsync_ptsz_v7000, COPY_ASYNC) \
+    X(cudaMemcpyPeerAsync_v4000, COPY_ASYNC)                                           \
+    X(cudaMemcpyToSymbolAsync_v3020, COPY_ASYNC)                                       \
+    X(cudaMemcpyToSymbolAsync_ptsz_v7000, COPY_ASYNC)                                  \
+    X(cudaMemcpyFromSymbolAsync_v3020, COPY_ASYNC)                                     \
+    X(cudaMemcpyFromSymbolAsync_ptsz_v7000, COPY_ASYNC)                                \
+    X(cudaDeviceSynchronize_v3020, W(LS_WAIT_DEVICE))                                  \
+    X(cudaThreadSynchronize_v3020, W(LS_WAIT_DEVICE))                                  \
+    X(cudaStreamSynchronize_v3020, W(LS_WAIT_STREAM))                                  \
+    X(cudaStreamSynchronize_ptsz_v7000, W(LS_WAIT_STREAM))                             \
+    X(cudaEventSynchronize_v3020, W(LS_WAIT_EVENT))                                    \
+    X(cudaFree_v3020, W(LS_WAIT_FREE)) X(cudaFreeHost_v3020, W(LS_WAIT_FREE))
+
+/* Driver API: cuBLAS, Triton and CuPy launch, copy and sync through here. */
+#define LS_DRIVER_CALLS(X)                                                             \
+    X(cuLaunchKernel, L) X(cuLaunchKernel_ptsz, L) X(cuLaunchKernelEx, L)              \
+    X(cuLaunchKernelEx_ptsz, L) X(cuLaunchCooperativeKernel, L)                        \
+    X(cuLaunchCooperativeKernel_ptsz, L) X(cuLaunchGrid, L) X(cuLaunchGridAsync, L)    \
+    X(cuGraphLaunch, L) X(cuGraphLaunch_ptsz, L)                                       \
+    X(cuMemsetD8Async, L) X(cuMemsetD8Async_ptsz, L) X(cuMemsetD16Async, L)            \
+    X(cuMemsetD16Async_ptsz, L) X(cuMemsetD32Async, L) X(cuMemsetD32Async_ptsz, L)     \
+    X(cuMemcpyDtoDAsync_v2, L) X(cuMemcpyDtoDAsync_v2_ptsz, L)                         \
+    X(cuMemcpy, COPY) X(cuMemcpy_ptds, COPY)                                           \
+    X(cuMemcpyDtoH_v2, COPY) X(cuMemcpyDtoH_v2_ptds, COPY)                             \
+    X(cuMemcpyHtoD_v2, COPY) X(cuMemcpyHtoD_v2_ptds, COPY)                             \
+    X(cuMemcpyDtoD_v2, COPY) X(cuMemcpyDtoD_v2_ptds, COPY)                             \
+    X(cuMemcpy2D_v2, COPY) X(cuMemcpy2D_v2_ptds, COPY)                                 \
+    X(cuMemcpy3D_v2, COPY) X(cuMemcpy3D_v2_ptds, COPY)                                 \
+    X(cuMemcpyPeer, COPY) X(cuMemcpyPeer_ptds, COPY)                                   \
+    X(cuMemcpyAsync, COPY_ASYNC) X(cuMemcpyAsync_ptsz, COPY_ASYNC)                     \
+    X(cuMemcpyHtoDAsync_v2, COPY_ASYNC) X(cuMemcpyHtoDAsync_v2_ptsz, COPY_ASYNC)       \
+    X(cuMemcpyDtoHAsync_v2, COPY_ASYNC) X(cuMemcpyDtoHAsync_v2_ptsz, COPY_ASYNC)       \
+    X(cuMemcpy2DAsync_v2, COPY_ASYNC) X(cuMemcpy2DAsync_v2_ptsz, COPY_ASYNC)           \
+    X(cuMemcpy3DAsync_v2, COPY_ASYNC) X(cuMemcpy3DAsync_v2_ptsz, COPY_ASYNC)           \
+    X(cuMemcpyPeerAsync, COPY_ASYNC) X(cuMemcpyPeerAsync_ptsz, COPY_ASYNC)             \
+    X(cuCtxSynchronize, W(LS_WAIT_DEVICE)) X(cuCtxSynchronize_v2, W(LS_WAIT_DEVICE))   \
+    X(cuStreamSynchronize, W(LS_WAIT_STREAM))                                          \
+    X(cuStreamSynchronize_ptsz, W(LS_WAIT_STREAM))                                     \
+    X(cuEventSynchronize, W(LS_WAIT_EVENT))                                            \
+    X(cuMemFree_v2, W(LS_WAIT_FREE)) X(cuMemFreeHost, W(LS_WAIT_FREE))
 
 #define RUNTIME_SIZE CUPTI_RUNTIME_TRACE_CBID_SIZE
 #define DRIVER_SIZE CUPTI_DRIVER_TRACE_CBID_SIZE
 
-#define RT(id) [CUPTI_RUNTIME_TRACE_CBID_##id] = LS_ROLE_LAUNCH
-#define DRV(id) [CUPTI_DRIVER_TRACE_CBID_##id] = LS_ROLE_LAUNCH
+#define RT_ROLE(id, role) [CUPTI_RUNTIME_TRACE_CBID_##id] = (role),
+#define RT_NAME(id, role) [CUPTI_RUNTIME_TRACE_CBID_##id] = #id,
+#define DRV_ROLE(id, role) [CUPTI_DRIVER_TRACE_CBID_##id] = (role),
+#define DRV_NAME(id, role) [CUPTI_DRIVER_TRACE_CBID_##id] = #id,
 
-/* Launch calls, runtime and driver: cuBLAS, Triton and CuPy launch through
- * the driver API, PyTorch's own kernels through the runtime. */
-static const uint8_t runtime_roles[RUNTIME_SIZE] = {
-    RT(cudaLaunchKernel_v7000), RT(cudaLaunchKernel_ptsz_v7000), RT(cudaLaunchKernelExC_v11060),
-    RT(cudaLaunchKernelExC_ptsz_v11060), RT(cudaLaunchCooperativeKernel_v9000),
-    RT(cudaLaunchCooperativeKernel_ptsz_v9000), RT(cudaGraphLaunch_v10000),
-    RT(cudaGraphLaunch_ptsz_v10000), RT(cudaMemcpy_v3020), RT(cudaMemcpy_ptds_v7000),
-    RT(cudaMemcpyAsync_v3020), RT(cudaMemcpyAsync_ptsz_v7000), RT(cudaMemcpy2DAsync_v3020),
-    RT(cudaMemcpy2DAsync_ptsz_v7000), RT(cudaMemcpy3DAsync_v3020),
-    RT(cudaMemcpy3DAsync_ptsz_v7000), RT(cudaMemcpyPeerAsync_v4000),
-    RT(cudaMemcpyToSymbolAsync_v3020), RT(cudaMemcpyToSymbolAsync_ptsz_v7000),
-    RT(cudaMemcpyFromSymbolAsync_v3020), RT(cudaMemcpyFromSymbolAsync_ptsz_v7000),
-    RT(cudaMemset_v3020), RT(cudaMemset_ptds_v7000), RT(cudaMemsetAsync_v3020),
-    RT(cudaMemsetAsync_ptsz_v7000), RT(cudaMemset2DAsync_v3020),
-    RT(cudaMemset2DAsync_ptsz_v7000), RT(cudaMemset3DAsync_v3020),
-    RT(cudaMemset3DAsync_ptsz_v7000),
-};
+static const uint8_t runtime_roles[RUNTIME_SIZE] = {LS_RUNTIME_CALLS(RT_ROLE)};
+static const char *const runtime_names[RUNTIME_SIZE] = {LS_RUNTIME_CALLS(RT_NAME)};
+static const uint8_t driver_roles[DRIVER_SIZE] = {LS_DRIVER_CALLS(DRV_ROLE)};
+static const char *const driver_names[DRIVER_SIZE] = {LS_DRIVER_CALLS(DRV_NAME)};
 
-static const uint8_t driver_roles[DRIVER_SIZE] = {
-    DRV(cuLaunchKernel), DRV(cuLaunchKernel_ptsz), DRV(cuLaunchKernelEx),
-    DRV(cuLaunchKernelEx_ptsz), DRV(cuLaunchCooperativeKernel),
-    DRV(cuLaunchCooperativeKernel_ptsz), DRV(cuLaunchGrid), DRV(cuLaunchGridAsync),
-    DRV(cuGraphLaunch), DRV(cuGraphLaunch_ptsz), DRV(cuMemcpyAsync), DRV(cuMemcpyAsync_ptsz),
-    DRV(cuMemcpyHtoDAsync_v2), DRV(cuMemcpyHtoDAsync_v2_ptsz), DRV(cuMemcpyDtoHAsync_v2),
-    DRV(cuMemcpyDtoHAsync_v2_ptsz), DRV(cuMemcpyDtoDAsync_v2), DRV(cuMemcpyDtoDAsync_v2_ptsz),
-    DRV(cuMemsetD8Async), DRV(cuMemsetD8Async_ptsz), DRV(cuMemsetD16Async),
-    DRV(cuMemsetD16Async_ptsz), DRV(cuMemsetD32Async), DRV(cuMemsetD32Async_ptsz),
-};
-
-ls_cbid_role ls_cbid_role_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+uint8_t ls_cbid_role_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid < RUNTIME_SIZE)
-        return (ls_cbid_role)runtime_roles[cbid];
+        return runtime_roles[cbid];
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < DRIVER_SIZE)
-        return (ls_cbid_role)driver_roles[cbid];
-    return LS_ROLE_NONE;
+        return driver_roles[cbid];
+    return 0;
 }
 
 const uint8_t *ls_cbid_roles(CUpti_CallbackDomain domain, unsigned *size)
@@ -59,4 +103,68 @@ const uint8_t *ls_cbid_roles(CUpti_CallbackDomain domain, unsigned *size)
     }
     *size = 0;
     return NULL;
+}
+
+static const char *raw_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid < RUNTIME_SIZE)
+        return runtime_names[cbid];
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < DRIVER_SIZE)
+        return driver_names[cbid];
+    return NULL;
+}
+
+/* Length of a table name without CUPTI's suffixes ("_v3020", "_ptsz_v7000",
+ * "_v2_ptds"): the name users know from the CUDA documentation. */
+static size_t base_length(const char *name)
+{
+    const char *cut = strchr(name, '_');
+    return cut ? (size_t)(cut - name) : strlen(name);
+}
+
+const char *ls_cbid_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+    /* Stripped names are built once; the table is small and constant. */
+    static char runtime_base[RUNTIME_SIZE][48], driver_base[DRIVER_SIZE][48];
+    const char *name = raw_name(domain, cbid);
+    if (name == NULL)
+        return NULL;
+    char *out = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_base[cbid] : driver_base[cbid];
+    if (out[0] == '\0') {
+        size_t n = base_length(name);
+        n = n < 47 ? n : 47;
+        memcpy(out, name, n);
+        out[n] = '\0';
+    }
+    return out;
+}
+
+int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackId *cbid)
+{
+    static const CUpti_CallbackDomain domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                   CUPTI_CB_DOMAIN_DRIVER_API};
+    size_t wanted = strlen(name);
+    for (unsigned d = 0; d < 2; d++) {
+        unsigned size = 0;
+        ls_cbid_roles(domains[d], &size);
+        for (unsigned id = 0; id < size; id++) {
+            const char *candidate = raw_name(domains[d], id);
+            if (candidate == NULL)
+                continue;
+            if (strcmp(candidate, name) == 0 ||
+                (base_length(candidate) == wanted && strncmp(candidate, name, wanted) == 0)) {
+                *domain = domains[d];
+                *cbid = id;
+                return 0;
+            }
+        }
+    }
+    return -1;
+}
+
+const char *ls_wait_class_name(ls_wait_class c)
+{
+    static const char *const names[LS_WAIT_CLASS_COUNT] = {
+        "none", "stream", "event", "device", "copy", "copy_async", "free"};
+    return (unsigned)c < LS_WAIT_CLASS_COUNT ? names[c] : "none";
 }

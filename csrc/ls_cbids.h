@@ -1,24 +1,49 @@
 /* ls_cbids: the one table of CUPTI callback ids loopscope enables, and what
  * each one means to it.  Kept in one file so a reader sees every API call
- * loopscope listens to. */
+ * loopscope listens to: launch calls (for gap causes and steps) and calls
+ * that can make the host wait for the GPU (implicit syncs). */
 #ifndef LS_CBIDS_H
 #define LS_CBIDS_H
 
 #include <cupti.h>
 #include <stdint.h>
 
+/* How a call can block the host.  Stored in bits 1..3 of a role. */
 typedef enum {
-    LS_ROLE_NONE = 0,
-    LS_ROLE_LAUNCH = 1, /* puts work on a stream: kernel, copy, memset, graph */
-} ls_cbid_role;
+    LS_WAIT_NONE = 0,
+    LS_WAIT_STREAM = 1,     /* cudaStreamSynchronize, cuStreamSynchronize */
+    LS_WAIT_EVENT = 2,      /* cudaEventSynchronize, cuEventSynchronize */
+    LS_WAIT_DEVICE = 3,     /* cudaDeviceSynchronize, cuCtxSynchronize */
+    LS_WAIT_COPY = 4,       /* synchronous copy: blocks unless device to device */
+    LS_WAIT_COPY_ASYNC = 5, /* async copy: blocks only when host memory is pageable */
+    LS_WAIT_FREE = 6,       /* cudaFree / cuMemFree: waits for the whole device */
+    LS_WAIT_CLASS_COUNT = 7
+} ls_wait_class;
 
-/* Role of a callback id (LS_ROLE_NONE for ids loopscope ignores).  O(1),
- * safe from any thread. */
-ls_cbid_role ls_cbid_role_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+enum { LS_ROLE_LAUNCH = 1 }; /* the call puts work on a stream */
+
+#define LS_ROLE_WAIT_CLASS(role) ((ls_wait_class)(((role) >> 1) & 7))
+
+/* Role flags of a callback id: LS_ROLE_LAUNCH | (ls_wait_class << 1); 0 for
+ * ids loopscope ignores.  O(1), safe from any thread. */
+uint8_t ls_cbid_role_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
 /* The role array of a domain (runtime or driver API), indexed by callback
  * id, and its length in *size; NULL and 0 for other domains.  Every id with
  * a role is one loopscope enables. */
 const uint8_t *ls_cbid_roles(CUpti_CallbackDomain domain, unsigned *size);
+
+/* The API name of a callback id without CUPTI's version suffix
+ * ("cudaStreamSynchronize"), or NULL for ids not in the table. */
+const char *ls_cbid_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+
+/* Finds a callback id of the table by API name, with or without the version
+ * suffix ("cudaStreamSynchronize", "cuMemcpyDtoHAsync_v2").  0 and the id,
+ * or -1 when the table has no such call. */
+int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackId *cbid);
+
+/* The wait class as a word: "stream", "event", "device", "copy",
+ * "copy_async", "free", or "none". */
+const char *ls_wait_class_name(ls_wait_class c);
 
 #endif

@@ -13,13 +13,15 @@ typedef enum { K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC, K_UNKNOWN } ls_injec
 static const char *const kind_names[] = {"kernel", "memcpy", "memset", "api", "sync"};
 static const char *const kind_fields[] = {
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
-    "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
+    "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes[, copy_kind[, "
+    "host_memory]]]]) (copy_kind: CUpti_ActivityMemcpyKind, 1 HtoD, 2 DtoH, 8 DtoD; "
+    "host_memory: 1 pageable, 2 pinned)",
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
     "(start_ns, end_ns, correlation_id[, thread_id])",
     "(start_ns, end_ns[, stream])",
 };
 static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2};
-static const Py_ssize_t max_items[] = {7, 7, 7, 4, 3};
+static const Py_ssize_t max_items[] = {7, 9, 7, 4, 3};
 
 /* Reads item `i` of `tuple` as a non-negative integer below `limit`. */
 static int read_uint(PyObject *tuple, Py_ssize_t i, Py_ssize_t record, const char *kind,
@@ -100,7 +102,10 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
             return -1;
         name_id = ls_names_intern(text, (size_t)len);
     }
-    if (n > 6 && read_uint(t, 6, index, kname, INT64_MAX, &bytes))
+    unsigned long long copy_kind = 0, host_memory = 0;
+    if ((n > 6 && read_uint(t, 6, index, kname, INT64_MAX, &bytes)) ||
+        (n > 7 && read_uint(t, 7, index, kname, 255, &copy_kind)) ||
+        (n > 8 && read_uint(t, 8, index, kname, 255, &host_memory)))
         return -1;
     ls_op *op = ls_ops_append(&r->ops);
     if (op == NULL)
@@ -113,6 +118,8 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
     op->name_id = name_id;
     op->bytes = bytes;
     op->kind = kind == K_KERNEL ? LS_OP_KERNEL : kind == K_MEMCPY ? LS_OP_MEMCPY : LS_OP_MEMSET;
+    op->copy_kind = (uint8_t)copy_kind;
+    op->host_memory = (uint8_t)host_memory;
     return 0;
 nomem:
     PyErr_NoMemory();

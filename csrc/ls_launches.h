@@ -1,30 +1,33 @@
 /* ls_launches: launch calls seen through CUPTI callbacks (API enter of the
- * launch, copy and memset calls listed in ls_launch_cbids.c).
+ * launch, copy and memset calls of ls_cbids).
  *
  * Recording a few callback ids costs far less than runtime/driver activity
  * records for every API call (torch makes ~17 of them per kernel).  Storage
- * is chunked and lock-free: a callback claims a slot with one atomic add and
- * never allocates; new chunks are added on a Python thread (step exits)
- * before the last one fills.  A launch with no free slot is counted. */
+ * is an ls_slots store: lock-free, no allocation in the callback. */
 #ifndef LS_LAUNCHES_H
 #define LS_LAUNCHES_H
 
 #include "ls_records.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
-/* Empties the store and makes sure one chunk exists.  0, or -1 when out of
- * memory.  Call with callbacks disabled. */
-int ls_launches_reset(void);
+/* Empties the store; `keep` 0 only counts launches (ls_launches_seen)
+ * without storing them.  0, or -1 when out of memory.  Call with callbacks
+ * disabled. */
+int ls_launches_reset(int keep);
 
 /* From a CUPTI callback (any thread): records one launch call.  Never
  * allocates, never blocks. */
 void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
                         uint64_t start_ns);
 
-/* From a Python thread: adds a chunk when the last one is half used, so
- * callbacks keep finding room.  0, or -1 when out of memory (the store is
- * then full later and launches are counted as dropped). */
+/* Launch calls seen since the reset (stored or not): lets a blocking call
+ * tell whether any launch happened between it and the previous one. */
+uint64_t ls_launches_seen(void);
+
+/* From a Python thread: grows the store ahead of need.  0, or -1 when out
+ * of memory (later launches are then counted as dropped). */
 int ls_launches_reserve(void);
 
 /* With callbacks disabled: appends every recorded launch to `out` as an

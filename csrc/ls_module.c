@@ -6,9 +6,31 @@
 #include "ls_clock.h"
 #include "ls_cupti.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 
 static struct PyModuleDef ls_module_def;
+
+PyObject *ls_dict_of(int pairs, ...)
+{
+    va_list ap;
+    va_start(ap, pairs);
+    PyObject *dict = PyDict_New();
+    int failed = dict == NULL;
+    for (int i = 0; i < pairs; i++) {
+        const char *key = va_arg(ap, const char *);
+        PyObject *value = va_arg(ap, PyObject *);
+        if (!failed && (value == NULL || PyDict_SetItemString(dict, key, value) != 0))
+            failed = 1;
+        Py_XDECREF(value);
+    }
+    va_end(ap);
+    if (failed) {
+        Py_XDECREF(dict);
+        return NULL;
+    }
+    return dict;
+}
 
 ls_module_state *ls_module_get_state(PyObject *module)
 {
@@ -20,13 +42,13 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
     static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
-                               "cupti_paths", "warm_up", NULL};
-    int trace = 1, driver_api = 0, warm_up = 1;
+                               "cupti_paths", "warm_up", "syncs", NULL};
+    int trace = 1, driver_api = 0, warm_up = 1, syncs = 1;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64;
     PyObject *paths = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOp:start", keywords, &trace,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOpp:start", keywords, &trace,
                                      &driver_api, &buffer_bytes, &max_buffers, &paths,
-                                     &warm_up))
+                                     &warm_up, &syncs))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
@@ -61,7 +83,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    ls_session_options options = {trace, driver_api, warm_up, (size_t)buffer_bytes,
+    ls_session_options options = {trace, syncs, driver_api, warm_up, (size_t)buffer_bytes,
                                   (size_t)max_buffers, candidates, (size_t)n};
     ls_session_state state;
     int rc = ls_session_start(&options, &state);
@@ -70,8 +92,11 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     if (rc != 0)
         return PyErr_NoMemory();
     static const char *const clocks[] = {"monotonic", "cupti", "test"};
-    return Py_BuildValue("{s:O,s:z,s:z,s:s}", "tracing", state.tracing ? Py_True : Py_False,
-                         "reason", state.reason[0] ? state.reason : NULL, "cupti_path",
+    return Py_BuildValue("{s:O,s:z,s:O,s:z,s:z,s:s}", "tracing",
+                         state.tracing ? Py_True : Py_False, "reason",
+                         state.reason[0] ? state.reason : NULL, "watching_syncs",
+                         state.watching_syncs ? Py_True : Py_False, "syncs_reason",
+                         state.syncs_reason[0] ? state.syncs_reason : NULL, "cupti_path",
                          ls_cupti_loaded() ? ls_cupti_path() : NULL, "clock",
                          clocks[ls_clock_mode_now()]);
 }
@@ -150,8 +175,9 @@ static PyObject *core_set_test_clock(PyObject *module, PyObject *args)
 
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
-     "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=())"
-     " -> {'tracing', 'reason', 'cupti_path', 'clock'}"},
+     "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
+     " warm_up=True, syncs=True) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason',"
+     " 'cupti_path', 'clock'}"},
     {"stop", core_stop, METH_NOARGS, "stop() -> Capture: ends the running profile."},
     {"active", core_active, METH_NOARGS, "True while a profile runs."},
     {"range", core_range, METH_O, "range(name) -> a reusable range context manager."},
@@ -160,6 +186,17 @@ static PyMethodDef core_methods[] = {
     {"now_ns", core_now_ns, METH_NOARGS, "The profiler clock, in ns."},
     {"_inject", (PyCFunction)(void (*)(void))ls_inject, METH_FASTCALL,
      "_inject(kind, records): test hook, appends synthetic records to the running profile."},
+    {"_inject_calls", (PyCFunction)(void (*)(void))ls_inject_calls, METH_VARARGS | METH_KEYWORDS,
+     "_inject_calls(calls, release_gil=True): test hook; each call (api, duration_ns"
+     "[, correlation_id[, function_param]]) goes through the real switchboard, enter then exit,"
+     " from this thread with its Python stack; returns their tokens (0: not a blocking call)."},
+    {"_strict_arm", ls_strict_arm_py, METH_VARARGS,
+     "_strict_arm(handler, on_main_thread): strict mode on for this thread; handler(token)"
+     " runs with the GIL when control is back in Python after a wait."},
+    {"_strict_disarm", ls_strict_disarm_py, METH_NOARGS,
+     "_strict_disarm() -> token of a wait noted but not handled (0 if none)."},
+    {"_live_call", ls_live_call, METH_O,
+     "_live_call(token) -> dict of a blocking call of the running profile, or None."},
     {"_set_test_clock", core_set_test_clock, METH_VARARGS,
      "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
     {NULL, NULL, 0, NULL},

@@ -17,6 +17,19 @@ typedef struct {
 
 ls_module_state *ls_module_get_state(PyObject *module);
 
+/* Builds a dict from alternating (const char *key, PyObject *value) pairs,
+ * stealing each value; a NULL value makes it fail (after releasing the rest)
+ * and return NULL with the exception set. */
+PyObject *ls_dict_of(int pairs, ...);
+
+/* Syncs, Python side (ls_pycalls.c).  Python-facing functions: NULL with an
+ * exception set on error. */
+PyObject *ls_call_to_python(const ls_call *call, const ls_code_table *codes);
+PyObject *ls_inject_calls(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *ls_strict_arm_py(PyObject *module, PyObject *args);
+PyObject *ls_strict_disarm_py(PyObject *module, PyObject *unused);
+PyObject *ls_live_call(PyObject *module, PyObject *token);
+
 /* Range type (ls_range_type.c).  Returns a new reference or NULL with an
  * exception set. */
 extern PyType_Spec ls_range_type_spec;

@@ -20,7 +20,9 @@ typedef struct {
     uint8_t kind;            /* ls_op_kind */
     uint8_t copy_kind;       /* CUpti_ActivityMemcpyKind for memcpys */
     uint8_t graph_launched;  /* 1 if it ran as part of a CUDA graph */
-    uint8_t reserved[5];
+    uint8_t host_memory;     /* memcpys: CUpti_ActivityMemoryKind of the host side
+                                (1 pageable, 2 pinned), 0 when no side is host */
+    uint8_t reserved[4];
 } ls_op;
 
 /* One host API call (runtime or driver), as CUPTI timed it. */
@@ -40,6 +42,43 @@ typedef struct {
     uint32_t type; /* CUpti_ActivitySynchronizationType */
     uint32_t reserved;
 } ls_sync;
+
+/* One Python frame of a captured stack (see ls_pystack). */
+typedef struct {
+    uint32_t code;          /* ls_codes id, LS_NO_CODE if the table was full */
+    int32_t line, end_line; /* source lines of the instruction, -1 unknown */
+    int16_t col, end_col;   /* UTF-8 byte columns, -1 unknown (before 3.11) */
+} ls_frame;
+
+#define LS_CALL_FRAMES 16
+
+/* One API call that can make the host wait for the GPU (a wait class in
+ * ls_cbids), with the Python stack that made it. */
+typedef struct {
+    uint64_t enter_ns, exit_ns; /* exit_ns 0 while the call has not returned */
+    uint64_t thread_id;         /* pthread_self(), as threading.get_ident() */
+    uint64_t launches_before;   /* launch calls seen before this one began */
+    uint32_t correlation_id;
+    uint32_t cbid;
+    uint8_t domain; /* 0 runtime, 1 driver */
+    uint8_t role;   /* ls_cbids role flags */
+    uint8_t frame_count;
+    uint8_t reserved;
+    ls_frame frames[LS_CALL_FRAMES]; /* innermost first */
+} ls_call;
+
+/* The Python code objects named by frames' `code` ids, as plain strings. */
+typedef struct {
+    const char *filename;
+    const char *function; /* qualified name */
+    int first_line;
+} ls_code_info;
+
+typedef struct {
+    ls_code_info *items;
+    size_t count;
+    char *arena; /* owns the strings */
+} ls_code_table;
 
 /* One host range (a step or a named range), closed or still open. */
 typedef struct {
@@ -61,6 +100,7 @@ LS_DEFINE_ARRAY(ls_op_array, ls_op);
 LS_DEFINE_ARRAY(ls_api_array, ls_api);
 LS_DEFINE_ARRAY(ls_sync_array, ls_sync);
 LS_DEFINE_ARRAY(ls_range_array, ls_range);
+LS_DEFINE_ARRAY(ls_call_array, ls_call);
 
 /* Everything one profile captured. */
 typedef struct {
@@ -68,6 +108,8 @@ typedef struct {
     ls_api_array apis;
     ls_sync_array syncs;
     ls_range_array ranges;
+    ls_call_array calls;        /* calls that may have blocked the host */
+    ls_code_table codes;        /* what the calls' frames point to */
     uint64_t start_ns, stop_ns; /* the profile's own span */
     uint64_t dropped_records;   /* reported by CUPTI or lost to a full buffer pool */
     uint64_t invalid_records;   /* end before start, or zero timestamps */
@@ -79,6 +121,7 @@ ls_op *ls_ops_append(ls_op_array *a);
 ls_api *ls_apis_append(ls_api_array *a);
 ls_sync *ls_syncs_append(ls_sync_array *a);
 ls_range *ls_ranges_append(ls_range_array *a);
+ls_call *ls_calls_append(ls_call_array *a);
 
 /* Reserves room for `n` more items; 0 on success, -1 when out of memory. */
 int ls_ranges_reserve(ls_range_array *a, size_t n);

@@ -4,7 +4,9 @@
 
 #include "ls_activity.h"
 #include "ls_buffers.h"
+#include "ls_calls.h"
 #include "ls_clock.h"
+#include "ls_codes.h"
 #include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_launches.h"
@@ -17,10 +19,13 @@
 
 #define LS_MAX_DEPTH 256
 #define LS_RANGE_RESERVE 4096
+#define LS_MAX_CODES 8192         /* distinct Python functions in sync stacks */
+#define LS_CODE_ARENA (1u << 20)  /* their file and function names */
 
 static struct {
     int active;
     int tracing;
+    int callbacks;        /* loopscope holds CUPTI's callback slot, callbacks on */
     int launch_callbacks; /* launch calls come from callbacks (ls_launches) */
     uint32_t generation;
     ls_capture capture;
@@ -38,53 +43,79 @@ int ls_session_active(void) { return session.active; }
 ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
 void ls_session_mark_injected(void) { session.capture.injected = 1; }
 
-static void try_start_tracing(const ls_session_options *o, ls_capture *c)
+/* Claims CUPTI's callback slot and enables the callbacks: launch calls
+ * (recorded when tracing, else only counted, which sync grouping needs) and
+ * the calls that wait when `syncs`.  Returns the subscriber result; on
+ * failure `why` says why. */
+static int start_callbacks(const ls_session_options *o, char *why, size_t why_size)
 {
-    if (!o->trace) {
-        snprintf(c->reason, sizeof c->reason, "GPU tracing was turned off (trace=False)");
+    int claim = ls_subscriber_claim(why, why_size);
+    if (claim != LS_SUBSCRIBER_OK)
+        return claim;
+    if (ls_launches_reset(o->trace) != 0 ||
+        ls_subscriber_enable_callbacks(o->syncs, why, why_size) != 0) {
+        ls_subscriber_release();
+        if (why[0] == '\0')
+            snprintf(why, why_size, "out of memory for launch records");
+        return LS_SUBSCRIBER_ERROR;
+    }
+    session.callbacks = 1;
+    session.launch_callbacks = o->trace;
+    return LS_SUBSCRIBER_OK;
+}
+
+static void start_cupti(const ls_session_options *o, ls_capture *c)
+{
+    const char *off_trace = "GPU tracing was turned off (trace=False)";
+    const char *off_syncs = "sync detection was turned off (syncs=False)";
+    snprintf(c->reason, sizeof c->reason, "%s", off_trace);
+    snprintf(c->syncs_reason, sizeof c->syncs_reason, "%s", off_syncs);
+    if (!o->trace && !o->syncs)
+        return;
+    char why[1024] = "";
+    if (!ls_cuda_driver_present())
+        snprintf(why, sizeof why, "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
+    else if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0)
+        snprintf(why, sizeof why, "%s", ls_cupti_error());
+    else if (o->trace && ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers) != 0)
+        snprintf(why, sizeof why, "could not allocate CUPTI activity buffers");
+    if (why[0] != '\0') {
+        if (o->trace)
+            snprintf(c->reason, sizeof c->reason, "%s", why);
+        if (o->syncs)
+            snprintf(c->syncs_reason, sizeof c->syncs_reason, "%s", why);
         return;
     }
-    if (!ls_cuda_driver_present()) {
-        snprintf(c->reason, sizeof c->reason,
-                 "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
+    int claim = start_callbacks(o, why, sizeof why);
+    if (claim == LS_SUBSCRIBER_OK && o->syncs) {
+        c->watched_syncs = 1;
+        c->syncs_reason[0] = '\0';
+    } else if (claim != LS_SUBSCRIBER_OK && o->syncs) {
+        snprintf(c->syncs_reason, sizeof c->syncs_reason, "%s", why);
+    }
+    if (!o->trace || claim == LS_SUBSCRIBER_ERROR) {
+        if (o->trace)
+            snprintf(c->reason, sizeof c->reason, "%s", why);
         return;
     }
-    if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0) {
-        snprintf(c->reason, sizeof c->reason, "%s", ls_cupti_error());
-        return;
-    }
-    if (ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers) != 0) {
-        snprintf(c->reason, sizeof c->reason, "could not allocate CUPTI activity buffers");
-        return;
-    }
-    int claim = ls_subscriber_claim(c->reason, sizeof c->reason);
-    if (claim == LS_SUBSCRIBER_ERROR)
-        return;
-    ls_api_records api = o->driver_api ? LS_API_RECORDS_ALL : LS_API_RECORDS_RUNTIME;
-    if (claim == LS_SUBSCRIBER_OK) {
-        /* Launch calls through a few callback ids: far cheaper than an
-         * activity record for every runtime and driver call. */
-        if (ls_launches_reset() != 0 ||
-            ls_subscriber_enable_callbacks(c->reason, sizeof c->reason) != 0) {
-            ls_subscriber_release();
-            if (c->reason[0] == '\0')
-                snprintf(c->reason, sizeof c->reason, "out of memory for launch records");
-            return;
-        }
-        session.launch_callbacks = 1;
-        api = LS_API_RECORDS_NONE;
-    } else {
+    ls_api_records api = LS_API_RECORDS_NONE;
+    if (claim == LS_SUBSCRIBER_HELD) {
         /* Kineto subscribes at its first use and never lets go, so after one
          * torch.profiler run the slot stays taken though nobody traces.  The
          * Python layer has already refused when a tool is really tracing
          * (torch.profiler running, a CUDA injection tool); activity tracing
-         * needs no subscription, so go on and say what is missing. */
-        snprintf(c->note, sizeof c->note, "%s", c->reason);
-        c->reason[0] = '\0';
+         * needs no subscription, so go on (launch calls then come from API
+         * activity records) and say what is missing. */
+        snprintf(c->note, sizeof c->note, "%s", why);
+        api = o->driver_api ? LS_API_RECORDS_ALL : LS_API_RECORDS_RUNTIME;
     }
     if (ls_activity_start(&c->records, api, c->reason, sizeof c->reason) != 0) {
         ls_subscriber_release();
-        session.launch_callbacks = 0;
+        session.callbacks = session.launch_callbacks = 0;
+        if (c->watched_syncs) {
+            c->watched_syncs = 0;
+            snprintf(c->syncs_reason, sizeof c->syncs_reason, "%s", c->reason);
+        }
         return;
     }
     if (o->warm_up)
@@ -103,14 +134,22 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
     if (ls_ranges_reserve(&session.capture.records.ranges, LS_RANGE_RESERVE) != 0)
         return -1;
     session.tracing = 0;
+    session.callbacks = 0;
     session.launch_callbacks = 0;
-    try_start_tracing(options, &session.capture);
-    ls_clock_use(session.tracing ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
+    /* The call store and code table exist in every session: the test hook
+     * feeds them without CUPTI. */
+    if (ls_calls_reset() != 0 || ls_codes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
+        ls_launches_reset(0) != 0)
+        return -1;
+    start_cupti(options, &session.capture);
+    ls_clock_use(session.tracing || session.callbacks ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
     session.generation++;
     session.active = 1;
     session.capture.records.start_ns = ls_clock_now();
     state->tracing = session.tracing;
     state->reason = session.capture.reason;
+    state->watching_syncs = session.capture.watched_syncs;
+    state->syncs_reason = session.capture.syncs_reason;
     return 0;
 }
 
@@ -121,20 +160,23 @@ int ls_session_stop(ls_capture *out)
     ls_capture *c = &session.capture;
     uint64_t stop_ns = ls_clock_now();
     c->records.stop_ns = stop_ns;
+    ls_subscriber_disable_callbacks();
     if (session.tracing) {
         /* Wait for the kernels launched inside the profile, so the flush
          * below returns all of them.  Records of this sync itself start
          * after stop_ns and are ignored by the analysis. */
-        ls_subscriber_disable_callbacks();
         ls_cuda_sync_current_context();
         if (ls_activity_stop() != 0)
             snprintf(c->stop_error, sizeof c->stop_error, "%s", ls_cupti_error());
-        ls_subscriber_release();
-        if (session.launch_callbacks)
-            c->records.dropped_records += ls_launches_move_to(&c->records.apis);
         c->buffer_bytes = ls_buffers_allocated_bytes();
         c->buffers_refused = ls_buffers_refused();
     }
+    ls_subscriber_release();
+    if (session.launch_callbacks)
+        c->records.dropped_records += ls_launches_move_to(&c->records.apis);
+    c->records.dropped_records += ls_calls_move_to(&c->records.calls, stop_ns);
+    c->codes_refused = ls_codes_refused();
+    ls_codes_take(&c->records.codes);
     /* Traced ops that ended before the profile began (the warm-up memset,
      * work queued earlier) are not part of it.  Injected test records keep
      * their own time line. */
@@ -144,6 +186,12 @@ int ls_session_stop(ls_capture *out)
             c->records.ops.items[kept++] = c->records.ops.items[i];
     c->ops_before_start = c->records.ops.count - kept;
     c->records.ops.count = kept;
+    kept = 0;
+    for (size_t i = 0; i < c->records.calls.count; i++)
+        if (c->records.calls.items[i].enter_ns >= c->records.start_ns)
+            c->records.calls.items[kept++] = c->records.calls.items[i];
+    c->calls_before_start = c->records.calls.count - kept;
+    c->records.calls.count = kept;
     for (size_t i = 0; i < c->records.ranges.count; i++) {
         ls_range *r = &c->records.ranges.items[i];
         if (r->end_ns == 0) {
@@ -157,6 +205,8 @@ int ls_session_stop(ls_capture *out)
     memset(c, 0, sizeof *c);
     session.active = 0;
     session.tracing = 0;
+    session.callbacks = 0;
+    session.launch_callbacks = 0;
     return 0;
 }
 
@@ -219,6 +269,7 @@ void ls_session_pop(int is_step)
         session.capture.records.ranges.items[index].end_ns = now;
     if (session.launch_callbacks)
         ls_launches_reserve(); /* two atomic loads unless a chunk is needed */
+    ls_calls_reserve();
     /* A step boundary is a calm moment to parse completed buffers, so the
      * pool recycles and long loops never run out of buffers. */
     if (is_step && session.tracing && ls_activity_pending()) {

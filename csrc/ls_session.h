@@ -11,6 +11,7 @@
 
 typedef struct {
     int trace;               /* trace GPU activity through CUPTI */
+    int syncs;               /* watch the calls that make the host wait (callbacks) */
     int driver_api;          /* fallback path: driver-API activity records too */
     int warm_up;             /* pay CUPTI's lazy set-up at start (ls_cuda_warm_up) */
     size_t buffer_bytes;     /* size of one activity buffer */
@@ -20,8 +21,10 @@ typedef struct {
 } ls_session_options;
 
 typedef struct {
-    int tracing;          /* 1 when CUPTI records GPU activity */
-    const char *reason;   /* why not, "" when tracing */
+    int tracing;               /* 1 when CUPTI records GPU activity */
+    const char *reason;        /* why not, "" when tracing */
+    int watching_syncs;        /* 1 when the calls that wait are watched */
+    const char *syncs_reason;  /* why not, "" when watching */
 } ls_session_state;
 
 /* Everything a finished session hands to its owner. */
@@ -32,6 +35,10 @@ typedef struct {
     char reason[1024];         /* why the GPU part is missing, "" if present */
     char stop_error[1024];     /* a CUPTI failure at stop, "" if none */
     char note[1024];           /* traced, but with something missing ("" if not) */
+    int watched_syncs;         /* the calls that wait were watched (callbacks) */
+    char syncs_reason[1024];   /* why not, "" when watched */
+    uint64_t calls_before_start; /* blocking calls of the warm-up: left out */
+    uint64_t codes_refused;    /* Python code objects the code table had no room for */
     uint64_t range_mismatches; /* exits with no matching enter */
     uint64_t ranges_left_open; /* ranges closed by stop */
     uint64_t ops_before_start; /* ops that ended before the profile began: left out */

@@ -3,44 +3,30 @@
 
 #include "ls_cbids.h"
 #include "ls_cupti.h"
-#include "ls_launches.h"
+#include "ls_switchboard.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static CUpti_SubscriberHandle subscriber;
 static int callbacks_enabled;
-
-/* The switchboard: every CUPTI callback arrives here.  It must stay cheap,
- * never allocate and never touch Python. */
-static void CUPTIAPI switchboard(void *userdata, CUpti_CallbackDomain domain,
-                                 CUpti_CallbackId cbid, const void *data)
-{
-    (void)userdata;
-    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)
-        return;
-    const CUpti_CallbackData *call = (const CUpti_CallbackData *)data;
-    if (call->callbackSite != CUPTI_API_ENTER)
-        return;
-    if (ls_cbid_role_of(domain, cbid) == LS_ROLE_LAUNCH) {
-        uint64_t now = 0;
-        ls_cupti.GetTimestamp(&now); /* no check: a hot path; 0 marks a failure */
-        ls_launches_record(domain == CUPTI_CB_DOMAIN_DRIVER_API, cbid, call->correlationId, now);
-    }
-}
+static int waits_enabled;
 
 static const CUpti_CallbackDomain api_domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
                                                    CUPTI_CB_DOMAIN_DRIVER_API};
 
-/* Sets every callback id that has a role; returns 0, or -1 at the first
- * failure when enabling (the caller then disables them all again). */
+/* Sets every callback id that launches work, and those that can wait when
+ * waits_enabled; returns 0, or -1 at the first failure when enabling (the
+ * caller then disables them all again). */
 static int set_callbacks(uint32_t enable)
 {
     for (unsigned d = 0; d < 2; d++) {
         unsigned size = 0;
         const uint8_t *roles = ls_cbid_roles(api_domains[d], &size);
         for (unsigned cbid = 0; cbid < size; cbid++) {
-            if (roles[cbid] == LS_ROLE_NONE)
+            int wanted = (roles[cbid] & LS_ROLE_LAUNCH) ||
+                         (waits_enabled && LS_ROLE_WAIT_CLASS(roles[cbid]) != LS_WAIT_NONE);
+            if (!wanted)
                 continue;
             if (LS_CUPTI_CHECK(EnableCallback(enable, subscriber, api_domains[d], cbid)) !=
                     CUPTI_SUCCESS && enable)
@@ -50,12 +36,13 @@ static int set_callbacks(uint32_t enable)
     return 0;
 }
 
-int ls_subscriber_enable_callbacks(char *reason, size_t reason_size)
+int ls_subscriber_enable_callbacks(int waits, char *reason, size_t reason_size)
 {
     if (subscriber == NULL) {
         snprintf(reason, reason_size, "loopscope does not hold CUPTI's callback slot");
         return -1;
     }
+    waits_enabled = waits;
     if (set_callbacks(1) != 0) {
         snprintf(reason, reason_size, "%s", ls_cupti_error());
         set_callbacks(0);
@@ -86,9 +73,9 @@ int ls_subscriber_claim(char *reason, size_t reason_size)
         params.subscriberName = "loopscope";
         params.oldSubscriberName = other;
         params.oldSubscriberSize = sizeof other - 1;
-        status = LS_CUPTI_CHECK(Subscribe_v2(&subscriber, switchboard, NULL, &params));
+        status = LS_CUPTI_CHECK(Subscribe_v2(&subscriber, ls_switchboard_callback, NULL, &params));
     } else {
-        status = LS_CUPTI_CHECK(Subscribe(&subscriber, switchboard, NULL));
+        status = LS_CUPTI_CHECK(Subscribe(&subscriber, ls_switchboard_callback, NULL));
     }
     if (status == CUPTI_SUCCESS)
         return LS_SUBSCRIBER_OK;

@@ -3,9 +3,8 @@
  * CUPTI allows one subscriber per process; Nsight Systems, Nsight Compute,
  * cuda-gdb and torch.profiler's Kineto take it too.  Subscribing first is how
  * loopscope learns that another tool owns CUPTI, before it could steal that
- * tool's activity buffers.  The callback registered here is the switchboard:
- * every enabled callback id (ls_cbids) arrives there and is dispatched by
- * its role. */
+ * tool's activity buffers.  The callback registered here is
+ * ls_switchboard_callback. */
 #ifndef LS_SUBSCRIBER_H
 #define LS_SUBSCRIBER_H
 
@@ -19,9 +18,10 @@ enum { LS_SUBSCRIBER_OK = 0, LS_SUBSCRIBER_ERROR = -1, LS_SUBSCRIBER_HELD = -2 }
  * the slot, LS_SUBSCRIBER_ERROR when CUPTI failed for another reason. */
 int ls_subscriber_claim(char *reason, size_t reason_size);
 
-/* Enables the callbacks of ls_cbid_table (launch calls go to ls_launches).
+/* Enables the callbacks of the launch calls of ls_cbids, and of the calls
+ * that can wait for the GPU when `waits` (ls_switchboard receives them).
  * 0, or -1 with a sentence in `reason` (what was enabled is disabled). */
-int ls_subscriber_enable_callbacks(char *reason, size_t reason_size);
+int ls_subscriber_enable_callbacks(int waits, char *reason, size_t reason_size);
 
 /* Disables every callback of the table (no-op when none is enabled). */
 void ls_subscriber_disable_callbacks(void);

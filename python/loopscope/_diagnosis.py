@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._syncs import format_site
+
 BUSY_BELOW_PCT = 50.0
 CAUSE_SHARE = 0.5
 
@@ -80,10 +82,21 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     if steps:
         flagged = sum(1 for s in steps if s["verdict"] == verdict)
         reasons.append(f"{flagged} of {len(steps)} steps read {verdict}")
+    actions = [ACTIONS[verdict]]
+    syncs = summary.get("syncs")
+    if syncs and syncs["count"]:
+        top = syncs["sites"][0]
+        reasons.append(
+            f"{syncs['count']} host-device syncs blocked the host for {syncs['blocked_ms']:.3f} ms "
+            f"({syncs['in_steps']} inside steps); most costly: {format_site(top)}")
+        removable = [s for s in syncs["sites"] if s["steps"]][:3]
+        if removable:
+            actions.append("remove these syncs from the loop: "
+                           + "; ".join(format_site(s) for s in removable))
     return {
         "verdict": verdict,
         "reasons": reasons,
-        "actions": [ACTIONS[verdict]],
+        "actions": actions,
         "evidence": {
             "busy_pct": busy,
             "idle_ms": idle,
@@ -91,5 +104,7 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
             "severe_gaps": gaps["severe"],
             "mean_gap_us": gaps["mean_us"],
             "kernels": gpu["kernels"],
+            "syncs": syncs["count"] if syncs else None,
+            "sync_blocked_ms": syncs["blocked_ms"] if syncs else None,
         },
     }

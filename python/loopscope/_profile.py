@@ -69,6 +69,8 @@ class Profile:
     """One profiled region.  Use through `loopscope.profile()`.
 
     trace:              trace GPU activity with CUPTI (False: host ranges only).
+    syncs:              watch the CUDA calls that make the host wait (CUPTI callbacks)
+                        and report each sync with the Python line that caused it.
     gap_thresholds_us:  (normal_below, severe_above); gaps in between are warnings.
     step_name:          default step name; "{i}" is replaced by the step index.
     driver_api:         only when CUPTI's callback slot is taken (e.g. after
@@ -84,6 +86,7 @@ class Profile:
         self,
         *,
         trace: bool = True,
+        syncs: bool = True,
         gap_thresholds_us: tuple[float, float] = (20.0, 50.0),
         step_name: str = "Step_{i}",
         driver_api: bool = True,
@@ -101,6 +104,7 @@ class Profile:
             )
         self._options = dict(
             trace=bool(trace),
+            syncs=bool(syncs),
             driver_api=bool(driver_api),
             buffer_bytes=int(buffer_mb * (1 << 20)),
             max_buffers=max(1, int(max_buffer_mb // buffer_mb)),
@@ -118,11 +122,16 @@ class Profile:
     def __enter__(self) -> "Profile":
         if self._state is not None:
             raise RuntimeError("this Profile was already used; create a new loopscope.profile()")
-        busy = _other_profiler() if self._options["trace"] else None
-        options = dict(self._options, trace=self._options["trace"] and busy is None)
+        wants_cupti = self._options["trace"] or self._options["syncs"]
+        busy = _other_profiler() if wants_cupti else None
+        options = dict(self._options, trace=self._options["trace"] and busy is None,
+                       syncs=self._options["syncs"] and busy is None)
         self._state = _core.start(cupti_paths=_cupti_paths.candidates(), **options)
         if busy is not None:
-            self._state["reason"] = busy
+            if self._options["trace"]:
+                self._state["reason"] = busy
+            if self._options["syncs"]:
+                self._state["syncs_reason"] = busy
         if self._options["trace"] and not self._state["tracing"]:
             try:
                 _warn_once(

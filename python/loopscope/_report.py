@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._syncs import format_site
+
+MAX_SYNC_SITES = 10
+
 MAX_STEP_ROWS = 24
 
 
@@ -26,7 +30,7 @@ def _verdict_line(summary: dict[str, Any]) -> str:
 
 def _steps_table(steps: list[dict[str, Any]]) -> list[str]:
     head = f"{'step':>5} {'name':<18} {'host ms':>9} {'GPU ms':>9} {'busy%':>6} {'kernels':>7} " \
-           f"{'gaps':>5} {'severe':>6} {'max gap us':>10}  verdict"
+           f"{'gaps':>5} {'severe':>6} {'max gap us':>10} {'syncs':>5}  verdict"
     lines = [head]
     shown = steps if len(steps) <= MAX_STEP_ROWS else steps[: MAX_STEP_ROWS - 4] + steps[-4:]
     for i, s in enumerate(shown):
@@ -37,8 +41,21 @@ def _steps_table(steps: list[dict[str, Any]]) -> list[str]:
             f"{s['index']:>5} {s['name'][:18]:<18} {_fmt(s['host_ms']):>9} {_fmt(s['gpu_ms']):>9} "
             f"{_fmt(g.get('busy_pct'), '.1f'):>6} {_fmt(s['kernels'], 'd'):>7} "
             f"{_fmt(g.get('count'), 'd'):>5} {_fmt(g.get('severe'), 'd'):>6} "
-            f"{_fmt(g.get('max_us'), '.1f'):>10}  {s['verdict'] or '-'}"
+            f"{_fmt(g.get('max_us'), '.1f'):>10} {_fmt(s['syncs'], 'd'):>5}  {s['verdict'] or '-'}"
         )
+    return lines
+
+
+def _sync_lines(summary: dict[str, Any]) -> list[str]:
+    syncs = summary.get("syncs")
+    if syncs is None:
+        return []
+    lines = ["", f"Syncs: {syncs['count']} host-device syncs, host blocked {syncs['blocked_ms']:.3f} ms"
+                 f" ({syncs['in_steps']} inside steps, {syncs['outside_steps']} outside)"]
+    for site in syncs["sites"][:MAX_SYNC_SITES]:
+        lines.append(f"  {format_site(site)}")
+    if len(syncs["sites"]) > MAX_SYNC_SITES:
+        lines.append(f"  ... {len(syncs['sites']) - MAX_SYNC_SITES} more sites in summary['syncs']['sites']")
     return lines
 
 
@@ -68,6 +85,7 @@ def format_report(summary: dict[str, Any]) -> str:
                 where = f"step {g['step_name']}" if g["step_name"] else "outside steps"
                 before = f" before {g['before'][:60]}" if g["before"] else ""
                 out.append(f"  {g['duration_us']:>10.1f} us  [{g['cause']}] {where}, stream {g['stream']}{before}")
+    out.extend(_sync_lines(summary))
     if summary["steps"]:
         out.append("")
         out.extend(_steps_table(summary["steps"]))
@@ -81,6 +99,8 @@ def format_report(summary: dict[str, Any]) -> str:
         out.append(f"Note: {summary['cupti_note']}")
     if summary["gpu_error"]:
         out.append(f"GPU sections missing: {summary['gpu_error']}")
+    if summary.get("syncs") is None and summary.get("syncs_error"):
+        out.append(f"Syncs: not watched: {summary['syncs_error']}")
     if summary["sm"] is None:
         out.append(f"SM/DRAM: {summary['metrics_error']}")
     o = summary["overhead"]

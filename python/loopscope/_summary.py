@@ -7,6 +7,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ._diagnosis import diagnose, diagnose_step
+from ._syncs import build_syncs
 
 SCHEMA_VERSION = 1
 METRICS_NOT_COLLECTED = (
@@ -113,7 +114,8 @@ def _worst_gaps(analysis: dict[str, Any], step_names: dict[int, str]) -> list[di
     ]
 
 
-def _steps(ranges, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
+def _steps(ranges, gpu: bool, thresholds_us, syncs_per_step: dict[int, int] | None
+           ) -> list[dict[str, Any]]:
     steps = []
     for r in ranges:
         if r["step"] is None:
@@ -127,7 +129,7 @@ def _steps(ranges, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
             "kernels": r["kernels"] if gpu else None,
             "memcpys": r["memcpys"] if gpu else None,
             "gaps": shape_gaps(r["gaps"], thresholds_us, r["busy_ns"]) if gpu else None,
-            "syncs": None,
+            "syncs": None if syncs_per_step is None else syncs_per_step.get(r["step"], 0),
             "sm_active_pct": None,
             "dram_pct": None,
         }
@@ -183,16 +185,25 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     else:
         summary["gaps"] = None
         summary["gpu"] = None
-    summary["syncs"] = None
+    watched = bool(info.get("watched_syncs") or info["injected"])
+    syncs_per_step = None
+    if watched and analysis is not None:
+        summary["syncs"], syncs_per_step = build_syncs(
+            capture.calls(), analysis["waits"], analysis["unknown_copies"])
+        summary["syncs_error"] = None
+    else:
+        summary["syncs"] = None
+        summary["syncs_error"] = (state or {}).get("syncs_reason") or info.get("syncs_reason") or reason
     summary["sm"] = None
     summary["dram"] = None
     summary["metrics_error"] = METRICS_NOT_COLLECTED
-    summary["steps"] = _steps(ranges, gpu, thresholds_us)
+    summary["steps"] = _steps(ranges, gpu, thresholds_us, syncs_per_step)
     summary["ranges"] = _ranges(ranges, gpu)
     summary["diagnosis"] = diagnose(summary)
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
     summary["overhead"] = {
-        "records": info.get("ops", 0) + info.get("apis", 0) + info.get("syncs", 0),
+        "records": info.get("ops", 0) + info.get("apis", 0) + info.get("syncs", 0)
+        + info.get("calls", 0),
         "ranges": info.get("ranges", 0),
         "buffer_mb": round(info.get("buffer_bytes", 0) / (1 << 20), 2),
         "buffers_refused": info.get("buffers_refused", 0),

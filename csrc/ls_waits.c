@@ -1,0 +1,186 @@
+/* ls_waits: see ls_waits.h. */
+#include "ls_waits.h"
+
+#include "ls_cbids.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MEMORY_PAGEABLE 1 /* CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE */
+
+typedef struct {
+    uint32_t correlation_id;
+    uint32_t op;
+} ls_corr_key;
+
+static int compare_corr(const void *pa, const void *pb)
+{
+    const ls_corr_key *a = pa, *b = pb;
+    return (a->correlation_id > b->correlation_id) - (a->correlation_id < b->correlation_id);
+}
+
+/* The memcpy op launched by `correlation_id`, or NULL. */
+static const ls_op *find_copy(const ls_records *r, const ls_corr_key *keys, size_t n,
+                              uint32_t correlation_id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid].correlation_id < correlation_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && keys[lo].correlation_id == correlation_id ? &r->ops.items[keys[lo].op]
+                                                               : NULL;
+}
+
+/* 1 when the call made the host wait; counts async copies it cannot judge. */
+static int waited(const ls_call *c, const ls_op *copy, uint64_t *unknown_copies)
+{
+    switch (LS_ROLE_WAIT_CLASS(c->role)) {
+    case LS_WAIT_NONE:
+        return 0;
+    case LS_WAIT_COPY_ASYNC:
+        if (copy == NULL) {
+            (*unknown_copies)++;
+            return 0;
+        }
+        return copy->host_memory == MEMORY_PAGEABLE;
+    case LS_WAIT_COPY:
+        return copy == NULL || copy->host_memory != 0; /* device to device does not wait */
+    default:
+        return 1;
+    }
+}
+
+static const ls_call *sort_calls; /* qsort has no context argument */
+
+static int compare_thread_time(const void *pa, const void *pb)
+{
+    const ls_call *a = &sort_calls[*(const uint32_t *)pa], *b = &sort_calls[*(const uint32_t *)pb];
+    if (a->thread_id != b->thread_id)
+        return a->thread_id < b->thread_id ? -1 : 1;
+    if (a->enter_ns != b->enter_ns)
+        return a->enter_ns < b->enter_ns ? -1 : 1;
+    return (*(const uint32_t *)pa > *(const uint32_t *)pb) - (*(const uint32_t *)pa < *(const uint32_t *)pb);
+}
+
+static int same_stack(const ls_call *a, const ls_call *b)
+{
+    return a->frame_count == b->frame_count &&
+           memcmp(a->frames, b->frames, a->frame_count * sizeof(ls_frame)) == 0;
+}
+
+/* `next` continues the sync whose latest call is `last`: same thread, same
+ * stack, and no launch in between (the only launch allowed is `last`'s own). */
+static int continues(const ls_call *last, const ls_call *next)
+{
+    uint64_t expected = last->launches_before + ((last->role & LS_ROLE_LAUNCH) ? 1 : 0);
+    return last->thread_id == next->thread_id && next->launches_before == expected &&
+           same_stack(last, next);
+}
+
+/* Step index whose range holds t (steps sorted by start), -1 if none. */
+static int32_t step_at(const ls_records *r, const uint32_t *steps, size_t n, uint64_t t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->ranges.items[steps[mid]].start_ns <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i-- > 0;) { /* steps of other threads may overlap: look back */
+        const ls_range *s = &r->ranges.items[steps[i]];
+        if (s->end_ns >= t)
+            return s->step_index;
+        if (lo - i > 8)
+            break;
+    }
+    return -1;
+}
+
+static const ls_range *sort_ranges; /* qsort context, as above */
+
+static int compare_step_start(const void *pa, const void *pb)
+{
+    uint64_t a = sort_ranges[*(const uint32_t *)pa].start_ns;
+    uint64_t b = sort_ranges[*(const uint32_t *)pb].start_ns;
+    return (a > b) - (a < b);
+}
+
+int ls_waits_build(const ls_records *r, ls_waits *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t n = r->calls.count;
+    ls_corr_key *keys = malloc((r->ops.count ? r->ops.count : 1) * sizeof *keys);
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    uint32_t *steps = malloc((r->ranges.count ? r->ranges.count : 1) * sizeof *steps);
+    out->wait_of_call = malloc((n ? n : 1) * sizeof *out->wait_of_call);
+    out->items = malloc((n ? n : 1) * sizeof *out->items);
+    if (!keys || !order || !steps || !out->wait_of_call || !out->items) {
+        free(keys);
+        free(order);
+        free(steps);
+        ls_waits_free(out);
+        return -1;
+    }
+    size_t copies = 0;
+    for (size_t i = 0; i < r->ops.count; i++)
+        if (r->ops.items[i].kind == LS_OP_MEMCPY)
+            keys[copies++] = (ls_corr_key){r->ops.items[i].correlation_id, (uint32_t)i};
+    qsort(keys, copies, sizeof *keys, compare_corr);
+    size_t step_count = 0;
+    for (size_t i = 0; i < r->ranges.count; i++)
+        if (r->ranges.items[i].step_index >= 0)
+            steps[step_count++] = (uint32_t)i;
+    sort_ranges = r->ranges.items;
+    qsort(steps, step_count, sizeof *steps, compare_step_start);
+
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ls_call *c = &r->calls.items[i];
+        out->wait_of_call[i] = -1;
+        if (waited(c, find_copy(r, keys, copies, c->correlation_id), &out->unknown_copies))
+            order[kept++] = (uint32_t)i;
+    }
+    sort_calls = r->calls.items;
+    qsort(order, kept, sizeof *order, compare_thread_time);
+
+    ls_wait *w = NULL;
+    const ls_call *last = NULL;
+    uint64_t covered_to = 0; /* end of the union so far */
+    for (size_t k = 0; k < kept; k++) {
+        const ls_call *c = &r->calls.items[order[k]];
+        if (w == NULL || !continues(last, c)) {
+            w = &out->items[out->count++];
+            *w = (ls_wait){c->enter_ns, c->exit_ns, 0, c->thread_id, order[k], 0, -1,
+                           LS_ROLE_WAIT_CLASS(c->role)};
+            covered_to = c->enter_ns;
+        }
+        if (c->exit_ns > covered_to) {
+            w->blocked_ns += c->exit_ns - (c->enter_ns > covered_to ? c->enter_ns : covered_to);
+            covered_to = c->exit_ns;
+        }
+        if (c->exit_ns > w->end_ns)
+            w->end_ns = c->exit_ns;
+        w->call_count++;
+        out->wait_of_call[order[k]] = (int32_t)(out->count - 1);
+        last = c;
+    }
+    for (size_t i = 0; i < out->count; i++)
+        out->items[i].step = step_at(r, steps, step_count, out->items[i].start_ns);
+    free(keys);
+    free(order);
+    free(steps);
+    return 0;
+}
+
+void ls_waits_free(ls_waits *w)
+{
+    free(w->items);
+    free(w->wait_of_call);
+    memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,288 @@
+"""Implicit syncs: from the blocking calls the C core recorded (with the raw
+Python stack of each) to sites a user can act on: file, line, function, the
+source line, the exact call, and the kind (`item`, `print`, `cpu`, ...).
+
+Resolution happens here, when the summary is built, never in the CUPTI
+callback: the C core copies out code-object names and source positions only.
+The reported site is the innermost frame outside torch, loopscope and the
+standard library; frames inside torch decide the kind where they can, then
+the call at the site (`x.item()`, `if t:`), then the CUDA API that waited.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+KINDS = (
+    "item", "print", "cpu", "tolist", "numpy", "bool", "nonzero",
+    "synchronize", "stream_sync", "event_sync", "memcpy", "other",
+)
+
+# Tensor methods and functions whose result depends on GPU data: the host
+# must wait for it.
+_METHOD_KINDS = {
+    "item": "item", "cpu": "cpu", "tolist": "tolist", "numpy": "numpy",
+    "nonzero": "nonzero", "argwhere": "nonzero", "unique": "nonzero",
+    "unique_consecutive": "nonzero", "masked_select": "nonzero", "bincount": "nonzero",
+    "repeat_interleave": "nonzero", "where": "nonzero",
+    "synchronize": None,  # decided by the API: stream, event or device
+}
+_NAME_KINDS = {"print": "print", "str": "print", "repr": "print", "format": "print",
+               "float": "item", "int": "item", "complex": "item", "bool": "bool",
+               "list": "tolist"}
+_CLASS_KINDS = {"stream": "stream_sync", "event": "event_sync", "device": "synchronize",
+                "copy": "memcpy", "copy_async": "memcpy", "free": "other"}
+
+
+def _folder(module_name: str) -> str | None:
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
+
+
+def _internal_prefixes() -> tuple[str, ...]:
+    """Folders whose frames are never the reported site."""
+    prefixes = [_folder("torch"), _folder("loopscope")]
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            prefixes.append(os.path.abspath(path) + os.sep)
+    return tuple(p for p in prefixes if p)
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str | None
+    function: str | None
+    first_line: int
+    line: int
+    end_line: int
+    col: int
+    end_col: int
+
+    @classmethod
+    def of(cls, raw: Iterable[Any]) -> "Frame":
+        return cls(*raw)
+
+
+@dataclass
+class Site:
+    file: str | None
+    line: int | None
+    function: str | None
+    code: str | None
+    call: str | None
+    kind: str
+
+
+class _Sources:
+    """Source text and parsed trees of files, read once per summary."""
+
+    def __init__(self) -> None:
+        self._trees: dict[str, ast.AST | None] = {}
+
+    def lines(self, file: str) -> list[str]:
+        return linecache.getlines(file)
+
+    def tree(self, file: str) -> ast.AST | None:
+        if file not in self._trees:
+            try:
+                self._trees[file] = ast.parse("".join(self.lines(file)) or "\n")
+            except (SyntaxError, ValueError):
+                self._trees[file] = None
+        return self._trees[file]
+
+    def segment(self, frame: Frame) -> str | None:
+        """The exact source text of the frame's instruction (3.11+ positions)."""
+        lines = self.lines(frame.file) if frame.file else []
+        if frame.col < 0 or not (0 < frame.line <= frame.end_line <= len(lines)):
+            return None
+        chunk = [lines[i].encode() for i in range(frame.line - 1, frame.end_line)]
+        if len(chunk) == 1:
+            text = chunk[0][frame.col:frame.end_col]
+        else:
+            text = chunk[0][frame.col:] + b"".join(chunk[1:-1]) + chunk[-1][:frame.end_col]
+        return " ".join(text.decode(errors="replace").split()) or None
+
+    def node_at(self, frame: Frame) -> tuple[ast.AST | None, ast.AST | None]:
+        """(node whose positions are the frame's, its parent), or Nones."""
+        tree = self.tree(frame.file) if frame.file else None
+        if tree is None or frame.col < 0:
+            return None, None
+        want = (frame.line, frame.col, frame.end_line, frame.end_col)
+        best: tuple[ast.AST | None, ast.AST | None] = (None, None)
+        for parent in ast.walk(tree):
+            for child in ast.iter_child_nodes(parent):
+                pos = (getattr(child, "lineno", None), getattr(child, "col_offset", None),
+                       getattr(child, "end_lineno", None), getattr(child, "end_col_offset", None))
+                if pos == want:
+                    best = (child, parent)  # the innermost match comes last in walk order
+        return best
+
+
+def _call_kind(node: ast.AST | None, parent: ast.AST | None) -> str | None:
+    """Kind from the syntax at the site: x.item(), print(t), if t:, x[mask]."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            name = func.attr
+            if name == "to":
+                texts = [ast.unparse(a) for a in list(node.args) + [k.value for k in node.keywords]]
+                return "cpu" if any("cpu" in t for t in texts) else "memcpy"
+            if name in ("cuda", "copy_", "pin_memory"):
+                return "memcpy"
+            return _METHOD_KINDS.get(name)
+        if isinstance(func, ast.Name):
+            if func.id in _METHOD_KINDS:
+                return _METHOD_KINDS[func.id]
+            return _NAME_KINDS.get(func.id)
+        return None
+    if isinstance(node, ast.JoinedStr | ast.FormattedValue):
+        return "print"
+    if isinstance(parent, ast.If | ast.While | ast.IfExp | ast.Assert) and getattr(parent, "test", None) is node:
+        return "bool"
+    if isinstance(parent, ast.BoolOp) or (isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)):
+        return "bool"
+    if isinstance(node, ast.Subscript):
+        return "nonzero"  # boolean-mask indexing: the result's size depends on GPU data
+    return None
+
+
+def _torch_kind(frames: list[Frame]) -> str | None:
+    """Kind from torch's own Python frames, innermost first."""
+    for f in frames:
+        file = (f.file or "").replace("\\", "/")
+        func = f.function or ""
+        if "/torch/" not in file:
+            continue
+        if file.endswith("/torch/_tensor_str.py") or func in (
+                "Tensor.__repr__", "Tensor.__str__", "Tensor.__format__"):
+            return "print"
+        if file.endswith("/torch/cuda/streams.py"):
+            return "event_sync" if func.startswith("Event.") else "stream_sync"
+        if file.endswith("/torch/cuda/__init__.py") and func == "synchronize":
+            return "synchronize"
+        if func in ("Tensor.__array__", "Tensor.numpy"):
+            return "numpy"
+    return None
+
+
+class Resolver:
+    """Turns raw calls (dicts from the C core) into sites."""
+
+    def __init__(self) -> None:
+        self._internal = _internal_prefixes()
+        self._sources = _Sources()
+
+    def _is_internal(self, file: str | None) -> bool:
+        if not file or file.startswith("<frozen"):
+            return True
+        return os.path.abspath(file).startswith(self._internal)
+
+    def site(self, call: dict[str, Any]) -> Site:
+        frames = [Frame.of(f) for f in call["frames"]]
+        user = next((f for f in frames if not self._is_internal(f.file)), None)
+        if user is None and frames:
+            user = frames[0]  # only library frames: report the innermost
+        class_kind = _CLASS_KINDS.get(call["wait_class"], "other")
+        if user is None:
+            return Site(None, None, None, None, None, class_kind)
+        node, parent = self._sources.node_at(user)
+        kind = _torch_kind(frames) or _call_kind(node, parent)
+        if kind is None:
+            kind = class_kind
+        lines = self._sources.lines(user.file) if user.file else []
+        code = lines[user.line - 1].strip() if 0 < user.line <= len(lines) else None
+        return Site(user.file, user.line if user.line > 0 else None, user.function, code or None,
+                    self._sources.segment(user), kind)
+
+
+def _step_span(steps: list[int]) -> str:
+    """[0,1,2,5,7,8] -> '0-2, 5, 7-8'."""
+    parts, i = [], 0
+    while i < len(steps):
+        j = i
+        while j + 1 < len(steps) and steps[j + 1] == steps[j] + 1:
+            j += 1
+        parts.append(str(steps[i]) if i == j else f"{steps[i]}-{steps[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def display_path(file: str | None) -> str:
+    if not file:
+        return "<no Python frame>"
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:
+        return file
+    return file if rel.startswith("..") else rel
+
+
+def format_site(site: dict[str, Any]) -> str:
+    """`denoise.py:42 in step(): x.item()  [item] x10, blocked 1.3 ms, steps 0-9`."""
+    if site["file"] is None:
+        where = f"thread {site['thread_id']} (no Python frame)"
+    else:
+        where = f"{display_path(site['file'])}:{site['line']} in {site['function']}()"
+    code = site["call"] or site["code"]
+    text = f"{where}: {code}" if code else where
+    steps = f", steps {_step_span(site['steps'])}" if site["steps"] else ""
+    return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
+
+
+def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies: int
+                ) -> tuple[dict[str, Any], dict[int, int]]:
+    """(summary["syncs"], {step index: sync count})."""
+    resolver = Resolver()
+    sites: dict[tuple, dict[str, Any]] = {}
+    per_step: dict[int, int] = {}
+    by_kind: dict[str, int] = {}
+    blocked_ns = 0
+    in_steps = 0
+    for start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids in sorted(waits):
+        first = calls[call_ids[0]]
+        site = resolver.site(first)
+        key = (site.file, site.line, site.function, site.kind, site.call,
+               thread_id if site.file is None else None)
+        entry = sites.get(key)
+        if entry is None:
+            entry = sites[key] = {
+                "file": site.file, "line": site.line, "function": site.function,
+                "code": site.code, "call": site.call, "kind": site.kind, "count": 0,
+                "blocked_ms": 0.0, "steps": [], "thread_id": thread_id, "apis": {},
+                "first_ns": start_ns,
+            }
+        entry["count"] += 1
+        entry["blocked_ms"] += blocked / 1e6
+        if step is not None and (not entry["steps"] or entry["steps"][-1] != step):
+            if step not in entry["steps"]:
+                entry["steps"].append(step)
+        for i in call_ids:
+            api = calls[i]["api"] or "?"
+            entry["apis"][api] = entry["apis"].get(api, 0) + 1
+        by_kind[site.kind] = by_kind.get(site.kind, 0) + 1
+        blocked_ns += blocked
+        if step is not None:
+            in_steps += 1
+            per_step[step] = per_step.get(step, 0) + 1
+    ordered = sorted(sites.values(), key=lambda s: (-s["blocked_ms"], -s["count"], s["first_ns"]))
+    for s in ordered:
+        s["blocked_ms"] = round(s["blocked_ms"], 6)
+        s["steps"].sort()
+    return {
+        "count": len(waits),
+        "blocked_ms": round(blocked_ns / 1e6, 6),
+        "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+        "sites": ordered,
+        "in_steps": in_steps,
+        "outside_steps": len(waits) - in_steps,
+        "unjudged_async_copies": unknown_copies,
+    }, per_step

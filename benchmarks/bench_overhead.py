@@ -3,7 +3,10 @@
 Each round times one 10-step loop (wall clock, ending in a synchronize) under:
   none        no profiler, no step marks
   loopscope   inside a running loopscope.profile(), steps marked with prof.step()
-  ls_notrace  loopscope.profile(trace=False): step ranges only, no CUPTI
+              (GPU tracing + sync callbacks, the defaults)
+  ls_nosyncs  loopscope.profile(syncs=False): tracing without the sync callbacks
+  ls_syncs_only  loopscope.profile(trace=False): sync callbacks, no GPU tracing
+  ls_notrace  loopscope.profile(trace=False, syncs=False): step ranges only, no CUPTI
   torch_cuda  inside torch.profiler with CUDA activity only (Kineto/CUPTI)
   ls_after_kineto  loopscope once Kineto holds CUPTI's callback slot (launch
               calls from runtime+driver activity records instead of callbacks)
@@ -27,7 +30,8 @@ from loopscope.demo import build, eager_loop, graph_loop_factory
 
 
 # Each variant is compared with the no-profiler rounds of its own phase.
-BASELINE = {"none": "none", "loopscope": "none", "ls_notrace": "none", "none_2": "none_2",
+BASELINE = {"none": "none", "loopscope": "none", "ls_nosyncs": "none", "ls_syncs_only": "none",
+            "ls_notrace": "none", "none_2": "none_2",
             "torch_cuda": "none_2", "none_3": "none_3", "ls_after_kineto": "none_3"}
 
 
@@ -57,7 +61,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")  # trace=False and Kineto's notices, once per round
 
     times: dict[str, list[float]] = {k: [] for k in (
-        "none", "loopscope", "ls_notrace", "none_2", "torch_cuda", "none_3", "ls_after_kineto")}
+        "none", "loopscope", "ls_nosyncs", "ls_syncs_only", "ls_notrace", "none_2", "torch_cuda",
+        "none_3", "ls_after_kineto")}
     session_ms: list[float] = []
     summary_ms: list[float] = []
     # Phase 1: loopscope owns CUPTI (launch calls through callbacks).
@@ -72,7 +77,12 @@ def main() -> None:
         session_ms.append((t1 - t0) / 1e6)
         summary_ms.append((t2 - t1) / 1e6)
         assert summary["source"] == "cupti" and summary["cupti_note"] is None, summary
-        with loopscope.profile(trace=False) as prof_nt:
+        assert summary["syncs"] is not None, summary["syncs_error"]
+        with loopscope.profile(syncs=False) as prof_ns:
+            times["ls_nosyncs"].append(timed(lambda: loop(prof_ns)))
+        with loopscope.profile(trace=False) as prof_so:
+            times["ls_syncs_only"].append(timed(lambda: loop(prof_so)))
+        with loopscope.profile(trace=False, syncs=False) as prof_nt:
             times["ls_notrace"].append(timed(lambda: loop(prof_nt)))
     # Phase 2: torch.profiler, CUDA activity only.  Kineto keeps CUPTI's
     # callback slot afterwards, so it runs after loopscope's own phase.
@@ -98,6 +108,7 @@ def main() -> None:
         "loopscope_summary_ms_median": statistics.median(summary_ms),
         "kernels_per_loop": summary["gpu"]["kernels"],
         "verdict": summary["diagnosis"]["verdict"],
+        "syncs_seen": summary["syncs"]["count"],
     }
     if args.json:
         with open(args.json, "w") as f:

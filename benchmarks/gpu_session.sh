@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call: build, GPU tests, demo, benchmarks.  Logs go to $OUT.
-# Usage (on the GPU machine, repo root): bash benchmarks/gpu_session.sh
+# One device call: build, GPU tests, probes, demo, benchmarks.  Logs go to $OUT.
+# Usage (on the GPU machine, repo root): bash benchmarks/gpu_session.sh [quick]
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -11,10 +11,12 @@ export PYTHONUNBUFFERED=1
 } 2>&1 | tee "$OUT/machine.txt"
 LOOPSCOPE_WERROR=1 python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }
-python3 benchmarks/first_gap_probe.py 2>&1 | tee "$OUT/first_gap.txt"
-python3 -m pytest tests/gpu -m gpu -v -s 2>&1 | tee "$OUT/gpu_tests.log" | tail -25
+python3 -m pytest tests -v -s -p no:cacheprovider 2>&1 | tee "$OUT/tests.log" | tail -40
+python3 benchmarks/sync_probe.py --json "$OUT/sync_probe.json" 2>&1 | tee "$OUT/sync_probe.txt"
 python3 -m loopscope demo 2>&1 | tee "$OUT/demo_eager.txt"
 python3 -m loopscope demo --graph 2>&1 | tee "$OUT/demo_graph.txt" | head -12
+[ "${1:-}" = quick ] && exit 0
+python3 benchmarks/first_gap_probe.py 2>&1 | tee "$OUT/first_gap.txt"
 python3 benchmarks/bench_summary.py 2>&1 | tee "$OUT/bench_summary.txt"
 python3 benchmarks/bench_overhead.py --rounds 30 --json "$OUT/overhead_eager.json" 2>&1 | tee "$OUT/overhead_eager.txt"
 python3 benchmarks/bench_overhead.py --rounds 30 --graph --json "$OUT/overhead_graph.json" 2>&1 | tee "$OUT/overhead_graph.txt"

@@ -45,14 +45,25 @@ def _folder(module_name: str) -> str | None:
     return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
 
 
+_prefix_cache: dict[bool, tuple[str, ...]] = {}
+
+
 def _internal_prefixes() -> tuple[str, ...]:
-    """Folders whose frames are never the reported site."""
-    prefixes = [_folder("torch"), _folder("loopscope")]
-    for key in ("stdlib", "platstdlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            prefixes.append(os.path.abspath(path) + os.sep)
-    return tuple(p for p in prefixes if p)
+    """Folders whose frames are never the reported site (computed once; again
+    if torch is imported later)."""
+    key = "torch" in sys.modules
+    if key not in _prefix_cache:
+        paths = sysconfig.get_paths()
+        prefixes = [_folder("torch"), _folder("loopscope")]
+        prefixes += [os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if paths.get(k)]
+        _prefix_cache[key] = tuple(p for p in prefixes if p)
+    return _prefix_cache[key]
+
+
+# Parsed sources by (file, source text hash): a summary, or no_sync's
+# handler, parses each file once per version of its text.
+_tree_cache: dict[tuple[str, int], ast.AST | None] = {}
+_TREE_CACHE_SIZE = 64
 
 
 @dataclass(frozen=True)
@@ -83,19 +94,20 @@ class Site:
 class _Sources:
     """Source text and parsed trees of files, read once per summary."""
 
-    def __init__(self) -> None:
-        self._trees: dict[str, ast.AST | None] = {}
-
     def lines(self, file: str) -> list[str]:
         return linecache.getlines(file)
 
     def tree(self, file: str) -> ast.AST | None:
-        if file not in self._trees:
+        text = "".join(self.lines(file))
+        key = (file, hash(text))
+        if key not in _tree_cache:
+            if len(_tree_cache) >= _TREE_CACHE_SIZE:
+                _tree_cache.pop(next(iter(_tree_cache)))
             try:
-                self._trees[file] = ast.parse("".join(self.lines(file)) or "\n")
+                _tree_cache[key] = ast.parse(text or "\n")
             except (SyntaxError, ValueError):
-                self._trees[file] = None
-        return self._trees[file]
+                _tree_cache[key] = None
+        return _tree_cache[key]
 
     def segment(self, frame: Frame) -> str | None:
         """The exact source text of the frame's instruction (3.11+ positions)."""
@@ -180,6 +192,7 @@ class Resolver:
     def __init__(self) -> None:
         self._internal = _internal_prefixes()
         self._sources = _Sources()
+        self._memo: dict[tuple, Site] = {}
 
     def _is_internal(self, file: str | None) -> bool:
         if not file or file.startswith("<frozen"):
@@ -187,6 +200,13 @@ class Resolver:
         return os.path.abspath(file).startswith(self._internal)
 
     def site(self, call: dict[str, Any]) -> Site:
+        """The site of one call; calls with the same stack share it."""
+        key = (tuple(map(tuple, call["frames"])), call["wait_class"])
+        if key not in self._memo:
+            self._memo[key] = self._resolve(call)
+        return self._memo[key]
+
+    def _resolve(self, call: dict[str, Any]) -> Site:
         frames = [Frame.of(f) for f in call["frames"]]
         user = next((f for f in frames if not self._is_internal(f.file)), None)
         if user is None and frames:

@@ -1,7 +1,7 @@
 /* ls_cbids: see ls_cbids.h.  The two lists below are the table itself.  Each
  * becomes a role array and a name array, one designated initializer per
  * callback id, so a callback's lookup is one bounds check and one load. */
-#include "ls_cbids.h"
+#include "ls_cbids.h" /* cupti.h brings the callback parameter structs */
 
 #include <string.h>
 
@@ -160,6 +160,23 @@ int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackI
         }
     }
     return -1;
+}
+
+const void *ls_cbid_copy_host_pointer(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                      const void *params)
+{
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API || params == NULL)
+        return NULL;
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz:
+        return ((const cuMemcpyHtoDAsync_v2_params *)params)->srcHost;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
+        return ((const cuMemcpyDtoHAsync_v2_params *)params)->dstHost;
+    default:
+        return NULL;
+    }
 }
 
 const char *ls_wait_class_name(ls_wait_class c)

@@ -42,6 +42,13 @@ const char *ls_cbid_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
  * or -1 when the table has no such call. */
 int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackId *cbid);
 
+/* The host pointer of an async driver copy between host and device
+ * (cuMemcpyHtoDAsync / cuMemcpyDtoHAsync, which the runtime's
+ * cudaMemcpyAsync also goes through), read from its callback parameters;
+ * NULL for other calls. */
+const void *ls_cbid_copy_host_pointer(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                      const void *params);
+
 /* The wait class as a word: "stream", "event", "device", "copy",
  * "copy_async", "free", or "none". */
 const char *ls_wait_class_name(ls_wait_class c);

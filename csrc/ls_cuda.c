@@ -3,6 +3,7 @@
 #include "ls_cuda.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef int (*ls_cu_ctx_get_current)(void **);
@@ -82,4 +83,30 @@ int ls_cuda_warm_up(void)
     }
     dlclose(lib);
     return result;
+}
+
+typedef int (*ls_cu_pointer_get_attribute)(void *, int, unsigned long long);
+static ls_cu_pointer_get_attribute pointer_get_attribute;
+
+int ls_cuda_prepare_pointer_query(void)
+{
+    if (pointer_get_attribute != NULL)
+        return 0;
+    void *lib = driver();
+    if (lib == NULL)
+        return -1;
+    *(void **)(&pointer_get_attribute) = dlsym(lib, "cuPointerGetAttribute");
+    return pointer_get_attribute != NULL ? 0 : -1;
+}
+
+int ls_cuda_host_is_pageable(const void *p)
+{
+    enum { MEMORY_TYPE = 2, SUCCESS = 0, INVALID_VALUE = 1 }; /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE */
+    if (pointer_get_attribute == NULL || p == NULL)
+        return -1;
+    unsigned int type = 0;
+    int status = pointer_get_attribute(&type, MEMORY_TYPE, (unsigned long long)(uintptr_t)p);
+    if (status == SUCCESS)
+        return 0;
+    return status == INVALID_VALUE ? 1 : -1; /* unknown to CUDA: plain pageable memory */
 }

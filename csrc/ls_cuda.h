@@ -26,4 +26,15 @@ int ls_cuda_warm_up(void);
  * would load it anyway), 0 when the machine has no NVIDIA driver. */
 int ls_cuda_driver_present(void);
 
+/* Looks cuPointerGetAttribute up once (call with the GIL, before a callback
+ * may use ls_cuda_host_is_pageable).  0 when found, -1 when the driver is not
+ * loaded. */
+int ls_cuda_prepare_pointer_query(void);
+
+/* Whether host memory at `p` is pageable (not pinned or registered with
+ * CUDA): 1 pageable, 0 pinned or device memory, -1 unknown (not prepared, or
+ * the driver answered otherwise).  One driver call, no allocation: usable
+ * from a CUPTI callback. */
+int ls_cuda_host_is_pageable(const void *p);
+
 #endif

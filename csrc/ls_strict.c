@@ -1,6 +1,8 @@
 /* ls_strict: see ls_strict.h. */
 #include "ls_strict.h"
 
+#include "ls_cuda.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -34,12 +36,19 @@ int ls_strict_arm(PyObject *handler, int on_main_thread)
         PyErr_SetString(PyExc_RuntimeError, "loopscope.no_sync() blocks do not nest");
         return -1;
     }
+    ls_cuda_prepare_pointer_query(); /* for async copies; without a driver they pass */
     Py_XSETREF(strict.handler, Py_NewRef(handler));
     strict.thread_id = (uint64_t)pthread_self();
     strict.on_main_thread = on_main_thread;
     atomic_store(&strict.noted, 0);
     atomic_store(&strict.armed, 1);
     return 0;
+}
+
+int ls_strict_watches(uint64_t thread_id)
+{
+    return atomic_load_explicit(&strict.armed, memory_order_relaxed) &&
+           strict.thread_id == thread_id;
 }
 
 uint64_t ls_strict_disarm(void)
@@ -51,8 +60,7 @@ uint64_t ls_strict_disarm(void)
 
 void ls_strict_note(const ls_call *call, uint64_t token)
 {
-    if (!atomic_load_explicit(&strict.armed, memory_order_relaxed) ||
-        call->thread_id != strict.thread_id)
+    if (!ls_strict_watches(call->thread_id))
         return;
     uint_fast64_t none = 0;
     if (!atomic_compare_exchange_strong(&strict.noted, &none, token))

@@ -4,7 +4,8 @@
  * neither the GIL nor an allocation) to call the Python handler as soon as
  * control is back in Python: the handler decides (allowed kinds) and raises
  * SyncError at the line that caused the wait.  Nothing is raised from inside
- * a CUPTI callback.  A wait noted on another thread, or one the pending call
+ * a CUPTI callback.  An async copy counts when its host memory is pageable,
+ * which the switchboard asks the driver while strict mode is armed.  A wait noted on another thread, or one the pending call
  * could not report, is reported when the mode is disarmed. */
 #ifndef LS_STRICT_H
 #define LS_STRICT_H
@@ -26,8 +27,12 @@ int ls_strict_arm(PyObject *handler, int on_main_thread);
  * but not yet handled, 0 if none. */
 uint64_t ls_strict_disarm(void);
 
-/* From the switchboard at API exit of a call that waits for sure: notes the
- * first one on the armed thread.  Never allocates, never blocks. */
+/* 1 while strict mode is armed for the thread `thread_id` (cheap: callbacks
+ * ask before doing extra work, such as checking a copy's host memory). */
+int ls_strict_watches(uint64_t thread_id);
+
+/* From the switchboard at API exit of a call that waited: notes the first
+ * one on the armed thread.  Never allocates, never blocks. */
 void ls_strict_note(const ls_call *call, uint64_t token);
 
 #endif

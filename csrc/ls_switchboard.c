@@ -3,6 +3,7 @@
 
 #include "ls_calls.h"
 #include "ls_cbids.h"
+#include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_launches.h"
 #include "ls_strict.h"
@@ -38,10 +39,17 @@ void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
         return;
     uint64_t token = *call->correlationData;
     const ls_call *c = ls_calls_exit(token, now());
-    /* An async copy waits only with pageable memory, which its activity
-     * record tells later; every other class waits for sure. */
-    if (c != NULL && wait != LS_WAIT_COPY_ASYNC)
-        ls_strict_note(c, token);
+    if (c == NULL || !ls_strict_watches(c->thread_id))
+        return;
+    /* An async copy waits only with pageable host memory.  Its activity
+     * record tells later; strict mode must know now, so it asks the driver
+     * (one call, only while no_sync() guards this thread). */
+    if (wait == LS_WAIT_COPY_ASYNC) {
+        const void *host = ls_cbid_copy_host_pointer(domain, cbid, call->functionParams);
+        if (host == NULL || ls_cuda_host_is_pageable(host) != 1)
+            return;
+    }
+    ls_strict_note(c, token);
 }
 
 static uint64_t cupti_now(void)

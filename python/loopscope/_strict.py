@@ -7,11 +7,10 @@ resolves the site and raises `SyncError` there, at the line that synced,
 unless its kind is allowed.  A sync on a thread other than the main thread,
 or one the handler could not report in time, is raised when the block ends.
 
-Limit: an async copy waits only when its host memory is pageable, which
-CUPTI tells only later in the copy's activity record; strict mode therefore
-does not stop at a pageable `non_blocking` copy unless a sync follows it
-(`.cpu()` and `.item()` always sync after their copy).  `profile()` reports
-such copies in summary["syncs"].
+An async copy waits only when its host memory is pageable.  A profile
+learns that from the copy's activity record, later; strict mode must know at
+once, so while it guards a thread the C core asks the driver about the
+copy's host pointer (cuPointerGetAttribute, one call per async copy).
 """
 from __future__ import annotations
 

@@ -143,3 +143,22 @@ def test_no_sync_inside_a_profile_and_allow(setup):
             y = denoise_step(model, x)
             v = y.sum().item()
     assert prof.summary()["syncs"]["count"] >= 1
+
+
+def test_no_sync_stops_at_a_pageable_non_blocking_copy(setup):
+    """An async copy from pageable memory waits; strict mode asks the driver."""
+    _, _, host = setup
+    with pytest.raises(loopscope.SyncError) as error:
+        with loopscope.no_sync():
+            d = host.to("cuda", non_blocking=True)  # STRICT_PAGEABLE
+    assert error.value.line == line_of("STRICT_PAGEABLE")
+    assert error.value.kind == "memcpy"
+
+
+def test_no_sync_lets_a_pinned_non_blocking_copy_through(setup):
+    pinned = torch.randn(4096).pin_memory()
+    torch.cuda.synchronize()
+    with loopscope.no_sync():
+        d = pinned.to("cuda", non_blocking=True)
+    torch.cuda.synchronize()
+    assert d.shape == pinned.shape

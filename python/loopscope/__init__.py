@@ -5,10 +5,14 @@
             with prof.step():
                 y = model(x)
     print(prof.report())
-    summary = prof.summary()      # plain dicts: gaps, gpu, steps, diagnosis, ...
+    summary = prof.summary()      # plain dicts: gaps, gpu, steps, ranges, diagnosis, ...
+
+`loopscope.instrument(model)` adds a range per submodule call (per layer).
 """
 from ._core import range  # noqa: A004  (the public name is part of the contract)
+from ._instrument import InstrumentHandle, instrument
 from ._profile import LoopscopeWarning, Profile, profile
 
 __version__ = "0.1.0"
-__all__ = ["LoopscopeWarning", "Profile", "profile", "range", "__version__"]
+__all__ = ["InstrumentHandle", "LoopscopeWarning", "Profile", "instrument", "profile", "range",
+           "__version__"]

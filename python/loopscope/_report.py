@@ -131,6 +131,12 @@ def format_report(summary: dict[str, Any]) -> str:
         out.append("")
         out.extend(_range_tree(summary["ranges"], len(summary["steps"])))
     out.append("")
+    mismatches = summary["overhead"].get("instrument_mismatches", 0)
+    if mismatches:
+        out.append(
+            f"Note: instrument() saw {mismatches} nesting mismatches (a forward left by a "
+            "BaseException, or hooks added mid-forward): those ranges were closed at the "
+            "step's end, so their times in that step may be off")
     if summary.get("cupti_note"):
         out.append(f"Note: {summary['cupti_note']}")
     if summary["gpu_error"]:

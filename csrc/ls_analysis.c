@@ -332,10 +332,11 @@ static int project_groups(ls_ctx *c, ls_analysis *out, const ls_launch_index *x,
     }
     out->group_count = group_count;
     out->groups = calloc(group_count ? group_count : 1, sizeof *out->groups);
+    out->group_span_ns = calloc(group_count ? group_count : 1, sizeof *out->group_span_ns);
     ls_key *ops_of = malloc((op_pairs ? op_pairs : 1) * sizeof *ops_of);
     ls_key *gaps_of = malloc((gap_pairs ? gap_pairs : 1) * sizeof *gaps_of);
     int result = -1;
-    if (!out->groups || !ops_of || !gaps_of)
+    if (!out->groups || !out->group_span_ns || !ops_of || !gaps_of)
         goto done;
     size_t no = 0, ngp = 0;
     for (size_t ri = 0; ri < r->ranges.count; ri++) {
@@ -343,6 +344,7 @@ static int project_groups(ls_ctx *c, ls_analysis *out, const ls_launch_index *x,
             continue;
         const ls_range *range = &r->ranges.items[ri];
         uint64_t g = (uint64_t)group_of[ri];
+        out->group_span_ns[g] += out->ranges[ri].last_ns - out->ranges[ri].first_ns;
         size_t hi = upper_bound_k1(x->ops, x->op_count, range->end_ns);
         for (size_t i = lower_bound_k1(x->ops, x->op_count, range->start_ns); i < hi; i++)
             ops_of[no++] = (ls_key){g, x->ops[i].index, 0, x->ops[i].index};
@@ -517,6 +519,7 @@ void ls_analysis_free(ls_analysis *a)
     free(a->streams);
     free(a->ranges);
     free(a->groups);
+    free(a->group_span_ns);
     free(a->gaps);
     memset(a, 0, sizeof *a);
 }

@@ -61,6 +61,7 @@ typedef struct {
     ls_timeline *ranges; /* parallel to records->ranges */
     size_t range_count;
     ls_timeline *groups; /* one per range group (ls_analyze_grouped), else NULL */
+    uint64_t *group_span_ns; /* per group: its ranges' first-to-last op spans, summed */
     size_t group_count;
     ls_gap *gaps;        /* device-wide gaps, by device then time */
     size_t gap_count;

@@ -129,13 +129,19 @@ static PyObject *timeline_list(const ls_timeline *lines, size_t n, int with_devi
     return list;
 }
 
-static PyObject *range_list(const ls_records *r, const ls_analysis *a)
+/* One dict per range; with plain == 0, None for each range that is not a
+ * step (its figures then come through its group: far fewer objects). */
+static PyObject *range_list(const ls_records *r, const ls_analysis *a, int plain)
 {
     PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
     if (list == NULL)
         return NULL;
     for (size_t i = 0; i < r->ranges.count; i++) {
         const ls_range *range = &r->ranges.items[i];
+        if (!plain && range->step_index < 0) {
+            PyList_SET_ITEM(list, (Py_ssize_t)i, Py_NewRef(Py_None));
+            continue;
+        }
         PyObject *d = timeline_dict(&a->ranges[i]);
         PyObject *extra = d == NULL ? NULL
             : dict_of(7, "name", name_or_none(range->name_id), "parent",
@@ -152,6 +158,20 @@ static PyObject *range_list(const ls_records *r, const ls_analysis *a)
         }
         Py_DECREF(extra);
         PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+    }
+    return list;
+}
+
+/* The group time lines, each with "span_ns" (its ranges' spans summed). */
+static PyObject *group_list(const ls_analysis *a)
+{
+    PyObject *list = timeline_list(a->groups, a->group_count, 0);
+    for (size_t g = 0; list != NULL && g < a->group_count; g++) {
+        PyObject *span = U64(a->group_span_ns[g]);
+        if (span == NULL || PyDict_SetItemString(PyList_GET_ITEM(list, (Py_ssize_t)g),
+                                                 "span_ns", span) != 0)
+            Py_CLEAR(list);
+        Py_XDECREF(span);
     }
     return list;
 }
@@ -244,11 +264,12 @@ done:
 
 static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"normal_us", "severe_us", "groups", NULL};
+    static char *keywords[] = {"normal_us", "severe_us", "groups", "plain_ranges", NULL};
     double normal_us = 20.0, severe_us = 50.0;
     PyObject *groups = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ddO:analyze", keywords, &normal_us,
-                                     &severe_us, &groups))
+    int plain_ranges = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ddOp:analyze", keywords, &normal_us,
+                                     &severe_us, &groups, &plain_ranges))
         return NULL;
     if (!(normal_us >= 0.0) || !(severe_us >= normal_us) || !(severe_us <= 1e9)) {
         char msg[200];
@@ -284,8 +305,8 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
         10, "total", timeline_dict(&a.total), "devices",
         timeline_list(a.devices, a.device_count, self->capture.traced), "streams",
         timeline_list(a.streams, a.stream_count, 0), "ranges",
-        range_list(&self->capture.records, &a), "groups",
-        timeline_list(a.groups, a.group_count, 0), "worst_gaps",
+        range_list(&self->capture.records, &a, plain_ranges), "groups", group_list(&a),
+        "worst_gaps",
         worst_gaps(&self->capture.records, &a), "ops_without_launch",
         U64(a.ops_without_launch), "ignored_records", U64(a.ignored_records),
         "histogram_edges_ns", edges, "thresholds_ns",
@@ -365,8 +386,9 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
 
 static PyMethodDef capture_methods[] = {
     {"analyze", (PyCFunction)(void (*)(void))capture_analyze, METH_VARARGS | METH_KEYWORDS,
-     "analyze(normal_us=20.0, severe_us=50.0, groups=None) -> dict of gap figures (ns); "
-     "groups: one int per range (-1: none) -> 'groups', one time line per group."},
+     "analyze(normal_us=20.0, severe_us=50.0, groups=None, plain_ranges=True) -> dict of gap "
+     "figures (ns); groups: one int per range (-1: none) -> 'groups', one time line per "
+     "group; plain_ranges=False: None in 'ranges' for each range that is not a step."},
     {"range_records", capture_range_records, METH_NOARGS,
      "[(name, parent, step, start_ns, end_ns)] per range, in the order they began."},
     {"info", capture_info, METH_NOARGS, "Counts, flags and costs of the capture."},

@@ -168,7 +168,12 @@ def test_analyze_groups_argument_is_checked(test_clock):
     assert capture.range_records() == [("Step_0", -1, 0, 1_001_000, 1_004_000),
                                        ("a", 0, None, 1_002_000, 1_003_000)]
     assert capture.analyze(groups=[-1, 0])["groups"][0]["kernels"] == 0
+    assert capture.analyze(groups=[-1, 0])["groups"][0]["span_ns"] == 0
     assert capture.analyze()["groups"] == []
+    # plain_ranges=False: dicts for the steps only (the rest come by group)
+    step, plain = capture.analyze(plain_ranges=False)["ranges"]
+    assert (step["name"], step["end_ns"] - step["start_ns"], plain) == ("Step_0", 3000, None)
+    assert capture.analyze()["ranges"][1]["name"] == "a"
     with pytest.raises(ValueError, match="groups has 1 items, the capture has 2 ranges"):
         capture.analyze(groups=[0])
     with pytest.raises(TypeError, match=r"groups\[1\] must be an int, not str"):
@@ -184,16 +189,25 @@ def test_analyze_groups_argument_is_checked(test_clock):
     assert [line["kernels"] for line in lines] == [0, 0, 0, 0]
 
 
-def test_report_draws_the_tree(test_clock):
-    """The report lists the ranges under their parents with totals."""
-    report = two_steps(test_clock).report()
+def test_report_draws_the_tree(test_clock, monkeypatch):
+    """The report lists the ranges under their parents with totals; hidden
+    levels are summed up by their heaviest names (GPU time when traced)."""
+    from loopscope import _report
+
+    prof = two_steps(test_clock)
+    report = prof.report()
     block = report.index("Ranges (totals over 2 steps")
-    lines = report[block:].splitlines()[1:4]
+    lines = report[block:].split("\n\n")[0].splitlines()[1:]
     assert [re.sub(r"\s+", " ", line).strip() for line in lines] == [
         "Embed x2 host 0.002 ms GPU 0.020 ms kernels 2",
         "Block x2 host 0.010 ms GPU 0.065 ms kernels 4",
         "└─ Block/MLP x4 host 0.004 ms GPU 0.060 ms kernels 3",
     ]
+    monkeypatch.setattr(_report, "MAX_RANGE_ROWS", 2)
+    report = prof.report()
+    lines = report[report.index("Ranges ("):].split("\n\n")[0].splitlines()
+    assert lines[3] == ("  (1 deeper ranges not shown: depth > 0; heaviest, GPU ms: "
+                        "Block/MLP 0.060)")
 
 
 def test_report_tree_stays_short_for_big_models(test_clock, monkeypatch):
@@ -212,7 +226,8 @@ def test_report_tree_stays_short_for_big_models(test_clock, monkeypatch):
     report = prof.report()
     tree = report[report.index("Ranges ("):].splitlines()
     assert [line.split()[0] for line in tree[1:4]] == ["L0", "L1", "L2"]
-    assert tree[4] == "  (12 deeper ranges not shown: depth > 0)"
+    assert tree[4] == ("  (12 deeper ranges not shown: depth > 0; heaviest, host ms: "
+                       "L0/m0 0.001, L0/m1 0.001, L0/m2 0.001, L0/m3 0.001, L1/m0 0.001)")
     monkeypatch.setattr(_report, "MAX_RANGE_ROWS", 2)
     tree = prof.report()
     tree = tree[tree.index("Ranges ("):].splitlines()

@@ -7,6 +7,7 @@ from typing import Any
 MAX_STEP_ROWS = 24
 MAX_RANGE_ROWS = 40
 NAME_WIDTH = 44
+HEAVIEST_HIDDEN = 5
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -56,12 +57,16 @@ def _shown_ranges(ranges: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], s
             break
         shown += by_depth[depth]
         deepest = depth
+    weight = "gpu_ms" if ranges[0]["gpu_ms"] is not None else "host_ms"
     if deepest >= 0:
         kept = [r for r in ranges if r["depth"] <= deepest]
-        hidden = len(ranges) - len(kept)
-        note = f"  ({hidden} deeper ranges not shown: depth > {deepest})" if hidden else ""
-        return kept, note
-    weight = "gpu_ms" if ranges[0]["gpu_ms"] is not None else "host_ms"
+        hidden = sorted((r for r in ranges if r["depth"] > deepest), key=lambda r: -r[weight])
+        if not hidden:
+            return kept, ""
+        heaviest = ", ".join(f"{r['name']} {r[weight]:.3f}" for r in hidden[:HEAVIEST_HIDDEN])
+        unit = "GPU ms" if weight == "gpu_ms" else "host ms"
+        return kept, (f"  ({len(hidden)} deeper ranges not shown: depth > {deepest}; "
+                      f"heaviest, {unit}: {heaviest})")
     top = sorted((r for r in ranges if r["depth"] == 0), key=lambda r: -r[weight])
     kept = top[:MAX_RANGE_ROWS]
     return kept, f"  ({len(ranges) - len(kept)} ranges not shown: top {len(kept)} by {weight})"

@@ -116,7 +116,7 @@ def _worst_gaps(analysis: dict[str, Any], step_names: dict[int, str]) -> list[di
 def _steps(ranges, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
     steps = []
     for r in ranges:
-        if r["step"] is None:
+        if r is None or r["step"] is None:
             continue
         step = {
             "index": r["step"],
@@ -203,20 +203,18 @@ def group_ranges(records) -> tuple[list[int], list[dict[str, Any]]]:
     return group_of, groups
 
 
-def _ranges(ranges, group_of, groups, group_lines, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
+def _ranges(records, group_of, groups, group_lines, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
     """Plain (non-step) ranges aggregated by name over steps, in order of
     first use; `parent` names the enclosing range's entry (None at the top or
     directly under a step).  GPU figures are those of the kernels launched
-    inside any of the name's ranges, each counted once."""
+    inside any of the name's ranges, each counted once; gpu_span_ms sums
+    each range's first-kernel-start to last-kernel-end."""
     host_ns = [0] * len(groups)
-    span_ns = [0] * len(groups)
     count = [0] * len(groups)
-    for r, g in zip(ranges, group_of):
-        if g < 0:
-            continue
-        count[g] += 1
-        host_ns[g] += r["end_ns"] - r["start_ns"]
-        span_ns[g] += r["last_ns"] - r["first_ns"]
+    for (_name, _parent, _step, start, end), g in zip(records, group_of):
+        if g >= 0:
+            count[g] += 1
+            host_ns[g] += end - start
     out = []
     for g, group in enumerate(groups):
         line = group_lines[g] if gpu else None
@@ -228,7 +226,7 @@ def _ranges(ranges, group_of, groups, group_lines, gpu: bool, thresholds_us) -> 
             "kernels": line["kernels"] if gpu else None,
             "sm_active_pct": None,
             "dram_pct": None,
-            "gpu_span_ms": _ms(span_ns[g]) if gpu else None,
+            "gpu_span_ms": _ms(line["span_ns"]) if gpu else None,
             "memcpys": line["memcpys"] if gpu else None,
             "memsets": line["memsets"] if gpu else None,
             "gaps": shape_gaps(line["gaps"], thresholds_us, line["busy_ns"]) if gpu else None,
@@ -244,12 +242,14 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     if capture is None:
         info: dict[str, Any] = {"traced": False, "injected": False, "ops": 0}
         analysis = None
-        group_of, groups = [], []
+        records, group_of, groups = [], [], []
         reason = stop_error or "the profile did not stop cleanly"
     else:
         info = capture.info()
-        group_of, groups = group_ranges(capture.range_records())
-        analysis = capture.analyze(*thresholds_us, groups=group_of)
+        records = capture.range_records()
+        group_of, groups = group_ranges(records)
+        # per-range dicts for the steps only: the other ranges come by group
+        analysis = capture.analyze(*thresholds_us, groups=group_of, plain_ranges=False)
         reason = state.get("reason") or info["reason"]
     gpu = bool(info["traced"] or info["injected"])
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
@@ -258,7 +258,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     summary["cupti_note"] = info.get("note")
     summary["host_ms"] = _ms(host_ns)
     ranges = analysis["ranges"] if analysis else []
-    step_names = {r["step"]: r["name"] for r in ranges if r["step"] is not None}
+    step_names = {r["step"]: r["name"] for r in ranges if r is not None and r["step"] is not None}
     if gpu and analysis is not None:
         total = analysis["total"]
         summary["gaps"] = shape_gaps(total["gaps"], thresholds_us, total["busy_ns"])
@@ -274,7 +274,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     summary["dram"] = None
     summary["metrics_error"] = METRICS_NOT_COLLECTED
     summary["steps"] = _steps(ranges, gpu, thresholds_us)
-    summary["ranges"] = _ranges(ranges, group_of, groups,
+    summary["ranges"] = _ranges(records, group_of, groups,
                                 analysis["groups"] if analysis else [], gpu, thresholds_us)
     summary["diagnosis"] = diagnose(summary)
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None

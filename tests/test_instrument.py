@@ -621,3 +621,13 @@ def test_inductor_compiles_an_instrumented_module():
                 pytest.skip(f"Inductor cannot compile on this machine: {error}")
             raise
         assert torch.allclose(out, model(x), atol=1e-6)
+
+
+def test_demo_command_takes_layers(capsys):
+    """`python -m loopscope demo --layers` is accepted; without a GPU it says so."""
+    if torch.cuda.is_available():
+        pytest.skip("with a GPU the demo runs for real (see tests/gpu)")
+    from loopscope.__main__ import main
+
+    assert main(["demo", "--layers"]) == 0
+    assert "no GPU here" in capsys.readouterr().out

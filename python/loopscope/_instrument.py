@@ -35,7 +35,8 @@ compiled region skip themselves while Dynamo traces (no graph break), so the
 compiled code carries no per-layer ranges: inside compiled regions the
 per-layer split is lost (Inductor fuses across layers anyway), and the
 kernels count for the enclosing range.  An eager fallback (graph break,
-recompile limit) runs the hooks as usual.
+recompile limit) runs the hooks as usual.  Module.compile() (in place)
+compiles the module's own hooks too: it gets no range at all.
 
 Exceptions.  The post hook is registered with always_call=True, so a forward
 that raises an Exception still closes its range.  A BaseException

@@ -19,8 +19,8 @@ from torch import nn  # noqa: E402
 import loopscope  # noqa: E402
 from loopscope import _core, _instrument  # noqa: E402
 
-# Dynamo imports torch.jit pieces that warn about their own deprecation.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
+# torch.jit warns about its own deprecation (used directly and by Dynamo's imports).
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
 
 
 @pytest.fixture(autouse=True)
@@ -205,7 +205,7 @@ def test_depth_limits_nesting(test_clock):
         ("Step_0/layers.1", 1, None, t(12), t(17)),
         ("Step_0/final", 1, None, t(18), t(20)),
     ]
-    with pytest.raises(ValueError, match=r"no module at 'layers.0.mlp' \(within depth 1\)"):
+    with pytest.raises(ValueError, match=r"no module at 'layers.0.mlp' within depth 1;"):
         loopscope.instrument(model, depth=1, names={"layers.0.mlp": "MLP"})
 
 
@@ -382,6 +382,18 @@ def test_non_modules_are_refused(bad, message):
         loopscope.instrument(bad)
 
 
+def test_torchscript_modules_take_no_hooks():
+    """A scripted root is refused with the way out; a scripted submodule is
+    left out (its work counts for the enclosing range)."""
+    scripted = torch.jit.script(nn.Sequential(nn.Linear(2, 2)))
+    with pytest.raises(TypeError, match="cannot hook a TorchScript module"):
+        loopscope.instrument(scripted)
+    model = nn.Sequential(nn.Linear(2, 2), scripted)
+    with loopscope.instrument(model) as handle:
+        assert handle.names == {"": "Sequential", "0": "0"}
+        model(torch.zeros(2))
+
+
 def test_bad_depth_and_names_are_refused():
     model = Tiny()
     with pytest.raises(ValueError, match="depth must be None or an int >= 0, got -1"):
@@ -395,7 +407,7 @@ def test_bad_depth_and_names_are_refused():
         loopscope.instrument(model, names={"embed": ""})
     with pytest.raises(TypeError, match="keys are dotted module paths"):
         loopscope.instrument(model, names={1: "x"})
-    with pytest.raises(ValueError, match=r"no module at 'layers.0/mlp', 'nope'"):
+    with pytest.raises(ValueError, match=r"no module at 'layers.0/mlp', 'nope'; paths are dotted"):
         loopscope.instrument(model, names={"nope": "x", "layers.0/mlp": "x"})
     assert hook_counts(model) == [(0, 0, 0, 0)] * len(list(model.modules()))
 

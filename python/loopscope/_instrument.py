@@ -36,7 +36,9 @@ compiled code carries no per-layer ranges: inside compiled regions the
 per-layer split is lost (Inductor fuses across layers anyway), and the
 kernels count for the enclosing range.  An eager fallback (graph break,
 recompile limit) runs the hooks as usual.  Module.compile() (in place)
-compiles the module's own hooks too: it gets no range at all.
+compiles the module's own hooks too: it gets no range at all.  TorchScript
+modules take no Python hooks: a scripted root is refused, scripted
+submodules are left out (their work counts for the enclosing range).
 
 Exceptions.  The post hook is registered with always_call=True, so a forward
 that raises an Exception still closes its range.  A BaseException
@@ -127,7 +129,7 @@ class _Site:
     """One hooked call site (a module's forward, or its backward): its name,
     the Range built for the last step seen, and its handle's counters."""
 
-    __slots__ = ("name", "prefix", "cached", "counts", "__weakref__")
+    __slots__ = ("name", "prefix", "cached", "counts")
 
     def __init__(self, name: str, prefix: bool, counts: list[int]) -> None:
         self.name = name
@@ -299,15 +301,16 @@ def default_name(path: str) -> str:
     return name
 
 
-def _walk(root: Any, depth: int | None, compiled_type: Any) -> list[tuple[str, Any]]:
+def _walk(root: Any, depth: int | None, compiled_type: Any, script_type: Any) -> list[tuple[str, Any]]:
     """(path, module) in pre-order, each module once (like named_modules),
-    down to `depth`; not below a compiled module (its boundary is the range)."""
+    down to `depth`; not below a compiled module (its boundary is the
+    range); TorchScript submodules left out (they take no Python hooks)."""
     out: list[tuple[str, Any]] = []
     seen: set[int] = set()
     todo: list[tuple[str, Any, int]] = [("", root, 0)]
     while todo:
         path, module, level = todo.pop()
-        if id(module) in seen:
+        if id(module) in seen or isinstance(module, script_type):
             continue
         seen.add(id(module))
         out.append((path, module))
@@ -356,19 +359,23 @@ def instrument(module: Any, depth: int | None = None, names: Mapping[str, str | 
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"loopscope.instrument() takes a torch.nn.Module, not "
                         f"{type(module).__module__}.{type(module).__qualname__}")
+    if isinstance(module, torch.jit.ScriptModule):
+        raise TypeError("loopscope.instrument() cannot hook a TorchScript module (it takes no "
+                        "Python hooks): wrap its call in loopscope.range(...) instead")
     if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool)):
         raise TypeError(f"depth must be None or an int >= 0, got {depth!r}")
     if depth is not None and depth < 0:
         raise ValueError(f"depth must be None or an int >= 0, got {depth}")
     mapping = _check_names(names)
     compiled_type = _optimized_module_type()
-    modules = _walk(module, depth, compiled_type)
+    modules = _walk(module, depth, compiled_type, torch.jit.ScriptModule)
     paths = {path for path, _ in modules}
     unknown = sorted(set(mapping) - paths)
     if unknown:
         sample = ", ".join(repr(p) for p in sorted(paths)[:8])
-        raise ValueError(f"names: no module at {', '.join(map(repr, unknown))} (within depth "
-                         f"{depth}); paths are dotted, like named_modules(): {sample}, ...")
+        within = f" within depth {depth}" if depth is not None else ""
+        raise ValueError(f"names: no module at {', '.join(map(repr, unknown))}{within}; "
+                         f"paths are dotted, like named_modules(): {sample}, ...")
     for path, sub in modules:
         for hook in sub._forward_pre_hooks.values():
             if getattr(hook, "__loopscope_site__", None) is not None:
@@ -409,6 +416,7 @@ def instrument(module: Any, depth: int | None = None, names: Mapping[str, str | 
     except Exception as error:
         for hook in hooks:
             hook.remove()
-        raise TypeError(f"loopscope.instrument(): cannot hook {path or 'the root'!r} "
+        where = f"module {path!r}" if path else "the root module"
+        raise TypeError(f"loopscope.instrument(): cannot hook {where} "
                         f"({type(sub).__name__}): {error}") from error
     return InstrumentHandle(chosen, hooks, counts, type(module).__name__)

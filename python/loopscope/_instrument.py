@@ -275,6 +275,10 @@ class InstrumentHandle:
                 f"{state}, mismatches={self.mismatches}>")
 
 
+def _never() -> bool:
+    return False
+
+
 def _torch() -> Any:
     torch = sys.modules.get("torch")
     if torch is None:
@@ -353,8 +357,8 @@ def instrument(module: Any, depth: int | None = None, names: Mapping[str, str | 
                  have them).
     step_prefix: prefix names with the open step ("Step_3/layers.0/mlp").
     Returns an InstrumentHandle; `with loopscope.instrument(model): ...`
-    removes the hooks at the end.  See the module doc for torch.compile,
-    CUDA graphs and exceptions."""
+    removes the hooks at the end.  Needs torch >= 2.1 (always_call hooks).
+    See the module doc for torch.compile, CUDA graphs and exceptions."""
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"loopscope.instrument() takes a torch.nn.Module, not "
@@ -385,7 +389,9 @@ def instrument(module: Any, depth: int | None = None, names: Mapping[str, str | 
                     "hooks): call remove() on the first handle before instrumenting again")
 
     unimplemented = torch.nn.Module.forward
-    is_compiling = torch.compiler.is_compiling
+    # An older torch without torch.compiler.is_compiling: the hooks always run
+    # (Dynamo may then break a compiled graph at them).
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _never
     counts = [0]
     chosen: dict[str, str] = {}
     hooks: list[Any] = []

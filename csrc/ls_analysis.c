@@ -267,8 +267,119 @@ static int index_syncs(ls_ctx *c, const ls_waits *waits, uint64_t *ignored)
     return 0;
 }
 
-/* Ops and gaps whose launch calls fall inside each range. */
-static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys)
+/* Adds per-device timelines lines[0..count) into one (cross-device) line. */
+static void merge_lines(ls_timeline *line, const ls_timeline *lines, size_t count)
+{
+    for (size_t d = 0; d < count; d++) {
+        line->kernels += lines[d].kernels;
+        line->memcpys += lines[d].memcpys;
+        line->memsets += lines[d].memsets;
+        line->busy_ns += lines[d].busy_ns;
+        if (line->first_ns == 0 || lines[d].first_ns < line->first_ns)
+            line->first_ns = lines[d].first_ns;
+        if (lines[d].last_ns > line->last_ns)
+            line->last_ns = lines[d].last_ns;
+    }
+}
+
+/* The ops picked[0..n).index as one line (zeroed by the caller): busy time
+ * and counts per device, summed.  keys and lines need room for n items. */
+static void ops_line(const ls_ctx *c, const ls_key *picked, size_t n, ls_key *keys,
+                     ls_timeline *lines, ls_timeline *line)
+{
+    const ls_op *ops = c->r->ops.items;
+    line->device_id = UINT32_MAX; /* a range may span devices */
+    line->stream_id = LS_NO_STREAM;
+    for (size_t i = 0; i < n; i++) {
+        const ls_op *op = &ops[picked[i].index];
+        keys[i] = (ls_key){op->device_id, op->start_ns, op->end_ns, picked[i].index};
+    }
+    qsort(keys, n, sizeof *keys, compare_keys);
+    merge_lines(line, lines, sweep(c, keys, n, 0, lines, NULL, NULL));
+}
+
+/* Sorts pairs[0..n) by (group, item) and drops repeats; returns the new n. */
+static size_t unique_pairs(ls_key *pairs, size_t n)
+{
+    qsort(pairs, n, sizeof *pairs, compare_keys);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (kept == 0 || pairs[i].k1 != pairs[kept - 1].k1 || pairs[i].k2 != pairs[kept - 1].k2)
+            pairs[kept++] = pairs[i];
+    return kept;
+}
+
+/* The indexes ranges are projected through: items sorted by launch time (k1). */
+typedef struct {
+    const ls_key *ops;  /* ops by launch time */
+    size_t op_count;
+    const ls_key *gaps; /* gaps by the launch time of the op that ends them */
+    size_t gap_count;
+} ls_launch_index;
+
+/* Groups of ranges: (group, op) and (group, gap) pairs from every grouped
+ * range, made unique, so an op inside two ranges of one group counts once. */
+static int project_groups(ls_ctx *c, ls_analysis *out, const ls_launch_index *x,
+                          const int32_t *group_of, size_t group_count, ls_key *op_keys,
+                          uint32_t *gap_idx, ls_timeline *lines)
+{
+    const ls_records *r = c->r;
+    size_t op_pairs = 0, gap_pairs = 0;
+    for (size_t ri = 0; ri < r->ranges.count; ri++) {
+        if (group_of[ri] < 0 || (size_t)group_of[ri] >= group_count)
+            continue;
+        const ls_range *range = &r->ranges.items[ri];
+        op_pairs += upper_bound_k1(x->ops, x->op_count, range->end_ns) -
+                    lower_bound_k1(x->ops, x->op_count, range->start_ns);
+        gap_pairs += upper_bound_k1(x->gaps, x->gap_count, range->end_ns) -
+                     lower_bound_k1(x->gaps, x->gap_count, range->start_ns);
+    }
+    out->group_count = group_count;
+    out->groups = calloc(group_count ? group_count : 1, sizeof *out->groups);
+    out->group_span_ns = calloc(group_count ? group_count : 1, sizeof *out->group_span_ns);
+    ls_key *ops_of = malloc((op_pairs ? op_pairs : 1) * sizeof *ops_of);
+    ls_key *gaps_of = malloc((gap_pairs ? gap_pairs : 1) * sizeof *gaps_of);
+    int result = -1;
+    if (!out->groups || !out->group_span_ns || !ops_of || !gaps_of)
+        goto done;
+    size_t no = 0, ngp = 0;
+    for (size_t ri = 0; ri < r->ranges.count; ri++) {
+        if (group_of[ri] < 0 || (size_t)group_of[ri] >= group_count)
+            continue;
+        const ls_range *range = &r->ranges.items[ri];
+        uint64_t g = (uint64_t)group_of[ri];
+        out->group_span_ns[g] += out->ranges[ri].last_ns - out->ranges[ri].first_ns;
+        size_t hi = upper_bound_k1(x->ops, x->op_count, range->end_ns);
+        for (size_t i = lower_bound_k1(x->ops, x->op_count, range->start_ns); i < hi; i++)
+            ops_of[no++] = (ls_key){g, x->ops[i].index, 0, x->ops[i].index};
+        hi = upper_bound_k1(x->gaps, x->gap_count, range->end_ns);
+        for (size_t i = lower_bound_k1(x->gaps, x->gap_count, range->start_ns); i < hi; i++)
+            gaps_of[ngp++] = (ls_key){g, x->gaps[i].index, 0, x->gaps[i].index};
+    }
+    no = unique_pairs(ops_of, no);
+    ngp = unique_pairs(gaps_of, ngp);
+    size_t i = 0, j = 0;
+    for (size_t g = 0; g < group_count; g++) {
+        ls_timeline *line = &out->groups[g];
+        size_t begin = i;
+        while (i < no && ops_of[i].k1 == g)
+            i++;
+        ops_line(c, ops_of + begin, i - begin, op_keys, lines, line);
+        size_t n = 0;
+        for (; j < ngp && gaps_of[j].k1 == g; j++)
+            gap_idx[n++] = gaps_of[j].index;
+        gap_stats(c, out->gaps, gap_idx, n, &line->gaps);
+    }
+    result = 0;
+done:
+    free(ops_of);
+    free(gaps_of);
+    return result;
+}
+
+/* Ops and gaps whose launch calls fall inside each range (and group). */
+static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys, const int32_t *group_of,
+                          size_t group_count)
 {
     const ls_records *r = c->r;
     size_t nops = r->ops.count;
@@ -296,28 +407,9 @@ static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys)
 
     for (size_t ri = 0; ri < r->ranges.count; ri++) {
         const ls_range *range = &r->ranges.items[ri];
-        ls_timeline *line = &out->ranges[ri];
-        line->device_id = UINT32_MAX; /* a range may span devices */
-        line->stream_id = LS_NO_STREAM;
         size_t lo = lower_bound_k1(by_launch, nl, range->start_ns);
         size_t hi = upper_bound_k1(by_launch, nl, range->end_ns);
-        size_t k = 0;
-        for (size_t i = lo; i < hi; i++) {
-            const ls_op *op = &r->ops.items[by_launch[i].index];
-            op_keys[k++] = (ls_key){op->device_id, op->start_ns, op->end_ns, by_launch[i].index};
-        }
-        qsort(op_keys, k, sizeof *op_keys, compare_keys);
-        size_t count = sweep(c, op_keys, k, 0, lines, NULL, NULL);
-        for (size_t d = 0; d < count; d++) {
-            line->kernels += lines[d].kernels;
-            line->memcpys += lines[d].memcpys;
-            line->memsets += lines[d].memsets;
-            line->busy_ns += lines[d].busy_ns;
-            if (line->first_ns == 0 || lines[d].first_ns < line->first_ns)
-                line->first_ns = lines[d].first_ns;
-            if (lines[d].last_ns > line->last_ns)
-                line->last_ns = lines[d].last_ns;
-        }
+        ops_line(c, by_launch + lo, hi - lo, op_keys, lines, &out->ranges[ri]);
         size_t glo = lower_bound_k1(gaps_by_launch, ng, range->start_ns);
         size_t ghi = upper_bound_k1(gaps_by_launch, ng, range->end_ns);
         for (size_t i = glo; i < ghi; i++) {
@@ -325,7 +417,12 @@ static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys)
             if (range->step_index >= 0)
                 out->gaps[gaps_by_launch[i].index].step = range->step_index;
         }
-        gap_stats(c, out->gaps, gap_idx, ghi - glo, &line->gaps);
+        gap_stats(c, out->gaps, gap_idx, ghi - glo, &out->ranges[ri].gaps);
+    }
+    if (group_of != NULL) {
+        ls_launch_index x = {by_launch, nl, gaps_by_launch, ng};
+        if (project_groups(c, out, &x, group_of, group_count, op_keys, gap_idx, lines) != 0)
+            goto done;
     }
     result = 0;
 done:
@@ -357,6 +454,12 @@ static void sum_devices(ls_analysis *out, const ls_ctx *c)
 }
 
 int ls_analyze(const ls_records *r, ls_thresholds t, ls_analysis *out)
+{
+    return ls_analyze_grouped(r, t, NULL, 0, out);
+}
+
+int ls_analyze_grouped(const ls_records *r, ls_thresholds t, const int32_t *group_of,
+                       size_t group_count, ls_analysis *out)
 {
     memset(out, 0, sizeof *out);
     ls_ctx c;
@@ -399,7 +502,7 @@ int ls_analyze(const ls_records *r, ls_thresholds t, ls_analysis *out)
     size_t stream_gap_count = 0;
     out->stream_count = sweep(&c, keys, n, 1, out->streams, stream_gaps, &stream_gap_count);
 
-    if (project_ranges(&c, out, keys) != 0)
+    if (project_ranges(&c, out, keys, group_of, group_count) != 0)
         goto done;
     sum_devices(out, &c);
     result = 0;
@@ -420,6 +523,8 @@ void ls_analysis_free(ls_analysis *a)
     free(a->devices);
     free(a->streams);
     free(a->ranges);
+    free(a->groups);
+    free(a->group_span_ns);
     free(a->gaps);
     ls_waits_free(&a->waits);
     memset(a, 0, sizeof *a);

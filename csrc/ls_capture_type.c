@@ -106,13 +106,19 @@ static PyObject *timeline_list(const ls_timeline *lines, size_t n, int with_devi
     return list;
 }
 
-static PyObject *range_list(const ls_records *r, const ls_analysis *a)
+/* One dict per range; with plain == 0, None for each range that is not a
+ * step (its figures then come through its group: far fewer objects). */
+static PyObject *range_list(const ls_records *r, const ls_analysis *a, int plain)
 {
     PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
     if (list == NULL)
         return NULL;
     for (size_t i = 0; i < r->ranges.count; i++) {
         const ls_range *range = &r->ranges.items[i];
+        if (!plain && range->step_index < 0) {
+            PyList_SET_ITEM(list, (Py_ssize_t)i, Py_NewRef(Py_None));
+            continue;
+        }
         PyObject *d = timeline_dict(&a->ranges[i]);
         PyObject *extra = d == NULL ? NULL
             : ls_dict_of(7, "name", name_or_none(range->name_id), "parent",
@@ -129,6 +135,20 @@ static PyObject *range_list(const ls_records *r, const ls_analysis *a)
         }
         Py_DECREF(extra);
         PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+    }
+    return list;
+}
+
+/* The group time lines, each with "span_ns" (its ranges' spans summed). */
+static PyObject *group_list(const ls_analysis *a)
+{
+    PyObject *list = timeline_list(a->groups, a->group_count, 0);
+    for (size_t g = 0; list != NULL && g < a->group_count; g++) {
+        PyObject *span = U64(a->group_span_ns[g]);
+        if (span == NULL || PyDict_SetItemString(PyList_GET_ITEM(list, (Py_ssize_t)g),
+                                                 "span_ns", span) != 0)
+            Py_CLEAR(list);
+        Py_XDECREF(span);
     }
     return list;
 }
@@ -210,12 +230,62 @@ static PyObject *wait_list(const ls_waits *w, size_t call_count)
     return list;
 }
 
+/* Reads `groups` (a sequence of ints, one per range, -1 for none) into a
+ * new array; *count gets 1 + the largest group.  Returns NULL with an
+ * exception set on bad input or no memory. */
+static int32_t *read_groups(PyObject *groups, size_t range_count, size_t *count)
+{
+    PyObject *seq = PySequence_Fast(groups, "analyze: groups must be a sequence of int");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int32_t *out = NULL;
+    if ((size_t)n != range_count) {
+        PyErr_Format(PyExc_ValueError, "analyze: groups has %zd items, the capture has %zu "
+                     "ranges (one group per range, -1 for none)", n, range_count);
+        goto done;
+    }
+    out = malloc((n ? (size_t)n : 1) * sizeof *out);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    *count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyLong_Check(item) || PyBool_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "analyze: groups[%zd] must be an int, not %.100s",
+                         i, Py_TYPE(item)->tp_name);
+            goto bad_item;
+        }
+        int overflow = 0;
+        long g = PyLong_AsLongAndOverflow(item, &overflow);
+        if (overflow != 0 || g < -1 || g >= INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "analyze: groups[%zd] is %R: must be between -1 "
+                         "(no group) and %d", i, item, INT32_MAX - 1);
+            goto bad_item;
+        }
+        out[i] = (int32_t)g;
+        if (g >= 0 && (size_t)g + 1 > *count)
+            *count = (size_t)g + 1;
+    }
+    goto done;
+bad_item:
+    free(out);
+    out = NULL;
+done:
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"normal_us", "severe_us", NULL};
+    static char *keywords[] = {"normal_us", "severe_us", "groups", "plain_ranges", NULL};
     double normal_us = 20.0, severe_us = 50.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|dd:analyze", keywords, &normal_us,
-                                     &severe_us))
+    PyObject *groups = Py_None;
+    int plain_ranges = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ddOp:analyze", keywords, &normal_us,
+                                     &severe_us, &groups, &plain_ranges))
         return NULL;
     if (!(normal_us >= 0.0) || !(severe_us >= normal_us) || !(severe_us <= 1e9)) {
         char msg[200];
@@ -226,9 +296,18 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     ls_capture_object *self = (ls_capture_object *)op;
+    int32_t *group_of = NULL;
+    size_t group_count = 0;
+    if (groups != Py_None) {
+        group_of = read_groups(groups, self->capture.records.ranges.count, &group_count);
+        if (group_of == NULL)
+            return NULL;
+    }
     ls_thresholds t = {(uint64_t)(normal_us * 1000.0 + 0.5), (uint64_t)(severe_us * 1000.0 + 0.5)};
     ls_analysis a;
-    if (ls_analyze(&self->capture.records, t, &a) != 0)
+    int rc = ls_analyze_grouped(&self->capture.records, t, group_of, group_count, &a);
+    free(group_of);
+    if (rc != 0)
         return PyErr_NoMemory();
     PyObject *edges = PyList_New(LS_HIST_BINS);
     for (int i = 0; edges != NULL && i < LS_HIST_BINS; i++) {
@@ -239,11 +318,12 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
             PyList_SET_ITEM(edges, i, v);
     }
     PyObject *result = ls_dict_of(
-        11, "waits", wait_list(&a.waits, self->capture.records.calls.count), "unknown_copies",
+        12, "waits", wait_list(&a.waits, self->capture.records.calls.count), "unknown_copies",
         U64(a.waits.unknown_copies), "total", timeline_dict(&a.total), "devices",
         timeline_list(a.devices, a.device_count, self->capture.traced), "streams",
         timeline_list(a.streams, a.stream_count, 0), "ranges",
-        range_list(&self->capture.records, &a), "worst_gaps",
+        range_list(&self->capture.records, &a, plain_ranges), "groups", group_list(&a),
+        "worst_gaps",
         worst_gaps(&self->capture.records, &a), "ops_without_launch",
         U64(a.ops_without_launch), "ignored_records", U64(a.ignored_records),
         "histogram_edges_ns", edges, "thresholds_ns",
@@ -251,6 +331,32 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
                       (unsigned long long)t.severe_above_ns));
     ls_analysis_free(&a);
     return result;
+}
+
+/* range_records() -> [(name, parent, step, start_ns, end_ns)], one per range,
+ * no analysis. */
+static PyObject *capture_range_records(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
+    for (size_t i = 0; list != NULL && i < r->ranges.count; i++) {
+        const ls_range *range = &r->ranges.items[i];
+        PyObject *name = name_or_none(range->name_id);
+        PyObject *step = range->step_index >= 0 ? PyLong_FromLong(range->step_index)
+                                                 : Py_NewRef(Py_None);
+        PyObject *t = (name == NULL || step == NULL) ? NULL
+            : Py_BuildValue("(OlOKK)", name, (long)range->parent, step,
+                            (unsigned long long)range->start_ns,
+                            (unsigned long long)range->end_ns);
+        Py_XDECREF(name);
+        Py_XDECREF(step);
+        if (t == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
 }
 
 static PyObject *capture_info(PyObject *op, PyObject *unused)
@@ -322,7 +428,11 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
 
 static PyMethodDef capture_methods[] = {
     {"analyze", (PyCFunction)(void (*)(void))capture_analyze, METH_VARARGS | METH_KEYWORDS,
-     "analyze(normal_us=20.0, severe_us=50.0) -> dict of gap figures (ns)."},
+     "analyze(normal_us=20.0, severe_us=50.0, groups=None, plain_ranges=True) -> dict of gap "
+     "figures (ns); groups: one int per range (-1: none) -> 'groups', one time line per "
+     "group; plain_ranges=False: None in 'ranges' for each range that is not a step."},
+    {"range_records", capture_range_records, METH_NOARGS,
+     "[(name, parent, step, start_ns, end_ns)] per range, in the order they began."},
     {"info", capture_info, METH_NOARGS, "Counts, flags and costs of the capture."},
     {"calls", capture_calls, METH_NOARGS,
      "Blocking API calls as dicts (api, wait_class, enter_ns, exit_ns, thread_id, frames...)."},

@@ -99,8 +99,14 @@ def test_step_attribution_of_kernels_and_gaps(test_clock):
         (10.0, "s0b", 0, "Step_0"),
         (10.0, "free", None, None),
     ]
-    assert s["ranges"] == [{"name": "Attn", "count": 1, "host_ms": 0.001, "gpu_ms": 0.05,
-                            "kernels": 1, "sm_active_pct": None, "dram_pct": None}]
+    # the keys PRODUCT.md names, then those added with instrument() (tree, gaps, span)
+    (attn,) = s["ranges"]
+    assert {k: attn[k] for k in list(attn)[:7]} == {
+        "name": "Attn", "count": 1, "host_ms": 0.001, "gpu_ms": 0.05,
+        "kernels": 1, "sm_active_pct": None, "dram_pct": None}
+    assert (attn["gpu_span_ms"], attn["memcpys"], attn["memsets"]) == (0.05, 0, 0)
+    assert (attn["parent"], attn["depth"], attn["step_prefixed"]) == (None, 0, False)
+    assert (attn["gaps"]["count"], attn["gaps"]["warning"], attn["gaps"]["max_us"]) == (1, 1, 50.0)
     assert s["gpu"]["kernels"] == 5
     assert s["gpu"]["ops_without_launch_record"] == 1
 
@@ -143,8 +149,9 @@ def test_ranges_nest_and_aggregate_by_name(test_clock):
     assert (s["steps"][0]["kernels"], s["steps"][0]["host_ms"]) == (2, 0.007)
     assert all(r["name"] != "Step_0" for r in s["ranges"])
     report = prof.report()
-    assert re.search(r"^\s+A\s+x2\s+host 0\.004 ms\s+GPU 0\.020 ms$", report, re.M), report
-    assert re.search(r"^\s+B\s+x1\s+host 0\.001 ms", report, re.M), report
+    # the report draws the ranges as a tree (B under A), with kernel counts
+    assert re.search(r"^  A\s+x2\s+host 0\.004 ms  GPU 0\.020 ms  kernels 2$", report, re.M), report
+    assert re.search(r"^  └─ B\s+x1\s+host 0\.001 ms  GPU 0\.010 ms  kernels 1$", report, re.M), report
 
 
 def test_range_objects_are_cached_per_name():

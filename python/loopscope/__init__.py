@@ -5,18 +5,21 @@
             with prof.step():
                 y = model(x)
     print(prof.report())
-    summary = prof.summary()      # plain dicts: gaps, syncs, gpu, steps, diagnosis, ...
+    summary = prof.summary()      # plain dicts: gaps, syncs, gpu, steps, ranges, diagnosis, ...
 
     with loopscope.no_sync():     # strict mode: SyncError at the line that syncs
         ...
+
+`loopscope.instrument(model)` adds a range per submodule call (per layer).
 """
 from ._core import range  # noqa: A004  (the public name is part of the contract)
+from ._instrument import InstrumentHandle, instrument
 from ._profile import LoopscopeWarning, Profile, profile
 from ._strict import SyncError, no_sync
 from ._syncs import KINDS as SYNC_KINDS
 
 __version__ = "0.1.0"
 __all__ = [
-    "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "no_sync", "profile", "range",
-    "__version__",
+    "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "instrument",
+    "no_sync", "profile", "range", "__version__",
 ]

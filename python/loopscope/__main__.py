@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from . import profile
+from . import instrument, profile
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 
@@ -18,8 +18,11 @@ def _demo(args: argparse.Namespace) -> int:
     import torch
 
     model, x = build()
+    if args.layers:
+        instrument(model)  # one range per block and per layer, under each step
     print(f"loopscope demo on {detail}: {args.steps} denoise steps, 18 MLP blocks, "
-          f"{'CUDA graph replay' if args.graph else 'eager'}")
+          f"{'CUDA graph replay' if args.graph else 'eager'}"
+          f"{', per-layer ranges' if args.layers else ''}")
     loop = graph_loop_factory(model, x) if args.graph else None
     run = (lambda prof=None: loop(args.steps, prof)) if loop else (
         lambda prof=None: eager_loop(model, x, args.steps, prof))
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     demo.add_argument("--steps", type=int, default=10, help="loop steps (default 10)")
     demo.add_argument("--graph", action="store_true", help="replay each step from a CUDA graph")
+    demo.add_argument("--layers", action="store_true",
+                      help="loopscope.instrument() the model: per-layer ranges and GPU times")
     demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON")
     args = parser.parse_args(argv)
     if args.command == "demo":

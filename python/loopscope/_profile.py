@@ -8,7 +8,7 @@ import time
 import warnings
 from typing import Any
 
-from . import _core, _cupti_paths
+from . import _core, _cupti_paths, _instrument
 from ._report import format_report
 from ._summary import build_summary
 
@@ -141,11 +141,14 @@ class Profile:
             except BaseException:  # warnings turned into errors: leave no session behind
                 _core.stop()
                 raise
+        self._mismatches_at_start = _instrument.mismatch_count()
         self._t0 = time.perf_counter_ns()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._host_ns = time.perf_counter_ns() - self._t0
+        self._state["instrument_mismatches"] = (
+            _instrument.mismatch_count() - self._mismatches_at_start)
         try:
             self._capture = _core.stop()
         except Exception as error:  # never lose the user's run to the profiler
@@ -155,6 +158,7 @@ class Profile:
 
     def step(self, name: str | None = None):
         """A context manager for one loop step: an NVTX range plus timings.
+        Ranges of instrumented modules inside it are prefixed by its name.
 
         name: the step's name; "{i}" in it is replaced by the index.
         Defaults to the profile's step_name ("Step_{i}")."""
@@ -164,7 +168,7 @@ class Profile:
         if not isinstance(template, str):
             raise TypeError(f"step name must be a str, got {template!r}")
         label = template.replace("{i}", str(index))
-        return _core.step(label, index)
+        return _instrument.StepScope(_core.step(label, index))
 
     # -- results ---------------------------------------------------------
     def _require_finished(self) -> None:

@@ -9,6 +9,9 @@ from ._syncs import format_site
 MAX_SYNC_SITES = 10
 
 MAX_STEP_ROWS = 24
+MAX_RANGE_ROWS = 40
+NAME_WIDTH = 44
+HEAVIEST_HIDDEN = 5
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -59,6 +62,64 @@ def _sync_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _shown_ranges(ranges: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """The ranges worth a line: whole levels from the top while they fit in
+    MAX_RANGE_ROWS; if even the top level does not, its heaviest ones."""
+    by_depth: dict[int, int] = {}
+    for r in ranges:
+        by_depth[r["depth"]] = by_depth.get(r["depth"], 0) + 1
+    shown, deepest = 0, -1
+    for depth in sorted(by_depth):
+        if shown + by_depth[depth] > MAX_RANGE_ROWS:
+            break
+        shown += by_depth[depth]
+        deepest = depth
+    weight = "gpu_ms" if ranges[0]["gpu_ms"] is not None else "host_ms"
+    if deepest >= 0:
+        kept = [r for r in ranges if r["depth"] <= deepest]
+        hidden = sorted((r for r in ranges if r["depth"] > deepest), key=lambda r: -r[weight])
+        if not hidden:
+            return kept, ""
+        heaviest = ", ".join(f"{r['name']} {r[weight]:.3f}" for r in hidden[:HEAVIEST_HIDDEN])
+        unit = "GPU ms" if weight == "gpu_ms" else "host ms"
+        return kept, (f"  ({len(hidden)} deeper ranges not shown: depth > {deepest}; "
+                      f"heaviest, {unit}: {heaviest})")
+    top = sorted((r for r in ranges if r["depth"] == 0), key=lambda r: -r[weight])
+    kept = top[:MAX_RANGE_ROWS]
+    return kept, f"  ({len(ranges) - len(kept)} ranges not shown: top {len(kept)} by {weight})"
+
+
+def _range_tree(ranges: list[dict[str, Any]], steps: int) -> list[str]:
+    """The ranges as a tree (children under their parent, in order of first
+    use), with totals over the steps."""
+    kept, note = _shown_ranges(ranges)
+    names = {r["name"] for r in kept}
+    children: dict[Any, list[dict[str, Any]]] = {}
+    for r in kept:
+        parent = r["parent"] if r["parent"] in names else None
+        children.setdefault(parent, []).append(r)
+    over = f" over {steps} step{'s' if steps != 1 else ''}" if steps else ""
+    lines = [f"Ranges (totals{over}; GPU: busy time of the kernels launched inside):"]
+
+    def visit(parent: Any, indent: str) -> None:
+        siblings = children.get(parent, [])
+        for i, r in enumerate(siblings):
+            last = i == len(siblings) - 1
+            branch = "" if parent is None else ("└─ " if last else "├─ ")
+            label = f"{indent}{branch}{r['name']}"
+            if len(label) > NAME_WIDTH:
+                label = label[: NAME_WIDTH - 3] + "..."
+            kernels = "" if r["kernels"] is None else f"  kernels {r['kernels']}"
+            lines.append(f"  {label:<{NAME_WIDTH}} x{r['count']:<5} host {r['host_ms']:.3f} ms  "
+                         f"GPU {_fmt(r['gpu_ms'])} ms{kernels}")
+            visit(r["name"], indent + ("" if parent is None else ("   " if last else "│  ")))
+
+    visit(None, "")
+    if note:
+        lines.append(note)
+    return lines
+
+
 def format_report(summary: dict[str, Any]) -> str:
     out = ["loopscope report"]
     gpu, gaps = summary["gpu"], summary["gaps"]
@@ -91,10 +152,14 @@ def format_report(summary: dict[str, Any]) -> str:
         out.extend(_steps_table(summary["steps"]))
     if summary["ranges"]:
         out.append("")
-        out.append("Ranges:")
-        for r in summary["ranges"][:20]:
-            out.append(f"  {r['name'][:40]:<40} x{r['count']:<5} host {r['host_ms']:.3f} ms  GPU {_fmt(r['gpu_ms'])} ms")
+        out.extend(_range_tree(summary["ranges"], len(summary["steps"])))
     out.append("")
+    mismatches = summary["overhead"].get("instrument_mismatches", 0)
+    if mismatches:
+        out.append(
+            f"Note: instrument() saw {mismatches} nesting mismatches (a forward left by a "
+            "BaseException, or hooks added mid-forward): those ranges were closed at the "
+            "step's end, so their times in that step may be off")
     if summary.get("cupti_note"):
         out.append(f"Note: {summary['cupti_note']}")
     if summary["gpu_error"]:

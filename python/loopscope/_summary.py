@@ -2,8 +2,8 @@
 PRODUCT.md: plain, JSON-serialisable, units in the key names."""
 from __future__ import annotations
 
+import bisect
 import time
-from collections import OrderedDict
 from typing import Any
 
 from ._diagnosis import diagnose, diagnose_step
@@ -118,7 +118,7 @@ def _steps(ranges, gpu: bool, thresholds_us, syncs_per_step: dict[int, int] | No
            ) -> list[dict[str, Any]]:
     steps = []
     for r in ranges:
-        if r["step"] is None:
+        if r is None or r["step"] is None:
             continue
         step = {
             "index": r["step"],
@@ -138,23 +138,105 @@ def _steps(ranges, gpu: bool, thresholds_us, syncs_per_step: dict[int, int] | No
     return steps
 
 
-def _ranges(ranges, gpu: bool) -> list[dict[str, Any]]:
-    """Plain (non-step) ranges aggregated by name, in order of first use."""
-    by_name: "OrderedDict[str, dict[str, Any]]" = OrderedDict()
-    for r in ranges:
-        if r["step"] is not None:
+class _StepTimes:
+    """Finds the step running at a time on any thread (for ranges with no
+    parent, e.g. backward hooks on autograd's thread)."""
+
+    def __init__(self, records) -> None:
+        steps = sorted((r[3], r[4], r[0]) for r in records if r[2] is not None)
+        self.starts = [s[0] for s in steps]
+        self.steps = steps
+        self.max_end = []  # running maximum of the ends: where to stop looking back
+        end = 0
+        for s in steps:
+            end = max(end, s[1])
+            self.max_end.append(end)
+
+    def at(self, t: int) -> str | None:
+        """The name of the latest-begun step with start <= t <= end, or None."""
+        i = bisect.bisect_right(self.starts, t) - 1
+        while i >= 0 and self.max_end[i] >= t:
+            if self.steps[i][1] >= t:
+                return self.steps[i][2]
+            i -= 1
+        return None
+
+
+def group_ranges(records) -> tuple[list[int], list[dict[str, Any]]]:
+    """Aggregates range records by name, over steps.
+
+    records: [(name, parent, step, start_ns, end_ns)] in the order the ranges
+    began (Capture.range_records()).  A range's key is its name without the
+    "<step name>/" prefix of the step that encloses it: found through its
+    parents, or for a range with no parent (another thread's, e.g. a
+    backward hook on autograd's thread) the step running when it began.
+    Returns (group_of, groups): group_of[i] is the group of record i (-1 for
+    steps); groups, in order of first use, are {name, parent (group index,
+    -1 at the top or under a step), depth, step_prefixed}; a name's parent
+    is the one it had the first time."""
+    steps = _StepTimes(records)
+    index: dict[str, int] = {}
+    groups: list[dict[str, Any]] = []
+    group_of: list[int] = []
+    context: list[tuple[str | None, int]] = []  # per record: (enclosing step name, group)
+    for i, (name, parent, step, start, _end) in enumerate(records):
+        if step is not None:
+            context.append((name, -1))
+            group_of.append(-1)
             continue
-        entry = by_name.setdefault(
-            r["name"],
-            {"name": r["name"], "count": 0, "host_ms": 0.0, "gpu_ms": 0.0 if gpu else None,
-             "kernels": 0 if gpu else None, "sm_active_pct": None, "dram_pct": None},
-        )
-        entry["count"] += 1
-        entry["host_ms"] = round(entry["host_ms"] + _ms(r["end_ns"] - r["start_ns"]), 6)
-        if gpu:
-            entry["gpu_ms"] = round(entry["gpu_ms"] + _ms(r["busy_ns"]), 6)
-            entry["kernels"] += r["kernels"]
-    return list(by_name.values())
+        if 0 <= parent < i:
+            step_name, parent_group = context[parent]
+        else:
+            step_name, parent_group = steps.at(start), -1
+        key, prefixed = name, False
+        if step_name is not None and len(name) > len(step_name) + 1 \
+                and name.startswith(step_name) and name[len(step_name)] == "/":
+            key, prefixed = name[len(step_name) + 1:], True
+        g = index.get(key)
+        if g is None:
+            g = index[key] = len(groups)
+            depth = groups[parent_group]["depth"] + 1 if parent_group >= 0 else 0
+            groups.append({"name": key, "parent": parent_group, "depth": depth,
+                           "step_prefixed": prefixed})
+        elif prefixed:
+            groups[g]["step_prefixed"] = True
+        context.append((step_name, g))
+        group_of.append(g)
+    return group_of, groups
+
+
+def _ranges(records, group_of, groups, group_lines, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
+    """Plain (non-step) ranges aggregated by name over steps, in order of
+    first use; `parent` names the enclosing range's entry (None at the top or
+    directly under a step).  GPU figures are those of the kernels launched
+    inside any of the name's ranges, each counted once; gpu_span_ms sums
+    each range's first-kernel-start to last-kernel-end."""
+    host_ns = [0] * len(groups)
+    count = [0] * len(groups)
+    for (_name, _parent, _step, start, end), g in zip(records, group_of):
+        if g >= 0:
+            count[g] += 1
+            host_ns[g] += end - start
+    out = []
+    for g, group in enumerate(groups):
+        line = group_lines[g] if gpu else None
+        out.append({
+            "name": group["name"],
+            "count": count[g],
+            "host_ms": _ms(host_ns[g]),
+            "gpu_ms": _ms(line["busy_ns"]) if gpu else None,
+            "kernels": line["kernels"] if gpu else None,
+            "sm_active_pct": None,
+            "dram_pct": None,
+            "gpu_span_ms": _ms(line["span_ns"]) if gpu else None,
+            "memcpys": line["memcpys"] if gpu else None,
+            "memsets": line["memsets"] if gpu else None,
+            "gaps": shape_gaps(line["gaps"], thresholds_us, line["busy_ns"]) if gpu else None,
+            "parent": groups[group["parent"]]["name"] if group["parent"] >= 0 else None,
+            "depth": group["depth"],
+            "step_prefixed": group["step_prefixed"],
+        })
+    return out
 
 
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None) -> dict[str, Any]:
@@ -162,10 +244,14 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     if capture is None:
         info: dict[str, Any] = {"traced": False, "injected": False, "ops": 0}
         analysis = None
+        records, group_of, groups = [], [], []
         reason = stop_error or "the profile did not stop cleanly"
     else:
         info = capture.info()
-        analysis = capture.analyze(*thresholds_us)
+        records = capture.range_records()
+        group_of, groups = group_ranges(records)
+        # per-range dicts for the steps only: the other ranges come by group
+        analysis = capture.analyze(*thresholds_us, groups=group_of, plain_ranges=False)
         reason = state.get("reason") or info["reason"]
     gpu = bool(info["traced"] or info["injected"])
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
@@ -174,7 +260,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     summary["cupti_note"] = info.get("note")
     summary["host_ms"] = _ms(host_ns)
     ranges = analysis["ranges"] if analysis else []
-    step_names = {r["step"]: r["name"] for r in ranges if r["step"] is not None}
+    step_names = {r["step"]: r["name"] for r in ranges if r is not None and r["step"] is not None}
     if gpu and analysis is not None:
         total = analysis["total"]
         summary["gaps"] = shape_gaps(total["gaps"], thresholds_us, total["busy_ns"])
@@ -198,7 +284,8 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     summary["dram"] = None
     summary["metrics_error"] = METRICS_NOT_COLLECTED
     summary["steps"] = _steps(ranges, gpu, thresholds_us, syncs_per_step)
-    summary["ranges"] = _ranges(ranges, gpu)
+    summary["ranges"] = _ranges(records, group_of, groups,
+                                analysis["groups"] if analysis else [], gpu, thresholds_us)
     summary["diagnosis"] = diagnose(summary)
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
     summary["overhead"] = {
@@ -213,6 +300,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         "invalid_records": info.get("invalid_records", 0),
         "range_mismatches": info.get("range_mismatches", 0),
         "ranges_left_open": info.get("ranges_left_open", 0),
+        "instrument_mismatches": state.get("instrument_mismatches", 0),
     }
     summary["overhead"]["summary_ms"] = _ms(time.perf_counter_ns() - t0)
     return summary

@@ -100,7 +100,9 @@ def test_step_attribution_of_kernels_and_gaps(test_clock):
         (10.0, "free", None, None),
     ]
     assert s["ranges"] == [{"name": "Attn", "count": 1, "host_ms": 0.001, "gpu_ms": 0.05,
-                            "kernels": 1, "sm_active_pct": None, "dram_pct": None}]
+                            "kernels": 1, "sm_active_pct": None, "sm_active_busy_pct": None,
+                            "dram_pct": None, "dram_busy_pct": None, "gr_active_pct": None,
+                            "samples": 0}]
     assert s["gpu"]["kernels"] == 5
     assert s["gpu"]["ops_without_launch_record"] == 1
 

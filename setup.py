@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 REQUIRED_HEADERS = ("cupti.h", "cuda.h", "crt/host_defines.h", "nvtx3/nvToolsExt.h")
 
@@ -52,8 +53,15 @@ def find_include_dirs():
     return sorted({str(p) for p in found.values()})
 
 
+C_STANDARD = ["-std=c11"]
+# ls_pmconfig.cpp is C++ only because cupti_profiler_host.h is: no exceptions,
+# no RTTI, no STL, so it needs nothing from libstdc++ at run time.
+CXX_STANDARD = ["-std=c++17", "-fno-exceptions", "-fno-rtti"]
+
+
 def compile_args():
-    args = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
+    """Flags common to the C and the C++ sources."""
+    args = ["-Wall", "-Wextra", "-fvisibility=hidden"]
     for folder in find_include_dirs():
         args += ["-isystem", folder]  # CUDA's headers are not ours to warn about
     if os.environ.get("LOOPSCOPE_WERROR"):
@@ -70,9 +78,26 @@ def link_args():
     return args
 
 
-sources = sorted(str(p) for p in Path("csrc").glob("*.c"))
+class BuildExt(build_ext):
+    """One Extension of C and C++ sources: the compiler driver compiles both,
+    each with its own language standard (a C++ flag on a C file is an error)."""
+
+    def build_extensions(self):
+        compile_one = self.compiler._compile
+
+        def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):
+            standard = CXX_STANDARD if src.endswith(".cpp") else C_STANDARD
+            compile_one(obj, src, ext, cc_args, standard + list(extra_postargs), pp_opts)
+
+        self.compiler._compile = _compile
+        super().build_extensions()
+
+
+sources = sorted(str(p) for p in Path("csrc").glob("*.c")) + sorted(
+    str(p) for p in Path("csrc").glob("*.cpp"))
 
 setup(
+    cmdclass={"build_ext": BuildExt},
     ext_modules=[
         Extension(
             "loopscope._core",

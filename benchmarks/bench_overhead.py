@@ -3,10 +3,14 @@
 Each round times one 10-step loop (wall clock, ending in a synchronize) under:
   none        no profiler, no step marks
   loopscope   inside a running loopscope.profile(), steps marked with prof.step()
-              (GPU tracing + sync callbacks, the defaults)
-  ls_nosyncs  loopscope.profile(syncs=False): tracing without the sync callbacks
-  ls_syncs_only  loopscope.profile(trace=False): sync callbacks, no GPU tracing
-  ls_notrace  loopscope.profile(trace=False, syncs=False): step ranges only, no CUPTI
+              (GPU tracing + sync callbacks + PM sampling, the defaults)
+  ls_nometrics  loopscope.profile(metrics=False): tracing + sync callbacks
+  ls_nosyncs  loopscope.profile(syncs=False, metrics=False): tracing only
+  ls_syncs_only  loopscope.profile(trace=False, metrics=False): sync callbacks only
+  ls_notrace  loopscope.profile(trace=False, syncs=False, metrics=False): step ranges only
+  ls_counters loopscope.profile(trace=False, syncs=False): counters-only mode
+              (PM sampling + ranges, no per-kernel tracing)
+  ls_counters_syncs  loopscope.profile(trace=False): counters-only mode + sync callbacks
   torch_cuda  inside torch.profiler with CUDA activity only (Kineto/CUPTI)
   ls_after_kineto  loopscope once Kineto holds CUPTI's callback slot (launch
               calls from runtime+driver activity records instead of callbacks)
@@ -30,8 +34,9 @@ from loopscope.demo import build, eager_loop, graph_loop_factory
 
 
 # Each variant is compared with the no-profiler rounds of its own phase.
-BASELINE = {"none": "none", "loopscope": "none", "ls_nosyncs": "none", "ls_syncs_only": "none",
-            "ls_notrace": "none", "none_2": "none_2",
+BASELINE = {"none": "none", "loopscope": "none", "ls_nometrics": "none", "ls_nosyncs": "none",
+            "ls_syncs_only": "none", "ls_notrace": "none", "ls_counters": "none",
+            "ls_counters_syncs": "none", "none_2": "none_2",
             "torch_cuda": "none_2", "none_3": "none_3", "ls_after_kineto": "none_3"}
 
 
@@ -61,10 +66,12 @@ def main() -> None:
     warnings.filterwarnings("ignore")  # trace=False and Kineto's notices, once per round
 
     times: dict[str, list[float]] = {k: [] for k in (
-        "none", "loopscope", "ls_nosyncs", "ls_syncs_only", "ls_notrace", "none_2", "torch_cuda",
+        "none", "loopscope", "ls_nometrics", "ls_nosyncs", "ls_syncs_only", "ls_notrace",
+        "ls_counters", "ls_counters_syncs", "none_2", "torch_cuda",
         "none_3", "ls_after_kineto")}
     session_ms: list[float] = []
     summary_ms: list[float] = []
+    counters_error: list[str] = []
     # Phase 1: loopscope owns CUPTI (launch calls through callbacks).
     for _ in range(args.rounds):
         times["none"].append(timed(loop))
@@ -78,12 +85,20 @@ def main() -> None:
         summary_ms.append((t2 - t1) / 1e6)
         assert summary["source"] == "cupti" and summary["cupti_note"] is None, summary
         assert summary["syncs"] is not None, summary["syncs_error"]
-        with loopscope.profile(syncs=False) as prof_ns:
+        with loopscope.profile(metrics=False) as prof_nm:
+            times["ls_nometrics"].append(timed(lambda: loop(prof_nm)))
+        with loopscope.profile(syncs=False, metrics=False) as prof_ns:
             times["ls_nosyncs"].append(timed(lambda: loop(prof_ns)))
-        with loopscope.profile(trace=False) as prof_so:
+        with loopscope.profile(trace=False, metrics=False) as prof_so:
             times["ls_syncs_only"].append(timed(lambda: loop(prof_so)))
-        with loopscope.profile(trace=False, syncs=False) as prof_nt:
+        with loopscope.profile(trace=False, syncs=False, metrics=False) as prof_nt:
             times["ls_notrace"].append(timed(lambda: loop(prof_nt)))
+        with loopscope.profile(trace=False, syncs=False) as prof_c:
+            times["ls_counters"].append(timed(lambda: loop(prof_c)))
+        if prof_c.summary()["sm"] is None:
+            counters_error.append(prof_c.summary()["metrics_error"])
+        with loopscope.profile(trace=False) as prof_cs:
+            times["ls_counters_syncs"].append(timed(lambda: loop(prof_cs)))
     # Phase 2: torch.profiler, CUDA activity only.  Kineto keeps CUPTI's
     # callback slot afterwards, so it runs after loopscope's own phase.
     for _ in range(args.rounds):
@@ -109,6 +124,10 @@ def main() -> None:
         "kernels_per_loop": summary["gpu"]["kernels"],
         "verdict": summary["diagnosis"]["verdict"],
         "syncs_seen": summary["syncs"]["count"],
+        "sm": summary["sm"],
+        "dram": summary["dram"],
+        "metrics_error": summary["metrics_error"],
+        "counters_only_errors": sorted(set(counters_error)),
     }
     if args.json:
         with open(args.json, "w") as f:
@@ -118,6 +137,8 @@ def main() -> None:
     for k in times:
         base = BASELINE[k]
         print(f"{k:<16} {med[k]:>10.3f} {result['ratio_vs_none'][k]:>7.3f}  (vs {base})")
+    if counters_error:
+        print(f"WARNING: counters-only rounds had no counters: {sorted(set(counters_error))}")
     print(f"loopscope whole session (start+loop+stop) median {result['loopscope_session_ms_median']:.3f} ms; "
           f"summary() median {result['loopscope_summary_ms_median']:.3f} ms")
 

@@ -44,6 +44,8 @@ typedef struct {
     uint64_t *sync_max_end;   /* ... and the running maximum of their ends */
     size_t sync_count;
     uint64_t *scratch;        /* room for one duration per gap */
+    ls_sample_index samples;  /* PM samples, when there are any */
+    ls_interval *intervals;   /* room for one busy interval per op */
 } ls_ctx;
 
 /* First index in sorted keys[0..n) whose k1 >= value. */
@@ -377,6 +379,41 @@ done:
     return result;
 }
 
+/* Merges the busy intervals of the ops keys[0..k) (sorted by device, start,
+ * end) that ran on `device` into c->intervals; returns their number. */
+static size_t busy_intervals(const ls_ctx *c, const ls_key *keys, size_t k, uint32_t device)
+{
+    const ls_op *ops = c->r->ops.items;
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        const ls_op *op = &ops[keys[i].index];
+        if (op->device_id != device)
+            continue;
+        if (m > 0 && op->start_ns <= c->intervals[m - 1].end_ns) {
+            if (op->end_ns > c->intervals[m - 1].end_ns)
+                c->intervals[m - 1].end_ns = op->end_ns;
+        } else {
+            c->intervals[m++] = (ls_interval){op->start_ns, op->end_ns};
+        }
+    }
+    return m;
+}
+
+/* Span and busy averages of the samples over one window: the ops keys[0..k)
+ * or, when none ran on the sampled device, the host span [host_a, host_b]. */
+static void average_window(const ls_ctx *c, const ls_key *keys, size_t k, uint64_t host_a,
+                           uint64_t host_b, ls_metric_avg *span, ls_metric_avg *busy)
+{
+    size_t m = busy_intervals(c, keys, k, c->r->sample_device);
+    ls_interval whole = {host_a, host_b};
+    if (m > 0) {
+        whole.start_ns = c->intervals[0].start_ns;
+        whole.end_ns = c->intervals[m - 1].end_ns;
+    }
+    ls_samples_average(&c->samples, &whole, 1, span);
+    ls_samples_average(&c->samples, c->intervals, m, busy);
+}
+
 /* Ops and gaps whose launch calls fall inside each range (and group). */
 static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys, const int32_t *group_of,
                           size_t group_count)
@@ -385,6 +422,12 @@ static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys, const in
     size_t nops = r->ops.count;
     out->range_count = r->ranges.count;
     out->ranges = calloc(r->ranges.count ? r->ranges.count : 1, sizeof *out->ranges);
+    if (out->has_samples) {
+        out->range_span = calloc(r->ranges.count ? r->ranges.count : 1, sizeof *out->range_span);
+        out->range_busy = calloc(r->ranges.count ? r->ranges.count : 1, sizeof *out->range_busy);
+        if (out->range_span == NULL || out->range_busy == NULL)
+            return -1;
+    }
     ls_key *by_launch = malloc((nops ? nops : 1) * sizeof *by_launch);
     ls_key *gaps_by_launch = malloc((out->gap_count ? out->gap_count : 1) * sizeof *gaps_by_launch);
     uint32_t *gap_idx = malloc((out->gap_count ? out->gap_count : 1) * sizeof *gap_idx);
@@ -418,6 +461,9 @@ static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys, const in
                 out->gaps[gaps_by_launch[i].index].step = range->step_index;
         }
         gap_stats(c, out->gaps, gap_idx, ghi - glo, &out->ranges[ri].gaps);
+        if (out->has_samples) /* ops_line left this range's ops sorted in op_keys */
+            average_window(c, op_keys, hi - lo, range->start_ns, range->end_ns,
+                           &out->range_span[ri], &out->range_busy[ri]);
     }
     if (group_of != NULL) {
         ls_launch_index x = {by_launch, nl, gaps_by_launch, ng};
@@ -475,9 +521,14 @@ int ls_analyze_grouped(const ls_records *r, ls_thresholds t, const int32_t *grou
     out->devices = malloc(room * sizeof *out->devices);
     out->streams = malloc(room * sizeof *out->streams);
     ls_gap *stream_gaps = malloc(room * sizeof *stream_gaps);
+    c.intervals = malloc(room * sizeof *c.intervals);
     int result = -1;
     if (!keys || !c.launch_ns || !c.scratch || !out->gaps || !out->devices || !out->streams ||
-        !stream_gaps)
+        !stream_gaps || !c.intervals)
+        goto done;
+    out->has_samples = r->samples.count > 0;
+    if (out->has_samples &&
+        ls_sample_index_build(&c.samples, r->samples.items, r->samples.count) != 0)
         goto done;
     if (ls_waits_build(r, &out->waits) != 0 ||
         match_launches(&c, &out->ops_without_launch, &out->ignored_records) != 0 ||
@@ -491,6 +542,9 @@ int ls_analyze_grouped(const ls_records *r, ls_thresholds t, const int32_t *grou
     }
     qsort(keys, n, sizeof *keys, compare_keys);
     out->device_count = sweep(&c, keys, n, 0, out->devices, out->gaps, &out->gap_count);
+    if (out->has_samples)
+        average_window(&c, keys, n, r->start_ns, r->stop_ns, &out->metrics_span,
+                       &out->metrics_busy);
 
     /* Streams: each stream on its own (its gaps are kept only as statistics). */
     for (size_t i = 0; i < n; i++) {
@@ -513,6 +567,8 @@ done:
     free(c.sync_start);
     free(c.sync_max_end);
     free(stream_gaps);
+    free(c.intervals);
+    ls_sample_index_free(&c.samples);
     if (result != 0)
         ls_analysis_free(out);
     return result;
@@ -526,6 +582,8 @@ void ls_analysis_free(ls_analysis *a)
     free(a->groups);
     free(a->group_span_ns);
     free(a->gaps);
+    free(a->range_span);
+    free(a->range_busy);
     ls_waits_free(&a->waits);
     memset(a, 0, sizeof *a);
 }

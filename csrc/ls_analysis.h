@@ -7,11 +7,19 @@
  * overlapped the gap: a SYNCHRONIZATION record or a sync of ls_waits; other), a class (normal / warning / severe) and the
  * step whose host range contains the launch call of the op that ends it.
  * Ranges (steps included) get the ops whose launch calls they contain, and
- * so do groups of ranges (one name over many steps), each op counted once. */
+ * so do groups of ranges (one name over many steps), each op counted once.
+ *
+ * PM samples (when the records hold any) are averaged over two windows of
+ * the whole profile and of every range, on the sampled device only:
+ *   span: the GPU span of its ops [first start, last end]; a range with no op
+ *         there (counters-only mode) uses its host span [start, end], the
+ *         whole profile its own span [start_ns, stop_ns];
+ *   busy: the union of the busy intervals of those ops (empty without ops). */
 #ifndef LS_ANALYSIS_H
 #define LS_ANALYSIS_H
 
 #include "ls_records.h"
+#include "ls_samples.h"
 #include "ls_waits.h"
 
 #include <stddef.h>
@@ -69,6 +77,9 @@ typedef struct {
     uint64_t ops_without_launch; /* no API record matched the op's correlation id */
     uint64_t ignored_records;    /* API/sync records after the profile stopped */
     ls_waits waits;              /* the host syncs found among the blocking calls */
+    int has_samples;             /* the records hold PM samples */
+    ls_metric_avg metrics_span, metrics_busy;  /* the whole profile */
+    ls_metric_avg *range_span, *range_busy;    /* parallel to records->ranges, or NULL */
 } ls_analysis;
 
 /* Analyses `records`.  Returns 0, or -1 when memory ran out (out is then

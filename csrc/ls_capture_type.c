@@ -7,6 +7,9 @@
 #include "ls_cbids.h"
 #include "ls_cuda.h"
 #include "ls_names.h"
+#include "ls_samples.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +109,33 @@ static PyObject *timeline_list(const ls_timeline *lines, size_t n, int with_devi
     return list;
 }
 
+/* {figure: value or None, ..., "samples", "covered_ns", "window_ns"}. */
+static PyObject *metric_avg_dict(const ls_metric_avg *m)
+{
+    PyObject *d = PyDict_New();
+    uint64_t covered = 0;
+    for (int j = 0; d != NULL && j < LS_METRICS; j++) {
+        PyObject *v = isnan(m->value[j]) ? Py_NewRef(Py_None) : PyFloat_FromDouble(m->value[j]);
+        if (m->covered_ns[j] > covered)
+            covered = m->covered_ns[j];
+        if (v == NULL || PyDict_SetItemString(d, ls_metric_name(j), v) != 0)
+            Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    PyObject *more = d == NULL ? NULL
+        : ls_dict_of(3, "samples", U64(m->samples), "covered_ns", U64(covered), "window_ns",
+                     U64(m->window_ns));
+    if (more == NULL || PyDict_Update(d, more) != 0)
+        Py_CLEAR(d);
+    Py_XDECREF(more);
+    return d;
+}
+
+static PyObject *metrics_pair(const ls_metric_avg *span, const ls_metric_avg *busy)
+{
+    return ls_dict_of(2, "span", metric_avg_dict(span), "busy", metric_avg_dict(busy));
+}
+
 /* One dict per range; with plain == 0, None for each range that is not a
  * step (its figures then come through its group: far fewer objects). */
 static PyObject *range_list(const ls_records *r, const ls_analysis *a, int plain)
@@ -127,6 +157,13 @@ static PyObject *range_list(const ls_records *r, const ls_analysis *a, int plain
                                              : Py_NewRef(Py_None),
                       "thread", U64(range->thread_id), "start_ns", U64(range->start_ns),
                       "end_ns", U64(range->end_ns));
+        if (extra != NULL) {
+            PyObject *m = a->has_samples ? metrics_pair(&a->range_span[i], &a->range_busy[i])
+                                         : Py_NewRef(Py_None);
+            if (m == NULL || PyDict_SetItemString(extra, "metrics", m) != 0)
+                Py_CLEAR(extra);
+            Py_XDECREF(m);
+        }
         if (extra == NULL || PyDict_Update(d, extra) != 0) {
             Py_XDECREF(extra);
             Py_XDECREF(d);
@@ -329,6 +366,13 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
         "histogram_edges_ns", edges, "thresholds_ns",
         Py_BuildValue("(KK)", (unsigned long long)t.normal_below_ns,
                       (unsigned long long)t.severe_above_ns));
+    if (result != NULL) {
+        PyObject *m = a.has_samples ? metrics_pair(&a.metrics_span, &a.metrics_busy)
+                                    : Py_NewRef(Py_None);
+        if (m == NULL || PyDict_SetItemString(result, "metrics", m) != 0)
+            Py_CLEAR(result);
+        Py_XDECREF(m);
+    }
     ls_analysis_free(&a);
     return result;
 }
@@ -386,7 +430,81 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     if (more == NULL || PyDict_Update(info, more) != 0)
         Py_CLEAR(info);
     Py_XDECREF(more);
+    const ls_pm_stats *pm = &c->pm;
+    PyObject *pm_dict = Py_NewRef(Py_None);
+    if (info != NULL && c->sampled) {
+        Py_DECREF(pm_dict);
+        PyObject *collected = PyList_New(0);
+        for (int j = 0; collected != NULL && j < LS_METRICS; j++) {
+            if (!pm->collected[j])
+                continue;
+            PyObject *name = PyUnicode_FromString(ls_metric_name(j));
+            if (name == NULL || PyList_Append(collected, name) != 0)
+                Py_CLEAR(collected);
+            Py_XDECREF(name);
+        }
+        pm_dict = ls_dict_of(
+            19, "device", PyLong_FromLong(pm->device), "chip", PyUnicode_FromString(pm->chip),
+            "trigger", PyUnicode_FromString(pm->time_trigger ? "gpu_time" : "sysclk"),
+            "interval", U64(pm->interval), "hw_buffer_bytes", U64(pm->hw_buffer_bytes),
+            "counter_data_bytes", U64(pm->counter_data_bytes), "figures", collected,
+            "cupti_metrics", PyUnicode_FromString(pm->collected_names), "dropped_metrics",
+            pm->dropped[0] ? PyUnicode_FromString(pm->dropped) : Py_NewRef(Py_None),
+            "started_ns", U64(pm->started_ns), "samples", U64(pm->samples), "overflows",
+            U64(pm->overflows), "counter_data_full", U64(pm->counter_data_full), "incomplete",
+            U64(pm->incomplete), "eval_errors", U64(pm->eval_errors), "decodes",
+            U64(pm->decodes), "decode_ns", U64(pm->decode_ns), "error",
+            pm->error[0] ? PyUnicode_FromString(pm->error) : Py_NewRef(Py_None),
+            "clock_delta_ns", PyLong_FromLongLong(c->sample_clock_delta_ns));
+        if (pm_dict != NULL) {
+            PyObject *shift = PyLong_FromLongLong(c->sample_clock_shift_ns);
+            if (shift == NULL || PyDict_SetItemString(pm_dict, "clock_shift_ns", shift) != 0)
+                Py_CLEAR(pm_dict);
+            Py_XDECREF(shift);
+        }
+    }
+    PyObject *metrics = NULL;
+    if (info != NULL)
+        metrics = ls_dict_of(5, "sampled", PyBool_FromLong(c->sampled), "samples_injected",
+                             PyBool_FromLong(c->samples_injected), "metrics_reason",
+                             c->metrics_reason[0] ? PyUnicode_FromString(c->metrics_reason)
+                                                  : Py_NewRef(Py_None),
+                             "samples", U64(r->samples.count), "pm", pm_dict);
+    else
+        Py_XDECREF(pm_dict);
+    if (metrics == NULL || PyDict_Update(info, metrics) != 0)
+        Py_CLEAR(info);
+    Py_XDECREF(metrics);
     return info;
+}
+
+/* samples() -> list of (start_ns, end_ns, {figure: value}) in time order,
+ * the figures not collected left out. */
+static PyObject *capture_samples(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    PyObject *list = PyList_New((Py_ssize_t)r->samples.count);
+    for (size_t i = 0; list != NULL && i < r->samples.count; i++) {
+        const ls_sample *x = &r->samples.items[i];
+        PyObject *values = PyDict_New();
+        for (int j = 0; values != NULL && j < LS_METRICS; j++) {
+            if (isnan(x->values[j]))
+                continue;
+            PyObject *v = PyFloat_FromDouble(x->values[j]);
+            if (v == NULL || PyDict_SetItemString(values, ls_metric_name(j), v) != 0)
+                Py_CLEAR(values);
+            Py_XDECREF(v);
+        }
+        PyObject *t = values == NULL ? NULL
+            : Py_BuildValue("(KKN)", (unsigned long long)x->start_ns,
+                            (unsigned long long)x->end_ns, values);
+        if (t == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
 }
 
 /* calls() -> list of dicts: the blocking calls, in record order. */
@@ -436,6 +554,8 @@ static PyMethodDef capture_methods[] = {
     {"info", capture_info, METH_NOARGS, "Counts, flags and costs of the capture."},
     {"calls", capture_calls, METH_NOARGS,
      "Blocking API calls as dicts (api, wait_class, enter_ns, exit_ns, thread_id, frames...)."},
+    {"samples", capture_samples, METH_NOARGS,
+     "PM samples as (start_ns, end_ns, {figure: value}), in time order."},
     {"ops", capture_ops, METH_NOARGS,
      "GPU ops as (kind, start_ns, end_ns, device, stream, correlation_id, name, bytes)."},
     {NULL, NULL, 0, NULL},

@@ -110,3 +110,20 @@ int ls_cuda_host_is_pageable(const void *p)
         return 0;
     return status == INVALID_VALUE ? 1 : -1; /* unknown to CUDA: plain pageable memory */
 }
+
+int ls_cuda_current_device(int *ordinal)
+{
+    void *lib = driver();
+    if (lib == NULL)
+        return 0;
+    ls_cu_ctx_get_current get_current;
+    int (*get_device)(int *);
+    *(void **)(&get_current) = dlsym(lib, "cuCtxGetCurrent");
+    *(void **)(&get_device) = dlsym(lib, "cuCtxGetDevice");
+    void *ctx = NULL;
+    int result = -1;
+    if (get_current && get_device && get_current(&ctx) == 0)
+        result = ctx == NULL ? 0 : get_device(ordinal) == 0 ? 1 : -1;
+    dlclose(lib);
+    return result;
+}

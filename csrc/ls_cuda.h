@@ -22,6 +22,11 @@ int ls_cuda_device_name(int ordinal, char *buf, size_t size);
  * there is no current context, -1 when a driver call failed. */
 int ls_cuda_warm_up(void);
 
+/* The device of the calling thread's current CUDA context, in *ordinal.
+ * Returns 1 when found, 0 when no context is current (or the driver is not
+ * loaded), -1 when a driver call failed. */
+int ls_cuda_current_device(int *ordinal);
+
 /* 1 when the NVIDIA driver library can be opened (it stays loaded, as CUPTI
  * would load it anyway), 0 when the machine has no NVIDIA driver. */
 int ls_cuda_driver_present(void);

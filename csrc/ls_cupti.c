@@ -13,6 +13,7 @@ ls_cupti_api ls_cupti;
 static void *cupti_handle;
 static char cupti_path[1024];
 static char cupti_error[1024];
+static const char *pm_missing = "cuptiPmSamplingEnable";
 
 const char *ls_cupti_error(void) { return cupti_error; }
 void ls_cupti_clear_error(void) { cupti_error[0] = '\0'; }
@@ -59,6 +60,77 @@ static const char *resolve_symbols(void *handle, ls_cupti_api *api)
     return NULL;
 }
 
+/* The optional PM sampling symbols; returns the first missing name, NULL if none. */
+static const char *resolve_pm_symbols(void *handle, ls_cupti_api *api)
+{
+    const char *missing = NULL;
+#define LS_OPTIONAL(field)                                             \
+    do {                                                               \
+        *(void **)(&api->field) = dlsym(handle, "cupti" #field);       \
+        if (api->field == NULL && missing == NULL)                     \
+            missing = "cupti" #field;                                  \
+    } while (0)
+    LS_OPTIONAL(ProfilerInitialize);
+    LS_OPTIONAL(DeviceGetChipName);
+    LS_OPTIONAL(PmSamplingEnable);
+    LS_OPTIONAL(PmSamplingDisable);
+    LS_OPTIONAL(PmSamplingGetCounterAvailability);
+    LS_OPTIONAL(PmSamplingSetConfig);
+    LS_OPTIONAL(PmSamplingStart);
+    LS_OPTIONAL(PmSamplingStop);
+    LS_OPTIONAL(PmSamplingDecodeData);
+    LS_OPTIONAL(PmSamplingGetCounterDataSize);
+    LS_OPTIONAL(PmSamplingCounterDataImageInitialize);
+    LS_OPTIONAL(PmSamplingGetCounterDataInfo);
+    LS_OPTIONAL(PmSamplingCounterDataGetSampleInfo);
+    LS_OPTIONAL(ProfilerHostInitialize);
+    LS_OPTIONAL(ProfilerHostDeinitialize);
+    LS_OPTIONAL(ProfilerHostConfigAddMetrics);
+    LS_OPTIONAL(ProfilerHostGetConfigImageSize);
+    LS_OPTIONAL(ProfilerHostGetConfigImage);
+    LS_OPTIONAL(ProfilerHostGetNumOfPasses);
+    LS_OPTIONAL(ProfilerHostEvaluateToGpuValues);
+#undef LS_OPTIONAL
+    return missing;
+}
+
+const char *ls_cupti_pm_missing(void) { return pm_missing; }
+
+int ls_cupti_load_nvperf(char *why, size_t why_size)
+{
+    static const char *const libs[] = {"libnvperf_host.so", "libnvperf_target.so"};
+    char folder[1024];
+    snprintf(folder, sizeof folder, "%s", cupti_path);
+    char *slash = strrchr(folder, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    else
+        folder[0] = '\0';
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+        if (dlopen(libs[i], RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD) != NULL)
+            continue;
+        void *handle = NULL;
+        if (folder[0] != '\0') {
+            char path[1200];
+            snprintf(path, sizeof path, "%s/%s", folder, libs[i]);
+            handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+        }
+        if (handle == NULL)
+            handle = dlopen(libs[i], RTLD_NOW | RTLD_GLOBAL);
+        if (handle == NULL) {
+            const char *err = dlerror();
+            snprintf(why, why_size,
+                     "CUPTI's profiler library %s was found neither next to %s nor on the "
+                     "loader path (%s); it ships with the nvidia-cuda-cupti wheel and in "
+                     "CUDA's extras/CUPTI/lib64", libs[i], cupti_path[0] ? cupti_path : "CUPTI",
+                     err ? err : "not found");
+            return -1;
+        }
+        /* Kept open for the life of the process, as CUPTI keeps it. */
+    }
+    return 0;
+}
+
 static int adopt(void *handle, const char *how)
 {
     ls_cupti_api api;
@@ -71,6 +143,7 @@ static int adopt(void *handle, const char *how)
         dlclose(handle);
         return -1;
     }
+    pm_missing = resolve_pm_symbols(handle, &api);
     ls_cupti = api;
     cupti_handle = handle;
     /* Where the library really lives, for the summary and for bug reports. */

@@ -9,7 +9,25 @@
 #define LS_CUPTI_H
 
 #include <cupti.h>
+#include <cupti_pmsampling.h>
+#include <cupti_profiler_target.h>
+#include <cupti_target.h>
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The profiler host API's parameter structs live in a C++-only header
+ * (cupti_profiler_host.h includes <string>); the table names them by tag
+ * only, and ls_pmconfig.cpp, which includes that header, fills them in. */
+struct CUpti_Profiler_Host_Initialize_Params;
+struct CUpti_Profiler_Host_Deinitialize_Params;
+struct CUpti_Profiler_Host_ConfigAddMetrics_Params;
+struct CUpti_Profiler_Host_GetConfigImageSize_Params;
+struct CUpti_Profiler_Host_GetConfigImage_Params;
+struct CUpti_Profiler_Host_GetNumOfPasses_Params;
+struct CUpti_Profiler_Host_EvaluateToGpuValues_Params;
 
 typedef struct {
     CUptiResult (*GetResultString)(CUptiResult, const char **);
@@ -30,6 +48,33 @@ typedef struct {
     CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                   CUpti_CallbackId);
     CUptiResult (*EnableDomain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+
+    /* PM sampling and the profiler host API: optional.  ls_cupti_pm_missing()
+     * names the first one this CUPTI lacks. */
+    CUptiResult (*ProfilerInitialize)(CUpti_Profiler_Initialize_Params *);
+    CUptiResult (*DeviceGetChipName)(CUpti_Device_GetChipName_Params *);
+    CUptiResult (*PmSamplingEnable)(CUpti_PmSampling_Enable_Params *);
+    CUptiResult (*PmSamplingDisable)(CUpti_PmSampling_Disable_Params *);
+    CUptiResult (*PmSamplingGetCounterAvailability)(CUpti_PmSampling_GetCounterAvailability_Params *);
+    CUptiResult (*PmSamplingSetConfig)(CUpti_PmSampling_SetConfig_Params *);
+    CUptiResult (*PmSamplingStart)(CUpti_PmSampling_Start_Params *);
+    CUptiResult (*PmSamplingStop)(CUpti_PmSampling_Stop_Params *);
+    CUptiResult (*PmSamplingDecodeData)(CUpti_PmSampling_DecodeData_Params *);
+    CUptiResult (*PmSamplingGetCounterDataSize)(CUpti_PmSampling_GetCounterDataSize_Params *);
+    CUptiResult (*PmSamplingCounterDataImageInitialize)(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params *);
+    CUptiResult (*PmSamplingGetCounterDataInfo)(CUpti_PmSampling_GetCounterDataInfo_Params *);
+    CUptiResult (*PmSamplingCounterDataGetSampleInfo)(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params *);
+    CUptiResult (*ProfilerHostInitialize)(struct CUpti_Profiler_Host_Initialize_Params *);
+    CUptiResult (*ProfilerHostDeinitialize)(struct CUpti_Profiler_Host_Deinitialize_Params *);
+    CUptiResult (*ProfilerHostConfigAddMetrics)(struct CUpti_Profiler_Host_ConfigAddMetrics_Params *);
+    CUptiResult (*ProfilerHostGetConfigImageSize)(
+        struct CUpti_Profiler_Host_GetConfigImageSize_Params *);
+    CUptiResult (*ProfilerHostGetConfigImage)(struct CUpti_Profiler_Host_GetConfigImage_Params *);
+    CUptiResult (*ProfilerHostGetNumOfPasses)(struct CUpti_Profiler_Host_GetNumOfPasses_Params *);
+    CUptiResult (*ProfilerHostEvaluateToGpuValues)(
+        struct CUpti_Profiler_Host_EvaluateToGpuValues_Params *);
 } ls_cupti_api;
 
 /* The table; valid only after ls_cupti_load() returned 0. */
@@ -51,6 +96,16 @@ const char *ls_cupti_path(void);
  * Returns the status unchanged so callers can branch on it. */
 CUptiResult ls_cupti_report(CUptiResult status, const char *call);
 
+/* NULL when every PM sampling / profiler host symbol was found, else the
+ * name of the first missing one (CUPTI older than 12.6 has none of them). */
+const char *ls_cupti_pm_missing(void);
+
+/* Opens libnvperf_host.so and libnvperf_target.so (CUPTI's profiler back
+ * end, which CUPTI itself opens by bare name) from the folder of the CUPTI
+ * library in use, or failing that through the loader's search, so CUPTI
+ * finds them already loaded.  Returns 0, or -1 with a sentence in `why`. */
+int ls_cupti_load_nvperf(char *why, size_t why_size);
+
 /* The last failure message (load or call), "" when none. */
 const char *ls_cupti_error(void);
 void ls_cupti_clear_error(void);
@@ -60,5 +115,9 @@ void ls_cupti_clear_error(void);
  *     if (LS_CUPTI_CHECK(ActivityEnable(kind)) != CUPTI_SUCCESS) goto fail;   */
 #define LS_CUPTI_CHECK(call_expr) \
     ls_cupti_report(ls_cupti.call_expr, "cupti" #call_expr)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

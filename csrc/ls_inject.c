@@ -5,12 +5,15 @@
 #include "ls_module.h"
 
 #include "ls_names.h"
+#include "ls_samples.h"
+
+#include <math.h>
 
 #include <string.h>
 
-typedef enum { K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC, K_UNKNOWN } ls_inject_kind;
+typedef enum { K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC, K_SAMPLE, K_UNKNOWN } ls_inject_kind;
 
-static const char *const kind_names[] = {"kernel", "memcpy", "memset", "api", "sync"};
+static const char *const kind_names[] = {"kernel", "memcpy", "memset", "api", "sync", "sample"};
 static const char *const kind_fields[] = {
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes[, copy_kind[, "
@@ -19,9 +22,13 @@ static const char *const kind_fields[] = {
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
     "(start_ns, end_ns, correlation_id[, thread_id])",
     "(start_ns, end_ns[, stream])",
+    "(start_ns, end_ns, {figure: value}[, device]) (figures: sm_active_pct, "
+    "dram_throughput_pct, gr_active_pct, sm_issue, warp_occupancy_pct, dram_read_gbps, "
+    "dram_write_gbps, pcie_read_gbps, pcie_write_gbps, tensor_active_pct; the others are "
+    "not collected)",
 };
-static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2};
-static const Py_ssize_t max_items[] = {7, 9, 7, 4, 3};
+static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2, 3};
+static const Py_ssize_t max_items[] = {7, 9, 7, 4, 3, 4};
 
 /* Reads item `i` of `tuple` as a non-negative integer below `limit`. */
 static int read_uint(PyObject *tuple, Py_ssize_t i, Py_ssize_t record, const char *kind,
@@ -46,6 +53,59 @@ static int read_uint(PyObject *tuple, Py_ssize_t i, Py_ssize_t record, const cha
     return 0;
 }
 
+/* A PM sample: its figures from a dict, those left out NaN (not collected). */
+static int append_sample(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t start,
+                         uint64_t end)
+{
+    ls_sample sample;
+    sample.start_ns = start;
+    sample.end_ns = end;
+    for (int j = 0; j < LS_METRICS; j++)
+        sample.values[j] = NAN;
+    if (end == start) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: sample record %zd lasts 0 ns", index);
+        return -1;
+    }
+    PyObject *values = PyTuple_GET_ITEM(t, 2);
+    if (!PyDict_Check(values)) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject: sample record %zd, field 2 must be a "
+                     "dict of figures, not %.100s", index, Py_TYPE(values)->tp_name);
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(values, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        int id = name ? ls_metric_id(name) : -1;
+        if (id < 0) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "loopscope._inject: sample record %zd names an "
+                             "unknown figure %R", index, key);
+            return -1;
+        }
+        double v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred())
+            return -1;
+        if (!(v >= 0.0) || isinf(v)) {
+            PyErr_Format(PyExc_ValueError, "loopscope._inject: sample record %zd, %s is %R: "
+                         "must be a finite number >= 0", index, name, value);
+            return -1;
+        }
+        sample.values[id] = v;
+    }
+    unsigned long long device = 0;
+    if (PyTuple_GET_SIZE(t) > 3 && read_uint(t, 3, index, "sample", UINT32_MAX, &device))
+        return -1;
+    ls_sample *slot = ls_samples_append(&r->samples);
+    if (slot == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *slot = sample;
+    r->sample_device = (uint32_t)device;
+    return 0;
+}
+
 static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_t index)
 {
     const char *kname = kind_names[kind];
@@ -64,6 +124,8 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
                      start, end);
         return -1;
     }
+    if (kind == K_SAMPLE)
+        return append_sample(r, t, index, start, end);
     if (kind == K_SYNC) {
         if (n > 2 && read_uint(t, 2, index, kname, UINT32_MAX, &a))
             return -1;
@@ -141,7 +203,7 @@ PyObject *ls_inject(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (kind == K_UNKNOWN) {
         PyErr_Format(PyExc_ValueError, "loopscope._inject: kind must be one of 'kernel', "
-                     "'memcpy', 'memset', 'api', 'sync', got %R", args[0]);
+                     "'memcpy', 'memset', 'api', 'sync', 'sample', got %R", args[0]);
         return NULL;
     }
     ls_records *r = ls_session_records();
@@ -167,18 +229,21 @@ PyObject *ls_inject(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
-    size_t before[3] = {r->ops.count, r->apis.count, r->syncs.count};
+    size_t before[4] = {r->ops.count, r->apis.count, r->syncs.count, r->samples.count};
     for (Py_ssize_t i = 0; i < count; i++) {
         if (append_one(r, kind, PySequence_Fast_GET_ITEM(seq, i), i) != 0) {
             r->ops.count = before[0];
             r->apis.count = before[1];
             r->syncs.count = before[2];
+            r->samples.count = before[3];
             Py_DECREF(seq);
             return NULL;
         }
     }
     Py_DECREF(seq);
-    if (count > 0)
+    if (count > 0 && kind == K_SAMPLE)
+        ls_session_mark_samples_injected();
+    else if (count > 0)
         ls_session_mark_injected();
     return PyLong_FromSsize_t(count);
 }

@@ -42,17 +42,30 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
     static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
-                               "cupti_paths", "warm_up", "syncs", NULL};
-    int trace = 1, driver_api = 0, warm_up = 1, syncs = 1;
-    Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64;
+                               "cupti_paths", "warm_up", "syncs", "metrics",
+                               "metrics_interval_ns", "metrics_buffer_bytes", "metrics_device",
+                               "metrics_max_samples", "metrics_decode_ns", NULL};
+    int trace = 1, driver_api = 0, warm_up = 1, syncs = 1, metrics = 0, metrics_device = -1;
+    Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 512 << 20;
+    unsigned long long interval_ns = 100000, decode_ns = 20000000;
+    unsigned int max_samples = 20000;
     PyObject *paths = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOpp:start", keywords, &trace,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOpppKniIK:start", keywords, &trace,
                                      &driver_api, &buffer_bytes, &max_buffers, &paths,
-                                     &warm_up, &syncs))
+                                     &warm_up, &syncs, &metrics, &interval_ns,
+                                     &metrics_buffer_bytes, &metrics_device, &max_samples,
+                                     &decode_ns))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
                      "(got %zd and %zd)", buffer_bytes, max_buffers);
+        return NULL;
+    }
+    if (interval_ns < 1000 || interval_ns > 1000000000ull || metrics_buffer_bytes < (1 << 20) ||
+        max_samples < 16) {
+        PyErr_Format(PyExc_ValueError, "need 1000 <= metrics_interval_ns <= 1e9, "
+                     "metrics_buffer_bytes >= 1 MiB and metrics_max_samples >= 16 (got %llu, "
+                     "%zd, %u)", interval_ns, metrics_buffer_bytes, max_samples);
         return NULL;
     }
     if (ls_session_active()) {
@@ -84,7 +97,10 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     ls_session_options options = {trace, syncs, driver_api, warm_up, (size_t)buffer_bytes,
-                                  (size_t)max_buffers, candidates, (size_t)n};
+                                  (size_t)max_buffers, candidates, (size_t)n, metrics,
+                                  {metrics_device, interval_ns, (size_t)metrics_buffer_bytes,
+                                   max_samples},
+                                  decode_ns};
     ls_session_state state;
     int rc = ls_session_start(&options, &state);
     free(candidates);
@@ -92,13 +108,15 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     if (rc != 0)
         return PyErr_NoMemory();
     static const char *const clocks[] = {"monotonic", "cupti", "test"};
-    return Py_BuildValue("{s:O,s:z,s:O,s:z,s:z,s:s}", "tracing",
+    return Py_BuildValue("{s:O,s:z,s:O,s:z,s:z,s:s,s:O,s:z}", "tracing",
                          state.tracing ? Py_True : Py_False, "reason",
                          state.reason[0] ? state.reason : NULL, "watching_syncs",
                          state.watching_syncs ? Py_True : Py_False, "syncs_reason",
                          state.syncs_reason[0] ? state.syncs_reason : NULL, "cupti_path",
                          ls_cupti_loaded() ? ls_cupti_path() : NULL, "clock",
-                         clocks[ls_clock_mode_now()]);
+                         clocks[ls_clock_mode_now()], "sampling",
+                         state.sampling ? Py_True : Py_False, "metrics_reason",
+                         state.metrics_reason[0] ? state.metrics_reason : NULL);
 }
 
 static PyObject *core_stop(PyObject *module, PyObject *unused)
@@ -176,8 +194,10 @@ static PyObject *core_set_test_clock(PyObject *module, PyObject *args)
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
-     " warm_up=True, syncs=True) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason',"
-     " 'cupti_path', 'clock'}"},
+     " warm_up=True, syncs=True, metrics=False, metrics_interval_ns=100000,"
+     " metrics_buffer_bytes=512MiB, metrics_device=-1, metrics_max_samples=20000,"
+     " metrics_decode_ns=20000000) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason',"
+     " 'cupti_path', 'clock', 'sampling', 'metrics_reason'}"},
     {"stop", core_stop, METH_NOARGS, "stop() -> Capture: ends the running profile."},
     {"active", core_active, METH_NOARGS, "True while a profile runs."},
     {"range", core_range, METH_O, "range(name) -> a reusable range context manager."},

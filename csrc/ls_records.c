@@ -36,6 +36,7 @@ LS_APPEND_IMPL(ls_apis_append, ls_api_array, ls_api)
 LS_APPEND_IMPL(ls_syncs_append, ls_sync_array, ls_sync)
 LS_APPEND_IMPL(ls_ranges_append, ls_range_array, ls_range)
 LS_APPEND_IMPL(ls_calls_append, ls_call_array, ls_call)
+LS_APPEND_IMPL(ls_samples_append, ls_sample_array, ls_sample)
 
 int ls_ranges_reserve(ls_range_array *a, size_t n)
 {
@@ -49,6 +50,7 @@ void ls_records_clear(ls_records *r)
     free(r->syncs.items);
     free(r->ranges.items);
     free(r->calls.items);
+    free(r->samples.items);
     free(r->codes.items);
     free(r->codes.arena);
     memset(r, 0, sizeof *r);

@@ -90,6 +90,30 @@ typedef struct {
     uint32_t depth;
 } ls_range;
 
+/* The figures a PM sample carries, named like Nsight Systems' GPU metrics.
+ * Every value is a percentage, a ratio or a rate, so that averaging them
+ * over time (weighted by overlap) is meaningful; bytes become GB/s. */
+enum {
+    LS_M_SM_ACTIVE = 0,     /* sm__cycles_active.avg.pct_of_peak_sustained_elapsed, % */
+    LS_M_DRAM_THROUGHPUT,   /* dram__throughput.avg.pct_of_peak_sustained_elapsed, % */
+    LS_M_GR_ACTIVE,         /* gr__cycles_active.avg.pct_of_peak_sustained_elapsed, % */
+    LS_M_SM_ISSUE,          /* sm__inst_executed.avg.per_cycle_active, inst per active cycle */
+    LS_M_WARP_OCCUPANCY,    /* sm__warps_active.avg.pct_of_peak_sustained_active, % */
+    LS_M_DRAM_READ_GBPS,    /* dram__bytes_read.sum / sample duration, GB/s */
+    LS_M_DRAM_WRITE_GBPS,   /* dram__bytes_write.sum / sample duration, GB/s */
+    LS_M_PCIE_READ_GBPS,    /* pcie__read_bytes.sum / sample duration, GB/s */
+    LS_M_PCIE_WRITE_GBPS,   /* pcie__write_bytes.sum / sample duration, GB/s */
+    LS_M_TENSOR_ACTIVE,     /* sm__pipe_tensor_cycles_active...pct, % (when it fits) */
+    LS_METRICS
+};
+
+/* One PM sample: the counters over [start_ns, end_ns] on the profile clock.
+ * A metric that was not collected is NaN. */
+typedef struct {
+    uint64_t start_ns, end_ns;
+    double values[LS_METRICS];
+} ls_sample;
+
 #define LS_DEFINE_ARRAY(name, type) \
     typedef struct {                \
         type *items;                \
@@ -101,6 +125,7 @@ LS_DEFINE_ARRAY(ls_api_array, ls_api);
 LS_DEFINE_ARRAY(ls_sync_array, ls_sync);
 LS_DEFINE_ARRAY(ls_range_array, ls_range);
 LS_DEFINE_ARRAY(ls_call_array, ls_call);
+LS_DEFINE_ARRAY(ls_sample_array, ls_sample);
 
 /* Everything one profile captured. */
 typedef struct {
@@ -110,6 +135,8 @@ typedef struct {
     ls_range_array ranges;
     ls_call_array calls;        /* calls that may have blocked the host */
     ls_code_table codes;        /* what the calls' frames point to */
+    ls_sample_array samples;    /* PM samples, in time order once the session stopped */
+    uint32_t sample_device;     /* the device the samples come from */
     uint64_t start_ns, stop_ns; /* the profile's own span */
     uint64_t dropped_records;   /* reported by CUPTI or lost to a full buffer pool */
     uint64_t invalid_records;   /* end before start, or zero timestamps */
@@ -122,6 +149,7 @@ ls_api *ls_apis_append(ls_api_array *a);
 ls_sync *ls_syncs_append(ls_sync_array *a);
 ls_range *ls_ranges_append(ls_range_array *a);
 ls_call *ls_calls_append(ls_call_array *a);
+ls_sample *ls_samples_append(ls_sample_array *a);
 
 /* Reserves room for `n` more items; 0 on success, -1 when out of memory. */
 int ls_ranges_reserve(ls_range_array *a, size_t n);

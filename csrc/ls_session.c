@@ -11,6 +11,8 @@
 #include "ls_cupti.h"
 #include "ls_launches.h"
 #include "ls_nvtx.h"
+#include "ls_pmsampling.h"
+#include "ls_samples.h"
 #include "ls_subscriber.h"
 
 #include <pthread.h>
@@ -27,6 +29,8 @@ static struct {
     int tracing;
     int callbacks;        /* loopscope holds CUPTI's callback slot, callbacks on */
     int launch_callbacks; /* launch calls come from callbacks (ls_launches) */
+    int sampling;         /* PM sampling runs */
+    uint64_t decode_period_ns, last_decode_ns;
     uint32_t generation;
     ls_capture capture;
 } session;
@@ -42,6 +46,64 @@ static _Thread_local struct {
 int ls_session_active(void) { return session.active; }
 ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
 void ls_session_mark_injected(void) { session.capture.injected = 1; }
+void ls_session_mark_samples_injected(void) { session.capture.samples_injected = 1; }
+
+/* Samples further than this from the moment sampling started are taken to
+ * be on another clock than the activity records, and are shifted so the
+ * first one starts there (see ls_capture.sample_clock_*). */
+#define LS_SAMPLE_CLOCK_TOLERANCE_NS 100000000ull
+
+/* PM sampling, after tracing started (CUPTI is loaded by then if it can be). */
+static void start_metrics(const ls_session_options *o, ls_capture *c)
+{
+    if (!o->metrics) {
+        snprintf(c->metrics_reason, sizeof c->metrics_reason,
+                 "SM and DRAM sampling was turned off (metrics=False)");
+        return;
+    }
+    if (!ls_cuda_driver_present()) {
+        snprintf(c->metrics_reason, sizeof c->metrics_reason,
+                 "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
+        return;
+    }
+    if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0) {
+        snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s", ls_cupti_error());
+        return;
+    }
+    if (ls_pm_start(&o->pm, c->metrics_reason, sizeof c->metrics_reason) != 0)
+        return;
+    session.sampling = 1;
+    session.decode_period_ns = o->decode_period_ns;
+    c->sampled = 1;
+    c->metrics_reason[0] = '\0';
+}
+
+/* Stops sampling, takes the rest of the samples, puts them in time order
+ * and on the activity clock. */
+static void stop_metrics(ls_capture *c)
+{
+    ls_records *r = &c->records;
+    if (session.sampling) {
+        if (ls_pm_stop(&r->samples) != 0 && c->stop_error[0] == '\0')
+            snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
+                     ls_pm_stats_now()->error);
+        c->pm = *ls_pm_stats_now();
+        r->sample_device = (uint32_t)c->pm.device;
+    }
+    ls_samples_sort(r->samples.items, r->samples.count);
+    if (!session.sampling || r->samples.count == 0 || c->pm.started_ns == 0)
+        return;
+    int64_t delta = (int64_t)(r->samples.items[0].start_ns - c->pm.started_ns);
+    c->sample_clock_delta_ns = delta;
+    uint64_t magnitude = delta < 0 ? (uint64_t)(-delta) : (uint64_t)delta;
+    if (magnitude > LS_SAMPLE_CLOCK_TOLERANCE_NS) {
+        c->sample_clock_shift_ns = -delta;
+        for (size_t i = 0; i < r->samples.count; i++) {
+            r->samples.items[i].start_ns -= (uint64_t)delta;
+            r->samples.items[i].end_ns -= (uint64_t)delta;
+        }
+    }
+}
 
 /* Claims CUPTI's callback slot and enables the callbacks: launch calls
  * (recorded when tracing, else only counted, which sync grouping needs) and
@@ -136,20 +198,26 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
     session.tracing = 0;
     session.callbacks = 0;
     session.launch_callbacks = 0;
+    session.sampling = 0;
     /* The call store and code table exist in every session: the test hook
      * feeds them without CUPTI. */
     if (ls_calls_reset() != 0 || ls_codes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
         ls_launches_reset(0) != 0)
         return -1;
     start_cupti(options, &session.capture);
-    ls_clock_use(session.tracing || session.callbacks ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
+    start_metrics(options, &session.capture);
+    ls_clock_use(session.tracing || session.callbacks || session.sampling ? LS_CLOCK_CUPTI
+                                                                           : LS_CLOCK_MONOTONIC);
     session.generation++;
     session.active = 1;
     session.capture.records.start_ns = ls_clock_now();
+    session.last_decode_ns = session.capture.records.start_ns;
     state->tracing = session.tracing;
     state->reason = session.capture.reason;
     state->watching_syncs = session.capture.watched_syncs;
     state->syncs_reason = session.capture.syncs_reason;
+    state->sampling = session.sampling;
+    state->metrics_reason = session.capture.metrics_reason;
     return 0;
 }
 
@@ -161,17 +229,22 @@ int ls_session_stop(ls_capture *out)
     uint64_t stop_ns = ls_clock_now();
     c->records.stop_ns = stop_ns;
     ls_subscriber_disable_callbacks();
-    if (session.tracing) {
+    if (session.tracing || session.sampling) {
         /* Wait for the kernels launched inside the profile, so the flush
-         * below returns all of them.  Records of this sync itself start
-         * after stop_ns and are ignored by the analysis. */
+         * below returns all of them (and the samples cover them).  Records
+         * of this sync itself start after stop_ns and are ignored by the
+         * analysis. */
         ls_cuda_sync_current_context();
+    }
+    if (session.tracing) {
         if (ls_activity_stop() != 0)
             snprintf(c->stop_error, sizeof c->stop_error, "%s", ls_cupti_error());
         c->buffer_bytes = ls_buffers_allocated_bytes();
         c->buffers_refused = ls_buffers_refused();
     }
     ls_subscriber_release();
+    /* Last: disabling PM sampling may tear down parts of CUPTI's profiler. */
+    stop_metrics(c);
     if (session.launch_callbacks)
         c->records.dropped_records += ls_launches_move_to(&c->records.apis);
     c->records.dropped_records += ls_calls_move_to(&c->records.calls, stop_ns);
@@ -207,6 +280,7 @@ int ls_session_stop(ls_capture *out)
     session.tracing = 0;
     session.callbacks = 0;
     session.launch_callbacks = 0;
+    session.sampling = 0;
     return 0;
 }
 
@@ -277,5 +351,11 @@ void ls_session_pop(int is_step)
         ls_activity_drain();
         session.capture.drains++;
         session.capture.drain_ns += ls_clock_now() - t0;
+    }
+    /* PM samples too, so the hardware buffer never overflows in a long loop:
+     * at any range exit, at most once per decode period. */
+    if (session.sampling && now - session.last_decode_ns >= session.decode_period_ns) {
+        ls_pm_decode(&session.capture.records.samples);
+        session.last_decode_ns = ls_clock_now();
     }
 }

@@ -4,6 +4,7 @@
 #ifndef LS_SESSION_H
 #define LS_SESSION_H
 
+#include "ls_pmsampling.h"
 #include "ls_records.h"
 
 #include <stddef.h>
@@ -18,6 +19,9 @@ typedef struct {
     size_t max_buffers;      /* cap of the buffer pool */
     const char *const *cupti_paths;
     size_t cupti_path_count;
+    int metrics;             /* sample SM/DRAM counters (CUPTI PM sampling) */
+    ls_pm_options pm;        /* how */
+    uint64_t decode_period_ns; /* decode PM samples at a range exit at most this often */
 } ls_session_options;
 
 typedef struct {
@@ -25,6 +29,8 @@ typedef struct {
     const char *reason;        /* why not, "" when tracing */
     int watching_syncs;        /* 1 when the calls that wait are watched */
     const char *syncs_reason;  /* why not, "" when watching */
+    int sampling;              /* 1 when PM sampling runs */
+    const char *metrics_reason; /* why not, "" when sampling */
 } ls_session_state;
 
 /* Everything a finished session hands to its owner. */
@@ -47,6 +53,12 @@ typedef struct {
     uint64_t stop_ns_cost;     /* host time stop took (sync + flush + parse) */
     uint64_t buffer_bytes;     /* activity buffer memory in use */
     uint64_t buffers_refused;  /* CUPTI asked for a buffer, none was left */
+    int sampled;               /* PM sampling ran */
+    int samples_injected;      /* test samples were injected */
+    char metrics_reason[1024]; /* why no PM sampling, "" when it ran */
+    ls_pm_stats pm;            /* PM sampling's figures (valid when sampled) */
+    int64_t sample_clock_delta_ns; /* first sample start minus sampling start, as decoded */
+    int64_t sample_clock_shift_ns; /* added to every sample: 0 when they share the clock */
 } ls_capture;
 
 /* 1 while a session runs. */
@@ -70,5 +82,6 @@ void ls_session_pop(int is_step);
 /* The live session's records (for the test hook), NULL when none runs. */
 ls_records *ls_session_records(void);
 void ls_session_mark_injected(void);
+void ls_session_mark_samples_injected(void);
 
 #endif

@@ -47,6 +47,7 @@ def _synthetic_records_only(request, monkeypatch):
 
     def start_without_tracing(*args, **kwargs):
         kwargs["trace"] = False
+        kwargs["metrics"] = False  # real PM samples would mix with the injected ones
         return real_start(*args, **kwargs)
 
     monkeypatch.setattr(_core, "start", start_without_tracing)
@@ -98,13 +99,15 @@ def inject():
 
 @pytest.fixture
 def run_trace(inject):
-    """run_trace(kernels=..., memcpys=..., memsets=..., apis=..., syncs=..., **profile_options)
+    """run_trace(kernels=..., memcpys=..., memsets=..., apis=..., syncs=..., samples=...,
+    **profile_options)
     -> summary of a profile holding exactly those synthetic records."""
 
-    def _run(*, kernels=(), memcpys=(), memsets=(), apis=(), syncs=(), **options):
+    def _run(*, kernels=(), memcpys=(), memsets=(), apis=(), syncs=(), samples=(), **options):
         with loopscope.profile(**options) as prof:
             for kind, records in (("kernel", kernels), ("memcpy", memcpys),
-                                  ("memset", memsets), ("api", apis), ("sync", syncs)):
+                                  ("memset", memsets), ("api", apis), ("sync", syncs),
+                                  ("sample", samples)):
                 if records:
                     inject(kind, records)
         return prof.summary()

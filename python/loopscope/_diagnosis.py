@@ -1,14 +1,30 @@
 """The verdict: which resource a loop waits on, the numbers that decided it,
 and the next action.
 
-With gap figures only (no hardware counters yet) the rules are:
-- GPU busy < 50% of its time line and at least half of the idle time in gaps
-  caused by host syncs        -> SYNC_BOUND
-- GPU busy < 50% and at least half of the idle time in gaps where the next
-  launch came after the GPU had gone idle -> CPU_LAUNCH_BOUND
-- GPU busy >= 50%             -> GPU_BOUND (SM/DRAM counters will split this
-  into COMPUTE_BOUND / MEMORY_BOUND once they are collected)
-- otherwise                   -> BALANCED
+1. The GPU idles most of the time (busy < 50% of its time line; busy from
+   the traced ops, or, in counters-only mode, GR active %):
+   - at least half of the idle time in gaps a host sync overlapped -> SYNC_BOUND
+   - at least half of the idle time in gaps where the next launch came after
+     the GPU had gone idle                                 -> CPU_LAUNCH_BOUND
+   - otherwise                                             -> BALANCED
+   In counters-only mode there are no gaps: the host time blocked in syncs
+   stands for the sync share, and the rest of the idle time is taken as the
+   host launching late (PRODUCT's "SM < 30%, DRAM < 50%: launch bound" is
+   given as corroboration in the reasons).
+2. The GPU is busy (>= 50%), and SM/DRAM counters exist.  They are read
+   over the time the GPU was busy (so idle gaps do not dilute them):
+   - DRAM throughput >= 70% of peak                        -> MEMORY_BOUND
+   - SM active > 60% and DRAM throughput < 50% of peak     -> COMPUTE_BOUND
+   - otherwise                                             -> BALANCED
+   Why not PRODUCT's "SM < 30% and DRAM > 80%" for memory bound:
+   sm__cycles_active counts cycles with any warp resident, which a streaming
+   copy keeps at 100% (GPU_FACTS: copy phase SM active 100%, DRAM 84%), so a
+   memory-bound loop never shows SM < 30%; and a pure copy reaches only
+   ~84% of peak DRAM throughput on an H200, so 80% would call a copy loop at
+   75% of peak balanced.  70% keeps every copy-like loop memory bound (the
+   issue's test: DRAM >= 70%) and stays clear of compute-bound loops
+   (DRAM < 10% for an FMA loop).
+3. The GPU is busy and there are no counters                -> GPU_BOUND
 """
 from __future__ import annotations
 
@@ -18,6 +34,11 @@ from ._syncs import format_site
 
 BUSY_BELOW_PCT = 50.0
 CAUSE_SHARE = 0.5
+MEMORY_DRAM_FROM_PCT = 70.0
+COMPUTE_SM_ABOVE_PCT = 60.0
+COMPUTE_DRAM_BELOW_PCT = 50.0
+LAUNCH_SM_BELOW_PCT = 30.0
+LAUNCH_DRAM_BELOW_PCT = 50.0
 
 ACTIONS = {
     "CPU_LAUNCH_BOUND": (
@@ -25,6 +46,15 @@ ACTIONS = {
         "mode='reduce-overhead')) or fuse small kernels, so the GPU stops waiting for Python"
     ),
     "SYNC_BOUND": "remove the host-device syncs inside the loop (.item(), print(tensor), .cpu())",
+    "MEMORY_BOUND": (
+        "move fewer bytes: compress the weights (bf16 -> fp8/int8/int4), fuse elementwise ops "
+        "so intermediates stay on chip, and keep hot weights resident in L2 (persisting L2 "
+        "access policy window) where an MLP's weights fit"
+    ),
+    "COMPUTE_BOUND": (
+        "the SMs are saturated: use tensor cores at lower precision (bf16/fp8, "
+        "torch.backends.cuda.matmul.allow_tf32), avoid recomputation, or do fewer steps"
+    ),
     "GPU_BOUND": (
         "the GPU is the bottleneck: profile kernels (ncu) to tell compute from memory bound"
     ),
@@ -33,7 +63,19 @@ ACTIONS = {
 }
 
 
-def _verdict(busy_pct: float | None, gaps: dict[str, Any] | None) -> str:
+def _counter_verdict(sm_busy: float | None, dram_busy: float | None) -> str | None:
+    """Rule 2, on figures over GPU-busy time; None without counters."""
+    if sm_busy is None or dram_busy is None:
+        return None
+    if dram_busy >= MEMORY_DRAM_FROM_PCT:
+        return "MEMORY_BOUND"
+    if sm_busy > COMPUTE_SM_ABOVE_PCT and dram_busy < COMPUTE_DRAM_BELOW_PCT:
+        return "COMPUTE_BOUND"
+    return "BALANCED"
+
+
+def _verdict(busy_pct: float | None, gaps: dict[str, Any] | None,
+             sm_busy: float | None = None, dram_busy: float | None = None) -> str:
     if gaps is None or busy_pct is None:
         return "NO_GPU_WORK"
     idle = gaps["idle_ms"]
@@ -44,17 +86,134 @@ def _verdict(busy_pct: float | None, gaps: dict[str, Any] | None) -> str:
         if by_cause["host"] >= CAUSE_SHARE * idle:
             return "CPU_LAUNCH_BOUND"
         return "BALANCED"
-    return "GPU_BOUND"
+    return _counter_verdict(sm_busy, dram_busy) or "GPU_BOUND"
+
+
+def _counters_only_verdict(gr_pct: float | None, sm_busy: float | None,
+                           dram_busy: float | None, sync_share: float | None) -> str:
+    """Rules 1-2 without a trace: busy from GR active, sync share from the
+    host's blocked time (None when syncs were not watched)."""
+    if gr_pct is None:
+        return "NO_GPU_WORK"
+    if gr_pct < BUSY_BELOW_PCT:
+        if sync_share is not None and sync_share >= CAUSE_SHARE:
+            return "SYNC_BOUND"
+        return "CPU_LAUNCH_BOUND"
+    return _counter_verdict(sm_busy, dram_busy) or "GPU_BOUND"
 
 
 def diagnose_step(step: dict[str, Any]) -> str:
+    if step["gaps"] is None:  # counters-only mode
+        if not step.get("samples"):
+            return "NO_GPU_WORK"
+        share = None if step["syncs"] is None else (1.0 if step["syncs"] else 0.0)
+        return _counters_only_verdict(step["gr_active_pct"], step["sm_active_busy_pct"],
+                                      step["dram_busy_pct"], share)
     if not step["kernels"] and not step["memcpys"]:
         return "NO_GPU_WORK"
-    return _verdict(step["gaps"]["busy_pct"], step["gaps"])
+    return _verdict(step["gaps"]["busy_pct"], step["gaps"], step.get("sm_active_busy_pct"),
+                    step.get("dram_busy_pct"))
+
+
+def _counter_reasons(sm: dict[str, Any] | None, dram: dict[str, Any] | None) -> list[str]:
+    if sm is None or dram is None:
+        return []
+    return [
+        f"SM active {_f(sm['active_pct'])}% over the loop, {_f(sm['active_busy_pct'])}% while "
+        f"the GPU was busy; DRAM throughput {_f(dram['throughput_pct'])}% of peak over the "
+        f"loop, {_f(dram['throughput_busy_pct'])}% while busy (read {_f(dram['read_gbps'])} "
+        f"GB/s, write {_f(dram['write_gbps'])} GB/s; {sm['samples']} samples)"
+    ]
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _counter_evidence(sm: dict[str, Any] | None, dram: dict[str, Any] | None) -> dict[str, Any]:
+    if sm is None or dram is None:
+        return {"sm_active_pct": None, "sm_active_busy_pct": None, "dram_pct": None,
+                "dram_busy_pct": None, "gr_active_pct": None}
+    return {
+        "sm_active_pct": sm["active_pct"],
+        "sm_active_busy_pct": sm["active_busy_pct"],
+        "dram_pct": dram["throughput_pct"],
+        "dram_busy_pct": dram["throughput_busy_pct"],
+        "gr_active_pct": sm["gr_active_pct"],
+        "thresholds_pct": {
+            "memory_dram_from": MEMORY_DRAM_FROM_PCT,
+            "compute_sm_above": COMPUTE_SM_ABOVE_PCT,
+            "compute_dram_below": COMPUTE_DRAM_BELOW_PCT,
+            "busy_below": BUSY_BELOW_PCT,
+        },
+    }
+
+
+def _sync_lines(syncs: dict[str, Any] | None, reasons: list[str], actions: list[str]) -> None:
+    if not syncs or not syncs["count"]:
+        return
+    top = syncs["sites"][0]
+    reasons.append(
+        f"{syncs['count']} host-device syncs blocked the host for {syncs['blocked_ms']:.3f} ms "
+        f"({syncs['in_steps']} inside steps); most costly: {format_site(top)}")
+    removable = [s for s in syncs["sites"] if s["steps"]][:3]
+    if removable:
+        line = "remove these syncs from the loop: " + "; ".join(format_site(s) for s in removable)
+        actions.append(line)
+
+
+def _action(verdict: str, dram: dict[str, Any] | None) -> str:
+    if verdict == "MEMORY_BOUND" and dram is not None:
+        return (f"DRAM runs at {_f(dram['throughput_busy_pct'])}% of peak while the GPU works: "
+                + ACTIONS[verdict])
+    return ACTIONS[verdict]
+
+
+def _diagnose_counters_only(summary: dict[str, Any]) -> dict[str, Any]:
+    sm, dram, syncs = summary["sm"], summary["dram"], summary.get("syncs")
+    gr = sm["gr_active_pct"]
+    span_ms = summary["host_ms"]
+    idle_ms = span_ms * (1 - gr / 100.0) if gr is not None else None
+    share = None
+    if syncs is not None:
+        share = (syncs["blocked_ms"] / idle_ms) if idle_ms else 0.0
+    verdict = _counters_only_verdict(gr, sm["active_busy_pct"], dram["throughput_busy_pct"], share)
+    reasons = [
+        f"counters only (no kernel trace): GPU busy {_f(gr)}% of the loop by GR active"
+    ] + _counter_reasons(sm, dram)
+    if verdict in ("CPU_LAUNCH_BOUND", "SYNC_BOUND"):
+        launch_like = (sm["active_pct"] is not None and dram["throughput_pct"] is not None
+                       and sm["active_pct"] < LAUNCH_SM_BELOW_PCT
+                       and dram["throughput_pct"] < LAUNCH_DRAM_BELOW_PCT)
+        if launch_like:
+            reasons.append(f"SM active < {LAUNCH_SM_BELOW_PCT:g}% and DRAM < "
+                           f"{LAUNCH_DRAM_BELOW_PCT:g}% over the loop: the GPU mostly waits")
+        if share is not None:
+            reasons.append(f"host blocked in syncs for {round(100 * share, 1)}% of the GPU's "
+                           "idle time")
+    steps = [s for s in summary["steps"] if s["verdict"] is not None]
+    if steps:
+        flagged = sum(1 for s in steps if s["verdict"] == verdict)
+        reasons.append(f"{flagged} of {len(steps)} steps read {verdict}")
+    actions = [_action(verdict, dram)]
+    _sync_lines(syncs, reasons, actions)
+    evidence = {"busy_pct": gr, "busy_from": "gr_active", "idle_ms": _r(idle_ms),
+                "sync_share_of_idle_pct": None if share is None else round(100 * share, 1),
+                "syncs": syncs["count"] if syncs else None,
+                "sync_blocked_ms": syncs["blocked_ms"] if syncs else None}
+    evidence.update(_counter_evidence(sm, dram))
+    return {"verdict": verdict, "reasons": reasons, "actions": actions, "evidence": evidence}
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     gaps, gpu = summary["gaps"], summary["gpu"]
+    sm, dram = summary.get("sm"), summary.get("dram")
+    if gpu is None and sm is not None:
+        return _diagnose_counters_only(summary)
     if gpu is None:
         return {
             "verdict": "UNKNOWN",
@@ -66,7 +225,9 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
         return {"verdict": "NO_GPU_WORK", "reasons": ["no GPU operation was recorded"],
                 "actions": [ACTIONS["NO_GPU_WORK"]], "evidence": {}}
     busy = gaps["busy_pct"]
-    verdict = _verdict(busy, gaps)
+    sm_busy = sm["active_busy_pct"] if sm else None
+    dram_busy = dram["throughput_busy_pct"] if dram else None
+    verdict = _verdict(busy, gaps, sm_busy, dram_busy)
     idle = gaps["idle_ms"]
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}
     steps = [s for s in summary["steps"] if s["gaps"] is not None]
@@ -79,32 +240,25 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
         f"warning, {gaps['normal']} normal; mean {gaps['mean_us']:.2f} us, "
         f"p99 {gaps['p99_us']:.2f} us, max {gaps['max_us']:.2f} us",
     ]
+    reasons += _counter_reasons(sm, dram)
+    if sm is None and verdict == "GPU_BOUND" and summary.get("metrics_error"):
+        reasons.append(f"no SM/DRAM counters to split GPU_BOUND: {summary['metrics_error']}")
     if steps:
         flagged = sum(1 for s in steps if s["verdict"] == verdict)
         reasons.append(f"{flagged} of {len(steps)} steps read {verdict}")
-    actions = [ACTIONS[verdict]]
+    actions = [_action(verdict, dram)]
     syncs = summary.get("syncs")
-    if syncs and syncs["count"]:
-        top = syncs["sites"][0]
-        reasons.append(
-            f"{syncs['count']} host-device syncs blocked the host for {syncs['blocked_ms']:.3f} ms "
-            f"({syncs['in_steps']} inside steps); most costly: {format_site(top)}")
-        removable = [s for s in syncs["sites"] if s["steps"]][:3]
-        if removable:
-            actions.append("remove these syncs from the loop: "
-                           + "; ".join(format_site(s) for s in removable))
-    return {
-        "verdict": verdict,
-        "reasons": reasons,
-        "actions": actions,
-        "evidence": {
-            "busy_pct": busy,
-            "idle_ms": idle,
-            "idle_share_pct": share,
-            "severe_gaps": gaps["severe"],
-            "mean_gap_us": gaps["mean_us"],
-            "kernels": gpu["kernels"],
-            "syncs": syncs["count"] if syncs else None,
-            "sync_blocked_ms": syncs["blocked_ms"] if syncs else None,
-        },
+    _sync_lines(syncs, reasons, actions)
+    evidence = {
+        "busy_pct": busy,
+        "busy_from": "ops",
+        "idle_ms": idle,
+        "idle_share_pct": share,
+        "severe_gaps": gaps["severe"],
+        "mean_gap_us": gaps["mean_us"],
+        "kernels": gpu["kernels"],
+        "syncs": syncs["count"] if syncs else None,
+        "sync_blocked_ms": syncs["blocked_ms"] if syncs else None,
     }
+    evidence.update(_counter_evidence(sm, dram))
+    return {"verdict": verdict, "reasons": reasons, "actions": actions, "evidence": evidence}

@@ -51,6 +51,18 @@ def _other_profiler() -> str | None:
     return None
 
 
+def _current_device() -> int:
+    """The CUDA device torch runs on, when torch has set CUDA up; else -1
+    (the C core then takes the current context's device, or device 0)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return int(torch.cuda.current_device())
+    except Exception:  # a torch without CUDA, or one in a bad state: let the core choose
+        return -1
+    return -1
+
+
 def _check_thresholds(value: Any) -> tuple[float, float]:
     try:
         normal, severe = (float(v) for v in value)
@@ -80,6 +92,15 @@ class Profile:
     buffer_mb, max_buffer_mb: size of one CUPTI buffer, and the pool's cap.
     warm_up:            at start, put one 1-byte memset through the GPU and wait, so
                         CUPTI's lazy set-up (0.15-1.5 ms) is not a fake bubble in step 0.
+    metrics:            sample the GPU's SM and DRAM counters (CUPTI PM sampling) on the
+                        device the loop runs on; any failure leaves summary["sm"] None
+                        with the reason in summary["metrics_error"], tracing goes on.
+                        With trace=False this is the counters-only mode (no per-kernel
+                        tracing, near-zero overhead; GPU busy % then comes from GR active).
+    metrics_interval_us: sampling interval (default 100 us).
+    metrics_buffer_mb:  the GPU-side buffer samples wait in until decoded (at range exits,
+                        at most every metrics_decode_ms, and at stop); an overflow is
+                        reported in summary["metrics"]["overflows"], never silent.
     """
 
     def __init__(
@@ -93,6 +114,10 @@ class Profile:
         buffer_mb: float = 4,
         max_buffer_mb: float = 256,
         warm_up: bool = True,
+        metrics: bool = True,
+        metrics_interval_us: float = 100.0,
+        metrics_buffer_mb: float = 512,
+        metrics_decode_ms: float = 20.0,
     ) -> None:
         self._thresholds = _check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
@@ -102,6 +127,12 @@ class Profile:
                 "need 0.0625 <= buffer_mb <= max_buffer_mb (finite, in MiB), got "
                 f"buffer_mb={buffer_mb!r}, max_buffer_mb={max_buffer_mb!r}"
             )
+        if not (1.0 <= float(metrics_interval_us) <= 1e6):
+            raise ValueError(f"metrics_interval_us must be between 1 and 1e6, got {metrics_interval_us!r}")
+        if not (1.0 <= float(metrics_buffer_mb) <= 1 << 16):
+            raise ValueError(f"metrics_buffer_mb must be between 1 and 65536, got {metrics_buffer_mb!r}")
+        if not (0.0 <= float(metrics_decode_ms) <= 1e6):
+            raise ValueError(f"metrics_decode_ms must be >= 0, got {metrics_decode_ms!r}")
         self._options = dict(
             trace=bool(trace),
             syncs=bool(syncs),
@@ -109,6 +140,10 @@ class Profile:
             buffer_bytes=int(buffer_mb * (1 << 20)),
             max_buffers=max(1, int(max_buffer_mb // buffer_mb)),
             warm_up=bool(warm_up),
+            metrics=bool(metrics),
+            metrics_interval_ns=int(round(float(metrics_interval_us) * 1000)),
+            metrics_buffer_bytes=int(float(metrics_buffer_mb) * (1 << 20)),
+            metrics_decode_ns=int(float(metrics_decode_ms) * 1e6),
         )
         self._step_name = step_name
         self._next_step = 0
@@ -122,16 +157,20 @@ class Profile:
     def __enter__(self) -> "Profile":
         if self._state is not None:
             raise RuntimeError("this Profile was already used; create a new loopscope.profile()")
-        wants_cupti = self._options["trace"] or self._options["syncs"]
+        wants_cupti = self._options["trace"] or self._options["syncs"] or self._options["metrics"]
         busy = _other_profiler() if wants_cupti else None
         options = dict(self._options, trace=self._options["trace"] and busy is None,
-                       syncs=self._options["syncs"] and busy is None)
+                       syncs=self._options["syncs"] and busy is None,
+                       metrics=self._options["metrics"] and busy is None,
+                       metrics_device=_current_device())
         self._state = _core.start(cupti_paths=_cupti_paths.candidates(), **options)
         if busy is not None:
             if self._options["trace"]:
                 self._state["reason"] = busy
             if self._options["syncs"]:
                 self._state["syncs_reason"] = busy
+            if self._options["metrics"]:
+                self._state["metrics_reason"] = busy
         if self._options["trace"] and not self._state["tracing"]:
             try:
                 _warn_once(

@@ -120,6 +120,32 @@ def _range_tree(ranges: list[dict[str, Any]], steps: int) -> list[str]:
     return lines
 
 
+def _counter_lines(summary: dict[str, Any]) -> list[str]:
+    sm, dram, pcie = summary.get("sm"), summary.get("dram"), summary.get("pcie")
+    if sm is None or dram is None:
+        return []
+    lines = [
+        "",
+        f"SM: active {_fmt(sm['active_pct'], '.1f')}% (while busy {_fmt(sm['active_busy_pct'], '.1f')}%), "
+        f"issue {_fmt(sm['issue_ipc'], '.2f')} inst/cycle, warp occupancy "
+        f"{_fmt(sm['warp_occupancy_pct'], '.1f')}%, GR active {_fmt(sm['gr_active_pct'], '.1f')}%"
+        + (f", tensor {_fmt(sm['tensor_active_pct'], '.1f')}%" if sm["tensor_active_pct"] is not None else "")
+        + f"; {sm['samples']} samples",
+        f"DRAM: {_fmt(dram['throughput_pct'], '.1f')}% of peak (while busy "
+        f"{_fmt(dram['throughput_busy_pct'], '.1f')}%), read {_fmt(dram['read_gbps'], '.1f')} GB/s, "
+        f"write {_fmt(dram['write_gbps'], '.1f')} GB/s",
+    ]
+    if pcie and (pcie["read_bytes"] is not None or pcie["write_bytes"] is not None):
+        lines.append(f"PCIe: read {_fmt(pcie['read_bytes'], 'd')} B, write {_fmt(pcie['write_bytes'], 'd')} B")
+    m = summary.get("metrics") or {}
+    if m.get("dropped_metrics"):
+        lines.append(f"Counters dropped to fit one pass: {m['dropped_metrics']}")
+    if m.get("overflows"):
+        lines.append(f"WARNING: the PM sampling buffer overflowed {m['overflows']} time(s): samples "
+                     "were lost; raise metrics_buffer_mb or metrics_interval_us")
+    return lines
+
+
 def format_report(summary: dict[str, Any]) -> str:
     out = ["loopscope report"]
     gpu, gaps = summary["gpu"], summary["gaps"]
@@ -146,6 +172,7 @@ def format_report(summary: dict[str, Any]) -> str:
                 where = f"step {g['step_name']}" if g["step_name"] else "outside steps"
                 before = f" before {g['before'][:60]}" if g["before"] else ""
                 out.append(f"  {g['duration_us']:>10.1f} us  [{g['cause']}] {where}, stream {g['stream']}{before}")
+    out.extend(_counter_lines(summary))
     out.extend(_sync_lines(summary))
     if summary["steps"]:
         out.append("")

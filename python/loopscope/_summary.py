@@ -10,9 +10,9 @@ from ._diagnosis import diagnose, diagnose_step
 from ._syncs import build_syncs
 
 SCHEMA_VERSION = 1
-METRICS_NOT_COLLECTED = (
-    "SM and DRAM counters are not collected by this version of loopscope "
-    "(PM sampling is not implemented yet)"
+NO_SAMPLES = (
+    "PM sampling ran but no sample was decoded (the loop may have been shorter than one "
+    "sampling interval)"
 )
 
 
@@ -114,6 +114,126 @@ def _worst_gaps(analysis: dict[str, Any], step_names: dict[int, str]) -> list[di
     ]
 
 
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _figures(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Span and busy-time figures of one window (the loop, a step, a range).
+
+    Without busy intervals (counters-only mode: no traced ops) the busy-time
+    figures are estimated from the span ones and GR active (the share of
+    time the GPU was doing any work): value_busy = value_span * 100 / gr."""
+    if metrics is None:
+        return None
+    span, busy = metrics["span"], metrics["busy"]
+    if not span["samples"]:
+        return None
+    busy_from = "ops"
+    if not busy["samples"]:
+        gr = span["gr_active_pct"]
+        busy_from = "gr_active" if gr else None
+        estimated = {}
+        for key, value in span.items():
+            if not isinstance(value, float) or key in ("samples", "covered_ns", "window_ns"):
+                estimated[key] = value
+            elif not gr:
+                estimated[key] = None
+            else:
+                scaled = value * 100.0 / gr
+                estimated[key] = min(scaled, 100.0) if key.endswith("_pct") else scaled
+        busy = estimated
+    return {"span": span, "busy": busy, "busy_from": busy_from,
+            "window_ns": span["window_ns"], "covered_ns": span["covered_ns"]}
+
+
+def _bytes(gbps: float | None, covered_ns: int) -> int | None:
+    """GB/s (bytes per ns) over the covered time -> bytes."""
+    return None if gbps is None else int(round(gbps * covered_ns))
+
+
+def _sm_dram(fig: dict[str, Any] | None, info: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """summary["sm"], ["dram"], ["pcie"] of the whole loop."""
+    if fig is None:
+        return None, None, None
+    span, busy = fig["span"], fig["busy"]
+    pm = info.get("pm") or {}
+    interval = pm.get("interval")
+    sm = {
+        "active_pct": _r(span["sm_active_pct"]),
+        "active_busy_pct": _r(busy["sm_active_pct"]),
+        "issue_ipc": _r(span["sm_issue"], 3),
+        "issue_busy_ipc": _r(busy["sm_issue"], 3),
+        "warp_occupancy_pct": _r(span["warp_occupancy_pct"]),
+        "gr_active_pct": _r(span["gr_active_pct"]),
+        "tensor_active_pct": _r(span["tensor_active_pct"]),
+        "tensor_active_busy_pct": _r(busy["tensor_active_pct"]),
+        "samples": span["samples"],
+        "busy_from": fig["busy_from"],
+        "interval_us": (round(interval / 1e3, 3) if interval and pm.get("trigger") == "gpu_time"
+                        else None),
+    }
+    dram = {
+        "throughput_pct": _r(span["dram_throughput_pct"]),
+        "throughput_busy_pct": _r(busy["dram_throughput_pct"]),
+        "read_gbps": _r(span["dram_read_gbps"], 3),
+        "write_gbps": _r(span["dram_write_gbps"], 3),
+        "read_busy_gbps": _r(busy["dram_read_gbps"], 3),
+        "write_busy_gbps": _r(busy["dram_write_gbps"], 3),
+    }
+    pcie = {
+        "read_bytes": _bytes(span["pcie_read_gbps"], fig["covered_ns"]),
+        "write_bytes": _bytes(span["pcie_write_gbps"], fig["covered_ns"]),
+    }
+    return sm, dram, pcie
+
+
+def _metrics_section(info: dict[str, Any]) -> dict[str, Any] | None:
+    """How the counters were sampled (None when they were not)."""
+    pm = info.get("pm")
+    if not pm:
+        return {"source": "injected", "samples": info.get("samples", 0)} if info.get(
+            "samples_injected") else None
+    return {
+        "source": "pm_sampling",
+        "device": pm["device"],
+        "chip": pm["chip"],
+        "trigger": pm["trigger"],
+        "interval": pm["interval"],
+        "figures": pm["figures"],
+        "cupti_metrics": pm["cupti_metrics"],
+        "dropped_metrics": pm["dropped_metrics"],
+        "samples": pm["samples"],
+        "overflows": pm["overflows"],
+        "counter_data_full": pm["counter_data_full"],
+        "incomplete_samples": pm["incomplete"],
+        "eval_errors": pm["eval_errors"],
+        "decodes": pm["decodes"],
+        "decode_ms": _ms(pm["decode_ns"]),
+        "hw_buffer_mb": round(pm["hw_buffer_bytes"] / (1 << 20), 1),
+        "counter_data_mb": round(pm["counter_data_bytes"] / (1 << 20), 2),
+        "clock_delta_us": round(pm["clock_delta_ns"] / 1e3, 3),
+        "clock_shift_ns": pm["clock_shift_ns"],
+        "error": pm["error"],
+    }
+
+
+def _window_figures(r: dict[str, Any]) -> dict[str, Any]:
+    fig = _figures(r.get("metrics"))
+    if fig is None:
+        return {"sm_active_pct": None, "sm_active_busy_pct": None, "dram_pct": None,
+                "dram_busy_pct": None, "gr_active_pct": None, "samples": 0}
+    span, busy = fig["span"], fig["busy"]
+    return {
+        "sm_active_pct": _r(span["sm_active_pct"]),
+        "sm_active_busy_pct": _r(busy["sm_active_pct"]),
+        "dram_pct": _r(span["dram_throughput_pct"]),
+        "dram_busy_pct": _r(busy["dram_throughput_pct"]),
+        "gr_active_pct": _r(span["gr_active_pct"]),
+        "samples": span["samples"],
+    }
+
+
 def _steps(ranges, gpu: bool, thresholds_us, syncs_per_step: dict[int, int] | None
            ) -> list[dict[str, Any]]:
     steps = []
@@ -130,10 +250,9 @@ def _steps(ranges, gpu: bool, thresholds_us, syncs_per_step: dict[int, int] | No
             "memcpys": r["memcpys"] if gpu else None,
             "gaps": shape_gaps(r["gaps"], thresholds_us, r["busy_ns"]) if gpu else None,
             "syncs": None if syncs_per_step is None else syncs_per_step.get(r["step"], 0),
-            "sm_active_pct": None,
-            "dram_pct": None,
         }
-        step["verdict"] = diagnose_step(step) if gpu else None
+        step.update(_window_figures(r))
+        step["verdict"] = diagnose_step(step) if gpu or step["samples"] else None
         steps.append(step)
     return steps
 
@@ -205,7 +324,8 @@ def group_ranges(records) -> tuple[list[int], list[dict[str, Any]]]:
     return group_of, groups
 
 
-def _ranges(records, group_of, groups, group_lines, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
+def _ranges(records, group_of, groups, group_lines, gpu: bool, thresholds_us,
+            range_dicts) -> list[dict[str, Any]]:
     """Plain (non-step) ranges aggregated by name over steps, in order of
     first use; `parent` names the enclosing range's entry (None at the top or
     directly under a step).  GPU figures are those of the kernels launched
@@ -228,6 +348,11 @@ def _ranges(records, group_of, groups, group_lines, gpu: bool, thresholds_us) ->
             "kernels": line["kernels"] if gpu else None,
             "sm_active_pct": None,
             "dram_pct": None,
+            "sm_active_busy_pct": None,
+            "dram_busy_pct": None,
+            "gr_active_pct": None,
+            "samples": 0,
+            "_weights": {},
             "gpu_span_ms": _ms(line["span_ns"]) if gpu else None,
             "memcpys": line["memcpys"] if gpu else None,
             "memsets": line["memsets"] if gpu else None,
@@ -236,7 +361,41 @@ def _ranges(records, group_of, groups, group_lines, gpu: bool, thresholds_us) ->
             "depth": group["depth"],
             "step_prefixed": group["step_prefixed"],
         })
+    # Counter averages per name, each instance weighted by the sample time it
+    # covered (range dicts are complete only when counters were sampled).
+    for r, g in zip(range_dicts, group_of):
+        if r is not None and g >= 0 and r.get("metrics"):
+            _add_weighted(out[g], r)
+    for entry in out:
+        entry.pop("_weights")
     return out
+
+
+_RANGE_FIGURES = {
+    "sm_active_pct": ("span", "sm_active_pct"),
+    "sm_active_busy_pct": ("busy", "sm_active_pct"),
+    "dram_pct": ("span", "dram_throughput_pct"),
+    "dram_busy_pct": ("busy", "dram_throughput_pct"),
+    "gr_active_pct": ("span", "gr_active_pct"),
+}
+
+
+def _add_weighted(entry: dict[str, Any], r: dict[str, Any]) -> None:
+    """Folds one instance of a range into its name's averages, each instance
+    weighted by the sample time it covered (span or busy)."""
+    fig = _figures(r.get("metrics"))
+    if fig is None:
+        return
+    entry["samples"] += fig["span"]["samples"]
+    weights = entry["_weights"]
+    for key, (window, name) in _RANGE_FIGURES.items():
+        value = fig[window][name]
+        if value is None:
+            continue
+        covered = r["metrics"][window]["covered_ns"] or fig["covered_ns"]
+        total, weight = weights.get(key, (0.0, 0))
+        weights[key] = (total + value * covered, weight + covered)
+        entry[key] = round(weights[key][0] / weights[key][1], 2) if weights[key][1] else None
 
 
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None) -> dict[str, Any]:
@@ -250,8 +409,10 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         info = capture.info()
         records = capture.range_records()
         group_of, groups = group_ranges(records)
-        # per-range dicts for the steps only: the other ranges come by group
-        analysis = capture.analyze(*thresholds_us, groups=group_of, plain_ranges=False)
+        # per-range dicts for the steps only (the other ranges come by group),
+        # unless counters were sampled: their averages are folded per name
+        analysis = capture.analyze(*thresholds_us, groups=group_of,
+                                   plain_ranges=bool(info.get("sampled") or info.get("samples_injected")))
         reason = state.get("reason") or info["reason"]
     gpu = bool(info["traced"] or info["injected"])
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
@@ -280,12 +441,20 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     else:
         summary["syncs"] = None
         summary["syncs_error"] = (state or {}).get("syncs_reason") or info.get("syncs_reason") or reason
-    summary["sm"] = None
-    summary["dram"] = None
-    summary["metrics_error"] = METRICS_NOT_COLLECTED
+    whole = _figures(analysis.get("metrics")) if analysis else None
+    summary["sm"], summary["dram"], summary["pcie"] = _sm_dram(whole, info)
+    summary["metrics"] = _metrics_section(info) if capture is not None else None
+    if summary["sm"] is not None:
+        summary["metrics_error"] = None
+    elif info.get("sampled"):
+        summary["metrics_error"] = (info.get("pm") or {}).get("error") or NO_SAMPLES
+    else:
+        summary["metrics_error"] = ((state or {}).get("metrics_reason") or info.get("metrics_reason")
+                                    or reason)
     summary["steps"] = _steps(ranges, gpu, thresholds_us, syncs_per_step)
     summary["ranges"] = _ranges(records, group_of, groups,
-                                analysis["groups"] if analysis else [], gpu, thresholds_us)
+                                analysis["groups"] if analysis else [], gpu, thresholds_us,
+                                ranges)
     summary["diagnosis"] = diagnose(summary)
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
     summary["overhead"] = {

@@ -1,0 +1,231 @@
+// ls_pmconfig: see ls_pmconfig.h.  C++ only because cupti_profiler_host.h is.
+#include "ls_pmconfig.h"
+
+#include "ls_cupti.h"
+
+#include <cupti_profiler_host.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ls_pmconfig {
+    CUpti_Profiler_Host_Object *host;
+    uint8_t *image;
+    size_t image_size;
+    size_t passes;
+    const char **names; // borrowed from the caller's array (static tables)
+    size_t count;
+};
+
+namespace {
+
+bool is_bad_name(CUptiResult status)
+{
+    return status == CUPTI_ERROR_INVALID_METRIC_NAME || status == CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+template <typename T>
+T params(size_t size)
+{
+    T p;
+    memset(&p, 0, sizeof p);
+    p.structSize = size;
+    return p;
+}
+
+void host_free(CUpti_Profiler_Host_Object *host)
+{
+    if (host == nullptr)
+        return;
+    auto p = params<CUpti_Profiler_Host_Deinitialize_Params>(
+        CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
+    p.pHostObject = host;
+    LS_CUPTI_CHECK(ProfilerHostDeinitialize(&p));
+}
+
+CUptiResult host_new(const char *chip, const uint8_t *availability,
+                     CUpti_Profiler_Host_Object **host)
+{
+    auto p = params<CUpti_Profiler_Host_Initialize_Params>(
+        CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
+    p.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+    p.pChipName = chip;
+    p.pCounterAvailabilityImage = availability;
+    CUptiResult status = LS_CUPTI_CHECK(ProfilerHostInitialize(&p));
+    *host = status == CUPTI_SUCCESS ? p.pHostObject : nullptr;
+    return status;
+}
+
+// A host object holding `names`; CUPTI_SUCCESS or the status of the failed call.
+CUptiResult host_with(const char *chip, const uint8_t *availability, const char **names,
+                      size_t n, CUpti_Profiler_Host_Object **host)
+{
+    CUptiResult status = host_new(chip, availability, host);
+    if (status != CUPTI_SUCCESS)
+        return status;
+    auto p = params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(
+        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
+    p.pHostObject = *host;
+    p.ppMetricNames = names;
+    p.numMetrics = n;
+    status = ls_cupti.ProfilerHostConfigAddMetrics(&p);
+    if (!is_bad_name(status)) // an unknown name is expected and handled by the caller
+        ls_cupti_report(status, "cuptiProfilerHostConfigAddMetrics");
+    if (status != CUPTI_SUCCESS) {
+        host_free(*host);
+        *host = nullptr;
+    }
+    return status;
+}
+
+// The config image of the host object and its pass count.
+CUptiResult make_image(ls_pmconfig *c)
+{
+    auto ps = params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
+        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
+    ps.pHostObject = c->host;
+    CUptiResult status = LS_CUPTI_CHECK(ProfilerHostGetConfigImageSize(&ps));
+    if (status != CUPTI_SUCCESS)
+        return status;
+    free(c->image);
+    c->image = static_cast<uint8_t *>(malloc(ps.configImageSize ? ps.configImageSize : 1));
+    c->image_size = ps.configImageSize;
+    if (c->image == nullptr)
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    auto pi = params<CUpti_Profiler_Host_GetConfigImage_Params>(
+        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
+    pi.pHostObject = c->host;
+    pi.configImageSize = c->image_size;
+    pi.pConfigImage = c->image;
+    status = LS_CUPTI_CHECK(ProfilerHostGetConfigImage(&pi));
+    if (status != CUPTI_SUCCESS)
+        return status;
+    auto pp = params<CUpti_Profiler_Host_GetNumOfPasses_Params>(
+        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
+    pp.configImageSize = c->image_size;
+    pp.pConfigImage = c->image;
+    status = LS_CUPTI_CHECK(ProfilerHostGetNumOfPasses(&pp));
+    c->passes = status == CUPTI_SUCCESS ? pp.numOfPasses : 0;
+    return status;
+}
+
+} // namespace
+
+extern "C" int ls_pmconfig_create(const char *chip, const uint8_t *availability,
+                                  const char *const *names, size_t n, size_t required,
+                                  unsigned char *kept, ls_pmconfig **out, char *why,
+                                  size_t why_size)
+{
+    *out = nullptr;
+    ls_pmconfig *c = static_cast<ls_pmconfig *>(calloc(1, sizeof *c));
+    const char **list = static_cast<const char **>(malloc((n ? n : 1) * sizeof *list));
+    if (c == nullptr || list == nullptr) {
+        free(c);
+        free(list);
+        snprintf(why, why_size, "out of memory building the PM sampling config");
+        return -1;
+    }
+    c->names = list;
+    for (size_t i = 0; i < n; i++)
+        kept[i] = 1;
+    // 1. Names this chip does not know: find them one by one, only if the set fails.
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        list[count++] = names[i];
+    CUptiResult status = host_with(chip, availability, list, count, &c->host);
+    if (is_bad_name(status)) {
+        count = 0;
+        for (size_t i = 0; i < n; i++) {
+            CUpti_Profiler_Host_Object *probe = nullptr;
+            const char *single = names[i];
+            CUptiResult one = host_with(chip, availability, &single, 1, &probe);
+            host_free(probe);
+            if (one == CUPTI_SUCCESS)
+                list[count++] = names[i];
+            else if (is_bad_name(one))
+                kept[i] = 0;
+            else {
+                status = one;
+                break;
+            }
+        }
+        if (count > 0 && (is_bad_name(status) || status == CUPTI_SUCCESS))
+            status = host_with(chip, availability, list, count, &c->host);
+    }
+    // 2. Drop the least important name while the set needs more than one pass.
+    while (status == CUPTI_SUCCESS) {
+        status = make_image(c);
+        if (status != CUPTI_SUCCESS || c->passes == 1)
+            break;
+        size_t last = count - 1;
+        for (size_t i = n; i-- > 0;)
+            if (kept[i] && names[i] == list[last]) {
+                kept[i] = 0;
+                break;
+            }
+        host_free(c->host);
+        c->host = nullptr;
+        if (--count == 0)
+            break;
+        status = host_with(chip, availability, list, count, &c->host);
+    }
+    c->count = count;
+    bool required_kept = true;
+    for (size_t i = 0; i < required && i < n; i++)
+        required_kept = required_kept && kept[i];
+    if (status == CUPTI_SUCCESS && c->passes == 1 && required_kept) {
+        *out = c;
+        return 0;
+    }
+    if (status != CUPTI_SUCCESS)
+        snprintf(why, why_size, "the PM sampling config for chip %s could not be built: %s",
+                 chip, ls_cupti_error()[0] ? ls_cupti_error() : "CUPTI refused the metric set");
+    else if (!required_kept)
+        snprintf(why, why_size, "chip %s cannot sample %s in one pass (or does not know it)",
+                 chip, names[0]);
+    else
+        snprintf(why, why_size, "chip %s needs %zu passes for the PM sampling metrics; PM "
+                 "sampling allows one", chip, c->passes);
+    ls_pmconfig_free(c);
+    return -1;
+}
+
+extern "C" const uint8_t *ls_pmconfig_image(const ls_pmconfig *config, size_t *size)
+{
+    *size = config->image_size;
+    return config->image;
+}
+
+extern "C" const char *const *ls_pmconfig_names(const ls_pmconfig *config, size_t *count)
+{
+    *count = config->count;
+    return config->names;
+}
+
+extern "C" size_t ls_pmconfig_passes(const ls_pmconfig *config) { return config->passes; }
+
+extern "C" int ls_pmconfig_evaluate(ls_pmconfig *config, const uint8_t *counter_data,
+                                    size_t size, size_t index, double *values)
+{
+    auto p = params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
+    p.pHostObject = config->host;
+    p.pCounterDataImage = counter_data;
+    p.counterDataImageSize = size;
+    p.rangeIndex = index;
+    p.ppMetricNames = config->names;
+    p.numMetrics = config->count;
+    p.pMetricValues = values;
+    return LS_CUPTI_CHECK(ProfilerHostEvaluateToGpuValues(&p)) == CUPTI_SUCCESS ? 0 : -1;
+}
+
+extern "C" void ls_pmconfig_free(ls_pmconfig *config)
+{
+    if (config == nullptr)
+        return;
+    host_free(config->host);
+    free(config->image);
+    free(config->names);
+    free(config);
+}

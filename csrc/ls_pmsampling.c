@@ -1,0 +1,416 @@
+/* ls_pmsampling: see ls_pmsampling.h. */
+#include "ls_pmsampling.h"
+
+#include "ls_clock.h"
+#include "ls_cuda.h"
+#include "ls_cupti.h"
+#include "ls_pmconfig.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LS_PM_REQUIRED 2
+#define LS_PM_MAX_ROUNDS 64 /* decode rounds per call: bounds a decode's cost */
+
+/* Nsight Systems' names, most important first: drops for a single pass
+ * start from the end.  GPU_FACTS: all but the tensor pipe fit in one pass on
+ * GH100 (together with 7 more); the tensor pipe did not fit with all 17. */
+static const char *const cupti_names[] = {
+    "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "sm__inst_executed.avg.per_cycle_active",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "pcie__read_bytes.sum",
+    "pcie__write_bytes.sum",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+};
+static const int metric_ids[] = {
+    LS_M_SM_ACTIVE,      LS_M_DRAM_THROUGHPUT, LS_M_GR_ACTIVE,      LS_M_DRAM_READ_GBPS,
+    LS_M_DRAM_WRITE_GBPS, LS_M_SM_ISSUE,       LS_M_WARP_OCCUPANCY, LS_M_PCIE_READ_GBPS,
+    LS_M_PCIE_WRITE_GBPS, LS_M_TENSOR_ACTIVE,
+};
+#define LS_PM_NAMES (sizeof cupti_names / sizeof cupti_names[0])
+
+size_t ls_pm_metric_table(const char *const **names, const int **ids)
+{
+    *names = cupti_names;
+    *ids = metric_ids;
+    return LS_PM_NAMES;
+}
+
+static int is_rate(int id)
+{
+    return id == LS_M_DRAM_READ_GBPS || id == LS_M_DRAM_WRITE_GBPS ||
+           id == LS_M_PCIE_READ_GBPS || id == LS_M_PCIE_WRITE_GBPS;
+}
+
+static struct {
+    int active;
+    CUpti_PmSampling_Object *object;
+    ls_pmconfig *config;
+    int ids[LS_PM_NAMES];      /* figure of each kept metric, in evaluation order */
+    size_t kept;
+    uint8_t *image, *pristine; /* counter data image, and a fresh copy to reset it */
+    size_t image_size;
+    ls_pm_stats stats;
+} pm;
+
+static int profiler_initialized;
+
+const ls_pm_stats *ls_pm_stats_now(void) { return &pm.stats; }
+int ls_pm_active(void) { return pm.active; }
+
+/* A plain sentence for the statuses users meet; the CUPTI text otherwise. */
+static void explain(CUptiResult status, const char *what, char *why, size_t n)
+{
+    switch (status) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+        snprintf(why, n, "no permission to read the GPU's performance counters (%s): the driver "
+                 "restricts them to administrators; run as root or load the driver with "
+                 "NVreg_RestrictProfilingToAdminUsers=0 "
+                 "(https://developer.nvidia.com/ERR_NVGPUCTRPERM)", what);
+        return;
+    case CUPTI_ERROR_HARDWARE_BUSY:
+        snprintf(why, n, "the GPU's performance counters are held by another profiler (%s): "
+                 "Nsight Compute or Systems, DCGM profiling, or another process sampling them",
+                 what);
+        return;
+    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_INVALID_CHIP_NAME:
+        snprintf(why, n, "PM sampling is not supported on this GPU or configuration (%s: %s)",
+                 what, ls_cupti_error());
+        return;
+    default:
+        snprintf(why, n, "PM sampling failed: %s", ls_cupti_error()[0] ? ls_cupti_error() : what);
+    }
+}
+
+#define LS_PARAMS(type, name)          \
+    type name;                         \
+    memset(&name, 0, sizeof name);     \
+    name.structSize = type##_STRUCT_SIZE
+
+static void release(void)
+{
+    if (pm.object != NULL) {
+        LS_PARAMS(CUpti_PmSampling_Disable_Params, p);
+        p.pPmSamplingObject = pm.object;
+        LS_CUPTI_CHECK(PmSamplingDisable(&p));
+        pm.object = NULL;
+    }
+    ls_pmconfig_free(pm.config);
+    pm.config = NULL;
+    free(pm.image);
+    free(pm.pristine);
+    pm.image = pm.pristine = NULL;
+    pm.active = 0;
+}
+
+static CUptiResult set_config(const ls_pm_options *o, const uint8_t *image, size_t size,
+                              CUpti_PmSampling_TriggerMode mode, uint64_t interval)
+{
+    LS_PARAMS(CUpti_PmSampling_SetConfig_Params, p);
+    p.pPmSamplingObject = pm.object;
+    p.configSize = size;
+    p.pConfig = image;
+    p.hardwareBufferSize = o->hw_buffer_bytes;
+    p.samplingInterval = interval;
+    p.triggerMode = mode;
+    p.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+    return LS_CUPTI_CHECK(PmSamplingSetConfig(&p));
+}
+
+/* Chip name and counter availability of the device; the image is malloc'd. */
+static CUptiResult probe_device(int device, char *chip, size_t chip_size, uint8_t **avail,
+                                const char **what)
+{
+    *avail = NULL;
+    LS_PARAMS(CUpti_Device_GetChipName_Params, pc);
+    pc.deviceIndex = (size_t)device;
+    *what = "cuptiDeviceGetChipName";
+    CUptiResult st = LS_CUPTI_CHECK(DeviceGetChipName(&pc));
+    if (st != CUPTI_SUCCESS)
+        return st;
+    snprintf(chip, chip_size, "%s", pc.pChipName ? pc.pChipName : "?");
+    LS_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, pa);
+    pa.deviceIndex = (size_t)device;
+    *what = "cuptiPmSamplingGetCounterAvailability";
+    st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&pa));
+    if (st != CUPTI_SUCCESS)
+        return st;
+    *avail = malloc(pa.counterAvailabilityImageSize ? pa.counterAvailabilityImageSize : 1);
+    if (*avail == NULL)
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    pa.pCounterAvailabilityImage = *avail;
+    st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&pa));
+    if (st != CUPTI_SUCCESS) {
+        free(*avail);
+        *avail = NULL;
+    }
+    return st;
+}
+
+/* Allocates and initialises the counter data image for the kept metrics. */
+static CUptiResult make_counter_data(uint32_t max_samples, const char **what)
+{
+    size_t count = 0;
+    const char *const *names = ls_pmconfig_names(pm.config, &count);
+    LS_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, ps);
+    ps.pPmSamplingObject = pm.object;
+    ps.pMetricNames = (const char **)names;
+    ps.numMetrics = count;
+    ps.maxSamples = max_samples;
+    *what = "cuptiPmSamplingGetCounterDataSize";
+    CUptiResult st = LS_CUPTI_CHECK(PmSamplingGetCounterDataSize(&ps));
+    if (st != CUPTI_SUCCESS)
+        return st;
+    pm.image_size = ps.counterDataSize;
+    pm.image = malloc(pm.image_size ? pm.image_size : 1);
+    pm.pristine = malloc(pm.image_size ? pm.image_size : 1);
+    if (pm.image == NULL || pm.pristine == NULL)
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    LS_PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, pi);
+    pi.pPmSamplingObject = pm.object;
+    pi.counterDataSize = pm.image_size;
+    pi.pCounterData = pm.image;
+    *what = "cuptiPmSamplingCounterDataImageInitialize";
+    st = LS_CUPTI_CHECK(PmSamplingCounterDataImageInitialize(&pi));
+    if (st == CUPTI_SUCCESS)
+        memcpy(pm.pristine, pm.image, pm.image_size);
+    return st;
+}
+
+static void list_names(const unsigned char *kept, int want, char *out, size_t n)
+{
+    out[0] = '\0';
+    size_t used = 0;
+    for (size_t i = 0; i < LS_PM_NAMES; i++) {
+        if (kept[i] != want)
+            continue;
+        int w = snprintf(out + used, n - used, "%s%s", used ? ", " : "", cupti_names[i]);
+        if (w < 0 || (size_t)w >= n - used)
+            break;
+        used += (size_t)w;
+    }
+}
+
+int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
+{
+    if (pm.active) {
+        snprintf(why, why_size, "PM sampling is already running");
+        return -1;
+    }
+    memset(&pm.stats, 0, sizeof pm.stats);
+    const char *missing = ls_cupti_pm_missing();
+    if (missing != NULL) {
+        snprintf(why, why_size, "this CUPTI (%s) has no PM sampling API (%s is missing; "
+                 "CUDA 12.6 or newer is needed)", ls_cupti_path(), missing);
+        return -1;
+    }
+    if (ls_cupti_load_nvperf(why, why_size) != 0)
+        return -1;
+    const char *what = "cuptiProfilerInitialize";
+    CUptiResult st = CUPTI_SUCCESS;
+    if (!profiler_initialized) {
+        LS_PARAMS(CUpti_Profiler_Initialize_Params, pi);
+        st = LS_CUPTI_CHECK(ProfilerInitialize(&pi));
+        if (st != CUPTI_SUCCESS) {
+            explain(st, what, why, why_size);
+            return -1;
+        }
+        profiler_initialized = 1;
+    }
+    int device = o->device;
+    if (device < 0 && ls_cuda_current_device(&device) != 1)
+        device = 0;
+    pm.stats.device = device;
+    uint8_t *avail = NULL;
+    st = probe_device(device, pm.stats.chip, sizeof pm.stats.chip, &avail, &what);
+    if (st != CUPTI_SUCCESS) {
+        explain(st, what, why, why_size);
+        return -1;
+    }
+    unsigned char kept[LS_PM_NAMES];
+    int rc = ls_pmconfig_create(pm.stats.chip, avail, cupti_names, LS_PM_NAMES, LS_PM_REQUIRED,
+                                kept, &pm.config, why, why_size);
+    free(avail);
+    if (rc != 0)
+        return -1;
+    pm.kept = 0;
+    for (size_t i = 0; i < LS_PM_NAMES; i++)
+        if (kept[i]) {
+            pm.ids[pm.kept++] = metric_ids[i];
+            pm.stats.collected[metric_ids[i]] = 1;
+        }
+    list_names(kept, 1, pm.stats.collected_names, sizeof pm.stats.collected_names);
+    list_names(kept, 0, pm.stats.dropped, sizeof pm.stats.dropped);
+
+    LS_PARAMS(CUpti_PmSampling_Enable_Params, pe);
+    pe.deviceIndex = (size_t)device;
+    st = LS_CUPTI_CHECK(PmSamplingEnable(&pe));
+    if (st != CUPTI_SUCCESS) {
+        explain(st, "cuptiPmSamplingEnable", why, why_size);
+        release();
+        return -1;
+    }
+    pm.object = pe.pPmSamplingObject;
+    size_t image_size = 0;
+    const uint8_t *image = ls_pmconfig_image(pm.config, &image_size);
+    pm.stats.time_trigger = 1;
+    pm.stats.interval = o->interval_ns;
+    st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+                    o->interval_ns);
+    if (st == CUPTI_ERROR_NOT_SUPPORTED || st == CUPTI_ERROR_INVALID_PARAMETER) {
+        /* Turing and GA100 have no time trigger: count SYSCLK cycles instead,
+         * taking the system clock as about 1 GHz (the interval is then
+         * approximate, and the samples keep their own timestamps). */
+        pm.stats.time_trigger = 0;
+        st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+                        o->interval_ns);
+    }
+    if (st != CUPTI_SUCCESS) {
+        explain(st, "cuptiPmSamplingSetConfig", why, why_size);
+        release();
+        return -1;
+    }
+    pm.stats.hw_buffer_bytes = o->hw_buffer_bytes;
+    st = make_counter_data(o->max_samples, &what);
+    if (st != CUPTI_SUCCESS) {
+        if (st == CUPTI_ERROR_OUT_OF_MEMORY)
+            snprintf(why, why_size, "out of host memory for the PM sampling counter data");
+        else
+            explain(st, what, why, why_size);
+        release();
+        return -1;
+    }
+    pm.stats.counter_data_bytes = pm.image_size;
+    LS_PARAMS(CUpti_PmSampling_Start_Params, ps);
+    ps.pPmSamplingObject = pm.object;
+    st = LS_CUPTI_CHECK(PmSamplingStart(&ps));
+    if (st != CUPTI_SUCCESS) {
+        explain(st, "cuptiPmSamplingStart", why, why_size);
+        release();
+        return -1;
+    }
+    /* CUPTI's clock, the one activity records use, whatever the session's
+     * clock mode is at this instant. */
+    if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.started_ns)) != CUPTI_SUCCESS)
+        pm.stats.started_ns = 0;
+    pm.active = 1;
+    return 0;
+}
+
+/* One finished sample of the image into the sink; 0, or -1 on a CUPTI error. */
+static int take_sample(size_t index, ls_sample_array *sink)
+{
+    LS_PARAMS(CUpti_PmSampling_CounterData_GetSampleInfo_Params, pi);
+    pi.pPmSamplingObject = pm.object;
+    pi.pCounterDataImage = pm.image;
+    pi.counterDataImageSize = pm.image_size;
+    pi.sampleIndex = index;
+    if (LS_CUPTI_CHECK(PmSamplingCounterDataGetSampleInfo(&pi)) != CUPTI_SUCCESS)
+        return -1;
+    double raw[LS_PM_NAMES];
+    if (ls_pmconfig_evaluate(pm.config, pm.image, pm.image_size, index, raw) != 0) {
+        pm.stats.eval_errors++;
+        return 0;
+    }
+    ls_sample *s = ls_samples_append(sink);
+    if (s == NULL) {
+        pm.stats.eval_errors++;
+        return 0;
+    }
+    s->start_ns = pi.startTimestamp;
+    s->end_ns = pi.endTimestamp;
+    for (int j = 0; j < LS_METRICS; j++)
+        s->values[j] = NAN;
+    double seconds_ns = pi.endTimestamp > pi.startTimestamp
+                            ? (double)(pi.endTimestamp - pi.startTimestamp) : 0.0;
+    for (size_t k = 0; k < pm.kept; k++) {
+        int id = pm.ids[k];
+        if (is_rate(id))
+            s->values[id] = seconds_ns > 0 ? raw[k] / seconds_ns : NAN; /* bytes/ns = GB/s */
+        else
+            s->values[id] = raw[k];
+    }
+    pm.stats.samples++;
+    return 0;
+}
+
+int ls_pm_decode(ls_sample_array *sink)
+{
+    if (!pm.active)
+        return 0;
+    uint64_t t0 = ls_clock_now();
+    int result = 0;
+    for (int round = 0; round < LS_PM_MAX_ROUNDS; round++) {
+        LS_PARAMS(CUpti_PmSampling_DecodeData_Params, pd);
+        pd.pPmSamplingObject = pm.object;
+        pd.pCounterDataImage = pm.image;
+        pd.counterDataImageSize = pm.image_size;
+        CUptiResult st = LS_CUPTI_CHECK(PmSamplingDecodeData(&pd));
+        if (pd.overflow || st == CUPTI_ERROR_OUT_OF_MEMORY)
+            pm.stats.overflows++;
+        if (st != CUPTI_SUCCESS) {
+            snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+            result = -1;
+            break;
+        }
+        LS_PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params, pc);
+        pc.pCounterDataImage = pm.image;
+        pc.counterDataImageSize = pm.image_size;
+        if (LS_CUPTI_CHECK(PmSamplingGetCounterDataInfo(&pc)) != CUPTI_SUCCESS) {
+            snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+            result = -1;
+            break;
+        }
+        for (size_t i = 0; i < pc.numCompletedSamples && result == 0; i++)
+            if (take_sample(i, sink) != 0) {
+                snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+                result = -1;
+            }
+        int full = pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
+        if (pc.numCompletedSamples > 0 || full) {
+            /* Reset the image for the next decode (as NVIDIA's sample does);
+             * a sample still half-decoded in it is lost, and counted. */
+            if (pc.numPopulatedSamples > pc.numCompletedSamples)
+                pm.stats.incomplete += pc.numPopulatedSamples - pc.numCompletedSamples;
+            memcpy(pm.image, pm.pristine, pm.image_size);
+        }
+        if (!full || result != 0)
+            break;
+        pm.stats.counter_data_full++;
+    }
+    pm.stats.decodes++;
+    pm.stats.decode_ns += ls_clock_now() - t0;
+    return result;
+}
+
+int ls_pm_stop(ls_sample_array *sink)
+{
+    if (!pm.active)
+        return 0;
+    int result = 0;
+    LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
+    ps.pPmSamplingObject = pm.object;
+    if (LS_CUPTI_CHECK(PmSamplingStop(&ps)) != CUPTI_SUCCESS) {
+        snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+        result = -1;
+    }
+    if (ls_pm_decode(sink) != 0)
+        result = -1;
+    release();
+    return result;
+}

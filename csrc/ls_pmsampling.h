@@ -1,0 +1,67 @@
+/* ls_pmsampling: CUPTI PM sampling of one device's performance counters.
+ *
+ * Start builds a single-pass config (ls_pmconfig), enables sampling on the
+ * device with a GPU-time trigger (SYSCLK where time is unsupported), sizes
+ * the hardware buffer and the counter data image, and starts.  Decode moves
+ * what the hardware buffer holds into ls_sample records (values converted to
+ * the named figures of ls_records.h); it runs on a Python thread at range
+ * exits (throttled by the session) and at stop, never in a CUPTI callback.
+ * Every failure becomes a sentence; nothing here exits or raises. */
+#ifndef LS_PMSAMPLING_H
+#define LS_PMSAMPLING_H
+
+#include "ls_records.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int device;              /* CUDA ordinal; -1: the current context's device (else 0) */
+    uint64_t interval_ns;    /* sampling interval */
+    size_t hw_buffer_bytes;  /* hardware buffer the GPU writes records into */
+    uint32_t max_samples;    /* samples one counter data image holds */
+} ls_pm_options;
+
+typedef struct {
+    int device;
+    char chip[64];
+    int time_trigger;          /* 1: GPU time interval, 0: SYSCLK interval */
+    uint64_t interval;         /* ns (time trigger) or SYSCLK cycles */
+    uint64_t hw_buffer_bytes, counter_data_bytes;
+    unsigned char collected[LS_METRICS]; /* 1 for each figure sampled */
+    char collected_names[1024];  /* the CUPTI metric names sampled, comma separated */
+    char dropped[1024];          /* CUPTI metric names dropped to fit one pass, "" if none */
+    uint64_t started_ns;         /* profile clock right after sampling started */
+    uint64_t samples;            /* samples decoded */
+    uint64_t overflows;          /* decodes that found the hardware buffer overflowed */
+    uint64_t counter_data_full;  /* decodes that filled the counter data image */
+    uint64_t incomplete;         /* samples dropped half-decoded when the image was reset */
+    uint64_t eval_errors;        /* samples whose values could not be evaluated */
+    uint64_t decodes, decode_ns; /* decode calls and the host time they took */
+    char error[1024];            /* a failure after start (decode, stop), "" if none */
+} ls_pm_stats;
+
+/* Starts sampling.  Requires ls_cupti_load().  Returns 0, or -1 with a plain
+ * sentence in `why` (everything acquired is released again). */
+int ls_pm_start(const ls_pm_options *options, char *why, size_t why_size);
+
+/* 1 while sampling runs. */
+int ls_pm_active(void);
+
+/* Decodes every finished sample into `sink`.  Returns 0, or -1 when a CUPTI
+ * call failed (stats.error says which; sampling stays on, later decodes may
+ * still work).  Never blocks on the GPU. */
+int ls_pm_decode(ls_sample_array *sink);
+
+/* Stops sampling, decodes the rest into `sink`, releases everything.
+ * Returns 0, or -1 when a call failed (stats.error). */
+int ls_pm_stop(ls_sample_array *sink);
+
+/* The figures of the current or last sampling run. */
+const ls_pm_stats *ls_pm_stats_now(void);
+
+/* The CUPTI metric names loopscope asks for, most important first; the first
+ * two are required.  `ids` receives each one's LS_M_* figure. */
+size_t ls_pm_metric_table(const char *const **names, const int **ids);
+
+#endif

@@ -1,0 +1,114 @@
+/* ls_samples: see ls_samples.h. */
+#include "ls_samples.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const metric_names[LS_METRICS] = {
+    "sm_active_pct",     "dram_throughput_pct", "gr_active_pct",  "sm_issue",
+    "warp_occupancy_pct", "dram_read_gbps",     "dram_write_gbps", "pcie_read_gbps",
+    "pcie_write_gbps",   "tensor_active_pct",
+};
+
+const char *ls_metric_name(int metric)
+{
+    return metric >= 0 && metric < LS_METRICS ? metric_names[metric] : NULL;
+}
+
+int ls_metric_id(const char *name)
+{
+    for (int i = 0; i < LS_METRICS; i++)
+        if (strcmp(name, metric_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int compare_samples(const void *pa, const void *pb)
+{
+    const ls_sample *a = pa, *b = pb;
+    if (a->start_ns != b->start_ns)
+        return a->start_ns < b->start_ns ? -1 : 1;
+    return a->end_ns < b->end_ns ? -1 : a->end_ns > b->end_ns;
+}
+
+void ls_samples_sort(ls_sample *samples, size_t n)
+{
+    if (n > 1)
+        qsort(samples, n, sizeof *samples, compare_samples);
+}
+
+int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n)
+{
+    index->items = sorted;
+    index->count = n;
+    index->max_end = malloc((n ? n : 1) * sizeof *index->max_end);
+    if (index->max_end == NULL) {
+        index->count = 0;
+        return -1;
+    }
+    uint64_t max_end = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sorted[i].end_ns > max_end)
+            max_end = sorted[i].end_ns;
+        index->max_end[i] = max_end;
+    }
+    return 0;
+}
+
+void ls_sample_index_free(ls_sample_index *index)
+{
+    free(index->max_end);
+    memset(index, 0, sizeof *index);
+}
+
+/* First sample whose running maximum end lies after `t`. */
+static size_t first_reaching_past(const ls_sample_index *index, uint64_t t)
+{
+    size_t lo = 0, hi = index->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (index->max_end[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void ls_samples_average(const ls_sample_index *index, const ls_interval *intervals, size_t m,
+                        ls_metric_avg *out)
+{
+    double weighted[LS_METRICS] = {0};
+    memset(out, 0, sizeof *out);
+    /* A sample that overlaps several intervals counts once in `samples`
+     * (exact for samples that do not overlap each other, as PM samples do not). */
+    size_t next_uncounted = 0;
+    for (size_t k = 0; k < m; k++) {
+        uint64_t a = intervals[k].start_ns, b = intervals[k].end_ns;
+        if (b <= a)
+            continue;
+        out->window_ns += b - a;
+        for (size_t i = first_reaching_past(index, a);
+             i < index->count && index->items[i].start_ns < b; i++) {
+            const ls_sample *s = &index->items[i];
+            uint64_t lo = s->start_ns > a ? s->start_ns : a;
+            uint64_t hi = s->end_ns < b ? s->end_ns : b;
+            if (hi <= lo)
+                continue;
+            if (i >= next_uncounted) {
+                out->samples++;
+                next_uncounted = i + 1;
+            }
+            uint64_t overlap = hi - lo;
+            for (int j = 0; j < LS_METRICS; j++) {
+                if (isnan(s->values[j]))
+                    continue;
+                weighted[j] += s->values[j] * (double)overlap;
+                out->covered_ns[j] += overlap;
+            }
+        }
+    }
+    for (int j = 0; j < LS_METRICS; j++)
+        out->value[j] = out->covered_ns[j] ? weighted[j] / (double)out->covered_ns[j] : NAN;
+}

@@ -1,0 +1,53 @@
+/* ls_samples: PM samples onto time windows, in pure C.
+ *
+ * A window is a set of disjoint intervals: a step's or a range's whole span
+ * (one interval), or the time the GPU was busy in it (the union of its ops).
+ * Each metric's average over a window is weighted by how much of each sample
+ * overlaps the window:  sum(v_i * overlap_i) / sum(overlap_i), samples whose
+ * value is NaN (not collected) left out.  No allocation beyond the index. */
+#ifndef LS_SAMPLES_H
+#define LS_SAMPLES_H
+
+#include "ls_records.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint64_t start_ns, end_ns;
+} ls_interval;
+
+typedef struct {
+    double value[LS_METRICS];         /* NaN when nothing covered the window */
+    uint64_t covered_ns[LS_METRICS];  /* sample time inside the window, per metric */
+    uint64_t samples;                 /* samples that overlap the window */
+    uint64_t window_ns;               /* length of the window */
+} ls_metric_avg;
+
+/* Samples sorted by start, with the running maximum of their ends, so that
+ * the first sample reaching past a time is found by binary search even if
+ * samples overlap. */
+typedef struct {
+    const ls_sample *items;
+    size_t count;
+    uint64_t *max_end;
+} ls_sample_index;
+
+/* Sorts samples by (start, end) in place. */
+void ls_samples_sort(ls_sample *samples, size_t n);
+
+/* Builds the index over sorted samples.  Returns 0, -1 when memory ran out. */
+int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n);
+void ls_sample_index_free(ls_sample_index *index);
+
+/* Averages over the window `intervals[0..m)` (sorted, disjoint).  Never fails. */
+void ls_samples_average(const ls_sample_index *index, const ls_interval *intervals, size_t m,
+                        ls_metric_avg *out);
+
+/* The metric's output name ("sm_active_pct", ...), NULL when out of range. */
+const char *ls_metric_name(int metric);
+
+/* The metric's id for an output name, -1 if unknown. */
+int ls_metric_id(const char *name);
+
+#endif

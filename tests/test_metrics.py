@@ -1,0 +1,357 @@
+"""SM/DRAM counters on synthetic PM samples: the mapping of samples onto the
+loop, steps and ranges (over their span and over GPU-busy time), the verdict
+rules, counters-only mode and the unavailable path.  Exact answers; all
+times in ns (1 us = 1_000 ns)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import loopscope
+from loopscope import _core
+
+US = 1_000
+
+
+def sample(start, end, sm=None, dram=None, **more):
+    values = dict(more)
+    if sm is not None:
+        values["sm_active_pct"] = float(sm)
+    if dram is not None:
+        values["dram_throughput_pct"] = float(dram)
+    return (start, end, values)
+
+
+def kernel(start, end, corr, name="k", device=0, stream=7):
+    return (start, end, device, stream, corr, name)
+
+
+# -- the C averaging, through the capture ---------------------------------
+
+def _analysis(kernels=(), samples=(), apis=()):
+    _core.start(trace=False, syncs=False)
+    try:
+        if kernels:
+            _core._inject("kernel", list(kernels))
+        if apis:
+            _core._inject("api", list(apis))
+        if samples:
+            _core._inject("sample", list(samples))
+    finally:
+        capture = _core.stop()
+    return capture, capture.analyze()
+
+
+def test_span_and_busy_averages_are_overlap_weighted():
+    """Kernel busy [1000, 5000]; samples [1, 3001] SM 50 and [3001, 6001]
+    SM 100: the window [1000, 5000] overlaps them 2001 and 1999 ns."""
+    _, a = _analysis(kernels=[kernel(1_000, 5_000, 1)],
+                     samples=[sample(1, 3_001, sm=50), sample(3_001, 6_001, sm=100)])
+    span = a["metrics"]["span"]
+    assert span["sm_active_pct"] == pytest.approx((50 * 2001 + 100 * 1999) / 4000, abs=1e-12)
+    assert (span["samples"], span["covered_ns"], span["window_ns"]) == (2, 4_000, 4_000)
+    assert span["dram_throughput_pct"] is None  # not collected
+
+
+def test_busy_window_leaves_idle_gaps_out():
+    """Two kernels [0.1, 0.2] ms and [0.4, 0.5] ms; the GPU idles between.
+    Samples of 100 us: SM 80 while busy, 0 while idle.  Over the span
+    [0.1, 0.5] ms: 2 busy of 4 samples -> 40%; over busy time: 80%."""
+    samples = [sample(100 * US + i * 100 * US, 200 * US + i * 100 * US,
+                      sm=80 if i in (0, 3) else 0, dram=5) for i in range(4)]
+    _, a = _analysis(kernels=[kernel(100 * US, 200 * US, 1), kernel(400 * US, 500 * US, 2)],
+                     samples=samples)
+    m = a["metrics"]
+    assert m["span"]["sm_active_pct"] == 40.0
+    assert m["span"]["samples"] == 4
+    assert m["busy"]["sm_active_pct"] == 80.0
+    assert (m["busy"]["samples"], m["busy"]["covered_ns"], m["busy"]["window_ns"]) == (
+        2, 200 * US, 200 * US)
+    assert m["busy"]["dram_throughput_pct"] == 5.0
+
+
+def test_samples_outside_the_window_do_not_count_and_unsorted_input_is_sorted():
+    _, a = _analysis(kernels=[kernel(10_000, 20_000, 1)],
+                     samples=[sample(30_000, 40_000, sm=99), sample(10_000, 20_000, sm=10),
+                              sample(1_000, 10_000, sm=77)])
+    assert a["metrics"]["span"]["sm_active_pct"] == 10.0
+    assert a["metrics"]["span"]["samples"] == 1
+
+
+def test_samples_come_back_in_time_order():
+    capture, _ = _analysis(samples=[sample(5_000, 6_000, sm=2), sample(1_000, 2_000, sm=1)])
+    assert capture.samples() == [(1_000, 2_000, {"sm_active_pct": 1.0}),
+                                 (5_000, 6_000, {"sm_active_pct": 2.0})]
+    info = capture.info()
+    assert (info["samples"], info["samples_injected"], info["sampled"]) == (2, True, False)
+
+
+def test_window_without_samples_reads_none():
+    _, a = _analysis(kernels=[kernel(1_000, 2_000, 1)], samples=[sample(50_000, 60_000, sm=5)])
+    assert a["metrics"]["span"]["sm_active_pct"] is None
+    assert a["metrics"]["span"]["samples"] == 0
+
+
+def test_no_samples_no_metrics():
+    _, a = _analysis(kernels=[kernel(1_000, 2_000, 1)])
+    assert a["metrics"] is None
+    assert all(r["metrics"] is None for r in a["ranges"])
+
+
+def test_ops_of_other_devices_are_not_the_sampled_device_busy_time():
+    """Samples from device 0; a kernel on device 1 does not make device 0 busy."""
+    _, a = _analysis(kernels=[kernel(1_000, 2_000, 1, device=0), kernel(5_000, 9_000, 2, device=1)],
+                     samples=[sample(1_000, 2_000, sm=60), sample(5_000, 9_000, sm=0)])
+    assert a["metrics"]["busy"]["sm_active_pct"] == 60.0
+    assert a["metrics"]["busy"]["window_ns"] == 1_000
+
+
+@pytest.mark.parametrize("bad, error", [
+    ((1, 1, {"sm_active_pct": 1.0}), ValueError),          # zero length
+    ((1, 2, {"sm_busy": 1.0}), ValueError),                # unknown figure
+    ((1, 2, {"sm_active_pct": -1.0}), ValueError),         # negative
+    ((1, 2, {"sm_active_pct": math.inf}), ValueError),
+    ((1, 2, [1.0]), TypeError),                            # not a dict
+    ((2, 1, {}), ValueError),                              # ends before it starts
+])
+def test_bad_samples_are_refused_and_nothing_is_appended(bad, error):
+    _core.start(trace=False, syncs=False)
+    try:
+        with pytest.raises(error):
+            _core._inject("sample", [sample(1, 2, sm=1), bad])
+    finally:
+        capture = _core.stop()
+    assert capture.info()["samples"] == 0
+
+
+# -- steps and ranges ------------------------------------------------------
+
+def _loop_with_steps(inject, test_clock, step_samples, kernels_per_step=True, **options):
+    """Two steps on the scripted clock (step i spans reads 1+2i .. 2+2i:
+    [1_001_000 + 2000 i, 1_002_000 + 2000 i]), each with one kernel launched
+    inside it that runs [host start + 100 us, + 300 us] on the GPU."""
+    with loopscope.profile(**options) as prof:
+        for _ in range(2):
+            with prof.step():
+                pass
+        records, apis = [], []
+        for i in range(2):
+            host = test_clock.at(1 + 2 * i)
+            if kernels_per_step:
+                records.append(kernel(host + 100 * US, host + 300 * US, 10 + i, f"k{i}"))
+                apis.append((host + 10, host + 20, 10 + i))
+        if records:
+            inject("kernel", records)
+            inject("api", apis)
+        inject("sample", step_samples)
+    return prof.summary()
+
+
+def test_step_figures_over_span_and_busy(inject, test_clock):
+    """Step 0's kernel runs [1_101_000, 1_301_000]; step 1's [1_103_000, 1_303_000].
+    Samples: [1_101_000, 1_201_000] SM 90 DRAM 10, [1_201_000, 1_301_000] SM 70
+    DRAM 30, [1_301_000, 1_303_000] SM 0 DRAM 0.  Step 0's span = its kernel
+    (2 samples): SM 80, DRAM 20.  Step 1's span [1_103_000, 1_303_000]:
+    98 us at 90, 100 us at 70, 2 us at 0 -> (8820 + 7000) / 200 = 79.1."""
+    s = _loop_with_steps(inject, test_clock, [
+        sample(1_101_000, 1_201_000, sm=90, dram=10, gr_active_pct=100.0),
+        sample(1_201_000, 1_301_000, sm=70, dram=30, gr_active_pct=100.0),
+        sample(1_301_000, 1_303_000, sm=0, dram=0, gr_active_pct=0.0),
+    ])
+    step0, step1 = s["steps"]
+    assert (step0["sm_active_pct"], step0["dram_pct"], step0["samples"]) == (80.0, 20.0, 2)
+    assert (step0["sm_active_busy_pct"], step0["dram_busy_pct"]) == (80.0, 20.0)
+    assert step1["sm_active_pct"] == 79.1
+    assert step1["dram_pct"] == round((98 * 10 + 100 * 30) / 200, 2)  # 19.9
+    assert step1["samples"] == 3
+    # the whole loop: ops span [1_101_000, 1_303_000] = busy (the kernels overlap)
+    assert s["sm"]["active_pct"] == round((100 * 90 + 100 * 70 + 2 * 0) / 202, 2)
+    assert s["sm"]["active_busy_pct"] == s["sm"]["active_pct"]
+    assert s["sm"]["samples"] == 3
+    assert s["sm"]["busy_from"] == "ops"
+    assert s["metrics_error"] is None
+    assert s["metrics"] == {"source": "injected", "samples": 3}
+
+
+def test_named_ranges_average_their_instances_weighted_by_time(inject, test_clock):
+    """Range "A" twice: host spans read 1..2 and 3..4 with no ops (so the
+    host spans are their windows, 1 us each).  Samples: SM 10 over the first,
+    SM 40 over the second -> 25."""
+    with loopscope.profile() as prof:
+        for _ in range(2):
+            with loopscope.range("A"):
+                pass
+        inject("sample", [sample(test_clock.at(1), test_clock.at(2), sm=10),
+                          sample(test_clock.at(3), test_clock.at(4), sm=40)])
+    r = prof.summary()["ranges"][0]
+    assert (r["name"], r["count"], r["sm_active_pct"], r["samples"]) == ("A", 2, 25.0, 2)
+
+
+def test_dram_rates_and_pcie_bytes(run_trace):
+    """DRAM read 2000 GB/s and write 1000 GB/s for 100 us; PCIe read
+    1 GB/s -> 100 us * 1 B/ns = 100_000 B."""
+    s = run_trace(kernels=[kernel(100 * US, 200 * US, 1)], samples=[
+        sample(100 * US, 200 * US, sm=100, dram=84, dram_read_gbps=2000.0,
+               dram_write_gbps=1000.0, pcie_read_gbps=1.0, pcie_write_gbps=0.0)])
+    assert (s["dram"]["read_gbps"], s["dram"]["write_gbps"]) == (2000.0, 1000.0)
+    assert s["dram"]["throughput_pct"] == 84.0
+    assert s["pcie"] == {"read_bytes": 100_000, "write_bytes": 0}
+
+
+# -- verdict rules ---------------------------------------------------------
+
+def busy_loop(sm, dram, gap_ns=1_000):
+    """Ten 100 us kernels separated by 1 us gaps (busy 99%), one sample each."""
+    kernels, samples, t = [], [], 1_000
+    for i in range(10):
+        kernels.append(kernel(t, t + 100 * US, i + 1, f"k{i}"))
+        samples.append(sample(t, t + 100 * US, sm=sm, dram=dram, gr_active_pct=100.0))
+        t += 100 * US + gap_ns
+    return kernels, samples
+
+
+@pytest.mark.parametrize("sm, dram, verdict", [
+    (100.0, 84.0, "MEMORY_BOUND"),    # a streaming copy on an H200 (GPU_FACTS)
+    (100.0, 70.0, "MEMORY_BOUND"),    # the threshold itself
+    (100.0, 69.99, "BALANCED"),       # just below: SM high but DRAM too high for compute
+    (95.0, 2.0, "COMPUTE_BOUND"),     # an FMA loop
+    (60.01, 49.99, "COMPUTE_BOUND"),
+    (60.0, 10.0, "BALANCED"),         # SM must be above 60
+    (90.0, 50.0, "BALANCED"),         # DRAM must be below 50
+    (20.0, 10.0, "BALANCED"),         # busy but neither: latency bound kernels
+])
+def test_counter_rules_when_the_gpu_is_busy(run_trace, sm, dram, verdict):
+    kernels, samples = busy_loop(sm, dram)
+    s = run_trace(kernels=kernels, samples=samples)
+    d = s["diagnosis"]
+    assert d["verdict"] == verdict
+    assert d["evidence"]["sm_active_busy_pct"] == round(sm, 2)
+    assert d["evidence"]["dram_busy_pct"] == round(dram, 2)
+    assert d["evidence"]["busy_pct"] > 99
+    assert any("SM active" in r for r in d["reasons"])
+
+
+def test_memory_bound_action_names_compression_and_l2(run_trace):
+    kernels, samples = busy_loop(100.0, 84.0)
+    d = run_trace(kernels=kernels, samples=samples)["diagnosis"]
+    assert d["actions"][0].startswith("DRAM runs at 84.0% of peak")
+    assert "compress the weights" in d["actions"][0] and "L2" in d["actions"][0]
+
+
+def test_without_counters_a_busy_gpu_stays_gpu_bound(run_trace):
+    kernels, _ = busy_loop(0, 0)
+    d = run_trace(kernels=kernels)["diagnosis"]
+    assert d["verdict"] == "GPU_BOUND"
+    assert d["evidence"]["sm_active_pct"] is None
+
+
+def test_launch_bound_wins_over_counters_when_the_gpu_idles(run_trace):
+    """1 us kernels launched after 80 us gaps (host late): busy ~1.2%.
+    Even with samples saying SM 95% while busy, the loop is launch bound."""
+    kernels, apis, samples, t = [], [], [], 1_000
+    for i in range(10):
+        kernels.append(kernel(t, t + 1_000, i + 1))
+        apis.append((t - 500, t - 400, i + 1))  # launched after the previous one ended
+        samples.append(sample(t, t + 1_000, sm=95, dram=1))
+        samples.append(sample(t + 1_000, t + 81_000, sm=0, dram=0))
+        t += 81_000
+    s = run_trace(kernels=kernels, apis=apis, samples=samples)
+    d = s["diagnosis"]
+    assert d["verdict"] == "CPU_LAUNCH_BOUND"
+    assert d["evidence"]["sm_active_busy_pct"] == 95.0
+    assert d["evidence"]["sm_active_pct"] < 2
+    assert all(step["verdict"] is None for step in s["steps"])  # no steps here
+
+
+def test_step_verdicts_use_counters(inject, test_clock):
+    """Both steps' kernels busy their whole span; step 0 memory bound, step 1 compute bound."""
+    s = _loop_with_steps(inject, test_clock, [
+        sample(1_101_000, 1_103_000, sm=100, dram=90),  # only step 0's kernel runs
+        sample(1_103_000, 1_301_000, sm=100, dram=80),  # both
+        sample(1_301_000, 1_303_000, sm=100, dram=0),   # only step 1's
+    ])
+    # step 0 [1_101_000, 1_301_000]: DRAM (2*90 + 198*80)/200 = 80.1; step 1: (198*80 + 0)/200 = 79.2
+    assert [st["dram_busy_pct"] for st in s["steps"]] == [80.1, 79.2]
+    assert [st["verdict"] for st in s["steps"]] == ["MEMORY_BOUND", "MEMORY_BOUND"]
+
+
+# -- counters-only mode ----------------------------------------------------
+
+def test_counters_only_busy_from_gr_active_and_launch_bound(inject, test_clock):
+    """trace=False and no ops: the windows are host spans; GR active 20% ->
+    the GPU idles 80% of the loop and nobody waited on it: CPU_LAUNCH_BOUND.
+    Busy-time figures are estimated as span / GR: SM 10 / 0.2 = 50."""
+    s = _loop_with_steps(inject, test_clock, [
+        sample(test_clock.at(0), test_clock.at(6), sm=10, dram=4, gr_active_pct=20.0)],
+        kernels_per_step=False, trace=False)
+    assert s["gpu"] is None and s["gaps"] is None
+    assert s["sm"]["gr_active_pct"] == 20.0
+    assert s["sm"]["active_pct"] == 10.0
+    assert s["sm"]["active_busy_pct"] == 50.0
+    assert s["sm"]["busy_from"] == "gr_active"
+    assert s["dram"]["throughput_busy_pct"] == 20.0
+    d = s["diagnosis"]
+    assert d["verdict"] == "CPU_LAUNCH_BOUND"
+    assert d["evidence"]["busy_from"] == "gr_active"
+    assert d["evidence"]["busy_pct"] == 20.0
+    assert any("SM active < 30% and DRAM < 50%" in r for r in d["reasons"])
+    assert [st["verdict"] for st in s["steps"]] == ["CPU_LAUNCH_BOUND", "CPU_LAUNCH_BOUND"]
+    assert [st["gr_active_pct"] for st in s["steps"]] == [20.0, 20.0]
+
+
+def test_counters_only_compute_bound(inject, test_clock):
+    s = _loop_with_steps(inject, test_clock, [
+        sample(test_clock.at(0), test_clock.at(6), sm=95, dram=3, gr_active_pct=100.0)],
+        kernels_per_step=False, trace=False)
+    assert s["diagnosis"]["verdict"] == "COMPUTE_BOUND"
+    assert [st["verdict"] for st in s["steps"]] == ["COMPUTE_BOUND", "COMPUTE_BOUND"]
+
+
+# -- unavailable -----------------------------------------------------------
+
+def test_unavailable_counters_leave_sm_and_dram_none_with_a_reason(run_trace):
+    s = run_trace(kernels=[kernel(1_000, 2_000, 1)])
+    assert s["sm"] is None and s["dram"] is None and s["pcie"] is None
+    assert isinstance(s["metrics_error"], str) and s["metrics_error"]
+    assert s["steps"] == [] and s["gpu"]["kernels"] == 1  # tracing still works
+
+
+def test_metrics_false_says_so():
+    with loopscope.profile(metrics=False) as prof:
+        pass
+    s = prof.summary()
+    assert s["sm"] is None
+    assert s["metrics_error"] == "SM and DRAM sampling was turned off (metrics=False)"
+    assert "SM/DRAM: SM and DRAM sampling was turned off" in prof.report()
+
+
+@pytest.mark.real_tracing
+def test_without_a_driver_the_reason_is_the_driver():
+    if _core.start(trace=False, syncs=False, metrics=True)["sampling"]:
+        _core.stop()
+        pytest.skip("PM sampling works here")
+    state = _core.stop().info()
+    with loopscope.profile() as prof:
+        pass
+    reason = prof.summary()["metrics_error"]
+    assert reason == state["metrics_reason"]
+    assert reason  # plain words, e.g. "no NVIDIA GPU driver on this machine (...)"
+
+
+@pytest.mark.parametrize("option, value", [("metrics_interval_us", 0), ("metrics_buffer_mb", 0.5),
+                                           ("metrics_decode_ms", -1)])
+def test_bad_metrics_options(option, value):
+    with pytest.raises(ValueError):
+        loopscope.profile(**{option: value})
+
+
+def test_report_shows_counters(run_trace):
+    kernels, samples = busy_loop(95.0, 2.0)
+    s = run_trace(kernels=kernels, samples=samples)
+    from loopscope._report import format_report
+
+    text = format_report(s)
+    assert "COMPUTE BOUND" in text
+    assert "SM: active 95.0% (while busy 95.0%)" in text
+    assert "DRAM: 2.0% of peak" in text

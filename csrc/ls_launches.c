@@ -3,6 +3,7 @@
 
 #include "ls_slots.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 typedef struct {
@@ -17,19 +18,47 @@ typedef struct {
  * the first range exit grows it; 64M at most. */
 static ls_slots store = LS_SLOTS_INIT(ls_launch, 16, 4, 1024);
 static int keep_records;
-static atomic_uint_fast64_t seen;
+
+/* Launch counts per thread: open addressing on the thread id, claimed with
+ * a compare-and-swap; slot LS_THREADS is the shared overflow count. */
+#define LS_THREADS 256
+static struct {
+    atomic_uint_fast64_t thread_id; /* 0: free */
+    atomic_uint_fast64_t count;
+} per_thread[LS_THREADS + 1];
+
+static atomic_uint_fast64_t *count_of(uint64_t thread_id)
+{
+    uint64_t h = thread_id * 0x9E3779B97F4A7C15ULL;
+    for (unsigned probe = 0; probe < LS_THREADS; probe++) {
+        unsigned i = (unsigned)((h >> 56) + probe) % LS_THREADS;
+        uint_fast64_t owner = atomic_load_explicit(&per_thread[i].thread_id, memory_order_acquire);
+        if (owner == thread_id)
+            return &per_thread[i].count;
+        if (owner == 0) {
+            uint_fast64_t expected = 0;
+            if (atomic_compare_exchange_strong(&per_thread[i].thread_id, &expected, thread_id) ||
+                expected == thread_id)
+                return &per_thread[i].count;
+        }
+    }
+    return &per_thread[LS_THREADS].count;
+}
 
 int ls_launches_reset(int keep)
 {
     keep_records = keep;
-    atomic_store(&seen, 0);
+    for (unsigned i = 0; i <= LS_THREADS; i++) {
+        atomic_store(&per_thread[i].thread_id, 0);
+        atomic_store(&per_thread[i].count, 0);
+    }
     return ls_slots_reset(&store);
 }
 
 void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
                         uint64_t start_ns)
 {
-    atomic_fetch_add_explicit(&seen, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(count_of((uint64_t)pthread_self()), 1, memory_order_relaxed);
     if (!keep_records)
         return;
     size_t index;
@@ -42,7 +71,10 @@ void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
     l->domain = domain;
 }
 
-uint64_t ls_launches_seen(void) { return atomic_load_explicit(&seen, memory_order_relaxed); }
+uint64_t ls_launches_seen_by(uint64_t thread_id)
+{
+    return atomic_load_explicit(count_of(thread_id), memory_order_relaxed);
+}
 
 int ls_launches_reserve(void) { return ls_slots_reserve(&store); }
 

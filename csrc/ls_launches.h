@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Empties the store; `keep` 0 only counts launches (ls_launches_seen)
+/* Empties the store; `keep` 0 only counts launches (ls_launches_seen_by)
  * without storing them.  0, or -1 when out of memory.  Call with callbacks
  * disabled. */
 int ls_launches_reset(int keep);
@@ -22,9 +22,11 @@ int ls_launches_reset(int keep);
 void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
                         uint64_t start_ns);
 
-/* Launch calls seen since the reset (stored or not): lets a blocking call
- * tell whether any launch happened between it and the previous one. */
-uint64_t ls_launches_seen(void);
+/* Launch calls the thread `thread_id` made since the reset (stored or not):
+ * lets a blocking call tell whether its thread launched anything between it
+ * and the previous one.  Lock-free; threads beyond the table's room share
+ * one overflow count (they can then split a sync, never merge two). */
+uint64_t ls_launches_seen_by(uint64_t thread_id);
 
 /* From a Python thread: grows the store ahead of need.  0, or -1 when out
  * of memory (later launches are then counted as dropped). */

@@ -108,23 +108,47 @@ typedef struct {
     uintptr_t param;
 } ls_fake_call;
 
+/* Reads item `i` of a fake call as an int in [0, limit]; -1 with an
+ * exception naming the call and the field. */
+static int read_field(PyObject *t, Py_ssize_t item, Py_ssize_t call, const char *field,
+                      unsigned long long limit, unsigned long long *out)
+{
+    PyObject *v = PyTuple_GET_ITEM(t, item);
+    if (!PyLong_Check(v) || PyBool_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject_calls: call %zd must be a tuple (api: "
+                     "str, duration_ns: int[, correlation_id: int[, function_param: int]]): its "
+                     "%s is a %.100s", call, field, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v); /* raises past 64 bits or < 0 */
+    if ((x == (unsigned long long)-1 && PyErr_Occurred()) || x > limit) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "loopscope._inject_calls: call %zd: %s (%R) out of range: "
+                     "must be between 0 and %llu", call, field, v, limit);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 /* Reads one (api, duration_ns[, correlation_id[, function_param]]) tuple. */
 static int read_fake_call(PyObject *t, Py_ssize_t i, ls_fake_call *out)
 {
-    const char *api;
-    unsigned long long duration = 0, correlation = 0, param = 1;
-    if (!PyTuple_Check(t) || !PyArg_ParseTuple(t, "sK|KK", &api, &duration, &correlation, &param)) {
-        PyErr_Clear();
+    Py_ssize_t n = PyTuple_Check(t) ? PyTuple_GET_SIZE(t) : 0;
+    if (n < 2 || n > 4 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {
         PyErr_Format(PyExc_TypeError, "loopscope._inject_calls: call %zd must be a tuple "
                      "(api: str, duration_ns: int[, correlation_id: int[, function_param: int]]), "
                      "got %R", i, t);
         return -1;
     }
-    if (duration > INT64_MAX || correlation > UINT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "loopscope._inject_calls: call %zd: duration_ns (%llu) or "
-                     "correlation_id (%llu) out of range", i, duration, correlation);
+    unsigned long long duration = 0, correlation = 0, param = 1;
+    if (read_field(t, 1, i, "duration_ns", INT64_MAX, &duration) ||
+        (n > 2 && read_field(t, 2, i, "correlation_id", UINT32_MAX, &correlation)) ||
+        (n > 3 && read_field(t, 3, i, "function_param", UINTPTR_MAX, &param)))
         return -1;
-    }
+    const char *api = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 0));
+    if (api == NULL)
+        return -1;
     if (ls_cbid_find(api, &out->domain, &out->cbid) != 0) {
         PyErr_Format(PyExc_ValueError, "loopscope._inject_calls: call %zd: %s is not an API call "
                      "loopscope listens to (see csrc/ls_cbids.c)", i, api);

@@ -57,7 +57,7 @@ typedef struct {
 typedef struct {
     uint64_t enter_ns, exit_ns; /* exit_ns 0 while the call has not returned */
     uint64_t thread_id;         /* pthread_self(), as threading.get_ident() */
-    uint64_t launches_before;   /* launch calls seen before this one began */
+    uint64_t launches_before;   /* launch calls of its thread before this one began */
     uint32_t correlation_id;
     uint32_t cbid;
     uint8_t domain; /* 0 runtime, 1 driver */

@@ -8,6 +8,8 @@
 #include "ls_launches.h"
 #include "ls_strict.h"
 
+#include <pthread.h>
+
 /* cudaFree(NULL) / cuMemFree(0) is a common no-op (context set-up): the
  * first parameter of every free call in the table is the pointer. */
 static int frees_nothing(const CUpti_CallbackData *call)
@@ -23,7 +25,7 @@ void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     uint32_t driver = domain == CUPTI_CB_DOMAIN_DRIVER_API;
     if (call->callbackSite == CUPTI_API_ENTER) {
         uint64_t t = now();
-        uint64_t launches_before = ls_launches_seen();
+        uint64_t launches_before = ls_launches_seen_by((uint64_t)pthread_self());
         if (role & LS_ROLE_LAUNCH)
             ls_launches_record(driver, cbid, call->correlationId, t);
         if (wait == LS_WAIT_NONE || call->correlationData == NULL)

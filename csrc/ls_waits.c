@@ -73,10 +73,16 @@ static int same_stack(const ls_call *a, const ls_call *b)
 }
 
 /* `next` continues the sync whose latest call is `last`: same thread, same
- * stack, and no launch in between (the only launch allowed is `last`'s own). */
+ * stack, and no launch of that thread in between (the only launch allowed is
+ * `last`'s own).  A call that launches starts a new sync unless it runs
+ * inside `last` (the runtime's cudaMemcpyAsync calls cuMemcpyDtoHAsync):
+ * the copy of a second `.item()` right after a first one is a new sync. */
 static int continues(const ls_call *last, const ls_call *next)
 {
     uint64_t expected = last->launches_before + ((last->role & LS_ROLE_LAUNCH) ? 1 : 0);
+    int nested = next->enter_ns >= last->enter_ns && next->exit_ns <= last->exit_ns;
+    if ((next->role & LS_ROLE_LAUNCH) && !nested)
+        return 0;
     return last->thread_id == next->thread_id && next->launches_before == expected &&
            same_stack(last, next);
 }

@@ -45,18 +45,24 @@ def _folder(module_name: str) -> str | None:
     return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
 
 
-_prefix_cache: dict[bool, tuple[str, ...]] = {}
+_prefix_cache: dict[bool, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def _internal_prefixes() -> tuple[str, ...]:
-    """Folders whose frames are never the reported site (computed once; again
-    if torch is imported later)."""
+def _internal_prefixes() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(torch and loopscope folders, installed-package folders, standard
+    library folders), computed once (again if torch is imported later).
+    Installed packages often live inside the standard library's folder
+    (lib/python3.X/site-packages), so they are told apart first."""
     key = "torch" in sys.modules
     if key not in _prefix_cache:
         paths = sysconfig.get_paths()
-        prefixes = [_folder("torch"), _folder("loopscope")]
-        prefixes += [os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if paths.get(k)]
-        _prefix_cache[key] = tuple(p for p in prefixes if p)
+        ours = tuple(p for p in (_folder("torch"), _folder("loopscope")) if p)
+        packages = {os.path.abspath(paths[k]) + os.sep for k in ("purelib", "platlib") if paths.get(k)}
+        packages.update(os.path.abspath(p) + os.sep for p in sys.path
+                        if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
+        stdlib = tuple(os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib")
+                       if paths.get(k))
+        _prefix_cache[key] = (ours, tuple(packages), stdlib)
     return _prefix_cache[key]
 
 
@@ -195,9 +201,15 @@ class Resolver:
         self._memo: dict[tuple, Site] = {}
 
     def _is_internal(self, file: str | None) -> bool:
+        """torch, loopscope and the standard library; an installed library
+        (diffusers, transformers, the user's own package) is a user site."""
         if not file or file.startswith("<frozen"):
             return True
-        return os.path.abspath(file).startswith(self._internal)
+        ours, packages, stdlib = self._internal
+        path = os.path.abspath(file)
+        if path.startswith(ours):
+            return True
+        return path.startswith(stdlib) and not path.startswith(packages)
 
     def site(self, call: dict[str, Any]) -> Site:
         """The site of one call; calls with the same stack share it."""

@@ -278,12 +278,55 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
     return list;
 }
 
+/* The host-side records (launch and other API calls, host syncs) as
+ * tuples, like ops(): what a recording needs to replay a capture through
+ * _inject.  Returns a new list, or NULL with an exception set. */
+static PyObject *capture_apis(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    PyObject *list = PyList_New((Py_ssize_t)r->apis.count);
+    for (size_t i = 0; list != NULL && i < r->apis.count; i++) {
+        const ls_api *a = &r->apis.items[i];
+        PyObject *t = Py_BuildValue("(KKIIII)", (unsigned long long)a->start_ns,
+                                    (unsigned long long)a->end_ns, a->correlation_id,
+                                    a->thread_id, a->cbid, a->domain);
+        if (t == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+static PyObject *capture_syncs(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    PyObject *list = PyList_New((Py_ssize_t)r->syncs.count);
+    for (size_t i = 0; list != NULL && i < r->syncs.count; i++) {
+        const ls_sync *s = &r->syncs.items[i];
+        PyObject *t = Py_BuildValue("(KKIII)", (unsigned long long)s->start_ns,
+                                    (unsigned long long)s->end_ns, s->stream_id,
+                                    s->correlation_id, s->type);
+        if (t == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
 static PyMethodDef capture_methods[] = {
     {"analyze", (PyCFunction)(void (*)(void))capture_analyze, METH_VARARGS | METH_KEYWORDS,
      "analyze(normal_us=20.0, severe_us=50.0) -> dict of gap figures (ns)."},
     {"info", capture_info, METH_NOARGS, "Counts, flags and costs of the capture."},
     {"ops", capture_ops, METH_NOARGS,
      "GPU ops as (kind, start_ns, end_ns, device, stream, correlation_id, name, bytes)."},
+    {"apis", capture_apis, METH_NOARGS,
+     "Host API calls as (start_ns, end_ns, correlation_id, thread_id, cbid, domain)."},
+    {"syncs", capture_syncs, METH_NOARGS,
+     "Host syncs as (start_ns, end_ns, stream, correlation_id, type)."},
     {NULL, NULL, 0, NULL},
 };
 

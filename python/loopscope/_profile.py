@@ -177,6 +177,13 @@ class Profile:
         """The summary as readable text, verdict first."""
         return format_report(self.summary())
 
+    def save_recording(self, path, *, command: str | None = None) -> str:
+        """Writes the raw records to a JSON(.gz) recording that
+        loopscope can analyse again later, anywhere (see _recording)."""
+        from ._recording import save
+
+        return str(save(self, path, command=command))
+
     def __repr__(self) -> str:
         if self._state is None:
             return "<loopscope.Profile (not started)>"

@@ -9,6 +9,7 @@ import warnings
 from typing import Any
 
 from . import _core, _cupti_paths
+from ._html import Summary
 from ._report import format_report
 from ._summary import build_summary
 
@@ -168,9 +169,9 @@ class Profile:
         """The summary dict (see PRODUCT.md); computed once, then cached."""
         self._require_finished()
         if self._summary is None:
-            self._summary = build_summary(
+            self._summary = Summary(build_summary(
                 self._capture, self._state, self._thresholds, self._host_ns, self._stop_error
-            )
+            ))
         return self._summary
 
     def report(self) -> str:
@@ -183,6 +184,11 @@ class Profile:
         from ._recording import save
 
         return str(save(self, path, command=command))
+
+    def _repr_html_(self) -> str:
+        from ._html import profile_html
+
+        return profile_html(self)
 
     def __repr__(self) -> str:
         if self._state is None:

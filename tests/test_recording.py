@@ -12,6 +12,7 @@ import pytest
 
 import loopscope
 from loopscope import _core, _recording
+from loopscope.__main__ import main
 
 from synthetic_loop import run_loop
 
@@ -148,6 +149,49 @@ def test_a_recording_is_small(test_clock, tmp_path):
     size = path.stat().st_size
     print("1,100 kernels + 1,100 launches:", size, "bytes")
     assert size < 20_000
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """The demo's view of a machine without a GPU, on any machine."""
+    import loopscope.__main__ as cli
+
+    monkeypatch.setattr(cli, "gpu_available", lambda: (False, "no GPU in this test"))
+
+
+def test_demo_without_gpu_and_without_recording(no_gpu, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(_recording, "DEMO_RECORDING", tmp_path / "none.json.gz")
+    assert main(["demo"]) == 0
+    assert capsys.readouterr().out == (
+        "loopscope demo: no GPU here (no GPU in this test).\n"
+        "The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run.\n")
+
+
+def test_demo_without_gpu_replays_the_bundled_recording(no_gpu, monkeypatch, test_clock, tmp_path, capsys):
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    path = Path(prof.save_recording(tmp_path / "demo.json.gz",
+                                    command="python benchmarks/record_demo.py"))
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    data["meta"]["device"] = "NVIDIA H200"
+    data["meta"]["devices"] = {"0": "NVIDIA H200"}
+    data["meta"]["date"] = "2026-11-21 10:00 UTC"
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    monkeypatch.setattr(_recording, "DEMO_RECORDING", path)
+    test_clock.set(0, 0)
+    assert main(["demo", "--json", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == [
+        "loopscope demo: no GPU here (no GPU in this test).",
+        "RECORDING: this report analyses the records of `python benchmarks/record_demo.py`, made "
+        f"on NVIDIA H200 on 2026-11-21 10:00 UTC with loopscope {loopscope.__version__}; nothing "
+        "ran on a GPU now.",
+        "",
+        "loopscope report - NVIDIA H200 - 3 steps, host " + out[3].split("host ")[1],
+    ]
+    assert out[4].startswith("CPU LAUNCH BOUND: GPU busy 25.5%, 2 severe gaps (> 50 us)")
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert written["source"] == "recording" and written["gpu"]["device"] == "NVIDIA H200"
 
 
 def test_bundled_recording_when_present():

@@ -178,6 +178,13 @@ class Profile:
         """The summary as readable text, verdict first."""
         return format_report(self.summary())
 
+    def export_trace(self, path) -> str:
+        """Writes a Chrome/Perfetto JSON trace (steps, ranges, GPU ops, host
+        syncs, launch gaps); returns the path."""
+        from ._trace_export import export_trace
+
+        return export_trace([self], path)
+
     def save_recording(self, path, *, command: str | None = None) -> str:
         """Writes the raw records to a JSON(.gz) recording that
         loopscope can analyse again later, anywhere (see _recording)."""

@@ -7,9 +7,10 @@ Each step launches `kernels` kernels of 10 us (one launch API record each,
 taken at the current profiler clock, so inside the step).  On the device,
 kernels of a step are `inner_gap_ns` apart and the first kernel of the next
 step comes `step_gap_ns` after the last one.  Device times start at 1 us,
-before any launch time (the profiler clock is far ahead), so every gap is
-caused by the host ("host launch late"): the loop reads CPU_LAUNCH_BOUND
-when it is mostly idle.
+before the launch times (the profiler clock is far ahead: the real clock
+always; the test fixture's clock, which starts at 1 ms, while the loop's
+device time stays under 1 ms), so every gap is caused by the host ("host
+launch late"): the loop reads CPU_LAUNCH_BOUND when it is mostly idle.
 
 With the defaults (3 steps x 2 kernels, 5 us inside a step, 80 us between
 steps): gaps 5, 80, 5, 80, 5 us -> 5 gaps, 3 normal, 2 severe (steps 1

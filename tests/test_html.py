@@ -4,6 +4,7 @@ fresh interpreter where matplotlib cannot be imported)."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 import re
@@ -21,6 +22,9 @@ from synthetic_loop import run_loop
 
 HERE = Path(__file__).parent
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
+
+needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                                      reason="needs matplotlib (the test extra) for the pictures")
 
 SITE = {"file": "loop.py", "line": 12, "function": "step", "code": "loss.item() < 0",
         "call": "loss.item()", "kind": "item", "count": 3, "blocked_ms": 0.25,
@@ -52,6 +56,7 @@ def test_summary_is_a_dict_that_renders(prof):
     assert s._repr_html_() == _html.render(s)
 
 
+@needs_matplotlib
 def test_verdict_first_then_tables_then_pictures(prof):
     h = prof._repr_html_()
     order = [h.index(marker) for marker in (

@@ -14,6 +14,7 @@ import loopscope
 nbformat = pytest.importorskip("nbformat", reason="needs nbformat (the test extra)")
 nbclient = pytest.importorskip("nbclient", reason="needs nbclient (the test extra)")
 pytest.importorskip("ipykernel", reason="needs ipykernel (the test extra)")
+pytest.importorskip("matplotlib", reason="needs matplotlib (the test extra)")
 
 HERE = Path(__file__).parent
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)

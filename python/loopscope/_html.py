@@ -247,7 +247,7 @@ def _timeline_picture(Figure, summary: dict[str, Any], timeline: dict[str, Any] 
         ax.set_xlabel("time since profile start, ms")
         ax.set_title("Time line: GPU busy (blue) and severe gaps (red); each step's host time "
                      "and the GPU work it launched", fontsize=10)
-        ax.legend(loc="upper right", fontsize=7, frameon=False, ncols=2)
+        ax.legend(loc="upper right", fontsize=7, frameon=False, ncol=2)
         ax.spines[["top", "right"]].set_visible(False)
     if steps:
         ax = axes[k]

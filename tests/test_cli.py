@@ -150,6 +150,8 @@ def test_ranges_as_steps_and_the_trace(tmp_path):
         (0, "denoise_step_0", 2, 0), (1, "denoise_step_1", 2, 1), (2, "denoise_step_2", 2, 1)]
     assert [(g["duration_us"], g["step_name"]) for g in s["gaps"]["worst"][:2]] == [
         (80.0, "denoise_step_1"), (80.0, "denoise_step_2")]
+    assert ("loopscope: 1 of 1 budget failed, ranges matching '^denoise_step_\\d+$' as steps "
+            "(3 steps)\n  FAILED max_severe_gaps: severe gaps 2 (> 50 us), budget <= 0") in result.stderr
     assert "Severe gaps per step: denoise_step_1 1, denoise_step_2 1" in result.stderr
 
     trace = json.loads(out_trace.read_text())
@@ -231,7 +233,7 @@ def test_torch_record_function_steps_in_a_script(tmp_path):
     result = cli("run", "--steps", "sample_step", "--json", str(tmp_path / "s.json"), path)
     assert result.returncode == 0, result.stderr
     s = json.loads((tmp_path / "s.json").read_text())
-    assert [st["name"] for st in s["steps"]] == ["sample_step"] * 4
+    assert [st["name"] for st in s["steps"]] == [f"sample_step#{i}" for i in range(4)]
 
 
 def test_demo_without_a_gpu():

@@ -138,7 +138,7 @@ def test_pass_fail_and_skip_with_readable_messages(inner, tmp_path):
     # a marked test without the fixture: ranges named like the glob are its steps
     result.stdout.fnmatch_lines([
         "*_ test_whole_body_with_range_steps _*",
-        "loopscope: 1 of 1 budget failed, steps matching 'Denoise_*' (3 of 3 steps)",
+        "loopscope: 1 of 1 budget failed, ranges matching 'Denoise_*' as steps (3 steps)",
         "  FAILED max_severe_gaps: severe gaps 2 (> 50 us), budget <= 1",
         "Worst gaps:",
         "        80.0 us  [host] step Denoise_1, stream 7, before gemm_0",

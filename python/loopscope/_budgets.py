@@ -175,8 +175,11 @@ def select_steps(summary: dict[str, Any], pattern: str | None) -> tuple[list[dic
     or (None, "whole profile") without a pattern."""
     if pattern is None:
         return None, "whole profile"
+    if summary.get("steps_from") == "ranges":  # the pattern already chose them
+        steps = summary["steps"]
+        return steps, f"ranges matching '{pattern}' as steps ({len(steps)} steps)"
     steps = [s for s in summary["steps"] if fnmatch.fnmatchcase(s["name"], pattern)]
-    return steps, f"steps matching {pattern!r} ({len(steps)} of {len(summary['steps'])} steps)"
+    return steps, f"steps matching '{pattern}' ({len(steps)} of {len(summary['steps'])} steps)"
 
 
 def _sum(values: list[Any]) -> float | None:

@@ -315,7 +315,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for i, summary in enumerate(summaries):
         if not budgets:
             break
-        verdict = evaluate(summary, budgets)
+        # ranges taken as steps: the budgets look at them only (not the warm-up around)
+        verdict = evaluate(summary, budgets,
+                           args.steps if summary.get("steps_from") == "ranges" else None)
         label = f" (profile {i + 1})" if len(summaries) > 1 else ""
         if verdict.failed:
             failed = True

@@ -46,8 +46,9 @@ def _attribute_worst_gaps(summary: dict[str, Any], capture, steps: list[dict[str
 
 def summary_with_range_steps(prof, match: Callable[[str], bool]) -> dict[str, Any] | None:
     """A copy of prof.summary() whose steps are the outermost ranges matching
-    `match`, numbered 0, 1, ... in the order they began; None when no range
-    matches (or the profile kept no records)."""
+    `match`, numbered 0, 1, ... in the order they began, named after their
+    range ("name#k" for the k-th of several ranges of one name); None when
+    no range matches (or the profile kept no records)."""
     from . import _summary
     from ._diagnosis import diagnose
 
@@ -62,7 +63,15 @@ def summary_with_range_steps(prof, match: Callable[[str], bool]) -> dict[str, An
     if not chosen:
         return None
     picked = sorted(_outermost(ranges, chosen), key=lambda i: ranges[i]["start_ns"])
-    as_steps = [dict(ranges[i], step=n) for n, i in enumerate(picked)]
+    names = [ranges[i]["name"] for i in picked]
+    seen: dict[str, int] = {}
+    as_steps = []
+    for n, i in enumerate(picked):
+        name = ranges[i]["name"]
+        if names.count(name) > 1:  # "denoise#0", "denoise#1", ...: each step tells apart
+            seen[name] = seen.get(name, -1) + 1
+            name = f"{name}#{seen[name]}"
+        as_steps.append(dict(ranges[i], step=n, name=name))
     new = copy.deepcopy(summary)
     new["steps"] = _summary._steps(as_steps, summary["gaps"] is not None, prof._thresholds)
     if new["gaps"] is not None:

@@ -205,3 +205,19 @@ def test_bundled_recording_when_present():
     assert s["recording"]["device"] and s["recording"]["recorded_source"] == "cupti"
     assert len(s["steps"]) == 10 and s["gpu"]["kernels"] > 1000
     assert s["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
+
+
+def test_damaged_records_are_refused(test_clock, tmp_path):
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    data = _recording.record(prof)
+    test_clock.set(0, 0)
+    short = json.loads(json.dumps(data))
+    short["ops"]["duration"].pop()
+    with pytest.raises(_recording.RecordingError, match="columns differ in length: \\[5, 6\\]"):
+        _recording.replay(short)
+    no_column = json.loads(json.dumps(data))
+    del no_column["apis"]["thread"]
+    with pytest.raises(_recording.RecordingError, match="damaged"):
+        _recording.replay(no_column)
+    assert not _core.active()

@@ -232,17 +232,26 @@ def replay(data: dict[str, Any]):
     (see the module doc).  No other profile may be running."""
     from ._profile import Profile
 
-    base = data["profile"]["start_ns"]
-    names = data["names"]
-    ops = _columns(data["ops"], ("start", "correlation"))
-    apis = _columns(data["apis"], ("start", "correlation"))
-    syncs = _columns(data["syncs"], ("start",))
-    ranges = _columns(data["ranges"], ("start",))
-    range_rows = [
-        {"start": base + start, "end": base + start + duration, "name": name, "parent": parent,
-         "step": step, "thread": thread}
-        for start, duration, name, parent, step, thread in ranges
-    ]
+    try:
+        base = data["profile"]["start_ns"]
+        names = data["names"]
+        ops = _columns(data["ops"], ("start", "correlation"))
+        apis = _columns(data["apis"], ("start", "correlation"))
+        syncs = _columns(data["syncs"], ("start",))
+        range_rows = [
+            {"start": base + start, "end": base + start + duration, "name": name,
+             "parent": parent, "step": step, "thread": thread}
+            for start, duration, name, parent, step, thread in _columns(data["ranges"], ("start",))
+        ]
+        for table, rows, width in (("ops", ops, 8), ("apis", apis, 4), ("syncs", syncs, 3)):
+            for row in rows:
+                if len(row) != width or not all(isinstance(v, int) for v in row):
+                    raise ValueError(f"{table} record {row!r}: {width} integers expected")
+    except RecordingError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise RecordingError(f"the recording's records are damaged ({type(error).__name__}: "
+                             f"{error})") from None
     prof = Profile(trace=False, gap_thresholds_us=tuple(data["profile"]["thresholds_us"]))
     try:
         _core._set_test_clock(base, 1)

@@ -73,6 +73,8 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
                 if is_step else {"kernels": r["kernels"], "profile": n},
             })
         ops = capture.ops()
+        apis = capture.apis()
+        called = {a[2] for a in apis}
         launched = set()
         for kind, start, end, device, stream, corr, name, nbytes in ops:
             streams.add((device, stream))
@@ -82,12 +84,12 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
             events.append({"ph": "X", "pid": GPU_PID + device, "tid": stream,
                            "name": name or kind, "cat": kind, "ts": _us(start, t0),
                            "dur": _us(end, start), "args": args})
-            if corr:
+            if corr in called:  # an arrow only where both ends exist
                 launched.add(corr)
                 events.append({"ph": "f", "bp": "e", "pid": GPU_PID + device, "tid": stream,
                                "name": "launch", "cat": "launch", "id": corr,
                                "ts": _us(start, t0)})
-        for start, end, corr, thread, _cbid, _domain in capture.apis():
+        for start, end, corr, thread, _cbid, _domain in apis:
             events.append({"ph": "X", "pid": HOST_PID, "tid": "CUDA API", "name": "launch",
                            "cat": "api", "ts": _us(start, t0), "dur": _us(end, start),
                            "args": {"correlation": corr, "thread": thread}})

@@ -253,3 +253,37 @@ def test_demo_without_a_gpu():
         assert lines[3].startswith("loopscope report - NVIDIA ")
     else:
         assert lines[1] == "The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run."
+
+
+def test_a_script_with_two_profiles_reports_both(tmp_path):
+    path = script(tmp_path, """
+        import loopscope
+        from synthetic_loop import run_loop, run_graph_like
+        for loop in (run_loop, run_graph_like):
+            with loopscope.profile(trace=False) as prof:
+                loop(prof)
+    """)
+    out_json = tmp_path / "s.json"
+    result = cli("run", "--json", str(out_json), "--max-severe-gaps", "0", path)
+    assert result.returncode == 1  # the first profile has 2 severe gaps
+    assert "=== profile 1 of 2 ===" in result.stdout and "=== profile 2 of 2 ===" in result.stdout
+    assert "BUDGET FAILED (profile 1)" in result.stderr
+    assert "loopscope: budgets met (profile 2): max_severe_gaps" in result.stderr
+    summaries = json.loads(out_json.read_text())
+    assert [s["diagnosis"]["verdict"] for s in summaries] == ["CPU_LAUNCH_BOUND", "GPU_BOUND"]
+
+
+def test_progress_is_said_only_for_big_captures(tmp_path, monkeypatch, capsys, test_clock):
+    """In this process: the threshold lowered to 5 records, the 12 records
+    of the synthetic loop get a progress line; at the real threshold, none."""
+    from loopscope.__main__ import main
+
+    path = script(tmp_path, RANGES_ONLY)
+    monkeypatch.setattr(_cli, "PROGRESS_RECORDS", 5)
+    assert main(["run", "--steps", "denoise", path]) == 0
+    err = capsys.readouterr().err
+    assert "loopscope: taking ranges matching 'denoise' as steps (12 records)..." in err
+    assert "loopscope: analysing 12 records..." in err
+    monkeypatch.setattr(_cli, "PROGRESS_RECORDS", 500_000)
+    assert main(["run", "--steps", "denoise", path]) == 0
+    assert "records..." not in capsys.readouterr().err

@@ -19,7 +19,8 @@ enough.  It gives
   `profile` holds options for `loopscope.profile()` (e.g. trace,
   gap_thresholds_us);
 - the option `--loopscope-report=PATH`: every profiled test's summary and
-  budget results, written as one JSON file at the end of the run.
+  budget results, written as one JSON file at the end of the run (not
+  under pytest-xdist yet: its workers' results are not gathered).
 
 The plugin never imports torch, and does nothing for tests without the
 fixture or the marker, so projects that do not use it are not affected."""

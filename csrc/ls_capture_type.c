@@ -423,7 +423,8 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                    U64(c->stop_ns_cost), "buffer_bytes", U64(c->buffer_bytes),
                    "buffers_refused", U64(c->buffers_refused));
     PyObject *more = info == NULL ? NULL
-        : ls_dict_of(5, "watched_syncs", PyBool_FromLong(c->watched_syncs), "syncs_reason",
+        : ls_dict_of(6, "calls_injected", PyBool_FromLong(c->calls_injected),
+                     "watched_syncs", PyBool_FromLong(c->watched_syncs), "syncs_reason",
                      c->syncs_reason[0] ? PyUnicode_FromString(c->syncs_reason) : Py_NewRef(Py_None),
                      "calls", U64(r->calls.count), "calls_before_start", U64(c->calls_before_start),
                      "codes_refused", U64(c->codes_refused));
@@ -544,6 +545,45 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
     return list;
 }
 
+/* The host-side records (launch and other API calls, host syncs) as
+ * tuples, like ops(): what a recording needs to replay a capture through
+ * _inject.  Returns a new list, or NULL with an exception set. */
+static PyObject *capture_apis(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    PyObject *list = PyList_New((Py_ssize_t)r->apis.count);
+    for (size_t i = 0; list != NULL && i < r->apis.count; i++) {
+        const ls_api *a = &r->apis.items[i];
+        PyObject *t = Py_BuildValue("(KKIIII)", (unsigned long long)a->start_ns,
+                                    (unsigned long long)a->end_ns, a->correlation_id,
+                                    a->thread_id, a->cbid, a->domain);
+        if (t == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+static PyObject *capture_syncs(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    PyObject *list = PyList_New((Py_ssize_t)r->syncs.count);
+    for (size_t i = 0; list != NULL && i < r->syncs.count; i++) {
+        const ls_sync *s = &r->syncs.items[i];
+        PyObject *t = Py_BuildValue("(KKIII)", (unsigned long long)s->start_ns,
+                                    (unsigned long long)s->end_ns, s->stream_id,
+                                    s->correlation_id, s->type);
+        if (t == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
 static PyMethodDef capture_methods[] = {
     {"analyze", (PyCFunction)(void (*)(void))capture_analyze, METH_VARARGS | METH_KEYWORDS,
      "analyze(normal_us=20.0, severe_us=50.0, groups=None, plain_ranges=True) -> dict of gap "
@@ -558,6 +598,10 @@ static PyMethodDef capture_methods[] = {
      "PM samples as (start_ns, end_ns, {figure: value}), in time order."},
     {"ops", capture_ops, METH_NOARGS,
      "GPU ops as (kind, start_ns, end_ns, device, stream, correlation_id, name, bytes)."},
+    {"apis", capture_apis, METH_NOARGS,
+     "Host API calls as (start_ns, end_ns, correlation_id, thread_id, cbid, domain)."},
+    {"syncs", capture_syncs, METH_NOARGS,
+     "Host syncs as (start_ns, end_ns, stream, correlation_id, type)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -216,7 +216,7 @@ PyObject *ls_inject_calls(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     Py_DECREF(seq);
-    ls_session_mark_injected();
+    ls_session_mark_calls_injected();
     if (release_gil) {
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++)

@@ -46,6 +46,7 @@ static _Thread_local struct {
 int ls_session_active(void) { return session.active; }
 ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
 void ls_session_mark_injected(void) { session.capture.injected = 1; }
+void ls_session_mark_calls_injected(void) { session.capture.calls_injected = 1; }
 void ls_session_mark_samples_injected(void) { session.capture.samples_injected = 1; }
 
 /* Samples further than this from the moment sampling started are taken to

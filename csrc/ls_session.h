@@ -38,6 +38,7 @@ typedef struct {
     ls_records records;
     int traced;                /* CUPTI traced the session */
     int injected;              /* test records were injected */
+    int calls_injected;        /* test API calls went through the switchboard */
     char reason[1024];         /* why the GPU part is missing, "" if present */
     char stop_error[1024];     /* a CUPTI failure at stop, "" if none */
     char note[1024];           /* traced, but with something missing ("" if not) */
@@ -82,6 +83,7 @@ void ls_session_pop(int is_step);
 /* The live session's records (for the test hook), NULL when none runs. */
 ls_records *ls_session_records(void);
 void ls_session_mark_injected(void);
+void ls_session_mark_calls_injected(void);
 void ls_session_mark_samples_injected(void);
 
 #endif

@@ -38,7 +38,9 @@ def _quiet_and_clean():
 def _synthetic_records_only(request, monkeypatch):
     """The CPU suite feeds synthetic records and expects exact answers, so on
     a machine with a GPU it must not mix in real CUPTI records: every
-    profile runs with trace=False there, except in tests marked
+    profile runs with trace=False, metrics=False and syncs=False there
+    (injected API calls still go through the switchboard; no_sync() keeps
+    its sync callbacks), except in tests marked
     `real_tracing` (the degradation tests, which skip where tracing works)
     or `gpu`."""
     if request.node.get_closest_marker("real_tracing") or request.node.get_closest_marker("gpu"):
@@ -46,6 +48,8 @@ def _synthetic_records_only(request, monkeypatch):
     real_start = _core.start
 
     def start_without_tracing(*args, **kwargs):
+        if kwargs.get("trace", True):  # a profile: no real sync callbacks either (no_sync
+            kwargs["syncs"] = False    # starts with trace=False and keeps them)
         kwargs["trace"] = False
         kwargs["metrics"] = False  # real PM samples would mix with the injected ones
         return real_start(*args, **kwargs)

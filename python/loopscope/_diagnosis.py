@@ -136,10 +136,10 @@ def _counter_evidence(sm: dict[str, Any] | None, dram: dict[str, Any] | None) ->
                 "dram_busy_pct": None, "gr_active_pct": None}
     return {
         "sm_active_pct": sm["active_pct"],
-        "sm_active_busy_pct": sm["active_busy_pct"],
+        "sm_active_busy_pct": sm.get("active_busy_pct"),
         "dram_pct": dram["throughput_pct"],
-        "dram_busy_pct": dram["throughput_busy_pct"],
-        "gr_active_pct": sm["gr_active_pct"],
+        "dram_busy_pct": dram.get("throughput_busy_pct"),
+        "gr_active_pct": sm.get("gr_active_pct"),
         "thresholds_pct": {
             "memory_dram_from": MEMORY_DRAM_FROM_PCT,
             "compute_sm_above": COMPUTE_SM_ABOVE_PCT,
@@ -171,13 +171,13 @@ def _action(verdict: str, dram: dict[str, Any] | None) -> str:
 
 def _diagnose_counters_only(summary: dict[str, Any]) -> dict[str, Any]:
     sm, dram, syncs = summary["sm"], summary["dram"], summary.get("syncs")
-    gr = sm["gr_active_pct"]
+    gr = sm.get("gr_active_pct")
     span_ms = summary["host_ms"]
     idle_ms = span_ms * (1 - gr / 100.0) if gr is not None else None
     share = None
     if syncs is not None:
         share = (syncs["blocked_ms"] / idle_ms) if idle_ms else 0.0
-    verdict = _counters_only_verdict(gr, sm["active_busy_pct"], dram["throughput_busy_pct"], share)
+    verdict = _counters_only_verdict(gr, sm.get("active_busy_pct"), dram.get("throughput_busy_pct"), share)
     reasons = [
         f"counters only (no kernel trace): GPU busy {_f(gr)}% of the loop by GR active"
     ] + _counter_reasons(sm, dram)
@@ -225,8 +225,8 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
         return {"verdict": "NO_GPU_WORK", "reasons": ["no GPU operation was recorded"],
                 "actions": [ACTIONS["NO_GPU_WORK"]], "evidence": {}}
     busy = gaps["busy_pct"]
-    sm_busy = sm["active_busy_pct"] if sm else None
-    dram_busy = dram["throughput_busy_pct"] if dram else None
+    sm_busy = sm.get("active_busy_pct") if sm else None
+    dram_busy = dram.get("throughput_busy_pct") if dram else None
     verdict = _verdict(busy, gaps, sm_busy, dram_busy)
     idle = gaps["idle_ms"]
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}

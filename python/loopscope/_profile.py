@@ -9,6 +9,7 @@ import warnings
 from typing import Any
 
 from . import _core, _cupti_paths, _instrument
+from ._html import Summary
 from ._report import format_report
 from ._summary import build_summary
 
@@ -220,14 +221,33 @@ class Profile:
         """The summary dict (see PRODUCT.md); computed once, then cached."""
         self._require_finished()
         if self._summary is None:
-            self._summary = build_summary(
+            self._summary = Summary(build_summary(
                 self._capture, self._state, self._thresholds, self._host_ns, self._stop_error
-            )
+            ))
         return self._summary
 
     def report(self) -> str:
         """The summary as readable text, verdict first."""
         return format_report(self.summary())
+
+    def export_trace(self, path) -> str:
+        """Writes a Chrome/Perfetto JSON trace (steps, ranges, GPU ops, host
+        syncs, launch gaps); returns the path."""
+        from ._trace_export import export_trace
+
+        return export_trace([self], path)
+
+    def save_recording(self, path, *, command: str | None = None) -> str:
+        """Writes the raw records to a JSON(.gz) recording that
+        loopscope can analyse again later, anywhere (see _recording)."""
+        from ._recording import save
+
+        return str(save(self, path, command=command))
+
+    def _repr_html_(self) -> str:
+        from ._html import profile_html
+
+        return profile_html(self)
 
     def __repr__(self) -> str:
         if self._state is None:

@@ -1,0 +1,361 @@
+"""`python -m loopscope run`: a script under the profiler, and the demo's
+no-GPU path (the bundled recording).
+
+How `run` profiles a script:
+- The whole script runs inside one profile (runpy, as __main__, with
+  sys.argv set to the script and its arguments).
+- A script that makes its own `loopscope.profile()` takes over: the run's
+  profile ends as the script's begins, and the script's profiles are the
+  ones reported (so a script marked with prof.step() runs unchanged,
+  alone or under `run`).
+- Steps: the script's prof.step() calls; else, with --steps REGEX, the
+  ranges whose names match REGEX (re.search): loopscope.range blocks, and,
+  mirrored while the script runs, torch.cuda.nvtx.range_push/pop and
+  torch.profiler.record_function blocks.
+- Budgets (--max-syncs, --max-severe-gaps): a failed budget exits 1 with the
+  evidence; a budget whose metric was not measured is reported as NOT
+  CHECKED and does not fail the run.
+
+Exit status: 0 ok; 1 a budget failed, or the script raised; 2 usage error;
+a script's own non-zero sys.exit status is passed on."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import runpy
+import sys
+import threading
+import traceback
+import warnings
+from typing import Any, Callable
+
+EXIT_OK, EXIT_BUDGET, EXIT_USAGE = 0, 1, 2
+PROGRESS_RECORDS = 500_000  # above this, say what the analysis is doing (it takes seconds)
+
+RUN_DESCRIPTION = """\
+Runs a Python script under the profiler and prints the report.
+
+The script runs as __main__ with its own arguments.  If it makes its own
+`with loopscope.profile() as prof:` block, that profile is the one reported
+(its prof.step() calls are the steps); otherwise the whole script is
+profiled.  Without prof.step() steps, --steps REGEX takes the ranges whose
+names match REGEX as steps: loopscope.range() blocks, torch NVTX ranges
+(torch.cuda.nvtx.range_push/range) and torch.profiler.record_function blocks.
+
+examples:
+  python -m loopscope run train.py --epochs 1
+  python -m loopscope run --steps 'denoise_step' --json out.json sample.py
+  python -m loopscope run --max-syncs 0 --max-severe-gaps 0 infer.py   # CI gate
+
+exit status: 0 ok; 1 a budget failed or the script raised; 2 usage error;
+a script's own non-zero exit status is passed on.  A budget that could not
+be measured here (no GPU, sync detection unavailable) is printed as NOT
+CHECKED and does not fail the run."""
+
+
+def add_run_parser(sub) -> None:
+    run = sub.add_parser(
+        "run", help="run a script under the profiler and print the report",
+        description=RUN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--steps", metavar="REGEX",
+                     help="ranges whose names match REGEX are the steps (when the script "
+                          "has no prof.step() of its own)")
+    run.add_argument("--json", metavar="OUT", help="write the summary dict as JSON to OUT "
+                     "(a list of them when the script ran several profiles)")
+    run.add_argument("--trace", metavar="OUT",
+                     help="write a Chrome/Perfetto trace (ranges, GPU ops, syncs, gaps) to OUT")
+    run.add_argument("--max-syncs", metavar="N", type=_count,
+                     help="budget: fail (exit 1) with more than N host-device syncs")
+    run.add_argument("--max-severe-gaps", metavar="N", type=_count,
+                     help="budget: fail (exit 1) with more than N severe gaps")
+    run.add_argument("script", help="the Python script to run")
+    run.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _say(message: str) -> None:
+    print(f"loopscope: {message}", file=sys.stderr, flush=True)
+
+
+# -- mirroring torch's ranges into loopscope ranges -----------------------
+class _TorchRanges:
+    """While installed, torch NVTX pushes/pops and record_function blocks also
+    open and close loopscope ranges of the same name."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+        self._local = threading.local()
+
+    def _stack(self) -> list:
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        return self._local.stack
+
+    def install(self) -> bool:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            return False
+        import torch
+        import torch.autograd.profiler as autograd_profiler
+        import torch.cuda.nvtx as nvtx
+
+        from . import _core
+
+        stack = self._stack
+
+        def patch(owner, name, make):
+            old = getattr(owner, name)
+            setattr(owner, name, make(old))
+            self._undo.append(lambda: setattr(owner, name, old))
+
+        def push_wrap(old):
+            def range_push(msg, *args, **kwargs):
+                result = old(msg, *args, **kwargs)
+                r = _core.range(str(msg) or "?")
+                r.__enter__()
+                stack().append(r)
+                return result
+            return range_push
+
+        def pop_wrap(old):
+            def range_pop(*args, **kwargs):
+                if stack():
+                    stack().pop().__exit__(None, None, None)
+                return old(*args, **kwargs)
+            return range_pop
+
+        def enter_wrap(old):
+            def __enter__(rf):
+                result = old(rf)
+                r = _core.range(str(rf.name) or "?")
+                r.__enter__()
+                rf._loopscope_range = r
+                return result
+            return __enter__
+
+        def exit_wrap(old):
+            def __exit__(rf, *exc):
+                r = rf.__dict__.pop("_loopscope_range", None)
+                if r is not None:
+                    r.__exit__(None, None, None)
+                return old(rf, *exc)
+            return __exit__
+
+        patch(nvtx, "range_push", push_wrap)
+        patch(nvtx, "range_pop", pop_wrap)
+        record_function = autograd_profiler.record_function
+        patch(record_function, "__enter__", enter_wrap)
+        patch(record_function, "__exit__", exit_wrap)
+        del torch
+        return True
+
+    def remove(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+# -- hand-over between the run's profile and the script's own ---------------
+class _HandOver:
+    """While installed, the first loopscope profile the script enters ends the
+    run's own profile; every profile the script enters is collected."""
+
+    def __init__(self, outer) -> None:
+        from ._profile import Profile
+
+        self.outer = outer
+        self.script_profiles: list = []
+        self._cls = Profile
+        self._enter = Profile.__enter__
+
+    def install(self) -> None:
+        hand_over = self
+
+        def __enter__(prof):
+            if prof is not hand_over.outer:
+                hand_over.end_outer()
+                hand_over.script_profiles.append(prof)
+            return hand_over._enter(prof)
+
+        self._cls.__enter__ = __enter__
+
+    def remove(self) -> None:
+        self._cls.__enter__ = self._enter
+
+    def end_outer(self) -> None:
+        outer = self.outer
+        if outer._state is not None and outer._capture is None and outer._stop_error is None:
+            outer.__exit__(None, None, None)
+
+
+def _run_script(path: str, args: list[str]) -> tuple[int, str | None]:
+    """Runs the script as __main__; (exit status, error text or None)."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [path] + args
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        runpy.run_path(path, run_name="__main__")
+        return EXIT_OK, None
+    except SystemExit as exit_:
+        code = exit_.code
+        if code is None or code == 0:
+            return EXIT_OK, None
+        if isinstance(code, int):
+            return code, f"the script exited with status {code}"
+        print(code, file=sys.stderr)
+        return EXIT_BUDGET, f"the script exited: {code}"
+    except BaseException as error:  # the script's own failure: report what ran
+        traceback.print_exc()
+        return EXIT_BUDGET, f"the script raised {type(error).__name__}: {error}"
+    finally:
+        sys.argv, sys.path = saved_argv, saved_path
+
+
+def _with_steps(prof, pattern: re.Pattern | None) -> tuple[dict[str, Any], str | None]:
+    summary = prof.summary()
+    if pattern is None or summary["steps"]:
+        note = ("the script marks its own steps with prof.step(); --steps is not used"
+                if pattern is not None and summary["steps"] else None)
+        return summary, note
+    from ._range_steps import summary_with_range_steps
+
+    records = summary["overhead"]["records"]
+    if records > PROGRESS_RECORDS:
+        _say(f"taking ranges matching {pattern.pattern!r} as steps ({records:,} records)...")
+    new = summary_with_range_steps(prof, lambda name: pattern.search(name) is not None)
+    if new is None:
+        names = sorted({r["name"] for r in summary["ranges"]})
+        return summary, (f"no range name matched --steps {pattern.pattern!r}; the report has "
+                         f"no steps (range names: {', '.join(names[:10]) or 'none'})")
+    return new, None
+
+
+def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ._budgets import evaluate
+    from ._profile import LoopscopeWarning, profile
+
+    pattern = None
+    if args.steps is not None:
+        try:
+            pattern = re.compile(args.steps)
+        except re.error as error:
+            parser.error(f"--steps {args.steps!r} is not a valid regular expression: {error}")
+    if not os.path.isfile(args.script):
+        parser.error(f"cannot run {args.script!r}: no such file")
+    budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
+                                        ("max_severe_gaps", args.max_severe_gaps)) if v is not None}
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401  (first, so the profile reuses the CUPTI torch loads)
+    mirror = _TorchRanges()
+    if pattern is not None:
+        mirror.install()
+    outer = profile()
+    hand_over = _HandOver(outer)
+    _say(f"profiling {args.script}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LoopscopeWarning)
+        outer.__enter__()
+    for w in caught:  # said once, plainly, not as a warning pointing into loopscope
+        _say(str(w.message).removeprefix("loopscope: "))
+    hand_over.install()
+    try:
+        status, error = _run_script(args.script, list(args.args))
+    finally:
+        hand_over.remove()
+        hand_over.end_outer()  # unless the script's own profile ended it already
+        mirror.remove()
+    profiles = hand_over.script_profiles or [outer]
+    profiles = [p for p in profiles if p._state is not None]
+    for p in profiles:  # a script profile left running by an exception
+        if p._capture is None and p._stop_error is None:
+            p.__exit__(None, None, None)
+    records = sum(p.summary()["overhead"]["records"] for p in profiles)
+    if records > PROGRESS_RECORDS:
+        _say(f"analysing {records:,} records...")
+    summaries, notes = [], []
+    for p in profiles:
+        summary, note = _with_steps(p, pattern)
+        summaries.append(summary)
+        if note:
+            notes.append(note)
+    from ._report import format_report
+
+    for i, summary in enumerate(summaries):
+        if len(summaries) > 1:
+            print(f"\n=== profile {i + 1} of {len(summaries)} ===")
+        print(format_report(summary))
+    for note in notes:
+        _say(note)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summaries[0] if len(summaries) == 1 else summaries, f, indent=1)
+        _say(f"summary written to {args.json}")
+    if args.trace:
+        from ._trace_export import export_trace
+
+        export_trace(profiles, args.trace)
+        _say(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
+    if error:
+        _say(error)
+    failed = False
+    for i, summary in enumerate(summaries):
+        if not budgets:
+            break
+        # ranges taken as steps: the budgets look at them only (not the warm-up around)
+        verdict = evaluate(summary, budgets,
+                           args.steps if summary.get("steps_from") == "ranges" else None)
+        label = f" (profile {i + 1})" if len(summaries) > 1 else ""
+        if verdict.failed:
+            failed = True
+            print(f"\nBUDGET FAILED{label}\n" + verdict.message(), file=sys.stderr)
+        else:
+            for o in verdict.unavailable:
+                print(f"NOT CHECKED{label}: {o.line()}", file=sys.stderr)
+        if not verdict.failed and verdict.met:
+            _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
+    if status != EXIT_OK:
+        return status
+    return EXIT_BUDGET if failed else EXIT_OK
+
+
+# -- the demo without a GPU -----------------------------------------------
+def demo_recording(reason: str, json_path: str | None = None) -> int:
+    """The demo's no-GPU path: the bundled recording of the demo loop,
+    analysed here, or the plain message when the package has none."""
+    from ._recording import RecordingError, bundled_demo, describe, replay
+
+    try:
+        data = bundled_demo()
+    except RecordingError as error:
+        print(f"loopscope demo: no GPU here ({reason}), and the bundled recording is "
+              f"unreadable: {error}")
+        return EXIT_OK
+    if data is None:
+        print(f"loopscope demo: no GPU here ({reason}).")
+        print("The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run.")
+        return EXIT_OK
+    prof = replay(data)
+    summary = prof.summary()
+    print(f"loopscope demo: no GPU here ({reason}).")
+    print(describe(summary))
+    print()
+    print(prof.report())
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(summary, f, indent=1)
+        print(f"summary written to {json_path}")
+    return EXIT_OK

@@ -1,0 +1,403 @@
+"""The notebook view: a summary (or a finished Profile) as HTML.
+
+Order: the verdict and its evidence, the headline figures, the per-step
+table, the sync sites, then the pictures people would rather look at than
+read: the gap histogram and the timeline (GPU busy/idle per step, SM and
+DRAM curves where sampled; with a Profile also the real time line of GPU
+work with the steps and the severe gaps on it).  Pictures are drawn with
+matplotlib (no pyplot, so no global state) and embedded as PNG; without
+matplotlib the view is text and tables, with one note saying so."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import Any
+
+from ._budgets import format_site, step_list
+
+MAX_STEP_ROWS = 60
+MAX_SITES = 20
+MAX_TIMELINE_OPS = 500_000  # above this the real time line is left out (drawing cost)
+
+VERDICT_COLOURS = {
+    "CPU_LAUNCH_BOUND": "#d9822b",
+    "SYNC_BOUND": "#c23030",
+    "MEMORY_BOUND": "#7157d9",
+    "COMPUTE_BOUND": "#0f9960",
+    "GPU_BOUND": "#0f9960",
+    "BALANCED": "#5c7080",
+    "NO_GPU_WORK": "#5c7080",
+    "UNKNOWN": "#5c7080",
+}
+BUSY, IDLE, SEVERE, SM, DRAM = "#2b95d6", "#e1e8ed", "#c23030", "#0f9960", "#7157d9"
+
+_TABLE = "border-collapse:collapse;font-size:12px;margin:4px 0 10px 0"
+_TH = "text-align:right;padding:2px 8px;border-bottom:1px solid #8a9ba8;font-weight:600"
+_TD = "text-align:right;padding:1px 8px;border-bottom:1px solid #eef1f3;font-family:monospace"
+_NOTE = "color:#5c7080;font-size:12px;margin:2px 0"
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _f(value: Any, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _matplotlib():
+    """matplotlib's Figure class, or None when matplotlib is not installed."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    return Figure
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="loopscope picture" src="data:image/png;base64,{data}"/>'
+
+
+def _h(title: str) -> str:
+    return f'<h4 style="margin:12px 0 2px 0">{_e(title)}</h4>'
+
+
+def _table(head: list[str], rows: list[list[str]], left: tuple[int, ...] = ()) -> str:
+    def cell(tag: str, style: str, text: str, i: int) -> str:
+        if i in left:
+            style = style.replace("text-align:right", "text-align:left")
+        return f'<{tag} style="{style}">{text}</{tag}>'
+
+    out = [f'<table style="{_TABLE}"><tr>']
+    out += [cell("th", _TH, _e(h), i) for i, h in enumerate(head)]
+    out.append("</tr>")
+    for row in rows:
+        out.append("<tr>" + "".join(cell("td", _TD, c, i) for i, c in enumerate(row)) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+# -- sections ------------------------------------------------------------
+def _verdict(summary: dict[str, Any]) -> str:
+    d = summary["diagnosis"]
+    colour = VERDICT_COLOURS.get(d["verdict"], "#5c7080")
+    out = [
+        f'<div style="border-left:6px solid {colour};padding:4px 10px;margin:6px 0">',
+        f'<div style="font-size:18px;font-weight:700;color:{colour}">'
+        f'{_e(d["verdict"].replace("_", " "))}</div>',
+    ]
+    if d.get("actions"):
+        out.append(f'<div style="margin:2px 0"><b>Next:</b> {_e(d["actions"][0])}</div>')
+    out.append('<ul style="margin:2px 0 2px 18px;padding:0">')
+    out += [f"<li>{_e(r)}</li>" for r in d["reasons"]]
+    out.append("</ul></div>")
+    return "".join(out)
+
+
+def _figures(summary: dict[str, Any]) -> str:
+    gpu, gaps, syncs = summary["gpu"], summary["gaps"], summary["syncs"]
+    rows = []
+    if gpu is not None:
+        rows.append(["GPU", f"busy {_f(gpu['busy_pct'], '.1f')}% of {gpu['span_ms']:.3f} ms; "
+                            f"{gpu['kernels']} kernels, {gpu['memcpys']} memcpys, "
+                            f"{gpu['memsets']} memsets"])
+    if gaps is not None:
+        rows.append(["Gaps", f"{gaps['count']}: {gaps['normal']} normal, {gaps['warning']} warning, "
+                             f"<b>{gaps['severe']} severe</b> (&gt; {gaps['thresholds_us'][1]:g} us); "
+                             f"p50 {gaps['p50_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
+                             f"max {gaps['max_us']:.2f} us; idle {gaps['idle_ms']:.3f} ms"])
+    if syncs is not None:
+        kinds = ", ".join(f"{_e(k)} {v}" for k, v in syncs.get("by_kind", {}).items())
+        rows.append(["Syncs", f"{syncs['count']}, host blocked {syncs['blocked_ms']:.3f} ms"
+                              + (f" ({kinds})" if kinds else "")])
+    if summary["sm"] is not None:
+        dram = summary["dram"] or {}
+        rows.append(["SM / DRAM", f"SM active {_f(summary['sm'].get('active_pct'), '.1f')}%, "
+                                  f"DRAM {_f(dram.get('throughput_pct'), '.1f')}% "
+                                  f"(read {_f(dram.get('read_gbps'), '.1f')} GB/s, "
+                                  f"write {_f(dram.get('write_gbps'), '.1f')} GB/s)"])
+    if not rows:
+        return ""
+    body = "".join(f'<tr><td style="padding:1px 10px 1px 0;font-weight:600">{k}</td>'
+                   f'<td style="padding:1px 0">{v}</td></tr>' for k, v in rows)
+    return f'<table style="font-size:13px;margin:4px 0">{body}</table>'
+
+
+def _steps(summary: dict[str, Any]) -> str:
+    steps = summary["steps"]
+    if not steps:
+        return ""
+    shown = steps if len(steps) <= MAX_STEP_ROWS else steps[: MAX_STEP_ROWS - 5] + steps[-5:]
+    rows = []
+    for i, s in enumerate(shown):
+        if len(steps) > MAX_STEP_ROWS and i == MAX_STEP_ROWS - 5:
+            rows.append(["...", f"{len(steps) - MAX_STEP_ROWS} more steps"] + [""] * 11)
+        g = s["gaps"] or {}
+        severe = g.get("severe")
+        severe_cell = _f(severe, "d")
+        if severe:
+            severe_cell = f'<b style="color:{SEVERE}">{severe}</b>'
+        rows.append([
+            str(s["index"]), _e(s["name"]), _f(s["host_ms"]), _f(s["gpu_ms"]),
+            _f(g.get("busy_pct"), ".1f"), _f(s["kernels"], "d"), _f(g.get("count"), "d"),
+            severe_cell, _f(g.get("max_us"), ".1f"), _f(s.get("syncs"), "d"),
+            _f(s.get("sm_active_pct"), ".1f"), _f(s.get("dram_pct"), ".1f"), _e(s["verdict"] or "-"),
+        ])
+    head = ["step", "name", "host ms", "GPU ms", "busy %", "kernels", "gaps", "severe",
+            "max gap us", "syncs", "SM %", "DRAM %", "verdict"]
+    note = ""
+    if summary.get("steps_from") == "ranges":
+        note = f'<div style="{_NOTE}">Steps are the ranges whose names matched the step pattern.</div>'
+    return _h(f"Steps ({len(steps)})") + note + _table(head, rows, left=(1, 12))
+
+
+def _sites(summary: dict[str, Any]) -> str:
+    syncs = summary["syncs"]
+    if syncs is None:
+        reason = summary.get("syncs_error") or "sync detection is not available in this build"
+        return _h("Sync sites") + f'<div style="{_NOTE}">Not measured: {_e(reason)}</div>'
+    sites = syncs.get("sites") or []
+    if not sites:
+        return _h("Sync sites") + f'<div style="{_NOTE}">No host-device sync inside the profile.</div>'
+    rows = []
+    for s in sites[:MAX_SITES]:
+        where = _e(f"{s.get('file') or '?'}:{s.get('line') if s.get('line') is not None else '?'}")
+        rows.append([
+            where, _e(s.get("function") or "-"), f"<code>{_e(s.get('code') or s.get('call') or '?')}</code>",
+            _e(s.get("kind", "?")), str(s.get("count", 0)), _f(s.get("blocked_ms")),
+            _e(step_list(s["steps"]) if s.get("steps") else "outside steps"),
+        ])
+    more = f'<div style="{_NOTE}">... {len(sites) - MAX_SITES} more sites</div>' if len(sites) > MAX_SITES else ""
+    head = ["file:line", "function", "code", "kind", "count", "blocked ms", "steps"]
+    return _h(f"Sync sites ({syncs['count']} syncs)") + _table(head, rows, left=(0, 1, 2, 3, 6)) + more
+
+
+def _histogram_table(gaps: dict[str, Any]) -> str:
+    edges, counts = gaps["histogram"]["edges_us"], gaps["histogram"]["counts"]
+    rows = []
+    for i, c in enumerate(counts):
+        hi = f"{edges[i + 1]:g}" if i + 1 < len(edges) else "inf"
+        rows.append([f"{edges[i]:g} - {hi}", str(c)])
+    return _table(["gap us", "count"], rows)
+
+
+def _histogram_picture(Figure, gaps: dict[str, Any]) -> str:
+    edges, counts = gaps["histogram"]["edges_us"], gaps["histogram"]["counts"]
+    normal, severe = gaps["thresholds_us"]
+    labels = [f"{e:g}" for e in edges]
+    colours = [SEVERE if e >= severe else ("#d9822b" if e >= normal else BUSY) for e in edges]
+    fig = Figure(figsize=(7.5, 2.4))
+    ax = fig.add_subplot()
+    bars = ax.bar(range(len(counts)), counts, color=colours)
+    ax.bar_label(bars, labels=[str(c) if c else "" for c in counts], fontsize=8)
+    ax.set_xticks(range(len(counts)), labels, fontsize=8)
+    ax.set_xlabel("gap length, us (bin lower edge)")
+    ax.set_ylabel("gaps")
+    ax.set_title(f"Gap histogram: {gaps['normal']} normal (< {normal:g} us), {gaps['warning']} "
+                 f"warning, {gaps['severe']} severe (> {severe:g} us)", fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig)
+
+
+def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _timeline_picture(Figure, summary: dict[str, Any], timeline: dict[str, Any] | None) -> str:
+    steps = [s for s in summary["steps"] if s["gaps"] is not None]
+    panels = (1 if timeline else 0) + (1 if steps else 0)
+    if panels == 0:
+        return ""
+    fig = Figure(figsize=(10, 2.3 * panels))
+    axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
+    k = 0
+    if timeline:
+        ax = axes[k]
+        k += 1
+        t0 = timeline["t0"]
+        span = max(timeline["t1"] - t0, 1)
+
+        def bands(rows, y, shades, label_at):
+            for i, (index, a, b) in enumerate(rows):
+                ax.broken_barh([((a - t0) / 1e6, max(b - a, 1) / 1e6)], (y, 0.18),
+                               color=shades[i % 2])
+                if (b - a) / span > 0.025:
+                    ax.text(((a + b) / 2 - t0) / 1e6, label_at, str(index), ha="center",
+                            va="center", fontsize=7)
+
+        ax.broken_barh([((a - t0) / 1e6, (b - a) / 1e6) for a, b in timeline["ops"]],
+                       (0.72, 0.22), color=BUSY, label="GPU busy")
+        severe = [((a - t0) / 1e6, d / 1e6) for a, d in timeline["severe_gaps"]]
+        if severe:
+            ax.broken_barh(severe, (0.72, 0.22), color=SEVERE, label="severe gap")
+        bands(timeline["steps_gpu"], 0.44, ("#a7b6c2", "#ced9e0"), 0.53)
+        bands(timeline["steps_host"], 0.08, ("#a7b6c2", "#ced9e0"), 0.17)
+        ax.set_ylim(0, 1.12)
+        ax.set_yticks([0.17, 0.53, 0.83], ["steps: host", "steps: GPU work", "GPU"], fontsize=8)
+        ax.set_xlabel("time since profile start, ms")
+        ax.set_title("Time line: GPU busy (blue) and severe gaps (red); each step's host time "
+                     "and the GPU work it launched", fontsize=10)
+        ax.legend(loc="upper right", fontsize=7, frameon=False, ncol=2)
+        ax.spines[["top", "right"]].set_visible(False)
+    if steps:
+        ax = axes[k]
+        x = list(range(len(steps)))
+        busy = [s["gaps"]["busy_ms"] for s in steps]
+        idle = [s["gaps"]["idle_ms"] for s in steps]
+        ax.bar(x, busy, color=BUSY, label="GPU busy")
+        ax.bar(x, idle, bottom=busy, color=IDLE, edgecolor="#8a9ba8", linewidth=0.5, label="idle (gaps)")
+        ax.set_ylabel("ms")
+        ax.set_xlabel("step")
+        if len(steps) <= 40:
+            ax.set_xticks(x, [str(s["index"]) for s in steps], fontsize=8)
+        sm = [s.get("sm_active_pct") for s in steps]
+        dram = [s.get("dram_pct") for s in steps]
+        title = "Per step: GPU busy and idle time"
+        if any(v is not None for v in sm + dram):
+            twin = ax.twinx()
+            if any(v is not None for v in sm):
+                twin.plot(x, [float("nan") if v is None else v for v in sm], color=SM, marker="o",
+                          markersize=3, label="SM active %")
+            if any(v is not None for v in dram):
+                twin.plot(x, [float("nan") if v is None else v for v in dram], color=DRAM, marker="s",
+                          markersize=3, label="DRAM %")
+            twin.set_ylim(0, 100)
+            twin.set_ylabel("%")
+            twin.legend(loc="upper left", fontsize=7, frameon=False)
+            title += ", SM and DRAM"
+        else:
+            title += " (SM/DRAM curves: not sampled)"
+        ax.set_title(title, fontsize=10)
+        ax.legend(loc="upper right", fontsize=7, frameon=False)
+        ax.spines[["top"]].set_visible(False)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _notes(summary: dict[str, Any], extra: list[str]) -> str:
+    notes = list(extra)
+    if summary.get("gpu_error"):
+        notes.append(f"GPU sections missing: {summary['gpu_error']}")
+    if summary.get("cupti_note"):
+        notes.append(f"Note: {summary['cupti_note']}")
+    if summary["sm"] is None and summary.get("metrics_error"):
+        notes.append(f"SM/DRAM: {summary['metrics_error']}")
+    if summary.get("dropped_records"):
+        notes.append(f"{summary['dropped_records']} records were dropped: the figures miss them")
+    return "".join(f'<div style="{_NOTE}">{_e(n)}</div>' for n in notes)
+
+
+def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> str:
+    """The HTML view of a summary dict; `timeline` (from a Profile) adds the
+    real time line picture."""
+    from ._recording import describe
+
+    gpu = summary["gpu"]
+    device = gpu.get("device") if gpu else None
+    title = "loopscope" + (f" - {device}" if device else "")
+    title += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
+    out = ['<div class="loopscope" style="font-family:sans-serif;max-width:1100px">',
+           f'<div style="font-size:13px;color:#5c7080">{_e(title)}</div>']
+    recording = describe(summary)
+    if recording:
+        out.append(f'<div style="background:#fff3cd;padding:3px 8px;font-size:12px">{_e(recording)}</div>')
+    out.append(_verdict(summary))
+    out.append(_figures(summary))
+    out.append(_steps(summary))
+    out.append(_sites(summary))
+    Figure = _matplotlib()
+    notes = []
+    gaps = summary["gaps"]
+    if gaps is not None and gaps["count"]:
+        out.append(_h("Gap histogram"))
+        out.append(_histogram_picture(Figure, gaps) if Figure else _histogram_table(gaps))
+    if Figure is not None:
+        picture = _timeline_picture(Figure, summary, timeline)
+        if picture:
+            out.append(_h("Time line"))
+            out.append(picture)
+    elif gaps is not None:
+        notes.append("matplotlib is not installed, so the gap histogram and the time line are "
+                     "shown as tables or left out (pip install matplotlib for the pictures)")
+    out.append(_notes(summary, notes))
+    out.append("</div>")
+    return "".join(out)
+
+
+def timeline_of(prof) -> dict[str, Any] | None:
+    """What the time line picture needs from a finished Profile's records:
+    merged GPU busy intervals, severe gaps, each step's host range and the
+    span of the GPU work it launched (ops tied to steps by their launch
+    calls, as the analysis does)."""
+    import bisect
+
+    capture = prof._capture
+    if capture is None or prof.summary()["gaps"] is None:
+        return None
+    ops = capture.ops()
+    if not ops or len(ops) > MAX_TIMELINE_OPS:
+        return None
+    analysis = capture.analyze(*prof._thresholds)
+    steps = sorted((r["start_ns"], r["end_ns"], r["step"]) for r in analysis["ranges"]
+                   if r["step"] is not None)
+    launch: dict[int, int] = {}
+    for a in sorted(capture.apis(), key=lambda a: (a[5], a[0])):
+        launch.setdefault(a[2], a[0])
+    starts = [s[0] for s in steps]
+    gpu_span: dict[int, list[int]] = {}
+    for o in ops:
+        t = launch.get(o[5])
+        if t is None:
+            continue
+        i = bisect.bisect_right(starts, t) - 1
+        if i >= 0 and t <= steps[i][1]:
+            span = gpu_span.setdefault(steps[i][2], [o[1], o[2]])
+            span[0], span[1] = min(span[0], o[1]), max(span[1], o[2])
+    busy = _merge([(o[1], o[2]) for o in ops])
+    severe_ns = prof._thresholds[1] * 1000
+    severe = [(a_end, b_start - a_end) for (_, a_end), (b_start, _) in zip(busy, busy[1:])
+              if b_start - a_end > severe_ns]
+    t0 = min([busy[0][0]] + starts)
+    t1 = max([busy[-1][1]] + [s[1] for s in steps])
+    return {"t0": t0, "t1": t1, "ops": busy, "severe_gaps": severe,
+            "steps_host": [(index, a, b) for a, b, index in steps],
+            "steps_gpu": sorted((index, a, b) for index, (a, b) in gpu_span.items())}
+
+
+def profile_html(prof) -> str:
+    if prof._state is None:
+        return "<div class='loopscope'>loopscope profile: not started</div>"
+    if prof._capture is None and prof._stop_error is None:
+        return "<div class='loopscope'>loopscope profile: running</div>"
+    return render(prof.summary(), timeline_of(prof))
+
+
+class Summary(dict):
+    """The summary: a plain dict (JSON-serialisable, compares as a dict) that
+    also renders as HTML in a notebook, and whose IPython text form is one
+    line (print() and repr() still show the whole dict)."""
+
+    def _repr_html_(self) -> str:
+        return render(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(short_text(self))
+
+
+def short_text(summary: dict[str, Any]) -> str:
+    d = summary["diagnosis"]
+    gaps = summary["gaps"]
+    text = f"<loopscope summary: {d['verdict']}, {len(summary['steps'])} steps"
+    if gaps is not None:
+        text += f", GPU busy {_f(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps"
+    return text + "; a dict: summary['gaps'], ['syncs'], ['steps'], ... >"

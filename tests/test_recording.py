@@ -1,0 +1,223 @@
+"""Recordings: a profile's raw records saved to a compact file and replayed
+through the C analysis give the same summary again, exactly; bad files are
+refused with the reason; the demo without a GPU analyses the bundled
+recording and says plainly that it is one."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import loopscope
+from loopscope import _core, _recording
+from loopscope.__main__ import main
+
+from synthetic_loop import run_loop
+
+TIMING = ("summary_ms",)
+
+
+def rich_profile(test_clock):
+    """Steps, nested ranges, kernels, a memcpy and a memset on two streams,
+    launch records (two with one correlation id, on another thread), host
+    syncs, and ops without a launch record."""
+    t = test_clock.at
+    with loopscope.profile() as prof:
+        for _ in range(3):
+            with prof.step():                       # step i: reads 1+6i .. 6+6i
+                with loopscope.range("Attn"):
+                    with loopscope.range("Attn/qkv"):
+                        pass
+        with loopscope.range("tail"):
+            pass
+        _core._inject("api", [(t(1 + 6 * i) + 10, t(1 + 6 * i) + 20, i + 1) for i in range(3)]
+                      + [(t(2) + 5, t(2) + 6, 1, 3)])
+        _core._inject("kernel", [
+            (2_000_000, 2_010_000, 0, 7, 1, "gemm"),
+            (2_090_000, 2_100_000, 0, 7, 2, "gemm"),
+            (2_103_000, 2_104_000, 0, 9, 3, "softmax"),
+            (2_300_000, 2_301_000, 0, 7, 77, None),   # no launch record
+        ])
+        _core._inject("memcpy", [(2_150_000, 2_160_000, 0, 7, 40, "HtoD", 4096)])
+        _core._inject("memset", [(2_200_000, 2_201_000, 0, 9, 41, None, 64)])
+        _core._inject("sync", [(2_120_000, 2_140_000, 7)])
+    return prof
+
+
+def comparable(summary):
+    s = json.loads(json.dumps(summary))
+    s["overhead"] = {k: v for k, v in s["overhead"].items() if k not in TIMING}
+    for key in ("source", "recording"):
+        s.pop(key, None)
+    return s
+
+
+def test_replay_gives_the_same_summary(test_clock, tmp_path):
+    prof = rich_profile(test_clock)
+    original = prof.summary()
+    path = Path(prof.save_recording(tmp_path / "rec.json.gz", command="python loop.py"))
+    with open(path, "rb") as f:
+        assert f.read(2) == b"\x1f\x8b"  # gzip
+    test_clock.set(0, 0)
+    again = _recording.replay(_recording.load(path)).summary()
+    assert comparable(again) == comparable(original)
+    # the figures that matter, spelled out
+    assert again["gaps"]["count"] == original["gaps"]["count"] == 5
+    assert [(s["name"], s["kernels"], s["gaps"]["severe"]) for s in again["steps"]] == [
+        ("Step_0", 1, 0), ("Step_1", 1, 1), ("Step_2", 1, 0)]
+    assert [r["name"] for r in again["ranges"]] == ["Attn", "Attn/qkv", "tail"]
+    assert again["gaps"]["by_cause"] == original["gaps"]["by_cause"]
+    assert again["gpu"]["ops_without_launch_record"] == 3  # the memcpy, the memset, corr 77
+    assert len(_recording.load(path)["apis"]["start"]) == 4
+    assert again["source"] == "recording"
+    assert again["recording"] == {
+        "device": None, "date": again["recording"]["date"], "loopscope": loopscope.__version__,
+        "command": "python loop.py", "note": None, "recorded_source": "injected",
+        "as_recorded": [],
+    }
+
+
+def test_driver_calls_shadowed_by_runtime_calls_are_left_out():
+    """_inject cannot set an API record's domain; the analysis prefers the
+    runtime call of a correlation id, so only unshadowed driver calls are kept.
+    Records: (start, end, correlation, thread, cbid, domain)."""
+    apis = [(10, 20, 1, 5, 211, 0), (12, 18, 1, 5, 307, 1), (30, 40, 2, 5, 307, 1)]
+    assert _recording._launch_apis(apis) == [(10, 20, 1, 5, 211, 0), (30, 40, 2, 5, 307, 1)]
+
+
+def test_plain_json_and_the_synthetic_loop(test_clock, tmp_path):
+    """Uncompressed files work too; the synthetic loop round-trips exactly."""
+    with loopscope.profile() as prof:
+        run_loop(prof, steps=5)
+    path = _recording.save(prof, tmp_path / "loop.json")
+    assert json.loads(path.read_text())["format"] == "loopscope-recording"
+    test_clock.set(0, 0)
+    again = _recording.replay(_recording.load(path))
+    assert comparable(again.summary()) == comparable(prof.summary())
+    assert again.summary()["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
+
+
+def test_sections_without_raw_records_come_back_as_recorded(test_clock, tmp_path):
+    """Sync sites and SM/DRAM values cannot be injected: the replay puts
+    back what the summary had and says which ones."""
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    summary = prof.summary()
+    sites = [{"file": "loop.py", "line": 3, "function": "f", "code": "x.item()", "call": "x.item()",
+              "kind": "item", "count": 3, "blocked_ms": 0.3, "steps": [0, 1, 2], "thread_id": 1,
+              "apis": {"cudaStreamSynchronize": 3}}]
+    summary["syncs"] = {"count": 3, "blocked_ms": 0.3, "by_kind": {"item": 3}, "sites": sites,
+                        "in_steps": 3, "outside_steps": 0}
+    summary["sm"] = {"active_pct": 12.5, "samples": 40}
+    for step in summary["steps"]:
+        step["syncs"], step["sm_active_pct"] = 1, 12.5
+    path = _recording.save(prof, tmp_path / "rec.json.gz")
+    test_clock.set(0, 0)
+    again = _recording.replay(_recording.load(path)).summary()
+    assert again["syncs"] == summary["syncs"]
+    assert again["sm"] == summary["sm"]
+    assert [s["syncs"] for s in again["steps"]] == [1, 1, 1]
+    assert again["recording"]["as_recorded"] == ["syncs", "sm", "steps.syncs", "steps.sm_active_pct"]
+
+
+def test_bad_files_are_refused_with_the_reason(tmp_path):
+    cases = {
+        "empty.json.gz": (b"\x1f\x8b", "cannot read the recording"),
+        "text.json": (b"not json", "cannot read the recording"),
+        "other.json": (b'{"traceEvents": []}', "is not a loopscope recording"),
+        "future.json": (b'{"format": "loopscope-recording", "version": 99}',
+                        "format version 99; this loopscope reads version 1"),
+        "short.json": (b'{"format": "loopscope-recording", "version": 1, "meta": {}}',
+                       "the recording lacks profile, ops, apis, syncs, ranges, names, sections"),
+    }
+    for name, (content, message) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(_recording.RecordingError, match=message):
+            _recording.load(tmp_path / name)
+    with pytest.raises(_recording.RecordingError, match="cannot read the recording .*missing"):
+        _recording.load(tmp_path / "missing.json.gz")
+
+
+def test_a_recording_is_small(test_clock, tmp_path):
+    """1,100 kernels with their launch records (the demo loop's size): a few
+    bytes a record, far below the 200 KB the package allows."""
+    with loopscope.profile() as prof:
+        run_loop(prof, steps=10, kernels=110)
+    path = _recording.save(prof, tmp_path / "big.json.gz")
+    size = path.stat().st_size
+    print("1,100 kernels + 1,100 launches:", size, "bytes")
+    assert size < 20_000
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """The demo's view of a machine without a GPU, on any machine."""
+    import loopscope.__main__ as cli
+
+    monkeypatch.setattr(cli, "gpu_available", lambda: (False, "no GPU in this test"))
+
+
+def test_demo_without_gpu_and_without_recording(no_gpu, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(_recording, "DEMO_RECORDING", tmp_path / "none.json.gz")
+    assert main(["demo"]) == 0
+    assert capsys.readouterr().out == (
+        "loopscope demo: no GPU here (no GPU in this test).\n"
+        "The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run.\n")
+
+
+def test_demo_without_gpu_replays_the_bundled_recording(no_gpu, monkeypatch, test_clock, tmp_path, capsys):
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    path = Path(prof.save_recording(tmp_path / "demo.json.gz",
+                                    command="python benchmarks/record_demo.py"))
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    data["meta"]["device"] = "NVIDIA H200"
+    data["meta"]["devices"] = {"0": "NVIDIA H200"}
+    data["meta"]["date"] = "2026-11-21 10:00 UTC"
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    monkeypatch.setattr(_recording, "DEMO_RECORDING", path)
+    test_clock.set(0, 0)
+    assert main(["demo", "--json", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == [
+        "loopscope demo: no GPU here (no GPU in this test).",
+        "RECORDING: this report analyses the records of `python benchmarks/record_demo.py`, made "
+        f"on NVIDIA H200 on 2026-11-21 10:00 UTC with loopscope {loopscope.__version__}; nothing "
+        "ran on a GPU now.",
+        "",
+        "loopscope report - NVIDIA H200 - 3 steps, host " + out[3].split("host ")[1],
+    ]
+    assert out[4].startswith("CPU LAUNCH BOUND: GPU busy 25.5%, 2 severe gaps (> 50 us)")
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert written["source"] == "recording" and written["gpu"]["device"] == "NVIDIA H200"
+
+
+def test_bundled_recording_when_present():
+    """The file shipped in the package (made on a GPU by
+    benchmarks/record_demo.py) reads and replays into a real loop."""
+    data = _recording.bundled_demo()
+    if data is None:
+        pytest.skip("no bundled demo recording in this checkout (benchmarks/record_demo.py makes it on a GPU)")
+    assert _recording.DEMO_RECORDING.stat().st_size < 200_000
+    s = _recording.replay(data).summary()
+    assert s["recording"]["device"] and s["recording"]["recorded_source"] == "cupti"
+    assert len(s["steps"]) == 10 and s["gpu"]["kernels"] > 1000
+    assert s["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
+
+
+def test_damaged_records_are_refused(test_clock, tmp_path):
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    data = _recording.record(prof)
+    test_clock.set(0, 0)
+    short = json.loads(json.dumps(data))
+    short["ops"]["duration"].pop()
+    with pytest.raises(_recording.RecordingError, match="columns differ in length: \\[5, 6\\]"):
+        _recording.replay(short)
+    no_column = json.loads(json.dumps(data))
+    del no_column["apis"]["thread"]
+    with pytest.raises(_recording.RecordingError, match="damaged"):
+        _recording.replay(no_column)
+    assert not _core.active()

@@ -1,0 +1,64 @@
+"""prof.export_trace(path): the Chrome/Perfetto JSON of a profile, event by
+event, on the scripted clock with synthetic records (times in us from the
+profile start)."""
+from __future__ import annotations
+
+import json
+
+import loopscope
+from loopscope import _core
+
+
+def test_trace_events_exactly(test_clock, tmp_path):
+    t = test_clock.at
+    with loopscope.profile() as prof:          # start: read 0 = 1_000_000 ns
+        with prof.step():                      # reads 1..4
+            with loopscope.range("Attn"):      # reads 2..3
+                pass
+        _core._inject("api", [(t(2) + 100, t(2) + 600, 1, 9)])
+        _core._inject("kernel", [
+            (1_010_000, 1_012_000, 0, 7, 1, "gemm"),
+            (1_042_000, 1_043_000, 0, 9, 2, "softmax"),   # 30 us after gemm: a warning gap
+        ])
+        _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, "DtoH", 4096)])  # 157 us: severe
+        _core._inject("sync", [(1_150_000, 1_201_500, 7)])
+    path = prof.export_trace(tmp_path / "t.json")
+    data = json.loads(open(path).read())
+    assert data["displayTimeUnit"] == "ms"
+    assert data["otherData"] == {"producer": "loopscope", "verdicts": [prof.summary()["diagnosis"]["verdict"]],
+                                 "sources": ["injected"]}
+    x = [(e["cat"], e["name"], e["pid"], e["tid"], e["ts"], e["dur"])
+         for e in data["traceEvents"] if e["ph"] == "X"]
+    assert x == [
+        ("step", "Step_0", 1, 1, 1.0, 3.0),
+        ("range", "Attn", 1, 1, 2.0, 1.0),
+        ("kernel", "gemm", 100, 7, 10.0, 2.0),
+        ("kernel", "softmax", 100, 9, 42.0, 1.0),
+        ("memcpy", "DtoH", 100, 7, 200.0, 1.0),
+        ("api", "launch", 1, "CUDA API", 2.1, 0.5),
+        ("sync", "sync (stream 7)", 1, "host syncs", 150.0, 51.5),
+        ("gap", "warning gap 30.0 us", 100, "gaps", 12.0, 30.0),
+        ("gap", "SEVERE gap 157.0 us", 100, "gaps", 43.0, 157.0),
+    ]
+    kernels = {e["name"]: e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] != "range"}
+    assert kernels["DtoH"]["args"] == {"correlation": 3, "bytes": 4096}
+    assert kernels["SEVERE gap 157.0 us"]["cname"] == "terrible"
+    # one flow arrow: the launch call with correlation 1 -> gemm
+    flows = [(e["ph"], e["id"], e["pid"], e["ts"]) for e in data["traceEvents"] if e["ph"] in "sf"]
+    assert sorted(flows) == [("f", 1, 100, 10.0), ("s", 1, 1, 2.1)]
+    meta = {(e["name"], e["pid"], e.get("tid")): e["args"]["name"]
+            for e in data["traceEvents"] if e["ph"] == "M"}
+    assert meta[("process_name", 1, None)] == "host"
+    assert meta[("process_name", 100, None)] == "GPU 0"
+    assert meta[("thread_name", 100, 7)] == "stream 7"
+    assert meta[("thread_name", 100, 9)] == "stream 9"
+
+
+def test_no_gpu_trace_has_the_host_ranges(test_clock, tmp_path):
+    with loopscope.profile() as prof:
+        with prof.step():
+            pass
+    data = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())
+    assert [(e["cat"], e["name"], e["ts"], e["dur"]) for e in data["traceEvents"] if e["ph"] == "X"] \
+        == [("step", "Step_0", 1.0, 1.0)]
+    assert data["otherData"]["sources"] == [None]

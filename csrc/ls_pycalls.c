@@ -165,7 +165,11 @@ static int read_fake_call(PyObject *t, Py_ssize_t i, ls_fake_call *out)
 static void dispatch_fake(ls_fake_call *f)
 {
     uint64_t correlation_data = 0;
-    uintptr_t params[1] = {f->param};
+    /* Every pointer-sized parameter slot holds `param`: the free of a NULL
+     * pointer reads the first, a driver copy's host pointer the second. */
+    uintptr_t params[8];
+    for (int i = 0; i < 8; i++)
+        params[i] = f->param;
     CUpti_CallbackData call;
     memset(&call, 0, sizeof call);
     call.correlationId = f->correlation_id;

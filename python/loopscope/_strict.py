@@ -43,6 +43,8 @@ def _check_allow(allow: Iterable[str] | str | None) -> frozenset[str]:
     except TypeError:
         raise TypeError(f"no_sync(allow=...) takes sync kinds (a str or an iterable of str), "
                         f"got {allow!r}") from None
+    if isinstance(allow, bytes | bytearray) or not all(isinstance(k, str) for k in kinds):
+        raise TypeError(f"no_sync(allow=...) takes sync kinds as str, got {allow!r}")
     unknown = sorted(k for k in kinds if k not in KINDS)
     if unknown:
         raise ValueError(f"no_sync(allow=...): unknown sync kind(s) {', '.join(map(repr, unknown))}; "
@@ -73,8 +75,13 @@ class no_sync:
                                 cupti_paths=_cupti_paths.candidates())
             self._own_session = True
             if not state["watching_syncs"]:
-                _warn_once(f"loopscope.no_sync: syncs cannot be watched here: "
-                           f"{state['syncs_reason']}. The block runs unguarded.")
+                try:
+                    _warn_once(f"loopscope.no_sync: syncs cannot be watched here: "
+                               f"{state['syncs_reason']}. The block runs unguarded.")
+                except BaseException:  # warnings turned into errors: leave no session behind
+                    self._own_session = False
+                    _core.stop()
+                    raise
         _core._strict_arm(self._on_sync, threading.current_thread() is threading.main_thread())
         self._armed = True
         return self

@@ -168,8 +168,23 @@ def _call_kind(node: ast.AST | None, parent: ast.AST | None) -> str | None:
         return "bool"
     if isinstance(parent, ast.BoolOp) or (isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)):
         return "bool"
+    if _truth_test(node) is not None:
+        return "bool"
     if isinstance(node, ast.Subscript):
         return "nonzero"  # boolean-mask indexing: the result's size depends on GPU data
+    return None
+
+
+def _truth_test(node: ast.AST | None) -> ast.AST | None:
+    """The tested expression when the instruction's position is the whole
+    truth test (3.11 gives `if x:` the position of the statement, 3.12 gives
+    `x and y` and `not x` that of the expression): `x`."""
+    if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
+        return node.test
+    if isinstance(node, ast.BoolOp):
+        return node.values[0]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return node.operand
     return None
 
 
@@ -232,8 +247,13 @@ class Resolver:
             kind = class_kind
         lines = self._sources.lines(user.file) if user.file else []
         code = lines[user.line - 1].strip() if 0 < user.line <= len(lines) else None
+        call_frame = user
+        tested = _truth_test(node) if kind == "bool" else None
+        if tested is not None:  # show the tested expression, not the whole statement
+            call_frame = Frame(user.file, user.function, user.first_line, tested.lineno,
+                               tested.end_lineno, tested.col_offset, tested.end_col_offset)
         return Site(user.file, user.line if user.line > 0 else None, user.function, code or None,
-                    self._sources.segment(user), kind)
+                    self._sources.segment(call_frame), kind)
 
 
 def _step_span(steps: list[int]) -> str:

@@ -3,14 +3,14 @@
 Each round times one 10-step loop (wall clock, ending in a synchronize) under:
   none        no profiler, no step marks
   loopscope   inside a running loopscope.profile(), steps marked with prof.step()
-              (GPU tracing + sync callbacks + PM sampling, the defaults)
+              (GPU tracing + sync callbacks, the defaults; PM sampling is opt-in)
   ls_nometrics  loopscope.profile(metrics=False): tracing + sync callbacks
   ls_nosyncs  loopscope.profile(syncs=False, metrics=False): tracing only
   ls_syncs_only  loopscope.profile(trace=False, metrics=False): sync callbacks only
   ls_notrace  loopscope.profile(trace=False, syncs=False, metrics=False): step ranges only
-  ls_counters loopscope.profile(trace=False, syncs=False): counters-only mode
+  ls_counters loopscope.profile(trace=False, syncs=False, metrics=True): counters-only mode
               (PM sampling + ranges, no per-kernel tracing)
-  ls_counters_syncs  loopscope.profile(trace=False): counters-only mode + sync callbacks
+  ls_counters_syncs  loopscope.profile(trace=False, metrics=True): counters-only + syncs
   torch_cuda  inside torch.profiler with CUDA activity only (Kineto/CUPTI)
   ls_after_kineto  loopscope once Kineto holds CUPTI's callback slot (launch
               calls from runtime+driver activity records instead of callbacks)
@@ -93,11 +93,11 @@ def main() -> None:
             times["ls_syncs_only"].append(timed(lambda: loop(prof_so)))
         with loopscope.profile(trace=False, syncs=False, metrics=False) as prof_nt:
             times["ls_notrace"].append(timed(lambda: loop(prof_nt)))
-        with loopscope.profile(trace=False, syncs=False) as prof_c:
+        with loopscope.profile(trace=False, syncs=False, metrics=True) as prof_c:
             times["ls_counters"].append(timed(lambda: loop(prof_c)))
         if prof_c.summary()["sm"] is None:
             counters_error.append(prof_c.summary()["metrics_error"])
-        with loopscope.profile(trace=False) as prof_cs:
+        with loopscope.profile(trace=False, metrics=True) as prof_cs:
             times["ls_counters_syncs"].append(timed(lambda: loop(prof_cs)))
     # Phase 2: torch.profiler, CUDA activity only.  Kineto keeps CUPTI's
     # callback slot afterwards, so it runs after loopscope's own phase.

@@ -33,7 +33,7 @@ def main() -> None:
         return
     import loopscope
 
-    with loopscope.profile(metrics_interval_us=50) as prof:
+    with loopscope.profile(metrics=True, metrics_interval_us=50) as prof:
         with loopscope.range("measured"):
             run()
         torch.cuda.synchronize()

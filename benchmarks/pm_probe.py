@@ -97,7 +97,7 @@ def sample_stats(prof) -> dict:
 @part("start")
 def start():
     x = torch.ones(1, device="cuda")
-    with loopscope.profile() as prof:
+    with loopscope.profile(metrics=True) as prof:
         x.add_(1)
     s = prof.summary()
     out = {"metrics_error": s["metrics_error"], "metrics": s["metrics"], "sm": s["sm"],
@@ -132,14 +132,14 @@ def mm_loop(prof, steps=10, per_step=20, n=8192):
 
 @part("copy")
 def copy_part():
-    with loopscope.profile() as prof:
+    with loopscope.profile(metrics=True) as prof:
         copy_loop(prof)
     return show("copy", prof)
 
 
 @part("mm")
 def mm_part():
-    with loopscope.profile() as prof:
+    with loopscope.profile(metrics=True) as prof:
         mm_loop(prof)
     return show("mm", prof)
 
@@ -148,12 +148,12 @@ def mm_part():
 def demo_part():
     model, x = build()
     eager_loop(model, x, 3)
-    with loopscope.profile() as prof:
+    with loopscope.profile(metrics=True) as prof:
         eager_loop(model, x, 10, prof)
     eager = show("demo eager", prof)
     replay = graph_loop_factory(model, x)
     replay(3)
-    with loopscope.profile() as prof_g:
+    with loopscope.profile(metrics=True) as prof_g:
         replay(10, prof_g)
     graph = show("demo graph", prof_g)
     return {"eager": eager, "graph": graph}
@@ -168,7 +168,7 @@ def clock_part():
     c = torch.empty_like(a)
     torch.mm(a, b, out=c)
     torch.cuda.synchronize()
-    with loopscope.profile(metrics_interval_us=20) as prof:
+    with loopscope.profile(metrics=True, metrics_interval_us=20) as prof:
         time.sleep(0.005)
         with loopscope.range("burst"):
             for _ in range(30):  # ~ 30 x 0.7 ms back to back
@@ -197,7 +197,7 @@ def clock_part():
 
 @part("counters")
 def counters_part():
-    with loopscope.profile(trace=False) as prof:
+    with loopscope.profile(metrics=True, trace=False) as prof:
         copy_loop(prof)
     return show("counters-only copy", prof)
 
@@ -208,7 +208,7 @@ def long_part():
     a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
     c = torch.empty_like(a)
     torch.cuda.synchronize()
-    with loopscope.profile(trace=False, syncs=False) as prof:
+    with loopscope.profile(metrics=True, trace=False, syncs=False) as prof:
         t_end = time.perf_counter() + 3.0
         while time.perf_counter() < t_end:
             for _ in range(50):
@@ -226,7 +226,7 @@ def again_part():
     x = torch.ones(1 << 20, device="cuda")
     runs = []
     for i in range(3):
-        with loopscope.profile() as prof:
+        with loopscope.profile(metrics=True) as prof:
             for _ in range(100):
                 x.mul_(1.0001)
             torch.cuda.synchronize()
@@ -239,7 +239,7 @@ def again_part():
 
 @part("interval")
 def interval_part():
-    with loopscope.profile(metrics_interval_us=1000) as prof:
+    with loopscope.profile(metrics=True, metrics_interval_us=1000) as prof:
         mm_loop(prof, steps=4)
     out = show("interval 1 ms", prof)
     out["sample_stats"] = sample_stats(prof)
@@ -268,7 +268,7 @@ def clocks_part():
     off, on = [], []
     for _ in range(7):
         off.append(timed())
-        with loopscope.profile(trace=False, syncs=False) as prof:
+        with loopscope.profile(metrics=True, trace=False, syncs=False) as prof:
             on.append(timed())
     ratio = statistics.median(on) / statistics.median(off)
     out = {"off_ms": off, "on_ms": on, "ratio": round(ratio, 4),

@@ -53,6 +53,7 @@ void ls_session_mark_samples_injected(void) { session.capture.samples_injected =
  * be on another clock than the activity records, and are shifted so the
  * first one starts there (see ls_capture.sample_clock_*). */
 #define LS_SAMPLE_CLOCK_TOLERANCE_NS 100000000ull
+#define LS_SAMPLE_PARTIAL_FACTOR 10
 
 /* PM sampling, after tracing started (CUPTI is loaded by then if it can be). */
 static void start_metrics(const ls_session_options *o, ls_capture *c)
@@ -93,6 +94,22 @@ static void stop_metrics(ls_capture *c)
     }
     ls_samples_sort(r->samples.items, r->samples.count);
     if (!session.sampling || r->samples.count == 0 || c->pm.started_ns == 0)
+        return;
+    /* Seen on an H200: the first sample spans from long before sampling began
+     * (1.2 s), which made its start look like another clock.  Samples longer
+     * than LS_SAMPLE_PARTIAL_FACTOR intervals are partial: dropped, counted. */
+    size_t first = 0;
+    uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
+    while (first < r->samples.count &&
+           r->samples.items[first].end_ns - r->samples.items[first].start_ns > longest)
+        first++;
+    if (first > 0) {
+        memmove(r->samples.items, r->samples.items + first,
+                (r->samples.count - first) * sizeof *r->samples.items);
+        r->samples.count -= first;
+        c->pm.incomplete += first;
+    }
+    if (r->samples.count == 0)
         return;
     int64_t delta = (int64_t)(r->samples.items[0].start_ns - c->pm.started_ns);
     c->sample_clock_delta_ns = delta;

@@ -332,7 +332,7 @@ def test_without_a_driver_the_reason_is_the_driver():
         _core.stop()
         pytest.skip("PM sampling works here")
     state = _core.stop().info()
-    with loopscope.profile() as prof:
+    with loopscope.profile(metrics=True) as prof:
         pass
     reason = prof.summary()["metrics_error"]
     assert reason == state["metrics_reason"]

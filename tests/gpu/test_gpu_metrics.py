@@ -32,7 +32,7 @@ def test_streaming_copy_reads_memory_bound():
     dst = torch.empty_like(src)
     dst.copy_(src)
     torch.cuda.synchronize()
-    with loopscope.profile() as prof:
+    with loopscope.profile(metrics=True) as prof:
         for _ in range(10):
             with prof.step():
                 for _ in range(20):
@@ -51,7 +51,7 @@ def test_fma_loop_reads_compute_bound():
     c = torch.empty_like(a)
     torch.mm(a, a, out=c)
     torch.cuda.synchronize()
-    with loopscope.profile() as prof:
+    with loopscope.profile(metrics=True) as prof:
         for _ in range(10):
             with prof.step():
                 for _ in range(20):
@@ -66,13 +66,13 @@ def test_fma_loop_reads_compute_bound():
 def test_demo_eager_is_launch_bound_and_graph_replay_is_not():
     model, x = build()
     eager_loop(model, x, 3)
-    with loopscope.profile() as prof:
+    with loopscope.profile(metrics=True) as prof:
         eager_loop(model, x, 10, prof)
     eager = summary_of(prof)
     assert eager["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
     replay = graph_loop_factory(model, x)
     replay(3)
-    with loopscope.profile() as prof_g:
+    with loopscope.profile(metrics=True) as prof_g:
         replay(10, prof_g)
     graph = summary_of(prof_g)
     assert graph["diagnosis"]["verdict"] != "CPU_LAUNCH_BOUND"
@@ -88,7 +88,7 @@ def test_sample_and_kernel_clocks_agree():
     c = torch.empty_like(a)
     torch.mm(a, a, out=c)
     torch.cuda.synchronize()
-    with loopscope.profile(metrics_interval_us=20) as prof:
+    with loopscope.profile(metrics=True, metrics_interval_us=20) as prof:
         time.sleep(0.005)
         for _ in range(30):
             torch.mm(a, a, out=c)
@@ -125,7 +125,7 @@ def test_sampling_does_not_change_clocks():
     off, on = [], []
     for _ in range(7):
         off.append(timed())
-        with loopscope.profile(trace=False, syncs=False) as prof:
+        with loopscope.profile(metrics=True, trace=False, syncs=False) as prof:
             on.append(timed())
         assert prof.summary()["sm"] is not None, prof.summary()["metrics_error"]
     ratio = statistics.median(on) / statistics.median(off)
@@ -137,7 +137,7 @@ def test_counters_only_mode_gives_busy_from_gr_active():
     src = torch.empty(1 << 28, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
     torch.cuda.synchronize()
-    with loopscope.profile(trace=False) as prof:
+    with loopscope.profile(metrics=True, trace=False) as prof:
         for _ in range(5):
             with prof.step():
                 for _ in range(20):

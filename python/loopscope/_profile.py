@@ -115,7 +115,7 @@ class Profile:
         buffer_mb: float = 4,
         max_buffer_mb: float = 256,
         warm_up: bool = True,
-        metrics: bool = False,
+        metrics: bool = True,
         metrics_interval_us: float = 100.0,
         metrics_buffer_mb: float = 512,
         metrics_decode_ms: float = 20.0,

@@ -73,15 +73,19 @@ static int same_stack(const ls_call *a, const ls_call *b)
 }
 
 /* `next` continues the sync whose latest call is `last`: same thread, same
- * stack, and no launch of that thread in between (the only launch allowed is
- * `last`'s own).  A call that launches starts a new sync unless it runs
- * inside `last` (the runtime's cudaMemcpyAsync calls cuMemcpyDtoHAsync):
- * the copy of a second `.item()` right after a first one is a new sync. */
+ * stack, no launch of that thread in between (the only launch allowed is
+ * `last`'s own), and either `next` runs inside `last` (the runtime's
+ * cudaStreamSynchronize calls cuStreamSynchronize) or `last` is a copy and
+ * `next` waits for it (torch's `.item()`: a copy, then a stream sync).  So
+ * the copy of a second `.item()` starts a new sync, and so does each of
+ * three `torch.cuda.synchronize()` in a row. */
 static int continues(const ls_call *last, const ls_call *next)
 {
     uint64_t expected = last->launches_before + ((last->role & LS_ROLE_LAUNCH) ? 1 : 0);
     int nested = next->enter_ns >= last->enter_ns && next->exit_ns <= last->exit_ns;
-    if ((next->role & LS_ROLE_LAUNCH) && !nested)
+    ls_wait_class before = LS_ROLE_WAIT_CLASS(last->role);
+    int after_copy = before == LS_WAIT_COPY || before == LS_WAIT_COPY_ASYNC;
+    if (!nested && ((next->role & LS_ROLE_LAUNCH) || !after_copy))
         return 0;
     return last->thread_id == next->thread_id && next->launches_before == expected &&
            same_stack(last, next);

@@ -150,9 +150,9 @@ def test_sync_budgets_and_sites(loop_summary):
     assert "  FAILED max_syncs: host-device syncs 25 (host blocked 1.800 ms), budget <= 0" in text
     sites = text[text.index("Top sync sites:"):].splitlines()[1:4]
     assert sites == [
-        "  /abs/elsewhere/denoise.py:42 in step(): x.item()  [item] x10, blocked 1.3 ms, steps 0-9",
-        "  /abs/elsewhere/denoise.py:57 in log(): print(loss)  [print] x14, blocked 0.4 ms, steps 2",
-        "  <unknown file>: ?  [synchronize] x1, blocked 0.1 ms, outside steps",
+        "  /abs/elsewhere/denoise.py:42 in step(): x.item()  [item] x10, blocked 1.300 ms, steps 0-9",
+        "  /abs/elsewhere/denoise.py:57 in log(): print(loss)  [print] x14, blocked 0.400 ms, steps 2",
+        "  thread 1 (no Python frame)  [synchronize] x1, blocked 0.100 ms",
     ]
 
 
@@ -181,7 +181,7 @@ def test_site_format_is_relative_inside_the_working_folder(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     site = dict(SITES[0], file=str(tmp_path / "pkg" / "denoise.py"), code=None, steps=[0, 1, 2, 5, 7, 8])
     assert format_site(site) == ("pkg/denoise.py:42 in step(): x.item()  [item] x10, "
-                                 "blocked 1.3 ms, steps 0-2, 5, 7-8")
+                                 "blocked 1.300 ms, steps 0-2, 5, 7-8")
 
 
 def test_step_list():

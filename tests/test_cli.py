@@ -15,23 +15,15 @@ from pathlib import Path
 import pytest
 
 import loopscope
+from machine import driver_present
 from loopscope import _cli, _recording
-
-
-def _driver_present() -> bool:
-    import ctypes
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
 
 
 # These scripts feed synthetic records to a profile started by the CLI; on a
 # machine with a GPU that profile traces for real, and real tracing keeps
 # only records on its own clock (and watches syncs): the expectations are for
 # a machine without one, like CI.
-cpu_only = pytest.mark.skipif(_driver_present(), reason="an NVIDIA driver is present: the CLI's "
+cpu_only = pytest.mark.skipif(driver_present(), reason="an NVIDIA driver is present: the CLI's "
                               "profile traces for real instead of taking the synthetic records")
 
 HERE = Path(__file__).parent

@@ -20,6 +20,7 @@ import warnings
 import pytest
 
 import loopscope
+from machine import driver_present
 from loopscope import _core, _profile
 from loopscope._syncs import display_path
 
@@ -69,12 +70,6 @@ def traceback_line(error, function_name):
     return lines[0]
 
 
-def _driver_present() -> bool:
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
 
 
 def needs_no_driver(test):
@@ -82,7 +77,7 @@ def needs_no_driver(test):
     driver, and run with the real start-up (conftest otherwise starts every
     session with syncs=False)."""
     skip = pytest.mark.skipif(
-        _driver_present(), reason="an NVIDIA driver is present: no_sync() can watch syncs here")
+        driver_present(), reason="an NVIDIA driver is present: no_sync() can watch syncs here")
     return pytest.mark.real_tracing(skip(test))
 
 

@@ -249,8 +249,6 @@ def test_help_lists_the_option(pytester):
     markers.stdout.fnmatch_lines(["@pytest.mark.loopscope(max_syncs=, *"])
 
 
-@pytest.mark.skipif(not hasattr(_core, "_inject_call"),
-                    reason="needs the sync-detection test hook _core._inject_call (issue 3)")
 def test_sync_budget_fails_with_the_sync_site(inner):
     """With sync detection: a .item()-like sync per step fails max_syncs=0
     and the message points at the line that synced."""
@@ -260,7 +258,7 @@ def test_sync_budget_fails_with_the_sync_site(inner):
 
 
         def sync_here():
-            _core._inject_call("cudaStreamSynchronize", 20_000)
+            _core._inject_calls([("cudaStreamSynchronize", 20_000)])
 
 
         @pytest.mark.loopscope(max_syncs=0)
@@ -274,5 +272,6 @@ def test_sync_budget_fails_with_the_sync_site(inner):
     result.stdout.fnmatch_lines([
         "  FAILED max_syncs: host-device syncs 3 *",
         "Top sync sites:",
-        "  test_syncs.py:* in sync_here(): _core._inject_call(* x3, blocked * ms, steps 0-2",
+        "  test_syncs.py:* in sync_here(): _core._inject_calls(*  [[]stream_sync] x3, blocked 0.060 ms, "
+        "steps 0-2",
     ])

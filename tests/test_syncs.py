@@ -12,7 +12,6 @@ hard-coded numbers.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import inspect
 import itertools
@@ -25,6 +24,7 @@ import threading
 import pytest
 
 import loopscope
+from machine import driver_present
 from loopscope import _core
 from loopscope._syncs import Resolver, format_site
 
@@ -592,13 +592,13 @@ def test_nested_runtime_and_driver_calls_are_one_sync(test_clock):
     assert site["apis"] == {"cudaMemcpy": 1, "cuMemcpyDtoH": 1}
 
 
-def test_repeated_wait_is_one_sync(test_clock):
-    """Two stream syncs in a row, no launch between: one sync, both APIs
-    counted.  With 1 us clock ticks and 1.5 us each they overlap by 0.5 us:
-    blocked for the union, 2.5 us."""
+def test_repeated_waits_are_separate_syncs(test_clock):
+    """Two stream syncs in a row, neither inside the other and no copy before
+    them: two syncs (as three torch.cuda.synchronize() in a row are three),
+    each blocked 1.5 us; one site, count 2."""
     s = syncs_of([("cudaStreamSynchronize", 1_500), ("cuStreamSynchronize", 1_500)])
     site = only_site({"syncs": s})
-    assert (s["count"], s["blocked_ms"], site["kind"]) == (1, 0.0025, "stream_sync")
+    assert (s["count"], s["blocked_ms"], site["kind"], site["count"]) == (2, 0.003, "stream_sync", 2)
     assert site["apis"] == {"cudaStreamSynchronize": 1, "cuStreamSynchronize": 1}
 
 
@@ -880,16 +880,10 @@ def test_syncs_turned_off():
     assert "Syncs: not watched: sync detection was turned off (syncs=False)" in prof.report()
 
 
-def _driver_present() -> bool:
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
 
 
 @pytest.mark.real_tracing  # the real start-up, not conftest's syncs=False stand-in
-@pytest.mark.skipif(_driver_present(), reason="an NVIDIA driver is present: syncs can be watched")
+@pytest.mark.skipif(driver_present(), reason="an NVIDIA driver is present: syncs can be watched")
 def test_no_driver_reason():
     """Without a GPU driver and nothing injected: None, and why."""
     with loopscope.profile() as prof:

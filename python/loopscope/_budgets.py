@@ -9,9 +9,10 @@ step-based figures are summed over the selected steps only."""
 from __future__ import annotations
 
 import fnmatch
-import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from ._syncs import format_site  # noqa: F401  (one format for sync sites everywhere)
 
 # name -> (what it limits, "max" or "min", unit shown after the value)
 BUDGETS: dict[str, tuple[str, str, str]] = {
@@ -136,32 +137,6 @@ def step_list(indices: list[int]) -> str:
     if run:
         parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ", ".join(parts)
-
-
-def _short_path(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive
-        return path
-    return path if rel.startswith("..") else rel
-
-
-def format_site(site: dict[str, Any]) -> str:
-    """A sync site, like a compiler error:
-    `denoise.py:42 in step(): x.item()  [item] x10, blocked 1.3 ms, steps 0-9`."""
-    where = _short_path(site["file"]) if site.get("file") else "<unknown file>"
-    if site.get("line") is not None:
-        where += f":{site['line']}"
-    if site.get("function"):
-        where += f" in {site['function']}()"
-    code = site.get("code") or site.get("call") or "?"
-    text = f"{where}: {code}  [{site.get('kind', '?')}] x{site.get('count', 0)}, " \
-           f"blocked {site.get('blocked_ms', 0.0):.3g} ms"
-    if site.get("steps"):
-        text += f", steps {step_list(site['steps'])}"
-    else:
-        text += ", outside steps"
-    return text
 
 
 def format_gap(gap: dict[str, Any]) -> str:

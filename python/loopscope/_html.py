@@ -14,7 +14,7 @@ import html
 import io
 from typing import Any
 
-from ._budgets import format_site, step_list
+from ._budgets import step_list
 
 MAX_STEP_ROWS = 60
 MAX_SITES = 20

@@ -280,13 +280,14 @@ def display_path(file: str | None) -> str:
 
 def format_site(site: dict[str, Any]) -> str:
     """`denoise.py:42 in step(): x.item()  [item] x10, blocked 1.3 ms, steps 0-9`."""
-    if site["file"] is None:
-        where = f"thread {site['thread_id']} (no Python frame)"
+    if site.get("file") is None:
+        thread = site.get("thread_id")
+        where = f"thread {thread} (no Python frame)" if thread is not None else "<no Python frame>"
     else:
         where = f"{display_path(site['file'])}:{site['line']} in {site['function']}()"
-    code = site["call"] or site["code"]
+    code = site.get("call") or site.get("code")
     text = f"{where}: {code}" if code else where
-    steps = f", steps {_step_span(site['steps'])}" if site["steps"] else ""
+    steps = f", steps {_step_span(sorted(set(site['steps'])))}" if site.get("steps") else ""
     return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
 
 

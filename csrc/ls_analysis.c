@@ -499,13 +499,8 @@ static void sum_devices(ls_analysis *out, const ls_ctx *c)
     gap_stats(c, out->gaps, NULL, out->gap_count, &t->gaps);
 }
 
-int ls_analyze(const ls_records *r, ls_thresholds t, ls_analysis *out)
-{
-    return ls_analyze_grouped(r, t, NULL, 0, out);
-}
-
-int ls_analyze_grouped(const ls_records *r, ls_thresholds t, const int32_t *group_of,
-                       size_t group_count, ls_analysis *out)
+int ls_analyze(const ls_records *r, ls_thresholds t, const int32_t *group_of,
+               size_t group_count, ls_analysis *out)
 {
     memset(out, 0, sizeof *out);
     ls_ctx c;

@@ -69,7 +69,7 @@ typedef struct {
     size_t stream_count;
     ls_timeline *ranges; /* parallel to records->ranges */
     size_t range_count;
-    ls_timeline *groups; /* one per range group (ls_analyze_grouped), else NULL */
+    ls_timeline *groups; /* one per range group (ls_analyze), else NULL */
     uint64_t *group_span_ns; /* per group: its ranges' first-to-last op spans, summed */
     size_t group_count;
     ls_gap *gaps;        /* device-wide gaps, by device then time */
@@ -83,17 +83,15 @@ typedef struct {
 } ls_analysis;
 
 /* Analyses `records`.  Returns 0, or -1 when memory ran out (out is then
- * empty).  Always free `out` with ls_analysis_free. */
-int ls_analyze(const ls_records *records, ls_thresholds thresholds, ls_analysis *out);
-
-/* ls_analyze, and besides it groups ranges: group_of[i] is -1 or the group
+ * empty).  Always free `out` with ls_analysis_free.  It also groups ranges:
+ * group_of[i] is -1 or the group
  * (below group_count) of records->ranges.items[i].  out->groups[g] then
  * holds the ops and the gaps projected onto any range of group g, each
  * counted once, so its busy time is the union over the group's ranges
  * (nested or repeated ranges of one group do not count twice).  group_of
  * may be NULL (no groups).  Returns 0, or -1 when memory ran out. */
-int ls_analyze_grouped(const ls_records *records, ls_thresholds thresholds,
-                       const int32_t *group_of, size_t group_count, ls_analysis *out);
+int ls_analyze(const ls_records *records, ls_thresholds thresholds, const int32_t *group_of,
+               size_t group_count, ls_analysis *out);
 
 void ls_analysis_free(ls_analysis *a);
 

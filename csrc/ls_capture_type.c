@@ -342,7 +342,7 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
     }
     ls_thresholds t = {(uint64_t)(normal_us * 1000.0 + 0.5), (uint64_t)(severe_us * 1000.0 + 0.5)};
     ls_analysis a;
-    int rc = ls_analyze_grouped(&self->capture.records, t, group_of, group_count, &a);
+    int rc = ls_analyze(&self->capture.records, t, group_of, group_count, &a);
     free(group_of);
     if (rc != 0)
         return PyErr_NoMemory();

@@ -145,14 +145,6 @@ done:
     return id;
 }
 
-const ls_code_info *ls_codes_get(uint32_t id)
-{
-    pthread_mutex_lock(&table.lock);
-    const ls_code_info *info = id < table.count ? &table.infos[id] : NULL;
-    pthread_mutex_unlock(&table.lock);
-    return info;
-}
-
 void ls_codes_view(ls_code_table *view)
 {
     pthread_mutex_lock(&table.lock);

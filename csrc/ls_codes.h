@@ -29,10 +29,6 @@ int ls_codes_reset(size_t max_codes, size_t arena_bytes);
  * it on first sight; LS_NO_CODE when the table or arena is full (counted). */
 uint32_t ls_codes_intern(PyCodeObject *code);
 
-/* The strings of an id returned by ls_codes_intern, NULL for LS_NO_CODE or
- * an unknown id.  Valid until the next ls_codes_reset. */
-const ls_code_info *ls_codes_get(uint32_t id);
-
 /* A borrowed view of the live table (for reading calls while a session
  * runs, with the GIL); valid until the next reset or take. */
 void ls_codes_view(ls_code_table *view);

@@ -203,8 +203,6 @@ extern "C" const char *const *ls_pmconfig_names(const ls_pmconfig *config, size_
     return config->names;
 }
 
-extern "C" size_t ls_pmconfig_passes(const ls_pmconfig *config) { return config->passes; }
-
 extern "C" int ls_pmconfig_evaluate(ls_pmconfig *config, const uint8_t *counter_data,
                                     size_t size, size_t index, double *values)
 {

@@ -33,9 +33,6 @@ const uint8_t *ls_pmconfig_image(const ls_pmconfig *config, size_t *size);
 /* The kept metric names, in the order ls_pmconfig_evaluate writes values. */
 const char *const *ls_pmconfig_names(const ls_pmconfig *config, size_t *count);
 
-/* Passes the final set needs (1 on success). */
-size_t ls_pmconfig_passes(const ls_pmconfig *config);
-
 /* Evaluates sample `index` of a decoded counter data image into
  * values[0..count) (count from ls_pmconfig_names).  Returns 0, or -1 (the
  * CUPTI message in ls_cupti_error()). */

@@ -36,13 +36,6 @@ static const int metric_ids[] = {
 };
 #define LS_PM_NAMES (sizeof cupti_names / sizeof cupti_names[0])
 
-size_t ls_pm_metric_table(const char *const **names, const int **ids)
-{
-    *names = cupti_names;
-    *ids = metric_ids;
-    return LS_PM_NAMES;
-}
-
 static int is_rate(int id)
 {
     return id == LS_M_DRAM_READ_GBPS || id == LS_M_DRAM_WRITE_GBPS ||
@@ -63,7 +56,6 @@ static struct {
 static int profiler_initialized;
 
 const ls_pm_stats *ls_pm_stats_now(void) { return &pm.stats; }
-int ls_pm_active(void) { return pm.active; }
 
 /* A plain sentence for the statuses users meet; the CUPTI text otherwise. */
 static void explain(CUptiResult status, const char *what, char *why, size_t n)

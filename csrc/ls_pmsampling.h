@@ -45,9 +45,6 @@ typedef struct {
  * sentence in `why` (everything acquired is released again). */
 int ls_pm_start(const ls_pm_options *options, char *why, size_t why_size);
 
-/* 1 while sampling runs. */
-int ls_pm_active(void);
-
 /* Decodes every finished sample into `sink`.  Returns 0, or -1 when a CUPTI
  * call failed (stats.error says which; sampling stays on, later decodes may
  * still work).  Never blocks on the GPU. */
@@ -59,9 +56,5 @@ int ls_pm_stop(ls_sample_array *sink);
 
 /* The figures of the current or last sampling run. */
 const ls_pm_stats *ls_pm_stats_now(void);
-
-/* The CUPTI metric names loopscope asks for, most important first; the first
- * two are required.  `ids` receives each one's LS_M_* figure. */
-size_t ls_pm_metric_table(const char *const **names, const int **ids);
 
 #endif

@@ -179,6 +179,22 @@ const void *ls_cbid_copy_host_pointer(CUpti_CallbackDomain domain, CUpti_Callbac
     }
 }
 
+int ls_cbid_copy_is_device_only(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const void *params)
+{
+    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || params == NULL)
+        return 0;
+    switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
+        return ((const cudaMemcpyAsync_v3020_params *)params)->kind == cudaMemcpyDeviceToDevice;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000:
+        return ((const cudaMemcpyAsync_ptsz_v7000_params *)params)->kind ==
+               cudaMemcpyDeviceToDevice;
+    default:
+        return 0;
+    }
+}
+
 const char *ls_wait_class_name(ls_wait_class c)
 {
     static const char *const names[LS_WAIT_CLASS_COUNT] = {

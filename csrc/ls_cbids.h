@@ -49,6 +49,12 @@ int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackI
 const void *ls_cbid_copy_host_pointer(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                       const void *params);
 
+/* 1 when a runtime async copy is marked device to device by its caller
+ * (cudaMemcpyAsync with cudaMemcpyDeviceToDevice, as torch's copy_ between
+ * device tensors): it never waits, so no stack is captured for it. */
+int ls_cbid_copy_is_device_only(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const void *params);
+
 /* The wait class as a word: "stream", "event", "device", "copy",
  * "copy_async", "free", or "none". */
 const char *ls_wait_class_name(ls_wait_class c);

@@ -10,11 +10,17 @@
 
 #include <pthread.h>
 
-/* cudaFree(NULL) / cuMemFree(0) is a common no-op (context set-up): the
- * first parameter of every free call in the table is the pointer. */
-static int frees_nothing(const CUpti_CallbackData *call)
+/* Calls of a wait class that cannot wait this time, known from their
+ * parameters: cudaFree(NULL) / cuMemFree(0), a common no-op at context
+ * set-up (the pointer is every free call's first parameter), and an async
+ * copy marked device to device. */
+static int cannot_wait(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, ls_wait_class wait,
+                       const CUpti_CallbackData *call)
 {
-    return call->functionParams != NULL && *(const uintptr_t *)call->functionParams == 0;
+    if (wait == LS_WAIT_FREE)
+        return call->functionParams != NULL && *(const uintptr_t *)call->functionParams == 0;
+    return wait == LS_WAIT_COPY_ASYNC &&
+           ls_cbid_copy_is_device_only(domain, cbid, call->functionParams);
 }
 
 void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -25,16 +31,18 @@ void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     uint32_t driver = domain == CUPTI_CB_DOMAIN_DRIVER_API;
     if (call->callbackSite == CUPTI_API_ENTER) {
         uint64_t t = now();
-        uint64_t launches_before = ls_launches_seen_by((uint64_t)pthread_self());
+        /* The common case, a launch that cannot wait, stops at its record:
+         * the thread's launch count and the stack are for calls that can. */
+        int watch = wait != LS_WAIT_NONE && call->correlationData != NULL &&
+                    !cannot_wait(domain, cbid, wait, call);
+        uint64_t launches_before = watch ? ls_launches_seen_by((uint64_t)pthread_self()) : 0;
         if (role & LS_ROLE_LAUNCH)
             ls_launches_record(driver, cbid, call->correlationId, t);
-        if (wait == LS_WAIT_NONE || call->correlationData == NULL)
-            return;
-        *call->correlationData = 0;
-        if (wait == LS_WAIT_FREE && frees_nothing(call))
-            return;
-        *call->correlationData =
-            ls_calls_enter(driver, cbid, role, call->correlationId, t, launches_before);
+        if (wait != LS_WAIT_NONE && call->correlationData != NULL)
+            *call->correlationData =
+                watch ? ls_calls_enter(driver, cbid, role, call->correlationId, t,
+                                       launches_before)
+                      : 0;
         return;
     }
     if (wait == LS_WAIT_NONE || call->correlationData == NULL || *call->correlationData == 0)

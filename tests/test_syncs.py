@@ -664,6 +664,17 @@ def test_free_of_null_is_not_a_sync():
     assert only_site(prof.summary())["apis"] == {"cudaFree": 1}
 
 
+def test_device_to_device_async_copy_is_not_recorded():
+    """cudaMemcpyAsync marked cudaMemcpyDeviceToDevice (kind 3: the fake
+    call puts function_param in every parameter slot) never waits: no stack
+    is taken for it (token 0); marked device to host (2) it is recorded."""
+    with loopscope.profile() as prof:
+        tokens = CALLS.run([("cudaMemcpyAsync", 1_000, 0, 3), ("cudaMemcpyAsync_ptsz_v7000", 1_000, 0, 3),
+                            ("cudaMemcpyAsync", 1_000, 0, 2)])
+    assert tokens[:2] == [0, 0] and tokens[2] > 0
+    assert prof.summary()["syncs"]["unjudged_async_copies"] == 1
+
+
 def test_launch_calls_are_never_syncs():
     """Launches, memsets and device-to-device async copies only launch."""
     with loopscope.profile() as prof:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
 import loopscope
 from loopscope.demo import build, eager_loop, graph_loop_factory
+
+from bench_overhead import timed  # a sibling script: run as python benchmarks/<name>.py
 
 BLOCKS = 18
 LEAVES = {"norm": "LN", "up": "MLP_Up", "act": "GELU", "down": "MLP_Down"}
@@ -35,14 +36,6 @@ def nsight_names() -> dict[str, str]:
         for leaf, label in LEAVES.items():
             names[f"{i}.{leaf}"] = f"Layer_{i}/{label}"
     return names
-
-
-def timed_ms(fn) -> float:
-    torch.cuda.synchronize()
-    t0 = time.perf_counter_ns()
-    fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter_ns() - t0) / 1e6
 
 
 def main() -> None:
@@ -91,10 +84,10 @@ def main() -> None:
     eager_loop(plain_model, x, 3)
     times: dict[str, list[float]] = {"plain": [], "instrumented": [], "instrumented_in_profile": []}
     for _ in range(args.rounds):
-        times["plain"].append(timed_ms(lambda: eager_loop(plain_model, x, 10)))
-        times["instrumented"].append(timed_ms(lambda: eager_loop(model, x, 10)))
+        times["plain"].append(timed(lambda: eager_loop(plain_model, x, 10)))
+        times["instrumented"].append(timed(lambda: eager_loop(model, x, 10)))
         with loopscope.profile() as p:
-            times["instrumented_in_profile"].append(timed_ms(lambda: eager_loop(model, x, 10, p)))
+            times["instrumented_in_profile"].append(timed(lambda: eager_loop(model, x, 10, p)))
     med = {k: statistics.median(v) for k, v in times.items()}
     calls = 10 * len(handle)
     print(f"eager 10-step loop wall time, median of {args.rounds} rounds "

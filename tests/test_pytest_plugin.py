@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core
 
 pytest_plugins = ["pytester"]
 

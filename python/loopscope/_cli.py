@@ -108,7 +108,6 @@ class _TorchRanges:
 
         if importlib.util.find_spec("torch") is None:
             return False
-        import torch
         import torch.autograd.profiler as autograd_profiler
         import torch.cuda.nvtx as nvtx
 
@@ -132,8 +131,9 @@ class _TorchRanges:
 
         def pop_wrap(old):
             def range_pop(*args, **kwargs):
-                if stack():
-                    stack().pop().__exit__(None, None, None)
+                open_ranges = stack()
+                if open_ranges:
+                    open_ranges.pop().__exit__(None, None, None)
                 return old(*args, **kwargs)
             return range_pop
 
@@ -159,7 +159,6 @@ class _TorchRanges:
         record_function = autograd_profiler.record_function
         patch(record_function, "__enter__", enter_wrap)
         patch(record_function, "__exit__", exit_wrap)
-        del torch
         return True
 
     def remove(self) -> None:
@@ -256,10 +255,11 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error(f"cannot run {args.script!r}: no such file")
     budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
                                         ("max_severe_gaps", args.max_severe_gaps)) if v is not None}
+    import importlib
     import importlib.util
 
     if importlib.util.find_spec("torch") is not None:
-        import torch  # noqa: F401  (first, so the profile reuses the CUPTI torch loads)
+        importlib.import_module("torch")  # first, so the profile reuses the CUPTI torch loads
     mirror = _TorchRanges()
     if pattern is not None:
         mirror.install()

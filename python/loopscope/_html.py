@@ -203,7 +203,8 @@ def _histogram_picture(Figure, gaps: dict[str, Any]) -> str:
     return _png(fig)
 
 
-def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(start, end) intervals merged where they overlap or touch, sorted."""
     merged: list[list[int]] = []
     for start, end in sorted(intervals):
         if merged and start <= merged[-1][1]:
@@ -341,6 +342,8 @@ def timeline_of(prof) -> dict[str, Any] | None:
     calls, as the analysis does)."""
     import bisect
 
+    from ._range_steps import launch_starts
+
     capture = prof._capture
     if capture is None or prof.summary()["gaps"] is None:
         return None
@@ -350,9 +353,7 @@ def timeline_of(prof) -> dict[str, Any] | None:
     analysis = capture.analyze(*prof._thresholds)
     steps = sorted((r["start_ns"], r["end_ns"], r["step"]) for r in analysis["ranges"]
                    if r["step"] is not None)
-    launch: dict[int, int] = {}
-    for a in sorted(capture.apis(), key=lambda a: (a[5], a[0])):
-        launch.setdefault(a[2], a[0])
+    launch = launch_starts(capture.apis())
     starts = [s[0] for s in steps]
     gpu_span: dict[int, list[int]] = {}
     for o in ops:
@@ -363,7 +364,7 @@ def timeline_of(prof) -> dict[str, Any] | None:
         if i >= 0 and t <= steps[i][1]:
             span = gpu_span.setdefault(steps[i][2], [o[1], o[2]])
             span[0], span[1] = min(span[0], o[1]), max(span[1], o[2])
-    busy = _merge([(o[1], o[2]) for o in ops])
+    busy = merge_intervals([(o[1], o[2]) for o in ops])
     severe_ns = prof._thresholds[1] * 1000
     severe = [(a_end, b_start - a_end) for (_, a_end), (b_start, _) in zip(busy, busy[1:])
               if b_start - a_end > severe_ns]

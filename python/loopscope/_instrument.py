@@ -171,6 +171,26 @@ def _unbalanced(stack: list[_Site], site: _Site) -> None:
     _count(site)  # its pre hook never ran (or its range was closed already): nothing to close
 
 
+def _post_hook(site: _Site, is_compiling: Any) -> Any:
+    """The post hook closing `site`'s range: one body for the forward hook
+    (module, args, output) and the full backward hook (module, grad_input,
+    grad_output), which take the same number of arguments."""
+    local = _local
+
+    def post(module, _inputs, _outputs):
+        if is_compiling():
+            return None
+        stack = local.stack
+        if stack and stack[-1] is site:
+            stack.pop()
+            site.cached[1].__exit__(None, None, None)
+        else:
+            _unbalanced(stack, site)
+        return None
+
+    return post
+
+
 def _forward_hooks(site: _Site, is_compiling: Any) -> tuple[Any, Any]:
     local = _local
 
@@ -184,19 +204,8 @@ def _forward_hooks(site: _Site, is_compiling: Any) -> tuple[Any, Any]:
         local.stack.append(site)
         return None
 
-    def post(module, args, output):
-        if is_compiling():
-            return None
-        stack = local.stack
-        if stack and stack[-1] is site:
-            stack.pop()
-            site.cached[1].__exit__(None, None, None)
-        else:
-            _unbalanced(stack, site)
-        return None
-
     pre.__loopscope_site__ = site  # type: ignore[attr-defined]
-    return pre, post
+    return pre, _post_hook(site, is_compiling)
 
 
 def _backward_hooks(site: _Site, is_compiling: Any) -> tuple[Any, Any]:
@@ -212,18 +221,7 @@ def _backward_hooks(site: _Site, is_compiling: Any) -> tuple[Any, Any]:
         local.stack.append(site)
         return None
 
-    def post(module, grad_input, grad_output):
-        if is_compiling():
-            return None
-        stack = local.stack
-        if stack and stack[-1] is site:
-            stack.pop()
-            site.cached[1].__exit__(None, None, None)
-        else:
-            _unbalanced(stack, site)
-        return None
-
-    return pre, post
+    return pre, _post_hook(site, is_compiling)
 
 
 class InstrumentHandle:

@@ -11,6 +11,7 @@ and per-step sync counts."""
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Any, Callable
 
 
@@ -27,12 +28,19 @@ def _outermost(ranges: list[dict[str, Any]], chosen: set[int]) -> list[int]:
     return keep
 
 
+def launch_starts(apis: list[tuple]) -> dict[int, int]:
+    """{correlation id: start_ns of its launch call}, choosing as the
+    analysis does: a runtime call before a driver call, the earliest first."""
+    launch: dict[int, int] = {}
+    for a in sorted(apis, key=lambda a: (a[5], a[0])):
+        launch.setdefault(a[2], a[0])
+    return launch
+
+
 def _attribute_worst_gaps(summary: dict[str, Any], capture, steps: list[dict[str, Any]]) -> None:
     """Sets the step of each worst gap as the C core does for real steps:
     the step whose host range holds the launch call of the op ending it."""
-    launch: dict[int, int] = {}
-    for start, _end, corr, _thread, _cbid, domain in sorted(capture.apis(), key=lambda a: (a[5], a[0])):
-        launch.setdefault(corr, start)  # runtime before driver, earliest first
+    launch = launch_starts(capture.apis())
     corr_at = {(o[3], o[1]): o[5] for o in capture.ops()}
     for gap in summary["gaps"]["worst"]:
         end = gap["start_ns"] + round(gap["duration_us"] * 1000)
@@ -63,12 +71,12 @@ def summary_with_range_steps(prof, match: Callable[[str], bool]) -> dict[str, An
     if not chosen:
         return None
     picked = sorted(_outermost(ranges, chosen), key=lambda i: ranges[i]["start_ns"])
-    names = [ranges[i]["name"] for i in picked]
+    repeats = Counter(ranges[i]["name"] for i in picked)
     seen: dict[str, int] = {}
     as_steps = []
     for n, i in enumerate(picked):
         name = ranges[i]["name"]
-        if names.count(name) > 1:  # "denoise#0", "denoise#1", ...: each step tells apart
+        if repeats[name] > 1:  # "denoise#0", "denoise#1", ...: each step tells apart
             seen[name] = seen.get(name, -1) + 1
             name = f"{name}#{seen[name]}"
         as_steps.append(dict(ranges[i], step=n, name=name))

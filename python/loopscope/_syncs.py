@@ -315,9 +315,8 @@ def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies:
             }
         entry["count"] += 1
         entry["blocked_ms"] += blocked / 1e6
-        if step is not None and (not entry["steps"] or entry["steps"][-1] != step):
-            if step not in entry["steps"]:
-                entry["steps"].append(step)
+        if step is not None and step not in entry["steps"]:
+            entry["steps"].append(step)
         for i in call_ids:
             api = calls[i]["api"] or "?"
             entry["apis"][api] = entry["apis"].get(api, 0) + 1

@@ -17,6 +17,8 @@ import json
 import os
 from typing import Any
 
+from ._html import merge_intervals
+
 HOST_PID = 1
 GPU_PID = 100
 
@@ -33,12 +35,9 @@ def _merged_gaps(ops: list[tuple], normal_ns: float) -> list[tuple[int, int, int
         by_device.setdefault(o[3], []).append((o[1], o[2]))
     gaps = []
     for device, intervals in by_device.items():
-        intervals.sort()
-        end = intervals[0][1]
-        for start, stop in intervals[1:]:
-            if start > end and start - end >= normal_ns:
-                gaps.append((device, end, start))
-            end = max(end, stop)
+        busy = merge_intervals(intervals)
+        gaps += [(device, end, start) for (_, end), (start, _) in zip(busy, busy[1:])
+                 if start - end >= normal_ns]
     return gaps
 
 

@@ -3,6 +3,8 @@
 #   bash benchmarks/gpu_all.sh tests   build, whole suite, sync/PM probes, ncu comparison, demos
 #   bash benchmarks/gpu_all.sh bench   demo recording, CLI/notebook outputs, instrument and
 #                                      overhead benchmarks
+#   bash benchmarks/gpu_all.sh counters  PM sampling only: its GPU tests, what it costs and how
+#                                      its buffers must be sized (bench_counters.py), probes
 # Logs go to $OUT/logs and come back as $OUT/logs.tgz (the device returns 8 files at most).
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; L="$OUT/logs"; mkdir -p "$L"
@@ -24,6 +26,13 @@ if [ "$part" = tests ]; then
   python3 -m loopscope demo > "$L/demo_eager.txt" 2>&1
   python3 -m loopscope demo --graph > "$L/demo_graph.txt" 2>&1
   python3 -m loopscope demo --layers > "$L/demo_layers.txt" 2>&1
+elif [ "$part" = counters ]; then
+  timeout 150 python3 -m pytest tests/gpu/test_gpu_metrics.py -v -s -p no:cacheprovider > "$L/tests_metrics.log" 2>&1
+  tail -3 "$L/tests_metrics.log"
+  timeout 330 python3 benchmarks/bench_counters.py --rounds ${ROUNDS:-30} --json "$L/bench_counters.json" > "$L/bench_counters.txt" 2>&1
+  grep -E "^(eager|graph) |session ms|set-up|^metrics o" "$L/bench_counters.txt"
+  timeout 90 python3 benchmarks/pm_probe.py --only start,long,again,clocks --json "$L/pm_probe.json" > "$L/pm_probe.txt" 2>&1
+  tail -25 "$L/pm_probe.txt"
 else
   timeout 120 python3 benchmarks/pm_probe.py --only start,copy,mm,clock,demo --json "$L/pm_probe.json" > "$L/pm_probe.txt" 2>&1
   timeout 120 bash benchmarks/ncu_compare.sh > "$L/ncu_compare.txt" 2>&1

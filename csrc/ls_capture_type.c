@@ -457,12 +457,21 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             U64(pm->decodes), "decode_ns", U64(pm->decode_ns), "error",
             pm->error[0] ? PyUnicode_FromString(pm->error) : Py_NewRef(Py_None),
             "clock_delta_ns", PyLong_FromLongLong(c->sample_clock_delta_ns));
-        if (pm_dict != NULL) {
-            PyObject *shift = PyLong_FromLongLong(c->sample_clock_shift_ns);
-            if (shift == NULL || PyDict_SetItemString(pm_dict, "clock_shift_ns", shift) != 0)
-                Py_CLEAR(pm_dict);
-            Py_XDECREF(shift);
+        PyObject *phases = PyDict_New();
+        for (int k = 0; phases != NULL && k < LS_PM_PHASES; k++) {
+            PyObject *ns = U64(pm->phase_ns[k]);
+            if (ns == NULL || PyDict_SetItemString(phases, ls_pm_phase_name(k), ns) != 0)
+                Py_CLEAR(phases);
+            Py_XDECREF(ns);
         }
+        PyObject *more_pm = ls_dict_of(
+            5, "clock_shift_ns", PyLong_FromLongLong(c->sample_clock_shift_ns), "phases_ns",
+            phases, "config_reused", PyBool_FromLong(pm->config_reused), "max_samples",
+            PyLong_FromUnsignedLong(pm->max_samples), "decoder_error",
+            c->decoder_error[0] ? PyUnicode_FromString(c->decoder_error) : Py_NewRef(Py_None));
+        if (pm_dict != NULL && (more_pm == NULL || PyDict_Update(pm_dict, more_pm) != 0))
+            Py_CLEAR(pm_dict);
+        Py_XDECREF(more_pm);
     }
     PyObject *metrics = NULL;
     if (info != NULL)

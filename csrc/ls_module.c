@@ -5,9 +5,12 @@
 
 #include "ls_clock.h"
 #include "ls_cupti.h"
+#include "ls_pmdecoder.h"
+#include "ls_session.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <time.h>
 
 static struct PyModuleDef ls_module_def;
 
@@ -46,9 +49,9 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                                "metrics_interval_ns", "metrics_buffer_bytes", "metrics_device",
                                "metrics_max_samples", "metrics_decode_ns", NULL};
     int trace = 1, driver_api = 0, warm_up = 1, syncs = 1, metrics = 0, metrics_device = -1;
-    Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 512 << 20;
-    unsigned long long interval_ns = 100000, decode_ns = 20000000;
-    unsigned int max_samples = 20000;
+    Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
+    unsigned long long interval_ns = 100000, decode_ns = 10000000;
+    unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOpppKniIK:start", keywords, &trace,
                                      &driver_api, &buffer_bytes, &max_buffers, &paths,
@@ -62,10 +65,12 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (interval_ns < 1000 || interval_ns > 1000000000ull || metrics_buffer_bytes < (1 << 20) ||
-        max_samples < 16) {
+        (max_samples != 0 && max_samples < 16) || decode_ns < 1000000ull ||
+        decode_ns > 10000000000ull) {
         PyErr_Format(PyExc_ValueError, "need 1000 <= metrics_interval_ns <= 1e9, "
-                     "metrics_buffer_bytes >= 1 MiB and metrics_max_samples >= 16 (got %llu, "
-                     "%zd, %u)", interval_ns, metrics_buffer_bytes, max_samples);
+                     "metrics_buffer_bytes >= 1 MiB, metrics_max_samples 0 (auto) or >= 16 "
+                     "and 1e6 <= metrics_decode_ns <= 1e10 (got %llu, %zd, %u, %llu)",
+                     interval_ns, metrics_buffer_bytes, max_samples, decode_ns);
         return NULL;
     }
     if (ls_session_active()) {
@@ -99,8 +104,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     ls_session_options options = {trace, syncs, driver_api, warm_up, (size_t)buffer_bytes,
                                   (size_t)max_buffers, candidates, (size_t)n, metrics,
                                   {metrics_device, interval_ns, (size_t)metrics_buffer_bytes,
-                                   max_samples},
-                                  decode_ns};
+                                   max_samples, decode_ns}};
     ls_session_state state;
     int rc = ls_session_start(&options, &state);
     free(candidates);
@@ -191,12 +195,48 @@ static PyObject *core_set_test_clock(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _decoder_probe(period_ns, run_ns) -> (rounds, stop_ns): runs the PM
+ * decoder thread alone (without sampling its decodes do nothing) for run_ns,
+ * then stops it, timing the stop: the thread's life cycle, testable without
+ * a GPU. */
+static PyObject *core_decoder_probe(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long period_ns, run_ns;
+    if (!PyArg_ParseTuple(args, "KK:_decoder_probe", &period_ns, &run_ns))
+        return NULL;
+    if (ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError, "_decoder_probe needs no profile running");
+        return NULL;
+    }
+    char why[256];
+    if (ls_pmdecoder_start(period_ns, why, sizeof why) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, why);
+        return NULL;
+    }
+    ls_sample_array none = {0};
+    uint64_t lost = 0, stop_ns = 0;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec pause = {(time_t)(run_ns / 1000000000ull), (long)(run_ns % 1000000000ull)};
+    nanosleep(&pause, NULL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ls_pmdecoder_stop(&none, &lost);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    stop_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
+              (uint64_t)t0.tv_nsec;
+    Py_END_ALLOW_THREADS
+    free(none.items);
+    return Py_BuildValue("KK", (unsigned long long)ls_pmdecoder_rounds(),
+                         (unsigned long long)stop_ns);
+}
+
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
      " warm_up=True, syncs=True, metrics=False, metrics_interval_ns=100000,"
-     " metrics_buffer_bytes=512MiB, metrics_device=-1, metrics_max_samples=20000,"
-     " metrics_decode_ns=20000000) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason',"
+     " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
+     " metrics_decode_ns=10000000) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason',"
      " 'cupti_path', 'clock', 'sampling', 'metrics_reason'}"},
     {"stop", core_stop, METH_NOARGS, "stop() -> Capture: ends the running profile."},
     {"active", core_active, METH_NOARGS, "True while a profile runs."},
@@ -217,6 +257,8 @@ static PyMethodDef core_methods[] = {
      "_strict_disarm() -> token of a wait noted but not handled (0 if none)."},
     {"_live_call", ls_live_call, METH_O,
      "_live_call(token) -> dict of a blocking call of the running profile, or None."},
+    {"_decoder_probe", core_decoder_probe, METH_VARARGS,
+     "_decoder_probe(period_ns, run_ns) -> (rounds, stop_ns): test hook for the decoder thread."},
     {"_set_test_clock", core_set_test_clock, METH_VARARGS,
      "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
     {NULL, NULL, 0, NULL},

@@ -1,4 +1,5 @@
 /* ls_pmsampling: see ls_pmsampling.h. */
+#define _POSIX_C_SOURCE 200809L
 #include "ls_pmsampling.h"
 
 #include "ls_clock.h"
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LS_PM_REQUIRED 2
 #define LS_PM_MAX_ROUNDS 64 /* decode rounds per call: bounds a decode's cost */
@@ -45,7 +47,6 @@ static int is_rate(int id)
 static struct {
     int active;
     CUpti_PmSampling_Object *object;
-    ls_pmconfig *config;
     int ids[LS_PM_NAMES];      /* figure of each kept metric, in evaluation order */
     size_t kept;
     uint8_t *image, *pristine; /* counter data image, and a fresh copy to reset it */
@@ -53,9 +54,41 @@ static struct {
     ls_pm_stats stats;
 } pm;
 
+/* The config of the last chip sampled, kept for the next profile: building
+ * it loads the chip's metric tables, and it does not change between runs. */
+static struct {
+    ls_pmconfig *config;
+    char chip[64];
+    unsigned char kept[LS_PM_NAMES];
+} cached;
+
 static int profiler_initialized;
 
 const ls_pm_stats *ls_pm_stats_now(void) { return &pm.stats; }
+
+const char *ls_pm_phase_name(int phase)
+{
+    static const char *const names[LS_PM_PHASES] = {
+        "config", "enable", "set_config", "counter_data", "start", "stop", "disable"};
+    return phase >= 0 && phase < LS_PM_PHASES ? names[phase] : "?";
+}
+
+uint32_t ls_pm_counter_samples(const ls_pm_options *o)
+{
+    if (o->max_samples != 0)
+        return o->max_samples;
+    uint64_t per_period = o->decode_period_ns / (o->interval_ns ? o->interval_ns : 1);
+    uint64_t want = 4 * per_period;
+    return (uint32_t)(want < 64 ? 64 : want > 4096 ? 4096 : want);
+}
+
+/* Host time of the set-up steps, whatever clock the session is on. */
+static uint64_t monotonic_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 /* A plain sentence for the statuses users meet; the CUPTI text otherwise. */
 static void explain(CUptiResult status, const char *what, char *why, size_t n)
@@ -99,11 +132,11 @@ static void release(void)
     if (pm.object != NULL) {
         LS_PARAMS(CUpti_PmSampling_Disable_Params, p);
         p.pPmSamplingObject = pm.object;
+        uint64_t t0 = monotonic_ns();
         LS_CUPTI_CHECK(PmSamplingDisable(&p));
+        pm.stats.phase_ns[LS_PM_PHASE_DISABLE] = monotonic_ns() - t0;
         pm.object = NULL;
     }
-    ls_pmconfig_free(pm.config);
-    pm.config = NULL;
     free(pm.image);
     free(pm.pristine);
     pm.image = pm.pristine = NULL;
@@ -124,29 +157,30 @@ static CUptiResult set_config(const ls_pm_options *o, const uint8_t *image, size
     return LS_CUPTI_CHECK(PmSamplingSetConfig(&p));
 }
 
-/* Chip name and counter availability of the device; the image is malloc'd. */
-static CUptiResult probe_device(int device, char *chip, size_t chip_size, uint8_t **avail,
-                                const char **what)
+static CUptiResult chip_name(int device, char *chip, size_t chip_size)
+{
+    LS_PARAMS(CUpti_Device_GetChipName_Params, p);
+    p.deviceIndex = (size_t)device;
+    CUptiResult st = LS_CUPTI_CHECK(DeviceGetChipName(&p));
+    if (st == CUPTI_SUCCESS)
+        snprintf(chip, chip_size, "%s", p.pChipName ? p.pChipName : "?");
+    return st;
+}
+
+/* The device's counter availability image, malloc'd. */
+static CUptiResult availability(int device, uint8_t **avail)
 {
     *avail = NULL;
-    LS_PARAMS(CUpti_Device_GetChipName_Params, pc);
-    pc.deviceIndex = (size_t)device;
-    *what = "cuptiDeviceGetChipName";
-    CUptiResult st = LS_CUPTI_CHECK(DeviceGetChipName(&pc));
+    LS_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, p);
+    p.deviceIndex = (size_t)device;
+    CUptiResult st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&p));
     if (st != CUPTI_SUCCESS)
         return st;
-    snprintf(chip, chip_size, "%s", pc.pChipName ? pc.pChipName : "?");
-    LS_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, pa);
-    pa.deviceIndex = (size_t)device;
-    *what = "cuptiPmSamplingGetCounterAvailability";
-    st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&pa));
-    if (st != CUPTI_SUCCESS)
-        return st;
-    *avail = malloc(pa.counterAvailabilityImageSize ? pa.counterAvailabilityImageSize : 1);
+    *avail = malloc(p.counterAvailabilityImageSize ? p.counterAvailabilityImageSize : 1);
     if (*avail == NULL)
         return CUPTI_ERROR_OUT_OF_MEMORY;
-    pa.pCounterAvailabilityImage = *avail;
-    st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&pa));
+    p.pCounterAvailabilityImage = *avail;
+    st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&p));
     if (st != CUPTI_SUCCESS) {
         free(*avail);
         *avail = NULL;
@@ -154,11 +188,36 @@ static CUptiResult probe_device(int device, char *chip, size_t chip_size, uint8_
     return st;
 }
 
+/* The single-pass config for `chip`: the cached one, or a new one that
+ * replaces it.  Returns 0, or -1 with a sentence in `why`. */
+static int config_for(int device, const char *chip, char *why, size_t why_size)
+{
+    if (cached.config != NULL && strcmp(cached.chip, chip) == 0) {
+        pm.stats.config_reused = 1;
+        return 0;
+    }
+    ls_pmconfig_free(cached.config);
+    cached.config = NULL;
+    uint8_t *avail = NULL;
+    CUptiResult st = availability(device, &avail);
+    if (st != CUPTI_SUCCESS) {
+        explain(st, "cuptiPmSamplingGetCounterAvailability", why, why_size);
+        return -1;
+    }
+    int rc = ls_pmconfig_create(chip, avail, cupti_names, LS_PM_NAMES, LS_PM_REQUIRED,
+                                cached.kept, &cached.config, why, why_size);
+    free(avail);
+    if (rc != 0)
+        return -1;
+    snprintf(cached.chip, sizeof cached.chip, "%s", chip);
+    return 0;
+}
+
 /* Allocates and initialises the counter data image for the kept metrics. */
 static CUptiResult make_counter_data(uint32_t max_samples, const char **what)
 {
     size_t count = 0;
-    const char *const *names = ls_pmconfig_names(pm.config, &count);
+    const char *const *names = ls_pmconfig_names(cached.config, &count);
     LS_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, ps);
     ps.pPmSamplingObject = pm.object;
     ps.pMetricNames = (const char **)names;
@@ -213,13 +272,12 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     }
     if (ls_cupti_load_nvperf(why, why_size) != 0)
         return -1;
-    const char *what = "cuptiProfilerInitialize";
     CUptiResult st = CUPTI_SUCCESS;
     if (!profiler_initialized) {
         LS_PARAMS(CUpti_Profiler_Initialize_Params, pi);
         st = LS_CUPTI_CHECK(ProfilerInitialize(&pi));
         if (st != CUPTI_SUCCESS) {
-            explain(st, what, why, why_size);
+            explain(st, "cuptiProfilerInitialize", why, why_size);
             return -1;
         }
         profiler_initialized = 1;
@@ -228,30 +286,29 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     if (device < 0 && ls_cuda_current_device(&device) != 1)
         device = 0;
     pm.stats.device = device;
-    uint8_t *avail = NULL;
-    st = probe_device(device, pm.stats.chip, sizeof pm.stats.chip, &avail, &what);
+    uint64_t t0 = monotonic_ns();
+    st = chip_name(device, pm.stats.chip, sizeof pm.stats.chip);
     if (st != CUPTI_SUCCESS) {
-        explain(st, what, why, why_size);
+        explain(st, "cuptiDeviceGetChipName", why, why_size);
         return -1;
     }
-    unsigned char kept[LS_PM_NAMES];
-    int rc = ls_pmconfig_create(pm.stats.chip, avail, cupti_names, LS_PM_NAMES, LS_PM_REQUIRED,
-                                kept, &pm.config, why, why_size);
-    free(avail);
-    if (rc != 0)
+    if (config_for(device, pm.stats.chip, why, why_size) != 0)
         return -1;
+    pm.stats.phase_ns[LS_PM_PHASE_CONFIG] = monotonic_ns() - t0;
     pm.kept = 0;
     for (size_t i = 0; i < LS_PM_NAMES; i++)
-        if (kept[i]) {
+        if (cached.kept[i]) {
             pm.ids[pm.kept++] = metric_ids[i];
             pm.stats.collected[metric_ids[i]] = 1;
         }
-    list_names(kept, 1, pm.stats.collected_names, sizeof pm.stats.collected_names);
-    list_names(kept, 0, pm.stats.dropped, sizeof pm.stats.dropped);
+    list_names(cached.kept, 1, pm.stats.collected_names, sizeof pm.stats.collected_names);
+    list_names(cached.kept, 0, pm.stats.dropped, sizeof pm.stats.dropped);
 
+    t0 = monotonic_ns();
     LS_PARAMS(CUpti_PmSampling_Enable_Params, pe);
     pe.deviceIndex = (size_t)device;
     st = LS_CUPTI_CHECK(PmSamplingEnable(&pe));
+    pm.stats.phase_ns[LS_PM_PHASE_ENABLE] = monotonic_ns() - t0;
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingEnable", why, why_size);
         release();
@@ -259,9 +316,10 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     }
     pm.object = pe.pPmSamplingObject;
     size_t image_size = 0;
-    const uint8_t *image = ls_pmconfig_image(pm.config, &image_size);
+    const uint8_t *image = ls_pmconfig_image(cached.config, &image_size);
     pm.stats.time_trigger = 1;
     pm.stats.interval = o->interval_ns;
+    t0 = monotonic_ns();
     st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
                     o->interval_ns);
     if (st == CUPTI_ERROR_NOT_SUPPORTED || st == CUPTI_ERROR_INVALID_PARAMETER) {
@@ -272,13 +330,18 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
         st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
                         o->interval_ns);
     }
+    pm.stats.phase_ns[LS_PM_PHASE_SET_CONFIG] = monotonic_ns() - t0;
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingSetConfig", why, why_size);
         release();
         return -1;
     }
     pm.stats.hw_buffer_bytes = o->hw_buffer_bytes;
-    st = make_counter_data(o->max_samples, &what);
+    pm.stats.max_samples = ls_pm_counter_samples(o);
+    const char *what = "cuptiPmSamplingGetCounterDataSize";
+    t0 = monotonic_ns();
+    st = make_counter_data(pm.stats.max_samples, &what);
+    pm.stats.phase_ns[LS_PM_PHASE_COUNTER_DATA] = monotonic_ns() - t0;
     if (st != CUPTI_SUCCESS) {
         if (st == CUPTI_ERROR_OUT_OF_MEMORY)
             snprintf(why, why_size, "out of host memory for the PM sampling counter data");
@@ -290,7 +353,9 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     pm.stats.counter_data_bytes = pm.image_size;
     LS_PARAMS(CUpti_PmSampling_Start_Params, ps);
     ps.pPmSamplingObject = pm.object;
+    t0 = monotonic_ns();
     st = LS_CUPTI_CHECK(PmSamplingStart(&ps));
+    pm.stats.phase_ns[LS_PM_PHASE_START] = monotonic_ns() - t0;
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingStart", why, why_size);
         release();
@@ -315,7 +380,7 @@ static int take_sample(size_t index, ls_sample_array *sink)
     if (LS_CUPTI_CHECK(PmSamplingCounterDataGetSampleInfo(&pi)) != CUPTI_SUCCESS)
         return -1;
     double raw[LS_PM_NAMES];
-    if (ls_pmconfig_evaluate(pm.config, pm.image, pm.image_size, index, raw) != 0) {
+    if (ls_pmconfig_evaluate(cached.config, pm.image, pm.image_size, index, raw) != 0) {
         pm.stats.eval_errors++;
         return 0;
     }
@@ -345,7 +410,7 @@ int ls_pm_decode(ls_sample_array *sink)
 {
     if (!pm.active)
         return 0;
-    uint64_t t0 = ls_clock_now();
+    uint64_t t0 = monotonic_ns();
     int result = 0;
     for (int round = 0; round < LS_PM_MAX_ROUNDS; round++) {
         LS_PARAMS(CUpti_PmSampling_DecodeData_Params, pd);
@@ -386,7 +451,7 @@ int ls_pm_decode(ls_sample_array *sink)
         pm.stats.counter_data_full++;
     }
     pm.stats.decodes++;
-    pm.stats.decode_ns += ls_clock_now() - t0;
+    pm.stats.decode_ns += monotonic_ns() - t0;
     return result;
 }
 
@@ -395,6 +460,7 @@ int ls_pm_stop(ls_sample_array *sink)
     if (!pm.active)
         return 0;
     int result = 0;
+    uint64_t t0 = monotonic_ns();
     LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
     ps.pPmSamplingObject = pm.object;
     if (LS_CUPTI_CHECK(PmSamplingStop(&ps)) != CUPTI_SUCCESS) {
@@ -403,6 +469,7 @@ int ls_pm_stop(ls_sample_array *sink)
     }
     if (ls_pm_decode(sink) != 0)
         result = -1;
+    pm.stats.phase_ns[LS_PM_PHASE_STOP] = monotonic_ns() - t0;
     release();
     return result;
 }

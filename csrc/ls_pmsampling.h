@@ -4,9 +4,11 @@
  * device with a GPU-time trigger (SYSCLK where time is unsupported), sizes
  * the hardware buffer and the counter data image, and starts.  Decode moves
  * what the hardware buffer holds into ls_sample records (values converted to
- * the named figures of ls_records.h); it runs on a Python thread at range
- * exits (throttled by the session) and at stop, never in a CUPTI callback.
- * Every failure becomes a sentence; nothing here exits or raises. */
+ * the named figures of ls_records.h); it runs on the decoder thread
+ * (ls_pmdecoder) while sampling runs and on the stopping thread at stop,
+ * never on two threads at once and never in a CUPTI callback.  The config
+ * image is built once per chip and kept for the next profile.  Every
+ * failure becomes a sentence; nothing here exits or raises. */
 #ifndef LS_PMSAMPLING_H
 #define LS_PMSAMPLING_H
 
@@ -19,8 +21,22 @@ typedef struct {
     int device;              /* CUDA ordinal; -1: the current context's device (else 0) */
     uint64_t interval_ns;    /* sampling interval */
     size_t hw_buffer_bytes;  /* hardware buffer the GPU writes records into */
-    uint32_t max_samples;    /* samples one counter data image holds */
+    uint32_t max_samples;    /* samples one counter data image holds; 0: sized for a
+                              * decode period (see ls_pm_counter_samples) */
+    uint64_t decode_period_ns; /* how often the decoder thread empties the buffer */
 } ls_pm_options;
+
+/* The set-up and tear-down steps whose host time is reported. */
+enum {
+    LS_PM_PHASE_CONFIG,       /* chip, availability, config image (skipped when reused) */
+    LS_PM_PHASE_ENABLE,       /* cuptiPmSamplingEnable */
+    LS_PM_PHASE_SET_CONFIG,   /* cuptiPmSamplingSetConfig: the hardware buffer */
+    LS_PM_PHASE_COUNTER_DATA, /* sizing and initialising the counter data image */
+    LS_PM_PHASE_START,        /* cuptiPmSamplingStart */
+    LS_PM_PHASE_STOP,         /* cuptiPmSamplingStop and the last decode */
+    LS_PM_PHASE_DISABLE,      /* cuptiPmSamplingDisable */
+    LS_PM_PHASES
+};
 
 typedef struct {
     int device;
@@ -38,6 +54,9 @@ typedef struct {
     uint64_t incomplete;         /* samples dropped half-decoded when the image was reset */
     uint64_t eval_errors;        /* samples whose values could not be evaluated */
     uint64_t decodes, decode_ns; /* decode calls and the host time they took */
+    uint64_t phase_ns[LS_PM_PHASES]; /* host time of each set-up and tear-down step */
+    int config_reused;           /* 1 when the config image came from an earlier profile */
+    uint32_t max_samples;        /* samples the counter data image holds */
     char error[1024];            /* a failure after start (decode, stop), "" if none */
 } ls_pm_stats;
 
@@ -53,6 +72,14 @@ int ls_pm_decode(ls_sample_array *sink);
 /* Stops sampling, decodes the rest into `sink`, releases everything.
  * Returns 0, or -1 when a call failed (stats.error). */
 int ls_pm_stop(ls_sample_array *sink);
+
+/* The counter data image's capacity for `o`: o->max_samples, or else
+ * four decode periods' worth of samples, at least 64 and at most 4096 (a
+ * fuller image is decoded in several rounds, not lost). */
+uint32_t ls_pm_counter_samples(const ls_pm_options *o);
+
+/* "config", "enable", ... for LS_PM_PHASE_*. */
+const char *ls_pm_phase_name(int phase);
 
 /* The figures of the current or last sampling run. */
 const ls_pm_stats *ls_pm_stats_now(void);

@@ -11,6 +11,7 @@
 #include "ls_cupti.h"
 #include "ls_launches.h"
 #include "ls_nvtx.h"
+#include "ls_pmdecoder.h"
 #include "ls_pmsampling.h"
 #include "ls_samples.h"
 #include "ls_subscriber.h"
@@ -30,7 +31,6 @@ static struct {
     int callbacks;        /* loopscope holds CUPTI's callback slot, callbacks on */
     int launch_callbacks; /* launch calls come from callbacks (ls_launches) */
     int sampling;         /* PM sampling runs */
-    uint64_t decode_period_ns, last_decode_ns;
     uint32_t generation;
     ls_capture capture;
 } session;
@@ -74,8 +74,11 @@ static void start_metrics(const ls_session_options *o, ls_capture *c)
     }
     if (ls_pm_start(&o->pm, c->metrics_reason, sizeof c->metrics_reason) != 0)
         return;
+    /* Without the thread, samples are still decoded at stop; the hardware
+     * buffer then has to hold the whole run, and an overflow says so. */
+    c->decoder_error[0] = '\0';
+    (void)ls_pmdecoder_start(o->pm.decode_period_ns, c->decoder_error, sizeof c->decoder_error);
     session.sampling = 1;
-    session.decode_period_ns = o->decode_period_ns;
     c->sampled = 1;
     c->metrics_reason[0] = '\0';
 }
@@ -86,6 +89,10 @@ static void stop_metrics(ls_capture *c)
 {
     ls_records *r = &c->records;
     if (session.sampling) {
+        uint64_t lost = 0;
+        if (ls_pmdecoder_stop(&r->samples, &lost) != 0 && c->stop_error[0] == '\0')
+            snprintf(c->stop_error, sizeof c->stop_error,
+                     "PM sampling: out of memory, %llu samples lost", (unsigned long long)lost);
         if (ls_pm_stop(&r->samples) != 0 && c->stop_error[0] == '\0')
             snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
                      ls_pm_stats_now()->error);
@@ -229,7 +236,6 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
     session.generation++;
     session.active = 1;
     session.capture.records.start_ns = ls_clock_now();
-    session.last_decode_ns = session.capture.records.start_ns;
     state->tracing = session.tracing;
     state->reason = session.capture.reason;
     state->watching_syncs = session.capture.watched_syncs;
@@ -369,11 +375,5 @@ void ls_session_pop(int is_step)
         ls_activity_drain();
         session.capture.drains++;
         session.capture.drain_ns += ls_clock_now() - t0;
-    }
-    /* PM samples too, so the hardware buffer never overflows in a long loop:
-     * at any range exit, at most once per decode period. */
-    if (session.sampling && now - session.last_decode_ns >= session.decode_period_ns) {
-        ls_pm_decode(&session.capture.records.samples);
-        session.last_decode_ns = ls_clock_now();
     }
 }

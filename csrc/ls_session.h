@@ -21,7 +21,6 @@ typedef struct {
     size_t cupti_path_count;
     int metrics;             /* sample SM/DRAM counters (CUPTI PM sampling) */
     ls_pm_options pm;        /* how */
-    uint64_t decode_period_ns; /* decode PM samples at a range exit at most this often */
 } ls_session_options;
 
 typedef struct {
@@ -57,6 +56,7 @@ typedef struct {
     int sampled;               /* PM sampling ran */
     int samples_injected;      /* test samples were injected */
     char metrics_reason[1024]; /* why no PM sampling, "" when it ran */
+    char decoder_error[256];   /* why samples were decoded only at stop, "" normally */
     ls_pm_stats pm;            /* PM sampling's figures (valid when sampled) */
     int64_t sample_clock_delta_ns; /* first sample start minus sampling start, as decoded */
     int64_t sample_clock_shift_ns; /* added to every sample: 0 when they share the clock */

@@ -340,7 +340,7 @@ def test_without_a_driver_the_reason_is_the_driver():
 
 
 @pytest.mark.parametrize("option, value", [("metrics_interval_us", 0), ("metrics_buffer_mb", 0.5),
-                                           ("metrics_decode_ms", -1)])
+                                           ("metrics_decode_ms", -1), ("metrics_decode_ms", 0)])
 def test_bad_metrics_options(option, value):
     with pytest.raises(ValueError):
         loopscope.profile(**{option: value})
@@ -355,3 +355,22 @@ def test_report_shows_counters(run_trace):
     assert "COMPUTE BOUND" in text
     assert "SM: active 95.0% (while busy 95.0%)" in text
     assert "DRAM: 2.0% of peak" in text
+
+
+def test_decoder_thread_wakes_once_a_period():
+    # 1 ms period for 60 ms: about 60 rounds; a loaded 2-core CI machine may
+    # oversleep, so only "many, and not more than the period allows".
+    rounds, _ = _core._decoder_probe(1_000_000, 60_000_000)
+    assert 10 <= rounds <= 61
+
+
+def test_stopping_the_decoder_does_not_wait_out_its_period():
+    rounds, stop_ns = _core._decoder_probe(10_000_000_000, 2_000_000)
+    assert rounds == 0
+    assert stop_ns < 1_000_000_000  # woken at once, not after the 10 s period
+
+
+def test_decoder_probe_refuses_while_a_profile_runs():
+    with loopscope.profile():
+        with pytest.raises(RuntimeError, match="no profile running"):
+            _core._decoder_probe(1_000_000, 1_000_000)

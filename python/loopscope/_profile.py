@@ -101,9 +101,10 @@ class Profile:
                         With trace=False this is the counters-only mode (no per-kernel
                         tracing, near-zero overhead; GPU busy % then comes from GR active).
     metrics_interval_us: sampling interval (default 100 us).
-    metrics_buffer_mb:  the GPU-side buffer samples wait in until decoded (at range exits,
-                        at most every metrics_decode_ms, and at stop); an overflow is
-                        reported in summary["metrics"]["overflows"], never silent.
+    metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's decoder
+                        thread takes them, every metrics_decode_ms (default 10 ms) and
+                        at stop; an overflow is reported in
+                        summary["metrics"]["overflows"], never silent.
     """
 
     def __init__(
@@ -119,8 +120,8 @@ class Profile:
         warm_up: bool = True,
         metrics: bool = False,
         metrics_interval_us: float = 100.0,
-        metrics_buffer_mb: float = 512,
-        metrics_decode_ms: float = 20.0,
+        metrics_buffer_mb: float = 64,
+        metrics_decode_ms: float = 10.0,
     ) -> None:
         self._thresholds = _check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
@@ -134,8 +135,8 @@ class Profile:
             raise ValueError(f"metrics_interval_us must be between 1 and 1e6, got {metrics_interval_us!r}")
         if not (1.0 <= float(metrics_buffer_mb) <= 1 << 16):
             raise ValueError(f"metrics_buffer_mb must be between 1 and 65536, got {metrics_buffer_mb!r}")
-        if not (0.0 <= float(metrics_decode_ms) <= 1e6):
-            raise ValueError(f"metrics_decode_ms must be >= 0, got {metrics_decode_ms!r}")
+        if not (1.0 <= float(metrics_decode_ms) <= 1e4):
+            raise ValueError(f"metrics_decode_ms must be between 1 and 10000, got {metrics_decode_ms!r}")
         self._options = dict(
             trace=bool(trace),
             syncs=bool(syncs),

@@ -1,0 +1,235 @@
+"""What PM sampling costs, and how its buffers must be sized.
+
+Parts (each runs on its own; a failure prints its reason and the next goes on):
+  setup     whole profile sessions (enter, a 10-step demo loop, exit) with metrics on and
+            off; the host time of each set-up step (summary["metrics"]["setup_ms"]) for
+            the first profile of the process and for later ones (config image reused)
+  sizing    counters-only profiles of a ~0.6 s matmul loop with no steps or ranges, over
+            sampling intervals x hardware buffer sizes, with the decoder thread (every
+            10 ms) and without it (metrics_decode_ms=10000: everything decoded at stop):
+            samples, samples expected, overflows; buffer bytes per sample where it overflowed
+  overhead  paired A/B/B/A rounds on the eager demo loop (and its CUDA-graph replay):
+            each round times the loop without a profiler and inside an already running
+            profile (start and stop outside the timed region), in alternating order; the
+            median of the per-round ratios, with its 10th-90th percentile
+  kineto    after torch.profiler ran: one metrics profile session, its host time and
+            loop ratio (runs last: Kineto keeps CUPTI's callback slot)
+Usage: python benchmarks/bench_counters.py [--rounds 40] [--only part,part] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import traceback
+import warnings
+
+import torch
+
+import loopscope
+from loopscope.demo import build, eager_loop, graph_loop_factory
+
+from bench_overhead import timed
+
+RESULTS: dict[str, object] = {}
+PARTS = []
+
+
+def part(fn):
+    def run(args):
+        print(f"\n=== {fn.__name__} ===", flush=True)
+        t0 = time.perf_counter()
+        try:
+            RESULTS[fn.__name__] = fn(args)
+        except Exception as error:  # report and go on
+            RESULTS[fn.__name__] = {"error": f"{type(error).__name__}: {error}"}
+            traceback.print_exc()
+        print(f"--- {fn.__name__}: {time.perf_counter() - t0:.1f} s", flush=True)
+    run.__name__ = fn.__name__
+    PARTS.append(run)
+    return run
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+@part
+def setup(args):
+    model, x = build()
+    for _ in range(3):
+        eager_loop(model, x, 10)
+    out = {}
+    for metrics in (True, False):
+        wall, phases = [], []
+        for _ in range(8):
+            t0 = time.perf_counter_ns()
+            with loopscope.profile(metrics=metrics) as prof:
+                eager_loop(model, x, 10, prof)
+            wall.append((time.perf_counter_ns() - t0) / 1e6)
+            m = prof.summary()["metrics"]
+            if metrics:
+                assert prof.summary()["sm"] is not None, prof.summary()["metrics_error"]
+                phases.append({"config_reused": m["config_reused"], **m["setup_ms"],
+                               "samples": m["samples"], "overflows": m["overflows"],
+                               "decodes": m["decodes"], "decode_ms": m["decode_ms"],
+                               "counter_data_mb": m["counter_data_mb"],
+                               "hw_buffer_mb": m["hw_buffer_mb"]})
+        key = "metrics_on" if metrics else "metrics_off"
+        out[key] = {"session_ms_first": wall[0], "session_ms_median_rest": statistics.median(wall[1:]),
+                    "session_ms": wall}
+        if phases:
+            out["phases_first"] = phases[0]
+            out["phases_later"] = phases[-1]
+    print(f"session ms (enter + 10-step loop + exit): metrics on first {out['metrics_on']['session_ms_first']:.1f}, "
+          f"later median {out['metrics_on']['session_ms_median_rest']:.1f}; metrics off median "
+          f"{out['metrics_off']['session_ms_median_rest']:.1f}")
+    print("set-up steps, first profile:", out["phases_first"])
+    print("set-up steps, a later one:  ", out["phases_later"])
+    return out
+
+
+def matmul_burst(seconds: float) -> float:
+    n = 4096
+    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    c = torch.empty_like(a)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(20):
+            torch.mm(a, a, out=c)
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+@part
+def sizing(args):
+    rows = []
+    for interval_us in (100.0, 10.0):
+        for buffer_mb in (1, 4, 16, 64):
+            for decode_ms in (10.0, 10000.0):
+                t0 = time.perf_counter_ns()
+                with loopscope.profile(trace=False, syncs=False, metrics=True,
+                                       metrics_interval_us=interval_us, metrics_buffer_mb=buffer_mb,
+                                       metrics_decode_ms=decode_ms) as prof:
+                    seconds = matmul_burst(0.6)
+                session_ms = (time.perf_counter_ns() - t0) / 1e6
+                s = prof.summary()
+                m = s["metrics"] or {}
+                expected = seconds * 1e6 / interval_us
+                row = {"interval_us": interval_us, "buffer_mb": buffer_mb, "decode_ms": decode_ms,
+                       "samples": m.get("samples"), "expected": round(expected),
+                       "overflows": m.get("overflows"), "counter_data_full": m.get("counter_data_full"),
+                       "decodes": m.get("decodes"), "decode_ms_total": m.get("decode_ms"),
+                       "set_config_ms": (m.get("setup_ms") or {}).get("set_config"),
+                       "counter_data_mb": m.get("counter_data_mb"), "session_ms": round(session_ms, 1),
+                       "sm": (s["sm"] or {}).get("active_pct"), "error": s["metrics_error"]}
+                if m.get("overflows") and m.get("samples"):
+                    # Kept samples filled the buffer: its size over their count.
+                    row["buffer_bytes_per_sample"] = round(buffer_mb * (1 << 20) / m["samples"])
+                rows.append(row)
+                print(row, flush=True)
+    return rows
+
+
+def paired(loop, profile_kwargs, rounds):
+    """Per-round ratio profiled/unprofiled, order alternating A B / B A."""
+    ratios, base, prof_ms = [], [], []
+    for i in range(rounds):
+        def profiled():
+            with loopscope.profile(**profile_kwargs) as prof:
+                t = timed(lambda: loop(prof))
+            return t, prof
+        if i % 2 == 0:
+            t_none = timed(loop)
+            t_prof, prof = profiled()
+        else:
+            t_prof, prof = profiled()
+            t_none = timed(loop)
+        if profile_kwargs.get("metrics"):
+            assert prof.summary()["sm"] is not None, prof.summary()["metrics_error"]
+        ratios.append(t_prof / t_none)
+        base.append(t_none)
+        prof_ms.append(t_prof)
+    return {"ratio_median": round(statistics.median(ratios), 4),
+            "ratio_p10": round(pct(ratios, 0.1), 4), "ratio_p90": round(pct(ratios, 0.9), 4),
+            "none_ms_median": round(statistics.median(base), 3),
+            "profiled_ms_median": round(statistics.median(prof_ms), 3),
+            "ratio_of_medians": round(statistics.median(prof_ms) / statistics.median(base), 4)}
+
+
+VARIANTS = {
+    "counters_only": dict(trace=False, syncs=False, metrics=True),
+    "ranges_only": dict(trace=False, syncs=False, metrics=False),
+    "default_with_metrics": dict(metrics=True),
+    "default_without_metrics": dict(metrics=False),
+}
+
+
+@part
+def overhead(args):
+    model, x = build()
+    replay = graph_loop_factory(model, x)
+    loops = {"eager": lambda prof=None: eager_loop(model, x, 10, prof),
+             "graph": lambda prof=None: replay(10, prof)}
+    out = {}
+    for name, loop in loops.items():
+        for _ in range(5):
+            loop()
+        for variant, kwargs in VARIANTS.items():
+            r = paired(loop, kwargs, args.rounds)
+            out[f"{name}/{variant}"] = r
+            print(f"{name:<6} {variant:<24} ratio {r['ratio_median']:.4f} "
+                  f"[p10 {r['ratio_p10']:.4f}, p90 {r['ratio_p90']:.4f}]  none {r['none_ms_median']:.3f} ms",
+                  flush=True)
+    return out
+
+
+@part
+def kineto(args):
+    model, x = build()
+    loop = lambda prof=None: eager_loop(model, x, 10, prof)  # noqa: E731
+    for _ in range(3):
+        loop()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+        loop()
+    out = {}
+    for metrics in (True, False):
+        wall, ratio = [], []
+        for _ in range(5):
+            t_none = timed(loop)
+            t0 = time.perf_counter_ns()
+            with loopscope.profile(metrics=metrics) as prof:
+                t = timed(lambda: loop(prof))
+            wall.append((time.perf_counter_ns() - t0) / 1e6)
+            ratio.append(t / t_none)
+        s = prof.summary()
+        out["metrics_on" if metrics else "metrics_off"] = {
+            "session_ms_median": statistics.median(wall), "loop_ratio_median": statistics.median(ratio),
+            "cupti_note": s["cupti_note"], "sm": s["sm"], "metrics_error": s["metrics_error"],
+            "setup_ms": (s["metrics"] or {}).get("setup_ms")}
+        print(("metrics on " if metrics else "metrics off"), out["metrics_on" if metrics else "metrics_off"])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    wanted = set(filter(None, args.only.split(",")))
+    RESULTS["device"] = torch.cuda.get_device_name()
+    for run in PARTS:
+        if not wanted or run.__name__ in wanted:
+            run(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(RESULTS, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,11 +3,11 @@
 Parts (each runs on its own; a failure prints its reason and the next goes on):
   setup     whole profile sessions (enter, a 10-step demo loop, exit) with metrics on and
             off; the host time of each set-up step (summary["metrics"]["setup_ms"]) for
-            the first profile of the process and for later ones (config image reused)
+            the first profile of the process and for later ones (config image and the
+            enabled sampler reused)
   sizing    counters-only profiles of a ~0.6 s matmul loop with no steps or ranges, over
-            sampling intervals x hardware buffer sizes, with the decoder thread (every
-            10 ms) and without it (metrics_decode_ms=10000: everything decoded at stop):
-            samples, samples expected, overflows; buffer bytes per sample where it overflowed
+            sampling intervals x hardware buffer sizes x decode periods: samples, samples
+            expected, overflows (each one a stop and start), where decoding time goes
   overhead  paired A/B/B/A rounds on the eager demo loop (and its CUDA-graph replay):
             each round times the loop without a profiler and inside an already running
             profile (start and stop outside the timed region), in alternating order; the
@@ -72,9 +72,12 @@ def setup(args):
             m = prof.summary()["metrics"]
             if metrics:
                 assert prof.summary()["sm"] is not None, prof.summary()["metrics_error"]
-                phases.append({"config_reused": m["config_reused"], **m["setup_ms"],
+                phases.append({"config_reused": m["config_reused"],
+                               "sampler_reused": m["sampler_reused"], **m["setup_ms"],
                                "samples": m["samples"], "overflows": m["overflows"],
                                "decodes": m["decodes"], "decode_ms": m["decode_ms"],
+                               "decode_cupti_ms": m["decode_cupti_ms"],
+                               "evaluate_ms": m["evaluate_ms"],
                                "counter_data_mb": m["counter_data_mb"],
                                "hw_buffer_mb": m["hw_buffer_mb"]})
         key = "metrics_on" if metrics else "metrics_off"
@@ -108,8 +111,8 @@ def matmul_burst(seconds: float) -> float:
 def sizing(args):
     rows = []
     for interval_us in (100.0, 10.0):
-        for buffer_mb in (1, 4, 16, 64):
-            for decode_ms in (10.0, 10000.0):
+        for buffer_mb in (4, 16, 64):
+            for decode_ms in (10.0, 50.0):
                 t0 = time.perf_counter_ns()
                 with loopscope.profile(trace=False, syncs=False, metrics=True,
                                        metrics_interval_us=interval_us, metrics_buffer_mb=buffer_mb,
@@ -121,14 +124,13 @@ def sizing(args):
                 expected = seconds * 1e6 / interval_us
                 row = {"interval_us": interval_us, "buffer_mb": buffer_mb, "decode_ms": decode_ms,
                        "samples": m.get("samples"), "expected": round(expected),
-                       "overflows": m.get("overflows"), "counter_data_full": m.get("counter_data_full"),
+                       "overflows": m.get("overflows"), "restarts": m.get("restarts"),
+                       "counter_data_full": m.get("counter_data_full"),
+                       "decode_cupti_ms": m.get("decode_cupti_ms"), "evaluate_ms": m.get("evaluate_ms"),
                        "decodes": m.get("decodes"), "decode_ms_total": m.get("decode_ms"),
                        "set_config_ms": (m.get("setup_ms") or {}).get("set_config"),
                        "counter_data_mb": m.get("counter_data_mb"), "session_ms": round(session_ms, 1),
                        "sm": (s["sm"] or {}).get("active_pct"), "error": s["metrics_error"]}
-                if m.get("overflows") and m.get("samples"):
-                    # Kept samples filled the buffer: its size over their count.
-                    row["buffer_bytes_per_sample"] = round(buffer_mb * (1 << 20) / m["samples"])
                 rows.append(row)
                 print(row, flush=True)
     return rows

@@ -195,21 +195,39 @@ static PyObject *core_set_test_clock(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _decoder_probe(period_ns, run_ns) -> (rounds, stop_ns): runs the PM
- * decoder thread alone (without sampling its decodes do nothing) for run_ns,
- * then stops it, timing the stop: the thread's life cycle, testable without
- * a GPU. */
+static PyObject *core_release_counters(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    if (ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError, "a profile is running: its stop releases nothing "
+                        "it still needs; call this after it");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ls_pmdecoder_shutdown();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* _decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state):
+ * runs the PM decoder thread alone (without sampling its decodes do
+ * nothing) for run_ns and stops it, timing the stop; then ends it, or with
+ * keep_ns >= 0 leaves it to release after keep_ns.  The thread's life
+ * cycle, testable without a GPU. */
 static PyObject *core_decoder_probe(PyObject *module, PyObject *args)
 {
     (void)module;
     unsigned long long period_ns, run_ns;
-    if (!PyArg_ParseTuple(args, "KK:_decoder_probe", &period_ns, &run_ns))
+    long long keep_ns = -1;
+    if (!PyArg_ParseTuple(args, "KK|L:_decoder_probe", &period_ns, &run_ns, &keep_ns))
         return NULL;
     if (ls_session_active()) {
         PyErr_SetString(PyExc_RuntimeError, "_decoder_probe needs no profile running");
         return NULL;
     }
     char why[256];
+    ls_pmdecoder_hold();
     if (ls_pmdecoder_start(period_ns, why, sizeof why) != 0) {
         PyErr_SetString(PyExc_RuntimeError, why);
         return NULL;
@@ -223,12 +241,23 @@ static PyObject *core_decoder_probe(PyObject *module, PyObject *args)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ls_pmdecoder_stop(&none, &lost);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (keep_ns >= 0)
+        ls_pmdecoder_release_after((uint64_t)keep_ns);
+    else
+        ls_pmdecoder_shutdown();
     stop_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
               (uint64_t)t0.tv_nsec;
     Py_END_ALLOW_THREADS
     free(none.items);
-    return Py_BuildValue("KK", (unsigned long long)ls_pmdecoder_rounds(),
-                         (unsigned long long)stop_ns);
+    return Py_BuildValue("KKs", (unsigned long long)ls_pmdecoder_rounds(),
+                         (unsigned long long)stop_ns, ls_pmdecoder_state());
+}
+
+static PyObject *core_decoder_state(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyUnicode_FromString(ls_pmdecoder_state());
 }
 
 static PyMethodDef core_methods[] = {
@@ -257,8 +286,14 @@ static PyMethodDef core_methods[] = {
      "_strict_disarm() -> token of a wait noted but not handled (0 if none)."},
     {"_live_call", ls_live_call, METH_O,
      "_live_call(token) -> dict of a blocking call of the running profile, or None."},
+    {"_release_counters", core_release_counters, METH_NOARGS,
+     "Gives the GPU's counters back now (sampling stays enabled a few seconds after a "
+     "profile, for the next one); called at interpreter exit."},
     {"_decoder_probe", core_decoder_probe, METH_VARARGS,
-     "_decoder_probe(period_ns, run_ns) -> (rounds, stop_ns): test hook for the decoder thread."},
+     "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state): test hook "
+     "for the decoder thread."},
+    {"_decoder_state", core_decoder_state, METH_NOARGS,
+     "_decoder_state() -> 'none', 'decoding', 'parked', 'idle' or 'ended': test hook."},
     {"_set_test_clock", core_set_test_clock, METH_VARARGS,
      "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
     {NULL, NULL, 0, NULL},

@@ -45,8 +45,10 @@ static int is_rate(int id)
 }
 
 static struct {
-    int active;
-    CUpti_PmSampling_Object *object;
+    int active;                /* started */
+    CUpti_PmSampling_Object *object; /* enabled and configured, kept between profiles */
+    ls_pm_options configured;  /* what the object was configured with */
+    int time_trigger;          /* the object's trigger: 1 GPU time, 0 SYSCLK */
     int ids[LS_PM_NAMES];      /* figure of each kept metric, in evaluation order */
     size_t kept;
     uint8_t *image, *pristine; /* counter data image, and a fresh copy to reset it */
@@ -69,7 +71,7 @@ const ls_pm_stats *ls_pm_stats_now(void) { return &pm.stats; }
 const char *ls_pm_phase_name(int phase)
 {
     static const char *const names[LS_PM_PHASES] = {
-        "config", "enable", "set_config", "counter_data", "start", "stop", "disable"};
+        "config", "release", "enable", "set_config", "counter_data", "start", "stop"};
     return phase >= 0 && phase < LS_PM_PHASES ? names[phase] : "?";
 }
 
@@ -130,17 +132,31 @@ static void explain(CUptiResult status, const char *what, char *why, size_t n)
 static void release(void)
 {
     if (pm.object != NULL) {
+        if (pm.active) {
+            LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
+            ps.pPmSamplingObject = pm.object;
+            LS_CUPTI_CHECK(PmSamplingStop(&ps));
+        }
         LS_PARAMS(CUpti_PmSampling_Disable_Params, p);
         p.pPmSamplingObject = pm.object;
-        uint64_t t0 = monotonic_ns();
         LS_CUPTI_CHECK(PmSamplingDisable(&p));
-        pm.stats.phase_ns[LS_PM_PHASE_DISABLE] = monotonic_ns() - t0;
         pm.object = NULL;
     }
     free(pm.image);
     free(pm.pristine);
     pm.image = pm.pristine = NULL;
     pm.active = 0;
+}
+
+void ls_pm_release(void) { release(); }
+
+/* The enabled object can be started again as it is. */
+static int reusable(const ls_pm_options *o, int device)
+{
+    return pm.object != NULL && pm.configured.device == device &&
+           pm.configured.interval_ns == o->interval_ns &&
+           pm.configured.hw_buffer_bytes == o->hw_buffer_bytes &&
+           pm.configured.max_samples == ls_pm_counter_samples(o);
 }
 
 static CUptiResult set_config(const ls_pm_options *o, const uint8_t *image, size_t size,
@@ -257,6 +273,63 @@ static void list_names(const unsigned char *kept, int want, char *out, size_t n)
     }
 }
 
+/* Enables sampling on the device, sets the config and the hardware buffer,
+ * and makes the counter data image.  Returns 0, or -1 with a sentence in
+ * `why` and everything released. */
+static int configure(const ls_pm_options *o, int device, char *why, size_t why_size)
+{
+    CUptiResult st;
+    uint64_t t0 = monotonic_ns();
+    LS_PARAMS(CUpti_PmSampling_Enable_Params, pe);
+    pe.deviceIndex = (size_t)device;
+    st = LS_CUPTI_CHECK(PmSamplingEnable(&pe));
+    pm.stats.phase_ns[LS_PM_PHASE_ENABLE] = monotonic_ns() - t0;
+    if (st != CUPTI_SUCCESS) {
+        explain(st, "cuptiPmSamplingEnable", why, why_size);
+        release();
+        return -1;
+    }
+    pm.object = pe.pPmSamplingObject;
+    size_t image_size = 0;
+    const uint8_t *image = ls_pmconfig_image(cached.config, &image_size);
+    pm.time_trigger = 1;
+    t0 = monotonic_ns();
+    st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+                    o->interval_ns);
+    if (st == CUPTI_ERROR_NOT_SUPPORTED || st == CUPTI_ERROR_INVALID_PARAMETER) {
+        /* Turing and GA100 have no time trigger: count SYSCLK cycles instead,
+         * taking the system clock as about 1 GHz (the interval is then
+         * approximate, and the samples keep their own timestamps). */
+        pm.time_trigger = 0;
+        st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+                        o->interval_ns);
+    }
+    pm.stats.phase_ns[LS_PM_PHASE_SET_CONFIG] = monotonic_ns() - t0;
+    if (st != CUPTI_SUCCESS) {
+        explain(st, "cuptiPmSamplingSetConfig", why, why_size);
+        release();
+        return -1;
+    }
+    uint32_t max_samples = ls_pm_counter_samples(o);
+    const char *what = "cuptiPmSamplingGetCounterDataSize";
+    t0 = monotonic_ns();
+    st = make_counter_data(max_samples, &what);
+    pm.stats.phase_ns[LS_PM_PHASE_COUNTER_DATA] = monotonic_ns() - t0;
+    if (st != CUPTI_SUCCESS) {
+        if (st == CUPTI_ERROR_OUT_OF_MEMORY)
+            snprintf(why, why_size, "out of host memory for the PM sampling counter data");
+        else
+            explain(st, what, why, why_size);
+        release();
+        return -1;
+    }
+    pm.stats.counter_data_bytes = pm.image_size;
+    pm.configured = *o;
+    pm.configured.device = device;
+    pm.configured.max_samples = max_samples;
+    return 0;
+}
+
 int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
 {
     if (pm.active) {
@@ -304,53 +377,21 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     list_names(cached.kept, 1, pm.stats.collected_names, sizeof pm.stats.collected_names);
     list_names(cached.kept, 0, pm.stats.dropped, sizeof pm.stats.dropped);
 
-    t0 = monotonic_ns();
-    LS_PARAMS(CUpti_PmSampling_Enable_Params, pe);
-    pe.deviceIndex = (size_t)device;
-    st = LS_CUPTI_CHECK(PmSamplingEnable(&pe));
-    pm.stats.phase_ns[LS_PM_PHASE_ENABLE] = monotonic_ns() - t0;
-    if (st != CUPTI_SUCCESS) {
-        explain(st, "cuptiPmSamplingEnable", why, why_size);
+    if (reusable(o, device)) {
+        pm.stats.sampler_reused = 1;
+        memcpy(pm.image, pm.pristine, pm.image_size);
+    } else {
+        uint64_t t1 = monotonic_ns();
         release();
-        return -1;
+        pm.stats.phase_ns[LS_PM_PHASE_RELEASE] = monotonic_ns() - t1;
+        if (configure(o, device, why, why_size) != 0)
+            return -1;
     }
-    pm.object = pe.pPmSamplingObject;
-    size_t image_size = 0;
-    const uint8_t *image = ls_pmconfig_image(cached.config, &image_size);
-    pm.stats.time_trigger = 1;
-    pm.stats.interval = o->interval_ns;
-    t0 = monotonic_ns();
-    st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
-                    o->interval_ns);
-    if (st == CUPTI_ERROR_NOT_SUPPORTED || st == CUPTI_ERROR_INVALID_PARAMETER) {
-        /* Turing and GA100 have no time trigger: count SYSCLK cycles instead,
-         * taking the system clock as about 1 GHz (the interval is then
-         * approximate, and the samples keep their own timestamps). */
-        pm.stats.time_trigger = 0;
-        st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
-                        o->interval_ns);
-    }
-    pm.stats.phase_ns[LS_PM_PHASE_SET_CONFIG] = monotonic_ns() - t0;
-    if (st != CUPTI_SUCCESS) {
-        explain(st, "cuptiPmSamplingSetConfig", why, why_size);
-        release();
-        return -1;
-    }
-    pm.stats.hw_buffer_bytes = o->hw_buffer_bytes;
-    pm.stats.max_samples = ls_pm_counter_samples(o);
-    const char *what = "cuptiPmSamplingGetCounterDataSize";
-    t0 = monotonic_ns();
-    st = make_counter_data(pm.stats.max_samples, &what);
-    pm.stats.phase_ns[LS_PM_PHASE_COUNTER_DATA] = monotonic_ns() - t0;
-    if (st != CUPTI_SUCCESS) {
-        if (st == CUPTI_ERROR_OUT_OF_MEMORY)
-            snprintf(why, why_size, "out of host memory for the PM sampling counter data");
-        else
-            explain(st, what, why, why_size);
-        release();
-        return -1;
-    }
+    pm.stats.hw_buffer_bytes = pm.configured.hw_buffer_bytes;
+    pm.stats.max_samples = pm.configured.max_samples;
     pm.stats.counter_data_bytes = pm.image_size;
+    pm.stats.interval = o->interval_ns;
+    pm.stats.time_trigger = pm.time_trigger;
     LS_PARAMS(CUpti_PmSampling_Start_Params, ps);
     ps.pPmSamplingObject = pm.object;
     t0 = monotonic_ns();
@@ -406,7 +447,25 @@ static int take_sample(size_t index, ls_sample_array *sink)
     return 0;
 }
 
-int ls_pm_decode(ls_sample_array *sink)
+/* After an overflow every later decode fails too (seen on an H200): the
+ * buffer must be emptied by stopping and starting again.  The samples of the
+ * overflow are lost, and counted. */
+static int restart(void)
+{
+    LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
+    ps.pPmSamplingObject = pm.object;
+    if (LS_CUPTI_CHECK(PmSamplingStop(&ps)) != CUPTI_SUCCESS)
+        return -1;
+    memcpy(pm.image, pm.pristine, pm.image_size);
+    LS_PARAMS(CUpti_PmSampling_Start_Params, pt);
+    pt.pPmSamplingObject = pm.object;
+    if (LS_CUPTI_CHECK(PmSamplingStart(&pt)) != CUPTI_SUCCESS)
+        return -1;
+    pm.stats.restarts++;
+    return 0;
+}
+
+static int decode(ls_sample_array *sink, int may_restart)
 {
     if (!pm.active)
         return 0;
@@ -417,9 +476,18 @@ int ls_pm_decode(ls_sample_array *sink)
         pd.pPmSamplingObject = pm.object;
         pd.pCounterDataImage = pm.image;
         pd.counterDataImageSize = pm.image_size;
+        uint64_t t1 = monotonic_ns();
         CUptiResult st = LS_CUPTI_CHECK(PmSamplingDecodeData(&pd));
+        pm.stats.decode_data_ns += monotonic_ns() - t1;
         if (pd.overflow || st == CUPTI_ERROR_OUT_OF_MEMORY)
             pm.stats.overflows++;
+        if (st == CUPTI_ERROR_OUT_OF_MEMORY && may_restart) {
+            if (restart() != 0) {
+                snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+                result = -1;
+            }
+            break;
+        }
         if (st != CUPTI_SUCCESS) {
             snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
             result = -1;
@@ -433,11 +501,13 @@ int ls_pm_decode(ls_sample_array *sink)
             result = -1;
             break;
         }
+        uint64_t t2 = monotonic_ns();
         for (size_t i = 0; i < pc.numCompletedSamples && result == 0; i++)
             if (take_sample(i, sink) != 0) {
                 snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
                 result = -1;
             }
+        pm.stats.evaluate_ns += monotonic_ns() - t2;
         int full = pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
         if (pc.numCompletedSamples > 0 || full) {
             /* Reset the image for the next decode (as NVIDIA's sample does);
@@ -455,6 +525,8 @@ int ls_pm_decode(ls_sample_array *sink)
     return result;
 }
 
+int ls_pm_decode(ls_sample_array *sink) { return decode(sink, 1); }
+
 int ls_pm_stop(ls_sample_array *sink)
 {
     if (!pm.active)
@@ -467,9 +539,9 @@ int ls_pm_stop(ls_sample_array *sink)
         snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
         result = -1;
     }
-    if (ls_pm_decode(sink) != 0)
+    if (decode(sink, 0) != 0)
         result = -1;
     pm.stats.phase_ns[LS_PM_PHASE_STOP] = monotonic_ns() - t0;
-    release();
+    pm.active = 0; /* enabled and configured still: see ls_pm_release */
     return result;
 }

@@ -29,12 +29,12 @@ typedef struct {
 /* The set-up and tear-down steps whose host time is reported. */
 enum {
     LS_PM_PHASE_CONFIG,       /* chip, availability, config image (skipped when reused) */
+    LS_PM_PHASE_RELEASE,      /* disabling an earlier profile's other configuration */
     LS_PM_PHASE_ENABLE,       /* cuptiPmSamplingEnable */
     LS_PM_PHASE_SET_CONFIG,   /* cuptiPmSamplingSetConfig: the hardware buffer */
     LS_PM_PHASE_COUNTER_DATA, /* sizing and initialising the counter data image */
     LS_PM_PHASE_START,        /* cuptiPmSamplingStart */
     LS_PM_PHASE_STOP,         /* cuptiPmSamplingStop and the last decode */
-    LS_PM_PHASE_DISABLE,      /* cuptiPmSamplingDisable */
     LS_PM_PHASES
 };
 
@@ -54,6 +54,10 @@ typedef struct {
     uint64_t incomplete;         /* samples dropped half-decoded when the image was reset */
     uint64_t eval_errors;        /* samples whose values could not be evaluated */
     uint64_t decodes, decode_ns; /* decode calls and the host time they took */
+    uint64_t decode_data_ns;     /* of which in cuptiPmSamplingDecodeData */
+    uint64_t evaluate_ns;        /* of which evaluating samples into values */
+    uint64_t restarts;           /* stop + start to recover from an overflow */
+    int sampler_reused;          /* 1 when the enabled sampler came from an earlier profile */
     uint64_t phase_ns[LS_PM_PHASES]; /* host time of each set-up and tear-down step */
     int config_reused;           /* 1 when the config image came from an earlier profile */
     uint32_t max_samples;        /* samples the counter data image holds */
@@ -69,9 +73,16 @@ int ls_pm_start(const ls_pm_options *options, char *why, size_t why_size);
  * still work).  Never blocks on the GPU. */
 int ls_pm_decode(ls_sample_array *sink);
 
-/* Stops sampling, decodes the rest into `sink`, releases everything.
- * Returns 0, or -1 when a call failed (stats.error). */
+/* Stops sampling and decodes the rest into `sink`.  Sampling stays enabled
+ * and configured, so the next start with the same options costs one
+ * cuptiPmSamplingStart (enabling and configuring cost ~150 ms on an H200);
+ * ls_pm_release gives the counters back.  Returns 0, or -1 when a call
+ * failed (stats.error). */
 int ls_pm_stop(ls_sample_array *sink);
+
+/* Disables sampling (the counters are free for other profilers again) and
+ * frees the counter data image; stops first if running.  Safe to repeat. */
+void ls_pm_release(void);
 
 /* The counter data image's capacity for `o`: o->max_samples, or else
  * four decode periods' worth of samples, at least 64 and at most 4096 (a

@@ -54,6 +54,8 @@ void ls_session_mark_samples_injected(void) { session.capture.samples_injected =
  * first one starts there (see ls_capture.sample_clock_*). */
 #define LS_SAMPLE_CLOCK_TOLERANCE_NS 100000000ull
 #define LS_SAMPLE_PARTIAL_FACTOR 10
+/* How long sampling stays enabled after a profile, for the next one. */
+#define LS_PM_KEEP_NS 3000000000ull
 
 /* PM sampling, after tracing started (CUPTI is loaded by then if it can be). */
 static void start_metrics(const ls_session_options *o, ls_capture *c)
@@ -72,8 +74,11 @@ static void start_metrics(const ls_session_options *o, ls_capture *c)
         snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s", ls_cupti_error());
         return;
     }
-    if (ls_pm_start(&o->pm, c->metrics_reason, sizeof c->metrics_reason) != 0)
+    ls_pmdecoder_hold();
+    if (ls_pm_start(&o->pm, c->metrics_reason, sizeof c->metrics_reason) != 0) {
+        ls_pmdecoder_release_after(0);
         return;
+    }
     /* Without the thread, samples are still decoded at stop; the hardware
      * buffer then has to hold the whole run, and an overflow says so. */
     c->decoder_error[0] = '\0';
@@ -96,6 +101,7 @@ static void stop_metrics(ls_capture *c)
         if (ls_pm_stop(&r->samples) != 0 && c->stop_error[0] == '\0')
             snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
                      ls_pm_stats_now()->error);
+        ls_pmdecoder_release_after(LS_PM_KEEP_NS);
         c->pm = *ls_pm_stats_now();
         r->sample_device = (uint32_t)c->pm.device;
     }

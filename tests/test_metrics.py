@@ -5,6 +5,7 @@ times in ns (1 us = 1_000 ns)."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -360,14 +361,45 @@ def test_report_shows_counters(run_trace):
 def test_decoder_thread_wakes_once_a_period():
     # 1 ms period for 60 ms: about 60 rounds; a loaded 2-core CI machine may
     # oversleep, so only "many, and not more than the period allows".
-    rounds, _ = _core._decoder_probe(1_000_000, 60_000_000)
+    rounds, _, state = _core._decoder_probe(1_000_000, 60_000_000)
     assert 10 <= rounds <= 61
+    assert state == "none"  # ended and joined
 
 
 def test_stopping_the_decoder_does_not_wait_out_its_period():
-    rounds, stop_ns = _core._decoder_probe(10_000_000_000, 2_000_000)
+    rounds, stop_ns, _ = _core._decoder_probe(10_000_000_000, 2_000_000)
     assert rounds == 0
     assert stop_ns < 1_000_000_000  # woken at once, not after the 10 s period
+
+
+def test_idle_decoder_releases_the_counters_after_the_keep_time_and_ends():
+    _, _, state = _core._decoder_probe(1_000_000, 3_000_000, 100_000_000)
+    assert state == "idle"
+    deadline = time.monotonic() + 5
+    while _core._decoder_state() != "ended" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _core._decoder_state() == "ended"
+    _core._release_counters()
+    assert _core._decoder_state() == "none"
+
+
+def test_a_new_start_keeps_an_idle_decoder_from_releasing():
+    _core._decoder_probe(1_000_000, 1_000_000, 100_000_000)
+    assert _core._decoder_state() == "idle"
+    # The next run takes the same thread over before its keep time is up,
+    # and parks it for good this time (keep: 1 hour).
+    _, _, state = _core._decoder_probe(1_000_000, 300_000_000, 3_600_000_000_000)
+    assert state == "idle"
+    time.sleep(0.05)
+    assert _core._decoder_state() == "idle"
+    _core._release_counters()
+    assert _core._decoder_state() == "none"
+
+
+def test_release_counters_refuses_while_a_profile_runs():
+    with loopscope.profile():
+        with pytest.raises(RuntimeError, match="profile is running"):
+            _core._release_counters()
 
 
 def test_decoder_probe_refuses_while_a_profile_runs():

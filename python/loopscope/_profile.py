@@ -2,6 +2,7 @@
 the capture for `summary()` and `report()`."""
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import time
@@ -12,6 +13,14 @@ from . import _core, _cupti_paths, _instrument
 from ._html import Summary
 from ._report import format_report
 from ._summary import build_summary
+
+
+@atexit.register
+def _release_counters_at_exit() -> None:
+    # Sampling stays enabled a few seconds after a profile for the next one;
+    # give the counters back before the interpreter and CUPTI go away.
+    if not _core.active():
+        _core._release_counters()
 
 _warned: set[str] = set()
 

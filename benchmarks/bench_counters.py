@@ -110,9 +110,7 @@ def matmul_burst(seconds: float) -> float:
 @part
 def sizing(args):
     rows = []
-    for interval_us in (100.0, 10.0):
-        for buffer_mb in (4, 16, 64):
-            for decode_ms in (10.0, 50.0):
+    for interval_us, buffer_mb, decode_ms in args.sizing:
                 t0 = time.perf_counter_ns()
                 with loopscope.profile(trace=False, syncs=False, metrics=True,
                                        metrics_interval_us=interval_us, metrics_buffer_mb=buffer_mb,
@@ -125,6 +123,7 @@ def sizing(args):
                 row = {"interval_us": interval_us, "buffer_mb": buffer_mb, "decode_ms": decode_ms,
                        "samples": m.get("samples"), "expected": round(expected),
                        "overflows": m.get("overflows"), "restarts": m.get("restarts"),
+                       "reconfigures": m.get("reconfigures"), "pm_error": m.get("error"),
                        "counter_data_full": m.get("counter_data_full"),
                        "decode_cupti_ms": m.get("decode_cupti_ms"), "evaluate_ms": m.get("evaluate_ms"),
                        "decodes": m.get("decodes"), "decode_ms_total": m.get("decode_ms"),
@@ -137,12 +136,16 @@ def sizing(args):
 
 
 def paired(loop, profile_kwargs, rounds):
-    """Per-round ratio profiled/unprofiled, order alternating A B / B A."""
+    """Per-round ratio profiled/unprofiled, order alternating A B / B A.
+    profile_kwargs["steps"] False: the loop runs inside the profile without
+    step ranges (what the running profile costs by itself)."""
+    profile_kwargs = dict(profile_kwargs)
+    steps = profile_kwargs.pop("steps", True)
     ratios, base, prof_ms = [], [], []
     for i in range(rounds):
         def profiled():
             with loopscope.profile(**profile_kwargs) as prof:
-                t = timed(lambda: loop(prof))
+                t = timed(lambda: loop(prof if steps else None))
             return t, prof
         if i % 2 == 0:
             t_none = timed(loop)
@@ -157,6 +160,7 @@ def paired(loop, profile_kwargs, rounds):
         prof_ms.append(t_prof)
     return {"ratio_median": round(statistics.median(ratios), 4),
             "ratio_p10": round(pct(ratios, 0.1), 4), "ratio_p90": round(pct(ratios, 0.9), 4),
+            "ratio_p25": round(pct(ratios, 0.25), 4), "ratio_p75": round(pct(ratios, 0.75), 4),
             "none_ms_median": round(statistics.median(base), 3),
             "profiled_ms_median": round(statistics.median(prof_ms), 3),
             "ratio_of_medians": round(statistics.median(prof_ms) / statistics.median(base), 4)}
@@ -164,7 +168,10 @@ def paired(loop, profile_kwargs, rounds):
 
 VARIANTS = {
     "counters_only": dict(trace=False, syncs=False, metrics=True),
+    "counters_only_1ms": dict(trace=False, syncs=False, metrics=True, metrics_interval_us=1000.0),
+    "counters_no_steps": dict(trace=False, syncs=False, metrics=True, steps=False),
     "ranges_only": dict(trace=False, syncs=False, metrics=False),
+    "nothing_no_steps": dict(trace=False, syncs=False, metrics=False, steps=False),
     "default_with_metrics": dict(metrics=True),
     "default_without_metrics": dict(metrics=False),
 }
@@ -177,14 +184,18 @@ def overhead(args):
     loops = {"eager": lambda prof=None: eager_loop(model, x, 10, prof),
              "graph": lambda prof=None: replay(10, prof)}
     out = {}
+    wanted = set(filter(None, args.variants.split(",")))
     for name, loop in loops.items():
         for _ in range(5):
             loop()
         for variant, kwargs in VARIANTS.items():
+            if wanted and variant not in wanted:
+                continue
             r = paired(loop, kwargs, args.rounds)
             out[f"{name}/{variant}"] = r
             print(f"{name:<6} {variant:<24} ratio {r['ratio_median']:.4f} "
-                  f"[p10 {r['ratio_p10']:.4f}, p90 {r['ratio_p90']:.4f}]  none {r['none_ms_median']:.3f} ms",
+                  f"[p25 {r['ratio_p25']:.4f}, p75 {r['ratio_p75']:.4f}; p10 {r['ratio_p10']:.4f}, "
+                  f"p90 {r['ratio_p90']:.4f}]  none {r['none_ms_median']:.3f} ms",
                   flush=True)
     return out
 
@@ -221,7 +232,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--only", default="")
     parser.add_argument("--json")
+    parser.add_argument("--variants", default="", help="overhead variants, comma separated "
+                        f"(default: all of {', '.join(VARIANTS)})")
+    parser.add_argument("--sizing", default="", help="interval_us:buffer_mb:decode_ms,... "
+                        "(default: 100 and 10 us x 4, 16, 64 MiB x 10, 50 ms)")
     args = parser.parse_args()
+    args.sizing = [tuple(float(v) for v in item.split(":")) for item in args.sizing.split(",") if item] or [
+        (i, b, d) for i in (100.0, 10.0) for b in (4, 16, 64) for d in (10.0, 50.0)]
     warnings.filterwarnings("ignore")
     wanted = set(filter(None, args.only.split(",")))
     RESULTS["device"] = torch.cuda.get_device_name()

@@ -29,7 +29,7 @@ if [ "$part" = tests ]; then
 elif [ "$part" = counters ]; then
   timeout 150 python3 -m pytest tests/gpu/test_gpu_metrics.py -v -s -p no:cacheprovider > "$L/tests_metrics.log" 2>&1
   tail -3 "$L/tests_metrics.log"
-  timeout 330 python3 benchmarks/bench_counters.py --rounds ${ROUNDS:-30} --json "$L/bench_counters.json" > "$L/bench_counters.txt" 2>&1
+  timeout 330 python3 benchmarks/bench_counters.py --rounds ${ROUNDS:-30} ${COUNTERS_ARGS:-} --json "$L/bench_counters.json" > "$L/bench_counters.txt" 2>&1
   grep -E "^(eager|graph) |session ms|set-up|^metrics o" "$L/bench_counters.txt"
   timeout 90 python3 benchmarks/pm_probe.py --only start,long,again,clocks --json "$L/pm_probe.json" > "$L/pm_probe.txt" 2>&1
   tail -25 "$L/pm_probe.txt"

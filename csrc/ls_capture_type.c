@@ -465,8 +465,8 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_XDECREF(ns);
         }
         PyObject *more_pm = ls_dict_of(
-            9, "sampler_reused", PyBool_FromLong(pm->sampler_reused), "restarts",
-            U64(pm->restarts), "decode_data_ns", U64(pm->decode_data_ns), "evaluate_ns",
+            10, "sampler_reused", PyBool_FromLong(pm->sampler_reused), "restarts",
+            U64(pm->restarts), "reconfigures", U64(pm->reconfigures), "decode_data_ns", U64(pm->decode_data_ns), "evaluate_ns",
             U64(pm->evaluate_ns), "clock_shift_ns", PyLong_FromLongLong(c->sample_clock_shift_ns), "phases_ns",
             phases, "config_reused", PyBool_FromLong(pm->config_reused), "max_samples",
             PyLong_FromUnsignedLong(pm->max_samples), "decoder_error",

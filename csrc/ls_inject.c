@@ -8,6 +8,7 @@
 #include "ls_samples.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include <string.h>
 
@@ -246,4 +247,54 @@ PyObject *ls_inject(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     else if (count > 0)
         ls_session_mark_injected();
     return PyLong_FromSsize_t(count);
+}
+
+PyObject *ls_settle_samples_py(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *spans;
+    unsigned long long max_span, started, stopped, tolerance;
+    if (!PyArg_ParseTuple(args, "OKKKK:_settle_samples", &spans, &max_span, &started, &stopped,
+                          &tolerance))
+        return NULL;
+    PyObject *seq = PySequence_Fast(spans, "spans must be a sequence of (start_ns, end_ns)");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    ls_sample *samples = calloc((size_t)(n ? n : 1), sizeof *samples);
+    if (samples == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long start, end;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KK", &start, &end) ||
+            end < start) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "spans[%zd]: end before start", i);
+            free(samples);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        samples[i].start_ns = start;
+        samples[i].end_ns = end;
+    }
+    Py_DECREF(seq);
+    ls_samples_sort(samples, (size_t)n);
+    ls_settle_result r;
+    size_t kept = ls_samples_settle(samples, (size_t)n, max_span, started, stopped, tolerance, &r);
+    PyObject *out = PyList_New((Py_ssize_t)kept);
+    for (size_t i = 0; out != NULL && i < kept; i++) {
+        PyObject *pair = Py_BuildValue("KK", (unsigned long long)samples[i].start_ns,
+                                       (unsigned long long)samples[i].end_ns);
+        if (pair == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, (Py_ssize_t)i, pair);
+    }
+    free(samples);
+    if (out == NULL)
+        return NULL;
+    return Py_BuildValue("NnLL", out, (Py_ssize_t)r.partial, (long long)r.delta_ns,
+                         (long long)r.shift_ns);
 }

@@ -292,6 +292,9 @@ static PyMethodDef core_methods[] = {
     {"_decoder_probe", core_decoder_probe, METH_VARARGS,
      "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state): test hook "
      "for the decoder thread."},
+    {"_settle_samples", ls_settle_samples_py, METH_VARARGS,
+     "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
+     "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},
     {"_decoder_state", core_decoder_state, METH_NOARGS,
      "_decoder_state() -> 'none', 'decoding', 'parked', 'idle' or 'ended': test hook."},
     {"_set_test_clock", core_set_test_clock, METH_VARARGS,

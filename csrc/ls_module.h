@@ -43,4 +43,10 @@ PyObject *ls_capture_new(PyTypeObject *type, ls_capture *capture);
 /* Test hook (ls_inject.c): _inject(kind, records).  Python-facing. */
 PyObject *ls_inject(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* Test hook (ls_inject.c): _settle_samples(spans, max_span_ns, started_ns,
+ * stopped_ns, tolerance_ns) -> (spans, partial, delta_ns, shift_ns), the
+ * clock placement of decoded PM samples (ls_samples_settle) on (start, end)
+ * pairs.  Python-facing. */
+PyObject *ls_settle_samples_py(PyObject *module, PyObject *args);
+
 #endif

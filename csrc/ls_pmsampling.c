@@ -447,21 +447,51 @@ static int take_sample(size_t index, ls_sample_array *sink)
     return 0;
 }
 
+/* The first failure of a run is the one worth reading: later ones follow from it. */
+static void note_error(const char *context)
+{
+    if (pm.stats.error[0] == '\0')
+        snprintf(pm.stats.error, sizeof pm.stats.error, "%s%s", context, ls_cupti_error());
+}
+
 /* After an overflow every later decode fails too (seen on an H200): the
- * buffer must be emptied by stopping and starting again.  The samples of the
- * overflow are lost, and counted. */
+ * buffer must be emptied by stopping and starting again, or where the
+ * sampler refuses that, by configuring it anew (~150 ms, on this thread,
+ * not the user's).  The samples of the overflow are lost, and counted. */
 static int restart(void)
 {
     LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
     ps.pPmSamplingObject = pm.object;
-    if (LS_CUPTI_CHECK(PmSamplingStop(&ps)) != CUPTI_SUCCESS)
-        return -1;
+    CUptiResult st = LS_CUPTI_CHECK(PmSamplingStop(&ps));
     memcpy(pm.image, pm.pristine, pm.image_size);
+    if (st == CUPTI_SUCCESS) {
+        LS_PARAMS(CUpti_PmSampling_Start_Params, pt);
+        pt.pPmSamplingObject = pm.object;
+        st = LS_CUPTI_CHECK(PmSamplingStart(&pt));
+        if (st == CUPTI_SUCCESS) {
+            pm.stats.restarts++;
+            return 0;
+        }
+    }
+    note_error("restarting after a hardware buffer overflow: ");
+    ls_pm_options again = pm.configured;
+    uint64_t phases[LS_PM_PHASES];
+    memcpy(phases, pm.stats.phase_ns, sizeof phases); /* the profile's own set-up */
+    pm.active = 0;
+    release();
+    char why[256];
+    int rc = configure(&again, again.device, why, sizeof why);
+    memcpy(pm.stats.phase_ns, phases, sizeof phases);
+    if (rc != 0)
+        return -1; /* pm.object is NULL: later decodes do nothing */
     LS_PARAMS(CUpti_PmSampling_Start_Params, pt);
     pt.pPmSamplingObject = pm.object;
-    if (LS_CUPTI_CHECK(PmSamplingStart(&pt)) != CUPTI_SUCCESS)
+    if (LS_CUPTI_CHECK(PmSamplingStart(&pt)) != CUPTI_SUCCESS) {
+        release();
         return -1;
-    pm.stats.restarts++;
+    }
+    pm.active = 1;
+    pm.stats.reconfigures++;
     return 0;
 }
 
@@ -483,13 +513,13 @@ static int decode(ls_sample_array *sink, int may_restart)
             pm.stats.overflows++;
         if (st == CUPTI_ERROR_OUT_OF_MEMORY && may_restart) {
             if (restart() != 0) {
-                snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+                note_error("configuring anew after a hardware buffer overflow: ");
                 result = -1;
             }
             break;
         }
         if (st != CUPTI_SUCCESS) {
-            snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+            note_error("");
             result = -1;
             break;
         }
@@ -497,14 +527,14 @@ static int decode(ls_sample_array *sink, int may_restart)
         pc.pCounterDataImage = pm.image;
         pc.counterDataImageSize = pm.image_size;
         if (LS_CUPTI_CHECK(PmSamplingGetCounterDataInfo(&pc)) != CUPTI_SUCCESS) {
-            snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+            note_error("");
             result = -1;
             break;
         }
         uint64_t t2 = monotonic_ns();
         for (size_t i = 0; i < pc.numCompletedSamples && result == 0; i++)
             if (take_sample(i, sink) != 0) {
-                snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+                note_error("");
                 result = -1;
             }
         pm.stats.evaluate_ns += monotonic_ns() - t2;
@@ -536,9 +566,11 @@ int ls_pm_stop(ls_sample_array *sink)
     LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
     ps.pPmSamplingObject = pm.object;
     if (LS_CUPTI_CHECK(PmSamplingStop(&ps)) != CUPTI_SUCCESS) {
-        snprintf(pm.stats.error, sizeof pm.stats.error, "%s", ls_cupti_error());
+        note_error("");
         result = -1;
     }
+    if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
+        pm.stats.stopped_ns = 0;
     if (decode(sink, 0) != 0)
         result = -1;
     pm.stats.phase_ns[LS_PM_PHASE_STOP] = monotonic_ns() - t0;

@@ -47,7 +47,8 @@ typedef struct {
     unsigned char collected[LS_METRICS]; /* 1 for each figure sampled */
     char collected_names[1024];  /* the CUPTI metric names sampled, comma separated */
     char dropped[1024];          /* CUPTI metric names dropped to fit one pass, "" if none */
-    uint64_t started_ns;         /* profile clock right after sampling started */
+    uint64_t started_ns;         /* CUPTI's clock right after sampling started */
+    uint64_t stopped_ns;         /* CUPTI's clock right after it stopped */
     uint64_t samples;            /* samples decoded */
     uint64_t overflows;          /* decodes that found the hardware buffer overflowed */
     uint64_t counter_data_full;  /* decodes that filled the counter data image */
@@ -57,6 +58,7 @@ typedef struct {
     uint64_t decode_data_ns;     /* of which in cuptiPmSamplingDecodeData */
     uint64_t evaluate_ns;        /* of which evaluating samples into values */
     uint64_t restarts;           /* stop + start to recover from an overflow */
+    uint64_t reconfigures;       /* where that failed: disable, enable, configure, start */
     int sampler_reused;          /* 1 when the enabled sampler came from an earlier profile */
     uint64_t phase_ns[LS_PM_PHASES]; /* host time of each set-up and tear-down step */
     int config_reused;           /* 1 when the config image came from an earlier profile */

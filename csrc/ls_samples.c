@@ -38,6 +38,37 @@ void ls_samples_sort(ls_sample *samples, size_t n)
         qsort(samples, n, sizeof *samples, compare_samples);
 }
 
+size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
+                         uint64_t started_ns, uint64_t stopped_ns, uint64_t tolerance_ns,
+                         ls_settle_result *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (samples[i].end_ns - samples[i].start_ns > max_span_ns) {
+            out->partial++;
+            continue;
+        }
+        samples[kept++] = samples[i];
+    }
+    if (kept == 0)
+        return 0;
+    out->delta_ns = (int64_t)(samples[0].start_ns - started_ns);
+    uint64_t latest = 0;
+    for (size_t i = 0; i < kept; i++)
+        latest = samples[i].end_ns > latest ? samples[i].end_ns : latest;
+    int before = samples[0].start_ns + tolerance_ns < started_ns;
+    int after = latest > stopped_ns + tolerance_ns;
+    if (before || after) {
+        out->shift_ns = -out->delta_ns;
+        for (size_t i = 0; i < kept; i++) {
+            samples[i].start_ns -= (uint64_t)out->delta_ns;
+            samples[i].end_ns -= (uint64_t)out->delta_ns;
+        }
+    }
+    return kept;
+}
+
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n)
 {
     index->items = sorted;

@@ -36,6 +36,25 @@ typedef struct {
 /* Sorts samples by (start, end) in place. */
 void ls_samples_sort(ls_sample *samples, size_t n);
 
+/* What ls_samples_settle did. */
+typedef struct {
+    size_t partial;     /* samples dropped for spanning more than `max_span` */
+    int64_t delta_ns;   /* first kept sample's start minus started_ns */
+    int64_t shift_ns;   /* added to every sample: 0 when they share the clock */
+} ls_settle_result;
+
+/* Puts decoded samples (sorted) on the activity clock, in place.
+ * A sample longer than max_span_ns is partial (seen on an H200: the first
+ * sample after a start can span from long before it): dropped, anywhere in
+ * the run.  The kept samples must lie within [started_ns - tolerance_ns,
+ * stopped_ns + tolerance_ns]; if they reach outside, they are taken to be on
+ * another clock and shifted so the first starts at started_ns.  A first
+ * sample that starts late is not a reason: samples lost to an overflow make
+ * exactly that.  Returns the new count. */
+size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
+                         uint64_t started_ns, uint64_t stopped_ns, uint64_t tolerance_ns,
+                         ls_settle_result *out);
+
 /* Builds the index over sorted samples.  Returns 0, -1 when memory ran out. */
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n);
 void ls_sample_index_free(ls_sample_index *index);

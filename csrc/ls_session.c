@@ -49,9 +49,8 @@ void ls_session_mark_injected(void) { session.capture.injected = 1; }
 void ls_session_mark_calls_injected(void) { session.capture.calls_injected = 1; }
 void ls_session_mark_samples_injected(void) { session.capture.samples_injected = 1; }
 
-/* Samples further than this from the moment sampling started are taken to
- * be on another clock than the activity records, and are shifted so the
- * first one starts there (see ls_capture.sample_clock_*). */
+/* Samples reaching further than this outside the profile are taken to be
+ * on another clock than the activity records (ls_samples_settle). */
 #define LS_SAMPLE_CLOCK_TOLERANCE_NS 100000000ull
 #define LS_SAMPLE_PARTIAL_FACTOR 10
 /* How long sampling stays enabled after a profile, for the next one. */
@@ -108,32 +107,15 @@ static void stop_metrics(ls_capture *c)
     ls_samples_sort(r->samples.items, r->samples.count);
     if (!session.sampling || r->samples.count == 0 || c->pm.started_ns == 0)
         return;
-    /* Seen on an H200: the first sample spans from long before sampling began
-     * (1.2 s), which made its start look like another clock.  Samples longer
-     * than LS_SAMPLE_PARTIAL_FACTOR intervals are partial: dropped, counted. */
-    size_t first = 0;
+    ls_settle_result settled;
     uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
-    while (first < r->samples.count &&
-           r->samples.items[first].end_ns - r->samples.items[first].start_ns > longest)
-        first++;
-    if (first > 0) {
-        memmove(r->samples.items, r->samples.items + first,
-                (r->samples.count - first) * sizeof *r->samples.items);
-        r->samples.count -= first;
-        c->pm.incomplete += first;
-    }
-    if (r->samples.count == 0)
-        return;
-    int64_t delta = (int64_t)(r->samples.items[0].start_ns - c->pm.started_ns);
-    c->sample_clock_delta_ns = delta;
-    uint64_t magnitude = delta < 0 ? (uint64_t)(-delta) : (uint64_t)delta;
-    if (magnitude > LS_SAMPLE_CLOCK_TOLERANCE_NS) {
-        c->sample_clock_shift_ns = -delta;
-        for (size_t i = 0; i < r->samples.count; i++) {
-            r->samples.items[i].start_ns -= (uint64_t)delta;
-            r->samples.items[i].end_ns -= (uint64_t)delta;
-        }
-    }
+    r->samples.count = ls_samples_settle(r->samples.items, r->samples.count, longest,
+                                         c->pm.started_ns,
+                                         c->pm.stopped_ns ? c->pm.stopped_ns : UINT64_MAX / 2,
+                                         LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
+    c->pm.incomplete += settled.partial;
+    c->sample_clock_delta_ns = settled.delta_ns;
+    c->sample_clock_shift_ns = settled.shift_ns;
 }
 
 /* Claims CUPTI's callback slot and enables the callbacks: launch calls

@@ -406,3 +406,46 @@ def test_decoder_probe_refuses_while_a_profile_runs():
     with loopscope.profile():
         with pytest.raises(RuntimeError, match="no profile running"):
             _core._decoder_probe(1_000_000, 1_000_000)
+
+
+# Placing decoded samples on the activity clock (ls_samples_settle): 100 us
+# samples, partial above 1 ms, profile from 1_000_000 to 2_000_000 ns, 100 ms
+# tolerance for "another clock".
+def settle(spans, started=1_000_000, stopped=2_000_000):
+    return _core._settle_samples(spans, 1_000_000, started, stopped, 100_000_000)
+
+
+def test_samples_on_the_activity_clock_stay_where_they_are():
+    spans = [(1_050_000, 1_150_000), (1_150_000, 1_250_000)]
+    assert settle(spans) == (spans, 0, 50_000, 0)
+
+
+def test_partial_samples_are_dropped_wherever_they_are():
+    # The first after a start and one after an overflow restart span much
+    # more than an interval.
+    spans = [(0, 1_100_000), (1_100_000, 1_200_000), (1_200_000, 1_700_000 + 900_000),
+             (1_300_000, 1_400_000)]
+    kept, partial, delta, shift = settle(spans)
+    assert kept == [(1_100_000, 1_200_000), (1_300_000, 1_400_000)]
+    assert (partial, delta, shift) == (2, 100_000, 0)
+
+
+def test_a_late_first_sample_after_lost_samples_is_not_another_clock():
+    # An overflow lost the first 0.5 s: the first kept sample starts late,
+    # but inside the profile; shifting it would misplace every sample.
+    spans = [(501_000_000, 501_100_000)]
+    kept, _, delta, shift = settle(spans, started=1_000_000, stopped=600_000_000)
+    assert kept == spans and delta == 500_000_000 and shift == 0
+
+
+def test_samples_outside_the_profile_are_shifted_to_its_start():
+    # Another clock: 5 s ahead of the activity clock.
+    spans = [(5_001_050_000, 5_001_150_000), (5_001_150_000, 5_001_250_000)]
+    kept, _, delta, shift = settle(spans)
+    assert shift == -5_000_050_000 == -delta
+    assert kept == [(1_000_000, 1_100_000), (1_100_000, 1_200_000)]
+
+
+def test_settle_refuses_a_span_that_ends_before_it_starts():
+    with pytest.raises(ValueError, match=r"spans\[0\]: end before start"):
+        settle([(2, 1)])

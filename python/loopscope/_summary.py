@@ -209,6 +209,7 @@ def _metrics_section(info: dict[str, Any]) -> dict[str, Any] | None:
         "incomplete_samples": pm["incomplete"],
         "eval_errors": pm["eval_errors"],
         "restarts": pm["restarts"],
+        "reconfigures": pm["reconfigures"],
         "decodes": pm["decodes"],
         "decode_ms": _ms(pm["decode_ns"]),
         "decode_cupti_ms": _ms(pm["decode_data_ns"]),

@@ -135,6 +135,28 @@ def sizing(args):
     return rows
 
 
+@part
+def overflow(args):
+    """Where the samples of a run with overflows lie and what they read."""
+    with loopscope.profile(trace=False, syncs=False, metrics=True, metrics_interval_us=100.0,
+                           metrics_buffer_mb=4, metrics_decode_ms=50.0) as prof:
+        seconds = matmul_burst(0.6)
+    info = prof._capture.info()
+    samples = prof._capture.samples()
+    t0 = info["pm"]["started_ns"]
+    rows = [((s - t0) / 1e6, (e - s) / 1e3, v.get("sm_active_pct"), v.get("gr_active_pct"))
+            for s, e, v in samples]
+    zero = [r for r in rows if r[2] is not None and r[2] < 1]
+    out = {"seconds": seconds, "samples": len(rows), "sm_below_1pct": len(zero),
+           "first": rows[:5], "last": rows[-5:], "zero_first": zero[:5],
+           "pm": {k: info["pm"][k] for k in ("overflows", "restarts", "reconfigures", "error",
+                                              "clock_delta_ns", "clock_shift_ns", "incomplete")},
+           "gaps_ms": [(round(a[0], 3), round(b[0], 3)) for a, b in zip(rows, rows[1:])
+                       if b[0] - a[0] > 1.0][:10]}
+    print(json.dumps(out, indent=1, default=str))
+    return out
+
+
 def paired(loop, profile_kwargs, rounds):
     """Per-round ratio profiled/unprofiled, order alternating A B / B A.
     profile_kwargs["steps"] False: the loop runs inside the profile without

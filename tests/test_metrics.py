@@ -449,3 +449,18 @@ def test_samples_outside_the_profile_are_shifted_to_its_start():
 def test_settle_refuses_a_span_that_ends_before_it_starts():
     with pytest.raises(ValueError, match=r"spans\[0\]: end before start"):
         settle([(2, 1)])
+
+
+def test_coverage_says_how_much_of_the_loop_the_samples_cover(run_trace):
+    kernels, samples = busy_loop(95.0, 2.0)
+    # The loop spans 10 kernels of 100 us and 9 gaps of 1 us: 1009 us, of
+    # which the samples cover the kernels' 1000 us.
+    full = run_trace(kernels=kernels, samples=samples)
+    assert full["sm"]["coverage_pct"] == round(100 * 1000 / 1009, 2)
+    # Samples lost to an overflow: only the first five kernels are covered.
+    half = run_trace(kernels=kernels, samples=samples[:5])
+    assert half["sm"]["coverage_pct"] == round(100 * 500 / 1009, 2)
+    from loopscope._report import format_report
+
+    assert "cover only 50% of the loop" in format_report(half)
+    assert "cover only" not in format_report(full)

@@ -143,6 +143,10 @@ def _counter_lines(summary: dict[str, Any]) -> list[str]:
     if m.get("overflows"):
         lines.append(f"WARNING: the PM sampling buffer overflowed {m['overflows']} time(s): samples "
                      "were lost; raise metrics_buffer_mb or metrics_interval_us")
+    coverage = sm.get("coverage_pct")
+    if coverage is not None and coverage < 90:
+        lines.append(f"WARNING: the counter samples cover only {coverage:.0f}% of the loop; the "
+                     "figures above describe that part")
     return lines
 
 

@@ -169,6 +169,10 @@ def _sm_dram(fig: dict[str, Any] | None, info: dict[str, Any]) -> tuple[Any, Any
         "tensor_active_pct": _r(span["tensor_active_pct"]),
         "tensor_active_busy_pct": _r(busy["tensor_active_pct"]),
         "samples": span["samples"],
+        # How much of the loop the samples cover: short of 100 when samples were
+        # lost to an overflow or the loop was shorter than one interval.
+        "coverage_pct": (_r(min(100.0, 100.0 * fig["covered_ns"] / fig["window_ns"]))
+                         if fig["window_ns"] else None),
         "busy_from": fig["busy_from"],
         "interval_us": (round(interval / 1e3, 3) if interval and pm.get("trigger") == "gpu_time"
                         else None),

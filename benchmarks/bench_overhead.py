@@ -3,7 +3,7 @@
 Each round times one 10-step loop (wall clock, ending in a synchronize) under:
   none        no profiler, no step marks
   loopscope   inside a running loopscope.profile(), steps marked with prof.step()
-              (GPU tracing + sync callbacks, the defaults; PM sampling is opt-in)
+              (the defaults: GPU tracing, sync callbacks, PM sampling)
   ls_nometrics  loopscope.profile(metrics=False): tracing + sync callbacks
   ls_nosyncs  loopscope.profile(syncs=False, metrics=False): tracing only
   ls_syncs_only  loopscope.profile(trace=False, metrics=False): sync callbacks only

@@ -248,17 +248,30 @@ def interval_part():
 
 @part("clocks")
 def clocks_part():
-    """A compute-bound kernel timed with sampling off and on (CUDA events)."""
-    n = 8192
-    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-    c = torch.empty_like(a)
+    """A clock-bound kernel timed with sampling off and on (CUDA events): one
+    block of dependent FMAs per SM, whose time is iterations x latency / SM
+    clock and which draws too little power to be throttled (a bf16 GEMM,
+    used before, varied +-5% round to round from power capping alone)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fma(x_ptr, n, iters: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        for _ in range(iters):
+            x = x * 1.0001 + 0.0001
+        tl.store(x_ptr + offs, x, mask=offs < n)
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.rand(sms * 128, device="cuda")
 
     def timed() -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         start.record()
-        for _ in range(50):
-            torch.mm(a, a, out=c)
+        for _ in range(20):
+            fma[(sms,)](x, x.numel(), iters=200_000, BLOCK=128)
         end.record()
         end.synchronize()
         return start.elapsed_time(end)

@@ -52,7 +52,7 @@ typedef struct {
     uint64_t samples;            /* samples decoded */
     uint64_t overflows;          /* decodes that found the hardware buffer overflowed */
     uint64_t counter_data_full;  /* decodes that filled the counter data image */
-    uint64_t incomplete;         /* samples dropped half-decoded when the image was reset */
+    uint64_t incomplete;         /* partial samples dropped (ls_samples_settle) */
     uint64_t eval_errors;        /* samples whose values could not be evaluated */
     uint64_t decodes, decode_ns; /* decode calls and the host time they took */
     uint64_t decode_data_ns;     /* of which in cuptiPmSamplingDecodeData */

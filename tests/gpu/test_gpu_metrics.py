@@ -126,22 +126,26 @@ def test_sample_and_kernel_clocks_agree():
 
 
 def test_sampling_does_not_change_clocks():
-    """A compute-bound kernel timed with sampling off and on.
+    """A clock-bound kernel timed with sampling off and on.
 
-    The < 1% figure the issue asks for is measured in benchmarks/pm_probe.py
-    (part `clocks`, in RESULTS.md); a timed test at that margin flaked in a
-    whole-suite run.  This test catches what would matter to every user:
-    sampling dropping the clocks (base vs boost is ~30% on an H100/H200)."""
-    n = 8192
-    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-    c = torch.empty_like(a)
+    One block of dependent FMAs per SM: its time is iterations x latency /
+    SM clock, and it draws too little power to be throttled (a bf16 GEMM
+    varied +-5% round to round here, from power capping alone).  The < 1%
+    figure the issue asks for is measured in benchmarks/pm_probe.py (part
+    `clocks`, in RESULTS.md); this test catches what would matter to every
+    user: sampling dropping the clocks (base vs boost is ~30% on an H200)."""
+    triton, fma = _fma_kernel()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.rand(sms * 128, device="cuda")
+    run = lambda: fma[(sms,)](x, x.numel(), iters=200_000, BLOCK=128)  # noqa: E731
+    run()  # compile
 
     def timed() -> float:
         t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         t0.record()
-        for _ in range(50):
-            torch.mm(a, a, out=c)
+        for _ in range(20):
+            run()
         t1.record()
         t1.synchronize()
         return t0.elapsed_time(t1)
@@ -152,10 +156,10 @@ def test_sampling_does_not_change_clocks():
         assert prof.summary()["sm"] is not None, prof.summary()["metrics_error"]
         return t
 
-    for _ in range(5):
+    for _ in range(3):
         timed()
     ratios = []
-    for i in range(8):  # alternating order: clock drift under power falls on both sides
+    for i in range(8):  # alternating order, so any drift falls on both sides
         if i % 2 == 0:
             off = timed()
             ratios.append(sampled() / off)
@@ -164,7 +168,7 @@ def test_sampling_does_not_change_clocks():
             ratios.append(on / timed())
     ratio = statistics.median(ratios)
     print({"paired_ratios": [round(r, 4) for r in ratios], "median": ratio})
-    assert abs(ratio - 1) < 0.05
+    assert abs(ratio - 1) < 0.03
 
 
 def test_counters_only_mode_gives_busy_from_gr_active():

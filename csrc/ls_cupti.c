@@ -12,7 +12,9 @@ ls_cupti_api ls_cupti;
 
 static void *cupti_handle;
 static char cupti_path[1024];
-static char cupti_error[1024];
+/* Per thread: the PM decoder thread makes CUPTI calls too, and each caller
+ * reads the message of its own last failure. */
+static _Thread_local char cupti_error[1024];
 static const char *pm_missing = "cuptiPmSamplingEnable";
 
 const char *ls_cupti_error(void) { return cupti_error; }

@@ -106,7 +106,7 @@ const char *ls_cupti_pm_missing(void);
  * finds them already loaded.  Returns 0, or -1 with a sentence in `why`. */
 int ls_cupti_load_nvperf(char *why, size_t why_size);
 
-/* The last failure message (load or call), "" when none. */
+/* The calling thread's last failure message (load or call), "" when none. */
 const char *ls_cupti_error(void);
 void ls_cupti_clear_error(void);
 

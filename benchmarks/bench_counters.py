@@ -160,13 +160,18 @@ def overflow(args):
 def paired(loop, profile_kwargs, rounds):
     """Per-round ratio profiled/unprofiled, order alternating A B / B A.
     profile_kwargs["steps"] False: the loop runs inside the profile without
-    step ranges (what the running profile costs by itself)."""
+    step ranges (what the running profile costs by itself); "settle" True:
+    one untimed loop inside the profile first (what it costs once running,
+    apart from the first loop after the start, whose caches are cold)."""
     profile_kwargs = dict(profile_kwargs)
     steps = profile_kwargs.pop("steps", True)
+    settle = profile_kwargs.pop("settle", False)
     ratios, base, prof_ms = [], [], []
     for i in range(rounds):
         def profiled():
             with loopscope.profile(**profile_kwargs) as prof:
+                if settle:  # one untimed loop first: the steady state, not the start-up
+                    loop(prof if steps else None)
                 t = timed(lambda: loop(prof if steps else None))
             return t, prof
         if i % 2 == 0:
@@ -192,7 +197,9 @@ VARIANTS = {
     "counters_only": dict(trace=False, syncs=False, metrics=True),
     "counters_only_1ms": dict(trace=False, syncs=False, metrics=True, metrics_interval_us=1000.0),
     "counters_no_steps": dict(trace=False, syncs=False, metrics=True, steps=False),
+    "counters_only_settled": dict(trace=False, syncs=False, metrics=True, settle=True),
     "ranges_only": dict(trace=False, syncs=False, metrics=False),
+    "ranges_only_settled": dict(trace=False, syncs=False, metrics=False, settle=True),
     "nothing_no_steps": dict(trace=False, syncs=False, metrics=False, steps=False),
     "default_with_metrics": dict(metrics=True),
     "default_without_metrics": dict(metrics=False),

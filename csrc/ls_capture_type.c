@@ -465,11 +465,16 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_XDECREF(ns);
         }
         PyObject *more_pm = ls_dict_of(
-            10, "sampler_reused", PyBool_FromLong(pm->sampler_reused), "restarts",
-            U64(pm->restarts), "reconfigures", U64(pm->reconfigures), "decode_data_ns", U64(pm->decode_data_ns), "evaluate_ns",
-            U64(pm->evaluate_ns), "clock_shift_ns", PyLong_FromLongLong(c->sample_clock_shift_ns), "phases_ns",
-            phases, "config_reused", PyBool_FromLong(pm->config_reused), "max_samples",
-            PyLong_FromUnsignedLong(pm->max_samples), "decoder_error",
+            10, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
+            "restarts", U64(pm->restarts),
+            "reconfigures", U64(pm->reconfigures),
+            "decode_data_ns", U64(pm->decode_data_ns),
+            "evaluate_ns", U64(pm->evaluate_ns),
+            "clock_shift_ns", PyLong_FromLongLong(c->sample_clock_shift_ns),
+            "phases_ns", phases,
+            "config_reused", PyBool_FromLong(pm->config_reused),
+            "max_samples", PyLong_FromUnsignedLong(pm->max_samples),
+            "decoder_error",
             c->decoder_error[0] ? PyUnicode_FromString(c->decoder_error) : Py_NewRef(Py_None));
         if (pm_dict != NULL && (more_pm == NULL || PyDict_Update(pm_dict, more_pm) != 0))
             Py_CLEAR(pm_dict);

@@ -37,6 +37,11 @@ uint64_t ls_clock_now(void)
         ls_cupti.GetTimestamp(&t);
         return t;
     }
+    return ls_clock_monotonic_ns();
+}
+
+uint64_t ls_clock_monotonic_ns(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;

@@ -21,4 +21,8 @@ ls_clock_mode ls_clock_mode_now(void);
 /* Current time in ns on the selected clock; never fails (0 if CUPTI errs). */
 uint64_t ls_clock_now(void);
 
+/* CLOCK_MONOTONIC in ns, whatever the selected clock: for host costs and
+ * deadlines, which must not follow the test clock or CUPTI. */
+uint64_t ls_clock_monotonic_ns(void);
+
 #endif

@@ -237,16 +237,13 @@ static PyObject *core_decoder_probe(PyObject *module, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     struct timespec pause = {(time_t)(run_ns / 1000000000ull), (long)(run_ns % 1000000000ull)};
     nanosleep(&pause, NULL);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = ls_clock_monotonic_ns();
     ls_pmdecoder_stop(&none, &lost);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    stop_ns = ls_clock_monotonic_ns() - t0;
     if (keep_ns >= 0)
         ls_pmdecoder_release_after((uint64_t)keep_ns);
     else
         ls_pmdecoder_shutdown();
-    stop_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
-              (uint64_t)t0.tv_nsec;
     Py_END_ALLOW_THREADS
     free(none.items);
     return Py_BuildValue("KKs", (unsigned long long)ls_pmdecoder_rounds(),

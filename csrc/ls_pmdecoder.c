@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ls_pmdecoder.h"
 
+#include "ls_clock.h"
 #include "ls_pmsampling.h"
 
 #include <errno.h>
@@ -39,10 +40,9 @@ static int wake_ready;
 
 static void after(uint64_t ns, struct timespec *at)
 {
-    clock_gettime(CLOCK_MONOTONIC, at);
-    uint64_t total = (uint64_t)at->tv_nsec + ns;
-    at->tv_sec += (time_t)(total / 1000000000ull);
-    at->tv_nsec = (long)(total % 1000000000ull);
+    uint64_t t = ls_clock_monotonic_ns() + ns;
+    at->tv_sec = (time_t)(t / 1000000000ull);
+    at->tv_nsec = (long)(t % 1000000000ull);
 }
 
 /* A forked child has no decoder thread; forget the parent's (its sampler
@@ -104,7 +104,10 @@ static void *decoder_loop(void *unused)
 
 static void join_if_ended(void)
 {
-    if (decoder.exists && decoder.ended) {
+    pthread_mutex_lock(&decoder.lock);
+    int ended = decoder.exists && decoder.ended;
+    pthread_mutex_unlock(&decoder.lock);
+    if (ended) {
         pthread_join(decoder.thread, NULL);
         decoder.exists = decoder.ended = 0;
     }
@@ -170,21 +173,16 @@ int ls_pmdecoder_stop(ls_sample_array *into, uint64_t *lost)
     pthread_mutex_unlock(&decoder.lock);
 
     int result = 0;
-    if (into->count == 0) { /* the usual case: hand the array over whole */
-        free(into->items);
-        *into = decoder.samples;
-    } else {
-        for (size_t i = 0; i < decoder.samples.count; i++) {
-            ls_sample *slot = ls_samples_append(into);
-            if (slot == NULL) {
-                *lost = decoder.samples.count - i;
-                result = -1;
-                break;
-            }
-            *slot = decoder.samples.items[i];
+    for (size_t i = 0; i < decoder.samples.count; i++) {
+        ls_sample *slot = ls_samples_append(into);
+        if (slot == NULL) {
+            *lost = decoder.samples.count - i;
+            result = -1;
+            break;
         }
-        free(decoder.samples.items);
+        *slot = decoder.samples.items[i];
     }
+    free(decoder.samples.items);
     memset(&decoder.samples, 0, sizeof decoder.samples);
     return result;
 }

@@ -1,5 +1,4 @@
 /* ls_pmsampling: see ls_pmsampling.h. */
-#define _POSIX_C_SOURCE 200809L
 #include "ls_pmsampling.h"
 
 #include "ls_clock.h"
@@ -11,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define LS_PM_REQUIRED 2
 #define LS_PM_MAX_ROUNDS 64 /* decode rounds per call: bounds a decode's cost */
@@ -84,13 +82,6 @@ uint32_t ls_pm_counter_samples(const ls_pm_options *o)
     return (uint32_t)(want < 64 ? 64 : want > 4096 ? 4096 : want);
 }
 
-/* Host time of the set-up steps, whatever clock the session is on. */
-static uint64_t monotonic_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 /* A plain sentence for the statuses users meet; the CUPTI text otherwise. */
 static void explain(CUptiResult status, const char *what, char *why, size_t n)
@@ -129,14 +120,25 @@ static void explain(CUptiResult status, const char *what, char *why, size_t n)
     memset(&name, 0, sizeof name);     \
     name.structSize = type##_STRUCT_SIZE
 
+static CUptiResult start_sampler(void)
+{
+    LS_PARAMS(CUpti_PmSampling_Start_Params, p);
+    p.pPmSamplingObject = pm.object;
+    return LS_CUPTI_CHECK(PmSamplingStart(&p));
+}
+
+static CUptiResult stop_sampler(void)
+{
+    LS_PARAMS(CUpti_PmSampling_Stop_Params, p);
+    p.pPmSamplingObject = pm.object;
+    return LS_CUPTI_CHECK(PmSamplingStop(&p));
+}
+
 static void release(void)
 {
     if (pm.object != NULL) {
-        if (pm.active) {
-            LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
-            ps.pPmSamplingObject = pm.object;
-            LS_CUPTI_CHECK(PmSamplingStop(&ps));
-        }
+        if (pm.active)
+            stop_sampler();
         LS_PARAMS(CUpti_PmSampling_Disable_Params, p);
         p.pPmSamplingObject = pm.object;
         LS_CUPTI_CHECK(PmSamplingDisable(&p));
@@ -274,16 +276,18 @@ static void list_names(const unsigned char *kept, int want, char *out, size_t n)
 }
 
 /* Enables sampling on the device, sets the config and the hardware buffer,
- * and makes the counter data image.  Returns 0, or -1 with a sentence in
- * `why` and everything released. */
-static int configure(const ls_pm_options *o, int device, char *why, size_t why_size)
+ * and makes the counter data image; the host time of each step goes to
+ * phase_ns.  Returns 0, or -1 with a sentence in `why` and everything
+ * released. */
+static int configure(const ls_pm_options *o, int device, uint64_t *phase_ns, char *why,
+                     size_t why_size)
 {
     CUptiResult st;
-    uint64_t t0 = monotonic_ns();
+    uint64_t t0 = ls_clock_monotonic_ns();
     LS_PARAMS(CUpti_PmSampling_Enable_Params, pe);
     pe.deviceIndex = (size_t)device;
     st = LS_CUPTI_CHECK(PmSamplingEnable(&pe));
-    pm.stats.phase_ns[LS_PM_PHASE_ENABLE] = monotonic_ns() - t0;
+    phase_ns[LS_PM_PHASE_ENABLE] = ls_clock_monotonic_ns() - t0;
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingEnable", why, why_size);
         release();
@@ -293,7 +297,7 @@ static int configure(const ls_pm_options *o, int device, char *why, size_t why_s
     size_t image_size = 0;
     const uint8_t *image = ls_pmconfig_image(cached.config, &image_size);
     pm.time_trigger = 1;
-    t0 = monotonic_ns();
+    t0 = ls_clock_monotonic_ns();
     st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
                     o->interval_ns);
     if (st == CUPTI_ERROR_NOT_SUPPORTED || st == CUPTI_ERROR_INVALID_PARAMETER) {
@@ -304,7 +308,7 @@ static int configure(const ls_pm_options *o, int device, char *why, size_t why_s
         st = set_config(o, image, image_size, CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
                         o->interval_ns);
     }
-    pm.stats.phase_ns[LS_PM_PHASE_SET_CONFIG] = monotonic_ns() - t0;
+    phase_ns[LS_PM_PHASE_SET_CONFIG] = ls_clock_monotonic_ns() - t0;
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingSetConfig", why, why_size);
         release();
@@ -312,9 +316,9 @@ static int configure(const ls_pm_options *o, int device, char *why, size_t why_s
     }
     uint32_t max_samples = ls_pm_counter_samples(o);
     const char *what = "cuptiPmSamplingGetCounterDataSize";
-    t0 = monotonic_ns();
+    t0 = ls_clock_monotonic_ns();
     st = make_counter_data(max_samples, &what);
-    pm.stats.phase_ns[LS_PM_PHASE_COUNTER_DATA] = monotonic_ns() - t0;
+    phase_ns[LS_PM_PHASE_COUNTER_DATA] = ls_clock_monotonic_ns() - t0;
     if (st != CUPTI_SUCCESS) {
         if (st == CUPTI_ERROR_OUT_OF_MEMORY)
             snprintf(why, why_size, "out of host memory for the PM sampling counter data");
@@ -323,7 +327,6 @@ static int configure(const ls_pm_options *o, int device, char *why, size_t why_s
         release();
         return -1;
     }
-    pm.stats.counter_data_bytes = pm.image_size;
     pm.configured = *o;
     pm.configured.device = device;
     pm.configured.max_samples = max_samples;
@@ -359,7 +362,7 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     if (device < 0 && ls_cuda_current_device(&device) != 1)
         device = 0;
     pm.stats.device = device;
-    uint64_t t0 = monotonic_ns();
+    uint64_t t0 = ls_clock_monotonic_ns();
     st = chip_name(device, pm.stats.chip, sizeof pm.stats.chip);
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiDeviceGetChipName", why, why_size);
@@ -367,7 +370,7 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     }
     if (config_for(device, pm.stats.chip, why, why_size) != 0)
         return -1;
-    pm.stats.phase_ns[LS_PM_PHASE_CONFIG] = monotonic_ns() - t0;
+    pm.stats.phase_ns[LS_PM_PHASE_CONFIG] = ls_clock_monotonic_ns() - t0;
     pm.kept = 0;
     for (size_t i = 0; i < LS_PM_NAMES; i++)
         if (cached.kept[i]) {
@@ -381,10 +384,10 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
         pm.stats.sampler_reused = 1;
         memcpy(pm.image, pm.pristine, pm.image_size);
     } else {
-        uint64_t t1 = monotonic_ns();
+        uint64_t t1 = ls_clock_monotonic_ns();
         release();
-        pm.stats.phase_ns[LS_PM_PHASE_RELEASE] = monotonic_ns() - t1;
-        if (configure(o, device, why, why_size) != 0)
+        pm.stats.phase_ns[LS_PM_PHASE_RELEASE] = ls_clock_monotonic_ns() - t1;
+        if (configure(o, device, pm.stats.phase_ns, why, why_size) != 0)
             return -1;
     }
     pm.stats.hw_buffer_bytes = pm.configured.hw_buffer_bytes;
@@ -392,11 +395,9 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     pm.stats.counter_data_bytes = pm.image_size;
     pm.stats.interval = o->interval_ns;
     pm.stats.time_trigger = pm.time_trigger;
-    LS_PARAMS(CUpti_PmSampling_Start_Params, ps);
-    ps.pPmSamplingObject = pm.object;
-    t0 = monotonic_ns();
-    st = LS_CUPTI_CHECK(PmSamplingStart(&ps));
-    pm.stats.phase_ns[LS_PM_PHASE_START] = monotonic_ns() - t0;
+    t0 = ls_clock_monotonic_ns();
+    st = start_sampler();
+    pm.stats.phase_ns[LS_PM_PHASE_START] = ls_clock_monotonic_ns() - t0;
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingStart", why, why_size);
         release();
@@ -448,10 +449,10 @@ static int take_sample(size_t index, ls_sample_array *sink)
 }
 
 /* The first failure of a run is the one worth reading: later ones follow from it. */
-static void note_error(const char *context)
+static void note_error(const char *message)
 {
     if (pm.stats.error[0] == '\0')
-        snprintf(pm.stats.error, sizeof pm.stats.error, "%s%s", context, ls_cupti_error());
+        snprintf(pm.stats.error, sizeof pm.stats.error, "%s", message);
 }
 
 /* After an overflow every later decode fails too (seen on an H200): the
@@ -460,34 +461,26 @@ static void note_error(const char *context)
  * not the user's).  The samples of the overflow are lost, and counted. */
 static int restart(void)
 {
-    LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
-    ps.pPmSamplingObject = pm.object;
-    CUptiResult st = LS_CUPTI_CHECK(PmSamplingStop(&ps));
+    CUptiResult st = stop_sampler();
     memcpy(pm.image, pm.pristine, pm.image_size);
-    if (st == CUPTI_SUCCESS) {
-        LS_PARAMS(CUpti_PmSampling_Start_Params, pt);
-        pt.pPmSamplingObject = pm.object;
-        st = LS_CUPTI_CHECK(PmSamplingStart(&pt));
-        if (st == CUPTI_SUCCESS) {
-            pm.stats.restarts++;
-            return 0;
-        }
+    if (st == CUPTI_SUCCESS && start_sampler() == CUPTI_SUCCESS) {
+        pm.stats.restarts++;
+        return 0;
     }
-    note_error("restarting after a hardware buffer overflow: ");
     ls_pm_options again = pm.configured;
-    uint64_t phases[LS_PM_PHASES];
-    memcpy(phases, pm.stats.phase_ns, sizeof phases); /* the profile's own set-up */
+    uint64_t unreported[LS_PM_PHASES]; /* the profile's set-up times stay as they were */
+    char why[512];
     pm.active = 0;
     release();
-    char why[256];
-    int rc = configure(&again, again.device, why, sizeof why);
-    memcpy(pm.stats.phase_ns, phases, sizeof phases);
-    if (rc != 0)
-        return -1; /* pm.object is NULL: later decodes do nothing */
-    LS_PARAMS(CUpti_PmSampling_Start_Params, pt);
-    pt.pPmSamplingObject = pm.object;
-    if (LS_CUPTI_CHECK(PmSamplingStart(&pt)) != CUPTI_SUCCESS) {
+    if (configure(&again, again.device, unreported, why, sizeof why) != 0 ||
+        start_sampler() != CUPTI_SUCCESS) {
+        if (pm.object != NULL)
+            snprintf(why, sizeof why, "%s", ls_cupti_error());
         release();
+        char message[700];
+        snprintf(message, sizeof message, "sampling stopped after a hardware buffer overflow: %s",
+                 why);
+        note_error(message);
         return -1;
     }
     pm.active = 1;
@@ -499,27 +492,24 @@ static int decode(ls_sample_array *sink, int may_restart)
 {
     if (!pm.active)
         return 0;
-    uint64_t t0 = monotonic_ns();
+    uint64_t t0 = ls_clock_monotonic_ns();
     int result = 0;
     for (int round = 0; round < LS_PM_MAX_ROUNDS; round++) {
         LS_PARAMS(CUpti_PmSampling_DecodeData_Params, pd);
         pd.pPmSamplingObject = pm.object;
         pd.pCounterDataImage = pm.image;
         pd.counterDataImageSize = pm.image_size;
-        uint64_t t1 = monotonic_ns();
+        uint64_t t1 = ls_clock_monotonic_ns();
         CUptiResult st = LS_CUPTI_CHECK(PmSamplingDecodeData(&pd));
-        pm.stats.decode_data_ns += monotonic_ns() - t1;
+        pm.stats.decode_data_ns += ls_clock_monotonic_ns() - t1;
         if (pd.overflow || st == CUPTI_ERROR_OUT_OF_MEMORY)
             pm.stats.overflows++;
         if (st == CUPTI_ERROR_OUT_OF_MEMORY && may_restart) {
-            if (restart() != 0) {
-                note_error("configuring anew after a hardware buffer overflow: ");
-                result = -1;
-            }
+            result = restart(); /* on failure the error is noted and sampling is off */
             break;
         }
         if (st != CUPTI_SUCCESS) {
-            note_error("");
+            note_error(ls_cupti_error());
             result = -1;
             break;
         }
@@ -527,17 +517,17 @@ static int decode(ls_sample_array *sink, int may_restart)
         pc.pCounterDataImage = pm.image;
         pc.counterDataImageSize = pm.image_size;
         if (LS_CUPTI_CHECK(PmSamplingGetCounterDataInfo(&pc)) != CUPTI_SUCCESS) {
-            note_error("");
+            note_error(ls_cupti_error());
             result = -1;
             break;
         }
-        uint64_t t2 = monotonic_ns();
+        uint64_t t2 = ls_clock_monotonic_ns();
         for (size_t i = 0; i < pc.numCompletedSamples && result == 0; i++)
             if (take_sample(i, sink) != 0) {
-                note_error("");
+                note_error(ls_cupti_error());
                 result = -1;
             }
-        pm.stats.evaluate_ns += monotonic_ns() - t2;
+        pm.stats.evaluate_ns += ls_clock_monotonic_ns() - t2;
         int full = pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
         if (pc.numCompletedSamples > 0 || full) {
             /* Reset the image for the next decode (as NVIDIA's sample does).
@@ -551,7 +541,7 @@ static int decode(ls_sample_array *sink, int may_restart)
         pm.stats.counter_data_full++;
     }
     pm.stats.decodes++;
-    pm.stats.decode_ns += monotonic_ns() - t0;
+    pm.stats.decode_ns += ls_clock_monotonic_ns() - t0;
     return result;
 }
 
@@ -562,18 +552,16 @@ int ls_pm_stop(ls_sample_array *sink)
     if (!pm.active)
         return 0;
     int result = 0;
-    uint64_t t0 = monotonic_ns();
-    LS_PARAMS(CUpti_PmSampling_Stop_Params, ps);
-    ps.pPmSamplingObject = pm.object;
-    if (LS_CUPTI_CHECK(PmSamplingStop(&ps)) != CUPTI_SUCCESS) {
-        note_error("");
+    uint64_t t0 = ls_clock_monotonic_ns();
+    if (stop_sampler() != CUPTI_SUCCESS) {
+        note_error(ls_cupti_error());
         result = -1;
     }
     if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
         pm.stats.stopped_ns = 0;
     if (decode(sink, 0) != 0)
         result = -1;
-    pm.stats.phase_ns[LS_PM_PHASE_STOP] = monotonic_ns() - t0;
+    pm.stats.phase_ns[LS_PM_PHASE_STOP] = ls_clock_monotonic_ns() - t0;
     pm.active = 0; /* enabled and configured still: see ls_pm_release */
     return result;
 }

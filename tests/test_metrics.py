@@ -464,3 +464,13 @@ def test_coverage_says_how_much_of_the_loop_the_samples_cover(run_trace):
 
     assert "cover only 50% of the loop" in format_report(half)
     assert "cover only" not in format_report(full)
+
+
+def test_no_counters_reason_names_overflows_before_a_short_loop():
+    from loopscope._summary import NO_SAMPLES, no_counters_reason
+
+    # Seen on an H200 with a 4 MiB buffer decoded every 50 ms: every sample
+    # lost to overflows, which the short-loop sentence would have hidden.
+    assert "overflowed 3 time(s)" in no_counters_reason({"overflows": 3, "error": None})
+    assert no_counters_reason({"overflows": 0, "error": None}) == NO_SAMPLES
+    assert no_counters_reason({"overflows": 3, "error": "decode failed"}) == "decode failed"

@@ -16,6 +16,16 @@ NO_SAMPLES = (
 )
 
 
+def no_counters_reason(pm: dict[str, Any]) -> str:
+    """Why sampling ran but the loop has no counter figures."""
+    if pm.get("error"):
+        return pm["error"]
+    if pm.get("overflows"):
+        return (f"the PM sampling buffer overflowed {pm['overflows']} time(s) and no sample of "
+                "the loop survived; raise metrics_buffer_mb or metrics_interval_us")
+    return NO_SAMPLES
+
+
 def _ms(ns: int) -> float:
     return round(ns / 1e6, 6)
 
@@ -462,7 +472,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     if summary["sm"] is not None:
         summary["metrics_error"] = None
     elif info.get("sampled"):
-        summary["metrics_error"] = (info.get("pm") or {}).get("error") or NO_SAMPLES
+        summary["metrics_error"] = no_counters_reason(info.get("pm") or {})
     else:
         summary["metrics_error"] = ((state or {}).get("metrics_reason") or info.get("metrics_reason")
                                     or reason)

@@ -2,6 +2,9 @@
 use (tests/data/kineto/): the demo loop, 3 steps of 4 blocks, eager and as
 CUDA-graph replays, with and without with_stack; the with_stack trace also
 has a planted `.item()` sync in step 1 and cuda_sync events on.
+demo_*.json.gz have no step markers (a profiler without a schedule records
+no ProfilerStep#N); demo_*_steps.json.gz use a schedule (ProfilerStep#N) and
+a record_function("Denoise_Step_{i}") around each step.
 Usage (GPU machine): python benchmarks/record_kineto_fixtures.py --out DIR
 """
 from __future__ import annotations
@@ -17,10 +20,16 @@ from torch.profiler import ProfilerActivity, profile
 from loopscope.demo import build, denoise_step
 
 
-def record(path: str, loop, steps: int, **options) -> None:
+def record(path: str, loop, steps: int, scheduled: bool = False, **options) -> None:
+    if scheduled:  # ProfilerStep#N ranges exist only with a schedule
+        options["schedule"] = torch.profiler.schedule(wait=0, warmup=1, active=steps)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **options) as p:
-        for i in range(steps):
-            loop(i)
+        for i in range(steps + (1 if scheduled else 0)):
+            if scheduled:
+                with torch.profiler.record_function(f"Denoise_Step_{i}"):
+                    loop(i)
+            else:
+                loop(i)
             p.step()
         torch.cuda.synchronize()
     plain = path[: -len(".gz")]
@@ -71,6 +80,8 @@ def main() -> None:
     config = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
     record(os.path.join(args.out, "demo_eager_stack.json.gz"), eager_with_sync, 3,
            with_stack=True, experimental_config=config)
+    record(os.path.join(args.out, "demo_eager_steps.json.gz"), eager, 3, scheduled=True)
+    record(os.path.join(args.out, "demo_graph_steps.json.gz"), replay, 3, scheduled=True)
     print("device", torch.cuda.get_device_name(), "torch", torch.__version__)
 
 

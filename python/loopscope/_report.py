@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._names import clip, kernel_name
 from ._syncs import format_site
 
 MAX_SYNC_SITES = 10
@@ -174,7 +175,7 @@ def format_report(summary: dict[str, Any]) -> str:
             out.append("Worst gaps:")
             for g in gaps["worst"][:5]:
                 where = f"step {g['step_name']}" if g["step_name"] else "outside steps"
-                before = f" before {g['before'][:60]}" if g["before"] else ""
+                before = f" before {clip(kernel_name(g['before']), 60)}" if g["before"] else ""
                 out.append(f"  {g['duration_us']:>10.1f} us  [{g['cause']}] {where}, stream {g['stream']}{before}")
     out.extend(_counter_lines(summary))
     out.extend(_sync_lines(summary))

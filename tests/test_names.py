@@ -9,6 +9,9 @@ are written by hand from the rule in _names' doc."""
 from __future__ import annotations
 
 import copy
+import functools
+import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -16,9 +19,9 @@ import subprocess
 
 import pytest
 
-from loopscope import _core, _recording
+import loopscope
+from loopscope import _core, _html, _recording
 from loopscope._budgets import evaluate
-from loopscope._html import render
 from loopscope._names import clip, demangled_name, display_path, kernel_name
 from loopscope._report import format_report
 from loopscope._syncs import format_site
@@ -148,7 +151,31 @@ def test_sync_sites_and_their_dicts(tmp_path, monkeypatch):
     assert site["file"] == path
 
 
-def test_report_budgets_html_and_trace_show_short_names(demo, tmp_path):
+def test_strict_mode_names_an_installed_library_as_a_traceback_does(tmp_path, monkeypatch):
+    """A sync inside a library installed in site-packages: SyncError says
+    mylib/generate.py:2, and keeps the full path in .file."""
+    library = tmp_path / "env" / "lib" / "python3.12" / "site-packages" / "mylib" / "generate.py"
+    library.parent.mkdir(parents=True)
+    library.write_text("def generate(x):\n    return x.item()\n")
+    spec = importlib.util.spec_from_file_location("mylib_generate", library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    # a fake tensor whose item() is C only (no Python frame of its own), as
+    # torch's: an async copy, then the stream sync that waits for it
+    calls = [("cudaMemcpyAsync", 2_000, 7), ("cudaStreamSynchronize", 1_000)]
+    item = functools.partial(next, map(_core._inject_calls, itertools.repeat(calls)))
+    tensor = type("FakeTensor", (), {"item": item})()
+    with pytest.raises(loopscope.SyncError) as info:
+        with loopscope.no_sync():
+            module.generate(tensor)
+    assert str(info.value) == ("host-device sync inside loopscope.no_sync() at "
+                               f"{os.path.join('mylib', 'generate.py')}:2 in generate(): x.item()  "
+                               "[item] via cudaStreamSynchronize")
+    assert info.value.file == str(library)
+
+
+def test_report_budgets_html_and_trace_show_short_names(demo, tmp_path, monkeypatch):
     _names, prof = demo
     summary = prof.summary()
     worst = summary["gaps"]["worst"]
@@ -169,7 +196,10 @@ def test_report_budgets_html_and_trace_show_short_names(demo, tmp_path):
     message = evaluate(summary, {"max_severe_gaps": 0}).message()
     assert "stream 7, before at::native::vectorized_layer_norm_kernel<...>" in message
     assert "_Z" not in message
-    page = render(summary)
+    # the HTML without its pictures: matplotlib is not needed here (and dies under
+    # the ASan run of CI)
+    monkeypatch.setattr(_html, "_matplotlib", lambda: None)
+    page = _html.render(summary)
     assert (f'<span title="{LAYER_NORM_TEXT.replace("<", "&lt;").replace(">", "&gt;")}">'
             "at::native::vectorized_layer_norm_kernel&lt;...&gt;</span>") in page
     events = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())["traceEvents"]
@@ -185,5 +215,9 @@ def test_a_long_name_is_clipped_in_one_line_outputs(demo):
     summary = copy.deepcopy(demo[1].summary())
     long_name = "triton_" + "x" * 100
     summary["gaps"]["worst"][0]["before"] = long_name
-    line = next(x for x in format_report(summary).splitlines() if " before triton_" in x)
+    summary["steps"][0]["name"] = "denoise_step_with_a_long_name_0"
+    report = format_report(summary).splitlines()
+    line = next(x for x in report if " before triton_" in x)
     assert line.endswith(" before " + long_name[:57] + "...")
+    row = next(x for x in report if x.startswith("    0 "))
+    assert row.startswith("    0 denoise_step_wi... ")  # 18 characters, the cut marked

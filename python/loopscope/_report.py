@@ -42,7 +42,7 @@ def _steps_table(steps: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{'...':>5} ({len(steps) - MAX_STEP_ROWS} more steps)")
         g = s["gaps"] or {}
         lines.append(
-            f"{s['index']:>5} {s['name'][:18]:<18} {_fmt(s['host_ms']):>9} {_fmt(s['gpu_ms']):>9} "
+            f"{s['index']:>5} {clip(s['name'], 18):<18} {_fmt(s['host_ms']):>9} {_fmt(s['gpu_ms']):>9} "
             f"{_fmt(g.get('busy_pct'), '.1f'):>6} {_fmt(s['kernels'], 'd'):>7} "
             f"{_fmt(g.get('count'), 'd'):>5} {_fmt(g.get('severe'), 'd'):>6} "
             f"{_fmt(g.get('max_us'), '.1f'):>10} {_fmt(s['syncs'], 'd'):>5}  {s['verdict'] or '-'}"

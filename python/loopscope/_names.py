@@ -6,8 +6,9 @@ display time, so the dicts stay exact and the views agree.
 Kernel names (`kernel_name`): C++ kernels arrive mangled
 (`_ZN2at6native29vectorized_elementwise_kernelILi8E...`).  They are
 demangled by the C++ runtime (`abi::__cxa_demangle`, through
-`_core.demangle`) and then shortened, as Nsight Systems' timeline keeps a
-kernel's row readable:
+`_core.demangle`) and then shortened to what a report line or a time line
+row can hold (Nsight Systems, too, labels kernels by a short name and keeps
+the whole signature for the details):
 - the return type (`void `) and the parameter list are left out;
 - each template argument list becomes `<...>`;
 - the file-local `(anonymous namespace)::` scope is left out (nvcc names
@@ -20,7 +21,8 @@ So `void at::native::(anonymous namespace)::vectorized_layer_norm_kernel
 mangled C++ (`nvjet_sm90_...`, `triton_poi_...`, memcpy names) and names the
 runtime cannot demangle are shown as they are.  A name that already comes
 demangled (a kernel signature from another tool's trace: it starts with
-`void `, or has a `::` scope and a parameter list) is shortened the same way.
+`void `, or has a `::` scope and ends with a parameter list) is shortened
+the same way; text whose brackets do not balance is shown whole.
 `demangled_name` gives the whole demangled text, for tooltips and trace
 arguments.
 

@@ -5,11 +5,13 @@
 
 #include "ls_clock.h"
 #include "ls_cupti.h"
+#include "ls_demangle.h"
 #include "ls_pmdecoder.h"
 #include "ls_session.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static struct PyModuleDef ls_module_def;
@@ -257,6 +259,21 @@ static PyObject *core_decoder_state(PyObject *module, PyObject *unused)
     return PyUnicode_FromString(ls_pmdecoder_state());
 }
 
+static PyObject *core_demangle(PyObject *module, PyObject *name)
+{
+    (void)module;
+    Py_ssize_t size = 0;
+    const char *text = PyUnicode_AsUTF8AndSize(name, &size);
+    if (text == NULL)
+        return NULL;
+    char *plain = (size_t)size == strlen(text) ? ls_demangle(text) : NULL;
+    if (plain == NULL)
+        Py_RETURN_NONE;
+    PyObject *out = PyUnicode_DecodeUTF8(plain, (Py_ssize_t)strlen(plain), "replace");
+    free(plain);
+    return out;
+}
+
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
@@ -270,6 +287,9 @@ static PyMethodDef core_methods[] = {
     {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
      "step(name, index) -> a step range context manager."},
     {"now_ns", core_now_ns, METH_NOARGS, "The profiler clock, in ns."},
+    {"demangle", core_demangle, METH_O,
+     "demangle(name) -> the demangled C++ name (str), or None when name is not a mangled "
+     "C++ name or cannot be demangled."},
     {"_inject", (PyCFunction)(void (*)(void))ls_inject, METH_FASTCALL,
      "_inject(kind, records): test hook, appends synthetic records to the running profile."},
     {"_inject_calls", (PyCFunction)(void (*)(void))ls_inject_calls, METH_VARARGS | METH_KEYWORDS,

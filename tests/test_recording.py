@@ -194,6 +194,40 @@ def test_demo_without_gpu_replays_the_bundled_recording(no_gpu, monkeypatch, tes
     assert written["source"] == "recording" and written["gpu"]["device"] == "NVIDIA H200"
 
 
+@pytest.mark.parametrize("args, line", [
+    (["demo", "--graph"], "loopscope demo: --graph needs a GPU; showing the bundled recording of "
+                          "the eager demo loop (10 steps, no per-layer ranges) instead."),
+    (["demo", "--layers", "--graph"], "loopscope demo: --graph and --layers need a GPU; showing "
+     "the bundled recording of the eager demo loop (10 steps, no per-layer ranges) instead."),
+    (["demo", "--steps", "4"], "loopscope demo: --steps 4 needs a GPU; showing the bundled "
+                               "recording of the eager demo loop (10 steps, no per-layer ranges) instead."),
+    (["demo", "--steps", "10"], None),
+])
+def test_demo_options_a_recording_cannot_show_are_named(no_gpu, capsys, args, line):
+    data = _recording.bundled_demo()
+    if data is None:
+        pytest.skip("no bundled demo recording in this checkout")
+    assert data["meta"]["command"] == "python -m loopscope demo"  # eager, 10 steps, no layers
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "loopscope demo: no GPU here (no GPU in this test)."
+    if line is None:
+        assert out[1].startswith("RECORDING: ")
+    else:
+        assert out[1] == line and out[2].startswith("RECORDING: ")
+
+
+def test_repr_of_a_replayed_profile_counts_its_steps(test_clock, tmp_path):
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    path = prof.save_recording(tmp_path / "r.json.gz")
+    test_clock.set(0, 0)
+    replayed = _recording.replay(_recording.load(path))
+    assert replayed._next_step == 0  # no prof.step() call made it: the steps came back as records
+    assert repr(replayed) == f"<loopscope.Profile steps=3 verdict={prof.summary()['diagnosis']['verdict']}>"
+    assert repr(prof) == repr(replayed)
+
+
 def test_bundled_recording_when_present():
     """The file shipped in the package (made on a GPU by
     benchmarks/record_demo.py) reads and replays into a real loop."""
@@ -201,7 +235,9 @@ def test_bundled_recording_when_present():
     if data is None:
         pytest.skip("no bundled demo recording in this checkout (benchmarks/record_demo.py makes it on a GPU)")
     assert _recording.DEMO_RECORDING.stat().st_size < 200_000
-    s = _recording.replay(data).summary()
+    prof = _recording.replay(data)
+    s = prof.summary()
+    assert repr(prof) == "<loopscope.Profile steps=10 verdict=CPU_LAUNCH_BOUND>"
     assert s["recording"]["device"] and s["recording"]["recorded_source"] == "cupti"
     assert len(s["steps"]) == 10 and s["gpu"]["kernels"] > 1000
     assert s["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"

@@ -12,6 +12,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._names import clip, kernel_name
 from ._syncs import format_site  # noqa: F401  (one format for sync sites everywhere)
 
 # name -> (what it limits, "max" or "min", unit shown after the value)
@@ -141,7 +142,7 @@ def step_list(indices: list[int]) -> str:
 
 def format_gap(gap: dict[str, Any]) -> str:
     where = f"step {gap['step_name']}" if gap.get("step_name") else "outside steps"
-    before = f", before {gap['before'][:60]}" if gap.get("before") else ""
+    before = f", before {clip(kernel_name(gap['before']), 60)}" if gap.get("before") else ""
     return f"{gap['duration_us']:>10.1f} us  [{gap['cause']}] {where}, stream {gap['stream']}{before}"
 
 

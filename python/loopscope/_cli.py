@@ -45,9 +45,9 @@ names match REGEX as steps: loopscope.range() blocks, torch NVTX ranges
 (torch.cuda.nvtx.range_push/range) and torch.profiler.record_function blocks.
 
 examples:
-  python -m loopscope run train.py --epochs 1
-  python -m loopscope run --steps 'denoise_step' --json out.json sample.py
-  python -m loopscope run --max-syncs 0 --max-severe-gaps 0 infer.py   # CI gate
+  %(prog)s train.py --epochs 1
+  %(prog)s --steps 'denoise_step' --json out.json sample.py
+  %(prog)s --max-syncs 0 --max-severe-gaps 0 infer.py   # CI gate
 
 exit status: 0 ok; 1 a budget failed or the script raised; 2 usage error;
 a script's own non-zero exit status is passed on.  A budget that could not
@@ -333,9 +333,33 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 # -- the demo without a GPU -----------------------------------------------
-def demo_recording(reason: str, json_path: str | None = None) -> int:
+def _not_shown(command: str | None, steps: int, graph: bool, layers: bool,
+               asked_steps: int | None) -> str | None:
+    """One line naming the demo options the recording (of `command`, with
+    `steps` steps) cannot show, and what it shows instead; None when it
+    shows what was asked."""
+    words = (command or "").split()
+    recorded_graph, recorded_layers = "--graph" in words, "--layers" in words
+    unmet = [option for option, wanted, recorded in (("--graph", graph, recorded_graph),
+                                                     ("--layers", layers, recorded_layers))
+             if wanted and not recorded]
+    if asked_steps is not None and asked_steps != steps:
+        unmet.append(f"--steps {asked_steps}")
+    if not unmet:
+        return None
+    loop = "CUDA-graph" if recorded_graph else "eager"
+    ranges = "per-layer ranges" if recorded_layers else "no per-layer ranges"
+    return (f"loopscope demo: {' and '.join(unmet)} need{'s' if len(unmet) == 1 else ''} a GPU; "
+            f"showing the bundled recording of the {loop} demo loop ({steps} steps, {ranges}) "
+            "instead.")
+
+
+def demo_recording(reason: str, json_path: str | None = None, *, graph: bool = False,
+                   layers: bool = False, steps: int | None = None) -> int:
     """The demo's no-GPU path: the bundled recording of the demo loop,
-    analysed here, or the plain message when the package has none."""
+    analysed here, or the plain message when the package has none.  The
+    options the user gave (graph, layers, steps) that the recording cannot
+    show are named in one line."""
     from ._recording import RecordingError, bundled_demo, describe, replay
 
     try:
@@ -351,6 +375,9 @@ def demo_recording(reason: str, json_path: str | None = None) -> int:
     prof = replay(data)
     summary = prof.summary()
     print(f"loopscope demo: no GPU here ({reason}).")
+    instead = _not_shown(data["meta"].get("command"), len(summary["steps"]), graph, layers, steps)
+    if instead:
+        print(instead)
     print(describe(summary))
     print()
     print(prof.report())

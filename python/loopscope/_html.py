@@ -15,9 +15,11 @@ import io
 from typing import Any
 
 from ._budgets import step_list
+from ._names import demangled_name, display_path, kernel_name
 
 MAX_STEP_ROWS = 60
 MAX_SITES = 20
+MAX_WORST_GAPS = 10
 MAX_TIMELINE_OPS = 500_000  # above this the real time line is left out (drawing cost)
 
 VERDICT_COLOURS = {
@@ -165,7 +167,8 @@ def _sites(summary: dict[str, Any]) -> str:
         return _h("Sync sites") + f'<div style="{_NOTE}">No host-device sync inside the profile.</div>'
     rows = []
     for s in sites[:MAX_SITES]:
-        where = _e(f"{s.get('file') or '?'}:{s.get('line') if s.get('line') is not None else '?'}")
+        file = display_path(s["file"]) if s.get("file") else "?"
+        where = _e(f"{file}:{s.get('line') if s.get('line') is not None else '?'}")
         rows.append([
             where, _e(s.get("function") or "-"), f"<code>{_e(s.get('code') or s.get('call') or '?')}</code>",
             _e(s.get("kind", "?")), str(s.get("count", 0)), _f(s.get("blocked_ms")),
@@ -174,6 +177,25 @@ def _sites(summary: dict[str, Any]) -> str:
     more = f'<div style="{_NOTE}">... {len(sites) - MAX_SITES} more sites</div>' if len(sites) > MAX_SITES else ""
     head = ["file:line", "function", "code", "kind", "count", "blocked ms", "steps"]
     return _h(f"Sync sites ({syncs['count']} syncs)") + _table(head, rows, left=(0, 1, 2, 3, 6)) + more
+
+
+def _worst_gaps(summary: dict[str, Any]) -> str:
+    """The longest gaps, with the ops on either side (short names; the whole
+    demangled name on hover)."""
+    worst = (summary["gaps"] or {}).get("worst") or []
+    if not worst:
+        return ""
+
+    def op(name: str | None) -> str:
+        if not name:
+            return "-"
+        return f'<span title="{_e(demangled_name(name))}">{_e(kernel_name(name))}</span>'
+
+    rows = [[_f(g["duration_us"], ".1f"), _e(g["cause"]), _e(g["step_name"] or "outside steps"),
+             _e(g["stream"]), op(g.get("after")), op(g.get("before"))]
+            for g in worst[:MAX_WORST_GAPS]]
+    head = ["gap us", "cause", "step", "stream", "after", "before"]
+    return _h("Worst gaps") + _table(head, rows, left=(1, 2, 4, 5))
 
 
 def _histogram_table(gaps: dict[str, Any]) -> str:
@@ -316,6 +338,7 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     out.append(_figures(summary))
     out.append(_steps(summary))
     out.append(_sites(summary))
+    out.append(_worst_gaps(summary))
     Figure = _matplotlib()
     notes = []
     gaps = summary["gaps"]

@@ -267,8 +267,9 @@ class Profile:
             return "<loopscope.Profile (not started)>"
         if self._capture is None:
             return "<loopscope.Profile (running)>"
-        verdict = self.summary()["diagnosis"]["verdict"]
-        return f"<loopscope.Profile steps={self._next_step} verdict={verdict}>"
+        summary = self.summary()  # its steps: a replayed recording has no prof.step() calls
+        return (f"<loopscope.Profile steps={len(summary['steps'])} "
+                f"verdict={summary['diagnosis']['verdict']}>")
 
 
 def profile(**options: Any) -> Profile:

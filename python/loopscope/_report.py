@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._names import clip, kernel_name
 from ._syncs import format_site
 
 MAX_SYNC_SITES = 10
@@ -41,7 +42,7 @@ def _steps_table(steps: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{'...':>5} ({len(steps) - MAX_STEP_ROWS} more steps)")
         g = s["gaps"] or {}
         lines.append(
-            f"{s['index']:>5} {s['name'][:18]:<18} {_fmt(s['host_ms']):>9} {_fmt(s['gpu_ms']):>9} "
+            f"{s['index']:>5} {clip(s['name'], 18):<18} {_fmt(s['host_ms']):>9} {_fmt(s['gpu_ms']):>9} "
             f"{_fmt(g.get('busy_pct'), '.1f'):>6} {_fmt(s['kernels'], 'd'):>7} "
             f"{_fmt(g.get('count'), 'd'):>5} {_fmt(g.get('severe'), 'd'):>6} "
             f"{_fmt(g.get('max_us'), '.1f'):>10} {_fmt(s['syncs'], 'd'):>5}  {s['verdict'] or '-'}"
@@ -174,7 +175,7 @@ def format_report(summary: dict[str, Any]) -> str:
             out.append("Worst gaps:")
             for g in gaps["worst"][:5]:
                 where = f"step {g['step_name']}" if g["step_name"] else "outside steps"
-                before = f" before {g['before'][:60]}" if g["before"] else ""
+                before = f" before {clip(kernel_name(g['before']), 60)}" if g["before"] else ""
                 out.append(f"  {g['duration_us']:>10.1f} us  [{g['cause']}] {where}, stream {g['stream']}{before}")
     out.extend(_counter_lines(summary))
     out.extend(_sync_lines(summary))

@@ -18,7 +18,8 @@ import threading
 from typing import Iterable
 
 from . import _core, _cupti_paths
-from ._syncs import KINDS, Resolver, display_path
+from ._names import display_path
+from ._syncs import KINDS, Resolver
 
 
 class SyncError(RuntimeError):

@@ -18,6 +18,8 @@ import sysconfig
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ._names import display_path
+
 KINDS = (
     "item", "print", "cpu", "tolist", "numpy", "bool", "nonzero",
     "synchronize", "stream_sync", "event_sync", "memcpy", "other",
@@ -266,16 +268,6 @@ def _step_span(steps: list[int]) -> str:
         parts.append(str(steps[i]) if i == j else f"{steps[i]}-{steps[j]}")
         i = j + 1
     return ", ".join(parts)
-
-
-def display_path(file: str | None) -> str:
-    if not file:
-        return "<no Python frame>"
-    try:
-        rel = os.path.relpath(file)
-    except ValueError:
-        return file
-    return file if rel.startswith("..") else rel
 
 
 def format_site(site: dict[str, Any]) -> str:

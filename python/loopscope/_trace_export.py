@@ -7,7 +7,8 @@ profile's start):
 - process "host": steps and ranges per thread (category step / range), the
   launch calls (category api), and the host syncs (category sync);
 - one process per GPU: its kernels, memcpys and memsets, one track per
-  stream, and a "gaps" track with every gap above the normal threshold
+  stream (each named by its short name, see _names; the whole demangled
+  signature and the mangled name in its args), and a "gaps" track with every gap above the normal threshold
   (category gap, named with its class and length);
 - flow arrows from each launch call to the op it launched.
 SM/DRAM counter tracks come with PM sampling (not collected yet)."""
@@ -18,6 +19,7 @@ import os
 from typing import Any
 
 from ._html import merge_intervals
+from ._names import demangled_name, kernel_name
 
 HOST_PID = 1
 GPU_PID = 100
@@ -39,6 +41,18 @@ def _merged_gaps(ops: list[tuple], normal_ns: float) -> list[tuple[int, int, int
         gaps += [(device, end, start) for (_, end), (start, _) in zip(busy, busy[1:])
                  if start - end >= normal_ns]
     return gaps
+
+
+def _name_args(name: str | None) -> dict[str, str]:
+    """An op's whole name beside its short one (the event's name): the
+    demangled signature, and the raw mangled name, where they differ."""
+    args = {}
+    full = demangled_name(name)
+    if full and full != kernel_name(name):
+        args["signature"] = full
+    if name and name != full:
+        args["mangled"] = name
+    return args
 
 
 def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
@@ -80,8 +94,9 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
             args: dict[str, Any] = {"correlation": corr}
             if nbytes:
                 args["bytes"] = nbytes
+            args.update(_name_args(name))
             events.append({"ph": "X", "pid": GPU_PID + device, "tid": stream,
-                           "name": name or kind, "cat": kind, "ts": _us(start, t0),
+                           "name": kernel_name(name) or kind, "cat": kind, "ts": _us(start, t0),
                            "dur": _us(end, start), "args": args})
             if corr in called:  # an arrow only where both ends exist
                 launched.add(corr)

@@ -163,3 +163,72 @@ def test_copy_methods_are_kind_memcpy():
     assert s["by_kind"] == {"memcpy": 3}
     assert s["unjudged_async_copies"] == 3
     assert all(site["apis"] == {"cudaStreamSynchronize": 1} for site in s["sites"])
+
+
+def test_a_sync_in_a_step_after_other_threads_steps_belongs_to_it(test_clock):
+    """The main thread's step 0 is open while a worker thread runs three
+    whole steps; then the main thread syncs.  Three steps began after step 0
+    and ended before the sync: the sync is still step 0's."""
+    test_clock.set(MS, MS)
+    worker_steps = 3
+
+    def worker(prof):
+        for _ in range(worker_steps):
+            with prof.step():
+                pass
+
+    with loopscope.profile() as prof:
+        with prof.step():                         # read 1
+            t = threading.Thread(target=worker, args=(prof,))
+            t.start()                             # reads 2-7
+            t.join()
+            line = sys._getframe().f_lineno + 1
+            device_sync()                         # read 8
+        # exit: read 9
+    s = prof.summary()
+    steps = [(test_clock.at(1), test_clock.at(9))] + [
+        (test_clock.at(2 + 2 * i), test_clock.at(3 + 2 * i)) for i in range(worker_steps)]
+    assert [st["host_ms"] for st in s["steps"]] == [(b - a) / MS for a, b in steps]
+    assert step_holding(test_clock.at(8), steps) == 0
+    assert sync_steps(s) == ({line: [0]}, [1, 0, 0, 0])
+
+
+PAGEABLE = 1
+
+
+def pageable_copy_record(corr):
+    """The memcpy record saying the async copy `corr` used pageable memory."""
+    return (10, 20, 0, 7, corr, None, 4, 2, PAGEABLE)
+
+
+def test_a_launch_between_a_copy_and_its_wait_splits_them():
+    """An async copy to pageable memory (it waits), a kernel launch, then a
+    stream sync, all from one line of one thread: the launch ends the first
+    sync, so the host waited twice."""
+    calls = c_callable([("cudaMemcpyAsync", 2_000, 31), ("cudaLaunchKernel", 0),
+                        ("cudaStreamSynchronize", WAIT_NS)])
+    with loopscope.profile() as prof:
+        _core._inject("memcpy", [pageable_copy_record(31)])
+        calls()
+    s = prof.summary()["syncs"]
+    assert s["count"] == 2
+    # each wait is named by its own call: the copy, then the stream sync
+    assert sorted((x["kind"], x["count"], x["apis"]) for x in s["sites"]) == [
+        ("memcpy", 1, {"cudaMemcpyAsync": 1}), ("stream_sync", 1, {"cudaStreamSynchronize": 1})]
+
+
+copy_only = c_callable([("cudaMemcpyAsync", 2_000, 32)])
+stream_wait = c_callable([("cudaStreamSynchronize", WAIT_NS)])
+
+
+def test_a_copy_and_a_wait_on_different_lines_are_two_syncs():
+    """A copy to pageable memory on one line, a stream sync on the next, no
+    launch between: not one `.item()`, two syncs at two sites."""
+    with loopscope.profile() as prof:
+        _core._inject("memcpy", [pageable_copy_record(32)])
+        line = sys._getframe().f_lineno + 1
+        copy_only()
+        stream_wait()
+    s = prof.summary()["syncs"]
+    assert s["count"] == 2
+    assert sorted((x["line"], x["count"]) for x in s["sites"]) == [(line, 1), (line + 1, 1)]

@@ -68,6 +68,8 @@ def compile_args():
         args.append("-Werror")
     if os.environ.get("LOOPSCOPE_SANITIZE"):
         args += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
+    if os.environ.get("LOOPSCOPE_COVERAGE"):  # gcov line counts (CI's coverage report)
+        args += ["--coverage", "-O0", "-g"]
     return args
 
 
@@ -75,6 +77,8 @@ def link_args():
     args = ["-ldl", "-lpthread"]
     if os.environ.get("LOOPSCOPE_SANITIZE"):
         args += ["-fsanitize=address,undefined"]
+    if os.environ.get("LOOPSCOPE_COVERAGE"):
+        args += ["--coverage"]
     return args
 
 

@@ -6,7 +6,7 @@ rule that can break with the suite green.
     python tests/mutation/run_mutants.py                  # every mutant of the lists
     python tests/mutation/run_mutants.py --smoke 10       # the fixed CI sample
     python tests/mutation/run_mutants.py --only 'waits.*' --jobs 2
-    python tests/mutation/run_mutants.py --per-file 3     # a few of each file
+    python tests/mutation/run_mutants.py --per-file 3     # hand list + 3 generated per file
     python tests/mutation/run_mutants.py --generate       # rewrite python_mutants.toml
     python tests/mutation/run_mutants.py --update-md      # ... and its table in tests/MUTATION.md
 
@@ -327,16 +327,19 @@ def covering_tests(python: str) -> callable:
 
     cache: dict[str, dict[int, set[str]]] = {}
 
+    def files_of(contexts) -> set[str]:
+        return {test_paths[c.split(".")[0]] for c in contexts if c.split(".")[0] in test_paths}
+
     def tests_of_line(rel: str, line: int) -> list[str]:
         if rel not in cache:
             measured = files.get((ROOT / rel).resolve())
             cache[rel] = data.contexts_by_lineno(measured) if measured else {}
-        found = set()
-        for context in cache[rel].get(line, []):
-            module = context.split(".")[0]
-            if module in test_paths:
-                found.add(test_paths[module])
-        return sorted(found)
+        contexts = cache[rel].get(line, [])
+        if contexts and not files_of(contexts):
+            # run at import only (module constants, definitions): every test
+            # file that runs this module depends on it
+            return sorted(set().union(*(files_of(c) for c in cache[rel].values())))
+        return sorted(files_of(contexts))
 
     return tests_of_line
 
@@ -574,8 +577,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", type=int, metavar="N", help="run the first N of the fixed CI sample")
     p.add_argument("--only", action="append", metavar="GLOB", help="mutant ids matching GLOB")
-    p.add_argument("--per-file", type=int, metavar="N", help="at most N mutants of each file "
-                   "(spread over the file)")
+    p.add_argument("--per-file", type=int, metavar="N", help="N generated mutants of each file "
+                   "(spread over the file), with every hand-written one")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--timeout-factor", type=float, default=4.0,
                    help="a mutant's time limit: 30 s + this times its tests' unmutated time")
@@ -610,10 +613,12 @@ def main(argv: list[str] | None = None) -> int:
         chosen = every
         if args.only:
             chosen = [m for m in chosen if any(fnmatch.fnmatchcase(m.id, g) for g in args.only)]
-        if args.per_file:
-            spread = []
-            for file in dict.fromkeys(m.file for m in chosen):
-                of_file = [m for m in chosen if m.file == file]
+        if args.per_file:  # a spread sample of the generated list; the hand list whole
+            hand = {m.id for m in load_list(HAND_LIST)}
+            spread = [m for m in chosen if m.id in hand]
+            generated = [m for m in chosen if m.id not in hand]
+            for file in dict.fromkeys(m.file for m in generated):
+                of_file = [m for m in generated if m.file == file]
                 stride = max(1, len(of_file) // args.per_file)
                 spread += of_file[::stride][:args.per_file]
             chosen = spread

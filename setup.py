@@ -69,6 +69,8 @@ def compile_args():
         args.append("-Werror")
     if os.environ.get("LOOPSCOPE_SANITIZE"):
         args += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
+    if os.environ.get("LOOPSCOPE_COVERAGE"):  # gcov line counts (CI's coverage report)
+        args += ["--coverage", "-O0", "-g"]
     return args
 
 
@@ -76,6 +78,8 @@ def link_args():
     args = ["-ldl", "-lpthread", "-lstdc++"]  # named: the link may run through the C driver
     if os.environ.get("LOOPSCOPE_SANITIZE"):
         args += ["-fsanitize=address,undefined"]
+    if os.environ.get("LOOPSCOPE_COVERAGE"):
+        args += ["--coverage"]
     return args
 
 

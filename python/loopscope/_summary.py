@@ -495,6 +495,8 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         "range_mismatches": info.get("range_mismatches", 0),
         "ranges_left_open": info.get("ranges_left_open", 0),
         "instrument_mismatches": state.get("instrument_mismatches", 0),
+        # launch and sync records that began after the profile stopped: not this loop's
+        "records_after_stop": analysis["ignored_records"] if analysis else 0,
     }
     summary["overhead"]["summary_ms"] = _ms(time.perf_counter_ns() - t0)
     return summary

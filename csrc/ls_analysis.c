@@ -233,11 +233,11 @@ static int match_launches(ls_ctx *c, uint64_t *ops_without_launch, uint64_t *ign
 }
 
 /* Host waits, for gap causes: the SYNCHRONIZATION activity records and the
- * syncs found among the blocking calls (ls_waits), by start time. */
-static int index_syncs(ls_ctx *c, const ls_waits *waits, uint64_t *ignored)
+ * syncs found among the blocking calls (ls_syncs), by start time. */
+static int index_syncs(ls_ctx *c, const ls_syncs *waits, uint64_t *ignored)
 {
     const ls_records *r = c->r;
-    size_t n = r->syncs.count + waits->count;
+    size_t n = r->sync_records.count + waits->count;
     ls_key *keys = malloc((n ? n : 1) * sizeof *keys);
     c->sync_start = malloc((n ? n : 1) * sizeof *c->sync_start);
     c->sync_max_end = malloc((n ? n : 1) * sizeof *c->sync_max_end);
@@ -246,8 +246,8 @@ static int index_syncs(ls_ctx *c, const ls_waits *waits, uint64_t *ignored)
         return -1;
     }
     size_t kept = 0;
-    for (size_t i = 0; i < r->syncs.count; i++) {
-        const ls_sync *s = &r->syncs.items[i];
+    for (size_t i = 0; i < r->sync_records.count; i++) {
+        const ls_sync_record *s = &r->sync_records.items[i];
         if (r->stop_ns && s->start_ns > r->stop_ns) {
             (*ignored)++;
             continue;
@@ -525,9 +525,9 @@ int ls_analyze(const ls_records *r, ls_thresholds t, const int32_t *group_of,
     if (out->has_samples &&
         ls_sample_index_build(&c.samples, r->samples.items, r->samples.count) != 0)
         goto done;
-    if (ls_waits_build(r, &out->waits) != 0 ||
+    if (ls_syncs_build(r, &out->syncs) != 0 ||
         match_launches(&c, &out->ops_without_launch, &out->ignored_records) != 0 ||
-        index_syncs(&c, &out->waits, &out->ignored_records) != 0)
+        index_syncs(&c, &out->syncs, &out->ignored_records) != 0)
         goto done;
 
     /* Devices: all streams of a device merged. */
@@ -579,6 +579,6 @@ void ls_analysis_free(ls_analysis *a)
     free(a->gaps);
     free(a->range_span);
     free(a->range_busy);
-    ls_waits_free(&a->waits);
+    ls_syncs_free(&a->syncs);
     memset(a, 0, sizeof *a);
 }

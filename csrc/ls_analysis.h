@@ -4,7 +4,7 @@
  * streams are merged; the idle intervals between them are the gaps.  The
  * same is done per stream.  Each gap gets a cause (host: the next op's
  * launch call began after the device went idle; sync: a host sync
- * overlapped the gap: a SYNCHRONIZATION record or a sync of ls_waits; other), a class (normal / warning / severe) and the
+ * overlapped the gap: a SYNCHRONIZATION record or a sync of ls_syncs; other), a class (normal / warning / severe) and the
  * step whose host range contains the launch call of the op that ends it.
  * Ranges (steps included) get the ops whose launch calls they contain, and
  * so do groups of ranges (one name over many steps), each op counted once.
@@ -20,7 +20,7 @@
 
 #include "ls_records.h"
 #include "ls_samples.h"
-#include "ls_waits.h"
+#include "ls_syncs.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -76,7 +76,7 @@ typedef struct {
     size_t gap_count;
     uint64_t ops_without_launch; /* no API record matched the op's correlation id */
     uint64_t ignored_records;    /* API/sync records after the profile stopped */
-    ls_waits waits;              /* the host syncs found among the blocking calls */
+    ls_syncs syncs;              /* the host syncs found among the blocking calls */
     int has_samples;             /* the records hold PM samples */
     ls_metric_avg metrics_span, metrics_busy;  /* the whole profile */
     ls_metric_avg *range_span, *range_busy;    /* parallel to records->ranges, or NULL */

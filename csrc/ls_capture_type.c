@@ -1,12 +1,14 @@
 /* ls_capture_type: the records of one finished profile, owned by a Python
  * object, and their analysis returned as plain dicts (ns integers; the
  * Python layer shapes units and names). */
-#include "ls_module.h"
+#include "ls_capture_type.h"
 
 #include "ls_analysis.h"
+#include "ls_call_dict.h"
 #include "ls_cbids.h"
 #include "ls_cuda.h"
 #include "ls_names.h"
+#include "ls_pyvalues.h"
 #include "ls_samples.h"
 
 #include <math.h>
@@ -41,15 +43,7 @@ static void capture_dealloc(PyObject *op)
     Py_DECREF(type);
 }
 
-#define U64(v) PyLong_FromUnsignedLongLong((unsigned long long)(v))
-
-static PyObject *name_or_none(uint32_t id)
-{
-    const char *text = ls_names_text(id);
-    if (text == NULL)
-        Py_RETURN_NONE;
-    return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
-}
+#define U64(v) ls_py_u64(v)
 
 static PyObject *gap_stats_dict(const ls_gap_stats *s)
 {
@@ -64,7 +58,7 @@ static PyObject *gap_stats_dict(const ls_gap_stats *s)
         }
         PyList_SET_ITEM(hist, i, v);
     }
-    return ls_dict_of(15, "count", U64(s->count), "normal", U64(s->normal), "warning",
+    return ls_py_dict_of(15, "count", U64(s->count), "normal", U64(s->normal), "warning",
                    U64(s->warning), "severe", U64(s->severe), "host",
                    U64(s->by_cause[LS_CAUSE_HOST]), "sync", U64(s->by_cause[LS_CAUSE_SYNC]),
                    "other", U64(s->by_cause[LS_CAUSE_OTHER]), "total_ns", U64(s->total_ns),
@@ -79,7 +73,7 @@ static PyObject *timeline_dict(const ls_timeline *t)
 {
     PyObject *device = t->device_id == UINT32_MAX ? Py_NewRef(Py_None) : U64(t->device_id);
     PyObject *stream = t->stream_id == UINT32_MAX ? Py_NewRef(Py_None) : U64(t->stream_id);
-    return ls_dict_of(9, "device", device, "stream", stream, "kernels", U64(t->kernels),
+    return ls_py_dict_of(9, "device", device, "stream", stream, "kernels", U64(t->kernels),
                    "memcpys", U64(t->memcpys), "memsets", U64(t->memsets), "busy_ns",
                    U64(t->busy_ns), "first_ns", U64(t->first_ns), "last_ns", U64(t->last_ns),
                    "gaps", gap_stats_dict(&t->gaps));
@@ -123,7 +117,7 @@ static PyObject *metric_avg_dict(const ls_metric_avg *m)
         Py_XDECREF(v);
     }
     PyObject *more = d == NULL ? NULL
-        : ls_dict_of(3, "samples", U64(m->samples), "covered_ns", U64(covered), "window_ns",
+        : ls_py_dict_of(3, "samples", U64(m->samples), "covered_ns", U64(covered), "window_ns",
                      U64(m->window_ns));
     if (more == NULL || PyDict_Update(d, more) != 0)
         Py_CLEAR(d);
@@ -133,7 +127,7 @@ static PyObject *metric_avg_dict(const ls_metric_avg *m)
 
 static PyObject *metrics_pair(const ls_metric_avg *span, const ls_metric_avg *busy)
 {
-    return ls_dict_of(2, "span", metric_avg_dict(span), "busy", metric_avg_dict(busy));
+    return ls_py_dict_of(2, "span", metric_avg_dict(span), "busy", metric_avg_dict(busy));
 }
 
 /* One dict per range; with plain == 0, None for each range that is not a
@@ -151,7 +145,7 @@ static PyObject *range_list(const ls_records *r, const ls_analysis *a, int plain
         }
         PyObject *d = timeline_dict(&a->ranges[i]);
         PyObject *extra = d == NULL ? NULL
-            : ls_dict_of(7, "name", name_or_none(range->name_id), "parent",
+            : ls_py_dict_of(7, "name", ls_py_name_or_none(range->name_id), "parent",
                       PyLong_FromLong(range->parent), "depth", U64(range->depth), "step",
                       range->step_index >= 0 ? PyLong_FromLong(range->step_index)
                                              : Py_NewRef(Py_None),
@@ -212,13 +206,13 @@ static PyObject *worst_gaps(const ls_records *r, const ls_analysis *a)
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; list != NULL && i < n; i++) {
         const ls_gap *g = sorted[i];
-        PyObject *d = ls_dict_of(
+        PyObject *d = ls_py_dict_of(
             8, "start_ns", U64(g->start_ns), "duration_ns", U64(g->end_ns - g->start_ns),
             "device", U64(g->device_id), "cause", PyUnicode_FromString(causes[g->cause]),
             "step", g->step >= 0 ? PyLong_FromLong(g->step) : Py_NewRef(Py_None),
             "stream", U64(r->ops.items[g->next_op].stream_id), "before",
-            name_or_none(r->ops.items[g->next_op].name_id), "after",
-            name_or_none(r->ops.items[g->prev_op].name_id));
+            ls_py_name_or_none(r->ops.items[g->next_op].name_id), "after",
+            ls_py_name_or_none(r->ops.items[g->prev_op].name_id));
         if (d == NULL)
             Py_CLEAR(list);
         else
@@ -230,7 +224,7 @@ static PyObject *worst_gaps(const ls_records *r, const ls_analysis *a)
 
 /* The syncs: (start_ns, end_ns, blocked_ns, thread_id, step or None,
  * wait_class, [call indices]) in time order of each thread. */
-static PyObject *wait_list(const ls_waits *w, size_t call_count)
+static PyObject *sync_list(const ls_syncs *w, size_t call_count)
 {
     PyObject *list = PyList_New((Py_ssize_t)w->count);
     PyObject **calls = calloc(w->count ? w->count : 1, sizeof *calls);
@@ -238,7 +232,7 @@ static PyObject *wait_list(const ls_waits *w, size_t call_count)
     for (size_t i = 0; !failed && i < w->count; i++)
         failed = (calls[i] = PyList_New(0)) == NULL;
     for (size_t c = 0; !failed && c < call_count; c++) {
-        int32_t k = w->wait_of_call[c];
+        int32_t k = w->sync_of_call[c];
         if (k >= 0) {
             PyObject *index = U64(c);
             failed = index == NULL || PyList_Append(calls[k], index) != 0;
@@ -246,7 +240,7 @@ static PyObject *wait_list(const ls_waits *w, size_t call_count)
         }
     }
     for (size_t i = 0; !failed && i < w->count; i++) {
-        const ls_wait *x = &w->items[i];
+        const ls_sync *x = &w->items[i];
         PyObject *t = Py_BuildValue(
             "(KKKKNsO)", (unsigned long long)x->start_ns, (unsigned long long)x->end_ns,
             (unsigned long long)x->blocked_ns, (unsigned long long)x->thread_id,
@@ -354,9 +348,9 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
         else
             PyList_SET_ITEM(edges, i, v);
     }
-    PyObject *result = ls_dict_of(
-        12, "waits", wait_list(&a.waits, self->capture.records.calls.count), "unknown_copies",
-        U64(a.waits.unknown_copies), "total", timeline_dict(&a.total), "devices",
+    PyObject *result = ls_py_dict_of(
+        12, "syncs", sync_list(&a.syncs, self->capture.records.calls.count), "unknown_copies",
+        U64(a.syncs.unknown_copies), "total", timeline_dict(&a.total), "devices",
         timeline_list(a.devices, a.device_count, self->capture.traced), "streams",
         timeline_list(a.streams, a.stream_count, 0), "ranges",
         range_list(&self->capture.records, &a, plain_ranges), "groups", group_list(&a),
@@ -386,7 +380,7 @@ static PyObject *capture_range_records(PyObject *op, PyObject *unused)
     PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
     for (size_t i = 0; list != NULL && i < r->ranges.count; i++) {
         const ls_range *range = &r->ranges.items[i];
-        PyObject *name = name_or_none(range->name_id);
+        PyObject *name = ls_py_name_or_none(range->name_id);
         PyObject *step = range->step_index >= 0 ? PyLong_FromLong(range->step_index)
                                                  : Py_NewRef(Py_None);
         PyObject *t = (name == NULL || step == NULL) ? NULL
@@ -408,14 +402,14 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     (void)unused;
     const ls_capture *c = &((ls_capture_object *)op)->capture;
     const ls_records *r = &c->records;
-    PyObject *info = ls_dict_of(21, "ops_before_start", U64(c->ops_before_start), "note",
+    PyObject *info = ls_py_dict_of(21, "ops_before_start", U64(c->ops_before_start), "note",
                    c->note[0] ? PyUnicode_FromString(c->note) : Py_NewRef(Py_None), "traced", PyBool_FromLong(c->traced), "injected",
                    PyBool_FromLong(c->injected), "reason",
                    c->reason[0] ? PyUnicode_FromString(c->reason) : Py_NewRef(Py_None),
                    "stop_error",
                    c->stop_error[0] ? PyUnicode_FromString(c->stop_error) : Py_NewRef(Py_None),
                    "start_ns", U64(r->start_ns), "stop_ns", U64(r->stop_ns), "ops",
-                   U64(r->ops.count), "apis", U64(r->apis.count), "syncs", U64(r->syncs.count),
+                   U64(r->ops.count), "apis", U64(r->apis.count), "sync_records", U64(r->sync_records.count),
                    "ranges", U64(r->ranges.count), "dropped_records", U64(r->dropped_records),
                    "invalid_records", U64(r->invalid_records), "range_mismatches",
                    U64(c->range_mismatches), "ranges_left_open", U64(c->ranges_left_open),
@@ -423,7 +417,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                    U64(c->stop_ns_cost), "buffer_bytes", U64(c->buffer_bytes),
                    "buffers_refused", U64(c->buffers_refused));
     PyObject *more = info == NULL ? NULL
-        : ls_dict_of(6, "calls_injected", PyBool_FromLong(c->calls_injected),
+        : ls_py_dict_of(6, "calls_injected", PyBool_FromLong(c->calls_injected),
                      "watched_syncs", PyBool_FromLong(c->watched_syncs), "syncs_reason",
                      c->syncs_reason[0] ? PyUnicode_FromString(c->syncs_reason) : Py_NewRef(Py_None),
                      "calls", U64(r->calls.count), "calls_before_start", U64(c->calls_before_start),
@@ -444,7 +438,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                 Py_CLEAR(collected);
             Py_XDECREF(name);
         }
-        pm_dict = ls_dict_of(
+        pm_dict = ls_py_dict_of(
             19, "device", PyLong_FromLong(pm->device), "chip", PyUnicode_FromString(pm->chip),
             "trigger", PyUnicode_FromString(pm->time_trigger ? "gpu_time" : "sysclk"),
             "interval", U64(pm->interval), "hw_buffer_bytes", U64(pm->hw_buffer_bytes),
@@ -464,7 +458,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                 Py_CLEAR(phases);
             Py_XDECREF(ns);
         }
-        PyObject *more_pm = ls_dict_of(
+        PyObject *more_pm = ls_py_dict_of(
             10, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
             "restarts", U64(pm->restarts),
             "reconfigures", U64(pm->reconfigures),
@@ -482,7 +476,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     }
     PyObject *metrics = NULL;
     if (info != NULL)
-        metrics = ls_dict_of(5, "sampled", PyBool_FromLong(c->sampled), "samples_injected",
+        metrics = ls_py_dict_of(5, "sampled", PyBool_FromLong(c->sampled), "samples_injected",
                              PyBool_FromLong(c->samples_injected), "metrics_reason",
                              c->metrics_reason[0] ? PyUnicode_FromString(c->metrics_reason)
                                                   : Py_NewRef(Py_None),
@@ -531,7 +525,7 @@ static PyObject *capture_calls(PyObject *op, PyObject *unused)
     const ls_records *r = &((ls_capture_object *)op)->capture.records;
     PyObject *list = PyList_New((Py_ssize_t)r->calls.count);
     for (size_t i = 0; list != NULL && i < r->calls.count; i++) {
-        PyObject *d = ls_call_to_python(&r->calls.items[i], &r->codes);
+        PyObject *d = ls_call_dict(&r->calls.items[i], &r->codes);
         if (d == NULL)
             Py_CLEAR(list);
         else
@@ -548,7 +542,7 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
     PyObject *list = PyList_New((Py_ssize_t)r->ops.count);
     for (size_t i = 0; list != NULL && i < r->ops.count; i++) {
         const ls_op *o = &r->ops.items[i];
-        PyObject *name = name_or_none(o->name_id);
+        PyObject *name = ls_py_name_or_none(o->name_id);
         PyObject *t = name == NULL ? NULL
             : Py_BuildValue("(sKKIIINK)", kinds[o->kind], (unsigned long long)o->start_ns,
                             (unsigned long long)o->end_ns, o->device_id, o->stream_id,
@@ -582,13 +576,13 @@ static PyObject *capture_apis(PyObject *op, PyObject *unused)
     return list;
 }
 
-static PyObject *capture_syncs(PyObject *op, PyObject *unused)
+static PyObject *capture_sync_records(PyObject *op, PyObject *unused)
 {
     (void)unused;
     const ls_records *r = &((ls_capture_object *)op)->capture.records;
-    PyObject *list = PyList_New((Py_ssize_t)r->syncs.count);
-    for (size_t i = 0; list != NULL && i < r->syncs.count; i++) {
-        const ls_sync *s = &r->syncs.items[i];
+    PyObject *list = PyList_New((Py_ssize_t)r->sync_records.count);
+    for (size_t i = 0; list != NULL && i < r->sync_records.count; i++) {
+        const ls_sync_record *s = &r->sync_records.items[i];
         PyObject *t = Py_BuildValue("(KKIII)", (unsigned long long)s->start_ns,
                                     (unsigned long long)s->end_ns, s->stream_id,
                                     s->correlation_id, s->type);
@@ -616,8 +610,8 @@ static PyMethodDef capture_methods[] = {
      "GPU ops as (kind, start_ns, end_ns, device, stream, correlation_id, name, bytes)."},
     {"apis", capture_apis, METH_NOARGS,
      "Host API calls as (start_ns, end_ns, correlation_id, thread_id, cbid, domain)."},
-    {"syncs", capture_syncs, METH_NOARGS,
-     "Host syncs as (start_ns, end_ns, stream, correlation_id, type)."},
+    {"sync_records", capture_sync_records, METH_NOARGS,
+     "CUPTI synchronization records as (start_ns, end_ns, stream, correlation_id, type)."},
     {NULL, NULL, 0, NULL},
 };
 

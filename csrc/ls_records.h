@@ -34,18 +34,25 @@ typedef struct {
     uint32_t domain; /* 0 runtime, 1 driver */
 } ls_api;
 
-/* One interval where the host waited for the GPU (stream/event/context sync). */
+/* One CUPTI SYNCHRONIZATION activity record: an interval where the host
+ * waited in a stream, event or context synchronize.
+ *
+ * Names, the same in C and Python: a "sync record" is this raw record; a
+ * "sync" is a host wait as a user sees it (one `.item()`, one
+ * `torch.cuda.synchronize()`), built from the blocking calls by ls_syncs
+ * and reported in summary["syncs"]; a "wait class" (ls_cbids) says how an
+ * API call can make the host wait. */
 typedef struct {
     uint64_t start_ns, end_ns;
     uint32_t correlation_id;
     uint32_t stream_id;
     uint32_t type; /* CUpti_ActivitySynchronizationType */
     uint32_t reserved;
-} ls_sync;
+} ls_sync_record;
 
 /* One Python frame of a captured stack (see ls_pystack). */
 typedef struct {
-    uint32_t code;          /* ls_codes id, LS_NO_CODE if the table was full */
+    uint32_t code;          /* ls_pycodes id, LS_NO_CODE if the table was full */
     int32_t line, end_line; /* source lines of the instruction, -1 unknown */
     int16_t col, end_col;   /* UTF-8 byte columns, -1 unknown (before 3.11) */
 } ls_frame;
@@ -122,7 +129,7 @@ typedef struct {
 
 LS_DEFINE_ARRAY(ls_op_array, ls_op);
 LS_DEFINE_ARRAY(ls_api_array, ls_api);
-LS_DEFINE_ARRAY(ls_sync_array, ls_sync);
+LS_DEFINE_ARRAY(ls_sync_record_array, ls_sync_record);
 LS_DEFINE_ARRAY(ls_range_array, ls_range);
 LS_DEFINE_ARRAY(ls_call_array, ls_call);
 LS_DEFINE_ARRAY(ls_sample_array, ls_sample);
@@ -131,7 +138,7 @@ LS_DEFINE_ARRAY(ls_sample_array, ls_sample);
 typedef struct {
     ls_op_array ops;
     ls_api_array apis;
-    ls_sync_array syncs;
+    ls_sync_record_array sync_records;
     ls_range_array ranges;
     ls_call_array calls;        /* calls that may have blocked the host */
     ls_code_table codes;        /* what the calls' frames point to */
@@ -146,7 +153,7 @@ typedef struct {
  * The pointer stays valid until the next append to the same array. */
 ls_op *ls_ops_append(ls_op_array *a);
 ls_api *ls_apis_append(ls_api_array *a);
-ls_sync *ls_syncs_append(ls_sync_array *a);
+ls_sync_record *ls_sync_records_append(ls_sync_record_array *a);
 ls_range *ls_ranges_append(ls_range_array *a);
 ls_call *ls_calls_append(ls_call_array *a);
 ls_sample *ls_samples_append(ls_sample_array *a);

@@ -42,7 +42,7 @@ def rich_profile(test_clock):
         ])
         _core._inject("memcpy", [(2_150_000, 2_160_000, 0, 7, 40, "HtoD", 4096)])
         _core._inject("memset", [(2_200_000, 2_201_000, 0, 9, 41, None, 64)])
-        _core._inject("sync", [(2_120_000, 2_140_000, 7)])
+        _core._inject("sync_record", [(2_120_000, 2_140_000, 7)])
     return prof
 
 

@@ -21,7 +21,7 @@ def test_trace_events_exactly(test_clock, tmp_path):
             (1_042_000, 1_043_000, 0, 9, 2, "softmax"),   # 30 us after gemm: a warning gap
         ])
         _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, "DtoH", 4096)])  # 157 us: severe
-        _core._inject("sync", [(1_150_000, 1_201_500, 7)])
+        _core._inject("sync_record", [(1_150_000, 1_201_500, 7)])
     path = prof.export_trace(tmp_path / "t.json")
     data = json.loads(open(path).read())
     assert data["displayTimeUnit"] == "ms"

@@ -95,7 +95,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
 
     ops = capture.ops()
     apis = _launch_apis(capture.apis())
-    syncs = capture.syncs()
+    syncs = capture.sync_records()
     ranges = analysis["ranges"]
     gpu = summary["gpu"] or {}
     sections: dict[str, Any] = {k: summary.get(k) for k in _TOP_SECTIONS}
@@ -281,7 +281,7 @@ def replay(data: dict[str, Any]):
                 _core._inject("api", [(base + s, base + s + d, corr, thread)
                                       for s, d, corr, thread in apis])
             if syncs:
-                _core._inject("sync", [(base + s, base + s + d, stream) for s, d, stream in syncs])
+                _core._inject("sync_record", [(base + s, base + s + d, stream) for s, d, stream in syncs])
         finally:
             _core._set_test_clock(base + data["profile"]["stop_ns"], 1)
             prof.__exit__(None, None, None)

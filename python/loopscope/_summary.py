@@ -461,7 +461,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     syncs_per_step = None
     if watched and analysis is not None:
         summary["syncs"], syncs_per_step = build_syncs(
-            capture.calls(), analysis["waits"], analysis["unknown_copies"])
+            capture.calls(), analysis["syncs"], analysis["unknown_copies"])
         summary["syncs_error"] = None
     else:
         summary["syncs"] = None
@@ -483,7 +483,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     summary["diagnosis"] = diagnose(summary)
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
     summary["overhead"] = {
-        "records": info.get("ops", 0) + info.get("apis", 0) + info.get("syncs", 0)
+        "records": info.get("ops", 0) + info.get("apis", 0) + info.get("sync_records", 0)
         + info.get("calls", 0),
         "ranges": info.get("ranges", 0),
         "buffer_mb": round(info.get("buffer_bytes", 0) / (1 << 20), 2),

@@ -291,7 +291,7 @@ def format_site(site: dict[str, Any]) -> str:
     return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
 
 
-def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies: int
+def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int
                 ) -> tuple[dict[str, Any], dict[int, int]]:
     """(summary["syncs"], {step index: sync count})."""
     resolver = Resolver()
@@ -300,7 +300,7 @@ def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies:
     by_kind: dict[str, int] = {}
     blocked_ns = 0
     in_steps = 0
-    for start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids in sorted(waits):
+    for start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids in sorted(syncs):
         first = calls[call_ids[0]]
         site = resolver.site(first)
         key = (site.file, site.line, site.function, site.kind, site.call,
@@ -330,11 +330,11 @@ def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
         s["steps"].sort()
     return {
-        "count": len(waits),
+        "count": len(syncs),
         "blocked_ms": round(blocked_ns / 1e6, 6),
         "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
         "sites": ordered,
         "in_steps": in_steps,
-        "outside_steps": len(waits) - in_steps,
+        "outside_steps": len(syncs) - in_steps,
         "unjudged_async_copies": unknown_copies,
     }, per_step

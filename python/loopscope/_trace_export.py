@@ -95,7 +95,7 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
             if corr in launched:
                 events.append({"ph": "s", "pid": HOST_PID, "tid": "CUDA API", "name": "launch",
                                "cat": "launch", "id": corr, "ts": _us(start, t0)})
-        for start, end, stream, _corr, _type in capture.syncs():
+        for start, end, stream, _corr, _type in capture.sync_records():
             events.append({"ph": "X", "pid": HOST_PID, "tid": "host syncs",
                            "name": f"sync (stream {stream})", "cat": "sync",
                            "ts": _us(start, t0), "dur": _us(end, start)})

@@ -1,5 +1,5 @@
-/* ls_waits: see ls_waits.h. */
-#include "ls_waits.h"
+/* ls_syncs: see ls_syncs.h. */
+#include "ls_syncs.h"
 
 #include "ls_cbids.h"
 
@@ -121,20 +121,20 @@ static int compare_step_start(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-int ls_waits_build(const ls_records *r, ls_waits *out)
+int ls_syncs_build(const ls_records *r, ls_syncs *out)
 {
     memset(out, 0, sizeof *out);
     size_t n = r->calls.count;
     ls_corr_key *keys = malloc((r->ops.count ? r->ops.count : 1) * sizeof *keys);
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
     uint32_t *steps = malloc((r->ranges.count ? r->ranges.count : 1) * sizeof *steps);
-    out->wait_of_call = malloc((n ? n : 1) * sizeof *out->wait_of_call);
+    out->sync_of_call = malloc((n ? n : 1) * sizeof *out->sync_of_call);
     out->items = malloc((n ? n : 1) * sizeof *out->items);
-    if (!keys || !order || !steps || !out->wait_of_call || !out->items) {
+    if (!keys || !order || !steps || !out->sync_of_call || !out->items) {
         free(keys);
         free(order);
         free(steps);
-        ls_waits_free(out);
+        ls_syncs_free(out);
         return -1;
     }
     size_t copies = 0;
@@ -152,21 +152,21 @@ int ls_waits_build(const ls_records *r, ls_waits *out)
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         const ls_call *c = &r->calls.items[i];
-        out->wait_of_call[i] = -1;
+        out->sync_of_call[i] = -1;
         if (waited(c, find_copy(r, keys, copies, c->correlation_id), &out->unknown_copies))
             order[kept++] = (uint32_t)i;
     }
     sort_calls = r->calls.items;
     qsort(order, kept, sizeof *order, compare_thread_time);
 
-    ls_wait *w = NULL;
+    ls_sync *w = NULL;
     const ls_call *last = NULL;
     uint64_t covered_to = 0; /* end of the union so far */
     for (size_t k = 0; k < kept; k++) {
         const ls_call *c = &r->calls.items[order[k]];
         if (w == NULL || !continues(last, c)) {
             w = &out->items[out->count++];
-            *w = (ls_wait){c->enter_ns, c->exit_ns, 0, c->thread_id, order[k], 0, -1,
+            *w = (ls_sync){c->enter_ns, c->exit_ns, 0, c->thread_id, order[k], 0, -1,
                            LS_ROLE_WAIT_CLASS(c->role)};
             covered_to = c->enter_ns;
         }
@@ -177,7 +177,7 @@ int ls_waits_build(const ls_records *r, ls_waits *out)
         if (c->exit_ns > w->end_ns)
             w->end_ns = c->exit_ns;
         w->call_count++;
-        out->wait_of_call[order[k]] = (int32_t)(out->count - 1);
+        out->sync_of_call[order[k]] = (int32_t)(out->count - 1);
         last = c;
     }
     for (size_t i = 0; i < out->count; i++)
@@ -188,9 +188,9 @@ int ls_waits_build(const ls_records *r, ls_waits *out)
     return 0;
 }
 
-void ls_waits_free(ls_waits *w)
+void ls_syncs_free(ls_syncs *w)
 {
     free(w->items);
-    free(w->wait_of_call);
+    free(w->sync_of_call);
     memset(w, 0, sizeof *w);
 }

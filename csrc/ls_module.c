@@ -9,6 +9,7 @@
 #include "ls_capture_type.h"
 #include "ls_clock.h"
 #include "ls_cupti.h"
+#include "ls_model_type.h"
 #include "ls_module_state.h"
 #include "ls_pmdecoder.h"
 #include "ls_range_type.h"
@@ -209,11 +210,15 @@ static int core_exec(PyObject *module)
         (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_capture_type_spec, NULL);
     if (st->capture_type == NULL)
         return -1;
+    st->model_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_model_type_spec, NULL);
+    if (st->model_type == NULL)
+        return -1;
     st->range_cache = PyDict_New();
     if (st->range_cache == NULL)
         return -1;
     if (PyModule_AddObjectRef(module, "Range", (PyObject *)st->range_type) != 0 ||
-        PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0)
+        PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0 ||
+        PyModule_AddObjectRef(module, "Model", (PyObject *)st->model_type) != 0)
         return -1;
     if (PyModule_AddFunctions(module, ls_strict_py_methods) != 0 ||
         PyModule_AddFunctions(module, ls_test_hook_methods) != 0)
@@ -226,6 +231,7 @@ static int core_traverse(PyObject *module, visitproc visit, void *arg)
     ls_module_state *st = ls_module_state_of(module);
     Py_VISIT(st->range_type);
     Py_VISIT(st->capture_type);
+    Py_VISIT(st->model_type);
     Py_VISIT(st->range_cache);
     return 0;
 }
@@ -235,6 +241,7 @@ static int core_clear(PyObject *module)
     ls_module_state *st = ls_module_state_of(module);
     Py_CLEAR(st->range_type);
     Py_CLEAR(st->capture_type);
+    Py_CLEAR(st->model_type);
     Py_CLEAR(st->range_cache);
     return 0;
 }

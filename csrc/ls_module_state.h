@@ -9,6 +9,7 @@
 typedef struct {
     PyTypeObject *range_type;
     PyTypeObject *capture_type;
+    PyTypeObject *model_type;
     PyObject *range_cache; /* dict: name -> Range, so a range name is interned once */
 } ls_module_state;
 

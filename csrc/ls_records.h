@@ -28,10 +28,12 @@ typedef struct {
 /* One host API call (runtime or driver), as CUPTI timed it. */
 typedef struct {
     uint64_t start_ns, end_ns;
+    uint64_t thread_id;      /* launch callbacks: pthread_self(), as ranges; activity
+                                records: CUPTI's threadId; 0 when unknown */
     uint32_t correlation_id;
     uint32_t cbid;
-    uint32_t thread_id;
     uint32_t domain; /* 0 runtime, 1 driver */
+    uint32_t reserved;
 } ls_api;
 
 /* One CUPTI SYNCHRONIZATION activity record: an interval where the host

@@ -91,49 +91,17 @@ static int continues(const ls_call *last, const ls_call *next)
            same_stack(last, next);
 }
 
-/* Step index whose range holds t (steps sorted by start), -1 if none. */
-static int32_t step_at(const ls_records *r, const uint32_t *steps, size_t n, uint64_t t)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->ranges.items[steps[mid]].start_ns <= t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; i-- > 0;) { /* steps of other threads may overlap: look back */
-        const ls_range *s = &r->ranges.items[steps[i]];
-        if (s->end_ns >= t)
-            return s->step_index;
-        if (lo - i > 8)
-            break;
-    }
-    return -1;
-}
-
-static const ls_range *sort_ranges; /* qsort context, as above */
-
-static int compare_step_start(const void *pa, const void *pb)
-{
-    uint64_t a = sort_ranges[*(const uint32_t *)pa].start_ns;
-    uint64_t b = sort_ranges[*(const uint32_t *)pb].start_ns;
-    return (a > b) - (a < b);
-}
-
 int ls_syncs_build(const ls_records *r, ls_syncs *out)
 {
     memset(out, 0, sizeof *out);
     size_t n = r->calls.count;
     ls_corr_key *keys = malloc((r->ops.count ? r->ops.count : 1) * sizeof *keys);
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
-    uint32_t *steps = malloc((r->ranges.count ? r->ranges.count : 1) * sizeof *steps);
     out->sync_of_call = malloc((n ? n : 1) * sizeof *out->sync_of_call);
     out->items = malloc((n ? n : 1) * sizeof *out->items);
-    if (!keys || !order || !steps || !out->sync_of_call || !out->items) {
+    if (!keys || !order || !out->sync_of_call || !out->items) {
         free(keys);
         free(order);
-        free(steps);
         ls_syncs_free(out);
         return -1;
     }
@@ -142,12 +110,6 @@ int ls_syncs_build(const ls_records *r, ls_syncs *out)
         if (r->ops.items[i].kind == LS_OP_MEMCPY)
             keys[copies++] = (ls_corr_key){r->ops.items[i].correlation_id, (uint32_t)i};
     qsort(keys, copies, sizeof *keys, compare_corr);
-    size_t step_count = 0;
-    for (size_t i = 0; i < r->ranges.count; i++)
-        if (r->ranges.items[i].step_index >= 0)
-            steps[step_count++] = (uint32_t)i;
-    sort_ranges = r->ranges.items;
-    qsort(steps, step_count, sizeof *steps, compare_step_start);
 
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
@@ -180,11 +142,8 @@ int ls_syncs_build(const ls_records *r, ls_syncs *out)
         out->sync_of_call[order[k]] = (int32_t)(out->count - 1);
         last = c;
     }
-    for (size_t i = 0; i < out->count; i++)
-        out->items[i].step = step_at(r, steps, step_count, out->items[i].start_ns);
     free(keys);
     free(order);
-    free(steps);
     return 0;
 }
 

@@ -8,7 +8,8 @@
  * thread and the same Python stack with no launch between them: `.item()`
  * is a copy plus a stream sync, one sync; `print(t)` of a CUDA tensor is
  * a dozen syncs with kernels between them.  Each sync gets the time the
- * host was blocked (the union of its calls) and the step it began in. */
+ * host was blocked (the union of its calls); its step is left to the model
+ * (ls_attribution, by the thread that waited). */
 #ifndef LS_SYNCS_H
 #define LS_SYNCS_H
 
@@ -23,7 +24,7 @@ typedef struct {
     uint64_t thread_id;
     uint32_t first_call;       /* index in records->calls; its stack is the sync's */
     uint32_t call_count;
-    int32_t step;              /* step whose range holds start_ns, -1 if none */
+    int32_t step;              /* set by ls_model (-1 here) */
     uint8_t wait_class;        /* ls_wait_class of the first call */
 } ls_sync;
 

@@ -21,26 +21,32 @@
 #include <string.h>
 #include <time.h>
 
-typedef enum { K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC_RECORD, K_SAMPLE, K_UNKNOWN } ls_inject_kind;
+typedef enum {
+    K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC_RECORD, K_SAMPLE, K_RANGE, K_UNKNOWN
+} ls_inject_kind;
 
-static const char *const kind_names[] = {"kernel", "memcpy", "memset", "api", "sync_record", "sample"};
+static const char *const kind_names[] = {"kernel", "memcpy", "memset", "api", "sync_record",
+                                         "sample", "range"};
 /* In messages: "<label> record <i>" ("sync record 3", not "sync_record record 3"). */
-static const char *const kind_labels[] = {"kernel", "memcpy", "memset", "api", "sync", "sample"};
+static const char *const kind_labels[] = {"kernel", "memcpy", "memset", "api", "sync", "sample",
+                                          "range"};
 static const char *const kind_fields[] = {
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes[, copy_kind[, "
     "host_memory]]]]) (copy_kind: CUpti_ActivityMemcpyKind, 1 HtoD, 2 DtoH, 8 DtoD; "
     "host_memory: 1 pageable, 2 pinned)",
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
-    "(start_ns, end_ns, correlation_id[, thread_id])",
+    "(start_ns, end_ns, correlation_id[, thread_id[, domain]]) (domain: 0 runtime, 1 driver)",
     "(start_ns, end_ns[, stream])",
     "(start_ns, end_ns, {figure: value}[, device]) (figures: sm_active_pct, "
     "dram_throughput_pct, gr_active_pct, sm_issue, warp_occupancy_pct, dram_read_gbps, "
     "dram_write_gbps, pcie_read_gbps, pcie_write_gbps, tensor_active_pct; the others are "
     "not collected)",
+    "(start_ns, end_ns, name, parent, step, thread_id) (parent: index of the enclosing range "
+    "of its thread, -1 for none; step: its step index, -1 for a plain range)",
 };
-static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2, 3};
-static const Py_ssize_t max_items[] = {7, 9, 7, 4, 3, 4};
+static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2, 3, 6};
+static const Py_ssize_t max_items[] = {7, 9, 7, 5, 3, 4, 6};
 
 /* Reads item `i` of `tuple` as a non-negative integer below `limit`. */
 static int read_uint(PyObject *tuple, Py_ssize_t i, Py_ssize_t record, const char *kind,
@@ -118,6 +124,65 @@ static int append_sample(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t 
     return 0;
 }
 
+/* Reads item `i` as an int in [-1, limit]. */
+static int read_index(PyObject *t, Py_ssize_t i, Py_ssize_t index, long long limit, int32_t *out)
+{
+    PyObject *item = PyTuple_GET_ITEM(t, i);
+    int overflow = 0;
+    long long v = PyLong_Check(item) && !PyBool_Check(item)
+                      ? PyLong_AsLongLongAndOverflow(item, &overflow) : -2;
+    if (PyErr_Occurred())
+        return -1;
+    if (!PyLong_Check(item) || PyBool_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject: range record %zd, field %zd must be "
+                     "an int, not %.100s", index, i, Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    if (overflow != 0 || v < -1 || v > limit) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: range record %zd, field %zd is %R: "
+                     "must be between -1 and %lld", index, i, item, limit);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* A closed range: its parent must be a range recorded before it. */
+static int append_range(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t start,
+                        uint64_t end)
+{
+    PyObject *name = PyTuple_GET_ITEM(t, 2);
+    if (!PyUnicode_Check(name) || PyUnicode_GET_LENGTH(name) == 0) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject: range record %zd, field 2 (name) "
+                     "must be a non-empty str, got %R", index, name);
+        return -1;
+    }
+    int32_t parent, step;
+    unsigned long long thread;
+    if (read_index(t, 3, index, (long long)r->ranges.count - 1, &parent) ||
+        read_index(t, 4, index, INT32_MAX, &step) ||
+        read_uint(t, 5, index, "range", INT64_MAX, &thread))
+        return -1;
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
+    if (text == NULL)
+        return -1;
+    uint32_t name_id = ls_names_intern(text, (size_t)len);
+    ls_range *range = name_id == LS_NO_NAME ? NULL : ls_ranges_append(&r->ranges);
+    if (range == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    range->start_ns = start;
+    range->end_ns = end;
+    range->thread_id = thread;
+    range->name_id = name_id;
+    range->parent = parent;
+    range->step_index = step;
+    range->depth = parent >= 0 ? r->ranges.items[parent].depth + 1 : 0;
+    return 0;
+}
+
 static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_t index)
 {
     const char *kname = kind_labels[kind];
@@ -148,15 +213,19 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
         return 0;
     }
     if (kind == K_API) {
+        unsigned long long domain = 0;
         if (read_uint(t, 2, index, kname, UINT32_MAX, &a) ||
-            (n > 3 && read_uint(t, 3, index, kname, UINT32_MAX, &b)))
+            (n > 3 && read_uint(t, 3, index, kname, INT64_MAX, &b)) ||
+            (n > 4 && read_uint(t, 4, index, kname, 1, &domain)))
             return -1;
         ls_api *api = ls_apis_append(&r->apis);
         if (api == NULL)
             goto nomem;
-        *api = (ls_api){start, end, (uint32_t)a, 0, (uint32_t)b, 0};
+        *api = (ls_api){start, end, b, (uint32_t)a, 0, (uint32_t)domain, 0};
         return 0;
     }
+    if (kind == K_RANGE)
+        return append_range(r, t, index, start, end);
     if (read_uint(t, 2, index, kname, UINT32_MAX, &a) ||
         read_uint(t, 3, index, kname, UINT32_MAX, &b) ||
         read_uint(t, 4, index, kname, UINT32_MAX, &c))
@@ -215,7 +284,8 @@ static PyObject *inject(PyObject *module, PyObject *const *args, Py_ssize_t narg
     }
     if (kind == K_UNKNOWN) {
         PyErr_Format(PyExc_ValueError, "loopscope._inject: kind must be one of 'kernel', "
-                     "'memcpy', 'memset', 'api', 'sync_record', 'sample', got %R", args[0]);
+                     "'memcpy', 'memset', 'api', 'sync_record', 'sample', 'range', got %R",
+                     args[0]);
         return NULL;
     }
     ls_records *r = ls_session_records();
@@ -241,13 +311,15 @@ static PyObject *inject(PyObject *module, PyObject *const *args, Py_ssize_t narg
             return NULL;
         }
     }
-    size_t before[4] = {r->ops.count, r->apis.count, r->sync_records.count, r->samples.count};
+    size_t before[5] = {r->ops.count, r->apis.count, r->sync_records.count, r->samples.count,
+                        r->ranges.count};
     for (Py_ssize_t i = 0; i < count; i++) {
         if (append_one(r, kind, PySequence_Fast_GET_ITEM(seq, i), i) != 0) {
             r->ops.count = before[0];
             r->apis.count = before[1];
             r->sync_records.count = before[2];
             r->samples.count = before[3];
+            r->ranges.count = before[4];
             Py_DECREF(seq);
             return NULL;
         }
@@ -255,7 +327,7 @@ static PyObject *inject(PyObject *module, PyObject *const *args, Py_ssize_t narg
     Py_DECREF(seq);
     if (count > 0 && kind == K_SAMPLE)
         ls_session_mark_samples_injected();
-    else if (count > 0)
+    else if (count > 0 && kind != K_RANGE) /* ranges are host records, as real ones */
         ls_session_mark_injected();
     return PyLong_FromSsize_t(count);
 }

@@ -58,8 +58,9 @@ BAD_SHAPES = [
     ("kernel", [GOOD_KERNEL + (64, "extra")], r"kernel record 0 must be a tuple"),
     ("memcpy", [GOOD_KERNEL, (1, 2)], r"memcpy record 1 must be a tuple"),
     ("memset", [None], r"memset record 0 must be a tuple"),
-    ("api", [(1_000, 2_000)], r"api record 0 must be a tuple \(start_ns, end_ns, correlation_id\[, thread_id\]\)"),
-    ("api", [(1_000, 2_000, 1, 2, 3)], r"api record 0 must be a tuple"),
+    ("api", [(1_000, 2_000)], r"api record 0 must be a tuple \(start_ns, end_ns, correlation_id\[, thread_id\[, domain\]\]\)"),
+    ("api", [(1_000, 2_000, 1, 2, 0, 3)], r"api record 0 must be a tuple"),
+    ("range", [(1_000, 2_000, "r", -1, -1)], r"range record 0 must be a tuple \(start_ns, end_ns, name, parent, step, thread_id\)"),
     ("sync_record", [(1_000,)], r"sync record 0 must be a tuple \(start_ns, end_ns\[, stream\]\)"),
     ("sync_record", [(1_000, 2_000, 1, 2)], r"sync record 0 must be a tuple"),
 ]

@@ -195,7 +195,7 @@ class _HandOver:
 
     def end_outer(self) -> None:
         outer = self.outer
-        if outer._state is not None and outer._capture is None and outer._stop_error is None:
+        if outer.is_running:
             outer.__exit__(None, None, None)
 
 
@@ -279,9 +279,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         hand_over.end_outer()  # unless the script's own profile ended it already
         mirror.remove()
     profiles = hand_over.script_profiles or [outer]
-    profiles = [p for p in profiles if p._state is not None]
+    profiles = [p for p in profiles if p.is_running or p.is_finished]
     for p in profiles:  # a script profile left running by an exception
-        if p._capture is None and p._stop_error is None:
+        if p.is_running:
             p.__exit__(None, None, None)
     records = sum(p.summary()["overhead"]["records"] for p in profiles)
     if records > PROGRESS_RECORDS:
@@ -336,7 +336,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 def demo_recording(reason: str, json_path: str | None = None) -> int:
     """The demo's no-GPU path: the bundled recording of the demo loop,
     analysed here, or the plain message when the package has none."""
-    from ._recording import RecordingError, bundled_demo, describe, replay
+    from ._recording import RecordingError, bundled_demo
+    from ._replay import replay
+    from ._report import describe_recording
 
     try:
         data = bundled_demo()
@@ -351,7 +353,7 @@ def demo_recording(reason: str, json_path: str | None = None) -> int:
     prof = replay(data)
     summary = prof.summary()
     print(f"loopscope demo: no GPU here ({reason}).")
-    print(describe(summary))
+    print(describe_recording(summary))
     print()
     print(prof.report())
     if json_path:

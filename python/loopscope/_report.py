@@ -18,6 +18,27 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def describe_recording(summary: dict[str, Any]) -> str | None:
+    """One plain line saying that a summary comes from a recording, or None."""
+    rec = summary.get("recording")
+    if not rec:
+        return None
+    what = f"`{rec['command']}`" if rec.get("command") else "a loopscope profile"
+    device = rec.get("device") or "an unnamed device"
+    return (f"RECORDING: this report analyses the records of {what}, made on {device} "
+            f"on {rec['date']} with loopscope {rec['loopscope']}; nothing ran on a GPU now.")
+
+
+def short_text(summary: dict[str, Any]) -> str:
+    """The summary in one line (its IPython text form)."""
+    d = summary["diagnosis"]
+    gaps = summary["gaps"]
+    text = f"<loopscope summary: {d['verdict']}, {len(summary['steps'])} steps"
+    if gaps is not None:
+        text += f", GPU busy {_fmt(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps"
+    return text + "; a dict: summary['gaps'], ['syncs'], ['steps'], ... >"
+
+
 def _verdict_line(summary: dict[str, Any]) -> str:
     d = summary["diagnosis"]
     verdict = d["verdict"].replace("_", " ")

@@ -292,11 +292,10 @@ def format_site(site: dict[str, Any]) -> str:
 
 
 def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int
-                ) -> tuple[dict[str, Any], dict[int, int]]:
-    """(summary["syncs"], {step index: sync count})."""
+                ) -> dict[str, Any]:
+    """summary["syncs"] from the model's syncs (Model.syncs()): their sites."""
     resolver = Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
-    per_step: dict[int, int] = {}
     by_kind: dict[str, int] = {}
     blocked_ns = 0
     in_steps = 0
@@ -324,7 +323,6 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
         blocked_ns += blocked
         if step is not None:
             in_steps += 1
-            per_step[step] = per_step.get(step, 0) + 1
     ordered = sorted(sites.values(), key=lambda s: (-s["blocked_ms"], -s["count"], s["first_ns"]))
     for s in ordered:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
@@ -337,4 +335,4 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
         "in_steps": in_steps,
         "outside_steps": len(syncs) - in_steps,
         "unjudged_async_copies": unknown_copies,
-    }, per_step
+    }

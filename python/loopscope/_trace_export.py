@@ -17,51 +17,35 @@ import json
 import os
 from typing import Any
 
-from ._html import merge_intervals
-
 HOST_PID = 1
 GPU_PID = 100
+GAP_CLASSES = ("normal", "warning", "severe")
 
 
 def _us(ns: int, t0: int) -> float:
     return round((ns - t0) / 1000.0, 3)
 
 
-def _merged_gaps(ops: list[tuple], normal_ns: float) -> list[tuple[int, int, int]]:
-    """(device, start_ns, end_ns) of the idle intervals between merged busy
-    intervals, per device, longer than `normal_ns`."""
-    by_device: dict[int, list[tuple[int, int]]] = {}
-    for o in ops:
-        by_device.setdefault(o[3], []).append((o[1], o[2]))
-    gaps = []
-    for device, intervals in by_device.items():
-        busy = merge_intervals(intervals)
-        gaps += [(device, end, start) for (_, end), (start, _) in zip(busy, busy[1:])
-                 if start - end >= normal_ns]
-    return gaps
-
-
 def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    captured = [p for p in profiles if p._capture is not None]
+    captured = [p for p in profiles if p.capture is not None]
     if not captured:
         return events
     # time 0: the first profile's start, or an earlier record (injected
     # test records keep their own time line)
-    t0 = min(min([p._capture.info()["start_ns"]] + [o[1] for o in p._capture.ops()])
+    t0 = min(min(p.capture.info()["start_ns"],
+                 p.model.total()["first_ns"] if p.model.op_count else p.capture.info()["start_ns"])
              for p in captured)
     threads: dict[int, int] = {}
     devices: dict[int, str | None] = {}
     streams: set[tuple[int, int]] = set()
     events.append({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}})
     for n, prof in enumerate(captured):
-        capture = prof._capture
+        capture, model = prof.capture, prof.model
         summary = prof.summary()
-        normal_ns, severe_ns = (v * 1000 for v in prof._thresholds)
         for d in (summary["gpu"] or {}).get("devices", []):
             devices[d["id"]] = d["name"]
-        analysis = capture.analyze(*prof._thresholds)
-        for r in analysis["ranges"]:
+        for r in model.ranges():
             tid = threads.setdefault(r["thread"], len(threads) + 1)
             is_step = r["step"] is not None
             events.append({
@@ -99,9 +83,12 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
             events.append({"ph": "X", "pid": HOST_PID, "tid": "host syncs",
                            "name": f"sync (stream {stream})", "cat": "sync",
                            "ts": _us(start, t0), "dur": _us(end, start)})
-        for device, start, end in _merged_gaps(ops, normal_ns) if ops else []:
+        columns = [model.gap_column(c) for c in ("device", "start_ns", "end_ns", "class")]
+        for device, start, end, gap_class in zip(*columns):
+            if gap_class == 0:  # normal gaps are the GPU working as it should: left out
+                continue
             length = end - start
-            severe = length > severe_ns
+            severe = GAP_CLASSES[gap_class] == "severe"
             events.append({
                 "ph": "X", "pid": GPU_PID + device, "tid": "gaps",
                 "name": f"{'SEVERE' if severe else 'warning'} gap {length / 1000:.1f} us",

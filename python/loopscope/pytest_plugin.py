@@ -113,8 +113,7 @@ class _ProfiledTest:
         self.summary: dict[str, Any] | None = None
 
     def stop(self) -> None:
-        if self.prof._state is not None and self.prof._capture is None \
-                and self.prof._stop_error is None:
+        if self.prof.is_running:
             self.prof.__exit__(None, None, None)
 
     def final_summary(self) -> dict[str, Any]:
@@ -160,7 +159,7 @@ def _profile_class():
         __test__ = False
 
         def summary(self) -> dict[str, Any]:
-            if self._state is not None and self._capture is None and self._stop_error is None:
+            if self.is_running:
                 self.__exit__(None, None, None)
             return super().summary()
 

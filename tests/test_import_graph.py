@@ -10,12 +10,14 @@ another's header hides a dependency, as ls_dict_of once did).
 """
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CSRC = ROOT / "csrc"
+PACKAGE = ROOT / "python" / "loopscope"
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -203,4 +205,45 @@ def test_each_c_header_declares_what_its_source_defines():
 def test_c_includes_form_no_cycle():
     graph, _ = c_graph()
     assert len(graph) > 20  # the walk found the sources
+    assert find_cycle(graph) is None
+
+
+# -- Python ----------------------------------------------------------------
+
+def _module_name(path: Path) -> str:
+    return path.stem  # "__init__" is the package itself
+
+
+def python_graph() -> dict[str, set[str]]:
+    # the C extension counts as a module (it imports nothing of ours)
+    modules = {p.name.split(".")[0] for p in PACKAGE.iterdir()
+               if p.suffix in (".py", ".pyi", ".so", ".pyd")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for path in sorted(PACKAGE.glob("*.py")):
+        me = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 1 and node.module is None:      # from . import x, y
+                    targets = [a.name if a.name in modules else "__init__" for a in node.names]
+                elif node.level == 1:                             # from .x import y
+                    targets = [node.module.split(".")[0]]
+                elif node.module == "loopscope":                  # from loopscope import x
+                    targets = [a.name if a.name in modules else "__init__" for a in node.names]
+                elif node.module and node.module.startswith("loopscope."):
+                    targets = [node.module.split(".")[1]]
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    if parts[0] == "loopscope":
+                        targets.append(parts[1] if len(parts) > 1 else "__init__")
+            for target in targets:
+                if target in modules and target != me:
+                    graph[me].add(target)
+    return graph
+
+
+def test_python_imports_form_no_cycle():
+    graph = python_graph()
+    assert "_profile" in graph and "_summary" in graph["_profile"]
     assert find_cycle(graph) is None

@@ -5,6 +5,7 @@
 #include "ls_cuda.h"
 #include "ls_names.h"
 #include "ls_pyvalues.h"
+#include "ls_trace_json.h"
 
 #include <math.h>
 #include <string.h>
@@ -615,6 +616,63 @@ static PyObject *model_gap_bins(PyObject *op, PyObject *args, PyObject *kwargs)
     return bins_view(&self->model, -1, cls, start, end, (size_t)bins);
 }
 
+/* -- trace export -------------------------------------------------------- */
+
+static int write_to_python(void *context, const char *text, size_t len)
+{
+    PyObject *chunk = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "strict");
+    PyObject *result = chunk ? PyObject_CallOneArg((PyObject *)context, chunk) : NULL;
+    Py_XDECREF(chunk);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+/* write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100) */
+static PyObject *model_write_trace_events(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"write", "t0_ns", "profile", "threads", "host_pid", "gpu_pid",
+                               NULL};
+    ls_model_object *self = (ls_model_object *)op;
+    PyObject *write, *threads;
+    unsigned long long t0;
+    long profile;
+    unsigned int host_pid = 1, gpu_pid = 100;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKlO!|II:write_trace_events", keywords,
+                                     &write, &t0, &profile, &PyDict_Type, &threads, &host_pid,
+                                     &gpu_pid))
+        return NULL;
+    const ls_records *r = &self->capture->records;
+    uint32_t *tid = PyMem_Malloc((r->ranges.count ? r->ranges.count : 1) * sizeof *tid);
+    if (tid == NULL)
+        return PyErr_NoMemory();
+    /* threads: {thread id: tid}; a thread seen first gets the next tid */
+    for (size_t i = 0; i < r->ranges.count; i++) {
+        PyObject *key = ls_py_u64(r->ranges.items[i].thread_id);
+        PyObject *value = key ? PyDict_GetItemWithError(threads, key) : NULL;
+        if (value == NULL && key != NULL && !PyErr_Occurred()) {
+            value = PyLong_FromSsize_t(PyDict_Size(threads) + 1);
+            if (value != NULL && PyDict_SetItem(threads, key, value) != 0)
+                Py_CLEAR(value);
+            Py_XDECREF(value); /* the dict holds it */
+        }
+        long v = value ? PyLong_AsLong(value) : -1;
+        Py_XDECREF(key);
+        if (value == NULL || (v == -1 && PyErr_Occurred())) {
+            PyMem_Free(tid);
+            return NULL;
+        }
+        tid[i] = (uint32_t)v;
+    }
+    ls_trace_options options = {t0, profile, host_pid, gpu_pid, tid};
+    int rc = ls_trace_json_write(r, &self->model, &options, write_to_python, write);
+    PyMem_Free(tid);
+    if (rc == -1)
+        return PyErr_NoMemory();
+    if (rc != 0)
+        return NULL; /* the write call raised */
+    Py_RETURN_NONE;
+}
+
 /* -- attributes ----------------------------------------------------------- */
 
 static PyObject *get_thresholds(PyObject *op, void *unused)
@@ -706,6 +764,12 @@ static PyMethodDef model_methods[] = {
     {"gap_bins", (PyCFunction)(void (*)(void))model_gap_bins, METH_VARARGS | METH_KEYWORDS,
      "gap_bins(start_ns, end_ns, bins, min_class='severe') -> memoryview of the idle ns of "
      "gaps of that class or worse in each slice."},
+    {"write_trace_events", (PyCFunction)(void (*)(void))model_write_trace_events,
+     METH_VARARGS | METH_KEYWORDS,
+     "write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100): the "
+     "Chrome/Perfetto events of ranges, GPU ops, launch calls (with flow arrows), sync records "
+     "and warning/severe gaps, each as ',{...}', handed to write(str) in pieces.  threads: "
+     "{thread id: tid}, new range threads added."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -190,7 +190,9 @@ def _measure(name: str, summary: dict[str, Any], steps: list[dict[str, Any]] | N
             out.measured = None if sm is None else sm.get("active_pct")
         else:
             values = [s.get("sm_active_pct") for s in steps]
-            out.measured = None if not values or None in values else round(sum(values) / len(values), 2)
+            known = [float(v) for v in values if v is not None]
+            out.measured = (round(sum(known) / len(known), 2)
+                            if known and len(known) == len(values) else None)
         if out.measured is None:
             out.reason = summary.get("metrics_error") or "SM counters were not sampled"
         return out

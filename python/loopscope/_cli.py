@@ -188,10 +188,10 @@ class _HandOver:
                 hand_over.script_profiles.append(prof)
             return hand_over._enter(prof)
 
-        self._cls.__enter__ = __enter__
+        setattr(self._cls, "__enter__", __enter__)
 
     def remove(self) -> None:
-        self._cls.__enter__ = self._enter
+        setattr(self._cls, "__enter__", self._enter)
 
     def end_outer(self) -> None:
         outer = self.outer
@@ -249,8 +249,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.steps is not None:
         try:
             pattern = re.compile(args.steps)
-        except re.error as error:
-            parser.error(f"--steps {args.steps!r} is not a valid regular expression: {error}")
+        except re.error as bad:
+            parser.error(f"--steps {args.steps!r} is not a valid regular expression: {bad}")
     if not os.path.isfile(args.script):
         parser.error(f"cannot run {args.script!r}: no such file")
     budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),

@@ -149,7 +149,7 @@ class Profile:
             raise ValueError(f"metrics_buffer_mb must be between 1 and 65536, got {metrics_buffer_mb!r}")
         if not (1.0 <= float(metrics_decode_ms) <= 1e4):
             raise ValueError(f"metrics_decode_ms must be between 1 and 10000, got {metrics_decode_ms!r}")
-        self._options = dict(
+        self._options: dict[str, Any] = dict(
             trace=bool(trace),
             syncs=bool(syncs),
             driver_api=bool(driver_api),
@@ -202,6 +202,7 @@ class Profile:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._host_ns = time.perf_counter_ns() - self._t0
+        assert self._state is not None, "__exit__ without __enter__"
         self._state["instrument_mismatches"] = (
             _instrument.mismatch_count() - self._mismatches_at_start)
         try:

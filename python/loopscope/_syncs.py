@@ -175,7 +175,7 @@ def _call_kind(node: ast.AST | None, parent: ast.AST | None) -> str | None:
     return None
 
 
-def _truth_test(node: ast.AST | None) -> ast.AST | None:
+def _truth_test(node: ast.AST | None) -> ast.expr | None:
     """The tested expression when the instruction's position is the whole
     truth test (3.11 gives `if x:` the position of the statement, 3.12 gives
     `x and y` and `not x` that of the expression): `x`."""
@@ -251,7 +251,8 @@ class Resolver:
         tested = _truth_test(node) if kind == "bool" else None
         if tested is not None:  # show the tested expression, not the whole statement
             call_frame = Frame(user.file, user.function, user.first_line, tested.lineno,
-                               tested.end_lineno, tested.col_offset, tested.end_col_offset)
+                               tested.end_lineno or tested.lineno, tested.col_offset,
+                               tested.end_col_offset or tested.col_offset)
         return Site(user.file, user.line if user.line > 0 else None, user.function, code or None,
                     self._sources.segment(call_frame), kind)
 

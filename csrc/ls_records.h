@@ -4,6 +4,8 @@
 #ifndef LS_RECORDS_H
 #define LS_RECORDS_H
 
+#include "ls_metrics.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,23 +100,6 @@ typedef struct {
     int32_t step_index; /* >= 0 for steps, -1 for plain ranges */
     uint32_t depth;
 } ls_range;
-
-/* The figures a PM sample carries, named like Nsight Systems' GPU metrics.
- * Every value is a percentage, a ratio or a rate, so that averaging them
- * over time (weighted by overlap) is meaningful; bytes become GB/s. */
-enum {
-    LS_M_SM_ACTIVE = 0,     /* sm__cycles_active.avg.pct_of_peak_sustained_elapsed, % */
-    LS_M_DRAM_THROUGHPUT,   /* dram__throughput.avg.pct_of_peak_sustained_elapsed, % */
-    LS_M_GR_ACTIVE,         /* gr__cycles_active.avg.pct_of_peak_sustained_elapsed, % */
-    LS_M_SM_ISSUE,          /* sm__inst_executed.avg.per_cycle_active, inst per active cycle */
-    LS_M_WARP_OCCUPANCY,    /* sm__warps_active.avg.pct_of_peak_sustained_active, % */
-    LS_M_DRAM_READ_GBPS,    /* dram__bytes_read.sum / sample duration, GB/s */
-    LS_M_DRAM_WRITE_GBPS,   /* dram__bytes_write.sum / sample duration, GB/s */
-    LS_M_PCIE_READ_GBPS,    /* pcie__read_bytes.sum / sample duration, GB/s */
-    LS_M_PCIE_WRITE_GBPS,   /* pcie__write_bytes.sum / sample duration, GB/s */
-    LS_M_TENSOR_ACTIVE,     /* sm__pipe_tensor_cycles_active...pct, % (when it fits) */
-    LS_METRICS
-};
 
 /* One PM sample: the counters over [start_ns, end_ns] on the profile clock.
  * A metric that was not collected is NaN. */

@@ -38,10 +38,11 @@ static const char *const kind_fields[] = {
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
     "(start_ns, end_ns, correlation_id[, thread_id[, domain]]) (domain: 0 runtime, 1 driver)",
     "(start_ns, end_ns[, stream])",
-    "(start_ns, end_ns, {figure: value}[, device]) (figures: sm_active_pct, "
-    "dram_throughput_pct, gr_active_pct, sm_issue, warp_occupancy_pct, dram_read_gbps, "
-    "dram_write_gbps, pcie_read_gbps, pcie_write_gbps, tensor_active_pct; the others are "
-    "not collected)",
+    "(start_ns, end_ns, {figure: value}[, device]) (figures:"
+#define LS_FIGURE_NAME(id, name, cupti, rate) " " name
+    LS_METRIC_TABLE(LS_FIGURE_NAME)
+#undef LS_FIGURE_NAME
+    "; the others are not collected)",
     "(start_ns, end_ns, name, parent, step, thread_id) (parent: index of the enclosing range "
     "of its thread, -1 for none; step: its step index, -1 for a plain range)",
 };

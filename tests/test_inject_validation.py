@@ -149,3 +149,19 @@ def test_optional_fields(running):
     assert _core._inject("memset", [(5_000, 6_000, 3, 2**32 - 1, 2**32 - 1)]) == 1
     assert _core._inject("api", [(500, 600, 1, 12345)]) == 1
     assert _core._inject("sync_record", [(2_000, 3_000, 7), (7_000, 7_000)]) == 1 + 1
+
+
+def test_the_sample_hook_names_every_figure():
+    """The figures a sample may carry come from the one metric table: the
+    hook's message lists exactly those the model averages."""
+    _core.start(trace=False, syncs=False)
+    try:
+        _core._inject("sample", [(1_000, 2_000, {"sm_active_pct": 1.0})])
+        with pytest.raises(TypeError) as error:
+            _core._inject("sample", [(1_000,)])
+    finally:
+        capture = _core.stop()
+    listed = str(error.value).split("(figures: ")[1].split(";")[0].split()
+    averaged = [k for k in capture.model().metrics()["span"]
+                if k not in ("samples", "covered_ns", "window_ns")]
+    assert listed == averaged and len(listed) == 10

@@ -8,6 +8,7 @@
 #include "ls_trace_json.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #define U64(v) ls_py_u64(v)
@@ -429,98 +430,82 @@ static PyObject *typed_view(PyObject *bytes, const char *fmt)
     return typed;
 }
 
-/* A memoryview of format `fmt` over a new bytes object of n items of
- * `size` bytes, filled by fill(self, out, n, which). */
-static PyObject *column(ls_model_object *self, const char *fmt, size_t size, size_t n,
-                        void (*fill)(const ls_model_object *, void *, size_t, int), int which)
+/* One column: `size`-byte items at base + i * stride, for i < n. */
+typedef struct {
+    const char *base;
+    size_t stride, size, n;
+    const char *fmt;
+} ls_column;
+
+/* A memoryview of format `fmt` over a new bytes object holding the column. */
+static PyObject *column_view(ls_column c)
 {
-    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * size));
-    if (bytes != NULL)
-        fill(self, PyBytes_AS_STRING(bytes), n, which);
-    return typed_view(bytes, fmt);
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(c.n * c.size));
+    if (bytes != NULL) {
+        char *out = PyBytes_AS_STRING(bytes);
+        for (size_t i = 0; i < c.n; i++)
+            memcpy(out + i * c.size, c.base + i * c.stride, c.size);
+    }
+    return typed_view(bytes, c.fmt);
 }
 
-enum {
-    OP_START, OP_END, OP_DEVICE, OP_STREAM, OP_KIND, OP_CORRELATION, OP_LAUNCH, OP_STEP,
-    OP_RANGE, OP_GROUP, OP_COMM, OP_COLUMNS
-};
-static const struct {
-    const char *name, *fmt;
-    size_t size;
-} op_columns[OP_COLUMNS] = {
-    {"start_ns", "Q", 8}, {"end_ns", "Q", 8},      {"device", "I", 4},
-    {"stream", "I", 4},   {"kind", "B", 1},        {"correlation", "I", 4},
-    {"launch_ns", "Q", 8}, {"step", "i", 4},       {"range", "i", 4},
-    {"group", "i", 4},    {"comm", "B", 1},
+/* A field inside an array of records (NULL when there is no array: no offset to NULL). */
+static const char *field_of(const void *array, size_t offset)
+{
+    return array ? (const char *)array + offset : NULL;
+}
+
+#define FIELD(array, type, field, fmt, n) \
+    {field_of((array), offsetof(type, field)), sizeof(type), sizeof(((type *)0)->field), (n), \
+     (fmt)}
+#define ARRAY(array, fmt, n) {(const char *)(array), sizeof *(array), sizeof *(array), (n), (fmt)}
+
+static const char *const op_column_names[] = {
+    "start_ns", "end_ns", "device", "stream", "kind", "correlation", "launch_ns", "step",
+    "range", "group", "comm",
 };
 
-static void fill_op_column(const ls_model_object *self, void *out, size_t n, int which)
+static ls_column op_column(const ls_model_object *self, int which)
 {
     const ls_op *ops = self->capture->records.ops.items;
     const ls_model *m = &self->model;
-    uint64_t *q = out;
-    uint32_t *u = out;
-    int32_t *s = out;
-    uint8_t *b = out;
-    for (size_t i = 0; i < n; i++) {
-        switch (which) {
-        case OP_START: q[i] = ops[i].start_ns; break;
-        case OP_END: q[i] = ops[i].end_ns; break;
-        case OP_DEVICE: u[i] = ops[i].device_id; break;
-        case OP_STREAM: u[i] = ops[i].stream_id; break;
-        case OP_KIND: b[i] = ops[i].kind; break;
-        case OP_CORRELATION: u[i] = ops[i].correlation_id; break;
-        case OP_LAUNCH: q[i] = m->op_launch_ns[i]; break;
-        case OP_STEP: s[i] = m->op_step[i]; break;
-        case OP_RANGE: s[i] = m->op_range[i]; break;
-        case OP_GROUP: s[i] = m->op_group[i]; break;
-        default: b[i] = m->op_comm[i]; break;
-        }
-    }
+    size_t n = self->capture->records.ops.count;
+    const ls_column columns[] = {
+        FIELD(ops, ls_op, start_ns, "Q", n),    FIELD(ops, ls_op, end_ns, "Q", n),
+        FIELD(ops, ls_op, device_id, "I", n),   FIELD(ops, ls_op, stream_id, "I", n),
+        FIELD(ops, ls_op, kind, "B", n),        FIELD(ops, ls_op, correlation_id, "I", n),
+        ARRAY(m->op_launch_ns, "Q", n),         ARRAY(m->op_step, "i", n),
+        ARRAY(m->op_range, "i", n),             ARRAY(m->op_group, "i", n),
+        ARRAY(m->op_comm, "B", n),
+    };
+    return columns[which];
 }
 
-enum {
-    GAP_START, GAP_END, GAP_DEVICE, GAP_STREAM, GAP_CLASS, GAP_CAUSE, GAP_STEP, GAP_NEXT,
-    GAP_PREV, GAP_COLUMNS
-};
-static const struct {
-    const char *name, *fmt;
-    size_t size;
-} gap_columns[GAP_COLUMNS] = {
-    {"start_ns", "Q", 8}, {"end_ns", "Q", 8}, {"device", "I", 4}, {"stream", "I", 4},
-    {"class", "B", 1},    {"cause", "B", 1},  {"step", "i", 4},   {"next_op", "I", 4},
-    {"prev_op", "I", 4},
+static const char *const gap_column_names[] = {
+    "start_ns", "end_ns", "device", "stream", "class", "cause", "step", "next_op", "prev_op",
 };
 
-static void fill_gap_column(const ls_model_object *self, void *out, size_t n, int which)
+static ls_column gap_column(const ls_model_object *self, int which)
 {
     const ls_gap *gaps = self->model.gaps;
-    uint64_t *q = out;
-    uint32_t *u = out;
-    int32_t *s = out;
-    uint8_t *b = out;
-    for (size_t i = 0; i < n; i++) {
-        switch (which) {
-        case GAP_START: q[i] = gaps[i].start_ns; break;
-        case GAP_END: q[i] = gaps[i].end_ns; break;
-        case GAP_DEVICE: u[i] = gaps[i].device_id; break;
-        case GAP_STREAM: u[i] = gaps[i].stream_id; break;
-        case GAP_CLASS: b[i] = gaps[i].gap_class; break;
-        case GAP_CAUSE: b[i] = gaps[i].cause; break;
-        case GAP_STEP: s[i] = gaps[i].step; break;
-        case GAP_NEXT: u[i] = gaps[i].next_op; break;
-        default: u[i] = gaps[i].prev_op; break;
-        }
-    }
+    size_t n = self->model.gap_count;
+    const ls_column columns[] = {
+        FIELD(gaps, ls_gap, start_ns, "Q", n),  FIELD(gaps, ls_gap, end_ns, "Q", n),
+        FIELD(gaps, ls_gap, device_id, "I", n), FIELD(gaps, ls_gap, stream_id, "I", n),
+        FIELD(gaps, ls_gap, gap_class, "B", n), FIELD(gaps, ls_gap, cause, "B", n),
+        FIELD(gaps, ls_gap, step, "i", n),      FIELD(gaps, ls_gap, next_op, "I", n),
+        FIELD(gaps, ls_gap, prev_op, "I", n),
+    };
+    return columns[which];
 }
+
+#define COLUMNS(names) ((int)(sizeof names / sizeof names[0]))
 
 static PyObject *model_op_column(PyObject *op, PyObject *name)
 {
-    ls_model_object *self = (ls_model_object *)op;
-    for (int k = 0; PyUnicode_Check(name) && k < OP_COLUMNS; k++)
-        if (PyUnicode_CompareWithASCIIString(name, op_columns[k].name) == 0)
-            return column(self, op_columns[k].fmt, op_columns[k].size,
-                          self->capture->records.ops.count, fill_op_column, k);
+    for (int k = 0; PyUnicode_Check(name) && k < COLUMNS(op_column_names); k++)
+        if (PyUnicode_CompareWithASCIIString(name, op_column_names[k]) == 0)
+            return column_view(op_column((ls_model_object *)op, k));
     PyErr_Format(PyExc_ValueError, "op_column: no column %R (start_ns, end_ns, device, stream, "
                  "kind, correlation, launch_ns, step, range, group, comm)", name);
     return NULL;
@@ -528,11 +513,9 @@ static PyObject *model_op_column(PyObject *op, PyObject *name)
 
 static PyObject *model_gap_column(PyObject *op, PyObject *name)
 {
-    ls_model_object *self = (ls_model_object *)op;
-    for (int k = 0; PyUnicode_Check(name) && k < GAP_COLUMNS; k++)
-        if (PyUnicode_CompareWithASCIIString(name, gap_columns[k].name) == 0)
-            return column(self, gap_columns[k].fmt, gap_columns[k].size,
-                          self->model.gap_count, fill_gap_column, k);
+    for (int k = 0; PyUnicode_Check(name) && k < COLUMNS(gap_column_names); k++)
+        if (PyUnicode_CompareWithASCIIString(name, gap_column_names[k]) == 0)
+            return column_view(gap_column((ls_model_object *)op, k));
     PyErr_Format(PyExc_ValueError, "gap_column: no column %R (start_ns, end_ns, device, stream, "
                  "class, cause, step, next_op, prev_op)", name);
     return NULL;

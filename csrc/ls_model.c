@@ -38,12 +38,6 @@ static int compare_keys(const void *pa, const void *pb)
     return (a->index > b->index) - (a->index < b->index);
 }
 
-static int compare_u64(const void *pa, const void *pb)
-{
-    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
-    return (a > b) - (a < b);
-}
-
 typedef struct {
     const ls_records *r;
     ls_model *m;
@@ -97,6 +91,41 @@ static size_t hist_bin(uint64_t ns)
     return bin;
 }
 
+/* The value of rank k (0-based) in v[0..n), which it partially orders:
+ * afterwards v[0..k) <= v[k] <= v[k+1..n).  Quickselect, O(n) expected. */
+static uint64_t select_rank(uint64_t *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    uint64_t seed = 0x9E3779B97F4A7C15ULL ^ n;
+    while (lo < hi) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL; /* pivot: pseudo-random */
+        uint64_t pivot = v[lo + (size_t)((seed >> 33) % (hi - lo + 1))];
+        size_t i = lo, j = hi;
+        while (i <= j) { /* Hoare partition: v[lo..j] <= pivot <= v[i..hi] */
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                uint64_t t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k]; /* between the parts: equal to the pivot */
+    }
+    return v[k];
+}
+
 /* Statistics of the gaps gaps[idx[i]] (or gaps[i] when idx is NULL). */
 static void gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, size_t n,
                       ls_gap_stats *s)
@@ -117,10 +146,10 @@ static void gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, 
     s->count = n;
     if (n == 0)
         return;
-    qsort(c->scratch, n, sizeof *c->scratch, compare_u64);
     /* Nearest rank: the smallest value with at least p% of the gaps at or below it. */
-    s->p50_ns = c->scratch[(n * 50 + 99) / 100 - 1];
-    s->p99_ns = c->scratch[(n * 99 + 99) / 100 - 1];
+    size_t r99 = (n * 99 + 99) / 100 - 1, r50 = (n * 50 + 99) / 100 - 1;
+    s->p99_ns = select_rank(c->scratch, n, r99);
+    s->p50_ns = select_rank(c->scratch, r99 + 1, r50); /* what is left below rank 99 */
 }
 
 /* -- sweeps ------------------------------------------------------------- */

@@ -343,3 +343,25 @@ def test_comm_figures_are_none_without_a_trace(test_clock):
 def test_which_kernels_are_collectives(test_clock, name, comm):
     prof = profile_of(kernels=[(1_000, 2_000, 0, 7, 1, name)])
     assert list(prof.model.op_column("comm")) == [int(comm)]
+
+
+def test_percentiles_of_many_gap_mixes():
+    """p50 and p99 (nearest rank) of seeded random gap lengths, many of them
+    equal, against sorted() of the same lengths."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(40):
+        t, kernels, lengths = 1_000, [], []
+        for i in range(rng.randint(2, 80)):
+            gap = (rng.choice([1, 2, 3, 5, 8, 8, 8, 13]) * 1_000 if rng.random() < 0.9
+                   else rng.randint(1, 90_000))
+            kernels.append((t, t + 500, 0, 7, i + 1, "k"))
+            t += 500 + gap
+            lengths.append(gap)
+        lengths = sorted(lengths[:-1])
+        n = len(lengths)
+        prof = profile_of(kernels=kernels, trace=False)
+        gaps = prof.model.total()["gaps"]
+        assert (gaps["p50_ns"], gaps["p99_ns"]) == (lengths[(n * 50 + 99) // 100 - 1],
+                                                    lengths[(n * 99 + 99) // 100 - 1])

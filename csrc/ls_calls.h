@@ -2,7 +2,7 @@
  * classes of ls_cbids), as the switchboard saw them: enter and exit time,
  * thread, and the Python stack of the caller.  Whether a call really waited
  * (an async copy only does with pageable host memory) and which calls form
- * one sync is decided later, by ls_waits.  An ls_slots store: lock-free, no
+ * one sync is decided later, by ls_syncs.  An ls_slots store: lock-free, no
  * allocation in the callback. */
 #ifndef LS_CALLS_H
 #define LS_CALLS_H

@@ -6,9 +6,9 @@
 #include <string.h>
 
 static const char *const metric_names[LS_METRICS] = {
-    "sm_active_pct",     "dram_throughput_pct", "gr_active_pct",  "sm_issue",
-    "warp_occupancy_pct", "dram_read_gbps",     "dram_write_gbps", "pcie_read_gbps",
-    "pcie_write_gbps",   "tensor_active_pct",
+#define LS_METRIC_NAME(id, name, cupti, rate) name,
+    LS_METRIC_TABLE(LS_METRIC_NAME)
+#undef LS_METRIC_NAME
 };
 
 const char *ls_metric_name(int metric)

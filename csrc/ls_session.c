@@ -6,7 +6,7 @@
 #include "ls_buffers.h"
 #include "ls_calls.h"
 #include "ls_clock.h"
-#include "ls_codes.h"
+#include "ls_pycodes.h"
 #include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_launches.h"
@@ -243,7 +243,7 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
     session.sampling = 0;
     /* The call store and code table exist in every session: the test hook
      * feeds them without CUPTI. */
-    if (ls_calls_reset() != 0 || ls_codes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
+    if (ls_calls_reset() != 0 || ls_pycodes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
         ls_launches_reset(0) != 0)
         return -1;
     uint64_t *phase = session.capture.start_phase_ns;
@@ -300,8 +300,8 @@ int ls_session_stop(ls_capture *out)
     if (session.launch_callbacks)
         c->records.dropped_records += ls_launches_move_to(&c->records.apis);
     c->records.dropped_records += ls_calls_move_to(&c->records.calls, stop_ns);
-    c->codes_refused = ls_codes_refused();
-    ls_codes_take(&c->records.codes);
+    c->codes_refused = ls_pycodes_refused();
+    ls_pycodes_take(&c->records.codes);
     /* Traced ops that ended before the profile began (the warm-up memset,
      * work queued earlier) are not part of it.  Injected test records keep
      * their own time line. */

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from loopscope import _html, _recording
+from loopscope import _html, _recording, _replay
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((path for path in map(shutil.which, BROWSERS) if path), None)
@@ -61,7 +61,7 @@ def demo():
     data = _recording.bundled_demo()
     if data is None:
         pytest.skip("no bundled demo recording in this checkout")
-    prof = _recording.replay(data)
+    prof = _replay.replay(data)
     return prof.summary(), prof._repr_html_()
 
 

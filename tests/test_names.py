@@ -20,7 +20,7 @@ import subprocess
 import pytest
 
 import loopscope
-from loopscope import _core, _html, _recording
+from loopscope import _core, _html, _recording, _replay
 from loopscope._budgets import evaluate
 from loopscope._names import clip, demangled_name, display_path, kernel_name
 from loopscope._report import format_report
@@ -53,7 +53,7 @@ def demo():
     data = _recording.bundled_demo()
     if data is None:
         pytest.skip("no bundled demo recording in this checkout")
-    prof = _recording.replay(data)
+    prof = _replay.replay(data)
     return data["names"], prof
 
 

@@ -4,8 +4,10 @@ profile start)."""
 from __future__ import annotations
 
 import json
+import threading
 
 import loopscope
+import loopscope._trace_export
 from loopscope import _core
 
 
@@ -21,7 +23,7 @@ def test_trace_events_exactly(test_clock, tmp_path):
             (1_042_000, 1_043_000, 0, 9, 2, "softmax"),   # 30 us after gemm: a warning gap
         ])
         _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, "DtoH", 4096)])  # 157 us: severe
-        _core._inject("sync", [(1_150_000, 1_201_500, 7)])
+        _core._inject("sync_record", [(1_150_000, 1_201_500, 7)])
     path = prof.export_trace(tmp_path / "t.json")
     data = json.loads(open(path).read())
     assert data["displayTimeUnit"] == "ms"
@@ -62,3 +64,29 @@ def test_no_gpu_trace_has_the_host_ranges(test_clock, tmp_path):
     assert [(e["cat"], e["name"], e["ts"], e["dur"]) for e in data["traceEvents"] if e["ph"] == "X"] \
         == [("step", "Step_0", 1.0, 1.0)]
     assert data["otherData"]["sources"] == [None]
+
+
+def test_names_are_escaped_and_two_profiles_share_the_time_line(test_clock, tmp_path):
+    """Names with quotes, backslashes, control characters and non-ASCII text
+    come back unchanged; two profiles go into one trace on one clock, their
+    ranges' threads named once, their devices apart."""
+    odd = 'k"q\\b\tn\u00e9\u6f22'
+    with loopscope.profile() as first:          # start: read 0 = 1_000_000 ns
+        with loopscope.range("r\u00e9\"1"):     # reads 1..2
+            pass
+        _core._inject("kernel", [(1_010_000, 1_011_000, 0, 7, 1, odd)])
+    with loopscope.profile() as second:         # start: read 4
+        _core._inject("kernel", [(1_020_000, 1_022_000, 1, 3, 1, "other")])
+    path = tmp_path / "t.json"
+    loopscope._trace_export.export_trace([first, second], path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    x = [(e["cat"], e["name"], e["pid"], e["ts"], e["dur"]) for e in data["traceEvents"]
+         if e["ph"] == "X"]
+    assert x == [("range", 'r\u00e9"1', 1, 1.0, 1.0), ("kernel", odd, 100, 10.0, 1.0),
+                 ("kernel", "other", 101, 20.0, 2.0)]
+    ranges = [e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] == "range"]
+    assert ranges[0]["args"] == {"kernels": 0, "profile": 0}
+    names = sorted(e["args"]["name"] for e in data["traceEvents"] if e["ph"] == "M")
+    assert names == ["GPU 0", "GPU 1", "host", "stream 3", "stream 7",
+                     f"thread {threading.get_ident()}"]
+    assert data["otherData"]["sources"] == ["injected", "injected"]

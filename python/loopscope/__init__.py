@@ -17,8 +17,7 @@ from ._instrument import InstrumentHandle, instrument
 from ._profile import LoopscopeWarning, Profile, profile
 from ._strict import SyncError, no_sync
 from ._syncs import KINDS as SYNC_KINDS
-
-__version__ = "0.1.0"
+from ._version import __version__
 __all__ = [
     "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "instrument",
     "no_sync", "profile", "range", "__version__",

@@ -142,7 +142,7 @@ def step_list(indices: list[int]) -> str:
 
 def format_gap(gap: dict[str, Any]) -> str:
     where = f"step {gap['step_name']}" if gap.get("step_name") else "outside steps"
-    before = f", before {clip(kernel_name(gap['before']), 60)}" if gap.get("before") else ""
+    before = f", before {clip(kernel_name(gap['before']) or '', 60)}" if gap.get("before") else ""
     return f"{gap['duration_us']:>10.1f} us  [{gap['cause']}] {where}, stream {gap['stream']}{before}"
 
 
@@ -191,7 +191,9 @@ def _measure(name: str, summary: dict[str, Any], steps: list[dict[str, Any]] | N
             out.measured = None if sm is None else sm.get("active_pct")
         else:
             values = [s.get("sm_active_pct") for s in steps]
-            out.measured = None if not values or None in values else round(sum(values) / len(values), 2)
+            known = [float(v) for v in values if v is not None]
+            out.measured = (round(sum(known) / len(known), 2)
+                            if known and len(known) == len(values) else None)
         if out.measured is None:
             out.reason = summary.get("metrics_error") or "SM counters were not sampled"
         return out

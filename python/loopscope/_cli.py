@@ -188,14 +188,14 @@ class _HandOver:
                 hand_over.script_profiles.append(prof)
             return hand_over._enter(prof)
 
-        self._cls.__enter__ = __enter__
+        setattr(self._cls, "__enter__", __enter__)
 
     def remove(self) -> None:
-        self._cls.__enter__ = self._enter
+        setattr(self._cls, "__enter__", self._enter)
 
     def end_outer(self) -> None:
         outer = self.outer
-        if outer._state is not None and outer._capture is None and outer._stop_error is None:
+        if outer.is_running:
             outer.__exit__(None, None, None)
 
 
@@ -249,8 +249,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.steps is not None:
         try:
             pattern = re.compile(args.steps)
-        except re.error as error:
-            parser.error(f"--steps {args.steps!r} is not a valid regular expression: {error}")
+        except re.error as bad:
+            parser.error(f"--steps {args.steps!r} is not a valid regular expression: {bad}")
     if not os.path.isfile(args.script):
         parser.error(f"cannot run {args.script!r}: no such file")
     budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
@@ -279,9 +279,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         hand_over.end_outer()  # unless the script's own profile ended it already
         mirror.remove()
     profiles = hand_over.script_profiles or [outer]
-    profiles = [p for p in profiles if p._state is not None]
+    profiles = [p for p in profiles if p.is_running or p.is_finished]
     for p in profiles:  # a script profile left running by an exception
-        if p._capture is None and p._stop_error is None:
+        if p.is_running:
             p.__exit__(None, None, None)
     records = sum(p.summary()["overhead"]["records"] for p in profiles)
     if records > PROGRESS_RECORDS:
@@ -360,7 +360,9 @@ def demo_recording(reason: str, json_path: str | None = None, *, graph: bool = F
     analysed here, or the plain message when the package has none.  The
     options the user gave (graph, layers, steps) that the recording cannot
     show are named in one line."""
-    from ._recording import RecordingError, bundled_demo, describe, replay
+    from ._recording import RecordingError, bundled_demo
+    from ._replay import replay
+    from ._report import describe_recording
 
     try:
         data = bundled_demo()
@@ -378,7 +380,7 @@ def demo_recording(reason: str, json_path: str | None = None, *, graph: bool = F
     instead = _not_shown(data["meta"].get("command"), len(summary["steps"]), graph, layers, steps)
     if instead:
         print(instead)
-    print(describe(summary))
+    print(describe_recording(summary))
     print()
     print(prof.report())
     if json_path:

@@ -10,9 +10,11 @@ import warnings
 from typing import Any
 
 from . import _core, _cupti_paths, _instrument
-from ._html import Summary
+from ._html import profile_html
+from ._recording import save
 from ._report import format_report
-from ._summary import build_summary
+from ._summary import Summary, build_summary
+from ._trace_export import export_trace
 
 
 @atexit.register
@@ -147,7 +149,7 @@ class Profile:
             raise ValueError(f"metrics_buffer_mb must be between 1 and 65536, got {metrics_buffer_mb!r}")
         if not (1.0 <= float(metrics_decode_ms) <= 1e4):
             raise ValueError(f"metrics_decode_ms must be between 1 and 10000, got {metrics_decode_ms!r}")
-        self._options = dict(
+        self._options: dict[str, Any] = dict(
             trace=bool(trace),
             syncs=bool(syncs),
             driver_api=bool(driver_api),
@@ -200,6 +202,7 @@ class Profile:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._host_ns = time.perf_counter_ns() - self._t0
+        assert self._state is not None, "__exit__ without __enter__"
         self._state["instrument_mismatches"] = (
             _instrument.mismatch_count() - self._mismatches_at_start)
         try:
@@ -223,11 +226,37 @@ class Profile:
         label = template.replace("{i}", str(index))
         return _instrument.StepScope(_core.step(label, index))
 
+    # -- state -----------------------------------------------------------
+    @property
+    def is_running(self) -> bool:
+        """True between entering the with-block and leaving it."""
+        return self._state is not None and self._capture is None and self._stop_error is None
+
+    @property
+    def is_finished(self) -> bool:
+        """True once the with-block has ended (also when stopping failed)."""
+        return self._state is not None and not self.is_running
+
+    @property
+    def capture(self) -> Any:
+        """The raw records of the finished profile (_core.Capture), or None
+        (not finished, or stopping failed)."""
+        return self._capture
+
+    @property
+    def model(self) -> Any:
+        """The analysed model (_core.Model) of the finished profile, with its
+        gap thresholds and live steps: computed once, cached on the capture.
+        None when there is no capture."""
+        if self._capture is None:
+            return None
+        return self._capture.model(*self._thresholds)
+
     # -- results ---------------------------------------------------------
     def _require_finished(self) -> None:
         if self._state is None:
             raise RuntimeError("the profile has not run yet: use `with loopscope.profile() as prof:`")
-        if self._capture is None and self._stop_error is None:
+        if self.is_running:
             raise RuntimeError("the profile is still running: call summary() after the with-block")
 
     def summary(self) -> dict[str, Any]:
@@ -246,26 +275,20 @@ class Profile:
     def export_trace(self, path) -> str:
         """Writes a Chrome/Perfetto JSON trace (steps, ranges, GPU ops, host
         syncs, launch gaps); returns the path."""
-        from ._trace_export import export_trace
-
         return export_trace([self], path)
 
     def save_recording(self, path, *, command: str | None = None) -> str:
         """Writes the raw records to a JSON(.gz) recording that
         loopscope can analyse again later, anywhere (see _recording)."""
-        from ._recording import save
-
         return str(save(self, path, command=command))
 
     def _repr_html_(self) -> str:
-        from ._html import profile_html
-
         return profile_html(self)
 
     def __repr__(self) -> str:
         if self._state is None:
             return "<loopscope.Profile (not started)>"
-        if self._capture is None:
+        if self.is_running:
             return "<loopscope.Profile (running)>"
         summary = self.summary()  # its steps: a replayed recording has no prof.step() calls
         return (f"<loopscope.Profile steps={len(summary['steps'])} "

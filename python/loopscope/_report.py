@@ -19,6 +19,27 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def describe_recording(summary: dict[str, Any]) -> str | None:
+    """One plain line saying that a summary comes from a recording, or None."""
+    rec = summary.get("recording")
+    if not rec:
+        return None
+    what = f"`{rec['command']}`" if rec.get("command") else "a loopscope profile"
+    device = rec.get("device") or "an unnamed device"
+    return (f"RECORDING: this report analyses the records of {what}, made on {device} "
+            f"on {rec['date']} with loopscope {rec['loopscope']}; nothing ran on a GPU now.")
+
+
+def short_text(summary: dict[str, Any]) -> str:
+    """The summary in one line (its IPython text form)."""
+    d = summary["diagnosis"]
+    gaps = summary["gaps"]
+    text = f"<loopscope summary: {d['verdict']}, {len(summary['steps'])} steps"
+    if gaps is not None:
+        text += f", GPU busy {_fmt(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps"
+    return text + "; a dict: summary['gaps'], ['syncs'], ['steps'], ... >"
+
+
 def _verdict_line(summary: dict[str, Any]) -> str:
     d = summary["diagnosis"]
     verdict = d["verdict"].replace("_", " ")
@@ -175,7 +196,7 @@ def format_report(summary: dict[str, Any]) -> str:
             out.append("Worst gaps:")
             for g in gaps["worst"][:5]:
                 where = f"step {g['step_name']}" if g["step_name"] else "outside steps"
-                before = f" before {clip(kernel_name(g['before']), 60)}" if g["before"] else ""
+                before = f" before {clip(kernel_name(g['before']) or '', 60)}" if g["before"] else ""
                 out.append(f"  {g['duration_us']:>10.1f} us  [{g['cause']}] {where}, stream {g['stream']}{before}")
     out.extend(_counter_lines(summary))
     out.extend(_sync_lines(summary))

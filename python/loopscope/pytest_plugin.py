@@ -109,12 +109,11 @@ class _ProfiledTest:
         self.prof = prof
         self.budgets = budgets
         self.steps = steps
-        self.verdict = None
+        self.verdict: Any = None  # a _budgets.Verdict once checked
         self.summary: dict[str, Any] | None = None
 
     def stop(self) -> None:
-        if self.prof._state is not None and self.prof._capture is None \
-                and self.prof._stop_error is None:
+        if self.prof.is_running:
             self.prof.__exit__(None, None, None)
 
     def final_summary(self) -> dict[str, Any]:
@@ -124,12 +123,13 @@ class _ProfiledTest:
             import fnmatch
 
             summary = self.prof.summary()
-            if self.steps is not None and not any(
-                    fnmatch.fnmatchcase(s["name"], self.steps) for s in summary["steps"]):
+            pattern = self.steps
+            if pattern is not None and not any(
+                    fnmatch.fnmatchcase(s["name"], pattern) for s in summary["steps"]):
                 from ._range_steps import summary_with_range_steps
 
                 summary = summary_with_range_steps(
-                    self.prof, lambda name: fnmatch.fnmatchcase(name, self.steps)) or summary
+                    self.prof, lambda name: fnmatch.fnmatchcase(name, pattern)) or summary
             self.summary = summary
         return self.summary
 
@@ -160,7 +160,7 @@ def _profile_class():
         __test__ = False
 
         def summary(self) -> dict[str, Any]:
-            if self._state is not None and self._capture is None and self._stop_error is None:
+            if self.is_running:
                 self.__exit__(None, None, None)
             return super().summary()
 

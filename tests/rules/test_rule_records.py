@@ -141,7 +141,7 @@ def test_records_that_began_after_the_stop_are_left_out(inject, test_clock):
     with loopscope.profile() as prof:
         inject("kernel", kernels)
         inject("api", apis)
-        inject("sync", syncs)
+        inject("sync_record", syncs)
     s = prof.summary()
     kept_apis = {c: t for t, _, c in apis if t <= stop}
     kept_syncs = [x for x in syncs if x[0] <= stop]
@@ -185,9 +185,6 @@ def test_the_report_warns_of_a_pm_buffer_overflow(inject, test_clock):
     assert warning in format_report(s).splitlines()
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="needs test-hook: an API record's domain (5th field, 0 runtime, "
-                          "1 driver) in _core._inject('api', ...)")
 def test_the_runtime_launch_record_is_preferred_over_the_driver_one(run_trace):
     """torch's launches go through the runtime, which calls the driver: both
     records carry the op's correlation id.  The runtime one is the user's

@@ -277,10 +277,15 @@ static PyMethodDef core_methods[] = {
      "[, correlation_id[, function_param]]) goes through the real switchboard, enter then exit,"
      " from this thread with its Python stack; returns their tokens (0: not a blocking call)."},
     {"_strict_arm", ls_strict_arm_py, METH_VARARGS,
-     "_strict_arm(handler, on_main_thread): strict mode on for this thread; handler(token)"
-     " runs with the GIL when control is back in Python after a wait."},
-    {"_strict_disarm", ls_strict_disarm_py, METH_NOARGS,
-     "_strict_disarm() -> token of a wait noted but not handled (0 if none)."},
+     "_strict_arm(handler, on_main_thread): strict mode on for this thread; on the main thread"
+     " handler(call) runs with the GIL when control is back in Python after a wait (call: the"
+     " dict of _live_call, with 'stale': True and no frames when its session has ended)."},
+    {"_strict_disarm", ls_strict_disarm_py, METH_VARARGS,
+     "_strict_disarm(thread_id=None) -> the call of a wait noted but not handled, or None;"
+     " disarms this thread (or thread_id, one that has ended)."},
+    {"_strict_take_all", ls_strict_take_all_py, METH_NOARGS,
+     "_strict_take_all() -> the calls of the waits noted and not handled on every armed"
+     " thread, which stay armed (before their session stops)."},
     {"_live_call", ls_live_call, METH_O,
      "_live_call(token) -> dict of a blocking call of the running profile, or None."},
     {"_release_counters", core_release_counters, METH_NOARGS,

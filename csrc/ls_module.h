@@ -27,7 +27,8 @@ PyObject *ls_dict_of(int pairs, ...);
 PyObject *ls_call_to_python(const ls_call *call, const ls_code_table *codes);
 PyObject *ls_inject_calls(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *ls_strict_arm_py(PyObject *module, PyObject *args);
-PyObject *ls_strict_disarm_py(PyObject *module, PyObject *unused);
+PyObject *ls_strict_disarm_py(PyObject *module, PyObject *args);
+PyObject *ls_strict_take_all_py(PyObject *module, PyObject *unused);
 PyObject *ls_live_call(PyObject *module, PyObject *token);
 
 /* Range type (ls_range_type.c).  Returns a new reference or NULL with an

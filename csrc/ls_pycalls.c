@@ -10,6 +10,9 @@
 #include "ls_strict.h"
 #include "ls_switchboard.h"
 
+#include <pthread.h>
+#include <string.h>
+
 #define U64(v) PyLong_FromUnsignedLongLong((unsigned long long)(v))
 
 static PyObject *text_or_none(const char *text)
@@ -65,6 +68,33 @@ PyObject *ls_live_call(PyObject *module, PyObject *token)
     return ls_call_to_python(c, &view);
 }
 
+/* A noted wait as the handler sees it: the call's dict while its token is
+ * live, else (its session ended) the API alone, with no frames and
+ * "stale": True. */
+static PyObject *describe_noted(const ls_strict_noted *n)
+{
+    const ls_call *c = ls_session_active() ? ls_calls_get(n->token) : NULL;
+    PyObject *d;
+    if (c != NULL) {
+        ls_code_table view;
+        ls_codes_view(&view);
+        d = ls_call_to_python(c, &view);
+    } else {
+        ls_call bare;
+        memset(&bare, 0, sizeof bare);
+        bare.thread_id = n->thread_id;
+        bare.cbid = n->cbid;
+        bare.domain = n->domain;
+        bare.role = n->role;
+        ls_code_table none;
+        memset(&none, 0, sizeof none);
+        d = ls_call_to_python(&bare, &none);
+    }
+    if (d != NULL && PyDict_SetItemString(d, "stale", c == NULL ? Py_True : Py_False) != 0)
+        Py_CLEAR(d);
+    return d;
+}
+
 PyObject *ls_strict_arm_py(PyObject *module, PyObject *args)
 {
     (void)module;
@@ -76,16 +106,45 @@ PyObject *ls_strict_arm_py(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "_strict_arm: handler must be callable");
         return NULL;
     }
-    if (ls_strict_arm(handler, on_main_thread) != 0)
+    if (ls_strict_arm(handler, on_main_thread, describe_noted) != 0)
         return NULL;
     Py_RETURN_NONE;
 }
 
-PyObject *ls_strict_disarm_py(PyObject *module, PyObject *unused)
+PyObject *ls_strict_disarm_py(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *thread = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:_strict_disarm", &thread))
+        return NULL;
+    uint64_t thread_id = (uint64_t)pthread_self();
+    if (thread != Py_None) {
+        thread_id = (uint64_t)PyLong_AsUnsignedLongLong(thread);
+        if (thread_id == (uint64_t)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    ls_strict_noted noted;
+    if (!ls_strict_disarm(thread_id, &noted))
+        Py_RETURN_NONE;
+    return describe_noted(&noted);
+}
+
+static int append_noted(const ls_strict_noted *noted, void *list)
+{
+    PyObject *d = describe_noted(noted);
+    int rc = d != NULL ? PyList_Append((PyObject *)list, d) : -1;
+    Py_XDECREF(d);
+    return rc;
+}
+
+PyObject *ls_strict_take_all_py(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    return U64(ls_strict_disarm());
+    PyObject *list = PyList_New(0);
+    if (list != NULL && ls_strict_take_all(append_noted, list) != 0)
+        Py_CLEAR(list);
+    return list;
 }
 
 /* The clock of a fake call: enter at the profile clock, exit `duration`

@@ -9,7 +9,7 @@ import time
 import warnings
 from typing import Any
 
-from . import _core, _cupti_paths, _instrument
+from . import _core, _cupti_paths, _instrument, _session
 from ._html import Summary
 from ._report import format_report
 from ._summary import build_summary
@@ -71,6 +71,16 @@ def _current_device() -> int:
     except Exception:  # a torch without CUDA, or one in a bad state: let the core choose
         return -1
     return -1
+
+
+def _user_site() -> str:
+    """file:line of the innermost frame outside loopscope (where a profile
+    was entered)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame: Any = sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
 def _check_thresholds(value: Any) -> tuple[float, float]:
@@ -177,7 +187,8 @@ class Profile:
                        syncs=self._options["syncs"] and busy is None,
                        metrics=self._options["metrics"] and busy is None,
                        metrics_device=_current_device())
-        self._state = _core.start(cupti_paths=_cupti_paths.candidates(), **options)
+        self._state, self._serial = _session.start_profile(
+            self, _user_site(), dict(options, cupti_paths=_cupti_paths.candidates()))
         if busy is not None:
             if self._options["trace"]:
                 self._state["reason"] = busy
@@ -192,7 +203,7 @@ class Profile:
                     "Host ranges and step times are still recorded."
                 )
             except BaseException:  # warnings turned into errors: leave no session behind
-                _core.stop()
+                _session.stop_profile(self._serial)
                 raise
         self._mismatches_at_start = _instrument.mismatch_count()
         self._t0 = time.perf_counter_ns()
@@ -202,12 +213,28 @@ class Profile:
         self._host_ns = time.perf_counter_ns() - self._t0
         self._state["instrument_mismatches"] = (
             _instrument.mismatch_count() - self._mismatches_at_start)
+        unguarded = None
         try:
-            self._capture = _core.stop()
+            self._capture, unguarded = _session.stop_profile(self._serial)
         except Exception as error:  # never lose the user's run to the profiler
             self._stop_error = f"{type(error).__name__}: {error}"
             _warn_once(f"loopscope: stopping the profile failed: {self._stop_error}")
+        if unguarded is not None:
+            _warn_once(f"loopscope.no_sync: after the profile, syncs cannot be watched: "
+                       f"{unguarded}. The open no_sync() blocks run unguarded.")
         return False
+
+    def __del__(self) -> None:
+        # Dropped while running (entered, never exited): stop, so the next
+        # profile can start, and say so.
+        if getattr(self, "_state", None) is None or self._capture is not None \
+                or self._stop_error is not None:
+            return
+        self._stop_error = "the profile was dropped while running"
+        _session.abandon_profile(self._serial)
+        warnings.warn("loopscope: a profile was dropped while running (its __enter__ ran, its "
+                      "__exit__ never did): it was stopped and its records discarded. Use "
+                      "`with loopscope.profile() as prof:`", LoopscopeWarning, stacklevel=2)
 
     def step(self, name: str | None = None):
         """A context manager for one loop step: an NVTX range plus timings.

@@ -9,7 +9,7 @@ import time
 import warnings
 from typing import Any
 
-from . import _core, _cupti_paths, _instrument, _session
+from . import _core, _cupti_paths, _instrument, _options, _session
 from ._html import Summary
 from ._report import format_report
 from ._summary import build_summary
@@ -83,20 +83,6 @@ def _user_site() -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
-def _check_thresholds(value: Any) -> tuple[float, float]:
-    try:
-        normal, severe = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"gap_thresholds_us must be two numbers (normal_below, severe_above), got {value!r}"
-        ) from None
-    if not 0 <= normal <= severe <= 1e9:
-        raise ValueError(
-            f"gap_thresholds_us must satisfy 0 <= normal <= severe, got {value!r}"
-        )
-    return normal, severe
-
-
 class Profile:
     """One profiled region.  Use through `loopscope.profile()`.
 
@@ -109,7 +95,8 @@ class Profile:
                         torch.profiler ran): also take driver-API activity records, so
                         cuBLAS/Triton/CuPy launches (driver API) are tied to their
                         steps; False saves ~1.5% there and loses those.
-    buffer_mb, max_buffer_mb: size of one CUPTI buffer, and the pool's cap.
+    buffer_mb, max_buffer_mb: size of one CUPTI buffer (0.0625-1024 MiB), and the
+                        pool's cap (buffer_mb-65536 MiB).
     warm_up:            at start, put one 1-byte memset through the GPU and wait, so
                         CUPTI's lazy set-up (0.15-1.5 ms) is not a fake bubble in step 0.
     metrics:            sample the GPU's SM and DRAM counters (CUPTI PM sampling) on the
@@ -120,11 +107,16 @@ class Profile:
                         The first sampled profile of a process sets sampling up (~0.4 s
                         on an H200); sampling then stays enabled 3 s after each profile,
                         so the next one costs ~6 ms more than without counters.
-    metrics_interval_us: sampling interval (default 100 us).
+    metrics_interval_us: sampling interval (default 100 us; 1-1e6).
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's decoder
                         thread takes them, every metrics_decode_ms (default 10 ms) and
                         at stop; an overflow is reported in
-                        summary["metrics"]["overflows"], never silent.
+                        summary["metrics"]["overflows"], never silent (1-65536 MiB;
+                        metrics_decode_ms 1-10000).
+
+    Every option is checked here: a wrong one raises TypeError (True/False
+    options take only bools; numbers must be int or float) or ValueError (out
+    of range), naming the option, the value and what is allowed.
     """
 
     def __init__(
@@ -143,31 +135,24 @@ class Profile:
         metrics_buffer_mb: float = 64,
         metrics_decode_ms: float = 10.0,
     ) -> None:
-        self._thresholds = _check_thresholds(gap_thresholds_us)
+        self._thresholds = _options.check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
             raise TypeError(f"step_name must be a non-empty str, got {step_name!r}")
-        if not (0.0625 <= buffer_mb <= max_buffer_mb < float("inf")):
-            raise ValueError(
-                "need 0.0625 <= buffer_mb <= max_buffer_mb (finite, in MiB), got "
-                f"buffer_mb={buffer_mb!r}, max_buffer_mb={max_buffer_mb!r}"
-            )
-        if not (1.0 <= float(metrics_interval_us) <= 1e6):
-            raise ValueError(f"metrics_interval_us must be between 1 and 1e6, got {metrics_interval_us!r}")
-        if not (1.0 <= float(metrics_buffer_mb) <= 1 << 16):
-            raise ValueError(f"metrics_buffer_mb must be between 1 and 65536, got {metrics_buffer_mb!r}")
-        if not (1.0 <= float(metrics_decode_ms) <= 1e4):
-            raise ValueError(f"metrics_decode_ms must be between 1 and 10000, got {metrics_decode_ms!r}")
+        flags = {name: _options.check_bool(name, value) for name, value in (
+            ("trace", trace), ("syncs", syncs), ("driver_api", driver_api),
+            ("warm_up", warm_up), ("metrics", metrics))}
+        buffer_mb = _options.check_number("buffer_mb", buffer_mb)
+        max_buffer_mb = _options.check_number("max_buffer_mb", max_buffer_mb, lowest=("buffer_mb", buffer_mb))
+        interval_us = _options.check_number("metrics_interval_us", metrics_interval_us)
+        metrics_mb = _options.check_number("metrics_buffer_mb", metrics_buffer_mb)
+        decode_ms = _options.check_number("metrics_decode_ms", metrics_decode_ms)
         self._options = dict(
-            trace=bool(trace),
-            syncs=bool(syncs),
-            driver_api=bool(driver_api),
+            flags,
             buffer_bytes=int(buffer_mb * (1 << 20)),
             max_buffers=max(1, int(max_buffer_mb // buffer_mb)),
-            warm_up=bool(warm_up),
-            metrics=bool(metrics),
-            metrics_interval_ns=int(round(float(metrics_interval_us) * 1000)),
-            metrics_buffer_bytes=int(float(metrics_buffer_mb) * (1 << 20)),
-            metrics_decode_ns=int(float(metrics_decode_ms) * 1e6),
+            metrics_interval_ns=int(round(interval_us * 1000)),
+            metrics_buffer_bytes=int(metrics_mb * (1 << 20)),
+            metrics_decode_ns=int(decode_ms * 1e6),
         )
         self._step_name = step_name
         self._next_step = 0

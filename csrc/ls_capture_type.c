@@ -115,7 +115,8 @@ static PyObject *metric_avg_dict(const ls_metric_avg *m)
     PyObject *d = PyDict_New();
     uint64_t covered = 0;
     for (int j = 0; d != NULL && j < LS_METRICS; j++) {
-        PyObject *v = isnan(m->value[j]) ? Py_NewRef(Py_None) : PyFloat_FromDouble(m->value[j]);
+        PyObject *v = !isfinite(m->value[j]) ? Py_NewRef(Py_None)
+                                             : PyFloat_FromDouble(m->value[j]);
         if (m->covered_ns[j] > covered)
             covered = m->covered_ns[j];
         if (v == NULL || PyDict_SetItemString(d, ls_metric_name(j), v) != 0)

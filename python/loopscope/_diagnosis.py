@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._finite import finite
 from ._syncs import format_site
 
 BUSY_BELOW_PCT = 50.0
@@ -206,6 +207,7 @@ def _diagnose_counters_only(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _r(value: float | None) -> float | None:
+    value = finite(value)
     return None if value is None else round(value, 3)
 
 

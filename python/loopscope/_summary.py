@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ._diagnosis import diagnose, diagnose_step
+from ._finite import finite, note, start_count
 from ._syncs import build_syncs
 
 SCHEMA_VERSION = 1
@@ -125,6 +126,7 @@ def _worst_gaps(analysis: dict[str, Any], step_names: dict[int, str]) -> list[di
 
 
 def _r(value: float | None, digits: int = 2) -> float | None:
+    value = finite(value)
     return None if value is None else round(value, digits)
 
 
@@ -159,7 +161,8 @@ def _figures(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _bytes(gbps: float | None, covered_ns: int) -> int | None:
     """GB/s (bytes per ns) over the covered time -> bytes."""
-    return None if gbps is None else int(round(gbps * covered_ns))
+    total = finite(None if gbps is None else gbps * covered_ns)
+    return None if total is None else int(round(total))
 
 
 def _sm_dram(fig: dict[str, Any] | None, info: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -390,7 +393,8 @@ def _ranges(records, group_of, groups, group_lines, gpu: bool, thresholds_us,
         if r is not None and g >= 0 and r.get("metrics"):
             _add_weighted(out[g], r)
     for entry in out:
-        entry.pop("_weights")
+        for key, (mean, weight) in entry.pop("_weights").items():
+            entry[key] = _r(mean) if weight else None
     return out
 
 
@@ -416,13 +420,16 @@ def _add_weighted(entry: dict[str, Any], r: dict[str, Any]) -> None:
         if value is None:
             continue
         covered = r["metrics"][window]["covered_ns"] or fig["covered_ns"]
-        total, weight = weights.get(key, (0.0, 0))
-        weights[key] = (total + value * covered, weight + covered)
-        entry[key] = round(weights[key][0] / weights[key][1], 2) if weights[key][1] else None
+        mean, weight = weights.get(key, (0.0, 0))
+        weight += covered
+        if weight:  # a running mean: no sum of value x ns to overflow
+            mean += (value - mean) * (covered / weight)
+        weights[key] = (mean, weight)
 
 
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None) -> dict[str, Any]:
     t0 = time.perf_counter_ns()
+    non_finite = start_count()
     if capture is None:
         info: dict[str, Any] = {"traced": False, "injected": False, "ops": 0}
         analysis = None
@@ -481,6 +488,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
                                 analysis["groups"] if analysis else [], gpu, thresholds_us,
                                 ranges)
     summary["diagnosis"] = diagnose(summary)
+    summary["non_finite_note"] = note(non_finite[0])
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
     summary["overhead"] = {
         "records": info.get("ops", 0) + info.get("apis", 0) + info.get("syncs", 0)

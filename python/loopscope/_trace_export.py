@@ -10,7 +10,13 @@ profile's start):
   stream, and a "gaps" track with every gap above the normal threshold
   (category gap, named with its class and length);
 - flow arrows from each launch call to the op it launched.
-SM/DRAM counter tracks come with PM sampling (not collected yet)."""
+SM/DRAM counter tracks come with PM sampling (not collected yet).
+
+pid and tid are small ints, as Chrome's format wants, whatever the ids they
+stand for (device and stream ids are any 32-bit values): the host is pid 1,
+GPUs are pids 100, 101, ... in order of first appearance; host lanes and
+GPU streams are numbered from 1 within their process (a GPU's gaps lane is
+tid 0); the real ids are in the process and thread names."""
 from __future__ import annotations
 
 import json
@@ -50,19 +56,33 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
     # test records keep their own time line)
     t0 = min(min([p._capture.info()["start_ns"]] + [o[1] for o in p._capture.ops()])
              for p in captured)
-    threads: dict[int, int] = {}
+    threads: dict[int | str, int] = {}  # host thread id or lane name -> tid
     devices: dict[int, str | None] = {}
-    streams: set[tuple[int, int]] = set()
+    gpu_pids: dict[int, int] = {}       # device id -> pid
+    streams: dict[tuple[int, int], int] = {}  # (device, stream) -> tid
+
+    def gpu_pid(device: int) -> int:
+        return gpu_pids.setdefault(device, GPU_PID + len(gpu_pids))
+
+    def stream_tid(device: int, stream: int) -> int:
+        if (device, stream) not in streams:
+            streams[device, stream] = 1 + sum(d == device for d, _ in streams)
+        return streams[device, stream]
+
+    def host_tid(key: int | str) -> int:
+        return threads.setdefault(key, len(threads) + 1)
+
     events.append({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}})
     for n, prof in enumerate(captured):
         capture = prof._capture
         summary = prof.summary()
         normal_ns, severe_ns = (v * 1000 for v in prof._thresholds)
         for d in (summary["gpu"] or {}).get("devices", []):
-            devices[d["id"]] = d["name"]
+            if d["id"] is not None:
+                devices[d["id"]] = d["name"]
         analysis = capture.analyze(*prof._thresholds)
         for r in analysis["ranges"]:
-            tid = threads.setdefault(r["thread"], len(threads) + 1)
+            tid = host_tid(r["thread"])
             is_step = r["step"] is not None
             events.append({
                 "ph": "X", "pid": HOST_PID, "tid": tid, "name": r["name"] or "?",
@@ -76,51 +96,51 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
         called = {a[2] for a in apis}
         launched = set()
         for kind, start, end, device, stream, corr, name, nbytes in ops:
-            streams.add((device, stream))
+            pid, tid = gpu_pid(device), stream_tid(device, stream)
             args: dict[str, Any] = {"correlation": corr}
             if nbytes:
                 args["bytes"] = nbytes
-            events.append({"ph": "X", "pid": GPU_PID + device, "tid": stream,
+            events.append({"ph": "X", "pid": pid, "tid": tid,
                            "name": name or kind, "cat": kind, "ts": _us(start, t0),
                            "dur": _us(end, start), "args": args})
             if corr in called:  # an arrow only where both ends exist
                 launched.add(corr)
-                events.append({"ph": "f", "bp": "e", "pid": GPU_PID + device, "tid": stream,
+                events.append({"ph": "f", "bp": "e", "pid": pid, "tid": tid,
                                "name": "launch", "cat": "launch", "id": corr,
                                "ts": _us(start, t0)})
         for start, end, corr, thread, _cbid, _domain in apis:
-            events.append({"ph": "X", "pid": HOST_PID, "tid": "CUDA API", "name": "launch",
+            events.append({"ph": "X", "pid": HOST_PID, "tid": host_tid("CUDA API"), "name": "launch",
                            "cat": "api", "ts": _us(start, t0), "dur": _us(end, start),
                            "args": {"correlation": corr, "thread": thread}})
             if corr in launched:
-                events.append({"ph": "s", "pid": HOST_PID, "tid": "CUDA API", "name": "launch",
+                events.append({"ph": "s", "pid": HOST_PID, "tid": host_tid("CUDA API"),
+                               "name": "launch",
                                "cat": "launch", "id": corr, "ts": _us(start, t0)})
         for start, end, stream, _corr, _type in capture.syncs():
-            events.append({"ph": "X", "pid": HOST_PID, "tid": "host syncs",
+            events.append({"ph": "X", "pid": HOST_PID, "tid": host_tid("host syncs"),
                            "name": f"sync (stream {stream})", "cat": "sync",
                            "ts": _us(start, t0), "dur": _us(end, start)})
         for device, start, end in _merged_gaps(ops, normal_ns) if ops else []:
             length = end - start
             severe = length > severe_ns
             events.append({
-                "ph": "X", "pid": GPU_PID + device, "tid": "gaps",
+                "ph": "X", "pid": gpu_pid(device), "tid": 0,
                 "name": f"{'SEVERE' if severe else 'warning'} gap {length / 1000:.1f} us",
                 "cat": "gap", "cname": "terrible" if severe else "bad",
                 "ts": _us(start, t0), "dur": _us(end, start),
             })
-    for device, name in sorted(devices.items()):
-        events.append({"ph": "M", "name": "process_name", "pid": GPU_PID + device,
+    for device, pid in gpu_pids.items():
+        name = devices.get(device)
+        events.append({"ph": "M", "name": "process_name", "pid": pid,
                        "args": {"name": f"GPU {device}" + (f" {name}" if name else "")}})
-    for device, stream in sorted(streams):
-        if device not in devices:
-            events.append({"ph": "M", "name": "process_name", "pid": GPU_PID + device,
-                           "args": {"name": f"GPU {device}"}})
-            devices[device] = None
-        events.append({"ph": "M", "name": "thread_name", "pid": GPU_PID + device, "tid": stream,
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": 0,
+                       "args": {"name": "gaps"}})
+    for (device, stream), tid in streams.items():
+        events.append({"ph": "M", "name": "thread_name", "pid": gpu_pid(device), "tid": tid,
                        "args": {"name": f"stream {stream}"}})
-    for thread, tid in threads.items():
+    for key, tid in threads.items():
         events.append({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": tid,
-                       "args": {"name": f"thread {thread}"}})
+                       "args": {"name": key if isinstance(key, str) else f"thread {key}"}})
     return events
 
 

@@ -422,7 +422,12 @@ def demo_recording(reason: str, json_path: str | None = None) -> int:
         print(f"loopscope demo: no GPU here ({reason}).")
         print("The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run.")
         return EXIT_OK
-    prof = replay(data)
+    try:
+        prof = replay(data)
+    except RecordingError as error:
+        print(f"loopscope demo: no GPU here ({reason}), and the bundled recording cannot be "
+              f"replayed: {error}")
+        return EXIT_OK
     summary = prof.summary()
     print(f"loopscope demo: no GPU here ({reason}).")
     print(describe(summary))

@@ -27,10 +27,12 @@ import gzip
 import json
 import os
 import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
 from . import _core
+from ._schema import COUNT, NUM, MapOf, OneOf, Optional, SchemaError, check
 
 FORMAT = "loopscope-recording"
 VERSION = 1
@@ -45,6 +47,35 @@ _RANGE_FIELDS = ("sm_active_pct", "dram_pct")
 
 class RecordingError(ValueError):
     """A recording file that cannot be read or replayed; the message says why."""
+
+
+# What goes into a summary as recorded must have the summary's own shape.
+_SITE = {"file": Optional(str), "line": Optional(COUNT), "function": Optional(str),
+         "code": Optional(str), "call": Optional(str), "kind": str, "count": COUNT,
+         "blocked_ms": NUM, "steps": [COUNT], "apis": Optional(MapOf(COUNT))}
+_SYNCS = {"count": COUNT, "blocked_ms": NUM, "by_kind": MapOf(COUNT), "sites": [_SITE],
+          "in_steps": COUNT, "outside_steps": COUNT, "unjudged_async_copies": Optional(COUNT)}
+_SM = {**dict.fromkeys(("active_pct", "active_busy_pct", "issue_ipc", "issue_busy_ipc",
+                        "warp_occupancy_pct", "gr_active_pct", "tensor_active_pct",
+                        "tensor_active_busy_pct", "coverage_pct", "interval_us"), Optional(NUM)),
+       "samples": COUNT, "busy_from": Optional(str)}
+_DRAM = dict.fromkeys(("throughput_pct", "throughput_busy_pct", "read_gbps", "write_gbps",
+                       "read_busy_gbps", "write_busy_gbps"), Optional(NUM))
+SHAPE = {
+    "meta": {"device": Optional(OneOf((str, [Optional(str)]))), "devices": MapOf(Optional(str)),
+             "date": Optional(str), "loopscope": Optional(str), "command": Optional(str),
+             "note": Optional(str), "source": Optional(str)},
+    "profile": {"start_ns": COUNT, "stop_ns": COUNT, "thresholds_us": [NUM], "host_ms": NUM,
+                "cupti_note": Optional(str), "dropped_records": Optional(COUNT),
+                "overhead": MapOf(NUM)},
+    "names": [str],
+    "sections": {"syncs": Optional(_SYNCS), "syncs_error": Optional(str), "sm": Optional(_SM),
+                 "dram": Optional(_DRAM), "metrics_error": Optional(str),
+                 "steps": [{"index": COUNT, "syncs": Optional(COUNT),
+                            "sm_active_pct": Optional(NUM), "dram_pct": Optional(NUM)}],
+                 "ranges": [{"name": str, "sm_active_pct": Optional(NUM),
+                             "dram_pct": Optional(NUM)}]},
+}
 
 
 def _deltas(values: list[int]) -> list[int]:
@@ -179,7 +210,7 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         data = json.loads(raw)
-    except (OSError, EOFError, ValueError) as error:
+    except (OSError, EOFError, ValueError, zlib.error, RecursionError) as error:
         raise RecordingError(f"cannot read the recording {path}: {error}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise RecordingError(f"{path} is not a loopscope recording (no format {FORMAT!r})")
@@ -229,7 +260,25 @@ def _replay_ranges(rows: list[dict[str, Any]], names: list[str]) -> None:
 
 def replay(data: dict[str, Any]):
     """A finished Profile whose summary is computed again from a recording
-    (see the module doc).  No other profile may be running."""
+    (see the module doc).  No other profile may be running.  A recording
+    whose records or sections are damaged raises RecordingError saying what
+    failed; no profile is left running."""
+    if _core.active():
+        raise RuntimeError("a loopscope profile is running: replay the recording after it")
+    try:
+        check(data, SHAPE, "the recording")
+        return _replay(data)
+    except RecordingError:
+        raise
+    except SchemaError as error:
+        raise RecordingError(f"the recording is damaged: {error}") from None
+    except (AttributeError, IndexError, KeyError, OverflowError, RuntimeError, TypeError,
+            ValueError) as error:  # what damaged data makes the replay raise
+        raise RecordingError(f"the recording's records are damaged ({type(error).__name__}: "
+                             f"{error})") from None
+
+
+def _replay(data: dict[str, Any]):
     from ._profile import Profile
 
     try:
@@ -266,9 +315,19 @@ def replay(data: dict[str, Any]):
                 local = {g: k for k, g in enumerate(indices)}
                 rows = [dict(range_rows[g], parent=local.get(range_rows[g]["parent"], -1))
                         for g in indices]
-                worker = threading.Thread(target=_replay_ranges, args=(rows, names))
+                failed: list[BaseException] = []
+
+                def replay_thread(rows=rows) -> None:
+                    try:
+                        _replay_ranges(rows, names)
+                    except BaseException as error:  # raised again below, in the caller
+                        failed.append(error)
+
+                worker = threading.Thread(target=replay_thread)
                 worker.start()
                 worker.join()
+                if failed:
+                    raise failed[0]
             # in the recorded order (runs of one kind), so ties sort as they did
             run: list[tuple] = []
             for i, (k, start, duration, device, stream, corr, name, nbytes) in enumerate(ops):

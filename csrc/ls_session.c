@@ -43,6 +43,22 @@ static _Thread_local struct {
     uint32_t generation;
 } tls;
 
+/* A child forked during a session: the session, and CUPTI with it, belong to
+ * the parent.  The child drops its copy (no CUPTI call: CUDA cannot be used
+ * after a fork) and is free to profile again, host-only. */
+static void forget_in_child(void)
+{
+    if (session.active)
+        ls_records_clear(&session.capture.records);
+    memset(&session.capture, 0, sizeof session.capture);
+    session.active = session.tracing = session.callbacks = 0;
+    session.launch_callbacks = session.sampling = 0;
+    ls_clock_use(LS_CLOCK_MONOTONIC);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forget_in_child); }
+
 int ls_session_active(void) { return session.active; }
 ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
 void ls_session_mark_injected(void) { session.capture.injected = 1; }
@@ -204,6 +220,7 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
 {
     if (session.active)
         return -1;
+    pthread_once(&fork_once, watch_forks);
     memset(&session.capture, 0, sizeof session.capture);
     ls_cupti_clear_error();
     if (ls_ranges_reserve(&session.capture.records.ranges, LS_RANGE_RESERVE) != 0)

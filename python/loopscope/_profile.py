@@ -3,6 +3,7 @@ the capture for `summary()` and `report()`."""
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import sys
 import time
@@ -17,9 +18,12 @@ from ._summary import build_summary
 
 @atexit.register
 def _release_counters_at_exit() -> None:
-    # Sampling stays enabled a few seconds after a profile for the next one;
-    # give the counters back before the interpreter and CUPTI go away.
-    if not _core.active():
+    # A profile still open ends here (nobody can read it any more).  Sampling
+    # stays enabled a few seconds after a profile for the next one; give the
+    # counters back before the interpreter and CUPTI go away.  A forked child
+    # leaves both to its parent.
+    _session.stop_at_exit()
+    if not _session.forked and not _core.active():
         _core._release_counters()
 
 _warned: set[str] = set()
@@ -156,6 +160,7 @@ class Profile:
         )
         self._step_name = step_name
         self._next_step = 0
+        self._step_indices = itertools.count()
         self._state: dict[str, Any] | None = None
         self._capture: Any = None
         self._summary: dict[str, Any] | None = None
@@ -167,7 +172,7 @@ class Profile:
         if self._state is not None:
             raise RuntimeError("this Profile was already used; create a new loopscope.profile()")
         wants_cupti = self._options["trace"] or self._options["syncs"] or self._options["metrics"]
-        busy = _other_profiler() if wants_cupti else None
+        busy = (_session.cupti_unusable() or _other_profiler()) if wants_cupti else None
         options = dict(self._options, trace=self._options["trace"] and busy is None,
                        syncs=self._options["syncs"] and busy is None,
                        metrics=self._options["metrics"] and busy is None,
@@ -204,6 +209,10 @@ class Profile:
         except Exception as error:  # never lose the user's run to the profiler
             self._stop_error = f"{type(error).__name__}: {error}"
             _warn_once(f"loopscope: stopping the profile failed: {self._stop_error}")
+        except BaseException as interrupt:  # Ctrl-C while stopping: stop, then let it go on
+            _session.abandon_profile(self._serial)
+            self._stop_error = f"interrupted while stopping ({type(interrupt).__name__})"
+            raise
         if unguarded is not None:
             _warn_once(f"loopscope.no_sync: after the profile, syncs cannot be watched: "
                        f"{unguarded}. The open no_sync() blocks run unguarded.")
@@ -227,8 +236,8 @@ class Profile:
 
         name: the step's name; "{i}" in it is replaced by the index.
         Defaults to the profile's step_name ("Step_{i}")."""
-        index = self._next_step
-        self._next_step += 1
+        index = next(self._step_indices)  # atomic: threads may open steps at once
+        self._next_step = max(self._next_step, index + 1)
         template = self._step_name if name is None else name
         if not isinstance(template, str):
             raise TypeError(f"step name must be a str, got {template!r}")

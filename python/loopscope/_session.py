@@ -15,6 +15,8 @@ never waits for it (it may run inside a holder, in the same thread), it
 leaves the work to the next start."""
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -47,12 +49,60 @@ _running: _Profile | None = None    # the profile owning the session
 _guard_session = False              # the session runs for no_sync blocks only
 _blocks: dict[int, _Block] = {}     # open no_sync blocks, by thread ident
 _serials = iter(range(1, 1 << 62))
+_forked_inside: set[int] = set()    # profiles running when this process was forked
+forked = False                      # this process is a fork of one that imported loopscope
+
+
+def _after_fork_in_child() -> None:
+    """The C core has dropped the parent's session (ls_session); so does
+    this side.  The lock may have been held by a thread that is not here."""
+    global _lock, _running, _guard_session, forked
+    _lock = threading.Lock()
+    if _running is not None:
+        _forked_inside.add(_running.serial)
+    _running, _guard_session, forked = None, False, True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def cupti_unusable() -> str | None:
+    """Why CUDA/CUPTI cannot be used in this process, if they cannot: a fork
+    made after the parent set CUDA up (torch tells; the C core refuses on its
+    own when loopscope had loaded CUPTI in the parent)."""
+    torch = sys.modules.get("torch")
+    try:
+        bad_fork = torch is not None and torch.cuda._is_in_bad_fork()
+    except Exception:  # a torch without this private hook: the C core still refuses
+        return None
+    if bad_fork:
+        return ("this process was forked after CUDA was set up in its parent: CUDA and CUPTI "
+                "cannot be used in it (start GPU worker processes with the 'spawn' method)")
+    return None
+
+
+def stop_at_exit() -> None:
+    """At interpreter exit: a session still running (a profile never exited,
+    a no_sync block left open) stops, so CUPTI and the counters are given
+    back in order.  Never waits long for the lock (a daemon thread may hold
+    it); not in a forked child (that belongs to the parent)."""
+    global _running, _guard_session
+    if forked or not _lock.acquire(timeout=1.0):
+        return
+    try:
+        if _core.active():
+            _stop_current()
+    finally:
+        _lock.release()
 
 
 def _guard_start() -> dict[str, Any]:
     global _guard_session
-    state = _core.start(trace=False, syncs=True, warm_up=False,
+    unusable = cupti_unusable()
+    state = _core.start(trace=False, syncs=unusable is None, warm_up=False,
                         cupti_paths=_cupti_paths.candidates())
+    if unusable is not None:
+        state["syncs_reason"] = unusable
     _guard_session = True
     return state
 
@@ -76,8 +126,9 @@ def _stop_current() -> Any:
     """Stops the running session (whoever owns it); returns its capture."""
     global _running, _guard_session
     _take_noted()
+    capture = _core.stop()  # first: interrupted before it, the owner can still stop it
     _running, _guard_session = None, False
-    return _core.stop()
+    return capture
 
 
 def _resume_guard() -> str | None:
@@ -143,6 +194,9 @@ def stop_profile(serial: int) -> tuple[Any, str | None]:
     the no_sync blocks still open could not be guarded again, or None).
     Raises RuntimeError when that profile no longer owns the session."""
     with _lock:
+        if serial in _forked_inside:
+            raise RuntimeError("this process was forked inside the profile: its records stay "
+                               "with the parent process")
         if _running is None or _running.serial != serial or not _core.active():
             raise RuntimeError("its session was stopped from outside the profile")
         try:

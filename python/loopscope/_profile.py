@@ -146,7 +146,8 @@ class Profile:
             ("trace", trace), ("syncs", syncs), ("driver_api", driver_api),
             ("warm_up", warm_up), ("metrics", metrics))}
         buffer_mb = _options.check_number("buffer_mb", buffer_mb)
-        max_buffer_mb = _options.check_number("max_buffer_mb", max_buffer_mb, lowest=("buffer_mb", buffer_mb))
+        max_buffer_mb = _options.check_number("max_buffer_mb", max_buffer_mb,
+                                              lowest=("buffer_mb", buffer_mb))
         interval_us = _options.check_number("metrics_interval_us", metrics_interval_us)
         metrics_mb = _options.check_number("metrics_buffer_mb", metrics_buffer_mb)
         decode_ms = _options.check_number("metrics_decode_ms", metrics_decode_ms)

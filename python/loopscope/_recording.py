@@ -360,7 +360,8 @@ def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
     summary["host_ms"] = recorded["host_ms"]
     summary["cupti_note"] = recorded["cupti_note"]
     summary["dropped_records"] = recorded["dropped_records"]
-    summary["overhead"] = dict(recorded["overhead"])
+    # the recorded costs; a figure the recording lacks keeps the replay's own
+    summary["overhead"] = {**summary["overhead"], **recorded["overhead"]}
     if summary["gpu"] is not None:
         summary["gpu"]["device"] = meta["device"]
         for d in summary["gpu"]["devices"]:

@@ -222,9 +222,6 @@ def abandon_profile(serial: int) -> bool:
         _lock.release()
 
 
-def running_serial() -> int | None:
-    return _running.serial if _running is not None else None
-
 
 # -- no_sync blocks ---------------------------------------------------------
 def enter_block(block: Any, handler: Callable[[dict], None],

@@ -109,7 +109,8 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
                                "name": "launch", "cat": "launch", "id": corr,
                                "ts": _us(start, t0)})
         for start, end, corr, thread, _cbid, _domain in apis:
-            events.append({"ph": "X", "pid": HOST_PID, "tid": host_tid("CUDA API"), "name": "launch",
+            events.append({"ph": "X", "pid": HOST_PID, "tid": host_tid("CUDA API"),
+                           "name": "launch",
                            "cat": "api", "ts": _us(start, t0), "dur": _us(end, start),
                            "args": {"correlation": corr, "thread": thread}})
             if corr in launched:

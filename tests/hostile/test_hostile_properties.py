@@ -87,7 +87,8 @@ def plausible_record(draw, kind: str):
     if kind == "sync":
         return (start, end, *draw(st.lists(st.integers(0, 20), max_size=1)))
     if kind == "api":
-        return (start, end, draw(st.integers(0, 50)), *draw(st.lists(st.integers(0, 9), max_size=1)))
+        thread = draw(st.lists(st.integers(0, 9), max_size=1))
+        return (start, end, draw(st.integers(0, 50)), *thread)
     head = (start, end, draw(st.integers(0, 3)), draw(st.integers(0, 20)), draw(st.integers(0, 50)))
     tail = [draw(st.one_of(st.none(), st.text(max_size=8))), draw(st.integers(0, 2**40))]
     if kind == "memcpy":
@@ -171,7 +172,8 @@ def fake_call(draw):
 @given(st.lists(fake_call(), max_size=6), st.booleans(), st.booleans())
 def test_inject_calls_refuses_by_name_or_reports_the_syncs(calls, strict, release_gil):
     with loopscope.profile() as prof:
-        guard = loopscope.no_sync(allow=loopscope.SYNC_KINDS) if strict else contextlib.nullcontext()
+        guard = (loopscope.no_sync(allow=loopscope.SYNC_KINDS) if strict
+                 else contextlib.nullcontext())
         with guard:
             try:
                 tokens = _core._inject_calls(calls, release_gil=release_gil)

@@ -116,7 +116,8 @@ def test_export_takes_any_32_bit_device_and_stream(tmp_path, device, stream):
         assert type(e["pid"]) is int and 0 < e["pid"] < 1000, e
         if "tid" in e:
             assert type(e["tid"]) is int and 0 <= e["tid"] < 1000, e
-    names = {(e["name"], e["pid"], e.get("tid")): e["args"]["name"] for e in events if e["ph"] == "M"}
+    names = {(e["name"], e["pid"], e.get("tid")): e["args"]["name"]
+             for e in events if e["ph"] == "M"}
     (kernel,) = [e for e in events if e["ph"] == "X" and e["name"] == "k"]
     assert names[("process_name", kernel["pid"], None)].startswith(f"GPU {device}")
     assert names[("thread_name", kernel["pid"], kernel["tid"])] == f"stream {stream}"

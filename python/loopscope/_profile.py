@@ -223,7 +223,7 @@ class Profile:
         # Dropped while running (entered, never exited): stop, so the next
         # profile can start, and say so.
         if getattr(self, "_state", None) is None or self._capture is not None \
-                or self._stop_error is not None:
+                or self._stop_error is not None or _session.exiting:
             return
         self._stop_error = "the profile was dropped while running"
         _session.abandon_profile(self._serial)

@@ -51,6 +51,7 @@ _blocks: dict[int, _Block] = {}     # open no_sync blocks, by thread ident
 _serials = iter(range(1, 1 << 62))
 _forked_inside: set[int] = set()    # profiles running when this process was forked
 forked = False                      # this process is a fork of one that imported loopscope
+exiting = False                     # the interpreter is exiting: drops are not news
 
 
 def _after_fork_in_child() -> None:
@@ -86,7 +87,8 @@ def stop_at_exit() -> None:
     a no_sync block left open) stops, so CUPTI and the counters are given
     back in order.  Never waits long for the lock (a daemon thread may hold
     it); not in a forked child (that belongs to the parent)."""
-    global _running, _guard_session
+    global _running, _guard_session, exiting
+    exiting = True
     if forked or not _lock.acquire(timeout=1.0):
         return
     try:

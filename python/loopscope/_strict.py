@@ -135,7 +135,7 @@ class no_sync:
 
     def __del__(self) -> None:
         threads = getattr(self, "_threads", None)
-        if threads:
+        if threads and not _session.exiting:
             _session.drop_block(threads)
             warnings.warn("loopscope.no_sync(): a block was dropped while open (its __enter__ "
                           "ran, its __exit__ never did): its thread is no longer guarded",

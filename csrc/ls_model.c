@@ -494,20 +494,21 @@ static int fold_group_metrics(ls_model *m, size_t range_count)
             double weight_ns = (double)(by ? by : span_covered);
             for (int j = 0; j < LS_METRICS; j++) {
                 double v = window[w]->value[j];
-                if (isnan(v))
+                if (!isfinite(v))
                     continue;
-                gm->value[w][j] += v * weight_ns;
-                weight[((size_t)g * 2 + (size_t)w) * LS_METRICS + (size_t)j] += weight_ns;
+                /* A running mean: no sum of value x ns to overflow. */
+                double *total = &weight[((size_t)g * 2 + (size_t)w) * LS_METRICS + (size_t)j];
+                *total += weight_ns;
+                if (*total > 0)
+                    gm->value[w][j] += (v - gm->value[w][j]) * (weight_ns / *total);
             }
         }
     }
     for (size_t g = 0; g < ng; g++)
         for (int w = 0; w < 2; w++)
-            for (int j = 0; j < LS_METRICS; j++) {
-                double total = weight[(g * 2 + (size_t)w) * LS_METRICS + (size_t)j];
-                double *v = &m->group_metrics[g].value[w][j];
-                *v = total > 0 ? *v / total : NAN;
-            }
+            for (int j = 0; j < LS_METRICS; j++)
+                if (!(weight[(g * 2 + (size_t)w) * LS_METRICS + (size_t)j] > 0))
+                    m->group_metrics[g].value[w][j] = NAN;
     free(weight);
     return 0;
 }

@@ -200,7 +200,8 @@ static PyObject *model_total(PyObject *op, PyObject *unused)
 static PyObject *device_item(ls_model_object *self, size_t i)
 {
     const ls_timeline *t = &self->model.devices[i];
-    PyObject *d = line_dict(&t->line, &t->gaps);
+    /* a device's id is always real (UINT32_MAX is a valid id, not "none") */
+    PyObject *d = with_item(line_dict(&t->line, &t->gaps), "device", U64(t->line.device_id));
     char name[256];
     int named = self->capture->traced &&
                 ls_cuda_device_name((int)t->line.device_id, name, sizeof name) == 0;
@@ -210,7 +211,9 @@ static PyObject *device_item(ls_model_object *self, size_t i)
 static PyObject *stream_item(ls_model_object *self, size_t i)
 {
     const ls_timeline *t = &self->model.streams[i];
-    return line_dict(&t->line, &t->gaps);
+    /* a stream's device and stream ids are always real */
+    PyObject *d = with_item(line_dict(&t->line, &t->gaps), "device", U64(t->line.device_id));
+    return with_item(d, "stream", U64(t->line.stream_id));
 }
 
 static PyObject *model_devices(PyObject *op, PyObject *unused)
@@ -688,19 +691,76 @@ static void free_op_names(ls_trace_options *o)
     PyMem_Free((void *)o->display);
 }
 
-/* write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100, names=None) */
+/* Reads `lanes` {key: int} into sorted key and value arrays (PyMem); keys
+ * are ints (a device) or (device, stream) tuples.  Returns 0, or -1 with an
+ * exception set. */
+typedef struct {
+    uint64_t key;
+    uint32_t value;
+} ls_lane;
+
+static int compare_lanes(const void *pa, const void *pb)
+{
+    const ls_lane *a = pa, *b = pb;
+    return a->key < b->key ? -1 : a->key > b->key;
+}
+
+static int read_lanes(PyObject *lanes, int pairs, uint64_t **keys, uint32_t **values,
+                      size_t *count)
+{
+    Py_ssize_t n = PyDict_Size(lanes), pos = 0;
+    ls_lane *items = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *items);
+    *keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof **keys);
+    *values = PyMem_Malloc((size_t)(n ? n : 1) * sizeof **values);
+    if (items == NULL || *keys == NULL || *values == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *key, *value;
+    size_t k = 0;
+    while (PyDict_Next(lanes, &pos, &key, &value)) {
+        unsigned long long a = 0, b = 0;
+        if (pairs ? !PyArg_ParseTuple(key, "KK", &a, &b) : (a = PyLong_AsUnsignedLongLong(key),
+                                                             a == (unsigned long long)-1 &&
+                                                                 PyErr_Occurred()))
+            goto fail;
+        unsigned long v = PyLong_AsUnsignedLong(value);
+        if (v == (unsigned long)-1 && PyErr_Occurred())
+            goto fail;
+        items[k++] = (ls_lane){pairs ? (a << 32) | (b & 0xffffffffull) : a, (uint32_t)v};
+    }
+    qsort(items, k, sizeof *items, compare_lanes);
+    for (size_t i = 0; i < k; i++) {
+        (*keys)[i] = items[i].key;
+        (*values)[i] = items[i].value;
+    }
+    *count = k;
+    PyMem_Free(items);
+    return 0;
+fail:
+    PyMem_Free(items);
+    PyMem_Free(*keys);
+    PyMem_Free(*values);
+    *keys = NULL;
+    *values = NULL;
+    return -1;
+}
+
+/* write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100, names=None,
+ *                    gpu_pids=None, stream_tids=None, lanes=(1, 2, 0)) */
 static PyObject *model_write_trace_events(PyObject *op, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"write", "t0_ns", "profile", "threads", "host_pid", "gpu_pid",
-                               "names", NULL};
+                               "names", "gpu_pids", "stream_tids", "lanes", NULL};
     ls_model_object *self = (ls_model_object *)op;
-    PyObject *write, *threads, *namer = Py_None;
+    PyObject *write, *threads, *namer = Py_None, *gpu_pids = NULL, *stream_tids = NULL;
     unsigned long long t0;
     long profile;
-    unsigned int host_pid = 1, gpu_pid = 100;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKlO!|IIO:write_trace_events", keywords,
-                                     &write, &t0, &profile, &PyDict_Type, &threads, &host_pid,
-                                     &gpu_pid, &namer))
+    unsigned int host_pid = 1, gpu_pid = 100, api_tid = 1, sync_tid = 2, gap_tid = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKlO!|IIOO!O!(III):write_trace_events",
+                                     keywords, &write, &t0, &profile, &PyDict_Type, &threads,
+                                     &host_pid, &gpu_pid, &namer, &PyDict_Type, &gpu_pids,
+                                     &PyDict_Type, &stream_tids, &api_tid, &sync_tid, &gap_tid))
         return NULL;
     const ls_records *r = &self->capture->records;
     uint32_t *tid = PyMem_Malloc((r->ranges.count ? r->ranges.count : 1) * sizeof *tid);
@@ -724,16 +784,42 @@ static PyObject *model_write_trace_events(PyObject *op, PyObject *args, PyObject
         }
         tid[i] = (uint32_t)v;
     }
-    ls_trace_options options = {t0, profile, host_pid, gpu_pid, tid, NULL, 0, NULL, NULL, NULL};
-    PyObject *keep = NULL;
-    if (namer != Py_None && op_names(r, namer, &options, &keep) != 0) {
+    uint64_t *device_keys = NULL, *stream_keys = NULL;
+    uint32_t *device_pid = NULL, *stream_tid = NULL;
+    size_t device_count = 0, stream_count = 0;
+    if ((gpu_pids != NULL &&
+         read_lanes(gpu_pids, 0, &device_keys, &device_pid, &device_count) != 0) ||
+        (stream_tids != NULL &&
+         read_lanes(stream_tids, 1, &stream_keys, &stream_tid, &stream_count) != 0)) {
+        PyMem_Free(device_keys);
+        PyMem_Free(device_pid);
         PyMem_Free(tid);
         return NULL;
     }
-    int rc = ls_trace_json_write(r, &self->model, &options, write_to_python, write);
-    free_op_names(&options);
+    /* device ids fit 32 bits: the sorted 64-bit keys narrow in place */
+    uint32_t *device_ids = (uint32_t *)device_keys;
+    for (size_t i = 0; i < device_count; i++)
+        device_ids[i] = (uint32_t)device_keys[i];
+    ls_trace_options options = {
+        .t0_ns = t0, .profile = profile, .host_pid = host_pid, .gpu_pid = gpu_pid,
+        .range_tid = tid, .device_ids = device_ids, .device_pid = device_pid,
+        .device_count = device_count, .stream_keys = stream_keys, .stream_tid = stream_tid,
+        .stream_count = stream_count, .api_tid = api_tid, .sync_tid = sync_tid,
+        .gap_tid = gap_tid};
+    PyObject *keep = NULL;
+    int rc = -3;
+    if (namer == Py_None || op_names(r, namer, &options, &keep) == 0) {
+        rc = ls_trace_json_write(r, &self->model, &options, write_to_python, write);
+        free_op_names(&options);
+    }
     Py_XDECREF(keep);
     PyMem_Free(tid);
+    PyMem_Free(device_keys);
+    PyMem_Free(device_pid);
+    PyMem_Free(stream_keys);
+    PyMem_Free(stream_tid);
+    if (rc == -3)
+        return NULL; /* names() raised */
     if (rc == -1)
         return PyErr_NoMemory();
     if (rc != 0)

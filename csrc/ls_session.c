@@ -65,6 +65,22 @@ static void lap(uint64_t *phase, uint64_t *t0)
     *t0 = now;
 }
 
+/* A child forked during a session: the session, and CUPTI with it, belong to
+ * the parent.  The child drops its copy (no CUPTI call: CUDA cannot be used
+ * after a fork) and is free to profile again, host-only. */
+static void forget_in_child(void)
+{
+    if (session.active)
+        ls_records_clear(&session.capture.records);
+    memset(&session.capture, 0, sizeof session.capture);
+    session.active = session.tracing = session.callbacks = 0;
+    session.launch_callbacks = session.sampling = 0;
+    ls_clock_use(LS_CLOCK_MONOTONIC);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forget_in_child); }
+
 int ls_session_active(void) { return session.active; }
 ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
 void ls_session_mark_injected(void) { session.capture.injected = 1; }
@@ -232,6 +248,7 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
 {
     if (session.active)
         return -1;
+    pthread_once(&fork_once, watch_forks);
     memset(&session.capture, 0, sizeof session.capture);
     uint64_t t0 = ls_clock_monotonic_ns();
     ls_cupti_clear_error();

@@ -8,7 +8,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* _strict_arm, _strict_disarm, _live_call; NULL-terminated. */
+/* _strict_arm, _strict_disarm, _strict_take_all, _live_call; NULL-terminated. */
 extern PyMethodDef ls_strict_py_methods[];
 
 #endif

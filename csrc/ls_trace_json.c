@@ -157,6 +157,35 @@ static void ranges(ls_out *out, const ls_records *r, const ls_model *m, const ls
     }
 }
 
+/* The process of device `d`. */
+static unsigned pid_of(const ls_trace_options *o, uint32_t d)
+{
+    size_t lo = 0, hi = o->device_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->device_ids[mid] < d)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < o->device_count && o->device_ids[lo] == d ? o->device_pid[lo] : o->gpu_pid + d;
+}
+
+/* The tid of stream `stream` of device `d` in its process. */
+static unsigned tid_of(const ls_trace_options *o, uint32_t d, uint32_t stream)
+{
+    uint64_t key = ((uint64_t)d << 32) | stream;
+    size_t lo = 0, hi = o->stream_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->stream_keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < o->stream_count && o->stream_keys[lo] == key ? o->stream_tid[lo] : stream;
+}
+
 /* The index of `name_id` in o->name_ids, or o->name_count when absent. */
 static size_t name_slot(const ls_trace_options *o, uint32_t name_id)
 {
@@ -177,11 +206,11 @@ static void ops(ls_out *out, const ls_records *r, const uint32_t *called, size_t
     static const char *const kinds[] = {"kernel", "memcpy", "memset"};
     for (size_t i = 0; i < r->ops.count && !out->failed; i++) {
         const ls_op *op = &r->ops.items[i];
-        unsigned pid = o->gpu_pid + op->device_id;
+        unsigned pid = pid_of(o, op->device_id), tid = tid_of(o, op->device_id, op->stream_id);
         size_t k = name_slot(o, op->name_id);
         const char *display = k < o->name_count && o->display[k] ? o->display[k]
                                                                   : ls_names_text(op->name_id);
-        putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":", pid, op->stream_id);
+        putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":", pid, tid);
         put_string(out, display, kinds[op->kind]);
         putf(out, ",\"cat\":\"%s\",\"ts\":", kinds[op->kind]);
         put_us(out, op->start_ns, o->t0_ns);
@@ -201,7 +230,7 @@ static void ops(ls_out *out, const ls_records *r, const uint32_t *called, size_t
         put(out, "}}", 2);
         if (contains(called, n_called, op->correlation_id)) { /* an arrow where both ends exist */
             putf(out, ",{\"ph\":\"f\",\"bp\":\"e\",\"pid\":%u,\"tid\":%u,\"name\":\"launch\","
-                      "\"cat\":\"launch\",\"id\":%u,\"ts\":", pid, op->stream_id,
+                      "\"cat\":\"launch\",\"id\":%u,\"ts\":", pid, tid,
                  op->correlation_id);
             put_us(out, op->start_ns, o->t0_ns);
             put(out, "}", 1);
@@ -216,16 +245,17 @@ static void apis(ls_out *out, const ls_records *r, const uint32_t *launched, siz
 {
     for (size_t i = 0; i < r->apis.count && !out->failed; i++) {
         const ls_api *a = &r->apis.items[i];
-        putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":\"CUDA API\",\"name\":\"launch\","
-                  "\"cat\":\"api\",\"ts\":", o->host_pid);
+        putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":\"launch\","
+                  "\"cat\":\"api\",\"ts\":", o->host_pid, o->api_tid);
         put_us(out, a->start_ns, o->t0_ns);
         put(out, ",\"dur\":", 7);
         put_us(out, a->end_ns, a->start_ns);
         putf(out, ",\"args\":{\"correlation\":%u,\"thread\":%" PRIu64 "}}", a->correlation_id,
              a->thread_id);
         if (contains(launched, n_launched, a->correlation_id)) {
-            putf(out, ",{\"ph\":\"s\",\"pid\":%u,\"tid\":\"CUDA API\",\"name\":\"launch\","
-                      "\"cat\":\"launch\",\"id\":%u,\"ts\":", o->host_pid, a->correlation_id);
+            putf(out, ",{\"ph\":\"s\",\"pid\":%u,\"tid\":%u,\"name\":\"launch\","
+                      "\"cat\":\"launch\",\"id\":%u,\"ts\":", o->host_pid, o->api_tid,
+                 a->correlation_id);
             put_us(out, a->start_ns, o->t0_ns);
             put(out, "}", 1);
         }
@@ -238,8 +268,8 @@ static void sync_records(ls_out *out, const ls_records *r, const ls_trace_option
 {
     for (size_t i = 0; i < r->sync_records.count && !out->failed; i++) {
         const ls_sync_record *s = &r->sync_records.items[i];
-        putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":\"host syncs\",\"name\":\"sync (stream %u)\","
-                  "\"cat\":\"sync\",\"ts\":", o->host_pid, s->stream_id);
+        putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":\"sync (stream %u)\","
+                  "\"cat\":\"sync\",\"ts\":", o->host_pid, o->sync_tid, s->stream_id);
         put_us(out, s->start_ns, o->t0_ns);
         put(out, ",\"dur\":", 7);
         put_us(out, s->end_ns, s->start_ns);
@@ -259,8 +289,9 @@ static void gaps(ls_out *out, const ls_model *m, const ls_trace_options *o)
         uint64_t ns = g->end_ns - g->start_ns;
         /* the length with one decimal, as "%.1f" of the microseconds */
         uint64_t tenths = (ns + 50) / 100;
-        putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":\"gaps\",\"name\":\"%s gap %" PRIu64
-                  ".%u us\",\"cat\":\"gap\",\"cname\":\"%s\",\"ts\":", o->gpu_pid + g->device_id,
+        putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":\"%s gap %" PRIu64
+                  ".%u us\",\"cat\":\"gap\",\"cname\":\"%s\",\"ts\":", pid_of(o, g->device_id),
+             o->gap_tid,
              severe ? "SEVERE" : "warning", tenths / 10, (unsigned)(tenths % 10),
              severe ? "terrible" : "bad");
         put_us(out, g->start_ns, o->t0_ns);

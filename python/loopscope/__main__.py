@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from . import instrument, profile
-from ._cli import EXIT_USAGE, add_run_parser, demo_recording, run_command
+from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_run_parser, check_outputs, demo_recording,
+                   run_command, write_json)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
@@ -39,8 +39,8 @@ def _demo(args: argparse.Namespace) -> int:
         run(prof)
     print(prof.report())
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(prof.summary(), f, indent=1)
+        if not write_json("--json", args.json, prof.summary()):
+            return EXIT_BUDGET
         print(f"summary written to {args.json}")
     return 0
 
@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     add_run_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
+        if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
+            return EXIT_USAGE
         return _demo(args)
     if args.command == "run":
         return run_command(args, sub.choices["run"])

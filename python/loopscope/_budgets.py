@@ -9,6 +9,7 @@ step-based figures are summed over the selected steps only."""
 from __future__ import annotations
 
 import fnmatch
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +45,19 @@ def check_budgets(budgets: dict[str, Any]) -> dict[str, float]:
         )
     out = {}
     for name, limit in budgets.items():
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit != limit:
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)):
             raise BudgetError(f"loopscope budget {name} must be a number, got {limit!r}")
-        if limit < 0:
-            raise BudgetError(f"loopscope budget {name} must be >= 0, got {limit!r}")
+        # comparisons, not float(): NaN, infinities and ints beyond a float fail here
+        if not 0 <= limit <= sys.float_info.max:
+            raise BudgetError(f"loopscope budget {name} must be a finite number >= 0, "
+                              f"got {_shown(limit)}")
         out[name] = float(limit)
     return out
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:45] + "..." + text[-10:]
 
 
 @dataclass

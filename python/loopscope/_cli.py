@@ -16,8 +16,14 @@ How `run` profiles a script:
   evidence; a budget whose metric was not measured is reported as NOT
   CHECKED and does not fail the run.
 
-Exit status: 0 ok; 1 a budget failed, or the script raised; 2 usage error;
-a script's own non-zero sys.exit status is passed on."""
+Output files (--json, --trace): their folder must exist and be writable
+before the script runs (else exit 2 at once, one line naming the option and
+the path); if writing still fails at the end, the report has been printed
+already and one line says which file could not be written (exit 1).
+
+Exit status: 0 ok; 1 a budget failed, the script raised, or an output file
+could not be written; 2 usage error; a script's own non-zero sys.exit status
+is passed on."""
 from __future__ import annotations
 
 import argparse
@@ -49,8 +55,10 @@ examples:
   %(prog)s --steps 'denoise_step' --json out.json sample.py
   %(prog)s --max-syncs 0 --max-severe-gaps 0 infer.py   # CI gate
 
-exit status: 0 ok; 1 a budget failed or the script raised; 2 usage error;
-a script's own non-zero exit status is passed on.  A budget that could not
+exit status: 0 ok; 1 a budget failed or the script raised (or --json/--trace
+could not be written: the report is printed first); 2 usage error (also an
+output folder that does not exist or is not writable, found before the
+script runs); a script's own non-zero exit status is passed on.  A budget that could not
 be measured here (no GPU, sync detection unavailable) is printed as NOT
 CHECKED and does not fail the run."""
 
@@ -87,6 +95,66 @@ def _count(text: str) -> int:
 
 def _say(message: str) -> None:
     print(f"loopscope: {message}", file=sys.stderr, flush=True)
+
+
+# -- output files ------------------------------------------------------------
+def output_problem(path: str) -> str | None:
+    """Why `path` cannot be written as an output file (checked before the
+    work that produces it), or None."""
+    if not path:
+        return "an empty path"
+    full = os.path.abspath(path)
+    folder = os.path.dirname(full)
+    if os.path.isdir(full):
+        return "that is a folder"
+    if not os.path.isdir(folder):
+        return (f"the folder {folder} does not exist" if not os.path.exists(folder)
+                else f"{folder} is not a folder")
+    if os.path.exists(full) and not os.access(full, os.W_OK):
+        return "the file exists and is not writable"
+    if not os.path.exists(full) and not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
+def check_outputs(prog: str, outputs: dict[str, str | None]) -> bool:
+    """Says, in one line each, which output option cannot be written;
+    True when all can."""
+    ok = True
+    for option, path in outputs.items():
+        problem = None if path is None else output_problem(path)
+        if problem is not None:
+            print(f"{prog}: error: {option} {path}: {problem}", file=sys.stderr, flush=True)
+            ok = False
+    return ok
+
+
+def write_output(option: str, path: str, write: Callable[[str], Any]) -> bool:
+    """write(tmp) writes the file at a temporary path beside `path`, which
+    then replaces `path` (no half-written file is ever left).  A failure is
+    said in one line (the report is out already); False then."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+        return True
+    except (OSError, ValueError, TypeError) as error:
+        detail = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        _say(f"could not write {option} {path}: {detail}")
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
+def write_json(option: str, path: str, data: Any) -> bool:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, allow_nan=False)
+
+    return write_output(option, path, write)
 
 
 # -- mirroring torch's ranges into loopscope ranges -----------------------
@@ -253,6 +321,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             parser.error(f"--steps {args.steps!r} is not a valid regular expression: {bad}")
     if not os.path.isfile(args.script):
         parser.error(f"cannot run {args.script!r}: no such file")
+    if not check_outputs(parser.prog, {"--json": args.json, "--trace": args.trace}):
+        return EXIT_USAGE
     budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
                                         ("max_severe_gaps", args.max_severe_gaps)) if v is not None}
     import importlib
@@ -300,15 +370,19 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         print(format_report(summary))
     for note in notes:
         _say(note)
+    written = True
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summaries[0] if len(summaries) == 1 else summaries, f, indent=1)
-        _say(f"summary written to {args.json}")
+        if write_json("--json", args.json, summaries[0] if len(summaries) == 1 else summaries):
+            _say(f"summary written to {args.json}")
+        else:
+            written = False
     if args.trace:
         from ._trace_export import export_trace
 
-        export_trace(profiles, args.trace)
-        _say(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
+        if write_output("--trace", args.trace, lambda tmp: export_trace(profiles, tmp)):
+            _say(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
+        else:
+            written = False
     if error:
         _say(error)
     failed = False
@@ -329,7 +403,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
     if status != EXIT_OK:
         return status
-    return EXIT_BUDGET if failed else EXIT_OK
+    return EXIT_BUDGET if failed or not written else EXIT_OK
 
 
 # -- the demo without a GPU -----------------------------------------------
@@ -374,7 +448,12 @@ def demo_recording(reason: str, json_path: str | None = None, *, graph: bool = F
         print(f"loopscope demo: no GPU here ({reason}).")
         print("The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run.")
         return EXIT_OK
-    prof = replay(data)
+    try:
+        prof = replay(data)
+    except RecordingError as error:
+        print(f"loopscope demo: no GPU here ({reason}), and the bundled recording cannot be "
+              f"replayed: {error}")
+        return EXIT_OK
     summary = prof.summary()
     print(f"loopscope demo: no GPU here ({reason}).")
     instead = _not_shown(data["meta"].get("command"), len(summary["steps"]), graph, layers, steps)
@@ -384,7 +463,7 @@ def demo_recording(reason: str, json_path: str | None = None, *, graph: bool = F
     print()
     print(prof.report())
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(summary, f, indent=1)
+        if not write_json("--json", json_path, summary):
+            return EXIT_BUDGET
         print(f"summary written to {json_path}")
     return EXIT_OK

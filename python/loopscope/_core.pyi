@@ -108,16 +108,20 @@ class Model:
         write: Callable[[str], Any],
         t0_ns: int,
         profile: int,
-        threads: dict[int, int],
+        threads: dict[Any, int],
         host_pid: int = ...,
         gpu_pid: int = ...,
         names: Callable[[str], tuple[str | None, str | None, str | None]] | None = ...,
+        gpu_pids: dict[int, int] | None = ...,
+        stream_tids: dict[tuple[int, int], int] | None = ...,
+        lanes: tuple[int, int, int] = ...,
     ) -> None: ...
 
 # -- strict mode (loopscope.no_sync) -------------------------------------------
 
-def _strict_arm(handler: Callable[[int], Any], on_main_thread: bool) -> None: ...
-def _strict_disarm() -> int: ...
+def _strict_arm(handler: Callable[[dict[str, Any]], Any], on_main_thread: bool) -> None: ...
+def _strict_disarm(thread_id: int | None = ..., /) -> dict[str, Any] | None: ...
+def _strict_take_all() -> list[dict[str, Any]]: ...
 def _live_call(token: int) -> dict[str, Any] | None: ...
 
 # -- test hooks (csrc/ls_test_hooks.c) ----------------------------------------

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._finite import finite
 from ._syncs import format_site
 
 BUSY_BELOW_PCT = 50.0
@@ -206,6 +207,7 @@ def _diagnose_counters_only(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _r(value: float | None) -> float | None:
+    value = finite(value)
     return None if value is None else round(value, 3)
 
 
@@ -232,7 +234,7 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}
     steps = [s for s in summary["steps"] if s["gaps"] is not None]
     reasons = [
-        f"GPU busy {busy:.1f}% of its time line ({gaps['busy_ms']:.3f} ms busy, "
+        f"GPU busy {_f(busy)}% of its time line ({gaps['busy_ms']:.3f} ms busy, "
         f"{idle:.3f} ms idle in {gaps['count']} gaps)",
         f"idle time by cause: host launch late {share['host']}%, host sync {share['sync']}%, "
         f"other {share['other']}%",

@@ -31,9 +31,11 @@ import datetime
 import gzip
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
+from ._schema import COUNT, NUM, MapOf, OneOf, Optional, check
 from ._version import __version__
 
 FORMAT = "loopscope-recording"
@@ -50,6 +52,41 @@ RANGE_FIELDS = ("sm_active_pct", "dram_pct")
 
 class RecordingError(ValueError):
     """A recording file that cannot be read or replayed; the message says why."""
+
+
+# What goes into a summary as recorded must have the summary's own shape.
+_SITE = {"file": Optional(str), "line": Optional(COUNT), "function": Optional(str),
+         "code": Optional(str), "call": Optional(str), "kind": str, "count": COUNT,
+         "blocked_ms": NUM, "steps": [COUNT], "apis": Optional(MapOf(COUNT))}
+_SYNCS = {"count": COUNT, "blocked_ms": NUM, "by_kind": MapOf(COUNT), "sites": [_SITE],
+          "in_steps": COUNT, "outside_steps": COUNT, "unjudged_async_copies": Optional(COUNT)}
+_SM = {**dict.fromkeys(("active_pct", "active_busy_pct", "issue_ipc", "issue_busy_ipc",
+                        "warp_occupancy_pct", "gr_active_pct", "tensor_active_pct",
+                        "tensor_active_busy_pct", "coverage_pct", "interval_us"), Optional(NUM)),
+       "samples": COUNT, "busy_from": Optional(str)}
+_DRAM = dict.fromkeys(("throughput_pct", "throughput_busy_pct", "read_gbps", "write_gbps",
+                       "read_busy_gbps", "write_busy_gbps"), Optional(NUM))
+SHAPE = {
+    "meta": {"device": Optional(OneOf((str, [Optional(str)]))), "devices": MapOf(Optional(str)),
+             "date": Optional(str), "loopscope": Optional(str), "command": Optional(str),
+             "note": Optional(str), "source": Optional(str)},
+    "profile": {"start_ns": COUNT, "stop_ns": COUNT, "thresholds_us": [NUM], "host_ms": NUM,
+                "cupti_note": Optional(str), "dropped_records": Optional(COUNT),
+                "overhead": MapOf(NUM)},
+    "names": [str],
+    "sections": {"syncs": Optional(_SYNCS), "syncs_error": Optional(str), "sm": Optional(_SM),
+                 "dram": Optional(_DRAM), "metrics_error": Optional(str),
+                 "steps": [{"index": COUNT, "syncs": Optional(COUNT),
+                            "sm_active_pct": Optional(NUM), "dram_pct": Optional(NUM)}],
+                 "ranges": [{"name": str, "sm_active_pct": Optional(NUM),
+                             "dram_pct": Optional(NUM)}]},
+}
+
+
+def check_shape(data: dict[str, Any]) -> None:
+    """Raises _schema.SchemaError naming the first part of a loaded
+    recording that does not have the shape the summary needs."""
+    check(data, SHAPE, "the recording")
 
 
 def _deltas(values: list[int]) -> list[int]:
@@ -171,7 +208,7 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         data = json.loads(raw)
-    except (OSError, EOFError, ValueError) as error:
+    except (OSError, EOFError, ValueError, zlib.error, RecursionError) as error:
         raise RecordingError(f"cannot read the recording {path}: {error}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise RecordingError(f"{path} is not a loopscope recording (no format {FORMAT!r})")

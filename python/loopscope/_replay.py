@@ -10,7 +10,8 @@ from . import _core
 from ._diagnosis import diagnose, diagnose_step
 from ._profile import Profile
 from ._recording import (OP_KINDS, RANGE_FIELDS, STEP_FIELDS, TOP_SECTIONS, RecordingError,
-                         columns)
+                         check_shape, columns)
+from ._schema import SchemaError
 
 
 def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
@@ -48,7 +49,25 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
 
 def replay(data: dict[str, Any]) -> Profile:
     """A finished Profile whose summary is computed again from a recording
-    (see _recording).  No other profile may be running."""
+    (see _recording).  No other profile may be running.  A recording whose
+    records or sections are damaged raises RecordingError saying what failed;
+    no profile is left running."""
+    if _core.active():
+        raise RuntimeError("a loopscope profile is running: replay the recording after it")
+    try:
+        check_shape(data)
+        return _replay(data)
+    except RecordingError:
+        raise
+    except SchemaError as error:
+        raise RecordingError(f"the recording is damaged: {error}") from None
+    except (AttributeError, IndexError, KeyError, OverflowError, RuntimeError, TypeError,
+            ValueError) as error:  # what damaged data makes the replay raise
+        raise RecordingError(f"the recording's records are damaged ({type(error).__name__}: "
+                             f"{error})") from None
+
+
+def _replay(data: dict[str, Any]) -> Profile:
     ops, apis, sync_records, ranges = _rows(data)
     base = data["profile"]["start_ns"]
     prof = Profile(trace=False, syncs=False, metrics=False,
@@ -90,7 +109,8 @@ def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
     summary["host_ms"] = recorded["host_ms"]
     summary["cupti_note"] = recorded["cupti_note"]
     summary["dropped_records"] = recorded["dropped_records"]
-    summary["overhead"] = dict(recorded["overhead"])
+    # the recorded costs; a figure the recording lacks keeps the replay's own
+    summary["overhead"] = {**summary["overhead"], **recorded["overhead"]}
     if summary["gpu"] is not None:
         summary["gpu"]["device"] = meta["device"]
         for d in summary["gpu"]["devices"]:

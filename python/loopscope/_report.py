@@ -215,6 +215,8 @@ def format_report(summary: dict[str, Any]) -> str:
             "step's end, so their times in that step may be off")
     if summary.get("cupti_note"):
         out.append(f"Note: {summary['cupti_note']}")
+    if summary.get("non_finite_note"):
+        out.append(f"Note: {summary['non_finite_note']}")
     if summary["gpu_error"]:
         out.append(f"GPU sections missing: {summary['gpu_error']}")
     if summary.get("syncs") is None and summary.get("syncs_error"):

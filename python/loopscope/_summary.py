@@ -8,6 +8,7 @@ import time
 from typing import Any, NamedTuple, Sequence
 
 from ._diagnosis import diagnose, diagnose_step
+from ._finite import finite, note, start_count
 from ._html import render
 from ._report import short_text
 from ._syncs import build_syncs
@@ -134,6 +135,7 @@ def _worst_gaps(worst: list[dict[str, Any]], step_names: dict[int, str]) -> list
 
 
 def _r(value: float | None, digits: int = 2) -> float | None:
+    value = finite(value)
     return None if value is None else round(value, digits)
 
 
@@ -150,7 +152,8 @@ def _figures(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _bytes(gbps: float | None, covered_ns: int) -> int | None:
     """GB/s (bytes per ns) over the covered time -> bytes."""
-    return None if gbps is None else int(round(gbps * covered_ns))
+    total = finite(None if gbps is None else gbps * covered_ns)
+    return None if total is None else int(round(total))
 
 
 def _sm_dram(fig: dict[str, Any] | None, info: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -342,6 +345,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     failed).  `steps`: ranges that act as the steps instead of the live
     ones; every figure is then computed for them as for live steps."""
     t0 = time.perf_counter_ns()
+    non_finite = start_count()
     if capture is None:
         info: dict[str, Any] = {"traced": False, "injected": False, "ops": 0}
         model = None
@@ -392,6 +396,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     summary["steps"] = step_list
     summary["ranges"] = _ranges(model.groups() if model is not None else [], gpu, thresholds_us)
     summary["diagnosis"] = diagnose(summary)
+    summary["non_finite_note"] = note(non_finite[0])
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
     summary["overhead"] = {
         "records": info.get("ops", 0) + info.get("apis", 0) + info.get("sync_records", 0)

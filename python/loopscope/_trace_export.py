@@ -14,7 +14,14 @@ SM/DRAM counter tracks come with PM sampling (not collected yet).
 
 The events of the records themselves are written by the C core from the
 analysed model (Model.write_trace_events), in pieces: a trace of millions of
-ops costs no Python object per op."""
+ops costs no Python object per op.
+
+pid and tid are small ints, as Chrome's format wants, whatever the ids they
+stand for (device and stream ids are any 32-bit values): the host is pid 1,
+GPUs are pids 100, 101, ... in order of their ids; on the host, tid 1 is the
+launch calls' lane, tid 2 the sync records', range threads follow from 3;
+a GPU's streams are numbered from 1 and its gaps lane is tid 0; the real ids
+are in the process and thread names."""
 from __future__ import annotations
 
 import json
@@ -27,23 +34,27 @@ HOST_PID = 1
 GPU_PID = 100
 
 
-def _metadata(devices: dict[int, str | None], streams: set[tuple[int, int]],
-              threads: dict[int, int]) -> list[dict[str, Any]]:
-    """Names of the GPU processes, streams and host threads."""
+API_LANE, SYNC_LANE, GAP_LANE = "CUDA API", "host syncs", "gaps"
+LANE_TIDS = (1, 2, 0)  # the API lane, the sync-record lane, each GPU's gaps lane
+
+
+def _metadata(devices: dict[int, str | None], gpu_pids: dict[int, int],
+              stream_tids: dict[tuple[int, int], int],
+              threads: dict[int | str, int]) -> list[dict[str, Any]]:
+    """Names of the GPU processes, streams, lanes and host threads."""
     events = []
-    for device, name in sorted(devices.items()):
-        events.append({"ph": "M", "name": "process_name", "pid": GPU_PID + device,
+    for device, pid in gpu_pids.items():
+        name = devices.get(device)
+        events.append({"ph": "M", "name": "process_name", "pid": pid,
                        "args": {"name": f"GPU {device}" + (f" {name}" if name else "")}})
-    for device, stream in sorted(streams):
-        if device not in devices:
-            events.append({"ph": "M", "name": "process_name", "pid": GPU_PID + device,
-                           "args": {"name": f"GPU {device}"}})
-            devices[device] = None
-        events.append({"ph": "M", "name": "thread_name", "pid": GPU_PID + device, "tid": stream,
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": LANE_TIDS[2],
+                       "args": {"name": GAP_LANE}})
+    for (device, stream), tid in stream_tids.items():
+        events.append({"ph": "M", "name": "thread_name", "pid": gpu_pids[device], "tid": tid,
                        "args": {"name": f"stream {stream}"}})
     for thread, tid in threads.items():
         events.append({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": tid,
-                       "args": {"name": f"thread {thread}"}})
+                       "args": {"name": thread if isinstance(thread, str) else f"thread {thread}"}})
     return events
 
 
@@ -71,16 +82,24 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any]) -> None
     t0 = min(min([p.capture.info()["start_ns"]]
                  + ([p.model.total()["first_ns"]] if p.model.op_count else []))
              for p in captured)
-    threads: dict[int, int] = {}
+    # the host's lanes first, so range threads number from 3 (C adds them)
+    threads: dict[int | str, int] = {API_LANE: LANE_TIDS[0], SYNC_LANE: LANE_TIDS[1]}
     devices: dict[int, str | None] = {}
     streams: set[tuple[int, int]] = set()
-    for n, prof in enumerate(captured):
+    for prof in captured:
         for d in (prof.summary()["gpu"] or {}).get("devices", []):
             devices[d["id"]] = d["name"]
-        model = prof.model
-        streams.update((s["device"], s["stream"]) for s in model.streams())
-        model.write_trace_events(write, t0, n, threads, HOST_PID, GPU_PID, names=_op_name)
-    for event in _metadata(devices, streams, threads):
+        streams.update((s["device"], s["stream"]) for s in prof.model.streams())
+    gpu_pids = {device: GPU_PID + k
+                for k, device in enumerate(sorted({d for d, _ in streams} | set(devices)))}
+    stream_tids: dict[tuple[int, int], int] = {}
+    for device, stream in sorted(streams):
+        stream_tids[device, stream] = 1 + sum(d == device for d, _ in stream_tids)
+    for n, prof in enumerate(captured):
+        prof.model.write_trace_events(write, t0, n, threads, HOST_PID, GPU_PID, names=_op_name,
+                                      gpu_pids=gpu_pids, stream_tids=stream_tids,
+                                      lanes=LANE_TIDS)
+    for event in _metadata(devices, gpu_pids, stream_tids, threads):
         write("," + json.dumps(event, separators=(",", ":")))
 
 

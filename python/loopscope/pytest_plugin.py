@@ -77,6 +77,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _parse_marker(marker) -> tuple[dict[str, float], str | None, dict[str, Any]]:
     from ._budgets import BUDGETS, BudgetError, check_budgets
+    from ._profile import Profile
 
     if marker is None:
         return {}, None, {}
@@ -99,6 +100,10 @@ def _parse_marker(marker) -> tuple[dict[str, float], str | None, dict[str, Any]]
     except BudgetError as error:
         raise pytest.UsageError(f"@pytest.mark.loopscope: {error}; options: "
                                 f"{', '.join(OPTIONS)}") from None
+    try:  # the profile's own checks, before any test runs
+        Profile(**options)
+    except (TypeError, ValueError) as error:
+        raise pytest.UsageError(f"@pytest.mark.loopscope: profile={options!r}: {error}") from None
     return budgets, steps, options
 
 

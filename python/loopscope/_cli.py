@@ -49,6 +49,12 @@ examples:
   python -m loopscope run --steps 'denoise_step' --json out.json sample.py
   python -m loopscope run --max-syncs 0 --max-severe-gaps 0 infer.py   # CI gate
 
+under torchrun (torch.distributed): every rank profiles itself; --json and
+--trace write OUT.rank<N>.json per rank (out.json -> out.rank1.json), and
+rank 0 also writes OUT, whose summary holds every rank's (summary["ranks"],
+summary["skew"]: skews, waits, the straggler).  Rank 0 prints the report
+with the ranks; the other ranks print one line.
+
 exit status: 0 ok; 1 a budget failed or the script raised; 2 usage error;
 a script's own non-zero exit status is passed on.  A budget that could not
 be measured here (no GPU, sync detection unavailable) is printed as NOT
@@ -242,6 +248,7 @@ def _with_steps(prof, pattern: re.Pattern | None) -> tuple[dict[str, Any], str |
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from . import _distributed
     from ._budgets import evaluate
     from ._profile import LoopscopeWarning, profile
 
@@ -272,9 +279,13 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for w in caught:  # said once, plainly, not as a warning pointing into loopscope
         _say(str(w.message).removeprefix("loopscope: "))
     hand_over.install()
+    # torch.distributed: a script that destroys its process group ends the
+    # run's profile first, so its ranks are gathered while the store works
+    undo_destroy = _distributed.end_before_destroy(hand_over.end_outer)
     try:
         status, error = _run_script(args.script, list(args.args))
     finally:
+        undo_destroy()
         hand_over.remove()
         hand_over.end_outer()  # unless the script's own profile ended it already
         mirror.remove()
@@ -297,18 +308,21 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for i, summary in enumerate(summaries):
         if len(summaries) > 1:
             print(f"\n=== profile {i + 1} of {len(summaries)} ===")
-        print(format_report(summary))
+        print(_distributed.sent_line(summary) or format_report(summary))
     for note in notes:
         _say(note)
+    where = _distributed.output_rank(summaries)  # under torchrun: OUT.rank<N>.json per rank
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summaries[0] if len(summaries) == 1 else summaries, f, indent=1)
-        _say(f"summary written to {args.json}")
+        for path in _distributed.output_paths(args.json, where):
+            with open(path, "w") as f:
+                json.dump(summaries[0] if len(summaries) == 1 else summaries, f, indent=1)
+            _say(f"summary written to {path}")
     if args.trace:
         from ._trace_export import export_trace
 
-        export_trace(profiles, args.trace)
-        _say(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
+        for path in _distributed.output_paths(args.trace, where):
+            export_trace(profiles, path)
+            _say(f"trace written to {path} (open it at https://ui.perfetto.dev)")
     if error:
         _say(error)
     failed = False

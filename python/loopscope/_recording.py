@@ -252,7 +252,7 @@ def replay(data: dict[str, Any]):
     except (KeyError, TypeError, ValueError) as error:
         raise RecordingError(f"the recording's records are damaged ({type(error).__name__}: "
                              f"{error})") from None
-    prof = Profile(trace=False, syncs=False, metrics=False,
+    prof = Profile(trace=False, syncs=False, metrics=False, gather=False,
                    gap_thresholds_us=tuple(data["profile"]["thresholds_us"]))
     try:
         _core._set_test_clock(base, 1)

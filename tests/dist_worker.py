@@ -1,0 +1,156 @@
+"""A gloo process group on CPU, for tests/test_distributed.py:
+
+    python dist_worker.py SPEC.json
+
+imports torch once, then forks one process per rank (so the ranks do not
+each pay torch's import, seconds on a loaded 2-core machine), waits for
+them until SPEC's "deadline_s" and kills those still running; exit status
+0 only when every rank exited 0.
+
+SPEC: {"world": W, "port_file": path, "out": path with "{rank}",
+"scenarios": [...]}.  Rank 0 serves the job's TCPStore (on a free port it
+writes to port_file); every rank joins the gloo group through it, runs the
+scenarios in order and writes its summaries (one per scenario, None where
+it skipped) as JSON to out.  A scenario:
+  steps        number of prof.step() steps
+  timeout_s    gather_timeout_s
+  gather       the profile's gather option (default true)
+  skip         ranks that do not enter this profile at all
+  raise_rank   a rank whose with-block raises ValueError("planted") after its steps
+  clock        per rank: start of the scripted profile clock (_core._set_test_clock)
+  tick         its tick
+  extra        per rank, per step: clock reads made just before the step (its lateness)
+  exchange     per rank: the scripted exchange clock, the values in the order read
+Each rank also reports how many scripted exchange values were left unread."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+import warnings
+
+import torch.distributed as dist
+
+import loopscope
+from loopscope import _core, _distributed
+
+
+class Script:
+    """A scripted clock: returns the given values in order."""
+
+    def __init__(self, values: list[int]) -> None:
+        self.values = list(values)
+        self.read = 0
+
+    def __call__(self) -> int:
+        value = self.values[self.read]
+        self.read += 1
+        return value
+
+
+def connect(rank: int, world: int, port_file: str):
+    timeout = datetime.timedelta(seconds=30)
+    if rank == 0:
+        store = dist.TCPStore("127.0.0.1", 0, world, True, timeout, wait_for_workers=False)
+        with open(port_file + ".tmp", "w") as f:
+            f.write(str(store.port))
+        os.rename(port_file + ".tmp", port_file)
+    else:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(port_file):
+            if time.monotonic() > deadline:
+                raise SystemExit("rank 0 did not publish its store's port")
+            time.sleep(0.01)
+        with open(port_file) as f:
+            store = dist.TCPStore("127.0.0.1", int(f.read()), world, False, timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    return store
+
+
+def run(scenario: dict, rank: int) -> dict | None:
+    if rank in scenario.get("skip", []):
+        return None
+    script = None
+    if scenario.get("exchange"):
+        script = Script(scenario["exchange"][rank])
+        _distributed._exchange_clock = script
+    if scenario.get("clock"):
+        _core._set_test_clock(scenario["clock"][rank], scenario["tick"])
+    extra = scenario["extra"][rank] if scenario.get("extra") else [0] * scenario["steps"]
+    prof = loopscope.profile(gather=scenario.get("gather", True),
+                             gather_timeout_s=scenario["timeout_s"])
+    try:
+        with prof:
+            for k in range(scenario["steps"]):
+                for _ in range(extra[k]):
+                    _core.now_ns()
+                with prof.step():
+                    pass
+            if scenario.get("raise_rank") == rank:
+                raise ValueError("planted")
+    except ValueError:
+        pass
+    finally:
+        _core._set_test_clock(0, 0)
+        _distributed._exchange_clock = time.monotonic_ns
+    summary = dict(prof.summary())
+    summary["_unread_exchange_values"] = None if script is None else len(script.values) - script.read
+    return summary
+
+
+def rank_main(spec: dict, rank: int) -> None:
+    world = spec["world"]
+    warnings.simplefilter("ignore", loopscope.LoopscopeWarning)
+    store = connect(rank, world, spec["port_file"])
+    results = [run(scenario, rank) for scenario in spec["scenarios"]]
+    with open(spec["out"].format(rank=rank), "w") as f:
+        json.dump(results, f)
+    store.set(f"done/{rank}", b"1")
+    if rank == 0:  # the store lives in this process: outlive the others' use of it
+        store.wait([f"done/{r}" for r in range(world)], datetime.timedelta(seconds=30))
+    dist.destroy_process_group()
+
+
+def main() -> int:
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    children = {}
+    for rank in range(spec["world"]):
+        pid = os.fork()
+        if pid == 0:  # the rank: never returns into the parent's code
+            status = 1
+            try:
+                rank_main(spec, rank)
+                status = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(status)
+        children[pid] = rank
+    deadline = time.monotonic() + spec["deadline_s"]
+    failed = 0
+    while children and time.monotonic() < deadline:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            time.sleep(0.02)
+            continue
+        rank = children.pop(pid)
+        if status != 0:
+            print(f"rank {rank} exited with status {status}", flush=True)
+            failed = 1
+    for pid, rank in children.items():  # past the deadline: a hang, not a pass
+        print(f"rank {rank} still running after {spec['deadline_s']} s: killed", flush=True)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        failed = 1
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,8 @@
 imports torch once, then forks one process per rank (so the ranks do not
 each pay torch's import, seconds on a loaded 2-core machine), waits for
 them until SPEC's "deadline_s" and kills those still running; exit status
-0 only when every rank exited 0.
+0 only when every rank exited 0.  SPEC may hold several groups, run one
+after the other: {"groups": [SPEC, ...], "deadline_s": s}.
 
 SPEC: {"world": W, "port_file": path, "out": path with "{rank}",
 "scenarios": [...]}.  Rank 0 serves the job's TCPStore (on a free port it
@@ -21,7 +22,12 @@ it skipped) as JSON to out.  A scenario:
   tick         its tick
   extra        per rank, per step: clock reads made just before the step (its lateness)
   exchange     per rank: the scripted exchange clock, the values in the order read
-Each rank also reports how many scripted exchange values were left unread."""
+Each rank also reports how many scripted exchange values were left unread.
+
+With "cli": {"argv": [...], "log": path with "{rank}"} in SPEC instead of
+scenarios, each rank runs `python -m loopscope ARGV` in its process, under
+a torchrun-like environment (RANK, WORLD_SIZE, LOCAL_RANK), its output in
+its log; the script itself joins the group."""
 from __future__ import annotations
 
 import datetime
@@ -113,16 +119,29 @@ def rank_main(spec: dict, rank: int) -> None:
     dist.destroy_process_group()
 
 
-def main() -> int:
-    with open(sys.argv[1]) as f:
-        spec = json.load(f)
+def cli_main(spec: dict, rank: int) -> None:
+    cli = spec["cli"]
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(spec["world"]))
+    log = os.open(cli["log"].format(rank=rank), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    from loopscope.__main__ import main as loopscope_main
+
+    status = loopscope_main(cli["argv"])
+    if status:
+        raise SystemExit(f"loopscope run exited {status}")
+
+
+def run_group(spec: dict, deadline: float) -> int:
+    """Forks one process per rank of one group; 0 when every rank exited 0
+    before the deadline (the others are killed)."""
     children = {}
     for rank in range(spec["world"]):
         pid = os.fork()
         if pid == 0:  # the rank: never returns into the parent's code
             status = 1
             try:
-                rank_main(spec, rank)
+                (cli_main if "cli" in spec else rank_main)(spec, rank)
                 status = 0
             except BaseException:
                 import traceback
@@ -133,7 +152,6 @@ def main() -> int:
                 sys.stderr.flush()
                 os._exit(status)
         children[pid] = rank
-    deadline = time.monotonic() + spec["deadline_s"]
     failed = 0
     while children and time.monotonic() < deadline:
         pid, status = os.waitpid(-1, os.WNOHANG)
@@ -145,10 +163,22 @@ def main() -> int:
             print(f"rank {rank} exited with status {status}", flush=True)
             failed = 1
     for pid, rank in children.items():  # past the deadline: a hang, not a pass
-        print(f"rank {rank} still running after {spec['deadline_s']} s: killed", flush=True)
+        print(f"rank {rank} still running at the deadline: killed", flush=True)
         os.kill(pid, 9)
         os.waitpid(pid, 0)
         failed = 1
+    return failed
+
+
+def main() -> int:
+    """SPEC.json holds one group, or {"groups": [...], "deadline_s": s} run
+    one after the other (one import of torch for all)."""
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    deadline = time.monotonic() + spec["deadline_s"]
+    failed = 0
+    for group in spec.get("groups", [spec]):
+        failed |= run_group(group, deadline)
     return failed
 
 

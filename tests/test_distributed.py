@@ -14,10 +14,13 @@ Scenarios, in order (the ranks' n-th profiles are matched by order):
 3. rank 1 raises inside its profile: gathered all the same, marked.
 4. rank 2 never enters the profile: rank 0 names it missing after the
    timeout (0.5 s), rank 1 is gathered, nobody hangs.
-Plus, in this process: a world of one rank, and the detection rules."""
+Then, in the same launcher (one import of torch), `loopscope run` on 2
+ranks under a torchrun-like environment: one output file per rank.
+Plus, in this process: a world of one rank, and no torch.distributed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,18 +132,48 @@ def scenarios() -> list[dict]:
     ]
 
 
+CLI_SCRIPT = '''
+import os
+import torch
+import torch.distributed as dist
+import loopscope
+
+dist.init_process_group("gloo", init_method="file://" + os.environ["LS_TEST_INIT"],
+                        rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+x = torch.ones(8)
+for i in range(3):
+    with loopscope.range("train_step"):
+        dist.all_reduce(x)
+dist.destroy_process_group()
+'''
+
+
 @pytest.fixture(scope="module")
-def ranks(tmp_path_factory) -> list[list[dict | None]]:
-    """Each rank's summaries, one per scenario."""
+def launched(tmp_path_factory) -> Path:
+    """Runs both groups in one launcher (one import of torch): the
+    scenarios on 3 ranks, then `loopscope run` on 2 ranks (see
+    test_loopscope_run_under_a_launcher_writes_one_file_per_rank)."""
     tmp = tmp_path_factory.mktemp("dist")
-    spec = {"world": W, "port_file": str(tmp / "port"), "out": str(tmp / "rank{rank}.json"),
-            "scenarios": scenarios(), "deadline_s": HARD_TIMEOUT_S}
+    (tmp / "train.py").write_text(CLI_SCRIPT)
+    scenario_group = {"world": W, "port_file": str(tmp / "port"),
+                      "out": str(tmp / "rank{rank}.json"), "scenarios": scenarios()}
+    cli_group = {"world": 2, "cli": {
+        "argv": ["run", "--steps", "train_step", "--json", str(tmp / "out.json"), "--trace",
+                 str(tmp / "t.json"), str(tmp / "train.py")], "log": str(tmp / "log{rank}.txt")}}
+    spec = {"groups": [scenario_group, cli_group], "deadline_s": HARD_TIMEOUT_S}
     (tmp / "spec.json").write_text(json.dumps(spec))
     run = subprocess.run([sys.executable, str(HERE / "dist_worker.py"), str(tmp / "spec.json")],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         timeout=HARD_TIMEOUT_S + 30)
-    assert run.returncode == 0, f"a rank failed:\n{run.stdout}"
-    return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(W)]
+                         timeout=HARD_TIMEOUT_S + 30, env=dict(os.environ, LS_TEST_INIT=str(tmp / "init")))
+    logs = "\n".join(p.read_text() for p in sorted(tmp.glob("log*.txt")))
+    assert run.returncode == 0, f"a rank failed:\n{run.stdout}\n{logs}"
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def ranks(launched) -> list[list[dict | None]]:
+    """Each rank's summaries, one per scenario."""
+    return [json.loads((launched / f"rank{r}.json").read_text()) for r in range(W)]
 
 
 def test_every_summary_says_its_rank(ranks):
@@ -256,3 +289,28 @@ def test_not_distributed():
     assert (s["rank"], s["world_size"], s["ranks"], s["skew"], s["distributed"]) == (
         None, 1, None, None, None)
     assert "Rank" not in prof.report()
+
+
+
+def test_loopscope_run_under_a_launcher_writes_one_file_per_rank(launched):
+    """Two ranks ran `python -m loopscope run --steps train_step --json
+    out.json --trace t.json train.py` with RANK / WORLD_SIZE set as
+    torchrun does; the script joins a gloo group and destroys it at the
+    end, which ends the run's profile while the store still works."""
+    tmp = launched
+    logs = [(tmp / f"log{r}.txt").read_text() for r in range(2)]
+    own = [json.loads((tmp / f"out.rank{r}.json").read_text()) for r in range(2)]
+    merged = json.loads((tmp / "out.json").read_text())
+    assert [s["rank"] for s in own] == [0, 1] and merged == own[0]
+    assert [s["name"] for s in own[1]["steps"]] == ["train_step#0", "train_step#1", "train_step#2"]
+    assert merged["distributed"]["gather"] == "gathered"
+    assert [c["rank"] for c in merged["ranks"]] == [0, 1]
+    assert merged["skew"]["clock"]["per_rank"][0]["exchanges"] == 1  # joined at the end only
+    assert own[1]["distributed"]["gather"] == "sent to rank 0"
+    for r in range(2):
+        assert json.loads((tmp / f"t.rank{r}.json").read_text())["otherData"]["producer"] == (
+            "loopscope")
+    assert (tmp / "t.json").exists() and not (tmp / "out.rank2.json").exists()
+    assert "Rank 0 of 2 (gloo); gathering: gathered" in logs[0]
+    assert "loopscope: rank 1 of 2: " in logs[1] and "its figures are in rank 0's report" in logs[1]
+    assert "Ranks (2 of 2 gathered" in logs[0] and "Ranks (" not in logs[1]

@@ -308,29 +308,38 @@ def diagnose_ranks(summary: dict[str, Any]) -> dict[str, Any]:
     """Rank 0's diagnosis once the ranks are gathered: COMMUNICATION_WAIT,
     naming the rank it waits for, when rank 0 spent at least
     _ranks.WAIT_SHARE_VERDICT of its steps' GPU busy time waiting in
-    collectives for the straggler; otherwise its own verdict with the
-    straggler named in the reasons."""
-    from ._ranks import straggler_text
-
+    collectives for the straggler; otherwise its own verdict, with the
+    straggler named first in the reasons.  (The straggler's full sentence
+    is the report's STRAGGLER line, from summary["skew"]["straggler"].)"""
     d = summary["diagnosis"]
     skew = summary.get("skew")
     straggler = skew["straggler"] if skew else None
     if straggler is None:
         return d
     me = skew["per_rank"][0] or {}
+    rank, cause = straggler["rank"], straggler["cause"] or "no cause in its profiled steps"
     reasons, actions = list(d["reasons"]), list(d["actions"])
     evidence = dict(d.get("evidence") or {})
     verdict = d["verdict"]
+    waited = (f"rank 0 waited {_f3(me.get('wait_ms'))} ms in collectives "
+              f"({_f(me.get('wait_pct_of_gpu_busy'))}% of its GPU busy time in steps)")
     if me.get("waits_for") is not None:
         verdict = "COMMUNICATION_WAIT"
-        reasons.insert(0, f"rank 0 waited {me['wait_ms']:.3f} ms in collectives "
-                          f"({me['wait_pct_of_gpu_busy']:.1f}% of its GPU busy time in steps) "
-                          f"for rank {me['waits_for']}; before the ranks were compared it "
-                          f"read {d['verdict']}")
+        reasons.insert(0, f"{waited} for rank {rank}, the straggler ({cause}); before the ranks "
+                          f"were compared it read {d['verdict']}")
         actions.insert(0, _straggler_action(straggler))
-        evidence.update(own_verdict=d["verdict"], waits_for=me["waits_for"],
-                        wait_ms=me["wait_ms"], wait_pct_of_gpu_busy=me["wait_pct_of_gpu_busy"])
-    elif straggler["rank"] == 0:
+        evidence.update(own_verdict=d["verdict"], waits_for=rank, wait_ms=me["wait_ms"],
+                        wait_pct_of_gpu_busy=me["wait_pct_of_gpu_busy"])
+    elif rank == 0:
+        reasons.insert(0, f"this rank is the straggler ({cause}): the others waited for it in "
+                          f"{straggler['last_in_steps']} of {straggler['steps_compared']} steps, "
+                          f"{straggler['late_ms']:.3f} ms on average")
         actions.insert(0, _straggler_action(straggler))
-    reasons.insert(0, straggler_text(straggler))
+    else:
+        reasons.insert(0, f"rank {rank} is the straggler ({cause}); {waited}, too little to "
+                          "read COMMUNICATION_WAIT")
     return dict(d, verdict=verdict, reasons=reasons, actions=actions, evidence=evidence)
+
+
+def _f3(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

@@ -22,6 +22,10 @@ it skipped) as JSON to out.  A scenario:
   tick         its tick
   extra        per rank, per step: clock reads made just before the step (its lateness)
   exchange     per rank: the scripted exchange clock, the values in the order read
+  kernels      {"gemm_us": G, "comm_us": [[per rank, per step]], "idle_us": [[...]]}: per
+               step, after idle_us of device time, a gemm kernel of G us then an NCCL
+               all-reduce kernel of comm_us, on device <rank>, each launched inside the step
+Profiles never trace for real (trace, syncs, metrics off): records are injected.
 Each rank also reports how many scripted exchange values were left unread.
 
 With "cli": {"argv": [...], "log": path with "{rank}"} in SPEC instead of
@@ -85,15 +89,27 @@ def run(scenario: dict, rank: int) -> dict | None:
     if scenario.get("clock"):
         _core._set_test_clock(scenario["clock"][rank], scenario["tick"])
     extra = scenario["extra"][rank] if scenario.get("extra") else [0] * scenario["steps"]
-    prof = loopscope.profile(gather=scenario.get("gather", True),
-                             gather_timeout_s=scenario["timeout_s"])
+    prof = loopscope.profile(gather=scenario.get("gather", True), trace=False, syncs=False,
+                             metrics=False, gather_timeout_s=scenario["timeout_s"])
+    kernels = scenario.get("kernels")
+    device_ns, corr = 1_000, 1
     try:
         with prof:
             for k in range(scenario["steps"]):
                 for _ in range(extra[k]):
                     _core.now_ns()
                 with prof.step():
-                    pass
+                    if kernels:
+                        device_ns += kernels["idle_us"][rank][k] * 1000
+                        for name, us in (("gemm", kernels["gemm_us"]),
+                                         ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+                                          kernels["comm_us"][rank][k])):
+                            now = _core.now_ns()
+                            _core._inject("api", [(now, now + 1, corr)])
+                            _core._inject("kernel", [(device_ns, device_ns + us * 1000, rank, 7,
+                                                      corr, name)])
+                            device_ns += us * 1000 + 1_000
+                            corr += 1
             if scenario.get("raise_rank") == rank:
                 raise ValueError("planted")
     except ValueError:

@@ -87,27 +87,32 @@ def exchange_scripts() -> tuple[list[list[int]], dict[int, list[tuple[int, int, 
     return scripts, rounds
 
 
+def _best(rounds):
+    a, b, c = min(rounds, key=lambda x: x[1] - x[0])
+    return c - (a + b) / 2, (b - a) / 2, (a + b) / 2
+
+
+def aligned(rank: int, p: int) -> float:
+    """A rank's profile time on rank 0's profile clock, from the scripted
+    clocks: its pair (slope), the offset interpolated between the best
+    rounds of the start and end exchanges, rank 0's pair."""
+    if rank == 0:
+        return p
+    _, rounds = exchange_scripts()
+    _, p1, _ = profile_reads(rank)
+    e1 = E_PROFILE + OFFSET[rank][0]
+    e = e1 + (p - p1) * SLOPE[rank]
+    (o_s, _, at_s), (o_e, _, at_e) = _best(rounds[rank][:ROUNDS]), _best(rounds[rank][ROUNDS:])
+    drift = (o_e - o_s) / (at_e - at_s)
+    e0 = e - (o_s + drift * (e - o_s - at_s))
+    _, p1_0, _ = profile_reads(0)
+    return p1_0 + (e0 - E_PROFILE)  # rank 0: slope 1, pair (start_ns, E_PROFILE)
+
+
 def expected_skews() -> tuple[list[tuple[float, float, int, int]], float]:
     """[(start skew us, end skew us, last start rank, last end rank)] per
     step, and the clock error in us, from the scripted clocks."""
     _, rounds = exchange_scripts()
-
-    def best(rs):
-        a, b, c = min(rs, key=lambda x: x[1] - x[0])
-        return c - (a + b) / 2, (b - a) / 2, (a + b) / 2
-
-    def aligned(rank: int, p: int) -> float:
-        _, p1, _ = profile_reads(rank)
-        e1 = E_PROFILE + (OFFSET[rank][0] if rank else 0)
-        e = e1 + (p - p1) * SLOPE[rank]
-        if rank == 0:
-            return p
-        (o_s, _, at_s), (o_e, _, at_e) = best(rounds[rank][:ROUNDS]), best(rounds[rank][ROUNDS:])
-        drift = (o_e - o_s) / (at_e - at_s)
-        e0 = e - (o_s + drift * (e - o_s - at_s))
-        _, p1_0, _ = profile_reads(0)
-        return p1_0 + (e0 - E_PROFILE)  # rank 0: slope 1, pair (start_ns, E_PROFILE)
-
     rows = []
     for k in range(N):
         starts = {r: aligned(r, profile_reads(r)[0][k][0]) for r in range(W)}
@@ -115,9 +120,16 @@ def expected_skews() -> tuple[list[tuple[float, float, int, int]], float]:
         rows.append(((max(starts.values()) - min(starts.values())) / 1e3,
                      (max(ends.values()) - min(ends.values())) / 1e3,
                      max(starts, key=starts.get), max(ends, key=ends.get)))
-    errors = sorted((max(best(rounds[r][:ROUNDS])[1], best(rounds[r][ROUNDS:])[1])
+    errors = sorted((max(_best(rounds[r][:ROUNDS])[1], _best(rounds[r][ROUNDS:])[1])
                      for r in (1, 2)), reverse=True)
     return rows, sum(errors[:2]) / 1e3
+
+
+GEMM_US = 300
+# rank 2 arrives 2 ms late at every all-reduce: its GPU idles 2 ms before each step's gemm
+# (its host late), and the others spin 2 ms longer in the all-reduce
+COMM_US = [[2_050] * 4, [2_040] * 4, [50] * 4]
+IDLE_US = [[10] * 4, [10] * 4, [2_010] * 4]
 
 
 def scenarios() -> list[dict]:
@@ -128,6 +140,8 @@ def scenarios() -> list[dict]:
         {"steps": 3, "timeout_s": 30},
         {"steps": 2, "timeout_s": 30, "gather": False},
         {"steps": 2, "timeout_s": 30, "raise_rank": 1},
+        {"steps": 4, "timeout_s": 30,
+         "kernels": {"gemm_us": GEMM_US, "comm_us": COMM_US, "idle_us": IDLE_US}},
         {"steps": 2, "timeout_s": 0.5, "skip": [2]},
     ]
 
@@ -191,8 +205,10 @@ def test_scripted_clocks_give_exact_skews(ranks):
     rows, error_us = expected_skews()
     assert skew["clock"]["error_us"] == pytest.approx(error_us, abs=1e-3)
     assert [s["index"] for s in skew["steps"]] == list(range(N))
-    for got, (start, end, last_start, last_end) in zip(skew["steps"], rows):
+    for k, (got, (start, end, last_start, last_end)) in enumerate(zip(skew["steps"], rows)):
         assert got["ranks"] == [0, 1, 2]
+        assert got["aligned_ns"] == [[round(aligned(r, t)) for t in profile_reads(r)[0][k]]
+                                     for r in range(W)]
         assert got["start_skew_us"] == pytest.approx(start, abs=1e-3)
         assert got["end_skew_us"] == pytest.approx(end, abs=1e-3)
         assert (got["last_start_rank"], got["last_end_rank"]) == (last_start, last_end)
@@ -250,14 +266,41 @@ def test_a_rank_that_raised_is_gathered_and_marked(ranks):
     assert {c["rank"]: c["exchanges"] for c in summary["skew"]["clock"]["per_rank"]}[1] == 1
 
 
-def test_a_rank_that_never_enters_is_named_missing(ranks):
+def test_injected_nccl_kernels_name_the_straggler(ranks):
+    """Each rank's steps hold a gemm and an NCCL all-reduce kernel (rank 2
+    late by 2 ms).  Until the C analysis classifies collective kernels
+    (issue 12: steps[i]["comm_ms"]), the summary has no comm time and the
+    straggler is not measured; with it, the figures below are exact."""
     summary = ranks[0][4]
-    assert ranks[2][4] is None
+    steps = [s for c in summary["ranks"] for s in c["steps"]]
+    assert all(s["gpu_ms"] == pytest.approx((GEMM_US + COMM_US[c["rank"]][s["index"]]) / 1e3)
+               for c in summary["ranks"] for s in c["steps"])
+    if all(s["comm_ms"] is None for s in steps):
+        assert summary["skew"]["straggler"] is None
+        assert any("no collective time per step" in n for n in summary["skew"]["not_measured"])
+        pytest.skip("needs the communication split of issue 12 (steps[i]['comm_ms'])")
+    skew = summary["skew"]
+    for k, row in enumerate(skew["steps"]):
+        least = min(COMM_US[r][k] for r in range(W))
+        assert row["wait_ms"] == [pytest.approx((COMM_US[r][k] - least) / 1e3) for r in range(W)]
+        assert row["last_arrival_rank"] == 2
+    s = skew["straggler"]
+    assert (s["rank"], s["last_in_steps"], s["steps_compared"], s["cause"]) == (2, 4, 4, "host late")
+    assert s["late_ms"] == pytest.approx((2_050 - 50) / 1e3)
+    # no gap before step 0's first kernel: the host excess shows in steps 1-3
+    assert s["excess_ms"]["host late"] == pytest.approx(2.0 * 3 / 4)
+    assert s["excess_ms"]["compute"] == pytest.approx(0.0)
+    assert skew["per_rank"][0]["waits_for"] == 2
+
+
+def test_a_rank_that_never_enters_is_named_missing(ranks):
+    summary = ranks[0][5]
+    assert ranks[2][5] is None
     reason = "did not reach the profile's end within 0.5 s"
     assert summary["skew"]["missing"] == [{"rank": 2, "reason": reason}]
     assert summary["ranks"][2] == {"rank": 2, "missing": reason}
     assert summary["distributed"]["missing"] == [{"rank": 2, "reason": reason}]
-    assert ranks[1][4]["distributed"]["gather"] == "sent to rank 0"
+    assert ranks[1][5]["distributed"]["gather"] == "sent to rank 0"
     assert [row["ranks"] for row in summary["skew"]["steps"]] == [[0, 1], [0, 1]]
     assert "missing: rank 2 did not reach" in loopscope._report.format_report(summary)
 

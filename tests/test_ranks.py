@@ -331,6 +331,21 @@ def test_html_shows_the_straggler_above_the_verdict(rank0_summary):
     assert "waits for rank 2" in page
 
 
+def test_trace_draws_the_other_ranks_on_rank_0s_clock(rank0_summary):
+    _, summary = rank0_summary
+    events = loopscope._ranks_view.rank_trace_events(summary, t0_ns=-1_000_000_000, profile=0)
+    steps = [e for e in events if e["ph"] == "X"]
+    # every rank's pair: profile = exchange - 1 s, offsets 0: its steps where it ran them
+    assert [(e["pid"], e["ts"], e["dur"]) for e in steps] == [
+        (1000 + r, (k * STEP_NS + 1_000_000_000) / 1e3, 9_000.0) for k in range(6) for r in (1, 2)]
+    assert steps[0]["args"] == {"rank": 1, "step": 0, "profile": 0, "host_ms": 9.0,
+                                "wait_ms": pytest.approx(COMM[1][0] - COMM[2][0])}
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert names == {1001: "rank 1: steps on rank 0's clock (+-20 us)",
+                     1002: "rank 2: steps on rank 0's clock (+-20 us)"}
+    assert loopscope._ranks_view.rank_trace_events(dict(summary, skew=None), 0, 0) == []
+
+
 def test_max_rank_skew_us_budget(rank0_summary):
     _, summary = rank0_summary
     out = evaluate(summary, {"max_rank_skew_us": 5.0}).outcomes[0]

@@ -27,6 +27,10 @@ within the sum of their residual errors: `skew["clock"]["error_us"]` is the
 largest such sum, and skews at or below it are shown as such, not as
 numbers.
 
+Each step row also holds every rank's host start and end on rank 0's
+profile clock (aligned_ns), which the trace export draws as one track per
+rank.
+
 Straggler.  When every rank runs the same collectives in a step, the
 ranks that arrive early spin inside the collective kernels until the last
 one arrives: their collective (comm) time in the step is longer by what
@@ -213,7 +217,8 @@ def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
                                "start_skew_us": None, "end_skew_us": None,
                                "last_start_rank": None, "last_end_rank": None,
                                "host_ms": [None] * len(compacts), "comm_ms": [None] * len(compacts),
-                               "wait_ms": None, "max_wait_ms": None, "last_arrival_rank": None}
+                               "wait_ms": None, "max_wait_ms": None, "last_arrival_rank": None,
+                               "aligned_ns": [None] * len(compacts)}
         for r, s in present.items():
             row["host_ms"][r] = s["host_ms"]
             row["comm_ms"][r] = s["comm_ms"]
@@ -221,6 +226,8 @@ def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
                   if r in aligners and s["start_ns"] is not None}
         ends = {r: aligners[r](s["end_ns"]) for r, s in present.items()
                 if r in aligners and s["end_ns"] is not None}
+        for r in starts.keys() & ends.keys():
+            row["aligned_ns"][r] = [round(starts[r]), round(ends[r])]
         if len(starts) > 1:
             row["start_skew_us"] = _us(max(starts.values()) - min(starts.values()))
             row["last_start_rank"] = _argmax(starts)

@@ -111,6 +111,36 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+# -- trace ----------------------------------------------------------------------
+RANK_PID = 1000  # + rank: one trace process per rank, after the host and the GPUs
+
+
+def rank_trace_events(summary: dict[str, Any], t0_ns: int, profile: int) -> list[dict[str, Any]]:
+    """Chrome trace events of every other rank's steps, aligned to this
+    (rank 0's) profile clock, one process per rank; [] unless this summary
+    gathered the ranks.  t0_ns: the trace's time zero on the same clock."""
+    skew = summary.get("skew")
+    if not skew:
+        return []
+    events: list[dict[str, Any]] = []
+    error = skew["clock"]["error_us"]
+    for row in skew["steps"]:
+        for r, span in enumerate(row["aligned_ns"]):
+            if span is None or r == 0:
+                continue
+            events.append({
+                "ph": "X", "pid": RANK_PID + r, "tid": 1, "name": row["name"], "cat": "rank step",
+                "ts": round((span[0] - t0_ns) / 1e3, 3), "dur": round((span[1] - span[0]) / 1e3, 3),
+                "args": {"rank": r, "step": row["index"], "profile": profile,
+                         "host_ms": row["host_ms"][r],
+                         "wait_ms": None if row["wait_ms"] is None else row["wait_ms"][r]},
+            })
+    for r in sorted({e["args"]["rank"] for e in events}):
+        events.append({"ph": "M", "name": "process_name", "pid": RANK_PID + r,
+                       "args": {"name": f"rank {r}: steps on rank 0's clock (+-{error:g} us)"}})
+    return events
+
+
 # -- HTML -------------------------------------------------------------------------
 _TABLE = "border-collapse:collapse;font-size:12px;margin:4px 0 10px 0"
 _TH = "text-align:right;padding:2px 8px;border-bottom:1px solid #8a9ba8;font-weight:600"

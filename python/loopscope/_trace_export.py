@@ -9,7 +9,9 @@ profile's start):
 - one process per GPU: its kernels, memcpys and memsets, one track per
   stream, and a "gaps" track with every gap above the normal threshold
   (category gap, named with its class and length);
-- flow arrows from each launch call to the op it launched.
+- flow arrows from each launch call to the op it launched;
+- on rank 0 of a gathered torch.distributed profile, one process per other
+  rank with its steps on this clock (aligned, see _ranks.py).
 SM/DRAM counter tracks come with PM sampling (not collected yet)."""
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import os
 from typing import Any
 
 from ._html import merge_intervals
+from ._ranks_view import rank_trace_events
 
 HOST_PID = 1
 GPU_PID = 100
@@ -61,6 +64,7 @@ def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
         for d in (summary["gpu"] or {}).get("devices", []):
             devices[d["id"]] = d["name"]
         analysis = capture.analyze(*prof._thresholds)
+        events += rank_trace_events(summary, t0, n)  # torch.distributed, rank 0: the other ranks
         for r in analysis["ranges"]:
             tid = threads.setdefault(r["thread"], len(threads) + 1)
             is_step = r["step"] is not None

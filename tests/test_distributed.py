@@ -233,6 +233,7 @@ def test_rank_0_holds_every_ranks_compact_summary(ranks):
         assert ranks[r][0]["ranks"] is None and ranks[r][0]["skew"] is None
         assert ranks[r][0]["distributed"]["gather"] == "sent to rank 0"
     assert summary["distributed"]["gather"] == "gathered"
+    assert set(summary["distributed"]["exchange_ms"]) == {"start", "end"}
     # no collective kernels on gloo/CPU: said, not guessed
     assert summary["skew"]["straggler"] is None
     assert any("backend gloo" in n for n in summary["skew"]["not_measured"])
@@ -254,6 +255,7 @@ def test_gather_false_gathers_nothing(ranks):
         assert s["ranks"] is None and s["skew"] is None
         assert s["distributed"]["gather"] == "off (gather=False)"
         assert s["distributed"]["profile_index"] is None
+        assert s["distributed"]["exchange_ms"] == {}
 
 
 def test_a_rank_that_raised_is_gathered_and_marked(ranks):

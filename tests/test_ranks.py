@@ -405,3 +405,124 @@ def test_launcher_rank(monkeypatch):
     assert _distributed.launcher_rank() is None
     monkeypatch.setenv("WORLD_SIZE", "x")
     assert _distributed.launcher_rank() is None
+
+
+# -- the store protocol's failure paths, with an in-memory store -------------------
+class FakeStore:
+    """The c10d Store calls the protocol uses, in memory (one process);
+    `broken` makes every call raise."""
+
+    def __init__(self, broken: bool = False) -> None:
+        self.data: dict[str, bytes] = {}
+        self.broken = broken
+
+    def _check_broken(self) -> None:
+        if self.broken:
+            raise RuntimeError("Connection reset by peer")
+
+    def set(self, key, value):
+        self._check_broken()
+        self.data[key] = value if isinstance(value, bytes) else str(value).encode()
+
+    def get(self, key):
+        self._check_broken()
+        return self.data[key]
+
+    def check(self, keys):
+        self._check_broken()
+        return all(k in self.data for k in keys)
+
+    def wait(self, keys, timeout):
+        self._check_broken()
+        if not self.check(keys):
+            raise RuntimeError("wait timeout")
+
+    def delete_key(self, key):
+        return self.data.pop(key, None) is not None
+
+
+class FakeDist:
+    """What _distributed reads of torch.distributed."""
+
+    def __init__(self, rank: int, world: int, store: FakeStore) -> None:
+        self.rank, self.world, self.store = rank, world, store
+
+        class C10d:
+            @staticmethod
+            def _get_default_store():
+                return store
+
+        self.distributed_c10d = C10d
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return True
+
+    def get_rank(self):
+        return self.rank
+
+    def get_world_size(self):
+        return self.world
+
+    def get_backend(self):
+        return "nccl"
+
+    @staticmethod
+    def PrefixStore(prefix, store):  # noqa: N802  (torch's name)
+        return store
+
+
+@pytest.fixture
+def fake_job(monkeypatch):
+    def make(rank: int, world: int, store: FakeStore):
+        monkeypatch.setitem(__import__("sys").modules, "torch.distributed",
+                            FakeDist(rank, world, store))
+    return make
+
+
+def test_a_store_that_breaks_leaves_the_profile_ungathered(fake_job):
+    fake_job(0, 2, FakeStore(broken=True))
+    with pytest.warns(loopscope.LoopscopeWarning, match="gathering the ranks failed: "
+                      "RuntimeError: Connection reset by peer"):
+        with loopscope.profile(gather_timeout_s=0.05) as prof:
+            with prof.step():
+                pass
+    d = prof.summary()["distributed"]
+    assert d["gather"] == ("not gathered: the store failed (RuntimeError: Connection reset by "
+                           "peer)")
+    assert prof.summary()["rank"] == 0 and prof.summary()["skew"] is None
+    assert len(prof.summary()["steps"]) == 1
+
+
+def test_rank_0_absent_costs_the_others_two_timeouts_per_phase_and_is_said(fake_job):
+    store = FakeStore()
+    fake_job(1, 2, store)
+    with pytest.warns(loopscope.LoopscopeWarning) as caught:
+        with loopscope.profile(gather_timeout_s=0.05) as prof:
+            pass
+    s = prof.summary()
+    why = "rank 0 did not answer within 0.1 s (did it reach the profile's end?)"
+    assert s["distributed"]["gather"] == f"not taken by rank 0: {why}"
+    assert s["distributed"]["notes"] == [
+        "start: rank 0 did not answer within 0.1 s (did it reach the profile's start?)"]
+    assert any(f"rank 1: {why}; this rank's summary did not reach rank 0" in str(w.message)
+               for w in caught)
+    assert all(t >= 100 for t in s["distributed"]["exchange_ms"].values())
+    # what it left for rank 0: its arrival and its compact summary
+    assert set(store.data) == {"here/start/1", "here/end/1", "summary/1"}
+    assert json.loads(store.data["summary/1"])["rank"] == 1
+
+
+def test_an_abort_from_rank_0_releases_a_rank_at_once(fake_job):
+    store = FakeStore()
+    store.data["go/start/1/0"] = b"abort: rank 0 stopped waiting after 5 s"
+    store.data["go/end/1/0"] = b"abort: rank 0 raised (ValueError: x)"
+    fake_job(1, 2, store)
+    with loopscope.profile(gather_timeout_s=30) as prof:
+        pass
+    d = prof.summary()["distributed"]
+    assert d["gather"] == "not taken by rank 0: abort: rank 0 raised (ValueError: x)"
+    assert d["notes"] == ["start: abort: rank 0 stopped waiting after 5 s"]
+    assert all(t < 5_000 for t in d["exchange_ms"].values())  # not the 60 s it could wait

@@ -13,7 +13,9 @@ Summary keys (every summary has the first two):
   not measured); None elsewhere.
 - summary["distributed"]: None when not distributed; else {backend,
   profile_index, gather (what happened to the gathering, in words),
-  timeout_s, missing (rank 0: [{rank, reason}])}.
+  timeout_s, missing (rank 0: [{rank, reason}]), notes (what went wrong in
+  this rank's exchanges), exchange_ms ({start, end}: host time of each
+  phase, waiting for the other ranks included; outside host_ms)}.
 
 Detection needs torch to be imported already (it is never imported here):
 torch.distributed available and initialised when the profile starts, or
@@ -132,6 +134,7 @@ class Session:
         self.compacts: list[dict[str, Any] | None] | None = None
         self.note: str | None = None  # a warning for the user, said once
         self.notes: list[str] = []  # what went wrong in this rank's exchanges
+        self.phase_ms: dict[str, float] = {}  # host time of each phase (waits included)
 
     # -- joining -------------------------------------------------------------
     def join(self) -> bool:
@@ -253,6 +256,7 @@ class Session:
     def start_phase(self) -> None:
         if not self.gathering:
             return
+        t0 = time.perf_counter_ns()
         try:
             if self.rank == 0:
                 self._serve("start")
@@ -263,12 +267,14 @@ class Session:
                     self.notes.append(f"start: {why}")
         except Exception as error:  # a store gone bad: the profile goes on, ungathered
             self._fail(error)
+        self.phase_ms["start"] = round((time.perf_counter_ns() - t0) / 1e6, 3)
 
     def end_phase(self, local: dict[str, Any] | None, raised: str | None) -> None:
         """At the end: rank 0 gathers, the others send.  `local` is this
         rank's compact summary (None when it could not be built)."""
         if not self.gathering:
             return
+        t0 = time.perf_counter_ns()
         try:
             if self.rank == 0:
                 self._gather(local, raised)
@@ -276,6 +282,7 @@ class Session:
                 self._send(local, raised)
         except Exception as error:
             self._fail(error)
+        self.phase_ms["end"] = round((time.perf_counter_ns() - t0) / 1e6, 3)
 
     def _send(self, local: dict[str, Any] | None, raised: str | None) -> None:
         r = self.rank
@@ -307,7 +314,10 @@ class Session:
         for r in range(1, self.world_size):
             key = f"summary/{r}"
             if r in present and self.store.check([key]):
-                compacts[r] = json.loads(self.store.get(key).decode())
+                try:
+                    compacts[r] = json.loads(self.store.get(key).decode())
+                except ValueError as error:  # not ours, or cut short: that rank only
+                    self.missing[r] = f"sent an unreadable summary ({error})"
             elif r in present:
                 self.missing[r] = "reached the end but sent no summary (it could not be built)"
             else:
@@ -337,6 +347,7 @@ class Session:
             "missing": [{"rank": r, "reason": why} for r, why in sorted(self.missing.items())]
             if self.rank == 0 else None,
             "notes": list(self.notes),
+            "exchange_ms": dict(self.phase_ms),
         }
 
 

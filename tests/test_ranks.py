@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import statistics
+import sys
 
 import pytest
 
@@ -44,7 +45,9 @@ def compact(rank: int, comm: list[float | None], *, idle_host=None, idle_sync=No
         })
     return {
         "compact": 1, "rank": rank, "world_size": world_size, "host": host or "node0",
-        "devices": [rank] if devices is None else list(devices), "device": "GPU", "source": "injected", "gpu_error": None,
+        "devices": [rank] if devices is None else list(devices),
+        "gpus": [f"{host or 'node0'} GPU {d}" for d in ([rank] if devices is None else devices)],
+        "device": "GPU", "source": "injected", "gpu_error": None,
         "host_ms": 9.0 * n, "busy_pct": 90.0, "gpu_busy_ms": 8.0 * n, "comm_ms": None,
         "compute_ms": None, "comm_pct": None, "syncs": 0, "sync_blocked_ms": 0.0,
         "verdict": verdict, "cause": "compute", "steps": steps,
@@ -138,6 +141,11 @@ def test_no_straggler_below_the_noise_floor_or_without_a_majority():
     quiet = [compact(r, [1.0 + 0.00001 * r] * 4) for r in range(3)]  # 0.02 us spreads
     skew = _ranks.merge(quiet, exchanges3(), {}, "nccl")
     assert skew["straggler"] is None and all(r["last_arrival_rank"] is None for r in skew["steps"])
+    # long steps: 0.5 ms of jitter in 100 ms of GPU time is noise (floor 2 ms), 3 ms is not
+    long = [compact(r, [1.0 + 0.5 * (r == 0), 1.0 + 3.0 * (r != 2)], gpu=[100.0, 100.0])
+            for r in range(3)]
+    skew = _ranks.merge(long, exchanges3(), {}, "nccl")
+    assert [r["last_arrival_rank"] for r in skew["steps"]] == [None, 2]
     # rank 1 last once, rank 2 once, two quiet steps: nobody last in half the steps
     comm = {0: [2.0, 2.0, 1.0, 1.0], 1: [0.5, 2.0, 1.0, 1.0], 2: [2.0, 0.5, 1.0, 1.0]}
     skew = _ranks.merge([compact(r, comm[r]) for r in range(3)], exchanges3(), {}, "nccl")
@@ -205,8 +213,8 @@ def test_what_is_not_measured_is_said():
         "ranks 0, 1, 2: no collective time per step (needs GPU tracing with collective kernels "
         "classified; no NVIDIA GPU driver on this machine): wait and straggler not measured",
         "rank 2: clocks not exchanged with rank 0: left out of the skews",
-        "ranks 0, 1, 2 share GPU 0 on n1: their kernels interleave, so their comm, wait and "
-        "compute times mix",
+        "ranks 0, 1, 2 share one GPU (n1 GPU 0): their kernels interleave, so their comm, wait "
+        "and compute times mix",
     ]
     assert all(row["ranks"] == [0, 1, 2] and row["wait_ms"] is None for row in skew["steps"])
     single = _ranks.merge([compact(0, [1.0], world_size=1)], {}, {}, "nccl")
@@ -238,8 +246,23 @@ def test_compact_is_plain_and_small(test_clock):
         s["gaps"]["idle_by_cause_ms"]["host"] for s in summary["steps"]]
     assert (c["steps"][0]["start_ns"], c["steps"][1]["start_ns"]) == (5, None)
     assert c["comm_ms"] is None and c["steps"][0]["comm_ms"] is None  # until classified
+    assert c["devices"] == [0] and c["gpus"] == ["n/0"]  # no identity given: host/ordinal
+    uuid = _ranks.compact(summary, rank=1, world_size=2, host="n", step_times={}, clock=None,
+                          gpu_ids=lambda d: f"GPU-abc{d}")
+    assert uuid["gpus"] == ["GPU-abc0"]
     # the loop idles for its host (2 severe host gaps), far more than it computes
     assert c["cause"] == "host late"
+
+
+def test_gpu_identity_without_cuda(monkeypatch):
+    """Without torch's CUDA (no UUID): host, the visible set, the ordinal."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        pytest.skip("torch's CUDA is up here: the identity is the GPU's UUID")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert _distributed._gpu_identity(1, "n") == "n GPU 1 of CUDA_VISIBLE_DEVICES=2,3"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert _distributed._gpu_identity(1, "n") == "n GPU 1"
 
 
 # -- rank 0's diagnosis, report, HTML and budget --------------------------------------
@@ -323,8 +346,10 @@ def test_report_puts_the_straggler_first_then_the_rank_table(rank0_summary):
     assert cells[7:] == [f"9.000/{COMM[r][0] - COMM[2][0]:.3f}" for r in range(3)]
 
 
-def test_html_shows_the_straggler_above_the_verdict(rank0_summary):
+def test_html_shows_the_straggler_above_the_verdict(rank0_summary, monkeypatch):
     _, summary = rank0_summary
+    # tables only: matplotlib's extension dies under CI's preloaded ASan (.ci/run)
+    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)
     page = loopscope._html.render(summary)
     straggler = page.index("<b>Straggler:</b> rank 2 is the straggler")
     assert straggler < page.index("COMMUNICATION WAIT") < page.index("Ranks per step")
@@ -477,7 +502,7 @@ class FakeDist:
 @pytest.fixture
 def fake_job(monkeypatch):
     def make(rank: int, world: int, store: FakeStore):
-        monkeypatch.setitem(__import__("sys").modules, "torch.distributed",
+        monkeypatch.setitem(sys.modules, "torch.distributed",
                             FakeDist(rank, world, store))
     return make
 

@@ -71,6 +71,7 @@ import time
 from typing import Any, Callable
 
 from . import _ranks
+from ._diagnosis import diagnose_ranks
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 3600.0
@@ -407,9 +408,24 @@ def compact_of(prof: Any, session: Session, raised: str | None = None) -> dict[s
         info = capture.info()
         clock = {"profile_ns": [info["start_ns"], info["stop_ns"]],
                  "exchange_ns": list(session.exchange_ns)}
+    host = socket.gethostname()
     return _ranks.compact(prof._local_summary(), rank=session.rank or 0,
-                          world_size=session.world_size, host=socket.gethostname(),
-                          step_times=step_times, clock=clock, raised=raised)
+                          world_size=session.world_size, host=host,
+                          step_times=step_times, clock=clock, raised=raised,
+                          gpu_ids=lambda device: _gpu_identity(device, host))
+
+
+def _gpu_identity(device: int, host: str) -> str:
+    """The GPU's UUID when torch knows it (the same in every process, whatever
+    CUDA_VISIBLE_DEVICES each rank has); else host, visible set and ordinal."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
+    except Exception:  # an old torch without uuid, or CUDA in a bad state
+        pass
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return f"{host} GPU {device}" + (f" of CUDA_VISIBLE_DEVICES={visible}" if visible else "")
 
 
 def attach(session: Session | None, summary: dict[str, Any]) -> dict[str, Any]:
@@ -426,8 +442,6 @@ def attach(session: Session | None, summary: dict[str, Any]) -> dict[str, Any]:
     summary["world_size"] = session.world_size
     summary["distributed"] = session.describe()
     if session.rank == 0 and session.compacts is not None:
-        from ._diagnosis import diagnose_ranks
-
         compacts = session.compacts
         summary["ranks"] = [c if c is not None else
                             {"rank": r, "missing": session.missing.get(r, "no summary")}

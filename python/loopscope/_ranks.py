@@ -36,8 +36,9 @@ ranks that arrive early spin inside the collective kernels until the last
 one arrives: their collective (comm) time in the step is longer by what
 they waited.  So the rank with the smallest comm time in a step arrived
 last, and each rank's wait is its comm time beyond that smallest one.  A
-step counts when its largest wait is at least STEP_WAIT_MIN_US; the
-straggler is the rank that arrived last in the most counted steps, named
+step counts when its largest wait is at least STEP_WAIT_MIN_US and
+STEP_WAIT_MIN_PCT of the ranks' median GPU time in the step (jitter grows
+with the step); the straggler is the rank that arrived last in the most counted steps, named
 only when that is at least half of the steps compared.  Its own cause is
 the largest of its excess over the other ranks' median, in the steps it
 arrived last: GPU idle waiting for its host's launches ("host late"), GPU
@@ -56,6 +57,7 @@ from typing import Any, Callable, Mapping
 
 COMPACT_VERSION = 1
 STEP_WAIT_MIN_US = 100.0      # a step's largest wait below this is noise, not a straggler
+STEP_WAIT_MIN_PCT = 2.0       # ... and below this share of the step's median GPU time
 STRAGGLER_MIN_SHARE = 0.5     # of the compared steps, to be named
 WAIT_SHARE_VERDICT = 0.10     # of a rank's GPU busy time in its steps: COMMUNICATION_WAIT
 CAUSE_MIN_SHARE = 0.25        # of how late the straggler was: smaller excesses explain nothing
@@ -91,10 +93,13 @@ def own_cause(summary: dict[str, Any]) -> str | None:
 
 def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
             step_times: dict[int, tuple[int, int]], clock: dict[str, Any] | None,
-            raised: str | None = None) -> dict[str, Any]:
+            raised: str | None = None,
+            gpu_ids: Callable[[int], str] | None = None) -> dict[str, Any]:
     """One rank's compact summary (see the module doc).  step_times: step
     index -> (start_ns, end_ns) on the profile clock; clock: the rank's
-    pairs {"profile_ns": [p1, p2], "exchange_ns": [e1, e2]} or None."""
+    pairs {"profile_ns": [p1, p2], "exchange_ns": [e1, e2]} or None;
+    gpu_ids: device ordinal -> an identity of the GPU that is the same in
+    every process that uses it (a UUID), to tell ranks sharing a GPU."""
     gpu = summary.get("gpu") or {}
     gaps = summary.get("gaps") or {}
     syncs = summary.get("syncs")
@@ -112,6 +117,8 @@ def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
         "compact": COMPACT_VERSION,
         "rank": rank, "world_size": world_size, "host": host,
         "devices": [d.get("id") for d in gpu.get("devices") or []] or None,
+        "gpus": [(gpu_ids or (lambda d: f"{host}/{d}"))(d.get("id"))
+                 for d in gpu.get("devices") or []] or None,
         "device": gpu.get("device"),
         "source": summary.get("source"), "gpu_error": summary.get("gpu_error"),
         "host_ms": summary.get("host_ms"),
@@ -240,7 +247,10 @@ def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
             row["wait_ms"] = [None if row["comm_ms"][r] is None else round(row["comm_ms"][r] - least, 6)
                               for r in range(len(compacts))]
             row["max_wait_ms"] = round(max(comm.values()) - least, 6)
-            if row["max_wait_ms"] * 1e3 >= STEP_WAIT_MIN_US:
+            gpu = [s["gpu_ms"] for s in present.values() if s["gpu_ms"] is not None]
+            floor_ms = max(STEP_WAIT_MIN_US / 1e3,
+                           STEP_WAIT_MIN_PCT / 100 * statistics.median(gpu) if gpu else 0.0)
+            if row["max_wait_ms"] >= floor_ms:
                 row["last_arrival_rank"] = min(sorted(comm), key=lambda r: comm[r])
         rows.append(row)
     return rows
@@ -343,13 +353,13 @@ def _not_measured(compacts, rows, world_size, backend, aligners) -> list[str]:
     if unlinked:
         notes.append(f"rank{'s' if len(unlinked) > 1 else ''} {_list(unlinked)}: clocks not "
                      "exchanged with rank 0: left out of the skews")
-    shared: dict[tuple, list[int]] = {}
+    shared: dict[str, list[int]] = {}
     for c in present:
-        for d in c["devices"] or []:
-            shared.setdefault((c["host"], d), []).append(c["rank"])
-    for (host, device), ranks in sorted(shared.items(), key=lambda kv: kv[1]):
+        for g in c.get("gpus") or []:
+            shared.setdefault(g, []).append(c["rank"])
+    for gpu, ranks in sorted(shared.items(), key=lambda kv: kv[1]):
         if len(ranks) > 1:
-            notes.append(f"ranks {_list(ranks)} share GPU {device} on {host}: their kernels "
+            notes.append(f"ranks {_list(ranks)} share one GPU ({gpu}): their kernels "
                          "interleave, so their comm, wait and compute times mix")
     if not rows:
         notes.append("no prof.step() steps: no per-step skew")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._names import clip, kernel_name
+
+from ._ranks import rank_skew_budget
 from ._syncs import format_site  # noqa: F401  (one format for sync sites everywhere)
 
 # name -> (what it limits, "max" or "min", unit shown after the value)
@@ -25,6 +27,7 @@ BUDGETS: dict[str, tuple[str, str, str]] = {
     "max_idle_pct": ("GPU idle time", "max", "%"),
     "min_busy_pct": ("GPU busy time", "min", "%"),
     "min_sm_active_pct": ("SM active", "min", "%"),
+    "max_rank_skew_us": ("largest cross-rank step skew", "max", " us"),
 }
 SITES_SHOWN = 5
 GAPS_SHOWN = 5
@@ -176,6 +179,9 @@ def _measure(name: str, summary: dict[str, Any], steps: list[dict[str, Any]] | N
     no_gpu = f"no GPU timeline: {summary.get('gpu_error') or 'not traced'}"
     no_syncs = f"sync detection unavailable: {summary.get('syncs_error') or 'not collected'}"
     out = Outcome(name, 0.0, None)
+    if name == "max_rank_skew_us":  # torch.distributed, rank 0: the whole profile's steps
+        out.measured, out.reason, out.detail = rank_skew_budget(summary)
+        return out
     if name in ("max_syncs", "max_sync_blocked_ms"):
         if syncs is None:
             out.reason = no_syncs

@@ -55,6 +55,12 @@ examples:
   %(prog)s --steps 'denoise_step' --json out.json sample.py
   %(prog)s --max-syncs 0 --max-severe-gaps 0 infer.py   # CI gate
 
+under torchrun (torch.distributed): every rank profiles itself; --json and
+--trace write OUT.rank<N>.json per rank (out.json -> out.rank1.json), and
+rank 0 also writes OUT, whose summary holds every rank's (summary["ranks"],
+summary["skew"]: skews, waits, the straggler).  Rank 0 prints the report
+with the ranks; the other ranks print one line.
+
 exit status: 0 ok; 1 a budget failed or the script raised (or --json/--trace
 could not be written: the report is printed first); 2 usage error (also an
 output folder that does not exist or is not writable, found before the
@@ -310,6 +316,7 @@ def _with_steps(prof, pattern: re.Pattern | None) -> tuple[dict[str, Any], str |
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from . import _distributed
     from ._budgets import evaluate
     from ._profile import LoopscopeWarning, profile
 
@@ -342,9 +349,13 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for w in caught:  # said once, plainly, not as a warning pointing into loopscope
         _say(str(w.message).removeprefix("loopscope: "))
     hand_over.install()
+    # torch.distributed: a script that destroys its process group ends the
+    # run's profile first, so its ranks are gathered while the store works
+    undo_destroy = _distributed.end_before_destroy(hand_over.end_outer)
     try:
         status, error = _run_script(args.script, list(args.args))
     finally:
+        undo_destroy()
         hand_over.remove()
         hand_over.end_outer()  # unless the script's own profile ended it already
         mirror.remove()
@@ -367,22 +378,25 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for i, summary in enumerate(summaries):
         if len(summaries) > 1:
             print(f"\n=== profile {i + 1} of {len(summaries)} ===")
-        print(format_report(summary))
+        print(_distributed.sent_line(summary) or format_report(summary))
     for note in notes:
         _say(note)
     written = True
+    where = _distributed.output_rank(summaries)  # under torchrun: OUT.rank<N>.json per rank
     if args.json:
-        if write_json("--json", args.json, summaries[0] if len(summaries) == 1 else summaries):
-            _say(f"summary written to {args.json}")
-        else:
-            written = False
+        for path in _distributed.output_paths(args.json, where):
+            if write_json("--json", path, summaries[0] if len(summaries) == 1 else summaries):
+                _say(f"summary written to {path}")
+            else:
+                written = False
     if args.trace:
         from ._trace_export import export_trace
 
-        if write_output("--trace", args.trace, lambda tmp: export_trace(profiles, tmp)):
-            _say(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
-        else:
-            written = False
+        for path in _distributed.output_paths(args.trace, where):
+            if write_output("--trace", path, lambda tmp: export_trace(profiles, tmp)):
+                _say(f"trace written to {path} (open it at https://ui.perfetto.dev)")
+            else:
+                written = False
     if error:
         _say(error)
     failed = False

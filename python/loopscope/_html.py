@@ -22,6 +22,8 @@ from ._budgets import step_list
 from ._names import demangled_name, display_path, kernel_name
 from ._report import describe_recording, short_text
 
+from ._ranks_view import ranks_head_html, ranks_html
+
 MAX_STEP_ROWS = 60
 MAX_SITES = 20
 MAX_WORST_GAPS = 10
@@ -36,6 +38,7 @@ VERDICT_COLOURS = {
     "BALANCED": "#5c7080",
     "NO_GPU_WORK": "#5c7080",
     "UNKNOWN": "#5c7080",
+    "COMMUNICATION_WAIT": "#d9822b",
 }
 BUSY, IDLE, SEVERE, SM, DRAM = "#2b95d6", "#e1e8ed", "#c23030", "#0f9960", "#7157d9"
 
@@ -336,9 +339,11 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     recording = describe_recording(summary)
     if recording:
         out.append(f'<div style="background:#fff3cd;padding:3px 8px;font-size:12px">{_e(recording)}</div>')
+    out.append(ranks_head_html(summary))  # torch.distributed: the straggler first
     out.append(_verdict(summary))
     out.append(_figures(summary))
     out.append(_steps(summary))
+    out.append(ranks_html(summary))  # torch.distributed: ranks, and ranks x steps
     out.append(_sites(summary))
     out.append(_worst_gaps(summary))
     Figure = _matplotlib()

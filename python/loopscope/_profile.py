@@ -10,7 +10,7 @@ import time
 import warnings
 from typing import Any
 
-from . import _core, _cupti_paths, _instrument, _options, _session
+from . import _core, _cupti_paths, _distributed, _instrument, _options, _session
 from ._html import profile_html
 from ._recording import save
 from ._report import format_report
@@ -119,6 +119,13 @@ class Profile:
                         at stop; an overflow is reported in
                         summary["metrics"]["overflows"], never silent (1-65536 MiB;
                         metrics_decode_ms 1-10000).
+    gather:             under torch.distributed (detected, never imported here), send this
+                        rank's compact summary to rank 0 at exit, whose summary then holds
+                        every rank's (summary["ranks"]) and the cross-rank figures
+                        (summary["skew"]: skews, waits, the straggler).  Every rank must
+                        profile the same region; False where one rank profiles alone.
+    gather_timeout_s:   how long rank 0 waits for the other ranks at the profile's start
+                        and at its end (default 5 s) before naming them missing.
 
     Every option is checked here: a wrong one raises TypeError (True/False
     options take only bools; numbers must be int or float) or ValueError (out
@@ -140,6 +147,8 @@ class Profile:
         metrics_interval_us: float = 100.0,
         metrics_buffer_mb: float = 64,
         metrics_decode_ms: float = 10.0,
+        gather: bool = True,
+        gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
     ) -> None:
         self._thresholds = _options.check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
@@ -161,6 +170,9 @@ class Profile:
             metrics_buffer_bytes=int(metrics_mb * (1 << 20)),
             metrics_decode_ns=int(decode_ms * 1e6),
         )
+        self._gather = _distributed.check_options(gather, gather_timeout_s)
+        self._dist: _distributed.Session | None = None
+        self._local: dict[str, Any] | None = None
         self._step_name = step_name
         self._next_step = 0
         self._step_indices = itertools.count()
@@ -180,8 +192,10 @@ class Profile:
                        syncs=self._options["syncs"] and busy is None,
                        metrics=self._options["metrics"] and busy is None,
                        metrics_device=_current_device())
+        self._dist = _distributed.begin(self._gather)  # torch.distributed: the start exchange
         self._state, self._serial = _session.start_profile(
             self, _user_site(), dict(options, cupti_paths=_cupti_paths.candidates()))
+        _distributed.started(self._dist)
         if busy is not None:
             if self._options["trace"]:
                 self._state["reason"] = busy
@@ -208,6 +222,7 @@ class Profile:
         self._state["instrument_mismatches"] = (
             _instrument.mismatch_count() - self._mismatches_at_start)
         unguarded = None
+        _distributed.stopping(self._dist)
         try:
             self._capture, unguarded = _session.stop_profile(self._serial)
         except Exception as error:  # never lose the user's run to the profiler
@@ -220,6 +235,7 @@ class Profile:
         if unguarded is not None:
             _warn_once(f"loopscope.no_sync: after the profile, syncs cannot be watched: "
                        f"{unguarded}. The open no_sync() blocks run unguarded.")
+        _distributed.finish(self._dist, self, exc, _warn_once)  # the end exchange, the gathering
         return False
 
     def __del__(self) -> None:
@@ -285,10 +301,15 @@ class Profile:
         """The summary dict (see PRODUCT.md); computed once, then cached."""
         self._require_finished()
         if self._summary is None:
-            self._summary = Summary(build_summary(
-                self._capture, self._state, self._thresholds, self._host_ns, self._stop_error
-            ))
+            self._summary = Summary(_distributed.attach(self._dist, self._local_summary()))
         return self._summary
+
+    def _local_summary(self) -> dict[str, Any]:
+        """This process's own summary, before any cross-rank figures."""
+        if self._local is None:
+            self._local = build_summary(
+                self._capture, self._state, self._thresholds, self._host_ns, self._stop_error)
+        return self._local
 
     def report(self) -> str:
         """The summary as readable text, verdict first."""

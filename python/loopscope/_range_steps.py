@@ -59,4 +59,9 @@ def summary_with_range_steps(prof, match: Callable[[str], bool]) -> dict[str, An
     summary = build_summary(capture, prof._state, prof._thresholds, prof._host_ns,
                             prof._stop_error, steps)
     summary["steps_from"] = "ranges"
+    # torch.distributed: the rank and what was gathered stay those of the live
+    # steps (ranges taken as steps are not compared across ranks)
+    live = prof.summary()
+    for key in ("rank", "world_size", "ranks", "skew", "distributed"):
+        summary[key] = live.get(key)
     return Summary(summary)

@@ -70,7 +70,7 @@ def replay(data: dict[str, Any]) -> Profile:
 def _replay(data: dict[str, Any]) -> Profile:
     ops, apis, sync_records, ranges = _rows(data)
     base = data["profile"]["start_ns"]
-    prof = Profile(trace=False, syncs=False, metrics=False,
+    prof = Profile(trace=False, syncs=False, metrics=False, gather=False,
                    gap_thresholds_us=tuple(data["profile"]["thresholds_us"]))
     try:
         _core._set_test_clock(base, 1)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._names import clip, kernel_name
+
+from ._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
 from ._syncs import format_site
 
 MAX_SYNC_SITES = 10
@@ -178,6 +180,7 @@ def format_report(summary: dict[str, Any]) -> str:
     device = gpu["device"] if gpu and gpu["device"] else ("synthetic records" if summary["source"] == "injected" else None)
     out[0] += f" - {device}" if device else ""
     out[0] += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
+    out.extend(rank_head_lines(summary))  # torch.distributed: the straggler first
     out.append(_verdict_line(summary))
     for reason in summary["diagnosis"]["reasons"]:
         out.append(f"  - {reason}")
@@ -203,6 +206,7 @@ def format_report(summary: dict[str, Any]) -> str:
     if summary["steps"]:
         out.append("")
         out.extend(_steps_table(summary["steps"]))
+    out.extend(rank_table_lines(summary))  # torch.distributed: ranks, and ranks x steps
     if summary["ranges"]:
         out.append("")
         out.extend(_range_tree(summary["ranges"], len(summary["steps"])))

@@ -9,7 +9,9 @@ profile's start):
 - one process per GPU: its kernels, memcpys and memsets, one track per
   stream, and a "gaps" track with every gap above the normal threshold
   (category gap, named with its class and length);
-- flow arrows from each launch call to the op it launched.
+- flow arrows from each launch call to the op it launched;
+- on rank 0 of a gathered torch.distributed profile, one process per other
+  rank with its steps on this clock (aligned, see _ranks.py).
 SM/DRAM counter tracks come with PM sampling (not collected yet).
 
 The events of the records themselves are written by the C core from the
@@ -29,6 +31,7 @@ import os
 from typing import Any, Callable
 
 from ._names import demangled_name, kernel_name
+from ._ranks_view import rank_trace_events
 
 HOST_PID = 1
 GPU_PID = 100
@@ -96,6 +99,9 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any]) -> None
     for device, stream in sorted(streams):
         stream_tids[device, stream] = 1 + sum(d == device for d, _ in stream_tids)
     for n, prof in enumerate(captured):
+        # torch.distributed, rank 0: the other ranks' steps
+        for event in rank_trace_events(prof.summary(), t0, n):
+            write("," + json.dumps(event, separators=(",", ":")))
         prof.model.write_trace_events(write, t0, n, threads, HOST_PID, GPU_PID, names=_op_name,
                                       gpu_pids=gpu_pids, stream_tids=stream_tids,
                                       lanes=LANE_TIDS)

@@ -53,7 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "loopscope(max_syncs=, max_sync_blocked_ms=, max_severe_gaps=, max_gap_us=, "
-        "max_idle_pct=, min_busy_pct=, min_sm_active_pct=, steps='Step_*', profile={}): "
+        "max_idle_pct=, min_busy_pct=, min_sm_active_pct=, max_rank_skew_us=, steps='Step_*', "
+        "profile={}): "
         "profile the test with loopscope and fail it when a budget is exceeded",
     )
     config.stash[_RESULTS] = {}

@@ -221,6 +221,7 @@ def test_a_window_holds_what_meets_it(test_clock):
             assert w["ranges"] == [(i, r[0], r[1], 1 if r[3] >= 0 else 0, MAIN,
                                     r[4] if r[4] >= 0 else None, r[2])
                                    for i, r in enumerate(ranges) if meets(r[0], r[1], lo, hi)]
+    w_all = model.window(0, 10**6)
     # gaps carry their step, cause and the ops on either side, as worst_gaps
     w = model.window(0, 10**6, min_class="severe")
     assert w["gaps"] == sorted(model.worst_gaps(10)[:w["gap_count"]],
@@ -231,6 +232,16 @@ def test_a_window_holds_what_meets_it(test_clock):
     assert (w["busy_count"], w["gap_count"], w["range_count"]) == (len(busy), len(gaps), 1)
     assert w["ranges"][0][-1] == "Step_0"  # 4 us; Step_1 (3 us) and attn are shorter
     assert model.window(0, 10**6, limit=0)["busy"] == []
+    # kinds: only those are looked at and returned
+    assert model.window(0, 10**6, kinds=("ranges",)) == {"ranges": w_all["ranges"],
+                                                         "range_count": 3}
+    assert set(model.window(0, 10**6, kinds=["busy", "syncs"])) == {
+        "busy", "busy_count", "syncs", "sync_count"}
+    with pytest.raises(ValueError, match="kinds must name 'busy', 'gaps', 'ranges' or 'syncs', "
+                                         "got 'ops'"):
+        model.window(0, 10, kinds=("busy", "ops"))
+    with pytest.raises(TypeError, match="kinds must be a sequence"):
+        model.window(0, 10, kinds=3)
     with pytest.raises(ValueError, match="start_ns <= end_ns"):
         model.window(10, 9)
     with pytest.raises(ValueError, match="limit >= 0"):
@@ -241,6 +252,7 @@ def test_a_window_holds_what_meets_it(test_clock):
     steps = model.steps()
     for column in ("index", "start_ns", "end_ns", "first_ns", "last_ns", "busy_ns"):
         assert list(model.step_column(column)) == [st[column] for st in steps]
+    assert list(model.step_column("idle_ns")) == [st["gaps"]["total_ns"] for st in steps]
     # Step_0 launched a and b; Step_1 the rest, f (device 1, at 40 us) first
     assert list(model.step_column("first_ns")) == [10_000, 40_000]
     with pytest.raises(ValueError, match="no column 'name'"):

@@ -233,3 +233,20 @@ def test_the_view_is_bounded_whatever_the_size(test_clock, shape):
     if os.environ.get("LOOPSCOPE_KEEP_PICTURES"):  # for a look: the pictures as files
         for i, png in enumerate(shown.values()):
             Path(os.environ["LOOPSCOPE_KEEP_PICTURES"], f"{steps}x{per_step}_{i}.png").write_bytes(png)
+
+
+def test_gpu_work_without_steps_gets_the_whole_run_only(test_clock):
+    """No step marked: the whole run is drawn (its ranges too), and there
+    is no step to zoom on nor a per-step chart."""
+    with loopscope.profile() as prof:
+        with loopscope.range("generate"):
+            launch = _core.now_ns()
+        _core._inject("api", [(launch, launch + 1, 1), (launch, launch + 1, 2)])
+        _core._inject("kernel", [(launch + 1_000, launch + 2_000, 0, 7, 1, "a"),
+                                 (launch + 90_000, launch + 91_000, 0, 7, 2, "b")])
+    h = prof._repr_html_()
+    busy = 100 * 2 * 1_000 / 90_000  # two 1 us kernels from the first start to the last end
+    assert list(pictures(h)) == [
+        "Gap histogram: 1 gap, 1 severe",
+        f"Time line of the whole run: GPU busy {busy:.1f}%, 0 steps, 1 ranges drawn"]
+    assert ">Zoom" not in h and ">Per step<" not in h

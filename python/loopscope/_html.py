@@ -243,8 +243,8 @@ def _notes(summary: dict[str, Any], extra: list[str]) -> str:
 
 
 def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> str:
-    """The HTML view of a summary dict; `timeline` (from a Profile) adds the
-    real time line picture."""
+    """The HTML view of a summary dict; `timeline` (_pictures.timeline_of a
+    Profile) adds the time line of the whole run and the zooms on steps."""
     gpu = summary["gpu"]
     device = gpu.get("device") if gpu else None
     title = "loopscope" + (f" - {device}" if device else "")

@@ -87,7 +87,7 @@ def histogram_picture(Figure, gaps: dict[str, Any]) -> str:
     ax.set_title(f"Gap histogram: {gaps['normal']} normal (< {normal:g} us), {gaps['warning']} "
                  f"warning, {gaps['severe']} severe (> {severe:g} us)", fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
-    return png(fig, f"Gap histogram: {gaps['count']} gaps, {gaps['severe']} severe")
+    return png(fig, f"Gap histogram: {_count(gaps['count'], 'gap')}, {gaps['severe']} severe")
 
 
 # -- what the time line pictures read --------------------------------------------
@@ -103,7 +103,8 @@ def _zoom_rows(columns: dict[str, Any]) -> list[tuple[str, int]]:
     of the typical one (the lower median by host time, equals in step
     order), each once."""
     np = _numpy()
-    host = columns["end_ns"].astype(np.int64) - columns["start_ns"].astype(np.int64)
+    start, end = columns["start_ns"], columns["end_ns"]
+    host = np.where(end > start, end - start, np.uint64(0))
     if len(host) == 0:
         return []
     slowest = int(np.argmax(host))
@@ -152,9 +153,9 @@ def timeline_of(prof) -> dict[str, Any] | None:
     summary = prof.summary()
     np = _numpy()
     gpu = summary["gaps"] is not None and model.op_count > 0
+    names = ("index", "start_ns", "end_ns", "first_ns", "last_ns")
     columns = {name: np.frombuffer(model.step_column(name), dtype=np.uint64)
-               for name in ("index", "start_ns", "end_ns", "first_ns", "last_ns", "busy_ns",
-                            "idle_ns")}
+               for name in names + (("busy_ns", "idle_ns") if gpu else ())}
     info = prof.capture.info()
     if not gpu and info["ranges"] == 0:
         return None
@@ -325,28 +326,27 @@ def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str
         labels.append((y - 0.2, "GPU busy share"))
         y -= 0.4
     if n_steps:
-        start, end = steps["start_ns"].astype(np.int64), steps["end_ns"].astype(np.int64)
-        first, last = steps["first_ns"].astype(np.int64), steps["last_ns"].astype(np.int64)
-        rows = [("steps: host", start, end)]
+        rows = [("steps: host", "start_ns", "end_ns")]
         if t["gpu"]:
-            rows.insert(0, ("steps: GPU work", first, last))
-        for label, a, b in rows:
-            keep = b > 0
-            index = steps["index"][keep]
-            a, b = a[keep], b[keep]
+            rows.insert(0, ("steps: GPU work", "first_ns", "last_ns"))
+        for label, a_key, b_key in rows:
+            a, b = steps[a_key], steps[b_key]  # uint64; b is 0 for a step without ops
             if n_steps <= MAX_BANDS:
-                ax.broken_barh([(to_x(int(p)), max(to_x(int(q)) - to_x(int(p)), px))
-                                for p, q in zip(a, b)], (y - 0.35, 0.3),
-                               facecolors=[STEP_SHADES[int(i) % 2] for i in index])
-                for i, p, q in zip(index, a, b):
-                    if (q - p) / scale / px > 14:
-                        ax.text(to_x((int(p) + int(q)) / 2), y - 0.2, str(int(i)), ha="center",
-                                va="center", fontsize=7)
-            else:  # one tick per pixel column where a step starts
-                column = ((a - t0) // max(span // AXES_PX, 1))
-                _, firsts = np.unique(column, return_index=True)
-                ax.vlines(to_x(a[firsts].astype(np.float64)), y - 0.35, y - 0.05, color="#5c7080",
-                          linewidth=0.6)
+                shown = [k for k in range(n_steps) if b[k] > 0]
+                ax.broken_barh([(to_x(int(a[k])), max(to_x(int(b[k])) - to_x(int(a[k])), px))
+                                for k in shown], (y - 0.35, 0.3),
+                               facecolors=[STEP_SHADES[int(steps["index"][k]) % 2]
+                                           for k in shown])
+                for k in shown:
+                    if (int(b[k]) - int(a[k])) / scale / px > 14:
+                        ax.text(to_x((int(a[k]) + int(b[k])) / 2), y - 0.2,
+                                str(int(steps["index"][k])), ha="center", va="center", fontsize=7)
+            else:  # a tick in each pixel column where a step starts
+                width = max(span // AXES_PX, 1)
+                marked = np.zeros(AXES_PX + 1, dtype=bool)
+                marked[(a[b > 0] - np.uint64(t0)) // np.uint64(width)] = True
+                ax.vlines(to_x(t0 + (np.flatnonzero(marked) + 0.5) * width), y - 0.35, y - 0.05,
+                          color="#5c7080", linewidth=0.6)
             labels.append((y - 0.2, label))
             y -= 0.4
         if n_steps > MAX_BANDS:
@@ -368,6 +368,9 @@ def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str
     title += ", ranges" if t["ranges"] else ""
     if t["zooms"]:
         title += "; brackets: the zooms below"
+    elif not n_steps:
+        notes.append("no steps: mark them (prof.step()) for a zoom on the slowest and a "
+                     "typical one")
     if notes:
         title += "\n" + "; ".join(notes)
     _finish(fig, ax, labels, y, 0.45, title, 10)

@@ -1,4 +1,5 @@
-"""Command line: `python -m loopscope demo`, `python -m loopscope run` (_cli.py)."""
+"""Command line: `python -m loopscope demo`, `python -m loopscope run` (_cli.py),
+`python -m loopscope analyze` (_analyze_cli.py)."""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +7,7 @@ import json
 import sys
 
 from . import instrument, profile
+from ._analyze_cli import add_analyze_parser, analyze_command
 from ._cli import EXIT_USAGE, add_run_parser, demo_recording, run_command
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m loopscope",
         description="Profile PyTorch GPU loops: launch gaps, syncs, verdict.",
         epilog="examples:\n  python -m loopscope demo\n  python -m loopscope run train.py "
-        "--epochs 1\n\n'python -m loopscope COMMAND --help' explains each command.",
+        "--epochs 1\n  python -m loopscope analyze trace.json.gz\n\n'python -m loopscope COMMAND --help' explains each command.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -62,11 +64,14 @@ def main(argv: list[str] | None = None) -> int:
                       help="loopscope.instrument() the model: per-layer ranges and GPU times")
     demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON")
     add_run_parser(sub)
+    add_analyze_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo(args)
     if args.command == "run":
         return run_command(args, sub.choices["run"])
+    if args.command == "analyze":
+        return analyze_command(args, sub.choices["analyze"])
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

@@ -421,7 +421,10 @@ def _add_weighted(entry: dict[str, Any], r: dict[str, Any]) -> None:
         entry[key] = round(weights[key][0] / weights[key][1], 2) if weights[key][1] else None
 
 
-def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None) -> dict[str, Any]:
+def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
+                  source: str | None = None, resolver=None) -> dict[str, Any]:
+    """source: where the records came from when not a live profile ("kineto",
+    "nsys"); resolver: how call stacks become sync sites (see _syncs)."""
     t0 = time.perf_counter_ns()
     if capture is None:
         info: dict[str, Any] = {"traced": False, "injected": False, "ops": 0}
@@ -439,7 +442,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         reason = state.get("reason") or info["reason"]
     gpu = bool(info["traced"] or info["injected"])
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
-    summary["source"] = "cupti" if info["traced"] else ("injected" if info["injected"] else None)
+    summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))
     summary["gpu_error"] = None if gpu else reason
     summary["cupti_note"] = info.get("note")
     summary["host_ms"] = _ms(host_ns)
@@ -461,7 +464,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     syncs_per_step = None
     if watched and analysis is not None:
         summary["syncs"], syncs_per_step = build_syncs(
-            capture.calls(), analysis["waits"], analysis["unknown_copies"])
+            capture.calls(), analysis["waits"], analysis["unknown_copies"], resolver)
         summary["syncs_error"] = None
     else:
         summary["syncs"] = None

@@ -291,10 +291,11 @@ def format_site(site: dict[str, Any]) -> str:
     return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
 
 
-def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies: int
-                ) -> tuple[dict[str, Any], dict[int, int]]:
-    """(summary["syncs"], {step index: sync count})."""
-    resolver = Resolver()
+def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies: int,
+                resolver: Resolver | None = None) -> tuple[dict[str, Any], dict[int, int]]:
+    """(summary["syncs"], {step index: sync count}); resolver: how stacks
+    become sites (a trace file's stacks need their own, see _analyze)."""
+    resolver = resolver or Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
     per_step: dict[int, int] = {}
     by_kind: dict[str, int] = {}

@@ -36,6 +36,59 @@ static int compare_u64(const void *pa, const void *pb)
     return a < b ? -1 : a > b;
 }
 
+/* qsort, skipped when the keys are in order already: records read from a
+ * trace file, or drained in time order, mostly are (one O(n) pass instead
+ * of O(n log n) on millions of records). */
+static void sort_keys(ls_key *keys, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        if (compare_keys(&keys[i - 1], &keys[i]) > 0) {
+            qsort(keys, n, sizeof *keys, compare_keys);
+            return;
+        }
+    }
+}
+
+/* The k-th smallest of a[0..n) (k < n), reordering a: quickselect with a
+ * median-of-three pivot, O(n) on average; a full sort takes over if the
+ * ranges stop shrinking (adversarial input). */
+static uint64_t select_nth(uint64_t *a, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    for (int rounds = 0; lo < hi; rounds++) {
+        if (rounds > 64) {
+            qsort(a + lo, hi - lo + 1, sizeof *a, compare_u64);
+            return a[k];
+        }
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t x = a[lo], y = a[mid], z = a[hi];
+        uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
+            if (i <= j) {
+                uint64_t t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return a[k];
+    }
+    return a[k];
+}
+
 typedef struct {
     const ls_records *r;
     ls_thresholds t;
@@ -133,10 +186,9 @@ static void gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, 
     s->count = n;
     if (n == 0)
         return;
-    qsort(c->scratch, n, sizeof *c->scratch, compare_u64);
     /* Nearest rank: the smallest value with at least p% of the gaps at or below it. */
-    s->p50_ns = c->scratch[(n * 50 + 99) / 100 - 1];
-    s->p99_ns = c->scratch[(n * 99 + 99) / 100 - 1];
+    s->p99_ns = select_nth(c->scratch, n, (n * 99 + 99) / 100 - 1);
+    s->p50_ns = select_nth(c->scratch, n, (n * 50 + 99) / 100 - 1);
 }
 
 static void count_kind(ls_timeline *line, const ls_op *op)
@@ -218,7 +270,7 @@ static int match_launches(ls_ctx *c, uint64_t *ops_without_launch, uint64_t *ign
         }
         by_corr[kept++] = (ls_key){a->correlation_id, a->domain, a->start_ns, (uint32_t)i};
     }
-    qsort(by_corr, kept, sizeof *by_corr, compare_keys);
+    sort_keys(by_corr, kept);
     for (size_t i = 0; i < r->ops.count; i++) {
         size_t at = lower_bound_k1(by_corr, kept, r->ops.items[i].correlation_id);
         if (at < kept && by_corr[at].k1 == r->ops.items[i].correlation_id) {
@@ -256,7 +308,7 @@ static int index_syncs(ls_ctx *c, const ls_waits *waits, uint64_t *ignored)
     }
     for (size_t i = 0; i < waits->count; i++)
         keys[kept++] = (ls_key){waits->items[i].start_ns, waits->items[i].end_ns, 0, (uint32_t)i};
-    qsort(keys, kept, sizeof *keys, compare_keys);
+    sort_keys(keys, kept);
     uint64_t max_end = 0;
     for (size_t i = 0; i < kept; i++) {
         c->sync_start[i] = keys[i].k1;
@@ -296,14 +348,14 @@ static void ops_line(const ls_ctx *c, const ls_key *picked, size_t n, ls_key *ke
         const ls_op *op = &ops[picked[i].index];
         keys[i] = (ls_key){op->device_id, op->start_ns, op->end_ns, picked[i].index};
     }
-    qsort(keys, n, sizeof *keys, compare_keys);
+    sort_keys(keys, n);
     merge_lines(line, lines, sweep(c, keys, n, 0, lines, NULL, NULL));
 }
 
 /* Sorts pairs[0..n) by (group, item) and drops repeats; returns the new n. */
 static size_t unique_pairs(ls_key *pairs, size_t n)
 {
-    qsort(pairs, n, sizeof *pairs, compare_keys);
+    sort_keys(pairs, n);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)
         if (kept == 0 || pairs[i].k1 != pairs[kept - 1].k1 || pairs[i].k2 != pairs[kept - 1].k2)
@@ -439,14 +491,14 @@ static int project_ranges(ls_ctx *c, ls_analysis *out, ls_key *op_keys, const in
     for (size_t i = 0; i < nops; i++)
         if (c->launch_ns[i] != LS_UNKNOWN)
             by_launch[nl++] = (ls_key){c->launch_ns[i], i, 0, (uint32_t)i};
-    qsort(by_launch, nl, sizeof *by_launch, compare_keys);
+    sort_keys(by_launch, nl);
     size_t ng = 0;
     for (size_t i = 0; i < out->gap_count; i++) {
         uint64_t launch = c->launch_ns[out->gaps[i].next_op];
         if (launch != LS_UNKNOWN)
             gaps_by_launch[ng++] = (ls_key){launch, i, 0, (uint32_t)i};
     }
-    qsort(gaps_by_launch, ng, sizeof *gaps_by_launch, compare_keys);
+    sort_keys(gaps_by_launch, ng);
 
     for (size_t ri = 0; ri < r->ranges.count; ri++) {
         const ls_range *range = &r->ranges.items[ri];
@@ -535,7 +587,7 @@ int ls_analyze(const ls_records *r, ls_thresholds t, const int32_t *group_of,
         const ls_op *op = &r->ops.items[i];
         keys[i] = (ls_key){op->device_id, op->start_ns, op->end_ns, (uint32_t)i};
     }
-    qsort(keys, n, sizeof *keys, compare_keys);
+    sort_keys(keys, n);
     out->device_count = sweep(&c, keys, n, 0, out->devices, out->gaps, &out->gap_count);
     if (out->has_samples)
         average_window(&c, keys, n, r->start_ns, r->stop_ns, &out->metrics_span,
@@ -547,7 +599,7 @@ int ls_analyze(const ls_records *r, ls_thresholds t, const int32_t *group_of,
         keys[i] = (ls_key){((uint64_t)op->device_id << 32) | op->stream_id, op->start_ns,
                            op->end_ns, (uint32_t)i};
     }
-    qsort(keys, n, sizeof *keys, compare_keys);
+    sort_keys(keys, n);
     size_t stream_gap_count = 0;
     out->stream_count = sweep(&c, keys, n, 1, out->streams, stream_gaps, &stream_gap_count);
 

@@ -8,15 +8,8 @@
 #include <string.h>
 
 #define BAD(c, msg) ((c)->error = (msg), LS_JSON_BAD)
-
-int ls_json_ws(ls_json_cursor *c)
-{
-    const char *p = c->p;
-    while (p < c->end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    c->p = p;
-    return p < c->end ? LS_JSON_OK : LS_JSON_MORE;
-}
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
 
 static int hex_value(char ch)
 {
@@ -35,7 +28,18 @@ int ls_json_read_string(ls_json_cursor *c, ls_json_string *out)
     const char *start = p;
     int escaped = 0;
     for (;;) {
-        /* Fast scan to the next byte that needs a look. */
+        /* Fast scan to the next byte that needs a look: eight at a time
+         * while no byte of the word is a quote, a backslash or a control
+         * character (the classic "has zero byte" bit trick). */
+        while (c->end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
+            uint64_t hit = ((q - ONES) & ~q) | ((b - ONES) & ~b) | ((w - ONES * 0x20) & ~w);
+            if ((hit & HIGHS) != 0)
+                break;
+            p += 8;
+        }
         while (p < c->end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
             p++;
         if (p >= c->end)

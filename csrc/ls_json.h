@@ -40,8 +40,17 @@ typedef struct {
     uint8_t special; /* NaN, Infinity or -Infinity (accepted as Python's json does) */
 } ls_json_number;
 
-/* Skips spaces, tabs, CR and LF; OK, or MORE at the end of the buffer. */
-int ls_json_ws(ls_json_cursor *c);
+/* Skips spaces, tabs, CR and LF; OK, or MORE at the end of the buffer.
+ * Inline: it runs between every two tokens. */
+static inline int ls_json_ws(ls_json_cursor *c)
+{
+    const char *p = c->p, *end = c->end;
+    while (p < end && (unsigned char)*p <= ' ' &&
+           (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    c->p = p;
+    return p < end ? LS_JSON_OK : LS_JSON_MORE;
+}
 
 /* Reads a string whose opening quote is at cur->p. */
 int ls_json_read_string(ls_json_cursor *c, ls_json_string *out);

@@ -171,7 +171,8 @@ static int arg_member(ls_json_cursor *c, const ls_json_string *key, ls_event *ev
     int rc = ls_json_ws(c);
     if (rc != LS_JSON_OK)
         return rc;
-    if (ev->number_count < MAX_COUNTER_ARGS &&
+    int maybe_counter = !ev->has_ph || (ev->ph.len == 1 && ev->ph.text[0] == 'C');
+    if (maybe_counter && ev->number_count < MAX_COUNTER_ARGS &&
         (*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) {
         ls_number_arg *a = &ev->numbers[ev->number_count];
         if ((rc = ls_json_read_number(c, &a->value)) == LS_JSON_OK) {

@@ -4,12 +4,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+static uint64_t mix(uint64_t h, uint64_t w)
+{
+    h ^= w;
+    h *= 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+/* Hashes the length and at most the first and the last 64 bytes, eight at
+ * a time: kernel names run to kilobytes and are hashed once per event;
+ * names that differ only in the middle still compare unequal (memcmp). */
 static uint32_t hash_of(const char *text, size_t len)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)text[i]) * 16777619u;
-    return h;
+    uint64_t h = mix(0x243F6A8885A308D3ull, len);
+    size_t head = len < 64 ? len : 64;
+    size_t i = 0;
+    for (; i + 8 <= head; i += 8) {
+        uint64_t w;
+        memcpy(&w, text + i, 8);
+        h = mix(h, w);
+    }
+    for (; i < head; i++)
+        h = mix(h, (unsigned char)text[i]);
+    if (len > 64) {
+        size_t from = len - (len - 64 < 64 ? len - 64 : 64);
+        for (i = from; i + 8 <= len; i += 8) {
+            uint64_t w;
+            memcpy(&w, text + i, 8);
+            h = mix(h, w);
+        }
+        for (; i < len; i++)
+            h = mix(h, (unsigned char)text[i]);
+    }
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 static int rehash(ls_strtab *t, size_t slot_count)

@@ -52,18 +52,23 @@ class Progress:
             self.stream.flush()
 
 
-def _plain_chunks(path: Path, progress: Progress):
-    with open(path, "rb") as f:
-        buf = bytearray(CHUNK)
-        view = memoryview(buf)
-        done = 0
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                return
-            done += n
-            progress.update(done)
-            yield view[:n]
+def _read_plain(path: Path, out: queue.Queue, stop: threading.Event) -> None:
+    """Producer thread for plain files: the file in chunks into `out`, then
+    None (the kernel's copy of each chunk overlaps the parse of the last)."""
+    try:
+        with open(path, "rb") as f:
+            done = 0
+            while not stop.is_set():
+                chunk = f.read(CHUNK)
+                if not chunk:
+                    break
+                done += len(chunk)
+                out.put((chunk, done))
+        out.put(None)
+    except OSError as error:
+        out.put(fail(path, f"cannot be read ({error.strerror or error})"))
+    except BaseException as error:
+        out.put(error)
 
 
 def _inflate(path: Path, out: queue.Queue, stop: threading.Event) -> None:
@@ -103,11 +108,13 @@ def _inflate(path: Path, out: queue.Queue, stop: threading.Event) -> None:
         out.put(error)
 
 
-def _gzip_chunks(path: Path, progress: Progress):
+def _chunks(path: Path, gz: bool, progress: Progress):
+    """The content's chunks, made by a producer thread (zlib and file reads
+    release the GIL, so it runs beside the C parser on the other core)."""
     out: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
-    worker = threading.Thread(target=_inflate, args=(path, out, stop), daemon=True,
-                              name="loopscope-inflate")
+    worker = threading.Thread(target=_inflate if gz else _read_plain, args=(path, out, stop),
+                              daemon=True, name="loopscope-read")
     worker.start()
     try:
         while True:
@@ -130,7 +137,7 @@ def _gzip_chunks(path: Path, progress: Progress):
 
 def feed(reader, path: Path, gz: bool, progress: Progress) -> None:
     """Streams the file into the C reader; TraceError for unreadable content."""
-    chunks = _gzip_chunks(path, progress) if gz else _plain_chunks(path, progress)
+    chunks = _chunks(path, gz, progress)
     try:
         for chunk in chunks:
             _core._trace_feed(reader, chunk, False)

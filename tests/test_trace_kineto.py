@@ -208,3 +208,27 @@ def test_cli_analyze_prints_the_report_writes_json_and_checks_budgets(tmp_path):
                           "--max-syncs", "0"], capture_output=True, text=True)
     assert run.returncode == 1 and "BUDGET FAILED" in run.stderr
     assert "Tensor.item()" in run.stderr
+
+
+def test_load_replays_a_saved_loopscope_profile():
+    from loopscope._recording import DEMO_RECORDING
+
+    prof = loopscope.load(DEMO_RECORDING)
+    summary = prof.summary()
+    assert summary["source"] == "recording"
+    assert summary["gaps"]["count"] > 0 and len(summary["steps"]) == 10
+    assert loopscope.analyze(DEMO_RECORDING)["gaps"] == summary["gaps"]
+    with pytest.raises(loopscope.TraceError, match="loopscope recording"):
+        loopscope.load(DEMO_RECORDING, steps="x")
+    stricter = loopscope.analyze(DEMO_RECORDING, gap_thresholds_us=(1, 2))
+    assert stricter["gaps"]["thresholds_us"] == [1.0, 2.0]
+    assert stricter["gaps"]["count"] == summary["gaps"]["count"]
+
+
+def test_cli_analyze_reads_a_recording(tmp_path):
+    from loopscope._recording import DEMO_RECORDING
+
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(DEMO_RECORDING)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("RECORDING:") and "loopscope report" in run.stdout

@@ -136,7 +136,14 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
         elif cat == "user_annotation" and re.search(step_pattern, e["name"]):
             start = _ns(e["ts"])
             steps.append((start, start + _ns(e["dur"]), e["name"]))
-    steps.sort(key=lambda s: (s[0], -s[1]))
+    return figures(ops, launches, steps, thresholds_us)
+
+
+def figures(ops, launches, steps, thresholds_us=(20.0, 50.0)) -> dict[str, Any]:
+    """ops: (device, start_ns, end_ns, cat, correlation); launches:
+    {correlation: launch start ns}; steps: (start_ns, end_ns, name) of the
+    ranges that match the step pattern (the outermost become the steps)."""
+    steps = sorted(steps, key=lambda s: (s[0], -s[1]))
     outer = []
     for s in steps:
         if not any(o[0] <= s[0] and s[1] <= o[1] for o in outer):

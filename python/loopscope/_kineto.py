@@ -88,9 +88,12 @@ def _inflate(path: Path, out: queue.Queue, stop: threading.Event) -> None:
                     break
                 while raw:
                     in_member = True
-                    chunk = d.decompress(raw)
+                    chunk = d.decompress(raw, CHUNK)  # bounded: memory stays flat
                     if chunk:
                         out.put((chunk, done))
+                    if d.unconsumed_tail:
+                        raw = d.unconsumed_tail
+                        continue
                     if d.eof:  # a next gzip member may follow (concatenated files)
                         raw = d.unused_data
                         d = zlib.decompressobj(wbits=31)

@@ -312,6 +312,8 @@ def group_ranges(records) -> tuple[list[int], list[dict[str, Any]]]:
     "<step name>/" prefix of the step that encloses it: found through its
     parents, or for a range with no parent (another thread's, e.g. a
     backward hook on autograd's thread) the step running when it began.
+    A leading "Step_3/" also counts as that prefix under a step named
+    "Denoise_Step_3" (seed-style NVTX names).
     Returns (group_of, groups): group_of[i] is the group of record i (-1 for
     steps); groups, in order of first use, are {name, parent (group index,
     -1 at the top or under a step), depth, step_prefixed}; a name's parent
@@ -331,9 +333,11 @@ def group_ranges(records) -> tuple[list[int], list[dict[str, Any]]]:
         else:
             step_name, parent_group = steps.at(start), -1
         key, prefixed = name, False
-        if step_name is not None and len(name) > len(step_name) + 1 \
-                and name.startswith(step_name) and name[len(step_name)] == "/":
-            key, prefixed = name[len(step_name) + 1:], True
+        head, slash, rest = name.partition("/")
+        # "<step>/Layer_0", or seed style: "Step_3/Layer_0" under "Denoise_Step_3"
+        if step_name is not None and slash and rest and (
+                head == step_name or step_name.endswith("_" + head)):
+            key, prefixed = rest, True
         g = index.get(key)
         if g is None:
             g = index[key] = len(groups)

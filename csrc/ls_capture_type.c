@@ -438,6 +438,28 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     if (more == NULL || PyDict_Update(info, more) != 0)
         Py_CLEAR(info);
     Py_XDECREF(more);
+    PyObject *start_phases = info == NULL ? NULL : PyDict_New();
+    for (int k = 0; start_phases != NULL && k < LS_START_PHASES; k++) {
+        PyObject *ns = U64(c->start_phase_ns[k]);
+        if (ns == NULL || PyDict_SetItemString(start_phases, ls_session_start_phase_name(k), ns) != 0)
+            Py_CLEAR(start_phases);
+        Py_XDECREF(ns);
+    }
+    PyObject *stop_phases = info == NULL ? NULL : PyDict_New();
+    for (int k = 0; stop_phases != NULL && k < LS_STOP_PHASES; k++) {
+        PyObject *ns = U64(c->stop_phase_ns[k]);
+        if (ns == NULL || PyDict_SetItemString(stop_phases, ls_session_stop_phase_name(k), ns) != 0)
+            Py_CLEAR(stop_phases);
+        Py_XDECREF(ns);
+    }
+    PyObject *phases = (start_phases == NULL || stop_phases == NULL) ? NULL
+        : ls_dict_of(2, "start_phases_ns", Py_NewRef(start_phases), "stop_phases_ns",
+                     Py_NewRef(stop_phases));
+    Py_XDECREF(start_phases);
+    Py_XDECREF(stop_phases);
+    if (info != NULL && (phases == NULL || PyDict_Update(info, phases) != 0))
+        Py_CLEAR(info);
+    Py_XDECREF(phases);
     const ls_pm_stats *pm = &c->pm;
     PyObject *pm_dict = Py_NewRef(Py_None);
     if (info != NULL && c->sampled) {

@@ -43,6 +43,28 @@ static _Thread_local struct {
     uint32_t generation;
 } tls;
 
+const char *ls_session_start_phase_name(int phase)
+{
+    static const char *const names[LS_START_PHASES] = {
+        "reset", "cupti", "callbacks", "activity", "warm_up", "metrics"};
+    return phase >= 0 && phase < LS_START_PHASES ? names[phase] : "?";
+}
+
+const char *ls_session_stop_phase_name(int phase)
+{
+    static const char *const names[LS_STOP_PHASES] = {
+        "callbacks", "sync", "activity", "release", "metrics", "records"};
+    return phase >= 0 && phase < LS_STOP_PHASES ? names[phase] : "?";
+}
+
+/* Adds the time since *t0 to *phase and moves *t0 to now. */
+static void lap(uint64_t *phase, uint64_t *t0)
+{
+    uint64_t now = ls_clock_monotonic_ns();
+    *phase += now - *t0;
+    *t0 = now;
+}
+
 int ls_session_active(void) { return session.active; }
 ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
 void ls_session_mark_injected(void) { session.capture.injected = 1; }
@@ -148,12 +170,14 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     if (!o->trace && !o->syncs)
         return;
     char why[1024] = "";
+    uint64_t t0 = ls_clock_monotonic_ns();
     if (!ls_cuda_driver_present())
         snprintf(why, sizeof why, "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
     else if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0)
         snprintf(why, sizeof why, "%s", ls_cupti_error());
     else if (o->trace && ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers) != 0)
         snprintf(why, sizeof why, "could not allocate CUPTI activity buffers");
+    lap(&c->start_phase_ns[LS_START_CUPTI], &t0);
     if (why[0] != '\0') {
         if (o->trace)
             snprintf(c->reason, sizeof c->reason, "%s", why);
@@ -162,6 +186,7 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
         return;
     }
     int claim = start_callbacks(o, why, sizeof why);
+    lap(&c->start_phase_ns[LS_START_CALLBACKS], &t0);
     if (claim == LS_SUBSCRIBER_OK && o->syncs) {
         c->watched_syncs = 1;
         c->syncs_reason[0] = '\0';
@@ -184,7 +209,9 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
         snprintf(c->note, sizeof c->note, "%s", why);
         api = o->driver_api ? LS_API_RECORDS_ALL : LS_API_RECORDS_RUNTIME;
     }
-    if (ls_activity_start(&c->records, api, c->reason, sizeof c->reason) != 0) {
+    int activity = ls_activity_start(&c->records, api, c->reason, sizeof c->reason);
+    lap(&c->start_phase_ns[LS_START_ACTIVITY], &t0);
+    if (activity != 0) {
         ls_subscriber_release();
         session.callbacks = session.launch_callbacks = 0;
         if (c->watched_syncs) {
@@ -195,6 +222,7 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     }
     if (o->warm_up)
         ls_cuda_warm_up();
+    lap(&c->start_phase_ns[LS_START_WARM_UP], &t0);
     session.tracing = 1;
     c->traced = 1;
     c->reason[0] = '\0';
@@ -205,6 +233,7 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
     if (session.active)
         return -1;
     memset(&session.capture, 0, sizeof session.capture);
+    uint64_t t0 = ls_clock_monotonic_ns();
     ls_cupti_clear_error();
     if (ls_ranges_reserve(&session.capture.records.ranges, LS_RANGE_RESERVE) != 0)
         return -1;
@@ -217,8 +246,12 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
     if (ls_calls_reset() != 0 || ls_codes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
         ls_launches_reset(0) != 0)
         return -1;
+    uint64_t *phase = session.capture.start_phase_ns;
+    lap(&phase[LS_START_RESET], &t0);
     start_cupti(options, &session.capture);
+    t0 = ls_clock_monotonic_ns();
     start_metrics(options, &session.capture);
+    lap(&phase[LS_START_METRICS], &t0);
     ls_clock_use(session.tracing || session.callbacks || session.sampling ? LS_CLOCK_CUPTI
                                                                            : LS_CLOCK_MONOTONIC);
     session.generation++;
@@ -240,7 +273,10 @@ int ls_session_stop(ls_capture *out)
     ls_capture *c = &session.capture;
     uint64_t stop_ns = ls_clock_now();
     c->records.stop_ns = stop_ns;
+    uint64_t *phase = c->stop_phase_ns;
+    uint64_t t0 = ls_clock_monotonic_ns();
     ls_subscriber_disable_callbacks();
+    lap(&phase[LS_STOP_CALLBACKS], &t0);
     if (session.tracing || session.sampling) {
         /* Wait for the kernels launched inside the profile, so the flush
          * below returns all of them (and the samples cover them).  Records
@@ -248,15 +284,19 @@ int ls_session_stop(ls_capture *out)
          * analysis. */
         ls_cuda_sync_current_context();
     }
+    lap(&phase[LS_STOP_SYNC], &t0);
     if (session.tracing) {
         if (ls_activity_stop() != 0)
             snprintf(c->stop_error, sizeof c->stop_error, "%s", ls_cupti_error());
         c->buffer_bytes = ls_buffers_allocated_bytes();
         c->buffers_refused = ls_buffers_refused();
     }
+    lap(&phase[LS_STOP_ACTIVITY], &t0);
     ls_subscriber_release();
+    lap(&phase[LS_STOP_RELEASE], &t0);
     /* Last: disabling PM sampling may tear down parts of CUPTI's profiler. */
     stop_metrics(c);
+    lap(&phase[LS_STOP_METRICS], &t0);
     if (session.launch_callbacks)
         c->records.dropped_records += ls_launches_move_to(&c->records.apis);
     c->records.dropped_records += ls_calls_move_to(&c->records.calls, stop_ns);
@@ -284,6 +324,7 @@ int ls_session_stop(ls_capture *out)
             c->ranges_left_open++;
         }
     }
+    lap(&phase[LS_STOP_RECORDS], &t0);
     c->stop_ns_cost = ls_clock_now() - stop_ns;
     ls_clock_use(LS_CLOCK_MONOTONIC);
     *out = *c;

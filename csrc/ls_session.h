@@ -32,6 +32,31 @@ typedef struct {
     const char *metrics_reason; /* why not, "" when sampling */
 } ls_session_state;
 
+/* The steps of start and stop whose host time is reported (CLOCK_MONOTONIC),
+ * so the profile's own cost can be read off every summary. */
+enum {
+    LS_START_RESET,     /* record arrays, call store, code table */
+    LS_START_CUPTI,     /* loading CUPTI, activity buffers */
+    LS_START_CALLBACKS, /* subscribing and enabling the callbacks */
+    LS_START_ACTIVITY,  /* enabling the activity kinds */
+    LS_START_WARM_UP,   /* the warm-up memset and its wait */
+    LS_START_METRICS,   /* PM sampling (its own steps are in ls_pm_stats) */
+    LS_START_PHASES
+};
+enum {
+    LS_STOP_CALLBACKS,  /* disabling the callbacks */
+    LS_STOP_SYNC,       /* waiting for the GPU work of the profile */
+    LS_STOP_ACTIVITY,   /* disabling activity, flushing and parsing the buffers */
+    LS_STOP_RELEASE,    /* unsubscribing */
+    LS_STOP_METRICS,    /* stopping PM sampling and decoding the last samples */
+    LS_STOP_RECORDS,    /* moving and filtering the records */
+    LS_STOP_PHASES
+};
+
+/* "reset", "cupti", ... for LS_START_*; "callbacks", "sync", ... for LS_STOP_*. */
+const char *ls_session_start_phase_name(int phase);
+const char *ls_session_stop_phase_name(int phase);
+
 /* Everything a finished session hands to its owner. */
 typedef struct {
     ls_records records;
@@ -51,6 +76,8 @@ typedef struct {
     uint64_t drains;           /* buffer drains during the session */
     uint64_t drain_ns;         /* host time they took */
     uint64_t stop_ns_cost;     /* host time stop took (sync + flush + parse) */
+    uint64_t start_phase_ns[LS_START_PHASES]; /* host time of each step of start */
+    uint64_t stop_phase_ns[LS_STOP_PHASES];   /* host time of each step of stop */
     uint64_t buffer_bytes;     /* activity buffer memory in use */
     uint64_t buffers_refused;  /* CUPTI asked for a buffer, none was left */
     int sampled;               /* PM sampling ran */

@@ -120,7 +120,7 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
 
     doc = json.loads(text, parse_float=Decimal)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    ops, launches, steps = [], {}, []
+    ops, launches, driver, steps = [], {}, {}, []
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
@@ -133,9 +133,13 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
                 ops.append((dev, start, start + _ns(e["dur"]), cat, e["args"].get("correlation")))
         elif cat == "cuda_runtime" and "correlation" in e.get("args", {}):
             launches.setdefault(e["args"]["correlation"], _ns(e["ts"]))
+        elif cat == "cuda_driver" and "correlation" in e.get("args", {}):
+            driver.setdefault(e["args"]["correlation"], _ns(e["ts"]))
         elif cat == "user_annotation" and re.search(step_pattern, e["name"]):
             start = _ns(e["ts"])
             steps.append((start, start + _ns(e["dur"]), e["name"]))
+    for corr, start in driver.items():  # a runtime call is the launch when both exist
+        launches.setdefault(corr, start)
     return figures(ops, launches, steps, thresholds_us)
 
 

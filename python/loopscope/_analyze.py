@@ -117,24 +117,26 @@ class TraceResolver(Resolver):
     def _resolve(self, call: dict[str, Any]) -> Site:
         frames = [Frame.of(f) for f in call["frames"]]
         user = next((f for f in frames if not self._is_internal(f.file)), None)
-        kind, text = None, None
-        for f in frames:  # innermost first
+        kind, call_text, op_text = None, None, None
+        for f in frames:  # innermost first, up to the user's frame
+            if user is not None and f is user:
+                break
             name = f.function or ""
             m = _BUILTIN.match(name) if f.file is None else None
-            if m:
-                text = text or (f"{m[2]}.{m[1]}()" if m[1] else f"{m[3]}()")
+            if m:  # the Python call the user made: Tensor.item(), print()
+                call_text = call_text or (f"{m[2]}.{m[1]}()" if m[1] else f"{m[3]}()")
                 kind = kind or (_METHOD_KINDS.get(m[1]) if m[1] else
                                 ("print" if m[3] in ("print", "repr", "str", "format") else None))
             elif f.file is None and name.startswith("aten::"):
-                text = text or name
+                op_text = op_text or name
                 kind = kind or _ATEN_KINDS.get(name)
             elif f.file and f.file.replace("\\", "/").startswith("torch/"):
                 if f.file.endswith("_tensor_str.py") or name in ("__repr__", "__format__", "__str__"):
                     kind = kind or "print"
                 elif f.file.endswith("cuda/__init__.py") and name == "synchronize":
                     kind = kind or "synchronize"
-            if user is not None and f is user:
-                break
+                    call_text = "torch.cuda.synchronize()"
+        text = call_text or op_text
         kind = kind or _CLASS_KINDS.get(call["wait_class"], "other")
         if user is None:
             return Site(None, None, None, None, text, kind)

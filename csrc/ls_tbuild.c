@@ -289,7 +289,8 @@ static int nest_ranges(ls_tbuild *b)
 {
     size_t n = b->ranges.count;
     ls_tb_span *spans = b->ranges.items;
-    qsort(spans, n, sizeof *spans, compare_spans);
+    if (n > 1)
+        qsort(spans, n, sizeof *spans, compare_spans);
     int32_t *parent = malloc((n ? n : 1) * sizeof *parent);
     uint32_t *depth = malloc((n ? n : 1) * sizeof *depth);
     uint32_t *stack = malloc((n ? n : 1) * sizeof *stack);

@@ -168,9 +168,9 @@ def _well_formed_gpu_events(doc) -> bool:
         if not isinstance(e, dict):
             return False
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "user_annotation"):
-            if e.get("ph") != "X" or not all(isinstance(e.get(k), (int, float)) and e.get(k) >= 0
-                                             for k in ("ts", "dur")):
-                return False
+            if e.get("ph") != "X" or not all(isinstance(e.get(k), (int, float)) and
+                                             0 <= e.get(k) < 1e15 for k in ("ts", "dur")):
+                return False  # times past 2**61 ns are skipped as unusable
             args = e.get("args")
             if e.get("cat") != "user_annotation" and not isinstance(args, dict):
                 return False

@@ -3,6 +3,7 @@ match a plain-Python computation over the same events (trace_fixtures)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -188,12 +189,20 @@ def test_load_gives_a_profile_with_report_html_and_export(tmp_path):
     prof = loopscope.load(path)
     assert "loopscope report - Test GPU 0 - 4 steps" in prof.report()
     assert "Trace: torch.profiler (Kineto) trace" in prof.report()
-    assert "<" in prof._repr_html_()
     out = prof.export_trace(tmp_path / "out.json")
     exported = json.loads(open(out).read())
     names = {e.get("name") for e in exported["traceEvents"]}
     assert "ProfilerStep#0" in names
     assert repr(prof).startswith("<loopscope.Profile steps=4")
+
+
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="matplotlib's extension dies under a preloaded ASan (as in .ci/run)")
+def test_load_gives_a_profile_with_notebook_html(tmp_path):
+    path = write(tmp_path / "t.json", trace_doc(make_events(seed=9)))
+    html = loopscope.load(path)._repr_html_()
+    assert "CPU_LAUNCH_BOUND" in html or "GPU_BOUND" in html or "SYNC_BOUND" in html
+    assert "ProfilerStep#3" in html
 
 
 def test_cli_analyze_prints_the_report_writes_json_and_checks_budgets(tmp_path):
@@ -232,3 +241,35 @@ def test_cli_analyze_reads_a_recording(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("RECORDING:") and "loopscope report" in run.stdout
+
+
+class _Terminal:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_bar_only_on_a_terminal_and_only_after_a_while(monkeypatch):
+    from loopscope import _kineto
+
+    quick = _kineto.Progress("t.json", 1000, stream=_Terminal(True))
+    quick.update(500)
+    quick.close()
+    assert quick.stream.text == ""  # under PROGRESS_AFTER_S: nothing
+    monkeypatch.setattr(_kineto, "PROGRESS_AFTER_S", 0.0)
+    slow = _kineto.Progress("t.json", 1000, stream=_Terminal(True))
+    slow.update(500)
+    assert "50.0%" in slow.stream.text and "t.json" in slow.stream.text
+    slow.close()
+    assert slow.stream.text.endswith("\r")  # the line is cleared again
+    piped = _kineto.Progress("t.json", 1000, stream=_Terminal(False))
+    piped.update(500)
+    assert piped.stream.text == ""

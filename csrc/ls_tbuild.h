@@ -119,7 +119,4 @@ int ls_tbuild_settle(ls_tbuild *b, int64_t base_ns, int device);
 /* Name text of a string table id (ranges' name_id before ls_names). */
 const char *ls_tbuild_name(const ls_tbuild *b, uint32_t id);
 
-/* A range's sort key at settle, for tests of nesting. */
-#define LS_TB_MAX_DEPTH 4096
-
 #endif

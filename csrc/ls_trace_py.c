@@ -373,12 +373,14 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
         return NULL;
     const ls_kineto *k = &r->kineto;
     const ls_tbuild *b = &k->build;
+    /* Per class of event: how many were seen, skipped, and the first reason. */
     PyObject *seen = PyDict_New(), *skipped = PyDict_New(), *why = PyDict_New();
-    for (int c = 0; seen && skipped && why && c < LS_TB_CLASSES; c++) {
+    int failed = seen == NULL || skipped == NULL || why == NULL;
+    for (int c = 0; !failed && c < LS_TB_CLASSES; c++) {
         const char *name = ls_tbuild_class_name((ls_tb_class)c);
         PyObject *n = U64(b->seen[c]), *s = U64(b->skipped[c]);
-        int failed = n == NULL || s == NULL || (b->seen[c] && PyDict_SetItemString(seen, name, n)) ||
-                     (b->skipped[c] && PyDict_SetItemString(skipped, name, s));
+        failed = n == NULL || s == NULL || (b->seen[c] && PyDict_SetItemString(seen, name, n)) ||
+                 (b->skipped[c] && PyDict_SetItemString(skipped, name, s));
         Py_XDECREF(n);
         Py_XDECREF(s);
         if (!failed && b->why[c][0]) {
@@ -386,11 +388,8 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
             failed = w == NULL || PyDict_SetItemString(why, name, w);
             Py_XDECREF(w);
         }
-        if (failed) {
-            Py_CLEAR(seen);
-        }
     }
-    if (seen == NULL || skipped == NULL || why == NULL) {
+    if (failed) {
         Py_XDECREF(seen);
         Py_XDECREF(skipped);
         Py_XDECREF(why);

@@ -195,9 +195,7 @@ def read(reader, path: Path) -> dict[str, Any]:
         r.ops()
         r.apis()
         r.ranges()
-        typed = [row[0] for row in db.execute("SELECT DISTINCT typeId FROM GPU_METRICS")] \
-            if "GPU_METRICS" in r.tables else []
-        r.metrics(lambda type_id: _device_of(type_id, typed))
+        r.metrics(_device_of)
         return {
             "schema_version": version,
             "tables_read": sorted(r.tables & set(ACTIVITY_TABLES)),
@@ -210,9 +208,8 @@ def read(reader, path: Path) -> dict[str, Any]:
         db.close()
 
 
-def _device_of(type_id: int, typed: list[int]) -> int:
-    """The GPU a metrics type id belongs to: its low byte, as nsys numbers
-    the GPUs it samples (not documented by NVIDIA: a reading of real
-    exports); with a single sampled GPU, that GPU is device 0 unless the
-    low byte says otherwise."""
+def _device_of(type_id: int) -> int:
+    """The GPU a GPU_METRICS typeId belongs to: its low byte, as nsys numbers
+    the GPUs it samples (not documented by NVIDIA: a reading of real exports
+    and of other tools that parse them)."""
     return int(type_id) & 0xFF if isinstance(type_id, int) else 0

@@ -64,11 +64,9 @@ typedef struct {
     int number_count;
 } ls_event;
 
-static int key_is(const ls_json_string *s, const char *word)
-{
-    size_t n = strlen(word);
-    return !s->escaped && s->len == n && memcmp(s->text, word, n) == 0;
-}
+/* The key is the literal `word` (no escapes): a length check first. */
+#define key_is(s, word) \
+    (!(s)->escaped && (s)->len == sizeof(word) - 1 && memcmp((s)->text, word, sizeof(word) - 1) == 0)
 
 /* A number or a string (pid and tid are either). */
 static int read_id(ls_json_cursor *c, ls_id *out)

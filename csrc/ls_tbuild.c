@@ -219,6 +219,10 @@ int ls_tbuild_range(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
 int ls_tbuild_frame(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
                     const char *name, size_t len)
 {
+    if (b->frames.count >= LS_TB_MAX_FRAMES) {
+        b->frames_dropped++;
+        return 0;
+    }
     /* "<built-in method item of Tensor object at 0x7f...>": the address makes
      * every tensor's name new; drop it so names repeat. */
     if (len > 8 && name[0] == '<' && name[len - 1] == '>') {

@@ -71,6 +71,7 @@ typedef struct {
     int64_t offset_ns;         /* added to every file time */
     uint64_t shift_ns;         /* part of offset_ns that kept times positive */
     uint64_t frames_used;      /* frames attached to calls */
+    uint64_t frames_dropped;   /* frames past LS_TB_MAX_FRAMES: not kept */
     uint64_t devices_seen;     /* bit d set: an op ran on device d (d < 64) */
 } ls_tbuild;
 
@@ -99,6 +100,12 @@ int ls_tbuild_sync(ls_tbuild *b, int64_t start, int64_t end, uint32_t stream,
 
 int ls_tbuild_range(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
                     const char *name, size_t len);
+
+/* Frames kept at most (32 bytes each): a with_stack trace of millions of
+ * kernels holds tens of millions of Python frames, and memory must stay
+ * bounded; later frames are counted in frames_dropped, and the syncs they
+ * would have placed lose their stacks. */
+#define LS_TB_MAX_FRAMES (8u << 20)
 
 /* A Python function (Kineto "file.py(12): func", "<built-in method ...>")
  * or a CPU op ("aten::item"): a frame of the stacks of calls inside it. */

@@ -405,7 +405,7 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
         Py_XDECREF(v);
     }
     return ls_dict_of(
-        16, "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
+        17, "frames_dropped", U64(b->frames_dropped), "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
         PyLong_FromLongLong(b->offset_ns), "shift_ns", U64(b->shift_ns), "frames_used",
         U64(b->frames_used), "devices", devices, "ops", U64(b->rec.ops.count), "apis",
         U64(b->rec.apis.count), "calls", U64(b->rec.calls.count), "ranges",

@@ -273,3 +273,11 @@ def test_progress_bar_only_on_a_terminal_and_only_after_a_while(monkeypatch):
     piped = _kineto.Progress("t.json", 1000, stream=_Terminal(False))
     piped.update(500)
     assert piped.stream.text == ""
+
+
+def test_a_rank_trace_says_its_rank(tmp_path):
+    doc = trace_doc(make_events(seed=2))
+    doc["distributedInfo"] = {"backend": "nccl", "rank": 3, "world_size": 8}
+    summary = loopscope.analyze(write(tmp_path / "rank3.json", doc))
+    assert (summary["rank"], summary["world_size"]) == (3, 8)
+    assert summary["trace"]["distributed"]["backend"] == "nccl"

@@ -282,6 +282,14 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         if stacks and kind == "kineto":
             syncs["site_lines"] = ("the first line of the function that made the call "
                                    "(Kineto records no call-site line)")
+        if stats["frames_dropped"]:
+            syncs["sites_unknown"] = (
+                f"the trace has more Python frames than loopscope keeps ({stats['frames_dropped']:,} "
+                "past the first 8,388,608 were not kept): syncs late in the trace may show no site")
+    dist = meta.get("distributedInfo")
+    if isinstance(dist, dict) and isinstance(dist.get("rank"), int):
+        summary["rank"] = dist["rank"]
+        summary["world_size"] = dist.get("world_size")
     if stats["samples"]:
         summary["metrics"] = {"source": "kineto_counters" if kind == "kineto" else "nsys_gpu_metrics",
                               "samples": stats["samples"]}
@@ -302,6 +310,7 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         "steps": pattern.pattern if pattern is not None else DEFAULT_STEPS,
         "steps_found": steps,
         "python_stacks": stacks,
+        "frames_dropped": stats["frames_dropped"],
         "time_offset_ns": stats["offset_ns"],
         "counter_values_not_understood": stats["counter_unknown"],
     }

@@ -13,7 +13,7 @@ if ! command -v nsys >/dev/null; then
   exit 2
 fi
 nsys profile --force-overwrite true --trace=cuda,nvtx --cuda-memory-usage=false \
-  --gpu-metrics-devices=all -o "$out/nvtx_denoise" python benchmarks/nvtx_denoise.py --steps 3 --depth 4
+  --gpu-metrics-devices=all --gpu-metrics-frequency=2000 -o "$out/nvtx_denoise" python benchmarks/nvtx_denoise.py --steps 3 --depth 4
 nsys export --force-overwrite true --type sqlite -o "$out/nvtx_denoise.sqlite" "$out/nvtx_denoise.nsys-rep"
 ls -la "$out/nvtx_denoise.sqlite"
 python -m loopscope analyze "$out/nvtx_denoise.sqlite" --steps 'Denoise_Step_\d+'

@@ -500,12 +500,16 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
     }
     case LS_TB_RUNTIME:
     case LS_TB_DRIVER: {
-        uint64_t thread;
+        /* Without a name the call has no known role, without a tid no
+         * thread; it still launches the ops of its correlation id. */
+        uint64_t thread = 0;
         uint32_t corr = 0;
-        if (name == NULL)
-            SKIP(cls, "no name");
+        if (name == NULL) {
+            name = "";
+            len = 0;
+        }
         if (thread_of(&ev->tid, &thread) != 0)
-            SKIP(cls, "no tid");
+            thread = 0;
         int has_corr = ev->has_correlation &&
                        ls_json_number_uint(&ev->correlation, UINT32_MAX, &v) == 0;
         if (has_corr)

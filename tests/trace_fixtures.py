@@ -135,7 +135,8 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
             launches.setdefault(e["args"]["correlation"], _ns(e["ts"]))
         elif cat == "cuda_driver" and "correlation" in e.get("args", {}):
             driver.setdefault(e["args"]["correlation"], _ns(e["ts"]))
-        elif cat == "user_annotation" and re.search(step_pattern, e["name"]):
+        elif cat == "user_annotation" and isinstance(e.get("name"), str) \
+                and re.search(step_pattern, e["name"]):
             start = _ns(e["ts"])
             steps.append((start, start + _ns(e["dur"]), e["name"]))
     for corr, start in driver.items():  # a runtime call is the launch when both exist

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import _core, _kineto, _nsys
+from . import _core, _kineto
 from ._html import Summary
 from ._profile import Profile, _check_thresholds
 from ._sniff import TraceError, check_path, fail, sniff
@@ -215,6 +215,8 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
         base = meta.get("baseTimeNanoseconds") or 0
         names = _kineto.device_names(meta)
     else:
+        from . import _nsys  # sqlite3 only when an export is read
+
         meta = _nsys.read(reader, p)
         base = 0
         names = meta["device_names"]

@@ -282,3 +282,20 @@ def test_a_rank_trace_says_its_rank(tmp_path):
     summary = loopscope.analyze(write(tmp_path / "rank3.json", doc))
     assert (summary["rank"], summary["world_size"]) == (3, 8)
     assert summary["trace"]["distributed"]["backend"] == "nccl"
+
+
+def test_cli_analyze_steps_and_device_options(tmp_path):
+    path = write(tmp_path / "t.json", trace_doc(make_events(seed=4, devices=2), devices=2))
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--steps",
+                          "no-such-range"], capture_output=True, text=True)
+    assert run.returncode == 0 and "no range name matched --steps 'no-such-range'" in run.stderr
+    assert "ProfilerStep#0" in run.stderr  # the names that exist are listed
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--device", "1"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "Device: only GPU 1 analysed" in run.stdout
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--device", "7"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "device 7 ran no GPU operation" in run.stderr
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--steps", "("],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "not a valid regular expression" in run.stderr

@@ -54,8 +54,9 @@ def find_include_dirs():
 
 
 C_STANDARD = ["-std=c11"]
-# ls_pmconfig.cpp is C++ only because cupti_profiler_host.h is: no exceptions,
-# no RTTI, no STL, so it needs nothing from libstdc++ at run time.
+# ls_pmconfig.cpp is C++ only because cupti_profiler_host.h is, ls_demangle.cpp
+# for <cxxabi.h>: no exceptions, no RTTI, no STL.  From the C++ runtime only
+# abi::__cxa_demangle is used (libstdc++.so.6, which torch loads anyway).
 CXX_STANDARD = ["-std=c++17", "-fno-exceptions", "-fno-rtti"]
 
 
@@ -68,13 +69,17 @@ def compile_args():
         args.append("-Werror")
     if os.environ.get("LOOPSCOPE_SANITIZE"):
         args += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
+    if os.environ.get("LOOPSCOPE_COVERAGE"):  # gcov line counts (CI's coverage report)
+        args += ["--coverage", "-O0", "-g"]
     return args
 
 
 def link_args():
-    args = ["-ldl", "-lpthread"]
+    args = ["-ldl", "-lpthread", "-lstdc++"]  # named: the link may run through the C driver
     if os.environ.get("LOOPSCOPE_SANITIZE"):
         args += ["-fsanitize=address,undefined"]
+    if os.environ.get("LOOPSCOPE_COVERAGE"):
+        args += ["--coverage"]
     return args
 
 

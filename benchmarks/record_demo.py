@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import loopscope
-from loopscope import _recording
+from loopscope import _recording, _replay
 from loopscope.demo import build, eager_loop, gpu_available, graph_loop_factory
 
 LIMIT_BYTES = 200_000
@@ -59,7 +59,7 @@ def main() -> int:
     size = out.stat().st_size
     print(prof.report())
     print(f"\nrecording written: {out} ({size:,} bytes)")
-    replayed = _recording.replay(_recording.load(out)).summary()
+    replayed = _replay.replay(_recording.load(out)).summary()
     same = {k: (live["gaps"][k], replayed["gaps"][k]) for k in FIGURES}
     differ = {k: v for k, v in same.items() if v[0] != v[1]}
     steps_same = [(s["kernels"], s["gaps"]["severe"]) for s in live["steps"]] == \

@@ -40,8 +40,8 @@ def main() -> None:
         with prof.step():
             libcuda.cuCtxSynchronize()
     summary = prof.summary()
-    calls = prof._capture.calls()
-    waits = prof._capture.analyze()["waits"]
+    calls = prof.capture.calls()
+    waits = prof.model.syncs()
     print(f"{len(calls)} blocking calls recorded, {len(waits)} syncs, "
           f"{summary['syncs']['unjudged_async_copies']} async copies without a record")
     print(f"{'step':>4} {'api':<24} {'class':<11} {'us':>8} {'launches_before':>15}  innermost frame")

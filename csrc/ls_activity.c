@@ -124,7 +124,7 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
                 (const CUpti_ActivitySynchronization2 *)record;
             if (!valid_interval(sink, s->start, s->end))
                 break;
-            ls_sync *out = ls_syncs_append(&sink->syncs);
+            ls_sync_record *out = ls_sync_records_append(&sink->sync_records);
             if (out == NULL) {
                 sink->dropped_records++;
                 break;

@@ -1,335 +1,124 @@
 /* ls_capture_type: the records of one finished profile, owned by a Python
  * object, and their analysis returned as plain dicts (ns integers; the
  * Python layer shapes units and names). */
-#include "ls_module.h"
+#include "ls_capture_type.h"
 
-#include "ls_analysis.h"
-#include "ls_cbids.h"
-#include "ls_cuda.h"
-#include "ls_names.h"
+#include "ls_call_dict.h"
+#include "ls_model_type.h"
+#include "ls_module_state.h"
+#include "ls_pyvalues.h"
 #include "ls_samples.h"
 
 #include <math.h>
-
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 
-#define LS_WORST_GAPS 10
+#define LS_CACHED_MODELS 8
 
 typedef struct {
     PyObject_HEAD
     ls_capture capture;
+    PyObject *models; /* dict: (normal_ns, severe_ns, steps) -> Model, the latest few */
 } ls_capture_object;
 
 PyObject *ls_capture_new(PyTypeObject *type, ls_capture *capture)
 {
-    ls_capture_object *self = PyObject_New(ls_capture_object, type);
+    ls_capture_object *self = PyObject_GC_New(ls_capture_object, type);
     if (self == NULL) {
         ls_records_clear(&capture->records);
         return NULL;
     }
     self->capture = *capture;
+    self->models = PyDict_New();
+    PyObject_GC_Track(self);
+    if (self->models == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
+}
+
+static int capture_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Py_VISIT(((ls_capture_object *)op)->models);
+    Py_VISIT(Py_TYPE(op));
+    return 0;
+}
+
+static int capture_clear(PyObject *op)
+{
+    Py_CLEAR(((ls_capture_object *)op)->models);
+    return 0;
 }
 
 static void capture_dealloc(PyObject *op)
 {
     PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    capture_clear(op);
     ls_records_clear(&((ls_capture_object *)op)->capture.records);
     type->tp_free(op);
     Py_DECREF(type);
+#ifdef __GLIBC__
+    /* A capture and its models free arrays of hundreds of KiB, which glibc
+     * keeps in the heap once its mmap threshold has risen: 1,000 profiles in
+     * a row then held ~100 MiB.  Give the free pages back. */
+    malloc_trim(0);
+#endif
 }
 
-#define U64(v) PyLong_FromUnsignedLongLong((unsigned long long)(v))
-
-static PyObject *name_or_none(uint32_t id)
+/* Reads `steps` (None, or a sequence of range indices) into a new array
+ * and a tuple key; NULL array with an exception set on bad input. */
+static uint32_t *read_steps(PyObject *steps, size_t range_count, size_t *n, PyObject **key)
 {
-    const char *text = ls_names_text(id);
-    if (text == NULL)
-        Py_RETURN_NONE;
-    return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
-}
-
-static PyObject *gap_stats_dict(const ls_gap_stats *s)
-{
-    PyObject *hist = PyList_New(LS_HIST_BINS);
-    if (hist == NULL)
-        return NULL;
-    for (int i = 0; i < LS_HIST_BINS; i++) {
-        PyObject *v = U64(s->histogram[i]);
-        if (v == NULL) {
-            Py_DECREF(hist);
-            return NULL;
-        }
-        PyList_SET_ITEM(hist, i, v);
-    }
-    return ls_dict_of(15, "count", U64(s->count), "normal", U64(s->normal), "warning",
-                   U64(s->warning), "severe", U64(s->severe), "host",
-                   U64(s->by_cause[LS_CAUSE_HOST]), "sync", U64(s->by_cause[LS_CAUSE_SYNC]),
-                   "other", U64(s->by_cause[LS_CAUSE_OTHER]), "total_ns", U64(s->total_ns),
-                   "max_ns", U64(s->max_ns), "p50_ns", U64(s->p50_ns), "p99_ns",
-                   U64(s->p99_ns), "histogram", hist, "host_ns",
-                   U64(s->by_cause_ns[LS_CAUSE_HOST]), "sync_ns",
-                   U64(s->by_cause_ns[LS_CAUSE_SYNC]), "other_ns",
-                   U64(s->by_cause_ns[LS_CAUSE_OTHER]));
-}
-
-static PyObject *timeline_dict(const ls_timeline *t)
-{
-    PyObject *device = t->device_id == UINT32_MAX ? Py_NewRef(Py_None) : U64(t->device_id);
-    PyObject *stream = t->stream_id == UINT32_MAX ? Py_NewRef(Py_None) : U64(t->stream_id);
-    return ls_dict_of(9, "device", device, "stream", stream, "kernels", U64(t->kernels),
-                   "memcpys", U64(t->memcpys), "memsets", U64(t->memsets), "busy_ns",
-                   U64(t->busy_ns), "first_ns", U64(t->first_ns), "last_ns", U64(t->last_ns),
-                   "gaps", gap_stats_dict(&t->gaps));
-}
-
-static PyObject *timeline_list(const ls_timeline *lines, size_t n, int with_device_name)
-{
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    if (list == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        PyObject *d = timeline_dict(&lines[i]);
-        if (d != NULL && with_device_name) {
-            char name[256];
-            PyObject *v = ls_cuda_device_name((int)lines[i].device_id, name, sizeof name) == 0
-                              ? PyUnicode_FromString(name) : Py_NewRef(Py_None);
-            if (v == NULL || PyDict_SetItemString(d, "name", v) != 0)
-                Py_CLEAR(d);
-            Py_XDECREF(v);
-        }
-        if (d == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-    }
-    return list;
-}
-
-/* {figure: value or None, ..., "samples", "covered_ns", "window_ns"}. */
-static PyObject *metric_avg_dict(const ls_metric_avg *m)
-{
-    PyObject *d = PyDict_New();
-    uint64_t covered = 0;
-    for (int j = 0; d != NULL && j < LS_METRICS; j++) {
-        PyObject *v = isnan(m->value[j]) ? Py_NewRef(Py_None) : PyFloat_FromDouble(m->value[j]);
-        if (m->covered_ns[j] > covered)
-            covered = m->covered_ns[j];
-        if (v == NULL || PyDict_SetItemString(d, ls_metric_name(j), v) != 0)
-            Py_CLEAR(d);
-        Py_XDECREF(v);
-    }
-    PyObject *more = d == NULL ? NULL
-        : ls_dict_of(3, "samples", U64(m->samples), "covered_ns", U64(covered), "window_ns",
-                     U64(m->window_ns));
-    if (more == NULL || PyDict_Update(d, more) != 0)
-        Py_CLEAR(d);
-    Py_XDECREF(more);
-    return d;
-}
-
-static PyObject *metrics_pair(const ls_metric_avg *span, const ls_metric_avg *busy)
-{
-    return ls_dict_of(2, "span", metric_avg_dict(span), "busy", metric_avg_dict(busy));
-}
-
-/* One dict per range; with plain == 0, None for each range that is not a
- * step (its figures then come through its group: far fewer objects). */
-static PyObject *range_list(const ls_records *r, const ls_analysis *a, int plain)
-{
-    PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
-    if (list == NULL)
-        return NULL;
-    for (size_t i = 0; i < r->ranges.count; i++) {
-        const ls_range *range = &r->ranges.items[i];
-        if (!plain && range->step_index < 0) {
-            PyList_SET_ITEM(list, (Py_ssize_t)i, Py_NewRef(Py_None));
-            continue;
-        }
-        PyObject *d = timeline_dict(&a->ranges[i]);
-        PyObject *extra = d == NULL ? NULL
-            : ls_dict_of(7, "name", name_or_none(range->name_id), "parent",
-                      PyLong_FromLong(range->parent), "depth", U64(range->depth), "step",
-                      range->step_index >= 0 ? PyLong_FromLong(range->step_index)
-                                             : Py_NewRef(Py_None),
-                      "thread", U64(range->thread_id), "start_ns", U64(range->start_ns),
-                      "end_ns", U64(range->end_ns));
-        if (extra != NULL) {
-            PyObject *m = a->has_samples ? metrics_pair(&a->range_span[i], &a->range_busy[i])
-                                         : Py_NewRef(Py_None);
-            if (m == NULL || PyDict_SetItemString(extra, "metrics", m) != 0)
-                Py_CLEAR(extra);
-            Py_XDECREF(m);
-        }
-        if (extra == NULL || PyDict_Update(d, extra) != 0) {
-            Py_XDECREF(extra);
-            Py_XDECREF(d);
-            Py_DECREF(list);
-            return NULL;
-        }
-        Py_DECREF(extra);
-        PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-    }
-    return list;
-}
-
-/* The group time lines, each with "span_ns" (its ranges' spans summed). */
-static PyObject *group_list(const ls_analysis *a)
-{
-    PyObject *list = timeline_list(a->groups, a->group_count, 0);
-    for (size_t g = 0; list != NULL && g < a->group_count; g++) {
-        PyObject *span = U64(a->group_span_ns[g]);
-        if (span == NULL || PyDict_SetItemString(PyList_GET_ITEM(list, (Py_ssize_t)g),
-                                                 "span_ns", span) != 0)
-            Py_CLEAR(list);
-        Py_XDECREF(span);
-    }
-    return list;
-}
-
-static int compare_gap_length(const void *pa, const void *pb)
-{
-    const ls_gap *a = *(const ls_gap *const *)pa, *b = *(const ls_gap *const *)pb;
-    uint64_t da = a->end_ns - a->start_ns, db = b->end_ns - b->start_ns;
-    if (da != db)
-        return da > db ? -1 : 1;
-    return a->start_ns < b->start_ns ? -1 : a->start_ns > b->start_ns;
-}
-
-static PyObject *worst_gaps(const ls_records *r, const ls_analysis *a)
-{
-    static const char *const causes[LS_CAUSE_COUNT] = {"host", "sync", "other"};
-    /* The LS_WORST_GAPS longest, kept sorted while scanning once: a full
-     * sort of millions of gaps for ten of them cost seconds. */
-    const ls_gap *sorted[LS_WORST_GAPS];
-    size_t n = 0;
-    for (size_t i = 0; i < a->gap_count; i++) {
-        const ls_gap *g = &a->gaps[i];
-        if (n == LS_WORST_GAPS && compare_gap_length(&g, &sorted[n - 1]) >= 0)
-            continue;
-        size_t at = n < LS_WORST_GAPS ? n++ : n - 1;
-        while (at > 0 && compare_gap_length(&g, &sorted[at - 1]) < 0) {
-            sorted[at] = sorted[at - 1];
-            at--;
-        }
-        sorted[at] = g;
-    }
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; list != NULL && i < n; i++) {
-        const ls_gap *g = sorted[i];
-        PyObject *d = ls_dict_of(
-            8, "start_ns", U64(g->start_ns), "duration_ns", U64(g->end_ns - g->start_ns),
-            "device", U64(g->device_id), "cause", PyUnicode_FromString(causes[g->cause]),
-            "step", g->step >= 0 ? PyLong_FromLong(g->step) : Py_NewRef(Py_None),
-            "stream", U64(r->ops.items[g->next_op].stream_id), "before",
-            name_or_none(r->ops.items[g->next_op].name_id), "after",
-            name_or_none(r->ops.items[g->prev_op].name_id));
-        if (d == NULL)
-            Py_CLEAR(list);
-        else
-            PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-    }
-    return list;
-}
-
-/* The syncs: (start_ns, end_ns, blocked_ns, thread_id, step or None,
- * wait_class, [call indices]) in time order of each thread. */
-static PyObject *wait_list(const ls_waits *w, size_t call_count)
-{
-    PyObject *list = PyList_New((Py_ssize_t)w->count);
-    PyObject **calls = calloc(w->count ? w->count : 1, sizeof *calls);
-    int failed = list == NULL || calls == NULL;
-    for (size_t i = 0; !failed && i < w->count; i++)
-        failed = (calls[i] = PyList_New(0)) == NULL;
-    for (size_t c = 0; !failed && c < call_count; c++) {
-        int32_t k = w->wait_of_call[c];
-        if (k >= 0) {
-            PyObject *index = U64(c);
-            failed = index == NULL || PyList_Append(calls[k], index) != 0;
-            Py_XDECREF(index);
-        }
-    }
-    for (size_t i = 0; !failed && i < w->count; i++) {
-        const ls_wait *x = &w->items[i];
-        PyObject *t = Py_BuildValue(
-            "(KKKKNsO)", (unsigned long long)x->start_ns, (unsigned long long)x->end_ns,
-            (unsigned long long)x->blocked_ns, (unsigned long long)x->thread_id,
-            x->step >= 0 ? PyLong_FromLong(x->step) : Py_NewRef(Py_None),
-            ls_wait_class_name((ls_wait_class)x->wait_class), calls[i]);
-        if (t == NULL)
-            failed = 1;
-        else
-            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
-    }
-    for (size_t i = 0; calls != NULL && i < w->count; i++)
-        Py_XDECREF(calls[i]);
-    free(calls);
-    if (failed) {
-        Py_XDECREF(list);
-        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
-    }
-    return list;
-}
-
-/* Reads `groups` (a sequence of ints, one per range, -1 for none) into a
- * new array; *count gets 1 + the largest group.  Returns NULL with an
- * exception set on bad input or no memory. */
-static int32_t *read_groups(PyObject *groups, size_t range_count, size_t *count)
-{
-    PyObject *seq = PySequence_Fast(groups, "analyze: groups must be a sequence of int");
+    PyObject *seq = PySequence_Fast(steps, "model: steps must be None or a sequence of range "
+                                           "indices");
     if (seq == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    int32_t *out = NULL;
-    if ((size_t)n != range_count) {
-        PyErr_Format(PyExc_ValueError, "analyze: groups has %zd items, the capture has %zu "
-                     "ranges (one group per range, -1 for none)", n, range_count);
-        goto done;
-    }
-    out = malloc((n ? (size_t)n : 1) * sizeof *out);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    uint32_t *out = PyMem_Malloc((count ? (size_t)count : 1) * sizeof *out);
     if (out == NULL) {
+        Py_DECREF(seq);
         PyErr_NoMemory();
-        goto done;
+        return NULL;
     }
-    *count = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyLong_Check(item) || PyBool_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "analyze: groups[%zd] must be an int, not %.100s",
-                         i, Py_TYPE(item)->tp_name);
-            goto bad_item;
+        Py_ssize_t v = PyLong_Check(item) && !PyBool_Check(item) ? PyLong_AsSsize_t(item) : -2;
+        if (v == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        if (v < 0 || (size_t)v >= range_count) {
+            PyErr_Format(PyExc_ValueError, "model: steps[%zd] is %R: must be the index of one of "
+                         "the capture's %zu ranges", i, item, range_count);
+            goto bad;
         }
-        int overflow = 0;
-        long g = PyLong_AsLongAndOverflow(item, &overflow);
-        if (overflow != 0 || g < -1 || g >= INT32_MAX) {
-            PyErr_Format(PyExc_ValueError, "analyze: groups[%zd] is %R: must be between -1 "
-                         "(no group) and %d", i, item, INT32_MAX - 1);
-            goto bad_item;
-        }
-        out[i] = (int32_t)g;
-        if (g >= 0 && (size_t)g + 1 > *count)
-            *count = (size_t)g + 1;
+        out[i] = (uint32_t)v;
     }
-    goto done;
-bad_item:
-    free(out);
-    out = NULL;
-done:
+    *key = PySequence_Tuple(seq);
+    if (*key == NULL)
+        goto bad;
     Py_DECREF(seq);
+    *n = (size_t)count;
     return out;
+bad:
+    PyMem_Free(out);
+    Py_DECREF(seq);
+    return NULL;
 }
 
-static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
+/* model(normal_us=20.0, severe_us=50.0, steps=None) -> Model, computed once
+ * per (thresholds, steps) and cached on the capture. */
+static PyObject *capture_model(PyObject *op, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"normal_us", "severe_us", "groups", "plain_ranges", NULL};
+    static char *keywords[] = {"normal_us", "severe_us", "steps", NULL};
     double normal_us = 20.0, severe_us = 50.0;
-    PyObject *groups = Py_None;
-    int plain_ranges = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ddOp:analyze", keywords, &normal_us,
-                                     &severe_us, &groups, &plain_ranges))
+    PyObject *steps = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ddO:model", keywords, &normal_us,
+                                     &severe_us, &steps))
         return NULL;
     if (!(normal_us >= 0.0) || !(severe_us >= normal_us) || !(severe_us <= 1e9)) {
         char msg[200];
@@ -340,49 +129,43 @@ static PyObject *capture_analyze(PyObject *op, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     ls_capture_object *self = (ls_capture_object *)op;
-    int32_t *group_of = NULL;
-    size_t group_count = 0;
-    if (groups != Py_None) {
-        group_of = read_groups(groups, self->capture.records.ranges.count, &group_count);
-        if (group_of == NULL)
+    ls_model_options options = {
+        {(uint64_t)(normal_us * 1000.0 + 0.5), (uint64_t)(severe_us * 1000.0 + 0.5)}, NULL, 0};
+    PyObject *steps_key = Py_NewRef(Py_None);
+    uint32_t *chosen = NULL;
+    if (steps != Py_None) {
+        Py_DECREF(steps_key);
+        chosen = read_steps(steps, self->capture.records.ranges.count,
+                            &options.step_range_count, &steps_key);
+        if (chosen == NULL)
             return NULL;
+        options.step_ranges = chosen;
     }
-    ls_thresholds t = {(uint64_t)(normal_us * 1000.0 + 0.5), (uint64_t)(severe_us * 1000.0 + 0.5)};
-    ls_analysis a;
-    int rc = ls_analyze(&self->capture.records, t, group_of, group_count, &a);
-    free(group_of);
-    if (rc != 0)
-        return PyErr_NoMemory();
-    PyObject *edges = PyList_New(LS_HIST_BINS);
-    for (int i = 0; edges != NULL && i < LS_HIST_BINS; i++) {
-        PyObject *v = U64(ls_hist_edges_ns[i]);
-        if (v == NULL)
-            Py_CLEAR(edges);
-        else
-            PyList_SET_ITEM(edges, i, v);
+    PyObject *key = Py_BuildValue("(KKN)", (unsigned long long)options.thresholds.normal_below_ns,
+                                  (unsigned long long)options.thresholds.severe_above_ns,
+                                  steps_key);
+    PyObject *model = key ? PyDict_GetItemWithError(self->models, key) : NULL;
+    if (model != NULL) {
+        Py_INCREF(model);
+    } else if (key != NULL && !PyErr_Occurred()) {
+        ls_module_state *st = ls_module_state_of_type(Py_TYPE(op));
+        model = st ? ls_model_new(st->model_type, op, &self->capture, &options) : NULL;
+        if (model != NULL && PyDict_Size(self->models) >= LS_CACHED_MODELS) {
+            Py_ssize_t pos = 0; /* forget the oldest */
+            PyObject *oldest, *value;
+            if (PyDict_Next(self->models, &pos, &oldest, &value) &&
+                PyDict_DelItem(self->models, oldest) != 0)
+                Py_CLEAR(model);
+        }
+        if (model != NULL && PyDict_SetItem(self->models, key, model) != 0)
+            Py_CLEAR(model);
     }
-    PyObject *result = ls_dict_of(
-        12, "waits", wait_list(&a.waits, self->capture.records.calls.count), "unknown_copies",
-        U64(a.waits.unknown_copies), "total", timeline_dict(&a.total), "devices",
-        timeline_list(a.devices, a.device_count, self->capture.traced), "streams",
-        timeline_list(a.streams, a.stream_count, 0), "ranges",
-        range_list(&self->capture.records, &a, plain_ranges), "groups", group_list(&a),
-        "worst_gaps",
-        worst_gaps(&self->capture.records, &a), "ops_without_launch",
-        U64(a.ops_without_launch), "ignored_records", U64(a.ignored_records),
-        "histogram_edges_ns", edges, "thresholds_ns",
-        Py_BuildValue("(KK)", (unsigned long long)t.normal_below_ns,
-                      (unsigned long long)t.severe_above_ns));
-    if (result != NULL) {
-        PyObject *m = a.has_samples ? metrics_pair(&a.metrics_span, &a.metrics_busy)
-                                    : Py_NewRef(Py_None);
-        if (m == NULL || PyDict_SetItemString(result, "metrics", m) != 0)
-            Py_CLEAR(result);
-        Py_XDECREF(m);
-    }
-    ls_analysis_free(&a);
-    return result;
+    Py_XDECREF(key);
+    PyMem_Free(chosen);
+    return model;
 }
+
+#define U64(v) ls_py_u64(v)
 
 /* range_records() -> [(name, parent, step, start_ns, end_ns)], one per range,
  * no analysis. */
@@ -393,7 +176,7 @@ static PyObject *capture_range_records(PyObject *op, PyObject *unused)
     PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
     for (size_t i = 0; list != NULL && i < r->ranges.count; i++) {
         const ls_range *range = &r->ranges.items[i];
-        PyObject *name = name_or_none(range->name_id);
+        PyObject *name = ls_py_name_or_none(range->name_id);
         PyObject *step = range->step_index >= 0 ? PyLong_FromLong(range->step_index)
                                                  : Py_NewRef(Py_None);
         PyObject *t = (name == NULL || step == NULL) ? NULL
@@ -415,14 +198,14 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     (void)unused;
     const ls_capture *c = &((ls_capture_object *)op)->capture;
     const ls_records *r = &c->records;
-    PyObject *info = ls_dict_of(21, "ops_before_start", U64(c->ops_before_start), "note",
+    PyObject *info = ls_py_dict_of(21, "ops_before_start", U64(c->ops_before_start), "note",
                    c->note[0] ? PyUnicode_FromString(c->note) : Py_NewRef(Py_None), "traced", PyBool_FromLong(c->traced), "injected",
                    PyBool_FromLong(c->injected), "reason",
                    c->reason[0] ? PyUnicode_FromString(c->reason) : Py_NewRef(Py_None),
                    "stop_error",
                    c->stop_error[0] ? PyUnicode_FromString(c->stop_error) : Py_NewRef(Py_None),
                    "start_ns", U64(r->start_ns), "stop_ns", U64(r->stop_ns), "ops",
-                   U64(r->ops.count), "apis", U64(r->apis.count), "syncs", U64(r->syncs.count),
+                   U64(r->ops.count), "apis", U64(r->apis.count), "sync_records", U64(r->sync_records.count),
                    "ranges", U64(r->ranges.count), "dropped_records", U64(r->dropped_records),
                    "invalid_records", U64(r->invalid_records), "range_mismatches",
                    U64(c->range_mismatches), "ranges_left_open", U64(c->ranges_left_open),
@@ -430,7 +213,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                    U64(c->stop_ns_cost), "buffer_bytes", U64(c->buffer_bytes),
                    "buffers_refused", U64(c->buffers_refused));
     PyObject *more = info == NULL ? NULL
-        : ls_dict_of(6, "calls_injected", PyBool_FromLong(c->calls_injected),
+        : ls_py_dict_of(6, "calls_injected", PyBool_FromLong(c->calls_injected),
                      "watched_syncs", PyBool_FromLong(c->watched_syncs), "syncs_reason",
                      c->syncs_reason[0] ? PyUnicode_FromString(c->syncs_reason) : Py_NewRef(Py_None),
                      "calls", U64(r->calls.count), "calls_before_start", U64(c->calls_before_start),
@@ -453,7 +236,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
         Py_XDECREF(ns);
     }
     PyObject *phases = (start_phases == NULL || stop_phases == NULL) ? NULL
-        : ls_dict_of(2, "start_phases_ns", Py_NewRef(start_phases), "stop_phases_ns",
+        : ls_py_dict_of(2, "start_phases_ns", Py_NewRef(start_phases), "stop_phases_ns",
                      Py_NewRef(stop_phases));
     Py_XDECREF(start_phases);
     Py_XDECREF(stop_phases);
@@ -473,7 +256,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                 Py_CLEAR(collected);
             Py_XDECREF(name);
         }
-        pm_dict = ls_dict_of(
+        pm_dict = ls_py_dict_of(
             19, "device", PyLong_FromLong(pm->device), "chip", PyUnicode_FromString(pm->chip),
             "trigger", PyUnicode_FromString(pm->time_trigger ? "gpu_time" : "sysclk"),
             "interval", U64(pm->interval), "hw_buffer_bytes", U64(pm->hw_buffer_bytes),
@@ -493,7 +276,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                 Py_CLEAR(phases);
             Py_XDECREF(ns);
         }
-        PyObject *more_pm = ls_dict_of(
+        PyObject *more_pm = ls_py_dict_of(
             10, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
             "restarts", U64(pm->restarts),
             "reconfigures", U64(pm->reconfigures),
@@ -511,7 +294,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     }
     PyObject *metrics = NULL;
     if (info != NULL)
-        metrics = ls_dict_of(5, "sampled", PyBool_FromLong(c->sampled), "samples_injected",
+        metrics = ls_py_dict_of(5, "sampled", PyBool_FromLong(c->sampled), "samples_injected",
                              PyBool_FromLong(c->samples_injected), "metrics_reason",
                              c->metrics_reason[0] ? PyUnicode_FromString(c->metrics_reason)
                                                   : Py_NewRef(Py_None),
@@ -535,7 +318,7 @@ static PyObject *capture_samples(PyObject *op, PyObject *unused)
         const ls_sample *x = &r->samples.items[i];
         PyObject *values = PyDict_New();
         for (int j = 0; values != NULL && j < LS_METRICS; j++) {
-            if (isnan(x->values[j]))
+            if (!isfinite(x->values[j]))
                 continue;
             PyObject *v = PyFloat_FromDouble(x->values[j]);
             if (v == NULL || PyDict_SetItemString(values, ls_metric_name(j), v) != 0)
@@ -560,7 +343,7 @@ static PyObject *capture_calls(PyObject *op, PyObject *unused)
     const ls_records *r = &((ls_capture_object *)op)->capture.records;
     PyObject *list = PyList_New((Py_ssize_t)r->calls.count);
     for (size_t i = 0; list != NULL && i < r->calls.count; i++) {
-        PyObject *d = ls_call_to_python(&r->calls.items[i], &r->codes);
+        PyObject *d = ls_call_dict(&r->calls.items[i], &r->codes);
         if (d == NULL)
             Py_CLEAR(list);
         else
@@ -577,7 +360,7 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
     PyObject *list = PyList_New((Py_ssize_t)r->ops.count);
     for (size_t i = 0; list != NULL && i < r->ops.count; i++) {
         const ls_op *o = &r->ops.items[i];
-        PyObject *name = name_or_none(o->name_id);
+        PyObject *name = ls_py_name_or_none(o->name_id);
         PyObject *t = name == NULL ? NULL
             : Py_BuildValue("(sKKIIINK)", kinds[o->kind], (unsigned long long)o->start_ns,
                             (unsigned long long)o->end_ns, o->device_id, o->stream_id,
@@ -590,9 +373,9 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
     return list;
 }
 
-/* The host-side records (launch and other API calls, host syncs) as
- * tuples, like ops(): what a recording needs to replay a capture through
- * _inject.  Returns a new list, or NULL with an exception set. */
+/* The API records (launch calls) as tuples, like ops(): what a recording
+ * needs to replay a capture through _inject.  Returns a new list, or NULL
+ * with an exception set. */
 static PyObject *capture_apis(PyObject *op, PyObject *unused)
 {
     (void)unused;
@@ -600,9 +383,9 @@ static PyObject *capture_apis(PyObject *op, PyObject *unused)
     PyObject *list = PyList_New((Py_ssize_t)r->apis.count);
     for (size_t i = 0; list != NULL && i < r->apis.count; i++) {
         const ls_api *a = &r->apis.items[i];
-        PyObject *t = Py_BuildValue("(KKIIII)", (unsigned long long)a->start_ns,
+        PyObject *t = Py_BuildValue("(KKIKII)", (unsigned long long)a->start_ns,
                                     (unsigned long long)a->end_ns, a->correlation_id,
-                                    a->thread_id, a->cbid, a->domain);
+                                    (unsigned long long)a->thread_id, a->cbid, a->domain);
         if (t == NULL)
             Py_CLEAR(list);
         else
@@ -611,13 +394,13 @@ static PyObject *capture_apis(PyObject *op, PyObject *unused)
     return list;
 }
 
-static PyObject *capture_syncs(PyObject *op, PyObject *unused)
+static PyObject *capture_sync_records(PyObject *op, PyObject *unused)
 {
     (void)unused;
     const ls_records *r = &((ls_capture_object *)op)->capture.records;
-    PyObject *list = PyList_New((Py_ssize_t)r->syncs.count);
-    for (size_t i = 0; list != NULL && i < r->syncs.count; i++) {
-        const ls_sync *s = &r->syncs.items[i];
+    PyObject *list = PyList_New((Py_ssize_t)r->sync_records.count);
+    for (size_t i = 0; list != NULL && i < r->sync_records.count; i++) {
+        const ls_sync_record *s = &r->sync_records.items[i];
         PyObject *t = Py_BuildValue("(KKIII)", (unsigned long long)s->start_ns,
                                     (unsigned long long)s->end_ns, s->stream_id,
                                     s->correlation_id, s->type);
@@ -629,11 +412,20 @@ static PyObject *capture_syncs(PyObject *op, PyObject *unused)
     return list;
 }
 
+static PyObject *capture_forget_models(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    PyDict_Clear(((ls_capture_object *)op)->models);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef capture_methods[] = {
-    {"analyze", (PyCFunction)(void (*)(void))capture_analyze, METH_VARARGS | METH_KEYWORDS,
-     "analyze(normal_us=20.0, severe_us=50.0, groups=None, plain_ranges=True) -> dict of gap "
-     "figures (ns); groups: one int per range (-1: none) -> 'groups', one time line per "
-     "group; plain_ranges=False: None in 'ranges' for each range that is not a step."},
+    {"model", (PyCFunction)(void (*)(void))capture_model, METH_VARARGS | METH_KEYWORDS,
+     "model(normal_us=20.0, severe_us=50.0, steps=None) -> Model: the analysed model, "
+     "computed once per (thresholds, steps) and cached here.  steps: None for the live steps, "
+     "or the indices of the ranges that act as steps, in step order."},
+    {"forget_models", capture_forget_models, METH_NOARGS,
+     "Drops the cached models (and their memory); the next model() computes again."},
     {"range_records", capture_range_records, METH_NOARGS,
      "[(name, parent, step, start_ns, end_ns)] per range, in the order they began."},
     {"info", capture_info, METH_NOARGS, "Counts, flags and costs of the capture."},
@@ -645,14 +437,16 @@ static PyMethodDef capture_methods[] = {
      "GPU ops as (kind, start_ns, end_ns, device, stream, correlation_id, name, bytes)."},
     {"apis", capture_apis, METH_NOARGS,
      "Host API calls as (start_ns, end_ns, correlation_id, thread_id, cbid, domain)."},
-    {"syncs", capture_syncs, METH_NOARGS,
-     "Host syncs as (start_ns, end_ns, stream, correlation_id, type)."},
+    {"sync_records", capture_sync_records, METH_NOARGS,
+     "CUPTI synchronization records as (start_ns, end_ns, stream, correlation_id, type)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyType_Slot capture_slots[] = {
     {Py_tp_doc, "The records of one finished loopscope profile."},
     {Py_tp_methods, capture_methods},
+    {Py_tp_traverse, capture_traverse},
+    {Py_tp_clear, capture_clear},
     {Py_tp_dealloc, capture_dealloc},
     {0, NULL},
 };
@@ -660,6 +454,7 @@ static PyType_Slot capture_slots[] = {
 PyType_Spec ls_capture_type_spec = {
     .name = "loopscope._core.Capture",
     .basicsize = sizeof(ls_capture_object),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+             Py_TPFLAGS_HAVE_GC,
     .slots = capture_slots,
 };

@@ -3,6 +3,7 @@
 #include "ls_cupti.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,7 +20,15 @@ static const char *pm_missing = "cuptiPmSamplingEnable";
 
 const char *ls_cupti_error(void) { return cupti_error; }
 void ls_cupti_clear_error(void) { cupti_error[0] = '\0'; }
-int ls_cupti_loaded(void) { return cupti_handle != NULL; }
+/* A child forked after CUPTI was loaded here: CUDA and CUPTI belong to the
+ * parent (CUDA cannot be used after a fork), so the child never calls it. */
+static int forked;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void forbid_in_child(void) { forked = 1; }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forbid_in_child); }
+
+int ls_cupti_loaded(void) { return cupti_handle != NULL && !forked; }
 const char *ls_cupti_path(void) { return cupti_path; }
 
 CUptiResult ls_cupti_report(CUptiResult status, const char *call)
@@ -148,6 +157,7 @@ static int adopt(void *handle, const char *how)
     pm_missing = resolve_pm_symbols(handle, &api);
     ls_cupti = api;
     cupti_handle = handle;
+    pthread_once(&fork_once, watch_forks);
     /* Where the library really lives, for the summary and for bug reports. */
     Dl_info info;
     if (dladdr(*(void **)(&api.GetVersion), &info) != 0 && info.dli_fname != NULL)
@@ -159,6 +169,12 @@ static int adopt(void *handle, const char *how)
 
 int ls_cupti_load(const char *const *candidates, size_t n)
 {
+    if (forked) {
+        snprintf(cupti_error, sizeof cupti_error,
+                 "this process was forked from one that had loaded CUPTI: CUDA and CUPTI "
+                 "cannot be used in it (start GPU worker processes with the 'spawn' method)");
+        return -1;
+    }
     if (cupti_handle != NULL)
         return 0;
     /* 1. The copy already in the process (torch loads its own at import). */

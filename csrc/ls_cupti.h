@@ -86,7 +86,8 @@ extern ls_cupti_api ls_cupti;
  * through ls_cupti_error().  Never raises, never exits. */
 int ls_cupti_load(const char *const *candidates, size_t n);
 
-/* 1 once the table is filled. */
+/* 1 once the table is filled (0 again in a process forked after that: it
+ * must not call CUPTI, and ls_cupti_load says so). */
 int ls_cupti_loaded(void);
 
 /* Path of the library that was opened, or "" before a successful load. */

@@ -8,13 +8,14 @@
 
 typedef struct {
     uint64_t start_ns;
+    uint64_t thread_id; /* pthread_self(): ties the launch to its thread's ranges */
     uint32_t correlation_id;
     uint32_t cbid;
     uint32_t domain;
     uint32_t reserved;
 } ls_launch;
 
-/* 64K launches (1.5 MiB) a chunk, 4 up front: room for 256K launches before
+/* 64K launches (2 MiB) a chunk, 4 up front: room for 256K launches before
  * the first range exit grows it; 64M at most. */
 static ls_slots store = LS_SLOTS_INIT(ls_launch, 16, 4, 1024);
 static int keep_records;
@@ -58,7 +59,8 @@ int ls_launches_reset(int keep)
 void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
                         uint64_t start_ns)
 {
-    atomic_fetch_add_explicit(count_of((uint64_t)pthread_self()), 1, memory_order_relaxed);
+    uint64_t self = (uint64_t)pthread_self();
+    atomic_fetch_add_explicit(count_of(self), 1, memory_order_relaxed);
     if (!keep_records)
         return;
     size_t index;
@@ -66,6 +68,7 @@ void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
     if (l == NULL)
         return;
     l->start_ns = start_ns;
+    l->thread_id = self;
     l->correlation_id = correlation_id;
     l->cbid = cbid;
     l->domain = domain;
@@ -90,6 +93,7 @@ uint64_t ls_launches_move_to(ls_api_array *out)
             break;
         }
         api->start_ns = api->end_ns = l->start_ns;
+        api->thread_id = l->thread_id;
         api->correlation_id = l->correlation_id;
         api->cbid = l->cbid;
         api->domain = l->domain;

@@ -1,44 +1,28 @@
 /* ls_module: the loopscope._core extension module (multi-phase init, module
- * state, heap types).  Python-facing functions return NULL with an exception
- * set on error; the capture path below them never raises. */
-#include "ls_module.h"
+ * state, heap types), and its public functions: start, stop, ranges and
+ * steps, the clock.  Strict mode's functions come from ls_strict_py, the
+ * test hooks from ls_test_hooks.  Python-facing functions return NULL with
+ * an exception set on error; the capture path below them never raises. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 
+#include "ls_capture_type.h"
 #include "ls_clock.h"
 #include "ls_cupti.h"
+#include "ls_demangle.h"
+#include "ls_model_type.h"
+#include "ls_module_state.h"
 #include "ls_pmdecoder.h"
+#include "ls_range_type.h"
 #include "ls_session.h"
+#include "ls_strict_py.h"
+#include "ls_test_hooks.h"
+#include "ls_trace_py.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
-#include <time.h>
+#include <string.h>
 
 static struct PyModuleDef ls_module_def;
-
-PyObject *ls_dict_of(int pairs, ...)
-{
-    va_list ap;
-    va_start(ap, pairs);
-    PyObject *dict = PyDict_New();
-    int failed = dict == NULL;
-    for (int i = 0; i < pairs; i++) {
-        const char *key = va_arg(ap, const char *);
-        PyObject *value = va_arg(ap, PyObject *);
-        if (!failed && (value == NULL || PyDict_SetItemString(dict, key, value) != 0))
-            failed = 1;
-        Py_XDECREF(value);
-    }
-    va_end(ap);
-    if (failed) {
-        Py_XDECREF(dict);
-        return NULL;
-    }
-    return dict;
-}
-
-ls_module_state *ls_module_get_state(PyObject *module)
-{
-    return (ls_module_state *)PyModule_GetState(module);
-}
 
 /* start(trace, driver_api, buffer_bytes, max_buffers, cupti_paths) -> dict */
 static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -131,7 +115,7 @@ static PyObject *core_stop(PyObject *module, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "no loopscope profile is running");
         return NULL;
     }
-    return ls_capture_new(ls_module_get_state(module)->capture_type, &capture);
+    return ls_capture_new(ls_module_state_of(module)->capture_type, &capture);
 }
 
 static PyObject *core_active(PyObject *module, PyObject *unused)
@@ -144,7 +128,7 @@ static PyObject *core_active(PyObject *module, PyObject *unused)
 /* range(name) -> Range, one cached object per name. */
 static PyObject *core_range(PyObject *module, PyObject *name)
 {
-    ls_module_state *st = ls_module_get_state(module);
+    ls_module_state *st = ls_module_state_of(module);
     PyObject *cached = PyUnicode_Check(name) ? PyDict_GetItemWithError(st->range_cache, name)
                                              : NULL;
     if (cached != NULL)
@@ -175,7 +159,7 @@ static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_Format(PyExc_ValueError, "step index must be >= 0, got %ld", index);
         return NULL;
     }
-    return ls_range_new(ls_module_get_state(module)->range_type, args[0], (int32_t)index);
+    return ls_range_new(ls_module_state_of(module)->range_type, args[0], (int32_t)index);
 }
 
 static PyObject *core_now_ns(PyObject *module, PyObject *unused)
@@ -183,16 +167,6 @@ static PyObject *core_now_ns(PyObject *module, PyObject *unused)
     (void)module;
     (void)unused;
     return PyLong_FromUnsignedLongLong(ls_clock_now());
-}
-
-static PyObject *core_set_test_clock(PyObject *module, PyObject *args)
-{
-    (void)module;
-    unsigned long long start = 0, tick = 0;
-    if (!PyArg_ParseTuple(args, "KK:_set_test_clock", &start, &tick))
-        return NULL;
-    ls_clock_set_test(start, tick);
-    Py_RETURN_NONE;
 }
 
 static PyObject *core_release_counters(PyObject *module, PyObject *unused)
@@ -210,51 +184,19 @@ static PyObject *core_release_counters(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* _decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state):
- * runs the PM decoder thread alone (without sampling its decodes do
- * nothing) for run_ns and stops it, timing the stop; then ends it, or with
- * keep_ns >= 0 leaves it to release after keep_ns.  The thread's life
- * cycle, testable without a GPU. */
-static PyObject *core_decoder_probe(PyObject *module, PyObject *args)
+static PyObject *core_demangle(PyObject *module, PyObject *name)
 {
     (void)module;
-    unsigned long long period_ns, run_ns;
-    long long keep_ns = -1;
-    if (!PyArg_ParseTuple(args, "KK|L:_decoder_probe", &period_ns, &run_ns, &keep_ns))
+    Py_ssize_t size = 0;
+    const char *text = PyUnicode_AsUTF8AndSize(name, &size);
+    if (text == NULL)
         return NULL;
-    if (ls_session_active()) {
-        PyErr_SetString(PyExc_RuntimeError, "_decoder_probe needs no profile running");
-        return NULL;
-    }
-    char why[256];
-    ls_pmdecoder_hold();
-    if (ls_pmdecoder_start(period_ns, why, sizeof why) != 0) {
-        PyErr_SetString(PyExc_RuntimeError, why);
-        return NULL;
-    }
-    ls_sample_array none = {0};
-    uint64_t lost = 0, stop_ns = 0;
-    Py_BEGIN_ALLOW_THREADS
-    struct timespec pause = {(time_t)(run_ns / 1000000000ull), (long)(run_ns % 1000000000ull)};
-    nanosleep(&pause, NULL);
-    uint64_t t0 = ls_clock_monotonic_ns();
-    ls_pmdecoder_stop(&none, &lost);
-    stop_ns = ls_clock_monotonic_ns() - t0;
-    if (keep_ns >= 0)
-        ls_pmdecoder_release_after((uint64_t)keep_ns);
-    else
-        ls_pmdecoder_shutdown();
-    Py_END_ALLOW_THREADS
-    free(none.items);
-    return Py_BuildValue("KKs", (unsigned long long)ls_pmdecoder_rounds(),
-                         (unsigned long long)stop_ns, ls_pmdecoder_state());
-}
-
-static PyObject *core_decoder_state(PyObject *module, PyObject *unused)
-{
-    (void)module;
-    (void)unused;
-    return PyUnicode_FromString(ls_pmdecoder_state());
+    char *plain = (size_t)size == strlen(text) ? ls_demangle(text) : NULL;
+    if (plain == NULL)
+        Py_RETURN_NONE;
+    PyObject *out = PyUnicode_DecodeUTF8(plain, (Py_ssize_t)strlen(plain), "replace");
+    free(plain);
+    return out;
 }
 
 static PyMethodDef core_methods[] = {
@@ -270,30 +212,12 @@ static PyMethodDef core_methods[] = {
     {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
      "step(name, index) -> a step range context manager."},
     {"now_ns", core_now_ns, METH_NOARGS, "The profiler clock, in ns."},
-    {"_inject", (PyCFunction)(void (*)(void))ls_inject, METH_FASTCALL,
-     "_inject(kind, records): test hook, appends synthetic records to the running profile."},
-    {"_inject_calls", (PyCFunction)(void (*)(void))ls_inject_calls, METH_VARARGS | METH_KEYWORDS,
-     "_inject_calls(calls, release_gil=True): test hook; each call (api, duration_ns"
-     "[, correlation_id[, function_param]]) goes through the real switchboard, enter then exit,"
-     " from this thread with its Python stack; returns their tokens (0: not a blocking call)."},
-    {"_strict_arm", ls_strict_arm_py, METH_VARARGS,
-     "_strict_arm(handler, on_main_thread): strict mode on for this thread; handler(token)"
-     " runs with the GIL when control is back in Python after a wait."},
-    {"_strict_disarm", ls_strict_disarm_py, METH_NOARGS,
-     "_strict_disarm() -> token of a wait noted but not handled (0 if none)."},
-    {"_live_call", ls_live_call, METH_O,
-     "_live_call(token) -> dict of a blocking call of the running profile, or None."},
+    {"demangle", core_demangle, METH_O,
+     "demangle(name) -> the demangled C++ name (str), or None when name is not a mangled "
+     "C++ name or cannot be demangled."},
     {"_release_counters", core_release_counters, METH_NOARGS,
      "Gives the GPU's counters back now (sampling stays enabled a few seconds after a "
      "profile, for the next one); called at interpreter exit."},
-    {"_decoder_probe", core_decoder_probe, METH_VARARGS,
-     "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state): test hook "
-     "for the decoder thread."},
-    {"_settle_samples", ls_settle_samples_py, METH_VARARGS,
-     "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
-     "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},
-    {"_decoder_state", core_decoder_state, METH_NOARGS,
-     "_decoder_state() -> 'none', 'decoding', 'parked', 'idle' or 'ended': test hook."},
     {"_trace_reader", ls_trace_reader_new, METH_NOARGS, "A new trace reader (see ls_trace_py.c)."},
     {"_trace_feed", (PyCFunction)(void (*)(void))ls_trace_feed, METH_FASTCALL,
      "_trace_feed(reader, data, final): Kineto JSON bytes, in order."},
@@ -305,14 +229,12 @@ static PyMethodDef core_methods[] = {
     {"_trace_stats", ls_trace_stats, METH_O, "Counts, skips and their reasons."},
     {"_trace_capture", ls_trace_capture, METH_VARARGS,
      "_trace_capture(reader, step_of, reason, syncs_reason, metrics_reason, note) -> Capture."},
-    {"_set_test_clock", core_set_test_clock, METH_VARARGS,
-     "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
     {NULL, NULL, 0, NULL},
 };
 
 static int core_exec(PyObject *module)
 {
-    ls_module_state *st = ls_module_get_state(module);
+    ls_module_state *st = ls_module_state_of(module);
     st->range_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_range_type_spec, NULL);
     if (st->range_type == NULL)
         return -1;
@@ -320,29 +242,38 @@ static int core_exec(PyObject *module)
         (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_capture_type_spec, NULL);
     if (st->capture_type == NULL)
         return -1;
+    st->model_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_model_type_spec, NULL);
+    if (st->model_type == NULL)
+        return -1;
     st->range_cache = PyDict_New();
     if (st->range_cache == NULL)
         return -1;
     if (PyModule_AddObjectRef(module, "Range", (PyObject *)st->range_type) != 0 ||
-        PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0)
+        PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0 ||
+        PyModule_AddObjectRef(module, "Model", (PyObject *)st->model_type) != 0)
+        return -1;
+    if (PyModule_AddFunctions(module, ls_strict_py_methods) != 0 ||
+        PyModule_AddFunctions(module, ls_test_hook_methods) != 0)
         return -1;
     return 0;
 }
 
 static int core_traverse(PyObject *module, visitproc visit, void *arg)
 {
-    ls_module_state *st = ls_module_get_state(module);
+    ls_module_state *st = ls_module_state_of(module);
     Py_VISIT(st->range_type);
     Py_VISIT(st->capture_type);
+    Py_VISIT(st->model_type);
     Py_VISIT(st->range_cache);
     return 0;
 }
 
 static int core_clear(PyObject *module)
 {
-    ls_module_state *st = ls_module_get_state(module);
+    ls_module_state *st = ls_module_state_of(module);
     Py_CLEAR(st->range_type);
     Py_CLEAR(st->capture_type);
+    Py_CLEAR(st->model_type);
     Py_CLEAR(st->range_cache);
     return 0;
 }

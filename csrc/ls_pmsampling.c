@@ -14,33 +14,21 @@
 #define LS_PM_REQUIRED 2
 #define LS_PM_MAX_ROUNDS 64 /* decode rounds per call: bounds a decode's cost */
 
-/* Nsight Systems' names, most important first: drops for a single pass
- * start from the end.  GPU_FACTS: all but the tensor pipe fit in one pass on
- * GH100 (together with 7 more); the tensor pipe did not fit with all 17. */
+/* The CUPTI metrics of the figures (ls_metrics: most important first, so
+ * drops for a single pass start from the end); figure i is cupti_names[i]. */
 static const char *const cupti_names[] = {
-    "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
-    "dram__bytes_read.sum",
-    "dram__bytes_write.sum",
-    "sm__inst_executed.avg.per_cycle_active",
-    "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "pcie__read_bytes.sum",
-    "pcie__write_bytes.sum",
-    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+#define LS_CUPTI_NAME(id, name, cupti, rate) cupti,
+    LS_METRIC_TABLE(LS_CUPTI_NAME)
+#undef LS_CUPTI_NAME
 };
-static const int metric_ids[] = {
-    LS_M_SM_ACTIVE,      LS_M_DRAM_THROUGHPUT, LS_M_GR_ACTIVE,      LS_M_DRAM_READ_GBPS,
-    LS_M_DRAM_WRITE_GBPS, LS_M_SM_ISSUE,       LS_M_WARP_OCCUPANCY, LS_M_PCIE_READ_GBPS,
-    LS_M_PCIE_WRITE_GBPS, LS_M_TENSOR_ACTIVE,
+static const unsigned char rates[] = {
+#define LS_IS_RATE(id, name, cupti, rate) rate,
+    LS_METRIC_TABLE(LS_IS_RATE)
+#undef LS_IS_RATE
 };
 #define LS_PM_NAMES (sizeof cupti_names / sizeof cupti_names[0])
 
-static int is_rate(int id)
-{
-    return id == LS_M_DRAM_READ_GBPS || id == LS_M_DRAM_WRITE_GBPS ||
-           id == LS_M_PCIE_READ_GBPS || id == LS_M_PCIE_WRITE_GBPS;
-}
+static int is_rate(int id) { return rates[id]; }
 
 static struct {
     int active;                /* started */
@@ -374,8 +362,8 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     pm.kept = 0;
     for (size_t i = 0; i < LS_PM_NAMES; i++)
         if (cached.kept[i]) {
-            pm.ids[pm.kept++] = metric_ids[i];
-            pm.stats.collected[metric_ids[i]] = 1;
+            pm.ids[pm.kept++] = (int)i;
+            pm.stats.collected[i] = 1;
         }
     list_names(cached.kept, 1, pm.stats.collected_names, sizeof pm.stats.collected_names);
     list_names(cached.kept, 0, pm.stats.dropped, sizeof pm.stats.dropped);

@@ -1,6 +1,6 @@
 /* ls_pystack: see ls_pystack.h.  The only file that includes CPython's
  * internal frame header. */
-#include "ls_codes.h"
+#include "ls_pycodes.h"
 #include "ls_pystack.h"
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030F0000 && !defined(Py_GIL_DISABLED)
@@ -29,7 +29,7 @@ static int16_t clamp16(int v)
 /* Fills one frame from a code object and a byte offset into its code. */
 static void describe(ls_frame *out, PyCodeObject *code, int byte_offset)
 {
-    out->code = ls_codes_intern(code);
+    out->code = ls_pycodes_intern(code);
     out->line = out->end_line = -1;
     out->col = out->end_col = -1;
 #if PY_VERSION_HEX >= 0x030B0000

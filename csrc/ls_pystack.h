@@ -5,7 +5,7 @@
  * torch.cuda.synchronize()), so the callback of the sync they cause usually
  * runs without it.  The thread's own frames cannot change while it is
  * blocked inside that call, so they are read in place: each frame's code
- * object (copied out once into ls_codes) and the source position of the
+ * object (copied out once into ls_pycodes) and the source position of the
  * instruction it is executing.  No Python object is created, no reference
  * is taken, nothing is allocated; a thread without a Python thread state
  * (a C++ thread) gets an empty stack.  This reads CPython's internal frame

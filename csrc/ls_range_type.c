@@ -1,9 +1,10 @@
 /* ls_range_type: the Range context manager.  Enter and exit run in C, so a
  * with-block costs little more than Python's own with-statement. */
-#include "ls_module.h"
+#include "ls_range_type.h"
 
 #include "ls_names.h"
 #include "ls_nvtx.h"
+#include "ls_session.h"
 
 typedef struct {
     PyObject_HEAD

@@ -33,7 +33,7 @@ static int grow(void **items, size_t *capacity, size_t needed, size_t item_size)
 
 LS_APPEND_IMPL(ls_ops_append, ls_op_array, ls_op)
 LS_APPEND_IMPL(ls_apis_append, ls_api_array, ls_api)
-LS_APPEND_IMPL(ls_syncs_append, ls_sync_array, ls_sync)
+LS_APPEND_IMPL(ls_sync_records_append, ls_sync_record_array, ls_sync_record)
 LS_APPEND_IMPL(ls_ranges_append, ls_range_array, ls_range)
 LS_APPEND_IMPL(ls_calls_append, ls_call_array, ls_call)
 LS_APPEND_IMPL(ls_samples_append, ls_sample_array, ls_sample)
@@ -47,7 +47,7 @@ void ls_records_clear(ls_records *r)
 {
     free(r->ops.items);
     free(r->apis.items);
-    free(r->syncs.items);
+    free(r->sync_records.items);
     free(r->ranges.items);
     free(r->calls.items);
     free(r->samples.items);

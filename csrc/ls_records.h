@@ -4,6 +4,8 @@
 #ifndef LS_RECORDS_H
 #define LS_RECORDS_H
 
+#include "ls_metrics.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,24 +30,33 @@ typedef struct {
 /* One host API call (runtime or driver), as CUPTI timed it. */
 typedef struct {
     uint64_t start_ns, end_ns;
+    uint64_t thread_id;      /* launch callbacks: pthread_self(), as ranges; activity
+                                records: CUPTI's threadId; 0 when unknown */
     uint32_t correlation_id;
     uint32_t cbid;
-    uint32_t thread_id;
     uint32_t domain; /* 0 runtime, 1 driver */
+    uint32_t reserved;
 } ls_api;
 
-/* One interval where the host waited for the GPU (stream/event/context sync). */
+/* One CUPTI SYNCHRONIZATION activity record: an interval where the host
+ * waited in a stream, event or context synchronize.
+ *
+ * Names, the same in C and Python: a "sync record" is this raw record; a
+ * "sync" is a host wait as a user sees it (one `.item()`, one
+ * `torch.cuda.synchronize()`), built from the blocking calls by ls_syncs
+ * and reported in summary["syncs"]; a "wait class" (ls_cbids) says how an
+ * API call can make the host wait. */
 typedef struct {
     uint64_t start_ns, end_ns;
     uint32_t correlation_id;
     uint32_t stream_id;
     uint32_t type; /* CUpti_ActivitySynchronizationType */
     uint32_t reserved;
-} ls_sync;
+} ls_sync_record;
 
 /* One Python frame of a captured stack (see ls_pystack). */
 typedef struct {
-    uint32_t code;          /* ls_codes id, LS_NO_CODE if the table was full */
+    uint32_t code;          /* ls_pycodes id, LS_NO_CODE if the table was full */
     int32_t line, end_line; /* source lines of the instruction, -1 unknown */
     int16_t col, end_col;   /* UTF-8 byte columns, -1 unknown (before 3.11) */
 } ls_frame;
@@ -90,23 +101,6 @@ typedef struct {
     uint32_t depth;
 } ls_range;
 
-/* The figures a PM sample carries, named like Nsight Systems' GPU metrics.
- * Every value is a percentage, a ratio or a rate, so that averaging them
- * over time (weighted by overlap) is meaningful; bytes become GB/s. */
-enum {
-    LS_M_SM_ACTIVE = 0,     /* sm__cycles_active.avg.pct_of_peak_sustained_elapsed, % */
-    LS_M_DRAM_THROUGHPUT,   /* dram__throughput.avg.pct_of_peak_sustained_elapsed, % */
-    LS_M_GR_ACTIVE,         /* gr__cycles_active.avg.pct_of_peak_sustained_elapsed, % */
-    LS_M_SM_ISSUE,          /* sm__inst_executed.avg.per_cycle_active, inst per active cycle */
-    LS_M_WARP_OCCUPANCY,    /* sm__warps_active.avg.pct_of_peak_sustained_active, % */
-    LS_M_DRAM_READ_GBPS,    /* dram__bytes_read.sum / sample duration, GB/s */
-    LS_M_DRAM_WRITE_GBPS,   /* dram__bytes_write.sum / sample duration, GB/s */
-    LS_M_PCIE_READ_GBPS,    /* pcie__read_bytes.sum / sample duration, GB/s */
-    LS_M_PCIE_WRITE_GBPS,   /* pcie__write_bytes.sum / sample duration, GB/s */
-    LS_M_TENSOR_ACTIVE,     /* sm__pipe_tensor_cycles_active...pct, % (when it fits) */
-    LS_METRICS
-};
-
 /* One PM sample: the counters over [start_ns, end_ns] on the profile clock.
  * A metric that was not collected is NaN. */
 typedef struct {
@@ -122,7 +116,7 @@ typedef struct {
 
 LS_DEFINE_ARRAY(ls_op_array, ls_op);
 LS_DEFINE_ARRAY(ls_api_array, ls_api);
-LS_DEFINE_ARRAY(ls_sync_array, ls_sync);
+LS_DEFINE_ARRAY(ls_sync_record_array, ls_sync_record);
 LS_DEFINE_ARRAY(ls_range_array, ls_range);
 LS_DEFINE_ARRAY(ls_call_array, ls_call);
 LS_DEFINE_ARRAY(ls_sample_array, ls_sample);
@@ -131,7 +125,7 @@ LS_DEFINE_ARRAY(ls_sample_array, ls_sample);
 typedef struct {
     ls_op_array ops;
     ls_api_array apis;
-    ls_sync_array syncs;
+    ls_sync_record_array sync_records;
     ls_range_array ranges;
     ls_call_array calls;        /* calls that may have blocked the host */
     ls_code_table codes;        /* what the calls' frames point to */
@@ -146,7 +140,7 @@ typedef struct {
  * The pointer stays valid until the next append to the same array. */
 ls_op *ls_ops_append(ls_op_array *a);
 ls_api *ls_apis_append(ls_api_array *a);
-ls_sync *ls_syncs_append(ls_sync_array *a);
+ls_sync_record *ls_sync_records_append(ls_sync_record_array *a);
 ls_range *ls_ranges_append(ls_range_array *a);
 ls_call *ls_calls_append(ls_call_array *a);
 ls_sample *ls_samples_append(ls_sample_array *a);

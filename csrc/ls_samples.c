@@ -6,9 +6,9 @@
 #include <string.h>
 
 static const char *const metric_names[LS_METRICS] = {
-    "sm_active_pct",     "dram_throughput_pct", "gr_active_pct",  "sm_issue",
-    "warp_occupancy_pct", "dram_read_gbps",     "dram_write_gbps", "pcie_read_gbps",
-    "pcie_write_gbps",   "tensor_active_pct",
+#define LS_METRIC_NAME(id, name, cupti, rate) name,
+    LS_METRIC_TABLE(LS_METRIC_NAME)
+#undef LS_METRIC_NAME
 };
 
 const char *ls_metric_name(int metric)
@@ -110,7 +110,7 @@ static size_t first_reaching_past(const ls_sample_index *index, uint64_t t)
 void ls_samples_average(const ls_sample_index *index, const ls_interval *intervals, size_t m,
                         ls_metric_avg *out)
 {
-    double weighted[LS_METRICS] = {0};
+    double mean[LS_METRICS] = {0};
     memset(out, 0, sizeof *out);
     /* A sample that overlaps several intervals counts once in `samples`
      * (exact for samples that do not overlap each other, as PM samples do not). */
@@ -133,13 +133,14 @@ void ls_samples_average(const ls_sample_index *index, const ls_interval *interva
             }
             uint64_t overlap = hi - lo;
             for (int j = 0; j < LS_METRICS; j++) {
-                if (isnan(s->values[j]))
+                if (!isfinite(s->values[j]))
                     continue;
-                weighted[j] += s->values[j] * (double)overlap;
                 out->covered_ns[j] += overlap;
+                double share = (double)overlap / (double)out->covered_ns[j];
+                mean[j] += (s->values[j] - mean[j]) * share;
             }
         }
     }
     for (int j = 0; j < LS_METRICS; j++)
-        out->value[j] = out->covered_ns[j] ? weighted[j] / (double)out->covered_ns[j] : NAN;
+        out->value[j] = out->covered_ns[j] ? mean[j] : NAN;
 }

@@ -59,7 +59,11 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n);
 void ls_sample_index_free(ls_sample_index *index);
 
-/* Averages over the window `intervals[0..m)` (sorted, disjoint).  Never fails. */
+/* Averages over the window `intervals[0..m)` (sorted, disjoint), each value
+ * weighted by the time its sample overlaps the window.  A value that is not
+ * finite counts as not collected.  The average is a running mean, which
+ * stays finite for any finite values (a sum of value x ns overflows for
+ * values near DBL_MAX).  Never fails. */
 void ls_samples_average(const ls_sample_index *index, const ls_interval *intervals, size_t m,
                         ls_metric_avg *out);
 

@@ -6,7 +6,7 @@
 #include "ls_buffers.h"
 #include "ls_calls.h"
 #include "ls_clock.h"
-#include "ls_codes.h"
+#include "ls_pycodes.h"
 #include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_launches.h"
@@ -64,6 +64,22 @@ static void lap(uint64_t *phase, uint64_t *t0)
     *phase += now - *t0;
     *t0 = now;
 }
+
+/* A child forked during a session: the session, and CUPTI with it, belong to
+ * the parent.  The child drops its copy (no CUPTI call: CUDA cannot be used
+ * after a fork) and is free to profile again, host-only. */
+static void forget_in_child(void)
+{
+    if (session.active)
+        ls_records_clear(&session.capture.records);
+    memset(&session.capture, 0, sizeof session.capture);
+    session.active = session.tracing = session.callbacks = 0;
+    session.launch_callbacks = session.sampling = 0;
+    ls_clock_use(LS_CLOCK_MONOTONIC);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forget_in_child); }
 
 int ls_session_active(void) { return session.active; }
 ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
@@ -232,6 +248,7 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
 {
     if (session.active)
         return -1;
+    pthread_once(&fork_once, watch_forks);
     memset(&session.capture, 0, sizeof session.capture);
     uint64_t t0 = ls_clock_monotonic_ns();
     ls_cupti_clear_error();
@@ -243,7 +260,7 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
     session.sampling = 0;
     /* The call store and code table exist in every session: the test hook
      * feeds them without CUPTI. */
-    if (ls_calls_reset() != 0 || ls_codes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
+    if (ls_calls_reset() != 0 || ls_pycodes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
         ls_launches_reset(0) != 0)
         return -1;
     uint64_t *phase = session.capture.start_phase_ns;
@@ -300,8 +317,8 @@ int ls_session_stop(ls_capture *out)
     if (session.launch_callbacks)
         c->records.dropped_records += ls_launches_move_to(&c->records.apis);
     c->records.dropped_records += ls_calls_move_to(&c->records.calls, stop_ns);
-    c->codes_refused = ls_codes_refused();
-    ls_codes_take(&c->records.codes);
+    c->codes_refused = ls_pycodes_refused();
+    ls_pycodes_take(&c->records.codes);
     /* Traced ops that ended before the profile began (the warm-up memset,
      * work queued earlier) are not part of it.  Injected test records keep
      * their own time line. */

@@ -1,6 +1,8 @@
 /* ls_session: the one profiling session of the process (CUPTI is process
  * wide, so the session is too).  Owns the record arrays while it runs, the
- * per-thread range stacks, and the order of start and stop. */
+ * per-thread range stacks, and the order of start and stop.  A child forked
+ * while a session runs drops its copy of it (without a CUPTI call) and may
+ * start its own. */
 #ifndef LS_SESSION_H
 #define LS_SESSION_H
 

@@ -169,7 +169,7 @@ int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t
     if (has_correlation) {
         ls_api *api;
         APPEND(b, b->rec.apis, api);
-        *api = (ls_api){bias(start), bias(end), correlation, cbid, (uint32_t)thread, domain};
+        *api = (ls_api){bias(start), bias(end), thread, correlation, cbid, domain, 0};
     }
     if (LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE) {
         ls_call *call;
@@ -190,9 +190,9 @@ int ls_tbuild_sync(ls_tbuild *b, int64_t start, int64_t end, uint32_t stream,
 {
     if (!times_ok(start, end))
         return 0;
-    ls_sync *s;
-    APPEND(b, b->rec.syncs, s);
-    *s = (ls_sync){bias(start), bias(end), correlation, stream, type, 0};
+    ls_sync_record *s;
+    APPEND(b, b->rec.sync_records, s);
+    *s = (ls_sync_record){bias(start), bias(end), correlation, stream, type, 0};
     return 0;
 }
 
@@ -554,8 +554,7 @@ static int count_launches(ls_tbuild *b)
     qsort(keys, n, sizeof *keys, compare_launch);
     for (size_t i = 0; i < b->rec.calls.count; i++) {
         ls_call *c = &b->rec.calls.items[i];
-        ls_launch_key lo_key = {(uint32_t)c->thread_id, 0}, hi_key = {(uint32_t)c->thread_id,
-                                                                      c->enter_ns};
+        ls_launch_key lo_key = {c->thread_id, 0}, hi_key = {c->thread_id, c->enter_ns};
         size_t lo = 0, hi = n, a = 0, z = n;
         while (lo < hi) { /* first key >= (thread, 0) */
             size_t mid = lo + (hi - lo) / 2;
@@ -654,8 +653,8 @@ int ls_tbuild_settle(ls_tbuild *b, int64_t base_ns, int device)
         SEE(unbias(r->ops.items[i].start_ns));
     for (size_t i = 0; i < r->apis.count; i++)
         SEE(unbias(r->apis.items[i].start_ns));
-    for (size_t i = 0; i < r->syncs.count; i++)
-        SEE(unbias(r->syncs.items[i].start_ns));
+    for (size_t i = 0; i < r->sync_records.count; i++)
+        SEE(unbias(r->sync_records.items[i].start_ns));
     for (size_t i = 0; i < r->calls.count; i++)
         SEE(unbias(r->calls.items[i].enter_ns));
     for (size_t i = 0; i < b->ranges.count; i++)
@@ -687,10 +686,10 @@ int ls_tbuild_settle(ls_tbuild *b, int64_t base_ns, int device)
         PUT(r->apis.items[i].end_ns);
         END(r->apis.items[i].end_ns);
     }
-    for (size_t i = 0; i < r->syncs.count; i++) {
-        PUT(r->syncs.items[i].start_ns);
-        PUT(r->syncs.items[i].end_ns);
-        END(r->syncs.items[i].end_ns);
+    for (size_t i = 0; i < r->sync_records.count; i++) {
+        PUT(r->sync_records.items[i].start_ns);
+        PUT(r->sync_records.items[i].end_ns);
+        END(r->sync_records.items[i].end_ns);
     }
     for (size_t i = 0; i < r->calls.count; i++) {
         PUT(r->calls.items[i].enter_ns);

@@ -13,10 +13,13 @@
  *   _trace_capture(r, step_of, ...)    -> Capture (the reader is spent)
  *
  * Python-facing functions return NULL with an exception set on error. */
-#include "ls_module.h"
+#include "ls_trace_py.h"
 
+#include "ls_capture_type.h"
 #include "ls_kineto.h"
+#include "ls_module_state.h"
 #include "ls_names.h"
+#include "ls_pyvalues.h"
 #include "ls_samples.h"
 
 #include <math.h>
@@ -404,7 +407,7 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
             Py_CLEAR(devices);
         Py_XDECREF(v);
     }
-    return ls_dict_of(
+    return ls_py_dict_of(
         17, "frames_dropped", U64(b->frames_dropped), "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
         PyLong_FromLongLong(b->offset_ns), "shift_ns", U64(b->shift_ns), "frames_used",
         U64(b->frames_used), "devices", devices, "ops", U64(b->rec.ops.count), "apis",
@@ -486,5 +489,5 @@ PyObject *ls_trace_capture(PyObject *module, PyObject *args)
     copy_text(capture.syncs_reason, sizeof capture.syncs_reason, syncs_reason);
     copy_text(capture.metrics_reason, sizeof capture.metrics_reason, metrics_reason);
     copy_text(capture.note, sizeof capture.note, note);
-    return ls_capture_new(ls_module_get_state(module)->capture_type, &capture);
+    return ls_capture_new(ls_module_state_of(module)->capture_type, &capture);
 }

@@ -110,7 +110,7 @@ def run_trace(inject):
     def _run(*, kernels=(), memcpys=(), memsets=(), apis=(), syncs=(), samples=(), **options):
         with loopscope.profile(**options) as prof:
             for kind, records in (("kernel", kernels), ("memcpy", memcpys),
-                                  ("memset", memsets), ("api", apis), ("sync", syncs),
+                                  ("memset", memsets), ("api", apis), ("sync_record", syncs),
                                   ("sample", samples)):
                 if records:
                     inject(kind, records)

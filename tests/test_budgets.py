@@ -61,7 +61,7 @@ def test_check_budgets_names_the_valid_ones():
         check_budgets({"max_syncs": "0"})
     with pytest.raises(BudgetError, match="max_syncs must be a number, got True"):
         check_budgets({"max_syncs": True})
-    with pytest.raises(BudgetError, match="max_gap_us must be >= 0, got -1"):
+    with pytest.raises(BudgetError, match="max_gap_us must be a finite number >= 0, got -1"):
         check_budgets({"max_gap_us": -1})
 
 

@@ -28,14 +28,22 @@ cpu_only = pytest.mark.skipif(driver_present(), reason="an NVIDIA driver is pres
 
 HERE = Path(__file__).parent
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
+# what the help calls the command when run as `python -m loopscope`: the
+# interpreter's name as typed (here the full path of sys.executable, shown
+# by its base name, as argparse shows a script's)
+PROG = f"{os.path.basename(sys.executable)} -m loopscope"
+# the console script pip installed beside this interpreter, if any
+CONSOLE_SCRIPT = Path(sys.executable).with_name("loopscope")
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path | None = None, command: list[str] | None = None
+        ) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([PYTHON_DIR, str(HERE), env.get("PYTHONPATH", "")])
     env["PYTHONWARNINGS"] = "ignore::RuntimeWarning"  # the no-GPU warning, checked elsewhere
     env["CUDA_VISIBLE_DEVICES"] = ""  # synthetic records only, on a GPU machine too
-    return subprocess.run([sys.executable, "-m", "loopscope", *args], capture_output=True,
+    command = command or [sys.executable, "-m", "loopscope"]
+    return subprocess.run([*command, *args], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=120)
 
 
@@ -82,15 +90,40 @@ def test_help_explains_each_command_with_an_example():
     assert top.returncode == 0
     assert "demo      profile a built-in 10-step denoise loop" in top.stdout
     assert "run       run a script under the profiler" in top.stdout
-    assert "python -m loopscope run train.py --epochs 1" in top.stdout
+    assert top.stdout.startswith(f"usage: {PROG} [-h] COMMAND ...")
+    assert f"{PROG} run train.py --epochs 1" in top.stdout
+    assert f"'{PROG} COMMAND --help' explains each command." in top.stdout
     run = cli("run", "--help")
     assert run.returncode == 0
     for text in ("--steps REGEX", "--json OUT", "--trace OUT", "--max-syncs N",
                  "--max-severe-gaps N", "exit status: 0 ok; 1 a budget failed",
-                 "python -m loopscope run --max-syncs 0 --max-severe-gaps 0 infer.py"):
+                 f"{PROG} run --max-syncs 0 --max-severe-gaps 0 infer.py"):
         assert text in run.stdout, text
     demo = cli("demo", "--help")
-    assert demo.returncode == 0 and "python -m loopscope demo --graph --json demo.json" in demo.stdout
+    assert demo.returncode == 0 and f"{PROG} demo --graph --json demo.json" in demo.stdout
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.is_file(), reason=f"no console script {CONSOLE_SCRIPT} "
+                    "beside this Python (loopscope not installed by pip into it)")
+def test_the_console_script_calls_itself_loopscope():
+    top = cli("--help", command=[str(CONSOLE_SCRIPT)])
+    assert top.returncode == 0, top.stderr
+    assert top.stdout.startswith("usage: loopscope [-h] COMMAND ...")
+    assert "\n  loopscope run train.py --epochs 1\n" in top.stdout
+    assert "-m loopscope" not in top.stdout
+    run = cli("run", "--help", command=[str(CONSOLE_SCRIPT)])
+    assert run.stdout.startswith("usage: loopscope run [-h]")
+    assert "  loopscope run --max-syncs 0 --max-severe-gaps 0 infer.py" in run.stdout
+    wrong = cli("analyse", command=[str(CONSOLE_SCRIPT)])
+    assert wrong.returncode == 2 and wrong.stderr.startswith("usage: loopscope [-h] COMMAND ...")
+
+
+def test_called_from_python_it_is_loopscope(capsys):
+    from loopscope.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert capsys.readouterr().out.startswith("usage: loopscope [-h] COMMAND ...")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -106,7 +139,7 @@ def test_usage_errors_exit_2(args, message):
     result = cli(*args)
     assert result.returncode == 2
     assert message in result.stderr
-    assert result.stderr.startswith("usage: python -m loopscope")
+    assert result.stderr.startswith(f"usage: {PROG}")
 
 
 def test_run_a_script_that_profiles_itself(tmp_path):

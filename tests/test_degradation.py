@@ -170,7 +170,7 @@ def test_injected_summary_is_json_serialisable(test_clock):
         _core._inject("kernel", [(1_000, 2_000, 0, 1, 1, "a"), (60_000, 61_000, 1, 2, 2, None)])
         _core._inject("memcpy", [(3_000, 4_000, 0, 1, 3, "copy", 1 << 20)])
         _core._inject("api", [(test_clock.at(1) + 1, test_clock.at(1) + 2, 2)])
-        _core._inject("sync", [(2_500, 2_600)])
+        _core._inject("sync_record", [(2_500, 2_600)])
     s = prof.summary()
     assert s["source"] == "injected"
     assert json.loads(json.dumps(s, allow_nan=False)) == s

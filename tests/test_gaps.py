@@ -168,7 +168,7 @@ def test_records_out_of_order_give_the_same_answer(run_trace):
     with loopscope.profile() as prof:
         _core._inject("api", list(reversed(apis)))
         _core._inject("kernel", shuffled[:3])
-        _core._inject("sync", syncs)
+        _core._inject("sync_record", syncs)
         _core._inject("kernel", shuffled[3:])
     mixed = prof.summary()
 

@@ -30,7 +30,7 @@ def test_outside_a_profile_raises_runtime_error():
 def test_returns_the_count(running):
     assert _core._inject("kernel", [GOOD_KERNEL, (3_000, 4_000, 0, 7, 2)]) == 2
     assert _core._inject("kernel", ()) == 0
-    assert _core._inject("sync", iter([(1, 2)])) == 1  # any iterable of tuples
+    assert _core._inject("sync_record", iter([(1, 2)])) == 1  # any iterable of tuples
 
 
 @pytest.mark.parametrize("kind", ["bogus", "Kernel", "", 1, None])
@@ -58,10 +58,11 @@ BAD_SHAPES = [
     ("kernel", [GOOD_KERNEL + (64, "extra")], r"kernel record 0 must be a tuple"),
     ("memcpy", [GOOD_KERNEL, (1, 2)], r"memcpy record 1 must be a tuple"),
     ("memset", [None], r"memset record 0 must be a tuple"),
-    ("api", [(1_000, 2_000)], r"api record 0 must be a tuple \(start_ns, end_ns, correlation_id\[, thread_id\]\)"),
-    ("api", [(1_000, 2_000, 1, 2, 3)], r"api record 0 must be a tuple"),
-    ("sync", [(1_000,)], r"sync record 0 must be a tuple \(start_ns, end_ns\[, stream\]\)"),
-    ("sync", [(1_000, 2_000, 1, 2)], r"sync record 0 must be a tuple"),
+    ("api", [(1_000, 2_000)], r"api record 0 must be a tuple \(start_ns, end_ns, correlation_id\[, thread_id\[, domain\]\]\)"),
+    ("api", [(1_000, 2_000, 1, 2, 0, 3)], r"api record 0 must be a tuple"),
+    ("range", [(1_000, 2_000, "r", -1, -1)], r"range record 0 must be a tuple \(start_ns, end_ns, name, parent, step, thread_id\)"),
+    ("sync_record", [(1_000,)], r"sync record 0 must be a tuple \(start_ns, end_ns\[, stream\]\)"),
+    ("sync_record", [(1_000, 2_000, 1, 2)], r"sync record 0 must be a tuple"),
 ]
 
 
@@ -79,13 +80,13 @@ BAD_FIELDS = [
     ("kernel", (1_000, 2_000, 0, 7, 1, 5), TypeError, r"kernel record 0, field 5 \(name\) must be a str or None, not int"),
     ("memcpy", (1_000, 2_000, 0, 7, 1, "c", 1.5), TypeError, r"memcpy record 0, field 6 must be an int"),
     ("api", (1_000, 2_000, None), TypeError, r"api record 0, field 2 must be an int, not NoneType"),
-    ("sync", (1_000, 2_000, "s"), TypeError, r"sync record 0, field 2 must be an int"),
+    ("sync_record", (1_000, 2_000, "s"), TypeError, r"sync record 0, field 2 must be an int"),
     # bad values
     ("kernel", (2_000, 1_000, 0, 7, 1), ValueError, r"kernel record 0 ends before it starts \(start_ns=2000, end_ns=1000\): a negative duration"),
     ("api", (2_000, 1_999, 1), ValueError, r"api record 0 ends before it starts"),
-    ("sync", (2_000, 1_000), ValueError, r"sync record 0 ends before it starts"),
+    ("sync_record", (2_000, 1_000), ValueError, r"sync record 0 ends before it starts"),
     ("kernel", (0, 1_000, 0, 7, 1), ValueError, r"kernel record 0 has start_ns 0"),
-    ("sync", (0, 0), ValueError, r"sync record 0 has start_ns 0"),
+    ("sync_record", (0, 0), ValueError, r"sync record 0 has start_ns 0"),
     ("kernel", (-5, 1_000, 0, 7, 1), ValueError, r"kernel record 0, field 0 is -5: must be between 0 and"),
     ("kernel", (1_000, 2_000, -1, 7, 1), ValueError, r"field 2 is -1: must be between 0 and 4294967295"),
     ("kernel", (1_000, 2_000, 0, 2**32, 1), ValueError, r"field 3 is 4294967296: must be between 0 and 4294967295"),
@@ -120,7 +121,7 @@ def test_failing_list_appends_nothing():
         with pytest.raises(ValueError, match="api record 1"):
             _core._inject("api", [(50_000, 50_100, 2), (0, 1, 1)])
         with pytest.raises(TypeError, match="sync record 1"):
-            _core._inject("sync", [(2_000, 102_000), (1.0, 2.0)])
+            _core._inject("sync_record", [(2_000, 102_000), (1.0, 2.0)])
     s = prof.summary()
     gpu, gaps = s["gpu"], s["gaps"]
     assert (gpu["kernels"], gpu["memcpys"], gpu["memsets"]) == (2, 0, 0)
@@ -147,4 +148,20 @@ def test_optional_fields(running):
     assert _core._inject("memcpy", [(3_000, 4_000, 0, 7, 2, "HtoD", 1 << 30)]) == 1
     assert _core._inject("memset", [(5_000, 6_000, 3, 2**32 - 1, 2**32 - 1)]) == 1
     assert _core._inject("api", [(500, 600, 1, 12345)]) == 1
-    assert _core._inject("sync", [(2_000, 3_000, 7), (7_000, 7_000)]) == 1 + 1
+    assert _core._inject("sync_record", [(2_000, 3_000, 7), (7_000, 7_000)]) == 1 + 1
+
+
+def test_the_sample_hook_names_every_figure():
+    """The figures a sample may carry come from the one metric table: the
+    hook's message lists exactly those the model averages."""
+    _core.start(trace=False, syncs=False)
+    try:
+        _core._inject("sample", [(1_000, 2_000, {"sm_active_pct": 1.0})])
+        with pytest.raises(TypeError) as error:
+            _core._inject("sample", [(1_000,)])
+    finally:
+        capture = _core.stop()
+    listed = str(error.value).split("(figures: ")[1].split(";")[0].split()
+    averaged = [k for k in capture.model().metrics()["span"]
+                if k not in ("samples", "covered_ns", "window_ns")]
+    assert listed == averaged and len(listed) == 10

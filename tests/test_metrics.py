@@ -41,7 +41,8 @@ def _analysis(kernels=(), samples=(), apis=()):
             _core._inject("sample", list(samples))
     finally:
         capture = _core.stop()
-    return capture, capture.analyze()
+    model = capture.model()
+    return capture, {"metrics": model.metrics(), "ranges": model.ranges()}
 
 
 def test_span_and_busy_averages_are_overlap_weighted():

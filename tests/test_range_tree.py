@@ -13,7 +13,6 @@ import pytest
 
 import loopscope
 from loopscope import _core
-from loopscope._summary import group_ranges
 
 
 def two_steps(clock):
@@ -137,56 +136,60 @@ def test_ranges_of_another_thread_lose_the_prefix_of_the_running_step(test_clock
     assert names == [("worker", True), ("Step_0/after", False)]
 
 
-def test_group_ranges_unit():
-    """group_ranges on records by hand: steps get -1, keys lose the prefix
-    of the enclosing step only, parents come from the first occurrence."""
-    records = [
-        ("S0", -1, 0, 10, 19),          # 0: step 0
-        ("S0/a", 0, None, 11, 14),      # 1: a
-        ("S0/a/b", 1, None, 12, 13),    # 2: a/b under a
-        ("S1/a", 0, None, 15, 16),      # 3: prefix of another step: kept
-        ("S1", -1, 1, 20, 29),          # 4: step 1
-        ("S1/a", 4, None, 21, 22),      # 5: a again
-        ("S1/a", -1, None, 25, 26),     # 6: no parent (another thread), inside S1's time
-        ("x", -1, None, 30, 33),        # 7: outside any step
-        ("S1/a/b", 7, None, 31, 32),    # 8: under x: no step around it -> key "S1/a/b"
+def test_range_groups_unit():
+    """The model's range groups on ranges injected by hand: steps get none,
+    keys lose the prefix of the enclosing step only, parents come from the
+    first occurrence; a range with no parent (another thread's) takes the
+    step running when it began on another thread."""
+    main, other = 11, 22
+    records = [  # (start, end, name, parent, step, thread)
+        (10, 19, "S0", -1, 0, main),            # 0: step 0
+        (11, 14, "S0/a", 0, -1, main),          # 1: a
+        (12, 13, "S0/a/b", 1, -1, main),        # 2: a/b under a
+        (15, 16, "S1/a", 0, -1, main),          # 3: prefix of another step: kept
+        (20, 29, "S1", -1, 1, main),            # 4: step 1
+        (21, 22, "S1/a", 4, -1, main),          # 5: a again
+        (25, 26, "S1/a", -1, -1, other),        # 6: no parent (another thread), inside S1's time
+        (30, 33, "x", -1, -1, main),            # 7: outside any step
+        (31, 32, "S1/a/b", 7, -1, main),        # 8: under x: no step around it -> key "S1/a/b"
     ]
-    group_of, groups = group_ranges(records)
-    assert group_of == [-1, 0, 1, 2, -1, 0, 0, 3, 4]
-    assert [(g["name"], g["parent"], g["depth"], g["step_prefixed"]) for g in groups] == [
-        ("a", -1, 0, True), ("a/b", 0, 1, True), ("S1/a", -1, 0, False),
-        ("x", -1, 0, False), ("S1/a/b", 3, 1, False)]
+    with loopscope.profile() as prof:
+        assert _core._inject("range", records) == len(records)
+    model = prof.model
+    assert [r["group"] for r in model.ranges()] == [None, 0, 1, 2, None, 0, 0, 3, 4]
+    assert [r["step"] for r in model.ranges()] == [0, None, None, None, 1, None, None, None, None]
+    assert [(g["name"], g["parent"], g["depth"], g["step_prefixed"], g["count"], g["host_ns"])
+            for g in model.groups()] == [
+        ("a", -1, 0, True, 3, 3 + 1 + 1), ("a/b", 0, 1, True, 1, 1), ("S1/a", -1, 0, False, 1, 1),
+        ("x", -1, 0, False, 1, 3), ("S1/a/b", 3, 1, False, 1, 1)]
 
 
-def test_analyze_groups_argument_is_checked(test_clock):
-    """Capture.analyze(groups=...) wants one int per range, -1 or more."""
+def test_model_steps_argument_is_checked(test_clock):
+    """Capture.model(steps=...) wants the indices of ranges, each once."""
     with loopscope.profile() as prof:
         with prof.step():
             with loopscope.range("a"):
                 pass
-    capture = prof._capture
+    capture = prof.capture
     assert capture.range_records() == [("Step_0", -1, 0, 1_001_000, 1_004_000),
                                        ("a", 0, None, 1_002_000, 1_003_000)]
-    assert capture.analyze(groups=[-1, 0])["groups"][0]["kernels"] == 0
-    assert capture.analyze(groups=[-1, 0])["groups"][0]["span_ns"] == 0
-    assert capture.analyze()["groups"] == []
-    # plain_ranges=False: dicts for the steps only (the rest come by group)
-    step, plain = capture.analyze(plain_ranges=False)["ranges"]
-    assert (step["name"], step["end_ns"] - step["start_ns"], plain) == ("Step_0", 3000, None)
-    assert capture.analyze()["ranges"][1]["name"] == "a"
-    with pytest.raises(ValueError, match="groups has 1 items, the capture has 2 ranges"):
-        capture.analyze(groups=[0])
-    with pytest.raises(TypeError, match=r"groups\[1\] must be an int, not str"):
-        capture.analyze(groups=[0, "a"])
-    with pytest.raises(ValueError, match=r"groups\[0\] is -2: must be between -1"):
-        capture.analyze(groups=[-2, 0])
-    with pytest.raises(ValueError, match=r"groups\[1\] is 2147483647"):
-        capture.analyze(groups=[0, 2**31 - 1])
-    with pytest.raises(TypeError, match="sequence of int"):
-        capture.analyze(groups=5)
-    # sparse group numbers are fine: the unused ones read empty
-    lines = capture.analyze(groups=[-1, 3])["groups"]
-    assert [line["kernels"] for line in lines] == [0, 0, 0, 0]
+    assert [s["name"] for s in capture.model().steps()] == ["Step_0"]
+    assert [s["name"] for s in capture.model(steps=[1]).steps()] == ["a"]
+    assert [g["name"] for g in capture.model(steps=[1]).groups()] == ["Step_0"]
+    assert capture.model(steps=[]).steps() == []
+    with pytest.raises(ValueError, match=r"steps\[0\] is 2: must be the index of one of the "
+                                         r"capture's 2 ranges"):
+        capture.model(steps=[2])
+    with pytest.raises(ValueError, match=r"steps\[1\] is 'a'"):
+        capture.model(steps=[0, "a"])
+    with pytest.raises(ValueError, match=r"steps\[0\] is -1"):
+        capture.model(steps=[-1])
+    with pytest.raises(ValueError, match="given twice"):
+        capture.model(steps=[1, 1])
+    with pytest.raises(TypeError, match="sequence of range indices"):
+        capture.model(steps=5)
+    with pytest.raises(ValueError, match="gap thresholds must satisfy"):
+        capture.model(30.0, 20.0)
 
 
 def test_report_draws_the_tree(test_clock, monkeypatch):

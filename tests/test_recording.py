@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core, _recording
+from loopscope import _core, _recording, _replay
 from loopscope.__main__ import main
 
 from synthetic_loop import run_loop
@@ -42,7 +42,7 @@ def rich_profile(test_clock):
         ])
         _core._inject("memcpy", [(2_150_000, 2_160_000, 0, 7, 40, "HtoD", 4096)])
         _core._inject("memset", [(2_200_000, 2_201_000, 0, 9, 41, None, 64)])
-        _core._inject("sync", [(2_120_000, 2_140_000, 7)])
+        _core._inject("sync_record", [(2_120_000, 2_140_000, 7)])
     return prof
 
 
@@ -61,7 +61,7 @@ def test_replay_gives_the_same_summary(test_clock, tmp_path):
     with open(path, "rb") as f:
         assert f.read(2) == b"\x1f\x8b"  # gzip
     test_clock.set(0, 0)
-    again = _recording.replay(_recording.load(path)).summary()
+    again = _replay.replay(_recording.load(path)).summary()
     assert comparable(again) == comparable(original)
     # the figures that matter, spelled out
     assert again["gaps"]["count"] == original["gaps"]["count"] == 5
@@ -79,12 +79,42 @@ def test_replay_gives_the_same_summary(test_clock, tmp_path):
     }
 
 
-def test_driver_calls_shadowed_by_runtime_calls_are_left_out():
-    """_inject cannot set an API record's domain; the analysis prefers the
-    runtime call of a correlation id, so only unshadowed driver calls are kept.
-    Records: (start, end, correlation, thread, cbid, domain)."""
-    apis = [(10, 20, 1, 5, 211, 0), (12, 18, 1, 5, 307, 1), (30, 40, 2, 5, 307, 1)]
-    assert _recording._launch_apis(apis) == [(10, 20, 1, 5, 211, 0), (30, 40, 2, 5, 307, 1)]
+def test_launch_records_keep_their_domain_and_thread(test_clock, tmp_path):
+    """A launch seen as a runtime call and as the driver call under it (one
+    correlation id): the op's launch is the runtime call's, even when the
+    driver record comes first; a recording keeps every record with its
+    domain and thread, so the replay picks the same one.
+    _inject api records: (start, end, correlation, thread, domain)."""
+    with loopscope.profile() as prof:
+        _core._inject("api", [(1_500, 1_600, 1, 5, 1),    # driver call, earlier
+                              (1_700, 1_800, 1, 5, 0),    # runtime call: this one
+                              (1_900, 1_950, 2, 6, 1)])   # a driver call alone
+        _core._inject("kernel", [(3_000, 4_000, 0, 7, 1, "a"), (5_000, 6_000, 0, 7, 2, "b")])
+    assert list(prof.model.op_column("launch_ns")) == [1_700, 1_900]
+    assert prof.capture.apis() == [(1_500, 1_600, 1, 5, 0, 1), (1_700, 1_800, 1, 5, 0, 0),
+                                   (1_900, 1_950, 2, 6, 0, 1)]
+    data = _recording.load(_recording.save(prof, tmp_path / "r.json"))
+    assert data["apis"]["domain"] == [1, 0, 1] and data["apis"]["thread"] == [5, 5, 6]
+    test_clock.set(0, 0)
+    again = _replay.replay(data)
+    assert again.capture.apis() == prof.capture.apis()
+    assert list(again.model.op_column("launch_ns")) == [1_700, 1_900]
+
+
+def test_version_1_recordings_still_replay(test_clock, tmp_path):
+    """Version 1 (the bundled demo's): no API domain (runtime calls), sync
+    records under "syncs"."""
+    prof = rich_profile(test_clock)
+    data = _recording.record(prof)
+    data["version"] = 1
+    del data["apis"]["domain"]
+    data["syncs"] = data.pop("sync_records")
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(data))
+    test_clock.set(0, 0)
+    again = _replay.replay(_recording.load(path))
+    assert comparable(again.summary()) == comparable(prof.summary())
+    assert again.capture.sync_records() == prof.capture.sync_records()
 
 
 def test_plain_json_and_the_synthetic_loop(test_clock, tmp_path):
@@ -94,7 +124,7 @@ def test_plain_json_and_the_synthetic_loop(test_clock, tmp_path):
     path = _recording.save(prof, tmp_path / "loop.json")
     assert json.loads(path.read_text())["format"] == "loopscope-recording"
     test_clock.set(0, 0)
-    again = _recording.replay(_recording.load(path))
+    again = _replay.replay(_recording.load(path))
     assert comparable(again.summary()) == comparable(prof.summary())
     assert again.summary()["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
 
@@ -115,7 +145,7 @@ def test_sections_without_raw_records_come_back_as_recorded(test_clock, tmp_path
         step["syncs"], step["sm_active_pct"] = 1, 12.5
     path = _recording.save(prof, tmp_path / "rec.json.gz")
     test_clock.set(0, 0)
-    again = _recording.replay(_recording.load(path)).summary()
+    again = _replay.replay(_recording.load(path)).summary()
     assert again["syncs"] == summary["syncs"]
     assert again["sm"] == summary["sm"]
     assert [s["syncs"] for s in again["steps"]] == [1, 1, 1]
@@ -128,9 +158,12 @@ def test_bad_files_are_refused_with_the_reason(tmp_path):
         "text.json": (b"not json", "cannot read the recording"),
         "other.json": (b'{"traceEvents": []}', "is not a loopscope recording"),
         "future.json": (b'{"format": "loopscope-recording", "version": 99}',
-                        "format version 99; this loopscope reads version 1"),
+                        "format version 99; this loopscope reads versions 1, 2"),
         "short.json": (b'{"format": "loopscope-recording", "version": 1, "meta": {}}',
                        "the recording lacks profile, ops, apis, syncs, ranges, names, sections"),
+        "short2.json": (b'{"format": "loopscope-recording", "version": 2, "meta": {}}',
+                        "the recording lacks profile, ops, apis, sync_records, ranges, names, "
+                        "sections"),
     }
     for name, (content, message) in cases.items():
         (tmp_path / name).write_bytes(content)
@@ -194,6 +227,40 @@ def test_demo_without_gpu_replays_the_bundled_recording(no_gpu, monkeypatch, tes
     assert written["source"] == "recording" and written["gpu"]["device"] == "NVIDIA H200"
 
 
+@pytest.mark.parametrize("args, line", [
+    (["demo", "--graph"], "loopscope demo: --graph needs a GPU; showing the bundled recording of "
+                          "the eager demo loop (10 steps, no per-layer ranges) instead."),
+    (["demo", "--layers", "--graph"], "loopscope demo: --graph and --layers need a GPU; showing "
+     "the bundled recording of the eager demo loop (10 steps, no per-layer ranges) instead."),
+    (["demo", "--steps", "4"], "loopscope demo: --steps 4 needs a GPU; showing the bundled "
+                               "recording of the eager demo loop (10 steps, no per-layer ranges) instead."),
+    (["demo", "--steps", "10"], None),
+])
+def test_demo_options_a_recording_cannot_show_are_named(no_gpu, capsys, args, line):
+    data = _recording.bundled_demo()
+    if data is None:
+        pytest.skip("no bundled demo recording in this checkout")
+    assert data["meta"]["command"] == "python -m loopscope demo"  # eager, 10 steps, no layers
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "loopscope demo: no GPU here (no GPU in this test)."
+    if line is None:
+        assert out[1].startswith("RECORDING: ")
+    else:
+        assert out[1] == line and out[2].startswith("RECORDING: ")
+
+
+def test_repr_of_a_replayed_profile_counts_its_steps(test_clock, tmp_path):
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    path = prof.save_recording(tmp_path / "r.json.gz")
+    test_clock.set(0, 0)
+    replayed = _replay.replay(_recording.load(path))
+    assert replayed._next_step == 0  # no prof.step() call made it: the steps came back as records
+    assert repr(replayed) == f"<loopscope.Profile steps=3 verdict={prof.summary()['diagnosis']['verdict']}>"
+    assert repr(prof) == repr(replayed)
+
+
 def test_bundled_recording_when_present():
     """The file shipped in the package (made on a GPU by
     benchmarks/record_demo.py) reads and replays into a real loop."""
@@ -201,7 +268,9 @@ def test_bundled_recording_when_present():
     if data is None:
         pytest.skip("no bundled demo recording in this checkout (benchmarks/record_demo.py makes it on a GPU)")
     assert _recording.DEMO_RECORDING.stat().st_size < 200_000
-    s = _recording.replay(data).summary()
+    prof = _replay.replay(data)
+    s = prof.summary()
+    assert repr(prof) == "<loopscope.Profile steps=10 verdict=CPU_LAUNCH_BOUND>"
     assert s["recording"]["device"] and s["recording"]["recorded_source"] == "cupti"
     assert len(s["steps"]) == 10 and s["gpu"]["kernels"] > 1000
     assert s["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
@@ -215,9 +284,9 @@ def test_damaged_records_are_refused(test_clock, tmp_path):
     short = json.loads(json.dumps(data))
     short["ops"]["duration"].pop()
     with pytest.raises(_recording.RecordingError, match="columns differ in length: \\[5, 6\\]"):
-        _recording.replay(short)
+        _replay.replay(short)
     no_column = json.loads(json.dumps(data))
     del no_column["apis"]["thread"]
     with pytest.raises(_recording.RecordingError, match="damaged"):
-        _recording.replay(no_column)
+        _replay.replay(no_column)
     assert not _core.active()

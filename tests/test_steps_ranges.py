@@ -334,7 +334,7 @@ def _one_step_trace(clock, kernel_starts, duration, launch_of, syncs=()):
         _core._inject("api", [(launch_of(i, s), launch_of(i, s) + 500, i + 1)
                               for i, s in enumerate(kernel_starts)])
         if syncs:
-            _core._inject("sync", list(syncs))
+            _core._inject("sync_record", list(syncs))
     return prof
 
 

@@ -4,8 +4,10 @@ profile start)."""
 from __future__ import annotations
 
 import json
+import threading
 
 import loopscope
+import loopscope._trace_export
 from loopscope import _core
 
 
@@ -21,7 +23,7 @@ def test_trace_events_exactly(test_clock, tmp_path):
             (1_042_000, 1_043_000, 0, 9, 2, "softmax"),   # 30 us after gemm: a warning gap
         ])
         _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, "DtoH", 4096)])  # 157 us: severe
-        _core._inject("sync", [(1_150_000, 1_201_500, 7)])
+        _core._inject("sync_record", [(1_150_000, 1_201_500, 7)])
     path = prof.export_trace(tmp_path / "t.json")
     data = json.loads(open(path).read())
     assert data["displayTimeUnit"] == "ms"
@@ -30,15 +32,15 @@ def test_trace_events_exactly(test_clock, tmp_path):
     x = [(e["cat"], e["name"], e["pid"], e["tid"], e["ts"], e["dur"])
          for e in data["traceEvents"] if e["ph"] == "X"]
     assert x == [
-        ("step", "Step_0", 1, 1, 1.0, 3.0),
-        ("range", "Attn", 1, 1, 2.0, 1.0),
-        ("kernel", "gemm", 100, 7, 10.0, 2.0),
-        ("kernel", "softmax", 100, 9, 42.0, 1.0),
-        ("memcpy", "DtoH", 100, 7, 200.0, 1.0),
-        ("api", "launch", 1, "CUDA API", 2.1, 0.5),
-        ("sync", "sync (stream 7)", 1, "host syncs", 150.0, 51.5),
-        ("gap", "warning gap 30.0 us", 100, "gaps", 12.0, 30.0),
-        ("gap", "SEVERE gap 157.0 us", 100, "gaps", 43.0, 157.0),
+        ("step", "Step_0", 1, 3, 1.0, 3.0),          # range threads after the host lanes
+        ("range", "Attn", 1, 3, 2.0, 1.0),
+        ("kernel", "gemm", 100, 1, 10.0, 2.0),      # tids: streams numbered from 1
+        ("kernel", "softmax", 100, 2, 42.0, 1.0),
+        ("memcpy", "DtoH", 100, 1, 200.0, 1.0),
+        ("api", "launch", 1, 1, 2.1, 0.5),           # the host's lanes: API 1, syncs 2
+        ("sync", "sync (stream 7)", 1, 2, 150.0, 51.5),
+        ("gap", "warning gap 30.0 us", 100, 0, 12.0, 30.0),   # a GPU's gaps lane is tid 0
+        ("gap", "SEVERE gap 157.0 us", 100, 0, 43.0, 157.0),
     ]
     kernels = {e["name"]: e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] != "range"}
     assert kernels["DtoH"]["args"] == {"correlation": 3, "bytes": 4096}
@@ -50,8 +52,12 @@ def test_trace_events_exactly(test_clock, tmp_path):
             for e in data["traceEvents"] if e["ph"] == "M"}
     assert meta[("process_name", 1, None)] == "host"
     assert meta[("process_name", 100, None)] == "GPU 0"
-    assert meta[("thread_name", 100, 7)] == "stream 7"
-    assert meta[("thread_name", 100, 9)] == "stream 9"
+    assert meta[("thread_name", 100, 1)] == "stream 7"
+    assert meta[("thread_name", 100, 2)] == "stream 9"
+    assert meta[("thread_name", 100, 0)] == "gaps"
+    assert meta[("thread_name", 1, 1)] == "CUDA API"
+    assert meta[("thread_name", 1, 2)] == "host syncs"
+    assert meta[("thread_name", 1, 3)] == f"thread {threading.get_ident()}"
 
 
 def test_no_gpu_trace_has_the_host_ranges(test_clock, tmp_path):
@@ -62,3 +68,29 @@ def test_no_gpu_trace_has_the_host_ranges(test_clock, tmp_path):
     assert [(e["cat"], e["name"], e["ts"], e["dur"]) for e in data["traceEvents"] if e["ph"] == "X"] \
         == [("step", "Step_0", 1.0, 1.0)]
     assert data["otherData"]["sources"] == [None]
+
+
+def test_names_are_escaped_and_two_profiles_share_the_time_line(test_clock, tmp_path):
+    """Names with quotes, backslashes, control characters and non-ASCII text
+    come back unchanged; two profiles go into one trace on one clock, their
+    ranges' threads named once, their devices apart."""
+    odd = 'k"q\\b\tn\u00e9\u6f22'
+    with loopscope.profile() as first:          # start: read 0 = 1_000_000 ns
+        with loopscope.range("r\u00e9\"1"):     # reads 1..2
+            pass
+        _core._inject("kernel", [(1_010_000, 1_011_000, 0, 7, 1, odd)])
+    with loopscope.profile() as second:         # start: read 4
+        _core._inject("kernel", [(1_020_000, 1_022_000, 1, 3, 1, "other")])
+    path = tmp_path / "t.json"
+    loopscope._trace_export.export_trace([first, second], path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    x = [(e["cat"], e["name"], e["pid"], e["ts"], e["dur"]) for e in data["traceEvents"]
+         if e["ph"] == "X"]
+    assert x == [("range", 'r\u00e9"1', 1, 1.0, 1.0), ("kernel", odd, 100, 10.0, 1.0),
+                 ("kernel", "other", 101, 20.0, 2.0)]
+    ranges = [e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] == "range"]
+    assert ranges[0]["args"] == {"kernels": 0, "profile": 0}
+    names = sorted(e["args"]["name"] for e in data["traceEvents"] if e["ph"] == "M")
+    assert names == ["CUDA API", "GPU 0", "GPU 1", "gaps", "gaps", "host", "host syncs",
+                     "stream 3", "stream 7", f"thread {threading.get_ident()}"]
+    assert data["otherData"]["sources"] == ["injected", "injected"]

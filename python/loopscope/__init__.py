@@ -21,8 +21,7 @@ from ._profile import LoopscopeWarning, Profile, profile
 from ._sniff import TraceError
 from ._strict import SyncError, no_sync
 from ._syncs import KINDS as SYNC_KINDS
-
-__version__ = "0.1.0"
+from ._version import __version__
 __all__ = [
     "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "TraceError",
     "analyze", "instrument", "load", "no_sync", "profile", "range", "__version__",

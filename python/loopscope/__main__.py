@@ -1,23 +1,29 @@
-"""Command line: `python -m loopscope demo`, `python -m loopscope run` (_cli.py),
-`python -m loopscope analyze` (_analyze_cli.py)."""
+"""Command line: `loopscope demo`, `loopscope run` (_cli.py), `loopscope
+analyze` (_analyze_cli.py); the same as `python -m loopscope ...`."""
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 
 from . import instrument, profile
 from ._analyze_cli import add_analyze_parser, analyze_command
-from ._cli import EXIT_USAGE, add_run_parser, demo_recording, run_command
+from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_run_parser, check_outputs, demo_recording,
+                   run_command, write_json)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
+
+DEMO_STEPS = 10
 
 
 def _demo(args: argparse.Namespace) -> int:
     ok, detail = gpu_available()
     if not ok:
-        return demo_recording(detail, args.json)
+        return demo_recording(detail, args.json, graph=args.graph, layers=args.layers,
+                              steps=args.steps)  # None unless given: the recording's own
     import torch
 
+    if args.steps is None:
+        args.steps = DEMO_STEPS
     model, x = build()
     if args.layers:
         instrument(model)  # one range per block and per layer, under each step
@@ -34,18 +40,33 @@ def _demo(args: argparse.Namespace) -> int:
         run(prof)
     print(prof.report())
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(prof.summary(), f, indent=1)
+        if not write_json("--json", args.json, prof.summary()):
+            return EXIT_BUDGET
         print(f"summary written to {args.json}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _typed_prog() -> str:
+    """The command as the user typed it: the console script's name
+    (`loopscope`), or `python -m loopscope` with their Python's name."""
+    if os.path.basename(sys.argv[0]) == "__main__.py":  # python -m loopscope
+        python = os.path.basename(getattr(sys, "orig_argv", [""])[0]) or "python"
+        return f"{python} -m loopscope"
+    return os.path.basename(sys.argv[0]) or "loopscope"
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """The command line.  `prog`, the command's name in help and errors:
+    by default as typed on the real command line (argv None), else
+    `loopscope`."""
+    if prog is None:
+        prog = _typed_prog() if argv is None else "loopscope"
     parser = argparse.ArgumentParser(
-        prog="python -m loopscope",
+        prog=prog,
         description="Profile PyTorch GPU loops: launch gaps, syncs, verdict.",
-        epilog="examples:\n  python -m loopscope demo\n  python -m loopscope run train.py "
-        "--epochs 1\n  python -m loopscope analyze trace.json.gz\n\n'python -m loopscope COMMAND --help' explains each command.",
+        epilog="examples:\n  %(prog)s demo\n  %(prog)s run train.py --epochs 1\n"
+        "  %(prog)s analyze trace.json.gz\n\n"
+        "'%(prog)s COMMAND --help' explains each command.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -54,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         help="profile a built-in 10-step denoise loop and print the report",
         description="Profiles a built-in denoise loop (10 steps x 18 MLP blocks, bf16) and "
         "prints the report.  Without a GPU it analyses a bundled recording of the same loop "
-        "made on a GPU, and says so.\n\nexamples:\n  python -m loopscope demo\n"
-        "  python -m loopscope demo --graph --json demo.json",
+        "made on a GPU, and says so (and which of --graph, --layers, --steps it cannot show).\n\n"
+        "examples:\n  %(prog)s\n  %(prog)s --graph --json demo.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--steps", type=int, default=10, help="loop steps (default 10)")
+    demo.add_argument("--steps", type=int, help=f"loop steps (default {DEMO_STEPS})")
     demo.add_argument("--graph", action="store_true", help="replay each step from a CUDA graph")
     demo.add_argument("--layers", action="store_true",
                       help="loopscope.instrument() the model: per-layer ranges and GPU times")
@@ -67,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     add_analyze_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
+        if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
+            return EXIT_USAGE
         return _demo(args)
     if args.command == "run":
         return run_command(args, sub.choices["run"])

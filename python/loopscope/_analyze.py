@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from . import _core, _kineto
-from ._html import Summary
-from ._profile import Profile, _check_thresholds
+from ._options import check_thresholds
+from ._profile import Profile
 from ._sniff import TraceError, check_path, fail, sniff
-from ._summary import build_summary
+from ._summary import Summary, build_summary
 from ._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
 
 DEFAULT_STEPS = r"^(ProfilerStep#\d+|([^/]*_)?[Ss]tep_?\d+)$"
@@ -166,7 +166,8 @@ def _check_device(device: Any) -> int | None:
 
 
 def _load_recording(path: Path, thresholds, steps, device) -> Profile:
-    from ._recording import RecordingError, load as load_recording, replay
+    from ._recording import RecordingError, load as load_recording
+    from ._replay import replay
 
     if steps is not None or device is not None:
         raise fail(path, "is a loopscope recording: its steps and device are the recorded "
@@ -193,7 +194,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     progress: a progress bar on stderr for files that take over 2 s (on a
             terminal only).
     Raises TraceError (a ValueError) naming the file and the problem."""
-    thresholds = _check_thresholds(gap_thresholds_us)
+    thresholds = check_thresholds(gap_thresholds_us)
     pattern = _pattern(steps)
     device = _check_device(device)
     p = check_path(path)
@@ -228,14 +229,12 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     ranges = _core._trace_ranges(reader)
     step_of = steps_from_ranges(ranges, pattern or re.compile(DEFAULT_STEPS))
     has_apis = bool(stats["seen"].get("cuda_runtime") or stats["seen"].get("cuda_driver"))
-    state = {
-        "reason": NO_GPU[kind] if not stats["ops"] else None,
-        "syncs_reason": None if has_apis else NO_APIS[kind],
-        "metrics_reason": None if stats["samples"] else NO_COUNTERS[kind],
-        "instrument_mismatches": 0,
-    }
-    capture = _core._trace_capture(reader, step_of, state["reason"], state["syncs_reason"],
-                                   state["metrics_reason"], None)
+    reason = NO_GPU[kind] if not stats["ops"] else None
+    syncs_reason = None if has_apis else NO_APIS[kind]
+    metrics_reason = None if stats["samples"] else NO_COUNTERS[kind]
+    state: dict[str, Any] = {"reason": reason, "syncs_reason": syncs_reason,
+                             "metrics_reason": metrics_reason, "instrument_mismatches": 0}
+    capture = _core._trace_capture(reader, step_of, reason, syncs_reason, metrics_reason, None)
     read_s = time.perf_counter() - t0
     info = capture.info()
     prof = Profile(trace=False, syncs=False, metrics=False, gap_thresholds_us=thresholds)

@@ -7,10 +7,9 @@ be read (each named on one line; the other files are still reported)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from ._cli import EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say
+from ._cli import EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say, check_outputs, write_json
 
 DESCRIPTION = """\
 Prints the loopscope report of trace files you already have: a torch.profiler
@@ -59,6 +58,8 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             re.compile(args.steps)
         except re.error as error:
             parser.error(f"--steps {args.steps!r} is not a valid regular expression: {error}")
+    if not check_outputs(parser.prog, {"--json": args.json}):
+        return EXIT_USAGE
     budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
                                         ("max_severe_gaps", args.max_severe_gaps)) if v is not None}
     summaries, failed, unreadable = [], False, False
@@ -74,8 +75,8 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         if len(args.paths) > 1:
             print(f"\n=== {path} ===")
         if summary.get("recording"):
-            from ._recording import describe
-            print(describe(summary))
+            from ._report import describe_recording
+            print(describe_recording(summary))
         print(format_report(summary))
         if args.steps is not None and not summary["steps"]:
             names = sorted({r["name"] for r in summary["ranges"]})
@@ -94,9 +95,10 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
                 if verdict.met:
                     _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
     if args.json and summaries:
-        with open(args.json, "w") as f:
-            json.dump(summaries[0] if len(args.paths) == 1 else summaries, f, indent=1)
-        _say(f"summary written to {args.json}")
+        if write_json("--json", args.json, summaries[0] if len(args.paths) == 1 else summaries):
+            _say(f"summary written to {args.json}")
+        else:
+            failed = True
     if unreadable:
         return EXIT_USAGE
     return EXIT_BUDGET if failed else EXIT_OK

@@ -9,9 +9,13 @@ step-based figures are summed over the selected steps only."""
 from __future__ import annotations
 
 import fnmatch
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._names import clip, kernel_name
+
+from ._ranks import rank_skew_budget
 from ._syncs import format_site  # noqa: F401  (one format for sync sites everywhere)
 
 # name -> (what it limits, "max" or "min", unit shown after the value)
@@ -23,6 +27,7 @@ BUDGETS: dict[str, tuple[str, str, str]] = {
     "max_idle_pct": ("GPU idle time", "max", "%"),
     "min_busy_pct": ("GPU busy time", "min", "%"),
     "min_sm_active_pct": ("SM active", "min", "%"),
+    "max_rank_skew_us": ("largest cross-rank step skew", "max", " us"),
 }
 SITES_SHOWN = 5
 GAPS_SHOWN = 5
@@ -43,12 +48,19 @@ def check_budgets(budgets: dict[str, Any]) -> dict[str, float]:
         )
     out = {}
     for name, limit in budgets.items():
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit != limit:
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)):
             raise BudgetError(f"loopscope budget {name} must be a number, got {limit!r}")
-        if limit < 0:
-            raise BudgetError(f"loopscope budget {name} must be >= 0, got {limit!r}")
+        # comparisons, not float(): NaN, infinities and ints beyond a float fail here
+        if not 0 <= limit <= sys.float_info.max:
+            raise BudgetError(f"loopscope budget {name} must be a finite number >= 0, "
+                              f"got {_shown(limit)}")
         out[name] = float(limit)
     return out
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:45] + "..." + text[-10:]
 
 
 @dataclass
@@ -141,7 +153,7 @@ def step_list(indices: list[int]) -> str:
 
 def format_gap(gap: dict[str, Any]) -> str:
     where = f"step {gap['step_name']}" if gap.get("step_name") else "outside steps"
-    before = f", before {gap['before'][:60]}" if gap.get("before") else ""
+    before = f", before {clip(kernel_name(gap['before']) or '', 60)}" if gap.get("before") else ""
     return f"{gap['duration_us']:>10.1f} us  [{gap['cause']}] {where}, stream {gap['stream']}{before}"
 
 
@@ -167,6 +179,9 @@ def _measure(name: str, summary: dict[str, Any], steps: list[dict[str, Any]] | N
     no_gpu = f"no GPU timeline: {summary.get('gpu_error') or 'not traced'}"
     no_syncs = f"sync detection unavailable: {summary.get('syncs_error') or 'not collected'}"
     out = Outcome(name, 0.0, None)
+    if name == "max_rank_skew_us":  # torch.distributed, rank 0: the whole profile's steps
+        out.measured, out.reason, out.detail = rank_skew_budget(summary)
+        return out
     if name in ("max_syncs", "max_sync_blocked_ms"):
         if syncs is None:
             out.reason = no_syncs
@@ -190,7 +205,9 @@ def _measure(name: str, summary: dict[str, Any], steps: list[dict[str, Any]] | N
             out.measured = None if sm is None else sm.get("active_pct")
         else:
             values = [s.get("sm_active_pct") for s in steps]
-            out.measured = None if not values or None in values else round(sum(values) / len(values), 2)
+            known = [float(v) for v in values if v is not None]
+            out.measured = (round(sum(known) / len(known), 2)
+                            if known and len(known) == len(values) else None)
         if out.measured is None:
             out.reason = summary.get("metrics_error") or "SM counters were not sampled"
         return out

@@ -16,8 +16,14 @@ How `run` profiles a script:
   evidence; a budget whose metric was not measured is reported as NOT
   CHECKED and does not fail the run.
 
-Exit status: 0 ok; 1 a budget failed, or the script raised; 2 usage error;
-a script's own non-zero sys.exit status is passed on."""
+Output files (--json, --trace): their folder must exist and be writable
+before the script runs (else exit 2 at once, one line naming the option and
+the path); if writing still fails at the end, the report has been printed
+already and one line says which file could not be written (exit 1).
+
+Exit status: 0 ok; 1 a budget failed, the script raised, or an output file
+could not be written; 2 usage error; a script's own non-zero sys.exit status
+is passed on."""
 from __future__ import annotations
 
 import argparse
@@ -45,12 +51,20 @@ names match REGEX as steps: loopscope.range() blocks, torch NVTX ranges
 (torch.cuda.nvtx.range_push/range) and torch.profiler.record_function blocks.
 
 examples:
-  python -m loopscope run train.py --epochs 1
-  python -m loopscope run --steps 'denoise_step' --json out.json sample.py
-  python -m loopscope run --max-syncs 0 --max-severe-gaps 0 infer.py   # CI gate
+  %(prog)s train.py --epochs 1
+  %(prog)s --steps 'denoise_step' --json out.json sample.py
+  %(prog)s --max-syncs 0 --max-severe-gaps 0 infer.py   # CI gate
 
-exit status: 0 ok; 1 a budget failed or the script raised; 2 usage error;
-a script's own non-zero exit status is passed on.  A budget that could not
+under torchrun (torch.distributed): every rank profiles itself; --json and
+--trace write OUT.rank<N>.json per rank (out.json -> out.rank1.json), and
+rank 0 also writes OUT, whose summary holds every rank's (summary["ranks"],
+summary["skew"]: skews, waits, the straggler).  Rank 0 prints the report
+with the ranks; the other ranks print one line.
+
+exit status: 0 ok; 1 a budget failed or the script raised (or --json/--trace
+could not be written: the report is printed first); 2 usage error (also an
+output folder that does not exist or is not writable, found before the
+script runs); a script's own non-zero exit status is passed on.  A budget that could not
 be measured here (no GPU, sync detection unavailable) is printed as NOT
 CHECKED and does not fail the run."""
 
@@ -87,6 +101,66 @@ def _count(text: str) -> int:
 
 def _say(message: str) -> None:
     print(f"loopscope: {message}", file=sys.stderr, flush=True)
+
+
+# -- output files ------------------------------------------------------------
+def output_problem(path: str) -> str | None:
+    """Why `path` cannot be written as an output file (checked before the
+    work that produces it), or None."""
+    if not path:
+        return "an empty path"
+    full = os.path.abspath(path)
+    folder = os.path.dirname(full)
+    if os.path.isdir(full):
+        return "that is a folder"
+    if not os.path.isdir(folder):
+        return (f"the folder {folder} does not exist" if not os.path.exists(folder)
+                else f"{folder} is not a folder")
+    if os.path.exists(full) and not os.access(full, os.W_OK):
+        return "the file exists and is not writable"
+    if not os.path.exists(full) and not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
+def check_outputs(prog: str, outputs: dict[str, str | None]) -> bool:
+    """Says, in one line each, which output option cannot be written;
+    True when all can."""
+    ok = True
+    for option, path in outputs.items():
+        problem = None if path is None else output_problem(path)
+        if problem is not None:
+            print(f"{prog}: error: {option} {path}: {problem}", file=sys.stderr, flush=True)
+            ok = False
+    return ok
+
+
+def write_output(option: str, path: str, write: Callable[[str], Any]) -> bool:
+    """write(tmp) writes the file at a temporary path beside `path`, which
+    then replaces `path` (no half-written file is ever left).  A failure is
+    said in one line (the report is out already); False then."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+        return True
+    except (OSError, ValueError, TypeError) as error:
+        detail = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        _say(f"could not write {option} {path}: {detail}")
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
+def write_json(option: str, path: str, data: Any) -> bool:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, allow_nan=False)
+
+    return write_output(option, path, write)
 
 
 # -- mirroring torch's ranges into loopscope ranges -----------------------
@@ -188,14 +262,14 @@ class _HandOver:
                 hand_over.script_profiles.append(prof)
             return hand_over._enter(prof)
 
-        self._cls.__enter__ = __enter__
+        setattr(self._cls, "__enter__", __enter__)
 
     def remove(self) -> None:
-        self._cls.__enter__ = self._enter
+        setattr(self._cls, "__enter__", self._enter)
 
     def end_outer(self) -> None:
         outer = self.outer
-        if outer._state is not None and outer._capture is None and outer._stop_error is None:
+        if outer.is_running:
             outer.__exit__(None, None, None)
 
 
@@ -242,6 +316,7 @@ def _with_steps(prof, pattern: re.Pattern | None) -> tuple[dict[str, Any], str |
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from . import _distributed
     from ._budgets import evaluate
     from ._profile import LoopscopeWarning, profile
 
@@ -249,10 +324,12 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.steps is not None:
         try:
             pattern = re.compile(args.steps)
-        except re.error as error:
-            parser.error(f"--steps {args.steps!r} is not a valid regular expression: {error}")
+        except re.error as bad:
+            parser.error(f"--steps {args.steps!r} is not a valid regular expression: {bad}")
     if not os.path.isfile(args.script):
         parser.error(f"cannot run {args.script!r}: no such file")
+    if not check_outputs(parser.prog, {"--json": args.json, "--trace": args.trace}):
+        return EXIT_USAGE
     budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
                                         ("max_severe_gaps", args.max_severe_gaps)) if v is not None}
     import importlib
@@ -272,16 +349,20 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for w in caught:  # said once, plainly, not as a warning pointing into loopscope
         _say(str(w.message).removeprefix("loopscope: "))
     hand_over.install()
+    # torch.distributed: a script that destroys its process group ends the
+    # run's profile first, so its ranks are gathered while the store works
+    undo_destroy = _distributed.end_before_destroy(hand_over.end_outer)
     try:
         status, error = _run_script(args.script, list(args.args))
     finally:
+        undo_destroy()
         hand_over.remove()
         hand_over.end_outer()  # unless the script's own profile ended it already
         mirror.remove()
     profiles = hand_over.script_profiles or [outer]
-    profiles = [p for p in profiles if p._state is not None]
+    profiles = [p for p in profiles if p.is_running or p.is_finished]
     for p in profiles:  # a script profile left running by an exception
-        if p._capture is None and p._stop_error is None:
+        if p.is_running:
             p.__exit__(None, None, None)
     records = sum(p.summary()["overhead"]["records"] for p in profiles)
     if records > PROGRESS_RECORDS:
@@ -297,18 +378,25 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for i, summary in enumerate(summaries):
         if len(summaries) > 1:
             print(f"\n=== profile {i + 1} of {len(summaries)} ===")
-        print(format_report(summary))
+        print(_distributed.sent_line(summary) or format_report(summary))
     for note in notes:
         _say(note)
+    written = True
+    where = _distributed.output_rank(summaries)  # under torchrun: OUT.rank<N>.json per rank
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summaries[0] if len(summaries) == 1 else summaries, f, indent=1)
-        _say(f"summary written to {args.json}")
+        for path in _distributed.output_paths(args.json, where):
+            if write_json("--json", path, summaries[0] if len(summaries) == 1 else summaries):
+                _say(f"summary written to {path}")
+            else:
+                written = False
     if args.trace:
         from ._trace_export import export_trace
 
-        export_trace(profiles, args.trace)
-        _say(f"trace written to {args.trace} (open it at https://ui.perfetto.dev)")
+        for path in _distributed.output_paths(args.trace, where):
+            if write_output("--trace", path, lambda tmp: export_trace(profiles, tmp)):
+                _say(f"trace written to {path} (open it at https://ui.perfetto.dev)")
+            else:
+                written = False
     if error:
         _say(error)
     failed = False
@@ -329,14 +417,40 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
     if status != EXIT_OK:
         return status
-    return EXIT_BUDGET if failed else EXIT_OK
+    return EXIT_BUDGET if failed or not written else EXIT_OK
 
 
 # -- the demo without a GPU -----------------------------------------------
-def demo_recording(reason: str, json_path: str | None = None) -> int:
+def _not_shown(command: str | None, steps: int, graph: bool, layers: bool,
+               asked_steps: int | None) -> str | None:
+    """One line naming the demo options the recording (of `command`, with
+    `steps` steps) cannot show, and what it shows instead; None when it
+    shows what was asked."""
+    words = (command or "").split()
+    recorded_graph, recorded_layers = "--graph" in words, "--layers" in words
+    unmet = [option for option, wanted, recorded in (("--graph", graph, recorded_graph),
+                                                     ("--layers", layers, recorded_layers))
+             if wanted and not recorded]
+    if asked_steps is not None and asked_steps != steps:
+        unmet.append(f"--steps {asked_steps}")
+    if not unmet:
+        return None
+    loop = "CUDA-graph" if recorded_graph else "eager"
+    ranges = "per-layer ranges" if recorded_layers else "no per-layer ranges"
+    return (f"loopscope demo: {' and '.join(unmet)} need{'s' if len(unmet) == 1 else ''} a GPU; "
+            f"showing the bundled recording of the {loop} demo loop ({steps} steps, {ranges}) "
+            "instead.")
+
+
+def demo_recording(reason: str, json_path: str | None = None, *, graph: bool = False,
+                   layers: bool = False, steps: int | None = None) -> int:
     """The demo's no-GPU path: the bundled recording of the demo loop,
-    analysed here, or the plain message when the package has none."""
-    from ._recording import RecordingError, bundled_demo, describe, replay
+    analysed here, or the plain message when the package has none.  The
+    options the user gave (graph, layers, steps) that the recording cannot
+    show are named in one line."""
+    from ._recording import RecordingError, bundled_demo
+    from ._replay import replay
+    from ._report import describe_recording
 
     try:
         data = bundled_demo()
@@ -348,14 +462,22 @@ def demo_recording(reason: str, json_path: str | None = None) -> int:
         print(f"loopscope demo: no GPU here ({reason}).")
         print("The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run.")
         return EXIT_OK
-    prof = replay(data)
+    try:
+        prof = replay(data)
+    except RecordingError as error:
+        print(f"loopscope demo: no GPU here ({reason}), and the bundled recording cannot be "
+              f"replayed: {error}")
+        return EXIT_OK
     summary = prof.summary()
     print(f"loopscope demo: no GPU here ({reason}).")
-    print(describe(summary))
+    instead = _not_shown(data["meta"].get("command"), len(summary["steps"]), graph, layers, steps)
+    if instead:
+        print(instead)
+    print(describe_recording(summary))
     print()
     print(prof.report())
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(summary, f, indent=1)
+        if not write_json("--json", json_path, summary):
+            return EXIT_BUDGET
         print(f"summary written to {json_path}")
     return EXIT_OK

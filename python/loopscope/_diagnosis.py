@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._finite import finite
 from ._syncs import format_site
 
 BUSY_BELOW_PCT = 50.0
@@ -60,6 +61,8 @@ ACTIONS = {
     ),
     "BALANCED": "no single bottleneck: look at the worst gaps and the longest kernels",
     "NO_GPU_WORK": "no kernel, memcpy or memset ran inside the profile",
+    "COMMUNICATION_WAIT": "make the slowest rank arrive sooner at the collectives (its cause "
+                          "is named above)",
 }
 
 
@@ -206,6 +209,7 @@ def _diagnose_counters_only(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _r(value: float | None) -> float | None:
+    value = finite(value)
     return None if value is None else round(value, 3)
 
 
@@ -232,7 +236,7 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}
     steps = [s for s in summary["steps"] if s["gaps"] is not None]
     reasons = [
-        f"GPU busy {busy:.1f}% of its time line ({gaps['busy_ms']:.3f} ms busy, "
+        f"GPU busy {_f(busy)}% of its time line ({gaps['busy_ms']:.3f} ms busy, "
         f"{idle:.3f} ms idle in {gaps['count']} gaps)",
         f"idle time by cause: host launch late {share['host']}%, host sync {share['sync']}%, "
         f"other {share['other']}%",
@@ -241,6 +245,7 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
         f"p99 {gaps['p99_us']:.2f} us, max {gaps['max_us']:.2f} us",
     ]
     reasons += _counter_reasons(sm, dram)
+    reasons += communication_reasons(summary)
     if sm is None and verdict == "GPU_BOUND" and summary.get("metrics_error"):
         reasons.append(f"no SM/DRAM counters to split GPU_BOUND: {summary['metrics_error']}")
     if steps:
@@ -262,3 +267,81 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     }
     evidence.update(_counter_evidence(sm, dram))
     return {"verdict": verdict, "reasons": reasons, "actions": actions, "evidence": evidence}
+
+
+# -- torch.distributed: collectives and the ranks (issue 16) ------------------
+COMM_NOTE_PCT = 20.0  # collective share of the GPU's busy time worth a reason
+
+
+def communication_reasons(summary: dict[str, Any]) -> list[str]:
+    """One reason when collectives take a large share of the busy time (the
+    communication split of summary["gpu"]; nothing without it)."""
+    gpu, gaps = summary.get("gpu") or {}, summary.get("gaps") or {}
+    comm, busy = gpu.get("comm_ms"), gpu.get("busy_ms")
+    if comm is None or not busy or 100.0 * comm / busy < COMM_NOTE_PCT:
+        return []
+    line = (f"GPU busy {_f(gaps.get('busy_pct', gpu.get('busy_pct')))}%, of which "
+            f"{100.0 * comm / busy:.1f}% in collectives ({comm:.3f} ms; compute "
+            f"{_f(gpu.get('compute_ms'))} ms)")
+    if summary.get("skew") is None:
+        line += (": time in a collective includes waiting for the slowest rank; rank 0 of a "
+                 "gathered profile names it")
+    return [line]
+
+
+def _straggler_action(straggler: dict[str, Any]) -> str:
+    rank, cause = straggler["rank"], straggler["cause"]
+    excess = (straggler["excess_ms"] or {}).get(cause) if cause else None
+    if cause == "host late":
+        return (f"make rank {rank}'s host launch sooner: its GPU waits {excess:.3f} ms per step "
+                "more than the others' for its launches (host work in the step: data loading, "
+                "logging, Python overhead; a CUDA graph)")
+    if cause == "sync":
+        return (f"remove the host-device syncs on rank {rank}: its GPU idles {excess:.3f} ms per "
+                "step more than the others' while its host waits (its report lists the sites)")
+    if cause == "compute":
+        return (f"balance the work: rank {rank} computes {excess:.3f} ms per step more than the "
+                "others (uneven batches or sequence lengths, or a slower GPU)")
+    return (f"rank {rank} arrives late with no cause in its profiled steps: look at what it "
+            "does outside them (data loading, checkpoints) or at its GPU and links")
+
+
+def diagnose_ranks(summary: dict[str, Any]) -> dict[str, Any]:
+    """Rank 0's diagnosis once the ranks are gathered: COMMUNICATION_WAIT,
+    naming the rank it waits for, when rank 0 spent at least
+    _ranks.WAIT_SHARE_VERDICT of its steps' GPU busy time waiting in
+    collectives for the straggler; otherwise its own verdict, with the
+    straggler named first in the reasons.  (The straggler's full sentence
+    is the report's STRAGGLER line, from summary["skew"]["straggler"].)"""
+    d = summary["diagnosis"]
+    skew = summary.get("skew")
+    straggler = skew["straggler"] if skew else None
+    if skew is None or straggler is None:
+        return d
+    me = skew["per_rank"][0] or {}
+    rank, cause = straggler["rank"], straggler["cause"] or "no cause in its profiled steps"
+    reasons, actions = list(d["reasons"]), list(d["actions"])
+    evidence = dict(d.get("evidence") or {})
+    verdict = d["verdict"]
+    waited = (f"rank 0 waited {_f3(me.get('wait_ms'))} ms in collectives "
+              f"({_f(me.get('wait_pct_of_gpu_busy'))}% of its GPU busy time in steps)")
+    if me.get("waits_for") is not None:
+        verdict = "COMMUNICATION_WAIT"
+        reasons.insert(0, f"{waited} for rank {rank}, the straggler ({cause}); before the ranks "
+                          f"were compared it read {d['verdict']}")
+        actions.insert(0, _straggler_action(straggler))
+        evidence.update(own_verdict=d["verdict"], waits_for=rank, wait_ms=me["wait_ms"],
+                        wait_pct_of_gpu_busy=me["wait_pct_of_gpu_busy"])
+    elif rank == 0:
+        reasons.insert(0, f"this rank is the straggler ({cause}): the others waited for it in "
+                          f"{straggler['last_in_steps']} of {straggler['steps_compared']} steps, "
+                          f"{straggler['late_ms']:.3f} ms on average")
+        actions.insert(0, _straggler_action(straggler))
+    else:
+        reasons.insert(0, f"rank {rank} is the straggler ({cause}); {waited}, too little to "
+                          "read COMMUNICATION_WAIT")
+    return dict(d, verdict=verdict, reasons=reasons, actions=actions, evidence=evidence)
+
+
+def _f3(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

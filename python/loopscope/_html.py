@@ -6,7 +6,11 @@ read: the gap histogram and the timeline (GPU busy/idle per step, SM and
 DRAM curves where sampled; with a Profile also the real time line of GPU
 work with the steps and the severe gaps on it).  Pictures are drawn with
 matplotlib (no pyplot, so no global state) and embedded as PNG; without
-matplotlib the view is text and tables, with one note saying so."""
+matplotlib the view is text and tables, with one note saying so.
+
+Like every view it only reads the analysed model: the time line is drawn
+from the model's busy time per bin, so its cost does not grow with the
+number of ops."""
 from __future__ import annotations
 
 import base64
@@ -15,10 +19,15 @@ import io
 from typing import Any
 
 from ._budgets import step_list
+from ._names import demangled_name, display_path, kernel_name
+from ._report import describe_recording, short_text
+
+from ._ranks_view import ranks_head_html, ranks_html
 
 MAX_STEP_ROWS = 60
 MAX_SITES = 20
-MAX_TIMELINE_OPS = 500_000  # above this the real time line is left out (drawing cost)
+MAX_WORST_GAPS = 10
+TIMELINE_BINS = 2000  # slices of the time line picture: about one per pixel column
 
 VERDICT_COLOURS = {
     "CPU_LAUNCH_BOUND": "#d9822b",
@@ -29,6 +38,7 @@ VERDICT_COLOURS = {
     "BALANCED": "#5c7080",
     "NO_GPU_WORK": "#5c7080",
     "UNKNOWN": "#5c7080",
+    "COMMUNICATION_WAIT": "#d9822b",
 }
 BUSY, IDLE, SEVERE, SM, DRAM = "#2b95d6", "#e1e8ed", "#c23030", "#0f9960", "#7157d9"
 
@@ -165,7 +175,8 @@ def _sites(summary: dict[str, Any]) -> str:
         return _h("Sync sites") + f'<div style="{_NOTE}">No host-device sync inside the profile.</div>'
     rows = []
     for s in sites[:MAX_SITES]:
-        where = _e(f"{s.get('file') or '?'}:{s.get('line') if s.get('line') is not None else '?'}")
+        file = display_path(s["file"]) if s.get("file") else "?"
+        where = _e(f"{file}:{s.get('line') if s.get('line') is not None else '?'}")
         rows.append([
             where, _e(s.get("function") or "-"), f"<code>{_e(s.get('code') or s.get('call') or '?')}</code>",
             _e(s.get("kind", "?")), str(s.get("count", 0)), _f(s.get("blocked_ms")),
@@ -174,6 +185,25 @@ def _sites(summary: dict[str, Any]) -> str:
     more = f'<div style="{_NOTE}">... {len(sites) - MAX_SITES} more sites</div>' if len(sites) > MAX_SITES else ""
     head = ["file:line", "function", "code", "kind", "count", "blocked ms", "steps"]
     return _h(f"Sync sites ({syncs['count']} syncs)") + _table(head, rows, left=(0, 1, 2, 3, 6)) + more
+
+
+def _worst_gaps(summary: dict[str, Any]) -> str:
+    """The longest gaps, with the ops on either side (short names; the whole
+    demangled name on hover)."""
+    worst = (summary["gaps"] or {}).get("worst") or []
+    if not worst:
+        return ""
+
+    def op(name: str | None) -> str:
+        if not name:
+            return "-"
+        return f'<span title="{_e(demangled_name(name))}">{_e(kernel_name(name))}</span>'
+
+    rows = [[_f(g["duration_us"], ".1f"), _e(g["cause"]), _e(g["step_name"] or "outside steps"),
+             _e(g["stream"]), op(g.get("after")), op(g.get("before"))]
+            for g in worst[:MAX_WORST_GAPS]]
+    head = ["gap us", "cause", "step", "stream", "after", "before"]
+    return _h("Worst gaps") + _table(head, rows, left=(1, 2, 4, 5))
 
 
 def _histogram_table(gaps: dict[str, Any]) -> str:
@@ -203,17 +233,6 @@ def _histogram_picture(Figure, gaps: dict[str, Any]) -> str:
     return _png(fig)
 
 
-def merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """(start, end) intervals merged where they overlap or touch, sorted."""
-    merged: list[list[int]] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return [(a, b) for a, b in merged]
-
-
 def _timeline_picture(Figure, summary: dict[str, Any], timeline: dict[str, Any] | None) -> str:
     steps = [s for s in summary["steps"] if s["gaps"] is not None]
     panels = (1 if timeline else 0) + (1 if steps else 0)
@@ -223,6 +242,8 @@ def _timeline_picture(Figure, summary: dict[str, Any], timeline: dict[str, Any] 
     axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
     k = 0
     if timeline:
+        import numpy as np  # matplotlib's own dependency
+
         ax = axes[k]
         k += 1
         t0 = timeline["t0"]
@@ -236,13 +257,21 @@ def _timeline_picture(Figure, summary: dict[str, Any], timeline: dict[str, Any] 
                     ax.text(((a + b) / 2 - t0) / 1e6, label_at, str(index), ha="center",
                             va="center", fontsize=7)
 
-        ax.broken_barh([((a - t0) / 1e6, (b - a) / 1e6) for a, b in timeline["ops"]],
-                       (0.72, 0.22), color=BUSY, label="GPU busy")
-        severe = [((a - t0) / 1e6, d / 1e6) for a, d in timeline["severe_gaps"]]
-        if severe:
-            ax.broken_barh(severe, (0.72, 0.22), color=SEVERE, label="severe gap")
+        # each slice drawn as high as the share of it the GPU was busy
+        bins = timeline["bins"]
+        edges = t0 + span * np.arange(bins + 1, dtype=np.float64) / bins
+        width = np.diff(edges) * timeline["devices"]
+        busy = np.frombuffer(timeline["busy"], dtype=np.uint64) / width
+        severe = np.frombuffer(timeline["severe"], dtype=np.uint64) > 0
+        x = (edges[:-1] - t0) / 1e6
+        ax.fill_between(x, 0.72, 0.72 + 0.22 * np.minimum(busy, 1.0), step="post", color=BUSY,
+                        linewidth=0, label="GPU busy (share of each slice)")
+        if severe.any():
+            ax.fill_between(x, 0.72, 0.94, where=severe, step="post", color=SEVERE, alpha=0.6,
+                            linewidth=0, label="severe gap")
         bands(timeline["steps_gpu"], 0.44, ("#a7b6c2", "#ced9e0"), 0.53)
         bands(timeline["steps_host"], 0.08, ("#a7b6c2", "#ced9e0"), 0.17)
+        ax.set_xlim(0, span / 1e6)
         ax.set_ylim(0, 1.12)
         ax.set_yticks([0.17, 0.53, 0.83], ["steps: host", "steps: GPU work", "GPU"], fontsize=8)
         ax.set_xlabel("time since profile start, ms")
@@ -301,21 +330,22 @@ def _notes(summary: dict[str, Any], extra: list[str]) -> str:
 def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> str:
     """The HTML view of a summary dict; `timeline` (from a Profile) adds the
     real time line picture."""
-    from ._recording import describe
-
     gpu = summary["gpu"]
     device = gpu.get("device") if gpu else None
     title = "loopscope" + (f" - {device}" if device else "")
     title += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
     out = ['<div class="loopscope" style="font-family:sans-serif;max-width:1100px">',
            f'<div style="font-size:13px;color:#5c7080">{_e(title)}</div>']
-    recording = describe(summary)
+    recording = describe_recording(summary)
     if recording:
         out.append(f'<div style="background:#fff3cd;padding:3px 8px;font-size:12px">{_e(recording)}</div>')
+    out.append(ranks_head_html(summary))  # torch.distributed: the straggler first
     out.append(_verdict(summary))
     out.append(_figures(summary))
     out.append(_steps(summary))
+    out.append(ranks_html(summary))  # torch.distributed: ranks, and ranks x steps
     out.append(_sites(summary))
+    out.append(_worst_gaps(summary))
     Figure = _matplotlib()
     notes = []
     gaps = summary["gaps"]
@@ -336,69 +366,29 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
 
 
 def timeline_of(prof) -> dict[str, Any] | None:
-    """What the time line picture needs from a finished Profile's records:
-    merged GPU busy intervals, severe gaps, each step's host range and the
-    span of the GPU work it launched (ops tied to steps by their launch
-    calls, as the analysis does)."""
-    import bisect
-
-    from ._range_steps import launch_starts
-
-    capture = prof._capture
-    if capture is None or prof.summary()["gaps"] is None:
+    """What the time line picture needs, read from a finished Profile's
+    model: GPU busy time and severe-gap time per slice of the run, each
+    step's host range and the span of the GPU work it launched."""
+    model = prof.model
+    if model is None or prof.summary()["gaps"] is None or model.op_count == 0:
         return None
-    ops = capture.ops()
-    if not ops or len(ops) > MAX_TIMELINE_OPS:
-        return None
-    analysis = capture.analyze(*prof._thresholds)
-    steps = sorted((r["start_ns"], r["end_ns"], r["step"]) for r in analysis["ranges"]
-                   if r["step"] is not None)
-    launch = launch_starts(capture.apis())
-    starts = [s[0] for s in steps]
-    gpu_span: dict[int, list[int]] = {}
-    for o in ops:
-        t = launch.get(o[5])
-        if t is None:
-            continue
-        i = bisect.bisect_right(starts, t) - 1
-        if i >= 0 and t <= steps[i][1]:
-            span = gpu_span.setdefault(steps[i][2], [o[1], o[2]])
-            span[0], span[1] = min(span[0], o[1]), max(span[1], o[2])
-    busy = merge_intervals([(o[1], o[2]) for o in ops])
-    severe_ns = prof._thresholds[1] * 1000
-    severe = [(a_end, b_start - a_end) for (_, a_end), (b_start, _) in zip(busy, busy[1:])
-              if b_start - a_end > severe_ns]
-    t0 = min([busy[0][0]] + starts)
-    t1 = max([busy[-1][1]] + [s[1] for s in steps])
-    return {"t0": t0, "t1": t1, "ops": busy, "severe_gaps": severe,
-            "steps_host": [(index, a, b) for a, b, index in steps],
-            "steps_gpu": sorted((index, a, b) for index, (a, b) in gpu_span.items())}
+    total = model.total()
+    steps = model.steps()
+    t0 = min([total["first_ns"]] + [s["start_ns"] for s in steps])
+    t1 = max([total["last_ns"]] + [s["end_ns"] for s in steps] + [t0 + 1])
+    return {
+        "t0": t0, "t1": t1, "bins": TIMELINE_BINS,
+        "devices": max(1, len(model.devices())),
+        "busy": model.busy_bins(t0, t1, TIMELINE_BINS),
+        "severe": model.gap_bins(t0, t1, TIMELINE_BINS, "severe"),
+        "steps_host": [(s["index"], s["start_ns"], s["end_ns"]) for s in steps],
+        "steps_gpu": [(s["index"], s["first_ns"], s["last_ns"]) for s in steps
+                      if s["kernels"] + s["memcpys"] + s["memsets"]],
+    }
 
 
 def profile_html(prof) -> str:
-    if prof._state is None:
-        return "<div class='loopscope'>loopscope profile: not started</div>"
-    if prof._capture is None and prof._stop_error is None:
-        return "<div class='loopscope'>loopscope profile: running</div>"
+    if not prof.is_finished:
+        state = "running" if prof.is_running else "not started"
+        return f"<div class='loopscope'>loopscope profile: {state}</div>"
     return render(prof.summary(), timeline_of(prof))
-
-
-class Summary(dict):
-    """The summary: a plain dict (JSON-serialisable, compares as a dict) that
-    also renders as HTML in a notebook, and whose IPython text form is one
-    line (print() and repr() still show the whole dict)."""
-
-    def _repr_html_(self) -> str:
-        return render(self)
-
-    def _repr_pretty_(self, printer, cycle) -> None:
-        printer.text(short_text(self))
-
-
-def short_text(summary: dict[str, Any]) -> str:
-    d = summary["diagnosis"]
-    gaps = summary["gaps"]
-    text = f"<loopscope summary: {d['verdict']}, {len(summary['steps'])} steps"
-    if gaps is not None:
-        text += f", GPU busy {_f(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps"
-    return text + "; a dict: summary['gaps'], ['syncs'], ['steps'], ... >"

@@ -3,23 +3,29 @@ the capture for `summary()` and `report()`."""
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import sys
 import time
 import warnings
 from typing import Any
 
-from . import _core, _cupti_paths, _instrument
-from ._html import Summary
+from . import _core, _cupti_paths, _distributed, _instrument, _options, _session
+from ._html import profile_html
+from ._recording import save
 from ._report import format_report
-from ._summary import build_summary
+from ._summary import Summary, build_summary
+from ._trace_export import export_trace
 
 
 @atexit.register
 def _release_counters_at_exit() -> None:
-    # Sampling stays enabled a few seconds after a profile for the next one;
-    # give the counters back before the interpreter and CUPTI go away.
-    if not _core.active():
+    # A profile still open ends here (nobody can read it any more).  Sampling
+    # stays enabled a few seconds after a profile for the next one; give the
+    # counters back before the interpreter and CUPTI go away.  A forked child
+    # leaves both to its parent.
+    _session.stop_at_exit()
+    if not _session.forked and not _core.active():
         _core._release_counters()
 
 _warned: set[str] = set()
@@ -73,18 +79,14 @@ def _current_device() -> int:
     return -1
 
 
-def _check_thresholds(value: Any) -> tuple[float, float]:
-    try:
-        normal, severe = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"gap_thresholds_us must be two numbers (normal_below, severe_above), got {value!r}"
-        ) from None
-    if not 0 <= normal <= severe <= 1e9:
-        raise ValueError(
-            f"gap_thresholds_us must satisfy 0 <= normal <= severe, got {value!r}"
-        )
-    return normal, severe
+def _user_site() -> str:
+    """file:line of the innermost frame outside loopscope (where a profile
+    was entered)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame: Any = sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
 class Profile:
@@ -99,7 +101,8 @@ class Profile:
                         torch.profiler ran): also take driver-API activity records, so
                         cuBLAS/Triton/CuPy launches (driver API) are tied to their
                         steps; False saves ~1.5% there and loses those.
-    buffer_mb, max_buffer_mb: size of one CUPTI buffer, and the pool's cap.
+    buffer_mb, max_buffer_mb: size of one CUPTI buffer (0.0625-1024 MiB), and the
+                        pool's cap (buffer_mb-65536 MiB).
     warm_up:            at start, put one 1-byte memset through the GPU and wait, so
                         CUPTI's lazy set-up (0.15-1.5 ms) is not a fake bubble in step 0.
     metrics:            sample the GPU's SM and DRAM counters (CUPTI PM sampling) on the
@@ -110,11 +113,23 @@ class Profile:
                         The first sampled profile of a process sets sampling up (~0.4 s
                         on an H200); sampling then stays enabled 3 s after each profile,
                         so the next one costs ~6 ms more than without counters.
-    metrics_interval_us: sampling interval (default 100 us).
+    metrics_interval_us: sampling interval (default 100 us; 1-1e6).
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's decoder
                         thread takes them, every metrics_decode_ms (default 10 ms) and
                         at stop; an overflow is reported in
-                        summary["metrics"]["overflows"], never silent.
+                        summary["metrics"]["overflows"], never silent (1-65536 MiB;
+                        metrics_decode_ms 1-10000).
+    gather:             under torch.distributed (detected, never imported here), send this
+                        rank's compact summary to rank 0 at exit, whose summary then holds
+                        every rank's (summary["ranks"]) and the cross-rank figures
+                        (summary["skew"]: skews, waits, the straggler).  Every rank must
+                        profile the same region; False where one rank profiles alone.
+    gather_timeout_s:   how long rank 0 waits for the other ranks at the profile's start
+                        and at its end (default 5 s) before naming them missing.
+
+    Every option is checked here: a wrong one raises TypeError (True/False
+    options take only bools; numbers must be int or float) or ValueError (out
+    of range), naming the option, the value and what is allowed.
     """
 
     def __init__(
@@ -132,35 +147,35 @@ class Profile:
         metrics_interval_us: float = 100.0,
         metrics_buffer_mb: float = 64,
         metrics_decode_ms: float = 10.0,
+        gather: bool = True,
+        gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
     ) -> None:
-        self._thresholds = _check_thresholds(gap_thresholds_us)
+        self._thresholds = _options.check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
             raise TypeError(f"step_name must be a non-empty str, got {step_name!r}")
-        if not (0.0625 <= buffer_mb <= max_buffer_mb < float("inf")):
-            raise ValueError(
-                "need 0.0625 <= buffer_mb <= max_buffer_mb (finite, in MiB), got "
-                f"buffer_mb={buffer_mb!r}, max_buffer_mb={max_buffer_mb!r}"
-            )
-        if not (1.0 <= float(metrics_interval_us) <= 1e6):
-            raise ValueError(f"metrics_interval_us must be between 1 and 1e6, got {metrics_interval_us!r}")
-        if not (1.0 <= float(metrics_buffer_mb) <= 1 << 16):
-            raise ValueError(f"metrics_buffer_mb must be between 1 and 65536, got {metrics_buffer_mb!r}")
-        if not (1.0 <= float(metrics_decode_ms) <= 1e4):
-            raise ValueError(f"metrics_decode_ms must be between 1 and 10000, got {metrics_decode_ms!r}")
-        self._options = dict(
-            trace=bool(trace),
-            syncs=bool(syncs),
-            driver_api=bool(driver_api),
+        flags = {name: _options.check_bool(name, value) for name, value in (
+            ("trace", trace), ("syncs", syncs), ("driver_api", driver_api),
+            ("warm_up", warm_up), ("metrics", metrics))}
+        buffer_mb = _options.check_number("buffer_mb", buffer_mb)
+        max_buffer_mb = _options.check_number("max_buffer_mb", max_buffer_mb,
+                                              lowest=("buffer_mb", buffer_mb))
+        interval_us = _options.check_number("metrics_interval_us", metrics_interval_us)
+        metrics_mb = _options.check_number("metrics_buffer_mb", metrics_buffer_mb)
+        decode_ms = _options.check_number("metrics_decode_ms", metrics_decode_ms)
+        self._options: dict[str, Any] = dict(
+            flags,
             buffer_bytes=int(buffer_mb * (1 << 20)),
             max_buffers=max(1, int(max_buffer_mb // buffer_mb)),
-            warm_up=bool(warm_up),
-            metrics=bool(metrics),
-            metrics_interval_ns=int(round(float(metrics_interval_us) * 1000)),
-            metrics_buffer_bytes=int(float(metrics_buffer_mb) * (1 << 20)),
-            metrics_decode_ns=int(float(metrics_decode_ms) * 1e6),
+            metrics_interval_ns=int(round(interval_us * 1000)),
+            metrics_buffer_bytes=int(metrics_mb * (1 << 20)),
+            metrics_decode_ns=int(decode_ms * 1e6),
         )
+        self._gather = _distributed.check_options(gather, gather_timeout_s)
+        self._dist: _distributed.Session | None = None
+        self._local: dict[str, Any] | None = None
         self._step_name = step_name
         self._next_step = 0
+        self._step_indices = itertools.count()
         self._state: dict[str, Any] | None = None
         self._capture: Any = None
         self._summary: dict[str, Any] | None = None
@@ -172,12 +187,15 @@ class Profile:
         if self._state is not None:
             raise RuntimeError("this Profile was already used; create a new loopscope.profile()")
         wants_cupti = self._options["trace"] or self._options["syncs"] or self._options["metrics"]
-        busy = _other_profiler() if wants_cupti else None
+        busy = (_session.cupti_unusable() or _other_profiler()) if wants_cupti else None
         options = dict(self._options, trace=self._options["trace"] and busy is None,
                        syncs=self._options["syncs"] and busy is None,
                        metrics=self._options["metrics"] and busy is None,
                        metrics_device=_current_device())
-        self._state = _core.start(cupti_paths=_cupti_paths.candidates(), **options)
+        self._dist = _distributed.begin(self._gather)  # torch.distributed: the start exchange
+        self._state, self._serial = _session.start_profile(
+            self, _user_site(), dict(options, cupti_paths=_cupti_paths.candidates()))
+        _distributed.started(self._dist)
         if busy is not None:
             if self._options["trace"]:
                 self._state["reason"] = busy
@@ -192,7 +210,7 @@ class Profile:
                     "Host ranges and step times are still recorded."
                 )
             except BaseException:  # warnings turned into errors: leave no session behind
-                _core.stop()
+                _session.stop_profile(self._serial)
                 raise
         self._mismatches_at_start = _instrument.mismatch_count()
         self._t0 = time.perf_counter_ns()
@@ -200,14 +218,37 @@ class Profile:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._host_ns = time.perf_counter_ns() - self._t0
+        assert self._state is not None, "__exit__ without __enter__"
         self._state["instrument_mismatches"] = (
             _instrument.mismatch_count() - self._mismatches_at_start)
+        unguarded = None
+        _distributed.stopping(self._dist)
         try:
-            self._capture = _core.stop()
+            self._capture, unguarded = _session.stop_profile(self._serial)
         except Exception as error:  # never lose the user's run to the profiler
             self._stop_error = f"{type(error).__name__}: {error}"
             _warn_once(f"loopscope: stopping the profile failed: {self._stop_error}")
+        except BaseException as interrupt:  # Ctrl-C while stopping: stop, then let it go on
+            _session.abandon_profile(self._serial)
+            self._stop_error = f"interrupted while stopping ({type(interrupt).__name__})"
+            raise
+        if unguarded is not None:
+            _warn_once(f"loopscope.no_sync: after the profile, syncs cannot be watched: "
+                       f"{unguarded}. The open no_sync() blocks run unguarded.")
+        _distributed.finish(self._dist, self, exc, _warn_once)  # the end exchange, the gathering
         return False
+
+    def __del__(self) -> None:
+        # Dropped while running (entered, never exited): stop, so the next
+        # profile can start, and say so.
+        if getattr(self, "_state", None) is None or self._capture is not None \
+                or self._stop_error is not None or _session.exiting:
+            return
+        self._stop_error = "the profile was dropped while running"
+        _session.abandon_profile(self._serial)
+        warnings.warn("loopscope: a profile was dropped while running (its __enter__ ran, its "
+                      "__exit__ never did): it was stopped and its records discarded. Use "
+                      "`with loopscope.profile() as prof:`", LoopscopeWarning, stacklevel=2)
 
     def step(self, name: str | None = None):
         """A context manager for one loop step: an NVTX range plus timings.
@@ -215,29 +256,60 @@ class Profile:
 
         name: the step's name; "{i}" in it is replaced by the index.
         Defaults to the profile's step_name ("Step_{i}")."""
-        index = self._next_step
-        self._next_step += 1
+        index = next(self._step_indices)  # atomic: threads may open steps at once
+        self._next_step = max(self._next_step, index + 1)
         template = self._step_name if name is None else name
         if not isinstance(template, str):
             raise TypeError(f"step name must be a str, got {template!r}")
         label = template.replace("{i}", str(index))
         return _instrument.StepScope(_core.step(label, index))
 
+    # -- state -----------------------------------------------------------
+    @property
+    def is_running(self) -> bool:
+        """True between entering the with-block and leaving it."""
+        return self._state is not None and self._capture is None and self._stop_error is None
+
+    @property
+    def is_finished(self) -> bool:
+        """True once the with-block has ended (also when stopping failed)."""
+        return self._state is not None and not self.is_running
+
+    @property
+    def capture(self) -> Any:
+        """The raw records of the finished profile (_core.Capture), or None
+        (not finished, or stopping failed)."""
+        return self._capture
+
+    @property
+    def model(self) -> Any:
+        """The analysed model (_core.Model) of the finished profile, with its
+        gap thresholds and live steps: computed once, cached on the capture.
+        None when there is no capture."""
+        if self._capture is None:
+            return None
+        return self._capture.model(*self._thresholds)
+
     # -- results ---------------------------------------------------------
     def _require_finished(self) -> None:
         if self._state is None:
             raise RuntimeError("the profile has not run yet: use `with loopscope.profile() as prof:`")
-        if self._capture is None and self._stop_error is None:
+        if self.is_running:
             raise RuntimeError("the profile is still running: call summary() after the with-block")
 
     def summary(self) -> dict[str, Any]:
         """The summary dict (see PRODUCT.md); computed once, then cached."""
         self._require_finished()
         if self._summary is None:
-            self._summary = Summary(build_summary(
-                self._capture, self._state, self._thresholds, self._host_ns, self._stop_error
-            ))
+            self._summary = Summary(_distributed.attach(self._dist, self._local_summary()))
         return self._summary
+
+    def _local_summary(self) -> dict[str, Any]:
+        """This process's own summary, before any cross-rank figures."""
+        if self._local is None:
+            self._local = build_summary(
+                self._capture, self._state, self._thresholds, self._host_ns, self._stop_error)
+        return self._local
 
     def report(self) -> str:
         """The summary as readable text, verdict first."""
@@ -246,29 +318,24 @@ class Profile:
     def export_trace(self, path) -> str:
         """Writes a Chrome/Perfetto JSON trace (steps, ranges, GPU ops, host
         syncs, launch gaps); returns the path."""
-        from ._trace_export import export_trace
-
         return export_trace([self], path)
 
     def save_recording(self, path, *, command: str | None = None) -> str:
         """Writes the raw records to a JSON(.gz) recording that
         loopscope can analyse again later, anywhere (see _recording)."""
-        from ._recording import save
-
         return str(save(self, path, command=command))
 
     def _repr_html_(self) -> str:
-        from ._html import profile_html
-
         return profile_html(self)
 
     def __repr__(self) -> str:
         if self._state is None:
             return "<loopscope.Profile (not started)>"
-        if self._capture is None:
+        if self.is_running:
             return "<loopscope.Profile (running)>"
-        verdict = self.summary()["diagnosis"]["verdict"]
-        return f"<loopscope.Profile steps={self._next_step} verdict={verdict}>"
+        summary = self.summary()  # its steps: a replayed recording has no prof.step() calls
+        return (f"<loopscope.Profile steps={len(summary['steps'])} "
+                f"verdict={summary['diagnosis']['verdict']}>")
 
 
 def profile(**options: Any) -> Profile:

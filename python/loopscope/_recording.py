@@ -1,17 +1,17 @@
 """Recordings: the raw records of one finished profile in a compact JSON(.gz)
-file, and their replay through the test hooks so the normal C analysis turns
-them into a full summary again.  The bundled demo recording
-(data/demo_recording.json.gz, made on a GPU by benchmarks/record_demo.py) is
-how `python -m loopscope demo` shows a real loop on a machine without a GPU.
+file (this module), and their replay through the test hooks so the normal C
+analysis turns them into a full summary again (_replay).  The bundled demo
+recording (data/demo_recording.json.gz, made on a GPU by
+benchmarks/record_demo.py) is how `python -m loopscope demo` shows a real
+loop on a machine without a GPU.
 
 What a recording holds, and how it comes back:
-- GPU ops (kernels, memcpys, memsets), host API calls (launch records) and
-  host sync intervals: replayed with `_core._inject`, so gaps, causes, busy
-  time, per-step and per-range figures are computed again, exactly.
-- Steps and ranges: replayed as real enter/exit pairs on a scripted clock
-  (`_core._set_test_clock` set to each recorded time), so nesting, names and
-  step indices are the recorded ones.  Ranges of several threads are
-  replayed one thread after another.
+- GPU ops (kernels, memcpys, memsets), API records (launch calls, with
+  their thread and domain) and sync records: replayed with `_core._inject`,
+  so gaps, causes, busy time, per-step and per-range figures are computed
+  again, exactly.
+- Steps and ranges, with their nesting, names, step indices and threads:
+  replayed with `_core._inject("range", ...)`.
 - Sections whose raw records cannot be injected (sync sites with their
   Python lines, SM/DRAM samples) are stored as the summary had them and put
   back as recorded; `summary["recording"]["as_recorded"]` names them.
@@ -19,32 +19,74 @@ What a recording holds, and how it comes back:
   recorded ones.
 
 Columns are stored delta-encoded (times as differences to the previous
-record), which gzip shrinks to a few bytes a record."""
+record), which gzip shrinks to a few bytes a record.
+
+Versions: 2 stores the API records' domain (runtime or driver) and names the
+sync records "sync_records"; version 1 files (the bundled demo recording)
+had neither: their API records are runtime calls, their "syncs" are sync
+records."""
 from __future__ import annotations
 
 import datetime
 import gzip
 import json
 import os
-import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
-from . import _core
+from ._schema import COUNT, NUM, MapOf, OneOf, Optional, check
+from ._version import __version__
 
 FORMAT = "loopscope-recording"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)
 OP_KINDS = ("kernel", "memcpy", "memset")
 DEMO_RECORDING = Path(__file__).with_name("data") / "demo_recording.json.gz"
 
 # Summary sections that no raw record in the file can rebuild.
-_TOP_SECTIONS = ("syncs", "syncs_error", "sm", "dram", "metrics_error")
-_STEP_FIELDS = ("syncs", "sm_active_pct", "dram_pct")
-_RANGE_FIELDS = ("sm_active_pct", "dram_pct")
+TOP_SECTIONS = ("syncs", "syncs_error", "sm", "dram", "metrics_error")
+STEP_FIELDS = ("syncs", "sm_active_pct", "dram_pct")
+RANGE_FIELDS = ("sm_active_pct", "dram_pct")
 
 
 class RecordingError(ValueError):
     """A recording file that cannot be read or replayed; the message says why."""
+
+
+# What goes into a summary as recorded must have the summary's own shape.
+_SITE = {"file": Optional(str), "line": Optional(COUNT), "function": Optional(str),
+         "code": Optional(str), "call": Optional(str), "kind": str, "count": COUNT,
+         "blocked_ms": NUM, "steps": [COUNT], "apis": Optional(MapOf(COUNT))}
+_SYNCS = {"count": COUNT, "blocked_ms": NUM, "by_kind": MapOf(COUNT), "sites": [_SITE],
+          "in_steps": COUNT, "outside_steps": COUNT, "unjudged_async_copies": Optional(COUNT)}
+_SM = {**dict.fromkeys(("active_pct", "active_busy_pct", "issue_ipc", "issue_busy_ipc",
+                        "warp_occupancy_pct", "gr_active_pct", "tensor_active_pct",
+                        "tensor_active_busy_pct", "coverage_pct", "interval_us"), Optional(NUM)),
+       "samples": COUNT, "busy_from": Optional(str)}
+_DRAM = dict.fromkeys(("throughput_pct", "throughput_busy_pct", "read_gbps", "write_gbps",
+                       "read_busy_gbps", "write_busy_gbps"), Optional(NUM))
+SHAPE = {
+    "meta": {"device": Optional(OneOf((str, [Optional(str)]))), "devices": MapOf(Optional(str)),
+             "date": Optional(str), "loopscope": Optional(str), "command": Optional(str),
+             "note": Optional(str), "source": Optional(str)},
+    "profile": {"start_ns": COUNT, "stop_ns": COUNT, "thresholds_us": [NUM], "host_ms": NUM,
+                "cupti_note": Optional(str), "dropped_records": Optional(COUNT),
+                "overhead": MapOf(NUM)},
+    "names": [str],
+    "sections": {"syncs": Optional(_SYNCS), "syncs_error": Optional(str), "sm": Optional(_SM),
+                 "dram": Optional(_DRAM), "metrics_error": Optional(str),
+                 "steps": [{"index": COUNT, "syncs": Optional(COUNT),
+                            "sm_active_pct": Optional(NUM), "dram_pct": Optional(NUM)}],
+                 "ranges": [{"name": str, "sm_active_pct": Optional(NUM),
+                             "dram_pct": Optional(NUM)}]},
+}
+
+
+def check_shape(data: dict[str, Any]) -> None:
+    """Raises _schema.SchemaError naming the first part of a loaded
+    recording that does not have the shape the summary needs."""
+    check(data, SHAPE, "the recording")
 
 
 def _deltas(values: list[int]) -> list[int]:
@@ -63,28 +105,14 @@ def _undeltas(values: list[int]) -> list[int]:
     return out
 
 
-def _launch_apis(apis: list[tuple]) -> list[tuple]:
-    """The API records the analysis uses, in a form _inject takes back.
-
-    _inject cannot set an API record's domain, and the analysis prefers a
-    runtime call over a driver call with the same correlation id; so driver
-    calls shadowed by a runtime call are left out, which keeps the replayed
-    analysis identical."""
-    runtime = {a[2] for a in apis if a[5] == 0}
-    return [a for a in apis if a[5] == 0 or a[2] not in runtime]
-
-
 def record(prof, *, command: str | None = None, note: str | None = None) -> dict[str, Any]:
     """The recording of a finished Profile, as a JSON-ready dict."""
-    from . import __version__
-
     prof._require_finished()
-    capture = prof._capture
+    capture = prof.capture
     if capture is None:
         raise RecordingError("this profile has no records to save: " + str(prof._stop_error))
     summary = prof.summary()
     info = capture.info()
-    analysis = capture.analyze(*prof._thresholds)
     base = info["start_ns"]
     names: dict[str, int] = {}
 
@@ -94,13 +122,13 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
         return names.setdefault(name, len(names))
 
     ops = capture.ops()
-    apis = _launch_apis(capture.apis())
-    syncs = capture.syncs()
-    ranges = analysis["ranges"]
+    apis = capture.apis()
+    sync_records = capture.sync_records()
+    ranges = prof.model.ranges()
     gpu = summary["gpu"] or {}
-    sections: dict[str, Any] = {k: summary.get(k) for k in _TOP_SECTIONS}
-    sections["steps"] = [{k: s.get(k) for k in ("index",) + _STEP_FIELDS} for s in summary["steps"]]
-    sections["ranges"] = [{k: r.get(k) for k in ("name",) + _RANGE_FIELDS} for r in summary["ranges"]]
+    sections: dict[str, Any] = {k: summary.get(k) for k in TOP_SECTIONS}
+    sections["steps"] = [{k: s.get(k) for k in ("index",) + STEP_FIELDS} for s in summary["steps"]]
+    sections["ranges"] = [{k: r.get(k) for k in ("name",) + RANGE_FIELDS} for r in summary["ranges"]]
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -137,11 +165,12 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
             "duration": [a[1] - a[0] for a in apis],
             "correlation": _deltas([a[2] for a in apis]),
             "thread": [a[3] for a in apis],
+            "domain": [a[5] for a in apis],
         },
-        "syncs": {
-            "start": _deltas([s[0] - base for s in syncs]),
-            "duration": [s[1] - s[0] for s in syncs],
-            "stream": [s[2] for s in syncs],
+        "sync_records": {
+            "start": _deltas([s[0] - base for s in sync_records]),
+            "duration": [s[1] - s[0] for s in sync_records],
+            "stream": [s[2] for s in sync_records],
         },
         "ranges": {
             "start": _deltas([r["start_ns"] - base for r in ranges]),
@@ -179,181 +208,31 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         data = json.loads(raw)
-    except (OSError, EOFError, ValueError) as error:
+    except (OSError, EOFError, ValueError, zlib.error, RecursionError) as error:
         raise RecordingError(f"cannot read the recording {path}: {error}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise RecordingError(f"{path} is not a loopscope recording (no format {FORMAT!r})")
-    if data.get("version") != VERSION:
+    if data.get("version") not in READS:
         raise RecordingError(
             f"{path} is a recording of format version {data.get('version')!r}; "
-            f"this loopscope reads version {VERSION}"
+            f"this loopscope reads versions {', '.join(map(str, READS))}"
         )
-    missing = [k for k in ("meta", "profile", "ops", "apis", "syncs", "ranges", "names", "sections")
-               if k not in data]
+    sync_records = "syncs" if data["version"] == 1 else "sync_records"
+    missing = [k for k in ("meta", "profile", "ops", "apis", sync_records, "ranges", "names",
+                           "sections") if k not in data]
     if missing:
         raise RecordingError(f"{path}: the recording lacks {', '.join(missing)}")
+    data["sync_records"] = data.pop(sync_records)
     return data
 
 
-def _columns(table: dict[str, list], delta: tuple[str, ...]) -> list[tuple]:
+def columns(table: dict[str, list], delta: tuple[str, ...]) -> list[tuple]:
+    """The rows of a stored table, its `delta` columns decoded."""
     cols = {k: (_undeltas(v) if k in delta else v) for k, v in table.items()}
     lengths = {len(v) for v in cols.values()}
     if len(lengths) > 1:
         raise RecordingError(f"the recording's columns differ in length: {sorted(lengths)}")
     return list(zip(*cols.values())) if cols else []
-
-
-def _replay_ranges(rows: list[dict[str, Any]], names: list[str]) -> None:
-    """Enters and exits each range at its recorded times, in the recorded
-    nesting: before a range opens, the open ranges that are not its
-    ancestors close."""
-    objects: dict[int, Any] = {}
-    stack: list[int] = []
-
-    def close_top() -> None:
-        i = stack.pop()
-        _core._set_test_clock(rows[i]["end"], 1)
-        objects[i].__exit__(None, None, None)
-
-    for i, r in enumerate(rows):
-        while stack and stack[-1] != r["parent"]:
-            close_top()
-        name = names[r["name"]] if r["name"] >= 0 else "?"
-        objects[i] = _core.step(name, r["step"]) if r["step"] >= 0 else _core.range(name)
-        _core._set_test_clock(r["start"], 1)
-        objects[i].__enter__()
-        stack.append(i)
-    while stack:
-        close_top()
-
-
-def replay(data: dict[str, Any]):
-    """A finished Profile whose summary is computed again from a recording
-    (see the module doc).  No other profile may be running."""
-    from ._profile import Profile
-
-    try:
-        base = data["profile"]["start_ns"]
-        names = data["names"]
-        ops = _columns(data["ops"], ("start", "correlation"))
-        apis = _columns(data["apis"], ("start", "correlation"))
-        syncs = _columns(data["syncs"], ("start",))
-        range_rows = [
-            {"start": base + start, "end": base + start + duration, "name": name,
-             "parent": parent, "step": step, "thread": thread}
-            for start, duration, name, parent, step, thread in _columns(data["ranges"], ("start",))
-        ]
-        for table, rows, width in (("ops", ops, 8), ("apis", apis, 4), ("syncs", syncs, 3)):
-            for row in rows:
-                if len(row) != width or not all(isinstance(v, int) for v in row):
-                    raise ValueError(f"{table} record {row!r}: {width} integers expected")
-    except RecordingError:
-        raise
-    except (KeyError, TypeError, ValueError) as error:
-        raise RecordingError(f"the recording's records are damaged ({type(error).__name__}: "
-                             f"{error})") from None
-    prof = Profile(trace=False, syncs=False, metrics=False,
-                   gap_thresholds_us=tuple(data["profile"]["thresholds_us"]))
-    try:
-        _core._set_test_clock(base, 1)
-        prof.__enter__()
-        try:
-            by_thread: dict[int, list[int]] = {}
-            for i, r in enumerate(range_rows):
-                by_thread.setdefault(r["thread"], []).append(i)
-            for indices in by_thread.values():
-                # parents are indices into the whole list; renumber per thread
-                local = {g: k for k, g in enumerate(indices)}
-                rows = [dict(range_rows[g], parent=local.get(range_rows[g]["parent"], -1))
-                        for g in indices]
-                worker = threading.Thread(target=_replay_ranges, args=(rows, names))
-                worker.start()
-                worker.join()
-            # in the recorded order (runs of one kind), so ties sort as they did
-            run: list[tuple] = []
-            for i, (k, start, duration, device, stream, corr, name, nbytes) in enumerate(ops):
-                run.append((base + start, base + start + duration, device, stream, corr,
-                            names[name] if name >= 0 else None, nbytes))
-                if i + 1 == len(ops) or ops[i + 1][0] != k:
-                    _core._inject(OP_KINDS[k], run)
-                    run = []
-            if apis:
-                _core._inject("api", [(base + s, base + s + d, corr, thread)
-                                      for s, d, corr, thread in apis])
-            if syncs:
-                _core._inject("sync", [(base + s, base + s + d, stream) for s, d, stream in syncs])
-        finally:
-            _core._set_test_clock(base + data["profile"]["stop_ns"], 1)
-            prof.__exit__(None, None, None)
-    finally:
-        _core._set_test_clock(0, 0)
-    summary = prof.summary()
-    _restore(summary, data)
-    return prof
-
-
-def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
-    """Puts back what the records cannot rebuild (see the module doc)."""
-    from ._diagnosis import diagnose, diagnose_step
-
-    meta, recorded = data["meta"], data["profile"]
-    summary["source"] = "recording"
-    summary["host_ms"] = recorded["host_ms"]
-    summary["cupti_note"] = recorded["cupti_note"]
-    summary["dropped_records"] = recorded["dropped_records"]
-    summary["overhead"] = dict(recorded["overhead"])
-    if summary["gpu"] is not None:
-        summary["gpu"]["device"] = meta["device"]
-        for d in summary["gpu"]["devices"]:
-            d["name"] = meta["devices"].get(str(d["id"]))
-    sections = data["sections"]
-    as_recorded = []
-    for key in _TOP_SECTIONS:
-        if sections.get(key) is not None and summary.get(key) != sections[key]:
-            summary[key] = sections[key]
-            if not key.endswith("_error"):  # a reason follows its section, silently
-                as_recorded.append(key)
-    by_index = {s["index"]: s for s in sections.get("steps", [])}
-    for step in summary["steps"]:
-        old = by_index.get(step["index"], {})
-        for key in _STEP_FIELDS:
-            if old.get(key) is not None and step.get(key) != old[key]:
-                step[key] = old[key]
-                if f"steps.{key}" not in as_recorded:
-                    as_recorded.append(f"steps.{key}")
-    by_name = {r["name"]: r for r in sections.get("ranges", [])}
-    for entry in summary["ranges"]:
-        old = by_name.get(entry["name"], {})
-        for key in _RANGE_FIELDS:
-            if old.get(key) is not None and entry.get(key) != old[key]:
-                entry[key] = old[key]
-                if f"ranges.{key}" not in as_recorded:
-                    as_recorded.append(f"ranges.{key}")
-    if as_recorded:  # the verdict may depend on what came back
-        for step in summary["steps"]:
-            if step["gaps"] is not None:
-                step["verdict"] = diagnose_step(step)
-        summary["diagnosis"] = diagnose(summary)
-    summary["recording"] = {
-        "device": meta["device"],
-        "date": meta["date"],
-        "loopscope": meta["loopscope"],
-        "command": meta["command"],
-        "note": meta["note"],
-        "recorded_source": meta["source"],
-        "as_recorded": as_recorded,
-    }
-
-
-def describe(summary: dict[str, Any]) -> str | None:
-    """One plain line saying that a summary comes from a recording, or None."""
-    rec = summary.get("recording")
-    if not rec:
-        return None
-    what = f"`{rec['command']}`" if rec.get("command") else "a loopscope profile"
-    device = rec.get("device") or "an unnamed device"
-    return (f"RECORDING: this report analyses the records of {what}, made on {device} "
-            f"on {rec['date']} with loopscope {rec['loopscope']}; nothing ran on a GPU now.")
 
 
 def bundled_demo() -> dict[str, Any] | None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._names import clip, kernel_name
+
+from ._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
 from ._syncs import format_site
 from ._trace_info import trace_lines
 
@@ -17,6 +20,27 @@ HEAVIEST_HIDDEN = 5
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
+
+
+def describe_recording(summary: dict[str, Any]) -> str | None:
+    """One plain line saying that a summary comes from a recording, or None."""
+    rec = summary.get("recording")
+    if not rec:
+        return None
+    what = f"`{rec['command']}`" if rec.get("command") else "a loopscope profile"
+    device = rec.get("device") or "an unnamed device"
+    return (f"RECORDING: this report analyses the records of {what}, made on {device} "
+            f"on {rec['date']} with loopscope {rec['loopscope']}; nothing ran on a GPU now.")
+
+
+def short_text(summary: dict[str, Any]) -> str:
+    """The summary in one line (its IPython text form)."""
+    d = summary["diagnosis"]
+    gaps = summary["gaps"]
+    text = f"<loopscope summary: {d['verdict']}, {len(summary['steps'])} steps"
+    if gaps is not None:
+        text += f", GPU busy {_fmt(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps"
+    return text + "; a dict: summary['gaps'], ['syncs'], ['steps'], ... >"
 
 
 def _verdict_line(summary: dict[str, Any]) -> str:
@@ -42,7 +66,7 @@ def _steps_table(steps: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{'...':>5} ({len(steps) - MAX_STEP_ROWS} more steps)")
         g = s["gaps"] or {}
         lines.append(
-            f"{s['index']:>5} {s['name'][:18]:<18} {_fmt(s['host_ms']):>9} {_fmt(s['gpu_ms']):>9} "
+            f"{s['index']:>5} {clip(s['name'], 18):<18} {_fmt(s['host_ms']):>9} {_fmt(s['gpu_ms']):>9} "
             f"{_fmt(g.get('busy_pct'), '.1f'):>6} {_fmt(s['kernels'], 'd'):>7} "
             f"{_fmt(g.get('count'), 'd'):>5} {_fmt(g.get('severe'), 'd'):>6} "
             f"{_fmt(g.get('max_us'), '.1f'):>10} {_fmt(s['syncs'], 'd'):>5}  {s['verdict'] or '-'}"
@@ -157,6 +181,7 @@ def format_report(summary: dict[str, Any]) -> str:
     device = gpu["device"] if gpu and gpu["device"] else ("synthetic records" if summary["source"] == "injected" else None)
     out[0] += f" - {device}" if device else ""
     out[0] += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
+    out.extend(rank_head_lines(summary))  # torch.distributed: the straggler first
     out.append(_verdict_line(summary))
     for reason in summary["diagnosis"]["reasons"]:
         out.append(f"  - {reason}")
@@ -175,13 +200,14 @@ def format_report(summary: dict[str, Any]) -> str:
             out.append("Worst gaps:")
             for g in gaps["worst"][:5]:
                 where = f"step {g['step_name']}" if g["step_name"] else "outside steps"
-                before = f" before {g['before'][:60]}" if g["before"] else ""
+                before = f" before {clip(kernel_name(g['before']) or '', 60)}" if g["before"] else ""
                 out.append(f"  {g['duration_us']:>10.1f} us  [{g['cause']}] {where}, stream {g['stream']}{before}")
     out.extend(_counter_lines(summary))
     out.extend(_sync_lines(summary))
     if summary["steps"]:
         out.append("")
         out.extend(_steps_table(summary["steps"]))
+    out.extend(rank_table_lines(summary))  # torch.distributed: ranks, and ranks x steps
     if summary["ranges"]:
         out.append("")
         out.extend(_range_tree(summary["ranges"], len(summary["steps"])))
@@ -194,6 +220,8 @@ def format_report(summary: dict[str, Any]) -> str:
             "step's end, so their times in that step may be off")
     if summary.get("cupti_note"):
         out.append(f"Note: {summary['cupti_note']}")
+    if summary.get("non_finite_note"):
+        out.append(f"Note: {summary['non_finite_note']}")
     if summary["gpu_error"]:
         out.append(f"GPU sections missing: {summary['gpu_error']}")
     if summary.get("syncs") is None and summary.get("syncs_error"):

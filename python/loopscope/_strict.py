@@ -15,10 +15,13 @@ copy's host pointer (cuPointerGetAttribute, one call per async copy).
 from __future__ import annotations
 
 import threading
+import warnings
+import weakref
 from typing import Iterable
 
-from . import _core, _cupti_paths
-from ._syncs import KINDS, Resolver, display_path
+from . import _session
+from ._names import display_path
+from ._syncs import KINDS, Resolver
 
 
 class SyncError(RuntimeError):
@@ -52,6 +55,19 @@ def _check_allow(allow: Iterable[str] | str | None) -> frozenset[str]:
     return kinds
 
 
+def _weak_handler(block: "no_sync"):
+    """The handler strict mode calls on the main thread, holding the block
+    weakly, so a block dropped while open can be collected (and closed)."""
+    ref = weakref.ref(block)
+
+    def on_sync(call: dict) -> None:
+        live = ref()
+        if live is not None:
+            live._on_sync(call)
+
+    return on_sync
+
+
 class no_sync:
     """Raises `loopscope.SyncError` at the first host-device sync inside the block.
 
@@ -60,59 +76,74 @@ class no_sync:
                 x = model(x)                      # an x.item() here raises at that line
 
     allow: sync kinds to let through, e.g. allow={"print"} (see loopscope.SYNC_KINDS).
-    Without a GPU or CUPTI the block runs unguarded, with one LoopscopeWarning."""
+    Each thread has its own blocks (blocks on several threads at once are
+    fine; within one thread they do not nest).  A profile may start and end
+    inside the block.  Without a GPU or CUPTI the block runs unguarded, with
+    one LoopscopeWarning."""
 
     def __init__(self, allow: Iterable[str] | str | None = None) -> None:
         self.allow = _check_allow(allow)
-        self._own_session = False
-        self._armed = False
+        self._threads: set[int] = set()  # the threads it guards now
 
     def __enter__(self) -> "no_sync":
         from ._profile import _warn_once
 
-        if not _core.active():
-            state = _core.start(trace=False, syncs=True, warm_up=False,
-                                cupti_paths=_cupti_paths.candidates())
-            self._own_session = True
-            if not state["watching_syncs"]:
-                try:
-                    _warn_once(f"loopscope.no_sync: syncs cannot be watched here: "
-                               f"{state['syncs_reason']}. The block runs unguarded.")
-                except BaseException:  # warnings turned into errors: leave no session behind
-                    self._own_session = False
-                    _core.stop()
-                    raise
-        _core._strict_arm(self._on_sync, threading.current_thread() is threading.main_thread())
-        self._armed = True
+        started = _session.enter_block(self, _weak_handler(self),
+                                       threading.current_thread() is threading.main_thread())
+        self._threads.add(threading.get_ident())
+        if started is not None and not started["watching_syncs"]:
+            try:
+                _warn_once(f"loopscope.no_sync: syncs cannot be watched here: "
+                           f"{started['syncs_reason']}. The block runs unguarded.")
+            except BaseException:  # warnings turned into errors: leave nothing armed
+                self._threads.discard(threading.get_ident())
+                _session.exit_block()
+                raise
         return self
 
-    def _error(self, token: int) -> SyncError | None:
-        call = _core._live_call(token)
+    def _error(self, call: dict | None) -> SyncError | None:
         if call is None:
             return None
         site = Resolver().site(call)
         if site.kind in self.allow:
             return None
-        where = (f"{display_path(site.file)}:{site.line} in {site.function}()"
-                 if site.file else f"thread {call['thread_id']} (no Python frame)")
+        if site.file:
+            where = f"{display_path(site.file)}:{site.line} in {site.function}()"
+        elif call.get("stale"):
+            where = (f"thread {call['thread_id']} (its Python line is unknown: a profile "
+                     "started or ended while the call waited)")
+        else:
+            where = f"thread {call['thread_id']} (no Python frame)"
         code = site.call or site.code
         message = (f"host-device sync inside loopscope.no_sync() at {where}"
                    f"{': ' + code if code else ''}  [{site.kind}] via {call['api']}")
         return SyncError(message, file=site.file, line=site.line, function=site.function,
                          code=site.code, kind=site.kind, api=call["api"])
 
-    def _on_sync(self, token: int) -> None:
-        error = self._error(token)
+    def _on_sync(self, call: dict) -> None:
+        error = self._error(call)
         if error is not None:
             raise error
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        token = _core._strict_disarm() if self._armed else 0
-        self._armed = False
-        error = self._error(token) if token else None
-        if self._own_session:
-            self._own_session = False
-            _core.stop()
+        ident = threading.get_ident()
+        calls = _session.exit_block() if ident in self._threads else []
+        self._threads.discard(ident)
+        error = next(filter(None, map(self._error, calls)), None)
         if error is not None and exc_type is None:
             raise error
         return False
+
+    def __del__(self) -> None:
+        threads = getattr(self, "_threads", None)
+        if threads and not _session.exiting:
+            _session.drop_block(threads)
+            warnings.warn("loopscope.no_sync(): a block was dropped while open (its __enter__ "
+                          "ran, its __exit__ never did): its thread is no longer guarded",
+                          _profile_warning(), stacklevel=2)
+
+
+def _profile_warning() -> type[Warning]:
+    from ._profile import LoopscopeWarning
+
+    return LoopscopeWarning

@@ -1,12 +1,16 @@
-"""Shapes the C core's raw figures (integers, ns) into the summary dict of
-PRODUCT.md: plain, JSON-serialisable, units in the key names."""
+"""Shapes the analysed model (the C core's Model: integers, ns) into the
+summary dict of PRODUCT.md: plain, JSON-serialisable, units in the key
+names.  It only reads the model: gaps, steps, ranges, groups and counter
+averages are all computed there, once."""
 from __future__ import annotations
 
-import bisect
 import time
-from typing import Any
+from typing import Any, NamedTuple, Sequence
 
 from ._diagnosis import diagnose, diagnose_step
+from ._finite import finite, note, start_count
+from ._html import render
+from ._report import short_text
 from ._syncs import build_syncs
 
 SCHEMA_VERSION = 1
@@ -65,9 +69,8 @@ def _histogram(raw: dict[str, Any], edges_ns: list[int]) -> dict[str, Any]:
     return {"edges_us": [_us(e) for e in edges_ns], "counts": list(raw["histogram"])}
 
 
-def _gpu_section(analysis: dict[str, Any]) -> dict[str, Any]:
-    total = analysis["total"]
-    devices = analysis["devices"]
+def _gpu_section(total: dict[str, Any], devices: list[dict[str, Any]],
+                 ops_without_launch: int) -> dict[str, Any]:
     span = sum(d["last_ns"] - d["first_ns"] for d in devices)
     names = [d.get("name") for d in devices]
     return {
@@ -86,14 +89,21 @@ def _gpu_section(analysis: dict[str, Any]) -> dict[str, Any]:
                 "kernels": d["kernels"],
                 "memcpys": d["memcpys"],
                 "memsets": d["memsets"],
+                "comm_ms": _ms(d["comm_ns"]),
+                "compute_ms": _ms(d["compute_ns"]),
             }
             for d in devices
         ],
-        "ops_without_launch_record": analysis["ops_without_launch"],
+        "ops_without_launch_record": ops_without_launch,
+        # collective kernels (NCCL, ...) apart from the rest: the union of
+        # each class's intervals, so overlap counts in both
+        "comm_ms": _ms(total["comm_ns"]),
+        "compute_ms": _ms(total["compute_ns"]),
+        "comm_pct": _pct(total["comm_ns"], span),
     }
 
 
-def _stream_section(analysis: dict[str, Any], thresholds_us) -> list[dict[str, Any]]:
+def _stream_section(streams: list[dict[str, Any]], thresholds_us) -> list[dict[str, Any]]:
     return [
         {
             "device": s["device"],
@@ -103,11 +113,11 @@ def _stream_section(analysis: dict[str, Any], thresholds_us) -> list[dict[str, A
             "memsets": s["memsets"],
             "gaps": shape_gaps(s["gaps"], thresholds_us, s["busy_ns"]),
         }
-        for s in analysis["streams"]
+        for s in streams
     ]
 
 
-def _worst_gaps(analysis: dict[str, Any], step_names: dict[int, str]) -> list[dict[str, Any]]:
+def _worst_gaps(worst: list[dict[str, Any]], step_names: dict[int, str]) -> list[dict[str, Any]]:
     return [
         {
             "duration_us": _us(g["duration_ns"]),
@@ -120,46 +130,30 @@ def _worst_gaps(analysis: dict[str, Any], step_names: dict[int, str]) -> list[di
             "before": g["before"],
             "start_ns": g["start_ns"],
         }
-        for g in analysis["worst_gaps"]
+        for g in worst
     ]
 
 
 def _r(value: float | None, digits: int = 2) -> float | None:
+    value = finite(value)
     return None if value is None else round(value, digits)
 
 
 def _figures(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Span and busy-time figures of one window (the loop, a step, a range).
-
-    Without busy intervals (counters-only mode: no traced ops) the busy-time
-    figures are estimated from the span ones and GR active (the share of
-    time the GPU was doing any work): value_busy = value_span * 100 / gr."""
-    if metrics is None:
+    """Span and busy-time figures of one window (the loop, a step), as the
+    model has them (busy estimated from GR active where no op ran), or None
+    when no sample covered it."""
+    if metrics is None or not metrics["span"]["samples"]:
         return None
-    span, busy = metrics["span"], metrics["busy"]
-    if not span["samples"]:
-        return None
-    busy_from = "ops"
-    if not busy["samples"]:
-        gr = span["gr_active_pct"]
-        busy_from = "gr_active" if gr else None
-        estimated = {}
-        for key, value in span.items():
-            if not isinstance(value, float) or key in ("samples", "covered_ns", "window_ns"):
-                estimated[key] = value
-            elif not gr:
-                estimated[key] = None
-            else:
-                scaled = value * 100.0 / gr
-                estimated[key] = min(scaled, 100.0) if key.endswith("_pct") else scaled
-        busy = estimated
-    return {"span": span, "busy": busy, "busy_from": busy_from,
+    span = metrics["span"]
+    return {"span": span, "busy": metrics["busy"], "busy_from": metrics["busy_from"],
             "window_ns": span["window_ns"], "covered_ns": span["covered_ns"]}
 
 
 def _bytes(gbps: float | None, covered_ns: int) -> int | None:
     """GB/s (bytes per ns) over the covered time -> bytes."""
-    return None if gbps is None else int(round(gbps * covered_ns))
+    total = finite(None if gbps is None else gbps * covered_ns)
+    return None if total is None else int(round(total))
 
 
 def _sm_dram(fig: dict[str, Any] | None, info: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -257,223 +251,143 @@ def _window_figures(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _steps(ranges, gpu: bool, thresholds_us, syncs_per_step: dict[int, int] | None = None
-           ) -> list[dict[str, Any]]:
+class Summary(dict):
+    """The summary: a plain dict (JSON-serialisable, compares as a dict) that
+    also renders as HTML in a notebook, and whose IPython text form is one
+    line (print() and repr() still show the whole dict)."""
+
+    def _repr_html_(self) -> str:
+        return render(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(short_text(self))
+
+
+class RangeSteps(NamedTuple):
+    """Ranges chosen to act as steps (see _range_steps): their indices in
+    step order, and the step names to show."""
+
+    ranges: Sequence[int]
+    names: Sequence[str]
+
+
+def _steps(model_steps: list[dict[str, Any]], gpu: bool, thresholds_us, syncs_watched: bool,
+           names: Sequence[str] | None = None) -> list[dict[str, Any]]:
     steps = []
-    for r in ranges:
-        if r is None or r["step"] is None:
-            continue
+    for r in model_steps:
         step = {
-            "index": r["step"],
-            "name": r["name"],
+            "index": r["index"],
+            "name": names[r["index"]] if names is not None else r["name"],
             "host_ms": _ms(r["end_ns"] - r["start_ns"]),
             "gpu_ms": _ms(r["busy_ns"]) if gpu else None,
             "gpu_span_ms": _ms(r["last_ns"] - r["first_ns"]) if gpu else None,
             "kernels": r["kernels"] if gpu else None,
             "memcpys": r["memcpys"] if gpu else None,
             "gaps": shape_gaps(r["gaps"], thresholds_us, r["busy_ns"]) if gpu else None,
-            "syncs": None if syncs_per_step is None else syncs_per_step.get(r["step"], 0),
+            "syncs": r["syncs"] if syncs_watched else None,
         }
         step.update(_window_figures(r))
         step["verdict"] = diagnose_step(step) if gpu or step["samples"] else None
+        step["comm_ms"] = _ms(r["comm_ns"]) if gpu else None
+        step["compute_ms"] = _ms(r["compute_ns"]) if gpu else None
         steps.append(step)
     return steps
 
 
-class _StepTimes:
-    """Finds the step running at a time on any thread (for ranges with no
-    parent, e.g. backward hooks on autograd's thread)."""
-
-    def __init__(self, records) -> None:
-        steps = sorted((r[3], r[4], r[0]) for r in records if r[2] is not None)
-        self.starts = [s[0] for s in steps]
-        self.steps = steps
-        self.max_end = []  # running maximum of the ends: where to stop looking back
-        end = 0
-        for s in steps:
-            end = max(end, s[1])
-            self.max_end.append(end)
-
-    def at(self, t: int) -> str | None:
-        """The name of the latest-begun step with start <= t <= end, or None."""
-        i = bisect.bisect_right(self.starts, t) - 1
-        while i >= 0 and self.max_end[i] >= t:
-            if self.steps[i][1] >= t:
-                return self.steps[i][2]
-            i -= 1
-        return None
-
-
-def group_ranges(records) -> tuple[list[int], list[dict[str, Any]]]:
-    """Aggregates range records by name, over steps.
-
-    records: [(name, parent, step, start_ns, end_ns)] in the order the ranges
-    began (Capture.range_records()).  A range's key is its name without the
-    "<step name>/" prefix of the step that encloses it: found through its
-    parents, or for a range with no parent (another thread's, e.g. a
-    backward hook on autograd's thread) the step running when it began.
-    A leading "Step_3/" also counts as that prefix under a step named
-    "Denoise_Step_3" (seed-style NVTX names).
-    Returns (group_of, groups): group_of[i] is the group of record i (-1 for
-    steps); groups, in order of first use, are {name, parent (group index,
-    -1 at the top or under a step), depth, step_prefixed}; a name's parent
-    is the one it had the first time."""
-    steps = _StepTimes(records)
-    index: dict[str, int] = {}
-    groups: list[dict[str, Any]] = []
-    group_of: list[int] = []
-    context: list[tuple[str | None, int]] = []  # per record: (enclosing step name, group)
-    for i, (name, parent, step, start, _end) in enumerate(records):
-        if step is not None:
-            context.append((name, -1))
-            group_of.append(-1)
-            continue
-        if 0 <= parent < i:
-            step_name, parent_group = context[parent]
-        else:
-            step_name, parent_group = steps.at(start), -1
-        key, prefixed = name, False
-        head, slash, rest = name.partition("/")
-        # "<step>/Layer_0", or seed style: "Step_3/Layer_0" under "Denoise_Step_3"
-        if step_name is not None and slash and rest and (
-                head == step_name or step_name.endswith("_" + head)):
-            key, prefixed = rest, True
-        g = index.get(key)
-        if g is None:
-            g = index[key] = len(groups)
-            depth = groups[parent_group]["depth"] + 1 if parent_group >= 0 else 0
-            groups.append({"name": key, "parent": parent_group, "depth": depth,
-                           "step_prefixed": prefixed})
-        elif prefixed:
-            groups[g]["step_prefixed"] = True
-        context.append((step_name, g))
-        group_of.append(g)
-    return group_of, groups
-
-
-def _ranges(records, group_of, groups, group_lines, gpu: bool, thresholds_us,
-            range_dicts) -> list[dict[str, Any]]:
-    """Plain (non-step) ranges aggregated by name over steps, in order of
-    first use; `parent` names the enclosing range's entry (None at the top or
-    directly under a step).  GPU figures are those of the kernels launched
-    inside any of the name's ranges, each counted once; gpu_span_ms sums
-    each range's first-kernel-start to last-kernel-end."""
-    host_ns = [0] * len(groups)
-    count = [0] * len(groups)
-    for (_name, _parent, _step, start, end), g in zip(records, group_of):
-        if g >= 0:
-            count[g] += 1
-            host_ns[g] += end - start
+def _ranges(groups: list[dict[str, Any]], gpu: bool, thresholds_us) -> list[dict[str, Any]]:
+    """Plain (non-step) ranges aggregated by name over steps (the model's
+    range groups), in order of first use; `parent` names the enclosing
+    range's entry (None at the top or directly under a step).  GPU figures
+    are those of the kernels launched inside any of the name's ranges, each
+    counted once; gpu_span_ms sums each range's first-kernel-start to
+    last-kernel-end; counter figures average the name's ranges, each
+    weighted by the sample time it covered."""
     out = []
-    for g, group in enumerate(groups):
-        line = group_lines[g] if gpu else None
-        out.append({
-            "name": group["name"],
-            "count": count[g],
-            "host_ms": _ms(host_ns[g]),
-            "gpu_ms": _ms(line["busy_ns"]) if gpu else None,
-            "kernels": line["kernels"] if gpu else None,
-            "sm_active_pct": None,
-            "dram_pct": None,
-            "sm_active_busy_pct": None,
-            "dram_busy_pct": None,
-            "gr_active_pct": None,
-            "samples": 0,
-            "_weights": {},
-            "gpu_span_ms": _ms(line["span_ns"]) if gpu else None,
-            "memcpys": line["memcpys"] if gpu else None,
-            "memsets": line["memsets"] if gpu else None,
-            "gaps": shape_gaps(line["gaps"], thresholds_us, line["busy_ns"]) if gpu else None,
-            "parent": groups[group["parent"]]["name"] if group["parent"] >= 0 else None,
-            "depth": group["depth"],
-            "step_prefixed": group["step_prefixed"],
+    for g in groups:
+        m = g["metrics"]
+        entry = {
+            "name": g["name"],
+            "count": g["count"],
+            "host_ms": _ms(g["host_ns"]),
+            "gpu_ms": _ms(g["busy_ns"]) if gpu else None,
+            "kernels": g["kernels"] if gpu else None,
+        }
+        for key, (window, name) in _RANGE_FIGURES.items():
+            entry[key] = _r(m[window][name]) if m else None
+        entry["samples"] = m["samples"] if m else 0
+        entry.update({
+            "gpu_span_ms": _ms(g["span_ns"]) if gpu else None,
+            "memcpys": g["memcpys"] if gpu else None,
+            "memsets": g["memsets"] if gpu else None,
+            "gaps": shape_gaps(g["gaps"], thresholds_us, g["busy_ns"]) if gpu else None,
+            "parent": groups[g["parent"]]["name"] if g["parent"] >= 0 else None,
+            "depth": g["depth"],
+            "step_prefixed": g["step_prefixed"],
+            "comm_ms": _ms(g["comm_ns"]) if gpu else None,
+            "compute_ms": _ms(g["compute_ns"]) if gpu else None,
         })
-    # Counter averages per name, each instance weighted by the sample time it
-    # covered (range dicts are complete only when counters were sampled).
-    for r, g in zip(range_dicts, group_of):
-        if r is not None and g >= 0 and r.get("metrics"):
-            _add_weighted(out[g], r)
-    for entry in out:
-        entry.pop("_weights")
+        out.append(entry)
     return out
 
 
 _RANGE_FIGURES = {
     "sm_active_pct": ("span", "sm_active_pct"),
-    "sm_active_busy_pct": ("busy", "sm_active_pct"),
     "dram_pct": ("span", "dram_throughput_pct"),
+    "sm_active_busy_pct": ("busy", "sm_active_pct"),
     "dram_busy_pct": ("busy", "dram_throughput_pct"),
     "gr_active_pct": ("span", "gr_active_pct"),
 }
 
 
-def _add_weighted(entry: dict[str, Any], r: dict[str, Any]) -> None:
-    """Folds one instance of a range into its name's averages, each instance
-    weighted by the sample time it covered (span or busy)."""
-    fig = _figures(r.get("metrics"))
-    if fig is None:
-        return
-    entry["samples"] += fig["span"]["samples"]
-    weights = entry["_weights"]
-    for key, (window, name) in _RANGE_FIGURES.items():
-        value = fig[window][name]
-        if value is None:
-            continue
-        covered = r["metrics"][window]["covered_ns"] or fig["covered_ns"]
-        total, weight = weights.get(key, (0.0, 0))
-        weights[key] = (total + value * covered, weight + covered)
-        entry[key] = round(weights[key][0] / weights[key][1], 2) if weights[key][1] else None
-
-
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
-                  source: str | None = None, resolver=None) -> dict[str, Any]:
-    """source: where the records came from when not a live profile ("kineto",
-    "nsys"); resolver: how call stacks become sync sites (see _syncs)."""
+                  steps: RangeSteps | None = None, source: str | None = None,
+                  resolver=None) -> dict[str, Any]:
+    """The summary of a finished profile's capture (None when stopping it
+    failed).  `steps`: ranges that act as the steps instead of the live
+    ones; every figure is then computed for them as for live steps.
+    `source`: where the records came from when not a live profile
+    ("kineto", "nsys"); `resolver`: how call stacks become sync sites."""
     t0 = time.perf_counter_ns()
+    non_finite = start_count()
     if capture is None:
         info: dict[str, Any] = {"traced": False, "injected": False, "ops": 0}
-        analysis = None
-        records, group_of, groups = [], [], []
+        model = None
         reason = stop_error or "the profile did not stop cleanly"
     else:
         info = capture.info()
-        records = capture.range_records()
-        group_of, groups = group_ranges(records)
-        # per-range dicts for the steps only (the other ranges come by group),
-        # unless counters were sampled: their averages are folded per name
-        analysis = capture.analyze(*thresholds_us, groups=group_of,
-                                   plain_ranges=bool(info.get("sampled") or info.get("samples_injected")))
+        model = capture.model(*thresholds_us, steps=None if steps is None else steps.ranges)
         reason = state.get("reason") or info["reason"]
     gpu = bool(info["traced"] or info["injected"])
+    # Syncs are measured when the callbacks watched them, or in tests when
+    # fake API calls went through the switchboard (not merely fake kernels).
+    watched = bool(info.get("watched_syncs") or info.get("calls_injected"))
+    model_steps = model.steps() if model is not None else []
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
     summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))
     summary["gpu_error"] = None if gpu else reason
     summary["cupti_note"] = info.get("note")
     summary["host_ms"] = _ms(host_ns)
-    ranges = analysis["ranges"] if analysis else []
-    step_names = {r["step"]: r["name"] for r in ranges if r is not None and r["step"] is not None}
-    if gpu and analysis is not None:
-        total = analysis["total"]
+    step_list = _steps(model_steps, gpu, thresholds_us, watched and model is not None,
+                       None if steps is None else steps.names)
+    step_names = {s["index"]: s["name"] for s in step_list}
+    if gpu and model is not None:
+        total = model.total()
         summary["gaps"] = shape_gaps(total["gaps"], thresholds_us, total["busy_ns"])
-        summary["gaps"]["histogram"] = _histogram(total["gaps"], analysis["histogram_edges_ns"])
-        summary["gaps"]["worst"] = _worst_gaps(analysis, step_names)
-        summary["gaps"]["per_stream"] = _stream_section(analysis, thresholds_us)
-        summary["gpu"] = _gpu_section(analysis)
+        summary["gaps"]["histogram"] = _histogram(total["gaps"], model.histogram_edges_ns)
+        summary["gaps"]["worst"] = _worst_gaps(model.worst_gaps(10), step_names)
+        summary["gaps"]["per_stream"] = _stream_section(model.streams(), thresholds_us)
+        summary["gpu"] = _gpu_section(total, model.devices(), model.ops_without_launch)
     else:
         summary["gaps"] = None
         summary["gpu"] = None
-    # Syncs are measured when the callbacks watched them, or in tests when
-    # fake API calls went through the switchboard (not merely fake kernels).
-    watched = bool(info.get("watched_syncs") or info.get("calls_injected"))
-    syncs_per_step = None
-    if watched and analysis is not None:
-        summary["syncs"], syncs_per_step = build_syncs(
-            capture.calls(), analysis["waits"], analysis["unknown_copies"], resolver)
+    if watched and model is not None:
+        summary["syncs"] = build_syncs(capture.calls(), model.syncs(), model.unknown_copies,
+                                       resolver)
         summary["syncs_error"] = None
     else:
         summary["syncs"] = None
         summary["syncs_error"] = (state or {}).get("syncs_reason") or info.get("syncs_reason") or reason
-    whole = _figures(analysis.get("metrics")) if analysis else None
+    whole = _figures(model.metrics()) if model is not None else None
     summary["sm"], summary["dram"], summary["pcie"] = _sm_dram(whole, info)
     summary["metrics"] = _metrics_section(info) if capture is not None else None
     if summary["sm"] is not None:
@@ -483,14 +397,13 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     else:
         summary["metrics_error"] = ((state or {}).get("metrics_reason") or info.get("metrics_reason")
                                     or reason)
-    summary["steps"] = _steps(ranges, gpu, thresholds_us, syncs_per_step)
-    summary["ranges"] = _ranges(records, group_of, groups,
-                                analysis["groups"] if analysis else [], gpu, thresholds_us,
-                                ranges)
+    summary["steps"] = step_list
+    summary["ranges"] = _ranges(model.groups() if model is not None else [], gpu, thresholds_us)
     summary["diagnosis"] = diagnose(summary)
+    summary["non_finite_note"] = note(non_finite[0])
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
     summary["overhead"] = {
-        "records": info.get("ops", 0) + info.get("apis", 0) + info.get("syncs", 0)
+        "records": info.get("ops", 0) + info.get("apis", 0) + info.get("sync_records", 0)
         + info.get("calls", 0),
         "ranges": info.get("ranges", 0),
         "buffer_mb": round(info.get("buffer_bytes", 0) / (1 << 20), 2),
@@ -502,6 +415,8 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         "range_mismatches": info.get("range_mismatches", 0),
         "ranges_left_open": info.get("ranges_left_open", 0),
         "instrument_mismatches": state.get("instrument_mismatches", 0),
+        # launch and sync records that began after the profile stopped: not this loop's
+        "records_after_stop": model.ignored_records if model is not None else 0,
     }
     summary["overhead"]["summary_ms"] = _ms(time.perf_counter_ns() - t0)
     return summary

@@ -18,6 +18,8 @@ import sysconfig
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ._names import display_path
+
 KINDS = (
     "item", "print", "cpu", "tolist", "numpy", "bool", "nonzero",
     "synchronize", "stream_sync", "event_sync", "memcpy", "other",
@@ -175,7 +177,7 @@ def _call_kind(node: ast.AST | None, parent: ast.AST | None) -> str | None:
     return None
 
 
-def _truth_test(node: ast.AST | None) -> ast.AST | None:
+def _truth_test(node: ast.AST | None) -> ast.expr | None:
     """The tested expression when the instruction's position is the whole
     truth test (3.11 gives `if x:` the position of the statement, 3.12 gives
     `x and y` and `not x` that of the expression): `x`."""
@@ -251,7 +253,8 @@ class Resolver:
         tested = _truth_test(node) if kind == "bool" else None
         if tested is not None:  # show the tested expression, not the whole statement
             call_frame = Frame(user.file, user.function, user.first_line, tested.lineno,
-                               tested.end_lineno, tested.col_offset, tested.end_col_offset)
+                               tested.end_lineno or tested.lineno, tested.col_offset,
+                               tested.end_col_offset or tested.col_offset)
         return Site(user.file, user.line if user.line > 0 else None, user.function, code or None,
                     self._sources.segment(call_frame), kind)
 
@@ -268,16 +271,6 @@ def _step_span(steps: list[int]) -> str:
     return ", ".join(parts)
 
 
-def display_path(file: str | None) -> str:
-    if not file:
-        return "<no Python frame>"
-    try:
-        rel = os.path.relpath(file)
-    except ValueError:
-        return file
-    return file if rel.startswith("..") else rel
-
-
 def format_site(site: dict[str, Any]) -> str:
     """`denoise.py:42 in step(): x.item()  [item] x10, blocked 1.3 ms, steps 0-9`."""
     if site.get("file") is None:
@@ -291,17 +284,17 @@ def format_site(site: dict[str, Any]) -> str:
     return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
 
 
-def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies: int,
-                resolver: Resolver | None = None) -> tuple[dict[str, Any], dict[int, int]]:
-    """(summary["syncs"], {step index: sync count}); resolver: how stacks
-    become sites (a trace file's stacks need their own, see _analyze)."""
+def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int,
+                resolver: Resolver | None = None) -> dict[str, Any]:
+    """summary["syncs"] from the model's syncs (Model.syncs()): their sites;
+    resolver: how stacks become sites (a trace file's need their own, see
+    _analyze)."""
     resolver = resolver or Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
-    per_step: dict[int, int] = {}
     by_kind: dict[str, int] = {}
     blocked_ns = 0
     in_steps = 0
-    for start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids in sorted(waits):
+    for start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids in sorted(syncs):
         first = calls[call_ids[0]]
         site = resolver.site(first)
         key = (site.file, site.line, site.function, site.kind, site.call,
@@ -325,17 +318,16 @@ def build_syncs(calls: list[dict[str, Any]], waits: list[tuple], unknown_copies:
         blocked_ns += blocked
         if step is not None:
             in_steps += 1
-            per_step[step] = per_step.get(step, 0) + 1
     ordered = sorted(sites.values(), key=lambda s: (-s["blocked_ms"], -s["count"], s["first_ns"]))
     for s in ordered:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
         s["steps"].sort()
     return {
-        "count": len(waits),
+        "count": len(syncs),
         "blocked_ms": round(blocked_ns / 1e6, 6),
         "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
         "sites": ordered,
         "in_steps": in_steps,
-        "outside_steps": len(waits) - in_steps,
+        "outside_steps": len(syncs) - in_steps,
         "unjudged_async_copies": unknown_copies,
-    }, per_step
+    }

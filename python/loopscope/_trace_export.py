@@ -9,119 +9,104 @@ profile's start):
 - one process per GPU: its kernels, memcpys and memsets, one track per
   stream, and a "gaps" track with every gap above the normal threshold
   (category gap, named with its class and length);
-- flow arrows from each launch call to the op it launched.
-SM/DRAM counter tracks come with PM sampling (not collected yet)."""
+- flow arrows from each launch call to the op it launched;
+- on rank 0 of a gathered torch.distributed profile, one process per other
+  rank with its steps on this clock (aligned, see _ranks.py).
+SM/DRAM counter tracks come with PM sampling (not collected yet).
+
+The events of the records themselves are written by the C core from the
+analysed model (Model.write_trace_events), in pieces: a trace of millions of
+ops costs no Python object per op.
+
+pid and tid are small ints, as Chrome's format wants, whatever the ids they
+stand for (device and stream ids are any 32-bit values): the host is pid 1,
+GPUs are pids 100, 101, ... in order of their ids; on the host, tid 1 is the
+launch calls' lane, tid 2 the sync records', range threads follow from 3;
+a GPU's streams are numbered from 1 and its gaps lane is tid 0; the real ids
+are in the process and thread names."""
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Callable
 
-from ._html import merge_intervals
+from ._names import demangled_name, kernel_name
+from ._ranks_view import rank_trace_events
 
 HOST_PID = 1
 GPU_PID = 100
 
 
-def _us(ns: int, t0: int) -> float:
-    return round((ns - t0) / 1000.0, 3)
+API_LANE, SYNC_LANE, GAP_LANE = "CUDA API", "host syncs", "gaps"
+LANE_TIDS = (1, 2, 0)  # the API lane, the sync-record lane, each GPU's gaps lane
 
 
-def _merged_gaps(ops: list[tuple], normal_ns: float) -> list[tuple[int, int, int]]:
-    """(device, start_ns, end_ns) of the idle intervals between merged busy
-    intervals, per device, longer than `normal_ns`."""
-    by_device: dict[int, list[tuple[int, int]]] = {}
-    for o in ops:
-        by_device.setdefault(o[3], []).append((o[1], o[2]))
-    gaps = []
-    for device, intervals in by_device.items():
-        busy = merge_intervals(intervals)
-        gaps += [(device, end, start) for (_, end), (start, _) in zip(busy, busy[1:])
-                 if start - end >= normal_ns]
-    return gaps
-
-
-def trace_events(profiles: list[Any]) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    captured = [p for p in profiles if p._capture is not None]
-    if not captured:
-        return events
-    # time 0: the first profile's start, or an earlier record (injected
-    # test records keep their own time line)
-    t0 = min(min([p._capture.info()["start_ns"]] + [o[1] for o in p._capture.ops()])
-             for p in captured)
-    threads: dict[int, int] = {}
-    devices: dict[int, str | None] = {}
-    streams: set[tuple[int, int]] = set()
-    events.append({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}})
-    for n, prof in enumerate(captured):
-        capture = prof._capture
-        summary = prof.summary()
-        normal_ns, severe_ns = (v * 1000 for v in prof._thresholds)
-        for d in (summary["gpu"] or {}).get("devices", []):
-            devices[d["id"]] = d["name"]
-        analysis = capture.analyze(*prof._thresholds)
-        for r in analysis["ranges"]:
-            tid = threads.setdefault(r["thread"], len(threads) + 1)
-            is_step = r["step"] is not None
-            events.append({
-                "ph": "X", "pid": HOST_PID, "tid": tid, "name": r["name"] or "?",
-                "cat": "step" if is_step else "range", "ts": _us(r["start_ns"], t0),
-                "dur": _us(r["end_ns"], r["start_ns"]),
-                "args": {"step": r["step"], "kernels": r["kernels"], "profile": n}
-                if is_step else {"kernels": r["kernels"], "profile": n},
-            })
-        ops = capture.ops()
-        apis = capture.apis()
-        called = {a[2] for a in apis}
-        launched = set()
-        for kind, start, end, device, stream, corr, name, nbytes in ops:
-            streams.add((device, stream))
-            args: dict[str, Any] = {"correlation": corr}
-            if nbytes:
-                args["bytes"] = nbytes
-            events.append({"ph": "X", "pid": GPU_PID + device, "tid": stream,
-                           "name": name or kind, "cat": kind, "ts": _us(start, t0),
-                           "dur": _us(end, start), "args": args})
-            if corr in called:  # an arrow only where both ends exist
-                launched.add(corr)
-                events.append({"ph": "f", "bp": "e", "pid": GPU_PID + device, "tid": stream,
-                               "name": "launch", "cat": "launch", "id": corr,
-                               "ts": _us(start, t0)})
-        for start, end, corr, thread, _cbid, _domain in apis:
-            events.append({"ph": "X", "pid": HOST_PID, "tid": "CUDA API", "name": "launch",
-                           "cat": "api", "ts": _us(start, t0), "dur": _us(end, start),
-                           "args": {"correlation": corr, "thread": thread}})
-            if corr in launched:
-                events.append({"ph": "s", "pid": HOST_PID, "tid": "CUDA API", "name": "launch",
-                               "cat": "launch", "id": corr, "ts": _us(start, t0)})
-        for start, end, stream, _corr, _type in capture.syncs():
-            events.append({"ph": "X", "pid": HOST_PID, "tid": "host syncs",
-                           "name": f"sync (stream {stream})", "cat": "sync",
-                           "ts": _us(start, t0), "dur": _us(end, start)})
-        for device, start, end in _merged_gaps(ops, normal_ns) if ops else []:
-            length = end - start
-            severe = length > severe_ns
-            events.append({
-                "ph": "X", "pid": GPU_PID + device, "tid": "gaps",
-                "name": f"{'SEVERE' if severe else 'warning'} gap {length / 1000:.1f} us",
-                "cat": "gap", "cname": "terrible" if severe else "bad",
-                "ts": _us(start, t0), "dur": _us(end, start),
-            })
-    for device, name in sorted(devices.items()):
-        events.append({"ph": "M", "name": "process_name", "pid": GPU_PID + device,
+def _metadata(devices: dict[int, str | None], gpu_pids: dict[int, int],
+              stream_tids: dict[tuple[int, int], int],
+              threads: dict[int | str, int]) -> list[dict[str, Any]]:
+    """Names of the GPU processes, streams, lanes and host threads."""
+    events = []
+    for device, pid in gpu_pids.items():
+        name = devices.get(device)
+        events.append({"ph": "M", "name": "process_name", "pid": pid,
                        "args": {"name": f"GPU {device}" + (f" {name}" if name else "")}})
-    for device, stream in sorted(streams):
-        if device not in devices:
-            events.append({"ph": "M", "name": "process_name", "pid": GPU_PID + device,
-                           "args": {"name": f"GPU {device}"}})
-            devices[device] = None
-        events.append({"ph": "M", "name": "thread_name", "pid": GPU_PID + device, "tid": stream,
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": LANE_TIDS[2],
+                       "args": {"name": GAP_LANE}})
+    for (device, stream), tid in stream_tids.items():
+        events.append({"ph": "M", "name": "thread_name", "pid": gpu_pids[device], "tid": tid,
                        "args": {"name": f"stream {stream}"}})
     for thread, tid in threads.items():
         events.append({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": tid,
-                       "args": {"name": f"thread {thread}"}})
+                       "args": {"name": thread if isinstance(thread, str) else f"thread {thread}"}})
     return events
+
+
+def _op_name(raw: str) -> tuple[str, str | None, str | None]:
+    """An op's event name (its short name, see _names) and its whole name in
+    the args: the demangled signature and the raw mangled name, where they
+    differ from what is shown."""
+    short = kernel_name(raw) or raw
+    full = demangled_name(raw)
+    return (short, full if full and full != short else None,
+            raw if full and raw != full else None)
+
+
+def write_trace_events(profiles: list[Any], write: Callable[[str], Any]) -> None:
+    """Writes the events of finished profiles as the inside of a JSON array.
+    The events of ranges, ops, launch calls, sync records and gaps come from
+    the C core (Model.write_trace_events): no Python loop per record."""
+    write(json.dumps({"ph": "M", "name": "process_name", "pid": HOST_PID,
+                      "args": {"name": "host"}}, separators=(",", ":")))
+    captured = [p for p in profiles if p.capture is not None]
+    if not captured:
+        return
+    # time 0: the first profile's start, or an earlier op (injected test
+    # records keep their own time line)
+    t0 = min(min([p.capture.info()["start_ns"]]
+                 + ([p.model.total()["first_ns"]] if p.model.op_count else []))
+             for p in captured)
+    # the host's lanes first, so range threads number from 3 (C adds them)
+    threads: dict[int | str, int] = {API_LANE: LANE_TIDS[0], SYNC_LANE: LANE_TIDS[1]}
+    devices: dict[int, str | None] = {}
+    streams: set[tuple[int, int]] = set()
+    for prof in captured:
+        for d in (prof.summary()["gpu"] or {}).get("devices", []):
+            devices[d["id"]] = d["name"]
+        streams.update((s["device"], s["stream"]) for s in prof.model.streams())
+    gpu_pids = {device: GPU_PID + k
+                for k, device in enumerate(sorted({d for d, _ in streams} | set(devices)))}
+    stream_tids: dict[tuple[int, int], int] = {}
+    for device, stream in sorted(streams):
+        stream_tids[device, stream] = 1 + sum(d == device for d, _ in stream_tids)
+    for n, prof in enumerate(captured):
+        # torch.distributed, rank 0: the other ranks' steps
+        for event in rank_trace_events(prof.summary(), t0, n):
+            write("," + json.dumps(event, separators=(",", ":")))
+        prof.model.write_trace_events(write, t0, n, threads, HOST_PID, GPU_PID, names=_op_name,
+                                      gpu_pids=gpu_pids, stream_tids=stream_tids,
+                                      lanes=LANE_TIDS)
+    for event in _metadata(devices, gpu_pids, stream_tids, threads):
+        write("," + json.dumps(event, separators=(",", ":")))
 
 
 def export_trace(profiles: list[Any], path: str | os.PathLike) -> str:
@@ -129,15 +114,14 @@ def export_trace(profiles: list[Any], path: str | os.PathLike) -> str:
     for prof in profiles:
         prof._require_finished()
     summaries = [p.summary() for p in profiles]
-    data = {
-        "traceEvents": trace_events(profiles),
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "producer": "loopscope",
-            "verdicts": [s["diagnosis"]["verdict"] for s in summaries],
-            "sources": [s["source"] for s in summaries],
-        },
+    other = {
+        "producer": "loopscope",
+        "verdicts": [s["diagnosis"]["verdict"] for s in summaries],
+        "sources": [s["source"] for s in summaries],
     }
-    with open(path, "w") as f:
-        json.dump(data, f, separators=(",", ":"))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"traceEvents":[')
+        write_trace_events(profiles, f.write)
+        f.write('],"displayTimeUnit":"ms","otherData":' + json.dumps(other, separators=(",", ":"))
+                + "}")
     return str(path)

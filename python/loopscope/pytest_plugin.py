@@ -53,7 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "loopscope(max_syncs=, max_sync_blocked_ms=, max_severe_gaps=, max_gap_us=, "
-        "max_idle_pct=, min_busy_pct=, min_sm_active_pct=, steps='Step_*', profile={}): "
+        "max_idle_pct=, min_busy_pct=, min_sm_active_pct=, max_rank_skew_us=, steps='Step_*', "
+        "profile={}): "
         "profile the test with loopscope and fail it when a budget is exceeded",
     )
     config.stash[_RESULTS] = {}
@@ -77,6 +78,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _parse_marker(marker) -> tuple[dict[str, float], str | None, dict[str, Any]]:
     from ._budgets import BUDGETS, BudgetError, check_budgets
+    from ._profile import Profile
 
     if marker is None:
         return {}, None, {}
@@ -99,6 +101,10 @@ def _parse_marker(marker) -> tuple[dict[str, float], str | None, dict[str, Any]]
     except BudgetError as error:
         raise pytest.UsageError(f"@pytest.mark.loopscope: {error}; options: "
                                 f"{', '.join(OPTIONS)}") from None
+    try:  # the profile's own checks, before any test runs
+        Profile(**options)
+    except (TypeError, ValueError) as error:
+        raise pytest.UsageError(f"@pytest.mark.loopscope: profile={options!r}: {error}") from None
     return budgets, steps, options
 
 
@@ -109,12 +115,11 @@ class _ProfiledTest:
         self.prof = prof
         self.budgets = budgets
         self.steps = steps
-        self.verdict = None
+        self.verdict: Any = None  # a _budgets.Verdict once checked
         self.summary: dict[str, Any] | None = None
 
     def stop(self) -> None:
-        if self.prof._state is not None and self.prof._capture is None \
-                and self.prof._stop_error is None:
+        if self.prof.is_running:
             self.prof.__exit__(None, None, None)
 
     def final_summary(self) -> dict[str, Any]:
@@ -124,12 +129,13 @@ class _ProfiledTest:
             import fnmatch
 
             summary = self.prof.summary()
-            if self.steps is not None and not any(
-                    fnmatch.fnmatchcase(s["name"], self.steps) for s in summary["steps"]):
+            pattern = self.steps
+            if pattern is not None and not any(
+                    fnmatch.fnmatchcase(s["name"], pattern) for s in summary["steps"]):
                 from ._range_steps import summary_with_range_steps
 
                 summary = summary_with_range_steps(
-                    self.prof, lambda name: fnmatch.fnmatchcase(name, self.steps)) or summary
+                    self.prof, lambda name: fnmatch.fnmatchcase(name, pattern)) or summary
             self.summary = summary
         return self.summary
 
@@ -160,7 +166,7 @@ def _profile_class():
         __test__ = False
 
         def summary(self) -> dict[str, Any]:
-            if self._state is not None and self._capture is None and self._stop_error is None:
+            if self.is_running:
                 self.__exit__(None, None, None)
             return super().summary()
 

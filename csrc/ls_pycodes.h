@@ -1,4 +1,4 @@
-/* ls_codes: the Python code objects seen in captured stacks, copied out as
+/* ls_pycodes: the Python code objects seen in captured stacks, copied out as
  * plain UTF-8 strings (file name, qualified function name, first line) the
  * first time each is seen.  A stack then stays readable after its code
  * objects are gone, and nothing holds a reference to them.
@@ -7,8 +7,8 @@
  * table and its string arena are allocated up front, a mutex guards them,
  * and a lookup never allocates.  It only reads immutable fields of code and
  * str objects that the caller's live frames keep alive. */
-#ifndef LS_CODES_H
-#define LS_CODES_H
+#ifndef LS_PYCODES_H
+#define LS_PYCODES_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,22 +23,22 @@
 /* Empties the table and makes room for `max_codes` code objects and
  * `arena_bytes` of strings.  0, or -1 when out of memory.  Call while no
  * callback can run. */
-int ls_codes_reset(size_t max_codes, size_t arena_bytes);
+int ls_pycodes_reset(size_t max_codes, size_t arena_bytes);
 
 /* The id of `code` (a PyCodeObject the caller's frame keeps alive), adding
  * it on first sight; LS_NO_CODE when the table or arena is full (counted). */
-uint32_t ls_codes_intern(PyCodeObject *code);
+uint32_t ls_pycodes_intern(PyCodeObject *code);
 
 /* A borrowed view of the live table (for reading calls while a session
  * runs, with the GIL); valid until the next reset or take. */
-void ls_codes_view(ls_code_table *view);
+void ls_pycodes_view(ls_code_table *view);
 
 /* Moves the table's strings into `out` (the caller frees them with
  * ls_records_clear); the table is empty afterwards.  Call while no callback
  * can run. */
-void ls_codes_take(ls_code_table *out);
+void ls_pycodes_take(ls_code_table *out);
 
 /* Code objects refused because the table was full. */
-uint64_t ls_codes_refused(void);
+uint64_t ls_pycodes_refused(void);
 
 #endif

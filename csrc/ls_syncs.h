@@ -1,4 +1,4 @@
-/* ls_waits: which of the recorded blocking calls (ls_calls) made the host
+/* ls_syncs: which of the recorded blocking calls (ls_calls) made the host
  * wait for the GPU, grouped into syncs as a user sees them, in pure C.
  *
  * A call waited when its class always waits (stream, event, device sync,
@@ -8,9 +8,10 @@
  * thread and the same Python stack with no launch between them: `.item()`
  * is a copy plus a stream sync, one sync; `print(t)` of a CUDA tensor is
  * a dozen syncs with kernels between them.  Each sync gets the time the
- * host was blocked (the union of its calls) and the step it began in. */
-#ifndef LS_WAITS_H
-#define LS_WAITS_H
+ * host was blocked (the union of its calls); its step is left to the model
+ * (ls_attribution, by the thread that waited). */
+#ifndef LS_SYNCS_H
+#define LS_SYNCS_H
 
 #include "ls_records.h"
 
@@ -23,21 +24,21 @@ typedef struct {
     uint64_t thread_id;
     uint32_t first_call;       /* index in records->calls; its stack is the sync's */
     uint32_t call_count;
-    int32_t step;              /* step whose range holds start_ns, -1 if none */
+    int32_t step;              /* set by ls_model (-1 here) */
     uint8_t wait_class;        /* ls_wait_class of the first call */
-} ls_wait;
+} ls_sync;
 
 typedef struct {
-    ls_wait *items;
+    ls_sync *items;
     size_t count;
-    int32_t *wait_of_call;   /* per call: index of its sync, -1 if it did not wait */
+    int32_t *sync_of_call;   /* per call: index of its sync, -1 if it did not wait */
     uint64_t unknown_copies; /* async copies with no activity record: not counted */
-} ls_waits;
+} ls_syncs;
 
 /* Builds the syncs of `r`.  0, or -1 when memory ran out (out is then
- * empty).  Always free `out` with ls_waits_free. */
-int ls_waits_build(const ls_records *r, ls_waits *out);
+ * empty).  Always free `out` with ls_syncs_free. */
+int ls_syncs_build(const ls_records *r, ls_syncs *out);
 
-void ls_waits_free(ls_waits *w);
+void ls_syncs_free(ls_syncs *w);
 
 #endif

@@ -1,5 +1,5 @@
-/* ls_codes: see ls_codes.h. */
-#include "ls_codes.h"
+/* ls_pycodes: see ls_pycodes.h. */
+#include "ls_pycodes.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@ static struct {
     uint64_t refused;
 } table = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-int ls_codes_reset(size_t max_codes, size_t arena_bytes)
+int ls_pycodes_reset(size_t max_codes, size_t arena_bytes)
 {
     size_t slots = 16;
     while (slots < 2 * max_codes)
@@ -103,7 +103,7 @@ static size_t hash_pointer(const void *p)
     return (size_t)x;
 }
 
-uint32_t ls_codes_intern(PyCodeObject *code)
+uint32_t ls_pycodes_intern(PyCodeObject *code)
 {
     PyObject *filename = code->co_filename;
 #if PY_VERSION_HEX >= 0x030B0000
@@ -145,14 +145,14 @@ done:
     return id;
 }
 
-void ls_codes_view(ls_code_table *view)
+void ls_pycodes_view(ls_code_table *view)
 {
     pthread_mutex_lock(&table.lock);
     *view = (ls_code_table){table.infos, table.count, table.arena};
     pthread_mutex_unlock(&table.lock);
 }
 
-void ls_codes_take(ls_code_table *out)
+void ls_pycodes_take(ls_code_table *out)
 {
     pthread_mutex_lock(&table.lock);
     *out = (ls_code_table){table.infos, table.count, table.arena};
@@ -165,7 +165,7 @@ void ls_codes_take(ls_code_table *out)
     pthread_mutex_unlock(&table.lock);
 }
 
-uint64_t ls_codes_refused(void)
+uint64_t ls_pycodes_refused(void)
 {
     pthread_mutex_lock(&table.lock);
     uint64_t n = table.refused;

@@ -1,5 +1,5 @@
-/* ls_waits: see ls_waits.h. */
-#include "ls_waits.h"
+/* ls_syncs: see ls_syncs.h. */
+#include "ls_syncs.h"
 
 #include "ls_cbids.h"
 
@@ -91,50 +91,18 @@ static int continues(const ls_call *last, const ls_call *next)
            same_stack(last, next);
 }
 
-/* Step index whose range holds t (steps sorted by start), -1 if none. */
-static int32_t step_at(const ls_records *r, const uint32_t *steps, size_t n, uint64_t t)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->ranges.items[steps[mid]].start_ns <= t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; i-- > 0;) { /* steps of other threads may overlap: look back */
-        const ls_range *s = &r->ranges.items[steps[i]];
-        if (s->end_ns >= t)
-            return s->step_index;
-        if (lo - i > 8)
-            break;
-    }
-    return -1;
-}
-
-static const ls_range *sort_ranges; /* qsort context, as above */
-
-static int compare_step_start(const void *pa, const void *pb)
-{
-    uint64_t a = sort_ranges[*(const uint32_t *)pa].start_ns;
-    uint64_t b = sort_ranges[*(const uint32_t *)pb].start_ns;
-    return (a > b) - (a < b);
-}
-
-int ls_waits_build(const ls_records *r, ls_waits *out)
+int ls_syncs_build(const ls_records *r, ls_syncs *out)
 {
     memset(out, 0, sizeof *out);
     size_t n = r->calls.count;
     ls_corr_key *keys = malloc((r->ops.count ? r->ops.count : 1) * sizeof *keys);
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
-    uint32_t *steps = malloc((r->ranges.count ? r->ranges.count : 1) * sizeof *steps);
-    out->wait_of_call = malloc((n ? n : 1) * sizeof *out->wait_of_call);
+    out->sync_of_call = malloc((n ? n : 1) * sizeof *out->sync_of_call);
     out->items = malloc((n ? n : 1) * sizeof *out->items);
-    if (!keys || !order || !steps || !out->wait_of_call || !out->items) {
+    if (!keys || !order || !out->sync_of_call || !out->items) {
         free(keys);
         free(order);
-        free(steps);
-        ls_waits_free(out);
+        ls_syncs_free(out);
         return -1;
     }
     size_t copies = 0;
@@ -142,31 +110,25 @@ int ls_waits_build(const ls_records *r, ls_waits *out)
         if (r->ops.items[i].kind == LS_OP_MEMCPY)
             keys[copies++] = (ls_corr_key){r->ops.items[i].correlation_id, (uint32_t)i};
     qsort(keys, copies, sizeof *keys, compare_corr);
-    size_t step_count = 0;
-    for (size_t i = 0; i < r->ranges.count; i++)
-        if (r->ranges.items[i].step_index >= 0)
-            steps[step_count++] = (uint32_t)i;
-    sort_ranges = r->ranges.items;
-    qsort(steps, step_count, sizeof *steps, compare_step_start);
 
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         const ls_call *c = &r->calls.items[i];
-        out->wait_of_call[i] = -1;
+        out->sync_of_call[i] = -1;
         if (waited(c, find_copy(r, keys, copies, c->correlation_id), &out->unknown_copies))
             order[kept++] = (uint32_t)i;
     }
     sort_calls = r->calls.items;
     qsort(order, kept, sizeof *order, compare_thread_time);
 
-    ls_wait *w = NULL;
+    ls_sync *w = NULL;
     const ls_call *last = NULL;
     uint64_t covered_to = 0; /* end of the union so far */
     for (size_t k = 0; k < kept; k++) {
         const ls_call *c = &r->calls.items[order[k]];
         if (w == NULL || !continues(last, c)) {
             w = &out->items[out->count++];
-            *w = (ls_wait){c->enter_ns, c->exit_ns, 0, c->thread_id, order[k], 0, -1,
+            *w = (ls_sync){c->enter_ns, c->exit_ns, 0, c->thread_id, order[k], 0, -1,
                            LS_ROLE_WAIT_CLASS(c->role)};
             covered_to = c->enter_ns;
         }
@@ -177,20 +139,17 @@ int ls_waits_build(const ls_records *r, ls_waits *out)
         if (c->exit_ns > w->end_ns)
             w->end_ns = c->exit_ns;
         w->call_count++;
-        out->wait_of_call[order[k]] = (int32_t)(out->count - 1);
+        out->sync_of_call[order[k]] = (int32_t)(out->count - 1);
         last = c;
     }
-    for (size_t i = 0; i < out->count; i++)
-        out->items[i].step = step_at(r, steps, step_count, out->items[i].start_ns);
     free(keys);
     free(order);
-    free(steps);
     return 0;
 }
 
-void ls_waits_free(ls_waits *w)
+void ls_syncs_free(ls_syncs *w)
 {
     free(w->items);
-    free(w->wait_of_call);
+    free(w->sync_of_call);
     memset(w, 0, sizeof *w);
 }

@@ -1,0 +1,436 @@
+/* ls_attribution: see ls_attribution.h.
+ *
+ * One sweep over the range edges and the points in time order keeps, per
+ * thread, the innermost open range; two max-heaps (lazy deletion) give the
+ * innermost range and the open step that began last over all threads. */
+#include "ls_attribution.h"
+
+#include "ls_names.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Room for n items, at least one (malloc(0) may return NULL). */
+static size_t room_for(size_t n) { return n ? n : 1; }
+
+static int32_t valid_parent(const ls_records *r, size_t i)
+{
+    int32_t p = r->ranges.items[i].parent;
+    return p >= 0 && (size_t)p < i ? p : -1; /* a parent began earlier: guards a cycle */
+}
+
+int ls_attribution_choose_steps(const ls_records *r, const uint32_t *chosen, size_t n,
+                                ls_steps *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t nr = r->ranges.count;
+    out->step_of = malloc(room_for(nr) * sizeof *out->step_of);
+    out->chain_step = malloc(room_for(nr) * sizeof *out->chain_step);
+    if (out->step_of == NULL || out->chain_step == NULL)
+        return -1;
+    for (size_t i = 0; i < nr; i++)
+        out->step_of[i] = -1;
+    if (chosen != NULL) {
+        for (size_t k = 0; k < n; k++) {
+            if (chosen[k] >= nr || out->step_of[chosen[k]] >= 0)
+                return -2;
+            out->step_of[chosen[k]] = (int32_t)k;
+        }
+        out->count = n;
+    } else {
+        for (size_t i = 0; i < nr; i++) {
+            int32_t s = r->ranges.items[i].step_index;
+            out->step_of[i] = s;
+            if (s >= 0 && (size_t)s + 1 > out->count)
+                out->count = (size_t)s + 1;
+        }
+    }
+    out->range_of = malloc(room_for(out->count) * sizeof *out->range_of);
+    if (out->range_of == NULL)
+        return -1;
+    for (size_t s = 0; s < out->count; s++)
+        out->range_of[s] = UINT32_MAX; /* a live step index may be unused */
+    for (size_t i = 0; i < nr; i++) {
+        int32_t s = out->step_of[i];
+        if (s >= 0 && out->range_of[s] == UINT32_MAX)
+            out->range_of[s] = (uint32_t)i;
+        else if (s >= 0)
+            out->step_of[i] = -1; /* a repeated live index: the first range keeps it */
+        int32_t p = valid_parent(r, i);
+        out->chain_step[i] = out->step_of[i] >= 0 ? out->step_of[i]
+                             : p >= 0             ? out->chain_step[p]
+                                                  : -1;
+    }
+    return 0;
+}
+
+void ls_attribution_free_steps(ls_steps *s)
+{
+    free(s->range_of);
+    free(s->step_of);
+    free(s->chain_step);
+    memset(s, 0, sizeof *s);
+}
+
+/* -- the sweep ----------------------------------------------------------- */
+
+enum { EV_START = 0, EV_POINT = 1, EV_END = 2 };
+
+typedef struct {
+    uint64_t t;
+    uint32_t kind;  /* at one time: starts, then points, then ends (ends inclusive) */
+    uint32_t order; /* starts in begin order, ends innermost first */
+    uint32_t index; /* range or point */
+} ls_event;
+
+static int compare_events(const void *pa, const void *pb)
+{
+    const ls_event *a = pa, *b = pb;
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+/* A max-heap of ranges by (start, index): the one that began last on top. */
+typedef struct {
+    uint32_t *items;
+    uint32_t *slot; /* thread slot of each entry */
+    size_t count;
+} ls_heap;
+
+static int later(const ls_records *r, uint32_t a, uint32_t b)
+{
+    uint64_t sa = r->ranges.items[a].start_ns, sb = r->ranges.items[b].start_ns;
+    return sa != sb ? sa > sb : a > b;
+}
+
+static void heap_push(ls_heap *h, const ls_records *r, uint32_t range, uint32_t slot)
+{
+    size_t i = h->count++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!later(r, range, h->items[up]))
+            break;
+        h->items[i] = h->items[up];
+        h->slot[i] = h->slot[up];
+        i = up;
+    }
+    h->items[i] = range;
+    h->slot[i] = slot;
+}
+
+static void heap_pop(ls_heap *h, const ls_records *r)
+{
+    uint32_t range = h->items[--h->count], slot = h->slot[h->count];
+    size_t i = 0;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= h->count)
+            break;
+        if (child + 1 < h->count && later(r, h->items[child + 1], h->items[child]))
+            child++;
+        if (!later(r, h->items[child], range))
+            break;
+        h->items[i] = h->items[child];
+        h->slot[i] = h->slot[child];
+        i = child;
+    }
+    h->items[i] = range;
+    h->slot[i] = slot;
+}
+
+static int compare_u64(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+/* Slot of a thread id in the sorted unique threads[0..n), -1 if absent. */
+static int32_t slot_of(const uint64_t *threads, size_t n, uint64_t thread_id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (threads[mid] < thread_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && threads[lo] == thread_id ? (int32_t)lo : -1;
+}
+
+typedef struct {
+    const ls_records *r;
+    const ls_steps *steps;
+    int32_t *current;   /* per thread slot: innermost open range, -1 */
+    ls_heap ranges;     /* candidates for "innermost open range that began last" */
+    ls_heap open_steps; /* candidates for "open step that began last" */
+} ls_sweep;
+
+/* The innermost open range of a slot changed to `range` (-1: none). */
+static void set_current(ls_sweep *s, uint32_t slot, int32_t range)
+{
+    s->current[slot] = range;
+    if (range < 0)
+        return;
+    heap_push(&s->ranges, s->r, (uint32_t)range, slot);
+    int32_t step = s->steps->chain_step[range];
+    if (step >= 0)
+        heap_push(&s->open_steps, s->r, s->steps->range_of[step], slot);
+}
+
+/* Top of a heap whose entry is still true, or -1 (stale entries dropped). */
+static int32_t top_range(ls_sweep *s)
+{
+    while (s->ranges.count > 0) {
+        uint32_t range = s->ranges.items[0], slot = s->ranges.slot[0];
+        if (s->current[slot] == (int32_t)range)
+            return (int32_t)range;
+        heap_pop(&s->ranges, s->r);
+    }
+    return -1;
+}
+
+static int32_t top_step_range(ls_sweep *s, uint32_t *slot_out)
+{
+    while (s->open_steps.count > 0) {
+        uint32_t range = s->open_steps.items[0], slot = s->open_steps.slot[0];
+        int32_t cur = s->current[slot];
+        if (cur >= 0 && s->steps->chain_step[cur] >= 0 &&
+            s->steps->range_of[s->steps->chain_step[cur]] == range) {
+            *slot_out = slot;
+            return (int32_t)range;
+        }
+        heap_pop(&s->open_steps, s->r);
+    }
+    return -1;
+}
+
+int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_host_point *points,
+                          size_t n, int32_t *range_out, int32_t *step_out)
+{
+    size_t nr = r->ranges.count;
+    size_t ne = 2 * nr + n;
+    ls_event *events = malloc(room_for(ne) * sizeof *events);
+    uint64_t *threads = malloc(room_for(nr) * sizeof *threads);
+    int32_t *slot = malloc(room_for(nr) * sizeof *slot);
+    uint8_t *ended = calloc(room_for(nr), 1);
+    ls_sweep s = {r, steps, malloc(room_for(nr) * sizeof(int32_t)), {0}, {0}};
+    /* each range enters a heap on its start and once more per child's end */
+    s.ranges.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
+    s.ranges.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
+    s.open_steps.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
+    s.open_steps.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
+    int result = -1;
+    if (!events || !threads || !slot || !ended || !s.current || !s.ranges.items ||
+        !s.ranges.slot || !s.open_steps.items || !s.open_steps.slot)
+        goto done;
+
+    for (size_t i = 0; i < nr; i++)
+        threads[i] = r->ranges.items[i].thread_id;
+    qsort(threads, nr, sizeof *threads, compare_u64);
+    size_t nt = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (nt == 0 || threads[nt - 1] != threads[i])
+            threads[nt++] = threads[i];
+    for (size_t k = 0; k < nt; k++)
+        s.current[k] = -1;
+
+    size_t m = 0;
+    for (size_t i = 0; i < nr; i++) {
+        const ls_range *range = &r->ranges.items[i];
+        slot[i] = slot_of(threads, nt, range->thread_id);
+        events[m++] = (ls_event){range->start_ns, EV_START, (uint32_t)i, (uint32_t)i};
+        events[m++] = (ls_event){range->end_ns, EV_END, UINT32_MAX - (uint32_t)i, (uint32_t)i};
+    }
+    for (size_t q = 0; q < n; q++)
+        events[m++] = (ls_event){points[q].t, EV_POINT, (uint32_t)q, (uint32_t)q};
+    qsort(events, m, sizeof *events, compare_events);
+
+    for (size_t e = 0; e < m; e++) {
+        const ls_event *ev = &events[e];
+        if (ev->kind == EV_START) {
+            set_current(&s, (uint32_t)slot[ev->index], (int32_t)ev->index);
+        } else if (ev->kind == EV_END) {
+            uint32_t i = ev->index, k = (uint32_t)slot[i];
+            ended[i] = 1;
+            if (s.current[k] != (int32_t)i)
+                continue; /* a later range of its thread is innermost already */
+            int32_t up = valid_parent(r, i);
+            while (up >= 0 && ended[up])
+                up = valid_parent(r, (size_t)up);
+            set_current(&s, k, up);
+        } else {
+            uint32_t q = ev->index;
+            int32_t k = points[q].thread_id == LS_NO_THREAD
+                            ? -1 : slot_of(threads, nt, points[q].thread_id);
+            int32_t range = k >= 0 ? s.current[k] : -1;
+            int32_t step = range >= 0 ? steps->chain_step[range] : -1;
+            if (step < 0) {
+                uint32_t step_slot = 0;
+                int32_t step_range = top_step_range(&s, &step_slot);
+                if (step_range >= 0) {
+                    step = steps->step_of[step_range];
+                    if (range < 0)
+                        range = s.current[step_slot];
+                }
+            }
+            if (range < 0)
+                range = top_range(&s);
+            range_out[q] = range;
+            step_out[q] = step;
+        }
+    }
+    result = 0;
+done:
+    free(events);
+    free(threads);
+    free(slot);
+    free(ended);
+    free(s.current);
+    free(s.ranges.items);
+    free(s.ranges.slot);
+    free(s.open_steps.items);
+    free(s.open_steps.slot);
+    return result;
+}
+
+/* -- groups -------------------------------------------------------------- */
+
+typedef struct {
+    const char *key;
+    size_t len;
+    uint32_t range;
+} ls_keyed;
+
+static int compare_keyed(const void *pa, const void *pb)
+{
+    const ls_keyed *a = pa, *b = pb;
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->key, b->key, n);
+    if (c != 0)
+        return c;
+    if (a->len != b->len)
+        return a->len < b->len ? -1 : 1;
+    return (a->range > b->range) - (a->range < b->range);
+}
+
+static const char *name_of(const ls_range *range)
+{
+    const char *text = ls_names_text(range->name_id);
+    return text ? text : "";
+}
+
+int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t nr = r->ranges.count;
+    out->group_of = malloc(room_for(nr) * sizeof *out->group_of);
+    out->items = malloc(room_for(nr) * sizeof *out->items);
+    int32_t *context = malloc(room_for(nr) * sizeof *context); /* per range: its step, -1 */
+    ls_host_point *points = calloc(room_for(nr), sizeof *points);
+    uint32_t *asked = malloc(room_for(nr) * sizeof *asked);
+    int32_t *range_at = malloc(room_for(nr) * sizeof *range_at);
+    int32_t *step_at = malloc(room_for(nr) * sizeof *step_at);
+    ls_keyed *keyed = malloc(room_for(nr) * sizeof *keyed);
+    uint32_t *key_offset = malloc(room_for(nr) * sizeof *key_offset);
+    uint8_t *prefixed = malloc(room_for(nr));
+    int32_t *first_of = malloc(room_for(nr) * sizeof *first_of); /* per range: first range of its key */
+    int result = -1;
+    if (!out->group_of || !out->items || !context || !points || !asked || !range_at ||
+        !step_at || !keyed || !key_offset || !prefixed || !first_of)
+        goto done;
+
+    /* The step of a plain range with no parent: the one open on another
+     * thread when it began (the fallback of ls_attribution_points; its own
+     * thread has no range open around it).  Asked in one sweep. */
+    size_t na = 0;
+    for (size_t i = 0; i < nr; i++) {
+        if (steps->step_of[i] < 0 && valid_parent(r, i) < 0) {
+            points[na] = (ls_host_point){r->ranges.items[i].start_ns, LS_NO_THREAD};
+            asked[na++] = (uint32_t)i;
+        }
+    }
+    if (ls_attribution_points(r, steps, points, na, range_at, step_at) != 0)
+        goto done;
+    for (size_t a = 0, i = 0; i < nr; i++) {
+        int32_t p = valid_parent(r, i);
+        if (steps->step_of[i] >= 0)
+            context[i] = steps->step_of[i];
+        else if (p >= 0)
+            context[i] = context[p];
+        else
+            context[i] = a < na && asked[a] == i ? step_at[a++] : -1;
+    }
+
+    size_t nk = 0;
+    for (size_t i = 0; i < nr; i++) {
+        out->group_of[i] = -1;
+        if (steps->step_of[i] >= 0)
+            continue;
+        const char *name = name_of(&r->ranges.items[i]);
+        size_t len = strlen(name), offset = 0;
+        if (context[i] >= 0) {
+            const char *step = name_of(&r->ranges.items[steps->range_of[context[i]]]);
+            size_t sl = strlen(step);
+            const char *slash = memchr(name, '/', len);
+            size_t hl = slash ? (size_t)(slash - name) : 0;
+            if (len > sl + 1 && memcmp(name, step, sl) == 0 && name[sl] == '/')
+                offset = sl + 1;
+            else if (slash && hl > 0 && hl + 1 < len && sl > hl && step[sl - hl - 1] == '_' &&
+                     memcmp(step + sl - hl, name, hl) == 0)
+                offset = hl + 1; /* seed style: "Step_3/Layer_0" under "Denoise_Step_3" */
+        }
+        key_offset[i] = (uint32_t)offset;
+        prefixed[i] = offset > 0;
+        keyed[nk++] = (ls_keyed){name + offset, len - offset, (uint32_t)i};
+    }
+    /* One group per key, numbered in order of first use. */
+    qsort(keyed, nk, sizeof *keyed, compare_keyed);
+    for (size_t k = 0; k < nk; k++) {
+        int same = k > 0 && keyed[k].len == keyed[k - 1].len &&
+                   memcmp(keyed[k].key, keyed[k - 1].key, keyed[k].len) == 0;
+        first_of[keyed[k].range] = same ? first_of[keyed[k - 1].range] : (int32_t)keyed[k].range;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        if (steps->step_of[i] >= 0)
+            continue;
+        const ls_range *range = &r->ranges.items[i];
+        uint32_t first = (uint32_t)first_of[i];
+        if (first == i) {
+            int32_t p = valid_parent(r, i);
+            int32_t parent = p >= 0 ? out->group_of[p] : -1; /* -1 under a step */
+            out->items[out->count] = (ls_group){
+                (uint32_t)i, key_offset[i], parent,
+                parent >= 0 ? out->items[parent].depth + 1 : 0, 0, 0, 0};
+            out->group_of[i] = (int32_t)out->count++;
+        } else {
+            out->group_of[i] = out->group_of[first];
+        }
+        ls_group *g = &out->items[out->group_of[i]];
+        g->count++;
+        g->host_ns += range->end_ns - range->start_ns;
+        g->step_prefixed |= prefixed[i];
+    }
+    result = 0;
+done:
+    free(context);
+    free(points);
+    free(asked);
+    free(range_at);
+    free(step_at);
+    free(keyed);
+    free(key_offset);
+    free(prefixed);
+    free(first_of);
+    return result;
+}
+
+void ls_attribution_free_groups(ls_groups *g)
+{
+    free(g->items);
+    free(g->group_of);
+    memset(g, 0, sizeof *g);
+}

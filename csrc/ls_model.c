@@ -1,0 +1,958 @@
+/* ls_model: see ls_model.h.
+ *
+ * Two sorts of the ops (by device then time, by stream then time) and one
+ * of the launch records; every projection (steps, ranges, groups) then
+ * buckets ops and gaps by owner with a counting sort that keeps the device
+ * order, so each owner's ops are swept in order without sorting again. */
+#include "ls_model.h"
+
+#include "ls_collectives.h"
+#include "ls_names.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Room for n items, at least one (malloc(0) may return NULL). */
+static size_t room_for(size_t n) { return n ? n : 1; }
+
+const uint64_t ls_model_hist_edges_ns[LS_HIST_BINS] = {
+    0, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 10000000,
+};
+
+/* A sortable key triple pointing at one record. */
+typedef struct {
+    uint64_t k1, k2, k3;
+    uint32_t index;
+} ls_key;
+
+static int compare_keys(const void *pa, const void *pb)
+{
+    const ls_key *a = pa, *b = pb;
+    if (a->k1 != b->k1)
+        return a->k1 < b->k1 ? -1 : 1;
+    if (a->k2 != b->k2)
+        return a->k2 < b->k2 ? -1 : 1;
+    if (a->k3 != b->k3)
+        return a->k3 < b->k3 ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+typedef struct {
+    const ls_records *r;
+    ls_model *m;
+    uint64_t *sync_start;    /* sync records and syncs, by start time ... */
+    uint64_t *sync_max_end;  /* ... with the running maximum of their ends */
+    size_t sync_count;
+    uint64_t *scratch;       /* room for one duration per gap */
+    ls_sample_index samples; /* PM samples, when there are any */
+    ls_interval *intervals;  /* room for one busy interval per op */
+    size_t interval_count;   /* of the last sweep, on the sampled device */
+} ls_ctx;
+
+/* -- gaps --------------------------------------------------------------- */
+
+static int sync_overlaps(const ls_ctx *c, uint64_t a, uint64_t b)
+{
+    /* Syncs starting before the gap ends; the latest end among them decides. */
+    size_t lo = 0, hi = c->sync_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->sync_start[mid] < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && c->sync_max_end[lo - 1] > a;
+}
+
+static uint8_t cause_of(const ls_ctx *c, uint64_t gap_start, uint64_t gap_end, uint32_t next_op)
+{
+    if (sync_overlaps(c, gap_start, gap_end))
+        return LS_CAUSE_SYNC;
+    uint64_t launch = c->m->op_launch_ns[next_op];
+    if (launch != LS_MODEL_NO_TIME && launch >= gap_start)
+        return LS_CAUSE_HOST;
+    return LS_CAUSE_OTHER;
+}
+
+static uint8_t class_of(ls_thresholds t, uint64_t ns)
+{
+    if (ns < t.normal_below_ns)
+        return LS_CLASS_NORMAL;
+    return ns > t.severe_above_ns ? LS_CLASS_SEVERE : LS_CLASS_WARNING;
+}
+
+static size_t hist_bin(uint64_t ns)
+{
+    size_t bin = LS_HIST_BINS - 1;
+    while (bin > 0 && ns < ls_model_hist_edges_ns[bin])
+        bin--;
+    return bin;
+}
+
+/* The value of rank k (0-based) in v[0..n), which it partially orders:
+ * afterwards v[0..k) <= v[k] <= v[k+1..n).  Quickselect, O(n) expected. */
+static uint64_t select_rank(uint64_t *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    uint64_t seed = 0x9E3779B97F4A7C15ULL ^ n;
+    while (lo < hi) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL; /* pivot: pseudo-random */
+        uint64_t pivot = v[lo + (size_t)((seed >> 33) % (hi - lo + 1))];
+        size_t i = lo, j = hi;
+        while (i <= j) { /* Hoare partition: v[lo..j] <= pivot <= v[i..hi] */
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                uint64_t t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k]; /* between the parts: equal to the pivot */
+    }
+    return v[k];
+}
+
+/* Statistics of the gaps gaps[idx[i]] (or gaps[i] when idx is NULL). */
+static void gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, size_t n,
+                      ls_gap_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < n; i++) {
+        const ls_gap *g = &gaps[idx ? idx[i] : i];
+        uint64_t d = g->end_ns - g->start_ns;
+        c->scratch[i] = d;
+        s->total_ns += d;
+        if (d > s->max_ns)
+            s->max_ns = d;
+        s->by_class[g->gap_class]++;
+        s->by_cause[g->cause]++;
+        s->by_cause_ns[g->cause] += d;
+        s->histogram[hist_bin(d)]++;
+    }
+    s->count = n;
+    if (n == 0)
+        return;
+    /* Nearest rank: the smallest value with at least p% of the gaps at or below it. */
+    size_t r99 = (n * 99 + 99) / 100 - 1, r50 = (n * 50 + 99) / 100 - 1;
+    s->p99_ns = select_rank(c->scratch, n, r99);
+    s->p50_ns = select_rank(c->scratch, r99 + 1, r50); /* what is left below rank 99 */
+}
+
+/* -- sweeps ------------------------------------------------------------- */
+
+static void count_kind(ls_line *line, const ls_op *op)
+{
+    if (op->kind == LS_OP_KERNEL)
+        line->kernels++;
+    else if (op->kind == LS_OP_MEMCPY)
+        line->memcpys++;
+    else
+        line->memsets++;
+}
+
+/* What one sweep also writes. */
+typedef struct {
+    ls_gap *gaps;          /* gaps appended here when not NULL ... */
+    size_t *gap_count;     /* ... at gaps[*gap_count] */
+    ls_busy_span *busy;    /* merged busy intervals appended here when not NULL ... */
+    size_t *busy_count;
+    int sampled;           /* keep the sampled device's intervals in ctx->intervals */
+} ls_sweep_out;
+
+/* Sweeps ops idx[0..n) of one device and one line (sorted by start, then
+ * end) into `line` (zeroed by the caller when it starts). */
+static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
+                      const ls_sweep_out *out)
+{
+    const ls_op *ops = c->r->ops.items;
+    const uint8_t *comm = c->m->op_comm;
+    uint64_t busy_start = 0, cur_end = 0;
+    uint64_t class_start[2] = {0, 0}, class_end[2] = {0, 0};
+    int class_open[2] = {0, 0};
+    uint32_t prev = 0;
+    int keep = out && out->sampled && n > 0 && ops[idx[0]].device_id == c->r->sample_device;
+    for (size_t i = 0; i < n; i++) {
+        const ls_op *op = &ops[idx[i]];
+        count_kind(line, op);
+        if (i == 0) {
+            busy_start = op->start_ns;
+            cur_end = op->end_ns;
+            prev = idx[0];
+            if (line->first_ns == 0 || op->start_ns < line->first_ns)
+                line->first_ns = op->start_ns;
+        } else if (op->start_ns > cur_end) {
+            if (out && out->gaps) {
+                ls_gap *g = &out->gaps[(*out->gap_count)++];
+                *g = (ls_gap){cur_end, op->start_ns, prev, idx[i], op->device_id,
+                              op->stream_id, c->m->op_step[idx[i]],
+                              cause_of(c, cur_end, op->start_ns, idx[i]),
+                              class_of(c->m->thresholds, op->start_ns - cur_end), {0, 0}};
+            }
+            if (out && out->busy)
+                out->busy[(*out->busy_count)++] = (ls_busy_span){busy_start, cur_end};
+            if (keep)
+                c->intervals[c->interval_count++] = (ls_interval){busy_start, cur_end};
+            line->busy_ns += cur_end - busy_start;
+            busy_start = op->start_ns;
+        }
+        if (op->end_ns > cur_end) {
+            cur_end = op->end_ns;
+            prev = idx[i];
+        }
+        int k = op->kind == LS_OP_KERNEL && comm[idx[i]];
+        if (class_open[k] && op->start_ns <= class_end[k]) {
+            if (op->end_ns > class_end[k])
+                class_end[k] = op->end_ns;
+        } else {
+            uint64_t *sum = k ? &line->comm_ns : &line->compute_ns;
+            if (class_open[k])
+                *sum += class_end[k] - class_start[k];
+            class_open[k] = 1;
+            class_start[k] = op->start_ns;
+            class_end[k] = op->end_ns;
+        }
+    }
+    if (n == 0)
+        return;
+    if (out && out->busy)
+        out->busy[(*out->busy_count)++] = (ls_busy_span){busy_start, cur_end};
+    if (keep)
+        c->intervals[c->interval_count++] = (ls_interval){busy_start, cur_end};
+    line->busy_ns += cur_end - busy_start;
+    if (cur_end > line->last_ns)
+        line->last_ns = cur_end;
+    if (class_open[0])
+        line->compute_ns += class_end[0] - class_start[0];
+    if (class_open[1])
+        line->comm_ns += class_end[1] - class_start[1];
+}
+
+/* Sweeps ops idx[0..n), sorted by (device, start, end), into one line
+ * over their devices (busy time summed per device). */
+static void sweep_devices(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
+                          const ls_sweep_out *out)
+{
+    const ls_op *ops = c->r->ops.items;
+    memset(line, 0, sizeof *line);
+    line->device_id = n > 0 ? ops[idx[0]].device_id : LS_MODEL_NO_ID;
+    line->stream_id = LS_MODEL_NO_ID;
+    c->interval_count = 0;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i + 1;
+        while (j < n && ops[idx[j]].device_id == ops[idx[i]].device_id)
+            j++;
+        if (ops[idx[i]].device_id != line->device_id)
+            line->device_id = LS_MODEL_NO_ID;
+        sweep_run(c, idx + i, j - i, line, out);
+        i = j;
+    }
+}
+
+/* -- launches and syncs -------------------------------------------------- */
+
+/* op_launch_ns and the launching thread of every op: the API record with
+ * its correlation id (a runtime call before a driver call, then the
+ * earliest). */
+static int match_launches(ls_ctx *c, uint64_t *launch_thread)
+{
+    const ls_records *r = c->r;
+    ls_model *m = c->m;
+    size_t n = r->apis.count;
+    ls_key *by_corr = malloc(room_for(n) * sizeof *by_corr);
+    if (by_corr == NULL)
+        return -1;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ls_api *a = &r->apis.items[i];
+        if (r->stop_ns && a->start_ns > r->stop_ns) {
+            m->ignored_records++;
+            continue;
+        }
+        by_corr[kept++] = (ls_key){a->correlation_id, a->domain, a->start_ns, (uint32_t)i};
+    }
+    qsort(by_corr, kept, sizeof *by_corr, compare_keys);
+    for (size_t i = 0; i < r->ops.count; i++) {
+        uint64_t corr = r->ops.items[i].correlation_id;
+        size_t lo = 0, hi = kept;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (by_corr[mid].k1 < corr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < kept && by_corr[lo].k1 == corr) {
+            m->op_launch_ns[i] = by_corr[lo].k3;
+            launch_thread[i] = r->apis.items[by_corr[lo].index].thread_id;
+        } else {
+            m->op_launch_ns[i] = LS_MODEL_NO_TIME;
+            m->ops_without_launch++;
+        }
+    }
+    free(by_corr);
+    return 0;
+}
+
+/* Host waits, for gap causes: the sync records and the syncs, by start. */
+static int index_syncs(ls_ctx *c)
+{
+    const ls_records *r = c->r;
+    const ls_syncs *syncs = &c->m->syncs;
+    size_t n = r->sync_records.count + syncs->count;
+    ls_key *keys = malloc(room_for(n) * sizeof *keys);
+    c->sync_start = malloc(room_for(n) * sizeof *c->sync_start);
+    c->sync_max_end = malloc(room_for(n) * sizeof *c->sync_max_end);
+    if (keys == NULL || c->sync_start == NULL || c->sync_max_end == NULL) {
+        free(keys);
+        return -1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < r->sync_records.count; i++) {
+        const ls_sync_record *s = &r->sync_records.items[i];
+        if (r->stop_ns && s->start_ns > r->stop_ns) {
+            c->m->ignored_records++;
+            continue;
+        }
+        keys[kept++] = (ls_key){s->start_ns, s->end_ns, 0, (uint32_t)i};
+    }
+    for (size_t i = 0; i < syncs->count; i++)
+        keys[kept++] = (ls_key){syncs->items[i].start_ns, syncs->items[i].end_ns, 0, (uint32_t)i};
+    qsort(keys, kept, sizeof *keys, compare_keys);
+    uint64_t max_end = 0;
+    for (size_t i = 0; i < kept; i++) {
+        c->sync_start[i] = keys[i].k1;
+        if (keys[i].k2 > max_end)
+            max_end = keys[i].k2;
+        c->sync_max_end[i] = max_end;
+    }
+    c->sync_count = kept;
+    free(keys);
+    return 0;
+}
+
+/* Ranges, steps and groups of every op and every sync (ls_attribution). */
+static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launch_thread)
+{
+    const ls_records *r = c->r;
+    ls_model *m = c->m;
+    int rc = ls_attribution_choose_steps(r, o->step_ranges, o->step_range_count, &m->steps);
+    if (rc != 0)
+        return rc;
+    size_t nops = r->ops.count, n = nops + m->syncs.count;
+    ls_host_point *points = malloc(room_for(n) * sizeof *points);
+    uint32_t *whose = malloc(room_for(n) * sizeof *whose); /* op i, or nops + sync */
+    int32_t *range = malloc(room_for(n) * sizeof *range);
+    int32_t *step = malloc(room_for(n) * sizeof *step);
+    int result = -1;
+    if (!points || !whose || !range || !step)
+        goto done;
+    size_t q = 0;
+    for (size_t i = 0; i < nops; i++) {
+        m->op_range[i] = m->op_step[i] = m->op_group[i] = -1;
+        if (m->op_launch_ns[i] != LS_MODEL_NO_TIME) {
+            points[q] = (ls_host_point){m->op_launch_ns[i], launch_thread[i]};
+            whose[q++] = (uint32_t)i;
+        }
+    }
+    for (size_t k = 0; k < m->syncs.count; k++) {
+        points[q] = (ls_host_point){m->syncs.items[k].start_ns, m->syncs.items[k].thread_id};
+        whose[q++] = (uint32_t)(nops + k);
+    }
+    if (ls_attribution_points(r, &m->steps, points, q, range, step) != 0 ||
+        ls_attribution_groups(r, &m->steps, &m->groups) != 0)
+        goto done;
+    for (size_t k = 0; k < q; k++) {
+        if (whose[k] < nops) {
+            m->op_range[whose[k]] = range[k];
+            m->op_step[whose[k]] = step[k];
+            m->op_group[whose[k]] = range[k] >= 0 ? m->groups.group_of[range[k]] : -1;
+        } else {
+            m->syncs.items[whose[k] - nops].step = step[k];
+        }
+    }
+    result = 0;
+done:
+    free(points);
+    free(whose);
+    free(range);
+    free(step);
+    return result;
+}
+
+/* Collective kernels, judged once per name. */
+static int mark_comm(ls_ctx *c)
+{
+    const ls_records *r = c->r;
+    size_t names = ls_names_count();
+    uint8_t *memo = malloc(room_for(names));
+    if (memo == NULL)
+        return -1;
+    memset(memo, 2, names); /* 2: not judged yet */
+    for (size_t i = 0; i < r->ops.count; i++) {
+        uint32_t id = r->ops.items[i].name_id;
+        uint8_t comm = 0;
+        if (r->ops.items[i].kind == LS_OP_KERNEL && id < names) {
+            if (memo[id] == 2)
+                memo[id] = (uint8_t)ls_collectives_is_comm(ls_names_text(id));
+            comm = memo[id];
+        }
+        c->m->op_comm[i] = comm;
+    }
+    free(memo);
+    return 0;
+}
+
+/* -- PM samples ---------------------------------------------------------- */
+
+static int is_pct(int metric)
+{
+    const char *name = ls_metric_name(metric);
+    size_t len = strlen(name);
+    return len > 4 && strcmp(name + len - 4, "_pct") == 0;
+}
+
+/* Span and busy averages of one window: the sampled device's busy
+ * intervals of its last sweep (ctx->intervals) or, with none, the host
+ * span [host_a, host_b]; busy estimated from GR active when unmeasured. */
+static void average_window(const ls_ctx *c, uint64_t host_a, uint64_t host_b, ls_metrics *out)
+{
+    size_t m = c->interval_count;
+    ls_interval whole = {host_a, host_b};
+    if (m > 0) {
+        whole.start_ns = c->intervals[0].start_ns;
+        whole.end_ns = c->intervals[m - 1].end_ns;
+    }
+    ls_samples_average(&c->samples, &whole, 1, &out->span);
+    ls_samples_average(&c->samples, c->intervals, m, &out->busy);
+    if (out->busy.samples > 0) {
+        out->busy_from = LS_BUSY_FROM_OPS;
+        return;
+    }
+    /* No op there (counters-only mode): busy = span * 100 / GR active. */
+    double gr = out->span.value[LS_M_GR_ACTIVE];
+    int usable = !isnan(gr) && gr != 0.0;
+    out->busy_from = usable ? LS_BUSY_FROM_GR : LS_BUSY_FROM_NONE;
+    out->busy = out->span;
+    for (int j = 0; j < LS_METRICS; j++) {
+        double v = out->span.value[j];
+        if (isnan(v))
+            continue;
+        if (!usable) {
+            out->busy.value[j] = NAN;
+            continue;
+        }
+        double scaled = v * 100.0 / gr;
+        out->busy.value[j] = is_pct(j) && scaled > 100.0 ? 100.0 : scaled;
+    }
+}
+
+static uint64_t covered(const ls_metric_avg *a)
+{
+    uint64_t most = 0;
+    for (int j = 0; j < LS_METRICS; j++)
+        if (a->covered_ns[j] > most)
+            most = a->covered_ns[j];
+    return most;
+}
+
+/* Each group's figures: its ranges' averages, weighted by covered time. */
+static int fold_group_metrics(ls_model *m, size_t range_count)
+{
+    size_t ng = m->groups.count;
+    m->group_metrics = calloc(room_for(ng), sizeof *m->group_metrics);
+    double *weight = calloc(room_for(ng) * 2 * LS_METRICS, sizeof *weight);
+    if (m->group_metrics == NULL || weight == NULL) {
+        free(weight);
+        return -1;
+    }
+    for (size_t i = 0; i < range_count; i++) {
+        int32_t g = m->groups.group_of[i];
+        const ls_metrics *x = &m->range_metrics[i];
+        if (g < 0 || x->span.samples == 0)
+            continue;
+        ls_group_metrics *gm = &m->group_metrics[g];
+        gm->samples += x->span.samples;
+        const ls_metric_avg *window[2] = {&x->span, &x->busy};
+        uint64_t span_covered = covered(&x->span);
+        for (int w = 0; w < 2; w++) {
+            uint64_t by = covered(window[w]);
+            double weight_ns = (double)(by ? by : span_covered);
+            for (int j = 0; j < LS_METRICS; j++) {
+                double v = window[w]->value[j];
+                if (!isfinite(v))
+                    continue;
+                /* A running mean: no sum of value x ns to overflow. */
+                double *total = &weight[((size_t)g * 2 + (size_t)w) * LS_METRICS + (size_t)j];
+                *total += weight_ns;
+                if (*total > 0)
+                    gm->value[w][j] += (v - gm->value[w][j]) * (weight_ns / *total);
+            }
+        }
+    }
+    for (size_t g = 0; g < ng; g++)
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < LS_METRICS; j++)
+                if (!(weight[(g * 2 + (size_t)w) * LS_METRICS + (size_t)j] > 0))
+                    m->group_metrics[g].value[w][j] = NAN;
+    free(weight);
+    return 0;
+}
+
+/* -- projections --------------------------------------------------------- */
+
+/* Counting sort of items into owners, keeping their order: for each item
+ * k of order[0..n), owners_of(k) lists its owners; out gets the items
+ * owner by owner, first[o]..first[o + 1] being owner o's. */
+typedef struct {
+    uint32_t *items;
+    size_t *first; /* owner_count + 1 */
+} ls_buckets;
+
+static void free_buckets(ls_buckets *b)
+{
+    free(b->items);
+    free(b->first);
+    memset(b, 0, sizeof *b);
+}
+
+/* Buckets by a single owner per item (owner[item] < 0: none). */
+static int bucket_single(const uint32_t *order, size_t n, const int32_t *owner, size_t owners,
+                         ls_buckets *out)
+{
+    out->first = calloc(owners + 2, sizeof *out->first);
+    out->items = malloc(room_for(n) * sizeof *out->items);
+    if (out->first == NULL || out->items == NULL)
+        return -1;
+    for (size_t k = 0; k < n; k++) {
+        int32_t o = owner[order ? order[k] : k];
+        if (o >= 0 && (size_t)o < owners)
+            out->first[o + 2]++;
+    }
+    for (size_t o = 2; o < owners + 2; o++)
+        out->first[o] += out->first[o - 1];
+    for (size_t k = 0; k < n; k++) {
+        uint32_t item = order ? order[k] : (uint32_t)k;
+        int32_t o = owner[item];
+        if (o >= 0 && (size_t)o < owners)
+            out->items[out->first[o + 1]++] = item;
+    }
+    return 0;
+}
+
+/* The parent of range x, -1 at the top (a parent began earlier: guards a cycle). */
+static int32_t chain_parent(const ls_range *ranges, int32_t x)
+{
+    int32_t p = ranges[x].parent;
+    return p >= 0 && p < x ? p : -1;
+}
+
+/* 1 when a range of the chain below x (from `from` up to x, x left out)
+ * is in group g: the item was counted for g already. */
+static int seen_below(const ls_range *ranges, const int32_t *group_of, int32_t from, int32_t x,
+                      int32_t g)
+{
+    for (int32_t y = from; y >= 0 && y != x; y = chain_parent(ranges, y))
+        if (group_of[y] == g)
+            return 1;
+    return 0;
+}
+
+/* Buckets items by every range in the chain of owner_range[item] (the
+ * range and its ancestors) or, when group_of is not NULL, by the groups of
+ * that chain (each group once per item). */
+static int bucket_chain(const ls_records *r, const uint32_t *order, size_t n,
+                        const int32_t *owner_range, const int32_t *group_of, size_t owners,
+                        ls_buckets *out)
+{
+    out->first = calloc(owners + 2, sizeof *out->first);
+    if (out->first == NULL)
+        return -1;
+    const ls_range *ranges = r->ranges.items;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < n; k++) {
+            uint32_t item = order ? order[k] : (uint32_t)k;
+            int32_t from = owner_range[item];
+            for (int32_t x = from; x >= 0; x = chain_parent(ranges, x)) {
+                int32_t o = group_of ? group_of[x] : x;
+                if (o < 0 || (group_of && seen_below(ranges, group_of, from, x, o)))
+                    continue;
+                if (pass == 0)
+                    out->first[o + 2]++;
+                else
+                    out->items[out->first[o + 1]++] = item;
+            }
+        }
+        if (pass == 0) {
+            for (size_t o = 2; o < owners + 2; o++)
+                out->first[o] += out->first[o - 1];
+            out->items = malloc(room_for(out->first[owners + 1]) * sizeof *out->items);
+            if (out->items == NULL)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int project_steps(ls_ctx *c, const uint32_t *by_device)
+{
+    ls_model *m = c->m;
+    const ls_records *r = c->r;
+    size_t ns = m->steps.count, nops = r->ops.count;
+    m->step_lines = calloc(room_for(ns), sizeof *m->step_lines);
+    m->step_syncs = calloc(room_for(ns), sizeof *m->step_syncs);
+    if (m->has_samples)
+        m->step_metrics = calloc(room_for(ns), sizeof *m->step_metrics);
+    int32_t *gap_step = malloc(room_for(m->gap_count) * sizeof *gap_step);
+    ls_buckets ops = {0}, gaps = {0};
+    int result = -1;
+    if (!m->step_lines || !m->step_syncs || (m->has_samples && !m->step_metrics) || !gap_step)
+        goto done;
+    for (size_t g = 0; g < m->gap_count; g++)
+        gap_step[g] = m->gaps[g].step;
+    if (bucket_single(by_device, nops, m->op_step, ns, &ops) != 0 ||
+        bucket_single(NULL, m->gap_count, gap_step, ns, &gaps) != 0)
+        goto done;
+    for (size_t s = 0; s < ns; s++) {
+        ls_timeline *t = &m->step_lines[s];
+        sweep_devices(c, ops.items + ops.first[s], ops.first[s + 1] - ops.first[s], &t->line,
+                      &(ls_sweep_out){NULL, NULL, NULL, NULL, m->has_samples});
+        gap_stats(c, m->gaps, gaps.items + gaps.first[s], gaps.first[s + 1] - gaps.first[s],
+                  &t->gaps);
+        if (m->has_samples && m->steps.range_of[s] != LS_MODEL_NO_ID) {
+            const ls_range *range = &r->ranges.items[m->steps.range_of[s]];
+            average_window(c, range->start_ns, range->end_ns, &m->step_metrics[s]);
+        }
+    }
+    for (size_t k = 0; k < m->syncs.count; k++)
+        if (m->syncs.items[k].step >= 0 && (size_t)m->syncs.items[k].step < ns)
+            m->step_syncs[m->syncs.items[k].step]++;
+    result = 0;
+done:
+    free(gap_step);
+    free_buckets(&ops);
+    free_buckets(&gaps);
+    return result;
+}
+
+static int project_ranges(ls_ctx *c, const uint32_t *by_device)
+{
+    ls_model *m = c->m;
+    const ls_records *r = c->r;
+    size_t nr = r->ranges.count, ng = m->groups.count, nops = r->ops.count;
+    m->range_lines = calloc(room_for(nr), sizeof *m->range_lines);
+    m->group_lines = calloc(room_for(ng), sizeof *m->group_lines);
+    m->group_span_ns = calloc(room_for(ng), sizeof *m->group_span_ns);
+    if (m->has_samples)
+        m->range_metrics = calloc(room_for(nr), sizeof *m->range_metrics);
+    int32_t *gap_range = malloc(room_for(m->gap_count) * sizeof *gap_range);
+    ls_buckets ops = {0}, group_ops = {0}, group_gaps = {0};
+    int result = -1;
+    if (!m->range_lines || !m->group_lines || !m->group_span_ns || !gap_range ||
+        (m->has_samples && !m->range_metrics))
+        goto done;
+    if (bucket_chain(r, by_device, nops, m->op_range, NULL, nr, &ops) != 0)
+        goto done;
+    for (size_t i = 0; i < nr; i++) {
+        sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
+                      &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL, NULL,
+                                                          m->has_samples});
+        const ls_range *range = &r->ranges.items[i];
+        if (m->has_samples)
+            average_window(c, range->start_ns, range->end_ns, &m->range_metrics[i]);
+        int32_t g = m->groups.group_of[i];
+        if (g >= 0)
+            m->group_span_ns[g] += m->range_lines[i].last_ns - m->range_lines[i].first_ns;
+    }
+    free_buckets(&ops);
+    for (size_t g = 0; g < m->gap_count; g++)
+        gap_range[g] = m->op_range[m->gaps[g].next_op];
+    if (bucket_chain(r, by_device, nops, m->op_range, m->groups.group_of, ng, &group_ops) != 0 ||
+        bucket_chain(r, NULL, m->gap_count, gap_range, m->groups.group_of, ng, &group_gaps) != 0)
+        goto done;
+    for (size_t g = 0; g < ng; g++) {
+        ls_timeline *t = &m->group_lines[g];
+        sweep_devices(c, group_ops.items + group_ops.first[g],
+                      group_ops.first[g + 1] - group_ops.first[g], &t->line, NULL);
+        gap_stats(c, m->gaps, group_gaps.items + group_gaps.first[g],
+                  group_gaps.first[g + 1] - group_gaps.first[g], &t->gaps);
+    }
+    if (m->has_samples && fold_group_metrics(m, nr) != 0)
+        goto done;
+    result = 0;
+done:
+    free(gap_range);
+    free_buckets(&ops);
+    free_buckets(&group_ops);
+    free_buckets(&group_gaps);
+    return result;
+}
+
+/* -- the whole ---------------------------------------------------------- */
+
+/* Sorts op indices by (k1 of the op, start, end, index). */
+static int sort_ops(const ls_records *r, int by_stream, uint32_t *out, ls_key *keys)
+{
+    size_t n = r->ops.count;
+    for (size_t i = 0; i < n; i++) {
+        const ls_op *op = &r->ops.items[i];
+        uint64_t k1 = by_stream ? ((uint64_t)op->device_id << 32) | op->stream_id : op->device_id;
+        keys[i] = (ls_key){k1, op->start_ns, op->end_ns, (uint32_t)i};
+    }
+    qsort(keys, n, sizeof *keys, compare_keys);
+    for (size_t i = 0; i < n; i++)
+        out[i] = keys[i].index;
+    return 0;
+}
+
+/* One timeline per run of equal key among sorted ops (devices or streams);
+ * returns their number.  Device sweeps keep the gaps and busy intervals. */
+static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_timeline *lines,
+                          ls_gap *gaps, size_t *gap_count, size_t *busy_first)
+{
+    const ls_op *ops = c->r->ops.items;
+    ls_model *m = c->m;
+    size_t n = c->r->ops.count, count = 0, busy_count = 0, i = 0;
+    while (i < n) {
+        const ls_op *first = &ops[order[i]];
+        size_t j = i + 1;
+        while (j < n && ops[order[j]].device_id == first->device_id &&
+               (!by_stream || ops[order[j]].stream_id == first->stream_id))
+            j++;
+        ls_timeline *t = &lines[count];
+        memset(t, 0, sizeof *t);
+        t->line.device_id = first->device_id;
+        t->line.stream_id = by_stream ? first->stream_id : LS_MODEL_NO_ID;
+        size_t gap_begin = *gap_count;
+        if (busy_first)
+            busy_first[count] = busy_count;
+        ls_sweep_out out = {gaps, gap_count, busy_first ? m->busy : NULL, &busy_count, 0};
+        sweep_run(c, order + i, j - i, &t->line, &out);
+        gap_stats(c, gaps + gap_begin, NULL, *gap_count - gap_begin, &t->gaps);
+        count++;
+        i = j;
+    }
+    if (busy_first)
+        busy_first[count] = busy_count;
+    return count;
+}
+
+int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->thresholds = o->thresholds;
+    ls_ctx c;
+    memset(&c, 0, sizeof c);
+    c.r = r;
+    c.m = m;
+    size_t n = r->ops.count;
+    size_t room = room_for(n);
+    ls_key *keys = malloc(room * sizeof *keys);
+    uint32_t *by_device = malloc(room * sizeof *by_device);
+    uint32_t *by_stream = malloc(room * sizeof *by_stream);
+    uint64_t *launch_thread = malloc(room * sizeof *launch_thread);
+    ls_gap *stream_gaps = malloc(room * sizeof *stream_gaps);
+    m->op_launch_ns = malloc(room * sizeof *m->op_launch_ns);
+    m->op_step = malloc(room * sizeof *m->op_step);
+    m->op_range = malloc(room * sizeof *m->op_range);
+    m->op_group = malloc(room * sizeof *m->op_group);
+    m->op_comm = malloc(room);
+    m->gaps = malloc(room * sizeof *m->gaps);
+    m->busy = malloc(room * sizeof *m->busy);
+    m->busy_first = malloc((room + 1) * sizeof *m->busy_first);
+    m->devices = malloc(room * sizeof *m->devices);
+    m->streams = malloc(room * sizeof *m->streams);
+    c.scratch = malloc(room * sizeof *c.scratch);
+    c.intervals = malloc(room * sizeof *c.intervals);
+    int result = -1;
+    if (!keys || !by_device || !by_stream || !launch_thread || !stream_gaps ||
+        !m->op_launch_ns || !m->op_step || !m->op_range || !m->op_group || !m->op_comm ||
+        !m->gaps || !m->busy || !m->busy_first || !m->devices || !m->streams || !c.scratch ||
+        !c.intervals)
+        goto done;
+    m->has_samples = r->samples.count > 0;
+    if (m->has_samples &&
+        ls_sample_index_build(&c.samples, r->samples.items, r->samples.count) != 0)
+        goto done;
+    if (ls_syncs_build(r, &m->syncs) != 0 || match_launches(&c, launch_thread) != 0 ||
+        index_syncs(&c) != 0 || mark_comm(&c) != 0)
+        goto done;
+    int rc = attribute(&c, o, launch_thread);
+    if (rc != 0) {
+        result = rc;
+        goto done;
+    }
+
+    /* Devices: all streams of a device merged; the gaps are the model's. */
+    sort_ops(r, 0, by_device, keys);
+    m->device_count = sweep_lines(&c, by_device, 0, m->devices, m->gaps, &m->gap_count,
+                                  m->busy_first);
+    if (m->has_samples) {
+        c.interval_count = 0;
+        for (size_t d = 0; d < m->device_count; d++)
+            if (m->devices[d].line.device_id == r->sample_device)
+                for (size_t k = m->busy_first[d]; k < m->busy_first[d + 1]; k++)
+                    c.intervals[c.interval_count++] =
+                        (ls_interval){m->busy[k].start_ns, m->busy[k].end_ns};
+        average_window(&c, r->start_ns, r->stop_ns, &m->metrics);
+    }
+
+    /* Streams: each on its own, its gaps kept only as statistics. */
+    sort_ops(r, 1, by_stream, keys);
+    size_t stream_gap_count = 0;
+    m->stream_count = sweep_lines(&c, by_stream, 1, m->streams, stream_gaps, &stream_gap_count,
+                                  NULL);
+
+    if (project_steps(&c, by_device) != 0 || project_ranges(&c, by_device) != 0)
+        goto done;
+
+    /* The total: every device's line summed, every gap's statistics. */
+    ls_line *t = &m->total.line;
+    memset(&m->total, 0, sizeof m->total);
+    t->device_id = t->stream_id = LS_MODEL_NO_ID;
+    for (size_t d = 0; d < m->device_count; d++) {
+        const ls_line *dev = &m->devices[d].line;
+        t->kernels += dev->kernels;
+        t->memcpys += dev->memcpys;
+        t->memsets += dev->memsets;
+        t->busy_ns += dev->busy_ns;
+        t->compute_ns += dev->compute_ns;
+        t->comm_ns += dev->comm_ns;
+        if (t->first_ns == 0 || dev->first_ns < t->first_ns)
+            t->first_ns = dev->first_ns;
+        if (dev->last_ns > t->last_ns)
+            t->last_ns = dev->last_ns;
+    }
+    gap_stats(&c, m->gaps, NULL, m->gap_count, &m->total.gaps);
+    result = 0;
+done:
+    free(keys);
+    free(by_device);
+    free(by_stream);
+    free(launch_thread);
+    free(stream_gaps);
+    free(c.scratch);
+    free(c.sync_start);
+    free(c.sync_max_end);
+    free(c.intervals);
+    ls_sample_index_free(&c.samples);
+    if (result != 0)
+        ls_model_free(m);
+    return result;
+}
+
+void ls_model_free(ls_model *m)
+{
+    free(m->op_launch_ns);
+    free(m->op_step);
+    free(m->op_range);
+    free(m->op_group);
+    free(m->op_comm);
+    free(m->gaps);
+    free(m->busy);
+    free(m->busy_first);
+    free(m->devices);
+    free(m->streams);
+    ls_attribution_free_steps(&m->steps);
+    free(m->step_lines);
+    free(m->step_syncs);
+    free(m->range_lines);
+    ls_attribution_free_groups(&m->groups);
+    free(m->group_lines);
+    free(m->group_span_ns);
+    ls_syncs_free(&m->syncs);
+    free(m->step_metrics);
+    free(m->range_metrics);
+    free(m->group_metrics);
+    memset(m, 0, sizeof *m);
+}
+
+/* -- queries ------------------------------------------------------------ */
+
+/* Start of bin k of `bins` equal slices of [start, end). */
+static uint64_t bin_edge(uint64_t start, uint64_t end, size_t bins, size_t k)
+{
+    return start + (uint64_t)((unsigned __int128)(end - start) * k / bins);
+}
+
+/* Adds the part of [a, b) inside each bin of [start, end) to out. */
+static void add_to_bins(uint64_t a, uint64_t b, uint64_t start, uint64_t end, size_t bins,
+                        uint64_t *out)
+{
+    if (a < start)
+        a = start;
+    if (b > end)
+        b = end;
+    if (b <= a)
+        return;
+    size_t k = (size_t)((unsigned __int128)(a - start) * bins / (end - start));
+    for (; a < b && k < bins; k++) {
+        uint64_t edge = bin_edge(start, end, bins, k + 1);
+        uint64_t upto = b < edge ? b : edge;
+        if (upto > a) {
+            out[k] += upto - a;
+            a = upto;
+        }
+    }
+}
+
+void ls_model_busy_bins(const ls_model *m, long device, uint64_t start_ns, uint64_t end_ns,
+                        size_t bins, uint64_t *out)
+{
+    memset(out, 0, bins * sizeof *out);
+    if (bins == 0 || end_ns <= start_ns)
+        return;
+    for (size_t d = 0; d < m->device_count; d++) {
+        if (device >= 0 && (size_t)device != d)
+            continue;
+        for (size_t k = m->busy_first[d]; k < m->busy_first[d + 1]; k++)
+            add_to_bins(m->busy[k].start_ns, m->busy[k].end_ns, start_ns, end_ns, bins, out);
+    }
+}
+
+void ls_model_gap_bins(const ls_model *m, int min_class, uint64_t start_ns, uint64_t end_ns,
+                       size_t bins, uint64_t *out)
+{
+    memset(out, 0, bins * sizeof *out);
+    if (bins == 0 || end_ns <= start_ns)
+        return;
+    for (size_t g = 0; g < m->gap_count; g++)
+        if (m->gaps[g].gap_class >= min_class)
+            add_to_bins(m->gaps[g].start_ns, m->gaps[g].end_ns, start_ns, end_ns, bins, out);
+}
+
+static int longer(const ls_gap *a, const ls_gap *b)
+{
+    uint64_t da = a->end_ns - a->start_ns, db = b->end_ns - b->start_ns;
+    return da != db ? da > db : a->start_ns < b->start_ns;
+}
+
+size_t ls_model_worst_gaps(const ls_model *m, size_t n, uint32_t *out)
+{
+    size_t kept = 0; /* out[0..kept) longest first: O(gaps * n) for a small n */
+    for (size_t g = 0; g < m->gap_count && n > 0; g++) {
+        if (kept == n && !longer(&m->gaps[g], &m->gaps[out[n - 1]]))
+            continue;
+        size_t i = kept < n ? kept++ : n - 1;
+        while (i > 0 && longer(&m->gaps[g], &m->gaps[out[i - 1]])) {
+            out[i] = out[i - 1];
+            i--;
+        }
+        out[i] = (uint32_t)g;
+    }
+    return kept;
+}

@@ -1,0 +1,177 @@
+/* ls_model: the analysed model of one capture, in pure C.  Every view (the
+ * summary, report, HTML, trace export, budgets, recordings) reads it; none
+ * derives gaps, steps or attribution again.
+ *
+ * Gaps: per device, the busy intervals of every kernel, memcpy and memset
+ * on all streams are merged; the idle intervals between them are the gaps.
+ * The same is done per stream (statistics only).  Each gap has a class
+ * (normal below normal_below_ns, severe above severe_above_ns, else
+ * warning), a cause (sync: a host sync or sync record overlapped it; host:
+ * the launch call of the op that ends it began after the device went idle;
+ * other), and the step, range and stream of the op that ends it.
+ *
+ * Attribution (ls_attribution): each op belongs to the innermost range
+ * open on the thread that made its launch call, and to that range's step
+ * (or, with no step open on that thread, the step open on another thread);
+ * each sync to the step of the thread that waited.  An op counts for its
+ * range and every ancestor of it, for the group of each of them (once per
+ * group), and for its step.  Ops with no matching launch call belong to
+ * nothing.
+ *
+ * Busy time splits into compute and comm (collective kernels, see
+ * ls_collectives): the union of the intervals of each class, so where
+ * both ran at once the time counts in both.
+ *
+ * PM samples (when the records hold any) are averaged on the sampled
+ * device over two windows of the whole profile, of each step, range and
+ * group instance: span (the first to the last op of the window's ops
+ * there, else its host span; the whole profile: [start_ns, stop_ns]) and
+ * busy (the union of those ops; with no op there, estimated from the span
+ * as value * 100 / GR active, percentages capped at 100).  A group's
+ * figures are its ranges' averages, each weighted by the time its samples
+ * covered.
+ *
+ * Cost: O(n log n) in the number of records. */
+#ifndef LS_MODEL_H
+#define LS_MODEL_H
+
+#include "ls_attribution.h"
+#include "ls_records.h"
+#include "ls_samples.h"
+#include "ls_syncs.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint64_t normal_below_ns; /* gaps shorter than this are NORMAL */
+    uint64_t severe_above_ns; /* gaps longer than this are SEVERE, the rest WARNING */
+} ls_thresholds;
+
+enum { LS_CAUSE_HOST = 0, LS_CAUSE_SYNC = 1, LS_CAUSE_OTHER = 2, LS_CAUSE_COUNT = 3 };
+enum { LS_CLASS_NORMAL = 0, LS_CLASS_WARNING = 1, LS_CLASS_SEVERE = 2, LS_CLASS_COUNT = 3 };
+
+#define LS_HIST_BINS 12
+/* Lower edges of the gap histogram bins, in ns; the last bin is open-ended. */
+extern const uint64_t ls_model_hist_edges_ns[LS_HIST_BINS];
+
+#define LS_MODEL_NO_TIME UINT64_MAX
+#define LS_MODEL_NO_ID UINT32_MAX
+
+typedef struct {
+    uint64_t count, by_class[LS_CLASS_COUNT];
+    uint64_t by_cause[LS_CAUSE_COUNT];
+    uint64_t by_cause_ns[LS_CAUSE_COUNT]; /* idle time per cause */
+    uint64_t total_ns, max_ns, p50_ns, p99_ns; /* nearest-rank percentiles */
+    uint64_t histogram[LS_HIST_BINS];
+} ls_gap_stats;
+
+typedef struct {
+    uint64_t start_ns, end_ns;
+    uint32_t prev_op, next_op; /* indices into records->ops */
+    uint32_t device_id;
+    uint32_t stream_id;        /* of next_op */
+    int32_t step;              /* of next_op, -1 if none */
+    uint8_t cause, gap_class;
+    uint8_t reserved[2];
+} ls_gap;
+
+/* The ops of a device, a stream, a step, a range or a group. */
+typedef struct {
+    uint32_t device_id;            /* LS_MODEL_NO_ID when it spans devices */
+    uint32_t stream_id;            /* LS_MODEL_NO_ID unless a stream's */
+    uint64_t kernels, memcpys, memsets;
+    uint64_t busy_ns;              /* the union of the ops' intervals (summed over devices) */
+    uint64_t compute_ns, comm_ns;  /* the union of each class's intervals */
+    uint64_t first_ns, last_ns;    /* first op start, last op end; 0 when no op */
+} ls_line;
+
+typedef struct {
+    ls_line line;
+    ls_gap_stats gaps;
+} ls_timeline;
+
+enum { LS_BUSY_FROM_NONE = 0, LS_BUSY_FROM_OPS = 1, LS_BUSY_FROM_GR = 2 };
+
+/* The PM figures of one window pair (see the header comment). */
+typedef struct {
+    ls_metric_avg span, busy;
+    uint8_t busy_from; /* LS_BUSY_FROM_*: busy measured, estimated, or neither */
+} ls_metrics;
+
+/* A group's figures: per window (0 span, 1 busy) and metric, its ranges'
+ * averages weighted by the time their samples covered (NaN when none). */
+typedef struct {
+    double value[2][LS_METRICS];
+    uint64_t samples; /* span samples of its ranges, summed */
+} ls_group_metrics;
+
+typedef struct {
+    uint64_t start_ns, end_ns;
+} ls_busy_span;
+
+typedef struct {
+    ls_thresholds thresholds;
+    const uint32_t *step_ranges; /* ranges acting as steps, in step order; NULL: the live steps */
+    size_t step_range_count;
+} ls_model_options;
+
+typedef struct {
+    ls_thresholds thresholds;
+    /* per op, parallel to records->ops */
+    uint64_t *op_launch_ns; /* start of its launch call, LS_MODEL_NO_TIME if none matched */
+    int32_t *op_step;       /* -1 when none */
+    int32_t *op_range;      /* innermost range, -1 when none */
+    int32_t *op_group;      /* the group of that range, -1 when none (or a step) */
+    uint8_t *op_comm;       /* 1 for a collective kernel */
+    /* gaps, by device then time */
+    ls_gap *gaps;
+    size_t gap_count;
+    /* merged busy intervals, by device then time; device d's are
+     * busy[busy_first[d] .. busy_first[d + 1]) for devices[d] */
+    ls_busy_span *busy;
+    size_t *busy_first;
+    ls_timeline total;      /* every device: busy summed, first/last overall */
+    ls_timeline *devices;
+    size_t device_count;
+    ls_timeline *streams;
+    size_t stream_count;
+    ls_steps steps;         /* which ranges are the steps */
+    ls_timeline *step_lines; /* per step number (unused live numbers stay empty) */
+    uint64_t *step_syncs;   /* per step: syncs that began in it */
+    ls_line *range_lines;   /* per range */
+    ls_groups groups;
+    ls_timeline *group_lines; /* per group: its ops and gaps, each once */
+    uint64_t *group_span_ns;  /* per group: its ranges' first-to-last op spans, summed */
+    ls_syncs syncs;         /* the host syncs, each with its step */
+    uint64_t ops_without_launch; /* no API record matched the op's correlation id */
+    uint64_t ignored_records;    /* API records and sync records after the profile stopped */
+    int has_samples;
+    ls_metrics metrics;     /* the whole profile */
+    ls_metrics *step_metrics, *range_metrics; /* NULL without samples */
+    ls_group_metrics *group_metrics;          /* NULL without samples */
+} ls_model;
+
+/* Analyses `records` (names of ops and ranges come from ls_names).
+ * Returns 0; -1 when memory ran out; -2 when options name a step range
+ * past the ranges or twice.  Always free `out` with ls_model_free. */
+int ls_model_build(const ls_records *records, const ls_model_options *options, ls_model *out);
+
+void ls_model_free(ls_model *m);
+
+/* Busy time per bin: bins equal slices of [start_ns, end_ns) get the busy
+ * time of device index `device` (or, with device < 0, of every device,
+ * summed) that falls inside them.  out has room for `bins`. */
+void ls_model_busy_bins(const ls_model *m, long device, uint64_t start_ns, uint64_t end_ns,
+                        size_t bins, uint64_t *out);
+
+/* Idle time per bin, as ls_model_busy_bins, of the gaps of class
+ * min_class or above (of every device). */
+void ls_model_gap_bins(const ls_model *m, int min_class, uint64_t start_ns, uint64_t end_ns,
+                       size_t bins, uint64_t *out);
+
+/* The indices of the `n` longest gaps (ties: the earlier first) into
+ * out[0..return); out has room for n. */
+size_t ls_model_worst_gaps(const ls_model *m, size_t n, uint32_t *out);
+
+#endif

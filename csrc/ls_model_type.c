@@ -1,0 +1,948 @@
+/* ls_model_type: see ls_model_type.h. */
+#include "ls_model_type.h"
+
+#include "ls_cbids.h"
+#include "ls_cuda.h"
+#include "ls_names.h"
+#include "ls_pyvalues.h"
+#include "ls_trace_json.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#define U64(v) ls_py_u64(v)
+#define LS_MAX_BINS 1000000
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;          /* the Capture whose records these are */
+    const ls_capture *capture;
+    ls_model model;
+} ls_model_object;
+
+static const char *const cause_names[LS_CAUSE_COUNT] = {"host", "sync", "other"};
+static const char *const class_names[LS_CLASS_COUNT] = {"normal", "warning", "severe"};
+
+PyObject *ls_model_new(PyTypeObject *type, PyObject *owner, const ls_capture *capture,
+                       const ls_model_options *options)
+{
+    ls_model_object *self = PyObject_GC_New(ls_model_object, type);
+    if (self == NULL)
+        return NULL;
+    self->owner = Py_NewRef(owner);
+    self->capture = capture;
+    int rc = ls_model_build(&capture->records, options, &self->model);
+    PyObject_GC_Track(self);
+    if (rc == -2) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_ValueError, "steps: a range index is past the capture's ranges "
+                                          "or given twice");
+        return NULL;
+    }
+    if (rc != 0) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static int model_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Py_VISIT(((ls_model_object *)op)->owner);
+    Py_VISIT(Py_TYPE(op));
+    return 0;
+}
+
+static int model_clear(PyObject *op)
+{
+    Py_CLEAR(((ls_model_object *)op)->owner);
+    return 0;
+}
+
+static void model_dealloc(PyObject *op)
+{
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    ls_model_free(&((ls_model_object *)op)->model);
+    model_clear(op);
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+/* -- dicts -------------------------------------------------------------- */
+
+static PyObject *gap_stats_dict(const ls_gap_stats *s)
+{
+    PyObject *hist = PyList_New(LS_HIST_BINS);
+    for (int i = 0; hist != NULL && i < LS_HIST_BINS; i++) {
+        PyObject *v = U64(s->histogram[i]);
+        if (v == NULL)
+            Py_CLEAR(hist);
+        else
+            PyList_SET_ITEM(hist, i, v);
+    }
+    if (hist == NULL)
+        return NULL;
+    return ls_py_dict_of(
+        15, "count", U64(s->count), "normal", U64(s->by_class[LS_CLASS_NORMAL]), "warning",
+        U64(s->by_class[LS_CLASS_WARNING]), "severe", U64(s->by_class[LS_CLASS_SEVERE]), "host",
+        U64(s->by_cause[LS_CAUSE_HOST]), "sync", U64(s->by_cause[LS_CAUSE_SYNC]), "other",
+        U64(s->by_cause[LS_CAUSE_OTHER]), "total_ns", U64(s->total_ns), "max_ns",
+        U64(s->max_ns), "p50_ns", U64(s->p50_ns), "p99_ns", U64(s->p99_ns), "histogram", hist,
+        "host_ns", U64(s->by_cause_ns[LS_CAUSE_HOST]), "sync_ns",
+        U64(s->by_cause_ns[LS_CAUSE_SYNC]), "other_ns", U64(s->by_cause_ns[LS_CAUSE_OTHER]));
+}
+
+static PyObject *id_or_none(uint32_t id)
+{
+    return id == LS_MODEL_NO_ID ? Py_NewRef(Py_None) : U64(id);
+}
+
+/* The line's figures, with "gaps" when `gaps` is not NULL. */
+static PyObject *line_dict(const ls_line *t, const ls_gap_stats *gaps)
+{
+    PyObject *d = ls_py_dict_of(
+        10, "device", id_or_none(t->device_id), "stream", id_or_none(t->stream_id), "kernels",
+        U64(t->kernels), "memcpys", U64(t->memcpys), "memsets", U64(t->memsets), "busy_ns",
+        U64(t->busy_ns), "compute_ns", U64(t->compute_ns), "comm_ns", U64(t->comm_ns),
+        "first_ns", U64(t->first_ns), "last_ns", U64(t->last_ns));
+    if (d != NULL && gaps != NULL) {
+        PyObject *g = gap_stats_dict(gaps);
+        if (g == NULL || PyDict_SetItemString(d, "gaps", g) != 0)
+            Py_CLEAR(d);
+        Py_XDECREF(g);
+    }
+    return d;
+}
+
+/* Sets d[key] = value (stolen); on failure releases d and returns NULL. */
+static PyObject *with_item(PyObject *d, const char *key, PyObject *value)
+{
+    if (d != NULL && (value == NULL || PyDict_SetItemString(d, key, value) != 0))
+        Py_CLEAR(d);
+    Py_XDECREF(value);
+    return d;
+}
+
+/* Merges more (stolen) into d; on failure releases d. */
+static PyObject *with_items(PyObject *d, PyObject *more)
+{
+    if (d != NULL && (more == NULL || PyDict_Update(d, more) != 0))
+        Py_CLEAR(d);
+    Py_XDECREF(more);
+    return d;
+}
+
+static PyObject *float_or_none(double v)
+{
+    return isnan(v) ? Py_NewRef(Py_None) : PyFloat_FromDouble(v);
+}
+
+/* {figure: value or None, ..., "samples", "covered_ns", "window_ns"}. */
+static PyObject *metric_avg_dict(const ls_metric_avg *m)
+{
+    PyObject *d = PyDict_New();
+    uint64_t covered = 0;
+    for (int j = 0; d != NULL && j < LS_METRICS; j++) {
+        if (m->covered_ns[j] > covered)
+            covered = m->covered_ns[j];
+        d = with_item(d, ls_metric_name(j), float_or_none(m->value[j]));
+    }
+    return with_items(d, ls_py_dict_of(3, "samples", U64(m->samples), "covered_ns",
+                                       U64(covered), "window_ns", U64(m->window_ns)));
+}
+
+static PyObject *metrics_dict(const ls_metrics *m)
+{
+    static const char *const from[] = {NULL, "ops", "gr_active"};
+    return ls_py_dict_of(3, "span", metric_avg_dict(&m->span), "busy", metric_avg_dict(&m->busy),
+                         "busy_from", ls_py_text_or_none(from[m->busy_from]));
+}
+
+static PyObject *group_metrics_dict(const ls_group_metrics *g)
+{
+    PyObject *windows[2];
+    for (int w = 0; w < 2; w++) {
+        PyObject *d = PyDict_New();
+        for (int j = 0; d != NULL && j < LS_METRICS; j++)
+            d = with_item(d, ls_metric_name(j), float_or_none(g->value[w][j]));
+        windows[w] = d;
+    }
+    return ls_py_dict_of(3, "span", windows[0], "busy", windows[1], "samples",
+                         U64(g->samples));
+}
+
+/* A list of n items made by make(self, i); NULL with an exception set. */
+static PyObject *list_of(ls_model_object *self, size_t n,
+                         PyObject *(*make)(ls_model_object *, size_t))
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        PyObject *item = make(self, i);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    return list;
+}
+
+/* -- the whole, devices, streams ------------------------------------------ */
+
+static PyObject *model_total(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_timeline *t = &((ls_model_object *)op)->model.total;
+    return line_dict(&t->line, &t->gaps);
+}
+
+static PyObject *device_item(ls_model_object *self, size_t i)
+{
+    const ls_timeline *t = &self->model.devices[i];
+    /* a device's id is always real (UINT32_MAX is a valid id, not "none") */
+    PyObject *d = with_item(line_dict(&t->line, &t->gaps), "device", U64(t->line.device_id));
+    char name[256];
+    int named = self->capture->traced &&
+                ls_cuda_device_name((int)t->line.device_id, name, sizeof name) == 0;
+    return with_item(d, "name", named ? PyUnicode_FromString(name) : Py_NewRef(Py_None));
+}
+
+static PyObject *stream_item(ls_model_object *self, size_t i)
+{
+    const ls_timeline *t = &self->model.streams[i];
+    /* a stream's device and stream ids are always real */
+    PyObject *d = with_item(line_dict(&t->line, &t->gaps), "device", U64(t->line.device_id));
+    return with_item(d, "stream", U64(t->line.stream_id));
+}
+
+static PyObject *model_devices(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    ls_model_object *self = (ls_model_object *)op;
+    return list_of(self, self->model.device_count, device_item);
+}
+
+static PyObject *model_streams(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    ls_model_object *self = (ls_model_object *)op;
+    return list_of(self, self->model.stream_count, stream_item);
+}
+
+static PyObject *model_metrics(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_model *m = &((ls_model_object *)op)->model;
+    return m->has_samples ? metrics_dict(&m->metrics) : Py_NewRef(Py_None);
+}
+
+/* -- steps, ranges, groups ------------------------------------------------ */
+
+/* The steps in use (a live step index may be skipped): their numbers. */
+static size_t used_steps(const ls_model *m, size_t *out)
+{
+    size_t n = 0;
+    for (size_t s = 0; s < m->steps.count; s++)
+        if (m->steps.range_of[s] != LS_MODEL_NO_ID) {
+            if (out)
+                out[n] = s;
+            n++;
+        }
+    return n;
+}
+
+static PyObject *step_dict(ls_model_object *self, size_t s)
+{
+    const ls_model *m = &self->model;
+    const ls_range *range = &self->capture->records.ranges.items[m->steps.range_of[s]];
+    const ls_timeline *t = &m->step_lines[s];
+    PyObject *d = line_dict(&t->line, &t->gaps);
+    d = with_items(d, ls_py_dict_of(
+        7, "index", U64(s), "range", U64(m->steps.range_of[s]), "name",
+        ls_py_name_or_none(range->name_id), "thread", U64(range->thread_id), "start_ns",
+        U64(range->start_ns), "end_ns", U64(range->end_ns), "syncs", U64(m->step_syncs[s])));
+    return with_item(d, "metrics", m->has_samples ? metrics_dict(&m->step_metrics[s])
+                                                  : Py_NewRef(Py_None));
+}
+
+static PyObject *model_steps(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    ls_model_object *self = (ls_model_object *)op;
+    size_t n = used_steps(&self->model, NULL);
+    size_t *numbers = PyMem_Malloc((n ? n : 1) * sizeof *numbers);
+    if (numbers == NULL)
+        return PyErr_NoMemory();
+    used_steps(&self->model, numbers);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        PyObject *d = step_dict(self, numbers[i]);
+        if (d == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+    }
+    PyMem_Free(numbers);
+    return list;
+}
+
+static PyObject *range_item(ls_model_object *self, size_t i)
+{
+    const ls_model *m = &self->model;
+    const ls_range *range = &self->capture->records.ranges.items[i];
+    PyObject *d = line_dict(&m->range_lines[i], NULL);
+    d = with_items(d, ls_py_dict_of(
+        8, "name", ls_py_name_or_none(range->name_id), "parent", PyLong_FromLong(range->parent),
+        "depth", U64(range->depth), "step", ls_py_index_or_none(m->steps.step_of[i]), "group",
+        ls_py_index_or_none(m->groups.group_of[i]), "thread", U64(range->thread_id),
+        "start_ns", U64(range->start_ns), "end_ns", U64(range->end_ns)));
+    return with_item(d, "metrics", m->has_samples ? metrics_dict(&m->range_metrics[i])
+                                                  : Py_NewRef(Py_None));
+}
+
+static PyObject *model_ranges(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    ls_model_object *self = (ls_model_object *)op;
+    return list_of(self, self->capture->records.ranges.count, range_item);
+}
+
+static PyObject *group_item(ls_model_object *self, size_t g)
+{
+    const ls_model *m = &self->model;
+    const ls_group *group = &m->groups.items[g];
+    const ls_range *first = &self->capture->records.ranges.items[group->first_range];
+    const char *name = ls_names_text(first->name_id);
+    const ls_timeline *t = &m->group_lines[g];
+    PyObject *d = line_dict(&t->line, &t->gaps);
+    d = with_items(d, ls_py_dict_of(
+        7, "name", ls_py_text_or_none(name ? name + group->key_offset : NULL), "parent",
+        PyLong_FromLong(group->parent), "depth", U64(group->depth), "step_prefixed",
+        PyBool_FromLong(group->step_prefixed), "count", U64(group->count), "host_ns",
+        U64(group->host_ns), "span_ns", U64(m->group_span_ns[g])));
+    return with_item(d, "metrics", m->has_samples ? group_metrics_dict(&m->group_metrics[g])
+                                                  : Py_NewRef(Py_None));
+}
+
+static PyObject *model_groups(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    ls_model_object *self = (ls_model_object *)op;
+    return list_of(self, self->model.groups.count, group_item);
+}
+
+/* -- syncs and gaps ------------------------------------------------------ */
+
+/* The syncs: (start_ns, end_ns, blocked_ns, thread_id, step or None,
+ * wait_class, [call indices]) in time order of each thread. */
+static PyObject *model_syncs(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    ls_model_object *self = (ls_model_object *)op;
+    const ls_syncs *w = &self->model.syncs;
+    size_t call_count = self->capture->records.calls.count;
+    PyObject *list = PyList_New((Py_ssize_t)w->count);
+    PyObject **calls = PyMem_Calloc(w->count ? w->count : 1, sizeof *calls);
+    int failed = list == NULL || calls == NULL;
+    for (size_t i = 0; !failed && i < w->count; i++)
+        failed = (calls[i] = PyList_New(0)) == NULL;
+    for (size_t c = 0; !failed && c < call_count; c++) {
+        int32_t k = w->sync_of_call[c];
+        if (k >= 0) {
+            PyObject *index = U64(c);
+            failed = index == NULL || PyList_Append(calls[k], index) != 0;
+            Py_XDECREF(index);
+        }
+    }
+    for (size_t i = 0; !failed && i < w->count; i++) {
+        const ls_sync *x = &w->items[i];
+        PyObject *t = Py_BuildValue(
+            "(KKKKNsO)", (unsigned long long)x->start_ns, (unsigned long long)x->end_ns,
+            (unsigned long long)x->blocked_ns, (unsigned long long)x->thread_id,
+            ls_py_index_or_none(x->step), ls_wait_class_name((ls_wait_class)x->wait_class),
+            calls[i]);
+        if (t == NULL)
+            failed = 1;
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    for (size_t i = 0; calls != NULL && i < w->count; i++)
+        Py_XDECREF(calls[i]);
+    PyMem_Free(calls);
+    if (failed) {
+        Py_XDECREF(list);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    return list;
+}
+
+static PyObject *gap_dict(ls_model_object *self, const ls_gap *g)
+{
+    const ls_op *ops = self->capture->records.ops.items;
+    return ls_py_dict_of(
+        9, "start_ns", U64(g->start_ns), "duration_ns", U64(g->end_ns - g->start_ns), "device",
+        U64(g->device_id), "stream", U64(g->stream_id), "cause",
+        PyUnicode_FromString(cause_names[g->cause]), "class",
+        PyUnicode_FromString(class_names[g->gap_class]), "step", ls_py_index_or_none(g->step),
+        "before", ls_py_name_or_none(ops[g->next_op].name_id), "after",
+        ls_py_name_or_none(ops[g->prev_op].name_id));
+}
+
+static PyObject *model_worst_gaps(PyObject *op, PyObject *args)
+{
+    ls_model_object *self = (ls_model_object *)op;
+    Py_ssize_t n = 10;
+    if (!PyArg_ParseTuple(args, "|n:worst_gaps", &n))
+        return NULL;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "worst_gaps: n must be >= 0, got %zd", n);
+        return NULL;
+    }
+    if ((size_t)n > self->model.gap_count)
+        n = (Py_ssize_t)self->model.gap_count;
+    uint32_t *idx = PyMem_Malloc((n ? (size_t)n : 1) * sizeof *idx);
+    if (idx == NULL)
+        return PyErr_NoMemory();
+    size_t kept = ls_model_worst_gaps(&self->model, (size_t)n, idx);
+    PyObject *list = PyList_New((Py_ssize_t)kept);
+    for (size_t i = 0; list != NULL && i < kept; i++) {
+        PyObject *d = gap_dict(self, &self->model.gaps[idx[i]]);
+        if (d == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+    }
+    PyMem_Free(idx);
+    return list;
+}
+
+/* -- columns ------------------------------------------------------------- */
+
+/* A memoryview of format `fmt` over `bytes` (stolen). */
+static PyObject *typed_view(PyObject *bytes, const char *fmt)
+{
+    if (bytes == NULL)
+        return NULL;
+    PyObject *view = PyMemoryView_FromObject(bytes);
+    Py_DECREF(bytes);
+    if (view == NULL)
+        return NULL;
+    PyObject *typed = PyObject_CallMethod(view, "cast", "s", fmt);
+    Py_DECREF(view);
+    return typed;
+}
+
+/* One column: `size`-byte items at base + i * stride, for i < n. */
+typedef struct {
+    const char *base;
+    size_t stride, size, n;
+    const char *fmt;
+} ls_column;
+
+/* A memoryview of format `fmt` over a new bytes object holding the column. */
+static PyObject *column_view(ls_column c)
+{
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(c.n * c.size));
+    if (bytes != NULL) {
+        char *out = PyBytes_AS_STRING(bytes);
+        for (size_t i = 0; i < c.n; i++)
+            memcpy(out + i * c.size, c.base + i * c.stride, c.size);
+    }
+    return typed_view(bytes, c.fmt);
+}
+
+/* A field inside an array of records (NULL when there is no array: no offset to NULL). */
+static const char *field_of(const void *array, size_t offset)
+{
+    return array ? (const char *)array + offset : NULL;
+}
+
+#define FIELD(array, type, field, fmt, n) \
+    {field_of((array), offsetof(type, field)), sizeof(type), sizeof(((type *)0)->field), (n), \
+     (fmt)}
+#define ARRAY(array, fmt, n) {(const char *)(array), sizeof *(array), sizeof *(array), (n), (fmt)}
+
+static const char *const op_column_names[] = {
+    "start_ns", "end_ns", "device", "stream", "kind", "correlation", "launch_ns", "step",
+    "range", "group", "comm",
+};
+
+static ls_column op_column(const ls_model_object *self, int which)
+{
+    const ls_op *ops = self->capture->records.ops.items;
+    const ls_model *m = &self->model;
+    size_t n = self->capture->records.ops.count;
+    const ls_column columns[] = {
+        FIELD(ops, ls_op, start_ns, "Q", n),    FIELD(ops, ls_op, end_ns, "Q", n),
+        FIELD(ops, ls_op, device_id, "I", n),   FIELD(ops, ls_op, stream_id, "I", n),
+        FIELD(ops, ls_op, kind, "B", n),        FIELD(ops, ls_op, correlation_id, "I", n),
+        ARRAY(m->op_launch_ns, "Q", n),         ARRAY(m->op_step, "i", n),
+        ARRAY(m->op_range, "i", n),             ARRAY(m->op_group, "i", n),
+        ARRAY(m->op_comm, "B", n),
+    };
+    return columns[which];
+}
+
+static const char *const gap_column_names[] = {
+    "start_ns", "end_ns", "device", "stream", "class", "cause", "step", "next_op", "prev_op",
+};
+
+static ls_column gap_column(const ls_model_object *self, int which)
+{
+    const ls_gap *gaps = self->model.gaps;
+    size_t n = self->model.gap_count;
+    const ls_column columns[] = {
+        FIELD(gaps, ls_gap, start_ns, "Q", n),  FIELD(gaps, ls_gap, end_ns, "Q", n),
+        FIELD(gaps, ls_gap, device_id, "I", n), FIELD(gaps, ls_gap, stream_id, "I", n),
+        FIELD(gaps, ls_gap, gap_class, "B", n), FIELD(gaps, ls_gap, cause, "B", n),
+        FIELD(gaps, ls_gap, step, "i", n),      FIELD(gaps, ls_gap, next_op, "I", n),
+        FIELD(gaps, ls_gap, prev_op, "I", n),
+    };
+    return columns[which];
+}
+
+#define COLUMNS(names) ((int)(sizeof names / sizeof names[0]))
+
+static PyObject *model_op_column(PyObject *op, PyObject *name)
+{
+    for (int k = 0; PyUnicode_Check(name) && k < COLUMNS(op_column_names); k++)
+        if (PyUnicode_CompareWithASCIIString(name, op_column_names[k]) == 0)
+            return column_view(op_column((ls_model_object *)op, k));
+    PyErr_Format(PyExc_ValueError, "op_column: no column %R (start_ns, end_ns, device, stream, "
+                 "kind, correlation, launch_ns, step, range, group, comm)", name);
+    return NULL;
+}
+
+static PyObject *model_gap_column(PyObject *op, PyObject *name)
+{
+    for (int k = 0; PyUnicode_Check(name) && k < COLUMNS(gap_column_names); k++)
+        if (PyUnicode_CompareWithASCIIString(name, gap_column_names[k]) == 0)
+            return column_view(gap_column((ls_model_object *)op, k));
+    PyErr_Format(PyExc_ValueError, "gap_column: no column %R (start_ns, end_ns, device, stream, "
+                 "class, cause, step, next_op, prev_op)", name);
+    return NULL;
+}
+
+/* -- bins --------------------------------------------------------------- */
+
+static int read_window(PyObject *args, PyObject *kwargs, const char *format, char **keywords,
+                       unsigned long long *start, unsigned long long *end, Py_ssize_t *bins,
+                       PyObject **extra)
+{
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords, start, end, bins, extra))
+        return -1;
+    if (*end <= *start || *bins < 1 || *bins > LS_MAX_BINS) {
+        PyErr_Format(PyExc_ValueError, "need start_ns < end_ns and 1 <= bins <= %d (got %llu, "
+                     "%llu, %zd)", LS_MAX_BINS, *start, *end, *bins);
+        return -1;
+    }
+    return 0;
+}
+
+/* The bins of a window as a memoryview of uint64: filled by ls_model_busy_bins
+ * (min_class < 0, device index `device`) or ls_model_gap_bins. */
+static PyObject *bins_view(const ls_model *m, long device, int min_class, uint64_t start,
+                           uint64_t end, size_t bins)
+{
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(bins * sizeof(uint64_t)));
+    if (bytes != NULL) {
+        uint64_t *out = (uint64_t *)PyBytes_AS_STRING(bytes);
+        if (min_class < 0)
+            ls_model_busy_bins(m, device, start, end, bins, out);
+        else
+            ls_model_gap_bins(m, min_class, start, end, bins, out);
+    }
+    return typed_view(bytes, "Q");
+}
+
+static PyObject *model_busy_bins(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"start_ns", "end_ns", "bins", "device", NULL};
+    ls_model_object *self = (ls_model_object *)op;
+    unsigned long long start, end;
+    Py_ssize_t bins;
+    PyObject *device = Py_None;
+    if (read_window(args, kwargs, "KKn|O:busy_bins", keywords, &start, &end, &bins, &device))
+        return NULL;
+    long index = -1; /* every device */
+    if (device != Py_None) {
+        long id = PyLong_AsLong(device);
+        if (id == -1 && PyErr_Occurred())
+            return NULL;
+        index = (long)self->model.device_count; /* a device with no op: idle throughout */
+        for (size_t d = 0; d < self->model.device_count; d++)
+            if ((long)self->model.devices[d].line.device_id == id)
+                index = (long)d;
+    }
+    return bins_view(&self->model, index, -1, start, end, (size_t)bins);
+}
+
+static PyObject *model_gap_bins(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"start_ns", "end_ns", "bins", "min_class", NULL};
+    ls_model_object *self = (ls_model_object *)op;
+    unsigned long long start, end;
+    Py_ssize_t bins;
+    PyObject *min_class = NULL;
+    if (read_window(args, kwargs, "KKn|U:gap_bins", keywords, &start, &end, &bins, &min_class))
+        return NULL;
+    int cls = LS_CLASS_SEVERE;
+    if (min_class != NULL) {
+        cls = -1;
+        for (int k = 0; k < LS_CLASS_COUNT; k++)
+            if (PyUnicode_CompareWithASCIIString(min_class, class_names[k]) == 0)
+                cls = k;
+        if (cls < 0) {
+            PyErr_Format(PyExc_ValueError, "gap_bins: min_class must be 'normal', 'warning' or "
+                         "'severe', got %R", min_class);
+            return NULL;
+        }
+    }
+    return bins_view(&self->model, -1, cls, start, end, (size_t)bins);
+}
+
+/* -- trace export -------------------------------------------------------- */
+
+static int write_to_python(void *context, const char *text, size_t len)
+{
+    PyObject *chunk = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "strict");
+    PyObject *result = chunk ? PyObject_CallOneArg((PyObject *)context, chunk) : NULL;
+    Py_XDECREF(chunk);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+static int compare_u32(const void *pa, const void *pb)
+{
+    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* The display names of the ops of `r`: one call of namer(raw name) per
+ * distinct name, which returns (display, signature, mangled), each a str or
+ * None.  Fills the name fields of `o`; the arrays (freed by free_op_names)
+ * point into the strings of *keep.  Returns 0, or -1 with an exception set. */
+static int op_names(const ls_records *r, PyObject *namer, ls_trace_options *o, PyObject **keep)
+{
+    size_t n = r->ops.count;
+    uint32_t *ids = PyMem_Malloc((n ? n : 1) * sizeof *ids);
+    const char **texts = NULL;
+    *keep = PyList_New(0);
+    if (ids == NULL || *keep == NULL)
+        goto no_memory;
+    size_t unique = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ls_names_text(r->ops.items[i].name_id) != NULL)
+            ids[unique++] = r->ops.items[i].name_id;
+    qsort(ids, unique, sizeof *ids, compare_u32);
+    size_t kept = 0;
+    for (size_t i = 0; i < unique; i++)
+        if (kept == 0 || ids[i] != ids[kept - 1])
+            ids[kept++] = ids[i];
+    texts = PyMem_Calloc(3 * (kept ? kept : 1), sizeof *texts);
+    if (texts == NULL)
+        goto no_memory;
+    for (size_t k = 0; k < kept; k++) {
+        PyObject *raw = ls_py_text_or_none(ls_names_text(ids[k]));
+        PyObject *named = raw ? PyObject_CallOneArg(namer, raw) : NULL;
+        Py_XDECREF(raw);
+        if (named == NULL || PyList_Append(*keep, named) != 0) {
+            Py_XDECREF(named);
+            goto fail;
+        }
+        Py_DECREF(named);
+        if (!PyTuple_Check(named) || PyTuple_GET_SIZE(named) != 3) {
+            PyErr_SetString(PyExc_TypeError, "write_trace_events: names(raw) must return "
+                            "(display, signature, mangled), each a str or None");
+            goto fail;
+        }
+        for (int j = 0; j < 3; j++) {
+            PyObject *item = PyTuple_GET_ITEM(named, j);
+            if (item == Py_None)
+                continue;
+            texts[j * kept + k] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+            if (texts[j * kept + k] == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "write_trace_events: names(raw) must "
+                                    "return str or None items");
+                goto fail;
+            }
+        }
+    }
+    o->name_ids = ids;
+    o->name_count = kept;
+    o->display = texts;
+    o->signature = texts + kept;
+    o->mangled = texts + 2 * kept;
+    return 0;
+no_memory:
+    PyErr_NoMemory();
+fail:
+    PyMem_Free(ids);
+    PyMem_Free(texts);
+    Py_CLEAR(*keep);
+    return -1;
+}
+
+static void free_op_names(ls_trace_options *o)
+{
+    PyMem_Free((void *)o->name_ids);
+    PyMem_Free((void *)o->display);
+}
+
+/* Reads `lanes` {key: int} into sorted key and value arrays (PyMem); keys
+ * are ints (a device) or (device, stream) tuples.  Returns 0, or -1 with an
+ * exception set. */
+typedef struct {
+    uint64_t key;
+    uint32_t value;
+} ls_lane;
+
+static int compare_lanes(const void *pa, const void *pb)
+{
+    const ls_lane *a = pa, *b = pb;
+    return a->key < b->key ? -1 : a->key > b->key;
+}
+
+static int read_lanes(PyObject *lanes, int pairs, uint64_t **keys, uint32_t **values,
+                      size_t *count)
+{
+    Py_ssize_t n = PyDict_Size(lanes), pos = 0;
+    ls_lane *items = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *items);
+    *keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof **keys);
+    *values = PyMem_Malloc((size_t)(n ? n : 1) * sizeof **values);
+    if (items == NULL || *keys == NULL || *values == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *key, *value;
+    size_t k = 0;
+    while (PyDict_Next(lanes, &pos, &key, &value)) {
+        unsigned long long a = 0, b = 0;
+        if (pairs ? !PyArg_ParseTuple(key, "KK", &a, &b) : (a = PyLong_AsUnsignedLongLong(key),
+                                                             a == (unsigned long long)-1 &&
+                                                                 PyErr_Occurred()))
+            goto fail;
+        unsigned long v = PyLong_AsUnsignedLong(value);
+        if (v == (unsigned long)-1 && PyErr_Occurred())
+            goto fail;
+        items[k++] = (ls_lane){pairs ? (a << 32) | (b & 0xffffffffull) : a, (uint32_t)v};
+    }
+    qsort(items, k, sizeof *items, compare_lanes);
+    for (size_t i = 0; i < k; i++) {
+        (*keys)[i] = items[i].key;
+        (*values)[i] = items[i].value;
+    }
+    *count = k;
+    PyMem_Free(items);
+    return 0;
+fail:
+    PyMem_Free(items);
+    PyMem_Free(*keys);
+    PyMem_Free(*values);
+    *keys = NULL;
+    *values = NULL;
+    return -1;
+}
+
+/* write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100, names=None,
+ *                    gpu_pids=None, stream_tids=None, lanes=(1, 2, 0)) */
+static PyObject *model_write_trace_events(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"write", "t0_ns", "profile", "threads", "host_pid", "gpu_pid",
+                               "names", "gpu_pids", "stream_tids", "lanes", NULL};
+    ls_model_object *self = (ls_model_object *)op;
+    PyObject *write, *threads, *namer = Py_None, *gpu_pids = NULL, *stream_tids = NULL;
+    unsigned long long t0;
+    long profile;
+    unsigned int host_pid = 1, gpu_pid = 100, api_tid = 1, sync_tid = 2, gap_tid = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKlO!|IIOO!O!(III):write_trace_events",
+                                     keywords, &write, &t0, &profile, &PyDict_Type, &threads,
+                                     &host_pid, &gpu_pid, &namer, &PyDict_Type, &gpu_pids,
+                                     &PyDict_Type, &stream_tids, &api_tid, &sync_tid, &gap_tid))
+        return NULL;
+    const ls_records *r = &self->capture->records;
+    uint32_t *tid = PyMem_Malloc((r->ranges.count ? r->ranges.count : 1) * sizeof *tid);
+    if (tid == NULL)
+        return PyErr_NoMemory();
+    /* threads: {thread id: tid}; a thread seen first gets the next tid */
+    for (size_t i = 0; i < r->ranges.count; i++) {
+        PyObject *key = ls_py_u64(r->ranges.items[i].thread_id);
+        PyObject *value = key ? PyDict_GetItemWithError(threads, key) : NULL;
+        if (value == NULL && key != NULL && !PyErr_Occurred()) {
+            value = PyLong_FromSsize_t(PyDict_Size(threads) + 1);
+            if (value != NULL && PyDict_SetItem(threads, key, value) != 0)
+                Py_CLEAR(value);
+            Py_XDECREF(value); /* the dict holds it */
+        }
+        long v = value ? PyLong_AsLong(value) : -1;
+        Py_XDECREF(key);
+        if (value == NULL || (v == -1 && PyErr_Occurred())) {
+            PyMem_Free(tid);
+            return NULL;
+        }
+        tid[i] = (uint32_t)v;
+    }
+    uint64_t *device_keys = NULL, *stream_keys = NULL;
+    uint32_t *device_pid = NULL, *stream_tid = NULL;
+    size_t device_count = 0, stream_count = 0;
+    if ((gpu_pids != NULL &&
+         read_lanes(gpu_pids, 0, &device_keys, &device_pid, &device_count) != 0) ||
+        (stream_tids != NULL &&
+         read_lanes(stream_tids, 1, &stream_keys, &stream_tid, &stream_count) != 0)) {
+        PyMem_Free(device_keys);
+        PyMem_Free(device_pid);
+        PyMem_Free(tid);
+        return NULL;
+    }
+    /* device ids fit 32 bits: the sorted 64-bit keys narrow in place */
+    uint32_t *device_ids = (uint32_t *)device_keys;
+    for (size_t i = 0; i < device_count; i++)
+        device_ids[i] = (uint32_t)device_keys[i];
+    ls_trace_options options = {
+        .t0_ns = t0, .profile = profile, .host_pid = host_pid, .gpu_pid = gpu_pid,
+        .range_tid = tid, .device_ids = device_ids, .device_pid = device_pid,
+        .device_count = device_count, .stream_keys = stream_keys, .stream_tid = stream_tid,
+        .stream_count = stream_count, .api_tid = api_tid, .sync_tid = sync_tid,
+        .gap_tid = gap_tid};
+    PyObject *keep = NULL;
+    int rc = -3;
+    if (namer == Py_None || op_names(r, namer, &options, &keep) == 0) {
+        rc = ls_trace_json_write(r, &self->model, &options, write_to_python, write);
+        free_op_names(&options);
+    }
+    Py_XDECREF(keep);
+    PyMem_Free(tid);
+    PyMem_Free(device_keys);
+    PyMem_Free(device_pid);
+    PyMem_Free(stream_keys);
+    PyMem_Free(stream_tid);
+    if (rc == -3)
+        return NULL; /* names() raised */
+    if (rc == -1)
+        return PyErr_NoMemory();
+    if (rc != 0)
+        return NULL; /* the write call raised */
+    Py_RETURN_NONE;
+}
+
+/* -- attributes ----------------------------------------------------------- */
+
+static PyObject *get_thresholds(PyObject *op, void *unused)
+{
+    (void)unused;
+    ls_thresholds t = ((ls_model_object *)op)->model.thresholds;
+    return Py_BuildValue("(KK)", (unsigned long long)t.normal_below_ns,
+                         (unsigned long long)t.severe_above_ns);
+}
+
+static PyObject *get_edges(PyObject *op, void *unused)
+{
+    (void)op;
+    (void)unused;
+    PyObject *edges = PyList_New(LS_HIST_BINS);
+    for (int i = 0; edges != NULL && i < LS_HIST_BINS; i++) {
+        PyObject *v = U64(ls_model_hist_edges_ns[i]);
+        if (v == NULL)
+            Py_CLEAR(edges);
+        else
+            PyList_SET_ITEM(edges, i, v);
+    }
+    return edges;
+}
+
+enum { N_OPS, N_GAPS, N_STEPS, N_GROUPS, N_NO_LAUNCH, N_IGNORED, N_UNKNOWN_COPIES };
+
+static PyObject *get_count(PyObject *op, void *which)
+{
+    ls_model_object *self = (ls_model_object *)op;
+    const ls_model *m = &self->model;
+    switch ((int)(intptr_t)which) {
+    case N_OPS: return U64(self->capture->records.ops.count);
+    case N_GAPS: return U64(m->gap_count);
+    case N_STEPS: return U64(used_steps(m, NULL));
+    case N_GROUPS: return U64(m->groups.count);
+    case N_NO_LAUNCH: return U64(m->ops_without_launch);
+    case N_IGNORED: return U64(m->ignored_records);
+    default: return U64(m->syncs.unknown_copies);
+    }
+}
+
+static PyGetSetDef model_getset[] = {
+    {"thresholds_ns", get_thresholds, NULL, "(normal_below_ns, severe_above_ns)", NULL},
+    {"histogram_edges_ns", get_edges, NULL, "Lower edges of the gap histogram's bins.", NULL},
+    {"op_count", get_count, NULL, "GPU ops (kernels, memcpys, memsets).", (void *)N_OPS},
+    {"gap_count", get_count, NULL, "Device-wide gaps.", (void *)N_GAPS},
+    {"step_count", get_count, NULL, "Steps.", (void *)N_STEPS},
+    {"group_count", get_count, NULL, "Range groups.", (void *)N_GROUPS},
+    {"ops_without_launch", get_count, NULL, "Ops no launch record matched.",
+     (void *)N_NO_LAUNCH},
+    {"ignored_records", get_count, NULL, "API and sync records after the stop.",
+     (void *)N_IGNORED},
+    {"unknown_copies", get_count, NULL, "Async copies with no activity record (not judged).",
+     (void *)N_UNKNOWN_COPIES},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef model_methods[] = {
+    {"total", model_total, METH_NOARGS, "The whole run: a time line dict with 'gaps'."},
+    {"devices", model_devices, METH_NOARGS, "One time line dict per device (with 'name')."},
+    {"streams", model_streams, METH_NOARGS, "One time line dict per stream."},
+    {"steps", model_steps, METH_NOARGS,
+     "One dict per step: index, range, name, thread, start_ns, end_ns, its ops' time line, "
+     "'gaps', 'syncs' (count) and 'metrics'."},
+    {"ranges", model_ranges, METH_NOARGS,
+     "One dict per range: name, parent, depth, step (its step index when it acts as a step), "
+     "group, thread, start_ns, end_ns, its ops' time line and 'metrics'."},
+    {"groups", model_groups, METH_NOARGS,
+     "One dict per range group: name, parent, depth, step_prefixed, count, host_ns, span_ns, "
+     "its ops' time line, 'gaps' and 'metrics' (weighted over its ranges)."},
+    {"syncs", model_syncs, METH_NOARGS,
+     "The syncs: (start_ns, end_ns, blocked_ns, thread_id, step, wait_class, [call indices])."},
+    {"metrics", model_metrics, METH_NOARGS,
+     "PM figures of the whole run: {'span', 'busy', 'busy_from'}, or None without samples."},
+    {"worst_gaps", model_worst_gaps, METH_VARARGS,
+     "worst_gaps(n=10) -> the n longest gaps as dicts, longest first."},
+    {"op_column", model_op_column, METH_O,
+     "op_column(name) -> memoryview, one item per op: start_ns, end_ns, device, stream, kind "
+     "(0 kernel, 1 memcpy, 2 memset), correlation, launch_ns (2**64-1: none), step, range, "
+     "group (-1: none), comm (1: a collective kernel)."},
+    {"gap_column", model_gap_column, METH_O,
+     "gap_column(name) -> memoryview, one item per gap: start_ns, end_ns, device, stream, "
+     "class (0 normal, 1 warning, 2 severe), cause (0 host, 1 sync, 2 other), step (-1: none), "
+     "next_op, prev_op."},
+    {"busy_bins", (PyCFunction)(void (*)(void))model_busy_bins, METH_VARARGS | METH_KEYWORDS,
+     "busy_bins(start_ns, end_ns, bins, device=None) -> memoryview of the GPU busy ns in each "
+     "of `bins` equal slices (all devices summed, or one device)."},
+    {"gap_bins", (PyCFunction)(void (*)(void))model_gap_bins, METH_VARARGS | METH_KEYWORDS,
+     "gap_bins(start_ns, end_ns, bins, min_class='severe') -> memoryview of the idle ns of "
+     "gaps of that class or worse in each slice."},
+    {"write_trace_events", (PyCFunction)(void (*)(void))model_write_trace_events,
+     METH_VARARGS | METH_KEYWORDS,
+     "write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100, names=None):"
+     " the "
+     "Chrome/Perfetto events of ranges, GPU ops, launch calls (with flow arrows), sync records "
+     "and warning/severe gaps, each as ',{...}', handed to write(str) in pieces.  threads: "
+     "{thread id: tid}, new range threads added; names: raw op name -> (display, signature, "
+     "mangled), each str or None, called once per distinct name."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot model_slots[] = {
+    {Py_tp_doc, "The analysed model of one Capture (Capture.model()); every view reads it."},
+    {Py_tp_methods, model_methods},
+    {Py_tp_getset, model_getset},
+    {Py_tp_traverse, model_traverse},
+    {Py_tp_clear, model_clear},
+    {Py_tp_dealloc, model_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec ls_model_type_spec = {
+    .name = "loopscope._core.Model",
+    .basicsize = sizeof(ls_model_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+             Py_TPFLAGS_HAVE_GC,
+    .slots = model_slots,
+};

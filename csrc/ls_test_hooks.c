@@ -1,0 +1,615 @@
+/* ls_test_hooks: the test hooks of loopscope._core, all in one place, each
+ * named with a leading underscore.  They feed synthetic records and fake
+ * API calls to the running session, script its clock, and drive the PM
+ * decoder thread and the sample placement without a GPU, so the analysis
+ * and everything above it is tested with exact answers.  Bad input raises
+ * TypeError/ValueError naming the record and the field; nothing is
+ * appended from a list that fails. */
+#include "ls_test_hooks.h"
+
+#include "ls_cbids.h"
+#include "ls_clock.h"
+#include "ls_names.h"
+#include "ls_pmdecoder.h"
+#include "ls_pyvalues.h"
+#include "ls_samples.h"
+#include "ls_session.h"
+#include "ls_switchboard.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum {
+    K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC_RECORD, K_SAMPLE, K_RANGE, K_UNKNOWN
+} ls_inject_kind;
+
+static const char *const kind_names[] = {"kernel", "memcpy", "memset", "api", "sync_record",
+                                         "sample", "range"};
+/* In messages: "<label> record <i>" ("sync record 3", not "sync_record record 3"). */
+static const char *const kind_labels[] = {"kernel", "memcpy", "memset", "api", "sync", "sample",
+                                          "range"};
+static const char *const kind_fields[] = {
+    "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
+    "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes[, copy_kind[, "
+    "host_memory]]]]) (copy_kind: CUpti_ActivityMemcpyKind, 1 HtoD, 2 DtoH, 8 DtoD; "
+    "host_memory: 1 pageable, 2 pinned)",
+    "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
+    "(start_ns, end_ns, correlation_id[, thread_id[, domain]]) (domain: 0 runtime, 1 driver)",
+    "(start_ns, end_ns[, stream])",
+    "(start_ns, end_ns, {figure: value}[, device]) (figures:"
+#define LS_FIGURE_NAME(id, name, cupti, rate) " " name
+    LS_METRIC_TABLE(LS_FIGURE_NAME)
+#undef LS_FIGURE_NAME
+    "; the others are not collected)",
+    "(start_ns, end_ns, name, parent, step, thread_id) (parent: index of the enclosing range "
+    "of its thread, -1 for none; step: its step index, -1 for a plain range)",
+};
+static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2, 3, 6};
+static const Py_ssize_t max_items[] = {7, 9, 7, 5, 3, 4, 6};
+
+/* Reads item `i` of `tuple` as a non-negative integer below `limit`. */
+static int read_uint(PyObject *tuple, Py_ssize_t i, Py_ssize_t record, const char *kind,
+                     unsigned long long limit, unsigned long long *out)
+{
+    PyObject *item = PyTuple_GET_ITEM(tuple, i);
+    if (!PyLong_Check(item) || PyBool_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject: %s record %zd, field %zd must be an "
+                     "int, not %.100s", kind, record, i, Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow != 0 || v < 0 || (unsigned long long)v > limit) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: %s record %zd, field %zd is %R: "
+                     "must be between 0 and %llu", kind, record, i, item, limit);
+        return -1;
+    }
+    *out = (unsigned long long)v;
+    return 0;
+}
+
+/* A PM sample: its figures from a dict, those left out NaN (not collected). */
+static int append_sample(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t start,
+                         uint64_t end)
+{
+    ls_sample sample;
+    sample.start_ns = start;
+    sample.end_ns = end;
+    for (int j = 0; j < LS_METRICS; j++)
+        sample.values[j] = NAN;
+    if (end == start) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: sample record %zd lasts 0 ns", index);
+        return -1;
+    }
+    PyObject *values = PyTuple_GET_ITEM(t, 2);
+    if (!PyDict_Check(values)) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject: sample record %zd, field 2 must be a "
+                     "dict of figures, not %.100s", index, Py_TYPE(values)->tp_name);
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(values, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        int id = name ? ls_metric_id(name) : -1;
+        if (id < 0) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "loopscope._inject: sample record %zd names an "
+                             "unknown figure %R", index, key);
+            return -1;
+        }
+        double v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred())
+            return -1;
+        if (!(v >= 0.0) || isinf(v)) {
+            PyErr_Format(PyExc_ValueError, "loopscope._inject: sample record %zd, %s is %R: "
+                         "must be a finite number >= 0", index, name, value);
+            return -1;
+        }
+        sample.values[id] = v;
+    }
+    unsigned long long device = 0;
+    if (PyTuple_GET_SIZE(t) > 3 && read_uint(t, 3, index, "sample", UINT32_MAX, &device))
+        return -1;
+    ls_sample *slot = ls_samples_append(&r->samples);
+    if (slot == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *slot = sample;
+    r->sample_device = (uint32_t)device;
+    return 0;
+}
+
+/* Reads item `i` as an int in [-1, limit]. */
+static int read_index(PyObject *t, Py_ssize_t i, Py_ssize_t index, long long limit, int32_t *out)
+{
+    PyObject *item = PyTuple_GET_ITEM(t, i);
+    int overflow = 0;
+    long long v = PyLong_Check(item) && !PyBool_Check(item)
+                      ? PyLong_AsLongLongAndOverflow(item, &overflow) : -2;
+    if (PyErr_Occurred())
+        return -1;
+    if (!PyLong_Check(item) || PyBool_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject: range record %zd, field %zd must be "
+                     "an int, not %.100s", index, i, Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    if (overflow != 0 || v < -1 || v > limit) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: range record %zd, field %zd is %R: "
+                     "must be between -1 and %lld", index, i, item, limit);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* A closed range: its parent must be a range recorded before it. */
+static int append_range(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t start,
+                        uint64_t end)
+{
+    PyObject *name = PyTuple_GET_ITEM(t, 2);
+    if (!PyUnicode_Check(name) || PyUnicode_GET_LENGTH(name) == 0) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject: range record %zd, field 2 (name) "
+                     "must be a non-empty str, got %R", index, name);
+        return -1;
+    }
+    int32_t parent, step;
+    unsigned long long thread;
+    if (read_index(t, 3, index, (long long)r->ranges.count - 1, &parent) ||
+        read_index(t, 4, index, INT32_MAX, &step) ||
+        read_uint(t, 5, index, "range", INT64_MAX, &thread))
+        return -1;
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
+    if (text == NULL)
+        return -1;
+    uint32_t name_id = ls_names_intern(text, (size_t)len);
+    ls_range *range = name_id == LS_NO_NAME ? NULL : ls_ranges_append(&r->ranges);
+    if (range == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    range->start_ns = start;
+    range->end_ns = end;
+    range->thread_id = thread;
+    range->name_id = name_id;
+    range->parent = parent;
+    range->step_index = step;
+    range->depth = parent >= 0 ? r->ranges.items[parent].depth + 1 : 0;
+    return 0;
+}
+
+static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_t index)
+{
+    const char *kname = kind_labels[kind];
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    unsigned long long start, end, a = 0, b = 0, c = 0, bytes = 0;
+    if (read_uint(t, 0, index, kname, INT64_MAX, &start) || read_uint(t, 1, index, kname, INT64_MAX, &end))
+        return -1;
+    if (start == 0) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: %s record %zd has start_ns 0 "
+                     "(CUPTI marks unfinished records so; use a positive time)", kname, index);
+        return -1;
+    }
+    if (end < start) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: %s record %zd ends before it "
+                     "starts (start_ns=%llu, end_ns=%llu): a negative duration", kname, index,
+                     start, end);
+        return -1;
+    }
+    if (kind == K_SAMPLE)
+        return append_sample(r, t, index, start, end);
+    if (kind == K_SYNC_RECORD) {
+        if (n > 2 && read_uint(t, 2, index, kname, UINT32_MAX, &a))
+            return -1;
+        ls_sync_record *s = ls_sync_records_append(&r->sync_records);
+        if (s == NULL)
+            goto nomem;
+        *s = (ls_sync_record){start, end, 0, (uint32_t)a, 0, 0};
+        return 0;
+    }
+    if (kind == K_API) {
+        unsigned long long domain = 0;
+        if (read_uint(t, 2, index, kname, UINT32_MAX, &a) ||
+            (n > 3 && read_uint(t, 3, index, kname, INT64_MAX, &b)) ||
+            (n > 4 && read_uint(t, 4, index, kname, 1, &domain)))
+            return -1;
+        ls_api *api = ls_apis_append(&r->apis);
+        if (api == NULL)
+            goto nomem;
+        *api = (ls_api){start, end, b, (uint32_t)a, 0, (uint32_t)domain, 0};
+        return 0;
+    }
+    if (kind == K_RANGE)
+        return append_range(r, t, index, start, end);
+    if (read_uint(t, 2, index, kname, UINT32_MAX, &a) ||
+        read_uint(t, 3, index, kname, UINT32_MAX, &b) ||
+        read_uint(t, 4, index, kname, UINT32_MAX, &c))
+        return -1;
+    uint32_t name_id = LS_NO_NAME;
+    if (n > 5 && PyTuple_GET_ITEM(t, 5) != Py_None) {
+        PyObject *name = PyTuple_GET_ITEM(t, 5);
+        if (!PyUnicode_Check(name)) {
+            PyErr_Format(PyExc_TypeError, "loopscope._inject: %s record %zd, field 5 (name) "
+                         "must be a str or None, not %.100s", kname, index,
+                         Py_TYPE(name)->tp_name);
+            return -1;
+        }
+        Py_ssize_t len;
+        const char *text = PyUnicode_AsUTF8AndSize(name, &len);
+        if (text == NULL)
+            return -1;
+        name_id = ls_names_intern(text, (size_t)len);
+    }
+    unsigned long long copy_kind = 0, host_memory = 0;
+    if ((n > 6 && read_uint(t, 6, index, kname, INT64_MAX, &bytes)) ||
+        (n > 7 && read_uint(t, 7, index, kname, 255, &copy_kind)) ||
+        (n > 8 && read_uint(t, 8, index, kname, 255, &host_memory)))
+        return -1;
+    ls_op *op = ls_ops_append(&r->ops);
+    if (op == NULL)
+        goto nomem;
+    op->start_ns = start;
+    op->end_ns = end;
+    op->device_id = (uint32_t)a;
+    op->stream_id = (uint32_t)b;
+    op->correlation_id = (uint32_t)c;
+    op->name_id = name_id;
+    op->bytes = bytes;
+    op->kind = kind == K_KERNEL ? LS_OP_KERNEL : kind == K_MEMCPY ? LS_OP_MEMCPY : LS_OP_MEMSET;
+    op->copy_kind = (uint8_t)copy_kind;
+    op->host_memory = (uint8_t)host_memory;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+static PyObject *inject(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "_inject(kind, records) takes 2 arguments, got %zd", nargs);
+        return NULL;
+    }
+    ls_inject_kind kind = K_UNKNOWN;
+    if (PyUnicode_Check(args[0])) {
+        for (int k = 0; k < K_UNKNOWN; k++)
+            if (PyUnicode_CompareWithASCIIString(args[0], kind_names[k]) == 0)
+                kind = (ls_inject_kind)k;
+    }
+    if (kind == K_UNKNOWN) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: kind must be one of 'kernel', "
+                     "'memcpy', 'memset', 'api', 'sync_record', 'sample', 'range', got %R",
+                     args[0]);
+        return NULL;
+    }
+    ls_records *r = ls_session_records();
+    if (r == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "loopscope._inject: no profile is running (use it inside "
+                        "`with loopscope.profile():`)");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[1], "loopscope._inject: records must be a sequence "
+                                             "of tuples");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    /* Validate all first, so a bad list appends nothing. */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < min_items[kind] ||
+            PyTuple_GET_SIZE(t) > max_items[kind]) {
+            PyErr_Format(PyExc_TypeError, "loopscope._inject: %s record %zd must be a tuple "
+                         "%s, got %R", kind_labels[kind], i, kind_fields[kind], t);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    size_t before[5] = {r->ops.count, r->apis.count, r->sync_records.count, r->samples.count,
+                        r->ranges.count};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (append_one(r, kind, PySequence_Fast_GET_ITEM(seq, i), i) != 0) {
+            r->ops.count = before[0];
+            r->apis.count = before[1];
+            r->sync_records.count = before[2];
+            r->samples.count = before[3];
+            r->ranges.count = before[4];
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    if (count > 0 && kind == K_SAMPLE)
+        ls_session_mark_samples_injected();
+    else if (count > 0 && kind != K_RANGE) /* ranges are host records, as real ones */
+        ls_session_mark_injected();
+    return PyLong_FromSsize_t(count);
+}
+
+static PyObject *settle_samples(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *spans;
+    unsigned long long max_span, started, stopped, tolerance;
+    if (!PyArg_ParseTuple(args, "OKKKK:_settle_samples", &spans, &max_span, &started, &stopped,
+                          &tolerance))
+        return NULL;
+    PyObject *seq = PySequence_Fast(spans, "spans must be a sequence of (start_ns, end_ns)");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    ls_sample *samples = calloc((size_t)(n ? n : 1), sizeof *samples);
+    if (samples == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long start, end;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KK", &start, &end) ||
+            end < start) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "spans[%zd]: end before start", i);
+            free(samples);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        samples[i].start_ns = start;
+        samples[i].end_ns = end;
+    }
+    Py_DECREF(seq);
+    ls_samples_sort(samples, (size_t)n);
+    ls_settle_result r;
+    size_t kept = ls_samples_settle(samples, (size_t)n, max_span, started, stopped, tolerance, &r);
+    PyObject *out = PyList_New((Py_ssize_t)kept);
+    for (size_t i = 0; out != NULL && i < kept; i++) {
+        PyObject *pair = Py_BuildValue("KK", (unsigned long long)samples[i].start_ns,
+                                       (unsigned long long)samples[i].end_ns);
+        if (pair == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, (Py_ssize_t)i, pair);
+    }
+    free(samples);
+    if (out == NULL)
+        return NULL;
+    return Py_BuildValue("NnLL", out, (Py_ssize_t)r.partial, (long long)r.delta_ns,
+                         (long long)r.shift_ns);
+}
+
+/* The clock of a fake call: enter at the profile clock, exit `duration`
+ * later.  Thread-local, because the fake call runs without the GIL. */
+static _Thread_local uint64_t fake_enter_ns, fake_duration_ns;
+static _Thread_local int fake_exited;
+
+static uint64_t fake_now(void)
+{
+    uint64_t t = fake_exited ? fake_enter_ns + fake_duration_ns : fake_enter_ns;
+    fake_exited = 1;
+    return t;
+}
+
+typedef struct {
+    CUpti_CallbackDomain domain;
+    CUpti_CallbackId cbid;
+    uint64_t duration_ns, token;
+    uint32_t correlation_id;
+    uintptr_t param;
+} ls_fake_call;
+
+/* Reads item `i` of a fake call as an int in [0, limit]; -1 with an
+ * exception naming the call and the field. */
+static int read_field(PyObject *t, Py_ssize_t item, Py_ssize_t call, const char *field,
+                      unsigned long long limit, unsigned long long *out)
+{
+    PyObject *v = PyTuple_GET_ITEM(t, item);
+    if (!PyLong_Check(v) || PyBool_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject_calls: call %zd must be a tuple (api: "
+                     "str, duration_ns: int[, correlation_id: int[, function_param: int]]): its "
+                     "%s is a %.100s", call, field, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v); /* raises past 64 bits or < 0 */
+    if ((x == (unsigned long long)-1 && PyErr_Occurred()) || x > limit) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "loopscope._inject_calls: call %zd: %s (%R) out of range: "
+                     "must be between 0 and %llu", call, field, v, limit);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Reads one (api, duration_ns[, correlation_id[, function_param]]) tuple. */
+static int read_fake_call(PyObject *t, Py_ssize_t i, ls_fake_call *out)
+{
+    Py_ssize_t n = PyTuple_Check(t) ? PyTuple_GET_SIZE(t) : 0;
+    if (n < 2 || n > 4 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject_calls: call %zd must be a tuple "
+                     "(api: str, duration_ns: int[, correlation_id: int[, function_param: int]]), "
+                     "got %R", i, t);
+        return -1;
+    }
+    unsigned long long duration = 0, correlation = 0, param = 1;
+    if (read_field(t, 1, i, "duration_ns", INT64_MAX, &duration) ||
+        (n > 2 && read_field(t, 2, i, "correlation_id", UINT32_MAX, &correlation)) ||
+        (n > 3 && read_field(t, 3, i, "function_param", UINTPTR_MAX, &param)))
+        return -1;
+    const char *api = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 0));
+    if (api == NULL)
+        return -1;
+    if (ls_cbid_find(api, &out->domain, &out->cbid) != 0) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject_calls: call %zd: %s is not an API call "
+                     "loopscope listens to (see csrc/ls_cbids.c)", i, api);
+        return -1;
+    }
+    out->duration_ns = duration;
+    out->correlation_id = (uint32_t)correlation;
+    out->param = (uintptr_t)param;
+    out->token = 0;
+    return 0;
+}
+
+/* Runs one fake call through the switchboard: enter, then exit. */
+static void dispatch_fake(ls_fake_call *f)
+{
+    uint64_t correlation_data = 0;
+    /* Every pointer-sized parameter slot holds `param`: the free of a NULL
+     * pointer reads the first, a driver copy's host pointer the second. */
+    uintptr_t params[8];
+    for (int i = 0; i < 8; i++)
+        params[i] = f->param;
+    CUpti_CallbackData call;
+    memset(&call, 0, sizeof call);
+    call.correlationId = f->correlation_id;
+    call.correlationData = &correlation_data;
+    call.functionParams = params;
+    fake_enter_ns = ls_clock_now();
+    fake_duration_ns = f->duration_ns;
+    fake_exited = 0;
+    call.callbackSite = CUPTI_API_ENTER;
+    ls_switchboard_dispatch(f->domain, f->cbid, &call, fake_now);
+    call.callbackSite = CUPTI_API_EXIT;
+    ls_switchboard_dispatch(f->domain, f->cbid, &call, fake_now);
+    f->token = correlation_data;
+}
+
+/* _inject_calls(calls, release_gil=True): API calls seen by the real
+ * switchboard, one after the other, from the calling thread and with its
+ * real Python stack (no Python frame in between, as for a C extension). */
+static PyObject *inject_calls(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    (void)module;
+    static char *keywords[] = {"calls", "release_gil", NULL};
+    PyObject *calls;
+    int release_gil = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:_inject_calls", keywords, &calls,
+                                     &release_gil))
+        return NULL;
+    if (!ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError, "loopscope._inject_calls: no profile is running "
+                                            "(use it inside `with loopscope.profile():`)");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(calls, "loopscope._inject_calls: calls must be a sequence "
+                                           "of tuples");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    ls_fake_call *fakes = PyMem_Calloc((size_t)(n ? n : 1), sizeof *fakes);
+    if (fakes == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (read_fake_call(PySequence_Fast_GET_ITEM(seq, i), i, &fakes[i]) != 0) {
+            PyMem_Free(fakes);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    ls_session_mark_calls_injected();
+    if (release_gil) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++)
+            dispatch_fake(&fakes[i]);
+        Py_END_ALLOW_THREADS
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++)
+            dispatch_fake(&fakes[i]);
+    }
+    PyObject *tokens = PyList_New(n);
+    for (Py_ssize_t i = 0; tokens != NULL && i < n; i++) {
+        PyObject *t = ls_py_u64(fakes[i].token);
+        if (t == NULL)
+            Py_CLEAR(tokens);
+        else
+            PyList_SET_ITEM(tokens, i, t);
+    }
+    PyMem_Free(fakes);
+    return tokens;
+}
+
+static PyObject *set_test_clock(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long start = 0, tick = 0;
+    if (!PyArg_ParseTuple(args, "KK:_set_test_clock", &start, &tick))
+        return NULL;
+    ls_clock_set_test(start, tick);
+    Py_RETURN_NONE;
+}
+
+/* _decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state):
+ * runs the PM decoder thread alone (without sampling its decodes do
+ * nothing) for run_ns and stops it, timing the stop; then ends it, or with
+ * keep_ns >= 0 leaves it to release after keep_ns.  The thread's life
+ * cycle, testable without a GPU. */
+static PyObject *decoder_probe(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long period_ns, run_ns;
+    long long keep_ns = -1;
+    if (!PyArg_ParseTuple(args, "KK|L:_decoder_probe", &period_ns, &run_ns, &keep_ns))
+        return NULL;
+    if (ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError, "_decoder_probe needs no profile running");
+        return NULL;
+    }
+    char why[256];
+    ls_pmdecoder_hold();
+    if (ls_pmdecoder_start(period_ns, why, sizeof why) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, why);
+        return NULL;
+    }
+    ls_sample_array none = {0};
+    uint64_t lost = 0, stop_ns = 0;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec pause = {(time_t)(run_ns / 1000000000ull), (long)(run_ns % 1000000000ull)};
+    nanosleep(&pause, NULL);
+    uint64_t t0 = ls_clock_monotonic_ns();
+    ls_pmdecoder_stop(&none, &lost);
+    stop_ns = ls_clock_monotonic_ns() - t0;
+    if (keep_ns >= 0)
+        ls_pmdecoder_release_after((uint64_t)keep_ns);
+    else
+        ls_pmdecoder_shutdown();
+    Py_END_ALLOW_THREADS
+    free(none.items);
+    return Py_BuildValue("KKs", (unsigned long long)ls_pmdecoder_rounds(),
+                         (unsigned long long)stop_ns, ls_pmdecoder_state());
+}
+
+static PyObject *decoder_state(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyUnicode_FromString(ls_pmdecoder_state());
+}
+
+PyMethodDef ls_test_hook_methods[] = {
+    {"_inject", (PyCFunction)(void (*)(void))inject, METH_FASTCALL,
+     "_inject(kind, records): test hook, appends synthetic records to the running profile."},
+    {"_inject_calls", (PyCFunction)(void (*)(void))inject_calls, METH_VARARGS | METH_KEYWORDS,
+     "_inject_calls(calls, release_gil=True): test hook; each call (api, duration_ns"
+     "[, correlation_id[, function_param]]) goes through the real switchboard, enter then exit,"
+     " from this thread with its Python stack; returns their tokens (0: not a blocking call)."},
+    {"_decoder_probe", decoder_probe, METH_VARARGS,
+     "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state): test hook "
+     "for the decoder thread."},
+    {"_settle_samples", settle_samples, METH_VARARGS,
+     "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
+     "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},
+    {"_decoder_state", decoder_state, METH_NOARGS,
+     "_decoder_state() -> 'none', 'decoding', 'parked', 'idle' or 'ended': test hook."},
+    {"_set_test_clock", set_test_clock, METH_VARARGS,
+     "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,462 @@
+"""Cross-rank figures of a torch.distributed job, computed on rank 0 from
+every rank's compact summary and the clock exchanges rank 0 ran with each
+rank.  Plain Python over plain data (no torch, no store): _distributed.py
+gathers the inputs, the report and the HTML only read the result.
+
+Compact summary (one per rank, a few KB): the rank, its host and devices,
+its verdict and own dominating cause, GPU busy / collective / compute
+time, and per step: host start and end on the rank's profile clock,
+host_ms, gpu_ms, comm_ms, compute_ms, syncs, GPU idle time the host caused
+(launch late) or a host sync overlapped, verdict.  Plus the rank's two
+local clock pairs (profile clock, exchange clock) read right after the
+profile started and right before it stopped.
+
+Clocks.  Each rank's step times are on its own profile clock (CUPTI's
+timestamp while tracing, CLOCK_MONOTONIC otherwise).  They are brought to
+rank 0's profile clock in three linear steps: the rank's own pairs map its
+profile clock to its exchange clock (CLOCK_MONOTONIC); the exchanges with
+rank 0 give the offset between the two exchange clocks; rank 0's pairs map
+back to rank 0's profile clock.  An exchange round is timed by rank 0: it
+reads a, tells the rank to read its clock (c), and reads b when the answer
+is back; the rank's reading happened between a and b on rank 0's clock, so
+offset = c - (a + b) / 2 within +-(b - a) / 2.  Of several rounds the one
+with the shortest round trip counts.  With an exchange at the start and one
+at the end the offset is interpolated between them (drift); with one of
+them only, it is taken as constant.  A skew between two ranks is known to
+within the sum of their residual errors: `skew["clock"]["error_us"]` is the
+largest such sum, and skews at or below it are shown as such, not as
+numbers.
+
+Each step row also holds every rank's host start and end on rank 0's
+profile clock (aligned_ns), which the trace export draws as one track per
+rank.
+
+Straggler.  When every rank runs the same collectives in a step, the
+ranks that arrive early spin inside the collective kernels until the last
+one arrives: their collective (comm) time in the step is longer by what
+they waited.  So the rank with the smallest comm time in a step arrived
+last, and each rank's wait is its comm time beyond that smallest one.  A
+step counts when its largest wait is at least STEP_WAIT_MIN_US and
+STEP_WAIT_MIN_PCT of the ranks' median GPU time in the step (jitter grows
+with the step); the straggler is the rank that arrived last in the most counted steps, named
+only when that is at least half of the steps compared.  Its own cause is
+the largest of its excess over the other ranks' median, in the steps it
+arrived last: GPU idle waiting for its host's launches ("host late"), GPU
+idle while its host was blocked in a sync ("sync"), or non-collective GPU
+time ("compute").
+Limits: it needs the collective kernels' times (GPU tracing with NCCL-like
+kernels); a step with different collectives on different ranks, or with
+communication overlapped with compute on another stream, blurs the rule;
+ranks sharing one GPU interleave their kernels, so their comm and compute
+times mix; host step times say when each rank's host began and ended a
+step, not when its GPU reached the collective (the host may run ahead)."""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable, Mapping
+
+COMPACT_VERSION = 1
+STEP_WAIT_MIN_US = 100.0      # a step's largest wait below this is noise, not a straggler
+STEP_WAIT_MIN_PCT = 2.0       # ... and below this share of the step's median GPU time
+STRAGGLER_MIN_SHARE = 0.5     # of the compared steps, to be named
+WAIT_SHARE_VERDICT = 0.10     # of a rank's GPU busy time in its steps: COMMUNICATION_WAIT
+CAUSE_MIN_SHARE = 0.25        # of how late the straggler was: smaller excesses explain nothing
+CAUSES = ("host late", "sync", "compute")
+
+
+# -- one rank's compact summary --------------------------------------------
+def _ms(ns: float) -> float:
+    return round(ns / 1e6, 6)
+
+
+def _idle(step: dict[str, Any], cause: str) -> float | None:
+    gaps = step.get("gaps")
+    return None if not gaps else gaps["idle_by_cause_ms"][cause]
+
+
+def own_cause(summary: dict[str, Any]) -> str | None:
+    """The rank's own dominating cause: the largest of GPU idle time the
+    host caused (launch late), GPU idle time a host sync overlapped, and
+    GPU compute time (non-collective busy time; all busy time when
+    collectives are not classified).  None without a GPU time line."""
+    gaps, gpu = summary.get("gaps"), summary.get("gpu")
+    if not gaps or not gpu:
+        return None
+    compute = gpu.get("compute_ms")
+    if compute is None:
+        compute = gpu.get("busy_ms") or 0.0
+    idle = gaps["idle_by_cause_ms"]
+    figures = {"host late": idle["host"], "sync": idle["sync"], "compute": compute}
+    best = max(CAUSES, key=lambda c: figures[c])
+    return best if figures[best] > 0 else None
+
+
+def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
+            step_times: dict[int, tuple[int, int]], clock: dict[str, Any] | None,
+            raised: str | None = None,
+            gpu_ids: Callable[[int], str] | None = None) -> dict[str, Any]:
+    """One rank's compact summary (see the module doc).  step_times: step
+    index -> (start_ns, end_ns) on the profile clock; clock: the rank's
+    pairs {"profile_ns": [p1, p2], "exchange_ns": [e1, e2]} or None;
+    gpu_ids: device ordinal -> an identity of the GPU that is the same in
+    every process that uses it (a UUID), to tell ranks sharing a GPU."""
+    gpu = summary.get("gpu") or {}
+    gaps = summary.get("gaps") or {}
+    syncs = summary.get("syncs")
+    steps = []
+    for s in summary.get("steps") or []:
+        start, end = step_times.get(s["index"], (None, None))
+        steps.append({
+            "index": s["index"], "name": s["name"], "start_ns": start, "end_ns": end,
+            "host_ms": s["host_ms"], "gpu_ms": s.get("gpu_ms"),
+            "comm_ms": s.get("comm_ms"), "compute_ms": s.get("compute_ms"),
+            "syncs": s.get("syncs"), "idle_host_ms": _idle(s, "host"),
+            "idle_sync_ms": _idle(s, "sync"), "verdict": s.get("verdict"),
+        })
+    return {
+        "compact": COMPACT_VERSION,
+        "rank": rank, "world_size": world_size, "host": host,
+        "devices": [d.get("id") for d in gpu.get("devices") or []] or None,
+        "gpus": [(gpu_ids or (lambda d: f"{host}/{d}"))(d.get("id"))
+                 for d in gpu.get("devices") or []] or None,
+        "device": gpu.get("device"),
+        "source": summary.get("source"), "gpu_error": summary.get("gpu_error"),
+        "host_ms": summary.get("host_ms"),
+        "busy_pct": gaps.get("busy_pct"), "gpu_busy_ms": gpu.get("busy_ms"),
+        "comm_ms": gpu.get("comm_ms"), "compute_ms": gpu.get("compute_ms"),
+        "comm_pct": gpu.get("comm_pct"),
+        "syncs": None if syncs is None else syncs["count"],
+        "sync_blocked_ms": None if syncs is None else syncs["blocked_ms"],
+        "verdict": (summary.get("diagnosis") or {}).get("verdict"),
+        "cause": own_cause(summary),
+        "steps": steps,
+        "clock": clock,
+        "raised": raised,
+    }
+
+
+# -- clocks ----------------------------------------------------------------
+def best_round(rounds: list[tuple[int, int, int]] | None) -> dict[str, float] | None:
+    """The round with the shortest round trip b - a (the first of equals):
+    {offset_ns: c - (a+b)/2 (the rank's exchange clock minus rank 0's),
+    error_ns: (b-a)/2, at_ns: (a+b)/2 on rank 0's exchange clock}."""
+    if not rounds:
+        return None
+    a, b, c = min(rounds, key=lambda r: r[1] - r[0])
+    return {"offset_ns": c - (a + b) / 2, "error_ns": (b - a) / 2, "at_ns": (a + b) / 2}
+
+
+def _local_map(clock: dict[str, Any] | None):
+    """(profile -> exchange, exchange -> profile) of one rank from its two
+    clock pairs; the slope is 1 when the pairs cannot give one."""
+    if not clock or not clock.get("profile_ns") or not clock.get("exchange_ns"):
+        return None
+    (p1, p2), (e1, e2) = clock["profile_ns"], clock["exchange_ns"]
+    slope = (e2 - e1) / (p2 - p1) if p2 > p1 and e2 > e1 else 1.0
+    return (lambda p: e1 + (p - p1) * slope), (lambda e: p1 + (e - e1) / slope)
+
+
+class _Link:
+    """Rank r's exchange clock relative to rank 0's, from the start and end
+    exchanges (either may be missing)."""
+
+    def __init__(self, start: dict[str, float] | None, end: dict[str, float] | None) -> None:
+        self.start, self.end = start, end
+        both = [x for x in (start, end) if x is not None]
+        self.first = both[0] if both else {"offset_ns": 0.0, "error_ns": 0.0, "at_ns": 0.0}
+        self.last = both[-1] if both else self.first
+        self.error_ns = max(x["error_ns"] for x in both) if both else None
+        self.drift: float | None = None
+        if len(both) == 2 and self.last["at_ns"] > self.first["at_ns"]:
+            self.drift = ((self.last["offset_ns"] - self.first["offset_ns"])
+                          / (self.last["at_ns"] - self.first["at_ns"]))
+
+    def offset_at(self, t0: float) -> float:
+        """Offset at time t0 of rank 0's exchange clock."""
+        if self.drift is None:
+            return self.first["offset_ns"]
+        return self.first["offset_ns"] + self.drift * (t0 - self.first["at_ns"])
+
+    def to_rank0(self, e: float) -> float:
+        """The rank's exchange time e on rank 0's exchange clock."""
+        return e - self.offset_at(e - self.first["offset_ns"])
+
+
+def _aligners(compacts: list[dict[str, Any] | None], links: dict[int, _Link]
+              ) -> dict[int, Callable[[float], float]]:
+    """rank -> function taking that rank's profile time to rank 0's profile
+    clock, for rank 0 and every rank whose clocks could be linked."""
+    out: dict[int, Callable[[float], float]] = {0: lambda p: p}
+    maps = {r: _local_map(c.get("clock")) for r, c in enumerate(compacts) if c is not None}
+    if maps.get(0) is None:
+        return out
+    back = maps[0][1]
+    for r, link in links.items():
+        if maps.get(r) is None or link.error_ns is None:
+            continue
+        forward = maps[r][0]
+        out[r] = (lambda f, lk: lambda p: back(lk.to_rank0(f(p))))(forward, link)
+    return out
+
+
+# -- merge -----------------------------------------------------------------
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / 1e3, 3)
+
+
+def _argmax(values: Mapping[int, float]) -> int:
+    return max(sorted(values), key=lambda r: values[r])
+
+
+def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
+    by_index: dict[int, dict[int, dict[str, Any]]] = {}
+    names: dict[int, str] = {}
+    for c in compacts:
+        if c is None:
+            continue
+        for s in c["steps"]:
+            by_index.setdefault(s["index"], {})[c["rank"]] = s
+            names.setdefault(s["index"], s["name"])
+    rows = []
+    for index in sorted(by_index):
+        present = by_index[index]
+        row: dict[str, Any] = {"index": index, "name": names[index], "ranks": sorted(present),
+                               "start_skew_us": None, "end_skew_us": None,
+                               "last_start_rank": None, "last_end_rank": None,
+                               "host_ms": [None] * len(compacts), "comm_ms": [None] * len(compacts),
+                               "wait_ms": None, "max_wait_ms": None, "last_arrival_rank": None,
+                               "aligned_ns": [None] * len(compacts)}
+        for r, s in present.items():
+            row["host_ms"][r] = s["host_ms"]
+            row["comm_ms"][r] = s["comm_ms"]
+        starts = {r: aligners[r](s["start_ns"]) for r, s in present.items()
+                  if r in aligners and s["start_ns"] is not None}
+        ends = {r: aligners[r](s["end_ns"]) for r, s in present.items()
+                if r in aligners and s["end_ns"] is not None}
+        for r in starts.keys() & ends.keys():
+            row["aligned_ns"][r] = [round(starts[r]), round(ends[r])]
+        if len(starts) > 1:
+            row["start_skew_us"] = _us(max(starts.values()) - min(starts.values()))
+            row["last_start_rank"] = _argmax(starts)
+        if len(ends) > 1:
+            row["end_skew_us"] = _us(max(ends.values()) - min(ends.values()))
+            row["last_end_rank"] = _argmax(ends)
+        comm = {r: s["comm_ms"] for r, s in present.items()}
+        if len(comm) > 1 and all(v is not None for v in comm.values()):
+            least = min(comm.values())
+            row["wait_ms"] = [None if row["comm_ms"][r] is None else round(row["comm_ms"][r] - least, 6)
+                              for r in range(len(compacts))]
+            row["max_wait_ms"] = round(max(comm.values()) - least, 6)
+            gpu = [s["gpu_ms"] for s in present.values() if s["gpu_ms"] is not None]
+            floor_ms = max(STEP_WAIT_MIN_US / 1e3,
+                           STEP_WAIT_MIN_PCT / 100 * statistics.median(gpu) if gpu else 0.0)
+            if row["max_wait_ms"] >= floor_ms:
+                row["last_arrival_rank"] = min(sorted(comm), key=lambda r: comm[r])
+        rows.append(row)
+    return rows
+
+
+def _cause_excess(straggler: dict[str, Any], others: list[dict[str, Any]],
+                  steps: list[int]) -> dict[str, float | None]:
+    """Mean excess (ms per step) of the straggler over the other ranks'
+    median, over `steps`, for each cause (None where not measured)."""
+    fields = {"host late": "idle_host_ms", "sync": "idle_sync_ms", "compute": "compute_ms"}
+    own = {s["index"]: s for s in straggler["steps"]}
+    theirs = [{s["index"]: s for s in c["steps"]} for c in others]
+    out: dict[str, float | None] = {}
+    for cause, key in fields.items():
+        excess: list[float] = []
+        for i in steps:
+            mine = _value(own.get(i), key)
+            rest = [v for v in (_value(t.get(i), key) for t in theirs) if v is not None]
+            if mine is None or not rest:  # not measured in a step: not measured
+                excess = []
+                break
+            excess.append(mine - statistics.median(rest))
+        out[cause] = round(sum(excess) / len(excess), 6) if excess else None
+    return out
+
+
+def _value(step: dict[str, Any] | None, key: str) -> float | None:
+    if step is None:
+        return None
+    if key == "compute_ms" and step.get("compute_ms") is None and step.get("comm_ms") is not None \
+            and step.get("gpu_ms") is not None:
+        return step["gpu_ms"] - step["comm_ms"]
+    return step.get(key)
+
+
+def _straggler(rows, compacts) -> dict[str, Any] | None:
+    compared = [r for r in rows if r["wait_ms"] is not None]
+    if not compared:
+        return None
+    counts: dict[int, int] = {}
+    for r in compared:
+        if r["last_arrival_rank"] is not None:
+            counts[r["last_arrival_rank"]] = counts.get(r["last_arrival_rank"], 0) + 1
+    if not counts:
+        return None
+    rank = _argmax(counts)
+    if counts[rank] < STRAGGLER_MIN_SHARE * len(compared):
+        return None
+    mine = [r for r in compared if r["last_arrival_rank"] == rank]
+    late = sum(r["max_wait_ms"] for r in mine) / len(mine)
+    others = [c for c in compacts if c is not None and c["rank"] != rank]
+    excess = _cause_excess(compacts[rank], others, [r["index"] for r in mine])
+    known = {c: v for c, v in excess.items() if v is not None}
+    cause = max(known, key=lambda c: known[c]) if known else None
+    if cause is not None and known[cause] < CAUSE_MIN_SHARE * late:
+        cause = None
+    return {"rank": rank, "last_in_steps": counts[rank], "steps_compared": len(compared),
+            "late_ms": round(late, 6), "cause": cause, "excess_ms": excess,
+            "own_verdict": compacts[rank]["verdict"], "own_cause": compacts[rank]["cause"]}
+
+
+def _per_rank(rows, compacts, straggler) -> list[dict[str, Any] | None]:
+    out: list[dict[str, Any] | None] = []
+    for r, c in enumerate(compacts):
+        if c is None:
+            out.append(None)
+            continue
+        waits = [row["wait_ms"][r] for row in rows if row["wait_ms"] is not None
+                 and row["wait_ms"][r] is not None]
+        wait = round(sum(waits), 6) if waits else None
+        busy = sum(s["gpu_ms"] for s in c["steps"] if s["gpu_ms"] is not None)
+        share = round(100.0 * wait / busy, 2) if wait is not None and busy > 0 else None
+        waits_for = None
+        verdict = c["verdict"]
+        if straggler is not None and straggler["rank"] != r and share is not None \
+                and share >= 100 * WAIT_SHARE_VERDICT:
+            waits_for, verdict = straggler["rank"], "COMMUNICATION_WAIT"
+        out.append({"rank": r, "wait_ms": wait, "wait_pct_of_gpu_busy": share,
+                    "waits_for": waits_for, "verdict": verdict, "own_verdict": c["verdict"],
+                    "last_arrivals": sum(1 for row in rows if row["last_arrival_rank"] == r)})
+    return out
+
+
+def _not_measured(compacts, rows, world_size, backend, aligners) -> list[str]:
+    notes = []
+    present = [c for c in compacts if c is not None]
+    if world_size == 1:
+        notes.append("a single rank: no cross-rank skew, wait or straggler to measure")
+        return notes
+    if backend and "nccl" not in backend.lower():
+        notes.append(f"backend {backend}: its collectives run on the CPU, so no collective "
+                     "kernel times: wait per rank and the straggler are not measured")
+    no_comm = [c["rank"] for c in present if not any(s["comm_ms"] is not None for s in c["steps"])]
+    if no_comm:
+        why = sorted({c["gpu_error"] for c in present if c["rank"] in no_comm and c["gpu_error"]})
+        notes.append(f"rank{'s' if len(no_comm) > 1 else ''} {_list(no_comm)}: no collective time "
+                     "per step (needs GPU tracing with collective kernels classified"
+                     + (f"; {why[0]}" if why else "") + "): wait and straggler not measured")
+    unlinked = [c["rank"] for c in present if c["rank"] not in aligners]
+    if unlinked:
+        notes.append(f"rank{'s' if len(unlinked) > 1 else ''} {_list(unlinked)}: clocks not "
+                     "exchanged with rank 0: left out of the skews")
+    shared: dict[str, list[int]] = {}
+    for c in present:
+        for g in c.get("gpus") or []:
+            shared.setdefault(g, []).append(c["rank"])
+    for gpu, ranks in sorted(shared.items(), key=lambda kv: kv[1]):
+        if len(ranks) > 1:
+            notes.append(f"ranks {_list(ranks)} share one GPU ({gpu}): their kernels "
+                         "interleave, so their comm, wait and compute times mix")
+    if not rows:
+        notes.append("no prof.step() steps: no per-step skew")
+    return notes
+
+
+def _list(ranks: list[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, Any]],
+          missing: dict[int, str], backend: str | None = None) -> dict[str, Any]:
+    """The cross-rank figures (summary["skew"] on rank 0).
+
+    compacts: one entry per rank (index = rank), None for a missing rank;
+    exchanges: rank -> {"start": [(a, b, c), ...] or None, "end": [...]}
+    as rank 0 timed them; missing: rank -> why it is missing."""
+    world_size = len(compacts)
+    links = {r: _Link(best_round(x.get("start")), best_round(x.get("end")))
+             for r, x in exchanges.items() if r != 0}
+    aligners = _aligners(compacts, links)
+    errors = sorted((e for r in aligners if r != 0 for e in [links[r].error_ns] if e is not None),
+                    reverse=True)
+    error_ns = sum(errors[:2]) if errors else None
+    rows = _step_rows(compacts, aligners)
+    straggler = _straggler(rows, compacts)
+    starts = [r["start_skew_us"] for r in rows if r["start_skew_us"] is not None]
+    ends = [r["end_skew_us"] for r in rows if r["end_skew_us"] is not None]
+    error_us = _us(error_ns)
+    return {
+        "world_size": world_size,
+        "ranks_present": [c["rank"] for c in compacts if c is not None],
+        "missing": [{"rank": r, "reason": missing[r]} for r in sorted(missing)],
+        "clock": {
+            "error_us": error_us,
+            "method": "round trips over the job's c10d store, timed by rank 0 (the best of "
+                      "each exchange; interpolated between the start and end exchanges)",
+            "per_rank": [
+                {"rank": r, "offset_us": _us(link.last["offset_ns"])
+                 if link.error_ns is not None else None,
+                 "error_us": _us(link.error_ns),
+                 "drift_ppm": None if link.drift is None else round(link.drift * 1e6, 3),
+                 "exchanges": sum(x is not None for x in (link.start, link.end))}
+                for r, link in sorted(links.items())
+            ],
+        },
+        "steps": rows,
+        "max_start_skew_us": max(starts) if starts else None,
+        "max_end_skew_us": max(ends) if ends else None,
+        "per_rank": _per_rank(rows, compacts, straggler),
+        "straggler": straggler,
+        "not_measured": _not_measured(compacts, rows, world_size, backend, aligners),
+    }
+
+
+_CAUSE_WORDS = {
+    "host late": "GPU idle waiting for its host's launches",
+    "sync": "GPU idle while its host waited in syncs",
+    "compute": "GPU compute time",
+}
+
+
+def straggler_text(straggler: dict[str, Any]) -> str:
+    """The straggler in one sentence (report, HTML, diagnosis)."""
+    s = straggler
+    text = (f"rank {s['rank']} is the straggler: it arrived last at the collectives in "
+            f"{s['last_in_steps']} of {s['steps_compared']} steps, {s['late_ms']:.3f} ms after "
+            "the first rank on average")
+    if s["cause"] is None:
+        return text + "; no cause shows in its profiled steps"
+    excess = s["excess_ms"][s["cause"]]
+    return (text + f"; its cause: {s['cause']} (+{excess:.3f} ms per step of "
+            f"{_CAUSE_WORDS[s['cause']]}, over the other ranks' median)")
+
+
+def above_error(value_us: float | None, skew: dict[str, Any]) -> bool:
+    """True when a skew is larger than the clocks' residual error."""
+    error = skew["clock"]["error_us"]
+    return value_us is not None and error is not None and value_us > error
+
+
+def rank_skew_budget(summary: dict[str, Any]) -> tuple[float | None, str | None, str]:
+    """(measured, reason when not measured, detail) of the budget
+    max_rank_skew_us: the largest start or end skew of any step after
+    aligning the clocks; a skew within the clocks' residual error counts
+    as 0 (it is not resolved)."""
+    skew = summary.get("skew")
+    if skew is None:
+        if summary.get("rank") is None:
+            return None, "not under torch.distributed", ""
+        if summary.get("rank") != 0:
+            return None, f"rank {summary['rank']}: only rank 0 gathers the ranks' figures", ""
+        return None, "the ranks were not gathered (gather=False, or no store)", ""
+    error = skew["clock"]["error_us"]
+    values = [v for row in skew["steps"] for v in (row["start_skew_us"], row["end_skew_us"])
+              if v is not None]
+    if error is None or not values:
+        return None, "; ".join(skew["not_measured"]) or "no step seen by two ranks", ""
+    worst = max((v for v in values if v > error), default=0.0)
+    return worst, None, f"clocks aligned to +-{error:g} us"

@@ -1,0 +1,154 @@
+"""A finished Profile from a recording (see _recording for the format): the
+records go back in through the test hooks, so the normal C analysis turns
+them into a full summary again; what no record can rebuild is put back as
+recorded."""
+from __future__ import annotations
+
+from typing import Any
+
+from . import _core
+from ._diagnosis import diagnose, diagnose_step
+from ._profile import Profile
+from ._recording import (OP_KINDS, RANGE_FIELDS, STEP_FIELDS, TOP_SECTIONS, RecordingError,
+                         check_shape, columns)
+from ._schema import SchemaError
+
+
+def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
+    """(ops, apis, sync records, ranges) of a recording, decoded and checked."""
+    try:
+        base = data["profile"]["start_ns"]
+        ops = columns(data["ops"], ("start", "correlation"))
+        apis = columns(data["apis"], ("start", "correlation"))
+        sync_records = columns(data["sync_records"], ("start",))
+        ranges = columns(data["ranges"], ("start",))
+        if data["version"] == 1:  # no domain: every record was a runtime call
+            apis = [row + (0,) for row in apis]
+        for table, rows, width in (("ops", ops, 8), ("apis", apis, 5),
+                                   ("sync_records", sync_records, 3), ("ranges", ranges, 6)):
+            for row in rows:
+                if len(row) != width or not all(isinstance(v, int) for v in row):
+                    raise ValueError(f"{table} record {row!r}: {width} integers expected")
+        names = data["names"]
+        return (
+            [(k, base + s, base + s + d, device, stream, corr,
+              names[name] if name >= 0 else None, nbytes)
+             for k, s, d, device, stream, corr, name, nbytes in ops],
+            [(base + s, base + s + d, corr, thread, domain)
+             for s, d, corr, thread, domain in apis],
+            [(base + s, base + s + d, stream) for s, d, stream in sync_records],
+            [(base + s, base + s + d, names[name] if name >= 0 else "?", parent, step, thread)
+             for s, d, name, parent, step, thread in ranges],
+        )
+    except RecordingError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise RecordingError(f"the recording's records are damaged ({type(error).__name__}: "
+                             f"{error})") from None
+
+
+def replay(data: dict[str, Any]) -> Profile:
+    """A finished Profile whose summary is computed again from a recording
+    (see _recording).  No other profile may be running.  A recording whose
+    records or sections are damaged raises RecordingError saying what failed;
+    no profile is left running."""
+    if _core.active():
+        raise RuntimeError("a loopscope profile is running: replay the recording after it")
+    try:
+        check_shape(data)
+        return _replay(data)
+    except RecordingError:
+        raise
+    except SchemaError as error:
+        raise RecordingError(f"the recording is damaged: {error}") from None
+    except (AttributeError, IndexError, KeyError, OverflowError, RuntimeError, TypeError,
+            ValueError) as error:  # what damaged data makes the replay raise
+        raise RecordingError(f"the recording's records are damaged ({type(error).__name__}: "
+                             f"{error})") from None
+
+
+def _replay(data: dict[str, Any]) -> Profile:
+    ops, apis, sync_records, ranges = _rows(data)
+    base = data["profile"]["start_ns"]
+    prof = Profile(trace=False, syncs=False, metrics=False, gather=False,
+                   gap_thresholds_us=tuple(data["profile"]["thresholds_us"]))
+    try:
+        _core._set_test_clock(base, 1)
+        prof.__enter__()
+        try:
+            if ranges:
+                try:
+                    _core._inject("range", ranges)
+                except (TypeError, ValueError) as error:
+                    raise RecordingError(f"the recording's ranges are damaged: {error}") from None
+            # in the recorded order (runs of one kind), so ties sort as they did
+            run: list[tuple] = []
+            for i, (k, *op) in enumerate(ops):
+                run.append(tuple(op))
+                if i + 1 == len(ops) or ops[i + 1][0] != k:
+                    _core._inject(OP_KINDS[k], run)
+                    run = []
+            if apis:
+                _core._inject("api", apis)
+            if sync_records:
+                _core._inject("sync_record", sync_records)
+        finally:
+            _core._set_test_clock(base + data["profile"]["stop_ns"], 1)
+            prof.__exit__(None, None, None)
+    finally:
+        _core._set_test_clock(0, 0)
+    summary = prof.summary()
+    _restore(summary, data)
+    return prof
+
+
+def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
+    """Puts back what the records cannot rebuild (see _recording's doc)."""
+    meta, recorded = data["meta"], data["profile"]
+    summary["source"] = "recording"
+    summary["host_ms"] = recorded["host_ms"]
+    summary["cupti_note"] = recorded["cupti_note"]
+    summary["dropped_records"] = recorded["dropped_records"]
+    # the recorded costs; a figure the recording lacks keeps the replay's own
+    summary["overhead"] = {**summary["overhead"], **recorded["overhead"]}
+    if summary["gpu"] is not None:
+        summary["gpu"]["device"] = meta["device"]
+        for d in summary["gpu"]["devices"]:
+            d["name"] = meta["devices"].get(str(d["id"]))
+    sections = data["sections"]
+    as_recorded = []
+    for key in TOP_SECTIONS:
+        if sections.get(key) is not None and summary.get(key) != sections[key]:
+            summary[key] = sections[key]
+            if not key.endswith("_error"):  # a reason follows its section, silently
+                as_recorded.append(key)
+    by_index = {s["index"]: s for s in sections.get("steps", [])}
+    for step in summary["steps"]:
+        old = by_index.get(step["index"], {})
+        for key in STEP_FIELDS:
+            if old.get(key) is not None and step.get(key) != old[key]:
+                step[key] = old[key]
+                if f"steps.{key}" not in as_recorded:
+                    as_recorded.append(f"steps.{key}")
+    by_name = {r["name"]: r for r in sections.get("ranges", [])}
+    for entry in summary["ranges"]:
+        old = by_name.get(entry["name"], {})
+        for key in RANGE_FIELDS:
+            if old.get(key) is not None and entry.get(key) != old[key]:
+                entry[key] = old[key]
+                if f"ranges.{key}" not in as_recorded:
+                    as_recorded.append(f"ranges.{key}")
+    if as_recorded:  # the verdict may depend on what came back
+        for step in summary["steps"]:
+            if step["gaps"] is not None:
+                step["verdict"] = diagnose_step(step)
+        summary["diagnosis"] = diagnose(summary)
+    summary["recording"] = {
+        "device": meta["device"],
+        "date": meta["date"],
+        "loopscope": meta["loopscope"],
+        "command": meta["command"],
+        "note": meta["note"],
+        "recorded_source": meta["source"],
+        "as_recorded": as_recorded,
+    }

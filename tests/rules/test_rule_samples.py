@@ -1,0 +1,68 @@
+"""Rules of the PM sample handling at their edges: a figure some samples lack
+is averaged over the samples that have it; a sample exactly as long as the
+longest allowed span is kept; samples exactly at the clock tolerance stay
+where they are.  Expected values from plain Python over the same input."""
+from __future__ import annotations
+
+import pytest
+
+from loopscope import _core
+
+from fakes import kernel, sample
+
+
+def test_a_figure_missing_from_some_samples_averages_the_others(run_trace):
+    """A kernel busy [1000, 5000]; sample A [1000, 3000] has SM 40 and DRAM
+    30, sample B [3000, 5000] SM 80 and no DRAM figure.  SM averages both,
+    DRAM only A's (it is not 0 where B did not measure it)."""
+    a, b = sample(1_000, 3_000, sm_active_pct=40, dram_throughput_pct=30), \
+        sample(3_000, 5_000, sm_active_pct=80)
+    s = run_trace(kernels=[kernel(1_000, 5_000, 1)], samples=[a, b])
+
+    def average(name):
+        have = [(x[2][name], x[1] - x[0]) for x in (a, b) if name in x[2]]
+        return round(sum(v * w for v, w in have) / sum(w for _, w in have), 2)
+
+    assert (s["sm"]["active_pct"], s["dram"]["throughput_pct"]) == (
+        average("sm_active_pct"), average("dram_throughput_pct")) == (60.0, 30.0)
+
+
+MAX_SPAN, STARTED, STOPPED, TOLERANCE = 1_000_000, 10_000_000, 20_000_000, 100_000
+
+
+def settle_rule(spans):
+    """The documented settling, in plain Python: samples longer than the
+    longest span are partial and dropped; the rest move onto the profile's
+    clock (by the first one's offset from the start) only when they lie
+    beyond the tolerance before the start or after the stop."""
+    kept = sorted(s for s in spans if s[1] - s[0] <= MAX_SPAN)
+    partial = len(spans) - len(kept)
+    if not kept:
+        return [], partial, 0, 0
+    delta = kept[0][0] - STARTED
+    outside = (kept[0][0] + TOLERANCE < STARTED
+               or max(e for _, e in kept) > STOPPED + TOLERANCE)
+    if outside:
+        return [(s - delta, e - delta) for s, e in kept], partial, delta, -delta
+    return kept, partial, delta, 0
+
+
+CASES = {
+    "exactly-the-longest-span": [(STARTED, STARTED + MAX_SPAN)],
+    "a-nanosecond-longer": [(STARTED, STARTED + MAX_SPAN + 1), (STARTED + 2, STARTED + 3)],
+    "exactly-the-tolerance-before": [(STARTED - TOLERANCE, STARTED - TOLERANCE + 500)],
+    "a-nanosecond-further-before": [(STARTED - TOLERANCE - 1, STARTED - TOLERANCE + 500)],
+    "exactly-the-tolerance-after": [(STOPPED, STOPPED + TOLERANCE)],
+    "a-nanosecond-further-after": [(STOPPED, STOPPED + TOLERANCE + 1)],
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_settling_at_its_edges(name):
+    spans = CASES[name]
+    got = _core._settle_samples(spans, MAX_SPAN, STARTED, STOPPED, TOLERANCE)
+    expected = settle_rule(spans)
+    assert got == expected
+    moved = expected[3] != 0
+    assert moved == name.startswith("a-nanosecond-further")
+    assert expected[1] == (1 if name == "a-nanosecond-longer" else 0)

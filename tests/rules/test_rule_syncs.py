@@ -1,0 +1,234 @@
+"""Rules of sync attribution that the rest of the suite left open: which step
+a sync belongs to at the edges of steps, syncs of two threads at once, and
+the kind of the copy methods.  Each test fails when its rule is changed
+(tests/mutation/hand_mutants.toml names the mutants).  Expected figures
+come from the scripted clock and a few lines of plain Python, never from
+loopscope's own code."""
+from __future__ import annotations
+
+import sys
+import threading
+
+import loopscope
+from loopscope import _core
+
+from fakes import c_callable
+
+MS = 1_000_000
+WAIT_NS = 1_000
+device_sync = c_callable([("cudaDeviceSynchronize", WAIT_NS)])
+
+
+def step_holding(t, steps):
+    """The rule, in plain words: a sync belongs to the step whose host range
+    [start, end] holds its start, both ends included; else to no step."""
+    held = [i for i, (a, b) in enumerate(steps) if a <= t <= b]
+    return held[-1] if held else None
+
+
+def sync_steps(summary):
+    """{site line: steps} and the per-step sync counts of a summary."""
+    return ({site["line"]: site["steps"] for site in summary["syncs"]["sites"]},
+            [step["syncs"] for step in summary["steps"]])
+
+
+def test_a_sync_after_a_step_ended_belongs_to_no_step(test_clock):
+    """Clock reads 1 ms apart: start (read 0), step 0 (reads 1-2), the sync
+    (read 3), step 1 (reads 4-5).  The nearest step that began before the
+    sync had already ended: the sync is outside every step."""
+    test_clock.set(MS, MS)
+    with loopscope.profile() as prof:
+        with prof.step():
+            pass
+        line = sys._getframe().f_lineno + 1
+        device_sync()
+        with prof.step():
+            pass
+    s = prof.summary()
+    steps = [(test_clock.at(1), test_clock.at(2)), (test_clock.at(4), test_clock.at(5))]
+    assert [st["host_ms"] for st in s["steps"]] == [(b - a) / MS for a, b in steps]
+    expected = step_holding(test_clock.at(3), steps)
+    assert expected is None
+    assert (s["syncs"]["in_steps"], s["syncs"]["outside_steps"]) == (0, 1)
+    assert sync_steps(s) == ({line: []}, [0, 0])
+
+
+def test_a_sync_at_the_exact_end_of_a_step_belongs_to_it(test_clock):
+    """The clock is set back so the sync starts at the very nanosecond the
+    step ended: both ends of a step are inside it."""
+    test_clock.set(MS, MS)
+    with loopscope.profile() as prof:
+        with prof.step():
+            pass
+        _core._set_test_clock(test_clock.at(2), MS)  # next read: step 0's end
+        line = sys._getframe().f_lineno + 1
+        device_sync()
+        with prof.step():  # reads at(3), at(4)
+            pass
+    s = prof.summary()
+    steps = [(test_clock.at(1), test_clock.at(2)), (test_clock.at(3), test_clock.at(4))]
+    assert step_holding(test_clock.at(2), steps) == 0
+    assert sync_steps(s) == ({line: [0]}, [1, 0])
+
+
+def test_a_sync_at_the_exact_start_of_a_step_belongs_to_it(test_clock):
+    """A step, then a second step in which the clock is set back so the sync
+    starts at the nanosecond the step began."""
+    test_clock.set(MS, MS)
+    with loopscope.profile() as prof:
+        with prof.step():  # reads at(1), at(2)
+            pass
+        with prof.step():  # enters at(3)
+            _core._set_test_clock(test_clock.at(3), MS)
+            line = sys._getframe().f_lineno + 1
+            device_sync()  # at(3) again; the step exits at(4)
+    s = prof.summary()
+    steps = [(test_clock.at(1), test_clock.at(2)), (test_clock.at(3), test_clock.at(4))]
+    assert step_holding(test_clock.at(3), steps) == 1
+    assert sync_steps(s) == ({line: [1]}, [0, 1])
+
+
+def test_syncs_of_two_threads_at_once_are_two_syncs(test_clock):
+    """Two threads wait on the device from the same line with the same stack
+    and no launch: thread A (the one sorted first, the lower thread id) for
+    1 ms, thread B for 1 us while A still waits.  Each thread waited: two
+    syncs, the host blocked 1 ms + 1 us, not one sync of 1 ms."""
+    test_clock.set(MS, 1_000)  # 1 us ticks
+    long_ns, short_ns = MS, 1_000
+    waits = {long_ns: c_callable([("cudaDeviceSynchronize", long_ns)]),
+             short_ns: c_callable([("cudaDeviceSynchronize", short_ns)])}
+    idents, roles = {}, {}
+    ready = threading.Barrier(3)
+    go = {name: threading.Event() for name in "ab"}
+    done = {name: threading.Event() for name in "ab"}
+    lines = []
+
+    def worker(name):
+        idents[name] = threading.get_ident()
+        ready.wait()
+        go[name].wait()
+        lines.append(sys._getframe().f_lineno + 1)
+        waits[roles[name]]()
+        done[name].set()
+
+    with loopscope.profile() as prof:
+        threads = [threading.Thread(target=worker, args=(name,)) for name in "ab"]
+        for t in threads:
+            t.start()
+        ready.wait()
+        first, second = sorted("ab", key=idents.get)
+        roles[first], roles[second] = long_ns, short_ns
+        go[first].set()
+        done[first].wait()
+        go[second].set()
+        for t in threads:
+            t.join()
+    s = prof.summary()["syncs"]
+    # plain model: syncs never span threads; each thread's wait counts whole
+    per_thread = {idents[first]: [long_ns], idents[second]: [short_ns]}
+    expected_count = sum(len(w) for w in per_thread.values())
+    expected_ms = sum(sum(w) for w in per_thread.values()) / MS
+    assert lines[0] == lines[1]
+    assert (s["count"], s["blocked_ms"]) == (expected_count, expected_ms) == (2, 1.001)
+    site, = s["sites"]
+    assert (site["line"], site["kind"], site["count"]) == (lines[0], "synchronize", 2)
+
+
+class FakeHostTensor:
+    """A host tensor whose copy to the GPU waits: torch issues an async copy
+    (here with no memcpy record, so it cannot be judged) and then waits for
+    the stream.  The wait is the stream sync, but the site's own call says
+    what the user did: a copy."""
+    cuda = copy_ = pin_memory = c_callable([("cudaMemcpyAsync", 2_000, 77),
+                                            ("cudaStreamSynchronize", WAIT_NS)])
+
+
+H = FakeHostTensor()
+
+
+def test_copy_methods_are_kind_memcpy():
+    """.cuda(), .copy_(src) and .pin_memory() at the site: kind memcpy, even
+    though the API that waited is a stream sync."""
+    with loopscope.profile() as prof:
+        base = sys._getframe().f_lineno
+        H.cuda()
+        _core._inject_calls([("cudaLaunchKernel", 0)])
+        H.copy_(H)
+        _core._inject_calls([("cudaLaunchKernel", 0)])
+        H.pin_memory()
+    s = prof.summary()["syncs"]
+    got = sorted((site["line"], site["call"], site["kind"]) for site in s["sites"])
+    assert got == [(base + 1, "H.cuda()", "memcpy"), (base + 3, "H.copy_(H)", "memcpy"),
+                   (base + 5, "H.pin_memory()", "memcpy")]
+    assert s["by_kind"] == {"memcpy": 3}
+    assert s["unjudged_async_copies"] == 3
+    assert all(site["apis"] == {"cudaStreamSynchronize": 1} for site in s["sites"])
+
+
+def test_a_sync_in_a_step_after_other_threads_steps_belongs_to_it(test_clock):
+    """The main thread's step 0 is open while a worker thread runs three
+    whole steps; then the main thread syncs.  Three steps began after step 0
+    and ended before the sync: the sync is still step 0's."""
+    test_clock.set(MS, MS)
+    worker_steps = 3
+
+    def worker(prof):
+        for _ in range(worker_steps):
+            with prof.step():
+                pass
+
+    with loopscope.profile() as prof:
+        with prof.step():                         # read 1
+            t = threading.Thread(target=worker, args=(prof,))
+            t.start()                             # reads 2-7
+            t.join()
+            line = sys._getframe().f_lineno + 1
+            device_sync()                         # read 8
+        # exit: read 9
+    s = prof.summary()
+    steps = [(test_clock.at(1), test_clock.at(9))] + [
+        (test_clock.at(2 + 2 * i), test_clock.at(3 + 2 * i)) for i in range(worker_steps)]
+    assert [st["host_ms"] for st in s["steps"]] == [(b - a) / MS for a, b in steps]
+    assert step_holding(test_clock.at(8), steps) == 0
+    assert sync_steps(s) == ({line: [0]}, [1, 0, 0, 0])
+
+
+PAGEABLE = 1
+
+
+def pageable_copy_record(corr):
+    """The memcpy record saying the async copy `corr` used pageable memory."""
+    return (10, 20, 0, 7, corr, None, 4, 2, PAGEABLE)
+
+
+def test_a_launch_between_a_copy_and_its_wait_splits_them():
+    """An async copy to pageable memory (it waits), a kernel launch, then a
+    stream sync, all from one line of one thread: the launch ends the first
+    sync, so the host waited twice."""
+    calls = c_callable([("cudaMemcpyAsync", 2_000, 31), ("cudaLaunchKernel", 0),
+                        ("cudaStreamSynchronize", WAIT_NS)])
+    with loopscope.profile() as prof:
+        _core._inject("memcpy", [pageable_copy_record(31)])
+        calls()
+    s = prof.summary()["syncs"]
+    assert s["count"] == 2
+    # each wait is named by its own call: the copy, then the stream sync
+    assert sorted((x["kind"], x["count"], x["apis"]) for x in s["sites"]) == [
+        ("memcpy", 1, {"cudaMemcpyAsync": 1}), ("stream_sync", 1, {"cudaStreamSynchronize": 1})]
+
+
+copy_only = c_callable([("cudaMemcpyAsync", 2_000, 32)])
+stream_wait = c_callable([("cudaStreamSynchronize", WAIT_NS)])
+
+
+def test_a_copy_and_a_wait_on_different_lines_are_two_syncs():
+    """A copy to pageable memory on one line, a stream sync on the next, no
+    launch between: not one `.item()`, two syncs at two sites."""
+    with loopscope.profile() as prof:
+        _core._inject("memcpy", [pageable_copy_record(32)])
+        line = sys._getframe().f_lineno + 1
+        copy_only()
+        stream_wait()
+    s = prof.summary()["syncs"]
+    assert s["count"] == 2
+    assert sorted((x["line"], x["count"]) for x in s["sites"]) == [(line, 1), (line + 1, 1)]

@@ -1,0 +1,249 @@
+"""Imports form a DAG, in C and in Python (STYLE rule 10).
+
+C: a module is a .c/.cpp/.h file stem of csrc/; A depends on B when a file
+of A includes "B.h".  For that graph to be the real one, a header declares
+exactly what its own .c (or .cpp) defines: every ls_* function or variable
+declared in X.h is defined in X.c, and every non-static ls_* one defined in
+X.c is declared in X.h (a function defined in one file but declared in
+another's header hides a dependency, as ls_dict_of once did).
+
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CSRC = ROOT / "csrc"
+PACKAGE = ROOT / "python" / "loopscope"
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the directed graph as [a, b, ..., a], or None."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_find_cycle_finds_one_and_accepts_a_dag():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
+
+
+# -- C ---------------------------------------------------------------------
+
+def _strip_c(text: str) -> str:
+    """Source without comments, string/char literals and preprocessor lines."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+    text = re.sub(r"'(?:\\.|[^'\\\n])*'", "''", text)
+    out = []
+    continued = False
+    for line in text.splitlines():
+        if continued or line.lstrip().startswith("#"):
+            continued = line.rstrip().endswith("\\")
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def _top_level_chunks(text: str) -> list[tuple[str, str]]:
+    """(text, terminator) of each top-level statement: ';' for a declaration
+    (a struct, enum or initialiser body stays inside it), '{' for a function
+    definition (its body left out).  An extern "C" block is transparent."""
+    chunks: list[tuple[str, str]] = []
+    stack: list[str] = []  # "extern", "namespace", "function" or "body"
+    start = 0
+    for i, ch in enumerate(text):
+        depth = sum(1 for kind in stack if kind != "extern")
+        if ch == "{":
+            head = text[start:i]
+            if depth == 0 and re.search(r'extern\s*""\s*$', head):
+                stack.append("extern")
+                start = i + 1
+            elif depth == 0 and re.search(r"\bnamespace\b[\w\s]*$", head):
+                stack.append("namespace")  # C++: its end also ends a statement
+            elif depth == 0 and re.search(r"\)\s*$", head) and "=" not in head:
+                chunks.append((head, "{"))
+                stack.append("function")
+            else:
+                stack.append("body")
+        elif ch == "}" and stack:
+            kind = stack.pop()
+            if kind == "extern" or (kind in ("function", "namespace") and depth == 1):
+                start = i + 1
+        elif ch == ";" and depth == 0:
+            chunks.append((text[start:i], ";"))
+            start = i + 1
+    return chunks
+
+
+def _declared_in_header(text: str) -> set[str]:
+    """ls_* functions and extern variables a header declares."""
+    names = set()
+    for chunk, end in _top_level_chunks(_strip_c(text)):
+        chunk = chunk.strip()
+        if end != ";" or chunk.startswith(("typedef", "static", "struct", "enum", "union")):
+            continue
+        m = re.search(r"\b(ls_\w+)\s*\(", chunk)
+        if m and not re.search(r"\(\s*\*\s*$", chunk[: m.start()]):
+            names.add(m.group(1))
+        elif chunk.startswith("extern"):
+            m = re.search(r"\b(ls_\w+)\s*(?:\[[^\]]*\])?\s*$", chunk)
+            if m:
+                names.add(m.group(1))
+    return names
+
+
+def _defined_in_source(text: str) -> set[str]:
+    """Non-static ls_* functions and variables a source file defines,
+    including those made by a top-level macro such as LS_APPEND_IMPL(ls_x, ...)."""
+    stripped = _strip_c(text)
+    names = set(re.findall(r"^[A-Z_][A-Z0-9_]*\(\s*(ls_\w+)\s*,", stripped, re.M))
+    for chunk, end in _top_level_chunks(stripped):
+        chunk = re.sub(r'^extern\s*""', "", chunk.strip()).strip()  # extern "C" int f(...)
+        if not chunk or chunk.startswith(("static", "typedef", "extern", "struct", "enum",
+                                          "union")):
+            continue
+        if end == "{":
+            m = re.search(r"\b(ls_\w+)\s*\([^{}]*\)\s*$", chunk, re.S)
+        else:
+            before = chunk.split("=", 1)[0]
+            m = None if "(" in before else re.search(
+                r"\b(ls_\w+)\s*(?:\[[^\]]*\])?\s*$", before)
+        if m:
+            names.add(m.group(1))
+    return names
+
+
+def c_graph() -> tuple[dict[str, set[str]], list[str]]:
+    """(graph of stems, problems with headers)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    declared: dict[str, set[str]] = {}
+    defined: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(CSRC.iterdir()):
+        if path.suffix not in (".c", ".cpp", ".h"):
+            continue
+        text = path.read_text()
+        for included in re.findall(r'^\s*#\s*include\s+"([^"]+)\.h"', text, re.M):
+            if included != path.stem:
+                graph[path.stem].add(included)
+        graph.setdefault(path.stem, set())
+        if path.suffix == ".h":
+            declared[path.stem] = _declared_in_header(text)
+        else:
+            defined[path.stem] |= _defined_in_source(text)
+    problems = []
+    owner = {name: stem for stem, names in defined.items() for name in names}
+    for stem, names in sorted(declared.items()):
+        for name in sorted(names):
+            if owner.get(name) != stem:
+                problems.append(f"{stem}.h declares {name}, defined in "
+                                f"{owner[name] + '.c' if name in owner else 'no file'}")
+    for stem, names in sorted(defined.items()):
+        for name in sorted(names - declared.get(stem, set())):
+            problems.append(f"{stem}.c defines {name}, not declared in {stem}.h")
+    return graph, problems
+
+
+def test_c_header_parser_on_examples():
+    header = """
+    /* a comment with ls_fake(x); */
+    #define LS_X(a) ls_macro(a)
+    typedef struct { int (*ls_pointer)(void); } ls_t;
+    typedef void (*ls_callback)(int);
+    extern PyType_Spec ls_thing_spec;
+    extern const uint64_t ls_edges[12];
+    PyObject *ls_thing_new(PyTypeObject *type,
+                           int x);
+    static inline int ls_inline(void) { return 1; }
+    """
+    assert _declared_in_header(header) == {"ls_thing_spec", "ls_edges", "ls_thing_new"}
+    source = """
+    static int helper(void) { return ls_other(1); }
+    PyType_Spec ls_thing_spec = { .name = "x" };
+    const uint64_t ls_edges[12] = {0};
+    PyObject *ls_thing_new(PyTypeObject *type, int x)
+    {
+        if (x) { return NULL; }
+        return ls_make(type);
+    }
+    static PyObject *ls_private(void) { return NULL; }
+    """
+    assert _defined_in_source(source) == {"ls_thing_spec", "ls_edges", "ls_thing_new"}
+
+
+def test_each_c_header_declares_what_its_source_defines():
+    _, problems = c_graph()
+    assert problems == []
+
+
+def test_c_includes_form_no_cycle():
+    graph, _ = c_graph()
+    assert len(graph) > 20  # the walk found the sources
+    assert find_cycle(graph) is None
+
+
+# -- Python ----------------------------------------------------------------
+
+def _module_name(path: Path) -> str:
+    return path.stem  # "__init__" is the package itself
+
+
+def python_graph() -> dict[str, set[str]]:
+    # the C extension counts as a module (it imports nothing of ours)
+    modules = {p.name.split(".")[0] for p in PACKAGE.iterdir()
+               if p.suffix in (".py", ".pyi", ".so", ".pyd")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for path in sorted(PACKAGE.glob("*.py")):
+        me = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 1 and node.module is None:      # from . import x, y
+                    targets = [a.name if a.name in modules else "__init__" for a in node.names]
+                elif node.level == 1:                             # from .x import y
+                    targets = [node.module.split(".")[0]]
+                elif node.module == "loopscope":                  # from loopscope import x
+                    targets = [a.name if a.name in modules else "__init__" for a in node.names]
+                elif node.module and node.module.startswith("loopscope."):
+                    targets = [node.module.split(".")[1]]
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    if parts[0] == "loopscope":
+                        targets.append(parts[1] if len(parts) > 1 else "__init__")
+            for target in targets:
+                if target in modules and target != me:
+                    graph[me].add(target)
+    return graph
+
+
+def test_python_imports_form_no_cycle():
+    graph = python_graph()
+    assert "_profile" in graph and "_summary" in graph["_profile"]
+    assert find_cycle(graph) is None

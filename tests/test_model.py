@@ -1,0 +1,367 @@
+"""The analysed model (Capture.model(), Profile.model): computed once and
+cached, its per-op and per-gap columns, steps from chosen ranges (syncs per
+step included), attribution by the launching thread, inclusive range
+edges, and busy time split into compute and collective communication.
+
+Records are injected by hand (ranges included, with their threads), and
+every expected figure is worked out here from those records by a few lines
+of plain Python."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import loopscope
+from loopscope import _core
+from loopscope._range_steps import summary_with_range_steps
+
+MAIN, WORKER, AUTOGRAD = 101, 202, 303  # thread ids of injected records
+
+
+def profile_of(ranges=(), apis=(), kernels=(), memcpys=(), **options):
+    with loopscope.profile(**options) as prof:
+        if ranges:
+            _core._inject("range", list(ranges))
+        if apis:
+            _core._inject("api", list(apis))
+        if kernels:
+            _core._inject("kernel", list(kernels))
+        if memcpys:
+            _core._inject("memcpy", list(memcpys))
+    return prof
+
+
+def union_ns(intervals):
+    """Length of the union of (start, end) intervals: plain Python."""
+    total, end = 0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+# -- one model, computed once ------------------------------------------------
+
+def test_the_model_is_computed_once_per_thresholds_and_steps(test_clock):
+    prof = profile_of(
+        ranges=[(1_000, 9_000, "Step_0", -1, 0, MAIN), (2_000, 3_000, "r", 0, -1, MAIN)],
+        apis=[(2_500, 2_600, 1, MAIN)], kernels=[(10_000, 11_000, 0, 7, 1, "k")])
+    capture = prof.capture
+    model = prof.model
+    assert model is prof.model is capture.model() is capture.model(20.0, 50.0)
+    assert isinstance(model, _core.Model)
+    assert capture.model(10.0, 50.0) is not model
+    assert capture.model(steps=[1]) is capture.model(steps=(1,)) is not model
+    prof.summary()
+    assert prof.model is model  # the summary read the same one
+    capture.forget_models()
+    assert prof.model is not model
+    assert prof.model.thresholds_ns == (20_000, 50_000)
+
+
+def test_no_model_before_the_end_or_without_records():
+    prof = loopscope.profile(trace=False)
+    assert prof.model is None and prof.capture is None
+    assert not prof.is_running and not prof.is_finished
+    with prof:
+        assert prof.is_running and not prof.is_finished
+        assert prof.model is None
+    assert prof.is_finished and not prof.is_running
+    assert prof.model is not None
+
+
+# -- columns -------------------------------------------------------------------
+
+def test_op_and_gap_columns(test_clock):
+    """Two devices; ops overlap on device 0 (one busy interval); each gap
+    ends at an op whose launch call came from a step's thread."""
+    ranges = [(1_000, 5_000, "Step_0", -1, 0, MAIN), (6_000, 9_000, "Step_1", -1, 1, MAIN),
+              (6_500, 7_000, "attn", 1, -1, MAIN)]
+    apis = [(1_500, 1_600, 1, MAIN), (2_000, 2_100, 2, MAIN), (6_600, 6_700, 3, MAIN),
+            (8_000, 8_100, 4, MAIN)]
+    kernels = [(20_000, 30_000, 0, 7, 1, "a"), (25_000, 35_000, 0, 8, 2, "b"),
+               (100_000, 101_000, 0, 7, 3, "c"), (40_000, 41_000, 1, 7, 4, "d"),
+               (500_000, 501_000, 1, 7, 99, "orphan")]
+    prof = profile_of(ranges, apis, kernels)
+    model = prof.model
+    launch = {a[2]: a[0] for a in apis}
+    assert list(model.op_column("start_ns")) == [k[0] for k in kernels]
+    assert list(model.op_column("device")) == [k[2] for k in kernels]
+    assert list(model.op_column("stream")) == [k[3] for k in kernels]
+    assert list(model.op_column("kind")) == [0] * 5
+    assert list(model.op_column("launch_ns")) == [launch.get(k[4], 2**64 - 1) for k in kernels]
+    assert list(model.op_column("step")) == [0, 0, 1, 1, -1]
+    assert list(model.op_column("range")) == [0, 0, 2, 1, -1]
+    assert list(model.op_column("group")) == [-1, -1, 0, -1, -1]
+    assert list(model.op_column("comm")) == [0] * 5
+    # gaps, by device then time: the idle time between merged busy intervals
+    expected = []
+    for device in (0, 1):
+        ops = sorted((k[0], k[1], i) for i, k in enumerate(kernels) if k[2] == device)
+        end, last = ops[0][1], ops[0][2]
+        for start, stop, i in ops[1:]:
+            if start > end:
+                expected.append((start - end, device, kernels[i][3], i, last))
+            if stop > end:
+                end, last = stop, i
+    gaps = list(zip(*(model.gap_column(c) for c in ("start_ns", "end_ns", "device", "stream",
+                                                     "next_op", "prev_op", "step", "class",
+                                                     "cause"))))
+    assert [(e - s, d, st, n, p) for s, e, d, st, n, p, *_ in gaps] == expected
+    assert [g[6] for g in gaps] == [1, -1]        # the steps of the ops ending them
+    assert [g[7] for g in gaps] == [2, 2]         # 65 us and 459 us: severe
+    # cause: host when the next op's launch call began after the gap began, else other
+    assert [g[8] for g in gaps] == [0 if launch.get(kernels[g[4]][4], -1) >= g[0] else 2
+                                    for g in gaps] == [2, 2]
+    assert model.gap_count == len(expected) == prof.summary()["gaps"]["count"]
+    assert model.op_count == 5 and model.ops_without_launch == 1
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        model.op_column("nope")
+    with pytest.raises(ValueError, match="no column 'start'"):
+        model.gap_column("start")
+
+
+def test_worst_gaps_and_bins(test_clock):
+    """The n longest gaps, ties by time; busy and severe-gap time per slice."""
+    kernels = [(10_000, 20_000, 0, 7, 1, "a"), (80_000, 90_000, 0, 7, 2, "b"),
+               (150_000, 160_000, 0, 7, 3, "c"), (165_000, 175_000, 0, 7, 4, "d")]
+    prof = profile_of(kernels=kernels)
+    model = prof.model
+    worst = model.worst_gaps(2)
+    assert [(g["duration_ns"], g["start_ns"], g["before"], g["after"], g["class"])
+            for g in worst] == [(60_000, 20_000, "b", "a", "severe"),
+                                (60_000, 90_000, "c", "b", "severe")]
+    assert len(model.worst_gaps(10)) == 3 and model.worst_gaps(0) == []
+    start, end, bins = 0, 200_000, 8
+    width = (end - start) // bins
+
+    def overlap(a, b, k):
+        return max(0, min(b, start + (k + 1) * width) - max(a, start + k * width))
+
+    busy = [sum(overlap(k[0], k[1], i) for k in kernels) for i in range(bins)]
+    assert list(model.busy_bins(start, end, bins)) == busy
+    assert list(model.busy_bins(start, end, bins, device=0)) == busy
+    assert list(model.busy_bins(start, end, bins, device=3)) == [0] * bins
+    severe = [(20_000, 80_000), (90_000, 150_000)]  # the 5 us gap is normal
+    assert list(model.gap_bins(start, end, bins)) == [
+        sum(overlap(a, b, i) for a, b in severe) for i in range(bins)]
+    assert sum(model.gap_bins(start, end, bins, "normal")) == 60_000 + 60_000 + 5_000
+    with pytest.raises(ValueError, match="start_ns < end_ns"):
+        model.busy_bins(10, 10, 4)
+    with pytest.raises(ValueError, match="min_class must be"):
+        model.gap_bins(0, 10, 4, "big")
+
+
+# -- attribution ---------------------------------------------------------------
+
+def test_range_edges_are_inclusive(test_clock):
+    """A launch exactly at a range's start or exactly at its end belongs to
+    it: making either end exclusive moves one of these kernels out."""
+    ranges = [(1_000, 2_000, "Step_0", -1, 0, MAIN), (3_000, 4_000, "Step_1", -1, 1, MAIN),
+              (3_000, 3_500, "inner", 1, -1, MAIN)]
+    apis = [(1_000, 1_010, 1, MAIN),    # at Step_0's start
+            (2_000, 2_010, 2, MAIN),    # at Step_0's end
+            (3_500, 3_510, 3, MAIN),    # at inner's end (and inside Step_1)
+            (3_000, 3_010, 4, MAIN),    # at inner's and Step_1's start
+            (2_001, 2_011, 5, MAIN)]    # just after Step_0: in nothing
+    kernels = [(10_000 * i, 10_000 * i + 1_000, 0, 7, i, f"k{i}") for i in range(1, 6)]
+    prof = profile_of(ranges, apis, kernels)
+    assert list(prof.model.op_column("step")) == [0, 0, 1, 1, -1]
+    assert list(prof.model.op_column("range")) == [0, 0, 2, 2, -1]
+    steps = prof.summary()["steps"]
+    assert [s["kernels"] for s in steps] == [2, 2]
+    assert prof.summary()["ranges"][0]["kernels"] == 2
+
+
+def test_launches_go_to_the_step_of_their_own_thread(test_clock):
+    """Two threads run their own steps over the same time: each kernel goes
+    to the step (and range) of the thread that launched it, not to the
+    step that happens to contain its launch in time."""
+    ranges = [(1_000, 10_000, "Main_0", -1, 0, MAIN),
+              (2_000, 12_000, "Worker_0", -1, 1, WORKER),
+              (3_000, 4_000, "w_attn", 1, -1, WORKER),
+              (11_000, 20_000, "Main_1", -1, 2, MAIN)]
+    apis = [(3_500, 3_600, 1, MAIN),      # both steps open; MAIN's is Main_0
+            (3_600, 3_700, 2, WORKER),    # WORKER's, inside w_attn
+            (11_500, 11_600, 3, WORKER),  # Main_1 began later, but this is WORKER's
+            (11_600, 11_700, 4, MAIN)]
+    kernels = [(100_000 * i, 100_000 * i + 1_000, 0, 7, i, f"k{i}") for i in range(1, 5)]
+    prof = profile_of(ranges, apis, kernels)
+    assert list(prof.model.op_column("step")) == [0, 1, 1, 2]
+    assert list(prof.model.op_column("range")) == [0, 2, 1, 3]
+    s = prof.summary()
+    assert [(st["name"], st["kernels"]) for st in s["steps"]] == [
+        ("Main_0", 1), ("Worker_0", 2), ("Main_1", 1)]
+    assert [(r["name"], r["kernels"]) for r in s["ranges"]] == [("w_attn", 1)]
+    # each gap belongs to the step of the op that ends it
+    assert [g["step_name"] for g in sorted(s["gaps"]["worst"], key=lambda g: g["start_ns"])] == [
+        "Worker_0", "Worker_0", "Main_1"]
+
+
+def test_a_thread_without_a_step_falls_back_to_the_step_open_in_time(test_clock):
+    """autograd's backward thread launches while the main thread's step
+    runs: with no step of its own, its launches go to that step; with no
+    range of its own either, to the innermost range open on that step's
+    thread.  A launch whose thread is unknown (0) is placed the same way."""
+    ranges = [(1_000, 10_000, "Step_0", -1, 0, MAIN),
+              (2_000, 9_000, "backward", 0, -1, MAIN),
+              (5_000, 6_000, "hook", -1, -1, AUTOGRAD),   # a range of its own, no step
+              (11_000, 20_000, "Step_1", -1, 1, MAIN)]
+    apis = [(3_000, 3_100, 1, AUTOGRAD),   # no range of its own open: Step_0 / backward
+            (5_500, 5_600, 2, AUTOGRAD),   # its own range: hook, step Step_0
+            (12_000, 12_100, 3, 0),        # thread unknown: Step_1
+            (10_500, 10_600, 4, AUTOGRAD)]  # no step open anywhere
+    kernels = [(100_000 * i, 100_000 * i + 1_000, 0, 7, i, f"k{i}") for i in range(1, 5)]
+    prof = profile_of(ranges, apis, kernels)
+    assert list(prof.model.op_column("step")) == [0, 0, 1, -1]
+    assert list(prof.model.op_column("range")) == [1, 2, 3, -1]
+    s = prof.summary()
+    assert [st["kernels"] for st in s["steps"]] == [2, 1]
+    assert [(r["name"], r["kernels"]) for r in s["ranges"]] == [("backward", 1), ("hook", 1)]
+
+
+def test_syncs_go_to_the_step_of_the_thread_that_waited(test_clock):
+    """A sync in a worker thread's step counts there, not in the main
+    thread's step open at the same time."""
+    results = {}
+
+    def worker(prof):
+        with prof.step("Worker_{i}"):
+            _core._inject_calls([("cudaStreamSynchronize", 1_000)])
+        results["done"] = True
+
+    with loopscope.profile() as prof:
+        with prof.step("Main_{i}"):
+            thread = threading.Thread(target=worker, args=(prof,))
+            thread.start()
+            thread.join()
+            _core._inject_calls([("cudaDeviceSynchronize", 1_000)] * 2)
+    assert results["done"]
+    steps = prof.summary()["steps"]
+    assert [(st["name"], st["syncs"]) for st in steps] == [("Main_0", 2), ("Worker_1", 1)]
+    assert [sync[4] for sync in sorted(prof.model.syncs(), key=lambda x: x[0])] == [1, 0, 0]
+
+
+# -- steps from ranges ------------------------------------------------------
+
+def test_range_steps_get_every_figure_live_steps_get(test_clock):
+    """Ranges chosen as steps: ops, gaps, worst gaps' steps and syncs per
+    step, computed as for live steps."""
+    with loopscope.profile() as prof:
+        for i in range(3):
+            with loopscope.range("denoise"):
+                launch = _core.now_ns()
+                _core._inject("api", [(launch, launch + 1, i + 1)])
+                _core._inject_calls([("cudaStreamSynchronize", 100)] * i)
+        _core._inject("kernel", [(5_000_000 + 100_000 * i, 5_000_000 + 100_000 * i + 1_000, 0, 7,
+                                  i + 1, f"k{i}") for i in range(3)])
+    assert prof.summary()["steps"] == []
+    s = summary_with_range_steps(prof, lambda name: name == "denoise")
+    assert s["steps_from"] == "ranges"
+    assert [(st["index"], st["name"], st["kernels"], st["syncs"]) for st in s["steps"]] == [
+        (0, "denoise#0", 1, 0), (1, "denoise#1", 1, 1), (2, "denoise#2", 1, 2)]
+    assert [(g["duration_us"], g["step"], g["step_name"]) for g in s["gaps"]["worst"]] == [
+        (99.0, 1, "denoise#1"), (99.0, 2, "denoise#2")]
+    assert s["syncs"]["count"] == 3 and s["syncs"]["in_steps"] == 3
+    assert s["ranges"] == []  # the ranges are the steps now
+    assert summary_with_range_steps(prof, lambda name: False) is None
+
+
+# -- compute and communication ------------------------------------------------
+
+def test_busy_time_splits_into_compute_and_comm(test_clock):
+    """Collective kernels (NCCL's, raw or mangled names) apart from the
+    rest: the union of each class, over the run, per device, step and
+    range group; overlap counts in both."""
+    ranges = [(1_000, 9_000, "Step_0", -1, 0, MAIN), (2_000, 3_000, "allreduce", 0, -1, MAIN),
+              (10_000, 19_000, "Step_1", -1, 1, MAIN)]
+    names = ["ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "gemm",
+             "_Z40ncclDevKernel_AllGather_RING_LLP24ncclDevKernelArgsStorage", "gemm",
+             "ncclKernel_Broadcast_RING_LL_Sum_int8_t", "elementwise"]
+    apis = [(2_100, 2_200, 1, MAIN), (4_000, 4_100, 2, MAIN), (2_500, 2_600, 3, MAIN),
+            (11_000, 11_100, 4, MAIN), (12_000, 12_100, 5, MAIN), (13_000, 13_100, 6, MAIN)]
+    kernels = [(100_000, 150_000, 0, 20, 1, names[0]),   # comm, overlaps the gemm
+               (120_000, 200_000, 0, 7, 2, names[1]),
+               (210_000, 220_000, 0, 20, 3, names[2]),   # comm
+               (300_000, 340_000, 0, 7, 4, names[3]),
+               (330_000, 360_000, 0, 20, 5, names[4]),   # comm
+               (400_000, 410_000, 1, 7, 6, names[5])]
+    memcpys = [(205_000, 208_000, 0, 7, 7, "HtoD", 64)]  # no launch: compute, no step
+    prof = profile_of(ranges, apis, kernels, memcpys)
+    is_comm = [1, 0, 1, 0, 1, 0]
+    assert list(prof.model.op_column("comm")) == is_comm + [0]
+    ops = [(k[0], k[1], k[2], c, s) for k, c, s in zip(kernels, is_comm, [0, 0, 0, 1, 1, 1])]
+    ops.append((205_000, 208_000, 0, 0, -1))
+
+    def split(pick):
+        chosen = [o for o in ops if pick(o)]
+        comm = sum(union_ns([(a, b) for a, b, d, c, _ in chosen if c and d == dev]) for dev in (0, 1))
+        compute = sum(union_ns([(a, b) for a, b, d, c, _ in chosen if not c and d == dev])
+                      for dev in (0, 1))
+        return round(comm / 1e6, 6), round(compute / 1e6, 6)
+
+    s = prof.summary()
+    assert (s["gpu"]["comm_ms"], s["gpu"]["compute_ms"]) == split(lambda o: True)
+    assert (s["gpu"]["comm_ms"], s["gpu"]["compute_ms"]) == (0.09, 0.133)
+    span = sum(max(o[1] for o in ops if o[2] == d) - min(o[0] for o in ops if o[2] == d)
+               for d in (0, 1))
+    assert s["gpu"]["comm_pct"] == round(100 * 90_000 / span, 2)
+    assert [(d["comm_ms"], d["compute_ms"]) for d in s["gpu"]["devices"]] == [
+        split(lambda o: o[2] == 0), split(lambda o: o[2] == 1)]
+    assert [(st["comm_ms"], st["compute_ms"]) for st in s["steps"]] == [
+        split(lambda o: o[4] == 0), split(lambda o: o[4] == 1)]
+    (allreduce,) = s["ranges"]
+    assert (allreduce["comm_ms"], allreduce["compute_ms"]) == (0.06, 0.0)  # kernels 1 and 3
+
+
+def test_comm_figures_are_none_without_a_trace(test_clock):
+    with loopscope.profile() as prof:
+        with prof.step():
+            pass
+    s = prof.summary()
+    assert s["gpu"] is None
+    assert (s["steps"][0]["comm_ms"], s["steps"][0]["compute_ms"]) == (None, None)
+
+
+@pytest.mark.parametrize("name, comm", [
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", True),
+    ("ncclKernel_AllGather_RING_LL_Sum_int8_t", True),
+    ("_Z40ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE", True),
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", True),
+    ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(...)", True),
+    ("_ZN3c1016symmetric_memory26one_shot_all_reduce_kernelIfEEvPPT_", True),
+    ("nvshmemi_transfer_rma_kernel", True),
+    ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE", False),
+    ("nvjet_sm90_tst_48x64_64x15_4x1_v_bz_bias_TNN", False),
+    ("my_nccl_like_kernel", False),
+])
+def test_which_kernels_are_collectives(test_clock, name, comm):
+    prof = profile_of(kernels=[(1_000, 2_000, 0, 7, 1, name)])
+    assert list(prof.model.op_column("comm")) == [int(comm)]
+
+
+def test_percentiles_of_many_gap_mixes():
+    """p50 and p99 (nearest rank) of seeded random gap lengths, many of them
+    equal, against sorted() of the same lengths."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(40):
+        t, kernels, lengths = 1_000, [], []
+        for i in range(rng.randint(2, 80)):
+            gap = (rng.choice([1, 2, 3, 5, 8, 8, 8, 13]) * 1_000 if rng.random() < 0.9
+                   else rng.randint(1, 90_000))
+            kernels.append((t, t + 500, 0, 7, i + 1, "k"))
+            t += 500 + gap
+            lengths.append(gap)
+        lengths = sorted(lengths[:-1])
+        n = len(lengths)
+        prof = profile_of(kernels=kernels, trace=False)
+        gaps = prof.model.total()["gaps"]
+        assert (gaps["p50_ns"], gaps["p99_ns"]) == (lengths[(n * 50 + 99) // 100 - 1],
+                                                    lengths[(n * 99 + 99) // 100 - 1])

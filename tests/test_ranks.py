@@ -1,0 +1,555 @@
+"""Cross-rank figures (_ranks.merge) on compact per-rank summaries built
+here, as rank 0 would receive them: waits, the straggler and its cause,
+the verdicts, the clock arithmetic, what is not measured; then how rank 0's
+diagnosis, report, HTML and the max_rank_skew_us budget read them.  The
+expected numbers are computed in the tests from the same inputs.
+
+The compact summaries carry comm_ms / compute_ms per step, as the C
+analysis will once collective kernels are classified (issue 12's keys);
+they are written by hand here, which is what the merge receives."""
+from __future__ import annotations
+
+import copy
+import json
+import statistics
+import sys
+
+import pytest
+
+import loopscope
+from loopscope import _distributed, _ranks
+from loopscope._budgets import evaluate
+from loopscope._diagnosis import communication_reasons, diagnose
+
+from synthetic_loop import run_loop
+
+STEP_NS = 10_000_000  # 10 ms steps on every rank's clock
+
+
+def compact(rank: int, comm: list[float | None], *, idle_host=None, idle_sync=None,
+            compute=None, gpu=None, starts=None, clock=True, devices=None, host=None,
+            world_size: int = 3, verdict="GPU_BOUND") -> dict:
+    """A compact summary as _ranks.compact makes it: steps of 10 ms, the
+    per-step figures given, one clock pair with slope 1 (profile clock =
+    exchange clock - 1 s), one GPU per rank (device id = rank) on one host."""
+    n = len(comm)
+    starts = starts or [k * STEP_NS for k in range(n)]
+    steps = []
+    for k in range(n):
+        steps.append({
+            "index": k, "name": f"Step_{k}", "start_ns": starts[k], "end_ns": starts[k] + 9_000_000,
+            "host_ms": 9.0, "gpu_ms": (gpu or [8.0] * n)[k], "comm_ms": comm[k],
+            "compute_ms": (compute or [None] * n)[k], "syncs": 0,
+            "idle_host_ms": (idle_host or [0.0] * n)[k], "idle_sync_ms": (idle_sync or [0.0] * n)[k],
+            "verdict": verdict,
+        })
+    return {
+        "compact": 1, "rank": rank, "world_size": world_size, "host": host or "node0",
+        "devices": [rank] if devices is None else list(devices),
+        "gpus": [f"{host or 'node0'} GPU {d}" for d in ([rank] if devices is None else devices)],
+        "device": "GPU", "source": "injected", "gpu_error": None,
+        "host_ms": 9.0 * n, "busy_pct": 90.0, "gpu_busy_ms": 8.0 * n, "comm_ms": None,
+        "compute_ms": None, "comm_pct": None, "syncs": 0, "sync_blocked_ms": 0.0,
+        "verdict": verdict, "cause": "compute", "steps": steps,
+        "clock": {"profile_ns": [0, 100 * STEP_NS], "exchange_ns": [1_000_000_000,
+                                                                    1_000_000_000 + 100 * STEP_NS]}
+        if clock else None,
+        "raised": None,
+    }
+
+
+def exchange(offset_ns: int, rtt_ns: int = 20_000, at: int = 5_000_000_000) -> dict:
+    """One round per phase, the rank reading its clock in the middle: the
+    offset is exact, the error rtt/2."""
+    a, b = at, at + rtt_ns
+    return {"start": [(a, b, a + rtt_ns // 2 + offset_ns)], "end": None}
+
+
+# Rank 2 arrives last in steps 0-4 (the smallest comm time); step 5's
+# spread is 50 us, noise.  Its GPU waits longer for its host.
+COMM = {0: [3.0, 2.5, 3.2, 2.8, 3.0, 1.05],
+        1: [2.6, 2.4, 2.2, 2.9, 2.1, 1.00],
+        2: [0.5, 0.4, 0.6, 0.5, 0.4, 1.02]}
+IDLE_HOST = {0: [0.1] * 6, 1: [0.2] * 6, 2: [2.4, 2.2, 2.6, 2.5, 2.3, 0.1]}
+
+
+COMPUTE_MS = 5.0  # every rank computes as much; GPU busy = compute + collectives
+
+
+def three_ranks(**overrides) -> list[dict]:
+    return [compact(r, COMM[r], idle_host=IDLE_HOST[r], gpu=[COMPUTE_MS + c for c in COMM[r]],
+                    **overrides) for r in range(3)]
+
+
+def exchanges3() -> dict:
+    return {1: exchange(0), 2: exchange(0)}
+
+
+def test_waits_straggler_and_its_cause():
+    skew = _ranks.merge(three_ranks(), exchanges3(), {}, "nccl")
+    for k, row in enumerate(skew["steps"]):
+        least = min(COMM[r][k] for r in range(3))
+        assert row["wait_ms"] == [pytest.approx(COMM[r][k] - least) for r in range(3)]
+        assert row["max_wait_ms"] == pytest.approx(max(COMM[r][k] for r in range(3)) - least)
+        assert row["last_arrival_rank"] == (2 if k < 5 else None)  # step 5: 50 us < 100 us
+    s = skew["straggler"]
+    assert (s["rank"], s["last_in_steps"], s["steps_compared"]) == (2, 5, 6)
+    waits = [max(COMM[r][k] for r in range(3)) - COMM[2][k] for k in range(5)]
+    assert s["late_ms"] == pytest.approx(sum(waits) / 5)
+    host_excess = [IDLE_HOST[2][k] - statistics.median([IDLE_HOST[0][k], IDLE_HOST[1][k]])
+                   for k in range(5)]
+    assert s["excess_ms"]["host late"] == pytest.approx(sum(host_excess) / 5)
+    assert s["excess_ms"]["sync"] == 0.0
+    assert s["excess_ms"]["compute"] == 0.0  # GPU busy minus collectives, the same everywhere
+    assert s["cause"] == "host late"
+    # each rank's wait, and the verdict of those that waited for the straggler
+    for r in range(3):
+        total = sum(COMM[r][k] - min(COMM[q][k] for q in range(3)) for k in range(6))
+        cross = skew["per_rank"][r]
+        assert cross["wait_ms"] == pytest.approx(total)
+        busy = sum(COMPUTE_MS + c for c in COMM[r])
+        assert cross["wait_pct_of_gpu_busy"] == pytest.approx(round(100 * total / busy, 2))
+        assert cross["verdict"] == ("COMMUNICATION_WAIT" if r != 2 else "GPU_BOUND")
+        assert cross["waits_for"] == (2 if r != 2 else None)
+    assert [c["last_arrivals"] for c in skew["per_rank"]] == [0, 0, 5]
+    assert skew["not_measured"] == []
+
+
+def test_compute_excess_from_gpu_minus_comm_when_not_split():
+    """compute_ms missing per step: GPU busy minus collective time stands in."""
+    ranks = three_ranks()
+    for c in ranks:  # the straggler computes 2 ms more per step, its host is on time
+        for s in c["steps"]:
+            s["idle_host_ms"] = 0.1
+            s["gpu_ms"] = s["comm_ms"] + (7.0 if c["rank"] == 2 else 5.0)
+    s = _ranks.merge(ranks, exchanges3(), {}, "nccl")["straggler"]
+    assert s["excess_ms"]["compute"] == pytest.approx(2.0)
+    assert s["cause"] == "compute"
+
+
+def test_no_cause_when_every_excess_is_small():
+    ranks = three_ranks()
+    for c in ranks:
+        for s in c["steps"]:
+            s["idle_host_ms"] = 0.1
+    s = _ranks.merge(ranks, exchanges3(), {}, "nccl")["straggler"]
+    assert s["rank"] == 2 and s["cause"] is None
+    assert _ranks.straggler_text(s).endswith("no cause shows in its profiled steps")
+
+
+def test_no_straggler_below_the_noise_floor_or_without_a_majority():
+    quiet = [compact(r, [1.0 + 0.00001 * r] * 4) for r in range(3)]  # 0.02 us spreads
+    skew = _ranks.merge(quiet, exchanges3(), {}, "nccl")
+    assert skew["straggler"] is None and all(r["last_arrival_rank"] is None for r in skew["steps"])
+    # long steps: 0.5 ms of jitter in 100 ms of GPU time is noise (floor 2 ms), 3 ms is not
+    long = [compact(r, [1.0 + 0.5 * (r == 0), 1.0 + 3.0 * (r != 2)], gpu=[100.0, 100.0])
+            for r in range(3)]
+    skew = _ranks.merge(long, exchanges3(), {}, "nccl")
+    assert [r["last_arrival_rank"] for r in skew["steps"]] == [None, 2]
+    # rank 1 last once, rank 2 once, two quiet steps: nobody last in half the steps
+    comm = {0: [2.0, 2.0, 1.0, 1.0], 1: [0.5, 2.0, 1.0, 1.0], 2: [2.0, 0.5, 1.0, 1.0]}
+    skew = _ranks.merge([compact(r, comm[r]) for r in range(3)], exchanges3(), {}, "nccl")
+    assert [r["last_arrival_rank"] for r in skew["steps"]] == [1, 2, None, None]
+    assert skew["straggler"] is None
+    assert all(c["verdict"] == "GPU_BOUND" for c in skew["per_rank"])
+
+
+def test_skews_after_alignment_with_drift():
+    """Rank 1's exchange clock is 3 ms ahead at the start exchange and 3.1
+    ms ahead at the end one (100 us drift over 100 ms); its steps start 2 ms
+    after rank 0's in true time."""
+    true_start = [k * STEP_NS for k in range(4)]
+    r0 = compact(0, [None] * 4, world_size=2, starts=true_start)
+    r1 = compact(1, [None] * 4, world_size=2, starts=[t + 2_000_000 for t in true_start])
+    # rank 1's pair: its exchange clock = true + 3 ms + drift; profile = exchange - 1 s - 3 ms
+    r1["clock"] = {"profile_ns": [0, 100 * STEP_NS],
+                   "exchange_ns": [1_003_000_000, 1_003_000_000 + 100 * STEP_NS + 100_000]}
+    t_s, t_e = 1_000_000_000, 1_000_000_000 + 100 * STEP_NS
+    x = {"start": [(t_s - 10_000, t_s + 10_000, t_s + 3_000_000)],
+         "end": [(t_e - 10_000, t_e + 10_000, t_e + 3_100_000)]}
+    skew = _ranks.merge([r0, r1], {1: x}, {}, "nccl")
+    assert skew["clock"]["error_us"] == 10.0
+    assert skew["clock"]["per_rank"][0]["drift_ppm"] == pytest.approx(100.0)
+    for k, row in enumerate(skew["steps"]):
+        # independent: rank 1's profile time p -> its exchange time e (slope from its pairs)
+        # -> minus the offset interpolated at that time -> rank 0's profile time (slope 1)
+        p = true_start[k] + 2_000_000
+        slope = (100 * STEP_NS + 100_000) / (100 * STEP_NS)
+        e = 1_003_000_000 + p * slope
+        t0 = e - 3_000_000
+        offset = 3_000_000 + 100_000 * (t0 - t_s) / (t_e - t_s)
+        expected = (e - offset - 1_000_000_000) - true_start[k]
+        assert row["start_skew_us"] == pytest.approx(expected / 1e3, abs=1e-3)
+        assert row["last_start_rank"] == 1
+        assert _ranks.above_error(row["start_skew_us"], skew)
+
+
+def test_clock_error_is_the_two_largest_residuals():
+    ranks = [compact(r, [None] * 2, world_size=4) for r in range(4)]
+    x = {1: exchange(0, rtt_ns=40_000), 2: exchange(0, rtt_ns=100_000), 3: exchange(0, rtt_ns=60_000)}
+    skew = _ranks.merge(ranks, x, {}, "nccl")
+    assert skew["clock"]["error_us"] == 50.0 + 30.0  # ranks 2 and 3 may be off in opposite ways
+    assert [c["error_us"] for c in skew["clock"]["per_rank"]] == [20.0, 50.0, 30.0]
+    # skews of 0: not above the error, shown as such
+    assert skew["steps"][0]["start_skew_us"] == 0.0
+    assert not _ranks.above_error(0.0, skew)
+
+
+def test_best_round_is_the_shortest_round_trip():
+    rounds = [(0, 900, 10_450), (2_000, 2_300, 12_100), (5_000, 5_300, 15_000)]
+    assert _ranks.best_round(rounds) == {"offset_ns": 12_100 - 2_150, "error_ns": 150,
+                                         "at_ns": 2_150}
+    assert _ranks.best_round([]) is None and _ranks.best_round(None) is None
+
+
+def test_what_is_not_measured_is_said():
+    ranks = [compact(r, [None] * 2, world_size=3, devices=(0,), host="n1") for r in range(3)]
+    ranks[2]["clock"] = None
+    ranks[0]["gpu_error"] = "no NVIDIA GPU driver on this machine"
+    skew = _ranks.merge(ranks, {1: exchange(0), 2: exchange(0)}, {}, "gloo")
+    assert skew["not_measured"] == [
+        "backend gloo: its collectives run on the CPU, so no collective kernel times: wait per "
+        "rank and the straggler are not measured",
+        "ranks 0, 1, 2: no collective time per step (needs GPU tracing with collective kernels "
+        "classified; no NVIDIA GPU driver on this machine): wait and straggler not measured",
+        "rank 2: clocks not exchanged with rank 0: left out of the skews",
+        "ranks 0, 1, 2 share one GPU (n1 GPU 0): their kernels interleave, so their comm, wait "
+        "and compute times mix",
+    ]
+    assert all(row["ranks"] == [0, 1, 2] and row["wait_ms"] is None for row in skew["steps"])
+    single = _ranks.merge([compact(0, [1.0], world_size=1)], {}, {}, "nccl")
+    assert single["not_measured"] == [
+        "a single rank: no cross-rank skew, wait or straggler to measure"]
+
+
+def test_a_missing_rank_is_left_out_and_named():
+    ranks = three_ranks()
+    ranks[1] = None
+    skew = _ranks.merge(ranks, {2: exchange(0)}, {1: "did not reach the profile's end within 5 s"},
+                        "nccl")
+    assert skew["missing"] == [{"rank": 1, "reason": "did not reach the profile's end within 5 s"}]
+    assert skew["ranks_present"] == [0, 2]
+    assert skew["per_rank"][1] is None
+    assert skew["steps"][0]["ranks"] == [0, 2]
+    assert skew["straggler"]["rank"] == 2
+
+
+def test_compact_is_plain_and_small(test_clock):
+    with loopscope.profile() as prof:
+        run_loop(prof, steps=3)
+    summary = prof.summary()
+    c = _ranks.compact(summary, rank=1, world_size=2, host="n", step_times={0: (5, 9)},
+                       clock=None)
+    assert json.loads(json.dumps(c)) == c
+    assert [s["host_ms"] for s in c["steps"]] == [s["host_ms"] for s in summary["steps"]]
+    assert [s["idle_host_ms"] for s in c["steps"]] == [
+        s["gaps"]["idle_by_cause_ms"]["host"] for s in summary["steps"]]
+    assert (c["steps"][0]["start_ns"], c["steps"][1]["start_ns"]) == (5, None)
+    # the loop's kernels are not collectives: no time in communication
+    assert (c["comm_ms"], c["steps"][0]["comm_ms"]) == (0.0, 0.0)
+    assert c["comm_ms"] == summary["gpu"]["comm_ms"]
+    assert c["devices"] == [0] and c["gpus"] == ["n/0"]  # no identity given: host/ordinal
+    uuid = _ranks.compact(summary, rank=1, world_size=2, host="n", step_times={}, clock=None,
+                          gpu_ids=lambda d: f"GPU-abc{d}")
+    assert uuid["gpus"] == ["GPU-abc0"]
+    # the loop idles for its host (2 severe host gaps), far more than it computes
+    assert c["cause"] == "host late"
+
+
+def test_gpu_identity_without_cuda(monkeypatch):
+    """Without torch's CUDA (no UUID): host, the visible set, the ordinal."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        pytest.skip("torch's CUDA is up here: the identity is the GPU's UUID")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert _distributed._gpu_identity(1, "n") == "n GPU 1 of CUDA_VISIBLE_DEVICES=2,3"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert _distributed._gpu_identity(1, "n") == "n GPU 1"
+
+
+# -- rank 0's diagnosis, report, HTML and budget --------------------------------------
+@pytest.fixture
+def rank0_summary(test_clock):
+    """A real rank-0 summary of the synthetic loop, with the three ranks
+    above gathered into it (as _distributed.attach does on rank 0)."""
+    with loopscope.profile() as prof:
+        run_loop(prof, steps=3)
+    base = copy.deepcopy(prof._local_summary())
+    session = _distributed.Session(_distributed.check_options(True, 5.0))
+    session.rank, session.world_size, session.backend = 0, 3, "nccl"
+    session.index, session.status = 0, "gathered"
+    session.compacts = three_ranks()
+    session.exchanges = exchanges3()
+    return base, _distributed.attach(session, copy.deepcopy(base))
+
+
+def test_rank_0_waits_for_the_straggler(rank0_summary):
+    base, summary = rank0_summary
+    d = summary["diagnosis"]
+    assert base["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
+    assert d["verdict"] == "COMMUNICATION_WAIT"
+    s = summary["skew"]["straggler"]
+    me = summary["skew"]["per_rank"][0]
+    assert d["reasons"][0] == (
+        f"rank 0 waited {me['wait_ms']:.3f} ms in collectives ({me['wait_pct_of_gpu_busy']:.1f}% "
+        "of its GPU busy time in steps) for rank 2, the straggler (host late); before the ranks "
+        "were compared it read CPU_LAUNCH_BOUND")
+    assert d["reasons"][1:] == base["diagnosis"]["reasons"]
+    assert d["actions"][0].startswith("make rank 2's host launch sooner: its GPU waits "
+                                      f"{s['excess_ms']['host late']:.3f} ms per step")
+    assert d["evidence"]["own_verdict"] == "CPU_LAUNCH_BOUND" and d["evidence"]["waits_for"] == 2
+    assert summary["ranks"] == three_ranks()
+    assert (summary["rank"], summary["world_size"]) == (0, 3)
+
+
+def test_rank_0_as_the_straggler_or_barely_waiting(rank0_summary):
+    base, _ = rank0_summary
+    session = _distributed.Session(_distributed.check_options(True, 5.0))
+    session.rank, session.world_size, session.backend, session.status = 0, 3, "nccl", "gathered"
+    comm = {0: COMM[2], 1: COMM[1], 2: COMM[0]}  # rank 0 now arrives last
+    session.compacts = [compact(r, comm[r], gpu=[COMPUTE_MS + c for c in comm[r]]) for r in range(3)]
+    session.exchanges = exchanges3()
+    d = _distributed.attach(session, copy.deepcopy(base))["diagnosis"]
+    assert d["verdict"] == "CPU_LAUNCH_BOUND"  # its own
+    assert d["reasons"][0] == ("this rank is the straggler (no cause in its profiled steps): the "
+                               "others waited for it in 5 of 6 steps, 2.440 ms on average")
+    # rank 0 waits for rank 2, but 0.1 ms a step out of 100 ms busy: not COMMUNICATION_WAIT
+    comm = {0: [c + 0.1 for c in COMM[2]], 1: COMM[1], 2: COMM[2]}
+    session.compacts = [compact(r, comm[r], gpu=[95.0 + c for c in comm[r]]) for r in range(3)]
+    summary = _distributed.attach(session, copy.deepcopy(base))
+    me = summary["skew"]["per_rank"][0]
+    assert summary["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
+    assert summary["diagnosis"]["reasons"][0] == (
+        f"rank 2 is the straggler (no cause in its profiled steps); rank 0 waited "
+        f"{me['wait_ms']:.3f} ms in collectives ({me['wait_pct_of_gpu_busy']:.1f}% of its GPU "
+        "busy time in steps), too little to read COMMUNICATION_WAIT")
+    assert me["wait_pct_of_gpu_busy"] < 10
+
+
+def test_report_puts_the_straggler_first_then_the_rank_table(rank0_summary):
+    _, summary = rank0_summary
+    text = loopscope._report.format_report(summary).splitlines()
+    s = summary["skew"]["straggler"]
+    assert text[1] == "STRAGGLER: " + _ranks.straggler_text(s)
+    assert text[2] == "Rank 0 of 3 (nccl); gathering: gathered"
+    assert text[3].startswith("COMMUNICATION WAIT: ")
+    head = next(i for i, line in enumerate(text) if line.startswith("Ranks (3 of 3 gathered"))
+    assert text[head].endswith("clocks aligned to +-20 us, skews within that shown as ~)")
+    rows = text[head + 2: head + 5]
+    assert rows[0].split()[:2] == ["0", "COMMUNICATION_WAIT"]
+    assert rows[2].split()[:3] == ["2", "GPU_BOUND", "GPU_BOUND"]
+    assert rows[0].endswith("(waits for rank 2)")
+    per_step = text.index("Per step (per rank: host ms, or host ms/wait ms with the collectives "
+                          "timed):")
+    step0 = text[per_step + 2]
+    # same true start on every rank: no skew above the clocks' error; rank 2 arrived last
+    cells = step0.split()
+    assert cells[2:4] == ["~", "~"] and cells[6] == "2"
+    assert cells[7:] == [f"9.000/{COMM[r][0] - COMM[2][0]:.3f}" for r in range(3)]
+
+
+def test_html_shows_the_straggler_above_the_verdict(rank0_summary, monkeypatch):
+    _, summary = rank0_summary
+    # tables only: matplotlib's extension dies under CI's preloaded ASan (.ci/run)
+    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)
+    page = loopscope._html.render(summary)
+    straggler = page.index("<b>Straggler:</b> rank 2 is the straggler")
+    assert straggler < page.index("COMMUNICATION WAIT") < page.index("Ranks per step")
+    assert "waits for rank 2" in page
+
+
+def test_trace_draws_the_other_ranks_on_rank_0s_clock(rank0_summary):
+    _, summary = rank0_summary
+    events = loopscope._ranks_view.rank_trace_events(summary, t0_ns=-1_000_000_000, profile=0)
+    steps = [e for e in events if e["ph"] == "X"]
+    # every rank's pair: profile = exchange - 1 s, offsets 0: its steps where it ran them
+    assert [(e["pid"], e["ts"], e["dur"]) for e in steps] == [
+        (1000 + r, (k * STEP_NS + 1_000_000_000) / 1e3, 9_000.0) for k in range(6) for r in (1, 2)]
+    assert steps[0]["args"] == {"rank": 1, "step": 0, "profile": 0, "host_ms": 9.0,
+                                "wait_ms": pytest.approx(COMM[1][0] - COMM[2][0])}
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert names == {1001: "rank 1: steps on rank 0's clock (+-20 us)",
+                     1002: "rank 2: steps on rank 0's clock (+-20 us)"}
+    assert loopscope._ranks_view.rank_trace_events(dict(summary, skew=None), 0, 0) == []
+
+
+def test_max_rank_skew_us_budget(rank0_summary):
+    _, summary = rank0_summary
+    out = evaluate(summary, {"max_rank_skew_us": 5.0}).outcomes[0]
+    assert (out.measured, out.ok) == (0.0, True)  # skews of 0, within the +-20 us clocks
+    assert out.detail == "clocks aligned to +-20 us"
+    skewed = copy.deepcopy(summary)
+    skewed["skew"]["steps"][1]["end_skew_us"] = 150.0
+    skewed["skew"]["steps"][2]["start_skew_us"] = 19.0  # within the error: not counted
+    out = evaluate(skewed, {"max_rank_skew_us": 100.0}).outcomes[0]
+    assert (out.measured, out.ok) == (150.0, False)
+    other = dict(summary, rank=1, skew=None, ranks=None)
+    out = evaluate(other, {"max_rank_skew_us": 100.0}).outcomes[0]
+    assert out.ok is None and out.reason == "rank 1: only rank 0 gathers the ranks' figures"
+    alone = dict(summary, rank=None, skew=None)
+    assert evaluate(alone, {"max_rank_skew_us": 1.0}).outcomes[0].reason == (
+        "not under torch.distributed")
+
+
+def test_collective_share_is_a_reason_without_the_ranks(test_clock):
+    with loopscope.profile() as prof:
+        run_loop(prof, steps=3)
+    summary = copy.deepcopy(prof._local_summary())
+    busy = summary["gpu"]["busy_ms"]
+    summary["gpu"].update(comm_ms=round(busy * 0.4, 6), compute_ms=round(busy * 0.6, 6))
+    line = (f"GPU busy {summary['gaps']['busy_pct']:.1f}%, of which 40.0% in collectives "
+            f"({busy * 0.4:.3f} ms; compute {busy * 0.6:.1f} ms): time in a collective includes "
+            "waiting for the slowest rank; rank 0 of a gathered profile names it")
+    assert communication_reasons(summary) == [line]
+    assert line in diagnose(summary)["reasons"]
+    summary["gpu"]["comm_ms"] = round(busy * 0.1, 6)
+    assert communication_reasons(summary) == []
+
+
+def test_options_and_output_paths():
+    assert _distributed.check_options(False, 2) == {"gather": False, "timeout_s": 2.0}
+    with pytest.raises(TypeError, match=r"gather must be True or False, got 'yes' \(str\)"):
+        loopscope.profile(gather="yes")
+    with pytest.raises(ValueError, match="gather_timeout_s must be above 0 and at most 3600 s"):
+        loopscope.profile(gather_timeout_s=0)
+    with pytest.raises(TypeError, match="gather_timeout_s must be a number"):
+        loopscope.profile(gather_timeout_s="5")
+    assert _distributed.rank_path("out.json", 1) == "out.rank1.json"
+    assert _distributed.rank_path("t.json.gz", 3) == "t.rank3.json.gz"
+    assert _distributed.rank_path("out", 0) == "out.rank0.json"
+    assert _distributed.output_paths("o.json", None) == ["o.json"]
+    assert _distributed.output_paths("o.json", (0, 2)) == ["o.rank0.json", "o.json"]
+    assert _distributed.output_paths("o.json", (1, 2)) == ["o.rank1.json"]
+
+
+def test_launcher_rank(monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert _distributed.launcher_rank() == (1, 4)
+    assert _distributed.output_rank([{"rank": None, "world_size": 1}]) == (1, 4)
+    assert _distributed.output_rank([{"rank": 2, "world_size": 3}]) == (2, 3)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert _distributed.launcher_rank() is None
+    monkeypatch.setenv("WORLD_SIZE", "x")
+    assert _distributed.launcher_rank() is None
+
+
+# -- the store protocol's failure paths, with an in-memory store -------------------
+class FakeStore:
+    """The c10d Store calls the protocol uses, in memory (one process);
+    `broken` makes every call raise."""
+
+    def __init__(self, broken: bool = False) -> None:
+        self.data: dict[str, bytes] = {}
+        self.broken = broken
+
+    def _check_broken(self) -> None:
+        if self.broken:
+            raise RuntimeError("Connection reset by peer")
+
+    def set(self, key, value):
+        self._check_broken()
+        self.data[key] = value if isinstance(value, bytes) else str(value).encode()
+
+    def get(self, key):
+        self._check_broken()
+        return self.data[key]
+
+    def check(self, keys):
+        self._check_broken()
+        return all(k in self.data for k in keys)
+
+    def wait(self, keys, timeout):
+        self._check_broken()
+        if not self.check(keys):
+            raise RuntimeError("wait timeout")
+
+    def delete_key(self, key):
+        return self.data.pop(key, None) is not None
+
+
+class FakeDist:
+    """What _distributed reads of torch.distributed."""
+
+    def __init__(self, rank: int, world: int, store: FakeStore) -> None:
+        self.rank, self.world, self.store = rank, world, store
+
+        class C10d:
+            @staticmethod
+            def _get_default_store():
+                return store
+
+        self.distributed_c10d = C10d
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return True
+
+    def get_rank(self):
+        return self.rank
+
+    def get_world_size(self):
+        return self.world
+
+    def get_backend(self):
+        return "nccl"
+
+    @staticmethod
+    def PrefixStore(prefix, store):  # noqa: N802  (torch's name)
+        return store
+
+
+@pytest.fixture
+def fake_job(monkeypatch):
+    def make(rank: int, world: int, store: FakeStore):
+        monkeypatch.setitem(sys.modules, "torch.distributed",
+                            FakeDist(rank, world, store))
+    return make
+
+
+def test_a_store_that_breaks_leaves_the_profile_ungathered(fake_job):
+    fake_job(0, 2, FakeStore(broken=True))
+    with pytest.warns(loopscope.LoopscopeWarning, match="gathering the ranks failed: "
+                      "RuntimeError: Connection reset by peer"):
+        with loopscope.profile(gather_timeout_s=0.05) as prof:
+            with prof.step():
+                pass
+    d = prof.summary()["distributed"]
+    assert d["gather"] == ("not gathered: the store failed (RuntimeError: Connection reset by "
+                           "peer)")
+    assert prof.summary()["rank"] == 0 and prof.summary()["skew"] is None
+    assert len(prof.summary()["steps"]) == 1
+
+
+def test_rank_0_absent_costs_the_others_two_timeouts_per_phase_and_is_said(fake_job):
+    store = FakeStore()
+    fake_job(1, 2, store)
+    with pytest.warns(loopscope.LoopscopeWarning) as caught:
+        with loopscope.profile(gather_timeout_s=0.05) as prof:
+            pass
+    s = prof.summary()
+    why = "rank 0 did not answer within 0.1 s (did it reach the profile's end?)"
+    assert s["distributed"]["gather"] == f"not taken by rank 0: {why}"
+    assert s["distributed"]["notes"] == [
+        "start: rank 0 did not answer within 0.1 s (did it reach the profile's start?)"]
+    assert any(f"rank 1: {why}; this rank's summary did not reach rank 0" in str(w.message)
+               for w in caught)
+    assert all(t >= 100 for t in s["distributed"]["exchange_ms"].values())
+    # what it left for rank 0: its arrival and its compact summary
+    assert set(store.data) == {"here/start/1", "here/end/1", "summary/1"}
+    assert json.loads(store.data["summary/1"])["rank"] == 1
+
+
+def test_an_abort_from_rank_0_releases_a_rank_at_once(fake_job):
+    store = FakeStore()
+    store.data["go/start/1/0"] = b"abort: rank 0 stopped waiting after 5 s"
+    store.data["go/end/1/0"] = b"abort: rank 0 raised (ValueError: x)"
+    fake_job(1, 2, store)
+    with loopscope.profile(gather_timeout_s=30) as prof:
+        pass
+    d = prof.summary()["distributed"]
+    assert d["gather"] == "not taken by rank 0: abort: rank 0 raised (ValueError: x)"
+    assert d["notes"] == ["start: abort: rank 0 stopped waiting after 5 s"]
+    assert all(t < 5_000 for t in d["exchange_ms"].values())  # not the 60 s it could wait

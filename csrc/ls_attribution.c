@@ -375,8 +375,13 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
         if (context[i] >= 0) {
             const char *step = name_of(&r->ranges.items[steps->range_of[context[i]]]);
             size_t sl = strlen(step);
+            const char *slash = memchr(name, '/', len);
+            size_t hl = slash ? (size_t)(slash - name) : 0;
             if (len > sl + 1 && memcmp(name, step, sl) == 0 && name[sl] == '/')
                 offset = sl + 1;
+            else if (slash && hl > 0 && hl + 1 < len && sl > hl && step[sl - hl - 1] == '_' &&
+                     memcmp(step + sl - hl, name, hl) == 0)
+                offset = hl + 1; /* seed style: "Step_3/Layer_0" under "Denoise_Step_3" */
         }
         key_offset[i] = (uint32_t)offset;
         prefixed[i] = offset > 0;

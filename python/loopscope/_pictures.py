@@ -363,17 +363,18 @@ def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str
                 ha="center", va="bottom", fontsize=7, parse_math=False)
     ax.set_xlim(0, span / scale)
     ax.set_xlabel(f"time since profile start, {unit}")
-    title = ("Whole run: GPU busy (blue) and idle (grey) per pixel column, severe gaps (red), "
-             "steps" if t["gpu"] else "Whole run on the host: steps")
-    title += ", ranges" if t["ranges"] else ""
+    parts = (["steps"] if n_steps else []) + (["ranges"] if t["ranges"] else [])
+    title = ("Whole run: GPU busy (blue) and idle (grey) per pixel column, severe gaps (red)"
+             if t["gpu"] else "Whole run on the host")
+    title += (", " if t["gpu"] else ": ") + ", ".join(parts) if parts else ""
     if t["zooms"]:
         title += "; brackets: the zooms below"
     elif not n_steps:
-        notes.append("no steps: mark them (prof.step()) for a zoom on the slowest and a "
-                     "typical one")
+        notes.append("no steps: mark them (prof.step(), or steps= when loading a trace) for a "
+                     "zoom on the slowest and a typical one")
     if notes:
         title += "\n" + "; ".join(notes)
-    _finish(fig, ax, labels, y, 0.45, title, 10)
+    _finish(fig, ax, labels, y, 0.45 if t["zooms"] else 0.05, title, 10)
     gpu = summary.get("gpu") or {}
     alt = (f"Time line of the whole run: GPU busy {_f(gpu.get('busy_pct'), '.1f')}%, "
            if t["gpu"] else "Host time line of the whole run: ") + _count(n_steps, "step")

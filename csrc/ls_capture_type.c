@@ -51,6 +51,26 @@ static PyObject *name_or_none(uint32_t id)
     return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
 }
 
+/* A range's name: a step's is its template with "{i}" as its index. */
+static PyObject *range_name(const ls_range *range)
+{
+    if (range->step_index < 0)
+        return name_or_none(range->name_id);
+    char small[256];
+    size_t n = ls_names_format(range->name_id, range->step_index, small, sizeof small);
+    if (n == SIZE_MAX)
+        Py_RETURN_NONE;
+    if (n < sizeof small)
+        return PyUnicode_DecodeUTF8(small, (Py_ssize_t)n, "replace");
+    char *big = PyMem_Malloc(n + 1);
+    if (big == NULL)
+        return PyErr_NoMemory();
+    ls_names_format(range->name_id, range->step_index, big, n + 1);
+    PyObject *name = PyUnicode_DecodeUTF8(big, (Py_ssize_t)n, "replace");
+    PyMem_Free(big);
+    return name;
+}
+
 static PyObject *gap_stats_dict(const ls_gap_stats *s)
 {
     PyObject *hist = PyList_New(LS_HIST_BINS);
@@ -151,7 +171,7 @@ static PyObject *range_list(const ls_records *r, const ls_analysis *a, int plain
         }
         PyObject *d = timeline_dict(&a->ranges[i]);
         PyObject *extra = d == NULL ? NULL
-            : ls_dict_of(7, "name", name_or_none(range->name_id), "parent",
+            : ls_dict_of(7, "name", range_name(range), "parent",
                       PyLong_FromLong(range->parent), "depth", U64(range->depth), "step",
                       range->step_index >= 0 ? PyLong_FromLong(range->step_index)
                                              : Py_NewRef(Py_None),
@@ -386,7 +406,7 @@ static PyObject *capture_range_records(PyObject *op, PyObject *unused)
     PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
     for (size_t i = 0; list != NULL && i < r->ranges.count; i++) {
         const ls_range *range = &r->ranges.items[i];
-        PyObject *name = name_or_none(range->name_id);
+        PyObject *name = range_name(range);
         PyObject *step = range->step_index >= 0 ? PyLong_FromLong(range->step_index)
                                                  : Py_NewRef(Py_None);
         PyObject *t = (name == NULL || step == NULL) ? NULL

@@ -163,7 +163,15 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
         const char *text = PyUnicode_AsUTF8AndSize(name, &len);
         if (text == NULL)
             return -1;
-        name_id = ls_names_intern(text, (size_t)len);
+        if (memchr(text, '\0', (size_t)len) != NULL) {
+            PyErr_Format(PyExc_ValueError, "loopscope._inject: %s record %zd, field 5 (name) "
+                         "contains a NUL character: names are C strings", kname, index);
+            return -1;
+        }
+        /* Held by the records from here on, even if this record fails below. */
+        name_id = ls_names_intern_held(&r->names, text, (size_t)len);
+        if (name_id == LS_NO_NAME)
+            goto nomem;
     }
     unsigned long long copy_kind = 0, host_memory = 0;
     if ((n > 6 && read_uint(t, 6, index, kname, INT64_MAX, &bytes)) ||

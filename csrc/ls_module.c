@@ -5,7 +5,10 @@
 
 #include "ls_clock.h"
 #include "ls_cupti.h"
+#include "ls_names.h"
+#include "ls_nvtx.h"
 #include "ls_pmdecoder.h"
+#include "ls_rangestack.h"
 #include "ls_session.h"
 
 #include <stdarg.h>
@@ -38,6 +41,11 @@ PyObject *ls_dict_of(int pairs, ...)
 ls_module_state *ls_module_get_state(PyObject *module)
 {
     return (ls_module_state *)PyModule_GetState(module);
+}
+
+ls_module_state *ls_module_state_of_type(PyTypeObject *type)
+{
+    return (ls_module_state *)PyType_GetModuleState(type);
 }
 
 /* start(trace, driver_api, buffer_bytes, max_buffers, cupti_paths) -> dict */
@@ -141,19 +149,23 @@ static PyObject *core_active(PyObject *module, PyObject *unused)
     return PyBool_FromLong(ls_session_active());
 }
 
-/* range(name) -> Range, one cached object per name. */
+/* range(name) -> Range, one cached object per name (the cache is bounded). */
 static PyObject *core_range(PyObject *module, PyObject *name)
 {
     ls_module_state *st = ls_module_get_state(module);
-    PyObject *cached = PyUnicode_Check(name) ? PyDict_GetItemWithError(st->range_cache, name)
-                                             : NULL;
+    PyObject *cached = PyUnicode_CheckExact(name)
+                           ? PyDict_GetItemWithError(st->range_cache, name) : NULL;
     if (cached != NULL)
         return Py_NewRef(cached);
     if (PyErr_Occurred())
         return NULL;
-    PyObject *range = ls_range_new(st->range_type, name, -1);
+    PyObject *range = ls_range_new(st->range_type, name);
     if (range == NULL)
         return NULL;
+    if (!PyUnicode_CheckExact(name)) /* a str subclass: not cached (it may hash oddly) */
+        return range;
+    if (PyDict_GET_SIZE(st->range_cache) >= LS_RANGE_CACHE_MAX)
+        PyDict_Clear(st->range_cache);
     if (PyDict_SetItem(st->range_cache, name, range) != 0) {
         Py_DECREF(range);
         return NULL;
@@ -161,7 +173,7 @@ static PyObject *core_range(PyObject *module, PyObject *name)
     return range;
 }
 
-/* step(name, index) -> Range flagged as step `index`. */
+/* step(name, index) -> StepScope always named `name` with index `index`. */
 static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
@@ -175,7 +187,42 @@ static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_Format(PyExc_ValueError, "step index must be >= 0, got %ld", index);
         return NULL;
     }
-    return ls_range_new(ls_module_get_state(module)->range_type, args[0], (int32_t)index);
+    return ls_step_fixed(ls_module_get_state(module)->step_type, args[0], (int32_t)index);
+}
+
+/* call_range(call, site) -> CallRange. */
+static PyObject *core_call_range(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "call_range(call, site) takes 2 arguments, got %zd",
+                     nargs);
+        return NULL;
+    }
+    ls_module_state *st = ls_module_get_state(module);
+    return ls_call_range_new(st->call_range_type, args[0], args[1], st->site_type);
+}
+
+static PyObject *core_instrument_mismatches(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(ls_site_mismatch_total());
+}
+
+static PyObject *core_names(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return Py_BuildValue("{s:I,s:n,s:I}", "count", (unsigned int)ls_names_count(), "bytes",
+                         (Py_ssize_t)ls_names_bytes(), "nvtx_registered",
+                         (unsigned int)ls_nvtx_registered());
+}
+
+static PyObject *core_open_ranges(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromSize_t(ls_rangestack_size());
 }
 
 static PyObject *core_now_ns(PyObject *module, PyObject *unused)
@@ -268,7 +315,15 @@ static PyMethodDef core_methods[] = {
     {"active", core_active, METH_NOARGS, "True while a profile runs."},
     {"range", core_range, METH_O, "range(name) -> a reusable range context manager."},
     {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
-     "step(name, index) -> a step range context manager."},
+     "step(name, index) -> a step always named `name` with index `index` (replays)."},
+    {"call_range", (PyCFunction)(void (*)(void))core_call_range, METH_FASTCALL,
+     "call_range(call, site) -> CallRange: a module call wrapped in site's range."},
+    {"_instrument_mismatches", core_instrument_mismatches, METH_NOARGS,
+     "Layer ranges cut short or left open, every site's since the process started."},
+    {"_names", core_names, METH_NOARGS,
+     "_names() -> {'count', 'bytes', 'nvtx_registered'}: the name table (test hook)."},
+    {"_open_ranges", core_open_ranges, METH_NOARGS,
+     "_open_ranges() -> ranges open on this thread (test hook)."},
     {"now_ns", core_now_ns, METH_NOARGS, "The profiler clock, in ns."},
     {"_inject", (PyCFunction)(void (*)(void))ls_inject, METH_FASTCALL,
      "_inject(kind, records): test hook, appends synthetic records to the running profile."},
@@ -299,6 +354,35 @@ static PyMethodDef core_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* CallRange subclasses functools.partial, whose size is known only now. */
+static int make_call_range_type(PyObject *module, ls_module_state *st)
+{
+    PyObject *functools = PyImport_ImportModule("functools");
+    if (functools == NULL)
+        return -1;
+    PyObject *partial = PyObject_GetAttrString(functools, "partial");
+    Py_DECREF(functools);
+    if (partial == NULL)
+        return -1;
+    if (!PyType_Check(partial) || ((PyTypeObject *)partial)->tp_call == NULL ||
+        !PyType_HasFeature((PyTypeObject *)partial, Py_TPFLAGS_HAVE_GC)) {
+        PyErr_SetString(PyExc_ImportError, "loopscope: functools.partial is not the C type "
+                        "this build expects");
+        Py_DECREF(partial);
+        return -1;
+    }
+    ls_call_range_type_spec.basicsize =
+        (int)(((PyTypeObject *)partial)->tp_basicsize + (Py_ssize_t)ls_call_range_fields_size());
+    PyObject *bases = PyTuple_Pack(1, partial);
+    Py_DECREF(partial);
+    if (bases == NULL)
+        return -1;
+    st->call_range_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_call_range_type_spec,
+                                                                bases);
+    Py_DECREF(bases);
+    return st->call_range_type == NULL ? -1 : 0;
+}
+
 static int core_exec(PyObject *module)
 {
     ls_module_state *st = ls_module_get_state(module);
@@ -309,11 +393,27 @@ static int core_exec(PyObject *module)
         (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_capture_type_spec, NULL);
     if (st->capture_type == NULL)
         return -1;
+    st->step_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_step_type_spec, NULL);
+    if (st->step_type == NULL)
+        return -1;
+    st->stepper_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_stepper_type_spec, NULL);
+    if (st->stepper_type == NULL)
+        return -1;
+    st->site_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_site_type_spec, NULL);
+    if (st->site_type == NULL)
+        return -1;
+    if (make_call_range_type(module, st) != 0)
+        return -1;
     st->range_cache = PyDict_New();
     if (st->range_cache == NULL)
         return -1;
     if (PyModule_AddObjectRef(module, "Range", (PyObject *)st->range_type) != 0 ||
-        PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0)
+        PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0 ||
+        PyModule_AddObjectRef(module, "StepScope", (PyObject *)st->step_type) != 0 ||
+        PyModule_AddObjectRef(module, "Stepper", (PyObject *)st->stepper_type) != 0 ||
+        PyModule_AddObjectRef(module, "Site", (PyObject *)st->site_type) != 0 ||
+        PyModule_AddObjectRef(module, "CallRange", (PyObject *)st->call_range_type) != 0)
         return -1;
     return 0;
 }
@@ -323,6 +423,10 @@ static int core_traverse(PyObject *module, visitproc visit, void *arg)
     ls_module_state *st = ls_module_get_state(module);
     Py_VISIT(st->range_type);
     Py_VISIT(st->capture_type);
+    Py_VISIT(st->step_type);
+    Py_VISIT(st->stepper_type);
+    Py_VISIT(st->site_type);
+    Py_VISIT(st->call_range_type);
     Py_VISIT(st->range_cache);
     return 0;
 }
@@ -332,6 +436,10 @@ static int core_clear(PyObject *module)
     ls_module_state *st = ls_module_get_state(module);
     Py_CLEAR(st->range_type);
     Py_CLEAR(st->capture_type);
+    Py_CLEAR(st->step_type);
+    Py_CLEAR(st->stepper_type);
+    Py_CLEAR(st->site_type);
+    Py_CLEAR(st->call_range_type);
     Py_CLEAR(st->range_cache);
     return 0;
 }

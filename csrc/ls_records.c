@@ -53,5 +53,6 @@ void ls_records_clear(ls_records *r)
     free(r->samples.items);
     free(r->codes.items);
     free(r->codes.arena);
+    ls_names_release_all(&r->names);
     memset(r, 0, sizeof *r);
 }

@@ -4,6 +4,8 @@
 #ifndef LS_RECORDS_H
 #define LS_RECORDS_H
 
+#include "ls_names.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -140,6 +142,8 @@ typedef struct {
     uint64_t start_ns, stop_ns; /* the profile's own span */
     uint64_t dropped_records;   /* reported by CUPTI or lost to a full buffer pool */
     uint64_t invalid_records;   /* end before start, or zero timestamps */
+    ls_name_refs names;         /* a reference on every name the records use: a
+                                   name_id put in a record must be held here */
 } ls_records;
 
 /* Appends one zeroed slot and returns it, or NULL when memory ran out.
@@ -154,7 +158,7 @@ ls_sample *ls_samples_append(ls_sample_array *a);
 /* Reserves room for `n` more items; 0 on success, -1 when out of memory. */
 int ls_ranges_reserve(ls_range_array *a, size_t n);
 
-/* Frees every array and zeroes the struct. */
+/* Frees every array, releases the names, and zeroes the struct. */
 void ls_records_clear(ls_records *r);
 
 #endif

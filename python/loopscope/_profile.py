@@ -159,8 +159,9 @@ class Profile:
             metrics_buffer_bytes=int(float(metrics_buffer_mb) * (1 << 20)),
             metrics_decode_ns=int(float(metrics_decode_ms) * 1e6),
         )
-        self._step_name = step_name
-        self._next_step = 0
+        self._steps = _core.Stepper(step_name)  # refuses a NUL in step_name
+        # The instance attribute is the C method itself: a step costs no Python frame.
+        self.step = self._steps.scope
         self._state: dict[str, Any] | None = None
         self._capture: Any = None
         self._summary: dict[str, Any] | None = None
@@ -214,14 +215,11 @@ class Profile:
         Ranges of instrumented modules inside it are prefixed by its name.
 
         name: the step's name; "{i}" in it is replaced by the index.
-        Defaults to the profile's step_name ("Step_{i}")."""
-        index = self._next_step
-        self._next_step += 1
-        template = self._step_name if name is None else name
-        if not isinstance(template, str):
-            raise TypeError(f"step name must be a str, got {template!r}")
-        label = template.replace("{i}", str(index))
-        return _instrument.StepScope(_core.step(label, index))
+        Defaults to the profile's step_name ("Step_{i}").  The index is taken
+        when the step is entered (a step whose enter failed takes none); the
+        returned object's `.step` and `.name` tell it from then on.
+        (Each Profile replaces this method by its Stepper's C `scope`.)"""
+        return self._steps.scope(name)
 
     # -- results ---------------------------------------------------------
     def _require_finished(self) -> None:
@@ -268,7 +266,7 @@ class Profile:
         if self._capture is None:
             return "<loopscope.Profile (running)>"
         verdict = self.summary()["diagnosis"]["verdict"]
-        return f"<loopscope.Profile steps={self._next_step} verdict={verdict}>"
+        return f"<loopscope.Profile steps={self._steps.count} verdict={verdict}>"
 
 
 def profile(**options: Any) -> Profile:

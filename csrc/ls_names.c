@@ -32,7 +32,7 @@ static ls_name *names;
 static uint32_t top;      /* every live id is below top */
 static uint32_t capacity; /* entries allocated */
 static uint32_t live;
-static uint32_t shrink_below; /* look for room to give back when live drops below */
+static uint32_t peak; /* live names at most since the table last gave room back */
 static uint32_t *free_ids;
 static size_t free_count, free_capacity;
 static uint32_t *slots; /* id + 1, 0 = empty */
@@ -194,7 +194,8 @@ uint32_t ls_names_intern(const char *text, size_t len)
     copy[len] = '\0';
     id = free_count ? free_ids[--free_count] : top++;
     names[id] = (ls_name){hash, copy, (uint32_t)len, 1, 0, chunk};
-    live++;
+    if (++live > peak)
+        peak = live;
     place(id);
     return id;
 }
@@ -209,7 +210,7 @@ void ls_names_retain(uint32_t id)
  * entries above the highest live id, and hash slots. */
 static void shrink(void)
 {
-    shrink_below = live / 2;
+    peak = live;
     uint32_t old_top = top;
     while (top > 0 && names[top - 1].refs == 0)
         top--;
@@ -251,7 +252,6 @@ static void shrink(void)
         slots = NULL;
         top = capacity = 0;
         free_count = free_capacity = slot_count = 0;
-        shrink_below = 0;
     }
 }
 
@@ -268,7 +268,8 @@ void ls_names_release(uint32_t id)
     names[id].text = NULL;
     names[id].tag = 0;
     live--;
-    if (live < shrink_below || live == 0)
+    /* Amortised: a shrink costs O(peak) and follows peak * 3/4 releases. */
+    if ((uint64_t)live * 4 < peak || live == 0)
         shrink();
 }
 

@@ -161,7 +161,7 @@ class Profile:
         )
         self._steps = _core.Stepper(step_name)  # refuses a NUL in step_name
         # The instance attribute is the C method itself: a step costs no Python frame.
-        self.step = self._steps.scope
+        self.step = self._steps.scope  # type: ignore[method-assign]
         self._state: dict[str, Any] | None = None
         self._capture: Any = None
         self._summary: dict[str, Any] | None = None

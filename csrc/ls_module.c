@@ -222,7 +222,7 @@ static PyObject *core_open_ranges(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    return PyLong_FromSize_t(ls_rangestack_size());
+    return PyLong_FromSize_t(ls_rangestack_size(ls_rangestack_mine()));
 }
 
 static PyObject *core_now_ns(PyObject *module, PyObject *unused)

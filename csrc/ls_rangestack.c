@@ -8,81 +8,68 @@
 
 #define LS_STACK_FIRST 32u
 
-static _Thread_local struct {
-    ls_open_range *items;
-    size_t count, capacity;
-    uint32_t steps_generation; /* open_steps counts the steps of this generation */
-    uint32_t open_steps;
-} tls;
+static _Thread_local ls_rangestack mine;
 
 static pthread_key_t stack_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ready;
 
-static void free_stack(void *items) { free(items); }
+/* Runs on the ending thread: its stack goes, and a push after this (from
+ * another key's destructor) would start a new one. */
+static void free_stack(void *items)
+{
+    free(items);
+    memset(&mine, 0, sizeof mine);
+}
 
 static void make_key(void) { key_ready = pthread_key_create(&stack_key, free_stack) == 0; }
 
-static void count_step(const ls_open_range *e, int delta)
+static void count_step(ls_rangestack *s, const ls_open_range *e, int delta)
 {
-    if ((e->flags & LS_OPEN_STEP) && e->generation == tls.steps_generation)
-        tls.open_steps += (uint32_t)delta;
+    if ((e->flags & LS_OPEN_STEP) && e->generation == s->steps_generation)
+        s->open_steps += (uint32_t)delta;
 }
 
-int ls_rangestack_push(const ls_open_range *entry)
+ls_rangestack *ls_rangestack_mine(void) { return &mine; }
+
+int ls_rangestack_push(ls_rangestack *s, const ls_open_range *entry)
 {
-    if (tls.count == tls.capacity) {
-        size_t cap = tls.capacity ? tls.capacity * 2 : LS_STACK_FIRST;
-        ls_open_range *bigger = realloc(tls.items, cap * sizeof *bigger);
+    if (s->count == s->capacity) {
+        size_t cap = s->capacity ? s->capacity * 2 : LS_STACK_FIRST;
+        ls_open_range *bigger = realloc(s->items, cap * sizeof *bigger);
         if (bigger == NULL)
             return -1;
-        if (tls.items == NULL) {
+        if (bigger != s->items) {
             pthread_once(&key_once, make_key);
             if (key_ready)
-                pthread_setspecific(stack_key, bigger);
-        } else if (key_ready && bigger != tls.items) {
-            pthread_setspecific(stack_key, bigger);
+                pthread_setspecific(stack_key, bigger); /* freed when the thread ends */
         }
-        tls.items = bigger;
-        tls.capacity = cap;
+        s->items = bigger;
+        s->capacity = cap;
     }
-    tls.items[tls.count++] = *entry;
-    count_step(entry, 1);
+    s->items[s->count++] = *entry;
+    count_step(s, entry, 1);
     return 0;
 }
 
-const ls_open_range *ls_rangestack_top(void)
-{
-    return tls.count ? &tls.items[tls.count - 1] : NULL;
-}
-
-ptrdiff_t ls_rangestack_find(uint64_t owner)
-{
-    for (size_t i = tls.count; i > 0; i--)
-        if (tls.items[i - 1].owner == owner)
-            return (ptrdiff_t)(i - 1);
-    return -1;
-}
-
-ls_open_range ls_rangestack_remove(ptrdiff_t position)
+ls_open_range ls_rangestack_remove(ls_rangestack *s, ptrdiff_t position)
 {
     size_t at = (size_t)position;
-    ls_open_range e = tls.items[at];
-    memmove(&tls.items[at], &tls.items[at + 1], (tls.count - at - 1) * sizeof e);
-    tls.count--;
-    count_step(&e, -1);
+    ls_open_range e = s->items[at];
+    if (at + 1 < s->count) /* out of order: the rare case */
+        memmove(&s->items[at], &s->items[at + 1], (s->count - at - 1) * sizeof e);
+    s->count--;
+    count_step(s, &e, -1);
     return e;
 }
 
-size_t ls_rangestack_size(void) { return tls.count; }
-
-uint32_t ls_rangestack_open_steps(uint32_t generation)
+uint32_t ls_rangestack_open_steps(ls_rangestack *s, uint32_t generation)
 {
-    if (tls.steps_generation != generation) {
-        tls.steps_generation = generation;
-        tls.open_steps = 0;
-        for (size_t i = 0; i < tls.count; i++)
-            count_step(&tls.items[i], 1);
+    if (s->steps_generation != generation) {
+        s->steps_generation = generation;
+        s->open_steps = 0;
+        for (size_t i = 0; i < s->count; i++)
+            count_step(s, &s->items[i], 1);
     }
-    return tls.open_steps;
+    return s->open_steps;
 }

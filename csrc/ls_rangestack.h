@@ -21,26 +21,47 @@ typedef struct {
     uint32_t flags;      /* LS_OPEN_* */
 } ls_open_range;
 
-/* Appends `entry` to the calling thread's stack.  Returns 0, or -1 when
- * memory ran out (nothing pushed). */
-int ls_rangestack_push(const ls_open_range *entry);
+/* One thread's stack.  The fields are read by the inline functions below;
+ * only ls_rangestack.c changes them. */
+typedef struct ls_rangestack {
+    ls_open_range *items;
+    size_t count, capacity;
+    uint32_t steps_generation; /* open_steps counts the steps of this generation */
+    uint32_t open_steps;
+} ls_rangestack;
 
-/* The calling thread's innermost open range, NULL when none is open. */
-const ls_open_range *ls_rangestack_top(void);
+/* The calling thread's stack; never NULL.  Fetch it once per edge: each
+ * fetch is a thread-local lookup. */
+ls_rangestack *ls_rangestack_mine(void);
 
-/* Position (0 = outermost) of the innermost entry of `owner` on the calling
- * thread, or -1 when `owner` has none open.  Looks from the top: the usual
- * exit is found at once. */
-ptrdiff_t ls_rangestack_find(uint64_t owner);
+/* Appends `entry`.  Returns 0, or -1 when memory ran out (nothing pushed). */
+int ls_rangestack_push(ls_rangestack *s, const ls_open_range *entry);
 
 /* Removes the entry at `position` (from ls_rangestack_find) and returns it;
  * the entries above it move down by one. */
-ls_open_range ls_rangestack_remove(ptrdiff_t position);
+ls_open_range ls_rangestack_remove(ls_rangestack *s, ptrdiff_t position);
 
-/* Entries open on the calling thread. */
-size_t ls_rangestack_size(void);
+/* Steps of `generation` open. */
+uint32_t ls_rangestack_open_steps(ls_rangestack *s, uint32_t generation);
 
-/* Steps of `generation` open on the calling thread. */
-uint32_t ls_rangestack_open_steps(uint32_t generation);
+/* The innermost open range, NULL when none is open. */
+static inline const ls_open_range *ls_rangestack_top(const ls_rangestack *s)
+{
+    return s->count ? &s->items[s->count - 1] : NULL;
+}
+
+/* Position (0 = outermost) of the innermost entry of `owner`, or -1 when
+ * `owner` has none open.  Looks from the top: the usual exit is found at
+ * once. */
+static inline ptrdiff_t ls_rangestack_find(const ls_rangestack *s, uint64_t owner)
+{
+    for (size_t i = s->count; i > 0; i--)
+        if (s->items[i - 1].owner == owner)
+            return (ptrdiff_t)(i - 1);
+    return -1;
+}
+
+/* Entries open. */
+static inline size_t ls_rangestack_size(const ls_rangestack *s) { return s->count; }
 
 #endif

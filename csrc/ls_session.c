@@ -298,9 +298,10 @@ int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *
                     const char *nvtx_text)
 {
     uint32_t generation = session.active ? session.generation : 0;
-    if (step_index >= 0 && ls_rangestack_open_steps(generation) > 0)
+    ls_rangestack *stack = ls_rangestack_mine();
+    if (step_index >= 0 && ls_rangestack_open_steps(stack, generation) > 0)
         return LS_PUSH_STEP_OPEN;
-    const ls_open_range *outer = ls_rangestack_top();
+    const ls_open_range *outer = ls_rangestack_top(stack);
     int nested = outer != NULL && outer->generation == generation;
     ls_open_range entry = {owner, -1, generation, nested ? outer->depth + 1 : 0,
                            LS_OPEN_NVTX | (step_index >= 0 ? LS_OPEN_STEP : 0u)};
@@ -320,7 +321,7 @@ int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *
             records->dropped_records++;
         }
     }
-    if (ls_rangestack_push(&entry) != 0) {
+    if (ls_rangestack_push(stack, &entry) != 0) {
         if (r != NULL)
             session.capture.records.ranges.count--;
         if (session.active)
@@ -335,14 +336,15 @@ int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *
 
 ls_exit_result ls_session_pop(uint64_t owner)
 {
-    ptrdiff_t at = ls_rangestack_find(owner);
+    ls_rangestack *stack = ls_rangestack_mine();
+    ptrdiff_t at = ls_rangestack_find(stack, owner);
     if (at < 0) {
         if (session.active)
             session.capture.range_mismatches++;
         return LS_EXIT_NOT_OPEN;
     }
-    int innermost = (size_t)at + 1 == ls_rangestack_size();
-    ls_open_range entry = ls_rangestack_remove(at);
+    int innermost = (size_t)at + 1 == ls_rangestack_size(stack);
+    ls_open_range entry = ls_rangestack_remove(stack, at);
     int ours = session.active && entry.generation == session.generation;
     if (ours && entry.record >= 0)
         session.capture.records.ranges.items[entry.record].end_ns = ls_clock_now();

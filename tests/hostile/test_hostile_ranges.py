@@ -127,6 +127,34 @@ def test_3_deep_nesting_has_no_fixed_depth(test_clock, depth):
     assert _core._open_ranges() == 0
 
 
+def test_3b_threads_that_end_with_ranges_open(test_clock):
+    """Worker threads that end with ranges still open (no exit ever comes):
+    each thread's stack goes with it, the ranges are closed by the stop and
+    counted as left open; the main thread's ranges are untouched."""
+    import threading
+
+    def worker(name):
+        for depth in range(3):
+            loopscope.range(f"{name}/{depth}").__enter__()
+
+    with loopscope.profile() as prof:
+        with loopscope.range("main"):
+            threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(8)]
+            for t in threads:
+                t.start()
+                t.join()  # one at a time: the clock reads stay in order
+    s = prof.summary()
+    assert s["overhead"]["ranges_left_open"] == 24
+    assert s["overhead"]["range_mismatches"] == 0
+    records = prof._capture.range_records()
+    t = test_clock.at
+    assert records[0] == ("main", -1, None, t(1), t(26))
+    stop = records[1][4]
+    assert [(r[0], r[1]) for r in records[1:4]] == [("w0/0", -1), ("w0/1", 1), ("w0/2", 2)]
+    assert all(r[4] == stop for r in records[1:]) and stop == t(27)
+    assert _core._open_ranges() == 0
+
+
 @pytest.mark.parametrize("make", [
     lambda: loopscope.range("r\x00x"),
     lambda: loopscope.profile(step_name="Step\x00{i}"),

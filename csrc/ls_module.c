@@ -190,11 +190,11 @@ static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t n
     return ls_step_fixed(ls_module_get_state(module)->step_type, args[0], (int32_t)index);
 }
 
-/* call_range(call, site) -> CallRange. */
+/* call_range(module, site) -> CallRange. */
 static PyObject *core_call_range(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "call_range(call, site) takes 2 arguments, got %zd",
+        PyErr_Format(PyExc_TypeError, "call_range(module, site) takes 2 arguments, got %zd",
                      nargs);
         return NULL;
     }
@@ -317,7 +317,7 @@ static PyMethodDef core_methods[] = {
     {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
      "step(name, index) -> a step always named `name` with index `index` (replays)."},
     {"call_range", (PyCFunction)(void (*)(void))core_call_range, METH_FASTCALL,
-     "call_range(call, site) -> CallRange: a module call wrapped in site's range."},
+     "call_range(module, site) -> CallRange: the module's call wrapped in site's range."},
     {"_instrument_mismatches", core_instrument_mismatches, METH_NOARGS,
      "Layer ranges cut short or left open, every site's since the process started."},
     {"_names", core_names, METH_NOARGS,

@@ -68,8 +68,8 @@ uint32_t ls_step_prefix(int any_thread, uint64_t *serial, int32_t *index);
 extern PyType_Spec ls_site_type_spec;
 extern PyType_Spec ls_call_range_type_spec;
 size_t ls_call_range_fields_size(void);
-PyObject *ls_call_range_new(PyTypeObject *type, PyObject *call, PyObject *site,
-                               PyTypeObject *site_type);
+PyObject *ls_call_range_new(PyTypeObject *type, PyObject *module, PyObject *site,
+                            PyTypeObject *site_type);
 uint64_t ls_site_mismatch_total(void);
 
 /* Capture type (ls_capture_type.c): takes ownership of *capture's records

@@ -223,28 +223,77 @@ PyType_Spec ls_site_type_spec = {
 };
 
 /* -- CallRange: a functools.partial subclass ---------------------------------
- * Its fields follow partial's own (whose layout is private), at
- * Py_TYPE(op)->tp_basicsize - sizeof(ls_call_range_fields). */
+ * To Dynamo (and to anyone reading .func and .args) it is
+ * partial(type(module)._call_impl, module): torch's own module call.  It
+ * keeps only a weak reference to the module, though: the module's __dict__
+ * holds the CallRange, so a strong one would make a reference cycle, and a
+ * dropped model would wait for the cyclic GC (its GPU memory with it)
+ * instead of going at once.  Its fields follow partial's own (whose layout
+ * is private), at Py_TYPE(op)->tp_basicsize - sizeof(ls_call_range_fields). */
 
 typedef struct {
-    ls_site_object *site; /* NULL when built by partial's own machinery (a copy) */
-    PyObject *call;       /* the wrapped module call */
+    ls_site_object *site; /* NULL when built by partial's own machinery */
+    PyObject *call;       /* type(module)._call_impl, a plain function */
+    PyObject *module;     /* a weak reference to the module */
 } ls_call_range_fields;
 
 static ls_call_range_fields *fields(PyObject *op)
 {
     return (ls_call_range_fields *)((char *)op + Py_TYPE(op)->tp_basicsize -
-                                 (Py_ssize_t)sizeof(ls_call_range_fields));
+                                    (Py_ssize_t)sizeof(ls_call_range_fields));
+}
+
+/* The module, a new reference; NULL with ReferenceError when it is gone. */
+static PyObject *module_of(ls_call_range_fields *f)
+{
+    PyObject *module;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyWeakref_GetRef(f->module, &module) < 0)
+        return NULL;
+#else
+    module = Py_XNewRef(PyWeakref_GetObject(f->module));
+    if (module == Py_None)
+        Py_CLEAR(module);
+#endif
+    if (module == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ReferenceError,
+                        "the module of this loopscope CallRange no longer exists");
+    return module;
+}
+
+/* call(module, *args, **kwargs), with the module in front. */
+static PyObject *call_with(PyObject *call, PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if ((kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) && n < 8) {
+        PyObject *stack[8];
+        stack[0] = module;
+        for (Py_ssize_t i = 0; i < n; i++)
+            stack[i + 1] = PyTuple_GET_ITEM(args, i);
+        return PyObject_Vectorcall(call, stack, (size_t)n + 1, NULL);
+    }
+    PyObject *all = PyTuple_New(n + 1);
+    if (all == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(all, 0, Py_NewRef(module));
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(all, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    PyObject *result = PyObject_Call(call, all, kwargs);
+    Py_DECREF(all);
+    return result;
 }
 
 static PyObject *call_range_call(PyObject *op, PyObject *args, PyObject *kwargs)
 {
     ls_call_range_fields *f = fields(op);
-    if (f->site == NULL || f->call == NULL)
+    if (f->site == NULL)
         return Py_TYPE(op)->tp_base->tp_call(op, args, kwargs);
+    PyObject *module = module_of(f);
+    if (module == NULL)
+        return NULL;
     ls_site_object *site = f->site;
     int pushed = site_push(site);
-    PyObject *result = PyObject_Call(f->call, args, kwargs);
+    PyObject *result = call_with(f->call, module, args, kwargs);
     if (pushed) {
         /* A BaseException that is not an Exception (KeyboardInterrupt,
          * SystemExit) cut the call short: its range ends here, counted. */
@@ -252,41 +301,86 @@ static PyObject *call_range_call(PyObject *op, PyObject *args, PyObject *kwargs)
             count_mismatch(site, 1);
         (void)ls_session_pop(site->owner);
     }
+    Py_DECREF(module);
     return result;
 }
 
-/* CallRange(call, site): a module call wrapped in site's range. */
-PyObject *ls_call_range_new(PyTypeObject *type, PyObject *call, PyObject *site,
-                               PyTypeObject *site_type)
+/* CallRange(module, site): the module's call wrapped in site's range. */
+PyObject *ls_call_range_new(PyTypeObject *type, PyObject *module, PyObject *site,
+                            PyTypeObject *site_type)
 {
-    if (!PyCallable_Check(call)) {
-        PyErr_Format(PyExc_TypeError, "CallRange: call must be callable, not %.100s",
-                     Py_TYPE(call)->tp_name);
-        return NULL;
-    }
     if (!PyObject_TypeCheck(site, site_type)) {
         PyErr_Format(PyExc_TypeError, "CallRange: site must be a loopscope._core.Site, "
                      "not %.100s", Py_TYPE(site)->tp_name);
         return NULL;
     }
-    PyObject *self = PyObject_CallOneArg((PyObject *)type, call); /* partial's __new__ */
-    if (self == NULL)
+    PyObject *call = PyObject_GetAttrString((PyObject *)Py_TYPE(module), "_call_impl");
+    if (call == NULL)
         return NULL;
+    PyObject *ref = PyCallable_Check(call) ? PyWeakref_NewRef(module, NULL) : NULL;
+    if (ref == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "CallRange: %.100s._call_impl is not callable",
+                         Py_TYPE(module)->tp_name);
+        Py_DECREF(call);
+        return NULL;
+    }
+    PyObject *self = PyObject_CallOneArg((PyObject *)type, call); /* partial's __new__ */
+    if (self == NULL) {
+        Py_DECREF(call);
+        Py_DECREF(ref);
+        return NULL;
+    }
     ls_call_range_fields *f = fields(self);
     f->site = (ls_site_object *)Py_NewRef(site);
-    f->call = Py_NewRef(call);
+    f->call = call;
+    f->module = ref;
     return self;
+}
+
+/* args: (module,), as partial(type(module)._call_impl, module) has it. */
+static PyObject *call_range_get_args(PyObject *op, void *closure)
+{
+    (void)closure;
+    ls_call_range_fields *f = fields(op);
+    if (f->site == NULL)
+        return PyTuple_New(0);
+    PyObject *module = module_of(f);
+    if (module == NULL)
+        return NULL;
+    PyObject *args = PyTuple_Pack(1, module);
+    Py_DECREF(module);
+    return args;
+}
+
+/* The module's plain call (a bound method), or None once the module is gone. */
+static PyObject *plain_call(ls_call_range_fields *f)
+{
+    if (f->site == NULL)
+        Py_RETURN_NONE;
+    PyObject *module = module_of(f);
+    if (module == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *bound = PyMethod_New(f->call, module);
+    Py_DECREF(module);
+    return bound;
 }
 
 static PyObject *call_range_reduce(PyObject *op, PyObject *unused)
 {
     (void)unused;
     /* A copy or a pickle of an instrumented module gets torch's plain call. */
-    ls_call_range_fields *f = fields(op);
     PyObject *plain = PyObject_GetAttrString((PyObject *)Py_TYPE(op), "_plain");
     if (plain == NULL)
         return NULL;
-    return Py_BuildValue("N(O)", plain, f->call ? f->call : Py_None);
+    PyObject *bound = plain_call(fields(op));
+    if (bound == NULL) {
+        Py_DECREF(plain);
+        return NULL;
+    }
+    return Py_BuildValue("N(N)", plain, bound);
 }
 
 static PyObject *call_range_plain(PyObject *cls, PyObject *call)
@@ -305,8 +399,7 @@ static PyObject *call_range_get_site(PyObject *op, void *closure)
 static PyObject *call_range_get_wrapped(PyObject *op, void *closure)
 {
     (void)closure;
-    ls_call_range_fields *f = fields(op);
-    return Py_NewRef(f->call ? f->call : Py_None);
+    return plain_call(fields(op));
 }
 
 static PyObject *call_range_repr(PyObject *op)
@@ -322,6 +415,7 @@ static int call_range_traverse(PyObject *op, visitproc visit, void *arg)
     ls_call_range_fields *f = fields(op);
     Py_VISIT(f->site);
     Py_VISIT(f->call);
+    Py_VISIT(f->module);
     return Py_TYPE(op)->tp_base->tp_traverse(op, visit, arg); /* visits the type too */
 }
 
@@ -330,6 +424,7 @@ static int call_range_clear(PyObject *op)
     ls_call_range_fields *f = fields(op);
     Py_CLEAR(f->site);
     Py_CLEAR(f->call);
+    Py_CLEAR(f->module);
     inquiry base_clear = Py_TYPE(op)->tp_base->tp_clear;
     return base_clear ? base_clear(op) : 0;
 }
@@ -340,6 +435,7 @@ static void call_range_dealloc(PyObject *op)
     ls_call_range_fields *f = fields(op);
     Py_CLEAR(f->site);
     Py_CLEAR(f->call);
+    Py_CLEAR(f->module);
     Py_TYPE(op)->tp_base->tp_dealloc(op); /* partial's: frees, drops the type reference */
 }
 
@@ -350,8 +446,11 @@ static PyMethodDef call_range_methods[] = {
 };
 
 static PyGetSetDef call_range_getset[] = {
+    {"args", call_range_get_args, NULL, "(module,): partial's arguments, as Dynamo reads them.",
+     NULL},
     {"site", call_range_get_site, NULL, "The Site whose range wraps each call.", NULL},
-    {"wrapped", call_range_get_wrapped, NULL, "The wrapped module call.", NULL},
+    {"wrapped", call_range_get_wrapped, NULL,
+     "The module's plain call (a bound method), None once the module is gone.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

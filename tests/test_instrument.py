@@ -418,6 +418,28 @@ def test_copies_and_pickles_of_an_instrumented_module_are_plain(tmp_path):
             assert prof._capture.range_records() == []
 
 
+def test_an_instrumented_model_dropped_without_remove_is_freed_at_once():
+    """The wrappers hold their module weakly: no reference cycle, so a model
+    dropped while instrumented (its GPU memory with it) goes as soon as the
+    last reference does, not at some later cyclic collection."""
+    import gc
+    import weakref
+
+    model = Tiny()
+    handle = loopscope.instrument(model, backward=True)
+    gone = weakref.ref(model)
+    leaf = weakref.ref(model.layers[1].mlp.down)
+    gc.disable()
+    try:
+        del model  # the handle, kept, does not keep the model either
+        assert gone() is None and leaf() is None
+        assert handle.active
+        handle.remove()  # harmless once the modules are gone
+        assert not handle.active
+    finally:
+        gc.enable()
+
+
 def test_instrumenting_twice_is_refused_until_removed():
     """The same module, or a part of an instrumented tree, cannot be
     instrumented again until the first handle is removed."""

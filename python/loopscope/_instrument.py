@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -141,8 +142,10 @@ class InstrumentHandle:
     def __init__(self, names: dict[str, str], wrapped: list[tuple[Any, Any, Any]],
                  hooks: list[tuple[Any, Any, Any]], sites: list[Any], root_type: str) -> None:
         self._names = names
-        self._wrapped = wrapped  # (module, CallRange, its previous _call_impl entry or _MISSING)
-        self._hooks = hooks  # (module, handle, its _is_full_backward_hook before)
+        # Modules are held weakly (as torch's hook handles hold their dicts): a
+        # handle kept somewhere must not keep a dropped model and its memory.
+        self._wrapped = wrapped  # (module ref, CallRange, its previous _call_impl or _MISSING)
+        self._hooks = hooks  # (module ref, hook handle, its _is_full_backward_hook before)
         self._sites = sites
         self._root_type = root_type
 
@@ -161,11 +164,15 @@ class InstrumentHandle:
     def remove(self) -> None:
         wrapped, self._wrapped = self._wrapped, []
         hooks, self._hooks = self._hooks, []
-        for module, wrapper, previous in wrapped:
-            _unwrap(module, wrapper, previous)
-        for module, hook, flag in hooks:
+        for ref, wrapper, previous in wrapped:
+            module = ref()
+            if module is not None:
+                _unwrap(module, wrapper, previous)
+        for ref, hook, flag in hooks:
             hook.remove()
-            if not module._backward_hooks and "_is_full_backward_hook" in vars(module):
+            module = ref()
+            if (module is not None and not module._backward_hooks
+                    and "_is_full_backward_hook" in vars(module)):
                 module._is_full_backward_hook = flag  # torch set it for our hook: as it was
 
     def __enter__(self) -> "InstrumentHandle":
@@ -186,12 +193,12 @@ class InstrumentHandle:
 
 def _wrap(module: Any, site: Any) -> tuple[Any, Any, Any]:
     """Puts site's CallRange in module.__dict__ as `_call_impl`; returns
-    (module, wrapper, the entry it replaced or _MISSING)."""
+    (a weak reference to module, wrapper, the entry it replaced or _MISSING)."""
     own = vars(module)
     previous = own.get("_call_impl", _MISSING)
-    wrapper = _core.call_range(module._call_impl, site)
+    wrapper = _core.call_range(module, site)
     own["_call_impl"] = wrapper
-    return module, wrapper, previous
+    return weakref.ref(module), wrapper, previous
 
 
 def _unwrap(module: Any, wrapper: Any, previous: Any) -> None:
@@ -349,8 +356,9 @@ def instrument(module: Any, depth: int | None = None, names: Mapping[str, str | 
                 sites.append(bsite)
                 bpre, bpost = _backward_hooks(bsite, is_compiling)
                 flag = getattr(sub, "_is_full_backward_hook", None)
-                hooks.append((sub, sub.register_full_backward_pre_hook(bpre, prepend=True), flag))
-                hooks.append((sub, sub.register_full_backward_hook(bpost), flag))
+                ref = weakref.ref(sub)
+                hooks.append((ref, sub.register_full_backward_pre_hook(bpre, prepend=True), flag))
+                hooks.append((ref, sub.register_full_backward_hook(bpost), flag))
             chosen[path] = name
     except Exception as error:
         InstrumentHandle(chosen, wrapped, hooks, sites, "").remove()

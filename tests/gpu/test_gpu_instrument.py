@@ -119,12 +119,13 @@ def test_capture_inside_a_profile_with_layer_ranges(demo):
                     with prof.step():
                         graph.replay()
             torch.cuda.synchronize()
-        expected = model(x)
+        with torch.no_grad():
+            expected = model(x)
     s = prof.summary()
     print(prof.report())
     assert s["source"] == "cupti", s["gpu_error"]
     assert handle.mismatches == 0 and s["overhead"]["range_mismatches"] == 0
-    assert torch.equal(static_out, expected)
+    assert torch.allclose(static_out.float(), expected.float(), rtol=2e-2, atol=2e-2)
     r = {e["name"]: e for e in s["ranges"]}
     assert r["Sequential"]["count"] == 1 + 3  # the capture and the three warm-up calls
     assert all(r[str(i)]["count"] == 4 for i in range(BLOCKS))

@@ -263,6 +263,34 @@ def test_5c_range_objects_of_loopscope_range_are_bounded():
     assert [(r["name"], r["count"]) for r in prof.summary()["ranges"]] == [("held", 2)]
 
 
+def test_5d_names_stay_right_through_heavy_churn():
+    """Thousands of names made and freed in a random order (ids reused,
+    hash slots emptied and refilled, text chunks dropped): every range
+    recorded keeps its own name, and everything is freed at the end."""
+    import random
+
+    rng = random.Random(5)
+    gc.collect()
+    base = _core._names()["count"]
+    alive: dict[str, object] = {}
+    expected: list[str] = []
+    with loopscope.profile() as prof:
+        for _ in range(20_000):
+            name = f"n{rng.randrange(3000)}" + "x" * rng.randrange(40)
+            if name in alive and rng.random() < 0.5:
+                del alive[name]  # the object goes; the records keep the name
+                continue
+            r = alive.setdefault(name, loopscope.range(name))
+            with r:
+                expected.append(name)
+            _core.range(f"flush{rng.randrange(10_000)}")  # churn the bounded cache
+    assert [rec[0] for rec in prof._capture.range_records()] == expected
+    alive.clear()
+    del prof
+    gc.collect()
+    assert _core._names()["count"] - base <= 4096  # only what the bounded cache still holds
+
+
 def test_11_a_step_whose_enter_failed_uses_no_index(test_clock):
     """A step entered while another is open raises and takes no index: the
     next good step is Step_1 (before: Step_2)."""

@@ -213,9 +213,9 @@ static PyObject *core_names(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    return Py_BuildValue("{s:I,s:n,s:I}", "count", (unsigned int)ls_names_count(), "bytes",
+    return Py_BuildValue("{s:I,s:n,s:I,s:i}", "count", (unsigned int)ls_names_count(), "bytes",
                          (Py_ssize_t)ls_names_bytes(), "nvtx_registered",
-                         (unsigned int)ls_nvtx_registered());
+                         (unsigned int)ls_nvtx_registered(), "check", ls_names_check());
 }
 
 static PyObject *core_open_ranges(PyObject *module, PyObject *unused)
@@ -321,7 +321,8 @@ static PyMethodDef core_methods[] = {
     {"_instrument_mismatches", core_instrument_mismatches, METH_NOARGS,
      "Layer ranges cut short or left open, every site's since the process started."},
     {"_names", core_names, METH_NOARGS,
-     "_names() -> {'count', 'bytes', 'nvtx_registered'}: the name table (test hook)."},
+     "_names() -> {'count', 'bytes', 'nvtx_registered', 'check'}: the name table (test hook; "
+     "check: 0, or which invariant broke, see ls_names_check)."},
     {"_open_ranges", core_open_ranges, METH_NOARGS,
      "_open_ranges() -> ranges open on this thread (test hook)."},
     {"now_ns", core_now_ns, METH_NOARGS, "The profiler clock, in ns."},

@@ -160,18 +160,27 @@ static void chunk_drop(uint32_t slot)
         chunk_count--;
 }
 
+/* The id of `text`, LS_NO_NAME when it is not in the table. */
+static uint32_t lookup(const char *text, size_t len, uint64_t hash)
+{
+    if (slot_count == 0)
+        return LS_NO_NAME;
+    size_t mask = slot_count - 1;
+    for (size_t i = hash & mask; slots[i] != 0; i = (i + 1) & mask) {
+        const ls_name *n = &names[slots[i] - 1];
+        if (n->hash == hash && n->len == len && memcmp(n->text, text, len) == 0)
+            return slots[i] - 1;
+    }
+    return LS_NO_NAME;
+}
+
 uint32_t ls_names_intern(const char *text, size_t len)
 {
     uint64_t hash = fnv1a(text, len);
-    if (slot_count != 0) {
-        size_t mask = slot_count - 1;
-        for (size_t i = hash & mask; slots[i] != 0; i = (i + 1) & mask) {
-            ls_name *n = &names[slots[i] - 1];
-            if (n->hash == hash && n->len == len && memcmp(n->text, text, len) == 0) {
-                n->refs++;
-                return slots[i] - 1;
-            }
-        }
+    uint32_t found = lookup(text, len, hash);
+    if (found != LS_NO_NAME) {
+        names[found].refs++;
+        return found;
     }
     if (live >= LS_NO_NAME - 1 || len >= UINT32_MAX)
         return LS_NO_NAME;
@@ -350,6 +359,44 @@ size_t ls_names_format(uint32_t id, int32_t index, char *out, size_t size)
     }
     out[total < size ? total : size - 1] = '\0';
     return total;
+}
+
+int ls_names_check(void)
+{
+    uint32_t counted = 0;
+    for (uint32_t id = 0; id < top; id++) {
+        if (names[id].refs == 0)
+            continue;
+        counted++;
+        size_t mask = slot_count - 1, i = names[id].hash & mask;
+        while (slots[i] != 0 && slots[i] != id + 1)
+            i = (i + 1) & mask;
+        if (slots[i] != id + 1 || ls_names_text(id) == NULL ||
+            names[id].hash != fnv1a(names[id].text, names[id].len) ||
+            lookup(names[id].text, names[id].len, names[id].hash) != id)
+            return -1;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < slot_count; i++) {
+        if (slots[i] == 0)
+            continue;
+        used++;
+        if (slots[i] - 1 >= top || names[slots[i] - 1].refs == 0)
+            return -2;
+    }
+    if (counted != live || used != live)
+        return -2;
+    for (size_t i = 0; i < free_count; i++)
+        if (free_ids[i] >= top || names[free_ids[i]].refs != 0)
+            return -3;
+    for (uint32_t c = 0; c < chunk_count; c++) {
+        uint32_t in_chunk = 0;
+        for (uint32_t id = 0; id < top; id++)
+            in_chunk += names[id].refs != 0 && names[id].chunk == c;
+        if (chunks[c].base != NULL && chunks[c].live != in_chunk)
+            return -4;
+    }
+    return 0;
 }
 
 uint32_t ls_names_count(void) { return live; }

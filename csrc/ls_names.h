@@ -62,6 +62,12 @@ size_t ls_names_length(uint32_t id);
  * the whole name's length, like snprintf; SIZE_MAX for an unknown id. */
 size_t ls_names_format(uint32_t id, int32_t index, char *out, size_t size);
 
+/* Checks the table's own invariants (for tests): every live name is found
+ * by its hash, every slot names a live id, the free ids are free, each
+ * chunk counts its live names.  Returns 0, or a negative code naming the
+ * first broken one (-1 lookup, -2 slots, -3 free ids, -4 chunks). */
+int ls_names_check(void);
+
 /* Live names, and bytes the table holds (entries, hash slots, text chunks). */
 uint32_t ls_names_count(void);
 size_t ls_names_bytes(void);

@@ -212,7 +212,7 @@ def test_5_distinct_step_names_are_freed_with_their_profile():
         del prof, last
         gc.collect()
         after = _core._names()
-        assert after["count"] == base["count"]
+        assert after["count"] == base["count"] and after["check"] == 0
         assert after["bytes"] <= base["bytes"] + (1 << 20)
         rss.append(rss_bytes())
     assert grown == [100_001] * 10  # held while the profile lived (+ its "Step_{i}")
@@ -284,11 +284,15 @@ def test_5d_names_stay_right_through_heavy_churn():
             with r:
                 expected.append(name)
             _core.range(f"flush{rng.randrange(10_000)}")  # churn the bounded cache
+            if rng.random() < 0.002:
+                assert _core._names()["check"] == 0
     assert [rec[0] for rec in prof._capture.range_records()] == expected
+    assert _core._names()["check"] == 0
     alive.clear()
     del prof
     gc.collect()
     assert _core._names()["count"] - base <= 4096  # only what the bounded cache still holds
+    assert _core._names()["check"] == 0
 
 
 def test_11_a_step_whose_enter_failed_uses_no_index(test_clock):

@@ -99,7 +99,9 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
             const ls_kernel_record *k = (const ls_kernel_record *)record;
-            uint32_t name = k->name ? ls_names_intern(k->name, strlen(k->name)) : LS_NO_NAME;
+            uint32_t name = k->name ? ls_names_intern_held(&sink->names, k->name,
+                                                           strlen(k->name))
+                                    : LS_NO_NAME;
             add_op(sink, LS_OP_KERNEL, k->start, k->end, k->deviceId, k->streamId,
                    k->correlationId, 0, name, 0, k->graphId != 0);
             break;

@@ -176,7 +176,7 @@ static PyObject *capture_range_records(PyObject *op, PyObject *unused)
     PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
     for (size_t i = 0; list != NULL && i < r->ranges.count; i++) {
         const ls_range *range = &r->ranges.items[i];
-        PyObject *name = ls_py_name_or_none(range->name_id);
+        PyObject *name = ls_py_range_name(range);
         PyObject *step = range->step_index >= 0 ? PyLong_FromLong(range->step_index)
                                                  : Py_NewRef(Py_None);
         PyObject *t = (name == NULL || step == NULL) ? NULL

@@ -14,6 +14,8 @@
 #include "ls_module_state.h"
 #include "ls_pmdecoder.h"
 #include "ls_range_type.h"
+#include "ls_site_type.h"
+#include "ls_step_type.h"
 #include "ls_session.h"
 #include "ls_strict_py.h"
 #include "ls_test_hooks.h"
@@ -124,19 +126,23 @@ static PyObject *core_active(PyObject *module, PyObject *unused)
     return PyBool_FromLong(ls_session_active());
 }
 
-/* range(name) -> Range, one cached object per name. */
+/* range(name) -> Range, one cached object per name (the cache is bounded). */
 static PyObject *core_range(PyObject *module, PyObject *name)
 {
     ls_module_state *st = ls_module_state_of(module);
-    PyObject *cached = PyUnicode_Check(name) ? PyDict_GetItemWithError(st->range_cache, name)
-                                             : NULL;
+    PyObject *cached = PyUnicode_CheckExact(name)
+                           ? PyDict_GetItemWithError(st->range_cache, name) : NULL;
     if (cached != NULL)
         return Py_NewRef(cached);
     if (PyErr_Occurred())
         return NULL;
-    PyObject *range = ls_range_new(st->range_type, name, -1);
+    PyObject *range = ls_range_new(st->range_type, name);
     if (range == NULL)
         return NULL;
+    if (!PyUnicode_CheckExact(name)) /* a str subclass: not cached (it may hash oddly) */
+        return range;
+    if (PyDict_GET_SIZE(st->range_cache) >= LS_RANGE_CACHE_MAX)
+        PyDict_Clear(st->range_cache);
     if (PyDict_SetItem(st->range_cache, name, range) != 0) {
         Py_DECREF(range);
         return NULL;
@@ -144,7 +150,7 @@ static PyObject *core_range(PyObject *module, PyObject *name)
     return range;
 }
 
-/* step(name, index) -> Range flagged as step `index`. */
+/* step(name, index) -> StepScope always named `name` with index `index`. */
 static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
@@ -158,7 +164,26 @@ static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_Format(PyExc_ValueError, "step index must be >= 0, got %ld", index);
         return NULL;
     }
-    return ls_range_new(ls_module_state_of(module)->range_type, args[0], (int32_t)index);
+    return ls_step_fixed(ls_module_state_of(module)->step_type, args[0], (int32_t)index);
+}
+
+/* call_range(module, site) -> CallRange. */
+static PyObject *core_call_range(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "call_range(module, site) takes 2 arguments, got %zd",
+                     nargs);
+        return NULL;
+    }
+    ls_module_state *st = ls_module_state_of(module);
+    return ls_call_range_new(st->call_range_type, args[0], args[1], st->site_type);
+}
+
+static PyObject *core_instrument_mismatches(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(ls_site_mismatch_total());
 }
 
 static PyObject *core_now_ns(PyObject *module, PyObject *unused)
@@ -209,7 +234,11 @@ static PyMethodDef core_methods[] = {
     {"active", core_active, METH_NOARGS, "True while a profile runs."},
     {"range", core_range, METH_O, "range(name) -> a reusable range context manager."},
     {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
-     "step(name, index) -> a step range context manager."},
+     "step(name, index) -> a step always named `name` with index `index` (replays)."},
+    {"call_range", (PyCFunction)(void (*)(void))core_call_range, METH_FASTCALL,
+     "call_range(module, site) -> CallRange: the module's call wrapped in site's range."},
+    {"_instrument_mismatches", core_instrument_mismatches, METH_NOARGS,
+     "Layer ranges cut short or left open, every site's since the process started."},
     {"now_ns", core_now_ns, METH_NOARGS, "The profiler clock, in ns."},
     {"demangle", core_demangle, METH_O,
      "demangle(name) -> the demangled C++ name (str), or None when name is not a mangled "
@@ -219,6 +248,35 @@ static PyMethodDef core_methods[] = {
      "profile, for the next one); called at interpreter exit."},
     {NULL, NULL, 0, NULL},
 };
+
+/* CallRange subclasses functools.partial, whose size is known only now. */
+static int make_call_range_type(PyObject *module, ls_module_state *st)
+{
+    PyObject *functools = PyImport_ImportModule("functools");
+    if (functools == NULL)
+        return -1;
+    PyObject *partial = PyObject_GetAttrString(functools, "partial");
+    Py_DECREF(functools);
+    if (partial == NULL)
+        return -1;
+    if (!PyType_Check(partial) || ((PyTypeObject *)partial)->tp_call == NULL ||
+        !PyType_HasFeature((PyTypeObject *)partial, Py_TPFLAGS_HAVE_GC)) {
+        PyErr_SetString(PyExc_ImportError, "loopscope: functools.partial is not the C type "
+                        "this build expects");
+        Py_DECREF(partial);
+        return -1;
+    }
+    ls_call_range_type_spec.basicsize =
+        (int)(((PyTypeObject *)partial)->tp_basicsize + (Py_ssize_t)ls_call_range_fields_size());
+    PyObject *bases = PyTuple_Pack(1, partial);
+    Py_DECREF(partial);
+    if (bases == NULL)
+        return -1;
+    st->call_range_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_call_range_type_spec,
+                                                                bases);
+    Py_DECREF(bases);
+    return st->call_range_type == NULL ? -1 : 0;
+}
 
 static int core_exec(PyObject *module)
 {
@@ -233,12 +291,28 @@ static int core_exec(PyObject *module)
     st->model_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_model_type_spec, NULL);
     if (st->model_type == NULL)
         return -1;
+    st->step_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_step_type_spec, NULL);
+    if (st->step_type == NULL)
+        return -1;
+    st->stepper_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_stepper_type_spec, NULL);
+    if (st->stepper_type == NULL)
+        return -1;
+    st->site_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_site_type_spec, NULL);
+    if (st->site_type == NULL)
+        return -1;
+    if (make_call_range_type(module, st) != 0)
+        return -1;
     st->range_cache = PyDict_New();
     if (st->range_cache == NULL)
         return -1;
     if (PyModule_AddObjectRef(module, "Range", (PyObject *)st->range_type) != 0 ||
         PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0 ||
-        PyModule_AddObjectRef(module, "Model", (PyObject *)st->model_type) != 0)
+        PyModule_AddObjectRef(module, "Model", (PyObject *)st->model_type) != 0 ||
+        PyModule_AddObjectRef(module, "StepScope", (PyObject *)st->step_type) != 0 ||
+        PyModule_AddObjectRef(module, "Stepper", (PyObject *)st->stepper_type) != 0 ||
+        PyModule_AddObjectRef(module, "Site", (PyObject *)st->site_type) != 0 ||
+        PyModule_AddObjectRef(module, "CallRange", (PyObject *)st->call_range_type) != 0)
         return -1;
     if (PyModule_AddFunctions(module, ls_strict_py_methods) != 0 ||
         PyModule_AddFunctions(module, ls_test_hook_methods) != 0)
@@ -252,6 +326,10 @@ static int core_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->range_type);
     Py_VISIT(st->capture_type);
     Py_VISIT(st->model_type);
+    Py_VISIT(st->step_type);
+    Py_VISIT(st->stepper_type);
+    Py_VISIT(st->site_type);
+    Py_VISIT(st->call_range_type);
     Py_VISIT(st->range_cache);
     return 0;
 }
@@ -262,6 +340,10 @@ static int core_clear(PyObject *module)
     Py_CLEAR(st->range_type);
     Py_CLEAR(st->capture_type);
     Py_CLEAR(st->model_type);
+    Py_CLEAR(st->step_type);
+    Py_CLEAR(st->stepper_type);
+    Py_CLEAR(st->site_type);
+    Py_CLEAR(st->call_range_type);
     Py_CLEAR(st->range_cache);
     return 0;
 }

@@ -10,9 +10,11 @@
 #include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_launches.h"
+#include "ls_names.h"
 #include "ls_nvtx.h"
 #include "ls_pmdecoder.h"
 #include "ls_pmsampling.h"
+#include "ls_rangestack.h"
 #include "ls_samples.h"
 #include "ls_subscriber.h"
 
@@ -20,7 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define LS_MAX_DEPTH 256
 #define LS_RANGE_RESERVE 4096
 #define LS_MAX_CODES 8192         /* distinct Python functions in sync stacks */
 #define LS_CODE_ARENA (1u << 20)  /* their file and function names */
@@ -34,14 +35,6 @@ static struct {
     uint32_t generation;
     ls_capture capture;
 } session;
-
-/* Per-thread stack of open range indices (-1 for a range not recorded). */
-static _Thread_local struct {
-    int32_t stack[LS_MAX_DEPTH];
-    uint32_t depth;       /* may exceed LS_MAX_DEPTH: deeper levels are not stored */
-    uint32_t open_steps;
-    uint32_t generation;
-} tls;
 
 const char *ls_session_start_phase_name(int phase)
 {
@@ -354,72 +347,84 @@ int ls_session_stop(ls_capture *out)
     return 0;
 }
 
-static void sync_thread_stack(void)
+uint64_t ls_session_new_owner(void)
 {
-    if (tls.generation != session.generation) {
-        tls.generation = session.generation;
-        tls.depth = 0;
-        tls.open_steps = 0;
-    }
+    static uint64_t next_owner = 1;
+    return next_owner++;
 }
 
-int ls_session_push(uint32_t name_id, int32_t step_index)
+int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *nvtx_handle,
+                    const char *nvtx_text)
 {
-    sync_thread_stack();
-    if (step_index >= 0 && tls.open_steps > 0)
-        return -1;
-    ls_nvtx_push(name_id);
-    int32_t index = -1;
+    uint32_t generation = session.active ? session.generation : 0;
+    ls_rangestack *stack = ls_rangestack_mine();
+    if (step_index >= 0 && ls_rangestack_open_steps(stack, generation) > 0)
+        return LS_PUSH_STEP_OPEN;
+    const ls_open_range *outer = ls_rangestack_top(stack);
+    int nested = outer != NULL && outer->generation == generation;
+    ls_open_range entry = {owner, -1, generation, nested ? outer->depth + 1 : 0,
+                           LS_OPEN_NVTX | (step_index >= 0 ? LS_OPEN_STEP : 0u)};
+    ls_range *r = NULL;
     if (session.active) {
-        ls_range *r = ls_ranges_append(&session.capture.records.ranges);
+        ls_records *records = &session.capture.records;
+        if (ls_names_hold(&records->names, name_id) == 0)
+            r = ls_ranges_append(&records->ranges);
         if (r != NULL) {
-            index = (int32_t)(session.capture.records.ranges.count - 1);
+            entry.record = (int32_t)(records->ranges.count - 1);
             r->name_id = name_id;
             r->step_index = step_index;
-            r->depth = tls.depth;
-            r->parent = (tls.depth > 0 && tls.depth <= LS_MAX_DEPTH)
-                            ? tls.stack[tls.depth - 1] : -1;
+            r->depth = entry.depth;
+            r->parent = nested ? outer->record : -1;
             r->thread_id = (uint64_t)pthread_self();
-            r->start_ns = ls_clock_now();
         } else {
-            session.capture.records.dropped_records++;
+            records->dropped_records++;
         }
     }
-    if (tls.depth < LS_MAX_DEPTH)
-        tls.stack[tls.depth] = index;
-    tls.depth++;
-    if (step_index >= 0)
-        tls.open_steps++;
+    if (ls_rangestack_push(stack, &entry) != 0) {
+        if (r != NULL)
+            session.capture.records.ranges.count--;
+        if (session.active)
+            session.capture.records.dropped_records++;
+        return LS_PUSH_NO_MEMORY;
+    }
+    ls_nvtx_push(nvtx_text ? nvtx_text : ls_names_text(name_id), nvtx_handle);
+    if (r != NULL)
+        r->start_ns = ls_clock_now();
     return 0;
 }
 
-void ls_session_pop(int is_step)
+ls_exit_result ls_session_pop(uint64_t owner)
 {
-    uint64_t now = session.active ? ls_clock_now() : 0;
-    ls_nvtx_pop();
-    sync_thread_stack();
-    if (tls.depth == 0) {
+    ls_rangestack *stack = ls_rangestack_mine();
+    ptrdiff_t at = ls_rangestack_find(stack, owner);
+    if (at < 0) {
         if (session.active)
             session.capture.range_mismatches++;
-        return;
+        return LS_EXIT_NOT_OPEN;
     }
-    tls.depth--;
-    if (is_step && tls.open_steps > 0)
-        tls.open_steps--;
-    if (!session.active || tls.depth >= LS_MAX_DEPTH)
-        return;
-    int32_t index = tls.stack[tls.depth];
-    if (index >= 0)
-        session.capture.records.ranges.items[index].end_ns = now;
+    int innermost = (size_t)at + 1 == ls_rangestack_size(stack);
+    ls_open_range entry = ls_rangestack_remove(stack, at);
+    int ours = session.active && entry.generation == session.generation;
+    if (ours && entry.record >= 0)
+        session.capture.records.ranges.items[entry.record].end_ns = ls_clock_now();
+    if (entry.flags & LS_OPEN_NVTX)
+        ls_nvtx_pop();
+    if (!ours)
+        return innermost ? LS_EXIT_CLOSED : LS_EXIT_OUT_OF_ORDER;
+    if (!innermost)
+        session.capture.range_mismatches++;
     if (session.launch_callbacks)
         ls_launches_reserve(); /* two atomic loads unless a chunk is needed */
     ls_calls_reserve();
-    /* A step boundary is a calm moment to parse completed buffers, so the
-     * pool recycles and long loops never run out of buffers. */
-    if (is_step && session.tracing && ls_activity_pending()) {
-        uint64_t t0 = ls_clock_now();
-        ls_activity_drain();
-        session.capture.drains++;
-        session.capture.drain_ns += ls_clock_now() - t0;
-    }
+    return innermost ? LS_EXIT_CLOSED : LS_EXIT_OUT_OF_ORDER;
+}
+
+void ls_session_service(void)
+{
+    if (!session.tracing || !ls_activity_pending())
+        return;
+    uint64_t t0 = ls_clock_monotonic_ns();
+    ls_activity_drain();
+    session.capture.drains++;
+    session.capture.drain_ns += ls_clock_monotonic_ns() - t0;
 }

@@ -102,12 +102,45 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
  * with ls_records_clear).  Returns 0, -1 when no session runs. */
 int ls_session_stop(ls_capture *out);
 
-/* Range edges: the hot path.  Never raise, never allocate beyond amortised
- * growth of the range array.  push returns 0, or -1 when `step_index >= 0`
- * and a step is already open on this thread (steps do not nest); nothing
- * is pushed then.  Outside a session they only drive NVTX. */
-int ls_session_push(uint32_t name_id, int32_t step_index);
-void ls_session_pop(int is_step);
+/* Range edges: the hot path.  They never raise, never take the GIL (the
+ * callers hold it), and allocate only through the amortised growth of the
+ * range array and the thread's stack.  Outside a session they only drive
+ * NVTX.  An exit closes the range its owner opened (by identity): see
+ * ls_rangestack. */
+
+/* A token no other range owner has: one per Range, step or layer object. */
+uint64_t ls_session_new_owner(void);
+
+enum { LS_PUSH_OK = 0, LS_PUSH_STEP_OPEN = -1, LS_PUSH_NO_MEMORY = -2 };
+
+/* Opens a range named by the live id `name_id` for `owner` on the calling
+ * thread: NVTX push (by `nvtx_handle` when not NULL, else `nvtx_text` when
+ * not NULL, else the name's text) and, while a session runs, a range record
+ * (the records then hold the name; a step's name_id is its template, see
+ * ls_names_format).  A step (`step_index >= 0`) is refused while another
+ * step of the same session is open on the thread.  Returns LS_PUSH_OK,
+ * LS_PUSH_STEP_OPEN or LS_PUSH_NO_MEMORY (a record that could not be kept
+ * counts as dropped); on failure nothing is pushed. */
+int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *nvtx_handle,
+                    const char *nvtx_text);
+
+typedef enum {
+    LS_EXIT_CLOSED = 0,       /* closed the thread's innermost open range */
+    LS_EXIT_OUT_OF_ORDER = 1, /* closed its owner's range, with others still open inside it */
+    LS_EXIT_NOT_OPEN = 2,     /* its owner had no range open on this thread: nothing done */
+} ls_exit_result;
+
+/* Closes the innermost range `owner` has open on the calling thread (NVTX
+ * pop, end time).  Exits out of order and exits with nothing open count as
+ * range mismatches of the running session; an exit with nothing open pops
+ * no NVTX range, so NVTX pairs stay balanced per thread. */
+ls_exit_result ls_session_pop(uint64_t owner);
+
+/* Parses completed CUPTI activity buffers if any wait, so the pool recycles
+ * and long loops never run out of buffers; one atomic load otherwise.
+ * Belongs to the session's background work (issue 11's worker); until that
+ * exists a step's enter calls it, never a range's exit. */
+void ls_session_service(void);
 
 /* The live session's records (for the test hook), NULL when none runs. */
 ls_records *ls_session_records(void);

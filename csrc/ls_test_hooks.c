@@ -10,6 +10,8 @@
 #include "ls_cbids.h"
 #include "ls_clock.h"
 #include "ls_names.h"
+#include "ls_nvtx.h"
+#include "ls_rangestack.h"
 #include "ls_pmdecoder.h"
 #include "ls_pyvalues.h"
 #include "ls_samples.h"
@@ -168,7 +170,13 @@ static int append_range(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t s
     const char *text = PyUnicode_AsUTF8AndSize(name, &len);
     if (text == NULL)
         return -1;
-    uint32_t name_id = ls_names_intern(text, (size_t)len);
+    if (memchr(text, '\0', (size_t)len) != NULL) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: range record %zd, field 2 (name) "
+                     "contains a NUL character: names are C strings", index);
+        return -1;
+    }
+    /* Held by the records from here on, even if this record fails below. */
+    uint32_t name_id = ls_names_intern_held(&r->names, text, (size_t)len);
     ls_range *range = name_id == LS_NO_NAME ? NULL : ls_ranges_append(&r->ranges);
     if (range == NULL) {
         PyErr_NoMemory();
@@ -244,7 +252,15 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
         const char *text = PyUnicode_AsUTF8AndSize(name, &len);
         if (text == NULL)
             return -1;
-        name_id = ls_names_intern(text, (size_t)len);
+        if (memchr(text, '\0', (size_t)len) != NULL) {
+            PyErr_Format(PyExc_ValueError, "loopscope._inject: %s record %zd, field 5 (name) "
+                         "contains a NUL character: names are C strings", kname, index);
+            return -1;
+        }
+        /* Held by the records from here on, even if this record fails below. */
+        name_id = ls_names_intern_held(&r->names, text, (size_t)len);
+        if (name_id == LS_NO_NAME)
+            goto nomem;
     }
     unsigned long long copy_kind = 0, host_memory = 0;
     if ((n > 6 && read_uint(t, 6, index, kname, INT64_MAX, &bytes)) ||
@@ -594,7 +610,28 @@ static PyObject *decoder_state(PyObject *module, PyObject *unused)
     return PyUnicode_FromString(ls_pmdecoder_state());
 }
 
+static PyObject *names(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return Py_BuildValue("{s:I,s:n,s:I,s:i}", "count", (unsigned int)ls_names_count(), "bytes",
+                         (Py_ssize_t)ls_names_bytes(), "nvtx_registered",
+                         (unsigned int)ls_nvtx_registered(), "check", ls_names_check());
+}
+
+static PyObject *open_ranges(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromSize_t(ls_rangestack_size(ls_rangestack_mine()));
+}
+
 PyMethodDef ls_test_hook_methods[] = {
+    {"_names", names, METH_NOARGS,
+     "_names() -> {'count', 'bytes', 'nvtx_registered', 'check'}: test hook, the name table "
+     "(check: 0, or which invariant broke, see ls_names_check)."},
+    {"_open_ranges", open_ranges, METH_NOARGS,
+     "_open_ranges() -> test hook, the ranges open on this thread."},
     {"_inject", (PyCFunction)(void (*)(void))inject, METH_FASTCALL,
      "_inject(kind, records): test hook, appends synthetic records to the running profile."},
     {"_inject_calls", (PyCFunction)(void (*)(void))inject_calls, METH_VARARGS | METH_KEYWORDS,

@@ -1,8 +1,9 @@
 /* ls_test_hooks: the test hooks of loopscope._core, each named with a
  * leading underscore: _inject (synthetic records), _inject_calls (fake API
  * calls through the real switchboard), _set_test_clock (a scripted clock),
- * _decoder_probe / _decoder_state (the PM decoder thread) and
- * _settle_samples (PM sample placement).  Module functions: each returns
+ * _decoder_probe / _decoder_state (the PM decoder thread),
+ * _settle_samples (PM sample placement), _names (the name table) and
+ * _open_ranges (this thread's range stack).  Module functions: each returns
  * NULL with an exception set on error. */
 #ifndef LS_TEST_HOOKS_H
 #define LS_TEST_HOOKS_H

@@ -3,7 +3,6 @@ the capture for `summary()` and `report()`."""
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
 import sys
 import time
@@ -173,9 +172,9 @@ class Profile:
         self._gather = _distributed.check_options(gather, gather_timeout_s)
         self._dist: _distributed.Session | None = None
         self._local: dict[str, Any] | None = None
-        self._step_name = step_name
-        self._next_step = 0
-        self._step_indices = itertools.count()
+        self._steps = _core.Stepper(step_name)  # refuses a NUL in step_name
+        # The instance attribute is the C method itself: a step costs no Python frame.
+        self.step = self._steps.scope  # type: ignore[method-assign]
         self._state: dict[str, Any] | None = None
         self._capture: Any = None
         self._summary: dict[str, Any] | None = None
@@ -250,19 +249,16 @@ class Profile:
                       "__exit__ never did): it was stopped and its records discarded. Use "
                       "`with loopscope.profile() as prof:`", LoopscopeWarning, stacklevel=2)
 
-    def step(self, name: str | None = None):
+    def step(self, name: str | None = None) -> _core.StepScope:
         """A context manager for one loop step: an NVTX range plus timings.
         Ranges of instrumented modules inside it are prefixed by its name.
 
         name: the step's name; "{i}" in it is replaced by the index.
-        Defaults to the profile's step_name ("Step_{i}")."""
-        index = next(self._step_indices)  # atomic: threads may open steps at once
-        self._next_step = max(self._next_step, index + 1)
-        template = self._step_name if name is None else name
-        if not isinstance(template, str):
-            raise TypeError(f"step name must be a str, got {template!r}")
-        label = template.replace("{i}", str(index))
-        return _instrument.StepScope(_core.step(label, index))
+        Defaults to the profile's step_name ("Step_{i}").  The index is taken
+        when the step is entered (a step whose enter failed takes none); the
+        returned object's `.step` and `.name` tell it from then on.
+        (Each Profile replaces this method by its Stepper's C `scope`.)"""
+        return self._steps.scope(name)
 
     # -- state -----------------------------------------------------------
     @property

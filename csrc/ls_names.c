@@ -1,7 +1,13 @@
 /* ls_names: see ls_names.h.  Open addressing over a power-of-two table of
- * ids; the strings live in one array of heap copies. */
+ * ids; the entries live in fixed chunks that never move, so a reader needs
+ * no lock (an id is published with a release store of the count after its
+ * entry is written).  Interning takes one mutex: the Python thread interns
+ * range names while loopscope's worker thread interns kernel names. */
+#define _POSIX_C_SOURCE 200809L
 #include "ls_names.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +18,22 @@ typedef struct {
     void *nvtx_handle;
 } ls_name;
 
-static ls_name *names;
-static uint32_t name_count, name_capacity;
-static uint32_t *slots; /* id + 1, 0 = empty */
+#define LS_CHUNK_BITS 10
+#define LS_CHUNK (1u << LS_CHUNK_BITS)
+#define LS_MAX_CHUNKS 4096 /* 4M names */
+
+static ls_name *chunks[LS_MAX_CHUNKS];
+static atomic_uint_fast32_t name_count;
+static uint32_t *slots; /* id + 1, 0 = empty; under lock */
 static size_t slot_count;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* A child forked while another thread interned would find the lock taken. */
+static void reset_lock_in_child(void) { pthread_mutex_init(&lock, NULL); }
+static void init_once(void) { pthread_atfork(NULL, NULL, reset_lock_in_child); }
+
+static ls_name *entry(uint32_t id) { return &chunks[id >> LS_CHUNK_BITS][id & (LS_CHUNK - 1)]; }
 
 static uint64_t fnv1a(const char *text, size_t len)
 {
@@ -27,13 +45,13 @@ static uint64_t fnv1a(const char *text, size_t len)
     return h;
 }
 
-static int rehash(size_t new_slot_count)
+static int rehash(size_t new_slot_count, uint32_t count)
 {
     uint32_t *fresh = calloc(new_slot_count, sizeof *fresh);
     if (fresh == NULL)
         return -1;
-    for (uint32_t id = 0; id < name_count; id++) {
-        size_t i = names[id].hash & (new_slot_count - 1);
+    for (uint32_t id = 0; id < count; id++) {
+        size_t i = entry(id)->hash & (new_slot_count - 1);
         while (fresh[i] != 0)
             i = (i + 1) & (new_slot_count - 1);
         fresh[i] = id + 1;
@@ -44,60 +62,64 @@ static int rehash(size_t new_slot_count)
     return 0;
 }
 
-uint32_t ls_names_intern(const char *text, size_t len)
+static uint32_t intern_locked(const char *text, size_t len)
 {
     uint64_t hash = fnv1a(text, len);
+    uint32_t count = (uint32_t)atomic_load_explicit(&name_count, memory_order_relaxed);
     if (slot_count != 0) {
         size_t i = hash & (slot_count - 1);
         while (slots[i] != 0) {
-            const ls_name *n = &names[slots[i] - 1];
+            const ls_name *n = entry(slots[i] - 1);
             if (n->hash == hash && n->len == len && memcmp(n->text, text, len) == 0)
                 return slots[i] - 1;
             i = (i + 1) & (slot_count - 1);
         }
     }
-    if (name_count == LS_NO_NAME - 1)
+    if (count == (uint32_t)LS_MAX_CHUNKS * LS_CHUNK)
         return LS_NO_NAME;
     /* Keep the load factor under one half. */
-    if ((size_t)(name_count + 1) * 2 > slot_count &&
-        rehash(slot_count ? slot_count * 2 : 64) != 0)
+    if ((size_t)(count + 1) * 2 > slot_count && rehash(slot_count ? slot_count * 2 : 64, count) != 0)
         return LS_NO_NAME;
-    if (name_count == name_capacity) {
-        uint32_t cap = name_capacity ? name_capacity * 2 : 64;
-        ls_name *bigger = realloc(names, cap * sizeof *bigger);
-        if (bigger == NULL)
-            return LS_NO_NAME;
-        names = bigger;
-        name_capacity = cap;
-    }
+    uint32_t chunk = count >> LS_CHUNK_BITS;
+    if (chunks[chunk] == NULL && (chunks[chunk] = calloc(LS_CHUNK, sizeof(ls_name))) == NULL)
+        return LS_NO_NAME;
     char *copy = malloc(len + 1);
     if (copy == NULL)
         return LS_NO_NAME;
     memcpy(copy, text, len);
     copy[len] = '\0';
-    uint32_t id = name_count++;
-    names[id] = (ls_name){copy, len, hash, NULL};
+    uint32_t id = count;
+    *entry(id) = (ls_name){copy, len, hash, NULL};
     size_t i = hash & (slot_count - 1);
     while (slots[i] != 0)
         i = (i + 1) & (slot_count - 1);
     slots[i] = id + 1;
+    atomic_store_explicit(&name_count, count + 1, memory_order_release);
     return id;
 }
 
-const char *ls_names_text(uint32_t id)
+uint32_t ls_names_intern(const char *text, size_t len)
 {
-    return id < name_count ? names[id].text : NULL;
+    pthread_once(&once, init_once);
+    pthread_mutex_lock(&lock);
+    uint32_t id = intern_locked(text, len);
+    pthread_mutex_unlock(&lock);
+    return id;
 }
 
-void *ls_names_nvtx_handle(uint32_t id)
+static int known(uint32_t id)
 {
-    return id < name_count ? names[id].nvtx_handle : NULL;
+    return id < (uint32_t)atomic_load_explicit(&name_count, memory_order_acquire);
 }
+
+const char *ls_names_text(uint32_t id) { return known(id) ? entry(id)->text : NULL; }
+
+void *ls_names_nvtx_handle(uint32_t id) { return known(id) ? entry(id)->nvtx_handle : NULL; }
 
 void ls_names_set_nvtx_handle(uint32_t id, void *handle)
 {
-    if (id < name_count)
-        names[id].nvtx_handle = handle;
+    if (known(id))
+        entry(id)->nvtx_handle = handle;
 }
 
-uint32_t ls_names_count(void) { return name_count; }
+uint32_t ls_names_count(void) { return (uint32_t)atomic_load_explicit(&name_count, memory_order_acquire); }

@@ -11,14 +11,16 @@
 #define LS_NO_NAME UINT32_MAX
 
 /* Returns the id of `text` (length `len`, need not be NUL-terminated),
- * adding it if new; LS_NO_NAME when memory ran out.  Not thread-safe:
- * callers hold the GIL. */
+ * adding it if new; LS_NO_NAME when memory ran out.  Any thread (the
+ * worker interns kernel names while Python threads intern range names). */
 uint32_t ls_names_intern(const char *text, size_t len);
 
-/* The NUL-terminated text of `id`, or NULL for an unknown id. */
+/* The NUL-terminated text of `id`, or NULL for an unknown id.  Lock-free,
+ * any thread; the text never moves. */
 const char *ls_names_text(uint32_t id);
 
-/* Per-name slot for the NVTX registered-string handle (NULL until set). */
+/* Per-name slot for the NVTX registered-string handle (NULL until set);
+ * set and read only by threads holding the GIL. */
 void *ls_names_nvtx_handle(uint32_t id);
 void ls_names_set_nvtx_handle(uint32_t id, void *handle);
 

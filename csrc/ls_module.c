@@ -5,11 +5,15 @@
 
 #include "ls_clock.h"
 #include "ls_cupti.h"
-#include "ls_pmdecoder.h"
+#include "ls_finish.h"
+#include "ls_sampler.h"
 #include "ls_session.h"
+#include "ls_worker.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static struct PyModuleDef ls_module_def;
@@ -40,24 +44,30 @@ ls_module_state *ls_module_get_state(PyObject *module)
     return (ls_module_state *)PyModule_GetState(module);
 }
 
-/* start(trace, driver_api, buffer_bytes, max_buffers, cupti_paths) -> dict */
+/* start(trace=..., ...) -> dict: see the method table for the keywords. */
 static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
     static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
                                "cupti_paths", "warm_up", "syncs", "metrics",
                                "metrics_interval_ns", "metrics_buffer_bytes", "metrics_device",
-                               "metrics_max_samples", "metrics_decode_ns", NULL};
-    int trace = 1, driver_api = 0, warm_up = 1, syncs = 1, metrics = 0, metrics_device = -1;
+                               "metrics_max_samples", "metrics_decode_ns", "zeroed_buffers",
+                               "defer", "metrics_cache_dir", "metrics_keep_ns",
+                               "metrics_keep_running_ns", "metrics_wait_for_start", NULL};
+    int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_EVERY, syncs = 1, metrics = 0,
+        metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     unsigned long long interval_ns = 100000, decode_ns = 10000000;
+    unsigned long long keep_ns = 3000000000ull, keep_running_ns = 0;
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOpppKniIK:start", keywords, &trace,
-                                     &driver_api, &buffer_bytes, &max_buffers, &paths,
+    const char *cache_dir = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKp:start", keywords,
+                                     &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
-                                     &decode_ns))
+                                     &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
+                                     &keep_running_ns, &wait_for_start))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
@@ -73,6 +83,20 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                      interval_ns, metrics_buffer_bytes, max_samples, decode_ns);
         return NULL;
     }
+    if (warm_up < LS_WARM_UP_NONE || warm_up > LS_WARM_UP_ONCE) {
+        PyErr_Format(PyExc_ValueError, "warm_up must be 0 (none), 1 (every start) or 2 (once "
+                     "per process), got %d", warm_up);
+        return NULL;
+    }
+    ls_pm_options pm = {metrics_device, interval_ns, (size_t)metrics_buffer_bytes, max_samples,
+                        decode_ns, ""};
+    if (cache_dir != NULL && strlen(cache_dir) >= sizeof pm.cache_dir) {
+        PyErr_Format(PyExc_ValueError, "metrics_cache_dir is longer than %zu bytes",
+                     sizeof pm.cache_dir - 1);
+        return NULL;
+    }
+    if (cache_dir != NULL)
+        snprintf(pm.cache_dir, sizeof pm.cache_dir, "%s", cache_dir);
     if (ls_session_active()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "a loopscope profile is already running: profiles do not nest "
@@ -101,14 +125,38 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    ls_session_options options = {trace, syncs, driver_api, warm_up, (size_t)buffer_bytes,
-                                  (size_t)max_buffers, candidates, (size_t)n, metrics,
-                                  {metrics_device, interval_ns, (size_t)metrics_buffer_bytes,
-                                   max_samples, decode_ns}};
+    ls_session_options options;
+    memset(&options, 0, sizeof options);
+    options.trace = trace;
+    options.syncs = syncs;
+    options.driver_api = driver_api;
+    options.warm_up = (ls_warm_up)warm_up;
+    options.zeroed_buffers = zeroed;
+    options.defer = defer;
+    options.buffer_bytes = (size_t)buffer_bytes;
+    options.max_buffers = (size_t)max_buffers;
+    options.cupti_paths = candidates;
+    options.cupti_path_count = (size_t)n;
+    options.metrics = metrics;
+    options.pm = pm;
+    options.pm_keep_ns = keep_ns;
+    options.pm_keep_running_ns = keep_running_ns;
+    options.pm_wait_for_start = wait_for_start;
     ls_session_state state;
-    int rc = ls_session_start(&options, &state);
+    uint64_t waited = 0;
+    /* The last profile's finish may still run on the worker: wait for it
+     * without the GIL (its time is reported as the start's "wait"). */
+    Py_BEGIN_ALLOW_THREADS
+    waited = ls_session_wait_for_finish();
+    Py_END_ALLOW_THREADS
+    int rc = ls_session_active() ? -2 : ls_session_start(&options, waited, &state);
     free(candidates);
     Py_DECREF(seq);
+    if (rc == -2) {
+        PyErr_SetString(PyExc_RuntimeError, "a loopscope profile was started by another "
+                        "thread meanwhile: profiles do not nest");
+        return NULL;
+    }
     if (rc != 0)
         return PyErr_NoMemory();
     static const char *const clocks[] = {"monotonic", "cupti", "test"};
@@ -126,12 +174,13 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 static PyObject *core_stop(PyObject *module, PyObject *unused)
 {
     (void)unused;
-    ls_capture capture;
-    if (ls_session_stop(&capture) != 0) {
+    ls_finish *pending = NULL;
+    uint64_t cost_ns = 0;
+    if (ls_session_stop(&pending, &cost_ns) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "no loopscope profile is running");
         return NULL;
     }
-    return ls_capture_new(ls_module_get_state(module)->capture_type, &capture);
+    return ls_capture_new(ls_module_get_state(module)->capture_type, pending, cost_ns);
 }
 
 static PyObject *core_active(PyObject *module, PyObject *unused)
@@ -195,6 +244,9 @@ static PyObject *core_set_test_clock(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* How long interpreter exit waits for a finish in progress. */
+#define LS_SHUTDOWN_TIMEOUT_NS 10000000000ull
+
 static PyObject *core_release_counters(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -205,16 +257,18 @@ static PyObject *core_release_counters(PyObject *module, PyObject *unused)
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    ls_pmdecoder_shutdown();
+    ls_worker_shutdown(LS_SHUTDOWN_TIMEOUT_NS);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
-/* _decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state):
- * runs the PM decoder thread alone (without sampling its decodes do
- * nothing) for run_ns and stops it, timing the stop; then ends it, or with
- * keep_ns >= 0 leaves it to release after keep_ns.  The thread's life
- * cycle, testable without a GPU. */
+static void probe_tick(void) {}
+
+/* _decoder_probe(period_ns, run_ns, keep_ns=-1) -> (ticks, stop_ns, state):
+ * runs loopscope's worker thread alone, ticking every period_ns (without a
+ * profile its ticks do nothing) for run_ns, and stops the ticks, timing
+ * that; then ends the thread, or with keep_ns >= 0 leaves it to release
+ * the sampler after keep_ns.  The thread's life cycle, without a GPU. */
 static PyObject *core_decoder_probe(PyObject *module, PyObject *args)
 {
     (void)module;
@@ -226,45 +280,48 @@ static PyObject *core_decoder_probe(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "_decoder_probe needs no profile running");
         return NULL;
     }
-    char why[256];
-    ls_pmdecoder_hold();
-    if (ls_pmdecoder_start(period_ns, why, sizeof why) != 0) {
-        PyErr_SetString(PyExc_RuntimeError, why);
-        return NULL;
-    }
-    ls_sample_array none = {0};
-    uint64_t lost = 0, stop_ns = 0;
+    uint64_t stop_ns = 0;
     Py_BEGIN_ALLOW_THREADS
+    ls_worker_when_idle(NULL, 0); /* a new run holds the sampler: no release meanwhile */
+    ls_worker_set_tick(probe_tick, period_ns);
     struct timespec pause = {(time_t)(run_ns / 1000000000ull), (long)(run_ns % 1000000000ull)};
     nanosleep(&pause, NULL);
     uint64_t t0 = ls_clock_monotonic_ns();
-    ls_pmdecoder_stop(&none, &lost);
+    ls_worker_set_tick(NULL, 0);
+    ls_worker_wait_idle();
     stop_ns = ls_clock_monotonic_ns() - t0;
     if (keep_ns >= 0)
-        ls_pmdecoder_release_after((uint64_t)keep_ns);
+        ls_worker_when_idle(ls_sampler_release, (uint64_t)keep_ns);
     else
-        ls_pmdecoder_shutdown();
+        ls_worker_shutdown(LS_SHUTDOWN_TIMEOUT_NS);
     Py_END_ALLOW_THREADS
-    free(none.items);
-    return Py_BuildValue("KKs", (unsigned long long)ls_pmdecoder_rounds(),
-                         (unsigned long long)stop_ns, ls_pmdecoder_state());
+    return Py_BuildValue("KKs", (unsigned long long)ls_worker_ticks(),
+                         (unsigned long long)stop_ns, ls_worker_state());
 }
 
 static PyObject *core_decoder_state(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    return PyUnicode_FromString(ls_pmdecoder_state());
+    return PyUnicode_FromString(ls_worker_state());
 }
 
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
-     " warm_up=True, syncs=True, metrics=False, metrics_interval_ns=100000,"
+     " warm_up=1, syncs=True, metrics=False, metrics_interval_ns=100000,"
      " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
-     " metrics_decode_ns=10000000) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason',"
-     " 'cupti_path', 'clock', 'sampling', 'metrics_reason'}"},
-    {"stop", core_stop, METH_NOARGS, "stop() -> Capture: ends the running profile."},
+     " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
+     " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=False)"
+     " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
+     " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
+     " Internal switches (compared by benchmarks/overhead_options.py): zeroed_buffers (hand"
+     " CUPTI cleared activity buffers), defer (finish on the worker thread, not in stop),"
+     " metrics_keep_running_ns (sampling keeps running that long after a profile),"
+     " metrics_wait_for_start (start waits for the sampler's set-up and start)."},
+    {"stop", core_stop, METH_NOARGS,
+     "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "
+     "and the Capture waits for that the first time a result is asked for."},
     {"active", core_active, METH_NOARGS, "True while a profile runs."},
     {"range", core_range, METH_O, "range(name) -> a reusable range context manager."},
     {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
@@ -284,16 +341,33 @@ static PyMethodDef core_methods[] = {
     {"_live_call", ls_live_call, METH_O,
      "_live_call(token) -> dict of a blocking call of the running profile, or None."},
     {"_release_counters", core_release_counters, METH_NOARGS,
-     "Gives the GPU's counters back now (sampling stays enabled a few seconds after a "
-     "profile, for the next one); called at interpreter exit."},
+     "Finishes what loopscope's worker thread has left, gives the GPU's counters back "
+     "(sampling stays enabled a few seconds after a profile, for the next one) and ends "
+     "the thread; called at interpreter exit."},
     {"_decoder_probe", core_decoder_probe, METH_VARARGS,
-     "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state): test hook "
-     "for the decoder thread."},
+     "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (ticks, stop_ns, state): test hook "
+     "for the worker thread's ticks."},
     {"_settle_samples", ls_settle_samples_py, METH_VARARGS,
      "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
      "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},
     {"_decoder_state", core_decoder_state, METH_NOARGS,
-     "_decoder_state() -> 'none', 'decoding', 'parked', 'idle' or 'ended': test hook."},
+     "_decoder_state() -> 'none', 'ticking', 'parked', 'idle', 'busy' or 'ended': the "
+     "worker thread's state, test hook."},
+    {"_fake_samples", ls_fake_samples_py, METH_VARARGS,
+     "_fake_samples(samples, per_tick=1, interval_ns=100000): test hook; synthetic PM "
+     "samples (start_ns, end_ns, {figure: value}) stand in for CUPTI's in the next "
+     "profiles with metrics=True (each worker tick hands over per_tick of them, the "
+     "finish the rest); an empty list removes them."},
+    {"_finish_delay", ls_finish_delay_py, METH_O,
+     "_finish_delay(ns): test hook; every profile's finish waits ns on the worker thread "
+     "first, and goes to the worker even when nothing needs it (0: off)."},
+    {"_capture_pending", ls_capture_pending_py, METH_O,
+     "_capture_pending(capture) -> bool: test hook; True while the worker has not "
+     "finished the capture (asks without waiting)."},
+    {"_pmcache", (PyCFunction)(void (*)(void))ls_pmcache_py, METH_VARARGS | METH_KEYWORDS,
+     "_pmcache(op, folder, chip, names, cupti_version, availability, kept=None, image=None):"
+     " test hook over the PM config cache files; op 'store' -> path, 'load' -> (found, "
+     "kept, image, note), 'path' -> path."},
     {"_set_test_clock", core_set_test_clock, METH_VARARGS,
      "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
     {NULL, NULL, 0, NULL},

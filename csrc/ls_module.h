@@ -35,10 +35,24 @@ PyObject *ls_live_call(PyObject *module, PyObject *token);
 extern PyType_Spec ls_range_type_spec;
 PyObject *ls_range_new(PyTypeObject *type, PyObject *name, int32_t step_index);
 
-/* Capture type (ls_capture_type.c): takes ownership of *capture's records
- * (even on failure).  Returns a new reference or NULL with an exception set. */
+/* Capture type (ls_capture_type.c): takes ownership of the finish job
+ * (ls_finish.h; even on failure), whose capture it waits for the first time
+ * anything of it is looked up; stop_cost_ns is the stop's host time on the
+ * user's thread.  Returns a new reference or NULL with an exception set. */
+struct ls_finish;
 extern PyType_Spec ls_capture_type_spec;
-PyObject *ls_capture_new(PyTypeObject *type, ls_capture *capture);
+PyObject *ls_capture_new(PyTypeObject *type, struct ls_finish *pending, uint64_t stop_cost_ns);
+
+/* Test hook: _capture_pending(capture) -> bool, without waiting.
+ * Python-facing. */
+PyObject *ls_capture_pending_py(PyObject *module, PyObject *capture);
+
+/* Test hooks over loopscope's worker, PM sampler and config cache
+ * (ls_hooks.c): _fake_samples(samples, per_tick=1, interval_ns=100000),
+ * _finish_delay(ns), _pmcache(op, ...).  Python-facing. */
+PyObject *ls_fake_samples_py(PyObject *module, PyObject *args);
+PyObject *ls_finish_delay_py(PyObject *module, PyObject *ns);
+PyObject *ls_pmcache_py(PyObject *module, PyObject *args, PyObject *kwargs);
 
 /* Test hook (ls_inject.c): _inject(kind, records).  Python-facing. */
 PyObject *ls_inject(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

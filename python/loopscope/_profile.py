@@ -9,7 +9,7 @@ import time
 import warnings
 from typing import Any
 
-from . import _core, _cupti_paths, _instrument
+from . import _core, _cupti_paths, _instrument, _settings
 from ._html import Summary
 from ._report import format_report
 from ._summary import build_summary
@@ -17,10 +17,16 @@ from ._summary import build_summary
 
 @atexit.register
 def _release_counters_at_exit() -> None:
-    # Sampling stays enabled a few seconds after a profile for the next one;
-    # give the counters back before the interpreter and CUPTI go away.
-    if not _core.active():
-        _core._release_counters()
+    # Before the interpreter and CUPTI go away: end a profile left open (its
+    # records are dropped), let loopscope's worker thread finish what it
+    # holds (at most 10 s), give the counters back (sampling stays enabled a
+    # few seconds after a profile, for the next one) and end the thread.
+    if _core.active():
+        try:
+            _core.stop()
+        except Exception:  # exiting anyway: never turn that into an error
+            pass
+    _core._release_counters()
 
 _warned: set[str] = set()
 
@@ -176,7 +182,8 @@ class Profile:
         options = dict(self._options, trace=self._options["trace"] and busy is None,
                        syncs=self._options["syncs"] and busy is None,
                        metrics=self._options["metrics"] and busy is None,
-                       metrics_device=_current_device())
+                       metrics_device=_current_device(),
+                       **_settings.core_options(self._options["warm_up"]))
         self._state = _core.start(cupti_paths=_cupti_paths.candidates(), **options)
         if busy is not None:
             if self._options["trace"]:

@@ -53,21 +53,22 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                                "metrics_interval_ns", "metrics_buffer_bytes", "metrics_device",
                                "metrics_max_samples", "metrics_decode_ns", "zeroed_buffers",
                                "defer", "metrics_cache_dir", "metrics_keep_ns",
-                               "metrics_keep_running_ns", "metrics_wait_for_start", NULL};
+                               "metrics_keep_running_ns", "metrics_wait_for_start",
+                               "callbacks", NULL};
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_EVERY, syncs = 1, metrics = 0,
-        metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0;
+        metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0, callbacks = 1;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     unsigned long long interval_ns = 100000, decode_ns = 10000000;
     unsigned long long keep_ns = 3000000000ull, keep_running_ns = 0;
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKp:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKpp:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
                                      &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
-                                     &keep_running_ns, &wait_for_start))
+                                     &keep_running_ns, &wait_for_start, &callbacks))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
@@ -133,6 +134,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.warm_up = (ls_warm_up)warm_up;
     options.zeroed_buffers = zeroed;
     options.defer = defer;
+    options.callbacks = callbacks;
     options.buffer_bytes = (size_t)buffer_bytes;
     options.max_buffers = (size_t)max_buffers;
     options.cupti_paths = candidates;
@@ -312,13 +314,15 @@ static PyMethodDef core_methods[] = {
      " warm_up=1, syncs=True, metrics=False, metrics_interval_ns=100000,"
      " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
      " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
-     " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=False)"
+     " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=False,"
+     " callbacks=True)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
      " Internal switches (compared by benchmarks/overhead_options.py): zeroed_buffers (hand"
      " CUPTI cleared activity buffers), defer (finish on the worker thread, not in stop),"
      " metrics_keep_running_ns (sampling keeps running that long after a profile),"
-     " metrics_wait_for_start (start waits for the sampler's set-up and start)."},
+     " metrics_wait_for_start (start waits for the sampler's set-up and start), callbacks"
+     " (False: activity records only, the floor of tracing's cost)."},
     {"stop", core_stop, METH_NOARGS,
      "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "
      "and the Capture waits for that the first time a result is asked for."},

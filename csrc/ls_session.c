@@ -171,7 +171,11 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
             snprintf(c->syncs_reason, sizeof c->syncs_reason, "%s", why);
         return;
     }
-    int claim = start_callbacks(o, why, sizeof why);
+    int claim = LS_SUBSCRIBER_HELD;
+    if (o->callbacks)
+        claim = start_callbacks(o, why, sizeof why);
+    else
+        snprintf(why, sizeof why, "CUPTI callbacks were turned off (internal switch)");
     lap(&c->start_phase_ns[LS_START_CALLBACKS], &t0);
     if (claim == LS_SUBSCRIBER_OK && o->syncs) {
         c->watched_syncs = 1;
@@ -193,7 +197,9 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
          * needs no subscription, so go on (launch calls then come from API
          * activity records) and say what is missing. */
         snprintf(c->note, sizeof c->note, "%s", why);
-        api = o->driver_api ? LS_API_RECORDS_ALL : LS_API_RECORDS_RUNTIME;
+        api = !o->callbacks       ? LS_API_RECORDS_NONE
+              : o->driver_api     ? LS_API_RECORDS_ALL
+                                  : LS_API_RECORDS_RUNTIME;
     }
     int activity = ls_activity_start(ls_finish_sink(session.job), api, o->zeroed_buffers,
                                      c->reason, sizeof c->reason);

@@ -27,6 +27,8 @@ typedef struct {
     ls_warm_up warm_up;
     int zeroed_buffers;      /* hand CUPTI cleared activity buffers (ls_buffers) */
     int defer;               /* finish on the worker thread (0: inside stop) */
+    int callbacks;           /* claim CUPTI's callbacks (0: activity records only, no
+                              * launch records or syncs: the floor of tracing's cost) */
     size_t buffer_bytes;     /* size of one activity buffer */
     size_t max_buffers;      /* cap of the buffer pool */
     const char *const *cupti_paths;

@@ -16,6 +16,8 @@ LOOPSCOPE_INTERNAL
       metrics_keep_running_ms=N    sampling keeps running N ms after a profile
       metrics_keep_ms=N            sampling stays enabled N ms after a profile
       metrics_max_samples=N        counter data image size, in samples (0: auto)
+      callbacks=0|1                0: no CUPTI callbacks (no launch records, no syncs):
+                                   what activity tracing alone costs the loop
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 _WARM_UP = {"none": 0, "every": 1, "once": 2}
-_FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start")
+_FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks")
 _MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns"}
 
 _cache: dict[str, Any] = {}

@@ -231,6 +231,8 @@ def _metrics_section(info: dict[str, Any]) -> dict[str, Any] | None:
         "decoder_error": pm["decoder_error"],
         "setup_ms": {name: _ms(ns) for name, ns in pm["phases_ns"].items()},
         "config_reused": pm["config_reused"],
+        "config_source": pm.get("config_source"),  # built, cache (disk), reused (this process)
+        "cache_note": pm.get("cache_note"),  # why the disk cache was not used, None if it was
         "sampler_reused": pm["sampler_reused"],
         "counter_data_samples": pm["max_samples"],
         "hw_buffer_mb": round(pm["hw_buffer_bytes"] / (1 << 20), 1),

@@ -101,7 +101,15 @@ int ls_cuda_device_name(int ordinal, char *buf, size_t size)
 
 int ls_cuda_driver_present(void)
 {
-    return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL;
+    /* Asked at every start; a machine does not gain or lose its driver
+     * while a process runs, and a failing dlopen searches the disk. */
+    static atomic_int known; /* 0 not asked yet, 1 present, 2 absent */
+    int answer = atomic_load(&known);
+    if (answer == 0) {
+        answer = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL ? 1 : 2;
+        atomic_store(&known, answer);
+    }
+    return answer == 1;
 }
 
 int ls_cuda_warm_up(void)

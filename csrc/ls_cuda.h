@@ -44,7 +44,8 @@ int ls_cuda_warm_up(void);
 int ls_cuda_current_device(int *ordinal);
 
 /* 1 when the NVIDIA driver library can be opened (it stays loaded, as CUPTI
- * would load it anyway), 0 when the machine has no NVIDIA driver. */
+ * would load it anyway), 0 when the machine has no NVIDIA driver.  Asked
+ * once per process. */
 int ls_cuda_driver_present(void);
 
 /* Looks cuPointerGetAttribute up once (call with the GIL, before a callback

@@ -260,15 +260,17 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     lap(&phase[LS_START_RESET], &t0);
     session.capture.warm_up_mode = (uint32_t)options->warm_up;
     start_cupti(options, &session.capture);
-    int uses_cupti = session.tracing || session.callbacks ||
-                     (options->metrics && ls_cupti_loaded() && !ls_sampler_is_fake());
+    /* PM samples carry CUPTI's clock: a profile that samples runs on it
+     * even without tracing (loading CUPTI here costs nothing once loaded). */
+    int samples_on_cupti_clock = options->metrics && !ls_sampler_is_fake() &&
+                                 ls_cuda_driver_present() &&
+                                 ls_cupti_load(options->cupti_paths, options->cupti_path_count) == 0;
+    int uses_cupti = session.tracing || session.callbacks || samples_on_cupti_clock;
     ls_clock_use(uses_cupti ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
     /* The window begins here: what the warm-up did is before it. */
     uint64_t start_ns = ls_clock_now();
     t0 = ls_clock_monotonic_ns();
     start_metrics(options, &session.capture, start_ns, ls_cuda_current_context());
-    uses_cupti = uses_cupti || (session.sampling && !ls_sampler_is_fake());
-    ls_clock_use(uses_cupti ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
     ls_finish_begin(session.job, session.tracing, session.sampling,
                     options->pm.decode_period_ns);
     lap(&phase[LS_START_METRICS], &t0);

@@ -128,8 +128,10 @@ void ls_buffers_drain(ls_buffer_visitor visit, void *ctx)
 
         /* Parse without the lock: CUPTI may complete another buffer meanwhile. */
         visit(item.buffer, item.valid_size, ctx);
+        /* All of it: CUPTI may have written past the valid size (a record
+         * begun but not finished); on this thread, not the launching one. */
         if (atomic_load(&zeroed))
-            memset(item.buffer, 0, item.valid_size < buffer_bytes ? item.valid_size : buffer_bytes);
+            memset(item.buffer, 0, buffer_bytes);
 
         pthread_mutex_lock(&pool_lock);
         free_list[free_count++] = item.buffer;

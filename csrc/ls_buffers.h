@@ -15,9 +15,9 @@
 
 /* Sets the pool's shape and allocates `preallocate` buffers up front.
  * With `zeroed`, every buffer handed to CUPTI is all zeros (new ones come
- * zeroed from calloc, drained ones are cleared by the drainer up to their
- * valid size), so CUPTI can be told not to clear each new buffer itself on
- * the launching thread (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER).
+ * zeroed from calloc, drained ones are cleared whole by the drainer), so
+ * CUPTI can be told not to clear each new buffer itself on the launching
+ * thread (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER).
  * Returns 0, or -1 when memory ran out.  Call with no session running. */
 int ls_buffers_configure(size_t buffer_bytes, size_t preallocate, size_t max_buffers, int zeroed);
 

@@ -113,13 +113,13 @@ class Profile:
                         with the reason in summary["metrics_error"], tracing goes on.
                         With trace=False this is the counters-only mode (no per-kernel
                         tracing, near-zero overhead; GPU busy % then comes from GR active).
-                        The first sampled profile of a process sets sampling up (~0.4 s
-                        on an H200); sampling then stays enabled 3 s after each profile,
-                        so the next one costs ~6 ms more than without counters.
+                        loopscope's worker thread sets sampling up (the first time in a
+                        process ~0.4 s on an H200, while the loop runs) and starts it;
+                        samples cover the loop from then on (summary["sm"]["coverage_pct"]).
     metrics_interval_us: sampling interval (default 100 us).
-    metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's decoder
+    metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
                         thread takes them, every metrics_decode_ms (default 10 ms) and
-                        at stop; an overflow is reported in
+                        after the stop; an overflow is reported in
                         summary["metrics"]["overflows"], never silent.
     """
 

@@ -264,6 +264,9 @@ void ls_finish_hand_over(ls_finish *job, ls_capture *capture, const ls_finish_pl
     job->on_worker = 0;
     if (wanted)
         snprintf(job->capture.finish_error, sizeof job->capture.finish_error, "%s", why);
+    /* The sampler's open task or a last tick may still run on the worker:
+     * they touch what the finish does.  (The worker never takes the GIL.) */
+    ls_worker_wait_idle();
     finish_run(&job->task);
     job->task.state = LS_TASK_DONE;
 }

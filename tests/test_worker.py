@@ -177,3 +177,22 @@ def test_decoder_probe_ticks_on_the_worker_thread():
     ticks, _, state = _core._decoder_probe(1_000_000, 30_000_000)
     assert 5 <= ticks <= 31
     assert state == "none"
+
+
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("switches", [{"defer": False}, {"metrics_wait_for_start": True}])
+def test_the_old_ways_for_comparison_hand_over_the_same_samples(test_clock, switches):
+    """The internal switches benchmarks/overhead_options.py compares: the
+    finish inside stop, or a start that waits for the sampler."""
+    samples = sample_run()
+    _core._fake_samples(samples, 1)
+    test_clock.set(1_000_000, 20 * US)
+    _core.start(trace=False, syncs=False, metrics=True, **switches)
+    capture = _core.stop()
+    if not switches.get("defer", True):
+        assert not _core._capture_pending(capture)  # finished inside stop
+    info = capture.info()
+    assert info["finished_on_worker"] is switches.get("defer", True)
+    assert capture.samples()
+    assert [s[:2] for s in capture.samples()] == [
+        s[:2] for s in window_of(samples, info["start_ns"], info["stop_ns"])]

@@ -52,6 +52,7 @@ static struct {
     size_t kept;
     uint8_t *image, *pristine; /* counter data image, and a fresh copy to reset it */
     size_t image_size;
+    int image_dirty;           /* decoded into since the last reset */
     ls_pm_stats stats;
 } pm;
 
@@ -321,6 +322,7 @@ static CUptiResult make_counter_data(uint32_t max_samples, const char **what)
     st = LS_CUPTI_CHECK(PmSamplingCounterDataImageInitialize(&pi));
     if (st == CUPTI_SUCCESS)
         memcpy(pm.pristine, pm.image, pm.image_size);
+    pm.image_dirty = 0;
     return st;
 }
 
@@ -445,7 +447,8 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     list_names(cached.kept, 0, pm.stats.dropped, sizeof pm.stats.dropped);
 
     if (reusable(o, device)) {
-        pm.stats.sampler_reused = 1; /* the image was reset at the last stop */
+        pm.stats.sampler_reused = 1;
+        ls_pm_reset(); /* normally done after the last stop already */
     } else {
         t0 = ls_clock_monotonic_ns();
         release();
@@ -531,6 +534,16 @@ static int take_sample(size_t index, ls_sample_array *sink)
     return 0;
 }
 
+/* Resets the counter data image (a memcpy of the pristine copy: 13.5 MiB
+ * for the default 400 samples on GH100). */
+static void reset_image(void)
+{
+    if (pm.image == NULL)
+        return;
+    memcpy(pm.image, pm.pristine, pm.image_size);
+    pm.image_dirty = 0;
+}
+
 /* After an overflow every later decode fails too (seen on an H200): the
  * buffer must be emptied by stopping and starting again, or where the
  * sampler refuses that, by configuring it anew (~150 ms, on this thread,
@@ -538,7 +551,7 @@ static int take_sample(size_t index, ls_sample_array *sink)
 static int restart(void)
 {
     CUptiResult st = stop_sampler();
-    memcpy(pm.image, pm.pristine, pm.image_size);
+    reset_image();
     if (st == CUPTI_SUCCESS && start_sampler() == CUPTI_SUCCESS) {
         pm.stats.restarts++;
         return 0;
@@ -564,7 +577,10 @@ static int restart(void)
     return 0;
 }
 
-static int decode(ls_sample_array *sink, int may_restart)
+/* keep_last_reset: the image reset after the last round is left to
+ * ls_pm_reset (the stop's decode: a reset there would wait the profile's
+ * summary for a 13.5 MiB copy). */
+static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset)
 {
     if (!pm.active)
         return 0;
@@ -605,12 +621,13 @@ static int decode(ls_sample_array *sink, int may_restart)
             }
         pm.stats.evaluate_ns += ls_clock_monotonic_ns() - t2;
         int full = pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
-        if (pc.numCompletedSamples > 0 || full) {
+        pm.image_dirty = 1;
+        if ((pc.numCompletedSamples > 0 || full) && (full || !keep_last_reset)) {
             /* Reset the image for the next decode (as NVIDIA's sample does).
              * A sample still in progress is not lost: the next decode
              * finishes it (H200: 30,739 samples in 3.074 s at 100 us over
              * 168 decodes). */
-            memcpy(pm.image, pm.pristine, pm.image_size);
+            reset_image();
         }
         if (!full || result != 0)
             break;
@@ -621,7 +638,7 @@ static int decode(ls_sample_array *sink, int may_restart)
     return result;
 }
 
-int ls_pm_decode(ls_sample_array *sink) { return decode(sink, 1); }
+int ls_pm_decode(ls_sample_array *sink) { return decode(sink, 1, 0); }
 
 int ls_pm_stop(ls_sample_array *sink)
 {
@@ -635,13 +652,18 @@ int ls_pm_stop(ls_sample_array *sink)
     }
     if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
         pm.stats.stopped_ns = 0;
-    if (decode(sink, 0) != 0)
+    if (decode(sink, 0, 1) != 0)
         result = -1;
     lap(LS_PM_PHASE_STOP, &t0);
-    /* Now rather than at the next start: the next profile's sampling then
-     * begins with one cuptiPmSamplingStart. */
-    memcpy(pm.image, pm.pristine, pm.image_size);
-    lap(LS_PM_PHASE_RESET, &t0);
     pm.active = 0; /* enabled and configured still: see ls_pm_release */
     return result;
+}
+
+void ls_pm_reset(void)
+{
+    if (pm.active || !pm.image_dirty)
+        return;
+    uint64_t t0 = ls_clock_monotonic_ns();
+    reset_image();
+    lap(LS_PM_PHASE_RESET, &t0);
 }

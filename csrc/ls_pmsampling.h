@@ -85,12 +85,16 @@ int ls_pm_start(const ls_pm_options *options, char *why, size_t why_size);
  * still work).  Never blocks on the GPU. */
 int ls_pm_decode(ls_sample_array *sink);
 
-/* Stops sampling, decodes the rest into `sink` and resets the counter data
- * image.  Sampling stays enabled and configured, so the next start with
- * the same options costs one cuptiPmSamplingStart (enabling and configuring
- * cost ~150 ms on an H200); ls_pm_release gives the counters back.
- * Returns 0, or -1 when a call failed (stats.error). */
+/* Stops sampling and decodes the rest into `sink`.  Sampling stays enabled
+ * and configured, so the next start with the same options costs one
+ * cuptiPmSamplingStart (enabling and configuring cost ~150 ms on an H200);
+ * ls_pm_release gives the counters back.  Returns 0, or -1 when a call
+ * failed (stats.error). */
 int ls_pm_stop(ls_sample_array *sink);
+
+/* After a stop: resets the counter data image for the next start, unless
+ * it is clean already (a start does it too if nobody did). */
+void ls_pm_reset(void);
 
 /* 1 while sampling runs (started, not stopped). */
 int ls_pm_running(void);

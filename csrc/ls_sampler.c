@@ -93,6 +93,12 @@ static void fake_start(void)
 
 static void keep_running_over(void);
 
+static void reset_task(ls_task *task)
+{
+    (void)task;
+    ls_pm_reset();
+}
+
 static void open_task(ls_task *task)
 {
     (void)task;
@@ -126,24 +132,24 @@ static void open_task(ls_task *task)
     s.setup_ns = ls_clock_monotonic_ns() - t0;
 }
 
-int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *why,
-                    size_t why_size)
+void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
+                     size_t note_size)
 {
-    (void)why;
-    (void)why_size;
+    note[0] = '\0';
     memset(&opening, 0, sizeof opening);
     opening.options = *o;
     opening.context = context;
     opening.start_ns = start_ns;
     opening.task.run = open_task;
-    char no_thread[256];
+    char no_thread[200];
     if (ls_worker_post(&opening.task, no_thread, sizeof no_thread) != 0) {
-        open_task(&opening.task); /* no worker thread: set up here, decode at the finish */
-        return 0;
+        snprintf(note, note_size, "%s: PM sampling was set up on the profiling thread and "
+                 "samples are decoded at the profile's end only", no_thread);
+        open_task(&opening.task);
+        return;
     }
     if (o->wait_for_start)
         ls_worker_wait(&opening.task);
-    return 0;
 }
 
 void ls_sampler_tick(void)
@@ -281,6 +287,17 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
         discard();
     }
     s.kept_running_for = keep_running;
+    if (fake.items == NULL && keep_running == 0) {
+        /* The image reset after the last decode (a 13.5 MiB copy by default)
+         * comes after this finish, so the summary waiting for it does not
+         * wait for the copy too; the next start finds the image clean. */
+        static ls_task reset;
+        memset(&reset, 0, sizeof reset);
+        reset.run = reset_task;
+        char no_thread[64];
+        if (ls_worker_post(&reset, no_thread, sizeof no_thread) != 0)
+            ls_pm_reset();
+    }
     if (keep_running > 0) {
         ls_worker_set_tick(idle_tick, s.options.pm.decode_period_ns);
         ls_worker_when_idle(keep_running_over, keep_running);

@@ -39,10 +39,10 @@ int ls_sampler_is_fake(void);
 
 /* With the GIL, at a profile's start: posts the set-up and start for a
  * window beginning at start_ns (profile clock) on the CUDA context
- * `context` (NULL: none).  Returns 0, or -1 with a sentence in `why` when
- * sampling cannot even be tried. */
-int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *why,
-                    size_t why_size);
+ * `context` (NULL: none).  Where no worker thread can be made it does them
+ * here, and `note` says so (else it is made ""). */
+void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
+                     size_t note_size);
 
 /* On the worker, at each tick of a running profile: decodes what the
  * hardware buffer holds into the window's samples. */

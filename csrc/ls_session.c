@@ -107,8 +107,7 @@ static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t s
     ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start};
     if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
         so.pm.device = 0;
-    if (ls_sampler_open(&so, start_ns, context, c->metrics_reason, sizeof c->metrics_reason) != 0)
-        return;
+    ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error);
     session.sampling = 1;
     c->sampled = 1; /* until the worker says otherwise */
     c->metrics_reason[0] = '\0';

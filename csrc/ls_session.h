@@ -119,7 +119,7 @@ typedef struct {
     int sampled;               /* PM sampling ran */
     int samples_injected;      /* test samples were injected */
     char metrics_reason[1024]; /* why no PM sampling, "" when it ran */
-    char decoder_error[256];   /* why samples were decoded only at stop, "" normally */
+    char decoder_error[256];   /* why samples were decoded only at the end, "" normally */
     ls_pm_stats pm;            /* PM sampling's figures (valid when sampled) */
     int64_t sample_clock_delta_ns; /* first sample start minus sampling start, as decoded */
     int64_t sample_clock_shift_ns; /* added to every sample: 0 when they share the clock */

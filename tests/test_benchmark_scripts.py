@@ -8,11 +8,15 @@ import sys
 
 import pytest
 
+import loopscope
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The loopscope this suite imports (in CI an installed one, not the source tree).
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
 
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
     return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args],
                           capture_output=True, text=True, env=env, timeout=60)
 

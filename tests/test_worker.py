@@ -17,7 +17,8 @@ import pytest
 import loopscope
 from loopscope import _core
 
-PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+# The loopscope this suite imports (in CI an installed one, not the source tree).
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
 US = 1_000
 
 

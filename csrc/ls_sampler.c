@@ -104,6 +104,10 @@ static void open_task(ls_task *task)
     (void)task;
     uint64_t t0 = ls_clock_monotonic_ns();
     ls_worker_when_idle(NULL, 0); /* this profile holds the sampler */
+    const ls_pm_options *was = &s.options.pm, *now = &opening.options.pm;
+    int same_sampler = was->device == now->device && was->interval_ns == now->interval_ns &&
+                       was->hw_buffer_bytes == now->hw_buffer_bytes &&
+                       was->max_samples == now->max_samples;
     s.options = opening.options;
     s.context = opening.context;
     s.window_start_ns = opening.start_ns;
@@ -118,6 +122,10 @@ static void open_task(ls_task *task)
     } else {
         if (s.context != NULL)
             ls_cuda_use_context(s.context);
+        if (ls_pm_running() && !same_sampler) {
+            ls_pm_stop(&s.samples); /* kept running with other options */
+            discard();
+        }
         if (ls_pm_running()) {
             /* Kept running since the last profile: only its figures restart. */
             ls_pm_new_window();

@@ -37,7 +37,8 @@ def test_exit_does_not_wait_for_the_gpu_and_the_summary_has_every_kernel():
     s = prof.summary()
     print(json.dumps({"pending_after_exit": pending, "overhead": s["overhead"]}, default=str))
     assert pending, "the exit waited for the GPU"
-    assert s["gpu"]["kernels"] == 400
+    assert s["gpu"]["kernels"] >= 400  # cuBLAS may add a kernel of its own to a GEMM
+    assert s["overhead"]["ops_after_stop"] == 0
     assert s["overhead"]["finished_on_worker"] is True
 
 

@@ -48,6 +48,9 @@ static int capture_ready(ls_capture_object *self)
         return 0;
     uint64_t t0 = ls_clock_monotonic_ns();
     if (!ls_finish_done(job)) {
+        /* Held before the GIL goes: another thread taking the job meanwhile
+         * waits for this one to be out before it frees the job. */
+        ls_finish_hold(job);
         Py_BEGIN_ALLOW_THREADS
         ls_finish_wait(job);
         Py_END_ALLOW_THREADS

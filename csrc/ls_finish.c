@@ -273,6 +273,8 @@ void ls_finish_hand_over(ls_finish *job, ls_capture *capture, const ls_finish_pl
 
 int ls_finish_done(ls_finish *job) { return ls_worker_done(&job->task); }
 
+void ls_finish_hold(ls_finish *job) { ls_worker_hold(&job->task); }
+
 void ls_finish_wait(ls_finish *job) { ls_worker_wait(&job->task); }
 
 void ls_finish_take(ls_finish *job, ls_capture *out, uint64_t wait_ns)

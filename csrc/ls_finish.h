@@ -51,7 +51,11 @@ void ls_finish_hand_over(ls_finish *job, ls_capture *capture, const ls_finish_pl
 /* 1 when the job is done. */
 int ls_finish_done(ls_finish *job);
 
-/* Blocks until the job is done.  Call without the GIL. */
+/* Marks the caller as about to wait for the job (with the GIL, before
+ * releasing it), so the job is not freed under a waiting thread. */
+void ls_finish_hold(ls_finish *job);
+
+/* After ls_finish_hold: blocks until the job is done.  Call without the GIL. */
 void ls_finish_wait(ls_finish *job);
 
 /* With the GIL, after ls_finish_wait: moves the finished capture into *out

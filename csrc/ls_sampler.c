@@ -156,8 +156,10 @@ void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *conte
         open_task(&opening.task);
         return;
     }
-    if (o->wait_for_start)
+    if (o->wait_for_start) {
+        ls_worker_hold(&opening.task);
         ls_worker_wait(&opening.task);
+    }
 }
 
 void ls_sampler_tick(void)

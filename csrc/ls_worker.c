@@ -214,10 +214,16 @@ int ls_worker_post(ls_task *task, char *why, size_t why_size)
     return 0;
 }
 
-void ls_worker_wait(ls_task *task)
+void ls_worker_hold(ls_task *task)
 {
     pthread_mutex_lock(&w.lock);
     task->waiters++;
+    pthread_mutex_unlock(&w.lock);
+}
+
+void ls_worker_wait(ls_task *task)
+{
+    pthread_mutex_lock(&w.lock);
     while (task->state != LS_TASK_DONE && task->state != LS_TASK_NEW)
         pthread_cond_wait(&w.done, &w.lock);
     task->waiters--;

@@ -39,7 +39,13 @@ enum { LS_TASK_NEW = 0, LS_TASK_QUEUED, LS_TASK_RUNNING, LS_TASK_DONE };
  * runs the task itself. */
 int ls_worker_post(ls_task *task, char *why, size_t why_size);
 
-/* Blocks until `task` is done (at once if it is). */
+/* Marks the caller as about to wait for `task`: ls_worker_settle (and so
+ * the freeing of the task) waits for it from now on.  Call it while the
+ * task is surely alive (for a Python owner: before releasing the GIL). */
+void ls_worker_hold(ls_task *task);
+
+/* After ls_worker_hold: blocks until `task` is done (at once if it is),
+ * then drops the hold. */
 void ls_worker_wait(ls_task *task);
 
 /* 1 when `task` is done (ran, or failed). */

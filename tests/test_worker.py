@@ -197,3 +197,23 @@ def test_the_old_ways_for_comparison_hand_over_the_same_samples(test_clock, swit
     assert capture.samples()
     assert [s[:2] for s in capture.samples()] == [
         s[:2] for s in window_of(samples, info["start_ns"], info["stop_ns"])]
+
+
+@pytest.mark.fake_sampler
+def test_two_threads_waiting_for_one_capture_both_get_it_whole():
+    import threading
+
+    samples = [sample(1, 2, sm=5)]
+    _core._fake_samples(samples, 1)
+    _core._finish_delay(300_000_000)
+    _core.start(trace=False, syncs=False, metrics=True)
+    capture = _core.stop()
+    assert _core._capture_pending(capture)
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(capture.info()["pm"]["samples"]))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert seen == [1, 1, 1, 1]

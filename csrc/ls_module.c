@@ -10,39 +10,48 @@
 #include "ls_clock.h"
 #include "ls_cupti.h"
 #include "ls_demangle.h"
+#include "ls_finish.h"
 #include "ls_model_type.h"
 #include "ls_module_state.h"
-#include "ls_pmdecoder.h"
 #include "ls_range_type.h"
 #include "ls_site_type.h"
 #include "ls_step_type.h"
 #include "ls_session.h"
 #include "ls_strict_py.h"
 #include "ls_test_hooks.h"
+#include "ls_worker.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static struct PyModuleDef ls_module_def;
 
-/* start(trace, driver_api, buffer_bytes, max_buffers, cupti_paths) -> dict */
+/* start(trace=..., ...) -> dict: see the method table for the keywords. */
 static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
     static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
                                "cupti_paths", "warm_up", "syncs", "metrics",
                                "metrics_interval_ns", "metrics_buffer_bytes", "metrics_device",
-                               "metrics_max_samples", "metrics_decode_ns", NULL};
-    int trace = 1, driver_api = 0, warm_up = 1, syncs = 1, metrics = 0, metrics_device = -1;
+                               "metrics_max_samples", "metrics_decode_ns", "zeroed_buffers",
+                               "defer", "metrics_cache_dir", "metrics_keep_ns",
+                               "metrics_keep_running_ns", "metrics_wait_for_start",
+                               "callbacks", NULL};
+    int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_EVERY, syncs = 1, metrics = 0,
+        metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0, callbacks = 1;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     unsigned long long interval_ns = 100000, decode_ns = 10000000;
+    unsigned long long keep_ns = 3000000000ull, keep_running_ns = 0;
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOpppKniIK:start", keywords, &trace,
-                                     &driver_api, &buffer_bytes, &max_buffers, &paths,
+    const char *cache_dir = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKpp:start", keywords,
+                                     &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
-                                     &decode_ns))
+                                     &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
+                                     &keep_running_ns, &wait_for_start, &callbacks))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
@@ -58,6 +67,20 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                      interval_ns, metrics_buffer_bytes, max_samples, decode_ns);
         return NULL;
     }
+    if (warm_up < LS_WARM_UP_NONE || warm_up > LS_WARM_UP_ONCE) {
+        PyErr_Format(PyExc_ValueError, "warm_up must be 0 (none), 1 (every start) or 2 (once "
+                     "per process), got %d", warm_up);
+        return NULL;
+    }
+    ls_pm_options pm = {metrics_device, interval_ns, (size_t)metrics_buffer_bytes, max_samples,
+                        decode_ns, ""};
+    if (cache_dir != NULL && strlen(cache_dir) >= sizeof pm.cache_dir) {
+        PyErr_Format(PyExc_ValueError, "metrics_cache_dir is longer than %zu bytes",
+                     sizeof pm.cache_dir - 1);
+        return NULL;
+    }
+    if (cache_dir != NULL)
+        snprintf(pm.cache_dir, sizeof pm.cache_dir, "%s", cache_dir);
     if (ls_session_active()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "a loopscope profile is already running: profiles do not nest "
@@ -86,14 +109,39 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    ls_session_options options = {trace, syncs, driver_api, warm_up, (size_t)buffer_bytes,
-                                  (size_t)max_buffers, candidates, (size_t)n, metrics,
-                                  {metrics_device, interval_ns, (size_t)metrics_buffer_bytes,
-                                   max_samples, decode_ns}};
+    ls_session_options options;
+    memset(&options, 0, sizeof options);
+    options.trace = trace;
+    options.syncs = syncs;
+    options.driver_api = driver_api;
+    options.warm_up = (ls_warm_up)warm_up;
+    options.zeroed_buffers = zeroed;
+    options.defer = defer;
+    options.callbacks = callbacks;
+    options.buffer_bytes = (size_t)buffer_bytes;
+    options.max_buffers = (size_t)max_buffers;
+    options.cupti_paths = candidates;
+    options.cupti_path_count = (size_t)n;
+    options.metrics = metrics;
+    options.pm = pm;
+    options.pm_keep_ns = keep_ns;
+    options.pm_keep_running_ns = keep_running_ns;
+    options.pm_wait_for_start = wait_for_start;
     ls_session_state state;
-    int rc = ls_session_start(&options, &state);
+    uint64_t waited = 0;
+    /* The last profile's finish may still run on the worker: wait for it
+     * without the GIL (its time is reported as the start's "wait"). */
+    Py_BEGIN_ALLOW_THREADS
+    waited = ls_session_wait_for_finish();
+    Py_END_ALLOW_THREADS
+    int rc = ls_session_active() ? -2 : ls_session_start(&options, waited, &state);
     free(candidates);
     Py_DECREF(seq);
+    if (rc == -2) {
+        PyErr_SetString(PyExc_RuntimeError, "a loopscope profile was started by another "
+                        "thread meanwhile: profiles do not nest");
+        return NULL;
+    }
     if (rc != 0)
         return PyErr_NoMemory();
     static const char *const clocks[] = {"monotonic", "cupti", "test"};
@@ -111,12 +159,13 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 static PyObject *core_stop(PyObject *module, PyObject *unused)
 {
     (void)unused;
-    ls_capture capture;
-    if (ls_session_stop(&capture) != 0) {
+    ls_finish *pending = NULL;
+    uint64_t cost_ns = 0;
+    if (ls_session_stop(&pending, &cost_ns) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "no loopscope profile is running");
         return NULL;
     }
-    return ls_capture_new(ls_module_state_of(module)->capture_type, &capture);
+    return ls_capture_new(ls_module_state_of(module)->capture_type, pending, cost_ns);
 }
 
 static PyObject *core_active(PyObject *module, PyObject *unused)
@@ -193,6 +242,9 @@ static PyObject *core_now_ns(PyObject *module, PyObject *unused)
     return PyLong_FromUnsignedLongLong(ls_clock_now());
 }
 
+/* How long interpreter exit waits for a finish in progress. */
+#define LS_SHUTDOWN_TIMEOUT_NS 10000000000ull
+
 static PyObject *core_release_counters(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -203,7 +255,7 @@ static PyObject *core_release_counters(PyObject *module, PyObject *unused)
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    ls_pmdecoder_shutdown();
+    ls_worker_shutdown(LS_SHUTDOWN_TIMEOUT_NS);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -226,11 +278,21 @@ static PyObject *core_demangle(PyObject *module, PyObject *name)
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
-     " warm_up=True, syncs=True, metrics=False, metrics_interval_ns=100000,"
+     " warm_up=1, syncs=True, metrics=False, metrics_interval_ns=100000,"
      " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
-     " metrics_decode_ns=10000000) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason',"
-     " 'cupti_path', 'clock', 'sampling', 'metrics_reason'}"},
-    {"stop", core_stop, METH_NOARGS, "stop() -> Capture: ends the running profile."},
+     " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
+     " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=False,"
+     " callbacks=True)"
+     " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
+     " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
+     " Internal switches (compared by benchmarks/overhead_options.py): zeroed_buffers (hand"
+     " CUPTI cleared activity buffers), defer (finish on the worker thread, not in stop),"
+     " metrics_keep_running_ns (sampling keeps running that long after a profile),"
+     " metrics_wait_for_start (start waits for the sampler's set-up and start), callbacks"
+     " (False: activity records only, the floor of tracing's cost)."},
+    {"stop", core_stop, METH_NOARGS,
+     "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "
+     "and the Capture waits for that the first time a result is asked for."},
     {"active", core_active, METH_NOARGS, "True while a profile runs."},
     {"range", core_range, METH_O, "range(name) -> a reusable range context manager."},
     {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
@@ -244,8 +306,9 @@ static PyMethodDef core_methods[] = {
      "demangle(name) -> the demangled C++ name (str), or None when name is not a mangled "
      "C++ name or cannot be demangled."},
     {"_release_counters", core_release_counters, METH_NOARGS,
-     "Gives the GPU's counters back now (sampling stays enabled a few seconds after a "
-     "profile, for the next one); called at interpreter exit."},
+     "Finishes what loopscope's worker thread has left, gives the GPU's counters back "
+     "(sampling stays enabled a few seconds after a profile, for the next one) and ends "
+     "the thread; called at interpreter exit."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -125,7 +125,6 @@ static PyObject *step_enter(PyObject *op, PyObject *unused)
 {
     (void)unused;
     ls_step_object *self = (ls_step_object *)op;
-    ls_session_service();
     int32_t index = self->stepper ? self->stepper->next : self->index;
     int pushed = ls_session_push(self->owner, self->template_id, index, NULL,
                                  format_name(self->template_id, index));

@@ -13,7 +13,7 @@ def start(
     buffer_bytes: int = ...,
     max_buffers: int = ...,
     cupti_paths: Sequence[str] | None = ...,
-    warm_up: bool = ...,
+    warm_up: int = ...,  # 0 none, 1 every start, 2 once per process (a bool works too)
     syncs: bool = ...,
     metrics: bool = ...,
     metrics_interval_ns: int = ...,
@@ -21,6 +21,14 @@ def start(
     metrics_device: int = ...,
     metrics_max_samples: int = ...,
     metrics_decode_ns: int = ...,
+    # internal switches (_settings.py, benchmarks/overhead_options.py)
+    zeroed_buffers: bool = ...,
+    defer: bool = ...,
+    metrics_cache_dir: str | None = ...,
+    metrics_keep_ns: int = ...,
+    metrics_keep_running_ns: int = ...,
+    metrics_wait_for_start: bool = ...,
+    callbacks: bool = ...,
 ) -> dict[str, Any]: ...
 def stop() -> Capture: ...
 def active() -> bool: ...
@@ -103,7 +111,8 @@ class CallRange(functools.partial[Any]):
 
 @final
 class Capture:
-    """The records of one finished profile."""
+    """The records of one finished profile (loopscope's worker thread
+    finishes them; the first look-up on the object waits for that)."""
 
     def model(
         self, normal_us: float = ..., severe_us: float = ..., steps: Sequence[int] | None = ...
@@ -182,11 +191,22 @@ def _live_call(token: int) -> dict[str, Any] | None: ...
 
 def _inject(kind: str, records: Iterable[tuple[Any, ...]]) -> int: ...
 def _names() -> dict[str, int]: ...
+def _names_hammer(texts: Sequence[str], rounds: int, /) -> int: ...
 def _open_ranges() -> int: ...
 def _inject_calls(calls: Iterable[tuple[Any, ...]], release_gil: bool = ...) -> list[int]: ...
 def _set_test_clock(start_ns: int, tick_ns: int) -> None: ...
 def _decoder_probe(period_ns: int, run_ns: int, keep_ns: int = ...) -> tuple[int, int, str]: ...
 def _decoder_state() -> str: ...
+def _fake_samples(
+    samples: Sequence[tuple[int, int, dict[str, float]]], per_tick: int = ...,
+    interval_ns: int = ..., /,
+) -> None: ...
+def _finish_delay(ns: int, /) -> None: ...
+def _capture_pending(capture: Capture, /) -> bool: ...
+def _pmcache(
+    op: str, folder: str, chip: str, names: Sequence[str], cupti_version: int,
+    availability: bytes, kept: Sequence[bool] | None = ..., image: bytes | None = ...,
+) -> Any: ...
 def _settle_samples(
     spans: Sequence[tuple[int, int]], max_span_ns: int, started_ns: int, stopped_ns: int,
     tolerance_ns: int,

@@ -295,6 +295,57 @@ def test_5d_names_stay_right_through_heavy_churn():
     assert _core._names()["check"] == 0
 
 
+def test_5e_names_stay_right_while_other_threads_intern_without_the_gil():
+    """loopscope's worker interns kernel names without the GIL while Python
+    threads make and drop ranges, steps and their names.  Here two threads
+    do what the worker does (the hook: intern into a list of their own,
+    hold again, read back without a lock, release; 300 times over 3,000
+    names, half of them shared by all threads) while a third churns range
+    objects inside a profile (the bounded cache starting over frees their
+    names): every name reads back as itself everywhere, the table's
+    invariants hold, and nothing is left behind.  (Without the table's lock
+    this run crashes the process or breaks the invariants.)"""
+    import threading
+
+    gc.collect()
+    base = _core._names()["count"]
+    texts = [f"kernel_{i % 1500}" if i % 2 else f"void gemm<{i}>(float*)" for i in range(3000)]
+    other = [f"kernel_{i % 1500}" if i % 2 else f"other<{i}>" for i in range(3000)]
+    done = threading.Event()
+    seen: list[tuple[str, str]] = []
+    second_bad: list[int] = []
+
+    def churn():
+        j = 0
+        with loopscope.profile(trace=False, syncs=False, metrics=False) as prof:
+            while not done.is_set():
+                name = f"kernel_{j % 1500}" if j % 3 else f"py_{j}"
+                r = _core.range(name)
+                with r:
+                    pass
+                seen.append((name, r.name))
+                j += 1
+        seen.append(("records", str(len(prof._capture.range_records()) == j)))
+
+    churner = threading.Thread(target=churn)
+    second = threading.Thread(target=lambda: second_bad.append(_core._names_hammer(other, 300)))
+    churner.start()
+    second.start()
+    try:
+        bad = _core._names_hammer(texts, 300)
+    finally:
+        second.join()
+        done.set()
+        churner.join()
+    assert (bad, second_bad) == (0, [0])
+    assert seen[-1] == ("records", "True") and len(seen) > 1
+    assert all(name == back for name, back in seen[:-1])
+    assert _core._names()["check"] == 0
+    gc.collect()
+    assert _core._names()["count"] - base <= 4096  # only what the bounded cache still holds
+    assert _core._names()["check"] == 0
+
+
 def test_11_a_step_whose_enter_failed_uses_no_index(test_clock):
     """A step entered while another is open raises and takes no index: the
     next good step is Step_1 (before: Step_2)."""

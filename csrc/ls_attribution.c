@@ -323,6 +323,21 @@ static const char *name_of(const ls_range *range)
     return text ? text : "";
 }
 
+/* The name of step range `step` into *buf (grown as needed): its length,
+ * SIZE_MAX when unknown or out of memory. */
+static size_t step_name_of(const ls_range *step, char **buf, size_t *cap)
+{
+    size_t n = ls_range_name(step, *buf, *cap);
+    if (n == SIZE_MAX || n < *cap)
+        return n;
+    char *bigger = realloc(*buf, n + 1);
+    if (bigger == NULL)
+        return SIZE_MAX;
+    *buf = bigger;
+    *cap = n + 1;
+    return ls_range_name(step, *buf, *cap);
+}
+
 int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups *out)
 {
     memset(out, 0, sizeof *out);
@@ -340,7 +355,8 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
     int32_t *first_of = malloc(room_for(nr) * sizeof *first_of); /* per range: first range of its key */
     const char **name_at = malloc(room_for(nr) * sizeof *name_at);
     char *made = NULL;      /* names made from step templates */
-    char *step_name = NULL; /* room for the longest range name */
+    char *step_name = NULL; /* a step's name, made from its template */
+    size_t step_cap = 0;
     int result = -1;
     if (!out->group_of || !out->items || !context || !points || !asked || !range_at ||
         !step_at || !keyed || !key_offset || !prefixed || !first_of || !name_at)
@@ -397,7 +413,8 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
         if (len + 1 > longest)
             longest = len + 1;
     }
-    step_name = malloc(longest);
+    step_cap = longest;
+    step_name = malloc(step_cap);
     if (step_name == NULL)
         goto done;
     size_t nk = 0;
@@ -408,13 +425,19 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
         const char *name = name_at[i];
         size_t len = strlen(name), offset = 0;
         if (context[i] >= 0) {
-            /* A step's name is made from its template (ls_range_name); one
-             * longer than this range's name cannot prefix it. */
-            const ls_range *step = &r->ranges.items[steps->range_of[context[i]]];
-            size_t sl = len > 0 ? ls_range_name(step, step_name, len) : SIZE_MAX;
-            if (sl != SIZE_MAX && len > sl + 1 && memcmp(name, step_name, sl) == 0 &&
-                name[sl] == '/')
+            /* A step's name is made from its template (ls_range_name). */
+            const ls_range *step_range = &r->ranges.items[steps->range_of[context[i]]];
+            size_t sl = step_name_of(step_range, &step_name, &step_cap);
+            const char *step = step_name;
+            const char *slash = memchr(name, '/', len);
+            size_t hl = slash ? (size_t)(slash - name) : 0;
+            if (sl == SIZE_MAX)
+                offset = 0;
+            else if (len > sl + 1 && memcmp(name, step, sl) == 0 && name[sl] == '/')
                 offset = sl + 1;
+            else if (slash && hl > 0 && hl + 1 < len && sl > hl && step[sl - hl - 1] == '_' &&
+                     memcmp(step + sl - hl, name, hl) == 0)
+                offset = hl + 1; /* seed style: "Step_3/Layer_0" under "Denoise_Step_3" */
         }
         key_offset[i] = (uint32_t)offset;
         prefixed[i] = offset > 0;

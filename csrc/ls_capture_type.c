@@ -33,7 +33,8 @@ PyObject *ls_capture_new(PyTypeObject *type, ls_finish *pending, uint64_t stop_c
 {
     ls_capture_object *self = PyObject_GC_New(ls_capture_object, type);
     if (self == NULL) {
-        ls_finish_abandon(pending);
+        if (pending != NULL)
+            ls_finish_abandon(pending);
         return NULL;
     }
     memset(&self->capture, 0, sizeof self->capture);
@@ -45,6 +46,18 @@ PyObject *ls_capture_new(PyTypeObject *type, ls_finish *pending, uint64_t stop_c
         Py_DECREF(self);
         return NULL;
     }
+    return (PyObject *)self;
+}
+
+PyObject *ls_capture_new_finished(PyTypeObject *type, ls_capture *capture)
+{
+    ls_capture_object *self = (ls_capture_object *)ls_capture_new(type, NULL, 0);
+    if (self == NULL) {
+        ls_records_clear(&capture->records);
+        return NULL;
+    }
+    self->capture = *capture;
+    memset(capture, 0, sizeof *capture);
     return (PyObject *)self;
 }
 

@@ -15,11 +15,17 @@ extern PyType_Spec ls_capture_type_spec;
 
 struct ls_finish;
 
-/* Takes ownership of the finish job (ls_finish.h; even on failure), whose
- * capture it waits for the first time anything of it is looked up;
- * stop_cost_ns is the stop's host time on the user's thread.  Returns a new
- * reference or NULL with an exception set. */
+/* Takes ownership of the finish job `pending` (ls_finish.h; even on
+ * failure; NULL makes an empty capture), whose capture it waits for the
+ * first time anything of it is looked up; stop_cost_ns is the stop's host
+ * time on the user's thread.  Returns a new reference or NULL with an
+ * exception set. */
 PyObject *ls_capture_new(PyTypeObject *type, struct ls_finish *pending, uint64_t stop_cost_ns);
+
+/* A Capture of records that need no finish (read from a trace file): takes
+ * ownership of *capture's records (even on failure).  Returns a new
+ * reference or NULL with an exception set. */
+PyObject *ls_capture_new_finished(PyTypeObject *type, ls_capture *capture);
 
 /* 1 while the worker has not finished `capture` (a Capture), without
  * waiting; 0 once it has.  Never fails. */

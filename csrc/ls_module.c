@@ -19,6 +19,7 @@
 #include "ls_session.h"
 #include "ls_strict_py.h"
 #include "ls_test_hooks.h"
+#include "ls_trace_py.h"
 #include "ls_worker.h"
 
 #include <stdio.h>
@@ -309,6 +310,17 @@ static PyMethodDef core_methods[] = {
      "Finishes what loopscope's worker thread has left, gives the GPU's counters back "
      "(sampling stays enabled a few seconds after a profile, for the next one) and ends "
      "the thread; called at interpreter exit."},
+    {"_trace_reader", ls_trace_reader_new, METH_NOARGS, "A new trace reader (see ls_trace_py.c)."},
+    {"_trace_feed", (PyCFunction)(void (*)(void))ls_trace_feed, METH_FASTCALL,
+     "_trace_feed(reader, data, final): Kineto JSON bytes, in order."},
+    {"_trace_add", (PyCFunction)(void (*)(void))ls_trace_add, METH_FASTCALL,
+     "_trace_add(reader, kind, rows) -> rows read: table rows (Nsight Systems)."},
+    {"_trace_members", ls_trace_members, METH_O, "{top-level key: raw JSON bytes}."},
+    {"_trace_settle", ls_trace_settle, METH_VARARGS, "_trace_settle(reader, base_ns, device)."},
+    {"_trace_ranges", ls_trace_ranges, METH_O, "[(name, parent, start_ns, end_ns, thread)]."},
+    {"_trace_stats", ls_trace_stats, METH_O, "Counts, skips and their reasons."},
+    {"_trace_capture", ls_trace_capture, METH_VARARGS,
+     "_trace_capture(reader, step_of, reason, syncs_reason, metrics_reason, note) -> Capture."},
     {NULL, NULL, 0, NULL},
 };
 

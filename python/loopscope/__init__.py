@@ -11,14 +11,18 @@
         ...
 
 `loopscope.instrument(model)` adds a range per submodule call (per layer).
+`loopscope.analyze("trace.json.gz")` gives the same summary from a torch.profiler
+trace, an Nsight Systems SQLite export or a saved loopscope profile.
 """
+from ._analyze import analyze, load
 from ._core import range  # noqa: A004  (the public name is part of the contract)
 from ._instrument import InstrumentHandle, instrument
 from ._profile import LoopscopeWarning, Profile, profile
+from ._sniff import TraceError
 from ._strict import SyncError, no_sync
 from ._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [
-    "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "instrument",
-    "no_sync", "profile", "range", "__version__",
+    "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "TraceError",
+    "analyze", "instrument", "load", "no_sync", "profile", "range", "__version__",
 ]

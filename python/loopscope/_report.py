@@ -8,6 +8,7 @@ from ._names import clip, kernel_name
 
 from ._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
 from ._syncs import format_site
+from ._trace_info import trace_lines
 
 MAX_SYNC_SITES = 10
 
@@ -228,6 +229,9 @@ def format_report(summary: dict[str, Any]) -> str:
     if summary["sm"] is None:
         out.append(f"SM/DRAM: {summary['metrics_error']}")
     o = summary["overhead"]
+    if summary.get("trace"):  # read from a file: no profiler ran, say what was read
+        out.extend(trace_lines(summary))
+        return "\n".join(out)
     out.append(
         f"Records: {o['records']}, dropped {summary['dropped_records']}; profiler cost: "
         f"drains {o['drain_ms']:.3f} ms, stop {o['stop_ms']:.3f} ms, summary {o['summary_ms']:.3f} ms"

@@ -400,10 +400,13 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
 
 
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
-                  steps: RangeSteps | None = None) -> dict[str, Any]:
+                  steps: RangeSteps | None = None, source: str | None = None,
+                  resolver=None) -> dict[str, Any]:
     """The summary of a finished profile's capture (None when stopping it
     failed).  `steps`: ranges that act as the steps instead of the live
-    ones; every figure is then computed for them as for live steps."""
+    ones; every figure is then computed for them as for live steps.
+    `source`: where the records came from when not a live profile
+    ("kineto", "nsys"); `resolver`: how call stacks become sync sites."""
     t0 = time.perf_counter_ns()
     non_finite = start_count()
     if capture is None:
@@ -420,7 +423,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     watched = bool(info.get("watched_syncs") or info.get("calls_injected"))
     model_steps = model.steps() if model is not None else []
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
-    summary["source"] = "cupti" if info["traced"] else ("injected" if info["injected"] else None)
+    summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))
     summary["gpu_error"] = None if gpu else reason
     summary["cupti_note"] = info.get("note")
     summary["host_ms"] = _ms(host_ns)
@@ -438,7 +441,8 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         summary["gaps"] = None
         summary["gpu"] = None
     if watched and model is not None:
-        summary["syncs"] = build_syncs(capture.calls(), model.syncs(), model.unknown_copies)
+        summary["syncs"] = build_syncs(capture.calls(), model.syncs(), model.unknown_copies,
+                                       resolver)
         summary["syncs_error"] = None
     else:
         summary["syncs"] = None

@@ -284,10 +284,12 @@ def format_site(site: dict[str, Any]) -> str:
     return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
 
 
-def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int
-                ) -> dict[str, Any]:
-    """summary["syncs"] from the model's syncs (Model.syncs()): their sites."""
-    resolver = Resolver()
+def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int,
+                resolver: Resolver | None = None) -> dict[str, Any]:
+    """summary["syncs"] from the model's syncs (Model.syncs()): their sites;
+    resolver: how stacks become sites (a trace file's need their own, see
+    _analyze)."""
+    resolver = resolver or Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
     by_kind: dict[str, int] = {}
     blocked_ns = 0

@@ -1,0 +1,55 @@
+/* ls_kineto: a streaming reader of torch.profiler / Kineto Chrome traces.
+ * The owner feeds the file's bytes in chunks of any size (decompressed
+ * already); the reader keeps only an unfinished tail, turns each event of
+ * traceEvents into builder records (ls_tbuild) and keeps the other
+ * top-level members (deviceProperties, baseTimeNanoseconds, ...) as raw
+ * JSON text for the owner to decode.  A bare list of events (old traces)
+ * is read too.  Pure C, no Python: feed may run without the GIL.
+ *
+ * What each event becomes: kernel / gpu_memcpy / gpu_memset -> ops (device
+ * from args.device or pid, stream from args.stream or tid, launch from
+ * args.correlation); cuda_runtime / cuda_driver -> API calls (and calls
+ * that may wait, by name); user_annotation -> ranges; python_function and
+ * cpu_op -> stack frames; cuda_sync -> host syncs; "C" counters -> counter
+ * points when a value names a known figure.  Events whose needed fields are
+ * missing or unusable are counted as skipped with the reason. */
+#ifndef LS_KINETO_H
+#define LS_KINETO_H
+
+#include "ls_tbuild.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    size_t key_at, key_len, value_at, value_len; /* offsets in `raw` */
+} ls_kineto_member;
+
+typedef struct {
+    ls_tbuild build;
+    char *buf;                /* unread bytes: buf[pos, len) */
+    size_t len, pos, cap;
+    size_t retry_at;          /* an unfinished unit waits until len reaches this */
+    uint64_t consumed;        /* file bytes before buf[0], for error offsets */
+    int state, bare, saw_events;
+    uint64_t events;          /* elements of the event list */
+    char *raw;                /* top-level members other than traceEvents */
+    size_t raw_len, raw_cap;
+    ls_kineto_member *members;
+    size_t member_count, member_cap;
+    uint64_t members_dropped; /* members too large to keep */
+    uint64_t counter_values, counter_unknown; /* counter values read, not understood */
+    char *scratch;            /* unescaped names */
+    size_t scratch_cap;
+    char error[256];
+} ls_kineto;
+
+void ls_kineto_init(ls_kineto *k);
+void ls_kineto_free(ls_kineto *k);
+
+/* Reads data[0..n); final = 1 with the last chunk (n may be 0).  Returns 0,
+ * -1 when the text is not a readable trace (k->error says why and where),
+ * -2 when memory ran out. */
+int ls_kineto_feed(ls_kineto *k, const char *data, size_t n, int final);
+
+#endif

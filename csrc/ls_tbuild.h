@@ -1,0 +1,129 @@
+/* ls_tbuild: turns the events of a trace file (Kineto JSON, Nsight Systems
+ * SQLite) into the same ls_records a live profile fills, so one C analysis
+ * serves both.  Pure C, no Python and no GIL: readers add events, then
+ * ls_tbuild_settle puts them on one clock and derives what a trace does not
+ * store but the records hold (range nesting, the Python stack of each call
+ * that may wait, launches before it, counter samples).
+ *
+ * Times go in as signed nanoseconds on the file's own clock (Kineto's are
+ * relative to baseTimeNanoseconds); settle adds the base.  Names go in as
+ * text and live in the builder's private string table until the owner maps
+ * them to ls_names (ls_tbuild_name).
+ *
+ * Adding functions return 0, or -1 when memory ran out (the builder is then
+ * marked failed; settle refuses it).  An event whose fields are unusable is
+ * counted with ls_tbuild_skip by the reader, never added. */
+#ifndef LS_TBUILD_H
+#define LS_TBUILD_H
+
+#include "ls_records.h"
+#include "ls_strtab.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What an event of the file is, for counts and skips. */
+typedef enum {
+    LS_TB_KERNEL, LS_TB_MEMCPY, LS_TB_MEMSET, LS_TB_RUNTIME, LS_TB_DRIVER, LS_TB_CPU_OP,
+    LS_TB_PYTHON, LS_TB_ANNOTATION, LS_TB_GPU_ANNOTATION, LS_TB_SYNC, LS_TB_FLOW,
+    LS_TB_COUNTER, LS_TB_METADATA, LS_TB_OTHER, LS_TB_CLASSES
+} ls_tb_class;
+
+/* The class's name as a file calls it ("kernel", "cuda_runtime", ...). */
+const char *ls_tbuild_class_name(ls_tb_class c);
+
+/* A host interval: a range, a Python function or a CPU op. */
+typedef struct {
+    int64_t start, end;
+    uint64_t thread;
+    uint32_t name;  /* string table id */
+    uint32_t index; /* ranges: order of addition (a stable tie-break) */
+} ls_tb_span;
+
+/* One value of a counter series at a time. */
+typedef struct {
+    int64_t ts;
+    double value;
+    uint32_t series, device;
+    int32_t metric; /* LS_M_* */
+} ls_tb_point;
+
+LS_DEFINE_ARRAY(ls_tb_span_array, ls_tb_span);
+LS_DEFINE_ARRAY(ls_tb_point_array, ls_tb_point);
+
+#define LS_TB_REASON 80
+
+typedef struct {
+    ls_strtab names;
+    ls_records rec;            /* times biased (see ls_tbuild.c) until settle */
+    ls_tb_span_array ranges;   /* annotations and NVTX ranges */
+    ls_tb_span_array frames;   /* Python functions and CPU ops, for call stacks */
+    ls_tb_point_array points;
+    uint8_t *api_role;         /* per string id: role+1 of an API name, 0 not looked up */
+    uint32_t *api_cbid;
+    uint8_t *api_domain;
+    size_t api_cache;
+    uint64_t seen[LS_TB_CLASSES], skipped[LS_TB_CLASSES];
+    char why[LS_TB_CLASSES][LS_TB_REASON]; /* the first reason a class was skipped */
+    int failed;                /* memory ran out */
+    int settled;
+    /* Filled by settle. */
+    int64_t offset_ns;         /* added to every file time */
+    uint64_t shift_ns;         /* part of offset_ns that kept times positive */
+    uint64_t frames_used;      /* frames attached to calls */
+    uint64_t frames_dropped;   /* frames past LS_TB_MAX_FRAMES: not kept */
+    uint64_t devices_seen;     /* bit d set: an op ran on device d (d < 64) */
+} ls_tbuild;
+
+void ls_tbuild_init(ls_tbuild *b);
+void ls_tbuild_free(ls_tbuild *b);
+
+/* Counts one event of class c (whatever happens to it). */
+static inline void ls_tbuild_seen(ls_tbuild *b, ls_tb_class c) { b->seen[c]++; }
+
+/* Counts a skipped event and keeps the first reason per class. */
+void ls_tbuild_skip(ls_tbuild *b, ls_tb_class c, const char *reason);
+
+/* kind: LS_OP_*.  copy_kind/host_memory as in ls_op. */
+int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t device,
+                 uint32_t stream, uint32_t correlation, const char *name, size_t name_len,
+                 uint64_t bytes, uint8_t copy_kind, uint8_t host_memory);
+
+/* A runtime (driver = 0) or driver API call; has_correlation 0 when the
+ * file gave none (it then launches nothing). */
+int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
+                  uint32_t correlation, int has_correlation, const char *name, size_t len);
+
+/* A host sync interval (CUPTI SYNCHRONIZATION record, Kineto cuda_sync). */
+int ls_tbuild_sync(ls_tbuild *b, int64_t start, int64_t end, uint32_t stream,
+                   uint32_t correlation, uint32_t type);
+
+int ls_tbuild_range(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
+                    const char *name, size_t len);
+
+/* Frames kept at most (32 bytes each): a with_stack trace of millions of
+ * kernels holds tens of millions of Python frames, and memory must stay
+ * bounded; later frames are counted in frames_dropped, and the syncs they
+ * would have placed lose their stacks. */
+#define LS_TB_MAX_FRAMES (8u << 20)
+
+/* A Python function (Kineto "file.py(12): func", "<built-in method ...>")
+ * or a CPU op ("aten::item"): a frame of the stacks of calls inside it. */
+int ls_tbuild_frame(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
+                    const char *name, size_t len);
+
+/* A counter value; metric: LS_M_*. */
+int ls_tbuild_point(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device, int metric,
+                    double value);
+
+/* Puts every record on one clock (file time + base_ns, then shifted so the
+ * first time is > 0), keeps only device `device` when it is >= 0, nests the
+ * ranges (ls_range parent/depth, order of start; name_id still a string
+ * table id, step_index -1), gives each call its stack and launch count, and
+ * turns counter points into samples.  0, or -1 when memory ran out. */
+int ls_tbuild_settle(ls_tbuild *b, int64_t base_ns, int device);
+
+/* Name text of a string table id (ranges' name_id before ls_names). */
+const char *ls_tbuild_name(const ls_tbuild *b, uint32_t id);
+
+#endif

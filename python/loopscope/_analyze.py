@@ -1,0 +1,327 @@
+"""`loopscope.analyze()` and `loopscope.load()`: the summary of a trace a
+user already has, on any machine, from the same C analysis as a live
+profile.
+
+    summary = loopscope.analyze("run.pt.trace.json.gz")   # torch.profiler / Kineto
+    summary = loopscope.analyze("report.sqlite")          # nsys export --type sqlite
+    prof = loopscope.load("run.loopscope.json.gz")        # a saved loopscope profile
+    print(prof.report())
+
+The format is told from the content (_sniff).  A Kineto trace or an Nsight
+Systems export is read into the C records (_kineto, _nsys, ls_tbuild.c)
+and wrapped in the Capture type a live profile ends with; the Profile
+around it gives summary(), report(), HTML and export_trace().
+
+Steps: the outermost ranges whose names match `steps` (a regular
+expression, re.search); by default DEFAULT_STEPS, which takes torch's
+ProfilerStep#N, loopscope's own Step_N and seed-style Denoise_Step_N.
+Step choice is made once, in steps_from_ranges()."""
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+from . import _core, _kineto
+from ._options import check_thresholds
+from ._profile import Profile
+from ._sniff import TraceError, check_path, fail, sniff
+from ._summary import Summary, build_summary
+from ._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
+
+DEFAULT_STEPS = r"^(ProfilerStep#\d+|([^/]*_)?[Ss]tep_?\d+)$"
+
+NO_GPU = {
+    "kineto": "the trace has no GPU operations (kernels, copies, sets): record it with "
+              "torch.profiler.ProfilerActivity.CUDA",
+    "nsys": "the export has no GPU operations (no kernel, memcpy or memset rows): profile with "
+            "`nsys profile --trace=cuda`",
+}
+NO_APIS = {
+    "kineto": "the trace has no CUDA runtime or driver calls, so host syncs cannot be seen "
+              "(Kineto records them with ProfilerActivity.CUDA)",
+    "nsys": "the export has no CUPTI_ACTIVITY_KIND_RUNTIME rows, so host syncs cannot be seen "
+            "(`nsys profile --trace=cuda`)",
+}
+NO_COUNTERS = {
+    "kineto": "the trace has no GPU counter events (SM/DRAM come from a loopscope profile, or "
+              "Kineto's GPU counter tracks when it records them)",
+    "nsys": "the export has no GPU_METRICS rows (`nsys profile --gpu-metrics-devices=all`)",
+}
+NO_STACKS = {
+    "kineto": "the trace has no Python stacks: record it with torch.profiler.profile("
+              "with_stack=True) to see the line of each sync",
+    "nsys": "Nsight Systems exports keep no Python stacks loopscope can read",
+}
+
+
+def steps_from_ranges(ranges: list[tuple], pattern: re.Pattern) -> list[int]:
+    """The step index of each range (-1: not a step), ranges given as
+    (name, parent, start_ns, end_ns, thread) in the order they began: the
+    outermost ranges whose names match `pattern`, numbered in that order.
+
+    The one place where a trace's steps are chosen (today as the records'
+    step marks, as prof.step() makes them; the C analysis' steps-from-ranges
+    input can take this over in one place)."""
+    chosen = [pattern.search(r[0]) is not None for r in ranges]
+    inside = [False] * len(ranges)  # a chosen range encloses it
+    step_of = [-1] * len(ranges)
+    count = 0
+    for i, (_name, parent, *_rest) in enumerate(ranges):
+        if 0 <= parent < i:
+            inside[i] = chosen[parent] or inside[parent]
+        if chosen[i] and not inside[i]:
+            step_of[i] = count
+            count += 1
+    return step_of
+
+
+# -- sync sites from a trace's stacks ---------------------------------------
+_BUILTIN = re.compile(r"^<built-in (?:method (\w+) of (\w+) object|function (\w+))>$")
+_ATEN_KINDS = {
+    "aten::item": "item", "aten::_local_scalar_dense": "item", "aten::nonzero": "nonzero",
+    "aten::unique": "nonzero", "aten::_unique2": "nonzero", "aten::masked_select": "nonzero",
+    "aten::is_nonzero": "bool", "aten::tolist": "tolist",
+}
+_stdlib_cache: dict[str, bool] = {}
+
+
+def _in_stdlib(relative: str) -> bool:
+    """A file name as Kineto writes it ("typing.py", "json/decoder.py")
+    that this interpreter's standard library also has."""
+    if relative not in _stdlib_cache:
+        root = sysconfig.get_paths().get("stdlib") or ""
+        _stdlib_cache[relative] = bool(root) and os.path.isfile(os.path.join(root, relative))
+    return _stdlib_cache[relative]
+
+
+class TraceResolver(Resolver):
+    """Sites from a trace's stacks.  Kineto names a frame "file(line): func",
+    the file relative to sys.path of the machine that recorded it and the
+    line the function's first one (the call's own line is not recorded);
+    built-in calls and CPU ops are frames with no file, and name the call."""
+
+    def _is_internal(self, file: str | None) -> bool:
+        if not file or file.startswith("<"):
+            return True
+        f = file.replace("\\", "/")
+        if f.startswith("torch/") or "/site-packages/torch/" in f or "/dist-packages/torch/" in f:
+            return True
+        if os.path.isabs(f):
+            return super()._is_internal(file)
+        return _in_stdlib(f)
+
+    def _resolve(self, call: dict[str, Any]) -> Site:
+        frames = [Frame.of(f) for f in call["frames"]]
+        user = next((f for f in frames if not self._is_internal(f.file)), None)
+        kind, call_text, op_text = None, None, None
+        for f in frames:  # innermost first, up to the user's frame
+            if user is not None and f is user:
+                break
+            name = f.function or ""
+            m = _BUILTIN.match(name) if f.file is None else None
+            if m:  # the Python call the user made: Tensor.item(), print()
+                call_text = call_text or (f"{m[2]}.{m[1]}()" if m[1] else f"{m[3]}()")
+                kind = kind or (_METHOD_KINDS.get(m[1]) if m[1] else
+                                ("print" if m[3] in ("print", "repr", "str", "format") else None))
+            elif f.file is None and name.startswith("aten::"):
+                op_text = op_text or name
+                kind = kind or _ATEN_KINDS.get(name)
+            elif f.file and f.file.replace("\\", "/").startswith("torch/"):
+                if f.file.endswith("_tensor_str.py") or name in ("__repr__", "__format__", "__str__"):
+                    kind = kind or "print"
+                elif f.file.endswith("cuda/__init__.py") and name == "synchronize":
+                    kind = kind or "synchronize"
+                    call_text = "torch.cuda.synchronize()"
+        text = call_text or op_text
+        kind = kind or _CLASS_KINDS.get(call["wait_class"], "other")
+        if user is None:
+            return Site(None, None, None, None, text, kind)
+        return Site(user.file, user.line if user.line > 0 else None, user.function, None, text, kind)
+
+
+# -- reading -------------------------------------------------------------------
+def _pattern(steps: Any) -> re.Pattern | None:
+    if steps is None:
+        return None
+    if isinstance(steps, re.Pattern):
+        return steps
+    if not isinstance(steps, str):
+        raise TypeError(f"steps must be a regular expression (str), got {steps!r}")
+    try:
+        return re.compile(steps)
+    except re.error as error:
+        raise ValueError(f"steps {steps!r} is not a valid regular expression: {error}") from None
+
+
+def _check_device(device: Any) -> int | None:
+    if device is None:
+        return None
+    if isinstance(device, bool) or not isinstance(device, int) or device < 0 or device > 0xFFFF:
+        raise ValueError(f"device must be a GPU index (an int >= 0), got {device!r}")
+    return device
+
+
+def _load_recording(path: Path, thresholds, steps, device) -> Profile:
+    from ._recording import RecordingError, load as load_recording
+    from ._replay import replay
+
+    if steps is not None or device is not None:
+        raise fail(path, "is a loopscope recording: its steps and device are the recorded "
+                         "ones (steps= and device= apply to Kineto and Nsight Systems traces)")
+    try:
+        data = load_recording(path)
+        data["profile"]["thresholds_us"] = list(thresholds)
+        return replay(data)
+    except RecordingError as error:
+        raise TraceError(str(error)) from None
+    except RuntimeError as error:  # a profile is running: replay needs the core to itself
+        raise RuntimeError(f"cannot load {path} now: {error}") from None
+
+
+def load(path: str | os.PathLike, *, steps: str | None = None, device: int | None = None,
+         gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True) -> Profile:
+    """A finished Profile (summary(), report(), HTML, export_trace()) from a
+    trace file: a torch.profiler / Kineto JSON trace (plain or gzip), an
+    Nsight Systems SQLite export, or a saved loopscope profile.
+
+    steps:  regular expression (re.search) over range names; the outermost
+            matching ranges are the steps (default DEFAULT_STEPS).
+    device: analyse only this GPU (default: every GPU, each its own time line).
+    progress: a progress bar on stderr for files that take over 2 s (on a
+            terminal only).
+    Raises TraceError (a ValueError) naming the file and the problem."""
+    thresholds = check_thresholds(gap_thresholds_us)
+    pattern = _pattern(steps)
+    device = _check_device(device)
+    p = check_path(path)
+    kind, gz = sniff(p)
+    if kind == "recording":
+        return _load_recording(p, thresholds, pattern, device)
+    if _core.active():
+        raise RuntimeError(f"cannot analyse {path} while a loopscope profile is running")
+    t0 = time.perf_counter()
+    reader = _core._trace_reader()
+    if kind == "kineto":
+        bar = _kineto.Progress(p.name, p.stat().st_size,
+                               stream=None if progress else _NoTerminal())
+        try:
+            _kineto.feed(reader, p, gz, bar)
+        finally:
+            bar.close()
+        meta = _kineto.members(reader, p)
+        base = meta.get("baseTimeNanoseconds") or 0
+        names = _kineto.device_names(meta)
+    else:
+        from . import _nsys  # sqlite3 only when an export is read
+
+        meta = _nsys.read(reader, p)
+        base = 0
+        names = meta["device_names"]
+    _core._trace_settle(reader, base, -1 if device is None else device)
+    stats = _core._trace_stats(reader)
+    if device is not None and device not in stats["devices"]:
+        raise fail(p, f"device {device} ran no GPU operation in this trace (devices with "
+                      f"operations: {', '.join(map(str, stats['devices'])) or 'none'})")
+    ranges = _core._trace_ranges(reader)
+    step_of = steps_from_ranges(ranges, pattern or re.compile(DEFAULT_STEPS))
+    has_apis = bool(stats["seen"].get("cuda_runtime") or stats["seen"].get("cuda_driver"))
+    reason = NO_GPU[kind] if not stats["ops"] else None
+    syncs_reason = None if has_apis else NO_APIS[kind]
+    metrics_reason = None if stats["samples"] else NO_COUNTERS[kind]
+    state: dict[str, Any] = {"reason": reason, "syncs_reason": syncs_reason,
+                             "metrics_reason": metrics_reason, "instrument_mismatches": 0}
+    capture = _core._trace_capture(reader, step_of, reason, syncs_reason, metrics_reason, None)
+    read_s = time.perf_counter() - t0
+    info = capture.info()
+    prof = Profile(trace=False, syncs=False, metrics=False, gap_thresholds_us=thresholds)
+    prof._state = state
+    prof._capture = capture
+    prof._host_ns = max(0, info["stop_ns"] - info["start_ns"])
+    step_count = sum(1 for s in step_of if s >= 0)
+    summary = build_summary(capture, state, thresholds, prof._host_ns, None, source=kind,
+                            resolver=TraceResolver())
+    _shape(summary, kind=kind, path=p, gz=gz, meta=meta, stats=stats, names=names,
+           pattern=pattern, device=device, read_s=read_s, steps=step_count)
+    prof._summary = Summary(summary)
+    return prof
+
+
+def analyze(path: str | os.PathLike, *, steps: str | None = None, device: int | None = None,
+            gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True
+            ) -> dict[str, Any]:
+    """The summary dict of a trace file, the same as a live profile's
+    (summary["source"] says "kineto", "nsys" or "recording";
+    summary["trace"] says what was read and skipped).  See load()."""
+    return load(path, steps=steps, device=device, gap_thresholds_us=gap_thresholds_us,
+                progress=progress).summary()
+
+
+class _NoTerminal:
+    def isatty(self) -> bool:
+        return False
+
+
+def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: dict[str, Any],
+           stats: dict[str, Any], names: dict[int, str], pattern: re.Pattern | None,
+           device: int | None, read_s: float, steps: int) -> None:
+    """What the summary says about the file; device names from it."""
+    gpu = summary.get("gpu")
+    if gpu is not None:
+        for d in gpu["devices"]:
+            d["name"] = names.get(d["id"])
+        listed = [d["name"] for d in gpu["devices"]]
+        gpu["device"] = listed[0] if len(set(listed)) == 1 else listed or None
+    stacks = bool(stats["seen"].get("python_function"))
+    syncs = summary.get("syncs")
+    if syncs is not None:
+        syncs["sites_from"] = "trace stacks" if stacks else None
+        syncs["sites_unknown"] = None if stacks else NO_STACKS[kind]
+        if stacks and kind == "kineto":
+            syncs["site_lines"] = ("the first line of the function that made the call "
+                                   "(Kineto records no call-site line)")
+        if stats["frames_dropped"]:
+            syncs["sites_unknown"] = (
+                f"the trace has more Python frames than loopscope keeps ({stats['frames_dropped']:,} "
+                "past the first 8,388,608 were not kept): syncs late in the trace may show no site")
+    dist = meta.get("distributedInfo")
+    if isinstance(dist, dict) and isinstance(dist.get("rank"), int):
+        summary["rank"] = dist["rank"]
+        summary["world_size"] = dist.get("world_size")
+    if stats["samples"]:
+        summary["metrics"] = {"source": "kineto_counters" if kind == "kineto" else "nsys_gpu_metrics",
+                              "samples": stats["samples"]}
+    if pattern is not None:
+        summary["steps_from"] = "ranges"
+    trace: dict[str, Any] = {
+        "format": kind,
+        "path": str(path),
+        "gzip": gz,
+        "bytes": path.stat().st_size,
+        "read_s": round(read_s, 3),
+        "events": stats["events"] if kind == "kineto" else sum(stats["seen"].values()),
+        "seen": stats["seen"],
+        "skipped": stats["skipped"],
+        "skip_reasons": stats["why"],
+        "devices": stats["devices"],
+        "device": device,
+        "steps": pattern.pattern if pattern is not None else DEFAULT_STEPS,
+        "steps_found": steps,
+        "python_stacks": stacks,
+        "frames_dropped": stats["frames_dropped"],
+        "time_offset_ns": stats["offset_ns"],
+        "counter_values_not_understood": stats["counter_unknown"],
+    }
+    if kind == "kineto":
+        trace.update({
+            "schema_version": meta.get("schemaVersion"),
+            "base_time_ns": meta.get("baseTimeNanoseconds"),
+            "distributed": meta.get("distributedInfo"),
+            "members_too_large": stats["members_dropped"],
+        })
+    else:
+        trace.update({k: meta[k] for k in ("schema_version", "missing_tables", "tables_read")})
+    summary["trace"] = trace

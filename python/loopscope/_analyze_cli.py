@@ -1,0 +1,104 @@
+"""`python -m loopscope analyze PATH...`: the report of trace files users
+already have (torch.profiler / Kineto JSON, Nsight Systems SQLite, saved
+loopscope profiles), with the budgets and exit codes of `run`.
+
+Exit status: 0 ok; 1 a budget failed; 2 usage error or a file that cannot
+be read (each named on one line; the other files are still reported)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._cli import EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say, check_outputs, write_json
+
+DESCRIPTION = """\
+Prints the loopscope report of trace files you already have: a torch.profiler
+(Kineto) Chrome trace (.json or .json.gz), an Nsight Systems SQLite export
+(nsys export --type sqlite), or a saved loopscope profile.  The format is told
+from the content.  No GPU is needed.
+
+Steps are the outermost ranges whose names match --steps (default: torch's
+ProfilerStep#N, loopscope's Step_N, names ending in _Step_N).
+
+examples:
+  python -m loopscope analyze trace.pt.trace.json.gz
+  python -m loopscope analyze report.sqlite --steps 'Denoise_Step_\\d+'
+  python -m loopscope analyze run.json --max-syncs 0 --max-severe-gaps 0   # CI gate
+
+exit status: 0 ok; 1 a budget failed; 2 usage error or an unreadable file.
+A budget that the file cannot measure (no GPU events, no API calls) is
+printed as NOT CHECKED and does not fail."""
+
+
+def add_analyze_parser(sub) -> None:
+    p = sub.add_parser("analyze", help="report on a torch.profiler trace, an Nsight Systems "
+                       "SQLite export or a saved loopscope profile", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="trace files")
+    p.add_argument("--json", metavar="OUT", help="write the summary dict as JSON to OUT "
+                   "(a list of them for several files)")
+    p.add_argument("--steps", metavar="REGEX", help="ranges whose names match REGEX are the steps")
+    p.add_argument("--device", metavar="N", type=_count, help="analyse only GPU N")
+    p.add_argument("--max-syncs", metavar="N", type=_count,
+                   help="budget: fail (exit 1) with more than N host-device syncs")
+    p.add_argument("--max-severe-gaps", metavar="N", type=_count,
+                   help="budget: fail (exit 1) with more than N severe gaps")
+
+
+def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import re
+
+    from ._analyze import load
+    from ._budgets import evaluate
+    from ._report import format_report
+    from ._sniff import TraceError
+
+    if args.steps is not None:
+        try:
+            re.compile(args.steps)
+        except re.error as error:
+            parser.error(f"--steps {args.steps!r} is not a valid regular expression: {error}")
+    if not check_outputs(parser.prog, {"--json": args.json}):
+        return EXIT_USAGE
+    budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
+                                        ("max_severe_gaps", args.max_severe_gaps)) if v is not None}
+    summaries, failed, unreadable = [], False, False
+    for i, path in enumerate(args.paths):
+        try:
+            prof = load(path, steps=args.steps, device=args.device)
+        except TraceError as error:
+            print(f"loopscope: {error}", file=sys.stderr)
+            unreadable = True
+            continue
+        summary = prof.summary()
+        summaries.append(summary)
+        if len(args.paths) > 1:
+            print(f"\n=== {path} ===")
+        if summary.get("recording"):
+            from ._report import describe_recording
+            print(describe_recording(summary))
+        print(format_report(summary))
+        if args.steps is not None and not summary["steps"]:
+            names = sorted({r["name"] for r in summary["ranges"]})
+            _say(f"{path}: no range name matched --steps {args.steps!r} (range names: "
+                 f"{', '.join(names[:10]) or 'none'})")
+        if budgets:
+            verdict = evaluate(summary, budgets,
+                               args.steps if summary.get("steps_from") == "ranges" else None)
+            label = f" ({path})" if len(args.paths) > 1 else ""
+            if verdict.failed:
+                failed = True
+                print(f"\nBUDGET FAILED{label}\n" + verdict.message(), file=sys.stderr)
+            else:
+                for o in verdict.unavailable:
+                    print(f"NOT CHECKED{label}: {o.line()}", file=sys.stderr)
+                if verdict.met:
+                    _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
+    if args.json and summaries:
+        if write_json("--json", args.json, summaries[0] if len(args.paths) == 1 else summaries):
+            _say(f"summary written to {args.json}")
+        else:
+            failed = True
+    if unreadable:
+        return EXIT_USAGE
+    return EXIT_BUDGET if failed else EXIT_OK

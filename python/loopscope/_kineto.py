@@ -1,0 +1,182 @@
+"""Kineto (torch.profiler) Chrome traces: the file is streamed, in chunks,
+into the C reader (ls_kineto.c), which keeps compact records and never the
+whole file.  Gzip is inflated by zlib in a second thread while the reader
+parses, so the two cores work at once.
+
+Top-level members other than traceEvents come back as raw JSON and are
+decoded here: baseTimeNanoseconds (the origin of relative timestamps),
+deviceProperties (device names), distributedInfo, schemaVersion."""
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from . import _core
+from ._sniff import TraceError, fail
+
+CHUNK = 8 << 20          # plain files: bytes per read
+GZIP_CHUNK = 1 << 20     # gzip files: compressed bytes per read
+PROGRESS_AFTER_S = 2.0
+
+
+class Progress:
+    """A one-line progress bar on stderr, shown only on a terminal and only
+    once the work has taken PROGRESS_AFTER_S."""
+
+    def __init__(self, label: str, total: int, stream=None) -> None:
+        self.label, self.total = label, max(total, 1)
+        self.stream = stream if stream is not None else sys.stderr
+        self.start = time.monotonic()
+        self.shown = False
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def update(self, done: int) -> None:
+        if not self.enabled or time.monotonic() - self.start < PROGRESS_AFTER_S:
+            return
+        frac = min(done / self.total, 1.0)
+        bar = "#" * int(frac * 30)
+        self.stream.write(f"\rloopscope: reading {self.label} [{bar:<30}] {frac * 100:5.1f}% "
+                          f"of {self.total / 1e9:.2f} GB")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.flush()
+
+
+def _read_plain(path: Path, out: queue.Queue, stop: threading.Event) -> None:
+    """Producer thread for plain files: the file in chunks into `out`, then
+    None (the kernel's copy of each chunk overlaps the parse of the last)."""
+    try:
+        with open(path, "rb") as f:
+            done = 0
+            while not stop.is_set():
+                chunk = f.read(CHUNK)
+                if not chunk:
+                    break
+                done += len(chunk)
+                out.put((chunk, done))
+        out.put(None)
+    except OSError as error:
+        out.put(fail(path, f"cannot be read ({error.strerror or error})"))
+    except BaseException as error:
+        out.put(error)
+
+
+def _inflate(path: Path, out: queue.Queue, stop: threading.Event) -> None:
+    """Producer thread: decompressed chunks into `out`, then None; an
+    exception instead when the gzip stream is damaged or cut short."""
+    try:
+        with open(path, "rb") as f:
+            d = zlib.decompressobj(wbits=31)
+            in_member = False  # bytes of a gzip member were read, its end not yet
+            done = 0
+            while not stop.is_set():
+                raw = f.read(GZIP_CHUNK)
+                done += len(raw)
+                if not raw:
+                    if in_member:
+                        raise fail(path, "the gzip stream ends early: the file is truncated")
+                    break
+                while raw:
+                    in_member = True
+                    chunk = d.decompress(raw, CHUNK)  # bounded: memory stays flat
+                    if chunk:
+                        out.put((chunk, done))
+                    if d.unconsumed_tail:
+                        raw = d.unconsumed_tail
+                        continue
+                    if d.eof:  # a next gzip member may follow (concatenated files)
+                        raw = d.unused_data
+                        d = zlib.decompressobj(wbits=31)
+                        in_member = False
+                        if raw and raw[:2] != b"\x1f\x8b":
+                            raise fail(path, "has data after the end of its gzip stream")
+                    else:
+                        raw = b""
+        out.put(None)
+    except zlib.error as error:
+        out.put(fail(path, f"the gzip data is damaged ({error})"))
+    except OSError as error:
+        out.put(fail(path, f"cannot be read ({error.strerror or error})"))
+    except BaseException as error:  # a TraceError above, or anything unforeseen
+        out.put(error)
+
+
+def _chunks(path: Path, gz: bool, progress: Progress):
+    """The content's chunks, made by a producer thread (zlib and file reads
+    release the GIL, so it runs beside the C parser on the other core)."""
+    out: queue.Queue = queue.Queue(maxsize=4)
+    stop = threading.Event()
+    worker = threading.Thread(target=_inflate if gz else _read_plain, args=(path, out, stop),
+                              daemon=True, name="loopscope-read")
+    worker.start()
+    try:
+        while True:
+            item = out.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            chunk, done = item
+            progress.update(done)
+            yield chunk
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                out.get_nowait()
+            except queue.Empty:
+                worker.join(0.05)
+
+
+def feed(reader, path: Path, gz: bool, progress: Progress) -> None:
+    """Streams the file into the C reader; TraceError for unreadable content."""
+    chunks = _chunks(path, gz, progress)
+    try:
+        for chunk in chunks:
+            _core._trace_feed(reader, chunk, False)
+        _core._trace_feed(reader, b"", True)
+    except TraceError:
+        raise
+    except ValueError as error:  # the C reader's one-line reason
+        raise fail(path, str(error)) from None
+    except OSError as error:
+        raise fail(path, f"cannot be read ({error.strerror or error})") from None
+
+
+def members(reader, path: Path) -> dict[str, Any]:
+    """The top-level members the summary uses, decoded and checked."""
+    raw = _core._trace_members(reader)
+    out: dict[str, Any] = {}
+    for key in ("baseTimeNanoseconds", "deviceProperties", "distributedInfo", "schemaVersion",
+                "traceName", "displayTimeUnit"):
+        if key in raw:
+            try:
+                out[key] = json.loads(raw[key])
+            except ValueError:
+                out[key] = None
+    base = out.get("baseTimeNanoseconds")
+    if base is not None and (isinstance(base, bool) or not isinstance(base, int) or base < 0
+                             or base >= 1 << 61):
+        raise fail(path, f"baseTimeNanoseconds is {base!r}: not a time in nanoseconds")
+    return out
+
+
+def device_names(meta: dict[str, Any]) -> dict[int, str]:
+    """{device index: name} from deviceProperties."""
+    names: dict[int, str] = {}
+    props = meta.get("deviceProperties")
+    if isinstance(props, list):
+        for p in props:
+            if isinstance(p, dict) and isinstance(p.get("id"), int) and isinstance(p.get("name"), str):
+                names[p["id"]] = p["name"]
+    return names

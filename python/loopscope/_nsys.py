@@ -1,0 +1,215 @@
+"""Nsight Systems SQLite exports (`nsys export --type sqlite`), read with the
+standard library's sqlite3 into the C records (ls_tbuild.c) in batches of
+rows: no Python object per event is kept.
+
+Tables read (all times in ns; each is optional: nsys creates a table only
+when it has rows, and the summary names those that were missing):
+  CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY / _MEMSET   GPU operations
+  CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER            API calls (launches, syncs)
+  CUPTI_ACTIVITY_KIND_SYNCHRONIZATION              host sync intervals
+  NVTX_EVENTS (eventType 59 push/pop, 60 start/end) ranges and steps
+  StringIds                                        names
+  GPU_METRICS + TARGET_INFO_GPU_METRICS            SM / DRAM / GR / tensor %
+  TARGET_INFO_GPU                                  device names
+  META_DATA_EXPORT                                 EXPORT_SCHEMA_VERSION"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from . import _core
+from ._sniff import fail
+
+BATCH = 200_000
+ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                   "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                   "CUPTI_ACTIVITY_KIND_DRIVER", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                   "NVTX_EVENTS", "GPU_METRICS")
+NVTX_RANGES = (59, 60)  # ENUM_NSYS_EVENT_TYPE: NvtxPushPopRange, NvtxStartEndRange
+
+# GPU metric names (TARGET_INFO_GPU_METRICS.metricName, before " [") -> figures.
+FIGURES = {
+    "SMs Active": "sm_active_pct", "SM Active": "sm_active_pct",
+    "GR Active": "gr_active_pct",
+    "Tensor Active": "tensor_active_pct", "Tensor Pipe Active": "tensor_active_pct",
+    "Compute Warps In Flight": "warp_occupancy_pct", "Compute Warps in Flight": "warp_occupancy_pct",
+}
+DRAM_PARTS = ("DRAM Read Bandwidth", "DRAM Write Bandwidth")  # summed: DRAM throughput %
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
+
+
+class _Reader:
+    def __init__(self, db: sqlite3.Connection, reader, path: Path) -> None:
+        self.db, self.reader, self.path = db, reader, path
+        self.tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        self.strings = "StringIds" in self.tables
+
+    def need(self, table: str, *columns: str) -> set[str]:
+        have = _columns(self.db, table)
+        missing = [c for c in columns if c not in have]
+        if missing:
+            raise fail(self.path, f"table {table} has no column {', '.join(missing)}: an "
+                                  "Nsight Systems export schema loopscope does not know")
+        return have
+
+    def name(self, expr: str) -> tuple[str, str]:
+        """(select expression, join clause) for a StringIds id column."""
+        if not self.strings:
+            return "NULL", ""
+        return "s.value", f" LEFT JOIN StringIds s ON s.id = {expr}"
+
+    def pump(self, kind: str, sql: str) -> int:
+        cur = self.db.execute(sql)
+        n = 0
+        while True:
+            rows = cur.fetchmany(BATCH)
+            if not rows:
+                return n
+            n += _core._trace_add(self.reader, kind, rows)
+
+    def ops(self) -> None:
+        t = "CUPTI_ACTIVITY_KIND_KERNEL"
+        if t in self.tables:
+            have = self.need(t, "start", "end", "deviceId", "streamId", "correlationId")
+            col = next((c for c in ("demangledName", "shortName", "mangledName") if c in have), None)
+            sel, join = self.name(f"k.{col}") if col else ("NULL", "")
+            self.pump("kernel", f"SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, "
+                                f"{sel}, NULL, NULL, NULL FROM {t} k{join}")
+        t = "CUPTI_ACTIVITY_KIND_MEMCPY"
+        if t in self.tables:
+            have = self.need(t, "start", "end", "deviceId", "streamId", "correlationId")
+            nbytes = "bytes" if "bytes" in have else "NULL"
+            kind = "copyKind" if "copyKind" in have else "NULL"
+            host = ("CASE WHEN srcKind IN (1, 2) THEN srcKind WHEN dstKind IN (1, 2) THEN dstKind "
+                    "ELSE 0 END") if {"srcKind", "dstKind"} <= have else "NULL"
+            self.pump("memcpy", f"SELECT start, end, deviceId, streamId, correlationId, NULL, "
+                                f"{nbytes}, {kind}, {host} FROM {t}")
+        t = "CUPTI_ACTIVITY_KIND_MEMSET"
+        if t in self.tables:
+            have = self.need(t, "start", "end", "deviceId", "streamId", "correlationId")
+            nbytes = "bytes" if "bytes" in have else "NULL"
+            self.pump("memset", f"SELECT start, end, deviceId, streamId, correlationId, NULL, "
+                                f"{nbytes}, NULL, NULL FROM {t}")
+
+    def apis(self) -> None:
+        for t, kind in (("CUPTI_ACTIVITY_KIND_RUNTIME", "runtime"),
+                        ("CUPTI_ACTIVITY_KIND_DRIVER", "driver")):
+            if t in self.tables:
+                self.need(t, "start", "end", "globalTid", "correlationId", "nameId")
+                sel, join = self.name("a.nameId")
+                self.pump(kind, f"SELECT a.start, a.end, a.globalTid, a.correlationId, {sel} "
+                                f"FROM {t} a{join}")
+        t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+        if t in self.tables:
+            have = self.need(t, "start", "end")
+            cols = [c if c in have else "NULL" for c in ("streamId", "correlationId", "syncType")]
+            self.pump("sync", f"SELECT start, end, {', '.join(cols)} FROM {t}")
+
+    def ranges(self) -> None:
+        t = "NVTX_EVENTS"
+        if t not in self.tables:
+            return
+        have = self.need(t, "start", "end", "eventType", "globalTid")
+        text = "n.text" if "text" in have else "NULL"
+        if "textId" in have and self.strings:
+            sel, join = f"COALESCE({text}, s.value)", " LEFT JOIN StringIds s ON s.id = n.textId"
+        else:
+            sel, join = text, ""
+        types = ", ".join(map(str, NVTX_RANGES))
+        self.pump("range", f"SELECT n.start, n.end, n.globalTid, {sel} FROM {t} n{join} "
+                           f"WHERE n.eventType IN ({types})")
+
+    def metrics(self, device_of) -> None:
+        if not {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"} <= self.tables:
+            return
+        self.need("GPU_METRICS", "timestamp", "typeId", "metricId", "value")
+        info = self.need("TARGET_INFO_GPU_METRICS", "metricId", "metricName")
+        on = "t.metricId = m.metricId" + (" AND t.typeId = m.typeId" if "typeId" in info else "")
+        names = {row[0]: row[1] for row in self.db.execute(
+            "SELECT DISTINCT metricId, metricName FROM TARGET_INFO_GPU_METRICS")}
+        wanted = {}
+        for metric_id, name in names.items():
+            base = str(name).split(" [")[0].strip()
+            if base in FIGURES:
+                wanted[metric_id] = FIGURES[base]
+        for metric_id, figure in wanted.items():
+            rows = self.db.execute(
+                "SELECT timestamp, typeId, value FROM GPU_METRICS WHERE metricId = ?", (metric_id,))
+            self._points(rows, figure, device_of)
+        dram = [i for i, n in names.items() if str(n).split(" [")[0].strip() in DRAM_PARTS]
+        if dram:
+            marks = ", ".join("?" * len(dram))
+            rows = self.db.execute(
+                f"SELECT m.timestamp, m.typeId, SUM(m.value) FROM GPU_METRICS m JOIN "
+                f"TARGET_INFO_GPU_METRICS t ON {on} WHERE m.metricId IN ({marks}) "
+                f"GROUP BY m.timestamp, m.typeId", dram)
+            self._points(rows, "dram_throughput_pct", device_of)
+
+    def _points(self, cursor, figure: str, device_of) -> None:
+        while True:
+            rows = cursor.fetchmany(BATCH)
+            if not rows:
+                return
+            _core._trace_add(self.reader, "point", [
+                (ts, device_of(type_id), f"{type_id}|{figure}", figure, float(value))
+                for ts, type_id, value in rows if ts is not None and value is not None])
+
+    def device_names(self) -> dict[int, str]:
+        if "TARGET_INFO_GPU" not in self.tables:
+            return {}
+        have = _columns(self.db, "TARGET_INFO_GPU")
+        key = next((c for c in ("cuDevice", "cudaId", "id") if c in have), None)
+        if key is None or "name" not in have:
+            return {}
+        return {int(k): str(v) for k, v in self.db.execute(
+            f"SELECT {key}, name FROM TARGET_INFO_GPU") if isinstance(k, int) and v is not None}
+
+    def schema_version(self) -> str | None:
+        if "META_DATA_EXPORT" not in self.tables:
+            return None
+        row = self.db.execute(
+            "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'").fetchone()
+        return None if row is None else str(row[0])
+
+
+def read(reader, path: Path) -> dict[str, Any]:
+    """Reads an export into the C reader; returns what the summary says
+    about it.  TraceError for a database that is not an Nsight Systems
+    export, or that cannot be read."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise fail(path, f"cannot be opened as SQLite ({error})") from None
+    try:
+        r = _Reader(db, reader, path)
+        known = set(ACTIVITY_TABLES) | {"StringIds", "META_DATA_EXPORT", "TARGET_INFO_GPU_METRICS"}
+        if not r.tables & known:
+            shown = ", ".join(sorted(r.tables)[:6]) or "no tables"
+            raise fail(path, f"is an SQLite database but not an Nsight Systems export (it has "
+                             f"{shown}; `nsys export --type sqlite` makes one)")
+        version = r.schema_version()
+        r.ops()
+        r.apis()
+        r.ranges()
+        r.metrics(_device_of)
+        return {
+            "schema_version": version,
+            "tables_read": sorted(r.tables & set(ACTIVITY_TABLES)),
+            "missing_tables": [t for t in ACTIVITY_TABLES if t not in r.tables],
+            "device_names": r.device_names(),
+        }
+    except sqlite3.DatabaseError as error:
+        raise fail(path, f"cannot be read as SQLite ({error})") from None
+    finally:
+        db.close()
+
+
+def _device_of(type_id: int) -> int:
+    """The GPU a GPU_METRICS typeId belongs to: its low byte, as nsys numbers
+    the GPUs it samples (not documented by NVIDIA: a reading of real exports
+    and of other tools that parse them)."""
+    return int(type_id) & 0xFF if isinstance(type_id, int) else 0

@@ -1,0 +1,87 @@
+"""What kind of file a trace is, told from its first bytes (never its name),
+and the one error every trace reader raises.
+
+Kinds: "kineto" (a Chrome trace: a JSON object with traceEvents, or a bare
+list of events; plain or gzip), "nsys" (an SQLite database: Nsight Systems'
+export), "recording" (a saved loopscope profile, plain or gzip JSON)."""
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from pathlib import Path
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+HEAD_BYTES = 1 << 16
+RECORDING_KEY = b'"format":"loopscope-recording"'
+
+
+class TraceError(ValueError):
+    """A trace file loopscope cannot read: one line naming the file and the problem."""
+
+
+def fail(path: str | os.PathLike, problem: str) -> TraceError:
+    return TraceError(f"{path}: {problem}")
+
+
+def check_path(path: str | os.PathLike) -> Path:
+    """The path as a Path, or TraceError when it is not a readable file."""
+    p = Path(path)
+    if not p.exists():
+        raise fail(path, "no such file")
+    if p.is_dir():
+        raise fail(path, "is a directory, not a trace file")
+    if not p.is_file():
+        raise fail(path, "is not a regular file")
+    if not os.access(p, os.R_OK):
+        raise fail(path, "cannot be read (permission denied)")
+    return p
+
+
+def _head(path: Path) -> tuple[bytes, bool]:
+    """(the first bytes of the content, gzip or not), decompressed if gzip."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEAD_BYTES)
+    except OSError as error:
+        raise fail(path, f"cannot be read ({error.strerror or error})") from None
+    if raw[:2] != GZIP_MAGIC:
+        return raw, False
+    try:
+        d = zlib.decompressobj(wbits=31)
+        return d.decompress(raw, HEAD_BYTES), True
+    except zlib.error as error:
+        raise fail(path, f"is gzip, but its data is damaged ({error})") from None
+
+
+def sniff(path: str | os.PathLike) -> tuple[str, bool]:
+    """(kind, gzip) of a trace file; TraceError for anything else."""
+    p = check_path(path)
+    head, gz = _head(p)
+    if not head:
+        raise fail(path, "is empty" if not gz else "is an empty gzip file")
+    if not gz and head.startswith(SQLITE_MAGIC):
+        return "nsys", False
+    if gz and head.startswith(SQLITE_MAGIC):
+        raise fail(path, "is a gzip-compressed SQLite file: decompress it first (gunzip)")
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] == b"{":
+        if RECORDING_KEY in head.replace(b" ", b""):
+            return "recording", gz
+        return "kineto", gz
+    if text[:1] == b"[":
+        return "kineto", gz
+    if not text:
+        raise fail(path, "holds only white space")
+    if b"\x00" in head[:4096]:
+        raise fail(path, "is not a trace: neither JSON (Kineto, loopscope) nor SQLite "
+                         "(Nsight Systems) - a binary file; an .nsys-rep needs "
+                         "`nsys export --type sqlite` first")
+    raise fail(path, "is not a trace: it does not start like JSON (a Kineto trace or a loopscope "
+                     "recording) or SQLite (an Nsight Systems export)")
+
+
+def open_stream(path: Path, gz: bool):
+    """A binary stream of the content (decompressed when gzip)."""
+    return gzip.open(path, "rb") if gz else open(path, "rb")

@@ -1,0 +1,327 @@
+"""loopscope.analyze() over torch.profiler / Kineto traces: the figures
+match a plain-Python computation over the same events (trace_fixtures)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import loopscope
+from trace_fixtures import check_summary, expected, make_events, trace_doc, us, write
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gaps_steps_and_counts_match_plain_python(tmp_path, seed):
+    doc = trace_doc(make_events(seed=seed, steps=5))
+    path = write(tmp_path / "t.json", doc, indent=1)
+    summary = loopscope.analyze(path)
+    assert summary["source"] == "kineto"
+    check_summary(summary, expected(path.read_bytes()))
+    assert summary["gpu"]["device"] == "Test GPU 0"
+    assert summary["trace"]["skipped"] == {}
+
+
+def test_gzip_and_plain_give_the_same_summary(tmp_path):
+    doc = trace_doc(make_events(seed=3))
+    plain = loopscope.analyze(write(tmp_path / "a.json", doc))
+    packed = loopscope.analyze(write(tmp_path / "b.json.gz", doc, gz=True))
+    for key in ("gaps", "gpu", "steps", "syncs", "ranges", "diagnosis"):
+        assert plain[key] == packed[key], key
+    assert packed["trace"]["gzip"] is True
+
+
+def test_bare_event_list_and_absolute_timestamps(tmp_path):
+    """Old traces: a bare list, absolute microsecond times whose ns digits a
+    float64 would lose (1712195495505772.8 has 17 significant digits)."""
+    base = 1_712_195_495_505_772_800  # ns
+    events = []
+    for i, (start, dur) in enumerate([(0, 1_000), (1_001, 1_000), (2_001 + 20_001, 5)]):
+        events.append({"ph": "X", "cat": "Kernel", "name": f"k{i}", "pid": 0, "tid": 7,
+                       "ts": f"@{base + start}", "dur": us(dur),
+                       "args": {"correlation": i + 1, "device": 0, "stream": 7}})
+    text = json.dumps(events)
+    for e in events:  # exact decimal text, as Kineto prints it
+        ns = int(e["ts"][1:])
+        text = text.replace(json.dumps(e["ts"]), f"{ns // 1000}.{ns % 1000:03d}")
+    path = tmp_path / "old.json"
+    path.write_text(text)
+    summary = loopscope.analyze(path)
+    gaps = summary["gaps"]
+    assert gaps["count"] == 2
+    assert gaps["max_us"] == 20.001  # not 20.0 or 20.002: every ns digit kept
+    assert gaps["normal"] == 1 and gaps["warning"] == 1
+    check_summary(summary, expected(text))
+    assert summary["trace"]["time_offset_ns"] == 0
+
+
+def test_each_device_is_its_own_time_line_and_device_selects_one(tmp_path):
+    doc = trace_doc(make_events(seed=4, devices=2, ops_per_step=10), devices=2)
+    path = write(tmp_path / "multi.json", doc)
+    text = path.read_bytes()
+    both = loopscope.analyze(path)
+    check_summary(both, expected(text))
+    assert [d["id"] for d in both["gpu"]["devices"]] == [0, 1]
+    assert [d["name"] for d in both["gpu"]["devices"]] == ["Test GPU 0", "Test GPU 1"]
+    one = loopscope.analyze(path, device=1)
+    exp = expected(text, device=1)
+    assert one["gaps"]["count"] == exp["gaps"]["count"]
+    assert one["gpu"]["kernels"] == exp["counts"]["kernels"]
+    assert one["gpu"]["device"] == "Test GPU 1"
+    with pytest.raises(loopscope.TraceError, match="device 5 ran no GPU operation"):
+        loopscope.analyze(path, device=5)
+
+
+def test_steps_from_a_user_pattern_and_thresholds(tmp_path):
+    events = [e for e in make_events(seed=5) if e.get("cat") != "user_annotation"]
+    for e in make_events(seed=5):
+        if e.get("cat") == "user_annotation":
+            events.append(dict(e, name=e["name"].replace("ProfilerStep#", "Denoise_Step_")))
+            events.append(dict(e, name="inner", ts=e["ts"] + 0.001, dur=e["dur"] - 0.002))
+    path = write(tmp_path / "t.json", trace_doc(events))
+    summary = loopscope.analyze(path, steps=r"Denoise_Step_\d+", gap_thresholds_us=(5, 10))
+    check_summary(summary, expected(path.read_bytes(), (5, 10), step_pattern=r"Denoise_Step_\d+"))
+    assert summary["steps_from"] == "ranges"
+    assert [r["name"] for r in summary["ranges"]] == ["inner"]
+    assert summary["ranges"][0]["count"] == 4
+    default = loopscope.analyze(path)  # Denoise_Step_N is in the default pattern too
+    assert len(default["steps"]) == 4
+    none = loopscope.analyze(path, steps="nothing-matches")
+    assert none["steps"] == [] and none["gaps"]["count"] == summary["gaps"]["count"]
+
+
+def test_syncs_come_from_runtime_calls_with_their_python_site(tmp_path):
+    path = write(tmp_path / "t.json", trace_doc(make_events(seed=6, steps=6)))
+    syncs = loopscope.analyze(path)["syncs"]
+    waits = [e for e in json.loads(path.read_text())["traceEvents"]
+             if e.get("name") == "cudaStreamSynchronize"]
+    assert syncs["count"] == len(waits) == 3
+    assert syncs["blocked_ms"] == pytest.approx(sum(e["dur"] for e in waits) / 1000, abs=1e-6)
+    (site,) = syncs["sites"]
+    assert (site["file"], site["line"], site["function"]) == ("loop.py", 21, "denoise")
+    assert site["kind"] == "item" and site["call"] == "Tensor.item()"
+    assert site["steps"] == [1, 3, 5]
+    assert syncs["sites_unknown"] is None
+
+
+def test_without_stacks_the_sites_are_unknown_and_the_summary_says_why(tmp_path):
+    path = write(tmp_path / "t.json", trace_doc(make_events(seed=6, steps=4, with_stack=False)))
+    summary = loopscope.analyze(path)
+    assert summary["syncs"]["count"] == 2
+    assert summary["syncs"]["sites"][0]["file"] is None
+    assert "with_stack=True" in summary["syncs"]["sites_unknown"]
+    assert "with_stack=True" in loopscope.load(path).report()
+
+
+def test_cuda_sync_events_make_gaps_sync_caused(tmp_path):
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"correlation": 1, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 100, "dur": 5,
+         "args": {"correlation": 2, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 8, "dur": 1, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 9, "dur": 1, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 1000007,
+         "ts": 20, "dur": 30, "args": {"stream": 7, "correlation": 9}},
+    ]
+    summary = loopscope.analyze(write(tmp_path / "s.json", trace_doc(events)))
+    assert summary["gaps"]["by_cause"] == {"host": 0, "sync": 1, "other": 0}
+
+
+def test_counter_events_give_sm_and_dram(tmp_path):
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": t, "dur": 50,
+               "args": {"correlation": i, "device": 0, "stream": 7}}
+              for i, t in enumerate([0, 100, 200, 300])]
+    values = [(0, 40, 70), (100, 60, 30), (200, 80, 50), (300, 20, 10), (400, 0, 0)]
+    for ts, sm, dram in values:
+        events.append({"ph": "C", "name": "GPU 0 Counters", "pid": "GPU 0 Counters", "ts": ts,
+                       "args": {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed": sm,
+                                "dram__throughput.avg.pct_of_peak_sustained_elapsed": dram,
+                                "some_other_counter": 1}})
+    summary = loopscope.analyze(write(tmp_path / "c.json", trace_doc(events)))
+    # each value holds until the next time of its series; averaged over the
+    # GPU span [first kernel start, last kernel end] = [0, 350] us
+    def span_average(column):
+        window = (0, 350)
+        weighted = sum(v[column] * max(0, min(b[0], window[1]) - max(a[0], window[0]))
+                       for a, b, v in zip(values, values[1:], values))
+        return weighted / (window[1] - window[0])
+
+    assert summary["sm"]["active_pct"] == pytest.approx(span_average(1), abs=0.01)
+    assert summary["dram"]["throughput_pct"] == pytest.approx(span_average(2), abs=0.01)
+    assert summary["metrics"]["source"] == "kineto_counters"
+    assert summary["trace"]["counter_values_not_understood"] == 5
+
+
+def test_events_with_missing_fields_are_counted_skipped_and_reported(tmp_path):
+    events = make_events(seed=7, steps=2)
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    del kernels[0]["dur"]
+    del kernels[1]["args"]["device"], kernels[1]["pid"]
+    runtime = next(e for e in events if e.get("cat") == "cuda_runtime")
+    runtime["ts"] = "soon"
+    path = write(tmp_path / "t.json", trace_doc(events))
+    summary = loopscope.analyze(path)
+    assert summary["trace"]["skipped"] == {"kernel": 2, "cuda_runtime": 1}
+    assert summary["trace"]["skip_reasons"] == {"kernel": "no usable dur",
+                                                "cuda_runtime": "no usable ts"}
+    report = loopscope.load(path).report()
+    assert "Skipped 3 events with missing or unusable fields" in report
+    good = [e for e in events if e not in kernels[:2] and e is not runtime]  # skipped there too
+    exp = expected(json.dumps(trace_doc(good)))
+    check_summary(summary, exp)
+
+
+def test_a_trace_with_no_gpu_events_says_so(tmp_path):
+    events = [e for e in make_events(seed=8) if e.get("cat") not in
+              ("kernel", "gpu_memcpy", "gpu_memset")]
+    summary = loopscope.analyze(write(tmp_path / "cpu.json", trace_doc(events)))
+    assert summary["gaps"] is None and summary["gpu"] is None
+    assert "no GPU operations" in summary["gpu_error"]
+    assert len(summary["steps"]) == 4 and summary["steps"][0]["host_ms"] > 0
+
+
+def test_load_gives_a_profile_with_report_html_and_export(tmp_path):
+    path = write(tmp_path / "t.json", trace_doc(make_events(seed=9)))
+    prof = loopscope.load(path)
+    assert "loopscope report - Test GPU 0 - 4 steps" in prof.report()
+    assert "Trace: torch.profiler (Kineto) trace" in prof.report()
+    out = prof.export_trace(tmp_path / "out.json")
+    exported = json.loads(open(out).read())
+    names = {e.get("name") for e in exported["traceEvents"]}
+    assert "ProfilerStep#0" in names
+    assert repr(prof).startswith("<loopscope.Profile steps=4")
+
+
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="matplotlib's extension dies under a preloaded ASan (as in .ci/run)")
+def test_load_gives_a_profile_with_notebook_html(tmp_path):
+    path = write(tmp_path / "t.json", trace_doc(make_events(seed=9)))
+    html = loopscope.load(path)._repr_html_()
+    assert "CPU_LAUNCH_BOUND" in html or "GPU_BOUND" in html or "SYNC_BOUND" in html
+    assert "ProfilerStep#3" in html
+
+
+def test_cli_analyze_prints_the_report_writes_json_and_checks_budgets(tmp_path):
+    path = write(tmp_path / "t.json", trace_doc(make_events(seed=6, steps=4)))
+    out = tmp_path / "s.json"
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--json",
+                          str(out), "--max-severe-gaps", "1000"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "loopscope report" in run.stdout and "budgets met" in run.stderr
+    assert json.loads(out.read_text())["source"] == "kineto"
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path),
+                          "--max-syncs", "0"], capture_output=True, text=True)
+    assert run.returncode == 1 and "BUDGET FAILED" in run.stderr
+    assert "Tensor.item()" in run.stderr
+
+
+def test_load_replays_a_saved_loopscope_profile():
+    from loopscope._recording import DEMO_RECORDING
+
+    prof = loopscope.load(DEMO_RECORDING)
+    summary = prof.summary()
+    assert summary["source"] == "recording"
+    assert summary["gaps"]["count"] > 0 and len(summary["steps"]) == 10
+    assert loopscope.analyze(DEMO_RECORDING)["gaps"] == summary["gaps"]
+    with pytest.raises(loopscope.TraceError, match="loopscope recording"):
+        loopscope.load(DEMO_RECORDING, steps="x")
+    stricter = loopscope.analyze(DEMO_RECORDING, gap_thresholds_us=(1, 2))
+    assert stricter["gaps"]["thresholds_us"] == [1.0, 2.0]
+    assert stricter["gaps"]["count"] == summary["gaps"]["count"]
+
+
+def test_cli_analyze_reads_a_recording(tmp_path):
+    from loopscope._recording import DEMO_RECORDING
+
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(DEMO_RECORDING)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("RECORDING:") and "loopscope report" in run.stdout
+
+
+class _Terminal:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_bar_only_on_a_terminal_and_only_after_a_while(monkeypatch):
+    from loopscope import _kineto
+
+    quick = _kineto.Progress("t.json", 1000, stream=_Terminal(True))
+    quick.update(500)
+    quick.close()
+    assert quick.stream.text == ""  # under PROGRESS_AFTER_S: nothing
+    monkeypatch.setattr(_kineto, "PROGRESS_AFTER_S", 0.0)
+    slow = _kineto.Progress("t.json", 1000, stream=_Terminal(True))
+    slow.update(500)
+    assert "50.0%" in slow.stream.text and "t.json" in slow.stream.text
+    slow.close()
+    assert slow.stream.text.endswith("\r")  # the line is cleared again
+    piped = _kineto.Progress("t.json", 1000, stream=_Terminal(False))
+    piped.update(500)
+    assert piped.stream.text == ""
+
+
+def test_a_rank_trace_says_its_rank(tmp_path):
+    doc = trace_doc(make_events(seed=2))
+    doc["distributedInfo"] = {"backend": "nccl", "rank": 3, "world_size": 8}
+    summary = loopscope.analyze(write(tmp_path / "rank3.json", doc))
+    assert (summary["rank"], summary["world_size"]) == (3, 8)
+    assert summary["trace"]["distributed"]["backend"] == "nccl"
+
+
+def test_cli_analyze_steps_and_device_options(tmp_path):
+    path = write(tmp_path / "t.json", trace_doc(make_events(seed=4, devices=2), devices=2))
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--steps",
+                          "no-such-range"], capture_output=True, text=True)
+    assert run.returncode == 0 and "no range name matched --steps 'no-such-range'" in run.stderr
+    assert "ProfilerStep#0" in run.stderr  # the names that exist are listed
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--device", "1"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "Device: only GPU 1 analysed" in run.stdout
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--device", "7"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "device 7 ran no GPU operation" in run.stderr
+    run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(path), "--steps", "("],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "not a valid regular expression" in run.stderr
+
+
+def test_a_loaded_trace_holds_its_names_and_frees_them_with_it(tmp_path):
+    """The kernel and range names of a trace go into the process's name
+    table, held by the loaded profile's records: they read right after the
+    table churned (freed ids are reused), and they go with the profile."""
+    import gc
+
+    from loopscope import _core
+    events = make_events(seed=4)
+    path = write(tmp_path / "t.json", trace_doc(events))
+    gc.collect()
+    base = _core._names()["count"]
+    prof = loopscope.load(path)
+    assert _core._names()["count"] > base
+    for j in range(5000):  # names made and freed: their ids are reused
+        _core.Stepper(f"churn_{j}_{{i}}")
+    kernels = sorted(e["name"] for e in events if e.get("cat") == "kernel")
+    assert sorted(op[6] for op in prof.capture.ops() if op[0] == "kernel") == kernels
+    steps = sorted(e["name"] for e in events if e.get("cat") == "user_annotation")
+    assert [s["name"] for s in prof.summary()["steps"]] == steps
+    assert _core._names()["check"] == 0
+    del prof
+    gc.collect()
+    assert _core._names()["count"] == base
+    assert _core._names()["check"] == 0

@@ -136,13 +136,32 @@ static int contains(const uint32_t *sorted, size_t n, uint32_t v)
     return lo < n && sorted[lo] == v;
 }
 
+/* A range's name (a step's is made from its template, ls_range_name). */
+static void put_range_name(ls_out *out, const ls_range *range)
+{
+    char small[256];
+    size_t n = ls_range_name(range, small, sizeof small);
+    if (n == SIZE_MAX || n < sizeof small) {
+        put_string(out, n == SIZE_MAX ? NULL : small, "?");
+        return;
+    }
+    char *big = malloc(n + 1);
+    if (big == NULL) {
+        out->failed = -1;
+        return;
+    }
+    ls_range_name(range, big, n + 1);
+    put_string(out, big, "?");
+    free(big);
+}
+
 static void ranges(ls_out *out, const ls_records *r, const ls_model *m, const ls_trace_options *o)
 {
     for (size_t i = 0; i < r->ranges.count && !out->failed; i++) {
         const ls_range *range = &r->ranges.items[i];
         int32_t step = m->steps.step_of[i];
         putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":", o->host_pid, o->range_tid[i]);
-        put_string(out, ls_names_text(range->name_id), "?");
+        put_range_name(out, range);
         putf(out, ",\"cat\":\"%s\",\"ts\":", step >= 0 ? "step" : "range");
         put_us(out, range->start_ns, o->t0_ns);
         put(out, ",\"dur\":", 7);

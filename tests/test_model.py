@@ -273,6 +273,9 @@ def test_a_window_holds_the_syncs_that_meet_it(test_clock):
     w = model.window(lo, hi)
     assert w["syncs"] == [x[:6] for x in every[1:5]] and w["sync_count"] == 4
     assert [x[4] for x in w["syncs"]] == [1, 1, 2, 2]
+    # live steps' ranges carry the step's own name (not its "Step_{i}" template)
+    assert [r[6] for r in model.window(0, 2**64 - 1)["ranges"]] == [
+        r["name"] for r in model.ranges()] == ["Step_0", "Step_1", "Step_2"]
 
 
 # -- attribution ---------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PIL import Image, ImageChops
 
-from loopscope import _recording
+from loopscope import _recording, _replay
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 WIDTH, HEIGHT = 1150, 2400
@@ -30,7 +30,7 @@ def main() -> None:
     data = _recording.bundled_demo()
     if data is None:
         raise SystemExit("no bundled demo recording in this checkout")
-    view = _recording.replay(data)._repr_html_()
+    view = _replay.replay(data)._repr_html_()
     with tempfile.TemporaryDirectory() as folder:
         page = Path(folder) / "view.html"
         page.write_text('<!doctype html><html><head><meta charset="utf-8"><title>loopscope'

@@ -10,6 +10,7 @@
 #include "ls_names.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -910,6 +911,65 @@ static void add_to_bins(uint64_t a, uint64_t b, uint64_t start, uint64_t end, si
     }
 }
 
+/* An array of time-ordered, non-overlapping intervals, each `stride`
+ * bytes with a uint64_t start and end at the given offsets. */
+typedef struct {
+    const char *base;
+    size_t stride, start_at, end_at;
+} ls_interval_array;
+
+static uint64_t field_at(ls_interval_array a, size_t i, size_t offset)
+{
+    uint64_t v;
+    memcpy(&v, a.base + i * a.stride + offset, sizeof v);
+    return v;
+}
+
+/* Of items[lo..hi): *first is the first whose end is >= start, *last is
+ * past the last whose start is <= end.  Two binary searches. */
+static void meeting(ls_interval_array a, size_t lo, size_t hi, uint64_t start, uint64_t end,
+                    size_t *first, size_t *last)
+{
+    size_t top = hi;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (field_at(a, mid, a.end_at) < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *first = lo;
+    hi = top;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (field_at(a, mid, a.start_at) <= end)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *last = lo;
+}
+
+void ls_model_busy_within(const ls_model *m, size_t device, uint64_t start_ns,
+                          uint64_t end_ns, size_t *first, size_t *last)
+{
+    ls_interval_array busy = {(const char *)m->busy, sizeof *m->busy,
+                              offsetof(ls_busy_span, start_ns), offsetof(ls_busy_span, end_ns)};
+    meeting(busy, m->busy_first[device], m->busy_first[device + 1], start_ns, end_ns, first,
+            last);
+}
+
+void ls_model_gaps_within(const ls_model *m, size_t device, uint64_t start_ns, uint64_t end_ns,
+                          size_t *first, size_t *last)
+{
+    size_t lo = 0; /* a device's gaps follow those of the devices before it */
+    for (size_t d = 0; d < device; d++)
+        lo += m->devices[d].gaps.count;
+    ls_interval_array gaps = {(const char *)m->gaps, sizeof *m->gaps,
+                              offsetof(ls_gap, start_ns), offsetof(ls_gap, end_ns)};
+    meeting(gaps, lo, lo + m->devices[device].gaps.count, start_ns, end_ns, first, last);
+}
+
 void ls_model_busy_bins(const ls_model *m, long device, uint64_t start_ns, uint64_t end_ns,
                         size_t bins, uint64_t *out)
 {
@@ -919,7 +979,9 @@ void ls_model_busy_bins(const ls_model *m, long device, uint64_t start_ns, uint6
     for (size_t d = 0; d < m->device_count; d++) {
         if (device >= 0 && (size_t)device != d)
             continue;
-        for (size_t k = m->busy_first[d]; k < m->busy_first[d + 1]; k++)
+        size_t first, last;
+        ls_model_busy_within(m, d, start_ns, end_ns, &first, &last);
+        for (size_t k = first; k < last; k++)
             add_to_bins(m->busy[k].start_ns, m->busy[k].end_ns, start_ns, end_ns, bins, out);
     }
 }
@@ -930,9 +992,14 @@ void ls_model_gap_bins(const ls_model *m, int min_class, uint64_t start_ns, uint
     memset(out, 0, bins * sizeof *out);
     if (bins == 0 || end_ns <= start_ns)
         return;
-    for (size_t g = 0; g < m->gap_count; g++)
-        if (m->gaps[g].gap_class >= min_class)
-            add_to_bins(m->gaps[g].start_ns, m->gaps[g].end_ns, start_ns, end_ns, bins, out);
+    for (size_t d = 0; d < m->device_count; d++) {
+        size_t first, last;
+        ls_model_gaps_within(m, d, start_ns, end_ns, &first, &last);
+        for (size_t g = first; g < last; g++)
+            if (m->gaps[g].gap_class >= min_class)
+                add_to_bins(m->gaps[g].start_ns, m->gaps[g].end_ns, start_ns, end_ns, bins,
+                            out);
+    }
 }
 
 static int longer(const ls_gap *a, const ls_gap *b)

@@ -159,9 +159,20 @@ int ls_model_build(const ls_records *records, const ls_model_options *options, l
 
 void ls_model_free(ls_model *m);
 
+/* The merged busy intervals (busy[*first .. *last)) and the gaps
+ * (gaps[*first .. *last)) of device index `device` that meet the window
+ * [start_ns, end_ns]: an interval [a, b] meets it when b >= start_ns and
+ * a <= end_ns, so a gap that ends where the window starts is in it.
+ * O(log n); device < m->device_count. */
+void ls_model_busy_within(const ls_model *m, size_t device, uint64_t start_ns,
+                          uint64_t end_ns, size_t *first, size_t *last);
+void ls_model_gaps_within(const ls_model *m, size_t device, uint64_t start_ns, uint64_t end_ns,
+                          size_t *first, size_t *last);
+
 /* Busy time per bin: bins equal slices of [start_ns, end_ns) get the busy
  * time of device index `device` (or, with device < 0, of every device,
- * summed) that falls inside them.  out has room for `bins`. */
+ * summed) that falls inside them.  out has room for `bins`.  O(bins +
+ * log n + the intervals in the window). */
 void ls_model_busy_bins(const ls_model *m, long device, uint64_t start_ns, uint64_t end_ns,
                         size_t bins, uint64_t *out);
 

@@ -597,6 +597,18 @@ static PyObject *model_busy_bins(PyObject *op, PyObject *args, PyObject *kwargs)
     return bins_view(&self->model, index, -1, start, end, (size_t)bins);
 }
 
+/* The class named `name` (normal, warning, severe), or -1 with a
+ * ValueError naming `who`. */
+static int class_named(PyObject *name, const char *who)
+{
+    for (int k = 0; k < LS_CLASS_COUNT; k++)
+        if (PyUnicode_CompareWithASCIIString(name, class_names[k]) == 0)
+            return k;
+    PyErr_Format(PyExc_ValueError, "%s: min_class must be 'normal', 'warning' or 'severe', "
+                 "got %R", who, name);
+    return -1;
+}
+
 static PyObject *model_gap_bins(PyObject *op, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"start_ns", "end_ns", "bins", "min_class", NULL};
@@ -606,19 +618,199 @@ static PyObject *model_gap_bins(PyObject *op, PyObject *args, PyObject *kwargs)
     PyObject *min_class = NULL;
     if (read_window(args, kwargs, "KKn|U:gap_bins", keywords, &start, &end, &bins, &min_class))
         return NULL;
-    int cls = LS_CLASS_SEVERE;
-    if (min_class != NULL) {
-        cls = -1;
-        for (int k = 0; k < LS_CLASS_COUNT; k++)
-            if (PyUnicode_CompareWithASCIIString(min_class, class_names[k]) == 0)
-                cls = k;
-        if (cls < 0) {
-            PyErr_Format(PyExc_ValueError, "gap_bins: min_class must be 'normal', 'warning' or "
-                         "'severe', got %R", min_class);
-            return NULL;
+    int cls = min_class == NULL ? LS_CLASS_SEVERE : class_named(min_class, "gap_bins");
+    if (cls < 0)
+        return NULL;
+    return bins_view(&self->model, -1, cls, start, end, (size_t)bins);
+}
+
+/* -- a window of time ------------------------------------------------------ */
+
+/* Appends item (stolen) to list; 0, or -1 with an exception set. */
+static int append_new(PyObject *list, PyObject *item)
+{
+    int rc = item == NULL ? -1 : PyList_Append(list, item);
+    Py_XDECREF(item);
+    return rc;
+}
+
+enum { WINDOW_BUSY, WINDOW_GAPS, WINDOW_RANGES, WINDOW_SYNCS, WINDOW_KINDS };
+static const char *const window_kinds[WINDOW_KINDS] = {"busy", "gaps", "ranges", "syncs"};
+static const char *const window_counts[WINDOW_KINDS] = {"busy_count", "gap_count", "range_count",
+                                                        "sync_count"};
+
+/* What meets [start, end] (see ls_model_busy_within), of the kinds whose
+ * lists[kind] is not NULL: each list holds the first `limit` items, each
+ * count all of them.  Returns 0, or -1 with an exception set. */
+static int fill_window(ls_model_object *self, uint64_t start, uint64_t end, size_t limit,
+                       int min_class, uint64_t min_range_ns, PyObject *lists[WINDOW_KINDS],
+                       uint64_t counts[WINDOW_KINDS])
+{
+    const ls_model *m = &self->model;
+    const ls_records *r = &self->capture->records;
+    enum { BUSY = WINDOW_BUSY, GAPS = WINDOW_GAPS, RANGES = WINDOW_RANGES, SYNCS = WINDOW_SYNCS };
+    for (size_t d = 0; lists[BUSY] != NULL && d < m->device_count; d++) {
+        size_t first, last;
+        ls_model_busy_within(m, d, start, end, &first, &last);
+        counts[BUSY] += last - first;
+        for (size_t k = first; k < last && (size_t)PyList_GET_SIZE(lists[BUSY]) < limit; k++) {
+            const ls_busy_span *b = &m->busy[k];
+            if (append_new(lists[BUSY], Py_BuildValue("(KKk)", (unsigned long long)b->start_ns,
+                                                      (unsigned long long)b->end_ns,
+                                                      (unsigned long)m->devices[d].line.device_id)))
+                return -1;
         }
     }
-    return bins_view(&self->model, -1, cls, start, end, (size_t)bins);
+    for (size_t d = 0; lists[GAPS] != NULL && d < m->device_count; d++) {
+        size_t first, last;
+        ls_model_gaps_within(m, d, start, end, &first, &last);
+        for (size_t g = first; g < last; g++) {
+            if (m->gaps[g].gap_class < min_class)
+                continue;
+            counts[GAPS]++;
+            if ((size_t)PyList_GET_SIZE(lists[GAPS]) < limit &&
+                append_new(lists[GAPS], gap_dict(self, &m->gaps[g])))
+                return -1;
+        }
+    }
+    for (size_t i = 0; lists[RANGES] != NULL && i < r->ranges.count; i++) {
+        const ls_range *x = &r->ranges.items[i];
+        uint64_t length = x->end_ns > x->start_ns ? x->end_ns - x->start_ns : 0;
+        if (x->end_ns < start || x->start_ns > end || length < min_range_ns)
+            continue;
+        counts[RANGES]++;
+        if ((size_t)PyList_GET_SIZE(lists[RANGES]) < limit &&
+            append_new(lists[RANGES],
+                       Py_BuildValue("(nKKkKNN)", (Py_ssize_t)i, (unsigned long long)x->start_ns,
+                                     (unsigned long long)x->end_ns, (unsigned long)x->depth,
+                                     (unsigned long long)x->thread_id,
+                                     ls_py_index_or_none(m->steps.step_of[i]),
+                                     ls_py_range_name(x))))
+            return -1;
+    }
+    for (size_t k = 0; lists[SYNCS] != NULL && k < m->syncs.count; k++) {
+        const ls_sync *x = &m->syncs.items[k];
+        if (x->end_ns < start || x->start_ns > end)
+            continue;
+        counts[SYNCS]++;
+        if ((size_t)PyList_GET_SIZE(lists[SYNCS]) < limit &&
+            append_new(lists[SYNCS],
+                       Py_BuildValue("(KKKKNs)", (unsigned long long)x->start_ns,
+                                     (unsigned long long)x->end_ns,
+                                     (unsigned long long)x->blocked_ns,
+                                     (unsigned long long)x->thread_id,
+                                     ls_py_index_or_none(x->step),
+                                     ls_wait_class_name((ls_wait_class)x->wait_class))))
+            return -1;
+    }
+    return 0;
+}
+
+/* Which kinds `kinds` (None: all, else an iterable of their names) asks
+ * for, into wanted[]; 0, or -1 with an exception set. */
+static int read_kinds(PyObject *kinds, int wanted[WINDOW_KINDS])
+{
+    for (int k = 0; k < WINDOW_KINDS; k++)
+        wanted[k] = kinds == Py_None;
+    if (kinds == Py_None)
+        return 0;
+    PyObject *names = PySequence_Fast(kinds, "window: kinds must be a sequence of 'busy', "
+                                             "'gaps', 'ranges', 'syncs'");
+    if (names == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(names); i++) {
+        PyObject *name = PySequence_Fast_GET_ITEM(names, i);
+        int found = -1;
+        for (int k = 0; PyUnicode_Check(name) && k < WINDOW_KINDS; k++)
+            if (PyUnicode_CompareWithASCIIString(name, window_kinds[k]) == 0)
+                found = k;
+        if (found < 0) {
+            PyErr_Format(PyExc_ValueError, "window: kinds must name 'busy', 'gaps', 'ranges' "
+                         "or 'syncs', got %R", name);
+            Py_DECREF(names);
+            return -1;
+        }
+        wanted[found] = 1;
+    }
+    Py_DECREF(names);
+    return 0;
+}
+
+/* window(start_ns, end_ns, limit=1000, min_class='warning', min_range_ns=0, kinds=None) */
+static PyObject *model_window(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"start_ns", "end_ns", "limit", "min_class", "min_range_ns",
+                               "kinds", NULL};
+    ls_model_object *self = (ls_model_object *)op;
+    unsigned long long start, end, min_range_ns = 0;
+    Py_ssize_t limit = 1000;
+    PyObject *min_class = NULL, *kinds = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KK|nUKO:window", keywords, &start, &end,
+                                     &limit, &min_class, &min_range_ns, &kinds))
+        return NULL;
+    if (end < start || limit < 0) {
+        PyErr_Format(PyExc_ValueError, "window: need start_ns <= end_ns and limit >= 0 (got "
+                     "%llu, %llu, %zd)", start, end, limit);
+        return NULL;
+    }
+    int cls = min_class == NULL ? LS_CLASS_WARNING : class_named(min_class, "window");
+    int wanted[WINDOW_KINDS];
+    if (cls < 0 || read_kinds(kinds, wanted) != 0)
+        return NULL;
+    PyObject *lists[WINDOW_KINDS] = {NULL, NULL, NULL, NULL};
+    uint64_t counts[WINDOW_KINDS] = {0, 0, 0, 0};
+    int failed = 0;
+    for (int k = 0; k < WINDOW_KINDS; k++)
+        if (wanted[k] && (lists[k] = PyList_New(0)) == NULL)
+            failed = 1;
+    PyObject *out = failed ? NULL : PyDict_New();
+    if (out == NULL ||
+        fill_window(self, start, end, (size_t)limit, cls, min_range_ns, lists, counts) != 0)
+        Py_CLEAR(out);
+    for (int k = 0; k < WINDOW_KINDS; k++) {
+        if (lists[k] == NULL)
+            continue;
+        if (out != NULL) {
+            out = with_item(out, window_kinds[k], Py_NewRef(lists[k]));
+            out = with_item(out, window_counts[k], U64(counts[k]));
+        }
+        Py_DECREF(lists[k]);
+    }
+    return out;
+}
+
+/* step_column(name): one item per step in use, in step order. */
+static PyObject *model_step_column(PyObject *op, PyObject *name)
+{
+    static const char *const names[] = {"index", "start_ns", "end_ns", "first_ns", "last_ns",
+                                        "busy_ns", "idle_ns"};
+    ls_model_object *self = (ls_model_object *)op;
+    const ls_model *m = &self->model;
+    int which = -1;
+    for (int k = 0; PyUnicode_Check(name) && k < COLUMNS(names); k++)
+        if (PyUnicode_CompareWithASCIIString(name, names[k]) == 0)
+            which = k;
+    if (which < 0) {
+        PyErr_Format(PyExc_ValueError, "step_column: no column %R (index, start_ns, end_ns, "
+                     "first_ns, last_ns, busy_ns, idle_ns)", name);
+        return NULL;
+    }
+    size_t n = used_steps(m, NULL);
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint64_t)));
+    if (bytes == NULL)
+        return NULL;
+    uint64_t *out = (uint64_t *)PyBytes_AS_STRING(bytes);
+    size_t k = 0;
+    for (size_t s = 0; s < m->steps.count; s++) {
+        if (m->steps.range_of[s] == LS_MODEL_NO_ID)
+            continue;
+        const ls_range *range = &self->capture->records.ranges.items[m->steps.range_of[s]];
+        const ls_timeline *t = &m->step_lines[s];
+        const uint64_t values[] = {s, range->start_ns, range->end_ns, t->line.first_ns,
+                                   t->line.last_ns, t->line.busy_ns, t->gaps.total_ns};
+        out[k++] = values[which];
+    }
+    return typed_view(bytes, "Q");
 }
 
 /* -- trace export -------------------------------------------------------- */
@@ -937,6 +1129,21 @@ static PyMethodDef model_methods[] = {
     {"gap_bins", (PyCFunction)(void (*)(void))model_gap_bins, METH_VARARGS | METH_KEYWORDS,
      "gap_bins(start_ns, end_ns, bins, min_class='severe') -> memoryview of the idle ns of "
      "gaps of that class or worse in each slice."},
+    {"window", (PyCFunction)(void (*)(void))model_window, METH_VARARGS | METH_KEYWORDS,
+     "window(start_ns, end_ns, limit=1000, min_class='warning', min_range_ns=0, kinds=None) -> "
+     "what meets "
+     "[start_ns, end_ns] (an interval [a, b] meets it when b >= start_ns and a <= end_ns): "
+     "{'busy': [(start_ns, end_ns, device)] merged busy intervals by device then time, "
+     "'gaps': [gap dicts as worst_gaps] of class min_class or worse, 'ranges': [(index, "
+     "start_ns, end_ns, depth, thread, step or None, name)] at least min_range_ns long, "
+     "'syncs': [(start_ns, end_ns, blocked_ns, thread, step or None, wait_class)]}, each list "
+     "its first `limit` items, and 'busy_count', 'gap_count', 'range_count', 'sync_count': "
+     "how many there are; kinds (e.g. ('ranges',)) keeps only those kinds' keys.  Cost: "
+     "O(log ops + the gaps, ranges and syncs looked at + what is returned)."},
+    {"step_column", model_step_column, METH_O,
+     "step_column(name) -> memoryview of uint64, one item per step (as steps()): index, "
+     "start_ns, end_ns (host), first_ns, last_ns (its ops; 0 when none), busy_ns, idle_ns "
+     "(its gaps' total)."},
     {"write_trace_events", (PyCFunction)(void (*)(void))model_write_trace_events,
      METH_VARARGS | METH_KEYWORDS,
      "write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100, names=None):"

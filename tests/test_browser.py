@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from loopscope import _html, _recording, _replay
+from loopscope import _html, _pictures, _recording, _replay
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((path for path in map(shutil.which, BROWSERS) if path), None)
@@ -99,6 +99,12 @@ def test_the_browser_shows_the_verdict_the_steps_and_the_pictures(demo, page):
     assert [r[:2] for r in rows[1:]] == [[str(s["index"]), s["name"]] for s in summary["steps"]]
     assert [r[3] for r in rows[1:]] == [f"{s['gpu_ms']:.3f}" for s in summary["steps"]]
     assert [r[-1] for r in rows[1:]] == [s["verdict"] for s in summary["steps"]]
+    # the time line, then a zoom on the slowest step by host time and on the median one
+    steps = summary["steps"]
+    slowest = max(steps, key=lambda s: s["host_ms"])
+    typical = sorted(steps, key=lambda s: (s["host_ms"], s["index"]))[(len(steps) - 1) // 2]
+    assert seen["headings"][4:] == ["Time line", f"Zoom: the slowest step ({slowest['name']})",
+                                    f"Zoom: a typical step ({typical['name']})", "Per step"]
     # every picture decoded by the browser, with a size, and laid out on the page
     assert len(seen["images"]) == view.count("<img") >= 2
     for complete, width, height, shown in seen["images"]:
@@ -123,6 +129,6 @@ def test_a_screenshot_shows_the_pictures(page):
         return float(near.mean())
 
     # the pictures' blue (GPU busy bars, histogram) and the verdict's colour are on the page
-    assert share(_html.BUSY) > 0.01
+    assert share(_pictures.BUSY) > 0.01
     assert share(_html.VERDICT_COLOURS["CPU_LAUNCH_BOUND"]) > 0.0005
     assert float((rgb < 250).any(axis=2).mean()) > 0.1  # far from a white page

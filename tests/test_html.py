@@ -64,7 +64,15 @@ def test_verdict_first_then_tables_then_pictures(prof):
         "GPU busy 25.5% of its time line", ">Steps (3)<", ">Sync sites<",
         ">Gap histogram<", ">Time line<")]
     assert order == sorted(order)
-    assert h.count('src="data:image/png;base64,') == 2  # histogram + time line
+    # histogram, the whole run, zooms on the slowest (Step_0: its first gap is
+    # only 5 us) and a typical step, busy/idle per step
+    assert h.count('src="data:image/png;base64,') == 5
+    assert [h.index(f">{heading}<") for heading in (
+        "Gap histogram", "Time line", "Zoom: the slowest step (Step_0)",
+        "Zoom: a typical step (Step_1)", "Per step")] == sorted(
+        h.index(f">{heading}<") for heading in (
+            "Gap histogram", "Time line", "Zoom: the slowest step (Step_0)",
+            "Zoom: a typical step (Step_1)", "Per step"))
     assert "matplotlib is not installed" not in h
     # the headline figures and the per-step table, with the synthetic loop's exact values
     assert ("5: 3 normal, 0 warning, <b>2 severe</b> (&gt; 50 us); p50 5.00 us, p99 80.00 us, "
@@ -103,8 +111,12 @@ def test_no_gpu_view(test_clock):
         with prof.step():
             pass
     h = prof._repr_html_()
-    assert "UNKNOWN" in h and "no GPU timeline" in h and "<img" not in h
+    assert "UNKNOWN" in h and "no GPU timeline" in h
     assert cells(h, "0")[1:4] == ["Step_0", "0.001", "-"]
+    # the host's time line: the whole run and its one step (no GPU lanes, no per-step chart)
+    assert re.findall(r'<img alt="([^"]*)"', h) == [
+        "Host time line of the whole run: 1 step, 0 ranges drawn",
+        "Zoom on the slowest step Step_0: 1 ranges"]
 
 
 def test_running_and_unstarted_profiles():

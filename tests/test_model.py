@@ -151,10 +151,131 @@ def test_worst_gaps_and_bins(test_clock):
     assert list(model.gap_bins(start, end, bins)) == [
         sum(overlap(a, b, i) for a, b in severe) for i in range(bins)]
     assert sum(model.gap_bins(start, end, bins, "normal")) == 60_000 + 60_000 + 5_000
+    # a window inside the run (found by binary search): the same sums, clipped
+    for start, end, bins in [(85_000, 155_000, 7), (20_000, 80_000, 3), (159_999, 166_001, 2)]:
+        edges = [start + (end - start) * k // bins for k in range(bins + 1)]
+
+        def clipped(a, b, k):
+            return max(0, min(b, edges[k + 1]) - max(a, edges[k]))
+
+        assert list(model.busy_bins(start, end, bins)) == [
+            sum(clipped(k[0], k[1], i) for k in kernels) for i in range(bins)]
+        assert list(model.gap_bins(start, end, bins)) == [
+            sum(clipped(a, b, i) for a, b in severe) for i in range(bins)]
     with pytest.raises(ValueError, match="start_ns < end_ns"):
         model.busy_bins(10, 10, 4)
     with pytest.raises(ValueError, match="min_class must be"):
         model.gap_bins(0, 10, 4, "big")
+
+
+def merged(intervals):
+    """The union of (start, end) intervals as disjoint intervals: plain Python."""
+    out = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [tuple(x) for x in out]
+
+
+def test_a_window_holds_what_meets_it(test_clock):
+    """window(): the busy intervals, gaps (of a class or worse), ranges and
+    syncs that meet [start, end] (touching counts), each list cut at
+    `limit` while the counts stay whole."""
+    ranges = [(1_000, 5_000, "Step_0", -1, 0, MAIN), (6_000, 9_000, "Step_1", -1, 1, MAIN),
+              (6_500, 7_000, "attn", 1, -1, MAIN)]
+    apis = [(1_500, 1_600, 1, MAIN), (2_000, 2_100, 2, MAIN), (6_600, 6_700, 3, MAIN),
+            (8_000, 8_100, 4, MAIN), (8_100, 8_200, 5, MAIN), (8_200, 8_300, 6, MAIN)]
+    kernels = [(10_000, 20_000, 0, 7, 1, "a"), (12_000, 25_000, 0, 8, 2, "b"),
+               (80_000, 90_000, 0, 7, 3, "c"), (150_000, 160_000, 0, 7, 4, "d"),
+               (165_000, 175_000, 0, 7, 5, "e"), (40_000, 41_000, 1, 7, 6, "f"),
+               (500_000, 501_000, 1, 7, 7, "g")]
+    prof = profile_of(ranges, apis, kernels)
+    model = prof.model
+    normal_ns, severe_ns = model.thresholds_ns
+    busy, gaps = [], []
+    for device in (0, 1):
+        spans = merged([(k[0], k[1]) for k in kernels if k[2] == device])
+        busy += [(a, b, device) for a, b in spans]
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            cls = ("normal" if start - end < normal_ns else
+                   "severe" if start - end > severe_ns else "warning")
+            gaps.append((end, start - end, device, cls))
+
+    def meets(a, b, lo, hi):
+        return b >= lo and a <= hi
+
+    rank = {"normal": 0, "warning": 1, "severe": 2}
+    for lo, hi in [(0, 10**6), (25_000, 150_000), (20_000, 21_000), (175_001, 499_999),
+                   (4_000, 6_000)]:
+        for min_class in ("normal", "warning", "severe"):
+            w = model.window(lo, hi, min_class=min_class)
+            assert w["busy"] == [x for x in busy if meets(x[0], x[1], lo, hi)]
+            assert w["busy_count"] == len(w["busy"])
+            want = [g for g in gaps if meets(g[0], g[0] + g[1], lo, hi)
+                    and rank[g[3]] >= rank[min_class]]
+            assert [(g["start_ns"], g["duration_ns"], g["device"], g["class"])
+                    for g in w["gaps"]] == want
+            assert w["gap_count"] == len(want)
+            assert w["ranges"] == [(i, r[0], r[1], 1 if r[3] >= 0 else 0, MAIN,
+                                    r[4] if r[4] >= 0 else None, r[2])
+                                   for i, r in enumerate(ranges) if meets(r[0], r[1], lo, hi)]
+    w_all = model.window(0, 10**6)
+    # gaps carry their step, cause and the ops on either side, as worst_gaps
+    w = model.window(0, 10**6, min_class="severe")
+    assert w["gaps"] == sorted(model.worst_gaps(10)[:w["gap_count"]],
+                               key=lambda g: (g["device"], g["start_ns"]))
+    # limit cuts the lists, not the counts; min_range_ns drops short ranges
+    w = model.window(0, 10**6, limit=1, min_class="normal", min_range_ns=3_001)
+    assert [len(w[k]) for k in ("busy", "gaps", "ranges")] == [1, 1, 1]
+    assert (w["busy_count"], w["gap_count"], w["range_count"]) == (len(busy), len(gaps), 1)
+    assert w["ranges"][0][-1] == "Step_0"  # 4 us; Step_1 (3 us) and attn are shorter
+    assert model.window(0, 10**6, limit=0)["busy"] == []
+    # kinds: only those are looked at and returned
+    assert model.window(0, 10**6, kinds=("ranges",)) == {"ranges": w_all["ranges"],
+                                                         "range_count": 3}
+    assert set(model.window(0, 10**6, kinds=["busy", "syncs"])) == {
+        "busy", "busy_count", "syncs", "sync_count"}
+    with pytest.raises(ValueError, match="kinds must name 'busy', 'gaps', 'ranges' or 'syncs', "
+                                         "got 'ops'"):
+        model.window(0, 10, kinds=("busy", "ops"))
+    with pytest.raises(TypeError, match="kinds must be a sequence"):
+        model.window(0, 10, kinds=3)
+    with pytest.raises(ValueError, match="start_ns <= end_ns"):
+        model.window(10, 9)
+    with pytest.raises(ValueError, match="limit >= 0"):
+        model.window(0, 10, limit=-1)
+    with pytest.raises(ValueError, match="window: min_class must be"):
+        model.window(0, 10, min_class="big")
+    # the steps as columns, as steps() has them
+    steps = model.steps()
+    for column in ("index", "start_ns", "end_ns", "first_ns", "last_ns", "busy_ns"):
+        assert list(model.step_column(column)) == [st[column] for st in steps]
+    assert list(model.step_column("idle_ns")) == [st["gaps"]["total_ns"] for st in steps]
+    # Step_0 launched a and b; Step_1 the rest, f (device 1, at 40 us) first
+    assert list(model.step_column("first_ns")) == [10_000, 40_000]
+    with pytest.raises(ValueError, match="no column 'name'"):
+        model.step_column("name")
+
+
+def test_a_window_holds_the_syncs_that_meet_it(test_clock):
+    """Syncs in a window: those whose host wait meets it, as syncs() has
+    them (step included)."""
+    with loopscope.profile() as prof:
+        for i in range(3):
+            with prof.step():
+                _core._inject_calls([("cudaStreamSynchronize", 1_000)] * (i + 1))
+    model = prof.model
+    every = sorted(model.syncs(), key=lambda x: x[0])
+    assert len(every) == 6
+    lo, hi = every[1][1], every[4][0]  # from the end of the 2nd to the start of the 5th
+    w = model.window(lo, hi)
+    assert w["syncs"] == [x[:6] for x in every[1:5]] and w["sync_count"] == 4
+    assert [x[4] for x in w["syncs"]] == [1, 1, 2, 2]
+    # live steps' ranges carry the step's own name (not its "Step_{i}" template)
+    assert [r[6] for r in model.window(0, 2**64 - 1)["ranges"]] == [
+        r["name"] for r in model.ranges()] == ["Step_0", "Step_1", "Step_2"]
 
 
 # -- attribution ---------------------------------------------------------------

@@ -63,7 +63,8 @@ def test_profile_displays_verdict_tables_and_pictures(executed):
     assert "GPU busy 25.5% of its time line" in h
     rows = re.findall(r"<tr><td[^>]*>(\d)</td><td[^>]*>(Step_\d)</td>", h)
     assert rows == [("0", "Step_0"), ("1", "Step_1"), ("2", "Step_2")]
-    assert h.count('src="data:image/png;base64,') == 2
+    # histogram, the whole run, zooms on the slowest and a typical step, per step
+    assert h.count('src="data:image/png;base64,') == 5
 
 
 def test_summary_displays_as_html_with_a_short_text(executed):

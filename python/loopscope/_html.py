@@ -1,33 +1,30 @@
 """The notebook view: a summary (or a finished Profile) as HTML.
 
 Order: the verdict and its evidence, the headline figures, the per-step
-table, the sync sites, then the pictures people would rather look at than
-read: the gap histogram and the timeline (GPU busy/idle per step, SM and
-DRAM curves where sampled; with a Profile also the real time line of GPU
-work with the steps and the severe gaps on it).  Pictures are drawn with
-matplotlib (no pyplot, so no global state) and embedded as PNG; without
-matplotlib the view is text and tables, with one note saying so.
+table, the user's ranges, the sync sites, the worst gaps, then the
+pictures people would rather look at than read (_pictures.py): the gap
+histogram; with a Profile the time line of the whole run and a zoom on
+the slowest and on a typical step; GPU busy/idle per step with SM and
+DRAM where sampled.  Without matplotlib the view is text and tables, with
+one note saying so.
 
-Like every view it only reads the analysed model: the time line is drawn
-from the model's busy time per bin, so its cost does not grow with the
-number of ops."""
+Like every view it only reads the summary and the analysed model, and
+shows a bounded number of rows and pictures whatever the run's size."""
 from __future__ import annotations
 
-import base64
 import html
-import io
 from typing import Any
 
 from ._budgets import step_list
 from ._names import demangled_name, display_path, kernel_name
-from ._report import describe_recording, short_text
+from ._pictures import SEVERE, histogram_picture, timeline_of, timeline_pictures
+from ._report import _shown_ranges, describe_recording, short_text
 
 from ._ranks_view import ranks_head_html, ranks_html
 
 MAX_STEP_ROWS = 60
 MAX_SITES = 20
 MAX_WORST_GAPS = 10
-TIMELINE_BINS = 2000  # slices of the time line picture: about one per pixel column
 
 VERDICT_COLOURS = {
     "CPU_LAUNCH_BOUND": "#d9822b",
@@ -40,7 +37,6 @@ VERDICT_COLOURS = {
     "UNKNOWN": "#5c7080",
     "COMMUNICATION_WAIT": "#d9822b",
 }
-BUSY, IDLE, SEVERE, SM, DRAM = "#2b95d6", "#e1e8ed", "#c23030", "#0f9960", "#7157d9"
 
 _TABLE = "border-collapse:collapse;font-size:12px;margin:4px 0 10px 0"
 _TH = "text-align:right;padding:2px 8px;border-bottom:1px solid #8a9ba8;font-weight:600"
@@ -63,13 +59,6 @@ def _matplotlib():
     except ImportError:
         return None
     return Figure
-
-
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="loopscope picture" src="data:image/png;base64,{data}"/>'
 
 
 def _h(title: str) -> str:
@@ -165,6 +154,31 @@ def _steps(summary: dict[str, Any]) -> str:
     return _h(f"Steps ({len(steps)})") + note + _table(head, rows, left=(1, 12))
 
 
+def _ranges(summary: dict[str, Any]) -> str:
+    """The user's ranges, totals per name over the run (the summary's
+    range entries, nested by depth; the same rows the text report keeps)."""
+    ranges = summary["ranges"]
+    if not ranges:
+        return ""
+    kept, note = _shown_ranges(ranges)
+    rows = []
+    for r in kept:
+        indent = "&nbsp;&nbsp;" * r["depth"]
+        rows.append([indent + _e(r["name"]), str(r["count"]), _f(r["host_ms"]), _f(r["gpu_ms"]),
+                     _f(r["kernels"], "d"), _f(r.get("sm_active_pct"), ".1f"),
+                     _f(r.get("dram_pct"), ".1f")])
+    head = ["range", "count", "host ms", "GPU ms", "kernels", "SM %", "DRAM %"]
+    steps = len(summary["steps"])
+    over = f" over {steps} step{'s' if steps != 1 else ''}" if steps else ""
+    gpu = "; GPU: busy time of the kernels launched inside" if summary["gpu"] else ""
+    out = [_h(f"Ranges ({len(ranges)})"),
+           f'<div style="{_NOTE}">Totals per name{over}{gpu}.</div>',
+           _table(head, rows, left=(0,))]
+    if note:
+        out.append(f'<div style="{_NOTE}">{_e(note.strip())}</div>')
+    return "".join(out)
+
+
 def _sites(summary: dict[str, Any]) -> str:
     syncs = summary["syncs"]
     if syncs is None:
@@ -215,105 +229,6 @@ def _histogram_table(gaps: dict[str, Any]) -> str:
     return _table(["gap us", "count"], rows)
 
 
-def _histogram_picture(Figure, gaps: dict[str, Any]) -> str:
-    edges, counts = gaps["histogram"]["edges_us"], gaps["histogram"]["counts"]
-    normal, severe = gaps["thresholds_us"]
-    labels = [f"{e:g}" for e in edges]
-    colours = [SEVERE if e >= severe else ("#d9822b" if e >= normal else BUSY) for e in edges]
-    fig = Figure(figsize=(7.5, 2.4))
-    ax = fig.add_subplot()
-    bars = ax.bar(range(len(counts)), counts, color=colours)
-    ax.bar_label(bars, labels=[str(c) if c else "" for c in counts], fontsize=8)
-    ax.set_xticks(range(len(counts)), labels, fontsize=8)
-    ax.set_xlabel("gap length, us (bin lower edge)")
-    ax.set_ylabel("gaps")
-    ax.set_title(f"Gap histogram: {gaps['normal']} normal (< {normal:g} us), {gaps['warning']} "
-                 f"warning, {gaps['severe']} severe (> {severe:g} us)", fontsize=10)
-    ax.spines[["top", "right"]].set_visible(False)
-    return _png(fig)
-
-
-def _timeline_picture(Figure, summary: dict[str, Any], timeline: dict[str, Any] | None) -> str:
-    steps = [s for s in summary["steps"] if s["gaps"] is not None]
-    panels = (1 if timeline else 0) + (1 if steps else 0)
-    if panels == 0:
-        return ""
-    fig = Figure(figsize=(10, 2.3 * panels))
-    axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
-    k = 0
-    if timeline:
-        import numpy as np  # matplotlib's own dependency
-
-        ax = axes[k]
-        k += 1
-        t0 = timeline["t0"]
-        span = max(timeline["t1"] - t0, 1)
-
-        def bands(rows, y, shades, label_at):
-            for i, (index, a, b) in enumerate(rows):
-                ax.broken_barh([((a - t0) / 1e6, max(b - a, 1) / 1e6)], (y, 0.18),
-                               color=shades[i % 2])
-                if (b - a) / span > 0.025:
-                    ax.text(((a + b) / 2 - t0) / 1e6, label_at, str(index), ha="center",
-                            va="center", fontsize=7)
-
-        # each slice drawn as high as the share of it the GPU was busy
-        bins = timeline["bins"]
-        edges = t0 + span * np.arange(bins + 1, dtype=np.float64) / bins
-        width = np.diff(edges) * timeline["devices"]
-        busy = np.frombuffer(timeline["busy"], dtype=np.uint64) / width
-        severe = np.frombuffer(timeline["severe"], dtype=np.uint64) > 0
-        x = (edges[:-1] - t0) / 1e6
-        ax.fill_between(x, 0.72, 0.72 + 0.22 * np.minimum(busy, 1.0), step="post", color=BUSY,
-                        linewidth=0, label="GPU busy (share of each slice)")
-        if severe.any():
-            ax.fill_between(x, 0.72, 0.94, where=severe, step="post", color=SEVERE, alpha=0.6,
-                            linewidth=0, label="severe gap")
-        bands(timeline["steps_gpu"], 0.44, ("#a7b6c2", "#ced9e0"), 0.53)
-        bands(timeline["steps_host"], 0.08, ("#a7b6c2", "#ced9e0"), 0.17)
-        ax.set_xlim(0, span / 1e6)
-        ax.set_ylim(0, 1.12)
-        ax.set_yticks([0.17, 0.53, 0.83], ["steps: host", "steps: GPU work", "GPU"], fontsize=8)
-        ax.set_xlabel("time since profile start, ms")
-        ax.set_title("Time line: GPU busy (blue) and severe gaps (red); each step's host time "
-                     "and the GPU work it launched", fontsize=10)
-        ax.legend(loc="upper right", fontsize=7, frameon=False, ncol=2)
-        ax.spines[["top", "right"]].set_visible(False)
-    if steps:
-        ax = axes[k]
-        x = list(range(len(steps)))
-        busy = [s["gaps"]["busy_ms"] for s in steps]
-        idle = [s["gaps"]["idle_ms"] for s in steps]
-        ax.bar(x, busy, color=BUSY, label="GPU busy")
-        ax.bar(x, idle, bottom=busy, color=IDLE, edgecolor="#8a9ba8", linewidth=0.5, label="idle (gaps)")
-        ax.set_ylabel("ms")
-        ax.set_xlabel("step")
-        if len(steps) <= 40:
-            ax.set_xticks(x, [str(s["index"]) for s in steps], fontsize=8)
-        sm = [s.get("sm_active_pct") for s in steps]
-        dram = [s.get("dram_pct") for s in steps]
-        title = "Per step: GPU busy and idle time"
-        if any(v is not None for v in sm + dram):
-            twin = ax.twinx()
-            if any(v is not None for v in sm):
-                twin.plot(x, [float("nan") if v is None else v for v in sm], color=SM, marker="o",
-                          markersize=3, label="SM active %")
-            if any(v is not None for v in dram):
-                twin.plot(x, [float("nan") if v is None else v for v in dram], color=DRAM, marker="s",
-                          markersize=3, label="DRAM %")
-            twin.set_ylim(0, 100)
-            twin.set_ylabel("%")
-            twin.legend(loc="upper left", fontsize=7, frameon=False)
-            title += ", SM and DRAM"
-        else:
-            title += " (SM/DRAM curves: not sampled)"
-        ax.set_title(title, fontsize=10)
-        ax.legend(loc="upper right", fontsize=7, frameon=False)
-        ax.spines[["top"]].set_visible(False)
-    fig.tight_layout()
-    return _png(fig)
-
-
 def _notes(summary: dict[str, Any], extra: list[str]) -> str:
     notes = list(extra)
     if summary.get("gpu_error"):
@@ -328,8 +243,8 @@ def _notes(summary: dict[str, Any], extra: list[str]) -> str:
 
 
 def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> str:
-    """The HTML view of a summary dict; `timeline` (from a Profile) adds the
-    real time line picture."""
+    """The HTML view of a summary dict; `timeline` (_pictures.timeline_of a
+    Profile) adds the time line of the whole run and the zooms on steps."""
     gpu = summary["gpu"]
     device = gpu.get("device") if gpu else None
     title = "loopscope" + (f" - {device}" if device else "")
@@ -343,6 +258,7 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     out.append(_verdict(summary))
     out.append(_figures(summary))
     out.append(_steps(summary))
+    out.append(_ranges(summary))
     out.append(ranks_html(summary))  # torch.distributed: ranks, and ranks x steps
     out.append(_sites(summary))
     out.append(_worst_gaps(summary))
@@ -351,11 +267,10 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     gaps = summary["gaps"]
     if gaps is not None and gaps["count"]:
         out.append(_h("Gap histogram"))
-        out.append(_histogram_picture(Figure, gaps) if Figure else _histogram_table(gaps))
+        out.append(histogram_picture(Figure, gaps) if Figure else _histogram_table(gaps))
     if Figure is not None:
-        picture = _timeline_picture(Figure, summary, timeline)
-        if picture:
-            out.append(_h("Time line"))
+        for heading, picture in timeline_pictures(Figure, summary, timeline):
+            out.append(_h(heading))
             out.append(picture)
     elif gaps is not None:
         notes.append("matplotlib is not installed, so the gap histogram and the time line are "
@@ -363,28 +278,6 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     out.append(_notes(summary, notes))
     out.append("</div>")
     return "".join(out)
-
-
-def timeline_of(prof) -> dict[str, Any] | None:
-    """What the time line picture needs, read from a finished Profile's
-    model: GPU busy time and severe-gap time per slice of the run, each
-    step's host range and the span of the GPU work it launched."""
-    model = prof.model
-    if model is None or prof.summary()["gaps"] is None or model.op_count == 0:
-        return None
-    total = model.total()
-    steps = model.steps()
-    t0 = min([total["first_ns"]] + [s["start_ns"] for s in steps])
-    t1 = max([total["last_ns"]] + [s["end_ns"] for s in steps] + [t0 + 1])
-    return {
-        "t0": t0, "t1": t1, "bins": TIMELINE_BINS,
-        "devices": max(1, len(model.devices())),
-        "busy": model.busy_bins(t0, t1, TIMELINE_BINS),
-        "severe": model.gap_bins(t0, t1, TIMELINE_BINS, "severe"),
-        "steps_host": [(s["index"], s["start_ns"], s["end_ns"]) for s in steps],
-        "steps_gpu": [(s["index"], s["first_ns"], s["last_ns"]) for s in steps
-                      if s["kernels"] + s["memcpys"] + s["memsets"]],
-    }
 
 
 def profile_html(prof) -> str:

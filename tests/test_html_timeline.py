@@ -1,0 +1,252 @@
+"""The notebook view's time line pictures (_pictures.py): the whole run
+shows how busy the GPU was (a mostly idle loop is not a solid bar), a zoom
+on the slowest step and on a typical one shows each gap with the step's
+severe ones in red, a CPU-only run shows the user's ranges, and the view
+stays bounded whatever the run's size.
+
+Expected figures come from the synthetic records themselves (plain Python
+over the injected kernels and the scripted clock) and from the summary;
+what a picture shows is read back from its PNG pixels."""
+from __future__ import annotations
+
+import base64
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import loopscope
+from loopscope import _core, _pictures, _recording, _replay
+
+np = pytest.importorskip("numpy", reason="needs matplotlib (the test extra) for the pictures")
+pytest.importorskip("matplotlib", reason="needs matplotlib (the test extra) for the pictures")
+from matplotlib import image  # noqa: E402
+
+TICK = 50_000      # ns per clock read: a step's host time is its reads times this
+KERNEL = 10_000    # ns
+# per step: extra clock reads (host time) and the device gaps between its 4 kernels, us
+EXTRA_READS = [0, 3, 8, 1, 2]
+INNER_GAPS_US = [[5, 5, 5], [80, 30, 5], [80, 60, 90], [30, 30, 5], [60, 5, 25]]
+SLOWEST, TYPICAL = 2, 4  # most extra reads; the median of [0, 3, 8, 1, 2] is 2 (step 4)
+
+
+def run_steps(prof, device1_step: int = 2) -> list[tuple]:
+    """The synthetic loop: each step launches 4 kernels (one clock read
+    each), its first kernel 5 us after its first launch, then the step's
+    inner gaps; step `device1_step` also runs two kernels 100 us apart on
+    device 1.  Returns (kernel record, step) pairs."""
+    kernels, apis, corr = [], [], 1
+    for i, gaps in enumerate(INNER_GAPS_US):
+        with prof.step():
+            launches = [_core.now_ns() for _ in range(4)]
+            for _ in range(EXTRA_READS[i]):
+                _core.now_ns()
+            t = launches[0] + 5_000
+            for j, launch in enumerate(launches):
+                apis.append((launch, launch + 1, corr))
+                kernels.append(((t, t + KERNEL, 0, 7, corr, f"k{j}"), i))
+                corr += 1
+                t += KERNEL + (gaps[j] * 1_000 if j < 3 else 0)
+            if i == device1_step:
+                for start in (launches[0] + 20_000, launches[0] + 130_000):
+                    apis.append((launches[0], launches[0] + 1, corr))
+                    kernels.append(((start, start + KERNEL, 1, 3, corr, "other_gpu"), i))
+                    corr += 1
+    _core._inject("api", apis)
+    _core._inject("kernel", [k for k, _ in kernels])
+    return kernels
+
+
+def severe_per_step(kernels: list[tuple], steps: int) -> list[int]:
+    """Severe gaps (> 50 us) per step, in plain Python: per device, the gaps
+    between consecutive kernels (none overlap here), each counted for the
+    step of the kernel that ends it."""
+    out = [0] * steps
+    for device in (0, 1):
+        mine = sorted((k, step) for k, step in kernels if k[2] == device)
+        for (prev, _), (nxt, step) in zip(mine, mine[1:]):
+            if nxt[0] - prev[1] > 50_000:
+                out[step] += 1
+    return out
+
+
+def pictures(h: str) -> dict[str, bytes]:
+    return {alt: base64.b64decode(data) for alt, data in
+            re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([^"]+)"', h)}
+
+
+def rgb_of(png: bytes):
+    return (image.imread(io.BytesIO(png))[:, :, :3] * 255).round().astype(int)
+
+
+def near(rgb, hex_colour: str, tolerance: int = 6):
+    want = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return (abs(rgb - want) <= tolerance).all(axis=2)
+
+
+def patches(mask) -> int:
+    """Connected areas (4-neighbour) of True pixels."""
+    seen = np.zeros_like(mask, dtype=bool)
+    count = 0
+    for y, x in zip(*np.nonzero(mask)):
+        if seen[y, x]:
+            continue
+        count += 1
+        todo = [(y, x)]
+        seen[y, x] = True
+        while todo:
+            cy, cx = todo.pop()
+            for ny, nx in ((cy + 1, cx), (cy - 1, cx), (cy, cx + 1), (cy, cx - 1)):
+                if (0 <= ny < mask.shape[0] and 0 <= nx < mask.shape[1] and mask[ny, nx]
+                        and not seen[ny, nx]):
+                    seen[ny, nx] = True
+                    todo.append((ny, nx))
+    return count
+
+
+@pytest.fixture
+def loop(test_clock):
+    test_clock.set(1_000_000_000, TICK)
+    with loopscope.profile() as prof:
+        kernels = run_steps(prof)
+    return prof, kernels
+
+
+def test_the_zooms_show_the_slowest_and_a_typical_step(loop):
+    prof, kernels = loop
+    s = prof.summary()
+    host = [st["host_ms"] for st in s["steps"]]
+    # the synthetic clock: 4 launches and the extra reads make each step's host time
+    assert host == [pytest.approx((5 + extra) * TICK / 1e6) for extra in EXTRA_READS]
+    assert max(range(5), key=host.__getitem__) == SLOWEST
+    assert sorted(range(5), key=host.__getitem__)[2] == TYPICAL
+    h = prof._repr_html_()
+    assert (h.index(">Time line<") < h.index(f">Zoom: the slowest step (Step_{SLOWEST})<")
+            < h.index(f">Zoom: a typical step (Step_{TYPICAL})<") < h.index(">Per step<"))
+    severe = severe_per_step(kernels, 5)
+    assert [st["gaps"]["severe"] for st in s["steps"]] == severe
+    assert severe[SLOWEST] == 5  # the gap into it, 80, 60, 90 us, and device 1's 90 us
+    shown = pictures(h)
+    for role, index in (("slowest", SLOWEST), ("typical", TYPICAL)):
+        alt = next(a for a in shown if a.startswith(f"Zoom on the {role} step Step_{index}:"))
+        step = s["steps"][index]
+        assert (f"{step['gaps']['severe']} severe and {step['gaps']['warning']} warning gaps of "
+                "the step marked") in alt
+        # the picture itself: one red patch per severe gap of the step, no other red
+        assert patches(near(rgb_of(shown[alt]), _pictures.SEVERE)) == severe[index]
+        # each busy interval of the window drawn: the zoom is not a solid bar
+        assert int(re.search(r"(\d+) busy intervals drawn", alt).group(1)) >= 4
+
+
+def test_the_whole_run_shows_how_busy_the_gpu_was():
+    """The bundled recording is 22.8% busy: in the whole-run picture the
+    GPU lane is about that much blue, the rest idle grey (it used to be an
+    almost solid blue bar)."""
+    data = _recording.bundled_demo()
+    if data is None:
+        pytest.skip("no bundled demo recording in this checkout")
+    prof = _replay.replay(data)
+    busy = prof.summary()["gpu"]["busy_pct"] / 100
+    shown = pictures(prof._repr_html_())
+    alt = next(a for a in shown if a.startswith("Time line of the whole run"))
+    rgb = rgb_of(shown[alt])
+    blue, grey = near(rgb, _pictures.BUSY, 40), near(rgb, _pictures.IDLE, 4)
+    lane = blue | grey | near(rgb, _pictures.SEVERE, 40)
+    assert lane.sum() > 10_000
+    assert abs(blue.sum() / lane.sum() - busy) < 0.08
+
+
+def test_a_cpu_run_shows_the_users_ranges(test_clock):
+    """No GPU: the ranges table, and the host's time line with the ranges
+    of the slowest step in its zoom."""
+    with loopscope.profile() as prof:
+        for i in range(3):
+            with prof.step():
+                with loopscope.range("data"):
+                    pass
+                with loopscope.range("forward"):
+                    for j in range(2):
+                        with loopscope.range(f"layer_{j}"):
+                            pass
+                if i == 1:
+                    with loopscope.range("slow"):
+                        for _ in range(20):
+                            _core.now_ns()
+                    with loopscope.range("cost $x_{$ b"):  # not read as TeX by matplotlib
+                        pass
+    s = prof.summary()
+    assert s["gpu"] is None
+    h = prof._repr_html_()
+    rows = re.findall(r"<tr><td[^>]*>(?:&nbsp;)*([a-z_0-9]+)</td><td[^>]*>(\d+)</td>", h)
+    assert rows == [("data", "3"), ("forward", "3"), ("layer_0", "3"), ("layer_1", "3"),
+                    ("slow", "1")]
+    assert "cost $x_{$ b</td>" in h
+    assert ">Time line<" in h and ">Zoom: the slowest step (Step_1)<" in h
+    timeline = _pictures.timeline_of(prof)
+    slowest = timeline["zooms"][0]
+    names = [r[6] for r in slowest["window"]["ranges"]]
+    for name in ("Step_1", "data", "forward", "layer_0", "layer_1", "slow", "cost $x_{$ b"):
+        assert name in names
+    shown = pictures(h)
+    alt = next(a for a in shown if a.startswith("Zoom on the slowest step Step_1:"))
+    assert alt.endswith(f"{len(names)} ranges")
+    assert near(rgb_of(shown[alt]), _pictures._range_colour("slow"), 2).sum() > 500
+    whole = next(a for a in shown if a.startswith("Host time line of the whole run"))
+    assert whole == "Host time line of the whole run: 3 steps, 14 ranges drawn"
+
+
+@pytest.mark.parametrize("shape", ["10 steps x 20k kernels", "20k steps x 1 kernel"])
+def test_the_view_is_bounded_whatever_the_size(test_clock, shape):
+    """Many ops or many steps: the model hands over at most ZOOM_LIMIT items
+    of each kind, dense zooms draw busy share per pixel column, the
+    per-step chart groups steps, and the page stays the same size."""
+    steps, per_step = (10, 20_000) if shape.startswith("10 ") else (20_000, 1)
+    # a step's device time is 0.9 ms of its 2 ms on the host: 20 ns kernels 25 ns apart, or one
+    length, pitch = (20, 45) if per_step > 1 else (900_000, 900_000)
+    test_clock.set(1_000_000_000, 1_000_000)
+    apis, kernels, corr = [], [], 1
+    with loopscope.profile() as prof:
+        for _ in range(steps):
+            with prof.step():
+                t = _core.now_ns()
+                for _ in range(per_step):
+                    apis.append((t, t + 1, corr))
+                    kernels.append((t, t + length, 0, 7, corr, "k"))
+                    t += pitch
+                    corr += 1
+        _core._inject("api", apis)
+        _core._inject("kernel", kernels)
+    timeline = _pictures.timeline_of(prof)
+    for zoom in timeline["zooms"]:
+        for kind in ("busy", "gaps", "ranges", "syncs"):
+            assert len(zoom["window"][kind]) <= _pictures.ZOOM_LIMIT
+        assert (zoom["dense"] is not None) == (per_step > _pictures.MAX_SPANS_DRAWN)
+    h = prof._repr_html_()
+    shown = pictures(h)
+    assert len(shown) == 5 and len(h) < 1_000_000
+    per_step_alt = next(a for a in shown if a.startswith("Per step"))
+    assert per_step_alt == f"Per step: GPU busy and idle time of {steps} steps"
+    whole = rgb_of(shown[next(a for a in shown if a.startswith("Time line"))])
+    assert near(whole, _pictures.BUSY, 40).sum() > 1_000
+    if os.environ.get("LOOPSCOPE_KEEP_PICTURES"):  # for a look: the pictures as files
+        for i, png in enumerate(shown.values()):
+            Path(os.environ["LOOPSCOPE_KEEP_PICTURES"], f"{steps}x{per_step}_{i}.png").write_bytes(png)
+
+
+def test_gpu_work_without_steps_gets_the_whole_run_only(test_clock):
+    """No step marked: the whole run is drawn (its ranges too), and there
+    is no step to zoom on nor a per-step chart."""
+    with loopscope.profile() as prof:
+        with loopscope.range("generate"):
+            launch = _core.now_ns()
+        _core._inject("api", [(launch, launch + 1, 1), (launch, launch + 1, 2)])
+        _core._inject("kernel", [(launch + 1_000, launch + 2_000, 0, 7, 1, "a"),
+                                 (launch + 90_000, launch + 91_000, 0, 7, 2, "b")])
+    h = prof._repr_html_()
+    busy = 100 * 2 * 1_000 / 90_000  # two 1 us kernels from the first start to the last end
+    assert list(pictures(h)) == [
+        "Gap histogram: 1 gap, 1 severe",
+        f"Time line of the whole run: GPU busy {busy:.1f}%, 0 steps, 1 ranges drawn"]
+    assert ">Zoom" not in h and ">Per step<" not in h

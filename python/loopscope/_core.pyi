@@ -114,7 +114,10 @@ class Model:
         names: Callable[[str], tuple[str | None, str | None, str | None]] | None = ...,
         gpu_pids: dict[int, int] | None = ...,
         stream_tids: dict[tuple[int, int], int] | None = ...,
-        lanes: tuple[int, int, int] = ...,
+        lanes: tuple[int, int] = ...,
+        sync_sites: tuple[Sequence[int], Sequence[str], Sequence[str]] | None = ...,
+        sync_base: int = ...,
+        site_base: int = ...,
     ) -> None: ...
 
 # -- strict mode (loopscope.no_sync) -------------------------------------------

@@ -64,8 +64,8 @@ typedef struct {
      * the launches before it, a kernel's whole name, a process's name */
     int has_step, has_sync, has_site, has_launches_before, has_launch;
     ls_json_number step, sync, site, launches_before, launch;
-    int has_mangled, has_signature, has_arg_name;
-    ls_json_string mangled, signature, arg_name;
+    int has_mangled, has_signature, has_arg_name, has_series;
+    ls_json_string mangled, signature, arg_name, series;
     ls_number_arg numbers[MAX_COUNTER_ARGS]; /* numeric args, for counters */
     int number_count;
 } ls_event;
@@ -188,6 +188,8 @@ static int arg_member(ls_json_cursor *c, const ls_json_string *key, ls_event *ev
         return read_string_field(c, &ev->signature, &ev->has_signature);
     if (key_is(key, "name"))
         return read_string_field(c, &ev->arg_name, &ev->has_arg_name);
+    if (key_is(key, "series"))
+        return read_string_field(c, &ev->series, &ev->has_series);
     int rc = ls_json_ws(c);
     if (rc != LS_JSON_OK)
         return rc;
@@ -405,7 +407,11 @@ static int metric_of(const ls_json_string *series, const ls_json_string *key)
     return -1;
 }
 
-static int add_counter(ls_kineto *k, const ls_event *ev)
+/* A counter event's values; or, with `end`, the end of series `series_name`
+ * (an instant of category counter_end: loopscope's export marks so where
+ * sampling paused, as a counter otherwise holds its value). */
+static int add_counter(ls_kineto *k, const ls_event *ev, const ls_json_string *series_name,
+                       int end)
 {
     ls_tbuild *b = &k->build;
     int64_t ts;
@@ -418,18 +424,17 @@ static int add_counter(ls_kineto *k, const ls_event *ev)
         device = 0;
     /* One series per (pid, name): its times bound its samples. */
     char key[300];
-    size_t len;
-    const char *name = ev->has_name ? text_of(k, &ev->name, &len) : "";
+    size_t len = 0;
+    const char *name = series_name ? text_of(k, series_name, &len) : "";
     if (name == NULL)
         return -2;
-    if (!ev->has_name)
-        len = 0;
     int n = snprintf(key, sizeof key, "\x01%u|%.*s", (unsigned)device, (int)(len > 200 ? 200 : len),
                      name);
     uint32_t series = ls_strtab_intern(&b->names, key, (size_t)n);
     if (series == LS_STRTAB_NONE)
         return -2;
-    int used = 0;
+    if (end)
+        return ls_tbuild_point_end(b, ts, series, device, ev->pid.kind == ID_NUMBER) ? -2 : 0;
     for (int i = 0; i < ev->number_count; i++) {
         const ls_number_arg *a = &ev->numbers[i];
         int metric = metric_of(ev->has_name ? &ev->name : NULL, &a->key);
@@ -441,9 +446,7 @@ static int add_counter(ls_kineto *k, const ls_event *ev)
         if (ls_tbuild_point(b, ts, series, device, metric, ls_json_number_double(&a->value),
                             ev->pid.kind == ID_NUMBER) != 0)
             return -2;
-        used = 1;
     }
-    (void)used;
     return 0;
 }
 
@@ -491,7 +494,12 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
     char ph = ev->has_ph && ev->ph.len == 1 ? ev->ph.text[0] : 0;
     if (ph == 'C') {
         ls_tbuild_seen(b, LS_TB_COUNTER);
-        return add_counter(k, ev);
+        return add_counter(k, ev, ev->has_name ? &ev->name : NULL, 0);
+    }
+    if ((ph == 'i' || ph == 'I') && ev->has_cat && key_is(&ev->cat, "counter_end") &&
+        ev->has_series) {
+        ls_tbuild_seen(b, LS_TB_COUNTER);
+        return add_counter(k, ev, &ev->series, 1);
     }
     if (ph == 'M') {
         ls_tbuild_seen(b, LS_TB_METADATA);

@@ -11,8 +11,9 @@
  * args.correlation); cuda_runtime / cuda_driver -> API calls (and calls
  * that may wait, by name); user_annotation -> ranges; python_function and
  * cpu_op -> stack frames; cuda_sync -> host syncs; "C" counters -> counter
- * points when a value names a known figure; "M" process names "GPU <n>"
- * -> the device of that pid's counters.  Events whose needed fields are
+ * points when a value names a known figure; "i" instants of category
+ * counter_end (args.series) -> the end of that series' last value; "M"
+ * process names "GPU <n>" -> the device of that pid's counters.  Events whose needed fields are
  * missing or unusable are counted as skipped with the reason.
  *
  * What loopscope's own export adds (see _trace_export.py), read from any

@@ -298,6 +298,17 @@ int ls_tbuild_point(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device, 
     return 0;
 }
 
+int ls_tbuild_point_end(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device,
+                        int device_pid)
+{
+    if (!times_ok(ts, ts))
+        return 0;
+    ls_tb_point *p;
+    APPEND(b, b->points, p);
+    *p = (ls_tb_point){ts, NAN, series, device, -1, device_pid != 0};
+    return 0;
+}
+
 const char *ls_tbuild_name(const ls_tbuild *b, uint32_t id)
 {
     return ls_strtab_text(&b->names, id, NULL);
@@ -685,9 +696,10 @@ static int build_samples(ls_tbuild *b, int device)
         return -1;
     size_t ne = 0;
     for (size_t i = 0, j; i < n; i = j) {
-        for (j = i; j < n && p[j].series == p[i].series && p[j].ts == p[i].ts;)
-            j++;
-        if (j < n && p[j].series == p[i].series && p[i].device == sampled) {
+        int values = 0; /* an end alone starts no value */
+        for (j = i; j < n && p[j].series == p[i].series && p[j].ts == p[i].ts; j++)
+            values |= p[j].metric >= 0;
+        if (values && j < n && p[j].series == p[i].series && p[i].device == sampled) {
             edges[ne++] = p[i].ts;
             edges[ne++] = p[j].ts;
         }
@@ -716,7 +728,8 @@ static int build_samples(ls_tbuild *b, int device)
             continue;
         for (size_t k = lower_bound_i64(edges, unique, p[i].ts); k < pieces && edges[k] < p[j].ts; k++)
             for (size_t v = i; v < j; v++)
-                out[k].values[p[v].metric] = p[v].value;
+                if (p[v].metric >= 0)
+                    out[k].values[p[v].metric] = p[v].value;
     }
     size_t kept = 0;
     for (size_t k = 0; k < pieces; k++) {

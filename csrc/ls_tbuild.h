@@ -47,7 +47,7 @@ typedef struct {
     int64_t ts;
     double value;
     uint32_t series, device;
-    int32_t metric;      /* LS_M_* */
+    int32_t metric;      /* LS_M_*, or -1: the series' value ends here */
     uint32_t device_pid; /* 1: `device` is the event's numeric pid, which a GPU
                             process name may map to its device (settle) */
 } ls_tb_point;
@@ -154,6 +154,11 @@ int ls_tbuild_frame(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
 int ls_tbuild_point(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device, int metric,
                     double value, int device_pid);
 
+/* The end of a series' value at ts: the series has no value until its
+ * next point (a counter otherwise holds its value). */
+int ls_tbuild_point_end(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device,
+                        int device_pid);
+
 typedef struct {
     int64_t base_ns; /* added to every file time */
     int device;      /* keep only this device's ops when >= 0 */
@@ -173,7 +178,8 @@ typedef struct {
  * table id, step_index the file's step mark or -1), gives each call its
  * stack and launch count, maps counter pids named "GPU <n>" to device n,
  * and turns counter points into samples: on the sampled device, each
- * series' value holds from its time until the series' next time, and the
+ * series' value holds from its time until the series' next time (a value
+ * or an end, ls_tbuild_point_end), and the
  * pieces between consecutive times of any series become one sample each,
  * with every figure whose series covers the piece.  0, or -1 when memory
  * ran out. */

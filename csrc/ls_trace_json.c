@@ -711,19 +711,40 @@ static void counters_at(ls_out *out, const ls_sample *s, uint64_t t, unsigned pi
     }
 }
 
+/* An instant that ends figure j's series at t (category counter_end): a
+ * counter holds its value until its next event, so where a sample does not
+ * follow at once, or lacks the figure, the series must say it stops. */
+static void counter_end(ls_out *out, int j, uint64_t t, unsigned pid, const ls_trace_options *o)
+{
+    const char *name, *unit;
+    if (ls_trace_json_counter(j, &name, &unit) != 0)
+        return;
+    putf(out, ",{\"ph\":\"i\",\"s\":\"p\",\"pid\":%u,\"name\":\"no sample: %s %s\","
+              "\"cat\":\"counter_end\",\"ts\":", pid, name, unit);
+    put_us(out, t, o->t0_ns);
+    putf(out, ",\"args\":{\"series\":\"%s\"}}", name);
+}
+
 static void counters(ls_out *out, const ls_records *r, const ls_trace_options *o)
 {
     size_t n = r->samples.count;
     unsigned pid = pid_of(o, r->sample_device);
     for (size_t i = 0; i < n && !out->failed; i++) {
-        counters_at(out, &r->samples.items[i], r->samples.items[i].start_ns, pid, o);
+        const ls_sample *s = &r->samples.items[i];
+        counters_at(out, s, s->start_ns, pid, o);
+        if (i + 1 == n) {
+            /* the last sample's values once more at its end, so its length
+             * is in the trace too (and the counters hold them after it) */
+            counters_at(out, s, s->end_ns, pid, o);
+            break;
+        }
+        const ls_sample *next = &r->samples.items[i + 1];
+        for (int j = 0; j < LS_METRICS; j++)
+            if (isfinite(s->values[j]) && (next->start_ns != s->end_ns || !isfinite(next->values[j])))
+                counter_end(out, j, s->end_ns, pid, o);
         if (out->len >= CHUNK)
             flush(out);
     }
-    /* a counter holds its value until its next event: the last sample's
-     * values once more at its end, so its length is in the trace too */
-    if (n > 0)
-        counters_at(out, &r->samples.items[n - 1], r->samples.items[n - 1].end_ns, pid, o);
 }
 
 int ls_trace_json_write(const ls_records *r, const ls_model *m, const ls_trace_options *o,

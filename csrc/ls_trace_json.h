@@ -26,7 +26,9 @@
  * - the PM samples as counter events ("C") on the sampled GPU's process,
  *   one series per figure, each value at its sample's start and the last
  *   sample's values again at its end; values that were not collected are
- *   left out.
+ *   left out, and where a figure's next sample does not follow at once (a
+ *   pause in sampling, a figure not collected) an instant of category
+ *   counter_end (args.series) ends its series.
  * Strings are JSON-escaped; bytes that are not UTF-8 become U+FFFD. */
 #ifndef LS_TRACE_JSON_H
 #define LS_TRACE_JSON_H

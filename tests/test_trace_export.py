@@ -81,8 +81,10 @@ def test_trace_events_exactly(test_clock, tmp_path):
 def test_counter_tracks_hold_the_samples_on_the_sampled_gpu(test_clock, tmp_path):
     """PM samples become one counter series per figure, on the process of
     the GPU they were taken on, in the summary's units; figures a sample did
-    not collect are left out; the last sample's values come again at its
-    end, so its length is in the trace."""
+    not collect are left out, and the series of a figure whose next sample
+    lacks it (or does not follow at once) is ended by a counter_end instant;
+    the last sample's values come again at its end, so its length is in the
+    trace."""
     samples = [(1_100_000, 1_150_000, {"sm_active_pct": 40.0, "dram_throughput_pct": 12.5}),
                (1_150_000, 1_200_000, {"sm_active_pct": 62.25, "dram_read_gbps": 1234.5}),
                (1_200_000, 1_260_000, {"sm_active_pct": 0.1})]
@@ -108,6 +110,14 @@ def test_counter_tracks_hold_the_samples_on_the_sampled_gpu(test_clock, tmp_path
         name, unit = label[figure]
         expected.append((101, name, (last_end - 1_000_000) / 1e3, {unit: value}))
     assert sorted(counters) == sorted(expected)
+    ends = [(e["pid"], e["s"], e["args"]["series"], e["ts"]) for e in data["traceEvents"]
+            if e["ph"] == "i" and e["cat"] == "counter_end"]
+    expected_ends = []
+    for (_, end, values), (start, _, after) in zip(samples, samples[1:]):
+        for figure in values:
+            if figure not in after or start != end:
+                expected_ends.append((101, "p", label[figure][0], (end - 1_000_000) / 1e3))
+    assert sorted(ends) == sorted(expected_ends) and len(ends) == 2  # DRAM throughput, read
 
 
 def test_no_gpu_trace_has_the_host_ranges(test_clock, tmp_path):

@@ -385,3 +385,19 @@ def test_own_export_span_and_recorded_steps(tmp_path):
     assert summary["host_ms"] == 1.0  # span_ns: [0, 1 ms]
     by_name = loopscope.analyze(path, steps="^Step_")
     assert [s["name"] for s in by_name["steps"]] == ["Step_9"]
+
+
+def test_a_counter_end_stops_the_value_until_the_next_one(tmp_path):
+    """A counter holds its value until its next event; an instant of
+    category counter_end (args.series) stops it there instead (loopscope's
+    export marks pauses in sampling so)."""
+    points = [(0, 40.0), (100, 60.0), (300, 80.0), (400, 10.0)]
+    events = _kernels(0, 0) + [{"ph": "C", "name": "SM active", "pid": 0, "ts": ts,
+                                "args": {"%": v}} for ts, v in points]
+    events.append({"ph": "i", "s": "p", "cat": "counter_end", "name": "no sample", "pid": 0,
+                   "ts": 150, "args": {"series": "SM active"}})
+    summary = loopscope.analyze(write(tmp_path / "c.json", trace_doc(events)))
+    covered = [(0, 100, 40.0), (100, 150, 60.0), (300, 350, 80.0)]  # within the kernels' span
+    expected = sum(v * (b - a) for a, b, v in covered) / sum(b - a for a, b, _ in covered)
+    assert summary["sm"]["active_pct"] == pytest.approx(expected, abs=0.01)
+    assert summary["sm"]["samples"] == 3  # [0,100], [100,150], [300,400]

@@ -91,12 +91,14 @@ def build_profile(tmp_path):
                 _core._inject(kind, [r for k, r in ops if k == kind])
             _core._inject("api", apis)
             _core._inject("sync_record", [(1_400_000, 1_460_000, 7)])
-            # contiguous PM samples on GPU 0, as the sampler takes them
+            # PM samples on GPU 0, one after the other as the sampler takes
+            # them, but for a pause (sample 20 lost) and a figure missing once
             _core._inject("sample", [
                 (1_000_000 + 60_000 * k, 1_060_000 + 60_000 * k,
                  {"sm_active_pct": 20.0 + k, "dram_throughput_pct": 61.5 - k,
-                  "dram_read_gbps": 800.25 + k, "gr_active_pct": 55.0}, 0)
-                for k in range(40)])
+                  "gr_active_pct": 55.0, **({"dram_read_gbps": 800.25 + k} if k != 30 else {})},
+                 0)
+                for k in range(40) if k != 20])
     finally:
         _core._set_test_clock(0, 0)
     return prof

@@ -19,7 +19,9 @@ profile's start, which is `baseTimeNanoseconds`):
   (category gap, named with its class and length), and on the sampled GPU
   one counter track per PM figure ("SM active %", "DRAM throughput %",
   "DRAM read GB/s", ...; figures not collected are left out; a counter
-  holds its value until the next sample, also across a pause in sampling);
+  holds its value until its next event, so where sampling paused or the
+  next sample lacks the figure, an instant "no sample: ..." of category
+  counter_end ends that series);
 - flow arrows from each launch call to the ops it launched ("s" at the
   call, "f" with bp "e" at the op's start, one id per correlation id);
 - on rank 0 of a gathered torch.distributed profile, one process per other

@@ -341,8 +341,21 @@ static int device_of(const ls_id *id, uint32_t *out)
     return -1;
 }
 
+/* CUpti_ActivityMemoryKind of a side's word in a copy's name. */
+static uint8_t memory_kind_of(const char *word, size_t len)
+{
+    static const char *const words[] = {NULL, "Pageable", "Pinned", "Device", "Array",
+                                        "Managed", "Device Static", "Managed Static"};
+    for (uint8_t k = 1; k < sizeof words / sizeof words[0]; k++)
+        if (strlen(words[k]) == len && memcmp(word, words[k], len) == 0)
+            return k;
+    return 0;
+}
+
 /* "Memcpy DtoH (Device -> Pageable)": CUPTI's copy kind and the host side's
- * memory kind (1 pageable, 2 pinned; 0 when neither side is host). */
+ * memory kind (1 pageable, 2 pinned, 5 managed, ...; 0 when no side is
+ * host), read from the side the kind names H, or, in names without sides,
+ * from the word Pageable or Pinned anywhere. */
 static void copy_kind_of(const char *name, size_t len, uint8_t *kind, uint8_t *host)
 {
     static const struct {
@@ -350,14 +363,34 @@ static void copy_kind_of(const char *name, size_t len, uint8_t *kind, uint8_t *h
         uint8_t kind;
     } kinds[] = {{"HtoD", 1}, {"DtoH", 2}, {"HtoA", 3}, {"AtoH", 4}, {"AtoA", 5},
                  {"AtoD", 6}, {"DtoA", 7}, {"DtoD", 8}, {"HtoH", 9}, {"PtoP", 10}};
+    const char *word = NULL;
     *kind = 0;
     *host = 0;
     for (size_t i = 0; i + 4 <= len && *kind == 0; i++)
         for (size_t j = 0; j < sizeof kinds / sizeof kinds[0]; j++)
             if (memcmp(name + i, kinds[j].word, 4) == 0) {
                 *kind = kinds[j].kind;
+                word = kinds[j].word;
                 break;
             }
+    /* the sides: "(<source> -> <destination>)" */
+    const char *open = memchr(name, '(', len), *end = name + len;
+    const char *arrow = NULL, *close = NULL;
+    for (const char *p = open; p != NULL && p + 4 <= end && arrow == NULL; p++)
+        if (memcmp(p, " -> ", 4) == 0)
+            arrow = p;
+    if (arrow != NULL)
+        close = memchr(arrow, ')', (size_t)(end - arrow));
+    if (word != NULL && close != NULL && (word[0] == 'H' || word[3] == 'H')) {
+        *host = word[0] == 'H' ? memory_kind_of(open + 1, (size_t)(arrow - open - 1))
+                               : memory_kind_of(arrow + 4, (size_t)(close - arrow - 4));
+        return;
+    }
+    if (word == NULL && open != NULL && arrow == NULL) { /* "Memcpy (Managed)": no kind */
+        const char *shut = memchr(open, ')', (size_t)(end - open));
+        if (shut != NULL && (*host = memory_kind_of(open + 1, (size_t)(shut - open - 1))) != 0)
+            return;
+    }
     for (size_t i = 0; i + 6 <= len; i++) {
         if (i + 8 <= len && memcmp(name + i, "Pageable", 8) == 0) {
             *host = 1;

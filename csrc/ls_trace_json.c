@@ -496,14 +496,16 @@ static void apis(ls_out *out, const ls_records *r, const ls_model *m, const ls_t
 /* -- GPU ops ------------------------------------------------------------------- */
 
 /* A copy's name as Kineto writes it: "Memcpy DtoH (Device -> Pageable)";
- * the host side is Pageable or Pinned from host_memory (the reader reads
- * both back from the name). */
+ * the host side is named by host_memory (CUpti_ActivityMemoryKind: Pageable,
+ * Pinned, Managed, ...; the reader reads both kinds back from the name). */
 static void put_copy_name(ls_out *out, const ls_op *op)
 {
     static const char *const kinds[] = {NULL, "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
                                         "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
-    const char *host = op->host_memory == 1 ? "Pageable" : op->host_memory == 2 ? "Pinned"
-                                                                                : "Host";
+    static const char *const memory[] = {"Unknown", "Pageable", "Pinned", "Device", "Array",
+                                         "Managed", "Device Static", "Managed Static"};
+    const char *host = op->host_memory < sizeof memory / sizeof memory[0]
+                           ? memory[op->host_memory] : "Unknown";
     const char *kind = op->copy_kind < sizeof kinds / sizeof kinds[0] ? kinds[op->copy_kind]
                                                                        : NULL;
     if (kind == NULL) {

@@ -258,3 +258,29 @@ def test_the_bundled_recording_round_trips(tmp_path):
     fields = ("index", "name", "host_ms", "gpu_ms", "gpu_span_ms", "kernels", "gaps")
     assert [{k: s[k] for k in fields} for s in back["steps"]] == \
         [{k: s[k] for k in fields} for s in live["steps"]]
+
+
+def test_copies_keep_their_kind_and_host_memory(tmp_path):
+    """A copy's kind and the memory kind of its host side are in its name,
+    as Kineto writes it, and come back: whether a copy made the host wait
+    depends on them (a synchronous copy waits unless device to device, an
+    async one only with pageable memory)."""
+    htod, dtoh, htoh = 1, 2, 9
+    pageable, pinned, managed = 1, 2, 5
+    with loopscope.profile() as prof:
+        _core._inject_calls([("cudaMemcpy", 1_000, 11)])        # waits: managed host memory
+        _core._inject_calls([("cudaMemcpyAsync", 1_000, 12)])   # does not: pinned
+        _core._inject_calls([("cudaMemcpyAsync", 1_000, 13)])   # waits: pageable
+        _core._inject("memcpy", [(5_000, 6_000, 0, 7, 11, None, 64, htod, managed),
+                                 (7_000, 8_000, 0, 7, 12, None, 64, dtoh, pinned),
+                                 (9_000, 9_500, 0, 7, 13, None, 64, htoh, pageable)])
+    live = prof.summary()
+    assert live["syncs"]["count"] == 2
+    path = prof.export_trace(tmp_path / "t.json")
+    names = [e["name"] for e in json.loads(open(path).read())["traceEvents"]
+             if e["ph"] == "X" and e["cat"] == "gpu_memcpy"]
+    assert names == ["Memcpy HtoD (Managed -> Device)", "Memcpy DtoH (Device -> Pinned)",
+                     "Memcpy HtoH (Pageable -> Pageable)"]
+    back = loopscope.analyze(path)
+    assert without_thread_ids(back["syncs"]) == without_thread_ids(live["syncs"])
+    assert back["gaps"] == live["gaps"]

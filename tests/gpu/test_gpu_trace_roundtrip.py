@@ -27,31 +27,32 @@ pytestmark = pytest.mark.gpu
 SAME = ("gaps", "gpu", "steps", "ranges", "sm", "dram", "pcie", "diagnosis")
 
 
-def loop(x, w, steps=6):
+def run_loop(prof, x, w, steps=6):
     for i in range(steps):
-        yield i
-        for _ in range(20):
-            x = torch.tanh(x @ w)
-        if i % 2 == 0:
-            x.sum().item()                     # a sync at this line
-        if i == 3:
-            torch.cuda.synchronize()           # and one here
+        with prof.step():
+            with loopscope.range("Blocks"):
+                for _ in range(20):
+                    x = torch.tanh(x @ w)
+            if i % 2 == 0:
+                x.sum().item()                 # a sync at this line
+            if i == 3:
+                torch.cuda.synchronize()       # and one here
     return x
 
 
 def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
     x = torch.randn(512, 512, device="cuda")
     w = torch.randn(512, 512, device="cuda") / 32
-    for _ in loop(x, w, 2):                    # warm up cuBLAS outside the profile
-        pass
+    for _ in range(20):                        # warm up cuBLAS outside the profile
+        x = torch.tanh(x @ w)
     torch.cuda.synchronize()
     with loopscope.profile() as prof:
-        for _ in loop(x, w):
-            pass
+        run_loop(prof, x, w)
     live = prof.summary()
     if live["gaps"] is None:
         pytest.skip(f"GPU tracing unavailable here: {live['gpu_error']}")
     assert live["syncs"] is not None and live["syncs"]["count"] >= 4, live["syncs_error"]
+    assert len(live["steps"]) == 6
     path = prof.export_trace(tmp_path / "loop.json")
     back = loopscope.analyze(path)
     for key in SAME:

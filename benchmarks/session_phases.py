@@ -1,6 +1,8 @@
 """Where a whole profile's time goes: enter, loop, exit and summary, and the
-host time of each step of the C core's start and stop (summary of the
-capture's `start_phases_ns` / `stop_phases_ns`, PM sampling's own phases).
+host time of each step of the C core's start and stop on the user's thread
+and of the finish on loopscope's worker thread (the capture's
+`start_phases_ns` / `stop_phases_ns` / `finish_phases_ns`, the finish's whole
+time and how long summary() waited for it, PM sampling's own phases).
 
 Variants alternate round by round with bare rounds, in one process; the first
 profile of a process is timed in fresh subprocesses (`--first VARIANT`).
@@ -61,6 +63,8 @@ def one_profile(torch, loop, options):
             "block": (t3 - t0) / 1e6, "summary": (t4 - t3) / 1e6,
             "start_phases": {k: v / 1e6 for k, v in info["start_phases_ns"].items()},
             "stop_phases": {k: v / 1e6 for k, v in info["stop_phases_ns"].items()},
+            "finish_phases": {k: v / 1e6 for k, v in info["finish_phases_ns"].items()},
+            "finish_ms": info["finish_ns"] / 1e6, "finish_wait_ms": info["finish_wait_ns"] / 1e6,
             "pm_phases": ((info.get("pm") or {}).get("phases_ns") or {}),
             "pm_decode_ms": ((info.get("pm") or {}).get("decode_ns") or 0) / 1e6,
             "samples": (info.get("pm") or {}).get("samples"),
@@ -127,9 +131,11 @@ def main() -> None:
           f"({result['torch_cuda_block_ms'] / bare_ms:.3f}x), key_averages().table() "
           f"{result['torch_cuda_post_ms']:.1f} ms")
     for name, rs in rows.items():
-        v = {k: med(rs, k) for k in ("enter", "loop", "exit", "block", "summary", "pm_decode_ms")}
+        v = {k: med(rs, k) for k in ("enter", "loop", "exit", "block", "summary", "pm_decode_ms",
+                                     "finish_ms", "finish_wait_ms")}
         v["start_phases"] = {k: med(rs, "start_phases", k) for k in rs[0]["start_phases"]}
         v["stop_phases"] = {k: med(rs, "stop_phases", k) for k in rs[0]["stop_phases"]}
+        v["finish_phases"] = {k: med(rs, "finish_phases", k) for k in rs[0]["finish_phases"]}
         v["pm_phases_ms"] = {k: round(statistics.median([r["pm_phases"].get(k, 0) for r in rs]) / 1e6, 4)
                              for k in (rs[0]["pm_phases"] or {})}
         v["samples"] = statistics.median([r["samples"] or 0 for r in rs])
@@ -138,8 +144,9 @@ def main() -> None:
         print(f"{name:<24} block {v['block']:.3f} ms ({v['block'] / bare_ms:.3f}x) enter {v['enter']:.3f}"
               f" loop {v['loop']:.3f} ({v['loop'] / bare_ms:.3f}x) exit {v['exit']:.3f} summary "
               f"{v['summary']:.3f}; samples {v['samples']}")
-        print(f"   start {v['start_phases']}\n   stop  {v['stop_phases']}\n   pm    {v['pm_phases_ms']}"
-              f" decode {v['pm_decode_ms']}")
+        print(f"   start {v['start_phases']}\n   stop  {v['stop_phases']}\n   finish "
+              f"{v['finish_phases']} (whole {v['finish_ms']}, summary waited {v['finish_wait_ms']})"
+              f"\n   pm    {v['pm_phases_ms']} decode {v['pm_decode_ms']}")
     for name, runs in firsts.items():
         print(f"first profile, {name}: " + ", ".join(
             f"block {r['block']:.1f} ms (enter {r['enter']:.1f}, exit {r['exit']:.1f})" if "block" in r

@@ -99,7 +99,9 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
             const ls_kernel_record *k = (const ls_kernel_record *)record;
-            uint32_t name = k->name ? ls_names_intern(k->name, strlen(k->name)) : LS_NO_NAME;
+            uint32_t name = k->name ? ls_names_intern_held(&sink->names, k->name,
+                                                           strlen(k->name))
+                                    : LS_NO_NAME;
             add_op(sink, LS_OP_KERNEL, k->start, k->end, k->deviceId, k->streamId,
                    k->correlationId, 0, name, 0, k->graphId != 0);
             break;
@@ -165,10 +167,12 @@ static void drain_visitor(uint8_t *buffer, size_t valid_size, void *ctx)
     ls_activity_parse((ls_records *)ctx, buffer, valid_size);
 }
 
-void ls_activity_drain(void)
+int ls_activity_drain(void)
 {
-    if (sink_records != NULL)
-        ls_buffers_drain(drain_visitor, sink_records);
+    if (sink_records == NULL || ls_buffers_ready() == 0)
+        return 0;
+    ls_buffers_drain(drain_visitor, sink_records);
+    return 1;
 }
 
 int ls_activity_pending(void) { return ls_buffers_ready() > 0; }
@@ -179,12 +183,19 @@ static void disable_all(void)
         LS_CUPTI_CHECK(ActivityDisable(enabled[--enabled_count]));
 }
 
-int ls_activity_start(ls_records *sink, ls_api_records api, char *reason, size_t reason_size)
+int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, char *reason,
+                      size_t reason_size)
 {
     static const CUpti_ActivityKind base_kinds[] = {
         CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
     };
+    /* Before the first buffer is requested, as CUPTI asks.  A refusal only
+     * costs speed (CUPTI then clears buffers itself): not a reason to stop. */
+    uint8_t zeroed = zeroed_buffers ? 1 : 0;
+    size_t zeroed_size = sizeof zeroed;
+    LS_CUPTI_CHECK(ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                                        &zeroed_size, &zeroed));
     if (LS_CUPTI_CHECK(ActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed)) !=
         CUPTI_SUCCESS)
         goto fail;

@@ -2,8 +2,10 @@
  *
  * Enables kernel (concurrent kind), memcpy, memset and synchronization
  * records (runtime/driver API records on request), collects the buffers
- * through ls_buffers, and parses them into compact records on the Python
- * thread.  Requires ls_cupti_load() and ls_subscriber_claim() first. */
+ * through ls_buffers, and parses them into compact records.  Start runs on
+ * the profiling thread; drain and stop on loopscope's worker thread (one at
+ * a time), which alone writes the sink until stop returns.  Requires
+ * ls_cupti_load() first. */
 #ifndef LS_ACTIVITY_H
 #define LS_ACTIVITY_H
 
@@ -15,12 +17,17 @@
  * from callbacks instead, see ls_launches), runtime, or runtime + driver. */
 typedef enum { LS_API_RECORDS_NONE = 0, LS_API_RECORDS_RUNTIME = 1, LS_API_RECORDS_ALL = 2 } ls_api_records;
 
-/* Starts tracing into `sink`.  Returns 0, or -1 with a sentence in `reason`
- * (every kind already enabled is disabled again). */
-int ls_activity_start(ls_records *sink, ls_api_records api, char *reason, size_t reason_size);
+/* Starts tracing into `sink`.  With `zeroed_buffers` (the pool of
+ * ls_buffers hands out cleared buffers), CUPTI is told not to clear each
+ * new buffer itself, which it would do on the launching thread.  Returns 0,
+ * or -1 with a sentence in `reason` (every kind already enabled is disabled
+ * again). */
+int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, char *reason,
+                      size_t reason_size);
 
-/* Parses every completed buffer into the sink.  Cheap when none is ready. */
-void ls_activity_drain(void);
+/* Parses every completed buffer into the sink.  Cheap when none is ready.
+ * Returns 1 when it parsed at least one buffer. */
+int ls_activity_drain(void);
 
 /* 1 when at least one completed buffer waits to be drained. */
 int ls_activity_pending(void);

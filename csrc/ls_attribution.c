@@ -323,6 +323,21 @@ static const char *name_of(const ls_range *range)
     return text ? text : "";
 }
 
+/* The name of step range `step` into *buf (grown as needed): its length,
+ * SIZE_MAX when unknown or out of memory. */
+static size_t step_name_of(const ls_range *step, char **buf, size_t *cap)
+{
+    size_t n = ls_range_name(step, *buf, *cap);
+    if (n == SIZE_MAX || n < *cap)
+        return n;
+    char *bigger = realloc(*buf, n + 1);
+    if (bigger == NULL)
+        return SIZE_MAX;
+    *buf = bigger;
+    *cap = n + 1;
+    return ls_range_name(step, *buf, *cap);
+}
+
 int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups *out)
 {
     memset(out, 0, sizeof *out);
@@ -338,9 +353,13 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
     uint32_t *key_offset = malloc(room_for(nr) * sizeof *key_offset);
     uint8_t *prefixed = malloc(room_for(nr));
     int32_t *first_of = malloc(room_for(nr) * sizeof *first_of); /* per range: first range of its key */
+    const char **name_at = malloc(room_for(nr) * sizeof *name_at);
+    char *made = NULL;      /* names made from step templates */
+    char *step_name = NULL; /* a step's name, made from its template */
+    size_t step_cap = 0;
     int result = -1;
     if (!out->group_of || !out->items || !context || !points || !asked || !range_at ||
-        !step_at || !keyed || !key_offset || !prefixed || !first_of)
+        !step_at || !keyed || !key_offset || !prefixed || !first_of || !name_at)
         goto done;
 
     /* The step of a plain range with no parent: the one open on another
@@ -365,19 +384,56 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
             context[i] = a < na && asked[a] == i ? step_at[a++] : -1;
     }
 
+    /* The grouped ranges' names: the table's text, or for a step record
+     * taken as a plain range here, its name made from its template and
+     * index (ls_range_name) into `made`. */
+    size_t made_bytes = 1, longest = 1;
+    for (size_t i = 0; i < nr; i++) {
+        const ls_range *range = &r->ranges.items[i];
+        char none[1];
+        size_t n = steps->step_of[i] < 0 && range->step_index >= 0
+                       ? ls_range_name(range, none, sizeof none) : SIZE_MAX;
+        if (n != SIZE_MAX)
+            made_bytes += n + 1;
+    }
+    made = malloc(made_bytes);
+    if (made == NULL)
+        goto done;
+    for (size_t i = 0, used = 0; i < nr; i++) {
+        const ls_range *range = &r->ranges.items[i];
+        name_at[i] = name_of(range);
+        if (steps->step_of[i] < 0 && range->step_index >= 0) {
+            size_t n = ls_range_name(range, made + used, made_bytes - used);
+            if (n != SIZE_MAX) {
+                name_at[i] = made + used;
+                used += n + 1;
+            }
+        }
+        size_t len = strlen(name_at[i]);
+        if (len + 1 > longest)
+            longest = len + 1;
+    }
+    step_cap = longest;
+    step_name = malloc(step_cap);
+    if (step_name == NULL)
+        goto done;
     size_t nk = 0;
     for (size_t i = 0; i < nr; i++) {
         out->group_of[i] = -1;
         if (steps->step_of[i] >= 0)
             continue;
-        const char *name = name_of(&r->ranges.items[i]);
+        const char *name = name_at[i];
         size_t len = strlen(name), offset = 0;
         if (context[i] >= 0) {
-            const char *step = name_of(&r->ranges.items[steps->range_of[context[i]]]);
-            size_t sl = strlen(step);
+            /* A step's name is made from its template (ls_range_name). */
+            const ls_range *step_range = &r->ranges.items[steps->range_of[context[i]]];
+            size_t sl = step_name_of(step_range, &step_name, &step_cap);
+            const char *step = step_name;
             const char *slash = memchr(name, '/', len);
             size_t hl = slash ? (size_t)(slash - name) : 0;
-            if (len > sl + 1 && memcmp(name, step, sl) == 0 && name[sl] == '/')
+            if (sl == SIZE_MAX)
+                offset = 0;
+            else if (len > sl + 1 && memcmp(name, step, sl) == 0 && name[sl] == '/')
                 offset = sl + 1;
             else if (slash && hl > 0 && hl + 1 < len && sl > hl && step[sl - hl - 1] == '_' &&
                      memcmp(step + sl - hl, name, hl) == 0)
@@ -416,6 +472,9 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
     }
     result = 0;
 done:
+    free(name_at);
+    free(made);
+    free(step_name);
     free(context);
     free(points);
     free(asked);

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,15 +24,17 @@ static ls_ready_buffer *ready; /* capacity max_buffers */
 static size_t ready_count;
 static atomic_size_t ready_hint;
 static atomic_uint_fast64_t refused;
+static atomic_int zeroed; /* buffers are handed out all zeros */
 
 static void *alloc_buffer(void)
 {
-    /* aligned_alloc needs a size that is a multiple of the alignment. */
-    size_t size = (buffer_bytes + LS_BUFFER_ALIGN - 1) & ~(size_t)(LS_BUFFER_ALIGN - 1);
-    return aligned_alloc(LS_BUFFER_ALIGN, size);
+    /* calloc's alignment (16 on x86-64, 8 at least on every 64-bit ABI) is
+     * what CUPTI asks for; fresh pages from it cost no clearing. */
+    _Static_assert(_Alignof(max_align_t) >= LS_BUFFER_ALIGN, "calloc alignment");
+    return calloc(1, buffer_bytes);
 }
 
-int ls_buffers_configure(size_t bytes, size_t preallocate, size_t cap)
+int ls_buffers_configure(size_t bytes, size_t preallocate, size_t cap, int zero)
 {
     if (bytes < 4096 || cap == 0 || preallocate > cap)
         return -1;
@@ -63,8 +66,13 @@ int ls_buffers_configure(size_t bytes, size_t preallocate, size_t cap)
         free_list[free_count++] = b;
         allocated++;
     }
+    /* Buffers used while clearing was off may hold old records. */
+    if (zero && !atomic_load(&zeroed))
+        for (size_t i = 0; i < free_count; i++)
+            memset(free_list[i], 0, buffer_bytes);
 done:
     atomic_store(&refused, 0);
+    atomic_store(&zeroed, zero);
     pthread_mutex_unlock(&pool_lock);
     return result;
 }
@@ -120,6 +128,10 @@ void ls_buffers_drain(ls_buffer_visitor visit, void *ctx)
 
         /* Parse without the lock: CUPTI may complete another buffer meanwhile. */
         visit(item.buffer, item.valid_size, ctx);
+        /* All of it: CUPTI may have written past the valid size (a record
+         * begun but not finished); on this thread, not the launching one. */
+        if (atomic_load(&zeroed))
+            memset(item.buffer, 0, buffer_bytes);
 
         pthread_mutex_lock(&pool_lock);
         free_list[free_count++] = item.buffer;

@@ -4,6 +4,8 @@
 #include "ls_capture_type.h"
 
 #include "ls_call_dict.h"
+#include "ls_clock.h"
+#include "ls_finish.h"
 #include "ls_model_type.h"
 #include "ls_module_state.h"
 #include "ls_pyvalues.h"
@@ -21,18 +23,23 @@
 
 typedef struct {
     PyObject_HEAD
-    ls_capture capture;
+    ls_capture capture;   /* empty until the finish job is taken */
+    ls_finish *pending;   /* the worker's job, NULL once taken */
+    uint64_t stop_cost_ns;
     PyObject *models; /* dict: (normal_ns, severe_ns, steps) -> Model, the latest few */
 } ls_capture_object;
 
-PyObject *ls_capture_new(PyTypeObject *type, ls_capture *capture)
+PyObject *ls_capture_new(PyTypeObject *type, ls_finish *pending, uint64_t stop_cost_ns)
 {
     ls_capture_object *self = PyObject_GC_New(ls_capture_object, type);
     if (self == NULL) {
-        ls_records_clear(&capture->records);
+        if (pending != NULL)
+            ls_finish_abandon(pending);
         return NULL;
     }
-    self->capture = *capture;
+    memset(&self->capture, 0, sizeof self->capture);
+    self->pending = pending;
+    self->stop_cost_ns = stop_cost_ns;
     self->models = PyDict_New();
     PyObject_GC_Track(self);
     if (self->models == NULL) {
@@ -40,6 +47,61 @@ PyObject *ls_capture_new(PyTypeObject *type, ls_capture *capture)
         return NULL;
     }
     return (PyObject *)self;
+}
+
+PyObject *ls_capture_new_finished(PyTypeObject *type, ls_capture *capture)
+{
+    ls_capture_object *self = (ls_capture_object *)ls_capture_new(type, NULL, 0);
+    if (self == NULL) {
+        ls_records_clear(&capture->records);
+        return NULL;
+    }
+    self->capture = *capture;
+    memset(capture, 0, sizeof *capture);
+    return (PyObject *)self;
+}
+
+/* Waits (without the GIL) for the worker to finish the capture and takes
+ * it: every method of the type reads a finished capture.  0, never fails. */
+static int capture_ready(ls_capture_object *self)
+{
+    ls_finish *job = self->pending;
+    if (job == NULL)
+        return 0;
+    uint64_t t0 = ls_clock_monotonic_ns();
+    if (!ls_finish_done(job)) {
+        /* Held before the GIL goes: another thread taking the job meanwhile
+         * waits for this one to be out before it frees the job. */
+        ls_finish_hold(job);
+        Py_BEGIN_ALLOW_THREADS
+        ls_finish_wait(job);
+        Py_END_ALLOW_THREADS
+    }
+    if (self->pending != job) /* another thread took it meanwhile */
+        return 0;
+    self->pending = NULL;
+    ls_finish_take(job, &self->capture, ls_clock_monotonic_ns() - t0);
+    ls_capture *c = &self->capture;
+    c->stop_ns_cost = self->stop_cost_ns;
+    uint64_t other = 0;
+    for (int k = 0; k < LS_STOP_PHASES; k++)
+        if (k != LS_STOP_HAND_OVER)
+            other += c->stop_phase_ns[k];
+    c->stop_phase_ns[LS_STOP_HAND_OVER] = self->stop_cost_ns > other ? self->stop_cost_ns - other : 0;
+    return 0;
+}
+
+static PyObject *capture_getattro(PyObject *op, PyObject *name)
+{
+    if (capture_ready((ls_capture_object *)op) != 0)
+        return NULL;
+    return PyObject_GenericGetAttr(op, name);
+}
+
+int ls_capture_is_pending(PyObject *capture)
+{
+    ls_finish *job = ((ls_capture_object *)capture)->pending;
+    return job != NULL && !ls_finish_done(job);
 }
 
 static int capture_traverse(PyObject *op, visitproc visit, void *arg)
@@ -58,9 +120,12 @@ static int capture_clear(PyObject *op)
 static void capture_dealloc(PyObject *op)
 {
     PyTypeObject *type = Py_TYPE(op);
+    ls_capture_object *self = (ls_capture_object *)op;
     PyObject_GC_UnTrack(op);
     capture_clear(op);
-    ls_records_clear(&((ls_capture_object *)op)->capture.records);
+    if (self->pending != NULL)
+        ls_finish_abandon(self->pending);
+    ls_records_clear(&self->capture.records);
     type->tp_free(op);
     Py_DECREF(type);
 #ifdef __GLIBC__
@@ -176,7 +241,7 @@ static PyObject *capture_range_records(PyObject *op, PyObject *unused)
     PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
     for (size_t i = 0; list != NULL && i < r->ranges.count; i++) {
         const ls_range *range = &r->ranges.items[i];
-        PyObject *name = ls_py_name_or_none(range->name_id);
+        PyObject *name = ls_py_range_name(range);
         PyObject *step = range->step_index >= 0 ? PyLong_FromLong(range->step_index)
                                                  : Py_NewRef(Py_None);
         PyObject *t = (name == NULL || step == NULL) ? NULL
@@ -221,6 +286,23 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     if (more == NULL || PyDict_Update(info, more) != 0)
         Py_CLEAR(info);
     Py_XDECREF(more);
+    /* The profile's own cost: what the worker did after the stop, and what
+     * the owner waited for it. */
+    static const char *const warm_up_modes[] = {"none", "every", "once"};
+    PyObject *finish = info == NULL ? NULL
+        : ls_py_dict_of(10, "finish_ns", U64(c->finish_ns), "finish_wait_ns",
+                     U64(c->finish_wait_ns), "finished_on_worker",
+                     PyBool_FromLong(c->finished_on_worker), "finish_error",
+                     c->finish_error[0] ? PyUnicode_FromString(c->finish_error)
+                                        : Py_NewRef(Py_None),
+                     "ops_after_stop", U64(c->ops_after_stop), "records_after_stop",
+                     U64(c->records_after_stop), "launch_records", U64(c->launch_records),
+                     "warmed_up", PyBool_FromLong(c->warmed_up), "warm_up",
+                     PyUnicode_FromString(warm_up_modes[c->warm_up_mode < 3 ? c->warm_up_mode : 0]),
+                     "samples_outside", U64(c->samples_outside));
+    if (finish == NULL || PyDict_Update(info, finish) != 0)
+        Py_CLEAR(info);
+    Py_XDECREF(finish);
     PyObject *start_phases = info == NULL ? NULL : PyDict_New();
     for (int k = 0; start_phases != NULL && k < LS_START_PHASES; k++) {
         PyObject *ns = U64(c->start_phase_ns[k]);
@@ -235,11 +317,21 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_CLEAR(stop_phases);
         Py_XDECREF(ns);
     }
-    PyObject *phases = (start_phases == NULL || stop_phases == NULL) ? NULL
-        : ls_py_dict_of(2, "start_phases_ns", Py_NewRef(start_phases), "stop_phases_ns",
-                     Py_NewRef(stop_phases));
+    PyObject *finish_phases = info == NULL ? NULL : PyDict_New();
+    for (int k = 0; finish_phases != NULL && k < LS_FINISH_PHASES; k++) {
+        PyObject *ns = U64(c->finish_phase_ns[k]);
+        if (ns == NULL ||
+            PyDict_SetItemString(finish_phases, ls_session_finish_phase_name(k), ns) != 0)
+            Py_CLEAR(finish_phases);
+        Py_XDECREF(ns);
+    }
+    PyObject *phases = (start_phases == NULL || stop_phases == NULL || finish_phases == NULL)
+        ? NULL
+        : ls_py_dict_of(3, "start_phases_ns", Py_NewRef(start_phases), "stop_phases_ns",
+                     Py_NewRef(stop_phases), "finish_phases_ns", Py_NewRef(finish_phases));
     Py_XDECREF(start_phases);
     Py_XDECREF(stop_phases);
+    Py_XDECREF(finish_phases);
     if (info != NULL && (phases == NULL || PyDict_Update(info, phases) != 0))
         Py_CLEAR(info);
     Py_XDECREF(phases);
@@ -291,6 +383,17 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
         if (pm_dict != NULL && (more_pm == NULL || PyDict_Update(pm_dict, more_pm) != 0))
             Py_CLEAR(pm_dict);
         Py_XDECREF(more_pm);
+        PyObject *setup = pm_dict == NULL ? NULL
+            : ls_py_dict_of(5, "config_source", PyUnicode_FromString(pm->config_source),
+                         "cache_note",
+                         pm->cache_note[0] ? PyUnicode_FromString(pm->cache_note)
+                                           : Py_NewRef(Py_None),
+                         "setup_ns", U64(c->pm_setup_ns), "began_ns", U64(c->pm_began_ns),
+                         "start_delay_ns",
+                         U64(c->pm_began_ns > r->start_ns ? c->pm_began_ns - r->start_ns : 0));
+        if (pm_dict != NULL && (setup == NULL || PyDict_Update(pm_dict, setup) != 0))
+            Py_CLEAR(pm_dict);
+        Py_XDECREF(setup);
     }
     PyObject *metrics = NULL;
     if (info != NULL)
@@ -443,10 +546,13 @@ static PyMethodDef capture_methods[] = {
 };
 
 static PyType_Slot capture_slots[] = {
-    {Py_tp_doc, "The records of one finished loopscope profile."},
+    {Py_tp_doc, "The records of one finished loopscope profile.  loopscope's worker thread "
+                "finishes them after the stop; the first look-up of anything on the object "
+                "waits for that."},
     {Py_tp_methods, capture_methods},
     {Py_tp_traverse, capture_traverse},
     {Py_tp_clear, capture_clear},
+    {Py_tp_getattro, capture_getattro},
     {Py_tp_dealloc, capture_dealloc},
     {0, NULL},
 };

@@ -3,109 +3,151 @@
 #include "ls_cuda.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
-typedef int (*ls_cu_ctx_get_current)(void **);
-typedef int (*ls_cu_ctx_synchronize)(void);
-typedef int (*ls_cu_device_get)(int *, int);
-typedef int (*ls_cu_device_get_name)(char *, int, int);
+typedef unsigned long long ls_cu_ptr; /* CUdeviceptr */
 
-/* NOLOAD: if nothing in the process uses CUDA there is nothing to wait for. */
-static void *driver(void)
+/* The driver entry points, filled once the driver is found loaded. */
+static struct {
+    int (*ctx_get_current)(void **);
+    int (*ctx_set_current)(void *);
+    int (*ctx_synchronize)(void);
+    int (*ctx_get_device)(int *);
+    int (*device_get)(int *, int);
+    int (*device_get_name)(char *, int, int);
+    int (*mem_alloc)(ls_cu_ptr *, size_t);
+    int (*memset_d8_async)(ls_cu_ptr, unsigned char, size_t, void *);
+    int (*stream_create)(void **, unsigned int);
+    int (*stream_synchronize)(void *);
+    int (*pointer_get_attribute)(void *, int, ls_cu_ptr);
+} cu;
+static atomic_int resolved;
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* 0 once the symbols are known; -1 while no driver is loaded.  NOLOAD: if
+ * nothing in the process uses CUDA there is nothing to ask it. */
+static int resolve(void)
 {
-    return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (atomic_load_explicit(&resolved, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&resolve_lock);
+    if (!atomic_load_explicit(&resolved, memory_order_relaxed)) {
+        /* The handle is kept: the driver stays loaded for the process anyway. */
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        if (lib != NULL) {
+#define LS_SYM(field, name) *(void **)(&cu.field) = dlsym(lib, name)
+            LS_SYM(ctx_get_current, "cuCtxGetCurrent");
+            LS_SYM(ctx_set_current, "cuCtxSetCurrent");
+            LS_SYM(ctx_synchronize, "cuCtxSynchronize");
+            LS_SYM(ctx_get_device, "cuCtxGetDevice");
+            LS_SYM(device_get, "cuDeviceGet");
+            LS_SYM(device_get_name, "cuDeviceGetName");
+            LS_SYM(mem_alloc, "cuMemAlloc_v2");
+            LS_SYM(memset_d8_async, "cuMemsetD8Async");
+            LS_SYM(stream_create, "cuStreamCreate");
+            LS_SYM(stream_synchronize, "cuStreamSynchronize");
+            LS_SYM(pointer_get_attribute, "cuPointerGetAttribute");
+#undef LS_SYM
+            atomic_store_explicit(&resolved, 1, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&resolve_lock);
+    return atomic_load_explicit(&resolved, memory_order_acquire) ? 0 : -1;
+}
+
+void *ls_cuda_current_context(void)
+{
+    void *ctx = NULL;
+    if (resolve() != 0 || cu.ctx_get_current == NULL || cu.ctx_get_current(&ctx) != 0)
+        return NULL;
+    return ctx;
+}
+
+int ls_cuda_use_context(void *context)
+{
+    if (context == NULL || resolve() != 0 || cu.ctx_set_current == NULL)
+        return 0;
+    return cu.ctx_set_current(context) == 0 ? 1 : -1;
 }
 
 int ls_cuda_sync_current_context(void)
 {
-    void *lib = driver();
-    if (lib == NULL)
+    if (ls_cuda_current_context() == NULL || cu.ctx_synchronize == NULL)
         return 0;
-    ls_cu_ctx_get_current get_current;
-    ls_cu_ctx_synchronize synchronize;
-    *(void **)(&get_current) = dlsym(lib, "cuCtxGetCurrent");
-    *(void **)(&synchronize) = dlsym(lib, "cuCtxSynchronize");
-    int result = 0;
-    void *ctx = NULL;
-    if (get_current != NULL && synchronize != NULL && get_current(&ctx) == 0 && ctx != NULL)
-        result = synchronize() == 0 ? 1 : -1;
-    dlclose(lib);
-    return result;
+    return cu.ctx_synchronize() == 0 ? 1 : -1;
+}
+
+int ls_cuda_sync_context(void *context)
+{
+    int used = ls_cuda_use_context(context);
+    if (used <= 0)
+        return used;
+    return cu.ctx_synchronize != NULL && cu.ctx_synchronize() == 0 ? 1 : -1;
 }
 
 int ls_cuda_device_name(int ordinal, char *buf, size_t size)
 {
     if (size > 0)
         buf[0] = '\0';
-    void *lib = driver();
-    if (lib == NULL)
+    int device = 0;
+    if (resolve() != 0 || cu.device_get == NULL || cu.device_get_name == NULL ||
+        cu.device_get(&device, ordinal) != 0 || cu.device_get_name(buf, (int)size, device) != 0)
         return -1;
-    ls_cu_device_get device_get;
-    ls_cu_device_get_name get_name;
-    *(void **)(&device_get) = dlsym(lib, "cuDeviceGet");
-    *(void **)(&get_name) = dlsym(lib, "cuDeviceGetName");
-    int device = 0, result = -1;
-    if (device_get != NULL && get_name != NULL && device_get(&device, ordinal) == 0 &&
-        get_name(buf, (int)size, device) == 0)
-        result = 0;
-    dlclose(lib);
-    return result;
+    return 0;
 }
 
 int ls_cuda_driver_present(void)
 {
-    return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL;
+    /* Asked at every start; a machine does not gain or lose its driver
+     * while a process runs, and a failing dlopen searches the disk. */
+    static atomic_int known; /* 0 not asked yet, 1 present, 2 absent */
+    int answer = atomic_load(&known);
+    if (answer == 0) {
+        answer = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL ? 1 : 2;
+        atomic_store(&known, answer);
+    }
+    return answer == 1;
 }
 
 int ls_cuda_warm_up(void)
 {
+    /* One scratch byte and one stream, for the last context warmed up. */
     static void *scratch_ctx;
-    static unsigned long long scratch; /* CUdeviceptr, kept for the process */
-    void *lib = driver();
-    if (lib == NULL)
+    static ls_cu_ptr scratch;
+    static void *stream;
+    enum { NON_BLOCKING = 1 }; /* CU_STREAM_NON_BLOCKING */
+    void *ctx = ls_cuda_current_context();
+    if (ctx == NULL)
         return 0;
-    ls_cu_ctx_get_current get_current;
-    int (*mem_alloc)(unsigned long long *, size_t);
-    int (*memset_d8)(unsigned long long, unsigned char, size_t);
-    *(void **)(&get_current) = dlsym(lib, "cuCtxGetCurrent");
-    *(void **)(&mem_alloc) = dlsym(lib, "cuMemAlloc_v2");
-    *(void **)(&memset_d8) = dlsym(lib, "cuMemsetD8_v2");
-    void *ctx = NULL;
-    int result = -1;
-    if (get_current && mem_alloc && memset_d8 && get_current(&ctx) == 0) {
-        if (ctx != NULL && ctx != scratch_ctx && mem_alloc(&scratch, 1) == 0)
-            scratch_ctx = ctx;
-        if (ctx == NULL)
-            result = 0;
-        else if (ctx == scratch_ctx && memset_d8(scratch, 0, 1) == 0)
-            result = ls_cuda_sync_current_context();
+    if (cu.mem_alloc == NULL || cu.memset_d8_async == NULL || cu.stream_create == NULL ||
+        cu.stream_synchronize == NULL)
+        return -1;
+    if (ctx != scratch_ctx) {
+        if (cu.mem_alloc(&scratch, 1) != 0 || cu.stream_create(&stream, NON_BLOCKING) != 0)
+            return -1;
+        scratch_ctx = ctx;
     }
-    dlclose(lib);
-    return result;
+    if (cu.memset_d8_async(scratch, 0, 1, stream) != 0)
+        return -1;
+    return cu.stream_synchronize(stream) == 0 ? 1 : -1;
 }
-
-typedef int (*ls_cu_pointer_get_attribute)(void *, int, unsigned long long);
-static ls_cu_pointer_get_attribute pointer_get_attribute;
 
 int ls_cuda_prepare_pointer_query(void)
 {
-    if (pointer_get_attribute != NULL)
-        return 0;
-    void *lib = driver();
-    if (lib == NULL)
-        return -1;
-    *(void **)(&pointer_get_attribute) = dlsym(lib, "cuPointerGetAttribute");
-    return pointer_get_attribute != NULL ? 0 : -1;
+    return resolve() == 0 && cu.pointer_get_attribute != NULL ? 0 : -1;
 }
 
 int ls_cuda_host_is_pageable(const void *p)
 {
     enum { MEMORY_TYPE = 2, SUCCESS = 0, INVALID_VALUE = 1 }; /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE */
-    if (pointer_get_attribute == NULL || p == NULL)
+    if (!atomic_load_explicit(&resolved, memory_order_acquire) ||
+        cu.pointer_get_attribute == NULL || p == NULL)
         return -1;
     unsigned int type = 0;
-    int status = pointer_get_attribute(&type, MEMORY_TYPE, (unsigned long long)(uintptr_t)p);
+    int status = cu.pointer_get_attribute(&type, MEMORY_TYPE, (ls_cu_ptr)(uintptr_t)p);
     if (status == SUCCESS)
         return 0;
     return status == INVALID_VALUE ? 1 : -1; /* unknown to CUDA: plain pageable memory */
@@ -113,17 +155,9 @@ int ls_cuda_host_is_pageable(const void *p)
 
 int ls_cuda_current_device(int *ordinal)
 {
-    void *lib = driver();
-    if (lib == NULL)
+    if (ls_cuda_current_context() == NULL)
         return 0;
-    ls_cu_ctx_get_current get_current;
-    int (*get_device)(int *);
-    *(void **)(&get_current) = dlsym(lib, "cuCtxGetCurrent");
-    *(void **)(&get_device) = dlsym(lib, "cuCtxGetDevice");
-    void *ctx = NULL;
-    int result = -1;
-    if (get_current && get_device && get_current(&ctx) == 0)
-        result = ctx == NULL ? 0 : get_device(ordinal) == 0 ? 1 : -1;
-    dlclose(lib);
-    return result;
+    if (cu.ctx_get_device == NULL)
+        return -1;
+    return cu.ctx_get_device(ordinal) == 0 ? 1 : -1;
 }

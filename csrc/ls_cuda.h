@@ -1,25 +1,41 @@
 /* ls_cuda: the few CUDA driver calls loopscope needs, found with dlsym in the
- * driver the process has already loaded (never loads it, never links it). */
+ * driver the process has already loaded (never loads it, never links it).
+ * The symbols are looked up once, the first time the driver is found
+ * loaded; every function is safe from any thread. */
 #ifndef LS_CUDA_H
 #define LS_CUDA_H
 
 #include <stddef.h>
 
-/* Waits for the work of the calling thread's current CUDA context, so that
- * every kernel launched inside the profile has finished before the final
- * flush.  Returns 1 if it synchronised, 0 if there was nothing to do (no
- * driver loaded, no current context), -1 if the driver call failed. */
+/* Waits for the work of the calling thread's current CUDA context.
+ * Returns 1 if it synchronised, 0 if there was nothing to do (no driver
+ * loaded, no current context), -1 if the driver call failed. */
 int ls_cuda_sync_current_context(void);
+
+/* The calling thread's current CUDA context (a CUcontext), NULL when none
+ * or no driver is loaded. */
+void *ls_cuda_current_context(void);
+
+/* Makes `context` current on the calling thread (loopscope's worker works
+ * on the user's context).  1 when done, 0 for a NULL context or no driver,
+ * -1 when the driver refused. */
+int ls_cuda_use_context(void *context);
+
+/* Makes `context` current on the calling thread and waits for its work:
+ * the end of a profile on loopscope's worker.  1, 0 or -1 as above. */
+int ls_cuda_sync_context(void *context);
 
 /* Writes the name of device `ordinal` into buf ("" if unknown).  Returns 0 on
  * success, -1 when the driver is not loaded or the call failed. */
 int ls_cuda_device_name(int ordinal, char *buf, size_t size);
 
-/* Runs a 1-byte memset on the current context's device and waits for it.
- * CUPTI sets tracing up lazily at the first GPU operation after activity is
- * enabled (measured: 150-1500 us on an H200), which would otherwise show up
- * as a fake bubble in the user's first step.  Returns 1 when it ran, 0 when
- * there is no current context, -1 when a driver call failed. */
+/* Runs a 1-byte memset on a stream of loopscope's own (non-blocking, so it
+ * does not wait behind the user's queued work) on the current context's
+ * device, and waits for that stream only.  CUPTI sets tracing up lazily at
+ * the first GPU operation after activity is enabled (measured: 150-1500 us
+ * on an H200), which would otherwise show up as a fake bubble in the
+ * user's first step.  Returns 1 when it ran, 0 when there is no current
+ * context, -1 when a driver call failed. */
 int ls_cuda_warm_up(void);
 
 /* The device of the calling thread's current CUDA context, in *ordinal.
@@ -28,7 +44,8 @@ int ls_cuda_warm_up(void);
 int ls_cuda_current_device(int *ordinal);
 
 /* 1 when the NVIDIA driver library can be opened (it stays loaded, as CUPTI
- * would load it anyway), 0 when the machine has no NVIDIA driver. */
+ * would load it anyway), 0 when the machine has no NVIDIA driver.  Asked
+ * once per process. */
 int ls_cuda_driver_present(void);
 
 /* Looks cuPointerGetAttribute up once (call with the GIL, before a callback

@@ -13,8 +13,8 @@ ls_cupti_api ls_cupti;
 
 static void *cupti_handle;
 static char cupti_path[1024];
-/* Per thread: the PM decoder thread makes CUPTI calls too, and each caller
- * reads the message of its own last failure. */
+/* Per thread: loopscope's worker thread makes CUPTI calls too, and each
+ * caller reads the message of its own last failure. */
 static _Thread_local char cupti_error[1024];
 static const char *pm_missing = "cuptiPmSamplingEnable";
 
@@ -62,6 +62,7 @@ static const char *resolve_symbols(void *handle, ls_cupti_api *api)
     LS_REQUIRE(ActivityFlushAll);
     LS_REQUIRE(ActivityGetNextRecord);
     LS_REQUIRE(ActivityGetNumDroppedRecords);
+    LS_REQUIRE(ActivitySetAttribute);
     LS_REQUIRE(Subscribe);
     LS_REQUIRE(Unsubscribe);
     LS_REQUIRE(EnableCallback);

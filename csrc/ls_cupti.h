@@ -40,6 +40,7 @@ typedef struct {
     CUptiResult (*ActivityFlushAll)(uint32_t);
     CUptiResult (*ActivityGetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
     CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t *);
+    CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute, size_t *, void *);
     CUptiResult (*Subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
     /* Optional (CUPTI >= 12.x): tells the name of a tool that already owns CUPTI. */
     CUptiResult (*Subscribe_v2)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,

@@ -398,7 +398,7 @@ done:
 static int mark_comm(ls_ctx *c)
 {
     const ls_records *r = c->r;
-    size_t names = ls_names_count();
+    size_t names = ls_names_id_bound();
     uint8_t *memo = malloc(room_for(names));
     if (memo == NULL)
         return -1;

@@ -260,7 +260,7 @@ static PyObject *step_dict(ls_model_object *self, size_t s)
     PyObject *d = line_dict(&t->line, &t->gaps);
     d = with_items(d, ls_py_dict_of(
         7, "index", U64(s), "range", U64(m->steps.range_of[s]), "name",
-        ls_py_name_or_none(range->name_id), "thread", U64(range->thread_id), "start_ns",
+        ls_py_range_name(range), "thread", U64(range->thread_id), "start_ns",
         U64(range->start_ns), "end_ns", U64(range->end_ns), "syncs", U64(m->step_syncs[s])));
     return with_item(d, "metrics", m->has_samples ? metrics_dict(&m->step_metrics[s])
                                                   : Py_NewRef(Py_None));
@@ -293,7 +293,7 @@ static PyObject *range_item(ls_model_object *self, size_t i)
     const ls_range *range = &self->capture->records.ranges.items[i];
     PyObject *d = line_dict(&m->range_lines[i], NULL);
     d = with_items(d, ls_py_dict_of(
-        8, "name", ls_py_name_or_none(range->name_id), "parent", PyLong_FromLong(range->parent),
+        8, "name", ls_py_range_name(range), "parent", PyLong_FromLong(range->parent),
         "depth", U64(range->depth), "step", ls_py_index_or_none(m->steps.step_of[i]), "group",
         ls_py_index_or_none(m->groups.group_of[i]), "thread", U64(range->thread_id),
         "start_ns", U64(range->start_ns), "end_ns", U64(range->end_ns)));
@@ -308,16 +308,35 @@ static PyObject *model_ranges(PyObject *op, PyObject *unused)
     return list_of(self, self->capture->records.ranges.count, range_item);
 }
 
+/* A group's name: its first range's name (ls_range_name) from byte
+ * `offset` on (past a step's prefix); None when unknown. */
+static PyObject *group_name(const ls_range *first, uint32_t offset)
+{
+    char small[256], *text = small;
+    size_t n = ls_range_name(first, small, sizeof small);
+    if (n == SIZE_MAX || offset > n)
+        Py_RETURN_NONE;
+    if (n >= sizeof small) {
+        text = PyMem_Malloc(n + 1);
+        if (text == NULL)
+            return PyErr_NoMemory();
+        ls_range_name(first, text, n + 1);
+    }
+    PyObject *name = PyUnicode_DecodeUTF8(text + offset, (Py_ssize_t)(n - offset), "replace");
+    if (text != small)
+        PyMem_Free(text);
+    return name;
+}
+
 static PyObject *group_item(ls_model_object *self, size_t g)
 {
     const ls_model *m = &self->model;
     const ls_group *group = &m->groups.items[g];
     const ls_range *first = &self->capture->records.ranges.items[group->first_range];
-    const char *name = ls_names_text(first->name_id);
     const ls_timeline *t = &m->group_lines[g];
     PyObject *d = line_dict(&t->line, &t->gaps);
     d = with_items(d, ls_py_dict_of(
-        7, "name", ls_py_text_or_none(name ? name + group->key_offset : NULL), "parent",
+        7, "name", group_name(first, group->key_offset), "parent",
         PyLong_FromLong(group->parent), "depth", U64(group->depth), "step_prefixed",
         PyBool_FromLong(group->step_prefixed), "count", U64(group->count), "host_ns",
         U64(group->host_ns), "span_ns", U64(m->group_span_ns[g])));

@@ -10,38 +10,49 @@
 #include "ls_clock.h"
 #include "ls_cupti.h"
 #include "ls_demangle.h"
+#include "ls_finish.h"
 #include "ls_model_type.h"
 #include "ls_module_state.h"
-#include "ls_pmdecoder.h"
 #include "ls_range_type.h"
+#include "ls_site_type.h"
+#include "ls_step_type.h"
 #include "ls_session.h"
 #include "ls_strict_py.h"
 #include "ls_test_hooks.h"
 #include "ls_trace_py.h"
+#include "ls_worker.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static struct PyModuleDef ls_module_def;
 
-/* start(trace, driver_api, buffer_bytes, max_buffers, cupti_paths) -> dict */
+/* start(trace=..., ...) -> dict: see the method table for the keywords. */
 static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
     static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
                                "cupti_paths", "warm_up", "syncs", "metrics",
                                "metrics_interval_ns", "metrics_buffer_bytes", "metrics_device",
-                               "metrics_max_samples", "metrics_decode_ns", NULL};
-    int trace = 1, driver_api = 0, warm_up = 1, syncs = 1, metrics = 0, metrics_device = -1;
+                               "metrics_max_samples", "metrics_decode_ns", "zeroed_buffers",
+                               "defer", "metrics_cache_dir", "metrics_keep_ns",
+                               "metrics_keep_running_ns", "metrics_wait_for_start",
+                               "callbacks", NULL};
+    int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_EVERY, syncs = 1, metrics = 0,
+        metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0, callbacks = 1;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     unsigned long long interval_ns = 100000, decode_ns = 10000000;
+    unsigned long long keep_ns = 3000000000ull, keep_running_ns = 0;
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOpppKniIK:start", keywords, &trace,
-                                     &driver_api, &buffer_bytes, &max_buffers, &paths,
+    const char *cache_dir = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKpp:start", keywords,
+                                     &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
-                                     &decode_ns))
+                                     &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
+                                     &keep_running_ns, &wait_for_start, &callbacks))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
@@ -57,6 +68,20 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                      interval_ns, metrics_buffer_bytes, max_samples, decode_ns);
         return NULL;
     }
+    if (warm_up < LS_WARM_UP_NONE || warm_up > LS_WARM_UP_ONCE) {
+        PyErr_Format(PyExc_ValueError, "warm_up must be 0 (none), 1 (every start) or 2 (once "
+                     "per process), got %d", warm_up);
+        return NULL;
+    }
+    ls_pm_options pm = {metrics_device, interval_ns, (size_t)metrics_buffer_bytes, max_samples,
+                        decode_ns, ""};
+    if (cache_dir != NULL && strlen(cache_dir) >= sizeof pm.cache_dir) {
+        PyErr_Format(PyExc_ValueError, "metrics_cache_dir is longer than %zu bytes",
+                     sizeof pm.cache_dir - 1);
+        return NULL;
+    }
+    if (cache_dir != NULL)
+        snprintf(pm.cache_dir, sizeof pm.cache_dir, "%s", cache_dir);
     if (ls_session_active()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "a loopscope profile is already running: profiles do not nest "
@@ -85,14 +110,39 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    ls_session_options options = {trace, syncs, driver_api, warm_up, (size_t)buffer_bytes,
-                                  (size_t)max_buffers, candidates, (size_t)n, metrics,
-                                  {metrics_device, interval_ns, (size_t)metrics_buffer_bytes,
-                                   max_samples, decode_ns}};
+    ls_session_options options;
+    memset(&options, 0, sizeof options);
+    options.trace = trace;
+    options.syncs = syncs;
+    options.driver_api = driver_api;
+    options.warm_up = (ls_warm_up)warm_up;
+    options.zeroed_buffers = zeroed;
+    options.defer = defer;
+    options.callbacks = callbacks;
+    options.buffer_bytes = (size_t)buffer_bytes;
+    options.max_buffers = (size_t)max_buffers;
+    options.cupti_paths = candidates;
+    options.cupti_path_count = (size_t)n;
+    options.metrics = metrics;
+    options.pm = pm;
+    options.pm_keep_ns = keep_ns;
+    options.pm_keep_running_ns = keep_running_ns;
+    options.pm_wait_for_start = wait_for_start;
     ls_session_state state;
-    int rc = ls_session_start(&options, &state);
+    uint64_t waited = 0;
+    /* The last profile's finish may still run on the worker: wait for it
+     * without the GIL (its time is reported as the start's "wait"). */
+    Py_BEGIN_ALLOW_THREADS
+    waited = ls_session_wait_for_finish();
+    Py_END_ALLOW_THREADS
+    int rc = ls_session_active() ? -2 : ls_session_start(&options, waited, &state);
     free(candidates);
     Py_DECREF(seq);
+    if (rc == -2) {
+        PyErr_SetString(PyExc_RuntimeError, "a loopscope profile was started by another "
+                        "thread meanwhile: profiles do not nest");
+        return NULL;
+    }
     if (rc != 0)
         return PyErr_NoMemory();
     static const char *const clocks[] = {"monotonic", "cupti", "test"};
@@ -110,12 +160,13 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 static PyObject *core_stop(PyObject *module, PyObject *unused)
 {
     (void)unused;
-    ls_capture capture;
-    if (ls_session_stop(&capture) != 0) {
+    ls_finish *pending = NULL;
+    uint64_t cost_ns = 0;
+    if (ls_session_stop(&pending, &cost_ns) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "no loopscope profile is running");
         return NULL;
     }
-    return ls_capture_new(ls_module_state_of(module)->capture_type, &capture);
+    return ls_capture_new(ls_module_state_of(module)->capture_type, pending, cost_ns);
 }
 
 static PyObject *core_active(PyObject *module, PyObject *unused)
@@ -125,19 +176,23 @@ static PyObject *core_active(PyObject *module, PyObject *unused)
     return PyBool_FromLong(ls_session_active());
 }
 
-/* range(name) -> Range, one cached object per name. */
+/* range(name) -> Range, one cached object per name (the cache is bounded). */
 static PyObject *core_range(PyObject *module, PyObject *name)
 {
     ls_module_state *st = ls_module_state_of(module);
-    PyObject *cached = PyUnicode_Check(name) ? PyDict_GetItemWithError(st->range_cache, name)
-                                             : NULL;
+    PyObject *cached = PyUnicode_CheckExact(name)
+                           ? PyDict_GetItemWithError(st->range_cache, name) : NULL;
     if (cached != NULL)
         return Py_NewRef(cached);
     if (PyErr_Occurred())
         return NULL;
-    PyObject *range = ls_range_new(st->range_type, name, -1);
+    PyObject *range = ls_range_new(st->range_type, name);
     if (range == NULL)
         return NULL;
+    if (!PyUnicode_CheckExact(name)) /* a str subclass: not cached (it may hash oddly) */
+        return range;
+    if (PyDict_GET_SIZE(st->range_cache) >= LS_RANGE_CACHE_MAX)
+        PyDict_Clear(st->range_cache);
     if (PyDict_SetItem(st->range_cache, name, range) != 0) {
         Py_DECREF(range);
         return NULL;
@@ -145,7 +200,7 @@ static PyObject *core_range(PyObject *module, PyObject *name)
     return range;
 }
 
-/* step(name, index) -> Range flagged as step `index`. */
+/* step(name, index) -> StepScope always named `name` with index `index`. */
 static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
@@ -159,7 +214,26 @@ static PyObject *core_step(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_Format(PyExc_ValueError, "step index must be >= 0, got %ld", index);
         return NULL;
     }
-    return ls_range_new(ls_module_state_of(module)->range_type, args[0], (int32_t)index);
+    return ls_step_fixed(ls_module_state_of(module)->step_type, args[0], (int32_t)index);
+}
+
+/* call_range(module, site) -> CallRange. */
+static PyObject *core_call_range(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "call_range(module, site) takes 2 arguments, got %zd",
+                     nargs);
+        return NULL;
+    }
+    ls_module_state *st = ls_module_state_of(module);
+    return ls_call_range_new(st->call_range_type, args[0], args[1], st->site_type);
+}
+
+static PyObject *core_instrument_mismatches(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(ls_site_mismatch_total());
 }
 
 static PyObject *core_now_ns(PyObject *module, PyObject *unused)
@@ -168,6 +242,9 @@ static PyObject *core_now_ns(PyObject *module, PyObject *unused)
     (void)unused;
     return PyLong_FromUnsignedLongLong(ls_clock_now());
 }
+
+/* How long interpreter exit waits for a finish in progress. */
+#define LS_SHUTDOWN_TIMEOUT_NS 10000000000ull
 
 static PyObject *core_release_counters(PyObject *module, PyObject *unused)
 {
@@ -179,7 +256,7 @@ static PyObject *core_release_counters(PyObject *module, PyObject *unused)
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    ls_pmdecoder_shutdown();
+    ls_worker_shutdown(LS_SHUTDOWN_TIMEOUT_NS);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -202,22 +279,37 @@ static PyObject *core_demangle(PyObject *module, PyObject *name)
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
-     " warm_up=True, syncs=True, metrics=False, metrics_interval_ns=100000,"
+     " warm_up=1, syncs=True, metrics=False, metrics_interval_ns=100000,"
      " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
-     " metrics_decode_ns=10000000) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason',"
-     " 'cupti_path', 'clock', 'sampling', 'metrics_reason'}"},
-    {"stop", core_stop, METH_NOARGS, "stop() -> Capture: ends the running profile."},
+     " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
+     " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=False,"
+     " callbacks=True)"
+     " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
+     " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
+     " Internal switches (compared by benchmarks/overhead_options.py): zeroed_buffers (hand"
+     " CUPTI cleared activity buffers), defer (finish on the worker thread, not in stop),"
+     " metrics_keep_running_ns (sampling keeps running that long after a profile),"
+     " metrics_wait_for_start (start waits for the sampler's set-up and start), callbacks"
+     " (False: activity records only, the floor of tracing's cost)."},
+    {"stop", core_stop, METH_NOARGS,
+     "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "
+     "and the Capture waits for that the first time a result is asked for."},
     {"active", core_active, METH_NOARGS, "True while a profile runs."},
     {"range", core_range, METH_O, "range(name) -> a reusable range context manager."},
     {"step", (PyCFunction)(void (*)(void))core_step, METH_FASTCALL,
-     "step(name, index) -> a step range context manager."},
+     "step(name, index) -> a step always named `name` with index `index` (replays)."},
+    {"call_range", (PyCFunction)(void (*)(void))core_call_range, METH_FASTCALL,
+     "call_range(module, site) -> CallRange: the module's call wrapped in site's range."},
+    {"_instrument_mismatches", core_instrument_mismatches, METH_NOARGS,
+     "Layer ranges cut short or left open, every site's since the process started."},
     {"now_ns", core_now_ns, METH_NOARGS, "The profiler clock, in ns."},
     {"demangle", core_demangle, METH_O,
      "demangle(name) -> the demangled C++ name (str), or None when name is not a mangled "
      "C++ name or cannot be demangled."},
     {"_release_counters", core_release_counters, METH_NOARGS,
-     "Gives the GPU's counters back now (sampling stays enabled a few seconds after a "
-     "profile, for the next one); called at interpreter exit."},
+     "Finishes what loopscope's worker thread has left, gives the GPU's counters back "
+     "(sampling stays enabled a few seconds after a profile, for the next one) and ends "
+     "the thread; called at interpreter exit."},
     {"_trace_reader", ls_trace_reader_new, METH_NOARGS, "A new trace reader (see ls_trace_py.c)."},
     {"_trace_feed", (PyCFunction)(void (*)(void))ls_trace_feed, METH_FASTCALL,
      "_trace_feed(reader, data, final): Kineto JSON bytes, in order."},
@@ -234,6 +326,35 @@ static PyMethodDef core_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* CallRange subclasses functools.partial, whose size is known only now. */
+static int make_call_range_type(PyObject *module, ls_module_state *st)
+{
+    PyObject *functools = PyImport_ImportModule("functools");
+    if (functools == NULL)
+        return -1;
+    PyObject *partial = PyObject_GetAttrString(functools, "partial");
+    Py_DECREF(functools);
+    if (partial == NULL)
+        return -1;
+    if (!PyType_Check(partial) || ((PyTypeObject *)partial)->tp_call == NULL ||
+        !PyType_HasFeature((PyTypeObject *)partial, Py_TPFLAGS_HAVE_GC)) {
+        PyErr_SetString(PyExc_ImportError, "loopscope: functools.partial is not the C type "
+                        "this build expects");
+        Py_DECREF(partial);
+        return -1;
+    }
+    ls_call_range_type_spec.basicsize =
+        (int)(((PyTypeObject *)partial)->tp_basicsize + (Py_ssize_t)ls_call_range_fields_size());
+    PyObject *bases = PyTuple_Pack(1, partial);
+    Py_DECREF(partial);
+    if (bases == NULL)
+        return -1;
+    st->call_range_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_call_range_type_spec,
+                                                                bases);
+    Py_DECREF(bases);
+    return st->call_range_type == NULL ? -1 : 0;
+}
+
 static int core_exec(PyObject *module)
 {
     ls_module_state *st = ls_module_state_of(module);
@@ -247,12 +368,28 @@ static int core_exec(PyObject *module)
     st->model_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_model_type_spec, NULL);
     if (st->model_type == NULL)
         return -1;
+    st->step_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_step_type_spec, NULL);
+    if (st->step_type == NULL)
+        return -1;
+    st->stepper_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_stepper_type_spec, NULL);
+    if (st->stepper_type == NULL)
+        return -1;
+    st->site_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &ls_site_type_spec, NULL);
+    if (st->site_type == NULL)
+        return -1;
+    if (make_call_range_type(module, st) != 0)
+        return -1;
     st->range_cache = PyDict_New();
     if (st->range_cache == NULL)
         return -1;
     if (PyModule_AddObjectRef(module, "Range", (PyObject *)st->range_type) != 0 ||
         PyModule_AddObjectRef(module, "Capture", (PyObject *)st->capture_type) != 0 ||
-        PyModule_AddObjectRef(module, "Model", (PyObject *)st->model_type) != 0)
+        PyModule_AddObjectRef(module, "Model", (PyObject *)st->model_type) != 0 ||
+        PyModule_AddObjectRef(module, "StepScope", (PyObject *)st->step_type) != 0 ||
+        PyModule_AddObjectRef(module, "Stepper", (PyObject *)st->stepper_type) != 0 ||
+        PyModule_AddObjectRef(module, "Site", (PyObject *)st->site_type) != 0 ||
+        PyModule_AddObjectRef(module, "CallRange", (PyObject *)st->call_range_type) != 0)
         return -1;
     if (PyModule_AddFunctions(module, ls_strict_py_methods) != 0 ||
         PyModule_AddFunctions(module, ls_test_hook_methods) != 0)
@@ -266,6 +403,10 @@ static int core_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->range_type);
     Py_VISIT(st->capture_type);
     Py_VISIT(st->model_type);
+    Py_VISIT(st->step_type);
+    Py_VISIT(st->stepper_type);
+    Py_VISIT(st->site_type);
+    Py_VISIT(st->call_range_type);
     Py_VISIT(st->range_cache);
     return 0;
 }
@@ -276,6 +417,10 @@ static int core_clear(PyObject *module)
     Py_CLEAR(st->range_type);
     Py_CLEAR(st->capture_type);
     Py_CLEAR(st->model_type);
+    Py_CLEAR(st->step_type);
+    Py_CLEAR(st->stepper_type);
+    Py_CLEAR(st->site_type);
+    Py_CLEAR(st->call_range_type);
     Py_CLEAR(st->range_cache);
     return 0;
 }

@@ -10,8 +10,16 @@ typedef struct {
     PyTypeObject *range_type;
     PyTypeObject *capture_type;
     PyTypeObject *model_type;
-    PyObject *range_cache; /* dict: name -> Range, so a range name is interned once */
+    PyTypeObject *step_type;
+    PyTypeObject *stepper_type;
+    PyTypeObject *site_type;
+    PyTypeObject *call_range_type;
+    PyObject *range_cache; /* dict: name -> Range, bounded (LS_RANGE_CACHE_MAX) */
 } ls_module_state;
+
+/* Distinct names loopscope.range() keeps an object for; past it the cache
+ * starts over (objects the user holds live on), so it cannot grow forever. */
+#define LS_RANGE_CACHE_MAX 4096
 
 static inline ls_module_state *ls_module_state_of(PyObject *module)
 {

@@ -1,39 +1,39 @@
-/* ls_nvtx: see ls_nvtx.h. */
+/* ls_nvtx: see ls_nvtx.h.  Pushes and pops both go through the domain API
+ * on the default (NULL) domain, so a tool sees one kind of pair. */
 #include "ls_nvtx.h"
-
-#include "ls_names.h"
 
 #include <nvtx3/nvToolsExt.h>
 #include <string.h>
 
-void ls_nvtx_register(uint32_t name_id)
+static uint32_t registered; /* callers hold the GIL */
+
+void *ls_nvtx_register(const char *text)
 {
-    if (ls_names_nvtx_handle(name_id) != NULL)
-        return;
-    const char *text = ls_names_text(name_id);
-    if (text == NULL)
-        return;
-    /* NULL domain: the default one, where Nsight Systems shows plain ranges.
-     * Returns NULL when no tool is attached; push then falls back to text. */
+    if (text == NULL || registered >= LS_NVTX_MAX_REGISTERED)
+        return NULL;
+    /* NULL when no tool is attached: nothing was kept anywhere then. */
     nvtxStringHandle_t handle = nvtxDomainRegisterStringA(NULL, text);
-    ls_names_set_nvtx_handle(name_id, (void *)handle);
+    if (handle != NULL)
+        registered++;
+    return (void *)handle;
 }
 
-void ls_nvtx_push(uint32_t name_id)
+void ls_nvtx_push(const char *text, void *handle)
 {
-    void *handle = ls_names_nvtx_handle(name_id);
+    nvtxEventAttributes_t attrs;
+    memset(&attrs, 0, sizeof attrs);
+    attrs.version = NVTX_VERSION;
+    attrs.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
     if (handle != NULL) {
-        nvtxEventAttributes_t attrs;
-        memset(&attrs, 0, sizeof attrs);
-        attrs.version = NVTX_VERSION;
-        attrs.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
         attrs.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
         attrs.message.registered = (nvtxStringHandle_t)handle;
-        nvtxDomainRangePushEx(NULL, &attrs);
-        return;
+    } else {
+        attrs.messageType = NVTX_MESSAGE_TYPE_ASCII;
+        attrs.message.ascii = text ? text : "?";
     }
-    const char *text = ls_names_text(name_id);
-    nvtxRangePushA(text ? text : "?");
+    nvtxDomainRangePushEx(NULL, &attrs);
 }
 
-void ls_nvtx_pop(void) { nvtxRangePop(); }
+void ls_nvtx_pop(void) { nvtxDomainRangePop(NULL); }
+
+uint32_t ls_nvtx_registered(void) { return registered; }

@@ -2,6 +2,9 @@
 #include "ls_pmconfig.h"
 
 #include "ls_cupti.h"
+extern "C" {
+#include "ls_clock.h"
+}
 
 #include <cupti_profiler_host.h>
 
@@ -10,12 +13,15 @@
 #include <string.h>
 
 struct ls_pmconfig {
-    CUpti_Profiler_Host_Object *host;
+    CUpti_Profiler_Host_Object *host; // nullptr until needed (a config from a cached image)
     uint8_t *image;
     size_t image_size;
     size_t passes;
-    const char **names; // borrowed from the caller's array (static tables)
+    const char **names; // the kept names, borrowed from the caller's array (static tables)
     size_t count;
+    char chip[64];      // for a host object made later
+    uint8_t *availability;
+    size_t availability_size;
 };
 
 namespace {
@@ -34,14 +40,23 @@ T params(size_t size)
     return p;
 }
 
-void host_free(CUpti_Profiler_Host_Object *host)
+// Adds the host time since t0 to *total.
+void add_since(uint64_t t0, uint64_t *total)
+{
+    if (total != nullptr)
+        *total += ls_clock_monotonic_ns() - t0;
+}
+
+void host_free(CUpti_Profiler_Host_Object *host, uint64_t *host_ns)
 {
     if (host == nullptr)
         return;
+    uint64_t t0 = ls_clock_monotonic_ns();
     auto p = params<CUpti_Profiler_Host_Deinitialize_Params>(
         CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
     p.pHostObject = host;
     LS_CUPTI_CHECK(ProfilerHostDeinitialize(&p));
+    add_since(t0, host_ns);
 }
 
 CUptiResult host_new(const char *chip, const uint8_t *availability,
@@ -59,88 +74,117 @@ CUptiResult host_new(const char *chip, const uint8_t *availability,
 
 // A host object holding `names`; CUPTI_SUCCESS or the status of the failed call.
 CUptiResult host_with(const char *chip, const uint8_t *availability, const char **names,
-                      size_t n, CUpti_Profiler_Host_Object **host)
+                      size_t n, CUpti_Profiler_Host_Object **host, uint64_t *host_ns)
 {
+    uint64_t t0 = ls_clock_monotonic_ns();
     CUptiResult status = host_new(chip, availability, host);
-    if (status != CUPTI_SUCCESS)
-        return status;
-    auto p = params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(
-        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
-    p.pHostObject = *host;
-    p.ppMetricNames = names;
-    p.numMetrics = n;
-    status = ls_cupti.ProfilerHostConfigAddMetrics(&p);
-    if (!is_bad_name(status)) // an unknown name is expected and handled by the caller
-        ls_cupti_report(status, "cuptiProfilerHostConfigAddMetrics");
+    if (status == CUPTI_SUCCESS) {
+        auto p = params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(
+            CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
+        p.pHostObject = *host;
+        p.ppMetricNames = names;
+        p.numMetrics = n;
+        status = ls_cupti.ProfilerHostConfigAddMetrics(&p);
+        if (!is_bad_name(status)) // an unknown name is expected and handled by the caller
+            ls_cupti_report(status, "cuptiProfilerHostConfigAddMetrics");
+    }
+    add_since(t0, host_ns);
     if (status != CUPTI_SUCCESS) {
-        host_free(*host);
+        host_free(*host, host_ns);
         *host = nullptr;
     }
     return status;
 }
 
-// The config image of the host object and its pass count.
-CUptiResult make_image(ls_pmconfig *c)
+CUptiResult count_passes(const uint8_t *image, size_t size, size_t *passes)
 {
+    auto pp = params<CUpti_Profiler_Host_GetNumOfPasses_Params>(
+        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
+    pp.configImageSize = size;
+    pp.pConfigImage = const_cast<uint8_t *>(image);
+    CUptiResult status = LS_CUPTI_CHECK(ProfilerHostGetNumOfPasses(&pp));
+    *passes = status == CUPTI_SUCCESS ? pp.numOfPasses : 0;
+    return status;
+}
+
+// The config image of the host object and its pass count.
+CUptiResult make_image(ls_pmconfig *c, uint64_t *image_ns)
+{
+    uint64_t t0 = ls_clock_monotonic_ns();
     auto ps = params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
         CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
     ps.pHostObject = c->host;
     CUptiResult status = LS_CUPTI_CHECK(ProfilerHostGetConfigImageSize(&ps));
-    if (status != CUPTI_SUCCESS)
-        return status;
-    free(c->image);
-    c->image = static_cast<uint8_t *>(malloc(ps.configImageSize ? ps.configImageSize : 1));
-    c->image_size = ps.configImageSize;
-    if (c->image == nullptr)
-        return CUPTI_ERROR_OUT_OF_MEMORY;
-    auto pi = params<CUpti_Profiler_Host_GetConfigImage_Params>(
-        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
-    pi.pHostObject = c->host;
-    pi.configImageSize = c->image_size;
-    pi.pConfigImage = c->image;
-    status = LS_CUPTI_CHECK(ProfilerHostGetConfigImage(&pi));
-    if (status != CUPTI_SUCCESS)
-        return status;
-    auto pp = params<CUpti_Profiler_Host_GetNumOfPasses_Params>(
-        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
-    pp.configImageSize = c->image_size;
-    pp.pConfigImage = c->image;
-    status = LS_CUPTI_CHECK(ProfilerHostGetNumOfPasses(&pp));
-    c->passes = status == CUPTI_SUCCESS ? pp.numOfPasses : 0;
+    if (status == CUPTI_SUCCESS) {
+        free(c->image);
+        c->image = static_cast<uint8_t *>(malloc(ps.configImageSize ? ps.configImageSize : 1));
+        c->image_size = ps.configImageSize;
+        if (c->image == nullptr)
+            status = CUPTI_ERROR_OUT_OF_MEMORY;
+    }
+    if (status == CUPTI_SUCCESS) {
+        auto pi = params<CUpti_Profiler_Host_GetConfigImage_Params>(
+            CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
+        pi.pHostObject = c->host;
+        pi.configImageSize = c->image_size;
+        pi.pConfigImage = c->image;
+        status = LS_CUPTI_CHECK(ProfilerHostGetConfigImage(&pi));
+    }
+    if (status == CUPTI_SUCCESS)
+        status = count_passes(c->image, c->image_size, &c->passes);
+    add_since(t0, image_ns);
     return status;
+}
+
+// A config with copies of the chip name and availability image, no host object.
+ls_pmconfig *config_new(const char *chip, const uint8_t *availability, size_t availability_size,
+                        size_t n)
+{
+    ls_pmconfig *c = static_cast<ls_pmconfig *>(calloc(1, sizeof *c));
+    if (c == nullptr)
+        return nullptr;
+    c->names = static_cast<const char **>(malloc((n ? n : 1) * sizeof *c->names));
+    c->availability = static_cast<uint8_t *>(malloc(availability_size ? availability_size : 1));
+    if (c->names == nullptr || c->availability == nullptr) {
+        ls_pmconfig_free(c);
+        return nullptr;
+    }
+    snprintf(c->chip, sizeof c->chip, "%s", chip);
+    memcpy(c->availability, availability, availability_size);
+    c->availability_size = availability_size;
+    return c;
 }
 
 } // namespace
 
 extern "C" int ls_pmconfig_create(const char *chip, const uint8_t *availability,
-                                  const char *const *names, size_t n, size_t required,
-                                  unsigned char *kept, ls_pmconfig **out, char *why,
-                                  size_t why_size)
+                                  size_t availability_size, const char *const *names, size_t n,
+                                  size_t required, unsigned char *kept, ls_pmconfig **out,
+                                  ls_pmconfig_times *times, char *why, size_t why_size)
 {
     *out = nullptr;
-    ls_pmconfig *c = static_cast<ls_pmconfig *>(calloc(1, sizeof *c));
-    const char **list = static_cast<const char **>(malloc((n ? n : 1) * sizeof *list));
-    if (c == nullptr || list == nullptr) {
-        free(c);
-        free(list);
+    ls_pmconfig *c = config_new(chip, availability, availability_size, n);
+    if (c == nullptr) {
         snprintf(why, why_size, "out of memory building the PM sampling config");
         return -1;
     }
-    c->names = list;
+    const char **list = c->names;
+    uint64_t *host_ns = times ? &times->host_ns : nullptr;
+    uint64_t *image_ns = times ? &times->image_ns : nullptr;
     for (size_t i = 0; i < n; i++)
         kept[i] = 1;
     // 1. Names this chip does not know: find them one by one, only if the set fails.
     size_t count = 0;
     for (size_t i = 0; i < n; i++)
         list[count++] = names[i];
-    CUptiResult status = host_with(chip, availability, list, count, &c->host);
+    CUptiResult status = host_with(chip, availability, list, count, &c->host, host_ns);
     if (is_bad_name(status)) {
         count = 0;
         for (size_t i = 0; i < n; i++) {
             CUpti_Profiler_Host_Object *probe = nullptr;
             const char *single = names[i];
-            CUptiResult one = host_with(chip, availability, &single, 1, &probe);
-            host_free(probe);
+            CUptiResult one = host_with(chip, availability, &single, 1, &probe, host_ns);
+            host_free(probe, host_ns);
             if (one == CUPTI_SUCCESS)
                 list[count++] = names[i];
             else if (is_bad_name(one))
@@ -151,11 +195,11 @@ extern "C" int ls_pmconfig_create(const char *chip, const uint8_t *availability,
             }
         }
         if (count > 0 && (is_bad_name(status) || status == CUPTI_SUCCESS))
-            status = host_with(chip, availability, list, count, &c->host);
+            status = host_with(chip, availability, list, count, &c->host, host_ns);
     }
     // 2. Drop the least important name while the set needs more than one pass.
     while (status == CUPTI_SUCCESS) {
-        status = make_image(c);
+        status = make_image(c, image_ns);
         if (status != CUPTI_SUCCESS || c->passes == 1)
             break;
         size_t last = count - 1;
@@ -164,11 +208,11 @@ extern "C" int ls_pmconfig_create(const char *chip, const uint8_t *availability,
                 kept[i] = 0;
                 break;
             }
-        host_free(c->host);
+        host_free(c->host, host_ns);
         c->host = nullptr;
         if (--count == 0)
             break;
-        status = host_with(chip, availability, list, count, &c->host);
+        status = host_with(chip, availability, list, count, &c->host, host_ns);
     }
     c->count = count;
     bool required_kept = true;
@@ -191,6 +235,49 @@ extern "C" int ls_pmconfig_create(const char *chip, const uint8_t *availability,
     return -1;
 }
 
+extern "C" int ls_pmconfig_from_image(const char *chip, const uint8_t *availability,
+                                      size_t availability_size, const char *const *names,
+                                      size_t n, const unsigned char *kept, const uint8_t *image,
+                                      size_t image_size, ls_pmconfig **out, char *why,
+                                      size_t why_size)
+{
+    *out = nullptr;
+    ls_pmconfig *c = config_new(chip, availability, availability_size, n);
+    if (c != nullptr) {
+        c->image = static_cast<uint8_t *>(malloc(image_size ? image_size : 1));
+        if (c->image == nullptr) {
+            ls_pmconfig_free(c);
+            c = nullptr;
+        }
+    }
+    if (c == nullptr) {
+        snprintf(why, why_size, "out of memory reading the cached PM sampling config");
+        return -1;
+    }
+    memcpy(c->image, image, image_size);
+    c->image_size = image_size;
+    for (size_t i = 0; i < n; i++)
+        if (kept[i])
+            c->names[c->count++] = names[i];
+    if (c->count == 0 || count_passes(c->image, c->image_size, &c->passes) != CUPTI_SUCCESS ||
+        c->passes != 1) {
+        snprintf(why, why_size, "the cached PM config image is not a single-pass image for "
+                 "these metrics (%s)", ls_cupti_error()[0] ? ls_cupti_error() : "wrong pass count");
+        ls_pmconfig_free(c);
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+extern "C" int ls_pmconfig_prepare(ls_pmconfig *config, uint64_t *host_ns)
+{
+    if (config->host != nullptr)
+        return 0;
+    return host_with(config->chip, config->availability, config->names, config->count,
+                     &config->host, host_ns) == CUPTI_SUCCESS ? 0 : -1;
+}
+
 extern "C" const uint8_t *ls_pmconfig_image(const ls_pmconfig *config, size_t *size)
 {
     *size = config->image_size;
@@ -206,6 +293,8 @@ extern "C" const char *const *ls_pmconfig_names(const ls_pmconfig *config, size_
 extern "C" int ls_pmconfig_evaluate(ls_pmconfig *config, const uint8_t *counter_data,
                                     size_t size, size_t index, double *values)
 {
+    if (ls_pmconfig_prepare(config, nullptr) != 0)
+        return -1;
     auto p = params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
         CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
     p.pHostObject = config->host;
@@ -222,8 +311,9 @@ extern "C" void ls_pmconfig_free(ls_pmconfig *config)
 {
     if (config == nullptr)
         return;
-    host_free(config->host);
+    host_free(config->host, nullptr);
     free(config->image);
     free(config->names);
+    free(config->availability);
     free(config);
 }

@@ -4,6 +4,7 @@
 #include "ls_clock.h"
 #include "ls_cuda.h"
 #include "ls_cupti.h"
+#include "ls_pmcache.h"
 #include "ls_pmconfig.h"
 
 #include <math.h>
@@ -39,6 +40,7 @@ static struct {
     size_t kept;
     uint8_t *image, *pristine; /* counter data image, and a fresh copy to reset it */
     size_t image_size;
+    int image_dirty;           /* decoded into since the last reset */
     ls_pm_stats stats;
 } pm;
 
@@ -52,12 +54,21 @@ static struct {
 
 static int profiler_initialized;
 
+/* The first failure of a run is the one worth reading: later ones follow from it. */
+static void note_error(const char *message)
+{
+    if (pm.stats.error[0] == '\0')
+        snprintf(pm.stats.error, sizeof pm.stats.error, "%s", message);
+}
+
+
 const ls_pm_stats *ls_pm_stats_now(void) { return &pm.stats; }
 
 const char *ls_pm_phase_name(int phase)
 {
     static const char *const names[LS_PM_PHASES] = {
-        "config", "release", "enable", "set_config", "counter_data", "start", "stop"};
+        "init",    "chip",       "availability", "cache",        "host",  "image", "release",
+        "enable",  "set_config", "counter_data", "start",        "stop",  "reset"};
     return phase >= 0 && phase < LS_PM_PHASES ? names[phase] : "?";
 }
 
@@ -173,10 +184,11 @@ static CUptiResult chip_name(int device, char *chip, size_t chip_size)
     return st;
 }
 
-/* The device's counter availability image, malloc'd. */
-static CUptiResult availability(int device, uint8_t **avail)
+/* The device's counter availability image, malloc'd, and its size. */
+static CUptiResult availability(int device, uint8_t **avail, size_t *size)
 {
     *avail = NULL;
+    *size = 0;
     LS_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, p);
     p.deviceIndex = (size_t)device;
     CUptiResult st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&p));
@@ -190,28 +202,80 @@ static CUptiResult availability(int device, uint8_t **avail)
     if (st != CUPTI_SUCCESS) {
         free(*avail);
         *avail = NULL;
+    } else {
+        *size = p.counterAvailabilityImageSize;
     }
     return st;
 }
 
-/* The single-pass config for `chip`: the cached one, or a new one that
- * replaces it.  Returns 0, or -1 with a sentence in `why`. */
-static int config_for(int device, const char *chip, char *why, size_t why_size)
+/* Adds the host time since *t0 to phase `k` and moves *t0 to now. */
+static void lap(int k, uint64_t *t0)
+{
+    uint64_t now = ls_clock_monotonic_ns();
+    pm.stats.phase_ns[k] += now - *t0;
+    *t0 = now;
+}
+
+/* The single-pass config for `chip`: the one of an earlier profile, the
+ * disk cache's, or a new one (written to the cache).  Returns 0, or -1 with
+ * a sentence in `why`. */
+static int config_for(const ls_pm_options *o, int device, const char *chip, char *why,
+                      size_t why_size)
 {
     if (cached.config != NULL && strcmp(cached.chip, chip) == 0) {
         pm.stats.config_reused = 1;
+        snprintf(pm.stats.config_source, sizeof pm.stats.config_source, "reused");
         return 0;
     }
     ls_pmconfig_free(cached.config);
     cached.config = NULL;
+    uint64_t t0 = ls_clock_monotonic_ns();
     uint8_t *avail = NULL;
-    CUptiResult st = availability(device, &avail);
+    size_t avail_size = 0;
+    CUptiResult st = availability(device, &avail, &avail_size);
+    lap(LS_PM_PHASE_AVAILABILITY, &t0);
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingGetCounterAvailability", why, why_size);
         return -1;
     }
-    int rc = ls_pmconfig_create(chip, avail, cupti_names, LS_PM_NAMES, LS_PM_REQUIRED,
-                                cached.kept, &cached.config, why, why_size);
+    uint32_t version = 0;
+    LS_CUPTI_CHECK(GetVersion(&version));
+    ls_pmcache_key key = {chip, cupti_names, LS_PM_NAMES, version, avail, avail_size};
+    char *note = pm.stats.cache_note;
+    size_t note_size = sizeof pm.stats.cache_note;
+    if (o->cache_dir[0] != '\0') {
+        uint8_t *image = NULL;
+        size_t image_size = 0;
+        int found = ls_pmcache_load(o->cache_dir, &key, cached.kept, &image, &image_size, note,
+                                    note_size);
+        if (found == 1 &&
+            ls_pmconfig_from_image(chip, avail, avail_size, cupti_names, LS_PM_NAMES,
+                                   cached.kept, image, image_size, &cached.config, note,
+                                   note_size) == 0)
+            snprintf(pm.stats.config_source, sizeof pm.stats.config_source, "cache");
+        free(image);
+        lap(LS_PM_PHASE_CACHE, &t0);
+    }
+    int rc = 0;
+    if (cached.config == NULL) {
+        ls_pmconfig_times times = {0, 0};
+        rc = ls_pmconfig_create(chip, avail, avail_size, cupti_names, LS_PM_NAMES,
+                                LS_PM_REQUIRED, cached.kept, &cached.config, &times, why,
+                                why_size);
+        pm.stats.phase_ns[LS_PM_PHASE_HOST] += times.host_ns;
+        pm.stats.phase_ns[LS_PM_PHASE_IMAGE] += times.image_ns;
+        snprintf(pm.stats.config_source, sizeof pm.stats.config_source, "built");
+        t0 = ls_clock_monotonic_ns();
+        if (rc == 0 && o->cache_dir[0] != '\0') {
+            size_t size = 0;
+            const uint8_t *image = ls_pmconfig_image(cached.config, &size);
+            char stored[1024];
+            if (ls_pmcache_store(o->cache_dir, &key, cached.kept, image, size, stored,
+                                 sizeof stored) != 0 && note[0] == '\0')
+                snprintf(note, note_size, "%s", stored);
+            lap(LS_PM_PHASE_CACHE, &t0);
+        }
+    }
     free(avail);
     if (rc != 0)
         return -1;
@@ -246,6 +310,7 @@ static CUptiResult make_counter_data(uint32_t max_samples, const char **what)
     st = LS_CUPTI_CHECK(PmSamplingCounterDataImageInitialize(&pi));
     if (st == CUPTI_SUCCESS)
         memcpy(pm.pristine, pm.image, pm.image_size);
+    pm.image_dirty = 0;
     return st;
 }
 
@@ -334,6 +399,7 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
                  "CUDA 12.6 or newer is needed)", ls_cupti_path(), missing);
         return -1;
     }
+    uint64_t t0 = ls_clock_monotonic_ns();
     if (ls_cupti_load_nvperf(why, why_size) != 0)
         return -1;
     CUptiResult st = CUPTI_SUCCESS;
@@ -346,19 +412,19 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
         }
         profiler_initialized = 1;
     }
+    lap(LS_PM_PHASE_INIT, &t0);
     int device = o->device;
     if (device < 0 && ls_cuda_current_device(&device) != 1)
         device = 0;
     pm.stats.device = device;
-    uint64_t t0 = ls_clock_monotonic_ns();
     st = chip_name(device, pm.stats.chip, sizeof pm.stats.chip);
+    lap(LS_PM_PHASE_CHIP, &t0);
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiDeviceGetChipName", why, why_size);
         return -1;
     }
-    if (config_for(device, pm.stats.chip, why, why_size) != 0)
+    if (config_for(o, device, pm.stats.chip, why, why_size) != 0)
         return -1;
-    pm.stats.phase_ns[LS_PM_PHASE_CONFIG] = ls_clock_monotonic_ns() - t0;
     pm.kept = 0;
     for (size_t i = 0; i < LS_PM_NAMES; i++)
         if (cached.kept[i]) {
@@ -370,11 +436,11 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
 
     if (reusable(o, device)) {
         pm.stats.sampler_reused = 1;
-        memcpy(pm.image, pm.pristine, pm.image_size);
+        ls_pm_reset(); /* normally done after the last stop already */
     } else {
-        uint64_t t1 = ls_clock_monotonic_ns();
+        t0 = ls_clock_monotonic_ns();
         release();
-        pm.stats.phase_ns[LS_PM_PHASE_RELEASE] = ls_clock_monotonic_ns() - t1;
+        lap(LS_PM_PHASE_RELEASE, &t0);
         if (configure(o, device, pm.stats.phase_ns, why, why_size) != 0)
             return -1;
     }
@@ -385,7 +451,7 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     pm.stats.time_trigger = pm.time_trigger;
     t0 = ls_clock_monotonic_ns();
     st = start_sampler();
-    pm.stats.phase_ns[LS_PM_PHASE_START] = ls_clock_monotonic_ns() - t0;
+    lap(LS_PM_PHASE_START, &t0);
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingStart", why, why_size);
         release();
@@ -396,7 +462,27 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.started_ns)) != CUPTI_SUCCESS)
         pm.stats.started_ns = 0;
     pm.active = 1;
+    /* A config read from the disk cache has no host object yet: make it
+     * now, after the start, so sampling does not wait for it. */
+    if (ls_pmconfig_prepare(cached.config, &pm.stats.phase_ns[LS_PM_PHASE_HOST]) != 0)
+        note_error(ls_cupti_error());
     return 0;
+}
+
+int ls_pm_running(void) { return pm.active; }
+
+void ls_pm_new_window(void)
+{
+    ls_pm_stats *s = &pm.stats;
+    s->samples = s->overflows = s->counter_data_full = s->incomplete = s->eval_errors = 0;
+    s->decodes = s->decode_ns = s->decode_data_ns = s->evaluate_ns = 0;
+    s->restarts = s->reconfigures = 0;
+    memset(s->phase_ns, 0, sizeof s->phase_ns);
+    s->error[0] = '\0';
+    s->sampler_reused = s->config_reused = 1;
+    snprintf(s->config_source, sizeof s->config_source, "reused");
+    s->cache_note[0] = '\0';
+    s->stopped_ns = 0;
 }
 
 /* One finished sample of the image into the sink; 0, or -1 on a CUPTI error. */
@@ -436,11 +522,14 @@ static int take_sample(size_t index, ls_sample_array *sink)
     return 0;
 }
 
-/* The first failure of a run is the one worth reading: later ones follow from it. */
-static void note_error(const char *message)
+/* Resets the counter data image (a memcpy of the pristine copy: 13.5 MiB
+ * for the default 400 samples on GH100). */
+static void reset_image(void)
 {
-    if (pm.stats.error[0] == '\0')
-        snprintf(pm.stats.error, sizeof pm.stats.error, "%s", message);
+    if (pm.image == NULL)
+        return;
+    memcpy(pm.image, pm.pristine, pm.image_size);
+    pm.image_dirty = 0;
 }
 
 /* After an overflow every later decode fails too (seen on an H200): the
@@ -450,7 +539,7 @@ static void note_error(const char *message)
 static int restart(void)
 {
     CUptiResult st = stop_sampler();
-    memcpy(pm.image, pm.pristine, pm.image_size);
+    reset_image();
     if (st == CUPTI_SUCCESS && start_sampler() == CUPTI_SUCCESS) {
         pm.stats.restarts++;
         return 0;
@@ -476,7 +565,10 @@ static int restart(void)
     return 0;
 }
 
-static int decode(ls_sample_array *sink, int may_restart)
+/* keep_last_reset: the image reset after the last round is left to
+ * ls_pm_reset (the stop's decode: a reset there would wait the profile's
+ * summary for a 13.5 MiB copy). */
+static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset)
 {
     if (!pm.active)
         return 0;
@@ -517,12 +609,13 @@ static int decode(ls_sample_array *sink, int may_restart)
             }
         pm.stats.evaluate_ns += ls_clock_monotonic_ns() - t2;
         int full = pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
-        if (pc.numCompletedSamples > 0 || full) {
+        pm.image_dirty = 1;
+        if ((pc.numCompletedSamples > 0 || full) && (full || !keep_last_reset)) {
             /* Reset the image for the next decode (as NVIDIA's sample does).
              * A sample still in progress is not lost: the next decode
              * finishes it (H200: 30,739 samples in 3.074 s at 100 us over
              * 168 decodes). */
-            memcpy(pm.image, pm.pristine, pm.image_size);
+            reset_image();
         }
         if (!full || result != 0)
             break;
@@ -533,7 +626,7 @@ static int decode(ls_sample_array *sink, int may_restart)
     return result;
 }
 
-int ls_pm_decode(ls_sample_array *sink) { return decode(sink, 1); }
+int ls_pm_decode(ls_sample_array *sink) { return decode(sink, 1, 0); }
 
 int ls_pm_stop(ls_sample_array *sink)
 {
@@ -547,9 +640,18 @@ int ls_pm_stop(ls_sample_array *sink)
     }
     if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
         pm.stats.stopped_ns = 0;
-    if (decode(sink, 0) != 0)
+    if (decode(sink, 0, 1) != 0)
         result = -1;
-    pm.stats.phase_ns[LS_PM_PHASE_STOP] = ls_clock_monotonic_ns() - t0;
+    lap(LS_PM_PHASE_STOP, &t0);
     pm.active = 0; /* enabled and configured still: see ls_pm_release */
     return result;
+}
+
+void ls_pm_reset(void)
+{
+    if (pm.active || !pm.image_dirty)
+        return;
+    uint64_t t0 = ls_clock_monotonic_ns();
+    reset_image();
+    lap(LS_PM_PHASE_RESET, &t0);
 }

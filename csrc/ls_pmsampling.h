@@ -1,14 +1,15 @@
 /* ls_pmsampling: CUPTI PM sampling of one device's performance counters.
  *
- * Start builds a single-pass config (ls_pmconfig), enables sampling on the
- * device with a GPU-time trigger (SYSCLK where time is unsupported), sizes
- * the hardware buffer and the counter data image, and starts.  Decode moves
- * what the hardware buffer holds into ls_sample records (values converted to
- * the named figures of ls_records.h); it runs on the decoder thread
- * (ls_pmdecoder) while sampling runs and on the stopping thread at stop,
- * never on two threads at once and never in a CUPTI callback.  The config
- * image is built once per chip and kept for the next profile.  Every
- * failure becomes a sentence; nothing here exits or raises. */
+ * Start builds a single-pass config (ls_pmconfig; its image is read from
+ * and written to the disk cache of ls_pmcache when a folder is given),
+ * enables sampling on the device with a GPU-time trigger (SYSCLK where time
+ * is unsupported), sizes the hardware buffer and the counter data image, and
+ * starts.  Decode moves what the hardware buffer holds into ls_sample
+ * records (values converted to the named figures of ls_records.h).  Every
+ * function runs on loopscope's worker thread (ls_sampler), one at a time,
+ * never in a CUPTI callback.  The config is kept for the next profile, and
+ * sampling stays enabled after a stop until ls_pm_release.  Every failure
+ * becomes a sentence; nothing here exits or raises. */
 #ifndef LS_PMSAMPLING_H
 #define LS_PMSAMPLING_H
 
@@ -23,18 +24,25 @@ typedef struct {
     size_t hw_buffer_bytes;  /* hardware buffer the GPU writes records into */
     uint32_t max_samples;    /* samples one counter data image holds; 0: sized for a
                               * decode period (see ls_pm_counter_samples) */
-    uint64_t decode_period_ns; /* how often the decoder thread empties the buffer */
+    uint64_t decode_period_ns; /* how often the worker empties the buffer */
+    char cache_dir[1024];    /* folder of the config image cache (ls_pmcache), "" for none */
 } ls_pm_options;
 
 /* The set-up and tear-down steps whose host time is reported. */
 enum {
-    LS_PM_PHASE_CONFIG,       /* chip, availability, config image (skipped when reused) */
+    LS_PM_PHASE_INIT,         /* the profiler back end: libnvperf, cuptiProfilerInitialize */
+    LS_PM_PHASE_CHIP,         /* cuptiDeviceGetChipName */
+    LS_PM_PHASE_AVAILABILITY, /* the device's counter availability image */
+    LS_PM_PHASE_CACHE,        /* reading (and checking) or writing the cached config image */
+    LS_PM_PHASE_HOST,         /* host objects: made to build the image, or to evaluate */
+    LS_PM_PHASE_IMAGE,        /* building config images and counting their passes */
     LS_PM_PHASE_RELEASE,      /* disabling an earlier profile's other configuration */
     LS_PM_PHASE_ENABLE,       /* cuptiPmSamplingEnable */
     LS_PM_PHASE_SET_CONFIG,   /* cuptiPmSamplingSetConfig: the hardware buffer */
     LS_PM_PHASE_COUNTER_DATA, /* sizing and initialising the counter data image */
     LS_PM_PHASE_START,        /* cuptiPmSamplingStart */
     LS_PM_PHASE_STOP,         /* cuptiPmSamplingStop and the last decode */
+    LS_PM_PHASE_RESET,        /* resetting the counter data image for the next start */
     LS_PM_PHASES
 };
 
@@ -62,6 +70,8 @@ typedef struct {
     int sampler_reused;          /* 1 when the enabled sampler came from an earlier profile */
     uint64_t phase_ns[LS_PM_PHASES]; /* host time of each set-up and tear-down step */
     int config_reused;           /* 1 when the config image came from an earlier profile */
+    char config_source[16];      /* "built", "cache" (disk) or "reused" (this process) */
+    char cache_note[1024];       /* why the disk cache was not used or written, "" if fine */
     uint32_t max_samples;        /* samples the counter data image holds */
     char error[1024];            /* a failure after start (decode, stop), "" if none */
 } ls_pm_stats;
@@ -81,6 +91,18 @@ int ls_pm_decode(ls_sample_array *sink);
  * ls_pm_release gives the counters back.  Returns 0, or -1 when a call
  * failed (stats.error). */
 int ls_pm_stop(ls_sample_array *sink);
+
+/* After a stop: resets the counter data image for the next start, unless
+ * it is clean already (a start does it too if nobody did). */
+void ls_pm_reset(void);
+
+/* 1 while sampling runs (started, not stopped). */
+int ls_pm_running(void);
+
+/* Sampling keeps running into a new profile: zeroes the figures of the
+ * current run (samples, decodes, costs, phases, error) so they count for
+ * the new profile only; the sampler's identity (chip, figures) stays. */
+void ls_pm_new_window(void);
 
 /* Disables sampling (the counters are free for other profilers again) and
  * frees the counter data image; stops first if running.  Safe to repeat. */

@@ -44,6 +44,23 @@ PyObject *ls_py_name_or_none(uint32_t name_id)
     return ls_py_text_or_none(ls_names_text(name_id));
 }
 
+PyObject *ls_py_range_name(const ls_range *range)
+{
+    char small[256];
+    size_t n = ls_range_name(range, small, sizeof small);
+    if (n == SIZE_MAX)
+        Py_RETURN_NONE;
+    if (n < sizeof small)
+        return PyUnicode_DecodeUTF8(small, (Py_ssize_t)n, "replace");
+    char *big = PyMem_Malloc(n + 1);
+    if (big == NULL)
+        return PyErr_NoMemory();
+    ls_range_name(range, big, n + 1);
+    PyObject *name = PyUnicode_DecodeUTF8(big, (Py_ssize_t)n, "replace");
+    PyMem_Free(big);
+    return name;
+}
+
 PyObject *ls_py_index_or_none(int64_t value)
 {
     if (value < 0)

@@ -8,6 +8,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "ls_records.h"
+
 #include <stdint.h>
 
 /* A dict from alternating (const char *key, PyObject *value) pairs,
@@ -24,6 +26,10 @@ PyObject *ls_py_text_or_none(const char *text);
 /* The str of an interned name (ls_names), None for LS_NO_NAME or an
  * unknown id. */
 PyObject *ls_py_name_or_none(uint32_t name_id);
+
+/* The str of a range's name (ls_range_name: a step's is made from its
+ * template and index), None when unknown. */
+PyObject *ls_py_range_name(const ls_range *range);
 
 /* An int, or None when value is negative (a step or index that is absent). */
 PyObject *ls_py_index_or_none(int64_t value);

@@ -1,43 +1,64 @@
-/* ls_range_type: the Range context manager.  Enter and exit run in C, so a
- * with-block costs little more than Python's own with-statement. */
+/* ls_range_type: the Range context manager of loopscope.range(name).  Enter
+ * and exit run in C, so a with-block costs little more than Python's own
+ * with-statement.  Each object has its own owner token: its exit closes the
+ * range it opened on the calling thread (ls_session_pop), whatever else
+ * opened or closed in between. */
 #include "ls_range_type.h"
 
 #include "ls_names.h"
 #include "ls_nvtx.h"
 #include "ls_session.h"
 
+#include <string.h>
+
 typedef struct {
     PyObject_HEAD
-    PyObject *name;     /* str */
-    uint32_t name_id;
-    int32_t step_index; /* -1 for a plain range */
+    PyObject *name;    /* str */
+    uint64_t owner;
+    uint32_t name_id;  /* one reference held */
+    void *nvtx_handle; /* registered string, NULL: pushed as text */
 } ls_range_object;
 
-PyObject *ls_range_new(PyTypeObject *type, PyObject *name, int32_t step_index)
+int ls_check_name(PyObject *name, const char *what, const char **text, Py_ssize_t *len)
 {
     if (!PyUnicode_Check(name)) {
-        PyErr_Format(PyExc_TypeError, "range name must be a str, not %.100s",
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", what,
                      Py_TYPE(name)->tp_name);
-        return NULL;
+        return -1;
     }
-    Py_ssize_t len = 0;
-    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
-    if (text == NULL)
-        return NULL;
-    if (len == 0) {
-        PyErr_SetString(PyExc_ValueError, "range name must not be empty");
-        return NULL;
+    *text = PyUnicode_AsUTF8AndSize(name, len);
+    if (*text == NULL)
+        return -1;
+    if (*len == 0) {
+        PyErr_Format(PyExc_ValueError, "%s must not be empty", what);
+        return -1;
     }
+    if (memchr(*text, '\0', (size_t)*len) != NULL) {
+        PyErr_Format(PyExc_ValueError, "%s %R contains a NUL character (U+0000): names are C "
+                     "strings for NVTX and would be cut there; remove it", what, name);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *ls_range_new(PyTypeObject *type, PyObject *name)
+{
+    const char *text;
+    Py_ssize_t len;
+    if (ls_check_name(name, "range name", &text, &len) != 0)
+        return NULL;
     uint32_t id = ls_names_intern(text, (size_t)len);
     if (id == LS_NO_NAME)
         return PyErr_NoMemory();
-    ls_nvtx_register(id);
     ls_range_object *self = PyObject_GC_New(ls_range_object, type);
-    if (self == NULL)
+    if (self == NULL) {
+        ls_names_release(id);
         return NULL;
+    }
     self->name = Py_NewRef(name);
+    self->owner = ls_session_new_owner();
     self->name_id = id;
-    self->step_index = step_index;
+    self->nvtx_handle = ls_nvtx_register(ls_names_text(id));
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -46,12 +67,8 @@ static PyObject *range_enter(PyObject *op, PyObject *unused)
 {
     (void)unused;
     ls_range_object *self = (ls_range_object *)op;
-    if (ls_session_push(self->name_id, self->step_index) != 0) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "step %R started while another step is open on this thread: steps "
-                     "do not nest (use loopscope.range() inside a step)", self->name);
-        return NULL;
-    }
+    /* LS_PUSH_NO_MEMORY is counted as a dropped record: the user's code goes on. */
+    (void)ls_session_push(self->owner, self->name_id, -1, self->nvtx_handle, NULL);
     return Py_NewRef(op);
 }
 
@@ -59,18 +76,13 @@ static PyObject *range_exit(PyObject *op, PyObject *const *args, Py_ssize_t narg
 {
     (void)args;
     (void)nargs;
-    ls_range_object *self = (ls_range_object *)op;
-    ls_session_pop(self->step_index >= 0);
+    (void)ls_session_pop(((ls_range_object *)op)->owner);
     Py_RETURN_FALSE; /* never swallow the user's exception */
 }
 
 static PyObject *range_repr(PyObject *op)
 {
-    ls_range_object *self = (ls_range_object *)op;
-    if (self->step_index >= 0)
-        return PyUnicode_FromFormat("<loopscope step %R index=%d>", self->name,
-                                    (int)self->step_index);
-    return PyUnicode_FromFormat("<loopscope range %R>", self->name);
+    return PyUnicode_FromFormat("<loopscope range %R>", ((ls_range_object *)op)->name);
 }
 
 static PyObject *range_get_name(PyObject *op, void *closure)
@@ -81,11 +93,9 @@ static PyObject *range_get_name(PyObject *op, void *closure)
 
 static PyObject *range_get_step(PyObject *op, void *closure)
 {
+    (void)op;
     (void)closure;
-    int32_t step = ((ls_range_object *)op)->step_index;
-    if (step < 0)
-        Py_RETURN_NONE;
-    return PyLong_FromLong(step);
+    Py_RETURN_NONE;
 }
 
 static int range_traverse(PyObject *op, visitproc visit, void *arg)
@@ -106,6 +116,7 @@ static void range_dealloc(PyObject *op)
     PyTypeObject *type = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
     range_clear(op);
+    ls_names_release(((ls_range_object *)op)->name_id);
     type->tp_free(op);
     Py_DECREF(type);
 }
@@ -113,13 +124,13 @@ static void range_dealloc(PyObject *op)
 static PyMethodDef range_methods[] = {
     {"__enter__", range_enter, METH_NOARGS, "Open the range (NVTX push + host timestamp)."},
     {"__exit__", (PyCFunction)(void (*)(void))range_exit, METH_FASTCALL,
-     "Close the range; exceptions pass through."},
+     "Close the range this object opened on this thread; exceptions pass through."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef range_getset[] = {
     {"name", range_get_name, NULL, "The range's name.", NULL},
-    {"step", range_get_step, NULL, "Step index, or None for a plain range.", NULL},
+    {"step", range_get_step, NULL, "None: a plain range (steps are StepScope objects).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -53,5 +53,20 @@ void ls_records_clear(ls_records *r)
     free(r->samples.items);
     free(r->codes.items);
     free(r->codes.arena);
+    ls_names_release_all(&r->names);
     memset(r, 0, sizeof *r);
+}
+
+size_t ls_range_name(const ls_range *range, char *out, size_t size)
+{
+    if (range->step_index >= 0)
+        return ls_names_format(range->name_id, range->step_index, out, size);
+    const char *text = ls_names_text(range->name_id);
+    if (text == NULL)
+        return SIZE_MAX;
+    size_t len = strlen(text);
+    size_t copied = len < size ? len : size - 1;
+    memcpy(out, text, copied);
+    out[copied] = '\0';
+    return len;
 }

@@ -5,6 +5,7 @@
 #define LS_RECORDS_H
 
 #include "ls_metrics.h"
+#include "ls_names.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -95,7 +96,7 @@ typedef struct {
 typedef struct {
     uint64_t start_ns, end_ns; /* end_ns == 0 while open */
     uint64_t thread_id;
-    uint32_t name_id;
+    uint32_t name_id;   /* a step's is its name template (see ls_range_name) */
     int32_t parent;     /* index of the enclosing range on the same thread, -1 if none */
     int32_t step_index; /* >= 0 for steps, -1 for plain ranges */
     uint32_t depth;
@@ -134,6 +135,8 @@ typedef struct {
     uint64_t start_ns, stop_ns; /* the profile's own span */
     uint64_t dropped_records;   /* reported by CUPTI or lost to a full buffer pool */
     uint64_t invalid_records;   /* end before start, or zero timestamps */
+    ls_name_refs names;         /* a reference on every name the records use: a
+                                   name_id put in a record must be held here */
 } ls_records;
 
 /* Appends one zeroed slot and returns it, or NULL when memory ran out.
@@ -148,7 +151,14 @@ ls_sample *ls_samples_append(ls_sample_array *a);
 /* Reserves room for `n` more items; 0 on success, -1 when out of memory. */
 int ls_ranges_reserve(ls_range_array *a, size_t n);
 
-/* Frees every array and zeroes the struct. */
+/* Frees every array, releases the names, and zeroes the struct. */
 void ls_records_clear(ls_records *r);
+
+/* The name of `range`: a plain range's text, or a step's template with
+ * each "{i}" replaced by its index (ls_names_format: a step record keeps
+ * its template, so no name is made per step).  Writes at most size - 1
+ * bytes and a NUL into `out` (size > 0) and returns the whole name's
+ * length, like snprintf; SIZE_MAX when the name is unknown. */
+size_t ls_range_name(const ls_range *range, char *out, size_t size);
 
 #endif

@@ -1,5 +1,6 @@
 /* ls_session: see ls_session.h.  Every function here runs with the GIL held,
- * which serialises them; CUPTI's own threads only touch ls_buffers. */
+ * which serialises them; CUPTI's own threads only touch ls_buffers, and
+ * loopscope's worker only the finish job (ls_finish) and the sampler. */
 #include "ls_session.h"
 
 #include "ls_activity.h"
@@ -9,18 +10,19 @@
 #include "ls_pycodes.h"
 #include "ls_cuda.h"
 #include "ls_cupti.h"
+#include "ls_finish.h"
 #include "ls_launches.h"
+#include "ls_names.h"
 #include "ls_nvtx.h"
-#include "ls_pmdecoder.h"
-#include "ls_pmsampling.h"
-#include "ls_samples.h"
+#include "ls_rangestack.h"
+#include "ls_sampler.h"
 #include "ls_subscriber.h"
+#include "ls_worker.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#define LS_MAX_DEPTH 256
 #define LS_RANGE_RESERVE 4096
 #define LS_MAX_CODES 8192         /* distinct Python functions in sync stacks */
 #define LS_CODE_ARENA (1u << 20)  /* their file and function names */
@@ -30,31 +32,33 @@ static struct {
     int tracing;
     int callbacks;        /* loopscope holds CUPTI's callback slot, callbacks on */
     int launch_callbacks; /* launch calls come from callbacks (ls_launches) */
-    int sampling;         /* PM sampling runs */
+    int sampling;         /* a PM sampling window is open (ls_sampler) */
+    int defer;            /* the finish goes to the worker */
+    int warmed_up_once;   /* LS_WARM_UP_ONCE: the process has warmed up */
     uint32_t generation;
+    ls_finish *job;       /* the worker's part of this profile */
     ls_capture capture;
 } session;
-
-/* Per-thread stack of open range indices (-1 for a range not recorded). */
-static _Thread_local struct {
-    int32_t stack[LS_MAX_DEPTH];
-    uint32_t depth;       /* may exceed LS_MAX_DEPTH: deeper levels are not stored */
-    uint32_t open_steps;
-    uint32_t generation;
-} tls;
 
 const char *ls_session_start_phase_name(int phase)
 {
     static const char *const names[LS_START_PHASES] = {
-        "reset", "cupti", "callbacks", "activity", "warm_up", "metrics"};
+        "wait", "reset", "cupti", "callbacks", "activity", "warm_up", "metrics"};
     return phase >= 0 && phase < LS_START_PHASES ? names[phase] : "?";
 }
 
 const char *ls_session_stop_phase_name(int phase)
 {
-    static const char *const names[LS_STOP_PHASES] = {
-        "callbacks", "sync", "activity", "release", "metrics", "records"};
+    static const char *const names[LS_STOP_PHASES] = {"callbacks", "release", "records",
+                                                       "hand_over"};
     return phase >= 0 && phase < LS_STOP_PHASES ? names[phase] : "?";
+}
+
+const char *ls_session_finish_phase_name(int phase)
+{
+    static const char *const names[LS_FINISH_PHASES] = {"sync", "activity", "metrics",
+                                                         "records"};
+    return phase >= 0 && phase < LS_FINISH_PHASES ? names[phase] : "?";
 }
 
 /* Adds the time since *t0 to *phase and moves *t0 to now. */
@@ -75,11 +79,20 @@ static void forget_in_child(void)
     memset(&session.capture, 0, sizeof session.capture);
     session.active = session.tracing = session.callbacks = 0;
     session.launch_callbacks = session.sampling = 0;
+    /* The job's activity records were the parent's worker's: the child
+     * cannot trust what that thread left (ls_worker forgets its tasks). */
+    session.job = NULL;
     ls_clock_use(LS_CLOCK_MONOTONIC);
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static void watch_forks(void) { pthread_atfork(NULL, NULL, forget_in_child); }
+static void watch_forks(void)
+{
+    /* The name table's child handler must run first: ls_records_clear
+     * releases names. */
+    ls_names_watch_forks();
+    pthread_atfork(NULL, NULL, forget_in_child);
+}
 
 int ls_session_active(void) { return session.active; }
 ls_records *ls_session_records(void) { return session.active ? &session.capture.records : NULL; }
@@ -87,73 +100,35 @@ void ls_session_mark_injected(void) { session.capture.injected = 1; }
 void ls_session_mark_calls_injected(void) { session.capture.calls_injected = 1; }
 void ls_session_mark_samples_injected(void) { session.capture.samples_injected = 1; }
 
-/* Samples reaching further than this outside the profile are taken to be
- * on another clock than the activity records (ls_samples_settle). */
-#define LS_SAMPLE_CLOCK_TOLERANCE_NS 100000000ull
-#define LS_SAMPLE_PARTIAL_FACTOR 10
-/* How long sampling stays enabled after a profile, for the next one. */
-#define LS_PM_KEEP_NS 3000000000ull
-
-/* PM sampling, after tracing started (CUPTI is loaded by then if it can be). */
-static void start_metrics(const ls_session_options *o, ls_capture *c)
+/* PM sampling, after tracing started (CUPTI is loaded by then if it can be):
+ * only the checks that need no GPU work happen here; the worker sets
+ * sampling up and starts it (ls_sampler). */
+static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns,
+                          void *context)
 {
     if (!o->metrics) {
         snprintf(c->metrics_reason, sizeof c->metrics_reason,
                  "SM and DRAM sampling was turned off (metrics=False)");
         return;
     }
-    if (!ls_cuda_driver_present()) {
-        snprintf(c->metrics_reason, sizeof c->metrics_reason,
-                 "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
-        return;
+    if (!ls_sampler_is_fake()) {
+        if (!ls_cuda_driver_present()) {
+            snprintf(c->metrics_reason, sizeof c->metrics_reason,
+                     "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
+            return;
+        }
+        if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0) {
+            snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s", ls_cupti_error());
+            return;
+        }
     }
-    if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0) {
-        snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s", ls_cupti_error());
-        return;
-    }
-    ls_pmdecoder_hold();
-    if (ls_pm_start(&o->pm, c->metrics_reason, sizeof c->metrics_reason) != 0) {
-        ls_pmdecoder_release_after(0);
-        return;
-    }
-    /* Without the thread, samples are still decoded at stop; the hardware
-     * buffer then has to hold the whole run, and an overflow says so. */
-    c->decoder_error[0] = '\0';
-    (void)ls_pmdecoder_start(o->pm.decode_period_ns, c->decoder_error, sizeof c->decoder_error);
+    ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start};
+    if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
+        so.pm.device = 0;
+    ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error);
     session.sampling = 1;
-    c->sampled = 1;
+    c->sampled = 1; /* until the worker says otherwise */
     c->metrics_reason[0] = '\0';
-}
-
-/* Stops sampling, takes the rest of the samples, puts them in time order
- * and on the activity clock. */
-static void stop_metrics(ls_capture *c)
-{
-    ls_records *r = &c->records;
-    if (session.sampling) {
-        uint64_t lost = 0;
-        if (ls_pmdecoder_stop(&r->samples, &lost) != 0 && c->stop_error[0] == '\0')
-            snprintf(c->stop_error, sizeof c->stop_error,
-                     "PM sampling: out of memory, %llu samples lost", (unsigned long long)lost);
-        if (ls_pm_stop(&r->samples) != 0 && c->stop_error[0] == '\0')
-            snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
-                     ls_pm_stats_now()->error);
-        ls_pmdecoder_release_after(LS_PM_KEEP_NS);
-        c->pm = *ls_pm_stats_now();
-        r->sample_device = (uint32_t)c->pm.device;
-    }
-    ls_samples_sort(r->samples.items, r->samples.count);
-    if (!session.sampling || r->samples.count == 0 || c->pm.started_ns == 0)
-        return;
-    ls_settle_result settled;
-    uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
-    r->samples.count = ls_samples_settle(r->samples.items, r->samples.count, longest,
-                                         c->pm.started_ns,
-                                         c->pm.stopped_ns ? c->pm.stopped_ns : UINT64_MAX / 2,
-                                         LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
-    c->pm.incomplete += settled.partial;
-    c->sample_clock_delta_ns = settled.delta_ns;
-    c->sample_clock_shift_ns = settled.shift_ns;
 }
 
 /* Claims CUPTI's callback slot and enables the callbacks: launch calls
@@ -177,6 +152,17 @@ static int start_callbacks(const ls_session_options *o, char *why, size_t why_si
     return LS_SUBSCRIBER_OK;
 }
 
+static void warm_up(const ls_session_options *o, ls_capture *c)
+{
+    if (o->warm_up == LS_WARM_UP_NONE ||
+        (o->warm_up == LS_WARM_UP_ONCE && session.warmed_up_once))
+        return;
+    if (ls_cuda_warm_up() == 1) {
+        c->warmed_up = 1;
+        session.warmed_up_once = 1;
+    }
+}
+
 static void start_cupti(const ls_session_options *o, ls_capture *c)
 {
     const char *off_trace = "GPU tracing was turned off (trace=False)";
@@ -191,7 +177,8 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
         snprintf(why, sizeof why, "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
     else if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0)
         snprintf(why, sizeof why, "%s", ls_cupti_error());
-    else if (o->trace && ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers) != 0)
+    else if (o->trace &&
+             ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers, o->zeroed_buffers) != 0)
         snprintf(why, sizeof why, "could not allocate CUPTI activity buffers");
     lap(&c->start_phase_ns[LS_START_CUPTI], &t0);
     if (why[0] != '\0') {
@@ -201,7 +188,11 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
             snprintf(c->syncs_reason, sizeof c->syncs_reason, "%s", why);
         return;
     }
-    int claim = start_callbacks(o, why, sizeof why);
+    int claim = LS_SUBSCRIBER_HELD;
+    if (o->callbacks)
+        claim = start_callbacks(o, why, sizeof why);
+    else
+        snprintf(why, sizeof why, "CUPTI callbacks were turned off (internal switch)");
     lap(&c->start_phase_ns[LS_START_CALLBACKS], &t0);
     if (claim == LS_SUBSCRIBER_OK && o->syncs) {
         c->watched_syncs = 1;
@@ -223,9 +214,12 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
          * needs no subscription, so go on (launch calls then come from API
          * activity records) and say what is missing. */
         snprintf(c->note, sizeof c->note, "%s", why);
-        api = o->driver_api ? LS_API_RECORDS_ALL : LS_API_RECORDS_RUNTIME;
+        api = !o->callbacks       ? LS_API_RECORDS_NONE
+              : o->driver_api     ? LS_API_RECORDS_ALL
+                                  : LS_API_RECORDS_RUNTIME;
     }
-    int activity = ls_activity_start(&c->records, api, c->reason, sizeof c->reason);
+    int activity = ls_activity_start(ls_finish_sink(session.job), api, o->zeroed_buffers,
+                                     c->reason, sizeof c->reason);
     lap(&c->start_phase_ns[LS_START_ACTIVITY], &t0);
     if (activity != 0) {
         ls_subscriber_release();
@@ -236,44 +230,71 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
         }
         return;
     }
-    if (o->warm_up)
-        ls_cuda_warm_up();
+    warm_up(o, c);
     lap(&c->start_phase_ns[LS_START_WARM_UP], &t0);
     session.tracing = 1;
     c->traced = 1;
     c->reason[0] = '\0';
 }
 
-int ls_session_start(const ls_session_options *options, ls_session_state *state)
+uint64_t ls_session_wait_for_finish(void)
+{
+    uint64_t t0 = ls_clock_monotonic_ns();
+    ls_worker_wait_idle();
+    return ls_clock_monotonic_ns() - t0;
+}
+
+int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
+                     ls_session_state *state)
 {
     if (session.active)
         return -1;
     pthread_once(&fork_once, watch_forks);
     memset(&session.capture, 0, sizeof session.capture);
     uint64_t t0 = ls_clock_monotonic_ns();
+    uint64_t *phase = session.capture.start_phase_ns;
+    phase[LS_START_WAIT] = waited_ns;
     ls_cupti_clear_error();
-    if (ls_ranges_reserve(&session.capture.records.ranges, LS_RANGE_RESERVE) != 0)
+    session.job = ls_finish_new();
+    if (session.job == NULL ||
+        ls_ranges_reserve(&session.capture.records.ranges, LS_RANGE_RESERVE) != 0) {
+        ls_finish_discard(session.job);
+        session.job = NULL;
         return -1;
+    }
     session.tracing = 0;
     session.callbacks = 0;
     session.launch_callbacks = 0;
     session.sampling = 0;
+    session.defer = options->defer;
     /* The call store and code table exist in every session: the test hook
      * feeds them without CUPTI. */
     if (ls_calls_reset() != 0 || ls_pycodes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
-        ls_launches_reset(0) != 0)
+        ls_launches_reset(0) != 0) {
+        ls_finish_discard(session.job);
+        session.job = NULL;
         return -1;
-    uint64_t *phase = session.capture.start_phase_ns;
+    }
     lap(&phase[LS_START_RESET], &t0);
+    session.capture.warm_up_mode = (uint32_t)options->warm_up;
     start_cupti(options, &session.capture);
+    /* PM samples carry CUPTI's clock: a profile that samples runs on it
+     * even without tracing (loading CUPTI here costs nothing once loaded). */
+    int samples_on_cupti_clock = options->metrics && !ls_sampler_is_fake() &&
+                                 ls_cuda_driver_present() &&
+                                 ls_cupti_load(options->cupti_paths, options->cupti_path_count) == 0;
+    int uses_cupti = session.tracing || session.callbacks || samples_on_cupti_clock;
+    ls_clock_use(uses_cupti ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
+    /* The window begins here: what the warm-up did is before it. */
+    uint64_t start_ns = ls_clock_now();
     t0 = ls_clock_monotonic_ns();
-    start_metrics(options, &session.capture);
+    start_metrics(options, &session.capture, start_ns, ls_cuda_current_context());
+    ls_finish_begin(session.job, session.tracing, session.sampling,
+                    options->pm.decode_period_ns);
     lap(&phase[LS_START_METRICS], &t0);
-    ls_clock_use(session.tracing || session.callbacks || session.sampling ? LS_CLOCK_CUPTI
-                                                                           : LS_CLOCK_MONOTONIC);
     session.generation++;
     session.active = 1;
-    session.capture.records.start_ns = ls_clock_now();
+    session.capture.records.start_ns = start_ns;
     state->tracing = session.tracing;
     state->reason = session.capture.reason;
     state->watching_syncs = session.capture.watched_syncs;
@@ -283,7 +304,7 @@ int ls_session_start(const ls_session_options *options, ls_session_state *state)
     return 0;
 }
 
-int ls_session_stop(ls_capture *out)
+int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
 {
     if (!session.active)
         return -1;
@@ -291,135 +312,107 @@ int ls_session_stop(ls_capture *out)
     uint64_t stop_ns = ls_clock_now();
     c->records.stop_ns = stop_ns;
     uint64_t *phase = c->stop_phase_ns;
-    uint64_t t0 = ls_clock_monotonic_ns();
+    uint64_t t0 = ls_clock_monotonic_ns(), begun = t0;
+    /* The context the profile's work ran on, for the worker's wait. */
+    void *context = session.tracing ? ls_cuda_current_context() : NULL;
     ls_subscriber_disable_callbacks();
     lap(&phase[LS_STOP_CALLBACKS], &t0);
-    if (session.tracing || session.sampling) {
-        /* Wait for the kernels launched inside the profile, so the flush
-         * below returns all of them (and the samples cover them).  Records
-         * of this sync itself start after stop_ns and are ignored by the
-         * analysis. */
-        ls_cuda_sync_current_context();
-    }
-    lap(&phase[LS_STOP_SYNC], &t0);
-    if (session.tracing) {
-        if (ls_activity_stop() != 0)
-            snprintf(c->stop_error, sizeof c->stop_error, "%s", ls_cupti_error());
-        c->buffer_bytes = ls_buffers_allocated_bytes();
-        c->buffers_refused = ls_buffers_refused();
-    }
-    lap(&phase[LS_STOP_ACTIVITY], &t0);
     ls_subscriber_release();
     lap(&phase[LS_STOP_RELEASE], &t0);
-    /* Last: disabling PM sampling may tear down parts of CUPTI's profiler. */
-    stop_metrics(c);
-    lap(&phase[LS_STOP_METRICS], &t0);
-    if (session.launch_callbacks)
+    /* The stores are process wide and the next start empties them: move
+     * their records out now (callbacks are off, nothing writes them). */
+    if (session.launch_callbacks) {
+        size_t before = c->records.apis.count;
         c->records.dropped_records += ls_launches_move_to(&c->records.apis);
+        c->launch_records = c->records.apis.count - before;
+    }
     c->records.dropped_records += ls_calls_move_to(&c->records.calls, stop_ns);
     c->codes_refused = ls_pycodes_refused();
     ls_pycodes_take(&c->records.codes);
-    /* Traced ops that ended before the profile began (the warm-up memset,
-     * work queued earlier) are not part of it.  Injected test records keep
-     * their own time line. */
-    size_t kept = 0;
-    for (size_t i = 0; i < c->records.ops.count; i++)
-        if (!c->traced || c->records.ops.items[i].end_ns >= c->records.start_ns)
-            c->records.ops.items[kept++] = c->records.ops.items[i];
-    c->ops_before_start = c->records.ops.count - kept;
-    c->records.ops.count = kept;
-    kept = 0;
-    for (size_t i = 0; i < c->records.calls.count; i++)
-        if (c->records.calls.items[i].enter_ns >= c->records.start_ns)
-            c->records.calls.items[kept++] = c->records.calls.items[i];
-    c->calls_before_start = c->records.calls.count - kept;
-    c->records.calls.count = kept;
-    for (size_t i = 0; i < c->records.ranges.count; i++) {
-        ls_range *r = &c->records.ranges.items[i];
-        if (r->end_ns == 0) {
-            r->end_ns = stop_ns;
-            c->ranges_left_open++;
-        }
-    }
     lap(&phase[LS_STOP_RECORDS], &t0);
-    c->stop_ns_cost = ls_clock_now() - stop_ns;
     ls_clock_use(LS_CLOCK_MONOTONIC);
-    *out = *c;
-    memset(c, 0, sizeof *c);
+    ls_finish_plan plan = {session.tracing, session.sampling, context, session.defer};
+    ls_finish *job = session.job;
+    session.job = NULL;
     session.active = 0;
     session.tracing = 0;
     session.callbacks = 0;
     session.launch_callbacks = 0;
     session.sampling = 0;
+    ls_finish_hand_over(job, c, &plan); /* takes the capture over, zeroes *c */
+    *cost_ns = ls_clock_monotonic_ns() - begun;
+    *pending = job;
     return 0;
 }
 
-static void sync_thread_stack(void)
+uint64_t ls_session_new_owner(void)
 {
-    if (tls.generation != session.generation) {
-        tls.generation = session.generation;
-        tls.depth = 0;
-        tls.open_steps = 0;
-    }
+    static uint64_t next_owner = 1;
+    return next_owner++;
 }
 
-int ls_session_push(uint32_t name_id, int32_t step_index)
+int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *nvtx_handle,
+                    const char *nvtx_text)
 {
-    sync_thread_stack();
-    if (step_index >= 0 && tls.open_steps > 0)
-        return -1;
-    ls_nvtx_push(name_id);
-    int32_t index = -1;
+    uint32_t generation = session.active ? session.generation : 0;
+    ls_rangestack *stack = ls_rangestack_mine();
+    if (step_index >= 0 && ls_rangestack_open_steps(stack, generation) > 0)
+        return LS_PUSH_STEP_OPEN;
+    const ls_open_range *outer = ls_rangestack_top(stack);
+    int nested = outer != NULL && outer->generation == generation;
+    ls_open_range entry = {owner, -1, generation, nested ? outer->depth + 1 : 0,
+                           LS_OPEN_NVTX | (step_index >= 0 ? LS_OPEN_STEP : 0u)};
+    ls_range *r = NULL;
     if (session.active) {
-        ls_range *r = ls_ranges_append(&session.capture.records.ranges);
+        ls_records *records = &session.capture.records;
+        if (ls_names_hold(&records->names, name_id) == 0)
+            r = ls_ranges_append(&records->ranges);
         if (r != NULL) {
-            index = (int32_t)(session.capture.records.ranges.count - 1);
+            entry.record = (int32_t)(records->ranges.count - 1);
             r->name_id = name_id;
             r->step_index = step_index;
-            r->depth = tls.depth;
-            r->parent = (tls.depth > 0 && tls.depth <= LS_MAX_DEPTH)
-                            ? tls.stack[tls.depth - 1] : -1;
+            r->depth = entry.depth;
+            r->parent = nested ? outer->record : -1;
             r->thread_id = (uint64_t)pthread_self();
-            r->start_ns = ls_clock_now();
         } else {
-            session.capture.records.dropped_records++;
+            records->dropped_records++;
         }
     }
-    if (tls.depth < LS_MAX_DEPTH)
-        tls.stack[tls.depth] = index;
-    tls.depth++;
-    if (step_index >= 0)
-        tls.open_steps++;
+    if (ls_rangestack_push(stack, &entry) != 0) {
+        if (r != NULL)
+            session.capture.records.ranges.count--;
+        if (session.active)
+            session.capture.records.dropped_records++;
+        return LS_PUSH_NO_MEMORY;
+    }
+    ls_nvtx_push(nvtx_text ? nvtx_text : ls_names_text(name_id), nvtx_handle);
+    if (r != NULL)
+        r->start_ns = ls_clock_now();
     return 0;
 }
 
-void ls_session_pop(int is_step)
+ls_exit_result ls_session_pop(uint64_t owner)
 {
-    uint64_t now = session.active ? ls_clock_now() : 0;
-    ls_nvtx_pop();
-    sync_thread_stack();
-    if (tls.depth == 0) {
+    ls_rangestack *stack = ls_rangestack_mine();
+    ptrdiff_t at = ls_rangestack_find(stack, owner);
+    if (at < 0) {
         if (session.active)
             session.capture.range_mismatches++;
-        return;
+        return LS_EXIT_NOT_OPEN;
     }
-    tls.depth--;
-    if (is_step && tls.open_steps > 0)
-        tls.open_steps--;
-    if (!session.active || tls.depth >= LS_MAX_DEPTH)
-        return;
-    int32_t index = tls.stack[tls.depth];
-    if (index >= 0)
-        session.capture.records.ranges.items[index].end_ns = now;
+    int innermost = (size_t)at + 1 == ls_rangestack_size(stack);
+    ls_open_range entry = ls_rangestack_remove(stack, at);
+    int ours = session.active && entry.generation == session.generation;
+    if (ours && entry.record >= 0)
+        session.capture.records.ranges.items[entry.record].end_ns = ls_clock_now();
+    if (entry.flags & LS_OPEN_NVTX)
+        ls_nvtx_pop();
+    if (!ours)
+        return innermost ? LS_EXIT_CLOSED : LS_EXIT_OUT_OF_ORDER;
+    if (!innermost)
+        session.capture.range_mismatches++;
     if (session.launch_callbacks)
         ls_launches_reserve(); /* two atomic loads unless a chunk is needed */
     ls_calls_reserve();
-    /* A step boundary is a calm moment to parse completed buffers, so the
-     * pool recycles and long loops never run out of buffers. */
-    if (is_step && session.tracing && ls_activity_pending()) {
-        uint64_t t0 = ls_clock_now();
-        ls_activity_drain();
-        session.capture.drains++;
-        session.capture.drain_ns += ls_clock_now() - t0;
-    }
+    return innermost ? LS_EXIT_CLOSED : LS_EXIT_OUT_OF_ORDER;
 }

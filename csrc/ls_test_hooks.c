@@ -1,20 +1,28 @@
 /* ls_test_hooks: the test hooks of loopscope._core, all in one place, each
- * named with a leading underscore.  They feed synthetic records and fake
- * API calls to the running session, script its clock, and drive the PM
- * decoder thread and the sample placement without a GPU, so the analysis
- * and everything above it is tested with exact answers.  Bad input raises
- * TypeError/ValueError naming the record and the field; nothing is
- * appended from a list that fails. */
+ * named with a leading underscore.  They feed synthetic records, fake API
+ * calls and fake PM samples to the running session, script its clock, drive
+ * loopscope's worker thread, the hand-over of a profile's finish, the PM
+ * config cache and the sample placement without a GPU, and show the name
+ * table and range stack, so the analysis and everything above it is tested
+ * with exact answers.  Bad input raises TypeError/ValueError naming the
+ * record and the field; nothing is appended from a list that fails. */
 #include "ls_test_hooks.h"
 
+#include "ls_capture_type.h"
 #include "ls_cbids.h"
 #include "ls_clock.h"
+#include "ls_finish.h"
+#include "ls_module_state.h"
 #include "ls_names.h"
-#include "ls_pmdecoder.h"
+#include "ls_nvtx.h"
+#include "ls_pmcache.h"
 #include "ls_pyvalues.h"
+#include "ls_rangestack.h"
+#include "ls_sampler.h"
 #include "ls_samples.h"
 #include "ls_session.h"
 #include "ls_switchboard.h"
+#include "ls_worker.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -168,7 +176,13 @@ static int append_range(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t s
     const char *text = PyUnicode_AsUTF8AndSize(name, &len);
     if (text == NULL)
         return -1;
-    uint32_t name_id = ls_names_intern(text, (size_t)len);
+    if (memchr(text, '\0', (size_t)len) != NULL) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: range record %zd, field 2 (name) "
+                     "contains a NUL character: names are C strings", index);
+        return -1;
+    }
+    /* Held by the records from here on, even if this record fails below. */
+    uint32_t name_id = ls_names_intern_held(&r->names, text, (size_t)len);
     ls_range *range = name_id == LS_NO_NAME ? NULL : ls_ranges_append(&r->ranges);
     if (range == NULL) {
         PyErr_NoMemory();
@@ -244,7 +258,15 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
         const char *text = PyUnicode_AsUTF8AndSize(name, &len);
         if (text == NULL)
             return -1;
-        name_id = ls_names_intern(text, (size_t)len);
+        if (memchr(text, '\0', (size_t)len) != NULL) {
+            PyErr_Format(PyExc_ValueError, "loopscope._inject: %s record %zd, field 5 (name) "
+                         "contains a NUL character: names are C strings", kname, index);
+            return -1;
+        }
+        /* Held by the records from here on, even if this record fails below. */
+        name_id = ls_names_intern_held(&r->names, text, (size_t)len);
+        if (name_id == LS_NO_NAME)
+            goto nomem;
     }
     unsigned long long copy_kind = 0, host_memory = 0;
     if ((n > 6 && read_uint(t, 6, index, kname, INT64_MAX, &bytes)) ||
@@ -547,11 +569,16 @@ static PyObject *set_test_clock(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state):
- * runs the PM decoder thread alone (without sampling its decodes do
- * nothing) for run_ns and stops it, timing the stop; then ends it, or with
- * keep_ns >= 0 leaves it to release after keep_ns.  The thread's life
- * cycle, testable without a GPU. */
+/* How long a probe waits for the worker thread to end. */
+#define LS_PROBE_SHUTDOWN_NS 10000000000ull
+
+static void probe_tick(void) {}
+
+/* _decoder_probe(period_ns, run_ns, keep_ns=-1) -> (ticks, stop_ns, state):
+ * runs loopscope's worker thread alone, ticking every period_ns (without a
+ * profile its ticks do nothing) for run_ns, and stops the ticks, timing
+ * that; then ends the thread, or with keep_ns >= 0 leaves it to release
+ * the sampler after keep_ns.  The thread's life cycle, without a GPU. */
 static PyObject *decoder_probe(PyObject *module, PyObject *args)
 {
     (void)module;
@@ -563,38 +590,336 @@ static PyObject *decoder_probe(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "_decoder_probe needs no profile running");
         return NULL;
     }
-    char why[256];
-    ls_pmdecoder_hold();
-    if (ls_pmdecoder_start(period_ns, why, sizeof why) != 0) {
-        PyErr_SetString(PyExc_RuntimeError, why);
-        return NULL;
-    }
-    ls_sample_array none = {0};
-    uint64_t lost = 0, stop_ns = 0;
+    uint64_t stop_ns = 0;
     Py_BEGIN_ALLOW_THREADS
+    ls_worker_when_idle(NULL, 0); /* a new run holds the sampler: no release meanwhile */
+    ls_worker_set_tick(probe_tick, period_ns);
     struct timespec pause = {(time_t)(run_ns / 1000000000ull), (long)(run_ns % 1000000000ull)};
     nanosleep(&pause, NULL);
     uint64_t t0 = ls_clock_monotonic_ns();
-    ls_pmdecoder_stop(&none, &lost);
+    ls_worker_set_tick(NULL, 0);
+    ls_worker_wait_idle();
     stop_ns = ls_clock_monotonic_ns() - t0;
     if (keep_ns >= 0)
-        ls_pmdecoder_release_after((uint64_t)keep_ns);
+        ls_worker_when_idle(ls_sampler_release, (uint64_t)keep_ns);
     else
-        ls_pmdecoder_shutdown();
+        ls_worker_shutdown(LS_PROBE_SHUTDOWN_NS);
     Py_END_ALLOW_THREADS
-    free(none.items);
-    return Py_BuildValue("KKs", (unsigned long long)ls_pmdecoder_rounds(),
-                         (unsigned long long)stop_ns, ls_pmdecoder_state());
+    return Py_BuildValue("KKs", (unsigned long long)ls_worker_ticks(),
+                         (unsigned long long)stop_ns, ls_worker_state());
 }
 
 static PyObject *decoder_state(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    return PyUnicode_FromString(ls_pmdecoder_state());
+    return PyUnicode_FromString(ls_worker_state());
+}
+
+/* Reads one (start_ns, end_ns, {figure: value}) sample. */
+static int read_sample(PyObject *item, Py_ssize_t index, ls_sample *out)
+{
+    unsigned long long start = 0, end = 0;
+    PyObject *values = NULL;
+    if (!PyTuple_Check(item) ||
+        !PyArg_ParseTuple(item, "KKO!", &start, &end, &PyDict_Type, &values)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "_fake_samples: sample %zd must be (start_ns, end_ns, "
+                     "{figure: value})", index);
+        return -1;
+    }
+    if (end <= start) {
+        PyErr_Format(PyExc_ValueError, "_fake_samples: sample %zd ends before it starts", index);
+        return -1;
+    }
+    out->start_ns = start;
+    out->end_ns = end;
+    for (int j = 0; j < LS_METRICS; j++)
+        out->values[j] = NAN;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(values, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        int id = name ? ls_metric_id(name) : -1;
+        double v = PyFloat_AsDouble(value);
+        if (id < 0 || (v == -1.0 && PyErr_Occurred())) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "_fake_samples: sample %zd has a bad figure %R", index,
+                         key);
+            return -1;
+        }
+        out->values[id] = v;
+    }
+    return 0;
+}
+
+static PyObject *fake_samples(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *list;
+    Py_ssize_t per_tick = 1;
+    unsigned long long interval_ns = 100000;
+    if (!PyArg_ParseTuple(args, "O|nK:_fake_samples", &list, &per_tick, &interval_ns))
+        return NULL;
+    if (ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError, "_fake_samples needs no profile running");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(list, "_fake_samples: samples must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    ls_sample *samples = calloc((size_t)(n ? n : 1), sizeof *samples);
+    if (samples == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (read_sample(PySequence_Fast_GET_ITEM(seq, i), i, &samples[i]) != 0) {
+            free(samples);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    Py_DECREF(seq);
+    /* The worker may still finish the last profile with the old source. */
+    Py_BEGIN_ALLOW_THREADS
+    ls_worker_wait_idle();
+    Py_END_ALLOW_THREADS
+    int rc = ls_sampler_fake(samples, (size_t)n, per_tick > 0 ? (size_t)per_tick : 1, interval_ns);
+    free(samples);
+    if (rc != 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *finish_delay(PyObject *module, PyObject *ns)
+{
+    (void)module;
+    unsigned long long delay = PyLong_AsUnsignedLongLong(ns);
+    if (delay == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    ls_finish_set_test_delay(delay);
+    Py_RETURN_NONE;
+}
+
+/* A cache key from Python values; the names array is malloc'd (free it). */
+static int read_key(PyObject *chip, PyObject *names, unsigned long version, Py_buffer *avail,
+                    ls_pmcache_key *key, const char ***list)
+{
+    PyObject *seq = PySequence_Fast(names, "_pmcache: names must be a sequence of str");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    *list = calloc((size_t)(n ? n : 1), sizeof **list);
+    if (*list == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        (*list)[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        if ((*list)[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "_pmcache: names[%zd] must be a str", i);
+            Py_DECREF(seq);
+            free(*list);
+            return -1;
+        }
+    }
+    /* The strings live as long as `names` does: the caller holds it. */
+    Py_DECREF(seq);
+    key->chip = PyUnicode_AsUTF8(chip);
+    if (key->chip == NULL) {
+        free(*list);
+        return -1;
+    }
+    key->names = *list;
+    key->count = (size_t)n;
+    key->cupti_version = (uint32_t)version;
+    key->availability = avail->buf;
+    key->availability_size = (size_t)avail->len;
+    return 0;
+}
+
+static PyObject *pmcache(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    (void)module;
+    static char *keywords[] = {"op", "folder", "chip", "names", "cupti_version",
+                               "availability", "kept", "image", NULL};
+    const char *op, *folder;
+    PyObject *chip, *names, *kept = Py_None;
+    unsigned long version;
+    Py_buffer avail = {0}, image = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ssUOky*|Oy*:_pmcache", keywords, &op,
+                                     &folder, &chip, &names, &version, &avail, &kept, &image))
+        return NULL;
+    ls_pmcache_key key;
+    const char **list = NULL;
+    PyObject *result = NULL;
+    char note[1024] = "";
+    if (read_key(chip, names, version, &avail, &key, &list) != 0)
+        goto done;
+    if (strcmp(op, "path") == 0) {
+        char path[1200];
+        if (ls_pmcache_path(folder, &key, path, sizeof path) != 0)
+            PyErr_SetString(PyExc_ValueError, "_pmcache: the folder name is too long");
+        else
+            result = PyUnicode_FromString(path);
+    } else if (strcmp(op, "store") == 0) {
+        unsigned char *flags = calloc(key.count ? key.count : 1, 1);
+        PyObject *seq = kept == Py_None ? NULL
+            : PySequence_Fast(kept, "_pmcache: kept must be a sequence of bool");
+        if (flags == NULL || image.buf == NULL || seq == NULL ||
+            (size_t)PySequence_Fast_GET_SIZE(seq) != key.count) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "_pmcache: 'store' needs kept (one flag per "
+                                "name) and image");
+        } else {
+            for (size_t i = 0; i < key.count; i++)
+                flags[i] = PyObject_IsTrue(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i)) == 1;
+            char path[1200];
+            if (ls_pmcache_store(folder, &key, flags, image.buf, (size_t)image.len, note,
+                                 sizeof note) != 0)
+                PyErr_SetString(PyExc_OSError, note);
+            else if (ls_pmcache_path(folder, &key, path, sizeof path) == 0)
+                result = PyUnicode_FromString(path);
+        }
+        Py_XDECREF(seq);
+        free(flags);
+    } else if (strcmp(op, "load") == 0) {
+        unsigned char *flags = calloc(key.count ? key.count : 1, 1);
+        uint8_t *bytes = NULL;
+        size_t size = 0;
+        if (flags == NULL) {
+            PyErr_NoMemory();
+        } else {
+            int found = ls_pmcache_load(folder, &key, flags, &bytes, &size, note, sizeof note);
+            PyObject *flag_list = found == 1 ? PyList_New((Py_ssize_t)key.count) : Py_NewRef(Py_None);
+            for (size_t i = 0; found == 1 && flag_list != NULL && i < key.count; i++)
+                PyList_SET_ITEM(flag_list, (Py_ssize_t)i, PyBool_FromLong(flags[i]));
+            PyObject *data = found == 1 ? PyBytes_FromStringAndSize((const char *)bytes,
+                                                                     (Py_ssize_t)size)
+                                        : Py_NewRef(Py_None);
+            if (flag_list != NULL && data != NULL)
+                result = Py_BuildValue("(iOOz)", found, flag_list, data, note[0] ? note : NULL);
+            Py_XDECREF(flag_list);
+            Py_XDECREF(data);
+            free(bytes);
+        }
+        free(flags);
+    } else {
+        PyErr_Format(PyExc_ValueError, "_pmcache: op must be 'path', 'store' or 'load', not %s",
+                     op);
+    }
+done:
+    free(list);
+    PyBuffer_Release(&avail);
+    if (image.buf != NULL)
+        PyBuffer_Release(&image);
+    return result;
+}
+
+/* _capture_pending(capture) -> bool, without waiting. */
+static PyObject *capture_pending(PyObject *module, PyObject *capture)
+{
+    ls_module_state *st = ls_module_state_of(module);
+    if (!PyObject_TypeCheck(capture, st->capture_type)) {
+        PyErr_Format(PyExc_TypeError, "_capture_pending needs a Capture, not %.100s",
+                     Py_TYPE(capture)->tp_name);
+        return NULL;
+    }
+    return PyBool_FromLong(ls_capture_is_pending(capture));
+}
+
+static PyObject *names(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return Py_BuildValue("{s:I,s:n,s:I,s:i}", "count", (unsigned int)ls_names_count(), "bytes",
+                         (Py_ssize_t)ls_names_bytes(), "nvtx_registered",
+                         (unsigned int)ls_nvtx_registered(), "check", ls_names_check());
+}
+
+/* _names_hammer(texts, rounds) -> mismatches: what loopscope's worker does
+ * to the name table, without the GIL: `rounds` times, interns every text
+ * into a list of its own, holds it again (the lock-free path) and reads it
+ * back (the lock-free read), then releases the list.  Counts the names that
+ * read back wrong or could not be interned; other threads may use the table
+ * meanwhile (they run while this waits without the GIL). */
+static PyObject *names_hammer(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *texts;
+    unsigned long rounds;
+    if (!PyArg_ParseTuple(args, "Ok:_names_hammer", &texts, &rounds))
+        return NULL;
+    PyObject *seq = PySequence_Fast(texts, "_names_hammer: texts must be a sequence of str");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const char **text = PyMem_Calloc((size_t)(n ? n : 1), sizeof *text);
+    Py_ssize_t *len = PyMem_Calloc((size_t)(n ? n : 1), sizeof *len);
+    if (text == NULL || len == NULL) {
+        PyMem_Free(text);
+        PyMem_Free(len);
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        /* The UTF-8 stays with the str, which `seq` keeps alive. */
+        text[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &len[i]) : NULL;
+        if (text[i] == NULL || len[i] == 0 || memchr(text[i], '\0', (size_t)len[i]) != NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "_names_hammer: texts[%zd] must be a non-empty "
+                             "str without NUL", i);
+            PyMem_Free(text);
+            PyMem_Free(len);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    unsigned long long bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (unsigned long r = 0; r < rounds; r++) {
+        ls_name_refs refs = {0};
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t id = ls_names_intern_held(&refs, text[i], (size_t)len[i]);
+            if (id == LS_NO_NAME || ls_names_hold(&refs, id) != 0) {
+                bad++;
+                continue;
+            }
+            const char *back = ls_names_text(id);
+            if (back == NULL || ls_names_length(id) != (size_t)len[i] ||
+                memcmp(back, text[i], (size_t)len[i]) != 0)
+                bad++;
+        }
+        ls_names_release_all(&refs);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(text);
+    PyMem_Free(len);
+    Py_DECREF(seq);
+    return PyLong_FromUnsignedLongLong(bad);
+}
+
+static PyObject *open_ranges(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromSize_t(ls_rangestack_size(ls_rangestack_mine()));
 }
 
 PyMethodDef ls_test_hook_methods[] = {
+    {"_names", names, METH_NOARGS,
+     "_names() -> {'count', 'bytes', 'nvtx_registered', 'check'}: test hook, the name table "
+     "(check: 0, or which invariant broke, see ls_names_check)."},
+    {"_names_hammer", names_hammer, METH_VARARGS,
+     "_names_hammer(texts, rounds) -> mismatches: test hook, the worker's use of the name "
+     "table (intern, hold, read, release) without the GIL."},
+    {"_open_ranges", open_ranges, METH_NOARGS,
+     "_open_ranges() -> test hook, the ranges open on this thread."},
     {"_inject", (PyCFunction)(void (*)(void))inject, METH_FASTCALL,
      "_inject(kind, records): test hook, appends synthetic records to the running profile."},
     {"_inject_calls", (PyCFunction)(void (*)(void))inject_calls, METH_VARARGS | METH_KEYWORDS,
@@ -602,13 +927,29 @@ PyMethodDef ls_test_hook_methods[] = {
      "[, correlation_id[, function_param]]) goes through the real switchboard, enter then exit,"
      " from this thread with its Python stack; returns their tokens (0: not a blocking call)."},
     {"_decoder_probe", decoder_probe, METH_VARARGS,
-     "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (rounds, stop_ns, state): test hook "
-     "for the decoder thread."},
+     "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (ticks, stop_ns, state): test hook "
+     "for the worker thread's ticks."},
     {"_settle_samples", settle_samples, METH_VARARGS,
      "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
      "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},
     {"_decoder_state", decoder_state, METH_NOARGS,
-     "_decoder_state() -> 'none', 'decoding', 'parked', 'idle' or 'ended': test hook."},
+     "_decoder_state() -> 'none', 'ticking', 'parked', 'idle', 'busy' or 'ended': the "
+     "worker thread's state, test hook."},
+    {"_fake_samples", fake_samples, METH_VARARGS,
+     "_fake_samples(samples, per_tick=1, interval_ns=100000): test hook; synthetic PM "
+     "samples (start_ns, end_ns, {figure: value}) stand in for CUPTI's in the next "
+     "profiles with metrics=True (each worker tick hands over per_tick of them, the "
+     "finish the rest); an empty list removes them."},
+    {"_finish_delay", finish_delay, METH_O,
+     "_finish_delay(ns): test hook; every profile's finish waits ns on the worker thread "
+     "first, and goes to the worker even when nothing needs it (0: off)."},
+    {"_capture_pending", capture_pending, METH_O,
+     "_capture_pending(capture) -> bool: test hook; True while the worker has not "
+     "finished the capture (asks without waiting)."},
+    {"_pmcache", (PyCFunction)(void (*)(void))pmcache, METH_VARARGS | METH_KEYWORDS,
+     "_pmcache(op, folder, chip, names, cupti_version, availability, kept=None, image=None):"
+     " test hook over the PM config cache files; op 'store' -> path, 'load' -> (found, "
+     "kept, image, note), 'path' -> path."},
     {"_set_test_clock", set_test_clock, METH_VARARGS,
      "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
     {NULL, NULL, 0, NULL},

@@ -156,6 +156,25 @@ static unsigned host_tid(const ls_trace_options *o, uint64_t thread)
     return lo < o->thread_count && o->thread_ids[lo] == thread ? o->thread_tid[lo] : 0;
 }
 
+/* A range's name (a step's is made from its template, ls_range_name). */
+static void put_range_name(ls_out *out, const ls_range *range)
+{
+    char small[256];
+    size_t n = ls_range_name(range, small, sizeof small);
+    if (n == SIZE_MAX || n < sizeof small) {
+        put_string(out, n == SIZE_MAX ? NULL : small, "?");
+        return;
+    }
+    char *big = malloc(n + 1);
+    if (big == NULL) {
+        out->failed = -1;
+        return;
+    }
+    ls_range_name(range, big, n + 1);
+    put_string(out, big, "?");
+    free(big);
+}
+
 static void ranges(ls_out *out, const ls_records *r, const ls_model *m, const ls_trace_options *o)
 {
     for (size_t i = 0; i < r->ranges.count && !out->failed; i++) {
@@ -165,7 +184,7 @@ static void ranges(ls_out *out, const ls_records *r, const ls_model *m, const ls
         int32_t step = m->steps.step_of[i];
         putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":", o->host_pid,
              host_tid(o, range->thread_id));
-        put_string(out, ls_names_text(range->name_id), "?");
+        put_range_name(out, range);
         PUT_TEXT(out, ",\"cat\":\"user_annotation\",\"ts\":");
         put_us(out, range->start_ns, o->t0_ns);
         PUT_TEXT(out, ",\"dur\":");

@@ -473,7 +473,8 @@ PyObject *ls_trace_capture(PyObject *module, PyObject *args)
         rec->ranges.items[i].step_index = step >= 0 && step <= INT32_MAX ? (int32_t)step : -1;
     }
     Py_DECREF(seq);
-    /* Names to the process-wide table the analysis and Capture read. */
+    /* Names to the process-wide table the analysis and Capture read, held
+     * by the records (released with them). */
     uint32_t *map = PyMem_RawMalloc((b->names.count ? b->names.count : 1) * sizeof *map);
     if (map == NULL)
         return PyErr_NoMemory();
@@ -481,7 +482,8 @@ PyObject *ls_trace_capture(PyObject *module, PyObject *args)
 #define GLOBAL(id)                                                                      \
     ((id) >= b->names.count ? LS_NO_NAME                                                \
      : map[id] != LS_NO_NAME ? map[id]                                                  \
-     : (map[id] = ls_names_intern(ls_tbuild_name(b, (id)), strlen(ls_tbuild_name(b, (id))))))
+     : (map[id] = ls_names_intern_held(&rec->names, ls_tbuild_name(b, (id)),           \
+                                       strlen(ls_tbuild_name(b, (id))))))
     for (size_t i = 0; i < rec->ops.count; i++)
         rec->ops.items[i].name_id = GLOBAL(rec->ops.items[i].name_id);
     for (size_t i = 0; i < rec->ranges.count; i++)
@@ -506,5 +508,5 @@ PyObject *ls_trace_capture(PyObject *module, PyObject *args)
     copy_text(capture.syncs_reason, sizeof capture.syncs_reason, syncs_reason);
     copy_text(capture.metrics_reason, sizeof capture.metrics_reason, metrics_reason);
     copy_text(capture.note, sizeof capture.note, note);
-    return ls_capture_new(ls_module_state_of(module)->capture_type, &capture);
+    return ls_capture_new_finished(ls_module_state_of(module)->capture_type, &capture);
 }

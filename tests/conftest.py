@@ -41,9 +41,10 @@ def _synthetic_records_only(request, monkeypatch):
     profile runs with trace=False, metrics=False and syncs=False there
     (injected API calls still go through the switchboard; no_sync() keeps
     its sync callbacks), except in tests marked
-    `real_tracing` (the degradation tests, which skip where tracing works)
-    or `gpu`."""
-    if request.node.get_closest_marker("real_tracing") or request.node.get_closest_marker("gpu"):
+    `real_tracing` (the degradation tests, which skip where tracing works),
+    `fake_sampler` (synthetic PM samples through _core._fake_samples, which
+    need metrics=True and never touch the GPU) or `gpu`."""
+    if any(request.node.get_closest_marker(m) for m in ("real_tracing", "gpu", "fake_sampler")):
         return
     real_start = _core.start
 
@@ -78,7 +79,7 @@ class TestClock:
 def test_clock():
     """Clock reads return 1_000_000, 1_001_000, ... (1 us ticks); off afterwards.
 
-    The profile start reads it once, each range enter/exit once, stop twice.
+    The profile start reads it once, each range enter/exit once, stop once.
     So the first step of a profile spans reads 1..2: [1_001_000, 1_002_000]."""
     clock = TestClock(1_000_000, 1_000)
     _core._set_test_clock(clock.start, clock.tick)

@@ -140,8 +140,8 @@ def test_gpu_sections_are_none_with_a_reason(host_only_summary, no_gpu):
     assert s["dropped_records"] == 0
     o = s["overhead"]
     assert (o["records"], o["ranges"], o["ranges_left_open"], o["range_mismatches"]) == (0, 4, 0, 0)
-    assert o["stop_ms"] == 0.001
-    for key in ("drain_ms", "summary_ms"):
+    # Host costs are CLOCK_MONOTONIC time (the test clock only drives ranges).
+    for key in ("drain_ms", "summary_ms", "stop_ms", "start_ms", "finish_ms", "finish_wait_ms"):
         assert isinstance(o[key], float) and o[key] >= 0
 
 

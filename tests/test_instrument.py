@@ -25,11 +25,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWar
 
 @pytest.fixture(autouse=True)
 def _hook_stack_is_left_empty():
-    """Every test leaves this thread's hook-range stack empty (checked, then reset)."""
+    """Every test leaves this thread's backward-range stack and its C range
+    stack empty (checked, then reset)."""
+    open_before = _core._open_ranges()
     yield
     leftover = list(_instrument._local.stack)
     _instrument._local.stack.clear()
     assert leftover == [], "the test left hook ranges open on this thread"
+    assert _core._open_ranges() == open_before, "the test left ranges open on this thread"
 
 
 class Launch(nn.Module):
@@ -153,6 +156,17 @@ def hook_counts(model) -> list[tuple[int, int, int, int]]:
              len(m._backward_hooks)) for m in model.modules()]
 
 
+def module_state(model) -> list[list[tuple[str, int, int]]]:
+    """Each module's __dict__ as (key, id(value), len(value) for dicts),
+    in order: what instrument() + remove() must leave exactly as it was."""
+    return [[(k, id(v), len(v) if isinstance(v, dict) else -1) for k, v in vars(m).items()]
+            for m in model.modules()]
+
+
+def wrapped(module) -> bool:
+    return isinstance(vars(module).get("_call_impl"), _core.CallRange)
+
+
 # -- the hook tree and names --------------------------------------------------
 
 def test_every_called_module_gets_a_range_named_by_its_path():
@@ -163,8 +177,12 @@ def test_every_called_module_gets_a_range_named_by_its_path():
     handle = loopscope.instrument(model)
     assert handle.names == ALL_NAMES
     assert len(handle) == 15 and handle.active and handle.mismatches == 0
-    assert model.layers._forward_pre_hooks == {}
-    assert (len(model.embed._forward_pre_hooks), len(model.embed._forward_hooks)) == (1, 1)
+    # each called module's call is wrapped, no hook anywhere: torch's fast path stays
+    assert [m for m in model.modules() if wrapped(m)] == [
+        m for m in model.modules() if m is not model.layers]
+    assert hook_counts(model) == [(0, 0, 0, 0)] * len(list(model.modules()))
+    assert "forward" not in vars(model.embed) and model.embed.forward.__func__ is Launch.forward
+    assert vars(model.embed)["_call_impl"].site.name == "embed"
     assert repr(handle) == "<loopscope.InstrumentHandle Tiny: 15 modules, active, mismatches=0>"
 
 
@@ -334,25 +352,92 @@ def test_report_prints_the_layer_tree(test_clock):
 
 def test_remove_takes_every_hook_off_and_twice_is_harmless(test_clock):
     """remove() leaves the user's own hooks; a second remove() does nothing;
-    with-block removal; no ranges afterwards."""
+    with-block removal; every module's __dict__ (keys, order, the very
+    objects) and hook dicts are exactly as before; no ranges afterwards."""
     model = Tiny()
     model.embed.register_forward_hook(lambda m, a, o: None)
-    before = hook_counts(model)
+    model.final.forward = model.final.forward  # a user's own `forward` entry stays as it is
+    before, state = hook_counts(model), module_state(model)
     handle = loopscope.instrument(model, backward=True)
-    assert hook_counts(model) != before
+    assert hook_counts(model) != before and module_state(model) != state
+    assert vars(model.final)["forward"].__self__ is model.final  # forward itself untouched
     handle.remove()
     assert hook_counts(model) == before and not handle.active
+    assert module_state(model) == state
     handle.remove()
-    assert hook_counts(model) == before
+    assert hook_counts(model) == before and module_state(model) == state
     assert repr(handle).endswith("removed, mismatches=0>")
     with pytest.raises(KeyError):
         with loopscope.instrument(model):
             raise KeyError("out of the block")
-    assert hook_counts(model) == before
+    assert hook_counts(model) == before and module_state(model) == state
     with loopscope.profile() as prof:
         with prof.step():
             model(torch.zeros(2))
     assert [r[0] for r in prof._capture.range_records()] == ["Step_0"]
+
+
+def test_remove_leaves_a_call_the_user_replaced_since():
+    """A module whose _call_impl entry its owner replaced after instrument()
+    keeps the owner's on remove(); the others are restored."""
+    model = Tiny()
+    state = module_state(model)
+    handle = loopscope.instrument(model)
+
+    def theirs(*args, **kwargs):
+        return type(model.final)._call_impl(model.final, *args, **kwargs)
+
+    vars(model.final)["_call_impl"] = theirs
+    handle.remove()
+    assert vars(model.final)["_call_impl"] is theirs
+    del vars(model.final)["_call_impl"]
+    assert module_state(model) == state
+
+
+def test_copies_and_pickles_of_an_instrumented_module_are_plain(tmp_path):
+    """copy.deepcopy and pickle of an instrumented module give torch's plain
+    call (no range, no loopscope object inside); the original stays
+    instrumented."""
+    import copy
+    import pickle
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    with loopscope.instrument(model):
+        twin = copy.deepcopy(model)
+        clone = pickle.loads(pickle.dumps(model))
+        assert wrapped(model) and wrapped(model[0])
+        for other in (twin, clone):
+            for m in other.modules():
+                entry = vars(m).get("_call_impl")
+                assert not isinstance(entry, _core.CallRange)
+                assert entry is None or entry.__self__ is m  # torch's own, bound to the copy
+            x = torch.ones(1, 2)
+            assert torch.equal(other(x), model(x))
+            with loopscope.profile() as prof:
+                other(x)
+            assert prof._capture.range_records() == []
+
+
+def test_an_instrumented_model_dropped_without_remove_is_freed_at_once():
+    """The wrappers hold their module weakly: no reference cycle, so a model
+    dropped while instrumented (its GPU memory with it) goes as soon as the
+    last reference does, not at some later cyclic collection."""
+    import gc
+    import weakref
+
+    model = Tiny()
+    handle = loopscope.instrument(model, backward=True)
+    gone = weakref.ref(model)
+    leaf = weakref.ref(model.layers[1].mlp.down)
+    gc.disable()
+    try:
+        del model  # the handle, kept, does not keep the model either
+        assert gone() is None and leaf() is None
+        assert handle.active
+        handle.remove()  # harmless once the modules are gone
+        assert not handle.active
+    finally:
+        gc.enable()
 
 
 def test_instrumenting_twice_is_refused_until_removed():
@@ -360,13 +445,13 @@ def test_instrumenting_twice_is_refused_until_removed():
     instrumented again until the first handle is removed."""
     model = Tiny()
     handle = loopscope.instrument(model)
-    with pytest.raises(RuntimeError, match=r"Tiny is already instrumented \(it has loopscope hooks\)"):
+    with pytest.raises(RuntimeError, match=r"Tiny is already instrumented \(it has a loopscope range\)"):
         loopscope.instrument(model)
     with pytest.raises(RuntimeError, match="Block is already instrumented"):
         loopscope.instrument(model.layers[0])
     handle.remove()
     with loopscope.instrument(model.layers[0]) as inner:
-        with pytest.raises(RuntimeError, match=r"its submodule 'layers.0' has loopscope hooks"):
+        with pytest.raises(RuntimeError, match=r"its submodule 'layers.0' has a loopscope range"):
             loopscope.instrument(model)
     assert inner.names["mlp.up"] == "mlp/up"
 
@@ -477,11 +562,10 @@ def test_keyboard_interrupt_ranges_are_closed_at_the_step_end(test_clock):
     assert _instrument._local.stack == []
 
 
-def test_post_hook_without_pre_hook_is_counted_not_closed(test_clock):
-    """Hooks added in the middle of a forward (of a module that has hooks
-    already, so torch looks for post hooks again): the post hook runs
-    without its pre hook.  It is counted and closes nothing (the step keeps
-    its range)."""
+def test_instrumenting_inside_a_call_takes_effect_from_the_next_call(test_clock):
+    """instrument() called inside the module's own call: the call under way
+    has no range to close (no mismatch, nothing closed by mistake: the step
+    keeps its range); the next call has its range."""
     handles = []
 
     class SelfInstrumenting(nn.Module):
@@ -494,18 +578,18 @@ def test_post_hook_without_pre_hook_is_counted_not_closed(test_clock):
     model.register_forward_hook(lambda m, a, o: None)
     t = test_clock.at
     with loopscope.profile() as prof:
-        with prof.step():                 # [t1, t2]: the late post hook popped nothing
+        with prof.step():                 # [t1, t2]: nothing to close
             model(torch.zeros(2))
         with prof.step():                 # [t3, t6]
             model(torch.zeros(2))         # [t4, t5]
-    assert handles[0].mismatches == 1
+    assert handles[0].mismatches == 0
     assert prof._capture.range_records() == [
         ("Step_0", -1, 0, t(1), t(2)),
         ("Step_1", -1, 1, t(3), t(6)),
         ("Step_1/SelfInstrumenting", 1, None, t(4), t(5)),
     ]
     s = prof.summary()
-    assert (s["overhead"]["instrument_mismatches"], s["overhead"]["range_mismatches"]) == (1, 0)
+    assert (s["overhead"]["instrument_mismatches"], s["overhead"]["range_mismatches"]) == (0, 0)
 
 
 def test_a_raising_pre_hook_of_the_user_still_closes_the_range(test_clock):
@@ -591,6 +675,45 @@ def test_compiled_instrumented_module_has_no_graph_break():
         assert torch.allclose(out, expected)
     assert [r[0] for r in prof._capture.range_records()] == ["Step_0"]
     assert handle.mismatches == 0 and _instrument._local.stack == []
+
+
+class Chain(nn.Module):
+    """A user model (its forward is not in torch's files, unlike Sequential)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.inner = nn.Sequential(nn.GELU(), nn.Linear(8, 8))
+
+    def forward(self, x):
+        return self.inner(self.a(x)) + x
+
+
+@pytest.mark.parametrize("make", [Chain, lambda: nn.Sequential(nn.Linear(8, 8), nn.GELU())],
+                         ids=["user_model", "torch_sequential"])
+def test_compile_counts_one_graph_through_the_wrapped_calls(make):
+    """torch.compile over an instrumented model, counted by a backend that
+    records each graph Dynamo hands it: one graph holding every op, no
+    graph break, the eager result; a second call reuses it."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    model = make()
+    x = torch.randn(2, 8)
+    expected = model(x)
+    graphs: list[int] = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(sum(1 for n in gm.graph.nodes if n.op == "call_function"
+                          or n.op == "call_module"))
+        return gm.forward
+
+    with loopscope.instrument(model):
+        compiled = torch.compile(model, backend=counting_backend)
+        assert torch.allclose(compiled(x), expected)
+        assert torch.allclose(compiled(x), expected)
+    ops = 4 if isinstance(model, Chain) else 2  # linear, gelu, linear, add / linear, gelu
+    assert graphs == [ops]
 
 
 def test_instrumenting_the_compiled_module_ranges_its_boundary(test_clock):

@@ -256,7 +256,7 @@ def test_repr_of_a_replayed_profile_counts_its_steps(test_clock, tmp_path):
     path = prof.save_recording(tmp_path / "r.json.gz")
     test_clock.set(0, 0)
     replayed = _replay.replay(_recording.load(path))
-    assert replayed._next_step == 0  # no prof.step() call made it: the steps came back as records
+    assert replayed._steps.count == 0  # no prof.step() call made it: the steps came back as records
     assert repr(replayed) == f"<loopscope.Profile steps=3 verdict={prof.summary()['diagnosis']['verdict']}>"
     assert repr(prof) == repr(replayed)
 

@@ -54,7 +54,8 @@ def test_step_host_time_counts_nested_ranges(test_clock):
     assert s["steps"][0]["host_ms"] == 0.007
     assert [(r["name"], r["count"], r["host_ms"]) for r in s["ranges"]] == [
         ("a", 1, 0.001), ("b", 1, 0.001), ("c", 1, 0.001)]
-    assert s["overhead"]["stop_ms"] == 0.001  # stop reads the clock twice
+    # The stop's own cost is host time (CLOCK_MONOTONIC), not the test clock.
+    assert s["overhead"]["stop_ms"] >= 0 and s["overhead"]["stop_phases_ms"]["records"] >= 0
     assert s["overhead"]["ranges"] == 4
 
 

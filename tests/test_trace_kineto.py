@@ -401,3 +401,29 @@ def test_a_counter_end_stops_the_value_until_the_next_one(tmp_path):
     expected = sum(v * (b - a) for a, b, v in covered) / sum(b - a for a, b, _ in covered)
     assert summary["sm"]["active_pct"] == pytest.approx(expected, abs=0.01)
     assert summary["sm"]["samples"] == 3  # [0,100], [100,150], [300,400]
+
+
+def test_a_loaded_trace_holds_its_names_and_frees_them_with_it(tmp_path):
+    """The kernel and range names of a trace go into the process's name
+    table, held by the loaded profile's records: they read right after the
+    table churned (freed ids are reused), and they go with the profile."""
+    import gc
+
+    from loopscope import _core
+    events = make_events(seed=4)
+    path = write(tmp_path / "t.json", trace_doc(events))
+    gc.collect()
+    base = _core._names()["count"]
+    prof = loopscope.load(path)
+    assert _core._names()["count"] > base
+    for j in range(5000):  # names made and freed: their ids are reused
+        _core.Stepper(f"churn_{j}_{{i}}")
+    kernels = sorted(e["name"] for e in events if e.get("cat") == "kernel")
+    assert sorted(op[6] for op in prof.capture.ops() if op[0] == "kernel") == kernels
+    steps = sorted(e["name"] for e in events if e.get("cat") == "user_annotation")
+    assert [s["name"] for s in prof.summary()["steps"]] == steps
+    assert _core._names()["check"] == 0
+    del prof
+    gc.collect()
+    assert _core._names()["count"] == base
+    assert _core._names()["check"] == 0

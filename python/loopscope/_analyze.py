@@ -283,12 +283,12 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     prof._state = state
     prof._capture = capture
     prof._host_ns = max(0, info["stop_ns"] - info["start_ns"])
-    prof._next_step = sum(1 for s in step_of if s >= 0)
+    step_count = sum(1 for s in step_of if s >= 0)
     resolver = ExportResolver(own["sync_sites"]) if own is not None else TraceResolver()
     summary = build_summary(capture, state, thresholds, prof._host_ns, None, source=kind,
                             resolver=resolver)
     _shape(summary, kind=kind, path=p, gz=gz, meta=meta, stats=stats, names=names,
-           pattern=pattern, device=device, read_s=read_s, steps=prof._next_step,
+           pattern=pattern, device=device, read_s=read_s, steps=step_count,
            own=own is not None)
     prof._summary = Summary(summary)
     return prof

@@ -197,7 +197,7 @@ class _TorchRanges:
         def push_wrap(old):
             def range_push(msg, *args, **kwargs):
                 result = old(msg, *args, **kwargs)
-                r = _core.range(str(msg) or "?")
+                r = _core.range(str(msg).replace("\0", "?") or "?")  # NUL is refused in names
                 r.__enter__()
                 stack().append(r)
                 return result
@@ -214,7 +214,7 @@ class _TorchRanges:
         def enter_wrap(old):
             def __enter__(rf):
                 result = old(rf)
-                r = _core.range(str(rf.name) or "?")
+                r = _core.range(str(rf.name).replace("\0", "?") or "?")
                 r.__enter__()
                 rf._loopscope_range = r
                 return result

@@ -1,11 +1,22 @@
 """Per-layer ranges for PyTorch modules: `loopscope.instrument(model)`.
 
 Each instrumented submodule call becomes a range (NVTX + loopscope's own
-host timestamps, through the same C range as `loopscope.range`), named by
-the module's path and prefixed by the step open on the calling thread:
-`Step_3/layers.0/mlp`.  The analysis then projects GPU work onto the ranges
-by correlation id, as Nsight Systems projects NVTX ranges: an op belongs to
-every range that was open when its launch call began.
+host timestamps, through the same C range stack as `loopscope.range`),
+named by the module's path and prefixed by the step open on the calling
+thread: `Step_3/layers.0/mlp`.  The analysis then projects GPU work onto the
+ranges by correlation id, as Nsight Systems projects NVTX ranges: an op
+belongs to every range that was open when its launch call began.
+
+How.  instrument() puts a `CallRange` (a C functools.partial subclass)
+in each module's __dict__ as `_call_impl`, around torch's own
+Module._call_impl (which Module.__call__ looks up on the instance): its call
+opens the module's range, runs the module's call and closes the range, all
+in C.  The modules get no hooks, so torch keeps its no-hook fast path and a
+module call costs a fraction of a microsecond more (benchmarks/ranges.py).
+The range covers the whole module call, the user's own hooks included.
+`forward` is left alone (torch.compile looks at it).  remove() gives every
+module back exactly what it had: no `_call_impl` entry (or the one it had).
+A copy or a pickle of an instrumented module holds torch's plain call.
 
 Names.  A module's default name is its path below the instrumented root,
 with "/" between levels except before a numeric index, which stays on its
@@ -13,231 +24,129 @@ container: `layers.0.mlp` -> `layers.0/mlp`.  The root itself is named by its
 class (`Transformer`).  `names={"layers.0.mlp": "Layer_0/MLP"}` renames
 modules by their dotted path ("" is the root); a value of None leaves that
 module out (its children stay in).  Backward ranges (backward=True) are the
-forward name plus ".backward".
+forward name plus ".backward".  Names cannot contain NUL.
 
-Step prefix.  Profile.step() returns a `StepScope`, which records the open
-step's label on a thread-local; a hook reads it, and keeps the last Range it
-built per module, so after the first call in a step a hook builds no string.
-Every (step, module) pair is one name interned for the life of the process
-(about 300 bytes); for very long loops use step_prefix=False (one name per
-module: the step still encloses it in Nsight and in the summary).
+Step prefix.  A step open on the calling thread (Profile.step()) prefixes
+the names; each module builds its prefixed name once per step.  Those names
+belong to the profile's records and are freed with its capture; for very
+long loops step_prefix=False saves the one name per module and step (the
+step still encloses the ranges in Nsight and in the summary).
 
-Costs.  Hooks only push/pop a C range (no CUDA call, no allocation on the
-device, no sync), so they are safe inside CUDA graph capture: ranges during
-capture are host-only, and a replay runs no hooks at all, so its kernels go
-to the range around the replay (the step).  torch's own hook dispatch is
-most of the cost per call; benchmarks/bench_instrument.py measures it.
+CUDA graphs.  The wrapper makes no CUDA call (no allocation on the device,
+no sync), so it is safe inside CUDA graph capture: ranges during capture are
+host-only, and a replay runs no Python at all, so its kernels go to the
+range around the replay (the step).
 
-torch.compile.  Instrument the module torch.compile returned (an
-OptimizedModule): its call gets a range at the compiled boundary and the
-hooks inside it are not registered.  Hooks on modules that run inside a
-compiled region skip themselves while Dynamo traces (no graph break), so the
-compiled code carries no per-layer ranges: inside compiled regions the
-per-layer split is lost (Inductor fuses across layers anyway), and the
-kernels count for the enclosing range.  An eager fallback (graph break,
-recompile limit) runs the hooks as usual.  Module.compile() (in place)
-compiles the module's own hooks too: it gets no range at all.  TorchScript
-modules take no Python hooks: a scripted root is refused, scripted
-submodules are left out (their work counts for the enclosing range).
+torch.compile.  Dynamo sees a functools.partial and traces the wrapped
+call: no graph break, and no per-layer range inside compiled code (the
+kernels count for the enclosing range; Inductor fuses across layers
+anyway).  An eager fallback (graph break, recompile limit) runs the
+wrappers as usual.  Instrument the module torch.compile returned (an
+OptimizedModule) to get one range per call at the compiled boundary (the
+modules inside it are not wrapped).  Module.compile() (in place) compiles
+the module's wrapped call: it gets no range at all.  TorchScript modules take
+no Python wrapper: a scripted root is refused, scripted submodules are left out
+(their work counts for the enclosing range).
 
-Exceptions.  The post hook is registered with always_call=True, so a forward
-that raises an Exception still closes its range.  A BaseException
-(KeyboardInterrupt) skips torch's post hooks; the ranges it left open on the
-thread are closed when the enclosing step ends (or by the next post hook of
-an enclosing module), and counted as nesting mismatches
-(handle.mismatches, summary["overhead"]["instrument_mismatches"]).  A post
-hook whose pre hook never ran (hooks added in the middle of a forward) is
-counted the same way and closes nothing.  Nothing here raises for a
-mismatch.
+Exceptions.  A forward that raises closes its range where the exception
+passes.  One left by a BaseException that is not an Exception
+(KeyboardInterrupt, SystemExit) is closed the same way and counted as a
+nesting mismatch (handle.mismatches, summary["overhead"]
+["instrument_mismatches"]): its times stop where it was cut.  Backward
+ranges use full backward hooks; a backward post hook that never ran leaves
+its range open until the next post hook of an enclosing module on that
+thread closes it (counted the same way) or the profile stops.  Nothing here
+raises for a mismatch.
 """
 from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from . import _core
 
-__all__ = ["InstrumentHandle", "StepScope", "instrument"]
+__all__ = ["InstrumentHandle", "instrument"]
 
 
 class _ThreadState(threading.local):
-    """Per thread: the open step's label and the sites of the hook ranges
-    open on this thread (innermost last)."""
+    """Per thread: the backward sites whose ranges are open (innermost last)."""
 
     def __init__(self) -> None:
-        self.step: str | None = None
-        self.stack: list[_Site] = []
-        self.mark = 0  # len(stack) when the open step began
+        self.stack: list[Any] = []
 
 
 _local = _ThreadState()
-# The label of the step most recently entered on any thread and still open:
-# backward hooks run on autograd's device threads, where no step is open.
-_open_step: list[str | None] = [None]
-# Nesting mismatches seen by every hook since the process started.
-_mismatches = [0]
-_NOT_YET = object()
 
 
 def mismatch_count() -> int:
-    """Nesting mismatches counted so far (process wide)."""
-    return _mismatches[0]
+    """Nesting mismatches counted so far by every instrumented site (process wide)."""
+    return _core._instrument_mismatches()
 
 
-class StepScope:
-    """A step's range (what `Profile.step()` returns), which also tells the
-    hooks of `instrument()` which step is open on this thread."""
-
-    __slots__ = ("_range", "_label")
-
-    def __init__(self, step_range: Any) -> None:
-        self._range = step_range
-        self._label = step_range.name
-
-    def __enter__(self) -> Any:
-        entered = self._range.__enter__()  # raises if a step is open here: nothing changes then
-        local = _local
-        local.step = self._label
-        local.mark = len(local.stack)
-        _open_step[0] = self._label
-        return entered
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        local = _local
-        if len(local.stack) > local.mark:  # hook ranges a BaseException left open
-            _close_from(local.stack, local.mark, counted=True)
-        local.step = None
-        if _open_step[0] is self._label:
-            _open_step[0] = None
-        return self._range.__exit__(exc_type, exc, tb)
-
-    @property
-    def name(self) -> str:
-        return self._label
-
-    @property
-    def step(self) -> int:
-        return self._range.step
-
-    def __repr__(self) -> str:
-        return repr(self._range)
-
-
-class _Site:
-    """One hooked call site (a module's forward, or its backward): its name,
-    the Range built for the last step seen, and its handle's counters."""
-
-    __slots__ = ("name", "prefix", "cached", "counts")
-
-    def __init__(self, name: str, prefix: bool, counts: list[int]) -> None:
-        self.name = name
-        self.prefix = prefix
-        self.cached: tuple[Any, Any] = (_NOT_YET, None)  # (step label, Range), replaced whole
-        self.counts = counts
-
-    def range_for(self, step: str | None) -> Any:
-        """The Range for this site in `step` (the slow path: once per step)."""
-        full = f"{step}/{self.name}" if (self.prefix and step is not None) else self.name
-        rng = _core.range(full)
-        self.cached = (step, rng)
-        return rng
-
-
-def _count(site: _Site, n: int = 1) -> None:
-    site.counts[0] += n
-    _mismatches[0] += n
-
-
-def _close_from(stack: list[_Site], index: int, counted: bool) -> None:
-    """Closes the ranges of stack[index:], innermost first.  Ranges close in
-    the C core by position (the innermost open range of the thread), which
-    the stack mirrors."""
+def _close_from(stack: list[Any], index: int, counted: bool) -> None:
+    """Closes the backward ranges of stack[index:], innermost first."""
     while len(stack) > index:
         site = stack.pop()
         if counted:
-            _count(site)
-        site.cached[1].__exit__(None, None, None)
+            site.count_mismatch()
+        site.exit()
 
 
-def _unbalanced(stack: list[_Site], site: _Site) -> None:
-    """A post hook whose range is not the innermost hook range of the thread."""
-    for i in range(len(stack) - 1, -1, -1):
-        if stack[i] is site:
-            _close_from(stack, i + 1, counted=True)  # ranges whose post hooks never ran
-            _close_from(stack, i, counted=False)     # and this site's own
-            return
-    _count(site)  # its pre hook never ran (or its range was closed already): nothing to close
-
-
-def _post_hook(site: _Site, is_compiling: Any) -> Any:
-    """The post hook closing `site`'s range: one body for the forward hook
-    (module, args, output) and the full backward hook (module, grad_input,
-    grad_output), which take the same number of arguments."""
-    local = _local
-
-    def post(module, _inputs, _outputs):
-        if is_compiling():
-            return None
-        stack = local.stack
-        if stack and stack[-1] is site:
-            stack.pop()
-            site.cached[1].__exit__(None, None, None)
-        else:
-            _unbalanced(stack, site)
-        return None
-
-    return post
-
-
-def _forward_hooks(site: _Site, is_compiling: Any) -> tuple[Any, Any]:
-    local = _local
-
-    def pre(module, args):
-        if is_compiling():
-            return None
-        step = local.step
-        cached = site.cached
-        rng = cached[1] if cached[0] is step else site.range_for(step)
-        rng.__enter__()
-        local.stack.append(site)
-        return None
-
-    pre.__loopscope_site__ = site  # type: ignore[attr-defined]
-    return pre, _post_hook(site, is_compiling)
-
-
-def _backward_hooks(site: _Site, is_compiling: Any) -> tuple[Any, Any]:
+def _backward_hooks(site: Any, is_compiling: Any) -> tuple[Any, Any]:
+    """A full backward pre hook opening `site`'s range and a full backward
+    hook closing it (closing, counted, the ranges opened inside it whose
+    post hooks never ran)."""
     local = _local
 
     def pre(module, grad_output):
         if is_compiling():
             return None
-        step = local.step or _open_step[0]
-        cached = site.cached
-        rng = cached[1] if cached[0] is step else site.range_for(step)
-        rng.__enter__()
-        local.stack.append(site)
+        if site.enter():
+            local.stack.append(site)
         return None
 
-    return pre, _post_hook(site, is_compiling)
+    def post(module, grad_input, grad_output):
+        if is_compiling():
+            return None
+        stack = local.stack
+        if stack and stack[-1] is site:
+            stack.pop()
+            site.exit()
+            return None
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is site:
+                _close_from(stack, i + 1, counted=True)  # post hooks that never ran
+                _close_from(stack, i, counted=False)     # and this site's own
+                return None
+        site.count_mismatch()  # its pre hook never ran: nothing to close
+        return None
+
+    return pre, post
+
+
+_MISSING = object()
 
 
 class InstrumentHandle:
-    """What `instrument()` returns: the hooks it registered.
+    """What `instrument()` returns: the wrapped module calls and the hooks.
 
-    remove() takes every hook off (a second remove() does nothing); used as a
-    context manager, the hooks go at the end of the with-block.
+    remove() gives every module back what it had (a second remove() does
+    nothing); used as a context manager, at the end of the with-block.
     names:      {dotted module path: range name (without the step prefix)}.
-    mismatches: nesting mismatches this handle's hooks saw (see the module doc).
+    mismatches: nesting mismatches of this handle's modules (see the module doc).
     """
 
-    def __init__(self, names: dict[str, str], hooks: list[Any], counts: list[int],
-                 root_type: str) -> None:
+    def __init__(self, names: dict[str, str], wrapped: list[tuple[Any, Any, Any]],
+                 hooks: list[tuple[Any, Any, Any]], sites: list[Any], root_type: str) -> None:
         self._names = names
-        self._hooks = hooks
-        self._counts = counts
+        # Modules are held weakly (as torch's hook handles hold their dicts): a
+        # handle kept somewhere must not keep a dropped model and its memory.
+        self._wrapped = wrapped  # (module ref, CallRange, its previous _call_impl or _MISSING)
+        self._hooks = hooks  # (module ref, hook handle, its _is_full_backward_hook before)
+        self._sites = sites
         self._root_type = root_type
 
     @property
@@ -246,16 +155,25 @@ class InstrumentHandle:
 
     @property
     def mismatches(self) -> int:
-        return self._counts[0]
+        return sum(site.mismatches for site in self._sites)
 
     @property
     def active(self) -> bool:
-        return bool(self._hooks)
+        return bool(self._wrapped or self._hooks)
 
     def remove(self) -> None:
+        wrapped, self._wrapped = self._wrapped, []
         hooks, self._hooks = self._hooks, []
-        for hook in hooks:
+        for ref, wrapper, previous in wrapped:
+            module = ref()
+            if module is not None:
+                _unwrap(module, wrapper, previous)
+        for ref, hook, flag in hooks:
             hook.remove()
+            module = ref()
+            if (module is not None and not module._backward_hooks
+                    and "_is_full_backward_hook" in vars(module)):
+                module._is_full_backward_hook = flag  # torch set it for our hook: as it was
 
     def __enter__(self) -> "InstrumentHandle":
         return self
@@ -268,9 +186,29 @@ class InstrumentHandle:
         return len(self._names)
 
     def __repr__(self) -> str:
-        state = "active" if self._hooks else "removed"
+        state = "active" if self.active else "removed"
         return (f"<loopscope.InstrumentHandle {self._root_type}: {len(self._names)} modules, "
                 f"{state}, mismatches={self.mismatches}>")
+
+
+def _wrap(module: Any, site: Any) -> tuple[Any, Any, Any]:
+    """Puts site's CallRange in module.__dict__ as `_call_impl`; returns
+    (a weak reference to module, wrapper, the entry it replaced or _MISSING)."""
+    own = vars(module)
+    previous = own.get("_call_impl", _MISSING)
+    wrapper = _core.call_range(module, site)
+    own["_call_impl"] = wrapper
+    return weakref.ref(module), wrapper, previous
+
+
+def _unwrap(module: Any, wrapper: Any, previous: Any) -> None:
+    own = vars(module)
+    if own.get("_call_impl") is not wrapper:
+        return  # replaced since by its owner: theirs now
+    if previous is _MISSING:
+        del own["_call_impl"]
+    else:
+        own["_call_impl"] = previous
 
 
 def _never() -> bool:
@@ -338,6 +276,9 @@ def _check_names(names: Any) -> dict[str, str | None]:
         if value is not None and (not isinstance(value, str) or not value):
             raise TypeError(f"names[{key!r}] must be a non-empty str (or None to leave the "
                             f"module out), got {value!r}")
+        if value is not None and "\0" in value:
+            raise ValueError(f"names[{key!r}] = {value!r} contains a NUL character (U+0000): "
+                             "names are C strings for NVTX and would be cut there; remove it")
     return dict(names)
 
 
@@ -379,20 +320,20 @@ def instrument(module: Any, depth: int | None = None, names: Mapping[str, str | 
         raise ValueError(f"names: no module at {', '.join(map(repr, unknown))}{within}; "
                          f"paths are dotted, like named_modules(): {sample}, ...")
     for path, sub in modules:
-        for hook in sub._forward_pre_hooks.values():
-            if getattr(hook, "__loopscope_site__", None) is not None:
-                where = f"its submodule {path!r}" if path else "it"
-                raise RuntimeError(
-                    f"{type(module).__name__} is already instrumented ({where} has loopscope "
-                    "hooks): call remove() on the first handle before instrumenting again")
+        if isinstance(vars(sub).get("_call_impl"), _core.CallRange):
+            where = f"its submodule {path!r}" if path else "it"
+            raise RuntimeError(
+                f"{type(module).__name__} is already instrumented ({where} has a loopscope "
+                "range): call remove() on the first handle before instrumenting again")
 
     unimplemented = torch.nn.Module.forward
-    # An older torch without torch.compiler.is_compiling: the hooks always run
-    # (Dynamo may then break a compiled graph at them).
+    # An older torch without torch.compiler.is_compiling: the backward hooks
+    # always run (Dynamo may then break a compiled graph at them).
     is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _never
-    counts = [0]
     chosen: dict[str, str] = {}
-    hooks: list[Any] = []
+    wrapped: list[tuple[Any, Any, Any]] = []
+    hooks: list[tuple[Any, Any, Any]] = []
+    sites: list[Any] = []
     try:
         for path, sub in modules:
             if type(sub).forward is unimplemented and "forward" not in vars(sub):
@@ -407,20 +348,21 @@ def instrument(module: Any, depth: int | None = None, names: Mapping[str, str | 
                 name = f"{type(sub._orig_mod).__name__}[compiled]"
             else:
                 name = type(sub).__name__
-            site = _Site(name, bool(step_prefix), counts)
-            pre, post = _forward_hooks(site, is_compiling)
-            hooks.append(sub.register_forward_pre_hook(pre, prepend=True))
-            hooks.append(sub.register_forward_hook(post, always_call=True))
+            site = _core.Site(name, bool(step_prefix))
+            sites.append(site)
+            wrapped.append(_wrap(sub, site))
             if backward:
-                bsite = _Site(f"{name}.backward", bool(step_prefix), counts)
+                bsite = _core.Site(f"{name}.backward", bool(step_prefix), any_thread=True)
+                sites.append(bsite)
                 bpre, bpost = _backward_hooks(bsite, is_compiling)
-                hooks.append(sub.register_full_backward_pre_hook(bpre, prepend=True))
-                hooks.append(sub.register_full_backward_hook(bpost))
+                flag = getattr(sub, "_is_full_backward_hook", None)
+                ref = weakref.ref(sub)
+                hooks.append((ref, sub.register_full_backward_pre_hook(bpre, prepend=True), flag))
+                hooks.append((ref, sub.register_full_backward_hook(bpost), flag))
             chosen[path] = name
     except Exception as error:
-        for hook in hooks:
-            hook.remove()
+        InstrumentHandle(chosen, wrapped, hooks, sites, "").remove()
         where = f"module {path!r}" if path else "the root module"
         raise TypeError(f"loopscope.instrument(): cannot hook {where} "
                         f"({type(sub).__name__}): {error}") from error
-    return InstrumentHandle(chosen, hooks, counts, type(module).__name__)
+    return InstrumentHandle(chosen, wrapped, hooks, sites, type(module).__name__)

@@ -3,14 +3,13 @@ the capture for `summary()` and `report()`."""
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
 import sys
 import time
 import warnings
 from typing import Any
 
-from . import _core, _cupti_paths, _distributed, _instrument, _options, _session
+from . import _core, _cupti_paths, _distributed, _instrument, _options, _session, _settings
 from ._html import profile_html
 from ._recording import save
 from ._report import format_report
@@ -20,10 +19,11 @@ from ._trace_export import export_trace
 
 @atexit.register
 def _release_counters_at_exit() -> None:
-    # A profile still open ends here (nobody can read it any more).  Sampling
-    # stays enabled a few seconds after a profile for the next one; give the
-    # counters back before the interpreter and CUPTI go away.  A forked child
-    # leaves both to its parent.
+    # A profile still open ends here (nobody can read it any more).  Then
+    # loopscope's worker thread finishes what it holds (at most 10 s), the
+    # counters are given back (sampling stays enabled a few seconds after a
+    # profile, for the next one) and the thread ends, before the interpreter
+    # and CUPTI go away.  A forked child leaves both to its parent.
     _session.stop_at_exit()
     if not _session.forked and not _core.active():
         _core._release_counters()
@@ -110,13 +110,13 @@ class Profile:
                         with the reason in summary["metrics_error"], tracing goes on.
                         With trace=False this is the counters-only mode (no per-kernel
                         tracing, near-zero overhead; GPU busy % then comes from GR active).
-                        The first sampled profile of a process sets sampling up (~0.4 s
-                        on an H200); sampling then stays enabled 3 s after each profile,
-                        so the next one costs ~6 ms more than without counters.
+                        loopscope's worker thread sets sampling up (the first time in a
+                        process ~0.4 s on an H200, while the loop runs) and starts it;
+                        samples cover the loop from then on (summary["sm"]["coverage_pct"]).
     metrics_interval_us: sampling interval (default 100 us; 1-1e6).
-    metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's decoder
+    metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
                         thread takes them, every metrics_decode_ms (default 10 ms) and
-                        at stop; an overflow is reported in
+                        after the stop; an overflow is reported in
                         summary["metrics"]["overflows"], never silent (1-65536 MiB;
                         metrics_decode_ms 1-10000).
     gather:             under torch.distributed (detected, never imported here), send this
@@ -173,9 +173,9 @@ class Profile:
         self._gather = _distributed.check_options(gather, gather_timeout_s)
         self._dist: _distributed.Session | None = None
         self._local: dict[str, Any] | None = None
-        self._step_name = step_name
-        self._next_step = 0
-        self._step_indices = itertools.count()
+        self._steps = _core.Stepper(step_name)  # refuses a NUL in step_name
+        # The instance attribute is the C method itself: a step costs no Python frame.
+        self.step = self._steps.scope  # type: ignore[method-assign]
         self._state: dict[str, Any] | None = None
         self._capture: Any = None
         self._summary: dict[str, Any] | None = None
@@ -191,7 +191,8 @@ class Profile:
         options = dict(self._options, trace=self._options["trace"] and busy is None,
                        syncs=self._options["syncs"] and busy is None,
                        metrics=self._options["metrics"] and busy is None,
-                       metrics_device=_current_device())
+                       metrics_device=_current_device(),
+                       **_settings.core_options(self._options["warm_up"]))
         self._dist = _distributed.begin(self._gather)  # torch.distributed: the start exchange
         self._state, self._serial = _session.start_profile(
             self, _user_site(), dict(options, cupti_paths=_cupti_paths.candidates()))
@@ -250,19 +251,16 @@ class Profile:
                       "__exit__ never did): it was stopped and its records discarded. Use "
                       "`with loopscope.profile() as prof:`", LoopscopeWarning, stacklevel=2)
 
-    def step(self, name: str | None = None):
+    def step(self, name: str | None = None) -> _core.StepScope:
         """A context manager for one loop step: an NVTX range plus timings.
         Ranges of instrumented modules inside it are prefixed by its name.
 
         name: the step's name; "{i}" in it is replaced by the index.
-        Defaults to the profile's step_name ("Step_{i}")."""
-        index = next(self._step_indices)  # atomic: threads may open steps at once
-        self._next_step = max(self._next_step, index + 1)
-        template = self._step_name if name is None else name
-        if not isinstance(template, str):
-            raise TypeError(f"step name must be a str, got {template!r}")
-        label = template.replace("{i}", str(index))
-        return _instrument.StepScope(_core.step(label, index))
+        Defaults to the profile's step_name ("Step_{i}").  The index is taken
+        when the step is entered (a step whose enter failed takes none); the
+        returned object's `.step` and `.name` tell it from then on.
+        (Each Profile replaces this method by its Stepper's C `scope`.)"""
+        return self._steps.scope(name)
 
     # -- state -----------------------------------------------------------
     @property

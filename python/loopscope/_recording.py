@@ -66,13 +66,16 @@ _SM = {**dict.fromkeys(("active_pct", "active_busy_pct", "issue_ipc", "issue_bus
        "samples": COUNT, "busy_from": Optional(str)}
 _DRAM = dict.fromkeys(("throughput_pct", "throughput_busy_pct", "read_gbps", "write_gbps",
                        "read_busy_gbps", "write_busy_gbps"), Optional(NUM))
+# summary["overhead"]: figures, and the profile's own phases and notes
+# (start/stop/finish phase times, warm_up, the in-loop estimate's sentence).
+_OVERHEAD = MapOf(Optional(OneOf((NUM, bool, str, MapOf(NUM)))))
 SHAPE = {
     "meta": {"device": Optional(OneOf((str, [Optional(str)]))), "devices": MapOf(Optional(str)),
              "date": Optional(str), "loopscope": Optional(str), "command": Optional(str),
              "note": Optional(str), "source": Optional(str)},
     "profile": {"start_ns": COUNT, "stop_ns": COUNT, "thresholds_us": [NUM], "host_ms": NUM,
                 "cupti_note": Optional(str), "dropped_records": Optional(COUNT),
-                "overhead": MapOf(NUM)},
+                "overhead": _OVERHEAD},
     "names": [str],
     "sections": {"syncs": Optional(_SYNCS), "syncs_error": Optional(str), "sm": Optional(_SM),
                  "dram": Optional(_DRAM), "metrics_error": Optional(str),

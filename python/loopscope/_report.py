@@ -215,9 +215,9 @@ def format_report(summary: dict[str, Any]) -> str:
     mismatches = summary["overhead"].get("instrument_mismatches", 0)
     if mismatches:
         out.append(
-            f"Note: instrument() saw {mismatches} nesting mismatches (a forward left by a "
-            "BaseException, or hooks added mid-forward): those ranges were closed at the "
-            "step's end, so their times in that step may be off")
+            f"Note: instrument() saw {mismatches} nesting mismatches (a module call left by "
+            "a BaseException such as KeyboardInterrupt, or a backward hook that never ran): "
+            "those ranges end where it passed, so their times may be short")
     if summary.get("cupti_note"):
         out.append(f"Note: {summary['cupti_note']}")
     if summary.get("non_finite_note"):

@@ -225,6 +225,8 @@ def _metrics_section(info: dict[str, Any]) -> dict[str, Any] | None:
         "decoder_error": pm["decoder_error"],
         "setup_ms": {name: _ms(ns) for name, ns in pm["phases_ns"].items()},
         "config_reused": pm["config_reused"],
+        "config_source": pm.get("config_source"),  # built, cache (disk), reused (this process)
+        "cache_note": pm.get("cache_note"),  # why the disk cache was not used, None if it was
         "sampler_reused": pm["sampler_reused"],
         "counter_data_samples": pm["max_samples"],
         "hw_buffer_mb": round(pm["hw_buffer_bytes"] / (1 << 20), 1),
@@ -343,6 +345,64 @@ _RANGE_FIGURES = {
 }
 
 
+# Host cost of each thing the profile does inside the user's loop, in us, as
+# measured on an H200 host (GPU_FACTS.md: a C loop of 200,000 launches with
+# and without CUPTI; ranges from benchmarks/ranges.py): one traced GPU op
+# (kernel, copy or memset activity record), one launch call seen by a
+# callback, one blocking call (callback pair + Python stack), one range
+# (enter + exit).  PM sampling and the parsing of records run on
+# loopscope's worker thread and cost the loop nothing.
+IN_LOOP_COST_US = {"op": 0.65, "launch_callback": 0.11, "blocking_call": 2.0, "range": 0.25}
+
+
+def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict[str, Any]:
+    """summary["overhead"]: what the profile itself cost, where, and an
+    estimate of what it added inside the loop (counts x IN_LOOP_COST_US)."""
+    pm = info.get("pm") or {}
+    start = info.get("start_phases_ns") or {}
+    stop = info.get("stop_phases_ns") or {}
+    finish = info.get("finish_phases_ns") or {}
+    ops = info.get("ops", 0)
+    launches = info.get("launch_records", 0)
+    calls = info.get("calls", 0)
+    ranges = info.get("ranges", 0)
+    cost = IN_LOOP_COST_US
+    estimate_us = (ops * cost["op"] + launches * cost["launch_callback"]
+                   + calls * cost["blocking_call"] + ranges * cost["range"])
+    return {
+        "start_ms": _ms(sum(start.values())),
+        "stop_ms": _ms(info.get("stop_ns_cost", 0)),
+        "finish_ms": _ms(info.get("finish_ns", 0)),
+        "finish_wait_ms": _ms(info.get("finish_wait_ns", 0)),
+        "finished_on_worker": bool(info.get("finished_on_worker")),
+        "decode_ms": _ms(pm.get("decode_ns", 0)),
+        "metrics_setup_ms": _ms(pm.get("setup_ns", 0)),
+        "metrics_start_delay_ms": _ms(pm.get("start_delay_ns", 0)),
+        "start_phases_ms": {k: _ms(v) for k, v in start.items()},
+        "stop_phases_ms": {k: _ms(v) for k, v in stop.items()},
+        "finish_phases_ms": {k: _ms(v) for k, v in finish.items()},
+        "warm_up": info.get("warm_up"),
+        "callbacks": launches + calls,
+        "records": ops + info.get("apis", 0) + info.get("sync_records", 0) + calls,
+        "ranges": ranges,
+        "in_loop_estimate_ms": round(estimate_us / 1e3, 3),
+        "in_loop_estimate": (
+            f"{ops} GPU ops x {cost['op']} us + {launches} launch callbacks x "
+            f"{cost['launch_callback']} us + {calls} blocking calls x {cost['blocking_call']} us"
+            f" + {ranges} ranges x {cost['range']} us (host costs measured on an H200)"),
+        "ops_after_stop": info.get("ops_after_stop", 0),
+        "records_after_stop": info.get("records_after_stop", 0),
+        "buffer_mb": round(info.get("buffer_bytes", 0) / (1 << 20), 2),
+        "buffers_refused": info.get("buffers_refused", 0),
+        "drains": info.get("drains", 0),
+        "drain_ms": _ms(info.get("drain_ns", 0)),
+        "invalid_records": info.get("invalid_records", 0),
+        "range_mismatches": info.get("range_mismatches", 0),
+        "ranges_left_open": info.get("ranges_left_open", 0),
+        "instrument_mismatches": (state or {}).get("instrument_mismatches", 0),
+    }
+
+
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
                   steps: RangeSteps | None = None, source: str | None = None,
                   resolver=None) -> dict[str, Any]:
@@ -406,21 +466,12 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     summary["diagnosis"] = diagnose(summary)
     summary["non_finite_note"] = note(non_finite[0])
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
-    summary["overhead"] = {
-        "records": info.get("ops", 0) + info.get("apis", 0) + info.get("sync_records", 0)
-        + info.get("calls", 0),
-        "ranges": info.get("ranges", 0),
-        "buffer_mb": round(info.get("buffer_bytes", 0) / (1 << 20), 2),
-        "buffers_refused": info.get("buffers_refused", 0),
-        "drains": info.get("drains", 0),
-        "drain_ms": _ms(info.get("drain_ns", 0)),
-        "stop_ms": _ms(info.get("stop_ns_cost", 0)),
-        "invalid_records": info.get("invalid_records", 0),
-        "range_mismatches": info.get("range_mismatches", 0),
-        "ranges_left_open": info.get("ranges_left_open", 0),
-        "instrument_mismatches": state.get("instrument_mismatches", 0),
-        # launch and sync records that began after the profile stopped: not this loop's
-        "records_after_stop": model.ignored_records if model is not None else 0,
-    }
+    summary["overhead"] = overhead_section(info, state)
+    # Launch and sync records that began after the profile stopped: the
+    # worker's finish leaves out what it can place after the stop (counted in
+    # info), the model ignores the rest (injected records keep their own
+    # time line).  Neither is this loop's.
+    summary["overhead"]["records_after_stop"] += (model.ignored_records
+                                                  if model is not None else 0)
     summary["overhead"]["summary_ms"] = _ms(time.perf_counter_ns() - t0)
     return summary

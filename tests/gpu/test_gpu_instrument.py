@@ -72,8 +72,9 @@ def test_per_layer_gpu_times_add_up_to_the_steps(demo):
 
 
 def test_graph_replay_gives_every_kernel_to_the_step(demo):
-    """Captured with the hooks on (no error: they make no CUDA call), the
-    replay runs no hooks: no layer ranges, every kernel in its step."""
+    """Captured with the layer ranges on (no error: the wrapped module calls
+    make no CUDA call), the replay runs no Python: no layer ranges, every
+    kernel in its step."""
     model, x = demo
     with loopscope.instrument(model) as handle:
         loop = graph_loop_factory(model, x)
@@ -90,3 +91,45 @@ def test_graph_replay_gives_every_kernel_to_the_step(demo):
     assert len({st["kernels"] for st in steps}) == 1 and steps[0]["kernels"] >= BLOCKS * 4
     assert s["gpu"]["ops_without_launch_record"] == 0
     assert handle.mismatches == 0
+
+
+def test_capture_inside_a_profile_with_layer_ranges(demo):
+    """A CUDA graph captured inside a profile, inside a step, with every
+    block's call wrapped: the capture succeeds (the wrappers make no CUDA
+    call, so nothing is illegal during capture), the layer ranges of the
+    capture are recorded (host only: captured kernels do not run), and the
+    replays afterwards give the graph's kernels to their steps and the
+    output of the eager model."""
+    model, x = demo
+    with loopscope.instrument(model) as handle:
+        with loopscope.profile() as prof:
+            with torch.no_grad():
+                static_x = x.clone()
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    for _ in range(3):
+                        model(static_x)  # warm-up outside the capture
+                torch.cuda.current_stream().wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                with prof.step("Capture"):
+                    with torch.cuda.graph(graph):
+                        static_out = model(static_x)
+                for _ in range(5):
+                    with prof.step():
+                        graph.replay()
+            torch.cuda.synchronize()
+        with torch.no_grad():
+            expected = model(x)
+    s = prof.summary()
+    print(prof.report())
+    assert s["source"] == "cupti", s["gpu_error"]
+    assert handle.mismatches == 0 and s["overhead"]["range_mismatches"] == 0
+    assert torch.allclose(static_out.float(), expected.float(), rtol=2e-2, atol=2e-2)
+    r = {e["name"]: e for e in s["ranges"]}
+    assert r["Sequential"]["count"] == 1 + 3  # the capture and the three warm-up calls
+    assert all(r[str(i)]["count"] == 4 for i in range(BLOCKS))
+    capture, *replays = s["steps"]
+    assert capture["name"] == "Capture" and len(replays) == 5
+    assert len({st["kernels"] for st in replays}) == 1 and replays[0]["kernels"] >= BLOCKS * 4
+    assert s["gpu"]["ops_without_launch_record"] == 0

@@ -18,6 +18,18 @@ from loopscope.demo import build, eager_loop, graph_loop_factory  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 
+def ready(**options):
+    """Sets PM sampling up for these options before the measured profile.
+
+    loopscope sets sampling up on its worker thread while the profile's loop
+    runs (the first time in a process ~0.3-0.5 s, new options ~0.1 s), and
+    samples cover the loop from then on; a test that checks the counters of
+    a short loop waits for that first, as a user's second profile would."""
+    with loopscope.profile(trace=False, syncs=False, **options) as prof:
+        pass
+    prof.summary()  # waits for the worker: set-up, start, stop
+
+
 def summary_of(prof):
     s = prof.summary()
     print(json.dumps({"verdict": s["diagnosis"]["verdict"], "sm": s["sm"], "dram": s["dram"],
@@ -32,6 +44,7 @@ def test_streaming_copy_reads_memory_bound():
     dst = torch.empty_like(src)
     dst.copy_(src)
     torch.cuda.synchronize()
+    ready()
     with loopscope.profile(metrics=True) as prof:
         for _ in range(10):
             with prof.step():
@@ -70,6 +83,7 @@ def test_fma_loop_reads_compute_bound():
     run = lambda: fma[(triton.cdiv(n, block),)](x, n, iters=20000, BLOCK=block)  # noqa: E731
     run()  # compile outside the profile
     torch.cuda.synchronize()
+    ready()
     with loopscope.profile(metrics=True) as prof:
         for _ in range(10):
             with prof.step():
@@ -87,12 +101,14 @@ def test_fma_loop_reads_compute_bound():
 def test_demo_eager_is_launch_bound_and_graph_replay_is_not():
     model, x = build()
     eager_loop(model, x, 3)
+    ready()
     with loopscope.profile(metrics=True) as prof:
         eager_loop(model, x, 10, prof)
     eager = summary_of(prof)
     assert eager["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
     replay = graph_loop_factory(model, x)
     replay(3)
+    ready()
     with loopscope.profile(metrics=True) as prof_g:
         replay(10, prof_g)
     graph = summary_of(prof_g)
@@ -109,6 +125,7 @@ def test_sample_and_kernel_clocks_agree():
     c = torch.empty_like(a)
     torch.mm(a, a, out=c)
     torch.cuda.synchronize()
+    ready(metrics_interval_us=20)
     with loopscope.profile(metrics=True, metrics_interval_us=20) as prof:
         time.sleep(0.005)
         for _ in range(30):
@@ -158,6 +175,7 @@ def test_sampling_does_not_change_clocks():
 
     for _ in range(3):
         timed()
+    ready()
     ratios = []
     for i in range(8):  # alternating order, so any drift falls on both sides
         if i % 2 == 0:
@@ -175,6 +193,7 @@ def test_counters_only_mode_gives_busy_from_gr_active():
     src = torch.empty(1 << 28, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
     torch.cuda.synchronize()
+    ready()
     with loopscope.profile(metrics=True, trace=False) as prof:
         for _ in range(5):
             with prof.step():

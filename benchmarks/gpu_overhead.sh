@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One device call for issue 11 (~6.5 min expected, 8.8 min at most, on an H200): build, the GPU tests of
+# the worker hand-over and of PM sampling, the options comparison and the
+# overhead table (both loops).  Everything lands in $OUT; the tables print last.
+# Usage (GPU machine, repo root): bash benchmarks/gpu_overhead.sh
+set -u -o pipefail
+OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+export LOOPSCOPE_CACHE_DIR="$OUT/cache"   # a cache of this run only: the first process builds it
+{
+  date -u +%Y-%m-%dT%H:%MZ
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+  python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
+} 2>&1 | tee "$OUT/machine.txt"
+LOOPSCOPE_WERROR=1 python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; exit 1; }
+timeout 100 python3 -m pytest tests/gpu/test_gpu_overhead.py tests/gpu/test_gpu_metrics.py -v -s \
+  -p no:cacheprovider > "$OUT/tests.log" 2>&1
+grep -E "passed|failed|PASSED|FAILED|Error" "$OUT/tests.log" | tail -20
+timeout 165 python3 benchmarks/overhead_options.py --rounds 12 --budget-s 130 --json "$OUT/options.json" \
+  > "$OUT/options.txt" 2>&1
+timeout 200 python3 benchmarks/overhead.py --rounds 20 --budget-s 155 --json "$OUT/overhead.json" \
+  > "$OUT/overhead.txt" 2>&1
+echo "== options (benchmarks/overhead_options.py) =="; tail -32 "$OUT/options.txt"
+echo "== overhead (benchmarks/overhead.py) =="; tail -22 "$OUT/overhead.txt"

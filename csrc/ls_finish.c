@@ -1,0 +1,318 @@
+/* ls_finish: see ls_finish.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "ls_finish.h"
+
+#include "ls_activity.h"
+#include "ls_buffers.h"
+#include "ls_clock.h"
+#include "ls_cuda.h"
+#include "ls_cupti.h"
+#include "ls_names.h"
+#include "ls_sampler.h"
+#include "ls_samples.h"
+#include "ls_worker.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct ls_finish {
+    ls_task task;           /* first: the worker sees the job as its task */
+    ls_records activity;    /* parsed activity records of the profile */
+    uint64_t drains, drain_ns; /* the worker's drains while the profile ran */
+    int tick_tracing, tick_sampling; /* what the ticks do (set before they start) */
+    ls_capture capture;     /* handed over at the stop */
+    ls_finish_plan plan;
+    uint64_t delay_ns;      /* test hook */
+    int on_worker;
+};
+
+static _Atomic(ls_finish *) current; /* the running profile's job, for the ticks */
+static atomic_uint_fast64_t test_delay_ns;
+
+ls_finish *ls_finish_new(void) { return calloc(1, sizeof(ls_finish)); }
+
+ls_records *ls_finish_sink(ls_finish *job) { return &job->activity; }
+
+static void free_job(ls_finish *job)
+{
+    ls_records_clear(&job->activity);
+    ls_records_clear(&job->capture.records);
+    free(job);
+}
+
+void ls_finish_discard(ls_finish *job)
+{
+    if (job != NULL)
+        free_job(job);
+}
+
+void ls_finish_set_test_delay(uint64_t delay_ns) { atomic_store(&test_delay_ns, delay_ns); }
+
+/* On the worker, every period while the profile runs. */
+static void profile_tick(void)
+{
+    ls_finish *job = atomic_load(&current);
+    if (job == NULL)
+        return;
+    if (job->tick_tracing) {
+        uint64_t t0 = ls_clock_monotonic_ns();
+        if (ls_activity_drain()) {
+            job->drains++;
+            job->drain_ns += ls_clock_monotonic_ns() - t0;
+        }
+    }
+    if (job->tick_sampling)
+        ls_sampler_tick();
+}
+
+void ls_finish_begin(ls_finish *job, int tracing, int sampling, uint64_t period_ns)
+{
+    job->tick_tracing = tracing;
+    job->tick_sampling = sampling;
+    atomic_store(&current, job);
+    if (tracing || sampling)
+        ls_worker_set_tick(profile_tick, period_ns);
+}
+
+/* Adds the time since *t0 to finish phase `k` and moves *t0 to now. */
+static void lap(ls_capture *c, int k, uint64_t *t0)
+{
+    uint64_t now = ls_clock_monotonic_ns();
+    c->finish_phase_ns[k] += now - *t0;
+    *t0 = now;
+}
+
+/* Moves src's items to the end of dst (dst takes src's array when empty). */
+#define LS_MOVE_ALL(dst, src, append, dropped)                                  \
+    do {                                                                        \
+        if ((dst)->count == 0) {                                                \
+            free((dst)->items);                                                 \
+            *(dst) = *(src);                                                    \
+        } else {                                                                \
+            for (size_t i_ = 0; i_ < (src)->count; i_++) {                      \
+                void *slot_ = append(dst);                                      \
+                if (slot_ == NULL) {                                            \
+                    (dropped) += (src)->count - i_;                             \
+                    break;                                                      \
+                }                                                               \
+                memcpy(slot_, &(src)->items[i_], sizeof (src)->items[i_]);      \
+            }                                                                   \
+            free((src)->items);                                                 \
+        }                                                                       \
+        memset((src), 0, sizeof *(src));                                        \
+    } while (0)
+
+static void merge_activity(ls_records *into, ls_records *from)
+{
+    size_t ops_before = into->ops.count;
+    LS_MOVE_ALL(&into->ops, &from->ops, ls_ops_append, into->dropped_records);
+    LS_MOVE_ALL(&into->sync_records, &from->sync_records, ls_sync_records_append,
+                into->dropped_records);
+    LS_MOVE_ALL(&into->apis, &from->apis, ls_apis_append, into->dropped_records);
+    into->dropped_records += from->dropped_records;
+    into->invalid_records += from->invalid_records;
+    from->dropped_records = from->invalid_records = 0;
+    /* The kernel names the worker interned go with the records.  Should the
+     * list not grow, `from` keeps them (released with the job): the moved
+     * ops then lose their names rather than keep ids that may be reused. */
+    if (ls_names_adopt(&into->names, &from->names) != 0)
+        for (size_t i = ops_before; i < into->ops.count; i++)
+            into->ops.items[i].name_id = LS_NO_NAME;
+}
+
+static int compare_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int contains(const uint32_t *sorted, size_t n, uint32_t v)
+{
+    return n > 0 && bsearch(&v, sorted, n, sizeof v, compare_u32) != NULL;
+}
+
+/* The records of the window only.  Ops that ended before the start (the
+ * warm-up, work queued earlier) are left out of traced profiles, as are
+ * API records, host syncs and calls that began after the stop, and the ops
+ * those launches made: the user's code went on while the worker finished.
+ * A traced op that started after the stop with no launch record inside the
+ * window was launched after it (the callbacks were off by then). */
+static void filter_window(ls_capture *c)
+{
+    ls_records *r = &c->records;
+    uint64_t start = r->start_ns, stop = r->stop_ns;
+    size_t n_apis = r->apis.count;
+    uint32_t *kept_ids = malloc((n_apis ? n_apis : 1) * sizeof *kept_ids);
+    uint32_t *late_ids = malloc((n_apis ? n_apis : 1) * sizeof *late_ids);
+    size_t n_kept = 0, n_late = 0, kept = 0;
+    int by_id = kept_ids != NULL && late_ids != NULL;
+    for (size_t i = 0; i < n_apis; i++) {
+        ls_api *a = &r->apis.items[i];
+        if (a->start_ns > stop) {
+            if (by_id)
+                late_ids[n_late++] = a->correlation_id;
+            continue;
+        }
+        if (by_id)
+            kept_ids[n_kept++] = a->correlation_id;
+        r->apis.items[kept++] = *a;
+    }
+    c->records_after_stop += n_apis - kept;
+    r->apis.count = kept;
+    if (by_id) {
+        qsort(kept_ids, n_kept, sizeof *kept_ids, compare_u32);
+        qsort(late_ids, n_late, sizeof *late_ids, compare_u32);
+    }
+    kept = 0;
+    for (size_t i = 0; i < r->ops.count; i++) {
+        const ls_op *op = &r->ops.items[i];
+        if (c->traced && op->end_ns < start) {
+            c->ops_before_start++;
+            continue;
+        }
+        /* An op that began by the stop was launched before it, whatever a
+         * later record with its correlation id says (the model then finds
+         * it no launch). */
+        int late = op->start_ns > stop && by_id &&
+                   contains(late_ids, n_late, op->correlation_id) &&
+                   !contains(kept_ids, n_kept, op->correlation_id);
+        if (!late && c->traced && op->start_ns > stop)
+            late = !by_id || !contains(kept_ids, n_kept, op->correlation_id);
+        if (late) {
+            c->ops_after_stop++;
+            continue;
+        }
+        r->ops.items[kept++] = *op;
+    }
+    r->ops.count = kept;
+    free(kept_ids);
+    free(late_ids);
+    if (c->traced) {
+        kept = 0;
+        for (size_t i = 0; i < r->sync_records.count; i++)
+            if (r->sync_records.items[i].start_ns <= stop)
+                r->sync_records.items[kept++] = r->sync_records.items[i];
+        c->records_after_stop += r->sync_records.count - kept;
+        r->sync_records.count = kept;
+    }
+    kept = 0;
+    for (size_t i = 0; i < r->calls.count; i++) {
+        const ls_call *call = &r->calls.items[i];
+        if (call->enter_ns < start)
+            c->calls_before_start++;
+        else if (call->enter_ns > stop)
+            c->records_after_stop++;
+        else
+            r->calls.items[kept++] = *call;
+    }
+    r->calls.count = kept;
+    for (size_t i = 0; i < r->ranges.count; i++) {
+        ls_range *range = &r->ranges.items[i];
+        if (range->end_ns == 0) {
+            range->end_ns = stop;
+            c->ranges_left_open++;
+        }
+    }
+}
+
+static void finish_run(ls_task *task)
+{
+    ls_finish *job = (ls_finish *)task;
+    ls_capture *c = &job->capture;
+    uint64_t begun = ls_clock_monotonic_ns(), t0 = begun;
+    if (job->delay_ns > 0) {
+        struct timespec pause = {(time_t)(job->delay_ns / 1000000000ull),
+                                 (long)(job->delay_ns % 1000000000ull)};
+        nanosleep(&pause, NULL);
+        t0 = ls_clock_monotonic_ns();
+    }
+    if (job->plan.tracing) {
+        /* Every kernel launched inside the profile must have finished, so
+         * the flush returns all of them.  This sync's own records begin
+         * after the stop and are filtered out below. */
+        if (job->plan.context != NULL)
+            ls_cuda_sync_context(job->plan.context);
+        lap(c, LS_FINISH_SYNC, &t0);
+        if (ls_activity_stop() != 0 && c->stop_error[0] == '\0')
+            snprintf(c->stop_error, sizeof c->stop_error, "%s", ls_cupti_error());
+        c->buffer_bytes = ls_buffers_allocated_bytes();
+        c->buffers_refused = ls_buffers_refused();
+        lap(c, LS_FINISH_ACTIVITY, &t0);
+    }
+    if (job->plan.sampling) {
+        ls_sampler_finish(c->records.start_ns, c->records.stop_ns, c);
+        lap(c, LS_FINISH_METRICS, &t0);
+    }
+    merge_activity(&c->records, &job->activity);
+    /* Samples in time order, whoever made them (the test hook injects any). */
+    ls_samples_sort(c->records.samples.items, c->records.samples.count);
+    c->drains += job->drains;
+    c->drain_ns += job->drain_ns;
+    filter_window(c);
+    lap(c, LS_FINISH_RECORDS, &t0);
+    c->finish_ns = ls_clock_monotonic_ns() - begun;
+    c->finished_on_worker = job->on_worker;
+}
+
+static void dispose(ls_task *task) { free_job((ls_finish *)task); }
+
+void ls_finish_hand_over(ls_finish *job, ls_capture *capture, const ls_finish_plan *plan)
+{
+    ls_worker_set_tick(NULL, 0);
+    atomic_store(&current, NULL);
+    job->capture = *capture;
+    memset(capture, 0, sizeof *capture);
+    job->plan = *plan;
+    job->delay_ns = atomic_load(&test_delay_ns);
+    memset(&job->task, 0, sizeof job->task);
+    job->task.run = finish_run;
+    int wanted = plan->defer && (plan->tracing || plan->sampling || job->delay_ns > 0);
+    char why[256] = "";
+    job->on_worker = wanted;
+    if (wanted && ls_worker_post(&job->task, why, sizeof why) == 0)
+        return;
+    job->on_worker = 0;
+    if (wanted)
+        snprintf(job->capture.finish_error, sizeof job->capture.finish_error, "%s", why);
+    /* The sampler's open task or a last tick may still run on the worker:
+     * they touch what the finish does.  (The worker never takes the GIL.) */
+    ls_worker_wait_idle();
+    finish_run(&job->task);
+    job->task.state = LS_TASK_DONE;
+}
+
+int ls_finish_done(ls_finish *job) { return ls_worker_done(&job->task); }
+
+void ls_finish_hold(ls_finish *job) { ls_worker_hold(&job->task); }
+
+void ls_finish_wait(ls_finish *job) { ls_worker_wait(&job->task); }
+
+void ls_finish_take(ls_finish *job, ls_capture *out, uint64_t wait_ns)
+{
+    ls_worker_settle(&job->task);
+    if (job->task.failed) {
+        /* The process forked while a thread of the parent finished this
+         * profile: the child cannot trust what that thread left. */
+        memset(out, 0, sizeof *out);
+        out->records.start_ns = job->capture.records.start_ns;
+        out->records.stop_ns = job->capture.records.stop_ns;
+        snprintf(out->reason, sizeof out->reason,
+                 "this process was forked while loopscope's worker thread finished the "
+                 "profile: its records stayed with the parent process");
+        snprintf(out->finish_error, sizeof out->finish_error, "%.200s", out->reason);
+        return; /* the job's memory may be half-written: left alone */
+    }
+    *out = job->capture;
+    out->finish_wait_ns += wait_ns;
+    memset(&job->capture, 0, sizeof job->capture);
+    free_job(job);
+}
+
+void ls_finish_abandon(ls_finish *job)
+{
+    if (ls_worker_abandon(&job->task, dispose) && !job->task.failed)
+        free_job(job);
+}

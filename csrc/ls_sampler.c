@@ -1,0 +1,333 @@
+/* ls_sampler: see ls_sampler.h.  Everything below the open call runs on the
+ * worker thread (one task or tick at a time), so the state needs no lock of
+ * its own; the open call and the test hook touch it only while the worker
+ * is idle (a profile's start waits for the last finish). */
+#define _POSIX_C_SOURCE 200809L
+#include "ls_sampler.h"
+
+#include "ls_clock.h"
+#include "ls_cuda.h"
+#include "ls_cupti.h"
+#include "ls_samples.h"
+#include "ls_worker.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Samples reaching further than this outside the profile are taken to be
+ * on another clock than the activity records (ls_samples_settle). */
+#define LS_SAMPLE_CLOCK_TOLERANCE_NS 100000000ull
+#define LS_SAMPLE_PARTIAL_FACTOR 10
+
+/* What ls_sampler_open hands to the worker (written only while the worker
+ * is idle, read by the open task). */
+static struct {
+    ls_task task;
+    ls_sampler_options options;
+    void *context;
+    uint64_t start_ns;
+} opening;
+
+static struct {
+    ls_sampler_options options; /* of the current (or last) window */
+    void *context;
+    uint64_t window_start_ns;   /* profile clock */
+    int opened;                 /* a window is open: its open task ran */
+    int sampling;               /* the open task started (or found running) sampling */
+    char reason[1024];          /* why not, when it failed */
+    uint64_t setup_ns;          /* host time of the open task */
+    uint64_t began_ns;          /* CUPTI clock when sampling began for the window */
+    ls_sample_array samples;    /* decoded for the window */
+    uint64_t kept_running_for;  /* keep_running_ns of the last finish */
+} s;
+
+/* The test source, and the figures it reports in place of CUPTI's. */
+static struct {
+    ls_sample *items;
+    size_t count, next, per_tick;
+    uint64_t interval_ns;
+    ls_pm_stats stats;
+} fake;
+
+int ls_sampler_is_fake(void) { return fake.items != NULL; }
+
+static void discard(void)
+{
+    free(s.samples.items);
+    memset(&s.samples, 0, sizeof s.samples);
+}
+
+/* Hands over the next n synthetic samples as a decode would. */
+static void fake_decode(size_t n)
+{
+    ls_pm_stats *st = &fake.stats;
+    for (; n > 0 && fake.next < fake.count; n--, fake.next++) {
+        ls_sample *slot = ls_samples_append(&s.samples);
+        if (slot == NULL) {
+            st->eval_errors++;
+            continue;
+        }
+        *slot = fake.items[fake.next];
+        st->samples++;
+    }
+    st->decodes++;
+}
+
+static void fake_start(void)
+{
+    ls_pm_stats *st = &fake.stats;
+    memset(st, 0, sizeof *st);
+    snprintf(st->chip, sizeof st->chip, "test source");
+    snprintf(st->config_source, sizeof st->config_source, "test");
+    st->time_trigger = 1;
+    st->interval = fake.interval_ns;
+    st->started_ns = s.window_start_ns;
+    for (size_t i = 0; i < fake.count; i++)
+        for (int j = 0; j < LS_METRICS; j++)
+            if (!isnan(fake.items[i].values[j]))
+                st->collected[j] = 1;
+}
+
+static void keep_running_over(void);
+
+static void reset_task(ls_task *task)
+{
+    (void)task;
+    ls_pm_reset();
+}
+
+static void open_task(ls_task *task)
+{
+    (void)task;
+    uint64_t t0 = ls_clock_monotonic_ns();
+    ls_worker_when_idle(NULL, 0); /* this profile holds the sampler */
+    const ls_pm_options *was = &s.options.pm, *now = &opening.options.pm;
+    int same_sampler = was->device == now->device && was->interval_ns == now->interval_ns &&
+                       was->hw_buffer_bytes == now->hw_buffer_bytes &&
+                       was->max_samples == now->max_samples;
+    s.options = opening.options;
+    s.context = opening.context;
+    s.window_start_ns = opening.start_ns;
+    s.opened = 1;
+    s.sampling = 0;
+    discard();
+    s.reason[0] = '\0';
+    if (fake.items != NULL) {
+        fake_start();
+        s.sampling = 1;
+        s.began_ns = s.window_start_ns;
+    } else {
+        if (s.context != NULL)
+            ls_cuda_use_context(s.context);
+        if (ls_pm_running() && !same_sampler) {
+            ls_pm_stop(&s.samples); /* kept running with other options */
+            discard();
+        }
+        if (ls_pm_running()) {
+            /* Kept running since the last profile: only its figures restart. */
+            ls_pm_new_window();
+            s.sampling = 1;
+        } else {
+            s.sampling = ls_pm_start(&s.options.pm, s.reason, sizeof s.reason) == 0;
+        }
+        s.began_ns = 0;
+        if (s.sampling && ls_cupti.GetTimestamp != NULL)
+            ls_cupti.GetTimestamp(&s.began_ns);
+    }
+    s.setup_ns = ls_clock_monotonic_ns() - t0;
+}
+
+void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
+                     size_t note_size)
+{
+    note[0] = '\0';
+    memset(&opening, 0, sizeof opening);
+    opening.options = *o;
+    opening.context = context;
+    opening.start_ns = start_ns;
+    opening.task.run = open_task;
+    char no_thread[200];
+    if (ls_worker_post(&opening.task, no_thread, sizeof no_thread) != 0) {
+        snprintf(note, note_size, "%s: PM sampling was set up on the profiling thread and "
+                 "samples are decoded at the profile's end only", no_thread);
+        open_task(&opening.task);
+        return;
+    }
+    if (o->wait_for_start) {
+        ls_worker_hold(&opening.task);
+        ls_worker_wait(&opening.task);
+    }
+}
+
+void ls_sampler_tick(void)
+{
+    if (!s.opened || !s.sampling)
+        return;
+    if (fake.items != NULL)
+        fake_decode(fake.per_tick);
+    else
+        ls_pm_decode(&s.samples); /* a failure is in the stats */
+}
+
+/* Between profiles, while kept running: decode and drop. */
+static void idle_tick(void)
+{
+    if (!ls_pm_running())
+        return;
+    ls_pm_decode(&s.samples);
+    discard();
+}
+
+static void keep_running_over(void)
+{
+    ls_worker_set_tick(NULL, 0);
+    if (ls_pm_running()) {
+        ls_pm_stop(&s.samples);
+        discard();
+    }
+    ls_worker_when_idle(ls_sampler_release, s.options.keep_ns);
+}
+
+void ls_sampler_release(void)
+{
+    if (ls_pm_running()) {
+        ls_pm_stop(&s.samples);
+        discard();
+    }
+    ls_pm_release();
+}
+
+/* Waits until CUPTI's clock passes t, so the sample in progress at the
+ * window's end is complete before a decode that does not stop sampling. */
+static void wait_for_cupti_clock(uint64_t t)
+{
+    for (int i = 0; i < 100; i++) {
+        uint64_t now = 0;
+        if (ls_cupti.GetTimestamp == NULL || ls_cupti.GetTimestamp(&now) != CUPTI_SUCCESS ||
+            now >= t)
+            return;
+        uint64_t left = t - now;
+        struct timespec pause = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Samples overlapping [start_ns, stop_ns] stay; returns how many went. */
+static size_t keep_window(ls_sample_array *a, uint64_t start_ns, uint64_t stop_ns)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < a->count; i++)
+        if (a->items[i].end_ns > start_ns && a->items[i].start_ns < stop_ns)
+            a->items[kept++] = a->items[i];
+    size_t gone = a->count - kept;
+    a->count = kept;
+    return gone;
+}
+
+void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
+{
+    if (!s.opened)
+        return;
+    s.opened = 0;
+    if (!s.sampling) {
+        snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s",
+                 s.reason[0] ? s.reason : "PM sampling did not start");
+        c->sampled = 0;
+        ls_pm_release(); /* a failed start leaves nothing worth keeping */
+        return;
+    }
+    uint64_t keep_running = fake.items != NULL ? 0 : s.options.keep_running_ns;
+    if (fake.items != NULL) {
+        fake_decode(fake.count);
+        c->pm = fake.stats;
+        c->pm.stopped_ns = stop_ns;
+    } else if (keep_running > 0) {
+        wait_for_cupti_clock(stop_ns + 2 * s.options.pm.interval_ns);
+        ls_pm_decode(&s.samples);
+        c->pm = *ls_pm_stats_now();
+        c->pm.stopped_ns = stop_ns;
+    } else {
+        if (ls_pm_stop(&s.samples) != 0 && c->stop_error[0] == '\0')
+            snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
+                     ls_pm_stats_now()->error);
+        c->pm = *ls_pm_stats_now();
+    }
+    c->sampled = 1;
+    c->pm_setup_ns = s.setup_ns;
+    c->pm_began_ns = s.began_ns;
+    c->records.sample_device = (uint32_t)c->pm.device;
+    ls_sample_array *a = &s.samples;
+    ls_samples_sort(a->items, a->count);
+    if (a->count > 0 && c->pm.started_ns != 0) {
+        ls_settle_result settled;
+        uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
+        uint64_t started = c->pm.started_ns;
+        a->count = ls_samples_settle(a->items, a->count, longest, started,
+                                     c->pm.stopped_ns ? c->pm.stopped_ns : UINT64_MAX / 2,
+                                     LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
+        c->pm.incomplete += settled.partial;
+        c->sample_clock_delta_ns = settled.delta_ns;
+        c->sample_clock_shift_ns = settled.shift_ns;
+    }
+    c->samples_outside = keep_window(a, start_ns, stop_ns);
+    if (s.began_ns > stop_ns && c->pm.error[0] == '\0')
+        snprintf(c->pm.error, sizeof c->pm.error,
+                 "PM sampling was still being set up when the profile ended (the first use in "
+                 "a process sets it up on loopscope's worker thread: %.0f ms here), so no "
+                 "sample covers this profile; the next profiles reuse the set-up",
+                 (double)s.setup_ns / 1e6);
+    /* Hand the samples over: the capture's array takes the worker's. */
+    ls_sample_array *into = &c->records.samples;
+    if (into->count == 0) {
+        free(into->items);
+        *into = *a;
+        memset(a, 0, sizeof *a);
+    } else {
+        for (size_t i = 0; i < a->count; i++) {
+            ls_sample *slot = ls_samples_append(into);
+            if (slot == NULL) {
+                c->records.dropped_records += a->count - i;
+                break;
+            }
+            *slot = a->items[i];
+        }
+        discard();
+    }
+    s.kept_running_for = keep_running;
+    if (fake.items == NULL && keep_running == 0) {
+        /* The image reset after the last decode (a 13.5 MiB copy by default)
+         * comes after this finish, so the summary waiting for it does not
+         * wait for the copy too; the next start finds the image clean. */
+        static ls_task reset;
+        memset(&reset, 0, sizeof reset);
+        reset.run = reset_task;
+        char no_thread[64];
+        if (ls_worker_post(&reset, no_thread, sizeof no_thread) != 0)
+            ls_pm_reset();
+    }
+    if (keep_running > 0) {
+        ls_worker_set_tick(idle_tick, s.options.pm.decode_period_ns);
+        ls_worker_when_idle(keep_running_over, keep_running);
+    } else {
+        ls_worker_when_idle(ls_sampler_release, s.options.keep_ns);
+    }
+}
+
+int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns)
+{
+    free(fake.items);
+    memset(&fake, 0, sizeof fake);
+    if (n == 0)
+        return 0;
+    fake.items = malloc(n * sizeof *fake.items);
+    if (fake.items == NULL)
+        return -1;
+    memcpy(fake.items, samples, n * sizeof *samples);
+    fake.count = n;
+    fake.per_tick = per_tick;
+    fake.interval_ns = interval_ns ? interval_ns : 1;
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* ls_sampler: the PM sampler's life across profiles, run on loopscope's
+ * worker thread (ls_worker), so the user's thread never waits for it.
+ *
+ * A profile opens a window at its start: the worker sets sampling up when
+ * needed (the first use in a process takes ~0.3-0.5 s on an H200; the
+ * config image comes from the disk cache after the first process) and
+ * starts it.  Samples then cover the profile from the moment sampling runs;
+ * the summary's coverage says how much, and a profile that ended before
+ * the set-up did gets a sentence saying so.  While the profile runs, each
+ * worker tick decodes what the hardware buffer holds.  The profile's finish
+ * (ls_finish, on the worker) stops sampling, decodes the rest and hands
+ * over exactly the samples that overlap the profile's window, on the
+ * activity clock.  Sampling stays enabled keep_ns after a profile (the next
+ * one then costs one cuptiPmSamplingStart on the worker); with
+ * keep_running_ns it even keeps running that long, the worker decoding and
+ * dropping what it samples between profiles, so the next profile needs no
+ * start at all.
+ *
+ * A test source (ls_sampler_fake) stands in for CUPTI with synthetic
+ * samples, so the hand-over is tested without a GPU. */
+#ifndef LS_SAMPLER_H
+#define LS_SAMPLER_H
+
+#include "ls_pmsampling.h"
+#include "ls_capture.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    ls_pm_options pm;
+    uint64_t keep_ns;          /* sampling stays enabled this long after a profile */
+    uint64_t keep_running_ns;  /* ... and running this long (0: stopped at its finish) */
+    int wait_for_start;        /* 1: the opening thread waits for the set-up and start */
+} ls_sampler_options;
+
+/* 1 when the test source is installed (no driver or CUPTI needed then). */
+int ls_sampler_is_fake(void);
+
+/* With the GIL, at a profile's start: posts the set-up and start for a
+ * window beginning at start_ns (profile clock) on the CUDA context
+ * `context` (NULL: none).  Where no worker thread can be made it does them
+ * here, and `note` says so (else it is made ""). */
+void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
+                     size_t note_size);
+
+/* On the worker, at each tick of a running profile: decodes what the
+ * hardware buffer holds into the window's samples. */
+void ls_sampler_tick(void);
+
+/* On the worker, in the finish of the window opened last: stops (or, when
+ * kept running, drains) sampling, and moves the samples overlapping
+ * [start_ns, stop_ns] into c->records.samples, sorted and settled on the
+ * activity clock; fills c->sampled, c->pm, c->metrics_reason and the clock
+ * figures.  Then schedules the release (ls_worker_when_idle). */
+void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c);
+
+/* On the worker (or with no worker thread, anywhere): stops and disables
+ * sampling, giving the counters back.  Safe to repeat. */
+void ls_sampler_release(void);
+
+/* Test hook, with the GIL and no profile running: installs synthetic
+ * samples (n == 0 removes them).  Each tick of a profile hands over the
+ * next `per_tick` of them (the finish hands over the rest), as decodes of
+ * a sampler with interval `interval_ns` would.  0, or -1 when out of
+ * memory. */
+int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns);
+
+#endif

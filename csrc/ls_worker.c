@@ -1,0 +1,355 @@
+/* ls_worker: see ls_worker.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "ls_worker.h"
+
+#include "ls_clock.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* the thread waits on it; CLOCK_MONOTONIC */
+    pthread_cond_t done; /* waiters wait on it */
+    int exists;          /* a thread was made and not joined yet */
+    int ended;           /* it left its loop */
+    int ending;          /* shutdown asked */
+    ls_task *head, *tail;
+    ls_task *running;
+    ls_tick_fn tick;
+    uint64_t period_ns, next_tick_ns;
+    int ticking_now;     /* a tick runs, without the lock */
+    ls_tick_fn when_idle;
+    uint64_t idle_at_ns;
+    uint64_t ticks;
+    pthread_t thread;
+} w = {.lock = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int wake_ready;
+
+static struct timespec at_ns(uint64_t t)
+{
+    return (struct timespec){(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+}
+
+/* A forked child has no worker thread: its queued and running tasks never
+ * run there, so their waits must not hang. */
+static void forget_in_child(void)
+{
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.done, NULL);
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) == 0) {
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&w.wake, &attr);
+        pthread_condattr_destroy(&attr);
+    }
+    ls_task *lost[2] = {w.running, w.head};
+    for (int k = 0; k < 2; k++)
+        for (ls_task *t = lost[k]; t != NULL; t = k ? t->next : NULL) {
+            t->failed = 1;
+            t->state = LS_TASK_DONE;
+            t->waiters = 0;
+        }
+    w.head = w.tail = w.running = NULL;
+    w.exists = w.ended = w.ending = w.ticking_now = 0;
+    w.tick = NULL;
+    w.when_idle = NULL;
+}
+
+static void init_once(void)
+{
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) == 0) {
+        if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
+            pthread_cond_init(&w.wake, &attr) == 0)
+            wake_ready = 1;
+        pthread_condattr_destroy(&attr);
+    }
+    pthread_atfork(NULL, NULL, forget_in_child);
+}
+
+/* Runs `task` outside the lock and marks it done (or disposes of it). */
+static void run_task(ls_task *task)
+{
+    w.running = task;
+    task->state = LS_TASK_RUNNING;
+    pthread_mutex_unlock(&w.lock);
+    task->run(task);
+    pthread_mutex_lock(&w.lock);
+    w.running = NULL;
+    if (task->dispose != NULL) {
+        ls_task_fn dispose = task->dispose;
+        pthread_mutex_unlock(&w.lock);
+        dispose(task);
+        pthread_mutex_lock(&w.lock);
+    } else {
+        task->state = LS_TASK_DONE;
+    }
+    pthread_cond_broadcast(&w.done);
+}
+
+static void *worker_loop(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&w.lock);
+    for (;;) {
+        if (w.head != NULL) {
+            ls_task *task = w.head;
+            w.head = task->next;
+            if (w.head == NULL)
+                w.tail = NULL;
+            task->next = NULL;
+            run_task(task);
+            continue;
+        }
+        uint64_t now = ls_clock_monotonic_ns();
+        if (w.tick != NULL && !w.ending && now >= w.next_tick_ns) {
+            ls_tick_fn tick = w.tick;
+            w.ticking_now = 1;
+            pthread_mutex_unlock(&w.lock);
+            tick();
+            pthread_mutex_lock(&w.lock);
+            w.ticking_now = 0;
+            w.ticks++;
+            w.next_tick_ns = ls_clock_monotonic_ns() + w.period_ns;
+            pthread_cond_broadcast(&w.done);
+            continue;
+        }
+        if (w.when_idle != NULL && (w.ending || now >= w.idle_at_ns)) {
+            ls_tick_fn fn = w.when_idle;
+            w.when_idle = NULL;
+            pthread_mutex_unlock(&w.lock);
+            fn();
+            pthread_mutex_lock(&w.lock);
+            if (w.head == NULL && w.tick == NULL && w.when_idle == NULL)
+                break;
+            continue;
+        }
+        if (w.ending)
+            break;
+        uint64_t until = UINT64_MAX;
+        if (w.tick != NULL)
+            until = w.next_tick_ns;
+        if (w.when_idle != NULL && w.idle_at_ns < until)
+            until = w.idle_at_ns;
+        if (until == UINT64_MAX) {
+            pthread_cond_wait(&w.wake, &w.lock);
+        } else {
+            struct timespec at = at_ns(until);
+            pthread_cond_timedwait(&w.wake, &w.lock, &at);
+        }
+    }
+    w.ended = 1;
+    pthread_cond_broadcast(&w.done);
+    pthread_mutex_unlock(&w.lock);
+    return NULL;
+}
+
+/* Under the lock: joins a thread that ended (outside it). */
+static void join_if_ended_locked(void)
+{
+    if (w.exists && w.ended) {
+        pthread_t thread = w.thread;
+        w.exists = w.ended = 0;
+        pthread_mutex_unlock(&w.lock);
+        pthread_join(thread, NULL);
+        pthread_mutex_lock(&w.lock);
+    }
+}
+
+/* Under the lock: makes the thread if none runs.  0, or -1 with `why`. */
+static int ensure_thread_locked(char *why, size_t why_size)
+{
+    pthread_once(&once, init_once);
+    join_if_ended_locked();
+    if (w.exists)
+        return 0;
+    if (!wake_ready) {
+        snprintf(why, why_size, "cannot set up loopscope's worker thread (condition variable)");
+        return -1;
+    }
+    w.ending = 0;
+    /* The thread inherits this mask: every signal stays with Python's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&w.thread, NULL, worker_loop, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        snprintf(why, why_size, "cannot start loopscope's worker thread: %s", strerror(rc));
+        return -1;
+    }
+    w.exists = 1;
+    w.ended = 0;
+    w.ticks = 0;
+    return 0;
+}
+
+int ls_worker_post(ls_task *task, char *why, size_t why_size)
+{
+    pthread_mutex_lock(&w.lock);
+    task->next = NULL;
+    task->failed = 0;
+    task->dispose = NULL;
+    task->waiters = 0;
+    if (ensure_thread_locked(why, why_size) != 0) {
+        task->state = LS_TASK_NEW;
+        pthread_mutex_unlock(&w.lock);
+        return -1;
+    }
+    task->state = LS_TASK_QUEUED;
+    if (w.tail != NULL)
+        w.tail->next = task;
+    else
+        w.head = task;
+    w.tail = task;
+    pthread_cond_signal(&w.wake);
+    pthread_mutex_unlock(&w.lock);
+    return 0;
+}
+
+void ls_worker_hold(ls_task *task)
+{
+    pthread_mutex_lock(&w.lock);
+    task->waiters++;
+    pthread_mutex_unlock(&w.lock);
+}
+
+void ls_worker_wait(ls_task *task)
+{
+    pthread_mutex_lock(&w.lock);
+    while (task->state != LS_TASK_DONE && task->state != LS_TASK_NEW)
+        pthread_cond_wait(&w.done, &w.lock);
+    task->waiters--;
+    pthread_cond_broadcast(&w.done);
+    pthread_mutex_unlock(&w.lock);
+}
+
+int ls_worker_done(ls_task *task)
+{
+    pthread_mutex_lock(&w.lock);
+    int done = task->state == LS_TASK_DONE || task->state == LS_TASK_NEW;
+    pthread_mutex_unlock(&w.lock);
+    return done;
+}
+
+void ls_worker_settle(ls_task *task)
+{
+    pthread_mutex_lock(&w.lock);
+    while ((task->state != LS_TASK_DONE && task->state != LS_TASK_NEW) || task->waiters > 0)
+        pthread_cond_wait(&w.done, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+}
+
+int ls_worker_abandon(ls_task *task, ls_task_fn dispose)
+{
+    pthread_mutex_lock(&w.lock);
+    int now = (task->state == LS_TASK_DONE || task->state == LS_TASK_NEW) && task->waiters == 0;
+    if (!now)
+        task->dispose = dispose;
+    pthread_mutex_unlock(&w.lock);
+    return now;
+}
+
+void ls_worker_wait_idle(void)
+{
+    pthread_mutex_lock(&w.lock);
+    while (w.head != NULL || w.running != NULL || w.ticking_now)
+        pthread_cond_wait(&w.done, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+}
+
+void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns)
+{
+    char why[128];
+    pthread_mutex_lock(&w.lock);
+    if (tick != NULL && ensure_thread_locked(why, sizeof why) != 0) {
+        pthread_mutex_unlock(&w.lock); /* no thread: no ticks; the finish does it all */
+        return;
+    }
+    w.tick = tick;
+    w.period_ns = period_ns ? period_ns : 1;
+    w.next_tick_ns = ls_clock_monotonic_ns() + w.period_ns;
+    if (w.exists)
+        pthread_cond_signal(&w.wake);
+    pthread_mutex_unlock(&w.lock);
+}
+
+void ls_worker_when_idle(ls_tick_fn fn, uint64_t after_ns)
+{
+    pthread_mutex_lock(&w.lock);
+    w.when_idle = fn;
+    w.idle_at_ns = ls_clock_monotonic_ns() + after_ns;
+    int alive = w.exists && !w.ended;
+    if (alive)
+        pthread_cond_signal(&w.wake);
+    pthread_mutex_unlock(&w.lock);
+    if (fn != NULL && !alive) {
+        /* No thread to run it later: now, here (the sampler's release). */
+        pthread_mutex_lock(&w.lock);
+        w.when_idle = NULL;
+        pthread_mutex_unlock(&w.lock);
+        fn();
+    }
+}
+
+void ls_worker_shutdown(uint64_t timeout_ns)
+{
+    pthread_mutex_lock(&w.lock);
+    join_if_ended_locked();
+    if (!w.exists) {
+        ls_tick_fn fn = w.when_idle;
+        w.when_idle = NULL;
+        pthread_mutex_unlock(&w.lock);
+        if (fn != NULL)
+            fn();
+        return;
+    }
+    w.ending = 1;
+    w.tick = NULL;
+    pthread_cond_signal(&w.wake);
+    uint64_t deadline = ls_clock_monotonic_ns() + timeout_ns;
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at); /* `done` uses the default clock */
+    uint64_t real = (uint64_t)at.tv_sec * 1000000000ull + (uint64_t)at.tv_nsec + timeout_ns;
+    at = at_ns(real);
+    while (!w.ended && ls_clock_monotonic_ns() < deadline)
+        if (pthread_cond_timedwait(&w.done, &w.lock, &at) == ETIMEDOUT)
+            break;
+    if (w.ended) {
+        pthread_t thread = w.thread;
+        w.exists = w.ended = 0;
+        pthread_mutex_unlock(&w.lock);
+        pthread_join(thread, NULL);
+        return;
+    }
+    /* Stuck (a GPU that never finishes): leave it; the process is ending. */
+    pthread_mutex_unlock(&w.lock);
+}
+
+uint64_t ls_worker_ticks(void)
+{
+    pthread_mutex_lock(&w.lock);
+    uint64_t ticks = w.ticks;
+    pthread_mutex_unlock(&w.lock);
+    return ticks;
+}
+
+const char *ls_worker_state(void)
+{
+    pthread_mutex_lock(&w.lock);
+    const char *name = !w.exists                       ? "none"
+                       : w.ended                       ? "ended"
+                       : (w.head || w.running)         ? "busy"
+                       : w.tick != NULL                ? "ticking"
+                       : w.when_idle != NULL           ? "idle"
+                                                       : "parked";
+    pthread_mutex_unlock(&w.lock);
+    return name;
+}

@@ -1,0 +1,99 @@
+"""Process-wide settings, read from the environment once.
+
+LOOPSCOPE_CACHE_DIR
+    Where the PM sampling config image is cached between processes (it takes
+    ~150 ms to build on an H200).  Default: $XDG_CACHE_HOME/loopscope, else
+    ~/.cache/loopscope.  "off" (or empty) turns the cache off.
+
+LOOPSCOPE_INTERNAL
+    Internal switches, for benchmarks/overhead_options.py to compare
+    alternatives in one GPU run; not a public interface, and they may go
+    away.  Comma-separated key=value pairs:
+      warm_up=every|once|none      when start pays CUPTI's lazy set-up
+      zeroed_buffers=0|1           hand CUPTI cleared activity buffers
+      defer=0|1                    finish a profile on loopscope's worker thread
+      metrics_wait_for_start=0|1   start waits for the sampler's set-up and start
+      metrics_keep_running_ms=N    sampling keeps running N ms after a profile
+      metrics_keep_ms=N            sampling stays enabled N ms after a profile
+      metrics_max_samples=N        counter data image size, in samples (0: auto)
+      callbacks=0|1                0: no CUPTI callbacks (no launch records, no syncs):
+                                   what activity tracing alone costs the loop
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+_WARM_UP = {"none": 0, "every": 1, "once": 2}
+_FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks")
+_MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns"}
+
+_cache: dict[str, Any] = {}
+
+
+def cache_dir() -> str | None:
+    """The PM config cache folder, or None when turned off."""
+    if "cache_dir" not in _cache:
+        value = os.environ.get("LOOPSCOPE_CACHE_DIR")
+        if value is not None:
+            folder = None if value.strip().lower() in ("", "off") else value
+        else:
+            base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+            folder = str(Path(base) / "loopscope")
+        _cache["cache_dir"] = folder
+    return _cache["cache_dir"]
+
+
+def _bad(item: str, why: str) -> ValueError:
+    return ValueError(f"LOOPSCOPE_INTERNAL: {item!r} {why}")
+
+
+def parse_internal(text: str) -> dict[str, Any]:
+    """The _core.start keywords of a LOOPSCOPE_INTERNAL value."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep:
+            raise _bad(item, "is not key=value")
+        if key == "warm_up":
+            if value not in _WARM_UP:
+                raise _bad(item, f"must be one of {sorted(_WARM_UP)}")
+            out["warm_up"] = _WARM_UP[value]
+        elif key in _FLAGS:
+            if value not in ("0", "1"):
+                raise _bad(item, "must be 0 or 1")
+            out[key] = value == "1"
+        elif key in _MS or key == "metrics_max_samples":
+            try:
+                number = float(value)
+            except ValueError:
+                raise _bad(item, "must be a number") from None
+            if not 0 <= number < 1e9:
+                raise _bad(item, "must be between 0 and 1e9")
+            if key in _MS:
+                out[_MS[key]] = int(number * 1e6)
+            else:
+                out[key] = int(number)
+        else:
+            known = sorted(("warm_up", "metrics_max_samples", *_FLAGS, *_MS))
+            raise _bad(item, f"names no switch; known: {', '.join(known)}")
+    return out
+
+
+def internal() -> dict[str, Any]:
+    """LOOPSCOPE_INTERNAL's switches, parsed once (a bad value raises
+    ValueError at each profile start until it is fixed)."""
+    if "internal" not in _cache:
+        _cache["internal"] = parse_internal(os.environ.get("LOOPSCOPE_INTERNAL", ""))
+    return _cache["internal"]
+
+
+def core_options(warm_up: bool) -> dict[str, Any]:
+    """The _core.start keywords that come from the environment."""
+    options = dict(internal())
+    if not warm_up:
+        options["warm_up"] = 0
+    options["metrics_cache_dir"] = cache_dir()
+    return options

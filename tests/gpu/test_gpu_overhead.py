@@ -1,0 +1,105 @@
+"""Real-GPU checks of what a profile leaves to loopscope's worker thread
+(marked gpu; skipped with a reason where no GPU is present): the exit does
+not wait for the GPU, work launched after the exit is not in the profile,
+and the first profile of a process neither waits for PM sampling's set-up
+nor pretends to have counters it could not have; a second process reads the
+config image from the disk cache.  Timings are printed, not asserted
+(benchmarks/overhead.py measures them)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs PyTorch")
+if not torch.cuda.is_available():
+    pytest.skip("needs an NVIDIA GPU visible to PyTorch", allow_module_level=True)
+
+import loopscope  # noqa: E402
+from loopscope import _core  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def test_exit_does_not_wait_for_the_gpu_and_the_summary_has_every_kernel():
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.empty_like(a)
+    torch.mm(a, a, out=b)
+    torch.cuda.synchronize()
+    with loopscope.profile(metrics=False) as prof:
+        for _ in range(400):  # ~0.1 s of queued GPU work, not waited for
+            torch.mm(a, a, out=b)
+    pending = _core._capture_pending(prof._capture)
+    s = prof.summary()
+    print(json.dumps({"pending_after_exit": pending, "overhead": s["overhead"]}, default=str))
+    assert pending, "the exit waited for the GPU"
+    assert s["gpu"]["kernels"] >= 400  # cuBLAS may add a kernel of its own to a GEMM
+    assert s["overhead"]["ops_after_stop"] == 0
+    assert s["overhead"]["finished_on_worker"] is True
+
+
+def test_work_launched_after_the_exit_is_not_in_the_profile():
+    x = torch.ones(1024, device="cuda")
+    torch.cuda.synchronize()
+    with loopscope.profile(metrics=False) as prof:
+        for _ in range(50):
+            x.add_(1)
+    for _ in range(2000):  # while the worker finishes: not part of the profile
+        x.add_(1)
+    s = prof.summary()
+    torch.cuda.synchronize()
+    print(json.dumps({"kernels": s["gpu"]["kernels"], "ops_after_stop": s["overhead"]["ops_after_stop"],
+                      "records_after_stop": s["overhead"]["records_after_stop"]}))
+    assert s["gpu"]["kernels"] == 50
+
+
+def run_fresh(code: str, cache_dir: str) -> dict:
+    env = dict(os.environ, LOOPSCOPE_CACHE_DIR=cache_dir)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+FIRST_PROFILES = """
+    import json, time, warnings
+    import torch, loopscope
+    warnings.simplefilter("ignore")
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    rows = []
+    for i in range(2):
+        t0 = time.perf_counter()
+        with loopscope.profile() as prof:
+            for _ in range(3):
+                with prof.step():
+                    torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        s = prof.summary()
+        rows.append({"block_ms": (t1 - t0) * 1e3, "summary_ms": (time.perf_counter() - t1) * 1e3,
+                     "sm": s["sm"], "metrics_error": s["metrics_error"],
+                     "config_source": (s["metrics"] or {}).get("config_source"),
+                     "overhead": s["overhead"]})
+    print(json.dumps(rows, default=str))
+"""
+
+
+def test_first_profile_does_not_wait_for_the_sampler_and_a_new_process_reads_the_cache(tmp_path):
+    first = run_fresh(FIRST_PROFILES, str(tmp_path))
+    second = run_fresh(FIRST_PROFILES, str(tmp_path))
+    print(json.dumps({"first_process": first, "second_process": second}, default=str))
+    # A 30 ms loop is shorter than the first set-up: no counters, said plainly;
+    # the process's next profile has them (the sampler only had to start).
+    assert first[0]["sm"] is None
+    assert "still being set up" in first[0]["metrics_error"]
+    assert first[1]["sm"] is not None, first[1]["metrics_error"]
+    assert any(f.startswith("pmconfig-") for f in os.listdir(tmp_path))
+    assert (first[0]["config_source"], first[1]["config_source"]) == ("built", "reused")
+    assert second[0]["config_source"] == "cache"
+    for process in (first, second):
+        assert process[0]["overhead"]["finished_on_worker"] is True

@@ -1,0 +1,109 @@
+"""The PM sampling config image cached on disk (ls_pmcache), through the
+_core._pmcache test hook: no GPU needed.  A new process reads the image its
+chip, metric set, CUPTI version and counter availability made; any change
+of those reads another file, and a bad file is ignored with a sentence."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from loopscope import _core, _settings
+
+NAMES = ["sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+         "dram__throughput.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"]
+AVAIL = bytes(range(64))
+IMAGE = bytes((i * 7) % 256 for i in range(5000))
+KEPT = [True, True, False]
+
+
+def key(folder, chip="GH100", names=NAMES, version=130001, availability=AVAIL):
+    return dict(folder=str(folder), chip=chip, names=names, cupti_version=version,
+                availability=availability)
+
+
+def test_an_image_comes_back_as_it_was_stored(tmp_path):
+    folder = tmp_path / "a" / "b"  # made on the way
+    path = _core._pmcache("store", **key(folder), kept=KEPT, image=IMAGE)
+    assert os.path.dirname(path) == str(folder) and os.path.basename(path).startswith("pmconfig-GH100-")
+    assert _core._pmcache("load", **key(folder)) == (1, KEPT, IMAGE, None)
+    assert not [f for f in os.listdir(folder) if ".tmp." in f]  # written by rename
+
+
+@pytest.mark.parametrize("change", [
+    {"chip": "GB100"},
+    {"names": NAMES[:2]},
+    {"names": list(reversed(NAMES))},
+    {"version": 130002},
+    {"availability": AVAIL[:-1] + b"\xff"},
+])
+def test_a_new_chip_metric_set_cupti_or_availability_misses(tmp_path, change):
+    _core._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
+    other = key(tmp_path, **change)
+    assert _core._pmcache("path", **other) != _core._pmcache("path", **key(tmp_path))
+    assert _core._pmcache("load", **other) == (0, None, None, None)
+
+
+def test_a_file_of_another_key_under_this_name_is_ignored_with_a_note(tmp_path):
+    stored = _core._pmcache("store", **key(tmp_path, chip="GB100"), kept=KEPT, image=IMAGE)
+    os.replace(stored, _core._pmcache("path", **key(tmp_path)))
+    found, kept, image, note = _core._pmcache("load", **key(tmp_path))
+    assert (found, kept, image) == (-1, None, None)
+    assert "another chip, metric set, CUPTI or counter availability" in note
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda data: data[:-1], "cut short"),
+    (lambda data: data[:len(data) // 2], "cut short"),
+    (lambda data: data[:-100] + bytes([data[-100] ^ 1]) + data[-99:], "checksum"),
+    (lambda data: b"garbage!" + data[8:], "not a loopscope PM config file"),
+])
+def test_a_damaged_file_is_ignored_with_a_note(tmp_path, damage, words):
+    path = _core._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(damage(data))
+    found, kept, image, note = _core._pmcache("load", **key(tmp_path))
+    assert (found, kept, image) == (-1, None, None)
+    assert words in note and path in note
+
+
+def test_storing_again_replaces_a_damaged_file(tmp_path):
+    path = _core._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
+    with open(path, "wb") as f:
+        f.write(b"x")
+    _core._pmcache("store", **key(tmp_path), kept=[True, False, False], image=IMAGE[:100])
+    assert _core._pmcache("load", **key(tmp_path)) == (1, [True, False, False], IMAGE[:100], None)
+
+
+def test_an_unwritable_folder_is_a_note_not_a_crash(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(OSError, match="could not be made"):
+        _core._pmcache("store", **key(blocker / "sub"), kept=KEPT, image=IMAGE)
+
+
+def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setattr(_settings, "_cache", {})
+    monkeypatch.setenv("LOOPSCOPE_CACHE_DIR", str(tmp_path))
+    assert _settings.cache_dir() == str(tmp_path)
+    monkeypatch.setattr(_settings, "_cache", {})
+    monkeypatch.setenv("LOOPSCOPE_CACHE_DIR", "off")
+    assert _settings.cache_dir() is None
+    monkeypatch.setattr(_settings, "_cache", {})
+    monkeypatch.delenv("LOOPSCOPE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _settings.cache_dir() == str(tmp_path / "xdg" / "loopscope")
+
+
+def test_internal_switches_parse_and_bad_ones_are_named():
+    assert _settings.parse_internal("warm_up=once, zeroed_buffers=0,metrics_keep_running_ms=2.5") == {
+        "warm_up": 2, "zeroed_buffers": False, "metrics_keep_running_ns": 2_500_000}
+    assert _settings.parse_internal("") == {}
+    for bad, words in [("warm_up=sometimes", "must be one of"), ("defer=yes", "0 or 1"),
+                       ("turbo=1", "names no switch"), ("defer", "key=value"),
+                       ("metrics_keep_ms=-1", "between 0")]:
+        with pytest.raises(ValueError, match=words) as error:
+            _settings.parse_internal(bad)
+        assert "LOOPSCOPE_INTERNAL" in str(error.value)

@@ -1,0 +1,219 @@
+"""loopscope's worker thread: the end of a profile runs there, after the
+user's code went on.  Synthetic PM samples (_core._fake_samples) and a
+delayed finish (_core._finish_delay) stand in for the GPU, so the hand-over
+is tested exactly: the samples of the profile's window and nothing else,
+a summary taken while the worker is busy waits and is complete, records
+launched after the stop are left out, and interpreter exit or a fork with
+the worker busy neither hangs nor loses the process."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import loopscope
+from loopscope import _core
+
+# The loopscope this suite imports (in CI an installed one, not the source tree).
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
+US = 1_000
+
+
+@pytest.fixture(autouse=True)
+def _no_fakes_left():
+    yield
+    _core._finish_delay(0)
+    _core._fake_samples([])
+
+
+def sample(start, end, sm):
+    return (start, end, {"sm_active_pct": float(sm)})
+
+
+def window_of(samples, start, stop):
+    """The samples that overlap [start, stop]: what a profile must keep."""
+    return [s for s in samples if s[1] > start and s[0] < stop]
+
+
+# Around a window of [1_000_000, ~1_010_000] (the test clock, 1 us a read):
+# samples of 50 us every 50 us from 0.8 ms to 1.2 ms, numbered by their SM %.
+def sample_run():
+    return [sample(t, t + 50 * US, sm=t // (50 * US)) for t in range(800 * US, 1_200 * US, 50 * US)]
+
+
+@pytest.mark.fake_sampler
+def test_the_finish_hands_over_exactly_the_samples_of_the_window(test_clock):
+    samples = sample_run()
+    _core._fake_samples(samples, 2)
+    test_clock.set(1_000_000, 20 * US)  # each clock read: 20 us later
+    with loopscope.profile(trace=False, syncs=False, metrics=True, metrics_decode_ms=1) as prof:
+        for _ in range(3):
+            with prof.step():
+                pass
+        assert _core._decoder_state() in ("busy", "ticking")  # opening, then decoding
+    info = prof._capture.info()
+    start, stop = info["start_ns"], info["stop_ns"]
+    assert (start, stop) == (1_000_000, 1_000_000 + 7 * 20 * US)
+    want = window_of(samples, start, stop)
+    assert 0 < len(want) < len(samples)
+    assert [(s, e, v["sm_active_pct"]) for s, e, v in prof._capture.samples()] == [
+        (s, e, v["sm_active_pct"]) for s, e, v in want]
+    assert info["pm"]["samples"] == len(samples)  # all decoded ...
+    assert info["samples_outside"] == len(samples) - len(want)  # ... the rest left out
+    assert info["finished_on_worker"] is True
+    assert prof.summary()["sm"]["samples"] == len(want)
+
+
+@pytest.mark.fake_sampler
+def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock):
+    samples = sample_run()
+    _core._fake_samples(samples, 1)
+    _core._finish_delay(400_000_000)  # the worker sleeps 0.4 s before finishing
+    test_clock.set(1_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
+        with prof.step():
+            pass
+    capture = prof._capture
+    assert _core._capture_pending(capture)  # exit did not wait for the worker
+    s = prof.summary()
+    assert not _core._capture_pending(capture)
+    info = capture.info()
+    want = window_of(samples, info["start_ns"], info["stop_ns"])
+    assert s["sm"]["samples"] == len(want) > 0
+    assert len(capture.samples()) == len(want)
+    assert s["overhead"]["finished_on_worker"] is True
+    assert s["overhead"]["finish_wait_ms"] > 0
+    assert s["overhead"]["finish_ms"] >= s["overhead"]["finish_phases_ms"]["metrics"]
+
+
+@pytest.mark.fake_sampler
+def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_clock):
+    samples = sample_run()
+    _core._fake_samples(samples, 1)
+    _core._finish_delay(200_000_000)
+    test_clock.set(1_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
+        pass
+    assert _core._capture_pending(first._capture)
+    _core._finish_delay(0)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
+        pass
+    # The second start waited for the first finish, and says so.
+    assert second.summary()["overhead"]["start_phases_ms"]["wait"] > 0
+    assert not _core._capture_pending(first._capture)
+    first_info = first._capture.info()
+    assert len(first._capture.samples()) == len(
+        window_of(samples, first_info["start_ns"], first_info["stop_ns"]))
+
+
+def test_ops_launched_after_the_stop_are_left_out(test_clock, inject):
+    """Launch 1 inside the window, launch 2 after its stop (the user's code
+    went on while the worker finished): launch 2, its kernel and nothing
+    else is left out, and counted."""
+    with loopscope.profile() as prof:  # start reads 1_000_000, stop 1_001_000
+        inject("api", [(1_000_500, 1_000_600, 1), (1_500_000, 1_500_100, 2)])
+        inject("kernel", [(1_000_700, 1_000_900, 0, 7, 1, "inside"),
+                          (1_500_200, 1_500_400, 0, 7, 2, "after")])
+    info = prof._capture.info()
+    assert (info["start_ns"], info["stop_ns"]) == (1_000_000, 1_001_000)
+    assert [op[6] for op in prof._capture.ops()] == ["inside"]
+    assert [api[2] for api in prof._capture.apis()] == [1]
+    s = prof.summary()
+    assert s["gpu"]["kernels"] == 1
+    assert (s["overhead"]["ops_after_stop"], s["overhead"]["records_after_stop"]) == (1, 1)
+
+
+def run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def test_interpreter_exit_with_the_worker_busy_and_a_profile_open_exits_cleanly():
+    code = """
+        import warnings
+        from loopscope import _core
+        warnings.simplefilter("ignore")
+        _core._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
+        _core._finish_delay(300_000_000)
+        _core.start(trace=False, syncs=False, metrics=True)
+        pending = _core.stop()               # the worker sleeps 0.3 s on it
+        assert _core._capture_pending(pending)
+        _core._finish_delay(0)
+        _core.start(trace=False, syncs=False, metrics=True, metrics_decode_ns=1_000_000)
+        print("open", _core.active(), flush=True)   # left open: the atexit path ends it
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "open True"
+    assert result.stderr == ""
+
+
+def test_a_fork_while_the_worker_finishes_neither_hangs_nor_loses_the_parent():
+    code = """
+        import os, warnings
+        from loopscope import _core
+        warnings.simplefilter("ignore")
+        _core._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
+        _core._finish_delay(500_000_000)
+        _core.start(trace=False, syncs=False, metrics=True)
+        capture = _core.stop()
+        pid = os.fork()
+        if pid == 0:
+            info = capture.info()   # the child's worker is gone: no wait, a reason
+            os._exit(0 if "forked" in (info["reason"] or "") else 3)
+        _, status = os.waitpid(pid, 0)
+        info = capture.info()
+        print("child", os.waitstatus_to_exitcode(status), "parent", info["finished_on_worker"])
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "child 0 parent True"
+
+
+def test_decoder_probe_ticks_on_the_worker_thread():
+    ticks, _, state = _core._decoder_probe(1_000_000, 30_000_000)
+    assert 5 <= ticks <= 31
+    assert state == "none"
+
+
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("switches", [{"defer": False}, {"metrics_wait_for_start": True}])
+def test_the_old_ways_for_comparison_hand_over_the_same_samples(test_clock, switches):
+    """The internal switches benchmarks/overhead_options.py compares: the
+    finish inside stop, or a start that waits for the sampler."""
+    samples = sample_run()
+    _core._fake_samples(samples, 1)
+    test_clock.set(1_000_000, 20 * US)
+    _core.start(trace=False, syncs=False, metrics=True, **switches)
+    capture = _core.stop()
+    if not switches.get("defer", True):
+        assert not _core._capture_pending(capture)  # finished inside stop
+    info = capture.info()
+    assert info["finished_on_worker"] is switches.get("defer", True)
+    assert capture.samples()
+    assert [s[:2] for s in capture.samples()] == [
+        s[:2] for s in window_of(samples, info["start_ns"], info["stop_ns"])]
+
+
+@pytest.mark.fake_sampler
+def test_two_threads_waiting_for_one_capture_both_get_it_whole():
+    import threading
+
+    samples = [sample(1, 2, sm=5)]
+    _core._fake_samples(samples, 1)
+    _core._finish_delay(300_000_000)
+    _core.start(trace=False, syncs=False, metrics=True)
+    capture = _core.stop()
+    assert _core._capture_pending(capture)
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(capture.info()["pm"]["samples"]))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert seen == [1, 1, 1, 1]

@@ -60,6 +60,12 @@ typedef struct {
     ls_id pid, tid;
     int has_correlation, has_device, has_stream, has_bytes;
     ls_json_number correlation, device, stream, bytes;
+    /* loopscope's own export: a range's step, a call's sync and site and
+     * the launches before it, a kernel's whole name, a process's name */
+    int has_step, has_sync, has_site, has_launches_before, has_launch;
+    ls_json_number step, sync, site, launches_before, launch;
+    int has_mangled, has_signature, has_arg_name, has_series;
+    ls_json_string mangled, signature, arg_name, series;
     ls_number_arg numbers[MAX_COUNTER_ARGS]; /* numeric args, for counters */
     int number_count;
 } ls_event;
@@ -166,6 +172,24 @@ static int arg_member(ls_json_cursor *c, const ls_json_string *key, ls_event *ev
         return read_number_field(c, &ev->stream, &ev->has_stream);
     if (key_is(key, "bytes"))
         return read_number_field(c, &ev->bytes, &ev->has_bytes);
+    if (key_is(key, "step"))
+        return read_number_field(c, &ev->step, &ev->has_step);
+    if (key_is(key, "sync"))
+        return read_number_field(c, &ev->sync, &ev->has_sync);
+    if (key_is(key, "site"))
+        return read_number_field(c, &ev->site, &ev->has_site);
+    if (key_is(key, "launch"))
+        return read_number_field(c, &ev->launch, &ev->has_launch);
+    if (key_is(key, "launches_before"))
+        return read_number_field(c, &ev->launches_before, &ev->has_launches_before);
+    if (key_is(key, "mangled"))
+        return read_string_field(c, &ev->mangled, &ev->has_mangled);
+    if (key_is(key, "signature"))
+        return read_string_field(c, &ev->signature, &ev->has_signature);
+    if (key_is(key, "name"))
+        return read_string_field(c, &ev->arg_name, &ev->has_arg_name);
+    if (key_is(key, "series"))
+        return read_string_field(c, &ev->series, &ev->has_series);
     int rc = ls_json_ws(c);
     if (rc != LS_JSON_OK)
         return rc;
@@ -317,8 +341,21 @@ static int device_of(const ls_id *id, uint32_t *out)
     return -1;
 }
 
+/* CUpti_ActivityMemoryKind of a side's word in a copy's name. */
+static uint8_t memory_kind_of(const char *word, size_t len)
+{
+    static const char *const words[] = {NULL, "Pageable", "Pinned", "Device", "Array",
+                                        "Managed", "Device Static", "Managed Static"};
+    for (uint8_t k = 1; k < sizeof words / sizeof words[0]; k++)
+        if (strlen(words[k]) == len && memcmp(word, words[k], len) == 0)
+            return k;
+    return 0;
+}
+
 /* "Memcpy DtoH (Device -> Pageable)": CUPTI's copy kind and the host side's
- * memory kind (1 pageable, 2 pinned; 0 when neither side is host). */
+ * memory kind (1 pageable, 2 pinned, 5 managed, ...; 0 when no side is
+ * host), read from the side the kind names H, or, in names without sides,
+ * from the word Pageable or Pinned anywhere. */
 static void copy_kind_of(const char *name, size_t len, uint8_t *kind, uint8_t *host)
 {
     static const struct {
@@ -326,14 +363,34 @@ static void copy_kind_of(const char *name, size_t len, uint8_t *kind, uint8_t *h
         uint8_t kind;
     } kinds[] = {{"HtoD", 1}, {"DtoH", 2}, {"HtoA", 3}, {"AtoH", 4}, {"AtoA", 5},
                  {"AtoD", 6}, {"DtoA", 7}, {"DtoD", 8}, {"HtoH", 9}, {"PtoP", 10}};
+    const char *word = NULL;
     *kind = 0;
     *host = 0;
     for (size_t i = 0; i + 4 <= len && *kind == 0; i++)
         for (size_t j = 0; j < sizeof kinds / sizeof kinds[0]; j++)
             if (memcmp(name + i, kinds[j].word, 4) == 0) {
                 *kind = kinds[j].kind;
+                word = kinds[j].word;
                 break;
             }
+    /* the sides: "(<source> -> <destination>)" */
+    const char *open = memchr(name, '(', len), *end = name + len;
+    const char *arrow = NULL, *close = NULL;
+    for (const char *p = open; p != NULL && p + 4 <= end && arrow == NULL; p++)
+        if (memcmp(p, " -> ", 4) == 0)
+            arrow = p;
+    if (arrow != NULL)
+        close = memchr(arrow, ')', (size_t)(end - arrow));
+    if (word != NULL && close != NULL && (word[0] == 'H' || word[3] == 'H')) {
+        *host = word[0] == 'H' ? memory_kind_of(open + 1, (size_t)(arrow - open - 1))
+                               : memory_kind_of(arrow + 4, (size_t)(close - arrow - 4));
+        return;
+    }
+    if (word == NULL && open != NULL && arrow == NULL) { /* "Memcpy (Managed)": no kind */
+        const char *shut = memchr(open, ')', (size_t)(end - open));
+        if (shut != NULL && (*host = memory_kind_of(open + 1, (size_t)(shut - open - 1))) != 0)
+            return;
+    }
     for (size_t i = 0; i + 6 <= len; i++) {
         if (i + 8 <= len && memcmp(name + i, "Pageable", 8) == 0) {
             *host = 1;
@@ -373,11 +430,21 @@ static int metric_of(const ls_json_string *series, const ls_json_string *key)
         return LS_M_TENSOR_ACTIVE;
     if (HAS("warps_active") || HAS("warp occupancy") || HAS("warps in flight"))
         return LS_M_WARP_OCCUPANCY;
+    /* rates in GB/s and the issue rate, as loopscope's export names them */
+    if (HAS("gb/s") && (HAS("dram") || HAS("pcie")) && (HAS("read") || HAS("write")))
+        return HAS("dram") ? (HAS("read") ? LS_M_DRAM_READ_GBPS : LS_M_DRAM_WRITE_GBPS)
+                           : (HAS("read") ? LS_M_PCIE_READ_GBPS : LS_M_PCIE_WRITE_GBPS);
+    if (HAS("sm issue") || HAS("sm__inst_executed.avg.per_cycle_active"))
+        return LS_M_SM_ISSUE;
 #undef HAS
     return -1;
 }
 
-static int add_counter(ls_kineto *k, const ls_event *ev)
+/* A counter event's values; or, with `end`, the end of series `series_name`
+ * (an instant of category counter_end: loopscope's export marks so where
+ * sampling paused, as a counter otherwise holds its value). */
+static int add_counter(ls_kineto *k, const ls_event *ev, const ls_json_string *series_name,
+                       int end)
 {
     ls_tbuild *b = &k->build;
     int64_t ts;
@@ -390,18 +457,17 @@ static int add_counter(ls_kineto *k, const ls_event *ev)
         device = 0;
     /* One series per (pid, name): its times bound its samples. */
     char key[300];
-    size_t len;
-    const char *name = ev->has_name ? text_of(k, &ev->name, &len) : "";
+    size_t len = 0;
+    const char *name = series_name ? text_of(k, series_name, &len) : "";
     if (name == NULL)
         return -2;
-    if (!ev->has_name)
-        len = 0;
     int n = snprintf(key, sizeof key, "\x01%u|%.*s", (unsigned)device, (int)(len > 200 ? 200 : len),
                      name);
     uint32_t series = ls_strtab_intern(&b->names, key, (size_t)n);
     if (series == LS_STRTAB_NONE)
         return -2;
-    int used = 0;
+    if (end)
+        return ls_tbuild_point_end(b, ts, series, device, ev->pid.kind == ID_NUMBER) ? -2 : 0;
     for (int i = 0; i < ev->number_count; i++) {
         const ls_number_arg *a = &ev->numbers[i];
         int metric = metric_of(ev->has_name ? &ev->name : NULL, &a->key);
@@ -410,12 +476,41 @@ static int add_counter(ls_kineto *k, const ls_event *ev)
             k->counter_unknown++;
             continue;
         }
-        if (ls_tbuild_point(b, ts, series, device, metric, ls_json_number_double(&a->value)) != 0)
+        if (ls_tbuild_point(b, ts, series, device, metric, ls_json_number_double(&a->value),
+                            ev->pid.kind == ID_NUMBER) != 0)
             return -2;
-        used = 1;
     }
-    (void)used;
     return 0;
+}
+
+/* 1 when text[0..len) (not NUL-terminated) holds `word`. */
+static int has_word(const char *text, size_t len, const char *word)
+{
+    size_t n = strlen(word);
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(text + i, word, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* A process named "GPU <n>..." (loopscope's export names its GPU processes
+ * so): its numeric pid stands for device n.  0, or -2 when memory ran out. */
+static int gpu_process(ls_kineto *k, const ls_event *ev)
+{
+    if (!ev->has_name || !ev->has_arg_name || ev->pid.kind != ID_NUMBER ||
+        !key_is(&ev->name, "process_name") || ev->arg_name.escaped)
+        return 0;
+    const char *text = ev->arg_name.text;
+    size_t len = ev->arg_name.len, i = 4;
+    uint64_t pid, device = 0;
+    if (len < 5 || memcmp(text, "GPU ", 4) != 0 || !isdigit((unsigned char)text[4]) ||
+        ls_json_number_uint(&ev->pid.number, UINT32_MAX, &pid) != 0)
+        return 0;
+    for (; i < len && isdigit((unsigned char)text[i]) && device <= 0xFFFF; i++)
+        device = device * 10 + (uint64_t)(text[i] - '0');
+    if (device > 0xFFFF || (i < len && text[i] != ' '))
+        return 0;
+    return ls_tbuild_gpu_process(&k->build, (uint32_t)pid, (uint32_t)device) ? -2 : 0;
 }
 
 #define SKIP(cls, why)                     \
@@ -432,11 +527,16 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
     char ph = ev->has_ph && ev->ph.len == 1 ? ev->ph.text[0] : 0;
     if (ph == 'C') {
         ls_tbuild_seen(b, LS_TB_COUNTER);
-        return add_counter(k, ev);
+        return add_counter(k, ev, ev->has_name ? &ev->name : NULL, 0);
+    }
+    if ((ph == 'i' || ph == 'I') && ev->has_cat && key_is(&ev->cat, "counter_end") &&
+        ev->has_series) {
+        ls_tbuild_seen(b, LS_TB_COUNTER);
+        return add_counter(k, ev, &ev->series, 1);
     }
     if (ph == 'M') {
         ls_tbuild_seen(b, LS_TB_METADATA);
-        return 0;
+        return gpu_process(k, ev);
     }
     if (ph == 's' || ph == 'f' || ph == 't') {
         ls_tbuild_seen(b, LS_TB_FLOW);
@@ -495,6 +595,11 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
             copy_kind_of(name, len, &copy_kind, &host);
         int kind = cls == LS_TB_KERNEL ? LS_OP_KERNEL : cls == LS_TB_MEMCPY ? LS_OP_MEMCPY
                                                                            : LS_OP_MEMSET;
+        /* loopscope's export shows a short name and keeps the whole one */
+        const ls_json_string *whole = ev->has_mangled ? &ev->mangled
+                                    : ev->has_signature ? &ev->signature : NULL;
+        if (cls == LS_TB_KERNEL && whole != NULL && (name = text_of(k, whole, &len)) == NULL)
+            return -2;
         return ls_tbuild_op(b, kind, ts, end, device, stream, corr, cls == LS_TB_KERNEL ? name : NULL,
                             len, bytes, copy_kind, host) ? -2 : 0;
     }
@@ -514,6 +619,17 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
                        ls_json_number_uint(&ev->correlation, UINT32_MAX, &v) == 0;
         if (has_corr)
             corr = (uint32_t)v;
+        uint64_t sync, site = LS_TB_NO_TAG, before = 0;
+        if (ev->has_sync && ls_json_number_uint(&ev->sync, UINT32_MAX - 1, &sync) == 0) {
+            if (ev->has_site && ls_json_number_uint(&ev->site, UINT32_MAX - 1, &site) != 0)
+                site = LS_TB_NO_TAG;
+            if (ev->has_launches_before &&
+                ls_json_number_uint(&ev->launches_before, INT64_MAX, &before) != 0)
+                before = 0;
+            int launch = ev->has_launch && ls_json_number_uint(&ev->launch, 1, &v) == 0 && v == 1;
+            return ls_tbuild_wait(b, cls == LS_TB_DRIVER, ts, end, thread, corr, has_corr, launch,
+                                  name, len, (uint32_t)sync, (uint32_t)site, before) ? -2 : 0;
+        }
         return ls_tbuild_api(b, cls == LS_TB_DRIVER, ts, end, thread, corr, has_corr, name, len)
                    ? -2 : 0;
     }
@@ -525,7 +641,10 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
             SKIP(cls, "no name");
         if (thread_of(&ev->tid, &thread) != 0)
             SKIP(cls, "no tid");
-        int rc = cls == LS_TB_ANNOTATION ? ls_tbuild_range(b, ts, end, thread, name, len)
+        int32_t step = -1;
+        if (ev->has_step && ls_json_number_uint(&ev->step, INT32_MAX, &v) == 0)
+            step = (int32_t)v;
+        int rc = cls == LS_TB_ANNOTATION ? ls_tbuild_range(b, ts, end, thread, name, len, step)
                                          : ls_tbuild_frame(b, ts, end, thread, name, len);
         return rc ? -2 : 0;
     }
@@ -536,8 +655,8 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
         if (ev->has_correlation && ls_json_number_uint(&ev->correlation, UINT32_MAX, &v) == 0)
             corr = (uint32_t)v;
         if (name != NULL) { /* CUpti_ActivitySynchronizationType */
-            type = strstr(name, "Event") ? 1 : strstr(name, "Stream") ? 3
-                 : strstr(name, "Context") ? 4 : 0;
+            type = has_word(name, len, "Wait") ? 2 : has_word(name, len, "Event") ? 1
+                 : has_word(name, len, "Stream") ? 3 : has_word(name, len, "Context") ? 4 : 0;
         }
         return ls_tbuild_sync(b, ts, end, stream, corr, type) ? -2 : 0;
     }

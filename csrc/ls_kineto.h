@@ -11,8 +11,16 @@
  * args.correlation); cuda_runtime / cuda_driver -> API calls (and calls
  * that may wait, by name); user_annotation -> ranges; python_function and
  * cpu_op -> stack frames; cuda_sync -> host syncs; "C" counters -> counter
- * points when a value names a known figure.  Events whose needed fields are
- * missing or unusable are counted as skipped with the reason. */
+ * points when a value names a known figure; "i" instants of category
+ * counter_end (args.series) -> the end of that series' last value; "M"
+ * process names "GPU <n>" -> the device of that pid's counters.  Events whose needed fields are
+ * missing or unusable are counted as skipped with the reason.
+ *
+ * What loopscope's own export adds (see _trace_export.py), read from any
+ * file but used only as the owner says (ls_tb_settle_options): a range's
+ * args.step (its step), a call's args.sync / site / launches_before /
+ * launch (a tagged wait, ls_tbuild_wait), a kernel's args.mangled or
+ * args.signature (its whole name, taken over the short one shown). */
 #ifndef LS_KINETO_H
 #define LS_KINETO_H
 

@@ -5,7 +5,7 @@
 #include "ls_cuda.h"
 #include "ls_names.h"
 #include "ls_pyvalues.h"
-#include "ls_trace_json.h"
+#include "ls_trace_export.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -815,227 +815,10 @@ static PyObject *model_step_column(PyObject *op, PyObject *name)
 
 /* -- trace export -------------------------------------------------------- */
 
-static int write_to_python(void *context, const char *text, size_t len)
-{
-    PyObject *chunk = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "strict");
-    PyObject *result = chunk ? PyObject_CallOneArg((PyObject *)context, chunk) : NULL;
-    Py_XDECREF(chunk);
-    Py_XDECREF(result);
-    return result == NULL ? -1 : 0;
-}
-
-static int compare_u32(const void *pa, const void *pb)
-{
-    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-    return a < b ? -1 : a > b;
-}
-
-/* The display names of the ops of `r`: one call of namer(raw name) per
- * distinct name, which returns (display, signature, mangled), each a str or
- * None.  Fills the name fields of `o`; the arrays (freed by free_op_names)
- * point into the strings of *keep.  Returns 0, or -1 with an exception set. */
-static int op_names(const ls_records *r, PyObject *namer, ls_trace_options *o, PyObject **keep)
-{
-    size_t n = r->ops.count;
-    uint32_t *ids = PyMem_Malloc((n ? n : 1) * sizeof *ids);
-    const char **texts = NULL;
-    *keep = PyList_New(0);
-    if (ids == NULL || *keep == NULL)
-        goto no_memory;
-    size_t unique = 0;
-    for (size_t i = 0; i < n; i++)
-        if (ls_names_text(r->ops.items[i].name_id) != NULL)
-            ids[unique++] = r->ops.items[i].name_id;
-    qsort(ids, unique, sizeof *ids, compare_u32);
-    size_t kept = 0;
-    for (size_t i = 0; i < unique; i++)
-        if (kept == 0 || ids[i] != ids[kept - 1])
-            ids[kept++] = ids[i];
-    texts = PyMem_Calloc(3 * (kept ? kept : 1), sizeof *texts);
-    if (texts == NULL)
-        goto no_memory;
-    for (size_t k = 0; k < kept; k++) {
-        PyObject *raw = ls_py_text_or_none(ls_names_text(ids[k]));
-        PyObject *named = raw ? PyObject_CallOneArg(namer, raw) : NULL;
-        Py_XDECREF(raw);
-        if (named == NULL || PyList_Append(*keep, named) != 0) {
-            Py_XDECREF(named);
-            goto fail;
-        }
-        Py_DECREF(named);
-        if (!PyTuple_Check(named) || PyTuple_GET_SIZE(named) != 3) {
-            PyErr_SetString(PyExc_TypeError, "write_trace_events: names(raw) must return "
-                            "(display, signature, mangled), each a str or None");
-            goto fail;
-        }
-        for (int j = 0; j < 3; j++) {
-            PyObject *item = PyTuple_GET_ITEM(named, j);
-            if (item == Py_None)
-                continue;
-            texts[j * kept + k] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
-            if (texts[j * kept + k] == NULL) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "write_trace_events: names(raw) must "
-                                    "return str or None items");
-                goto fail;
-            }
-        }
-    }
-    o->name_ids = ids;
-    o->name_count = kept;
-    o->display = texts;
-    o->signature = texts + kept;
-    o->mangled = texts + 2 * kept;
-    return 0;
-no_memory:
-    PyErr_NoMemory();
-fail:
-    PyMem_Free(ids);
-    PyMem_Free(texts);
-    Py_CLEAR(*keep);
-    return -1;
-}
-
-static void free_op_names(ls_trace_options *o)
-{
-    PyMem_Free((void *)o->name_ids);
-    PyMem_Free((void *)o->display);
-}
-
-/* Reads `lanes` {key: int} into sorted key and value arrays (PyMem); keys
- * are ints (a device) or (device, stream) tuples.  Returns 0, or -1 with an
- * exception set. */
-typedef struct {
-    uint64_t key;
-    uint32_t value;
-} ls_lane;
-
-static int compare_lanes(const void *pa, const void *pb)
-{
-    const ls_lane *a = pa, *b = pb;
-    return a->key < b->key ? -1 : a->key > b->key;
-}
-
-static int read_lanes(PyObject *lanes, int pairs, uint64_t **keys, uint32_t **values,
-                      size_t *count)
-{
-    Py_ssize_t n = PyDict_Size(lanes), pos = 0;
-    ls_lane *items = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *items);
-    *keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof **keys);
-    *values = PyMem_Malloc((size_t)(n ? n : 1) * sizeof **values);
-    if (items == NULL || *keys == NULL || *values == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    PyObject *key, *value;
-    size_t k = 0;
-    while (PyDict_Next(lanes, &pos, &key, &value)) {
-        unsigned long long a = 0, b = 0;
-        if (pairs ? !PyArg_ParseTuple(key, "KK", &a, &b) : (a = PyLong_AsUnsignedLongLong(key),
-                                                             a == (unsigned long long)-1 &&
-                                                                 PyErr_Occurred()))
-            goto fail;
-        unsigned long v = PyLong_AsUnsignedLong(value);
-        if (v == (unsigned long)-1 && PyErr_Occurred())
-            goto fail;
-        items[k++] = (ls_lane){pairs ? (a << 32) | (b & 0xffffffffull) : a, (uint32_t)v};
-    }
-    qsort(items, k, sizeof *items, compare_lanes);
-    for (size_t i = 0; i < k; i++) {
-        (*keys)[i] = items[i].key;
-        (*values)[i] = items[i].value;
-    }
-    *count = k;
-    PyMem_Free(items);
-    return 0;
-fail:
-    PyMem_Free(items);
-    PyMem_Free(*keys);
-    PyMem_Free(*values);
-    *keys = NULL;
-    *values = NULL;
-    return -1;
-}
-
-/* write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100, names=None,
- *                    gpu_pids=None, stream_tids=None, lanes=(1, 2, 0)) */
 static PyObject *model_write_trace_events(PyObject *op, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"write", "t0_ns", "profile", "threads", "host_pid", "gpu_pid",
-                               "names", "gpu_pids", "stream_tids", "lanes", NULL};
     ls_model_object *self = (ls_model_object *)op;
-    PyObject *write, *threads, *namer = Py_None, *gpu_pids = NULL, *stream_tids = NULL;
-    unsigned long long t0;
-    long profile;
-    unsigned int host_pid = 1, gpu_pid = 100, api_tid = 1, sync_tid = 2, gap_tid = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKlO!|IIOO!O!(III):write_trace_events",
-                                     keywords, &write, &t0, &profile, &PyDict_Type, &threads,
-                                     &host_pid, &gpu_pid, &namer, &PyDict_Type, &gpu_pids,
-                                     &PyDict_Type, &stream_tids, &api_tid, &sync_tid, &gap_tid))
-        return NULL;
-    const ls_records *r = &self->capture->records;
-    uint32_t *tid = PyMem_Malloc((r->ranges.count ? r->ranges.count : 1) * sizeof *tid);
-    if (tid == NULL)
-        return PyErr_NoMemory();
-    /* threads: {thread id: tid}; a thread seen first gets the next tid */
-    for (size_t i = 0; i < r->ranges.count; i++) {
-        PyObject *key = ls_py_u64(r->ranges.items[i].thread_id);
-        PyObject *value = key ? PyDict_GetItemWithError(threads, key) : NULL;
-        if (value == NULL && key != NULL && !PyErr_Occurred()) {
-            value = PyLong_FromSsize_t(PyDict_Size(threads) + 1);
-            if (value != NULL && PyDict_SetItem(threads, key, value) != 0)
-                Py_CLEAR(value);
-            Py_XDECREF(value); /* the dict holds it */
-        }
-        long v = value ? PyLong_AsLong(value) : -1;
-        Py_XDECREF(key);
-        if (value == NULL || (v == -1 && PyErr_Occurred())) {
-            PyMem_Free(tid);
-            return NULL;
-        }
-        tid[i] = (uint32_t)v;
-    }
-    uint64_t *device_keys = NULL, *stream_keys = NULL;
-    uint32_t *device_pid = NULL, *stream_tid = NULL;
-    size_t device_count = 0, stream_count = 0;
-    if ((gpu_pids != NULL &&
-         read_lanes(gpu_pids, 0, &device_keys, &device_pid, &device_count) != 0) ||
-        (stream_tids != NULL &&
-         read_lanes(stream_tids, 1, &stream_keys, &stream_tid, &stream_count) != 0)) {
-        PyMem_Free(device_keys);
-        PyMem_Free(device_pid);
-        PyMem_Free(tid);
-        return NULL;
-    }
-    /* device ids fit 32 bits: the sorted 64-bit keys narrow in place */
-    uint32_t *device_ids = (uint32_t *)device_keys;
-    for (size_t i = 0; i < device_count; i++)
-        device_ids[i] = (uint32_t)device_keys[i];
-    ls_trace_options options = {
-        .t0_ns = t0, .profile = profile, .host_pid = host_pid, .gpu_pid = gpu_pid,
-        .range_tid = tid, .device_ids = device_ids, .device_pid = device_pid,
-        .device_count = device_count, .stream_keys = stream_keys, .stream_tid = stream_tid,
-        .stream_count = stream_count, .api_tid = api_tid, .sync_tid = sync_tid,
-        .gap_tid = gap_tid};
-    PyObject *keep = NULL;
-    int rc = -3;
-    if (namer == Py_None || op_names(r, namer, &options, &keep) == 0) {
-        rc = ls_trace_json_write(r, &self->model, &options, write_to_python, write);
-        free_op_names(&options);
-    }
-    Py_XDECREF(keep);
-    PyMem_Free(tid);
-    PyMem_Free(device_keys);
-    PyMem_Free(device_pid);
-    PyMem_Free(stream_keys);
-    PyMem_Free(stream_tid);
-    if (rc == -3)
-        return NULL; /* names() raised */
-    if (rc == -1)
-        return PyErr_NoMemory();
-    if (rc != 0)
-        return NULL; /* the write call raised */
-    Py_RETURN_NONE;
+    return ls_trace_export_write(&self->capture->records, &self->model, args, kwargs);
 }
 
 /* -- attributes ----------------------------------------------------------- */
@@ -1146,12 +929,8 @@ static PyMethodDef model_methods[] = {
      "(its gaps' total)."},
     {"write_trace_events", (PyCFunction)(void (*)(void))model_write_trace_events,
      METH_VARARGS | METH_KEYWORDS,
-     "write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100, names=None):"
-     " the "
-     "Chrome/Perfetto events of ranges, GPU ops, launch calls (with flow arrows), sync records "
-     "and warning/severe gaps, each as ',{...}', handed to write(str) in pieces.  threads: "
-     "{thread id: tid}, new range threads added; names: raw op name -> (display, signature, "
-     "mangled), each str or None, called once per distinct name."},
+     "write_trace_events(write, t0_ns, profile, threads, ...): the Chrome/Perfetto events of "
+     "the records and this model, handed to write(str) in pieces (see ls_trace_export.h)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -41,6 +41,8 @@ void ls_tbuild_free(ls_tbuild *b)
     free(b->ranges.items);
     free(b->frames.items);
     free(b->points.items);
+    free(b->tags);
+    free(b->gpu_processes.items);
     free(b->api_role);
     free(b->api_cbid);
     free(b->api_domain);
@@ -156,8 +158,26 @@ static int api_info(ls_tbuild *b, uint32_t id, int driver, uint8_t *role, uint32
     return 0;
 }
 
-int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
-                  uint32_t correlation, int has_correlation, const char *name, size_t len)
+/* A new zeroed call with its tag (b->tags stays parallel to the calls). */
+static ls_call *append_call(ls_tbuild *b, ls_tb_tag tag)
+{
+    size_t n = b->rec.calls.count + 1;
+    if (grow((void **)&b->tags, &b->tag_capacity, n, sizeof *b->tags) != 0 ||
+        grow((void **)&b->rec.calls.items, &b->rec.calls.capacity, n,
+             sizeof *b->rec.calls.items) != 0) {
+        fail(b);
+        return NULL;
+    }
+    b->tags[n - 1] = tag;
+    ls_call *call = &b->rec.calls.items[b->rec.calls.count++];
+    memset(call, 0, sizeof *call);
+    return call;
+}
+
+/* An API record and/or a call of one host API event. */
+static int add_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
+                   uint32_t correlation, int has_correlation, int launch, const char *name,
+                   size_t len, const ls_tb_tag *tag, uint64_t launches_before)
 {
     if (!times_ok(start, end))
         return 0;
@@ -166,14 +186,15 @@ int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t
     uint32_t cbid;
     if (id == LS_STRTAB_NONE || api_info(b, id, driver, &role, &cbid, &domain) != 0)
         return fail(b);
-    if (has_correlation) {
+    if (has_correlation && launch) {
         ls_api *api;
         APPEND(b, b->rec.apis, api);
         *api = (ls_api){bias(start), bias(end), thread, correlation, cbid, domain, 0};
     }
-    if (LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE) {
-        ls_call *call;
-        APPEND(b, b->rec.calls, call);
+    if (tag != NULL || LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE) {
+        ls_call *call = append_call(b, tag ? *tag : (ls_tb_tag){LS_TB_NO_TAG, LS_TB_NO_TAG});
+        if (call == NULL)
+            return -1;
         call->enter_ns = bias(start);
         call->exit_ns = bias(end);
         call->thread_id = thread;
@@ -181,7 +202,33 @@ int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t
         call->cbid = cbid;
         call->domain = domain;
         call->role = role;
+        call->launches_before = launches_before;
+        b->tagged_calls += tag != NULL;
     }
+    return 0;
+}
+
+int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
+                  uint32_t correlation, int has_correlation, const char *name, size_t len)
+{
+    return add_api(b, driver, start, end, thread, correlation, has_correlation, 1, name, len,
+                   NULL, 0);
+}
+
+int ls_tbuild_wait(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
+                   uint32_t correlation, int has_correlation, int launch, const char *name,
+                   size_t len, uint32_t sync, uint32_t site, uint64_t launches_before)
+{
+    ls_tb_tag tag = {sync, site};
+    return add_api(b, driver, start, end, thread, correlation, has_correlation, launch, name,
+                   len, &tag, launches_before);
+}
+
+int ls_tbuild_gpu_process(ls_tbuild *b, uint32_t pid, uint32_t device)
+{
+    ls_tb_gpu_process *p;
+    APPEND(b, b->gpu_processes, p);
+    *p = (ls_tb_gpu_process){pid, device};
     return 0;
 }
 
@@ -197,7 +244,7 @@ int ls_tbuild_sync(ls_tbuild *b, int64_t start, int64_t end, uint32_t stream,
 }
 
 static int add_span(ls_tbuild *b, ls_tb_span_array *a, int64_t start, int64_t end,
-                    uint64_t thread, const char *name, size_t len)
+                    uint64_t thread, const char *name, size_t len, int32_t step)
 {
     if (!times_ok(start, end))
         return 0;
@@ -206,14 +253,14 @@ static int add_span(ls_tbuild *b, ls_tb_span_array *a, int64_t start, int64_t en
         return fail(b);
     ls_tb_span *s;
     APPEND(b, *a, s);
-    *s = (ls_tb_span){start, end, thread, id, (uint32_t)(a->count - 1)};
+    *s = (ls_tb_span){start, end, thread, id, (uint32_t)(a->count - 1), step, 0};
     return 0;
 }
 
 int ls_tbuild_range(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
-                    const char *name, size_t len)
+                    const char *name, size_t len, int32_t step)
 {
-    return add_span(b, &b->ranges, start, end, thread, name, len);
+    return add_span(b, &b->ranges, start, end, thread, name, len, step < 0 ? -1 : step);
 }
 
 int ls_tbuild_frame(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
@@ -234,20 +281,31 @@ int ls_tbuild_frame(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
             size_t keep = i - 6 < sizeof buf - 2 ? i - 6 : sizeof buf - 2;
             memcpy(buf, name, keep);
             buf[keep] = '>';
-            return add_span(b, &b->frames, start, end, thread, buf, keep + 1);
+            return add_span(b, &b->frames, start, end, thread, buf, keep + 1, -1);
         }
     }
-    return add_span(b, &b->frames, start, end, thread, name, len);
+    return add_span(b, &b->frames, start, end, thread, name, len, -1);
 }
 
 int ls_tbuild_point(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device, int metric,
-                    double value)
+                    double value, int device_pid)
 {
     if (!times_ok(ts, ts) || metric < 0 || metric >= LS_METRICS || !isfinite(value))
         return 0;
     ls_tb_point *p;
     APPEND(b, b->points, p);
-    *p = (ls_tb_point){ts, value, series, device, metric};
+    *p = (ls_tb_point){ts, value, series, device, metric, device_pid != 0};
+    return 0;
+}
+
+int ls_tbuild_point_end(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device,
+                        int device_pid)
+{
+    if (!times_ok(ts, ts))
+        return 0;
+    ls_tb_point *p;
+    APPEND(b, b->points, p);
+    *p = (ls_tb_point){ts, NAN, series, device, -1, device_pid != 0};
     return 0;
 }
 
@@ -327,7 +385,7 @@ static int nest_ranges(ls_tbuild *b)
         r->thread_id = s->thread;
         r->name_id = s->name;
         r->parent = p >= 0 ? (int32_t)global_of[p] : -1;
-        r->step_index = -1;
+        r->step_index = s->step;
         r->depth = depth[keys[g].slot];
     }
     b->rec.ranges.count = n;
@@ -586,14 +644,39 @@ static int compare_points(const void *pa, const void *pb)
     return (a->ts > b->ts) - (a->ts < b->ts);
 }
 
-/* Counter points -> samples: the values of one series at one time hold
- * until its next time; a series' last time has no end and is dropped. */
+static int compare_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+/* The first of the sorted times t[0..n) that is >= v. */
+static size_t lower_bound_i64(const int64_t *t, size_t n, int64_t v)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Counter points -> samples (see ls_tbuild_settle). */
 static int build_samples(ls_tbuild *b, int device)
 {
     size_t n = b->points.count;
     ls_tb_point *p = b->points.items;
     if (n == 0)
         return 0;
+    for (size_t i = 0; i < n; i++) /* pids the file names "GPU <n>" */
+        for (size_t g = 0; p[i].device_pid && g < b->gpu_processes.count; g++)
+            if (b->gpu_processes.items[g].pid == p[i].device) {
+                p[i].device = b->gpu_processes.items[g].device;
+                break;
+            }
     qsort(p, n, sizeof *p, compare_points);
     /* The sampled device: the one asked for, else the lowest with ops. */
     uint32_t sampled = UINT32_MAX;
@@ -606,34 +689,140 @@ static int build_samples(ls_tbuild *b, int device)
         if (sampled == UINT32_MAX)
             sampled = p[0].device;
     }
-    size_t i = 0;
-    while (i < n) {
-        size_t j = i;
-        while (j < n && p[j].series == p[i].series && p[j].ts == p[i].ts)
-            j++;
-        if (j < n && p[j].series == p[i].series && p[i].device == sampled) {
-            ls_sample *s = ls_samples_append(&b->rec.samples);
-            if (s == NULL)
-                return -1;
-            s->start_ns = (uint64_t)p[i].ts;
-            s->end_ns = (uint64_t)p[j].ts;
-            for (int m = 0; m < LS_METRICS; m++)
-                s->values[m] = NAN;
-            for (size_t k = i; k < j; k++)
-                s->values[p[k].metric] = p[k].value;
+    /* Each series' values hold from a time to its next one: those times
+     * are the edges of the pieces. */
+    int64_t *edges = malloc(2 * n * sizeof *edges);
+    if (edges == NULL)
+        return -1;
+    size_t ne = 0;
+    for (size_t i = 0, j; i < n; i = j) {
+        int values = 0; /* an end alone starts no value */
+        for (j = i; j < n && p[j].series == p[i].series && p[j].ts == p[i].ts; j++)
+            values |= p[j].metric >= 0;
+        if (values && j < n && p[j].series == p[i].series && p[i].device == sampled) {
+            edges[ne++] = p[i].ts;
+            edges[ne++] = p[j].ts;
         }
-        i = j;
     }
-    ls_samples_sort(b->rec.samples.items, b->rec.samples.count);
+    qsort(edges, ne, sizeof *edges, compare_i64);
+    size_t unique = 0;
+    for (size_t i = 0; i < ne; i++)
+        if (unique == 0 || edges[i] != edges[unique - 1])
+            edges[unique++] = edges[i];
+    size_t pieces = unique > 1 ? unique - 1 : 0;
+    ls_sample *out = malloc((pieces ? pieces : 1) * sizeof *out);
+    if (out == NULL) {
+        free(edges);
+        return -1;
+    }
+    for (size_t k = 0; k < pieces; k++) {
+        out[k].start_ns = (uint64_t)edges[k];
+        out[k].end_ns = (uint64_t)edges[k + 1];
+        for (int m = 0; m < LS_METRICS; m++)
+            out[k].values[m] = NAN;
+    }
+    for (size_t i = 0, j; i < n; i = j) { /* each value onto the pieces it covers */
+        for (j = i; j < n && p[j].series == p[i].series && p[j].ts == p[i].ts;)
+            j++;
+        if (j == n || p[j].series != p[i].series || p[i].device != sampled)
+            continue;
+        for (size_t k = lower_bound_i64(edges, unique, p[i].ts); k < pieces && edges[k] < p[j].ts; k++)
+            for (size_t v = i; v < j; v++)
+                if (p[v].metric >= 0)
+                    out[k].values[p[v].metric] = p[v].value;
+    }
+    size_t kept = 0;
+    for (size_t k = 0; k < pieces; k++) {
+        int any = 0;
+        for (int m = 0; m < LS_METRICS && !any; m++)
+            any = !isnan(out[k].values[m]);
+        if (any)
+            out[kept++] = out[k];
+    }
+    free(edges);
+    free(b->rec.samples.items);
+    b->rec.samples.items = out;
+    b->rec.samples.count = b->rec.samples.capacity = kept;
     b->rec.sample_device = sampled;
     return 0;
 }
 
-int ls_tbuild_settle(ls_tbuild *b, int64_t base_ns, int device)
+typedef struct {
+    ls_tb_tag tag;
+    uint32_t call;
+} ls_tagged_call;
+
+static int compare_tagged(const void *pa, const void *pb)
+{
+    const ls_tagged_call *a = pa, *b = pb;
+    if (a->tag.sync != b->tag.sync)
+        return a->tag.sync < b->tag.sync ? -1 : 1;
+    if (a->tag.site != b->tag.site)
+        return a->tag.site < b->tag.site ? -1 : 1;
+    return (a->call > b->call) - (a->call < b->call);
+}
+
+#define TAG_NAME 48 /* "<loopscope sync 4294967295 site 4294967295>" fits */
+
+/* Own export: only the tagged calls, each with the one frame of its sync
+ * ("<loopscope sync N site K>"), so calls of one sync share a stack and
+ * calls of two never do; their launch counts are the recorded ones. */
+static int tag_stacks(ls_tbuild *b)
+{
+    ls_records *r = &b->rec;
+    size_t kept = 0;
+    for (size_t i = 0; i < r->calls.count; i++)
+        if (b->tags[i].sync != LS_TB_NO_TAG) {
+            b->tags[kept] = b->tags[i];
+            r->calls.items[kept++] = r->calls.items[i];
+        }
+    r->calls.count = kept;
+    if (kept == 0)
+        return 0;
+    ls_tagged_call *order = malloc(kept * sizeof *order);
+    ls_code_info *items = malloc(kept * sizeof *items);
+    char *arena = malloc(kept * TAG_NAME);
+    if (order == NULL || items == NULL || arena == NULL) {
+        free(order);
+        free(items);
+        free(arena);
+        return -1;
+    }
+    for (size_t i = 0; i < kept; i++)
+        order[i] = (ls_tagged_call){b->tags[i], (uint32_t)i};
+    qsort(order, kept, sizeof *order, compare_tagged);
+    size_t count = 0;
+    for (size_t k = 0; k < kept; k++) {
+        const ls_tb_tag *t = &order[k].tag;
+        if (k == 0 || compare_tagged(&(ls_tagged_call){*t, 0},
+                                     &(ls_tagged_call){order[k - 1].tag, 0}) != 0) {
+            char *name = arena + count * TAG_NAME;
+            if (t->site == LS_TB_NO_TAG)
+                snprintf(name, TAG_NAME, "<loopscope sync %u>", t->sync);
+            else
+                snprintf(name, TAG_NAME, "<loopscope sync %u site %u>", t->sync, t->site);
+            items[count++] = (ls_code_info){NULL, name, -1};
+        }
+        ls_call *call = &r->calls.items[order[k].call];
+        call->frame_count = 1;
+        call->frames[0] = (ls_frame){(uint32_t)(count - 1), -1, -1, -1, -1};
+    }
+    free(order);
+    r->codes.items = items;
+    r->codes.count = count;
+    r->codes.arena = arena;
+    return 0;
+}
+
+int ls_tbuild_settle(ls_tbuild *b, const ls_tb_settle_options *o)
 {
     if (b->failed || b->settled)
         return -1;
     ls_records *r = &b->rec;
+    int64_t base_ns = o->base_ns;
+    int device = o->device;
+    int has_span = o->has_span && o->span_end >= o->span_start && o->span_start > -TIME_LIMIT &&
+                   o->span_end < TIME_LIMIT;
     if (base_ns < -TIME_LIMIT || base_ns > TIME_LIMIT)
         base_ns = 0;
     /* Devices, then the filter. */
@@ -663,6 +852,8 @@ int ls_tbuild_settle(ls_tbuild *b, int64_t base_ns, int device)
         SEE(b->frames.items[i].start);
     for (size_t i = 0; i < b->points.count; i++)
         SEE(b->points.items[i].ts);
+    if (has_span)
+        SEE(o->span_start);
 #undef SEE
     if (first == INT64_MAX)
         first = 0;
@@ -711,10 +902,10 @@ int ls_tbuild_settle(ls_tbuild *b, int64_t base_ns, int device)
         END((uint64_t)b->points.items[i].ts);
     }
 #undef END
-    r->start_ns = (uint64_t)(first + offset);
-    r->stop_ns = last;
-    if (nest_ranges(b) != 0 || attach_stacks(b) != 0 || count_launches(b) != 0 ||
-        build_samples(b, device) != 0)
+    r->start_ns = (uint64_t)((has_span ? o->span_start : first) + offset);
+    r->stop_ns = has_span ? (uint64_t)(o->span_end + offset) : last;
+    int stacks = o->own_export ? tag_stacks(b) : attach_stacks(b) != 0 ? -1 : count_launches(b);
+    if (nest_ranges(b) != 0 || stacks != 0 || build_samples(b, device) != 0)
         return fail(b);
     /* Spans and points are in the records now; give their memory back. */
     free(b->ranges.items);

@@ -38,6 +38,8 @@ typedef struct {
     uint64_t thread;
     uint32_t name;  /* string table id */
     uint32_t index; /* ranges: order of addition (a stable tie-break) */
+    int32_t step;   /* ranges: the step number the file marks it with, -1 none */
+    uint32_t reserved;
 } ls_tb_span;
 
 /* One value of a counter series at a time. */
@@ -45,11 +47,26 @@ typedef struct {
     int64_t ts;
     double value;
     uint32_t series, device;
-    int32_t metric; /* LS_M_* */
+    int32_t metric;      /* LS_M_*, or -1: the series' value ends here */
+    uint32_t device_pid; /* 1: `device` is the event's numeric pid, which a GPU
+                            process name may map to its device (settle) */
 } ls_tb_point;
+
+/* Which host sync of loopscope's own export a call belongs to, and the
+ * site of that sync (an index into the export's site list). */
+#define LS_TB_NO_TAG UINT32_MAX
+typedef struct {
+    uint32_t sync, site; /* LS_TB_NO_TAG: the call came from an untagged event */
+} ls_tb_tag;
+
+/* A numeric pid the file names "GPU <device>". */
+typedef struct {
+    uint32_t pid, device;
+} ls_tb_gpu_process;
 
 LS_DEFINE_ARRAY(ls_tb_span_array, ls_tb_span);
 LS_DEFINE_ARRAY(ls_tb_point_array, ls_tb_point);
+LS_DEFINE_ARRAY(ls_tb_gpu_process_array, ls_tb_gpu_process);
 
 #define LS_TB_REASON 80
 
@@ -59,6 +76,10 @@ typedef struct {
     ls_tb_span_array ranges;   /* annotations and NVTX ranges */
     ls_tb_span_array frames;   /* Python functions and CPU ops, for call stacks */
     ls_tb_point_array points;
+    ls_tb_tag *tags;           /* per call of rec.calls */
+    size_t tag_capacity;
+    uint64_t tagged_calls;     /* calls from tagged events (ls_tbuild_wait) */
+    ls_tb_gpu_process_array gpu_processes;
     uint8_t *api_role;         /* per string id: role+1 of an API name, 0 not looked up */
     uint32_t *api_cbid;
     uint8_t *api_domain;
@@ -98,8 +119,24 @@ int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t
 int ls_tbuild_sync(ls_tbuild *b, int64_t start, int64_t end, uint32_t stream,
                    uint32_t correlation, uint32_t type);
 
+/* A range; step >= 0 when the file marks it as that step (loopscope's own
+ * export does), -1 otherwise. */
 int ls_tbuild_range(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
-                    const char *name, size_t len);
+                    const char *name, size_t len, int32_t step);
+
+/* A call of loopscope's own export that was part of its host sync `sync`
+ * (whose site is `site`, LS_TB_NO_TAG if it had none), with the launch
+ * calls its thread made before it, as the live capture counted them.  It
+ * is also an API record when `launch` is 1 and it has a correlation id
+ * (the export writes a launch call that waited once, for both).  Settle
+ * honours the tag only for an own export (ls_tb_settle_options). */
+int ls_tbuild_wait(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
+                   uint32_t correlation, int has_correlation, int launch, const char *name,
+                   size_t len, uint32_t sync, uint32_t site, uint64_t launches_before);
+
+/* The file names process `pid` "GPU <device>": counter values on that pid
+ * are the device's (loopscope's export numbers its GPU processes from 100). */
+int ls_tbuild_gpu_process(ls_tbuild *b, uint32_t pid, uint32_t device);
 
 /* Frames kept at most (32 bytes each): a with_stack trace of millions of
  * kernels holds tens of millions of Python frames, and memory must stay
@@ -112,16 +149,41 @@ int ls_tbuild_range(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
 int ls_tbuild_frame(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
                     const char *name, size_t len);
 
-/* A counter value; metric: LS_M_*. */
+/* A counter value; metric: LS_M_*.  device_pid: 1 when `device` is the
+ * event's numeric pid (see ls_tb_point). */
 int ls_tbuild_point(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device, int metric,
-                    double value);
+                    double value, int device_pid);
+
+/* The end of a series' value at ts: the series has no value until its
+ * next point (a counter otherwise holds its value). */
+int ls_tbuild_point_end(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device,
+                        int device_pid);
+
+typedef struct {
+    int64_t base_ns; /* added to every file time */
+    int device;      /* keep only this device's ops when >= 0 */
+    /* loopscope's own export: the calls are only its tagged ones, each
+     * with the launch count it carries and one stack frame of its own sync
+     * (named "<loopscope sync N site K>", or "<loopscope sync N>"), so the
+     * syncs group as they did live */
+    int own_export;
+    int has_span;    /* the profile's own span, in file times (an own export
+                        carries it); otherwise first and last record */
+    int64_t span_start, span_end;
+} ls_tb_settle_options;
 
 /* Puts every record on one clock (file time + base_ns, then shifted so the
- * first time is > 0), keeps only device `device` when it is >= 0, nests the
+ * first time is > 0), keeps only the chosen device's ops, nests the
  * ranges (ls_range parent/depth, order of start; name_id still a string
- * table id, step_index -1), gives each call its stack and launch count, and
- * turns counter points into samples.  0, or -1 when memory ran out. */
-int ls_tbuild_settle(ls_tbuild *b, int64_t base_ns, int device);
+ * table id, step_index the file's step mark or -1), gives each call its
+ * stack and launch count, maps counter pids named "GPU <n>" to device n,
+ * and turns counter points into samples: on the sampled device, each
+ * series' value holds from its time until the series' next time (a value
+ * or an end, ls_tbuild_point_end), and the
+ * pieces between consecutive times of any series become one sample each,
+ * with every figure whose series covers the piece.  0, or -1 when memory
+ * ran out. */
+int ls_tbuild_settle(ls_tbuild *b, const ls_tb_settle_options *o);
 
 /* Name text of a string table id (ranges' name_id before ls_names). */
 const char *ls_tbuild_name(const ls_tbuild *b, uint32_t id);

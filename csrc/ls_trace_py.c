@@ -7,8 +7,9 @@
  *   _trace_feed(r, chunk, final)       Kineto JSON bytes (GIL released)
  *   _trace_add(r, kind, rows)          rows of a table (Nsight Systems)
  *   _trace_members(r)                  {top-level key: raw JSON bytes}
- *   _trace_settle(r, base_ns, device)  one clock, ranges nested, stacks
- *   _trace_ranges(r)                   [(name, parent, start_ns, end_ns, thread)]
+ *   _trace_settle(r, base_ns, device, own_export=False, span=None)
+ *                                      one clock, ranges nested, stacks
+ *   _trace_ranges(r)                   [(name, parent, start_ns, end_ns, thread, step mark)]
  *   _trace_stats(r)                    counts, skips and their reasons
  *   _trace_capture(r, step_of, ...)    -> Capture (the reader is spent)
  *
@@ -255,7 +256,7 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
             ls_tbuild_skip(b, cls, "no name or thread");
             return 0;
         }
-        rc = kind == R_RANGE ? ls_tbuild_range(b, v[0], v[1], (uint64_t)v[2], text, (size_t)len)
+        rc = kind == R_RANGE ? ls_tbuild_range(b, v[0], v[1], (uint64_t)v[2], text, (size_t)len, -1)
                              : ls_tbuild_frame(b, v[0], v[1], (uint64_t)v[2], text, (size_t)len);
         break;
     case R_POINT: {
@@ -276,7 +277,7 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
         if (series == LS_STRTAB_NONE)
             rc = -1;
         else
-            rc = ls_tbuild_point(b, v[0], series, (uint32_t)(v[1] & 0xFFFF), metric, value);
+            rc = ls_tbuild_point(b, v[0], series, (uint32_t)(v[1] & 0xFFFF), metric, value, 0);
         break;
     }
     default:
@@ -323,18 +324,31 @@ PyObject *ls_trace_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 /* ---- settle, look, capture ------------------------------------------------------ */
 
-PyObject *ls_trace_settle(PyObject *module, PyObject *args)
+/* _trace_settle(reader, base_ns, device, own_export=False, span=None):
+ * span (start, end) in file nanoseconds, as loopscope's export carries it. */
+PyObject *ls_trace_settle(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
-    PyObject *capsule;
+    static char *keywords[] = {"reader", "base_ns", "device", "own_export", "span", NULL};
+    PyObject *capsule, *span = Py_None;
     long long base_ns;
-    int device;
-    if (!PyArg_ParseTuple(args, "OLi:_trace_settle", &capsule, &base_ns, &device))
+    int device, own_export = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLi|pO:_trace_settle", keywords, &capsule,
+                                     &base_ns, &device, &own_export, &span))
         return NULL;
+    ls_tb_settle_options o = {(int64_t)base_ns, device, own_export, 0, 0, 0};
+    long long start, end;
+    if (span != Py_None) {
+        if (!PyArg_ParseTuple(span, "LL:_trace_settle span", &start, &end))
+            return NULL;
+        o.has_span = 1;
+        o.span_start = start;
+        o.span_end = end;
+    }
     ls_trace_reader *r = reader_of(capsule, 0);
     if (r == NULL)
         return NULL;
-    if (ls_tbuild_settle(&r->kineto.build, (int64_t)base_ns, device) != 0)
+    if (ls_tbuild_settle(&r->kineto.build, &o) != 0)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
@@ -351,13 +365,13 @@ PyObject *ls_trace_ranges(PyObject *module, PyObject *capsule)
     for (size_t i = 0; list != NULL && i < a->count; i++) {
         const ls_range *x = &a->items[i];
         const char *name = ls_tbuild_name(b, x->name_id);
-        PyObject *t = Py_BuildValue("(NiKKK)",
+        PyObject *t = Py_BuildValue("(NiKKKi)",
                                     PyUnicode_DecodeUTF8(name ? name : "?",
                                                          (Py_ssize_t)strlen(name ? name : "?"),
                                                          "replace"),
                                     (int)x->parent, (unsigned long long)x->start_ns,
                                     (unsigned long long)x->end_ns,
-                                    (unsigned long long)x->thread_id);
+                                    (unsigned long long)x->thread_id, (int)x->step_index);
         if (t == NULL)
             Py_CLEAR(list);
         else
@@ -482,7 +496,10 @@ PyObject *ls_trace_capture(PyObject *module, PyObject *args)
     memset(rec, 0, sizeof *rec);
     r->spent = 1;
     capture.injected = capture.records.ops.count > 0;
-    capture.watched_syncs = b->seen[LS_TB_RUNTIME] + b->seen[LS_TB_DRIVER] > 0;
+    /* syncs are judged from the API calls, unless the caller says why not
+     * (loopscope's export of a profile that did not watch them) */
+    capture.watched_syncs = b->seen[LS_TB_RUNTIME] + b->seen[LS_TB_DRIVER] > 0 &&
+                            syncs_reason == Py_None;
     capture.samples_injected = capture.records.samples.count > 0;
     capture.records.invalid_records = 0;
     for (int c = 0; c < LS_TB_CLASSES; c++)

@@ -12,7 +12,7 @@ PyObject *ls_trace_reader_new(PyObject *module, PyObject *unused);
 PyObject *ls_trace_feed(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *ls_trace_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *ls_trace_members(PyObject *module, PyObject *capsule);
-PyObject *ls_trace_settle(PyObject *module, PyObject *args);
+PyObject *ls_trace_settle(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *ls_trace_ranges(PyObject *module, PyObject *capsule);
 PyObject *ls_trace_stats(PyObject *module, PyObject *capsule);
 PyObject *ls_trace_capture(PyObject *module, PyObject *args);

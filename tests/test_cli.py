@@ -202,14 +202,16 @@ def test_ranges_as_steps_and_the_trace(tmp_path):
     by_cat: dict[str, list] = {}
     for e in events:
         by_cat.setdefault(e["cat"], []).append(e)
-    assert sorted(by_cat) == ["api", "gap", "kernel", "range"]
-    assert [e["name"] for e in by_cat["range"]] == ["setup", "denoise_step_0", "denoise_step_1",
-                                                    "denoise_step_2"]
+    assert sorted(by_cat) == ["cuda_runtime", "gap", "kernel", "user_annotation"]
+    assert [e["name"] for e in by_cat["user_annotation"]] == ["setup", "denoise_step_0",
+                                                              "denoise_step_1", "denoise_step_2"]
+    # the steps the run took from the ranges are marked so
+    assert [e["args"].get("step") for e in by_cat["user_annotation"]] == [None, 0, 1, 2]
     assert [(e["name"], e["ts"], e["dur"]) for e in by_cat["kernel"][:3]] == [
         ("gemm_0", 0.0, 10.0), ("gemm_1", 15.0, 10.0), ("gemm_0", 105.0, 10.0)]
     assert [(e["name"], e["dur"]) for e in by_cat["gap"]] == [
         ("SEVERE gap 80.0 us", 80.0), ("SEVERE gap 80.0 us", 80.0)]
-    assert len(by_cat["api"]) == 6
+    assert len(by_cat["cuda_runtime"]) == 6
     flows = [e for e in trace["traceEvents"] if e["ph"] in ("s", "f")]
     assert len(flows) == 12  # one arrow (start + end) per launch
     assert trace["otherData"]["verdicts"] == ["CPU_LAUNCH_BOUND"]

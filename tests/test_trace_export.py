@@ -17,47 +17,107 @@ def test_trace_events_exactly(test_clock, tmp_path):
         with prof.step():                      # reads 1..4
             with loopscope.range("Attn"):      # reads 2..3
                 pass
-        _core._inject("api", [(t(2) + 100, t(2) + 600, 1, 9)])
+        _core._inject("api", [(t(2) + 100, t(2) + 600, 1, 9)])   # a launch by thread 9
         _core._inject("kernel", [
             (1_010_000, 1_012_000, 0, 7, 1, "gemm"),
             (1_042_000, 1_043_000, 0, 9, 2, "softmax"),   # 30 us after gemm: a warning gap
         ])
-        _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, "DtoH", 4096)])  # 157 us: severe
+        # 157 us later: severe; a copy to pageable memory (CUPTI kinds 2 and 1)
+        _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, None, 4096, 2, 1)])
         _core._inject("sync_record", [(1_150_000, 1_201_500, 7)])
+    #                                          stop: read 5
     path = prof.export_trace(tmp_path / "t.json")
     data = json.loads(open(path).read())
     assert data["displayTimeUnit"] == "ms"
-    assert data["otherData"] == {"producer": "loopscope", "verdicts": [prof.summary()["diagnosis"]["verdict"]],
-                                 "sources": ["injected"]}
+    assert data["baseTimeNanoseconds"] == t(0)   # Kineto's origin of ts
+    summary = prof.summary()
+    assert data["otherData"] == {
+        "producer": "loopscope", "export_version": 1,
+        "verdicts": [summary["diagnosis"]["verdict"]], "sources": ["injected"],
+        "span_ns": [0, t(5) - t(0)], "sync_sites": [],
+        "syncs_error": summary["syncs_error"], "metrics_error": summary["metrics_error"]}
     x = [(e["cat"], e["name"], e["pid"], e["tid"], e["ts"], e["dur"])
          for e in data["traceEvents"] if e["ph"] == "X"]
     assert x == [
-        ("step", "Step_0", 1, 3, 1.0, 3.0),          # range threads after the host lanes
-        ("range", "Attn", 1, 3, 2.0, 1.0),
-        ("kernel", "gemm", 100, 1, 10.0, 2.0),      # tids: streams numbered from 1
+        ("user_annotation", "Step_0", 1, 3, 1.0, 3.0),   # threads after the host's lanes
+        ("user_annotation", "Attn", 1, 3, 2.0, 1.0),
+        ("cuda_runtime", "launch", 1, 4, 2.1, 0.5),      # on the tid of its thread (9)
+        ("kernel", "gemm", 100, 1, 10.0, 2.0),           # tids: streams numbered from 1
         ("kernel", "softmax", 100, 2, 42.0, 1.0),
-        ("memcpy", "DtoH", 100, 1, 200.0, 1.0),
-        ("api", "launch", 1, 1, 2.1, 0.5),           # the host's lanes: API 1, syncs 2
-        ("sync", "sync (stream 7)", 1, 2, 150.0, 51.5),
+        ("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 100, 1, 200.0, 1.0),
+        ("cuda_sync", "Sync", 1, 2, 150.0, 51.5),        # the sync records' lane is tid 2
         ("gap", "warning gap 30.0 us", 100, 0, 12.0, 30.0),   # a GPU's gaps lane is tid 0
         ("gap", "SEVERE gap 157.0 us", 100, 0, 43.0, 157.0),
     ]
-    kernels = {e["name"]: e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] != "range"}
-    assert kernels["DtoH"]["args"] == {"correlation": 3, "bytes": 4096}
-    assert kernels["SEVERE gap 157.0 us"]["cname"] == "terrible"
-    # one flow arrow: the launch call with correlation 1 -> gemm
-    flows = [(e["ph"], e["id"], e["pid"], e["ts"]) for e in data["traceEvents"] if e["ph"] in "sf"]
-    assert sorted(flows) == [("f", 1, 100, 10.0), ("s", 1, 1, 2.1)]
+    by_name = {e["name"]: e for e in data["traceEvents"] if e["ph"] == "X"}
+    # gemm's launch (thread 9, no step of its own) fell inside Step_0
+    assert by_name["Step_0"]["args"] == {"step": 0, "kernels": 1, "profile": 0}
+    assert by_name["Memcpy DtoH (Device -> Pageable)"]["args"] == {
+        "correlation": 3, "device": 0, "stream": 7, "bytes": 4096}
+    assert by_name["launch"]["args"] == {"correlation": 1}
+    assert by_name["Sync"]["args"] == {"stream": 7, "correlation": 0}
+    assert by_name["SEVERE gap 157.0 us"]["cname"] == "terrible"
+    # one flow arrow: the launch call with correlation 1 -> gemm, Perfetto's
+    # v1 flow: "s" on the call's track at its start, "f" bound to the
+    # enclosing slice ("bp": "e") at the op's start; same id, name, cat
+    flows = [(e["ph"], e["id"], e["pid"], e["tid"], e["ts"], e.get("bp"), e["name"], e["cat"])
+             for e in data["traceEvents"] if e["ph"] in "sf"]
+    assert sorted(flows) == [("f", 1, 100, 1, 10.0, "e", "launch", "launch"),
+                             ("s", 1, 1, 4, 2.1, None, "launch", "launch")]
     meta = {(e["name"], e["pid"], e.get("tid")): e["args"]["name"]
             for e in data["traceEvents"] if e["ph"] == "M"}
-    assert meta[("process_name", 1, None)] == "host"
-    assert meta[("process_name", 100, None)] == "GPU 0"
-    assert meta[("thread_name", 100, 1)] == "stream 7"
-    assert meta[("thread_name", 100, 2)] == "stream 9"
-    assert meta[("thread_name", 100, 0)] == "gaps"
-    assert meta[("thread_name", 1, 1)] == "CUDA API"
-    assert meta[("thread_name", 1, 2)] == "host syncs"
-    assert meta[("thread_name", 1, 3)] == f"thread {threading.get_ident()}"
+    assert meta == {
+        ("process_name", 1, None): "host",
+        ("process_name", 100, None): "GPU 0",
+        ("thread_name", 100, 0): "gaps",
+        ("thread_name", 100, 1): "stream 7",
+        ("thread_name", 100, 2): "stream 9",
+        ("thread_name", 1, 2): "CUDA sync records",
+        ("thread_name", 1, 3): f"thread {threading.get_ident()}",
+        ("thread_name", 1, 4): "thread 9",
+    }
+
+
+def test_counter_tracks_hold_the_samples_on_the_sampled_gpu(test_clock, tmp_path):
+    """PM samples become one counter series per figure, on the process of
+    the GPU they were taken on, in the summary's units; figures a sample did
+    not collect are left out, and the series of a figure whose next sample
+    lacks it (or does not follow at once) is ended by a counter_end instant;
+    the last sample's values come again at its end, so its length is in the
+    trace."""
+    samples = [(1_100_000, 1_150_000, {"sm_active_pct": 40.0, "dram_throughput_pct": 12.5}),
+               (1_150_000, 1_200_000, {"sm_active_pct": 62.25, "dram_read_gbps": 1234.5}),
+               (1_200_000, 1_260_000, {"sm_active_pct": 0.1})]
+    with loopscope.profile() as prof:          # start: read 0 = 1_000_000 ns
+        _core._inject("kernel", [(1_010_000, 1_012_000, 0, 7, 1, "a"),
+                                 (1_020_000, 1_022_000, 3, 1, 2, "b")])
+        _core._inject("sample", [(a, b, v, 3) for a, b, v in samples])   # taken on GPU 3
+    data = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())
+    pid = {e["args"]["name"]: e["pid"] for e in data["traceEvents"]
+           if e["ph"] == "M" and e["name"] == "process_name"}
+    assert pid["GPU 0"] == 100 and pid["GPU 3"] == 101
+    counters = [(e["pid"], e["name"], e["ts"], e["args"]) for e in data["traceEvents"]
+                if e["ph"] == "C"]
+    label = {"sm_active_pct": ("SM active", "%"), "dram_throughput_pct": ("DRAM throughput", "%"),
+             "dram_read_gbps": ("DRAM read", "GB/s")}
+    expected = []
+    for start, _end, values in samples:
+        for figure, value in values.items():
+            name, unit = label[figure]
+            expected.append((101, name, (start - 1_000_000) / 1e3, {unit: value}))
+    last_start, last_end, last_values = samples[-1]
+    for figure, value in last_values.items():
+        name, unit = label[figure]
+        expected.append((101, name, (last_end - 1_000_000) / 1e3, {unit: value}))
+    assert sorted(counters) == sorted(expected)
+    ends = [(e["pid"], e["s"], e["args"]["series"], e["ts"]) for e in data["traceEvents"]
+            if e["ph"] == "i" and e["cat"] == "counter_end"]
+    expected_ends = []
+    for (_, end, values), (start, _, after) in zip(samples, samples[1:]):
+        for figure in values:
+            if figure not in after or start != end:
+                expected_ends.append((101, "p", label[figure][0], (end - 1_000_000) / 1e3))
+    assert sorted(ends) == sorted(expected_ends) and len(ends) == 2  # DRAM throughput, read
 
 
 def test_no_gpu_trace_has_the_host_ranges(test_clock, tmp_path):
@@ -66,7 +126,7 @@ def test_no_gpu_trace_has_the_host_ranges(test_clock, tmp_path):
             pass
     data = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())
     assert [(e["cat"], e["name"], e["ts"], e["dur"]) for e in data["traceEvents"] if e["ph"] == "X"] \
-        == [("step", "Step_0", 1.0, 1.0)]
+        == [("user_annotation", "Step_0", 1.0, 1.0)]
     assert data["otherData"]["sources"] == [None]
 
 
@@ -86,11 +146,11 @@ def test_names_are_escaped_and_two_profiles_share_the_time_line(test_clock, tmp_
     data = json.loads(path.read_text(encoding="utf-8"))
     x = [(e["cat"], e["name"], e["pid"], e["ts"], e["dur"]) for e in data["traceEvents"]
          if e["ph"] == "X"]
-    assert x == [("range", 'r\u00e9"1', 1, 1.0, 1.0), ("kernel", odd, 100, 10.0, 1.0),
+    assert x == [("user_annotation", 'r\u00e9"1', 1, 1.0, 1.0), ("kernel", odd, 100, 10.0, 1.0),
                  ("kernel", "other", 101, 20.0, 2.0)]
-    ranges = [e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] == "range"]
+    ranges = [e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] == "user_annotation"]
     assert ranges[0]["args"] == {"kernels": 0, "profile": 0}
     names = sorted(e["args"]["name"] for e in data["traceEvents"] if e["ph"] == "M")
-    assert names == ["CUDA API", "GPU 0", "GPU 1", "gaps", "gaps", "host", "host syncs",
+    assert names == ["GPU 0", "GPU 1", "gaps", "gaps", "host",
                      "stream 3", "stream 7", f"thread {threading.get_ident()}"]
     assert data["otherData"]["sources"] == ["injected", "injected"]

@@ -301,6 +301,108 @@ def test_cli_analyze_steps_and_device_options(tmp_path):
     assert run.returncode == 2 and "not a valid regular expression" in run.stderr
 
 
+# -- what loopscope's own export adds (see _trace_export) ----------------------
+def _kernels(pid, device):
+    return [{"ph": "X", "cat": "kernel", "name": "k", "pid": pid, "tid": 1, "ts": t, "dur": 50,
+             "args": {"correlation": i, "device": device, "stream": 7}}
+            for i, t in enumerate([0, 100, 200, 300])]
+
+
+def test_a_gpu_process_named_so_gives_its_counters_a_device(tmp_path):
+    """Counters on a numeric pid that a process_name "GPU <n> ..." names
+    belong to device n (loopscope's export numbers GPU processes from 100),
+    and separate series sampled at the same times make one sample per
+    interval, with every figure."""
+    values = [(0, 40.0, 70.0), (100, 60.0, 30.0), (200, 80.0, 50.0), (400, 0.0, 0.0)]
+    events = _kernels(101, 1)
+    for ts, sm, dram in values:
+        events.append({"ph": "C", "name": "SM active", "pid": 101, "ts": ts, "args": {"%": sm}})
+        events.append({"ph": "C", "name": "DRAM throughput", "pid": 101, "ts": ts,
+                       "args": {"%": dram}})
+    events.append({"ph": "M", "name": "process_name", "pid": 101,
+                   "args": {"name": "GPU 1 Test GPU 1"}})
+    summary = loopscope.analyze(write(tmp_path / "c.json", trace_doc(events, devices=2)))
+    window = (0, 350)  # the kernels' span on device 1
+
+    def span_average(column):
+        weighted = sum(v[column] * max(0, min(b[0], window[1]) - max(a[0], window[0]))
+                       for a, b, v in zip(values, values[1:], values))
+        return weighted / (window[1] - window[0])
+
+    assert summary["sm"]["active_pct"] == pytest.approx(span_average(1), abs=0.01)
+    assert summary["dram"]["throughput_pct"] == pytest.approx(span_average(2), abs=0.01)
+    assert summary["sm"]["samples"] == len(values) - 1
+    assert summary["trace"]["counter_values_not_understood"] == 0
+
+
+def _own_doc(events, producer="loopscope"):
+    doc = trace_doc(events)
+    doc["otherData"] = {"producer": producer, "export_version": 1, "span_ns": [0, 1_000_000], "sync_sites": [
+        {"file": "/x/train.py", "line": 12, "function": "loop", "code": "y = x.item()",
+         "call": "x.item()", "kind": "item"}]}
+    return doc
+
+
+def test_own_export_takes_its_tagged_waits_and_nothing_else(tmp_path):
+    """In loopscope's export the calls that made the host wait are tagged
+    with their sync and site; an untagged blocking call (a launch record
+    named like one) is only a launch there.  Without the producer mark the
+    same file is read as any Kineto trace."""
+    events = _kernels(100, 0) + [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 3,
+         "ts": 60, "dur": 30, "args": {"correlation": 50, "sync": 0, "site": 0,
+                                       "launches_before": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 3,
+         "ts": 160, "dur": 30, "args": {"correlation": 51, "sync": 1, "site": 0,
+                                        "launches_before": 2}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 3,
+         "ts": 260, "dur": 30, "args": {"correlation": 52}},
+    ]
+    own = loopscope.analyze(write(tmp_path / "own.json", _own_doc(events)))
+    assert own["syncs"]["count"] == 2
+    assert [(s["file"], s["line"], s["function"], s["kind"], s["call"], s["count"])
+            for s in own["syncs"]["sites"]] == [("/x/train.py", 12, "loop", "item", "x.item()", 2)]
+    assert own["syncs"]["blocked_ms"] == pytest.approx(0.06)
+    other = loopscope.analyze(write(tmp_path / "other.json", _own_doc(events, "someone")))
+    assert other["syncs"]["count"] == 3  # each blocking call by its name
+    assert other["syncs"]["sites_unknown"] is not None
+
+
+def test_own_export_span_and_recorded_steps(tmp_path):
+    """The export's span is the profile's, and its steps are the ranges it
+    marks with args.step, whatever their names (unless steps= is given)."""
+    events = _kernels(100, 0) + [
+        {"ph": "X", "cat": "user_annotation", "name": "denoise", "pid": 1, "tid": 3, "ts": -10,
+         "dur": 150, "args": {"step": 0}},
+        {"ph": "X", "cat": "user_annotation", "name": "denoise", "pid": 1, "tid": 3, "ts": 140,
+         "dur": 200, "args": {"step": 1}},
+        {"ph": "X", "cat": "user_annotation", "name": "Step_9", "pid": 1, "tid": 3, "ts": 150,
+         "dur": 10, "args": {}},
+    ]
+    path = write(tmp_path / "own.json", _own_doc(events))
+    summary = loopscope.analyze(path)
+    assert [(s["index"], s["name"]) for s in summary["steps"]] == [(0, "denoise"), (1, "denoise")]
+    assert summary["host_ms"] == 1.0  # span_ns: [0, 1 ms]
+    by_name = loopscope.analyze(path, steps="^Step_")
+    assert [s["name"] for s in by_name["steps"]] == ["Step_9"]
+
+
+def test_a_counter_end_stops_the_value_until_the_next_one(tmp_path):
+    """A counter holds its value until its next event; an instant of
+    category counter_end (args.series) stops it there instead (loopscope's
+    export marks pauses in sampling so)."""
+    points = [(0, 40.0), (100, 60.0), (300, 80.0), (400, 10.0)]
+    events = _kernels(0, 0) + [{"ph": "C", "name": "SM active", "pid": 0, "ts": ts,
+                                "args": {"%": v}} for ts, v in points]
+    events.append({"ph": "i", "s": "p", "cat": "counter_end", "name": "no sample", "pid": 0,
+                   "ts": 150, "args": {"series": "SM active"}})
+    summary = loopscope.analyze(write(tmp_path / "c.json", trace_doc(events)))
+    covered = [(0, 100, 40.0), (100, 150, 60.0), (300, 350, 80.0)]  # within the kernels' span
+    expected = sum(v * (b - a) for a, b, v in covered) / sum(b - a for a, b, _ in covered)
+    assert summary["sm"]["active_pct"] == pytest.approx(expected, abs=0.01)
+    assert summary["sm"]["samples"] == 3  # [0,100], [100,150], [300,400]
+
+
 def test_a_loaded_trace_holds_its_names_and_frees_them_with_it(tmp_path):
     """The kernel and range names of a trace go into the process's name
     table, held by the loaded profile's records: they read right after the

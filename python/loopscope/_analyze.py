@@ -15,7 +15,14 @@ around it gives summary(), report(), HTML and export_trace().
 Steps: the outermost ranges whose names match `steps` (a regular
 expression, re.search); by default DEFAULT_STEPS, which takes torch's
 ProfilerStep#N, loopscope's own Step_N and seed-style Denoise_Step_N.
-Step choice is made once, in steps_from_ranges()."""
+Step choice is made once, in steps_from_ranges().
+
+loopscope's own trace export (prof.export_trace, otherData.producer ==
+"loopscope") is a Kineto trace that also carries what the live summary
+was made from: its steps as recorded (used unless `steps` is given), the
+profile's span, each wait tagged with its sync and site (so syncs group
+as they did live; ExportResolver gives the sites back) and why syncs or
+SM/DRAM were missing.  Reading it back gives the live summary's figures."""
 from __future__ import annotations
 
 import os
@@ -143,6 +150,31 @@ class TraceResolver(Resolver):
         return Site(user.file, user.line if user.line > 0 else None, user.function, None, text, kind)
 
 
+_EXPORT_FRAME = re.compile(r"^<loopscope sync \d+(?: site (\d+))?>$")
+
+
+class ExportResolver(Resolver):
+    """Sites of loopscope's own export: each wait in it names its sync's
+    site, an index into the file's otherData.sync_sites (the reader gives
+    the wait a frame "<loopscope sync N site K>"); the site is taken as the
+    live summary resolved it."""
+
+    def __init__(self, sites: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self._sites = sites
+
+    def _resolve(self, call: dict[str, Any]) -> Site:
+        frames = [Frame.of(f) for f in call["frames"]]
+        m = _EXPORT_FRAME.match(frames[0].function or "") if frames else None
+        k = int(m[1]) if m and m[1] is not None else -1
+        if not 0 <= k < len(self._sites):
+            return Site(None, None, None, None, None,
+                        _CLASS_KINDS.get(call["wait_class"], "other"))
+        s = self._sites[k]
+        return Site(s.get("file"), s.get("line"), s.get("function"), s.get("code"),
+                    s.get("call"), s.get("kind") or _CLASS_KINDS.get(call["wait_class"], "other"))
+
+
 # -- reading -------------------------------------------------------------------
 def _pattern(steps: Any) -> re.Pattern | None:
     if steps is None:
@@ -205,6 +237,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
         raise RuntimeError(f"cannot analyse {path} while a loopscope profile is running")
     t0 = time.perf_counter()
     reader = _core._trace_reader()
+    own: dict[str, Any] | None = None  # otherData of loopscope's own export
     if kind == "kineto":
         bar = _kineto.Progress(p.name, p.stat().st_size,
                                stream=None if progress else _NoTerminal())
@@ -215,23 +248,32 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
         meta = _kineto.members(reader, p)
         base = meta.get("baseTimeNanoseconds") or 0
         names = _kineto.device_names(meta)
+        own = _kineto.own_export(meta)
     else:
         from . import _nsys  # sqlite3 only when an export is read
 
         meta = _nsys.read(reader, p)
         base = 0
         names = meta["device_names"]
-    _core._trace_settle(reader, base, -1 if device is None else device)
+    span = own["span_ns"] if own is not None else None
+    _core._trace_settle(reader, base, -1 if device is None else device, own_export=own is not None,
+                        span=(span[0], span[1]) if span is not None else None)
     stats = _core._trace_stats(reader)
     if device is not None and device not in stats["devices"]:
         raise fail(p, f"device {device} ran no GPU operation in this trace (devices with "
                       f"operations: {', '.join(map(str, stats['devices'])) or 'none'})")
     ranges = _core._trace_ranges(reader)
-    step_of = steps_from_ranges(ranges, pattern or re.compile(DEFAULT_STEPS))
+    if own is not None and pattern is None:  # loopscope's export: the steps it recorded
+        step_of = [r[5] for r in ranges]
+    else:
+        step_of = steps_from_ranges(ranges, pattern or re.compile(DEFAULT_STEPS))
     has_apis = bool(stats["seen"].get("cuda_runtime") or stats["seen"].get("cuda_driver"))
     reason = NO_GPU[kind] if not stats["ops"] else None
     syncs_reason = None if has_apis else NO_APIS[kind]
     metrics_reason = None if stats["samples"] else NO_COUNTERS[kind]
+    if own is not None:  # why the exported profile had none
+        syncs_reason = own["syncs_error"] or (None if has_apis else syncs_reason)
+        metrics_reason = None if stats["samples"] else (own["metrics_error"] or metrics_reason)
     state: dict[str, Any] = {"reason": reason, "syncs_reason": syncs_reason,
                              "metrics_reason": metrics_reason, "instrument_mismatches": 0}
     capture = _core._trace_capture(reader, step_of, reason, syncs_reason, metrics_reason, None)
@@ -242,10 +284,12 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     prof._capture = capture
     prof._host_ns = max(0, info["stop_ns"] - info["start_ns"])
     step_count = sum(1 for s in step_of if s >= 0)
+    resolver = ExportResolver(own["sync_sites"]) if own is not None else TraceResolver()
     summary = build_summary(capture, state, thresholds, prof._host_ns, None, source=kind,
-                            resolver=TraceResolver())
+                            resolver=resolver)
     _shape(summary, kind=kind, path=p, gz=gz, meta=meta, stats=stats, names=names,
-           pattern=pattern, device=device, read_s=read_s, steps=step_count)
+           pattern=pattern, device=device, read_s=read_s, steps=step_count,
+           own=own is not None)
     prof._summary = Summary(summary)
     return prof
 
@@ -267,7 +311,7 @@ class _NoTerminal:
 
 def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: dict[str, Any],
            stats: dict[str, Any], names: dict[int, str], pattern: re.Pattern | None,
-           device: int | None, read_s: float, steps: int) -> None:
+           device: int | None, read_s: float, steps: int, own: bool = False) -> None:
     """What the summary says about the file; device names from it."""
     gpu = summary.get("gpu")
     if gpu is not None:
@@ -283,6 +327,9 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         if stacks and kind == "kineto":
             syncs["site_lines"] = ("the first line of the function that made the call "
                                    "(Kineto records no call-site line)")
+        if own:
+            syncs["sites_from"] = "loopscope export"
+            syncs["sites_unknown"] = None
         if stats["frames_dropped"]:
             syncs["sites_unknown"] = (
                 f"the trace has more Python frames than loopscope keeps ({stats['frames_dropped']:,} "
@@ -314,6 +361,7 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         "frames_dropped": stats["frames_dropped"],
         "time_offset_ns": stats["offset_ns"],
         "counter_values_not_understood": stats["counter_unknown"],
+        "producer": "loopscope" if own else None,
     }
     if kind == "kineto":
         trace.update({

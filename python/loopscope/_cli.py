@@ -393,7 +393,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         from ._trace_export import export_trace
 
         for path in _distributed.output_paths(args.trace, where):
-            if write_output("--trace", path, lambda tmp: export_trace(profiles, tmp)):
+            if write_output("--trace", path, lambda tmp: export_trace(profiles, tmp, summaries)):
                 _say(f"trace written to {path} (open it at https://ui.perfetto.dev)")
             else:
                 written = False

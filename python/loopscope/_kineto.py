@@ -158,7 +158,7 @@ def members(reader, path: Path) -> dict[str, Any]:
     raw = _core._trace_members(reader)
     out: dict[str, Any] = {}
     for key in ("baseTimeNanoseconds", "deviceProperties", "distributedInfo", "schemaVersion",
-                "traceName", "displayTimeUnit"):
+                "traceName", "displayTimeUnit", "otherData"):
         if key in raw:
             try:
                 out[key] = json.loads(raw[key])
@@ -169,6 +169,32 @@ def members(reader, path: Path) -> dict[str, Any]:
                              or base >= 1 << 61):
         raise fail(path, f"baseTimeNanoseconds is {base!r}: not a time in nanoseconds")
     return out
+
+
+def own_export(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """What loopscope's own export (otherData.producer == "loopscope" and
+    export_version >= 1, see _trace_export) carries for its reader: {"span_ns": [start, end] or
+    None, "sync_sites": [...], "syncs_error", "metrics_error"}; None for
+    any other trace.  Members that are missing or malformed read as absent."""
+    other = meta.get("otherData")
+    # exports before export_version 1 carried none of it: read as any trace
+    if not isinstance(other, dict) or other.get("producer") != "loopscope" or \
+            not isinstance(other.get("export_version"), int) or other["export_version"] < 1:
+        return None
+    span = other.get("span_ns")
+    if not (isinstance(span, list) and len(span) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 61
+                    for v in span) and span[0] <= span[1]):
+        span = None
+    sites = other.get("sync_sites")
+    sites = [s if isinstance(s, dict) else {} for s in sites] if isinstance(sites, list) else []
+    return {"span_ns": span, "sync_sites": sites,
+            "syncs_error": _text_or_none(other.get("syncs_error")),
+            "metrics_error": _text_or_none(other.get("metrics_error"))}
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def device_names(meta: dict[str, Any]) -> dict[int, str]:

@@ -64,4 +64,6 @@ def summary_with_range_steps(prof, match: Callable[[str], bool]) -> dict[str, An
     live = prof.summary()
     for key in ("rank", "world_size", "ranks", "skew", "distributed"):
         summary[key] = live.get(key)
-    return Summary(summary)
+    out = Summary(summary)
+    out.range_steps = steps
+    return out

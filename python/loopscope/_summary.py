@@ -256,7 +256,11 @@ def _window_figures(r: dict[str, Any]) -> dict[str, Any]:
 class Summary(dict):
     """The summary: a plain dict (JSON-serialisable, compares as a dict) that
     also renders as HTML in a notebook, and whose IPython text form is one
-    line (print() and repr() still show the whole dict)."""
+    line (print() and repr() still show the whole dict).  `range_steps`:
+    the ranges that acted as its steps, when they were not the live ones
+    (see _range_steps; the trace export marks them)."""
+
+    range_steps: "RangeSteps | None" = None
 
     def _repr_html_(self) -> str:
         return render(self)

@@ -284,17 +284,28 @@ def format_site(site: dict[str, Any]) -> str:
     return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
 
 
+class SyncSection(dict):
+    """summary["syncs"]: a plain dict that also knows, outside the dict, the
+    site of each of the model's syncs (`site_of[i]`: the index in
+    ["sites"] of Model.syncs()[i]), for the views that show single syncs
+    (the trace export)."""
+
+    site_of: list[int]
+
+
 def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int,
-                resolver: Resolver | None = None) -> dict[str, Any]:
+                resolver: Resolver | None = None) -> SyncSection:
     """summary["syncs"] from the model's syncs (Model.syncs()): their sites;
     resolver: how stacks become sites (a trace file's need their own, see
     _analyze)."""
     resolver = resolver or Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
+    entry_of: list[dict[str, Any]] = [{}] * len(syncs)  # per model sync: its site's entry
     by_kind: dict[str, int] = {}
     blocked_ns = 0
     in_steps = 0
-    for start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids in sorted(syncs):
+    for index, sync in sorted(enumerate(syncs), key=lambda item: item[1]):
+        start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids = sync
         first = calls[call_ids[0]]
         site = resolver.site(first)
         key = (site.file, site.line, site.function, site.kind, site.call,
@@ -307,6 +318,7 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
                 "blocked_ms": 0.0, "steps": [], "thread_id": thread_id, "apis": {},
                 "first_ns": start_ns,
             }
+        entry_of[index] = entry
         entry["count"] += 1
         entry["blocked_ms"] += blocked / 1e6
         if step is not None and step not in entry["steps"]:
@@ -322,7 +334,8 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
     for s in ordered:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
         s["steps"].sort()
-    return {
+    position = {id(s): k for k, s in enumerate(ordered)}
+    section = SyncSection({
         "count": len(syncs),
         "blocked_ms": round(blocked_ns / 1e6, 6),
         "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
@@ -330,4 +343,6 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
         "in_steps": in_steps,
         "outside_steps": len(syncs) - in_steps,
         "unjudged_async_copies": unknown_copies,
-    }
+    })
+    section.site_of = [position[id(entry)] for entry in entry_of]
+    return section

@@ -1,63 +1,96 @@
 """Chrome / Perfetto JSON trace of finished profiles (`prof.export_trace`,
 `python -m loopscope run --trace OUT`).  Open it at ui.perfetto.dev or
-chrome://tracing.
+chrome://tracing; `loopscope.analyze()` reads it back (see below).
 
 What it holds, on the profile's own clock (microseconds from the first
-profile's start):
-- process "host": steps and ranges per thread (category step / range), the
-  launch calls (category api), and the host syncs (category sync);
-- one process per GPU: its kernels, memcpys and memsets, one track per
-  stream, and a "gaps" track with every gap above the normal threshold
-  (category gap, named with its class and length);
-- flow arrows from each launch call to the op it launched;
+profile's start, which is `baseTimeNanoseconds`):
+- process "host", one track per thread: its steps and ranges (category
+  user_annotation; a step's args carry "step"), its launch calls (category
+  cuda_runtime / cuda_driver, named by the API call), and its host syncs
+  (category sync: every wait of the summary's syncs, named by its kind and
+  Python site; args: site `file:line function`, kind, code, call,
+  blocked_us, calls, wait class, step) with the calls that made them inside;
+  a track "CUDA sync records" with CUPTI's synchronization records
+  (category cuda_sync);
+- one process per GPU: its kernels (shown by their short name, the
+  signature and mangled name in the args), memcpys and memsets (named as
+  Kineto names them, "Memcpy DtoH (Device -> Pageable)"), one track per
+  stream, a "gaps" track with every gap above the normal threshold
+  (category gap, named with its class and length), and on the sampled GPU
+  one counter track per PM figure ("SM active %", "DRAM throughput %",
+  "DRAM read GB/s", ...; figures not collected are left out; a counter
+  holds its value until its next event, so where sampling paused or the
+  next sample lacks the figure, an instant "no sample: ..." of category
+  counter_end ends that series);
+- flow arrows from each launch call to the ops it launched ("s" at the
+  call, "f" with bp "e" at the op's start, one id per correlation id);
 - on rank 0 of a gathered torch.distributed profile, one process per other
   rank with its steps on this clock (aligned, see _ranks.py).
-SM/DRAM counter tracks come with PM sampling (not collected yet).
 
 The events of the records themselves are written by the C core from the
-analysed model (Model.write_trace_events), in pieces: a trace of millions of
-ops costs no Python object per op.
+analysed model (Model.write_trace_events, ls_trace_json.c), in pieces: a
+trace of millions of ops costs no Python object per op.
 
 pid and tid are small ints, as Chrome's format wants, whatever the ids they
-stand for (device and stream ids are any 32-bit values): the host is pid 1,
-GPUs are pids 100, 101, ... in order of their ids; on the host, tid 1 is the
-launch calls' lane, tid 2 the sync records', range threads follow from 3;
-a GPU's streams are numbered from 1 and its gaps lane is tid 0; the real ids
-are in the process and thread names."""
+stand for (device, stream and thread ids are any 64-bit values): the host
+is pid 1, GPUs are pids 100, 101, ... in order of their ids; on the host,
+tid 2 is the sync records' lane, tid 1 the thread of records whose thread
+is unknown, the other threads follow from 3 in order of appearance; a GPU's
+streams are numbered from 1 and its gaps lane is tid 0; the real ids are in
+the process and thread names and the events' args.
+
+Reading it back.  The events use Kineto's categories and args (ops: cat
+kernel / gpu_memcpy / gpu_memset with args device, stream, correlation;
+launch calls: cuda_runtime / cuda_driver with args.correlation), so the
+Kineto reader (_kineto, ls_kineto.c) reads them like a torch.profiler
+trace.  `otherData.producer == "loopscope"` tells it the file is
+loopscope's own, and then it also takes what only this export carries:
+the steps as recorded (args.step of ranges), the profile's span
+(otherData.span_ns), the waits of each sync tagged with the sync, its site
+and the launches before it (so the syncs group as they did live), the
+sites themselves (otherData.sync_sites) and why syncs or SM/DRAM were
+missing (otherData.syncs_error / metrics_error).  So `loopscope.analyze()`
+of the export gives the live summary's gaps (count, class, cause, step),
+GPU busy time, syncs and SM/DRAM figures again; thread ids come back as
+their tids, and two profiles in one file come back as one time line."""
 from __future__ import annotations
 
 import json
 import os
 from typing import Any, Callable
 
-from ._names import demangled_name, kernel_name
+from ._names import demangled_name, display_path, kernel_name
 from ._ranks_view import rank_trace_events
 
 HOST_PID = 1
 GPU_PID = 100
+EXPORT_VERSION = 1
 
-
-API_LANE, SYNC_LANE, GAP_LANE = "CUDA API", "host syncs", "gaps"
-LANE_TIDS = (1, 2, 0)  # the API lane, the sync-record lane, each GPU's gaps lane
+UNKNOWN_THREAD_TID, SYNC_RECORD_TID, GAP_TID = 1, 2, 0
+SYNC_RECORD_LANE, GAP_LANE = "CUDA sync records", "gaps"
+SITE_FIELDS = ("file", "line", "function", "code", "call", "kind")
 
 
 def _metadata(devices: dict[int, str | None], gpu_pids: dict[int, int],
-              stream_tids: dict[tuple[int, int], int],
-              threads: dict[int | str, int]) -> list[dict[str, Any]]:
+              stream_tids: dict[tuple[int, int], int], threads: dict[int, int],
+              sync_records: bool) -> list[dict[str, Any]]:
     """Names of the GPU processes, streams, lanes and host threads."""
-    events = []
+    events: list[dict[str, Any]] = []
     for device, pid in gpu_pids.items():
         name = devices.get(device)
         events.append({"ph": "M", "name": "process_name", "pid": pid,
                        "args": {"name": f"GPU {device}" + (f" {name}" if name else "")}})
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": LANE_TIDS[2],
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": GAP_TID,
                        "args": {"name": GAP_LANE}})
     for (device, stream), tid in stream_tids.items():
         events.append({"ph": "M", "name": "thread_name", "pid": gpu_pids[device], "tid": tid,
                        "args": {"name": f"stream {stream}"}})
+    if sync_records:
+        events.append({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": SYNC_RECORD_TID,
+                       "args": {"name": SYNC_RECORD_LANE}})
     for thread, tid in threads.items():
         events.append({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": tid,
-                       "args": {"name": thread if isinstance(thread, str) else f"thread {thread}"}})
+                       "args": {"name": "unknown thread" if thread == 0 else f"thread {thread}"}})
     return events
 
 
@@ -71,22 +104,67 @@ def _op_name(raw: str) -> tuple[str, str | None, str | None]:
             raw if full and raw != full else None)
 
 
-def write_trace_events(profiles: list[Any], write: Callable[[str], Any]) -> None:
-    """Writes the events of finished profiles as the inside of a JSON array.
-    The events of ranges, ops, launch calls, sync records and gaps come from
+def _site_slice(site: dict[str, Any]) -> tuple[str, str]:
+    """A sync slice's name and its args' site members (JSON, no braces)."""
+    kind = site.get("kind") or "other"
+    where = None
+    if site.get("file") is not None:
+        where = f"{display_path(site['file'])}:{site['line']}"
+    name = f"sync {kind}" + (f" {where}" if where else "")
+    args: dict[str, Any] = {
+        "site": (f"{site['file']}:{site['line']} {site['function']}"
+                 if site.get("file") is not None else None),
+        "kind": kind, "code": site.get("code"), "call": site.get("call")}
+    text = json.dumps({k: v for k, v in args.items() if v is not None}, separators=(",", ":"))
+    return name, text[1:-1]
+
+
+def _sync_sites(summary: dict[str, Any], sync_count: int
+                ) -> tuple[list[dict[str, Any]], tuple | None]:
+    """The summary's sync sites (as the export carries them) and the
+    sync_sites argument of write_trace_events, None when the summary
+    cannot name each sync's site (a summary restored from a recording)."""
+    syncs = summary.get("syncs") or {}
+    sites = syncs.get("sites") or []
+    site_of = getattr(syncs, "site_of", None)
+    if site_of is None or len(site_of) != sync_count:
+        return [], None
+    slices = [_site_slice(s) for s in sites]
+    return ([{k: s.get(k) for k in SITE_FIELDS} for s in sites],
+            (site_of, [n for n, _ in slices], [a for _, a in slices]))
+
+
+def _model(prof: Any, summary: dict[str, Any]) -> Any:
+    """The analysed model `summary` was made from: the profile's own, or
+    the one whose steps are ranges chosen after the fact (run --steps)."""
+    steps = getattr(summary, "range_steps", None)
+    if steps is None:
+        return prof.model
+    return prof.capture.model(*prof._thresholds, steps=steps.ranges)
+
+
+def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
+                       summaries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Writes the events of finished profiles as the inside of a JSON array;
+    returns what the file's otherData must say for the reader (the span,
+    the sync sites, the devices).  `summaries`: the summary shown for each
+    profile, when not its own (steps from ranges).  The events of ranges,
+    syncs, launch calls, ops, sync records, gaps and PM samples come from
     the C core (Model.write_trace_events): no Python loop per record."""
     write(json.dumps({"ph": "M", "name": "process_name", "pid": HOST_PID,
                       "args": {"name": "host"}}, separators=(",", ":")))
-    captured = [p for p in profiles if p.capture is not None]
+    shown = summaries if summaries is not None else [p.summary() for p in profiles]
+    pairs = [(p, s) for p, s in zip(profiles, shown) if p.capture is not None]
+    captured = [p for p, _ in pairs]
+    other: dict[str, Any] = {"t0_ns": 0, "span_ns": None, "sync_sites": [], "devices": {}}
     if not captured:
-        return
+        return other
+    infos = [p.capture.info() for p in captured]
     # time 0: the first profile's start, or an earlier op (injected test
     # records keep their own time line)
-    t0 = min(min([p.capture.info()["start_ns"]]
-                 + ([p.model.total()["first_ns"]] if p.model.op_count else []))
-             for p in captured)
-    # the host's lanes first, so range threads number from 3 (C adds them)
-    threads: dict[int | str, int] = {API_LANE: LANE_TIDS[0], SYNC_LANE: LANE_TIDS[1]}
+    t0 = min(min([info["start_ns"]] + ([p.model.total()["first_ns"]] if p.model.op_count else []))
+             for p, info in zip(captured, infos))
+    threads: dict[int, int] = {}
     devices: dict[int, str | None] = {}
     streams: set[tuple[int, int]] = set()
     for prof in captured:
@@ -98,30 +176,64 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any]) -> None
     stream_tids: dict[tuple[int, int], int] = {}
     for device, stream in sorted(streams):
         stream_tids[device, stream] = 1 + sum(d == device for d, _ in stream_tids)
-    for n, prof in enumerate(captured):
+    sites: list[dict[str, Any]] = []
+    sync_base = 0
+    for n, (prof, summary) in enumerate(pairs):
         # torch.distributed, rank 0: the other ranks' steps
-        for event in rank_trace_events(prof.summary(), t0, n):
+        for event in rank_trace_events(summary, t0, n):
             write("," + json.dumps(event, separators=(",", ":")))
-        prof.model.write_trace_events(write, t0, n, threads, HOST_PID, GPU_PID, names=_op_name,
-                                      gpu_pids=gpu_pids, stream_tids=stream_tids,
-                                      lanes=LANE_TIDS)
-    for event in _metadata(devices, gpu_pids, stream_tids, threads):
+        model = _model(prof, summary)
+        sync_count = len(model.syncs())
+        own_sites, sync_sites = _sync_sites(summary, sync_count)
+        model.write_trace_events(write, t0, n, threads, HOST_PID, GPU_PID, names=_op_name,
+                                 gpu_pids=gpu_pids, stream_tids=stream_tids,
+                                 lanes=(SYNC_RECORD_TID, GAP_TID), sync_sites=sync_sites,
+                                 sync_base=sync_base, site_base=len(sites))
+        sites += own_sites
+        sync_base += sync_count
+    for event in _metadata(devices, gpu_pids, stream_tids, threads,
+                           any(info["sync_records"] for info in infos)):
         write("," + json.dumps(event, separators=(",", ":")))
+    other["t0_ns"] = t0
+    other["span_ns"] = [min(info["start_ns"] for info in infos) - t0,
+                        max(info["stop_ns"] for info in infos) - t0]
+    other["sync_sites"] = sites
+    other["devices"] = devices
+    return other
 
 
-def export_trace(profiles: list[Any], path: str | os.PathLike) -> str:
-    """Writes the trace of finished profiles to `path`; returns the path."""
+def export_trace(profiles: list[Any], path: str | os.PathLike,
+                 summaries: list[dict[str, Any]] | None = None) -> str:
+    """Writes the trace of finished profiles to `path`; returns the path.
+    `summaries`: the summary shown for each profile when it is not the
+    profile's own (`run --steps`: steps from ranges); the trace then marks
+    those steps."""
     for prof in profiles:
         prof._require_finished()
-    summaries = [p.summary() for p in profiles]
-    other = {
-        "producer": "loopscope",
-        "verdicts": [s["diagnosis"]["verdict"] for s in summaries],
-        "sources": [s["source"] for s in summaries],
-    }
+    if summaries is None:
+        summaries = [p.summary() for p in profiles]
+    elif len(summaries) != len(profiles):
+        raise ValueError(f"export_trace: {len(summaries)} summaries for {len(profiles)} profiles")
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"traceEvents":[')
-        write_trace_events(profiles, f.write)
-        f.write('],"displayTimeUnit":"ms","otherData":' + json.dumps(other, separators=(",", ":"))
-                + "}")
+        written = write_trace_events(profiles, f.write, summaries)
+        other = {
+            "producer": "loopscope",
+            "export_version": EXPORT_VERSION,
+            "verdicts": [s["diagnosis"]["verdict"] for s in summaries],
+            "sources": [s["source"] for s in summaries],
+            "span_ns": written["span_ns"],
+            "sync_sites": written["sync_sites"],
+            # why a section was empty live: the reader says the same
+            "syncs_error": next((s["syncs_error"] for s in summaries if s.get("syncs_error")),
+                                None),
+            "metrics_error": next((s["metrics_error"] for s in summaries
+                                   if s.get("metrics_error")), None),
+        }
+        # Kineto's members: the time origin of `ts`, the devices' names
+        properties = [{"id": d, "name": name} for d, name in sorted(written["devices"].items())
+                      if name]
+        f.write('],"baseTimeNanoseconds":' + str(written["t0_ns"]) + ',"deviceProperties":'
+                + json.dumps(properties, separators=(",", ":")) + ',"displayTimeUnit":"ms",'
+                '"otherData":' + json.dumps(other, separators=(",", ":")) + "}")
     return str(path)

@@ -1,0 +1,79 @@
+"""Real-GPU round trip of the trace export (marked gpu; skipped with a
+reason where no GPU is present): a denoise-like eager loop with syncs at
+known lines, profiled with everything on (trace, syncs, PM sampling),
+exported with prof.export_trace and read back with loopscope.analyze:
+
+- the gaps (count, class, cause, step, worst), GPU busy time, steps and
+  SM/DRAM figures are the live summary's;
+- the syncs are the live ones (count, blocked time, kinds, sites but the
+  thread ids, which a trace names by track);
+- the trace has one counter series per sampled figure on the GPU's
+  process, a slice per sync on the loop's thread, and a flow arrow per
+  launch that reached an op."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs PyTorch")
+if not torch.cuda.is_available():
+    pytest.skip("needs an NVIDIA GPU visible to PyTorch", allow_module_level=True)
+
+import loopscope  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+SAME = ("gaps", "gpu", "steps", "ranges", "sm", "dram", "pcie", "diagnosis")
+
+
+def run_loop(prof, x, w, steps=6):
+    for i in range(steps):
+        with prof.step():
+            with loopscope.range("Blocks"):
+                for _ in range(20):
+                    x = torch.tanh(x @ w)
+            if i % 2 == 0:
+                x.sum().item()                 # a sync at this line
+            if i == 3:
+                torch.cuda.synchronize()       # and one here
+    return x
+
+
+def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
+    x = torch.randn(512, 512, device="cuda")
+    w = torch.randn(512, 512, device="cuda") / 32
+    for _ in range(20):                        # warm up cuBLAS outside the profile
+        x = torch.tanh(x @ w)
+    torch.cuda.synchronize()
+    with loopscope.profile() as prof:
+        run_loop(prof, x, w)
+    live = prof.summary()
+    if live["gaps"] is None:
+        pytest.skip(f"GPU tracing unavailable here: {live['gpu_error']}")
+    assert live["syncs"] is not None and live["syncs"]["count"] >= 4, live["syncs_error"]
+    assert len(live["steps"]) == 6
+    path = prof.export_trace(tmp_path / "loop.json")
+    back = loopscope.analyze(path)
+    for key in SAME:
+        assert back[key] == live[key], key
+
+    def without_threads(syncs):
+        out = {k: v for k, v in syncs.items() if k not in ("sites_from", "sites_unknown")}
+        out["sites"] = [{k: v for k, v in s.items() if k != "thread_id"} for s in syncs["sites"]]
+        return out
+
+    assert without_threads(back["syncs"]) == without_threads(live["syncs"])
+
+    events = json.loads(open(path).read())["traceEvents"]
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    if live["sm"] is not None:
+        assert {"SM active", "DRAM throughput"} <= counters
+    syncs = [e for e in events if e["ph"] == "X" and e["cat"] == "sync"]
+    assert len(syncs) == live["syncs"]["count"]
+    assert all(e["args"]["site"] for e in syncs)
+    starts = [e for e in events if e["ph"] == "s"]
+    assert len(starts) >= live["gpu"]["kernels"] - live["gpu"]["ops_without_launch_record"]
+    print(f"\n{len(events)} events; {len(syncs)} sync slices; counters {sorted(counters)}; "
+          f"gaps {live['gaps']['count']} (by cause {live['gaps']['by_cause']}); "
+          f"syncs {live['syncs']['count']}; SM {live['sm'] and live['sm']['active_pct']}%")

@@ -4,6 +4,7 @@
 #include "ls_capture_type.h"
 
 #include "ls_call_dict.h"
+#include "ls_cuda.h"
 #include "ls_model_type.h"
 #include "ls_module_state.h"
 #include "ls_pyvalues.h"
@@ -25,8 +26,33 @@ typedef struct {
     PyObject *models; /* dict: (normal_ns, severe_ns, steps) -> Model, the latest few */
 } ls_capture_object;
 
+/* The facts (SM count, threads per SM, ...) of each traced device the ops
+ * ran on, from the driver, once per device: what kernels' grids are judged
+ * against.  Facts already there (injected) are kept. */
+static void add_device_facts(ls_capture *capture)
+{
+    ls_records *r = &capture->records;
+    uint32_t tried[LS_MAX_DEVICE_FACTS];
+    size_t n = 0;
+    for (size_t i = 0; capture->traced && i < r->ops.count && n < LS_MAX_DEVICE_FACTS; i++) {
+        uint32_t id = r->ops.items[i].device_id;
+        if (i > 0 && id == r->ops.items[i - 1].device_id)
+            continue; /* the common case: one device */
+        int seen = ls_records_device(r, id) != NULL;
+        for (size_t k = 0; !seen && k < n; k++)
+            seen = tried[k] == id;
+        if (seen)
+            continue;
+        tried[n++] = id;
+        ls_device_facts facts;
+        if (id < LS_MAX_DEVICE_FACTS && ls_cuda_device_facts((int)id, &facts) == 0)
+            ls_records_set_device(r, &facts);
+    }
+}
+
 PyObject *ls_capture_new(PyTypeObject *type, ls_capture *capture)
 {
+    add_device_facts(capture);
     ls_capture_object *self = PyObject_GC_New(ls_capture_object, type);
     if (self == NULL) {
         ls_records_clear(&capture->records);

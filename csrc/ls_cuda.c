@@ -53,6 +53,40 @@ int ls_cuda_device_name(int ordinal, char *buf, size_t size)
     return result;
 }
 
+int ls_cuda_device_facts(int ordinal, ls_device_facts *out)
+{
+    /* CUdevice_attribute values (cuda.h), in the order of the fields below */
+    enum { SMS = 16, THREADS = 39, BLOCKS = 106, REGISTERS = 82, SHARED = 81 };
+    static ls_device_facts known[LS_MAX_DEVICE_FACTS];
+    static int asked[LS_MAX_DEVICE_FACTS]; /* 1 known, -1 the driver did not answer */
+    if (ordinal < 0 || ordinal >= LS_MAX_DEVICE_FACTS)
+        return -1;
+    if (asked[ordinal] == 0) {
+        void *lib = driver();
+        if (lib == NULL)
+            return -1; /* no driver yet: ask again next time */
+        ls_cu_device_get device_get;
+        int (*get_attribute)(int *, int, int);
+        *(void **)(&device_get) = dlsym(lib, "cuDeviceGet");
+        *(void **)(&get_attribute) = dlsym(lib, "cuDeviceGetAttribute");
+        int device = 0, v[5] = {0, 0, 0, 0, 0};
+        static const int which[5] = {SMS, THREADS, BLOCKS, REGISTERS, SHARED};
+        int ok = device_get != NULL && get_attribute != NULL && device_get(&device, ordinal) == 0;
+        for (int i = 0; ok && i < 5; i++)
+            if (get_attribute(&v[i], which[i], device) != 0 || v[i] < 0)
+                v[i] = 0; /* an attribute this driver lacks stays unknown */
+        ok = ok && v[0] > 0 && v[1] > 0;
+        known[ordinal] = (ls_device_facts){(uint32_t)ordinal, (uint32_t)v[0], (uint32_t)v[1],
+                                           (uint32_t)v[2], (uint32_t)v[3], (uint32_t)v[4]};
+        asked[ordinal] = ok ? 1 : -1;
+        dlclose(lib);
+    }
+    if (asked[ordinal] != 1)
+        return -1;
+    *out = known[ordinal];
+    return 0;
+}
+
 int ls_cuda_driver_present(void)
 {
     return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL;

@@ -190,6 +190,8 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
     for (size_t i = 0; i < n; i++) {
         const ls_op *op = &ops[idx[i]];
         count_kind(line, op);
+        if (op->kind == LS_OP_KERNEL)
+            line->kernel_ns += op->end_ns - op->start_ns;
         if (fill[idx[i]] >= 0) {
             uint64_t d = op->end_ns - op->start_ns;
             line->shaped_ns += d;
@@ -937,6 +939,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         t->busy_ns += dev->busy_ns;
         t->compute_ns += dev->compute_ns;
         t->comm_ns += dev->comm_ns;
+        t->kernel_ns += dev->kernel_ns;
         t->shaped_ns += dev->shaped_ns;
         t->filled_ns += dev->filled_ns;
         if (t->first_ns == 0 || dev->first_ns < t->first_ns)

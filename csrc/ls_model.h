@@ -90,6 +90,7 @@ typedef struct {
     uint64_t busy_ns;              /* the union of the ops' intervals (summed over devices) */
     uint64_t compute_ns, comm_ns;  /* the union of each class's intervals */
     uint64_t first_ns, last_ns;    /* first op start, last op end; 0 when no op */
+    uint64_t kernel_ns;            /* its kernels' durations, summed (overlaps count twice) */
     uint64_t shaped_ns;            /* time of the kernels whose fill is known (ls_kernels) */
     uint64_t filled_ns;            /* their durations, each times its fill (rounded) */
 } ls_line;

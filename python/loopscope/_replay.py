@@ -9,6 +9,7 @@ from typing import Any
 from . import _core
 from ._diagnosis import diagnose, diagnose_step
 from ._profile import Profile
+from ._readiness import add_sync_blockers, overview
 from ._recording import (OP_KINDS, RANGE_FIELDS, STEP_FIELDS, TOP_SECTIONS, RecordingError,
                          check_shape, columns)
 from ._schema import SchemaError
@@ -138,6 +139,9 @@ def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
                 entry[key] = old[key]
                 if f"ranges.{key}" not in as_recorded:
                     as_recorded.append(f"ranges.{key}")
+    if "syncs" in as_recorded:  # the recorded sync sites block their steps' capture
+        add_sync_blockers(summary["steps"], summary["syncs"])
+        summary["graph_readiness"] = overview(summary["steps"])
     if as_recorded:  # the verdict may depend on what came back
         for step in summary["steps"]:
             if step["gaps"] is not None:

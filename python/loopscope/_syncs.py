@@ -284,15 +284,19 @@ def format_site(site: dict[str, Any]) -> str:
     return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
 
 
-def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int
-                ) -> dict[str, Any]:
-    """summary["syncs"] from the model's syncs (Model.syncs()): their sites."""
+def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int,
+                sync_gaps: list[int] | None = None) -> dict[str, Any]:
+    """summary["syncs"] from the model's syncs (Model.syncs()): their sites.
+    sync_gaps (Model.sync_gaps(), parallel to syncs): the GPU idle time each
+    sync caused, summed per site as gap_ms."""
     resolver = Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
     by_kind: dict[str, int] = {}
     blocked_ns = 0
     in_steps = 0
-    for start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids in sorted(syncs):
+    gaps = sync_gaps if sync_gaps is not None else [0] * len(syncs)
+    for (start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids), gap_ns in sorted(
+            zip(syncs, gaps)):
         first = calls[call_ids[0]]
         site = resolver.site(first)
         key = (site.file, site.line, site.function, site.kind, site.call,
@@ -303,10 +307,11 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
                 "file": site.file, "line": site.line, "function": site.function,
                 "code": site.code, "call": site.call, "kind": site.kind, "count": 0,
                 "blocked_ms": 0.0, "steps": [], "thread_id": thread_id, "apis": {},
-                "first_ns": start_ns,
+                "first_ns": start_ns, "gap_ms": 0.0,
             }
         entry["count"] += 1
         entry["blocked_ms"] += blocked / 1e6
+        entry["gap_ms"] += gap_ns / 1e6
         if step is not None and step not in entry["steps"]:
             entry["steps"].append(step)
         for i in call_ids:
@@ -319,6 +324,7 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
     ordered = sorted(sites.values(), key=lambda s: (-s["blocked_ms"], -s["count"], s["first_ns"]))
     for s in ordered:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
+        s["gap_ms"] = round(s["gap_ms"], 6)
         s["steps"].sort()
     return {
         "count": len(syncs),

@@ -282,6 +282,11 @@ def format_report(summary: dict[str, Any]) -> str:
             f"Note: instrument() saw {mismatches} nesting mismatches (a forward left by a "
             "BaseException, or hooks added mid-forward): those ranges were closed at the "
             "step's end, so their times in that step may be off")
+    module_steps = summary.get("module_steps")
+    if module_steps and module_steps["skipped"]:
+        out.append(
+            f"Note: steps=module: {module_steps['skipped']} of {module_steps['calls']} calls made "
+            f"no step ({'; '.join(module_steps['errors'][:1])})")
     if summary.get("cupti_note"):
         out.append(f"Note: {summary['cupti_note']}")
     if summary.get("non_finite_note"):

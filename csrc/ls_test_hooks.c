@@ -39,7 +39,7 @@ static const char *const kind_fields[] = {
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
     "(start_ns, end_ns, correlation_id[, thread_id[, domain[, api]]]) (domain: 0 runtime, 1 "
     "driver; api: the call's name in csrc/ls_cbids.c, e.g. 'cudaGraphLaunch', whose domain "
-    "it must match)",
+    "it must match, or its CUPTI callback id)",
     "(start_ns, end_ns[, stream])",
     "(start_ns, end_ns, {figure: value}[, device]) (figures:"
 #define LS_FIGURE_NAME(id, name, cupti, rate) " " name
@@ -105,6 +105,11 @@ static int append_sample(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t 
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_ValueError, "loopscope._inject: sample record %zd names an "
                              "unknown figure %R", index, key);
+            return -1;
+        }
+        if (!PyFloat_Check(value) && !(PyLong_Check(value) && !PyBool_Check(value))) {
+            PyErr_Format(PyExc_TypeError, "loopscope._inject: sample record %zd, %s must be a "
+                         "number, not %.100s", index, name, Py_TYPE(value)->tp_name);
             return -1;
         }
         double v = PyFloat_AsDouble(value);
@@ -272,16 +277,24 @@ static int read_geometry(PyObject *t, Py_ssize_t index, ls_op *op)
     return 0;
 }
 
-/* The API name of an api record (field 5): its callback id and domain. */
+/* The call of an api record (field 5): an API name (its callback id, whose
+ * domain must be the record's) or a callback id as an int (a recording's). */
 static int read_api_name(PyObject *t, Py_ssize_t index, unsigned long long domain,
                          uint32_t *cbid)
 {
     PyObject *name = PyTuple_GET_ITEM(t, 5);
+    if (PyLong_Check(name) && !PyBool_Check(name)) {
+        unsigned long long id = 0;
+        if (read_uint(t, 5, index, "api", UINT32_MAX, &id))
+            return -1;
+        *cbid = (uint32_t)id;
+        return 0;
+    }
     const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
     if (text == NULL) {
         if (!PyErr_Occurred())
             PyErr_Format(PyExc_TypeError, "loopscope._inject: api record %zd, field 5 (api) "
-                         "must be a str, not %.100s", index, Py_TYPE(name)->tp_name);
+                         "must be a str or an int, not %.100s", index, Py_TYPE(name)->tp_name);
         return -1;
     }
     CUpti_CallbackDomain d;

@@ -328,3 +328,41 @@ def test_each_sync_gets_the_gaps_it_overlapped_longest(test_clock):
     got = dict(zip([(s[0], s[1]) for s in model.syncs()], model.sync_gaps()))
     assert [got[s] for s in syncs] == caused
     assert caused == [gaps["A"][1] - gaps["A"][0], gaps["B"][1] - gaps["B"][0]]
+
+
+# -- recordings keep the launch shapes, copy kinds, graph launches, device facts --
+
+def test_a_recording_keeps_what_the_new_figures_need(test_clock, tmp_path):
+    from loopscope._recording import load
+    from loopscope._replay import replay
+
+    test_clock.set(1_000_000, 7_000)
+    with loopscope.profile() as prof:
+        _core._inject("device", [H200])
+        launches = graph_loop(prof, 3, 7_000)
+        _core._inject("kernel", [kernel(2_000_000 + 20_000 * i, 2_010_000 + 20_000 * i, a[2],
+                                        "k", (64, 1, 1), (256, 1, 1), 32)
+                                 for i, a in enumerate(launches)])
+        _core._inject("memcpy", [(3_000_000, 3_001_000, 0, 7, 99, None, 8, MEMCPY_HTOD,
+                                  PAGEABLE)])
+    path = tmp_path / "run.loopscope.json.gz"
+    prof.save_recording(path)
+    again = replay(load(path))
+    for name in ("fill", "grid_x", "block_x", "registers", "copy_kind", "host_memory"):
+        assert list(again.model.op_column(name)) == list(prof.model.op_column(name)), name
+    assert again.model.devices()[0]["sm_count"] == 132
+    before, after = prof.summary(), again.summary()
+    for key in ("graphs", "top_kernels", "loop"):
+        assert after[key] == before[key], key
+    assert after["gpu"]["fill_pct"] == before["gpu"]["fill_pct"] is not None
+    assert [s["graph_readiness"] for s in after["steps"]] == [
+        s["graph_readiness"] for s in before["steps"]]
+    # an older recording (no optional columns) still replays, those facts unknown
+    data = load(path)
+    for table, key in (("ops", "shape"), ("ops", "copy_kind"), ("ops", "host_memory"),
+                       ("apis", "cbid")):
+        del data[table][key]
+    del data["shapes"], data["meta"]["device_facts"]
+    old = replay(data).summary()
+    assert old["gpu"]["kernels"] == before["gpu"]["kernels"]
+    assert old["graphs"] is None and old["gpu"]["fill_pct"] is None

@@ -10,8 +10,11 @@
     with loopscope.no_sync():     # strict mode: SyncError at the line that syncs
         ...
 
-`loopscope.instrument(model)` adds a range per submodule call (per layer).
+`loopscope.instrument(model)` adds a range per submodule call (per layer);
+`loopscope.profile(steps=model)` makes each top-level call of model a step;
+`loopscope.compare(before, after)` compares two summaries, profiles or files.
 """
+from ._compare import compare
 from ._core import range  # noqa: A004  (the public name is part of the contract)
 from ._instrument import InstrumentHandle, instrument
 from ._profile import LoopscopeWarning, Profile, profile
@@ -19,6 +22,6 @@ from ._strict import SyncError, no_sync
 from ._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [
-    "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "instrument",
-    "no_sync", "profile", "range", "__version__",
+    "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "compare",
+    "instrument", "no_sync", "profile", "range", "__version__",
 ]

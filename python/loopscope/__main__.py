@@ -1,5 +1,5 @@
-"""Command line: `loopscope demo`, `loopscope run` (_cli.py); the same as
-`python -m loopscope ...`."""
+"""Command line: `loopscope demo`, `loopscope run`, `loopscope diff`
+(_cli.py); the same as `python -m loopscope ...`."""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +7,8 @@ import os
 import sys
 
 from . import instrument, profile
-from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_run_parser, check_outputs, demo_recording,
-                   run_command, write_json)
+from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_diff_parser, add_run_parser, check_outputs,
+                   demo_recording, diff_command, run_command, write_json)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Profile PyTorch GPU loops: launch gaps, syncs, verdict.",
-        epilog="examples:\n  %(prog)s demo\n  %(prog)s run train.py --epochs 1\n\n"
+        epilog="examples:\n  %(prog)s demo\n  %(prog)s run train.py --epochs 1\n"
+        "  %(prog)s diff before.json after.json\n\n"
         "'%(prog)s COMMAND --help' explains each command.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                       help="loopscope.instrument() the model: per-layer ranges and GPU times")
     demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON")
     add_run_parser(sub)
+    add_diff_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return _demo(args)
     if args.command == "run":
         return run_command(args, sub.choices["run"])
+    if args.command == "diff":
+        return diff_command(args, sub.choices["diff"])
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

@@ -190,9 +190,11 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
     for (size_t i = 0; i < n; i++) {
         const ls_op *op = &ops[idx[i]];
         count_kind(line, op);
-        if (op->kind == LS_OP_KERNEL)
+        /* collectives wait for other ranks in a small grid: not a fill to judge */
+        int judged = op->kind == LS_OP_KERNEL && !comm[idx[i]];
+        if (judged)
             line->kernel_ns += op->end_ns - op->start_ns;
-        if (fill[idx[i]] >= 0) {
+        if (judged && fill[idx[i]] >= 0) {
             uint64_t d = op->end_ns - op->start_ns;
             line->shaped_ns += d;
             line->filled_ns += (uint64_t)((double)d * fill[idx[i]] + 0.5);

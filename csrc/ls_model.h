@@ -19,8 +19,9 @@
  * nothing.
  *
  * Kernel fill (ls_kernels): each line also sums the time of its kernels
- * whose fill is known and that time weighted by the fill, so the share of
- * the GPU a step's or the loop's kernels could fill is filled / shaped.
+ * (collectives left out: they wait for other ranks) whose fill is known
+ * and that time weighted by the fill, so the share of the GPU a step's or
+ * the loop's kernels could fill is filled / shaped.
  *
  * Busy time splits into compute and comm (collective kernels, see
  * ls_collectives): the union of the intervals of each class, so where
@@ -90,8 +91,9 @@ typedef struct {
     uint64_t busy_ns;              /* the union of the ops' intervals (summed over devices) */
     uint64_t compute_ns, comm_ns;  /* the union of each class's intervals */
     uint64_t first_ns, last_ns;    /* first op start, last op end; 0 when no op */
-    uint64_t kernel_ns;            /* its kernels' durations, summed (overlaps count twice) */
-    uint64_t shaped_ns;            /* time of the kernels whose fill is known (ls_kernels) */
+    uint64_t kernel_ns;            /* its kernels' durations, collectives left out, summed
+                                      (overlaps count twice) */
+    uint64_t shaped_ns;            /* time of those kernels whose fill is known (ls_kernels) */
     uint64_t filled_ns;            /* their durations, each times its fill (rounded) */
 } ls_line;
 

@@ -413,3 +413,19 @@ def test_every_step_different_is_dynamic(test_clock):
     steps = prof.summary()["steps"]
     assert [[b["text"] for b in st["graph_readiness"]["blockers"]] for st in steps] == [
         ["2 GPU ops, no other step alike"]] * 3
+
+
+def test_collectives_are_not_judged_for_fill():
+    """An NCCL kernel spins in a few blocks while it waits for other ranks:
+    its small grid says nothing of the loop's fill (issue 16's rank 0: GPU
+    busy 98.7% in ncclDevKernel_AllReduce)."""
+    nccl = busy_kernels(10, 2, 512, name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+    big = [(k[0] + 200 * US, k[1] + 200 * US, 0, 7, 100 + i, "gemm", 0, 4096, 256, 0, 0)
+           for i, k in enumerate(busy_kernels(2, 1, 1))]
+    s = run_busy(nccl + big)
+    assert s["gpu"]["fill_pct"] == 100.0  # the GEMMs only
+    assert s["gpu"]["fill_known_pct"] == 100.0
+    assert s["diagnosis"]["verdict"] != "UNDER_FILLED"
+    top = {k["name"]: k for k in s["top_kernels"]}
+    assert top["ncclDevKernel_AllReduce_Sum_bf16_RING_LL"]["share_pct"] == round(
+        100 * 100 / 120, 2)  # of all kernel time, collectives included

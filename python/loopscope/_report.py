@@ -102,8 +102,9 @@ def _kernel_lines(summary: dict[str, Any]) -> list[str]:
     for k in kernels[:MAX_KERNEL_ROWS]:
         shape = ("x".join(map(str, k["grid"])) + " x " + "x".join(map(str, k["block"]))
                  if k.get("grid") else "-")
+        fill = "-" if k["fill_pct"] is None else f"{k['fill_pct']:.0f}%"
         lines.append(f"  {_fmt(k['total_ms']):>9} ms {_fmt(k['share_pct'], '.1f'):>5}% "
-                     f"x{k['count']:<6} {shape:<22} fill {_fmt(k['fill_pct'], '.0f'):>3}%  "
+                     f"x{k['count']:<6} {shape:<22} fill {fill:>4}  "
                      f"{clip(kernel_name(k['name']) or '?', 60)}")
     return lines
 

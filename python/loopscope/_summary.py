@@ -468,7 +468,9 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         total = model.total()
         summary["loop"] = _loop(model_steps, total)
         summary["graphs"] = _graphs(total, step_list)
-        summary["top_kernels"] = _top_kernels(model.kernels(TOP_KERNELS), total["kernel_ns"])
+        kernels = model.kernels()
+        summary["top_kernels"] = _top_kernels(kernels[:TOP_KERNELS],
+                                              sum(k["total_ns"] for k in kernels))
         summary["gaps"] = shape_gaps(total["gaps"], thresholds_us, total["busy_ns"])
         summary["gaps"]["histogram"] = _histogram(total["gaps"], model.histogram_edges_ns)
         summary["gaps"]["worst"] = _worst_gaps(model.worst_gaps(10), step_names)

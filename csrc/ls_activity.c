@@ -67,6 +67,24 @@ static ls_op *add_op(ls_records *sink, ls_op_kind kind, uint64_t start, uint64_t
     return op;
 }
 
+/* A kernel's grid, block, registers and shared memory (what decides how
+ * much of the GPU it can fill).  Negative or out-of-range values (a record
+ * CUPTI could not fill) are left 0: unknown. */
+static uint16_t side(int32_t v) { return v > 0 && v <= UINT16_MAX ? (uint16_t)v : 0; }
+
+static void set_geometry(ls_op *op, const ls_kernel_record *k)
+{
+    op->grid_x = k->gridX > 0 ? (uint32_t)k->gridX : 0;
+    op->grid_y = side(k->gridY);
+    op->grid_z = side(k->gridZ);
+    op->block_x = side(k->blockX);
+    op->block_y = side(k->blockY);
+    op->block_z = side(k->blockZ);
+    op->registers = k->registersPerThread;
+    int64_t shared = (int64_t)k->staticSharedMemory + k->dynamicSharedMemory;
+    op->shared_bytes = shared > 0 && shared <= UINT32_MAX ? (uint32_t)shared : 0;
+}
+
 /* The memory kind of a copy's host side (pageable or pinned decides whether
  * an async copy made the host wait), 0 when neither side is host memory. */
 static uint8_t host_side(const ls_memcpy_record *m)
@@ -102,8 +120,10 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
             uint32_t name = k->name ? ls_names_intern_held(&sink->names, k->name,
                                                            strlen(k->name))
                                     : LS_NO_NAME;
-            add_op(sink, LS_OP_KERNEL, k->start, k->end, k->deviceId, k->streamId,
-                   k->correlationId, 0, name, 0, k->graphId != 0);
+            ls_op *op = add_op(sink, LS_OP_KERNEL, k->start, k->end, k->deviceId, k->streamId,
+                               k->correlationId, 0, name, 0, k->graphId != 0);
+            if (op != NULL)
+                set_geometry(op, k);
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {

@@ -5,6 +5,7 @@
 
 #include "ls_call_dict.h"
 #include "ls_clock.h"
+#include "ls_cuda.h"
 #include "ls_finish.h"
 #include "ls_model_type.h"
 #include "ls_module_state.h"
@@ -28,6 +29,30 @@ typedef struct {
     uint64_t stop_cost_ns;
     PyObject *models; /* dict: (normal_ns, severe_ns, steps) -> Model, the latest few */
 } ls_capture_object;
+
+/* The facts (SM count, threads per SM, ...) of each traced device the ops
+ * ran on, from the driver, once per device: what kernels' grids are judged
+ * against.  Facts already there (injected) are kept. */
+static void add_device_facts(ls_capture *capture)
+{
+    ls_records *r = &capture->records;
+    uint32_t tried[LS_MAX_DEVICE_FACTS];
+    size_t n = 0;
+    for (size_t i = 0; capture->traced && i < r->ops.count && n < LS_MAX_DEVICE_FACTS; i++) {
+        uint32_t id = r->ops.items[i].device_id;
+        if (i > 0 && id == r->ops.items[i - 1].device_id)
+            continue; /* the common case: one device */
+        int seen = ls_records_device(r, id) != NULL;
+        for (size_t k = 0; !seen && k < n; k++)
+            seen = tried[k] == id;
+        if (seen)
+            continue;
+        tried[n++] = id;
+        ls_device_facts facts;
+        if (id < LS_MAX_DEVICE_FACTS && ls_cuda_device_facts((int)id, &facts) == 0)
+            ls_records_set_device(r, &facts);
+    }
+}
 
 PyObject *ls_capture_new(PyTypeObject *type, ls_finish *pending, uint64_t stop_cost_ns)
 {
@@ -82,6 +107,7 @@ static int capture_ready(ls_capture_object *self)
     self->pending = NULL;
     ls_finish_take(job, &self->capture, ls_clock_monotonic_ns() - t0);
     ls_capture *c = &self->capture;
+    add_device_facts(c); /* the devices the ops ran on are known now */
     c->stop_ns_cost = self->stop_cost_ns;
     uint64_t other = 0;
     for (int k = 0; k < LS_STOP_PHASES; k++)

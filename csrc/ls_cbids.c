@@ -9,13 +9,17 @@
 #define W(c) ((uint8_t)((c) << 1))
 #define COPY (L | W(LS_WAIT_COPY))
 #define COPY_ASYNC (L | W(LS_WAIT_COPY_ASYNC))
+#define G (L | LS_ROLE_GRAPH)
+#define M LS_ROLE_MEMORY
+#define FREE (W(LS_WAIT_FREE) | M)
+#define MA (M | LS_ROLE_STREAM_ORDERED)
 
 /* Runtime API.  PyTorch's own kernels, copies and syncs come through here. */
 #define LS_RUNTIME_CALLS(X)                                                            \
     X(cudaLaunchKernel_v7000, L) X(cudaLaunchKernel_ptsz_v7000, L)                     \
     X(cudaLaunchKernelExC_v11060, L) X(cudaLaunchKernelExC_ptsz_v11060, L)             \
     X(cudaLaunchCooperativeKernel_v9000, L) X(cudaLaunchCooperativeKernel_ptsz_v9000, L) \
-    X(cudaGraphLaunch_v10000, L) X(cudaGraphLaunch_ptsz_v10000, L)                     \
+    X(cudaGraphLaunch_v10000, G) X(cudaGraphLaunch_ptsz_v10000, G)                     \
     X(cudaMemset_v3020, L) X(cudaMemset_ptds_v7000, L)                                 \
     X(cudaMemsetAsync_v3020, L) X(cudaMemsetAsync_ptsz_v7000, L)                       \
     X(cudaMemset2DAsync_v3020, L) X(cudaMemset2DAsync_ptsz_v7000, L)                   \
@@ -39,14 +43,19 @@
     X(cudaStreamSynchronize_v3020, W(LS_WAIT_STREAM))                                  \
     X(cudaStreamSynchronize_ptsz_v7000, W(LS_WAIT_STREAM))                             \
     X(cudaEventSynchronize_v3020, W(LS_WAIT_EVENT))                                    \
-    X(cudaFree_v3020, W(LS_WAIT_FREE)) X(cudaFreeHost_v3020, W(LS_WAIT_FREE))
+    X(cudaFree_v3020, FREE) X(cudaFreeHost_v3020, FREE)                                \
+    X(cudaMalloc_v3020, M) X(cudaMallocHost_v3020, M) X(cudaMallocPitch_v3020, M)      \
+    X(cudaMalloc3D_v3020, M) X(cudaMallocManaged_v6000, M)                             \
+    X(cudaMallocAsync_v11020, MA) X(cudaMallocAsync_ptsz_v11020, MA)                   \
+    X(cudaMallocFromPoolAsync_v11020, MA) X(cudaMallocFromPoolAsync_ptsz_v11020, MA)   \
+    X(cudaFreeAsync_v11020, MA) X(cudaFreeAsync_ptsz_v11020, MA)
 
 /* Driver API: cuBLAS, Triton and CuPy launch, copy and sync through here. */
 #define LS_DRIVER_CALLS(X)                                                             \
     X(cuLaunchKernel, L) X(cuLaunchKernel_ptsz, L) X(cuLaunchKernelEx, L)              \
     X(cuLaunchKernelEx_ptsz, L) X(cuLaunchCooperativeKernel, L)                        \
     X(cuLaunchCooperativeKernel_ptsz, L) X(cuLaunchGrid, L) X(cuLaunchGridAsync, L)    \
-    X(cuGraphLaunch, L) X(cuGraphLaunch_ptsz, L)                                       \
+    X(cuGraphLaunch, G) X(cuGraphLaunch_ptsz, G)                                       \
     X(cuMemsetD8Async, L) X(cuMemsetD8Async_ptsz, L) X(cuMemsetD16Async, L)            \
     X(cuMemsetD16Async_ptsz, L) X(cuMemsetD32Async, L) X(cuMemsetD32Async_ptsz, L)     \
     X(cuMemcpyDtoDAsync_v2, L) X(cuMemcpyDtoDAsync_v2_ptsz, L)                         \
@@ -67,7 +76,12 @@
     X(cuStreamSynchronize, W(LS_WAIT_STREAM))                                          \
     X(cuStreamSynchronize_ptsz, W(LS_WAIT_STREAM))                                     \
     X(cuEventSynchronize, W(LS_WAIT_EVENT))                                            \
-    X(cuMemFree_v2, W(LS_WAIT_FREE)) X(cuMemFreeHost, W(LS_WAIT_FREE))
+    X(cuMemFree_v2, FREE) X(cuMemFreeHost, FREE)                                       \
+    X(cuMemAlloc_v2, M) X(cuMemAllocHost_v2, M) X(cuMemAllocPitch_v2, M)               \
+    X(cuMemAllocManaged, M)                                                            \
+    X(cuMemAllocAsync, MA) X(cuMemAllocAsync_ptsz, MA)                                 \
+    X(cuMemAllocFromPoolAsync, MA) X(cuMemAllocFromPoolAsync_ptsz, MA)                 \
+    X(cuMemFreeAsync, MA) X(cuMemFreeAsync_ptsz, MA)
 
 #define RUNTIME_SIZE CUPTI_RUNTIME_TRACE_CBID_SIZE
 #define DRIVER_SIZE CUPTI_DRIVER_TRACE_CBID_SIZE
@@ -89,6 +103,12 @@ uint8_t ls_cbid_role_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < DRIVER_SIZE)
         return driver_roles[cbid];
     return 0;
+}
+
+uint8_t ls_cbid_role_of_record(uint32_t domain, uint32_t cbid)
+{
+    return ls_cbid_role_of(domain ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
+                           (CUpti_CallbackId)cbid);
 }
 
 const uint8_t *ls_cbid_roles(CUpti_CallbackDomain domain, unsigned *size)

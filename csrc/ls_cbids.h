@@ -20,18 +20,29 @@ typedef enum {
     LS_WAIT_CLASS_COUNT = 7
 } ls_wait_class;
 
-enum { LS_ROLE_LAUNCH = 1 }; /* the call puts work on a stream */
+enum {
+    LS_ROLE_LAUNCH = 1,          /* the call puts work on a stream */
+    LS_ROLE_MEMORY = 16,         /* it allocates or frees memory: recorded with its stack,
+                                    like a call that waits (a CUDA graph capture refuses it) */
+    LS_ROLE_GRAPH = 32,          /* it replays a CUDA graph */
+    LS_ROLE_STREAM_ORDERED = 64, /* a memory call ordered on a stream (cudaMallocAsync):
+                                    a capture takes it as a graph memory node */
+};
 
 #define LS_ROLE_WAIT_CLASS(role) ((ls_wait_class)(((role) >> 1) & 7))
 
-/* Role flags of a callback id: LS_ROLE_LAUNCH | (ls_wait_class << 1); 0 for
- * ids loopscope ignores.  O(1), safe from any thread. */
+/* Role flags of a callback id: LS_ROLE_* | (ls_wait_class << 1); 0 for ids
+ * loopscope ignores.  O(1), safe from any thread. */
 uint8_t ls_cbid_role_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
 /* The role array of a domain (runtime or driver API), indexed by callback
  * id, and its length in *size; NULL and 0 for other domains.  Every id with
  * a role is one loopscope enables. */
 const uint8_t *ls_cbid_roles(CUpti_CallbackDomain domain, unsigned *size);
+
+/* The role of an API record's call: domain 0 runtime, 1 driver (as
+ * ls_api.domain).  0 for ids loopscope ignores. */
+uint8_t ls_cbid_role_of_record(uint32_t domain, uint32_t cbid);
 
 /* The API name of a callback id without CUPTI's version suffix
  * ("cudaStreamSynchronize"), or NULL for ids not in the table. */

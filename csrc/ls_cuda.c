@@ -18,6 +18,7 @@ static struct {
     int (*ctx_get_device)(int *);
     int (*device_get)(int *, int);
     int (*device_get_name)(char *, int, int);
+    int (*device_get_attribute)(int *, int, int);
     int (*mem_alloc)(ls_cu_ptr *, size_t);
     int (*memset_d8_async)(ls_cu_ptr, unsigned char, size_t, void *);
     int (*stream_create)(void **, unsigned int);
@@ -45,6 +46,7 @@ static int resolve(void)
             LS_SYM(ctx_get_device, "cuCtxGetDevice");
             LS_SYM(device_get, "cuDeviceGet");
             LS_SYM(device_get_name, "cuDeviceGetName");
+            LS_SYM(device_get_attribute, "cuDeviceGetAttribute");
             LS_SYM(mem_alloc, "cuMemAlloc_v2");
             LS_SYM(memset_d8_async, "cuMemsetD8Async");
             LS_SYM(stream_create, "cuStreamCreate");
@@ -96,6 +98,35 @@ int ls_cuda_device_name(int ordinal, char *buf, size_t size)
     if (resolve() != 0 || cu.device_get == NULL || cu.device_get_name == NULL ||
         cu.device_get(&device, ordinal) != 0 || cu.device_get_name(buf, (int)size, device) != 0)
         return -1;
+    return 0;
+}
+
+int ls_cuda_device_facts(int ordinal, ls_device_facts *out)
+{
+    /* CUdevice_attribute values (cuda.h), in the order of the fields below */
+    enum { SMS = 16, THREADS = 39, BLOCKS = 106, REGISTERS = 82, SHARED = 81 };
+    static ls_device_facts known[LS_MAX_DEVICE_FACTS];
+    static int asked[LS_MAX_DEVICE_FACTS]; /* 1 known, -1 the driver did not answer */
+    if (ordinal < 0 || ordinal >= LS_MAX_DEVICE_FACTS)
+        return -1;
+    if (asked[ordinal] == 0) {
+        if (resolve() != 0)
+            return -1; /* no driver yet: ask again next time */
+        int device = 0, v[5] = {0, 0, 0, 0, 0};
+        static const int which[5] = {SMS, THREADS, BLOCKS, REGISTERS, SHARED};
+        int ok = cu.device_get != NULL && cu.device_get_attribute != NULL &&
+                 cu.device_get(&device, ordinal) == 0;
+        for (int i = 0; ok && i < 5; i++)
+            if (cu.device_get_attribute(&v[i], which[i], device) != 0 || v[i] < 0)
+                v[i] = 0; /* an attribute this driver lacks stays unknown */
+        ok = ok && v[0] > 0 && v[1] > 0;
+        known[ordinal] = (ls_device_facts){(uint32_t)ordinal, (uint32_t)v[0], (uint32_t)v[1],
+                                           (uint32_t)v[2], (uint32_t)v[3], (uint32_t)v[4]};
+        asked[ordinal] = ok ? 1 : -1;
+    }
+    if (asked[ordinal] != 1)
+        return -1;
+    *out = known[ordinal];
     return 0;
 }
 

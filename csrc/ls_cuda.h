@@ -5,6 +5,8 @@
 #ifndef LS_CUDA_H
 #define LS_CUDA_H
 
+#include "ls_records.h"
+
 #include <stddef.h>
 
 /* Waits for the work of the calling thread's current CUDA context.
@@ -28,6 +30,13 @@ int ls_cuda_sync_context(void *context);
 /* Writes the name of device `ordinal` into buf ("" if unknown).  Returns 0 on
  * success, -1 when the driver is not loaded or the call failed. */
 int ls_cuda_device_name(int ordinal, char *buf, size_t size);
+
+/* Fills *out with what the driver says of device `ordinal`: SM count,
+ * threads, blocks, registers and shared memory per SM.  Each device is
+ * asked once per process (call with the GIL, never from a callback).
+ * Returns 0, or -1 when the driver is not loaded or did not answer (out is
+ * then left as it was). */
+int ls_cuda_device_facts(int ordinal, ls_device_facts *out);
 
 /* Runs a 1-byte memset on a stream of loopscope's own (non-blocking, so it
  * does not wait behind the user's queued work) on the current context's

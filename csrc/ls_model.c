@@ -6,6 +6,7 @@
  * order, so each owner's ops are swept in order without sorting again. */
 #include "ls_model.h"
 
+#include "ls_cbids.h"
 #include "ls_collectives.h"
 #include "ls_names.h"
 
@@ -186,9 +187,19 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
     int class_open[2] = {0, 0};
     uint32_t prev = 0;
     int keep = out && out->sampled && n > 0 && ops[idx[0]].device_id == c->r->sample_device;
+    const double *fill = c->m->op_fill;
     for (size_t i = 0; i < n; i++) {
         const ls_op *op = &ops[idx[i]];
         count_kind(line, op);
+        /* collectives wait for other ranks in a small grid: not a fill to judge */
+        int judged = op->kind == LS_OP_KERNEL && !comm[idx[i]];
+        if (judged)
+            line->kernel_ns += op->end_ns - op->start_ns;
+        if (judged && fill[idx[i]] >= 0) {
+            uint64_t d = op->end_ns - op->start_ns;
+            line->shaped_ns += d;
+            line->filled_ns += (uint64_t)((double)d * fill[idx[i]] + 0.5);
+        }
         if (i == 0) {
             busy_start = op->start_ns;
             cur_end = op->end_ns;
@@ -354,9 +365,11 @@ static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launc
     int rc = ls_attribution_choose_steps(r, o->step_ranges, o->step_range_count, &m->steps);
     if (rc != 0)
         return rc;
-    size_t nops = r->ops.count, n = nops + m->syncs.count;
+    size_t nops = r->ops.count, nsyncs = m->syncs.count, ncalls = r->calls.count;
+    size_t n = nops + nsyncs + ncalls + r->apis.count;
     ls_host_point *points = malloc(room_for(n) * sizeof *points);
-    uint32_t *whose = malloc(room_for(n) * sizeof *whose); /* op i, or nops + sync */
+    /* op i, nops + sync, nops + nsyncs + call, or nops + nsyncs + ncalls + API record */
+    uint32_t *whose = malloc(room_for(n) * sizeof *whose);
     int32_t *range = malloc(room_for(n) * sizeof *range);
     int32_t *step = malloc(room_for(n) * sizeof *step);
     int result = -1;
@@ -374,6 +387,19 @@ static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launc
         points[q] = (ls_host_point){m->syncs.items[k].start_ns, m->syncs.items[k].thread_id};
         whose[q++] = (uint32_t)(nops + k);
     }
+    for (size_t k = 0; k < ncalls; k++) {
+        m->call_step[k] = -1;
+        points[q] = (ls_host_point){r->calls.items[k].enter_ns, r->calls.items[k].thread_id};
+        whose[q++] = (uint32_t)(nops + nsyncs + k);
+    }
+    for (size_t k = 0; k < r->apis.count; k++) { /* graph launches only: the others' ops say */
+        const ls_api *a = &r->apis.items[k];
+        m->api_step[k] = -1;
+        if (!(ls_cbid_role_of_record(a->domain, a->cbid) & LS_ROLE_GRAPH))
+            continue;
+        points[q] = (ls_host_point){a->start_ns, a->thread_id};
+        whose[q++] = (uint32_t)(nops + nsyncs + ncalls + k);
+    }
     if (ls_attribution_points(r, &m->steps, points, q, range, step) != 0 ||
         ls_attribution_groups(r, &m->steps, &m->groups) != 0)
         goto done;
@@ -382,8 +408,12 @@ static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launc
             m->op_range[whose[k]] = range[k];
             m->op_step[whose[k]] = step[k];
             m->op_group[whose[k]] = range[k] >= 0 ? m->groups.group_of[range[k]] : -1;
-        } else {
+        } else if (whose[k] < nops + nsyncs) {
             m->syncs.items[whose[k] - nops].step = step[k];
+        } else if (whose[k] < nops + nsyncs + ncalls) {
+            m->call_step[whose[k] - nops - nsyncs] = step[k];
+        } else {
+            m->api_step[whose[k] - nops - nsyncs - ncalls] = step[k];
         }
     }
     result = 0;
@@ -415,6 +445,71 @@ static int mark_comm(ls_ctx *c)
         c->m->op_comm[i] = comm;
     }
     free(memo);
+    return 0;
+}
+
+/* Each op's fill, from its device's facts (looked up once per run of ops
+ * on one device). */
+static void fill_ops(const ls_records *r, double *out)
+{
+    const ls_device_facts *device = NULL;
+    uint32_t device_id = LS_MODEL_NO_ID;
+    for (size_t i = 0; i < r->ops.count; i++) {
+        const ls_op *op = &r->ops.items[i];
+        if (op->device_id != device_id) {
+            device_id = op->device_id;
+            device = ls_records_device(r, device_id);
+        }
+        out[i] = ls_kernels_fill(op, device);
+    }
+}
+
+/* sync_gap_ns: each sync-caused gap's idle time goes to the sync that
+ * overlapped it longest (see ls_model.h). */
+static int sync_gaps(ls_ctx *c)
+{
+    ls_model *m = c->m;
+    const ls_syncs *w = &m->syncs;
+    size_t n = w->count;
+    ls_key *keys = malloc(room_for(n) * sizeof *keys);
+    uint64_t *max_end = malloc(room_for(n) * sizeof *max_end);
+    if (keys == NULL || max_end == NULL) {
+        free(keys);
+        free(max_end);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (ls_key){w->items[i].start_ns, w->items[i].end_ns, 0, (uint32_t)i};
+    qsort(keys, n, sizeof *keys, compare_keys);
+    for (size_t i = 0; i < n; i++)
+        max_end[i] = i > 0 && max_end[i - 1] > keys[i].k2 ? max_end[i - 1] : keys[i].k2;
+    for (size_t g = 0; g < m->gap_count; g++) {
+        const ls_gap *gap = &m->gaps[g];
+        if (gap->cause != LS_CAUSE_SYNC)
+            continue;
+        size_t lo = 0, hi = n; /* syncs that began before the gap ended: keys[0..lo) */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (keys[mid].k1 < gap->end_ns)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        uint64_t best_overlap = 0;
+        size_t best = n;
+        for (size_t k = lo; k-- > 0 && max_end[k] > gap->start_ns;) {
+            uint64_t a = keys[k].k1 > gap->start_ns ? keys[k].k1 : gap->start_ns;
+            uint64_t b = keys[k].k2 < gap->end_ns ? keys[k].k2 : gap->end_ns;
+            if (b > a && b - a >= best_overlap) { /* walking back: ties go to the earlier */
+                best_overlap = b - a;
+                best = k;
+            }
+        }
+        if (best < n)
+            m->sync_gap_ns[keys[best].index] += gap->end_ns - gap->start_ns;
+    }
+    free(keys);
+    free(max_end);
     return 0;
 }
 
@@ -772,6 +867,9 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     m->op_range = malloc(room * sizeof *m->op_range);
     m->op_group = malloc(room * sizeof *m->op_group);
     m->op_comm = malloc(room);
+    m->op_fill = malloc(room * sizeof *m->op_fill);
+    m->call_step = malloc(room_for(r->calls.count) * sizeof *m->call_step);
+    m->api_step = malloc(room_for(r->apis.count) * sizeof *m->api_step);
     m->gaps = malloc(room * sizeof *m->gaps);
     m->busy = malloc(room * sizeof *m->busy);
     m->busy_first = malloc((room + 1) * sizeof *m->busy_first);
@@ -782,6 +880,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     int result = -1;
     if (!keys || !by_device || !by_stream || !launch_thread || !stream_gaps ||
         !m->op_launch_ns || !m->op_step || !m->op_range || !m->op_group || !m->op_comm ||
+        !m->op_fill || !m->call_step || !m->api_step ||
         !m->gaps || !m->busy || !m->busy_first || !m->devices || !m->streams || !c.scratch ||
         !c.intervals)
         goto done;
@@ -789,14 +888,22 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     if (m->has_samples &&
         ls_sample_index_build(&c.samples, r->samples.items, r->samples.count) != 0)
         goto done;
+    fill_ops(r, m->op_fill);
     if (ls_syncs_build(r, &m->syncs) != 0 || match_launches(&c, launch_thread) != 0 ||
-        index_syncs(&c) != 0 || mark_comm(&c) != 0)
+        index_syncs(&c) != 0 || mark_comm(&c) != 0 ||
+        ls_kernels_table(r, m->op_fill, &m->kernels) != 0)
+        goto done;
+    m->sync_gap_ns = calloc(room_for(m->syncs.count), sizeof *m->sync_gap_ns);
+    if (m->sync_gap_ns == NULL)
         goto done;
     int rc = attribute(&c, o, launch_thread);
     if (rc != 0) {
         result = rc;
         goto done;
     }
+    if (ls_readiness_build(r, m->steps.count, m->op_step, m->call_step, m->api_step,
+                           &m->readiness) != 0)
+        goto done;
 
     /* Devices: all streams of a device merged; the gaps are the model's. */
     sort_ops(r, 0, by_device, keys);
@@ -817,6 +924,8 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     size_t stream_gap_count = 0;
     m->stream_count = sweep_lines(&c, by_stream, 1, m->streams, stream_gaps, &stream_gap_count,
                                   NULL);
+    if (sync_gaps(&c) != 0)
+        goto done;
 
     if (project_steps(&c, by_device) != 0 || project_ranges(&c, by_device) != 0)
         goto done;
@@ -833,6 +942,9 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         t->busy_ns += dev->busy_ns;
         t->compute_ns += dev->compute_ns;
         t->comm_ns += dev->comm_ns;
+        t->kernel_ns += dev->kernel_ns;
+        t->shaped_ns += dev->shaped_ns;
+        t->filled_ns += dev->filled_ns;
         if (t->first_ns == 0 || dev->first_ns < t->first_ns)
             t->first_ns = dev->first_ns;
         if (dev->last_ns > t->last_ns)
@@ -863,6 +975,12 @@ void ls_model_free(ls_model *m)
     free(m->op_range);
     free(m->op_group);
     free(m->op_comm);
+    free(m->op_fill);
+    free(m->call_step);
+    free(m->api_step);
+    free(m->sync_gap_ns);
+    ls_readiness_free(&m->readiness);
+    ls_kernels_free(&m->kernels);
     free(m->gaps);
     free(m->busy);
     free(m->busy_first);

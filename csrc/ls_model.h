@@ -18,6 +18,11 @@
  * group), and for its step.  Ops with no matching launch call belong to
  * nothing.
  *
+ * Kernel fill (ls_kernels): each line also sums the time of its kernels
+ * (collectives left out: they wait for other ranks) whose fill is known
+ * and that time weighted by the fill, so the share of the GPU a step's or
+ * the loop's kernels could fill is filled / shaped.
+ *
  * Busy time splits into compute and comm (collective kernels, see
  * ls_collectives): the union of the intervals of each class, so where
  * both ran at once the time counts in both.
@@ -36,6 +41,8 @@
 #define LS_MODEL_H
 
 #include "ls_attribution.h"
+#include "ls_kernels.h"
+#include "ls_readiness.h"
 #include "ls_records.h"
 #include "ls_samples.h"
 #include "ls_syncs.h"
@@ -84,6 +91,10 @@ typedef struct {
     uint64_t busy_ns;              /* the union of the ops' intervals (summed over devices) */
     uint64_t compute_ns, comm_ns;  /* the union of each class's intervals */
     uint64_t first_ns, last_ns;    /* first op start, last op end; 0 when no op */
+    uint64_t kernel_ns;            /* its kernels' durations, collectives left out, summed
+                                      (overlaps count twice) */
+    uint64_t shaped_ns;            /* time of those kernels whose fill is known (ls_kernels) */
+    uint64_t filled_ns;            /* their durations, each times its fill (rounded) */
 } ls_line;
 
 typedef struct {
@@ -144,6 +155,15 @@ typedef struct {
     ls_timeline *group_lines; /* per group: its ops and gaps, each once */
     uint64_t *group_span_ns;  /* per group: its ranges' first-to-last op spans, summed */
     ls_syncs syncs;         /* the host syncs, each with its step */
+    uint64_t *sync_gap_ns;  /* per sync: idle time of the gaps it overlapped most (of all
+                               the syncs overlapping a sync-caused gap, the one overlapping
+                               it longest, the earlier on a tie, gets that gap) */
+    int32_t *call_step;     /* per call (records->calls): its step, -1 when none */
+    int32_t *api_step;      /* per API record: its step for graph launches, else -1 */
+    double *op_fill;        /* per op: ls_kernels_fill, -1 unknown */
+    ls_readiness readiness; /* per step: graph replays, memory calls, pageable copies,
+                               signature (ls_readiness) */
+    ls_kernel_table kernels; /* the kernels by name, longest total first */
     uint64_t ops_without_launch; /* no API record matched the op's correlation id */
     uint64_t ignored_records;    /* API records and sync records after the profile stopped */
     int has_samples;

@@ -103,10 +103,12 @@ static PyObject *id_or_none(uint32_t id)
 static PyObject *line_dict(const ls_line *t, const ls_gap_stats *gaps)
 {
     PyObject *d = ls_py_dict_of(
-        10, "device", id_or_none(t->device_id), "stream", id_or_none(t->stream_id), "kernels",
+        13, "device", id_or_none(t->device_id), "stream", id_or_none(t->stream_id), "kernels",
         U64(t->kernels), "memcpys", U64(t->memcpys), "memsets", U64(t->memsets), "busy_ns",
         U64(t->busy_ns), "compute_ns", U64(t->compute_ns), "comm_ns", U64(t->comm_ns),
-        "first_ns", U64(t->first_ns), "last_ns", U64(t->last_ns));
+        "first_ns", U64(t->first_ns), "last_ns", U64(t->last_ns), "kernel_ns",
+        U64(t->kernel_ns), "shaped_ns",
+        U64(t->shaped_ns), "filled_ns", U64(t->filled_ns));
     if (d != NULL && gaps != NULL) {
         PyObject *g = gap_stats_dict(gaps);
         if (g == NULL || PyDict_SetItemString(d, "gaps", g) != 0)
@@ -188,13 +190,102 @@ static PyObject *list_of(ls_model_object *self, size_t n,
     return list;
 }
 
+/* -- readiness and kernels ------------------------------------------------ */
+
+/* A step's (or the whole capture's) ls_step_readiness as a dict. */
+static PyObject *readiness_dict(const ls_step_readiness *x)
+{
+    return ls_py_dict_of(
+        11, "graph_launches", U64(x->graph_launches), "replay_host_ns", U64(x->replay_host_ns),
+        "replay_pairs", U64(x->replay_pairs), "memory_calls", U64(x->memory_calls),
+        "first_memory_call", ls_py_index_or_none(x->first_memory_call), "stream_ordered",
+        U64(x->stream_ordered), "pageable_copies", U64(x->pageable_copies),
+        "first_pageable_op", ls_py_index_or_none(x->first_pageable_op),
+        "first_pageable_call", ls_py_index_or_none(x->first_pageable_call), "ops", U64(x->ops),
+        "signature", U64(x->signature));
+}
+
+static PyObject *triple(uint32_t a, uint32_t b, uint32_t c)
+{
+    return Py_BuildValue("(III)", (unsigned int)a, (unsigned int)b, (unsigned int)c);
+}
+
+static PyObject *kernel_item(ls_model_object *self, size_t i)
+{
+    const ls_kernel_entry *e = &self->model.kernels.items[i];
+    const ls_op *k = &e->shape;
+    PyObject *shape = ls_py_dict_of(
+        7, "grid", triple(k->grid_x, k->grid_y, k->grid_z), "block",
+        triple(k->block_x, k->block_y, k->block_z), "registers", U64(k->registers),
+        "shared_bytes", U64(k->shared_bytes), "device", U64(k->device_id), "count",
+        U64(e->shape_count), "total_ns", U64(e->shape_ns));
+    return ls_py_dict_of(8, "name", ls_py_name_or_none(e->name_id), "count", U64(e->count),
+                         "total_ns", U64(e->total_ns), "max_ns", U64(e->max_ns), "shapes",
+                         U64(e->shapes), "shaped_ns", U64(e->shaped_ns), "filled_ns",
+                         PyFloat_FromDouble(e->filled_ns), "shape", shape);
+}
+
+/* kernels(n=None) -> the n kernel names that took the most time (all with None). */
+static PyObject *model_kernels(PyObject *op, PyObject *args)
+{
+    ls_model_object *self = (ls_model_object *)op;
+    PyObject *limit = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:kernels", &limit))
+        return NULL;
+    size_t n = self->model.kernels.count;
+    if (limit != Py_None) {
+        Py_ssize_t v = PyLong_AsSsize_t(limit);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        if (v < 0) {
+            PyErr_Format(PyExc_ValueError, "kernels: n must be >= 0 or None, got %zd", v);
+            return NULL;
+        }
+        if ((size_t)v < n)
+            n = (size_t)v;
+    }
+    return list_of(self, n, kernel_item);
+}
+
+/* sync_gaps() -> per sync (as syncs()), the idle ns of the gaps it caused. */
+static PyObject *model_sync_gaps(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    const ls_model *m = &((ls_model_object *)op)->model;
+    PyObject *list = PyList_New((Py_ssize_t)m->syncs.count);
+    for (size_t i = 0; list != NULL && i < m->syncs.count; i++) {
+        PyObject *v = U64(m->sync_gap_ns[i]);
+        if (v == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+    }
+    return list;
+}
+
 /* -- the whole, devices, streams ------------------------------------------ */
 
 static PyObject *model_total(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    const ls_timeline *t = &((ls_model_object *)op)->model.total;
-    return line_dict(&t->line, &t->gaps);
+    const ls_model *m = &((ls_model_object *)op)->model;
+    return with_item(line_dict(&m->total.line, &m->total.gaps), "readiness",
+                     readiness_dict(&m->readiness.total));
+}
+
+/* The device's facts (SM count, ...) as dict items, None where unknown. */
+static PyObject *facts_dict(const ls_device_facts *f)
+{
+    ls_device_facts none = {0, 0, 0, 0, 0, 0};
+    if (f == NULL)
+        f = &none;
+#define OR_NONE(v) ((v) ? U64(v) : Py_NewRef(Py_None))
+    return ls_py_dict_of(5, "sm_count", OR_NONE(f->sm_count), "max_threads_per_sm",
+                         OR_NONE(f->max_threads_per_sm), "max_blocks_per_sm",
+                         OR_NONE(f->max_blocks_per_sm), "registers_per_sm",
+                         OR_NONE(f->registers_per_sm), "shared_bytes_per_sm",
+                         OR_NONE(f->shared_bytes_per_sm));
+#undef OR_NONE
 }
 
 static PyObject *device_item(ls_model_object *self, size_t i)
@@ -205,7 +296,9 @@ static PyObject *device_item(ls_model_object *self, size_t i)
     char name[256];
     int named = self->capture->traced &&
                 ls_cuda_device_name((int)t->line.device_id, name, sizeof name) == 0;
-    return with_item(d, "name", named ? PyUnicode_FromString(name) : Py_NewRef(Py_None));
+    d = with_item(d, "name", named ? PyUnicode_FromString(name) : Py_NewRef(Py_None));
+    return with_items(d, facts_dict(ls_records_device(&self->capture->records,
+                                                      t->line.device_id)));
 }
 
 static PyObject *stream_item(ls_model_object *self, size_t i)
@@ -262,6 +355,7 @@ static PyObject *step_dict(ls_model_object *self, size_t s)
         7, "index", U64(s), "range", U64(m->steps.range_of[s]), "name",
         ls_py_range_name(range), "thread", U64(range->thread_id), "start_ns",
         U64(range->start_ns), "end_ns", U64(range->end_ns), "syncs", U64(m->step_syncs[s])));
+    d = with_item(d, "readiness", readiness_dict(&m->readiness.steps[s]));
     return with_item(d, "metrics", m->has_samples ? metrics_dict(&m->step_metrics[s])
                                                   : Py_NewRef(Py_None));
 }
@@ -484,7 +578,8 @@ static const char *field_of(const void *array, size_t offset)
 
 static const char *const op_column_names[] = {
     "start_ns", "end_ns", "device", "stream", "kind", "correlation", "launch_ns", "step",
-    "range", "group", "comm",
+    "range", "group", "comm", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+    "registers", "shared_bytes", "copy_kind", "host_memory", "fill",
 };
 
 static ls_column op_column(const ls_model_object *self, int which)
@@ -498,7 +593,12 @@ static ls_column op_column(const ls_model_object *self, int which)
         FIELD(ops, ls_op, kind, "B", n),        FIELD(ops, ls_op, correlation_id, "I", n),
         ARRAY(m->op_launch_ns, "Q", n),         ARRAY(m->op_step, "i", n),
         ARRAY(m->op_range, "i", n),             ARRAY(m->op_group, "i", n),
-        ARRAY(m->op_comm, "B", n),
+        ARRAY(m->op_comm, "B", n),              FIELD(ops, ls_op, grid_x, "I", n),
+        FIELD(ops, ls_op, grid_y, "H", n),      FIELD(ops, ls_op, grid_z, "H", n),
+        FIELD(ops, ls_op, block_x, "H", n),     FIELD(ops, ls_op, block_y, "H", n),
+        FIELD(ops, ls_op, block_z, "H", n),     FIELD(ops, ls_op, registers, "H", n),
+        FIELD(ops, ls_op, shared_bytes, "I", n), FIELD(ops, ls_op, copy_kind, "B", n),
+        FIELD(ops, ls_op, host_memory, "B", n), ARRAY(m->op_fill, "d", n),
     };
     return columns[which];
 }
@@ -529,7 +629,9 @@ static PyObject *model_op_column(PyObject *op, PyObject *name)
         if (PyUnicode_CompareWithASCIIString(name, op_column_names[k]) == 0)
             return column_view(op_column((ls_model_object *)op, k));
     PyErr_Format(PyExc_ValueError, "op_column: no column %R (start_ns, end_ns, device, stream, "
-                 "kind, correlation, launch_ns, step, range, group, comm)", name);
+                 "kind, correlation, launch_ns, step, range, group, comm, grid_x, grid_y, "
+                 "grid_z, block_x, block_y, block_z, registers, shared_bytes, copy_kind, "
+                 "host_memory, fill)", name);
     return NULL;
 }
 
@@ -880,12 +982,17 @@ static PyGetSetDef model_getset[] = {
 };
 
 static PyMethodDef model_methods[] = {
-    {"total", model_total, METH_NOARGS, "The whole run: a time line dict with 'gaps'."},
-    {"devices", model_devices, METH_NOARGS, "One time line dict per device (with 'name')."},
+    {"total", model_total, METH_NOARGS,
+     "The whole run: a time line dict with 'gaps' and 'readiness' (graph launches, replay "
+     "host time, memory calls, pageable copies, signature of all its ops)."},
+    {"devices", model_devices, METH_NOARGS,
+     "One time line dict per device (with 'name' and its facts: sm_count, max_threads_per_sm, "
+     "max_blocks_per_sm, registers_per_sm, shared_bytes_per_sm; None where unknown)."},
     {"streams", model_streams, METH_NOARGS, "One time line dict per stream."},
     {"steps", model_steps, METH_NOARGS,
      "One dict per step: index, range, name, thread, start_ns, end_ns, its ops' time line, "
-     "'gaps', 'syncs' (count) and 'metrics'."},
+     "'gaps', 'syncs' (count), 'readiness' (what a CUDA graph capture would meet) and "
+     "'metrics'."},
     {"ranges", model_ranges, METH_NOARGS,
      "One dict per range: name, parent, depth, step (its step index when it acts as a step), "
      "group, thread, start_ns, end_ns, its ops' time line and 'metrics'."},
@@ -894,6 +1001,14 @@ static PyMethodDef model_methods[] = {
      "its ops' time line, 'gaps' and 'metrics' (weighted over its ranges)."},
     {"syncs", model_syncs, METH_NOARGS,
      "The syncs: (start_ns, end_ns, blocked_ns, thread_id, step, wait_class, [call indices])."},
+    {"kernels", model_kernels, METH_VARARGS,
+     "kernels(n=None) -> the kernels by name, longest total time first: name, count, "
+     "total_ns, max_ns, shapes (distinct launch shapes), shaped_ns and filled_ns (its time "
+     "with a known fill, and that time times the fill), and 'shape': the launch shape with "
+     "the most time (grid, block, registers, shared_bytes, device, count, total_ns)."},
+    {"sync_gaps", model_sync_gaps, METH_NOARGS,
+     "Per sync (in the order of syncs()): the idle ns of the sync-caused gaps it overlapped "
+     "longest."},
     {"metrics", model_metrics, METH_NOARGS,
      "PM figures of the whole run: {'span', 'busy', 'busy_from'}, or None without samples."},
     {"worst_gaps", model_worst_gaps, METH_VARARGS,
@@ -901,7 +1016,9 @@ static PyMethodDef model_methods[] = {
     {"op_column", model_op_column, METH_O,
      "op_column(name) -> memoryview, one item per op: start_ns, end_ns, device, stream, kind "
      "(0 kernel, 1 memcpy, 2 memset), correlation, launch_ns (2**64-1: none), step, range, "
-     "group (-1: none), comm (1: a collective kernel)."},
+     "group (-1: none), comm (1: a collective kernel), grid_x, grid_y, grid_z, block_x, "
+     "block_y, block_z, registers, shared_bytes (0: unknown), copy_kind, host_memory, fill "
+     "(the share of its GPU a kernel can fill, -1: unknown)."},
     {"gap_column", model_gap_column, METH_O,
      "gap_column(name) -> memoryview, one item per gap: start_ns, end_ns, device, stream, "
      "class (0 normal, 1 warning, 2 severe), cause (0 host, 1 sync, 2 other), step (-1: none), "

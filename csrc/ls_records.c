@@ -43,6 +43,27 @@ int ls_ranges_reserve(ls_range_array *a, size_t n)
     return grow((void **)&a->items, &a->capacity, a->count + n, sizeof(ls_range));
 }
 
+const ls_device_facts *ls_records_device(const ls_records *r, uint32_t device_id)
+{
+    for (size_t i = 0; i < r->device_count; i++)
+        if (r->devices[i].device_id == device_id)
+            return &r->devices[i];
+    return NULL;
+}
+
+int ls_records_set_device(ls_records *r, const ls_device_facts *facts)
+{
+    for (size_t i = 0; i < r->device_count; i++)
+        if (r->devices[i].device_id == facts->device_id) {
+            r->devices[i] = *facts;
+            return 0;
+        }
+    if (r->device_count >= LS_MAX_DEVICE_FACTS)
+        return -1;
+    r->devices[r->device_count++] = *facts;
+    return 0;
+}
+
 void ls_records_clear(ls_records *r)
 {
     free(r->ops.items);

@@ -25,7 +25,14 @@ typedef struct {
     uint8_t graph_launched;  /* 1 if it ran as part of a CUDA graph */
     uint8_t host_memory;     /* memcpys: CUpti_ActivityMemoryKind of the host side
                                 (1 pageable, 2 pinned), 0 when no side is host */
-    uint8_t reserved[4];
+    /* Kernels: the launch geometry, 0 where the source does not say (the
+     * limits of CUDA fit: grid y and z below 65536, block sides <= 1024,
+     * registers <= 255).  Memcpys and memsets leave them 0. */
+    uint32_t shared_bytes;   /* static + dynamic shared memory per block */
+    uint32_t grid_x;
+    uint16_t grid_y, grid_z;
+    uint16_t block_x, block_y, block_z;
+    uint16_t registers;      /* per thread */
 } ls_op;
 
 /* One host API call (runtime or driver), as CUPTI timed it. */
@@ -122,6 +129,20 @@ LS_DEFINE_ARRAY(ls_range_array, ls_range);
 LS_DEFINE_ARRAY(ls_call_array, ls_call);
 LS_DEFINE_ARRAY(ls_sample_array, ls_sample);
 
+/* What the analysis needs to know of a device to judge how much of it a
+ * kernel's grid can fill (cuDeviceGetAttribute, or a trace file's device
+ * properties); 0 where unknown. */
+typedef struct {
+    uint32_t device_id;
+    uint32_t sm_count;
+    uint32_t max_threads_per_sm;
+    uint32_t max_blocks_per_sm;
+    uint32_t registers_per_sm;
+    uint32_t shared_bytes_per_sm;
+} ls_device_facts;
+
+#define LS_MAX_DEVICE_FACTS 64
+
 /* Everything one profile captured. */
 typedef struct {
     ls_op_array ops;
@@ -137,6 +158,8 @@ typedef struct {
     uint64_t invalid_records;   /* end before start, or zero timestamps */
     ls_name_refs names;         /* a reference on every name the records use: a
                                    name_id put in a record must be held here */
+    ls_device_facts devices[LS_MAX_DEVICE_FACTS]; /* the devices known, in no order */
+    size_t device_count;
 } ls_records;
 
 /* Appends one zeroed slot and returns it, or NULL when memory ran out.
@@ -150,6 +173,13 @@ ls_sample *ls_samples_append(ls_sample_array *a);
 
 /* Reserves room for `n` more items; 0 on success, -1 when out of memory. */
 int ls_ranges_reserve(ls_range_array *a, size_t n);
+
+/* The facts of `device_id`, or NULL when none were recorded. */
+const ls_device_facts *ls_records_device(const ls_records *r, uint32_t device_id);
+
+/* Records (or replaces) the facts of one device.  0, or -1 when the table
+ * is full. */
+int ls_records_set_device(ls_records *r, const ls_device_facts *facts);
 
 /* Frees every array, releases the names, and zeroes the struct. */
 void ls_records_clear(ls_records *r);

@@ -15,8 +15,8 @@ static int waits_enabled;
 static const CUpti_CallbackDomain api_domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
                                                    CUPTI_CB_DOMAIN_DRIVER_API};
 
-/* Sets every callback id that launches work, and those that can wait when
- * waits_enabled; returns 0, or -1 at the first failure when enabling (the
+/* Sets every callback id that launches work, and those that can wait or
+ * allocate memory when waits_enabled; returns 0, or -1 at the first failure when enabling (the
  * caller then disables them all again). */
 static int set_callbacks(uint32_t enable)
 {
@@ -25,7 +25,8 @@ static int set_callbacks(uint32_t enable)
         const uint8_t *roles = ls_cbid_roles(api_domains[d], &size);
         for (unsigned cbid = 0; cbid < size; cbid++) {
             int wanted = (roles[cbid] & LS_ROLE_LAUNCH) ||
-                         (waits_enabled && LS_ROLE_WAIT_CLASS(roles[cbid]) != LS_WAIT_NONE);
+                         (waits_enabled && (LS_ROLE_WAIT_CLASS(roles[cbid]) != LS_WAIT_NONE ||
+                                            (roles[cbid] & LS_ROLE_MEMORY)));
             if (!wanted)
                 continue;
             if (LS_CUPTI_CHECK(EnableCallback(enable, subscriber, api_domains[d], cbid)) !=

@@ -19,7 +19,8 @@ enum { LS_SUBSCRIBER_OK = 0, LS_SUBSCRIBER_ERROR = -1, LS_SUBSCRIBER_HELD = -2 }
 int ls_subscriber_claim(char *reason, size_t reason_size);
 
 /* Enables the callbacks of the launch calls of ls_cbids, and of the calls
- * that can wait for the GPU when `waits` (ls_switchboard receives them).
+ * that can wait for the GPU or allocate memory when `waits` (ls_switchboard
+ * receives them).
  * 0, or -1 with a sentence in `reason` (what was enabled is disabled). */
 int ls_subscriber_enable_callbacks(int waits, char *reason, size_t reason_size);
 

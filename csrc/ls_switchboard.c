@@ -29,27 +29,29 @@ void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     uint8_t role = ls_cbid_role_of(domain, cbid);
     ls_wait_class wait = LS_ROLE_WAIT_CLASS(role);
     uint32_t driver = domain == CUPTI_CB_DOMAIN_DRIVER_API;
+    /* calls kept with their stack: those that can wait, and memory calls */
+    int kept = wait != LS_WAIT_NONE || (role & LS_ROLE_MEMORY);
     if (call->callbackSite == CUPTI_API_ENTER) {
         uint64_t t = now();
         /* The common case, a launch that cannot wait, stops at its record:
          * the thread's launch count and the stack are for calls that can. */
-        int watch = wait != LS_WAIT_NONE && call->correlationData != NULL &&
-                    !cannot_wait(domain, cbid, wait, call);
+        int watch = kept && call->correlationData != NULL &&
+                    (wait == LS_WAIT_NONE || !cannot_wait(domain, cbid, wait, call));
         uint64_t launches_before = watch ? ls_launches_seen_by((uint64_t)pthread_self()) : 0;
         if (role & LS_ROLE_LAUNCH)
             ls_launches_record(driver, cbid, call->correlationId, t);
-        if (wait != LS_WAIT_NONE && call->correlationData != NULL)
+        if (kept && call->correlationData != NULL)
             *call->correlationData =
                 watch ? ls_calls_enter(driver, cbid, role, call->correlationId, t,
                                        launches_before)
                       : 0;
         return;
     }
-    if (wait == LS_WAIT_NONE || call->correlationData == NULL || *call->correlationData == 0)
+    if (!kept || call->correlationData == NULL || *call->correlationData == 0)
         return;
     uint64_t token = *call->correlationData;
     const ls_call *c = ls_calls_exit(token, now());
-    if (c == NULL || !ls_strict_watches(c->thread_id))
+    if (c == NULL || wait == LS_WAIT_NONE || !ls_strict_watches(c->thread_id))
         return;
     /* An async copy waits only with pageable host memory.  Its activity
      * record tells later; strict mode must know now, so it asks the driver

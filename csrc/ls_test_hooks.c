@@ -30,21 +30,24 @@
 #include <time.h>
 
 typedef enum {
-    K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC_RECORD, K_SAMPLE, K_RANGE, K_UNKNOWN
+    K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC_RECORD, K_SAMPLE, K_RANGE, K_DEVICE, K_UNKNOWN
 } ls_inject_kind;
 
 static const char *const kind_names[] = {"kernel", "memcpy", "memset", "api", "sync_record",
-                                         "sample", "range"};
+                                         "sample", "range", "device"};
 /* In messages: "<label> record <i>" ("sync record 3", not "sync_record record 3"). */
 static const char *const kind_labels[] = {"kernel", "memcpy", "memset", "api", "sync", "sample",
-                                          "range"};
+                                          "range", "device"};
 static const char *const kind_fields[] = {
-    "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
+    "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes[, grid[, block[, "
+    "registers[, shared_bytes]]]]]]) (grid, block: an int or a tuple of 1 to 3 ints)",
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes[, copy_kind[, "
     "host_memory]]]]) (copy_kind: CUpti_ActivityMemcpyKind, 1 HtoD, 2 DtoH, 8 DtoD; "
     "host_memory: 1 pageable, 2 pinned)",
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
-    "(start_ns, end_ns, correlation_id[, thread_id[, domain]]) (domain: 0 runtime, 1 driver)",
+    "(start_ns, end_ns, correlation_id[, thread_id[, domain[, api]]]) (domain: 0 runtime, 1 "
+    "driver; api: the call's name in csrc/ls_cbids.c, e.g. 'cudaGraphLaunch', whose domain "
+    "it must match, or its CUPTI callback id)",
     "(start_ns, end_ns[, stream])",
     "(start_ns, end_ns, {figure: value}[, device]) (figures:"
 #define LS_FIGURE_NAME(id, name, cupti, rate) " " name
@@ -53,9 +56,11 @@ static const char *const kind_fields[] = {
     "; the others are not collected)",
     "(start_ns, end_ns, name, parent, step, thread_id) (parent: index of the enclosing range "
     "of its thread, -1 for none; step: its step index, -1 for a plain range)",
+    "(device, sm_count, max_threads_per_sm[, max_blocks_per_sm[, registers_per_sm[, "
+    "shared_bytes_per_sm]]])",
 };
-static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2, 3, 6};
-static const Py_ssize_t max_items[] = {7, 9, 7, 5, 3, 4, 6};
+static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2, 3, 6, 3};
+static const Py_ssize_t max_items[] = {11, 9, 7, 6, 3, 4, 6, 6};
 
 /* Reads item `i` of `tuple` as a non-negative integer below `limit`. */
 static int read_uint(PyObject *tuple, Py_ssize_t i, Py_ssize_t record, const char *kind,
@@ -108,6 +113,11 @@ static int append_sample(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t 
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_ValueError, "loopscope._inject: sample record %zd names an "
                              "unknown figure %R", index, key);
+            return -1;
+        }
+        if (!PyFloat_Check(value) && !(PyLong_Check(value) && !PyBool_Check(value))) {
+            PyErr_Format(PyExc_TypeError, "loopscope._inject: sample record %zd, %s must be a "
+                         "number, not %.100s", index, name, Py_TYPE(value)->tp_name);
             return -1;
         }
         double v = PyFloat_AsDouble(value);
@@ -198,10 +208,132 @@ static int append_range(ls_records *r, PyObject *t, Py_ssize_t index, uint64_t s
     return 0;
 }
 
+/* A device's facts: replaces those given before for the same device. */
+static int append_device(ls_records *r, PyObject *t, Py_ssize_t index)
+{
+    unsigned long long v[6] = {0, 0, 0, 0, 0, 0};
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+        if (read_uint(t, i, index, "device", UINT32_MAX, &v[i]))
+            return -1;
+    if (v[1] == 0 || v[2] == 0) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: device record %zd: sm_count and "
+                     "max_threads_per_sm must be > 0", index);
+        return -1;
+    }
+    ls_device_facts facts = {(uint32_t)v[0], (uint32_t)v[1], (uint32_t)v[2], (uint32_t)v[3],
+                             (uint32_t)v[4], (uint32_t)v[5]};
+    if (ls_records_set_device(r, &facts) != 0) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: device record %zd: more than %d "
+                     "devices", index, LS_MAX_DEVICE_FACTS);
+        return -1;
+    }
+    return 0;
+}
+
+/* Item `i` of a kernel record: a grid or block as an int or 1 to 3 ints,
+ * each in [1, limits[k]]. */
+static int read_dims(PyObject *t, Py_ssize_t i, Py_ssize_t index, const char *what,
+                     const unsigned long long limits[3], unsigned long long out[3])
+{
+    PyObject *item = PyTuple_GET_ITEM(t, i);
+    int is_tuple = PyTuple_Check(item);
+    Py_ssize_t n = is_tuple ? PyTuple_GET_SIZE(item) : 1;
+    out[0] = out[1] = out[2] = 1;
+    for (Py_ssize_t k = 0; k < n && n <= 3; k++) {
+        PyObject *side = is_tuple ? PyTuple_GET_ITEM(item, k) : item;
+        if (!PyLong_Check(side) || PyBool_Check(side)) {
+            n = 0; /* reported below */
+            break;
+        }
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(side, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow != 0 || v < 1 || (unsigned long long)v > limits[k]) {
+            PyErr_Format(PyExc_ValueError, "loopscope._inject: kernel record %zd, %s %R: side %zd "
+                         "must be between 1 and %llu", index, what, item, k, limits[k]);
+            return -1;
+        }
+        out[k] = (unsigned long long)v;
+    }
+    if (n < 1 || n > 3) {
+        PyErr_Format(PyExc_TypeError, "loopscope._inject: kernel record %zd, %s must be an int "
+                     "or a tuple of 1 to 3 ints, got %R", index, what, item);
+        return -1;
+    }
+    return 0;
+}
+
+/* The optional launch geometry of a kernel record (fields 7 to 10). */
+static int read_geometry(PyObject *t, Py_ssize_t index, ls_op *op)
+{
+    static const unsigned long long grid_limits[3] = {UINT32_MAX, UINT16_MAX, UINT16_MAX};
+    static const unsigned long long block_limits[3] = {1024, 1024, 64};
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    unsigned long long grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, registers = 0, shared = 0;
+    if ((n > 7 && read_dims(t, 7, index, "grid", grid_limits, grid)) ||
+        (n > 8 && read_dims(t, 8, index, "block", block_limits, block)) ||
+        (n > 9 && read_uint(t, 9, index, "kernel", 255, &registers)) ||
+        (n > 10 && read_uint(t, 10, index, "kernel", UINT32_MAX, &shared)))
+        return -1;
+    if (n > 7) {
+        op->grid_x = (uint32_t)grid[0];
+        op->grid_y = (uint16_t)grid[1];
+        op->grid_z = (uint16_t)grid[2];
+    }
+    if (n > 8) {
+        op->block_x = (uint16_t)block[0];
+        op->block_y = (uint16_t)block[1];
+        op->block_z = (uint16_t)block[2];
+    }
+    op->registers = (uint16_t)registers;
+    op->shared_bytes = (uint32_t)shared;
+    return 0;
+}
+
+/* The call of an api record (field 5): an API name (its callback id, whose
+ * domain must be the record's) or a callback id as an int (a recording's). */
+static int read_api_name(PyObject *t, Py_ssize_t index, unsigned long long domain,
+                         uint32_t *cbid)
+{
+    PyObject *name = PyTuple_GET_ITEM(t, 5);
+    if (PyLong_Check(name) && !PyBool_Check(name)) {
+        unsigned long long id = 0;
+        if (read_uint(t, 5, index, "api", UINT32_MAX, &id))
+            return -1;
+        *cbid = (uint32_t)id;
+        return 0;
+    }
+    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (text == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "loopscope._inject: api record %zd, field 5 (api) "
+                         "must be a str or an int, not %.100s", index, Py_TYPE(name)->tp_name);
+        return -1;
+    }
+    CUpti_CallbackDomain d;
+    CUpti_CallbackId id;
+    if (ls_cbid_find(text, &d, &id) != 0) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: api record %zd: %R is not an API "
+                     "call loopscope knows (see csrc/ls_cbids.c)", index, name);
+        return -1;
+    }
+    if ((d == CUPTI_CB_DOMAIN_DRIVER_API) != (domain == 1)) {
+        PyErr_Format(PyExc_ValueError, "loopscope._inject: api record %zd: %R is a %s API call "
+                     "but the record's domain is %llu", index, name,
+                     d == CUPTI_CB_DOMAIN_DRIVER_API ? "driver (1)" : "runtime (0)", domain);
+        return -1;
+    }
+    *cbid = (uint32_t)id;
+    return 0;
+}
+
 static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_t index)
 {
     const char *kname = kind_labels[kind];
     Py_ssize_t n = PyTuple_GET_SIZE(t);
+    if (kind == K_DEVICE)
+        return append_device(r, t, index);
     unsigned long long start, end, a = 0, b = 0, c = 0, bytes = 0;
     if (read_uint(t, 0, index, kname, INT64_MAX, &start) || read_uint(t, 1, index, kname, INT64_MAX, &end))
         return -1;
@@ -229,14 +361,16 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
     }
     if (kind == K_API) {
         unsigned long long domain = 0;
+        uint32_t cbid = 0;
         if (read_uint(t, 2, index, kname, UINT32_MAX, &a) ||
             (n > 3 && read_uint(t, 3, index, kname, INT64_MAX, &b)) ||
-            (n > 4 && read_uint(t, 4, index, kname, 1, &domain)))
+            (n > 4 && read_uint(t, 4, index, kname, 1, &domain)) ||
+            (n > 5 && read_api_name(t, index, domain, &cbid)))
             return -1;
         ls_api *api = ls_apis_append(&r->apis);
         if (api == NULL)
             goto nomem;
-        *api = (ls_api){start, end, b, (uint32_t)a, 0, (uint32_t)domain, 0};
+        *api = (ls_api){start, end, b, (uint32_t)a, cbid, (uint32_t)domain, 0};
         return 0;
     }
     if (kind == K_RANGE)
@@ -270,12 +404,17 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
     }
     unsigned long long copy_kind = 0, host_memory = 0;
     if ((n > 6 && read_uint(t, 6, index, kname, INT64_MAX, &bytes)) ||
-        (n > 7 && read_uint(t, 7, index, kname, 255, &copy_kind)) ||
-        (n > 8 && read_uint(t, 8, index, kname, 255, &host_memory)))
+        (kind == K_MEMCPY && n > 7 && read_uint(t, 7, index, kname, 255, &copy_kind)) ||
+        (kind == K_MEMCPY && n > 8 && read_uint(t, 8, index, kname, 255, &host_memory)))
+        return -1;
+    ls_op geometry;
+    memset(&geometry, 0, sizeof geometry);
+    if (kind == K_KERNEL && read_geometry(t, index, &geometry) != 0)
         return -1;
     ls_op *op = ls_ops_append(&r->ops);
     if (op == NULL)
         goto nomem;
+    *op = geometry;
     op->start_ns = start;
     op->end_ns = end;
     op->device_id = (uint32_t)a;
@@ -307,8 +446,8 @@ static PyObject *inject(PyObject *module, PyObject *const *args, Py_ssize_t narg
     }
     if (kind == K_UNKNOWN) {
         PyErr_Format(PyExc_ValueError, "loopscope._inject: kind must be one of 'kernel', "
-                     "'memcpy', 'memset', 'api', 'sync_record', 'sample', 'range', got %R",
-                     args[0]);
+                     "'memcpy', 'memset', 'api', 'sync_record', 'sample', 'range', 'device', "
+                     "got %R", args[0]);
         return NULL;
     }
     ls_records *r = ls_session_records();
@@ -334,10 +473,14 @@ static PyObject *inject(PyObject *module, PyObject *const *args, Py_ssize_t narg
             return NULL;
         }
     }
-    size_t before[5] = {r->ops.count, r->apis.count, r->sync_records.count, r->samples.count,
-                        r->ranges.count};
+    size_t before[6] = {r->ops.count, r->apis.count, r->sync_records.count, r->samples.count,
+                        r->ranges.count, r->device_count};
+    ls_device_facts devices_before[LS_MAX_DEVICE_FACTS];
+    memcpy(devices_before, r->devices, sizeof devices_before);
     for (Py_ssize_t i = 0; i < count; i++) {
         if (append_one(r, kind, PySequence_Fast_GET_ITEM(seq, i), i) != 0) {
+            memcpy(r->devices, devices_before, sizeof devices_before);
+            r->device_count = before[5];
             r->ops.count = before[0];
             r->apis.count = before[1];
             r->sync_records.count = before[2];
@@ -350,7 +493,7 @@ static PyObject *inject(PyObject *module, PyObject *const *args, Py_ssize_t narg
     Py_DECREF(seq);
     if (count > 0 && kind == K_SAMPLE)
         ls_session_mark_samples_injected();
-    else if (count > 0 && kind != K_RANGE) /* ranges are host records, as real ones */
+    else if (count > 0 && kind != K_RANGE && kind != K_DEVICE) /* host records and facts */
         ls_session_mark_injected();
     return PyLong_FromSsize_t(count);
 }

@@ -55,11 +55,15 @@ def test_records_not_a_sequence(running):
 BAD_SHAPES = [
     ("kernel", [[1_000, 2_000, 0, 7, 1]], r"kernel record 0 must be a tuple \(start_ns, end_ns, device, stream, correlation_id"),
     ("kernel", [(1_000, 2_000, 0, 7)], r"kernel record 0 must be a tuple"),
-    ("kernel", [GOOD_KERNEL + (64, "extra")], r"kernel record 0 must be a tuple"),
+    ("kernel", [GOOD_KERNEL + (64, 8, 32, 40, 0, "extra")], r"kernel record 0 must be a tuple"),
+    ("kernel", [GOOD_KERNEL + (64, "grid")], r"kernel record 0, grid must be an int or a tuple of 1 to 3 ints"),
+    ("kernel", [GOOD_KERNEL + (64, (1, 2, 3, 4))], r"kernel record 0, grid must be an int or a tuple of 1 to 3 ints"),
+    ("kernel", [GOOD_KERNEL + (64, 8, (32, None))], r"kernel record 0, block must be"),
     ("memcpy", [GOOD_KERNEL, (1, 2)], r"memcpy record 1 must be a tuple"),
     ("memset", [None], r"memset record 0 must be a tuple"),
-    ("api", [(1_000, 2_000)], r"api record 0 must be a tuple \(start_ns, end_ns, correlation_id\[, thread_id\[, domain\]\]\)"),
-    ("api", [(1_000, 2_000, 1, 2, 0, 3)], r"api record 0 must be a tuple"),
+    ("api", [(1_000, 2_000)], r"api record 0 must be a tuple \(start_ns, end_ns, correlation_id\[, thread_id\[, domain\[, api\]\]\]\)"),
+    ("api", [(1_000, 2_000, 1, 2, 0, "cudaGraphLaunch", 3)], r"api record 0 must be a tuple"),
+    ("api", [(1_000, 2_000, 1, 2, 0, 3.0)], r"api record 0, field 5 \(api\) must be a str or an int"),
     ("range", [(1_000, 2_000, "r", -1, -1)], r"range record 0 must be a tuple \(start_ns, end_ns, name, parent, step, thread_id\)"),
     ("sync_record", [(1_000,)], r"sync record 0 must be a tuple \(start_ns, end_ns\[, stream\]\)"),
     ("sync_record", [(1_000, 2_000, 1, 2)], r"sync record 0 must be a tuple"),
@@ -165,3 +169,13 @@ def test_the_sample_hook_names_every_figure():
     averaged = [k for k in capture.model().metrics()["span"]
                 if k not in ("samples", "covered_ns", "window_ns")]
     assert listed == averaged and len(listed) == 10
+
+
+def test_a_sample_figure_that_is_not_a_number_is_named(running):
+    """Found by the hostile property test: a str figure raised a bare
+    TypeError ('must be real number, not str') without the record."""
+    with pytest.raises(TypeError, match=r"loopscope._inject: sample record 0, sm_active_pct must "
+                                        r"be a number, not str"):
+        _core._inject("sample", [(1, 2, {"sm_active_pct": ""})])
+    with pytest.raises(TypeError, match="must be a number, not bool"):
+        _core._inject("sample", [(1, 2, {"sm_active_pct": True})])

@@ -206,7 +206,7 @@ def test_unknown_budget_is_a_usage_error(inner):
         "ERROR: test_typo.py::test_x: @pytest.mark.loopscope: unknown loopscope budget "
         "'max_sinks'; valid budgets: max_syncs, max_sync_blocked_ms, max_severe_gaps, "
         "max_gap_us, max_idle_pct, min_busy_pct, min_sm_active_pct, max_rank_skew_us; "
-        "options: steps, profile",
+        "options: steps, profile, baseline, max_regression_pct",
     ])
 
 

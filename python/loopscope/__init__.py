@@ -10,11 +10,14 @@
     with loopscope.no_sync():     # strict mode: SyncError at the line that syncs
         ...
 
-`loopscope.instrument(model)` adds a range per submodule call (per layer).
+`loopscope.instrument(model)` adds a range per submodule call (per layer);
+`loopscope.profile(steps=model)` makes each top-level call of model a step;
 `loopscope.analyze("trace.json.gz")` gives the same summary from a torch.profiler
-trace, an Nsight Systems SQLite export or a saved loopscope profile.
+trace, an Nsight Systems SQLite export or a saved loopscope profile;
+`loopscope.compare(before, after)` compares two summaries, profiles or files.
 """
 from ._analyze import analyze, load
+from ._compare import compare
 from ._core import range  # noqa: A004  (the public name is part of the contract)
 from ._instrument import InstrumentHandle, instrument
 from ._profile import LoopscopeWarning, Profile, profile
@@ -24,5 +27,5 @@ from ._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [
     "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "TraceError",
-    "analyze", "instrument", "load", "no_sync", "profile", "range", "__version__",
+    "analyze", "compare", "instrument", "load", "no_sync", "profile", "range", "__version__",
 ]

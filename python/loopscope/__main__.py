@@ -1,5 +1,5 @@
-"""Command line: `loopscope demo`, `loopscope run` (_cli.py), `loopscope
-analyze` (_analyze_cli.py); the same as `python -m loopscope ...`."""
+"""Command line: `loopscope demo`, `loopscope run`, `loopscope diff` (_cli.py),
+`loopscope analyze` (_analyze_cli.py); the same as `python -m loopscope ...`."""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +8,8 @@ import sys
 
 from . import instrument, profile
 from ._analyze_cli import add_analyze_parser, analyze_command
-from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_run_parser, check_outputs, demo_recording,
-                   run_command, write_json)
+from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_diff_parser, add_run_parser, check_outputs,
+                   demo_recording, diff_command, run_command, write_json)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         prog=prog,
         description="Profile PyTorch GPU loops: launch gaps, syncs, verdict.",
         epilog="examples:\n  %(prog)s demo\n  %(prog)s run train.py --epochs 1\n"
-        "  %(prog)s analyze trace.json.gz\n\n"
+        "  %(prog)s analyze trace.json.gz\n  %(prog)s diff before.json after.json\n\n"
         "'%(prog)s COMMAND --help' explains each command.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON")
     add_run_parser(sub)
     add_analyze_parser(sub)
+    add_diff_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return run_command(args, sub.choices["run"])
     if args.command == "analyze":
         return analyze_command(args, sub.choices["analyze"])
+    if args.command == "diff":
+        return diff_command(args, sub.choices["diff"])
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

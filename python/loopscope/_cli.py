@@ -1,5 +1,6 @@
-"""`python -m loopscope run`: a script under the profiler, and the demo's
-no-GPU path (the bundled recording).
+"""`python -m loopscope run`: a script under the profiler; `diff`: two
+profiles compared (_compare); and the demo's no-GPU path (the bundled
+recording).
 
 How `run` profiles a script:
 - The whole script runs inside one profile (runpy, as __main__, with
@@ -418,6 +419,74 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if status != EXIT_OK:
         return status
     return EXIT_BUDGET if failed or not written else EXIT_OK
+
+
+# -- diff ------------------------------------------------------------------
+DIFF_DESCRIPTION = """\
+Compares two profiles: each a saved summary (run --json, a pytest baseline),
+a loopscope recording, or a trace file loopscope can analyse.  Prints the
+verdicts, the headline figures before and after, the sync sites added and
+removed, the kernels whose time changed most, and the steps that changed.
+
+examples:
+  %(prog)s before.json after.json
+  %(prog)s --max-regression-pct 10 baseline.json new.json   # CI gate
+
+exit status: 0 ok; 1 a figure regressed beyond --max-regression-pct (or
+--json could not be written); 2 usage error or an unreadable input."""
+
+
+def add_diff_parser(sub) -> None:
+    diff = sub.add_parser(
+        "diff", help="compare two profiles (summaries, recordings or trace files)",
+        description=DIFF_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    diff.add_argument("before", help="the profile before the change")
+    diff.add_argument("after", help="the profile after it")
+    diff.add_argument("--json", metavar="OUT", help="write the comparison as JSON to OUT")
+    diff.add_argument("--max-regression-pct", metavar="PCT", type=_percent,
+                      help="fail (exit 1) when the loop time, idle time, severe gaps or syncs "
+                           "got worse by more than PCT percent")
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+def diff_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ._compare import CompareError, compare, format_compare, regressions
+
+    for side in (args.before, args.after):
+        if not os.path.isfile(side):
+            parser.error(f"cannot read {side!r}: no such file")
+    if not check_outputs(parser.prog, {"--json": args.json}):
+        return EXIT_USAGE
+    try:
+        result = compare(args.before, args.after)
+    except (CompareError, OSError, ValueError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(format_compare(result))
+    status = EXIT_OK
+    if args.max_regression_pct is not None:
+        check = regressions(result, args.max_regression_pct)
+        result["regressions"] = check.as_dict()
+        print()
+        if check.failed:
+            print(check.message(args.before), file=sys.stderr)
+            status = EXIT_BUDGET
+        else:
+            print(f"no figure regressed by more than {args.max_regression_pct:g}%"
+                  + (f" (not measured: {', '.join(check.unavailable)})"
+                     if check.unavailable else ""))
+    if args.json and not write_json("--json", args.json, result):
+        status = EXIT_BUDGET
+    return status
 
 
 # -- the demo without a GPU -----------------------------------------------

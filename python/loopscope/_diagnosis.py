@@ -25,12 +25,33 @@ and the next action.
    issue's test: DRAM >= 70%) and stays clear of compute-bound loops
    (DRAM < 10% for an FMA loop).
 3. The GPU is busy and there are no counters                -> GPU_BOUND
+4. Where rules 2-3 read BALANCED or GPU_BOUND, kernels too small to fill the
+   GPU                                                     -> UNDER_FILLED
+   when the kernels whose launch shape is known (at least FILL_KNOWN_MIN_PCT
+   of the kernel time) could fill, weighted by their time, less than
+   UNDER_FILLED_BELOW_PCT of the GPU's block slots (grid and block against
+   the SM count and what one SM holds: csrc/ls_kernels.h); or, with no
+   launch shapes, when the counters show it: SM active below
+   UNDER_FILLED_SM_BELOW_PCT while the GPU was busy and warp occupancy
+   below UNDER_FILLED_WARPS_BELOW_PCT.  A memory- or compute-bound loop
+   keeps its verdict: it does fill what it uses.
+
+The action of CPU_LAUNCH_BOUND turns graph-aware when the steps already
+replay CUDA graphs (cudaGraphLaunch in the step): capturing again would not
+help; the host time between replays is the cost (given in us), so cut the
+host work between replays and replay more steps per graph.
+
+BALANCED says which figures were checked and why none explains the time.
+summary["diagnosis"]["projections"] (see _projections) says what removing
+each cause would win.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from ._finite import finite
+from ._names import clip, kernel_name
+from ._projections import project
 from ._syncs import format_site
 
 BUSY_BELOW_PCT = 50.0
@@ -40,6 +61,20 @@ COMPUTE_SM_ABOVE_PCT = 60.0
 COMPUTE_DRAM_BELOW_PCT = 50.0
 LAUNCH_SM_BELOW_PCT = 30.0
 LAUNCH_DRAM_BELOW_PCT = 50.0
+# Rule 4.  Half the GPU's block slots: a loop whose kernels could occupy at
+# most half of the GPU at once leaves half of it idle however long they run
+# (the demo loop replayed from a graph: 50-token kernels on 132 SMs).
+UNDER_FILLED_BELOW_PCT = 50.0
+# Launch shapes must cover most of the kernel time for their fill to speak
+# for the loop (a trace without them, or with a few unknown kernels).
+FILL_KNOWN_MIN_PCT = 50.0
+# Without launch shapes: SMs idle for 40% of the busy time while the active
+# ones run few warps.  A big GEMM has low warp occupancy too (registers) but
+# keeps every SM active; a memory-bound copy keeps SMs active at 100%
+# (GPU_FACTS), so both stay clear of this.
+UNDER_FILLED_SM_BELOW_PCT = 60.0
+UNDER_FILLED_WARPS_BELOW_PCT = 25.0
+FILL_KERNELS_NAMED = 3  # the kernels named in UNDER_FILLED's reasons
 
 ACTIONS = {
     "CPU_LAUNCH_BOUND": (
@@ -63,7 +98,23 @@ ACTIONS = {
     "NO_GPU_WORK": "no kernel, memcpy or memset ran inside the profile",
     "COMMUNICATION_WAIT": "make the slowest rank arrive sooner at the collectives (its cause "
                           "is named above)",
+    "UNDER_FILLED": (
+        "the kernels are too small to fill the GPU: give each launch more work (a larger "
+        "batch, several steps or requests at once), fuse small kernels (torch.compile), or run "
+        "independent work on parallel CUDA streams"
+    ),
 }
+
+
+def under_filled(fill_pct: float | None, fill_known_pct: float | None,
+                 sm_busy: float | None = None, warps_busy: float | None = None) -> bool:
+    """Rule 4: launch shapes, else counters, say the kernels leave the GPU
+    mostly empty."""
+    if fill_pct is not None and fill_known_pct is not None and \
+            fill_known_pct >= FILL_KNOWN_MIN_PCT:
+        return fill_pct < UNDER_FILLED_BELOW_PCT
+    return (sm_busy is not None and warps_busy is not None
+            and sm_busy < UNDER_FILLED_SM_BELOW_PCT and warps_busy < UNDER_FILLED_WARPS_BELOW_PCT)
 
 
 def _counter_verdict(sm_busy: float | None, dram_busy: float | None) -> str | None:
@@ -78,7 +129,8 @@ def _counter_verdict(sm_busy: float | None, dram_busy: float | None) -> str | No
 
 
 def _verdict(busy_pct: float | None, gaps: dict[str, Any] | None,
-             sm_busy: float | None = None, dram_busy: float | None = None) -> str:
+             sm_busy: float | None = None, dram_busy: float | None = None,
+             filled: bool = False) -> str:
     if gaps is None or busy_pct is None:
         return "NO_GPU_WORK"
     idle = gaps["idle_ms"]
@@ -89,7 +141,8 @@ def _verdict(busy_pct: float | None, gaps: dict[str, Any] | None,
         if by_cause["host"] >= CAUSE_SHARE * idle:
             return "CPU_LAUNCH_BOUND"
         return "BALANCED"
-    return _counter_verdict(sm_busy, dram_busy) or "GPU_BOUND"
+    verdict = _counter_verdict(sm_busy, dram_busy) or "GPU_BOUND"
+    return "UNDER_FILLED" if filled and verdict in ("BALANCED", "GPU_BOUND") else verdict
 
 
 def _counters_only_verdict(gr_pct: float | None, sm_busy: float | None,
@@ -114,8 +167,10 @@ def diagnose_step(step: dict[str, Any]) -> str:
                                       step["dram_busy_pct"], share)
     if not step["kernels"] and not step["memcpys"]:
         return "NO_GPU_WORK"
+    filled = under_filled(step.get("fill_pct"), step.get("fill_known_pct"),
+                          step.get("sm_active_busy_pct"), step.get("warp_occupancy_busy_pct"))
     return _verdict(step["gaps"]["busy_pct"], step["gaps"], step.get("sm_active_busy_pct"),
-                    step.get("dram_busy_pct"))
+                    step.get("dram_busy_pct"), filled)
 
 
 def _counter_reasons(sm: dict[str, Any] | None, dram: dict[str, Any] | None) -> list[str]:
@@ -166,6 +221,7 @@ def _sync_lines(syncs: dict[str, Any] | None, reasons: list[str], actions: list[
 
 
 def _action(verdict: str, dram: dict[str, Any] | None) -> str:
+    """The verdict's action (graph replays and kernel fill refine it in diagnose)."""
     if verdict == "MEMORY_BOUND" and dram is not None:
         return (f"DRAM runs at {_f(dram['throughput_busy_pct'])}% of peak while the GPU works: "
                 + ACTIONS[verdict])
@@ -214,6 +270,12 @@ def _r(value: float | None) -> float | None:
 
 
 def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
+    d = _diagnose(summary)
+    d["projections"] = project(summary, d["verdict"])
+    return d
+
+
+def _diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     gaps, gpu = summary["gaps"], summary["gpu"]
     sm, dram = summary.get("sm"), summary.get("dram")
     if gpu is None and sm is not None:
@@ -231,7 +293,9 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     busy = gaps["busy_pct"]
     sm_busy = sm.get("active_busy_pct") if sm else None
     dram_busy = dram.get("throughput_busy_pct") if dram else None
-    verdict = _verdict(busy, gaps, sm_busy, dram_busy)
+    warps_busy = sm.get("warp_occupancy_busy_pct") if sm else None
+    filled = under_filled(gpu.get("fill_pct"), gpu.get("fill_known_pct"), sm_busy, warps_busy)
+    verdict = _verdict(busy, gaps, sm_busy, dram_busy, filled)
     idle = gaps["idle_ms"]
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}
     steps = [s for s in summary["steps"] if s["gaps"] is not None]
@@ -248,10 +312,20 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     reasons += communication_reasons(summary)
     if sm is None and verdict == "GPU_BOUND" and summary.get("metrics_error"):
         reasons.append(f"no SM/DRAM counters to split GPU_BOUND: {summary['metrics_error']}")
+    if verdict == "UNDER_FILLED":
+        reasons += _fill_reasons(summary)
+    if verdict == "BALANCED":
+        reasons.append(_balanced_reason(busy, share, sm_busy, dram_busy, gpu))
     if steps:
         flagged = sum(1 for s in steps if s["verdict"] == verdict)
         reasons.append(f"{flagged} of {len(steps)} steps read {verdict}")
-    actions = [_action(verdict, dram)]
+    graph_advice = _graph_advice(summary) if verdict == "CPU_LAUNCH_BOUND" else None
+    actions = [graph_advice or _action(verdict, dram)]
+    if graph_advice:
+        reasons.append(_replay_reason(summary))
+    if verdict == "UNDER_FILLED" and gpu.get("fill_pct") is not None:
+        actions[0] = (f"the kernels could fill {gpu['fill_pct']:.0f}% of the GPU at most: "
+                      + ACTIONS[verdict])
     syncs = summary.get("syncs")
     _sync_lines(syncs, reasons, actions)
     evidence = {
@@ -264,9 +338,95 @@ def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
         "kernels": gpu["kernels"],
         "syncs": syncs["count"] if syncs else None,
         "sync_blocked_ms": syncs["blocked_ms"] if syncs else None,
+        "fill_pct": gpu.get("fill_pct"),
+        "fill_known_pct": gpu.get("fill_known_pct"),
+        "warp_occupancy_busy_pct": warps_busy,
+        "graph_replays": (summary.get("graphs") or {}).get("replays"),
     }
     evidence.update(_counter_evidence(sm, dram))
     return {"verdict": verdict, "reasons": reasons, "actions": actions, "evidence": evidence}
+
+
+def _shape(k: dict[str, Any]) -> str:
+    if k.get("grid") is None:
+        return "launch shape unknown"
+    grid = "x".join(map(str, k["grid"]))
+    block = "x".join(map(str, k["block"]))
+    fill = f": fills {k['fill_pct']:.0f}% of the GPU" if k.get("fill_pct") is not None else ""
+    return f"grid {grid} x block {block}{fill}"
+
+
+def _fill_reasons(summary: dict[str, Any]) -> list[str]:
+    """UNDER_FILLED's evidence: the fill of the loop's kernels and the
+    kernels that take the most time, with their launch shapes."""
+    gpu, sm = summary["gpu"], summary.get("sm") or {}
+    out = []
+    if gpu.get("fill_pct") is not None:
+        devices = [d for d in gpu.get("devices", []) if d.get("sm_count")]
+        size = (f" ({devices[0]['sm_count']} SMs x {devices[0]['max_threads_per_sm']} threads)"
+                if devices else "")
+        out.append(f"the kernels' grids could fill {gpu['fill_pct']:.1f}% of the GPU{size} "
+                   f"on average over their time (< {UNDER_FILLED_BELOW_PCT:g}%; launch shapes "
+                   f"known for {_f(gpu.get('fill_known_pct'))}% of the kernel time)")
+    if sm.get("active_busy_pct") is not None:
+        out.append(f"SM active {_f(sm['active_busy_pct'])}% while the GPU was busy, warp "
+                   f"occupancy {_f(sm.get('warp_occupancy_busy_pct'))}%: SMs stay idle while "
+                   "kernels run")
+    top = (summary.get("top_kernels") or [])[:FILL_KERNELS_NAMED]
+    if top:
+        out.append("kernels that take the most time: " + "; ".join(
+            f"{clip(kernel_name(k['name']) or '?', 50)} {k['total_ms']:.3f} ms x{k['count']} "
+            f"({_shape(k)})" for k in top))
+    return out
+
+
+def _balanced_reason(busy: float | None, share: dict[str, float], sm_busy: float | None,
+                     dram_busy: float | None, gpu: dict[str, Any]) -> str:
+    """Why BALANCED: every figure that could have explained the time, and
+    why none did."""
+    checks = []
+    if busy is not None and busy < BUSY_BELOW_PCT:
+        checks.append(f"the GPU idles {100 - busy:.1f}% of the time but no cause takes half of "
+                      f"it (host launch late {share['host']}%, syncs {share['sync']}%)")
+    else:
+        checks.append(f"GPU busy {_f(busy)}%")
+        if sm_busy is not None and dram_busy is not None:
+            checks.append(f"SM active {_f(sm_busy)}% (compute bound above "
+                          f"{COMPUTE_SM_ABOVE_PCT:g}%), DRAM {_f(dram_busy)}% (memory bound from "
+                          f"{MEMORY_DRAM_FROM_PCT:g}%)")
+    if gpu.get("fill_pct") is not None:
+        checks.append(f"kernels fill {gpu['fill_pct']:.0f}% of the GPU (under-filled below "
+                      f"{UNDER_FILLED_BELOW_PCT:g}%)")
+    elif busy is None or busy >= BUSY_BELOW_PCT:
+        checks.append("kernel launch shapes unknown")
+    return "no single figure explains the time: " + "; ".join(checks)
+
+
+def _graph_advice(summary: dict[str, Any]) -> str | None:
+    """CPU_LAUNCH_BOUND's action when the loop already replays CUDA graphs
+    (at least half of its steps, or any replay without steps)."""
+    graphs = summary.get("graphs")
+    steps = [s for s in summary["steps"] if s.get("graph_readiness") is not None]
+    if not graphs or (steps and 2 * graphs["steps_replaying"] < len(steps)):
+        return None
+    host = graphs["host_between_replays_us"]
+    gpu = graphs["gpu_per_replay_us"]
+    cost = (f"the host takes {host:.1f} us from one replay's launch to the next"
+            if host is not None else "the host time between replays is the cost")
+    if gpu is not None:
+        cost += f" while a replay keeps the GPU busy {gpu:.1f} us"
+    return (f"the steps already replay CUDA graphs ({cost}): capturing again will not help; cut "
+            "the host work between replays (input copies, Python bookkeeping, logging; move it "
+            "into the graph or out of the loop) and replay more steps per graph (capture "
+            "several steps in one graph)")
+
+
+def _replay_reason(summary: dict[str, Any]) -> str:
+    g = summary["graphs"]
+    per = f", {g['replays_per_step']:g} a step" if g.get("replays_per_step") else ""
+    host = (f"; host time between replays {g['host_between_replays_us']:.1f} us on average"
+            if g.get("host_between_replays_us") is not None else "")
+    return (f"{g['replays']} CUDA-graph replays in {g['steps_replaying']} steps{per}{host}")
 
 
 # -- torch.distributed: collectives and the ranks (issue 16) ------------------

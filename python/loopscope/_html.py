@@ -36,6 +36,7 @@ VERDICT_COLOURS = {
     "NO_GPU_WORK": "#5c7080",
     "UNKNOWN": "#5c7080",
     "COMMUNICATION_WAIT": "#d9822b",
+    "UNDER_FILLED": "#d9822b",
 }
 
 _TABLE = "border-collapse:collapse;font-size:12px;margin:4px 0 10px 0"
@@ -91,6 +92,10 @@ def _verdict(summary: dict[str, Any]) -> str:
     ]
     if d.get("actions"):
         out.append(f'<div style="margin:2px 0"><b>Next:</b> {_e(d["actions"][0])}</div>')
+    projections = d.get("projections") or []
+    if projections:
+        out.append('<div style="margin:2px 0"><b>What it would win:</b> '
+                   + "; ".join(_e(p["text"]) for p in projections[:3]) + "</div>")
     out.append('<ul style="margin:2px 0 2px 18px;padding:0">')
     out += [f"<li>{_e(r)}</li>" for r in d["reasons"]]
     out.append("</ul></div>")

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import _core, _cupti_paths, _distributed, _instrument, _options, _session, _settings
 from ._html import profile_html
+from ._module_steps import ModuleSteps, check_module
 from ._recording import save
 from ._report import format_report
 from ._summary import Summary, build_summary
@@ -126,6 +127,9 @@ class Profile:
                         profile the same region; False where one rank profiles alone.
     gather_timeout_s:   how long rank 0 waits for the other ranks at the profile's start
                         and at its end (default 5 s) before naming them missing.
+    steps:              a torch.nn.Module whose top-level calls are the steps (decode
+                        loops with no place for prof.step(), e.g. model.generate()):
+                        each step lasts from one call to the next (see _module_steps).
 
     Every option is checked here: a wrong one raises TypeError (True/False
     options take only bools; numbers must be int or float) or ValueError (out
@@ -149,7 +153,10 @@ class Profile:
         metrics_decode_ms: float = 10.0,
         gather: bool = True,
         gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
+        steps: Any = None,
     ) -> None:
+        self._steps_module = check_module(steps)
+        self._module_steps: ModuleSteps | None = None
         self._thresholds = _options.check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
             raise TypeError(f"step_name must be a non-empty str, got {step_name!r}")
@@ -213,6 +220,12 @@ class Profile:
             except BaseException:  # warnings turned into errors: leave no session behind
                 _session.stop_profile(self._serial)
                 raise
+        if self._steps_module is not None:  # steps=module: its hooks, removed at exit
+            try:
+                self._module_steps = ModuleSteps(self, self._steps_module)
+            except BaseException:
+                _session.stop_profile(self._serial)
+                raise
         self._mismatches_at_start = _instrument.mismatch_count()
         self._t0 = time.perf_counter_ns()
         return self
@@ -220,6 +233,11 @@ class Profile:
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._host_ns = time.perf_counter_ns() - self._t0
         assert self._state is not None, "__exit__ without __enter__"
+        if self._module_steps is not None:  # the last step ends here; the module is restored
+            try:
+                self._module_steps.close()
+            except Exception as error:  # the hooks are gone; the step ends with the profile
+                self._module_steps.errors.append(f"{type(error).__name__}: {error}")
         self._state["instrument_mismatches"] = (
             _instrument.mismatch_count() - self._mismatches_at_start)
         unguarded = None
@@ -246,6 +264,8 @@ class Profile:
                 or self._stop_error is not None or _session.exiting:
             return
         self._stop_error = "the profile was dropped while running"
+        if self._module_steps is not None:
+            self._module_steps.remove()
         _session.abandon_profile(self._serial)
         warnings.warn("loopscope: a profile was dropped while running (its __enter__ ran, its "
                       "__exit__ never did): it was stopped and its records discarded. Use "
@@ -307,6 +327,9 @@ class Profile:
         if self._local is None:
             self._local = build_summary(
                 self._capture, self._state, self._thresholds, self._host_ns, self._stop_error)
+            if self._module_steps is not None:
+                self._local["steps_from"] = "module"
+                self._local["module_steps"] = self._module_steps.note()
         return self._local
 
     def report(self) -> str:

@@ -24,7 +24,13 @@ record), which gzip shrinks to a few bytes a record.
 Versions: 2 stores the API records' domain (runtime or driver) and names the
 sync records "sync_records"; version 1 files (the bundled demo recording)
 had neither: their API records are runtime calls, their "syncs" are sync
-records."""
+records.  Optional columns, absent from older files of either version
+(their records then replay as before, those facts unknown): ops "shape"
+(an index into "shapes", each [grid x, y, z, block x, y, z, registers,
+shared bytes] of a kernel; -1 unknown), ops "copy_kind" and "host_memory"
+(memcpys), apis "cbid" (the call's CUPTI callback id: graph launches), and
+meta "device_facts" ({device: [SMs, threads/SM, blocks/SM, registers/SM,
+shared bytes/SM]})."""
 from __future__ import annotations
 
 import datetime
@@ -43,6 +49,15 @@ VERSION = 2
 READS = (1, 2)
 OP_KINDS = ("kernel", "memcpy", "memset")
 DEMO_RECORDING = Path(__file__).with_name("data") / "demo_recording.json.gz"
+
+# The launch shape of a kernel, as op columns of the model, in the stored order.
+SHAPE_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
+                 "shared_bytes")
+FACT_KEYS = ("sm_count", "max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm",
+             "shared_bytes_per_sm")
+# Columns a file may lack (older recordings): their value for every record.
+OPTIONAL_OP_COLUMNS = {"shape": -1, "copy_kind": 0, "host_memory": 0}
+OPTIONAL_API_COLUMNS = {"cbid": 0}
 
 # Summary sections that no raw record in the file can rebuild.
 TOP_SECTIONS = ("syncs", "syncs_error", "sm", "dram", "metrics_error")
@@ -126,9 +141,19 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
 
     ops = capture.ops()
     apis = capture.apis()
+    model = prof.model
+    shape_columns = [list(model.op_column(c)) for c in SHAPE_COLUMNS]
+    shapes: dict[tuple, int] = {}
+    shape_ids = []
+    for i in range(len(ops)):
+        shape = tuple(col[i] for col in shape_columns)
+        known = all(shape[:6])  # grid and block sides
+        shape_ids.append(shapes.setdefault(shape, len(shapes)) if known else -1)
     sync_records = capture.sync_records()
-    ranges = prof.model.ranges()
+    ranges = model.ranges()
     gpu = summary["gpu"] or {}
+    facts = {str(d["device"]): [d.get(k) or 0 for k in FACT_KEYS] for d in model.devices()
+             if d.get("sm_count")}
     sections: dict[str, Any] = {k: summary.get(k) for k in TOP_SECTIONS}
     sections["steps"] = [{k: s.get(k) for k in ("index",) + STEP_FIELDS} for s in summary["steps"]]
     sections["ranges"] = [{k: r.get(k) for k in ("name",) + RANGE_FIELDS} for r in summary["ranges"]]
@@ -143,6 +168,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
             "command": command,
             "note": note,
             "source": summary["source"],
+            "device_facts": facts,
         },
         "profile": {
             "start_ns": base,
@@ -162,6 +188,9 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
             "correlation": _deltas([o[5] for o in ops]),
             "name": [name_id(o[6]) for o in ops],
             "bytes": [o[7] for o in ops],
+            "shape": shape_ids,
+            "copy_kind": list(model.op_column("copy_kind")),
+            "host_memory": list(model.op_column("host_memory")),
         },
         "apis": {
             "start": _deltas([a[0] - base for a in apis]),
@@ -169,6 +198,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
             "correlation": _deltas([a[2] for a in apis]),
             "thread": [a[3] for a in apis],
             "domain": [a[5] for a in apis],
+            "cbid": [a[4] for a in apis],
         },
         "sync_records": {
             "start": _deltas([s[0] - base for s in sync_records]),
@@ -184,6 +214,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
             "thread": [r["thread"] for r in ranges],
         },
         "names": list(names),
+        "shapes": [list(shape) for shape in shapes],
         "sections": sections,
     }
 
@@ -229,8 +260,16 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def columns(table: dict[str, list], delta: tuple[str, ...]) -> list[tuple]:
-    """The rows of a stored table, its `delta` columns decoded."""
+def columns(table: dict[str, list], delta: tuple[str, ...], order: tuple[str, ...] | None = None,
+            optional: dict[str, Any] | None = None) -> list[tuple]:
+    """The rows of a stored table, its `delta` columns decoded; with `order`,
+    those columns in that order, an `optional` one the file lacks filled
+    with its default."""
+    if order is not None:
+        length = max((len(v) for v in table.values()), default=0)
+        table = {k: table[k] if k in table or k not in (optional or {})
+                 else [optional[k]] * length  # type: ignore[index]
+                 for k in order}
     cols = {k: (_undeltas(v) if k in delta else v) for k, v in table.items()}
     lengths = {len(v) for v in cols.values()}
     if len(lengths) > 1:

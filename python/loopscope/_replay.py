@@ -9,8 +9,13 @@ from typing import Any
 from . import _core
 from ._diagnosis import diagnose, diagnose_step
 from ._profile import Profile
-from ._recording import (OP_KINDS, RANGE_FIELDS, STEP_FIELDS, TOP_SECTIONS, RecordingError,
-                         check_shape, columns)
+from ._readiness import add_sync_blockers, overview
+from ._recording import (OPTIONAL_API_COLUMNS, OPTIONAL_OP_COLUMNS, OP_KINDS, RANGE_FIELDS,
+                         STEP_FIELDS, TOP_SECTIONS, RecordingError, check_shape, columns)
+
+OP_COLUMNS = ("kind", "start", "duration", "device", "stream", "correlation", "name", "bytes",
+              "shape", "copy_kind", "host_memory")
+API_COLUMNS = ("start", "duration", "correlation", "thread", "domain", "cbid")
 from ._schema import SchemaError
 
 
@@ -18,24 +23,37 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
     """(ops, apis, sync records, ranges) of a recording, decoded and checked."""
     try:
         base = data["profile"]["start_ns"]
-        ops = columns(data["ops"], ("start", "correlation"))
-        apis = columns(data["apis"], ("start", "correlation"))
+        ops = columns(data["ops"], ("start", "correlation"), OP_COLUMNS, OPTIONAL_OP_COLUMNS)
+        if data["version"] == 1:  # no domain: every record was a runtime call
+            data["apis"].setdefault("domain", [0] * len(data["apis"].get("start", [])))
+        apis = columns(data["apis"], ("start", "correlation"), API_COLUMNS, OPTIONAL_API_COLUMNS)
         sync_records = columns(data["sync_records"], ("start",))
         ranges = columns(data["ranges"], ("start",))
-        if data["version"] == 1:  # no domain: every record was a runtime call
-            apis = [row + (0,) for row in apis]
-        for table, rows, width in (("ops", ops, 8), ("apis", apis, 5),
+        for table, rows, width in (("ops", ops, 11), ("apis", apis, 6),
                                    ("sync_records", sync_records, 3), ("ranges", ranges, 6)):
             for row in rows:
                 if len(row) != width or not all(isinstance(v, int) for v in row):
                     raise ValueError(f"{table} record {row!r}: {width} integers expected")
         names = data["names"]
+        shapes = [tuple(s) for s in data.get("shapes", [])]
+        for shape in shapes:
+            if len(shape) != 8 or not all(isinstance(v, int) for v in shape):
+                raise ValueError(f"shape {list(shape)!r}: 8 integers expected")
+
+        def op(k, s, d, device, stream, corr, name, nbytes, shape, copy_kind, host_memory):
+            row = (k, base + s, base + s + d, device, stream, corr,
+                   names[name] if name >= 0 else None, nbytes)
+            if OP_KINDS[k] == "kernel" and shape >= 0:
+                g = shapes[shape]
+                return row + (tuple(g[0:3]), tuple(g[3:6]), g[6], g[7])
+            if OP_KINDS[k] == "memcpy" and (copy_kind or host_memory):
+                return row + (copy_kind, host_memory)
+            return row
+
         return (
-            [(k, base + s, base + s + d, device, stream, corr,
-              names[name] if name >= 0 else None, nbytes)
-             for k, s, d, device, stream, corr, name, nbytes in ops],
-            [(base + s, base + s + d, corr, thread, domain)
-             for s, d, corr, thread, domain in apis],
+            [op(*row) for row in ops],
+            [(base + s, base + s + d, corr, thread, domain) + ((cbid,) if cbid else ())
+             for s, d, corr, thread, domain, cbid in apis],
             [(base + s, base + s + d, stream) for s, d, stream in sync_records],
             [(base + s, base + s + d, names[name] if name >= 0 else "?", parent, step, thread)
              for s, d, name, parent, step, thread in ranges],
@@ -76,6 +94,14 @@ def _replay(data: dict[str, Any]) -> Profile:
         _core._set_test_clock(base, 1)
         prof.__enter__()
         try:
+            facts = [(int(device), *values)
+                     for device, values in data["meta"].get("device_facts", {}).items()]
+            if facts:
+                try:
+                    _core._inject("device", facts)
+                except (TypeError, ValueError) as error:
+                    raise RecordingError(f"the recording's device facts are damaged: "
+                                         f"{error}") from None
             if ranges:
                 try:
                     _core._inject("range", ranges)
@@ -138,6 +164,9 @@ def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
                 entry[key] = old[key]
                 if f"ranges.{key}" not in as_recorded:
                     as_recorded.append(f"ranges.{key}")
+    if "syncs" in as_recorded:  # the recorded sync sites block their steps' capture
+        add_sync_blockers(summary["steps"], summary["syncs"])
+        summary["graph_readiness"] = overview(summary["steps"])
     if as_recorded:  # the verdict may depend on what came back
         for step in summary["steps"]:
             if step["gaps"] is not None:

@@ -7,10 +7,14 @@ from typing import Any
 from ._names import clip, kernel_name
 
 from ._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
+from ._readiness import first_line
 from ._syncs import format_site
 from ._trace_info import trace_lines
 
 MAX_SYNC_SITES = 10
+MAX_PROJECTIONS = 5
+MAX_KERNEL_ROWS = 8
+MAX_BLOCKED_LINES = 4
 
 MAX_STEP_ROWS = 24
 MAX_RANGE_ROWS = 40
@@ -71,6 +75,65 @@ def _steps_table(steps: list[dict[str, Any]]) -> list[str]:
             f"{_fmt(g.get('count'), 'd'):>5} {_fmt(g.get('severe'), 'd'):>6} "
             f"{_fmt(g.get('max_us'), '.1f'):>10} {_fmt(s['syncs'], 'd'):>5}  {s['verdict'] or '-'}"
         )
+    return lines
+
+
+def _projection_lines(summary: dict[str, Any]) -> list[str]:
+    """What removing each cause would win, right under the verdict."""
+    projections = summary["diagnosis"].get("projections") or []
+    if not projections:
+        return []
+    lines = ["What it would win:"]
+    lines += [f"  * {p['text']}" for p in projections[:MAX_PROJECTIONS]]
+    if len(projections) > MAX_PROJECTIONS:
+        lines.append(f"  ... {len(projections) - MAX_PROJECTIONS} more in "
+                     "summary['diagnosis']['projections']")
+    return lines
+
+
+def _kernel_lines(summary: dict[str, Any]) -> list[str]:
+    kernels = summary.get("top_kernels") or []
+    if not kernels:
+        return []
+    gpu = summary.get("gpu") or {}
+    fill = gpu.get("fill_pct")
+    head = "Kernels by time" + (f" (their grids could fill {fill:.1f}% of the GPU, time-weighted)"
+                                if fill is not None else "") + ":"
+    lines = ["", head]
+    for k in kernels[:MAX_KERNEL_ROWS]:
+        shape = ("x".join(map(str, k["grid"])) + " x " + "x".join(map(str, k["block"]))
+                 if k.get("grid") else "-")
+        fill = "-" if k["fill_pct"] is None else f"{k['fill_pct']:.0f}%"
+        lines.append(f"  {_fmt(k['total_ms']):>9} ms {_fmt(k['share_pct'], '.1f'):>5}% "
+                     f"x{k['count']:<6} {shape:<22} fill {fill:>4}  "
+                     f"{clip(kernel_name(k['name']) or '?', 60)}")
+    return lines
+
+
+def _readiness_lines(summary: dict[str, Any]) -> list[str]:
+    r = summary.get("graph_readiness")
+    if not r:
+        return []
+    parts = [f"{r['capturable']} of {r['steps']} steps can be captured as they are"]
+    if r["replaying_graphs"]:
+        parts.append(f"{r['replaying_graphs']} already replay a CUDA graph")
+    if r["blocked"]:
+        by = ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in r["steps_blocked_by"].items() if n)
+        parts.append(f"{r['blocked']} blocked ({by})")
+    lines = ["", "CUDA graph readiness: " + "; ".join(parts)]
+    seen: set[str] = set()
+    for step in summary["steps"]:
+        g = step.get("graph_readiness")
+        if not g or g["status"] != "blocked":
+            continue
+        key = "; ".join(b["text"] for b in g["blockers"])
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > MAX_BLOCKED_LINES:
+            lines.append("  ... more blocked steps in summary['steps'][i]['graph_readiness']")
+            break
+        lines.append(f"  {first_line(step['name'], g)}")
     return lines
 
 
@@ -183,6 +246,7 @@ def format_report(summary: dict[str, Any]) -> str:
     out[0] += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
     out.extend(rank_head_lines(summary))  # torch.distributed: the straggler first
     out.append(_verdict_line(summary))
+    out.extend(_projection_lines(summary))
     for reason in summary["diagnosis"]["reasons"]:
         out.append(f"  - {reason}")
     if gaps is not None:
@@ -203,7 +267,9 @@ def format_report(summary: dict[str, Any]) -> str:
                 before = f" before {clip(kernel_name(g['before']) or '', 60)}" if g["before"] else ""
                 out.append(f"  {g['duration_us']:>10.1f} us  [{g['cause']}] {where}, stream {g['stream']}{before}")
     out.extend(_counter_lines(summary))
+    out.extend(_kernel_lines(summary))
     out.extend(_sync_lines(summary))
+    out.extend(_readiness_lines(summary))
     if summary["steps"]:
         out.append("")
         out.extend(_steps_table(summary["steps"]))
@@ -218,6 +284,11 @@ def format_report(summary: dict[str, Any]) -> str:
             f"Note: instrument() saw {mismatches} nesting mismatches (a module call left by "
             "a BaseException such as KeyboardInterrupt, or a backward hook that never ran): "
             "those ranges end where it passed, so their times may be short")
+    module_steps = summary.get("module_steps")
+    if module_steps and module_steps["skipped"]:
+        out.append(
+            f"Note: steps=module: {module_steps['skipped']} of {module_steps['calls']} calls made "
+            f"no step ({'; '.join(module_steps['errors'][:1])})")
     if summary.get("cupti_note"):
         out.append(f"Note: {summary['cupti_note']}")
     if summary.get("non_finite_note"):

@@ -10,8 +10,11 @@ from typing import Any, NamedTuple, Sequence
 from ._diagnosis import diagnose, diagnose_step
 from ._finite import finite, note, start_count
 from ._html import render
+from ._readiness import add_sync_blockers, overview, step_readiness
 from ._report import short_text
 from ._syncs import build_syncs
+
+TOP_KERNELS = 15  # kernels named in summary["top_kernels"]
 
 SCHEMA_VERSION = 1
 NO_SAMPLES = (
@@ -69,10 +72,20 @@ def _histogram(raw: dict[str, Any], edges_ns: list[int]) -> dict[str, Any]:
     return {"edges_us": [_us(e) for e in edges_ns], "counts": list(raw["histogram"])}
 
 
+def fill_figures(line: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(fill_pct, fill_known_pct) of a model line: the share of its GPU the
+    kernels whose fill is known could fill, weighted by their time, and the
+    share of the line's kernel time whose fill is known (None: no kernel)."""
+    shaped, kernel_ns = line["shaped_ns"], line["kernel_ns"]
+    fill = _pct(line["filled_ns"], shaped) if shaped else None
+    return fill, _pct(shaped, kernel_ns) if kernel_ns else None
+
+
 def _gpu_section(total: dict[str, Any], devices: list[dict[str, Any]],
                  ops_without_launch: int) -> dict[str, Any]:
     span = sum(d["last_ns"] - d["first_ns"] for d in devices)
     names = [d.get("name") for d in devices]
+    fill, known = fill_figures(total)
     return {
         "busy_pct": _pct(total["busy_ns"], span),
         "busy_ms": _ms(total["busy_ns"]),
@@ -91,6 +104,8 @@ def _gpu_section(total: dict[str, Any], devices: list[dict[str, Any]],
                 "memsets": d["memsets"],
                 "comm_ms": _ms(d["comm_ns"]),
                 "compute_ms": _ms(d["compute_ns"]),
+                "sm_count": d.get("sm_count"),
+                "max_threads_per_sm": d.get("max_threads_per_sm"),
             }
             for d in devices
         ],
@@ -100,6 +115,79 @@ def _gpu_section(total: dict[str, Any], devices: list[dict[str, Any]],
         "comm_ms": _ms(total["comm_ns"]),
         "compute_ms": _ms(total["compute_ns"]),
         "comm_pct": _pct(total["comm_ns"], span),
+        # how much of the GPU the kernels' grids could fill (csrc/ls_kernels.h)
+        "fill_pct": fill,
+        "fill_known_pct": known,
+    }
+
+
+def _top_kernels(kernels: list[dict[str, Any]], kernel_ns: int) -> list[dict[str, Any]]:
+    """summary["top_kernels"]: the kernels by name that took the most time,
+    with the launch shape that took most of it and the share of the GPU
+    that shape could fill."""
+    out = []
+    for k in kernels:
+        shape = k["shape"]
+        grid, block = list(shape["grid"]), list(shape["block"])
+        known = all(grid) and all(block)
+        out.append({
+            "name": k["name"],
+            "count": k["count"],
+            "total_ms": _ms(k["total_ns"]),
+            "mean_us": _us(k["total_ns"] / k["count"]) if k["count"] else 0.0,
+            "max_us": _us(k["max_ns"]),
+            "share_pct": _pct(k["total_ns"], kernel_ns),
+            "grid": grid if known else None,
+            "block": block if known else None,
+            "blocks": grid[0] * grid[1] * grid[2] if known else None,
+            "threads_per_block": block[0] * block[1] * block[2] if known else None,
+            "registers": shape["registers"] or None,
+            "shared_bytes": shape["shared_bytes"] if known else None,
+            "fill_pct": _pct(k["filled_ns"], k["shaped_ns"]) if k["shaped_ns"] else None,
+            "shapes": k["shapes"],
+            "main_shape_pct": _pct(shape["total_ns"], k["total_ns"]),
+        })
+    return out
+
+
+def _loop(model_steps: list[dict[str, Any]], total: dict[str, Any]) -> dict[str, Any]:
+    """summary["loop"]: the loop's window and what the GPU did in it (see
+    _projections): the steps, or without steps the GPU's time line."""
+    if model_steps:
+        start = min(s["start_ns"] for s in model_steps)
+        end = max([s["end_ns"] for s in model_steps] + [s["last_ns"] for s in model_steps])
+        lines = model_steps
+        source = "steps"
+    else:
+        start, end, lines, source = total["first_ns"], total["last_ns"], [total], "gpu"
+    return {
+        "from": source,
+        "ms": _ms(max(end - start, 0)),
+        "busy_ms": _ms(sum(x["busy_ns"] for x in lines)),
+        "idle_ms": _ms(sum(x["gaps"]["total_ns"] for x in lines)),
+        "sync_idle_ms": _ms(sum(x["gaps"]["sync_ns"] for x in lines)),
+        "ops": sum(x["kernels"] + x["memcpys"] + x["memsets"] for x in lines),
+        "kernels": sum(x["kernels"] for x in lines),
+    }
+
+
+def _graphs(total: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """summary["graphs"]: CUDA-graph replays and the host time between
+    them, or None when nothing replayed a graph."""
+    r = total["readiness"]
+    if not r["graph_launches"]:
+        return None
+    replaying = [s for s in steps if (s.get("graph_readiness") or {}).get("graph_replays")]
+    return {
+        "replays": r["graph_launches"],
+        "steps_replaying": len(replaying),
+        "replays_per_step": (round(sum(s["graph_readiness"]["graph_replays"] for s in replaying)
+                                   / len(replaying), 3) if replaying else None),
+        "host_between_replays_us": (_us(r["replay_host_ns"] / r["replay_pairs"])
+                                    if r["replay_pairs"] else None),
+        "gpu_per_replay_us": (_us(sum(s["gpu_ms"] or 0 for s in replaying) * 1e6
+                                  / sum(s["graph_readiness"]["graph_replays"]
+                                        for s in replaying)) if replaying else None),
     }
 
 
@@ -169,6 +257,7 @@ def _sm_dram(fig: dict[str, Any] | None, info: dict[str, Any]) -> tuple[Any, Any
         "issue_ipc": _r(span["sm_issue"], 3),
         "issue_busy_ipc": _r(busy["sm_issue"], 3),
         "warp_occupancy_pct": _r(span["warp_occupancy_pct"]),
+        "warp_occupancy_busy_pct": _r(busy["warp_occupancy_pct"]),
         "gr_active_pct": _r(span["gr_active_pct"]),
         "tensor_active_pct": _r(span["tensor_active_pct"]),
         "tensor_active_busy_pct": _r(busy["tensor_active_pct"]),
@@ -241,7 +330,8 @@ def _window_figures(r: dict[str, Any]) -> dict[str, Any]:
     fig = _figures(r.get("metrics"))
     if fig is None:
         return {"sm_active_pct": None, "sm_active_busy_pct": None, "dram_pct": None,
-                "dram_busy_pct": None, "gr_active_pct": None, "samples": 0}
+                "dram_busy_pct": None, "gr_active_pct": None, "warp_occupancy_busy_pct": None,
+                "samples": 0}
     span, busy = fig["span"], fig["busy"]
     return {
         "sm_active_pct": _r(span["sm_active_pct"]),
@@ -249,6 +339,7 @@ def _window_figures(r: dict[str, Any]) -> dict[str, Any]:
         "dram_pct": _r(span["dram_throughput_pct"]),
         "dram_busy_pct": _r(busy["dram_throughput_pct"]),
         "gr_active_pct": _r(span["gr_active_pct"]),
+        "warp_occupancy_busy_pct": _r(busy["warp_occupancy_pct"]),
         "samples": span["samples"],
     }
 
@@ -278,9 +369,11 @@ class RangeSteps(NamedTuple):
 
 
 def _steps(model_steps: list[dict[str, Any]], gpu: bool, thresholds_us, syncs_watched: bool,
-           names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+           names: Sequence[str] | None = None,
+           readiness: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     steps = []
     for r in model_steps:
+        fill, known = fill_figures(r) if gpu else (None, None)
         step = {
             "index": r["index"],
             "name": names[r["index"]] if names is not None else r["name"],
@@ -293,9 +386,11 @@ def _steps(model_steps: list[dict[str, Any]], gpu: bool, thresholds_us, syncs_wa
             "syncs": r["syncs"] if syncs_watched else None,
         }
         step.update(_window_figures(r))
+        step["fill_pct"], step["fill_known_pct"] = fill, known
         step["verdict"] = diagnose_step(step) if gpu or step["samples"] else None
         step["comm_ms"] = _ms(r["comm_ns"]) if gpu else None
         step["compute_ms"] = _ms(r["compute_ns"]) if gpu else None
+        step["graph_readiness"] = (readiness or {}).get(r["index"]) if gpu else None
         steps.append(step)
     return steps
 
@@ -426,16 +521,23 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     # fake API calls went through the switchboard (not merely fake kernels).
     watched = bool(info.get("watched_syncs") or info.get("calls_injected"))
     model_steps = model.steps() if model is not None else []
+    calls = capture.calls() if capture is not None and watched else None
+    readiness = step_readiness(model_steps, calls) if gpu and model is not None else None
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
     summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))
     summary["gpu_error"] = None if gpu else reason
     summary["cupti_note"] = info.get("note")
     summary["host_ms"] = _ms(host_ns)
     step_list = _steps(model_steps, gpu, thresholds_us, watched and model is not None,
-                       None if steps is None else steps.names)
+                       None if steps is None else steps.names, readiness)
     step_names = {s["index"]: s["name"] for s in step_list}
     if gpu and model is not None:
         total = model.total()
+        summary["loop"] = _loop(model_steps, total)
+        summary["graphs"] = _graphs(total, step_list)
+        kernels = model.kernels()
+        summary["top_kernels"] = _top_kernels(kernels[:TOP_KERNELS],
+                                              sum(k["total_ns"] for k in kernels))
         summary["gaps"] = shape_gaps(total["gaps"], thresholds_us, total["busy_ns"])
         summary["gaps"]["histogram"] = _histogram(total["gaps"], model.histogram_edges_ns)
         summary["gaps"]["worst"] = _worst_gaps(model.worst_gaps(10), step_names)
@@ -444,9 +546,10 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     else:
         summary["gaps"] = None
         summary["gpu"] = None
+        summary["loop"] = summary["graphs"] = summary["top_kernels"] = None
     if watched and model is not None:
-        summary["syncs"] = build_syncs(capture.calls(), model.syncs(), model.unknown_copies,
-                                       resolver)
+        summary["syncs"] = build_syncs(calls or [], model.syncs(), model.unknown_copies,
+                                       model.sync_gaps(), resolver)
         summary["syncs_error"] = None
     else:
         summary["syncs"] = None
@@ -462,6 +565,8 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         summary["metrics_error"] = ((state or {}).get("metrics_reason") or info.get("metrics_reason")
                                     or reason)
     summary["steps"] = step_list
+    add_sync_blockers(step_list, summary["syncs"])
+    summary["graph_readiness"] = overview(step_list)
     summary["ranges"] = _ranges(model.groups() if model is not None else [], gpu, thresholds_us)
     summary["diagnosis"] = diagnose(summary)
     summary["non_finite_note"] = note(non_finite[0])

@@ -294,18 +294,22 @@ class SyncSection(dict):
 
 
 def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int,
+                sync_gaps: list[int] | None = None,
                 resolver: Resolver | None = None) -> SyncSection:
-    """summary["syncs"] from the model's syncs (Model.syncs()): their sites;
-    resolver: how stacks become sites (a trace file's need their own, see
-    _analyze)."""
+    """summary["syncs"] from the model's syncs (Model.syncs()): their sites.
+    sync_gaps (Model.sync_gaps(), parallel to syncs): the GPU idle time each
+    sync caused, summed per site as gap_ms; resolver: how stacks become
+    sites (a trace file's need their own, see _analyze)."""
     resolver = resolver or Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
     entry_of: list[dict[str, Any]] = [{}] * len(syncs)  # per model sync: its site's entry
     by_kind: dict[str, int] = {}
     blocked_ns = 0
     in_steps = 0
+    gaps = sync_gaps if sync_gaps is not None else [0] * len(syncs)
     for index, sync in sorted(enumerate(syncs), key=lambda item: item[1]):
         start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids = sync
+        gap_ns = gaps[index]
         first = calls[call_ids[0]]
         site = resolver.site(first)
         key = (site.file, site.line, site.function, site.kind, site.call,
@@ -316,11 +320,12 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
                 "file": site.file, "line": site.line, "function": site.function,
                 "code": site.code, "call": site.call, "kind": site.kind, "count": 0,
                 "blocked_ms": 0.0, "steps": [], "thread_id": thread_id, "apis": {},
-                "first_ns": start_ns,
+                "first_ns": start_ns, "gap_ms": 0.0,
             }
         entry_of[index] = entry
         entry["count"] += 1
         entry["blocked_ms"] += blocked / 1e6
+        entry["gap_ms"] += gap_ns / 1e6
         if step is not None and step not in entry["steps"]:
             entry["steps"].append(step)
         for i in call_ids:
@@ -333,6 +338,7 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
     ordered = sorted(sites.values(), key=lambda s: (-s["blocked_ms"], -s["count"], s["first_ns"]))
     for s in ordered:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
+        s["gap_ms"] = round(s["gap_ms"], 6)
         s["steps"].sort()
     position = {id(s): k for k, s in enumerate(ordered)}
     section = SyncSection({

@@ -18,6 +18,14 @@ enough.  It gives
   ranges (`loopscope.range`) with matching names are taken as the steps.
   `profile` holds options for `loopscope.profile()` (e.g. trace,
   gap_thresholds_us);
+- baselines: `@pytest.mark.loopscope(baseline="path.json",
+  max_regression_pct=10)` compares the test's summary with a saved one
+  (loopscope.compare) and fails the test when the loop time, GPU idle
+  time, severe gaps, syncs or their blocked time got worse by more than
+  max_regression_pct percent (default 10; noise floors in _compare).  The
+  path is relative to the test file's folder.  `--loopscope-update-baseline`
+  writes the baselines instead of checking them; a missing baseline fails
+  the test and says how to write it;
 - the option `--loopscope-report=PATH`: every profiled test's summary and
   budget results, written as one JSON file at the end of the run (not
   under pytest-xdist yet: its workers' results are not gathered).
@@ -35,7 +43,8 @@ import pytest
 
 MARKER = "loopscope"
 FIXTURE = "loopscope_profile"
-OPTIONS = ("steps", "profile")
+OPTIONS = ("steps", "profile", "baseline", "max_regression_pct")
+DEFAULT_REGRESSION_PCT = 10.0
 
 _STATE = pytest.StashKey["_ProfiledTest"]()
 _RESULTS = pytest.StashKey[dict]()
@@ -47,6 +56,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--loopscope-report", metavar="PATH", default=None,
         help="write every loopscope-profiled test's summary and budget results as JSON to PATH",
     )
+    group.addoption(
+        "--loopscope-update-baseline", action="store_true", default=False,
+        help="write the summaries of tests marked @pytest.mark.loopscope(baseline=...) to their "
+             "baseline files instead of comparing with them",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "loopscope(max_syncs=, max_sync_blocked_ms=, max_severe_gaps=, max_gap_us=, "
         "max_idle_pct=, min_busy_pct=, min_sm_active_pct=, max_rank_skew_us=, steps='Step_*', "
-        "profile={}): "
+        "profile={}, baseline='path.json', max_regression_pct=10): "
         "profile the test with loopscope and fail it when a budget is exceeded",
     )
     config.stash[_RESULTS] = {}
@@ -76,6 +90,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 names.append(FIXTURE)
 
 
+class _Baseline:
+    """A marker's baseline: the file (as written in the marker) and the
+    allowed regression."""
+
+    def __init__(self, path: str, max_pct: float) -> None:
+        self.path = path
+        self.max_pct = max_pct
+
+
+def _parse_baseline(kwargs: dict[str, Any]) -> _Baseline | None:
+    path = kwargs.pop("baseline", None)
+    pct = kwargs.pop("max_regression_pct", None)
+    if path is None:
+        if pct is not None:
+            raise pytest.UsageError("@pytest.mark.loopscope: max_regression_pct needs "
+                                    "baseline='path.json' (the summary to compare with)")
+        return None
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise pytest.UsageError(f"@pytest.mark.loopscope: baseline must be a file path, "
+                                f"got {path!r}")
+    if pct is None:
+        pct = DEFAULT_REGRESSION_PCT
+    if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 <= pct < float("inf"):
+        raise pytest.UsageError(f"@pytest.mark.loopscope: max_regression_pct must be a number "
+                                f">= 0, got {pct!r}")
+    return _Baseline(str(path), float(pct))
+
+
+def _marker_baseline(marker) -> _Baseline | None:
+    """The marker's baseline (checked), or None."""
+    return None if marker is None else _parse_baseline(dict(marker.kwargs))
+
+
 def _parse_marker(marker) -> tuple[dict[str, float], str | None, dict[str, Any]]:
     from ._budgets import BUDGETS, BudgetError, check_budgets
     from ._profile import Profile
@@ -90,6 +137,7 @@ def _parse_marker(marker) -> tuple[dict[str, float], str | None, dict[str, Any]]
     kwargs = dict(marker.kwargs)
     steps = kwargs.pop("steps", None)
     options = kwargs.pop("profile", None) or {}
+    _parse_baseline(kwargs)  # checked here with the rest; read by _marker_baseline
     if steps is not None and not isinstance(steps, str):
         raise pytest.UsageError(f"@pytest.mark.loopscope: steps must be a glob str, got {steps!r}")
     if not isinstance(options, dict):
@@ -111,11 +159,19 @@ def _parse_marker(marker) -> tuple[dict[str, float], str | None, dict[str, Any]]
 class _ProfiledTest:
     """The profile of one test, its budgets and, once checked, the result."""
 
-    def __init__(self, prof, budgets: dict[str, float], steps: str | None) -> None:
+    def __init__(self, prof, budgets: dict[str, float], steps: str | None,
+                 baseline: _Baseline | None = None, folder: str = ".",
+                 update_baseline: bool = False) -> None:
         self.prof = prof
         self.budgets = budgets
         self.steps = steps
+        self.baseline = baseline
+        self.baseline_path = (os.path.join(folder, os.fspath(baseline.path))
+                              if baseline is not None else None)
+        self.update_baseline = update_baseline
         self.verdict: Any = None  # a _budgets.Verdict once checked
+        self.regressions: Any = None  # a _compare.Regressions once checked
+        self.baseline_note: str | None = None
         self.summary: dict[str, Any] | None = None
 
     def stop(self) -> None:
@@ -139,17 +195,56 @@ class _ProfiledTest:
             self.summary = summary
         return self.summary
 
-    def check(self) -> None:
-        """Raises pytest's failure or skip when a budget fails or cannot be measured."""
-        if not self.budgets:
-            return
-        from ._budgets import evaluate
+    def _check_baseline(self) -> list[str]:
+        """Compares with the baseline (or writes it); failure messages."""
+        from ._compare import CompareError, compare, regressions
 
-        self.verdict = evaluate(self.final_summary(), self.budgets, self.steps)
-        if self.verdict.failed:
-            pytest.fail(self.verdict.message(), pytrace=False)
-        if self.verdict.unavailable:
-            reason = "loopscope budget not measured: " + self.verdict.skip_reason()
+        assert self.baseline is not None and self.baseline_path is not None
+        path = self.baseline_path
+        if self.update_baseline:
+            folder = os.path.dirname(os.path.abspath(path))
+            os.makedirs(folder, exist_ok=True)
+            tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+            with open(tmp, "w") as f:
+                json.dump(self.final_summary(), f, indent=1, default=str)
+            os.replace(tmp, path)
+            self.baseline_note = f"baseline written to {path}"
+            return []
+        if not os.path.isfile(path):
+            return [f"loopscope: the baseline {path} does not exist; run pytest with "
+                    "--loopscope-update-baseline to write it from this test's profile"]
+        try:
+            result = compare(path, self.final_summary())
+        except (CompareError, OSError, ValueError) as error:
+            return [f"loopscope: cannot compare with the baseline {path}: {error}"]
+        self.regressions = regressions(result, self.baseline.max_pct)
+        if self.regressions.failed:
+            return [self.regressions.message(f"the baseline {self.baseline.path}")]
+        return []
+
+    def check(self) -> None:
+        """Raises pytest's failure or skip when a budget fails or cannot be
+        measured, or a figure regressed against the baseline."""
+        failures: list[str] = []
+        unavailable: list[str] = []
+        if self.budgets:
+            from ._budgets import evaluate
+
+            self.verdict = evaluate(self.final_summary(), self.budgets, self.steps)
+            if self.verdict.failed:
+                failures.append(self.verdict.message())
+            elif self.verdict.unavailable:
+                unavailable.append("loopscope budget not measured: " + self.verdict.skip_reason())
+        if self.baseline is not None and not (self.update_baseline and failures):
+            failures += self._check_baseline()  # a failing test writes no baseline
+            if self.regressions is not None and not self.regressions.checked and \
+                    self.regressions.unavailable:
+                unavailable.append("loopscope baseline not checked: not measured: "
+                                   + ", ".join(self.regressions.unavailable))
+        if failures:
+            pytest.fail("\n".join(failures), pytrace=False)
+        if unavailable:
+            reason = "; ".join(unavailable)
             try:  # reported at the test's line, as a skip mark would be
                 raise pytest.skip.Exception(reason, _use_item_location=True)
             except TypeError:  # a pytest without that (private) argument
@@ -178,12 +273,16 @@ def loopscope_profile(request: pytest.FixtureRequest):
     """A running loopscope profile around the test body; mark steps with
     `loopscope_profile.step()`.  Budgets of @pytest.mark.loopscope are
     checked after the test body passes."""
-    budgets, steps, options = _parse_marker(request.node.get_closest_marker(MARKER))
+    marker = request.node.get_closest_marker(MARKER)
+    budgets, steps, options = _parse_marker(marker)
+    baseline = _marker_baseline(marker)
     try:
         prof = _profile_class()(**options)
     except (TypeError, ValueError) as error:
         raise pytest.UsageError(f"@pytest.mark.loopscope: profile options: {error}") from None
-    state = _ProfiledTest(prof, budgets, steps)
+    folder = os.path.dirname(str(getattr(request.node, "path", None) or request.node.fspath))
+    state = _ProfiledTest(prof, budgets, steps, baseline, folder,
+                          request.config.getoption("--loopscope-update-baseline"))
     request.node.stash[_STATE] = state
     prof.__enter__()
     try:
@@ -232,6 +331,10 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     entry["summary"] = summary
     entry["budgets"] = state.verdict.as_dict() if state.verdict else None
     entry["steps"] = state.steps
+    if state.baseline is not None:
+        entry["baseline"] = {"path": state.baseline_path, "note": state.baseline_note,
+                             "regressions": state.regressions.as_dict()
+                             if state.regressions else None}
     if state.verdict is not None and (state.verdict.failed or state.verdict.unavailable):
         entry["message"] = state.verdict.message()
 
@@ -256,6 +359,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     skipped = sum(1 for v in profiled if v.get("outcome") == "skipped")
     line = f"loopscope: {len(profiled)} test{'s' if len(profiled) != 1 else ''} profiled"
     line += f", {failed} failed, {skipped} skipped"
+    written = sum(1 for v in profiled if (v.get("baseline") or {}).get("note"))
+    if written:
+        line += f"; {written} baseline{'s' if written != 1 else ''} written"
     path = config.getoption("--loopscope-report")
     if path:
         line += f"; report written to {path}"

@@ -1,0 +1,370 @@
+"""Before and after: `loopscope.compare(before, after)` and `loopscope diff
+A B` over two summaries, finished Profiles or files (a saved summary JSON,
+a loopscope recording, or any trace file `loopscope.analyze` reads).  It
+reads the two summaries only: the figures each one's model measured.
+
+What it gives (a plain dict):
+- figures: each headline figure before and after, the change and whether
+  it got better (lower is better for times, gaps and syncs; higher for
+  GPU busy %, SM active % and kernel fill);
+- steps: the same per step, matched by step index;
+- syncs: the sites added and removed, and those whose count or blocked
+  time changed; a site is the same when its file, function and code are
+  (its line may move when the file is edited above it; alike sites in one
+  function are told apart by their order);
+- kernels: the kernel names whose total time changed most (from each
+  summary's top_kernels; a kernel outside one side's table counts as
+  unknown there, not as 0, unless that table lists every kernel);
+- verdict before and after, and the text of the after-side's first
+  projection.
+
+Regressions (the pytest baseline and `diff --max-regression-pct`): a
+figure of REGRESSION_FIGURES regressed when it got worse by more than the
+allowed percentage and by more than its noise floor (a count by at least
+one; a time by at least REGRESSION_MIN_MS)."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._names import clip, display_path, kernel_name
+from ._projections import ms_text
+from ._summary import TOP_KERNELS
+
+# name -> (what, unit, where in the summary, lower is better)
+FIGURES: dict[str, tuple[str, str, tuple[str, ...], bool]] = {
+    "loop_ms": ("loop time", " ms", ("loop", "ms"), True),
+    "host_ms": ("profiled host time", " ms", ("host_ms",), True),
+    "gpu_busy_ms": ("GPU busy time", " ms", ("gpu", "busy_ms"), True),
+    "gpu_busy_pct": ("GPU busy", "%", ("gaps", "busy_pct"), False),
+    "idle_ms": ("GPU idle time", " ms", ("gaps", "idle_ms"), True),
+    "gaps": ("gaps", "", ("gaps", "count"), True),
+    "severe_gaps": ("severe gaps", "", ("gaps", "severe"), True),
+    "mean_gap_us": ("mean gap", " us", ("gaps", "mean_us"), True),
+    "p99_gap_us": ("p99 gap", " us", ("gaps", "p99_us"), True),
+    "kernels": ("kernels", "", ("gpu", "kernels"), True),
+    "syncs": ("host-device syncs", "", ("syncs", "count"), True),
+    "sync_blocked_ms": ("host blocked in syncs", " ms", ("syncs", "blocked_ms"), True),
+    "sm_active_pct": ("SM active", "%", ("sm", "active_pct"), False),
+    "dram_pct": ("DRAM throughput", "%", ("dram", "throughput_pct"), True),
+    "fill_pct": ("kernel fill of the GPU", "%", ("gpu", "fill_pct"), False),
+}
+STEP_FIGURES = {"host_ms": True, "gpu_ms": True, "kernels": True, "syncs": True}
+REGRESSION_FIGURES = ("loop_ms", "idle_ms", "severe_gaps", "syncs", "sync_blocked_ms")
+REGRESSION_MIN_MS = 0.01  # time changes below this are timer noise, never a regression
+KERNELS_SHOWN = 10
+
+
+class CompareError(ValueError):
+    """An input compare() cannot read; the message names it and says why."""
+
+
+# -- inputs --------------------------------------------------------------------
+def _peek(path: Path) -> bytes:
+    """The first bytes of a file's JSON text (gzip read through)."""
+    with open(path, "rb") as f:
+        head = f.read(2)
+        f.seek(0)
+        if head == b"\x1f\x8b":
+            with gzip.GzipFile(fileobj=f) as gz:
+                return gz.read(256)
+        return f.read(256)
+
+
+def load_summary(path: str | os.PathLike) -> dict[str, Any]:
+    """The summary of a file: a saved summary (JSON, as `run --json` or a
+    pytest baseline writes it) as it is; any other file through
+    loopscope.analyze when this loopscope has it, else a loopscope
+    recording through its replay."""
+    path = Path(path)
+    try:
+        head = _peek(path).lstrip()
+    except (OSError, EOFError, zlib.error) as error:
+        raise CompareError(f"cannot read {path}: {error}") from None
+    compact = head.replace(b" ", b"").replace(b"\n", b"")
+    if compact.startswith(b'{"schema":'):
+        try:
+            raw = path.read_bytes()
+            data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        except (OSError, EOFError, ValueError, zlib.error) as error:
+            raise CompareError(f"cannot read the summary {path}: {error}") from None
+        if not isinstance(data, dict) or "diagnosis" not in data:
+            raise CompareError(f"{path} is not a loopscope summary (no 'diagnosis')")
+        return data
+    # loopscope.analyze (trace files: Kineto, Nsight Systems, recordings) when this
+    # loopscope has it; looked up on the loaded package, not imported (no import circle)
+    analyze = getattr(sys.modules.get("loopscope"), "analyze", None)
+    if analyze is not None:
+        try:
+            return analyze(path)
+        except ValueError as error:  # TraceError: says what the file is and why not
+            raise CompareError(f"{path} is neither a loopscope summary nor a trace loopscope "
+                               f"reads: {error}") from None
+    if not compact.startswith(b'{"format":"loopscope-recording"'):
+        raise CompareError(f"{path} is neither a loopscope summary nor a loopscope recording "
+                           "(this loopscope reads trace files only through loopscope.analyze)")
+    from ._recording import RecordingError, load
+    from ._replay import replay
+
+    try:
+        return replay(load(path)).summary()
+    except RecordingError as error:
+        raise CompareError(str(error)) from None
+
+
+def as_summary(x: Any, side: str) -> tuple[dict[str, Any], str]:
+    """(summary, label) of a summary dict, a finished Profile or a path."""
+    if isinstance(x, dict):
+        return x, side
+    if isinstance(x, (str, os.PathLike)):
+        return load_summary(x), str(x)
+    summary = getattr(x, "summary", None)
+    if callable(summary):
+        return summary(), side
+    raise TypeError(f"compare: {side} must be a summary dict, a finished loopscope Profile or "
+                    f"a file path, got {type(x).__name__}")
+
+
+# -- the comparison -------------------------------------------------------------
+def _get(summary: dict[str, Any], where: tuple[str, ...]) -> float | None:
+    value: Any = summary
+    for key in where:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _change(before: float | None, after: float | None, lower_is_better: bool
+            ) -> dict[str, Any]:
+    if before is None or after is None:
+        return {"before": before, "after": after, "delta": None, "delta_pct": None,
+                "better": None}
+    delta = after - before
+    pct = round(100.0 * delta / before, 2) if before else None
+    better = None if delta == 0 else (delta < 0) == lower_is_better
+    return {"before": before, "after": after, "delta": round(delta, 6), "delta_pct": pct,
+            "better": better}
+
+
+def _steps(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    by_index = {s["index"]: s for s in after["steps"]}
+    out = []
+    for s in before["steps"]:
+        t = by_index.get(s["index"])
+        if t is None:
+            continue
+        entry: dict[str, Any] = {"index": s["index"], "name": t["name"]}
+        for key, lower in STEP_FIGURES.items():
+            entry[key] = _change(s.get(key), t.get(key), lower)
+        entry["verdict"] = {"before": s.get("verdict"), "after": t.get("verdict")}
+        out.append(entry)
+    return out
+
+
+def _site_key(site: dict[str, Any]) -> tuple:
+    file = os.path.basename(site["file"]) if site.get("file") else None
+    return (file, site.get("function"), site.get("call") or site.get("code"), site["kind"])
+
+
+def _sites_by_key(sites: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """Sites by (file, function, code, kind, n): the n-th such site by line,
+    so two alike calls in one function stay apart and a line that moved
+    still matches."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for site in sites:
+        groups.setdefault(_site_key(site), []).append(site)
+    out = {}
+    for key, group in groups.items():
+        group.sort(key=lambda x: x.get("line") or 0)
+        for n, site in enumerate(group):
+            out[key + (n,)] = site
+    return out
+
+
+def _site_view(site: dict[str, Any]) -> dict[str, Any]:
+    return {"file": site.get("file"), "line": site.get("line"), "function": site.get("function"),
+            "code": site.get("call") or site.get("code"), "kind": site["kind"],
+            "count": site["count"], "blocked_ms": site["blocked_ms"]}
+
+
+def _syncs(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
+    if before.get("syncs") is None or after.get("syncs") is None:
+        return None
+    old = _sites_by_key(before["syncs"]["sites"])
+    new = _sites_by_key(after["syncs"]["sites"])
+    changed = []
+    for key in old.keys() & new.keys():
+        a, b = old[key], new[key]
+        if a["count"] != b["count"] or a["blocked_ms"] != b["blocked_ms"]:
+            changed.append(dict(_site_view(b), count_before=a["count"],
+                                blocked_ms_before=a["blocked_ms"]))
+    changed.sort(key=lambda s: -abs(s["blocked_ms"] - s["blocked_ms_before"]))
+    return {"added": [_site_view(s) for k, s in new.items() if k not in old],
+            "removed": [_site_view(s) for k, s in old.items() if k not in new],
+            "changed": changed}
+
+
+def _kernels(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]] | None:
+    a, b = before.get("top_kernels"), after.get("top_kernels")
+    if a is None or b is None:
+        return None
+
+    def lookup(table: list[dict[str, Any]]):
+        complete = len(table) < TOP_KERNELS
+        by_name = {k["name"]: k for k in table}
+        return lambda name: by_name.get(name) or ({"total_ms": 0.0, "count": 0} if complete
+                                                  else None)
+
+    old, new = lookup(a), lookup(b)
+    out = []
+    for name in dict.fromkeys([k["name"] for k in a] + [k["name"] for k in b]):
+        x, y = old(name), new(name)
+        out.append({"name": name,
+                    "before_ms": x["total_ms"] if x else None,
+                    "after_ms": y["total_ms"] if y else None,
+                    "count_before": x["count"] if x else None,
+                    "count_after": y["count"] if y else None,
+                    "delta_ms": round(y["total_ms"] - x["total_ms"], 6) if x and y else None})
+    out.sort(key=lambda k: -abs(k["delta_ms"]) if k["delta_ms"] is not None else 0.0)
+    return out[:KERNELS_SHOWN]
+
+
+def compare(before: Any, after: Any) -> dict[str, Any]:
+    """Before and after (see the module doc): each side a summary dict, a
+    finished Profile, or a path (saved summary, recording, trace file)."""
+    b, b_label = as_summary(before, "before")
+    a, a_label = as_summary(after, "after")
+    figures = {name: _change(_get(b, where), _get(a, where), lower)
+               for name, (_, _, where, lower) in FIGURES.items()}
+    projections = (a.get("diagnosis") or {}).get("projections") or []
+    return {
+        "before": {"label": b_label, "verdict": b["diagnosis"]["verdict"],
+                   "steps": len(b["steps"])},
+        "after": {"label": a_label, "verdict": a["diagnosis"]["verdict"],
+                  "steps": len(a["steps"])},
+        "figures": figures,
+        "steps": _steps(b, a),
+        "syncs": _syncs(b, a),
+        "kernels": _kernels(b, a),
+        "next": projections[0]["text"] if projections else None,
+    }
+
+
+# -- regressions ------------------------------------------------------------------
+@dataclass
+class Regressions:
+    """The regression check of one comparison against a baseline."""
+
+    max_pct: float
+    failed: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    unavailable: list[str] = field(default_factory=list)
+
+    def message(self, label: str = "the baseline") -> str:
+        lines = [f"loopscope: {len(self.failed)} figure{'s' if len(self.failed) != 1 else ''} "
+                 f"regressed by more than {self.max_pct:g}% against {label}"]
+        lines += ["  REGRESSED " + x for x in self.failed]
+        lines += ["  ok        " + x for x in self.checked]
+        lines += ["  not measured: " + x for x in self.unavailable]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"max_regression_pct": self.max_pct, "failed": self.failed,
+                "checked": self.checked, "unavailable": self.unavailable}
+
+
+def _number(value: float, unit: str) -> str:
+    return (ms_text(value) if unit == " ms" else f"{value:g}") + unit
+
+
+def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
+    """Which of REGRESSION_FIGURES got worse by more than max_pct (and more
+    than its noise floor) from before to after."""
+    out = Regressions(max_pct)
+    for name in REGRESSION_FIGURES:
+        what, unit, _, _ = FIGURES[name]
+        c = result["figures"][name]
+        if c["before"] is None or c["after"] is None:
+            out.unavailable.append(f"{name} ({what})")
+            continue
+        floor = REGRESSION_MIN_MS if unit == " ms" else 1
+        worse = c["after"] - c["before"]
+        line = (f"{name}: {what} {_number(c['before'], unit)} -> {_number(c['after'], unit)}"
+                + (f" ({c['delta_pct']:+.1f}%)" if c["delta_pct"] is not None else ""))
+        if worse >= floor and c["after"] > c["before"] * (1 + max_pct / 100.0):
+            out.failed.append(line)
+        else:
+            out.checked.append(line)
+    return out
+
+
+# -- text ----------------------------------------------------------------------------
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+
+
+def _site_text(s: dict[str, Any]) -> str:
+    where = (f"{display_path(s['file'])}:{s['line']} in {s['function']}()" if s.get("file")
+             else "<no Python frame>")
+    code = f": {s['code']}" if s.get("code") else ""
+    return f"{where}{code}  [{s['kind']}] x{s['count']}, blocked {s['blocked_ms']:.3f} ms"
+
+
+def format_compare(result: dict[str, Any]) -> str:
+    """The comparison as text: verdicts, figures, syncs, kernels, steps."""
+    b, a = result["before"], result["after"]
+    out = [f"loopscope diff: {b['label']} -> {a['label']}",
+           f"verdict: {b['verdict']} -> {a['verdict']}"]
+    if result.get("next"):
+        out.append(f"next: {result['next']}")
+    out.append("")
+    out.append(f"{'figure':<26} {'before':>12} {'after':>12} {'change':>12}")
+    for name, (what, unit, _, _) in FIGURES.items():
+        c = result["figures"][name]
+        if c["before"] is None and c["after"] is None:
+            continue
+        change = "-" if c["delta"] is None else (
+            f"{c['delta_pct']:+.1f}%" if c["delta_pct"] is not None else f"{c['delta']:+g}")
+        mark = {True: "  better", False: "  worse", None: ""}[c["better"]]
+        out.append(f"{what + unit.replace(' ', ' '):<26} {_fmt(c['before']):>12} "
+                   f"{_fmt(c['after']):>12} {change:>12}{mark}")
+    syncs = result.get("syncs")
+    if syncs is not None:
+        out.append("")
+        out.append(f"sync sites: {len(syncs['added'])} added, {len(syncs['removed'])} removed, "
+                   f"{len(syncs['changed'])} changed")
+        out += [f"  + {_site_text(s)}" for s in syncs["added"]]
+        out += [f"  - {_site_text(s)}" for s in syncs["removed"]]
+        out += [f"  ~ {_site_text(s)} (was x{s['count_before']}, "
+                f"{s['blocked_ms_before']:.3f} ms)" for s in syncs["changed"]]
+    kernels = [k for k in result.get("kernels") or [] if k["delta_ms"]]
+    if kernels:
+        out.append("")
+        out.append("kernels whose time changed most (ms):")
+        for k in kernels:
+            out.append(f"  {k['delta_ms']:+10.3f}  {_fmt(k['before_ms']):>9} -> "
+                       f"{_fmt(k['after_ms']):>9}  {clip(kernel_name(k['name']) or '?', 60)}")
+    changed = [s for s in result["steps"] if any(s[k]["delta"] for k in STEP_FIGURES)]
+    if changed:
+        out.append("")
+        out.append(f"{'step':>5} {'name':<18} {'host ms':>17} {'GPU ms':>17} {'syncs':>9}  "
+                   "verdict")
+        for s in changed[:24]:
+            cells = [f"{_fmt(s[k]['before'])}->{_fmt(s[k]['after'])}"
+                     for k in ("host_ms", "gpu_ms", "syncs")]
+            v = s["verdict"]
+            verdict = v["after"] if v["before"] == v["after"] else f"{v['before']}->{v['after']}"
+            out.append(f"{s['index']:>5} {clip(s['name'], 18):<18} {cells[0]:>17} {cells[1]:>17} "
+                       f"{cells[2]:>9}  {verdict or '-'}")
+        if len(changed) > 24:
+            out.append(f"  ... {len(changed) - 24} more steps changed")
+    return "\n".join(out)

@@ -135,12 +135,12 @@ def test_syncs_of_two_threads_at_once_are_two_syncs(test_clock):
 
 
 class FakeHostTensor:
-    """A host tensor whose copy to the GPU waits: torch issues an async copy
-    (here with no memcpy record, so it cannot be judged) and then waits for
-    the stream.  The wait is the stream sync, but the site's own call says
-    what the user did: a copy."""
-    cuda = copy_ = pin_memory = c_callable([("cudaMemcpyAsync", 2_000, 77),
-                                            ("cudaStreamSynchronize", WAIT_NS)])
+    """A host tensor whose copy method waits for the stream, with no copy
+    call of its own before the wait (a copy loopscope does not watch, as
+    one device to device): only the site's syntax says what the user did,
+    a copy (a wait after a copy call of its line would be named by that
+    copy anyway: test_no_sync.py)."""
+    cuda = copy_ = pin_memory = c_callable([("cudaStreamSynchronize", WAIT_NS)])
 
 
 H = FakeHostTensor()
@@ -161,7 +161,7 @@ def test_copy_methods_are_kind_memcpy():
     assert got == [(base + 1, "H.cuda()", "memcpy"), (base + 3, "H.copy_(H)", "memcpy"),
                    (base + 5, "H.pin_memory()", "memcpy")]
     assert s["by_kind"] == {"memcpy": 3}
-    assert s["unjudged_async_copies"] == 3
+    assert s["unjudged_async_copies"] == 0
     assert all(site["apis"] == {"cudaStreamSynchronize": 1} for site in s["sites"])
 
 
@@ -191,6 +191,41 @@ def test_a_sync_in_a_step_after_other_threads_steps_belongs_to_it(test_clock):
     assert [st["host_ms"] for st in s["steps"]] == [(b - a) / MS for a, b in steps]
     assert step_holding(test_clock.at(8), steps) == 0
     assert sync_steps(s) == ({line: [0]}, [1, 0, 0, 0])
+
+
+
+def test_a_sync_on_a_thread_without_a_step_looks_past_ended_steps(test_clock):
+    """The main thread's step 0 is open; a worker thread runs three whole
+    steps and then, with no range of its own open, syncs.  Its step is the
+    step open on another thread at that time, the one that began last: the
+    three later steps have ended, so it is step 0, not no step."""
+    test_clock.set(MS, MS)
+    worker_steps = 3
+    lines = []
+
+    def worker(prof):
+        for _ in range(worker_steps):
+            with prof.step():                     # reads 2-7
+                pass
+        lines.append(sys._getframe().f_lineno + 1)
+        device_sync()                             # read 8
+
+    with loopscope.profile() as prof:
+        with prof.step():                         # read 1
+            t = threading.Thread(target=worker, args=(prof,))
+            t.start()
+            t.join()
+        # exit: read 9
+    s = prof.summary()
+    steps = [(test_clock.at(1), test_clock.at(9))] + [
+        (test_clock.at(2 + 2 * i), test_clock.at(3 + 2 * i)) for i in range(worker_steps)]
+    assert [st["host_ms"] for st in s["steps"]] == [(b - a) / MS for a, b in steps]
+    # the rule in plain words: of the steps open at the sync, the one that began last
+    sync_at = test_clock.at(8)
+    open_then = [i for i, (a, b) in enumerate(steps) if a <= sync_at <= b]
+    expected = max(open_then, key=lambda i: steps[i][0])
+    assert expected == 0
+    assert sync_steps(s) == ({lines[0]: [expected]}, [1, 0, 0, 0])
 
 
 PAGEABLE = 1

@@ -11,6 +11,9 @@ import loopscope._trace_export
 from loopscope import _core
 
 
+SYNC = (1_004_200, 1_201_500, 7)  # a host wait: (start, end, stream)
+
+
 def test_trace_events_exactly(test_clock, tmp_path):
     t = test_clock.at
     with loopscope.profile() as prof:          # start: read 0 = 1_000_000 ns
@@ -23,11 +26,28 @@ def test_trace_events_exactly(test_clock, tmp_path):
             (1_042_000, 1_043_000, 0, 9, 2, "softmax"),   # 30 us after gemm: a warning gap
         ])
         _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, "DtoH", 4096)])  # 157 us: severe
-        _core._inject("sync_record", [(1_150_000, 1_201_500, 7)])
+        # the host waited from after the step (read 4 is its end; the stop
+        # reads 5) until the copy was done: a sync record that began before
+        # the stop, so the analysis keeps it (one that began after would be
+        # shown here but left out of the gaps' causes)
+        _core._inject("sync_record", [SYNC])
     path = prof.export_trace(tmp_path / "t.json")
     data = json.loads(open(path).read())
     assert data["displayTimeUnit"] == "ms"
-    assert data["otherData"] == {"producer": "loopscope", "verdicts": [prof.summary()["diagnosis"]["verdict"]],
+    # the sync overlaps both idle gaps, the GPU is busy 4 us of 191: every
+    # gap's cause is `sync` and the loop is sync bound (rule 1: busy below
+    # 50%, syncs over at least half of the idle time)
+    gaps = [(1_012_000, 1_042_000), (1_043_000, 1_200_000)]
+    synced = [g for g in gaps if SYNC[0] < g[1] and SYNC[1] > g[0]]
+    busy, span = 2_000 + 1_000 + 1_000, 1_201_000 - 1_010_000
+    idle = sum(b - a for a, b in gaps)
+    expected = ("SYNC_BOUND" if busy < 0.5 * span and sum(b - a for a, b in synced) >= 0.5 * idle
+                else None)
+    s = prof.summary()
+    assert s["gaps"]["by_cause"] == {"host": 0, "sync": len(synced), "other": 0} == {
+        "host": 0, "sync": 2, "other": 0}
+    assert s["overhead"]["records_after_stop"] == 0
+    assert data["otherData"] == {"producer": "loopscope", "verdicts": [expected],
                                  "sources": ["injected"]}
     x = [(e["cat"], e["name"], e["pid"], e["tid"], e["ts"], e["dur"])
          for e in data["traceEvents"] if e["ph"] == "X"]
@@ -38,7 +58,7 @@ def test_trace_events_exactly(test_clock, tmp_path):
         ("kernel", "softmax", 100, 2, 42.0, 1.0),
         ("memcpy", "DtoH", 100, 1, 200.0, 1.0),
         ("api", "launch", 1, 1, 2.1, 0.5),           # the host's lanes: API 1, syncs 2
-        ("sync", "sync (stream 7)", 1, 2, 150.0, 51.5),
+        ("sync", "sync (stream 7)", 1, 2, 4.2, 197.3),
         ("gap", "warning gap 30.0 us", 100, 0, 12.0, 30.0),   # a GPU's gaps lane is tid 0
         ("gap", "SEVERE gap 157.0 us", 100, 0, 43.0, 157.0),
     ]

@@ -26,9 +26,34 @@ static PyObject *live_call(PyObject *module, PyObject *token)
     return ls_call_dict(c, &view);
 }
 
+/* How far strict mode looks back for the calls its thread made just before
+ * a noted wait: the store slots read, the calls of that thread kept. */
+#define BEFORE_SLOTS 256
+#define BEFORE_CALLS 4
+
+/* The calls the thread of `c` (token `token`) recorded just before it,
+ * latest first: a new list.  _syncs names a wait that follows a copy of its
+ * line by that copy, as the report does (Resolver.sync_site). */
+static PyObject *calls_before(const ls_call *c, uint64_t token, const ls_code_table *view)
+{
+    PyObject *list = PyList_New(0);
+    uint64_t index = token & 0xffffffffu;
+    for (uint64_t k = 1; list != NULL && k < index && k <= BEFORE_SLOTS &&
+                         PyList_GET_SIZE(list) < BEFORE_CALLS; k++) {
+        const ls_call *b = ls_calls_get(token - k);
+        if (b == NULL || b->thread_id != c->thread_id || b->enter_ns > c->enter_ns)
+            continue;
+        PyObject *d = ls_call_dict(b, view);
+        if (d == NULL || PyList_Append(list, d) != 0)
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    return list;
+}
+
 /* A noted wait as the handler sees it: the call's dict while its token is
- * live, else (its session ended) the API alone, with no frames and
- * "stale": True. */
+ * live, with "before" (calls_before), else (its session ended) the API
+ * alone, with no frames, no calls before and "stale": True. */
 static PyObject *describe_noted(const ls_strict_noted *n)
 {
     const ls_call *c = ls_session_active() ? ls_calls_get(n->token) : NULL;
@@ -37,6 +62,10 @@ static PyObject *describe_noted(const ls_strict_noted *n)
         ls_code_table view;
         ls_pycodes_view(&view);
         d = ls_call_dict(c, &view);
+        PyObject *before = d != NULL ? calls_before(c, n->token, &view) : NULL;
+        if (before == NULL || PyDict_SetItemString(d, "before", before) != 0)
+            Py_CLEAR(d);
+        Py_XDECREF(before);
     } else {
         ls_call bare;
         memset(&bare, 0, sizeof bare);
@@ -47,6 +76,10 @@ static PyObject *describe_noted(const ls_strict_noted *n)
         ls_code_table none;
         memset(&none, 0, sizeof none);
         d = ls_call_dict(&bare, &none);
+        PyObject *before = d != NULL ? PyList_New(0) : NULL;
+        if (before == NULL || PyDict_SetItemString(d, "before", before) != 0)
+            Py_CLEAR(d);
+        Py_XDECREF(before);
     }
     if (d != NULL && PyDict_SetItemString(d, "stale", c == NULL ? Py_True : Py_False) != 0)
         Py_CLEAR(d);
@@ -109,7 +142,8 @@ PyMethodDef ls_strict_py_methods[] = {
     {"_strict_arm", strict_arm, METH_VARARGS,
      "_strict_arm(handler, on_main_thread): strict mode on for this thread; on the main thread"
      " handler(call) runs with the GIL when control is back in Python after a wait (call: the"
-     " dict of _live_call, with 'stale': True and no frames when its session has ended)."},
+     " dict of _live_call, with 'before': the calls its thread made just before it, latest"
+     " first; 'stale': True, no frames and no calls before when its session has ended)."},
     {"_strict_disarm", strict_disarm, METH_VARARGS,
      "_strict_disarm(thread_id=None) -> the call of a wait noted but not handled, or None;"
      " disarms this thread (or thread_id, one that has ended)."},

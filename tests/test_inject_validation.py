@@ -146,13 +146,41 @@ def test_only_failing_lists_leave_no_gpu_sections():
     assert s["overhead"]["records"] == 0
 
 
-def test_optional_fields(running):
-    """Names may be None, bytes may be given, api thread and sync stream too."""
-    assert _core._inject("kernel", [(1_000, 2_000, 0, 7, 1, None)]) == 1
-    assert _core._inject("memcpy", [(3_000, 4_000, 0, 7, 2, "HtoD", 1 << 30)]) == 1
-    assert _core._inject("memset", [(5_000, 6_000, 3, 2**32 - 1, 2**32 - 1)]) == 1
-    assert _core._inject("api", [(500, 600, 1, 12345)]) == 1
-    assert _core._inject("sync_record", [(2_000, 3_000, 7), (7_000, 7_000)]) == 1 + 1
+def test_optional_fields():
+    """Names may be None, bytes may be given, api thread and domain and sync
+    stream too: each field is read back from the capture as given, and a
+    left-out one as its default (no name, 0 bytes, thread 0, the runtime
+    domain, stream 0)."""
+    kernel = (1_000, 2_000, 0, 7, 1, None)
+    memcpy = (3_000, 4_000, 0, 7, 2, "HtoD", 1 << 30, 1, 2)  # copy kind HtoD, pinned
+    memset = (5_000, 6_000, 3, 2**32 - 1, 2**32 - 1)
+    apis = [(500, 600, 1, 12345), (650, 700, 2, 12345, 1), (800, 900, 3)]
+    syncs = [(2_000, 3_000, 7), (7_000, 7_000)]
+    pageable = (3_000, 4_000, 0, 7, 4, "DtoH", 8, 2, 1)
+    with loopscope.profile() as prof:
+        assert _core._inject("kernel", [kernel]) == 1
+        assert _core._inject("memcpy", [memcpy]) == 1
+        assert _core._inject("memset", [memset]) == 1
+        assert _core._inject("api", apis) == len(apis)
+        assert _core._inject("sync_record", syncs) == len(syncs)
+        assert _core._inject("memcpy", [pageable]) == 1
+        # an async copy call for each: only the pageable one made the host wait
+        _core._inject_calls([("cudaMemcpyAsync", 1_000, memcpy[4])])
+        _core._inject_calls([("cudaMemcpyAsync", 1_000, pageable[4])])
+    c = prof.capture
+    # ops(): (kind, start, end, device, stream, correlation, name, bytes)
+    assert sorted(c.ops()) == sorted([("kernel", *kernel, 0), ("memcpy", *memcpy[:7]),
+                                      ("memset", *memset, None, 0), ("memcpy", *pageable[:7])])
+    # apis(): (start, end, correlation, thread, cbid, domain); injected records have cbid 0
+    assert sorted(c.apis()) == sorted([(500, 600, 1, 12345, 0, 0), (650, 700, 2, 12345, 0, 1),
+                                       (800, 900, 3, 0, 0, 0)])
+    # sync_records(): (start, end, stream, correlation, type)
+    assert sorted(c.sync_records()) == [(2_000, 3_000, 7, 0, 0), (7_000, 7_000, 0, 0, 0)]
+    # host memory (no column shows it) is read back through the sync rule:
+    # a pinned async copy is no wait, a pageable one is; both were judged
+    s = prof.summary()["syncs"]
+    assert (s["count"], s["unjudged_async_copies"]) == (1, 0)
+    assert s["sites"][0]["apis"] == {"cudaMemcpyAsync": 1}
 
 
 def test_the_sample_hook_names_every_figure():

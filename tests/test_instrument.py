@@ -741,20 +741,22 @@ def test_instrumenting_the_compiled_module_ranges_its_boundary(test_clock):
 
 def test_inductor_compiles_an_instrumented_module():
     """The default backend (Inductor, C++ on CPU) compiles an instrumented
-    module and gives the eager result."""
+    module and gives the eager result.  Skipped only where Inductor finds no
+    C++ compiler (asked the way Inductor asks, before compiling); any other
+    error fails the test."""
     import torch._dynamo
+    from torch._inductor import cpp_builder, exc
 
+    try:
+        cpp_builder.get_cpp_compiler()
+    except exc.InvalidCxxCompiler as error:
+        pytest.skip(f"no C++ compiler for Inductor on this machine: {error}")
     torch._dynamo.reset()
     model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
     x = torch.randn(2, 8)
     with loopscope.instrument(model):
-        try:
-            compiled = torch.compile(model)
-            out = compiled(x)
-        except Exception as error:  # no C++ compiler: say so rather than fail
-            if "compiler" in str(error).lower() or "cpp" in str(error).lower():
-                pytest.skip(f"Inductor cannot compile on this machine: {error}")
-            raise
+        compiled = torch.compile(model)
+        out = compiled(x)
         assert torch.allclose(out, model(x), atol=1e-6)
 
 

@@ -207,21 +207,68 @@ def read_back(x):
     return x.compare()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the kind of a site without a known call depends on which call resolves it: "
-    "_syncs.build_syncs uses the sync's FIRST call (the async copy -> 'memcpy'), strict mode "
-    "the call it noted (the stream sync -> 'stream_sync'), so allow={<kind the report "
-    "shows>} does not let that line through"))
-def test_allowing_the_reported_kind_lets_that_line_through():
-    class Tensor:
-        compare = c_callable(ITEM_CALLS)
+READ_BACK_LINE = read_back.__code__.co_firstlineno + 3  # `return x.compare()`
+# The runtime calls the driver: each runtime call with its driver call inside
+# it (1 us clock ticks: copy [0, 4] holds [1, 2], stream sync [2, 5] holds [3, 4]).
+NESTED_ITEM_CALLS = [("cudaMemcpyAsync", 4_000, COPY_CORR), ("cuMemcpyDtoHAsync_v2", 1_000, COPY_CORR),
+                     ("cudaStreamSynchronize", 3_000), ("cuStreamSynchronize", 1_000)]
+
+
+@pytest.mark.parametrize("calls", [ITEM_CALLS, NESTED_ITEM_CALLS], ids=["runtime", "nested"])
+@pytest.mark.parametrize("judged", [True, False], ids=["copy-record-pageable", "no-copy-record"])
+def test_one_sync_has_one_kind_in_the_report_and_in_strict_mode(judged, calls, test_clock):
+    """x.compare() copies and then waits for the stream.  The profile knows
+    from the copy's record that the copy itself waited (pageable): its sync
+    begins with the copy.  Without the record it cannot judge the copy, and
+    neither can strict mode here (no driver to ask): the noted wait is the
+    stream sync.  Either way it is one sync of one line, and it has one kind
+    -- the copy's -- in the report and in strict mode; allowing that kind lets
+    the line through, allowing the stream sync's does not."""
+
+    class CopyThenWait:
+        compare = c_callable(calls)
 
     with loopscope.profile() as prof:
-        _core._inject("memcpy", [(10, 20, 0, 7, COPY_CORR, None, 4, 2, 1)])  # pageable
-        read_back(Tensor())
-    (site,) = prof.summary()["syncs"]["sites"]
+        if judged:
+            _core._inject("memcpy", [(10, 20, 0, 7, COPY_CORR, None, 4, 2, 1)])  # pageable
+        read_back(CopyThenWait())
+    syncs = prof.summary()["syncs"]
+    (site,) = syncs["sites"]
+    names = [api.removesuffix("_v2") for api, *_ in calls]
+    copies = [api for api in names if "Memcpy" in api]
+    apis = {api: 1 for api in names if judged or api not in copies}
+    assert (syncs["count"], syncs["unjudged_async_copies"]) == (1, 0 if judged else len(copies))
+    assert (site["line"], site["kind"], site["apis"]) == (READ_BACK_LINE, "memcpy", apis)
+    with pytest.raises(loopscope.SyncError) as info:
+        with loopscope.no_sync():
+            read_back(CopyThenWait())
+    # strict mode names the wait it noted (the fake calls exit in order)
+    assert (info.value.line, info.value.kind, info.value.api) == (
+        READ_BACK_LINE, site["kind"], "cudaStreamSynchronize")
+    with pytest.raises(loopscope.SyncError):
+        with loopscope.no_sync(allow={"stream_sync"}):
+            read_back(CopyThenWait())
     with loopscope.no_sync(allow={site["kind"]}):
-        read_back(Tensor())
+        read_back(CopyThenWait())
+
+
+def test_a_wait_after_a_copy_of_another_line_keeps_its_own_kind():
+    """The copy on one line, the stream sync on the next: the wait did not
+    follow a copy of its own line, so both the report and strict mode name
+    it by its own call."""
+    copy, wait = c_callable(ITEM_CALLS[:1]), c_callable(ITEM_CALLS[1:])
+    with loopscope.profile() as prof:
+        copy()
+        line = here() + 1
+        wait()
+    (site,) = prof.summary()["syncs"]["sites"]
+    assert (site["line"], site["kind"]) == (line, "stream_sync")
+    with pytest.raises(loopscope.SyncError) as info:
+        with loopscope.no_sync():
+            copy()
+            line = here() + 1
+            wait()
+    assert (info.value.line, info.value.kind) == (line, "stream_sync")
 
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 import loopscope
 from loopscope import _distributed, _ranks
 from loopscope._budgets import evaluate
-from loopscope._diagnosis import communication_reasons, diagnose
+from loopscope._diagnosis import communication_reasons, diagnose, diagnose_ranks
 
 from synthetic_loop import run_loop
 
@@ -553,3 +553,62 @@ def test_an_abort_from_rank_0_releases_a_rank_at_once(fake_job):
     assert d["gather"] == "not taken by rank 0: abort: rank 0 raised (ValueError: x)"
     assert d["notes"] == ["start: abort: rank 0 stopped waiting after 5 s"]
     assert all(t < 5_000 for t in d["exchange_ms"].values())  # not the 60 s it could wait
+
+
+def with_straggler(summary, **changes):
+    """The summary with its straggler changed (and its own diagnosis given
+    a second action, so where the straggler's action goes is seen)."""
+    out = copy.deepcopy(summary)
+    out["skew"]["straggler"].update(changes)
+    out["diagnosis"] = dict(out["diagnosis"],
+                            actions=out["diagnosis"]["actions"] + ["a second action"])
+    return out
+
+
+@pytest.mark.parametrize("cause, action", [
+    ("sync", "remove the host-device syncs on rank 2: its GPU idles 1.250 ms per step more than "
+             "the others' while its host waits (its report lists the sites)"),
+    ("compute", "balance the work: rank 2 computes 1.250 ms per step more than the others "
+                "(uneven batches or sequence lengths, or a slower GPU)"),
+    (None, "rank 2 arrives late with no cause in its profiled steps: look at what it does "
+           "outside them (data loading, checkpoints) or at its GPU and links"),
+])
+def test_the_straggler_action_follows_its_cause(rank0_summary, cause, action):
+    """Rank 0 waits for rank 2: the action for the straggler's cause comes
+    first, then rank 0's own actions; its own evidence is kept."""
+    base, summary = rank0_summary
+    own = with_straggler(dict(base, skew=summary["skew"]), cause=cause,
+                         excess_ms={"host late": 0.0, "sync": 1.25, "compute": 1.25})
+    d = diagnose_ranks(own)
+    assert d["verdict"] == "COMMUNICATION_WAIT"
+    assert d["actions"] == [action] + own["diagnosis"]["actions"]
+    assert {k: d["evidence"][k] for k in base["diagnosis"]["evidence"]} == base["diagnosis"]["evidence"]
+
+
+def test_rank_0_as_the_straggler_puts_its_action_first(rank0_summary):
+    base, summary = rank0_summary
+    own = with_straggler(dict(base, skew=summary["skew"]), rank=0, cause="compute",
+                         excess_ms={"host late": 0.0, "sync": 0.0, "compute": 2.0})
+    own["skew"]["per_rank"][0] = dict(own["skew"]["per_rank"][0], waits_for=None)
+    d = diagnose_ranks(own)
+    assert d["verdict"] == base["diagnosis"]["verdict"]
+    assert d["actions"] == ["balance the work: rank 0 computes 2.000 ms per step more than the "
+                            "others (uneven batches or sequence lengths, or a slower GPU)"
+                            ] + own["diagnosis"]["actions"]
+
+
+def test_no_straggler_leaves_rank_0s_own_diagnosis(rank0_summary):
+    """Ranks gathered, none arriving last more than the noise: rank 0's own
+    diagnosis, unchanged (and none at all without the ranks)."""
+    base, summary = rank0_summary
+    calm = copy.deepcopy(dict(base, skew=summary["skew"]))
+    calm["skew"]["straggler"] = None
+    assert diagnose_ranks(calm) == base["diagnosis"]
+    assert diagnose_ranks(dict(base, skew=None)) == base["diagnosis"]
+    session = _distributed.Session(_distributed.check_options(True, 5.0))
+    session.rank, session.world_size, session.backend, session.status = 0, 3, "nccl", "gathered"
+    session.compacts = [compact(r, [2.0] * 6, gpu=[COMPUTE_MS + 2.0] * 6) for r in range(3)]
+    session.exchanges = exchanges3()
+    gathered = _distributed.attach(session, copy.deepcopy(base))
+    assert gathered["skew"]["straggler"] is None
+    assert gathered["diagnosis"] == base["diagnosis"]

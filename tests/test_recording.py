@@ -42,8 +42,26 @@ def rich_profile(test_clock):
         ])
         _core._inject("memcpy", [(2_150_000, 2_160_000, 0, 7, 40, "HtoD", 4096)])
         _core._inject("memset", [(2_200_000, 2_201_000, 0, 9, 41, None, 64)])
-        _core._inject("sync_record", [(2_120_000, 2_140_000, 7)])
+        # a host wait that began in the "tail" range, before the stop (a sync
+        # record that began after it would be left out), and lasted until the
+        # GPU had run into its first idle gap: that gap's cause is `sync`
+        _core._inject("sync_record", [SYNC_RECORD])
     return prof
+
+
+SYNC_RECORD = (1_019_500, 2_012_000, 7)  # tail range: clock reads 19-20 (1.019-1.020 ms)
+DEVICE_OPS = [(2_000_000, 2_010_000), (2_090_000, 2_100_000), (2_103_000, 2_104_000),
+              (2_300_000, 2_301_000), (2_150_000, 2_160_000), (2_200_000, 2_201_000)]
+
+
+def device_gaps(ops):
+    """Idle intervals between the union of the ops' busy intervals."""
+    out, end = [], None
+    for start, stop in sorted(ops):
+        if end is not None and start > end:
+            out.append((end, start))
+        end = stop if end is None else max(end, stop)
+    return out
 
 
 def comparable(summary):
@@ -64,7 +82,15 @@ def test_replay_gives_the_same_summary(test_clock, tmp_path):
     again = _replay.replay(_recording.load(path)).summary()
     assert comparable(again) == comparable(original)
     # the figures that matter, spelled out
-    assert again["gaps"]["count"] == original["gaps"]["count"] == 5
+    gaps = device_gaps(DEVICE_OPS)
+    assert again["gaps"]["count"] == original["gaps"]["count"] == len(gaps) == 5
+    # every launch record began at about 1 ms, before every gap: a gap is
+    # `sync` when the host wait overlaps it, else `other`
+    synced = [g for g in gaps if SYNC_RECORD[0] < g[1] and SYNC_RECORD[1] > g[0]]
+    assert again["gaps"]["by_cause"] == {"host": 0, "sync": len(synced),
+                                         "other": len(gaps) - len(synced)} == {
+        "host": 0, "sync": 1, "other": 4}
+    assert again["overhead"]["records_after_stop"] == 0
     assert [(s["name"], s["kernels"], s["gaps"]["severe"]) for s in again["steps"]] == [
         ("Step_0", 1, 0), ("Step_1", 1, 1), ("Step_2", 1, 0)]
     assert [r["name"] for r in again["ranges"]] == ["Attn", "Attn/qkv", "tail"]
@@ -272,8 +298,40 @@ def test_bundled_recording_when_present():
     s = prof.summary()
     assert repr(prof) == "<loopscope.Profile steps=10 verdict=CPU_LAUNCH_BOUND>"
     assert s["recording"]["device"] and s["recording"]["recorded_source"] == "cupti"
-    assert len(s["steps"]) == 10 and s["gpu"]["kernels"] > 1000
     assert s["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
+    # the recording's own figures, from the file's columns in plain Python
+    with gzip.open(_recording.DEMO_RECORDING, "rt", encoding="utf-8") as f:
+        raw = json.load(f)
+
+    def summed(deltas):  # the columns are stored as differences to the previous row
+        out, acc = [], 0
+        for d in deltas:
+            acc += d
+            out.append(acc)
+        return out
+
+    ops, apis, ranges = raw["ops"], raw["apis"], raw["ranges"]
+    op_start, op_corr = summed(ops["start"]), summed(ops["correlation"])
+    op_end = [a + d for a, d in zip(op_start, ops["duration"])]
+    kinds = ops["kind"]  # 0 kernel, 1 memcpy, 2 memset
+    launch = {}  # correlation -> the earliest launch call (version 1: runtime calls only)
+    for start, corr in zip(summed(apis["start"]), summed(apis["correlation"])):
+        launch[corr] = min(start, launch.get(corr, start))
+    steps = sorted((step, start, start + d) for step, start, d in
+                   zip(ranges["step"], summed(ranges["start"]), ranges["duration"]) if step >= 0)
+    assert [st[0] for st in steps] == list(range(10))
+    per_step = [sum(1 for k, corr in zip(kinds, op_corr)
+                    if k == 0 and corr in launch and a <= launch[corr] <= b) for _, a, b in steps]
+    gaps, end = 0, None  # one device: idle intervals between the union of the ops
+    for start, stop in sorted(zip(op_start, op_end)):
+        gaps += end is not None and start > end
+        end = stop if end is None else max(end, stop)
+    assert set(ops["device"]) == {0}
+    assert (s["gpu"]["kernels"], s["gpu"]["memcpys"], s["gpu"]["memsets"]) == (
+        kinds.count(0), kinds.count(1), kinds.count(2))
+    assert [st["kernels"] for st in s["steps"]] == per_step
+    assert s["gaps"]["count"] == gaps
+    assert s["gpu"]["ops_without_launch_record"] == sum(c not in launch for c in op_corr)
 
 
 def test_damaged_records_are_refused(test_clock, tmp_path):

@@ -394,17 +394,18 @@ def torch_function(torch_dir, relative_file, source, name):
     return eval(name, namespace)
 
 
+# Every fake torch function makes the same calls, a copy then a stream
+# sync (kind memcpy by the API alone), so only torch's frame can give the
+# expected kind; a function of torch/cuda/__init__.py other than
+# synchronize() leaves the kind to the API.
 _ITEM = "_inject_calls([('cudaMemcpyAsync', 1000, 7), ('cudaStreamSynchronize', 1000)])"
-_WAIT = "_inject_calls([('{}', 1000)])"
 # (file inside torch, its source, the expression giving the function, kind)
 TORCH_CASES = [
-    ("cuda/__init__.py", f"def synchronize():\n    {_WAIT.format('cudaDeviceSynchronize')}\n",
-     "synchronize", "synchronize"),
-    ("cuda/streams.py",
-     f"class Stream:\n    def synchronize(self):\n        {_WAIT.format('cudaStreamSynchronize')}\n",
+    ("cuda/__init__.py", f"def synchronize():\n    {_ITEM}\n", "synchronize", "synchronize"),
+    ("cuda/__init__.py", f"def current_stream():\n    {_ITEM}\n", "current_stream", "memcpy"),
+    ("cuda/streams.py", f"class Stream:\n    def synchronize(self):\n        {_ITEM}\n",
      "Stream().synchronize", "stream_sync"),
-    ("cuda/streams.py",
-     f"class Event:\n    def synchronize(self):\n        {_WAIT.format('cudaEventSynchronize')}\n",
+    ("cuda/streams.py", f"class Event:\n    def synchronize(self):\n        {_ITEM}\n",
      "Event().synchronize", "event_sync"),
     ("_tensor_str.py", f"def _str(self=None):\n    {_ITEM}\n", "_str", "print"),
     ("_tensor.py", f"class Tensor:\n    def __array__(self):\n        {_ITEM}\n",
@@ -413,7 +414,7 @@ TORCH_CASES = [
 
 
 @pytest.mark.parametrize("relative_file, source, name, kind", TORCH_CASES,
-                         ids=[c[3] for c in TORCH_CASES])
+                         ids=[f"{c[2]}-{c[3]}" for c in TORCH_CASES])
 def test_torch_frames_decide_the_kind_and_are_skipped(torch_dir, relative_file, source, name,
                                                       kind):
     """A sync made inside torch's Python code is reported at the user's line
@@ -461,6 +462,34 @@ def test_bool_rule_on_the_tested_expression_unit(user_file, tmp_path):
     path.write_text("def step(t):\n    if t:\n        return 1\n")
     site = Resolver().site(call_of([(str(path), "step", 1, 2, 2, 7, 8)]))
     assert (site.line, site.code, site.call, site.kind) == (2, "if t:", "t", "bool")
+
+
+def test_a_user_class_named_tensor_is_not_torch(user_file):
+    """Only frames inside torch's folder decide a kind: a user's own
+    Tensor.__repr__ that waits is the user's site, its kind from the API."""
+    path, line = user_file
+    site = Resolver().site(call_of([(path, "Tensor.__repr__", 4, line, line, -1, -1)], "device"))
+    assert (site.file, site.line, site.function, site.kind) == (path, line, "Tensor.__repr__",
+                                                                "synchronize")
+
+
+def test_frozen_and_nameless_frames_are_not_the_users(user_file):
+    """Frames of frozen modules (importlib's bootstrap) and of code with no
+    file are skipped like the standard library's: the site is the user's."""
+    path, line = user_file
+    for inner in [("<frozen importlib._bootstrap>", "_call_with_frames_removed", 1, 241, 241, -1, -1),
+                  (None, None, -1, -1, -1, -1, -1)]:
+        site = Resolver().site(call_of([inner, (path, "step", 4, line, line, 4, 12)]))
+        assert (site.file, site.line, site.kind) == (path, line, "print")
+
+
+def test_a_frame_without_a_line_has_no_line_and_no_code(user_file):
+    """A user frame whose line is unknown (-1): no line, no code, no call
+    text (never a line counted from the end of the file)."""
+    path, _ = user_file
+    site = Resolver().site(call_of([(path, "step", 4, -1, -1, -1, -1)], "device"))
+    assert site.__dict__ == {"file": path, "line": None, "function": "step", "code": None,
+                             "call": None, "kind": "synchronize"}
 
 
 def test_only_library_frames_report_the_innermost(torch_dir):

@@ -11,6 +11,13 @@ import loopscope._trace_export
 from loopscope import _core
 
 
+# a host wait (start, end, stream) from after the step (read 4 is its end; the
+# stop reads 5) until the copy was done: it began before the stop, so the
+# analysis keeps it (one that began after would be exported but left out of
+# the gaps' causes and counted in records_after_stop)
+SYNC = (1_004_200, 1_201_500, 7)
+
+
 def test_trace_events_exactly(test_clock, tmp_path):
     t = test_clock.at
     with loopscope.profile() as prof:          # start: read 0 = 1_000_000 ns
@@ -24,13 +31,19 @@ def test_trace_events_exactly(test_clock, tmp_path):
         ])
         # 157 us later: severe; a copy to pageable memory (CUPTI kinds 2 and 1)
         _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, None, 4096, 2, 1)])
-        _core._inject("sync_record", [(1_150_000, 1_201_500, 7)])
+        _core._inject("sync_record", [SYNC])
     #                                          stop: read 5
     path = prof.export_trace(tmp_path / "t.json")
     data = json.loads(open(path).read())
     assert data["displayTimeUnit"] == "ms"
     assert data["baseTimeNanoseconds"] == t(0)   # Kineto's origin of ts
     summary = prof.summary()
+    # the wait overlaps both gaps: both are the sync's
+    gaps = [(1_012_000, 1_042_000), (1_043_000, 1_200_000)]
+    synced = [g for g in gaps if SYNC[0] < g[1] and SYNC[1] > g[0]]
+    assert summary["gaps"]["by_cause"] == {"host": 0, "sync": len(synced),
+                                           "other": len(gaps) - len(synced)}
+    assert summary["overhead"]["records_after_stop"] == 0
     assert data["otherData"] == {
         "producer": "loopscope", "export_version": 1,
         "verdicts": [summary["diagnosis"]["verdict"]], "sources": ["injected"],
@@ -45,7 +58,7 @@ def test_trace_events_exactly(test_clock, tmp_path):
         ("kernel", "gemm", 100, 1, 10.0, 2.0),           # tids: streams numbered from 1
         ("kernel", "softmax", 100, 2, 42.0, 1.0),
         ("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 100, 1, 200.0, 1.0),
-        ("cuda_sync", "Sync", 1, 2, 150.0, 51.5),        # the sync records' lane is tid 2
+        ("cuda_sync", "Sync", 1, 2, 4.2, 197.3),         # the sync records' lane is tid 2
         ("gap", "warning gap 30.0 us", 100, 0, 12.0, 30.0),   # a GPU's gaps lane is tid 0
         ("gap", "SEVERE gap 157.0 us", 100, 0, 43.0, 157.0),
     ]

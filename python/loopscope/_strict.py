@@ -104,7 +104,7 @@ class no_sync:
     def _error(self, call: dict | None) -> SyncError | None:
         if call is None:
             return None
-        site = Resolver().site(call)
+        site = Resolver().sync_site(call, call.get("before", ()))  # as the report names it
         if site.kind in self.allow:
             return None
         if site.file:

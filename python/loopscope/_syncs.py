@@ -209,6 +209,29 @@ def _torch_kind(frames: list[Frame]) -> str | None:
     return None
 
 
+_COPY_CLASSES = ("copy", "copy_async")
+
+
+def copy_waited_for(call: dict[str, Any], before: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The copy `call` waited for, or None: `call` is a wait that is no copy
+    and, among the calls its thread made just before it (latest first), a
+    copy from the same Python stack was the thread's last launch (torch's
+    `.item()`: a copy, then a stream sync).  Whether that copy itself made
+    the host wait (pageable memory) is not asked: the profile learns it from
+    the copy's record, strict mode from the driver, and either may not know;
+    the sync is the same one and keeps one kind."""
+    if call["wait_class"] in _COPY_CLASSES:
+        return None
+    for earlier in before:
+        if earlier["launches_before"] + 1 < call["launches_before"]:
+            return None  # older than the thread's last launch
+        if (earlier["wait_class"] in _COPY_CLASSES
+                and earlier["launches_before"] + 1 == call["launches_before"]
+                and earlier["frames"] == call["frames"]):
+            return earlier
+    return None
+
+
 class Resolver:
     """Turns raw calls (dicts from the C core) into sites."""
 
@@ -234,6 +257,15 @@ class Resolver:
         if key not in self._memo:
             self._memo[key] = self._resolve(call)
         return self._memo[key]
+
+    def sync_site(self, call: dict[str, Any], before: Iterable[dict[str, Any]] = ()) -> Site:
+        """The site of a sync, named by `call` -- in a profile the first call
+        of the sync, in strict mode the wait it noted -- and `before`, the
+        calls its thread made just before it, latest first.  One rule
+        wherever a sync is shown (the report, strict mode, budgets): a wait
+        that follows a copy of its own line is named by that copy."""
+        copy = copy_waited_for(call, before)
+        return self.site(copy if copy is not None else call)
 
     def _resolve(self, call: dict[str, Any]) -> Site:
         frames = [Frame.of(f) for f in call["frames"]]
@@ -284,6 +316,24 @@ def format_site(site: dict[str, Any]) -> str:
     return f"{text}  [{site['kind']}] x{site['count']}, blocked {site['blocked_ms']:.3f} ms{steps}"
 
 
+_BEFORE_CALLS = 4  # as strict mode's look back (ls_strict_py.c)
+
+
+def _calls_before(calls: list[dict[str, Any]], wanted: set[int]) -> dict[int, list[dict[str, Any]]]:
+    """{index: the calls its thread recorded just before it, latest first}
+    for each wanted index of `calls` (record order)."""
+    recent: dict[int, list[dict[str, Any]]] = {}
+    out = {}
+    for i, call in enumerate(calls):
+        mine = recent.setdefault(call["thread_id"], [])
+        if i in wanted:
+            out[i] = mine[::-1]
+        mine.append(call)
+        if len(mine) > _BEFORE_CALLS:
+            del mine[0]
+    return out
+
+
 class SyncSection(dict):
     """summary["syncs"]: a plain dict that also knows, outside the dict, the
     site of each of the model's syncs (`site_of[i]`: the index in
@@ -296,10 +346,11 @@ class SyncSection(dict):
 def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int,
                 sync_gaps: list[int] | None = None,
                 resolver: Resolver | None = None) -> SyncSection:
-    """summary["syncs"] from the model's syncs (Model.syncs()): their sites.
-    sync_gaps (Model.sync_gaps(), parallel to syncs): the GPU idle time each
-    sync caused, summed per site as gap_ms; resolver: how stacks become
-    sites (a trace file's need their own, see _analyze)."""
+    """summary["syncs"] from the model's syncs (Model.syncs()): their sites,
+    named by the one rule strict mode uses (Resolver.sync_site). sync_gaps
+    (Model.sync_gaps(), parallel to syncs): the GPU idle time each sync
+    caused, summed per site as gap_ms; resolver: how stacks become sites (a
+    trace file's need their own, see _analyze)."""
     resolver = resolver or Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
     entry_of: list[dict[str, Any]] = [{}] * len(syncs)  # per model sync: its site's entry
@@ -307,11 +358,11 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
     blocked_ns = 0
     in_steps = 0
     gaps = sync_gaps if sync_gaps is not None else [0] * len(syncs)
+    before = _calls_before(calls, {ids[0] for *_, ids in syncs})
     for index, sync in sorted(enumerate(syncs), key=lambda item: item[1]):
         start_ns, end_ns, blocked, thread_id, step, wait_class, call_ids = sync
         gap_ns = gaps[index]
-        first = calls[call_ids[0]]
-        site = resolver.site(first)
+        site = resolver.sync_site(calls[call_ids[0]], before.get(call_ids[0], ()))
         key = (site.file, site.line, site.function, site.kind, site.call,
                thread_id if site.file is None else None)
         entry = sites.get(key)

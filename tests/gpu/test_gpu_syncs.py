@@ -141,8 +141,12 @@ def test_no_sync_inside_a_profile_and_allow(setup):
     with loopscope.profile() as prof:
         with loopscope.no_sync(allow={"item"}):
             y = denoise_step(model, x)
-            v = y.sum().item()
-    assert prof.summary()["syncs"]["count"] >= 1
+            v = y.sum().item()  # ALLOWED_ITEM
+    # one .item(): one sync (its copy and stream sync), let through, and reported
+    syncs = prof.summary()["syncs"]
+    (site,) = syncs["sites"]
+    assert (syncs["count"], syncs["by_kind"]) == (1, {"item": 1})
+    assert (site["line"], site["kind"], site["count"]) == (line_of("ALLOWED_ITEM"), "item", 1)
 
 
 def test_no_sync_stops_at_a_pageable_non_blocking_copy(setup):

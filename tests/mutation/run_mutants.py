@@ -7,6 +7,7 @@ rule that can break with the suite green.
     python tests/mutation/run_mutants.py --smoke 10       # the fixed CI sample
     python tests/mutation/run_mutants.py --only 'waits.*' --jobs 2
     python tests/mutation/run_mutants.py --per-file 3     # hand list + 3 generated per file
+    python tests/mutation/run_mutants.py --hand           # the hand-written list only
     python tests/mutation/run_mutants.py --generate       # rewrite python_mutants.toml
     python tests/mutation/run_mutants.py --update-md      # ... and its table in tests/MUTATION.md
 
@@ -68,7 +69,7 @@ SMOKE = [
     "waits.step_at.nearest_step_ended",
     "waits.continues.thread",
     "analysis.cause.sync_before_host",
-    "analysis.launches.after_stop",
+    "finish.window.ops_after_stop",
     "analysis.stats.normal_below",
     "samples.average.weight",
     "diagnosis.busy_below",
@@ -142,6 +143,10 @@ def load_list(path: Path) -> list[Mutant]:
     if dup:
         sys.exit(f"{path.name}: ids used twice: {', '.join(dup)}")
     return out
+
+
+def _ids(path: Path) -> set[str]:
+    return {m.id for m in load_list(path)} if path.exists() else set()
 
 
 def save_list(path: Path, mutants: list[Mutant], header: str) -> None:
@@ -308,14 +313,19 @@ def generate(old: dict[str, Mutant], tests_of_line) -> list[Mutant]:
 def covering_tests(python: str) -> callable:
     """Runs the suite once under coverage with one context per test and
     returns tests_of_line(file, line) -> the test files that execute it."""
+    if subprocess.run([python, "-c", "import coverage"], capture_output=True).returncode != 0:
+        sys.exit("--generate needs coverage.py (pip install coverage; the `test` extra has it)")
     data_file = Path(tempfile.mkdtemp(prefix="loopscope-mut-cov-")) / ".coverage"
     rc_file = data_file.parent / ".coveragerc"
     rc_file.write_text("[run]\ndynamic_context = test_function\nsource = loopscope\n")
     print("measuring which tests run which lines (the whole suite under coverage) ...", flush=True)
     env = dict(os.environ, COVERAGE_FILE=str(data_file))
-    subprocess.run([python, "-m", "coverage", "run", f"--rcfile={rc_file}", "-m", "pytest",
-                    "tests", "-q", "-p", "no:cacheprovider", "-x"], cwd=ROOT, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    done = subprocess.run([python, "-m", "coverage", "run", f"--rcfile={rc_file}", "-m", "pytest",
+                           "tests", "-q", "-p", "no:cacheprovider", "-x"], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode != 0:
+        sys.exit("the suite failed under coverage, so no mutant list was written:\n"
+                 + "\n".join(done.stdout.splitlines()[-15:]))
     import coverage  # noqa: PLC0415  (only the generator needs it)
 
     data = coverage.CoverageData(basename=str(data_file))
@@ -577,6 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", type=int, metavar="N", help="run the first N of the fixed CI sample")
     p.add_argument("--only", action="append", metavar="GLOB", help="mutant ids matching GLOB")
+    p.add_argument("--hand", action="store_true", help="the hand-written list only")
     p.add_argument("--per-file", type=int, metavar="N", help="N generated mutants of each file "
                    "(spread over the file), with every hand-written one")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -602,6 +613,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     every = load_list(HAND_LIST) + (load_list(PY_LIST) if PY_LIST.exists() else [])
+    missing_files = [m for m in every if not (ROOT / m.file).is_file()]
+    if missing_files:  # the code moved: the list must follow it (one line each, no traceback)
+        for m in missing_files:
+            print(f"mutant {m.id}: its file {m.file} does not exist (the code moved?): "
+                  f"retarget it in {HAND_LIST.name if m.id in _ids(HAND_LIST) else PY_LIST.name}",
+                  file=sys.stderr)
+        return 1
     by_id = {m.id: m for m in every}
     if args.smoke is not None:
         missing = [i for i in SMOKE if i not in by_id]
@@ -610,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         chosen = [by_id[i] for i in SMOKE[:args.smoke]]
     else:
-        chosen = every
+        chosen = load_list(HAND_LIST) if args.hand else every
         if args.only:
             chosen = [m for m in chosen if any(fnmatch.fnmatchcase(m.id, g) for g in args.only)]
         if args.per_file:  # a spread sample of the generated list; the hand list whole

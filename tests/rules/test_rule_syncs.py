@@ -6,6 +6,11 @@ come from the scripted clock and a few lines of plain Python, never from
 loopscope's own code."""
 from __future__ import annotations
 
+import collections
+import copy
+import functools
+import importlib.util
+import linecache
 import sys
 import threading
 
@@ -135,12 +140,12 @@ def test_syncs_of_two_threads_at_once_are_two_syncs(test_clock):
 
 
 class FakeHostTensor:
-    """A host tensor whose copy to the GPU waits: torch issues an async copy
-    (here with no memcpy record, so it cannot be judged) and then waits for
-    the stream.  The wait is the stream sync, but the site's own call says
-    what the user did: a copy."""
-    cuda = copy_ = pin_memory = c_callable([("cudaMemcpyAsync", 2_000, 77),
-                                            ("cudaStreamSynchronize", WAIT_NS)])
+    """A host tensor whose copy method waits for the stream, with no copy
+    call of its own before the wait (a copy loopscope does not watch, as
+    one device to device): only the site's syntax says what the user did,
+    a copy (a wait after a copy call of its line would be named by that
+    copy anyway: test_no_sync.py)."""
+    cuda = copy_ = pin_memory = c_callable([("cudaStreamSynchronize", WAIT_NS)])
 
 
 H = FakeHostTensor()
@@ -161,7 +166,7 @@ def test_copy_methods_are_kind_memcpy():
     assert got == [(base + 1, "H.cuda()", "memcpy"), (base + 3, "H.copy_(H)", "memcpy"),
                    (base + 5, "H.pin_memory()", "memcpy")]
     assert s["by_kind"] == {"memcpy": 3}
-    assert s["unjudged_async_copies"] == 3
+    assert s["unjudged_async_copies"] == 0
     assert all(site["apis"] == {"cudaStreamSynchronize": 1} for site in s["sites"])
 
 
@@ -191,6 +196,41 @@ def test_a_sync_in_a_step_after_other_threads_steps_belongs_to_it(test_clock):
     assert [st["host_ms"] for st in s["steps"]] == [(b - a) / MS for a, b in steps]
     assert step_holding(test_clock.at(8), steps) == 0
     assert sync_steps(s) == ({line: [0]}, [1, 0, 0, 0])
+
+
+
+def test_a_sync_on_a_thread_without_a_step_looks_past_ended_steps(test_clock):
+    """The main thread's step 0 is open; a worker thread runs three whole
+    steps and then, with no range of its own open, syncs.  Its step is the
+    step open on another thread at that time, the one that began last: the
+    three later steps have ended, so it is step 0, not no step."""
+    test_clock.set(MS, MS)
+    worker_steps = 3
+    lines = []
+
+    def worker(prof):
+        for _ in range(worker_steps):
+            with prof.step():                     # reads 2-7
+                pass
+        lines.append(sys._getframe().f_lineno + 1)
+        device_sync()                             # read 8
+
+    with loopscope.profile() as prof:
+        with prof.step():                         # read 1
+            t = threading.Thread(target=worker, args=(prof,))
+            t.start()
+            t.join()
+        # exit: read 9
+    s = prof.summary()
+    steps = [(test_clock.at(1), test_clock.at(9))] + [
+        (test_clock.at(2 + 2 * i), test_clock.at(3 + 2 * i)) for i in range(worker_steps)]
+    assert [st["host_ms"] for st in s["steps"]] == [(b - a) / MS for a, b in steps]
+    # the rule in plain words: of the steps open at the sync, the one that began last
+    sync_at = test_clock.at(8)
+    open_then = [i for i, (a, b) in enumerate(steps) if a <= sync_at <= b]
+    expected = max(open_then, key=lambda i: steps[i][0])
+    assert expected == 0
+    assert sync_steps(s) == ({lines[0]: [expected]}, [1, 0, 0, 0])
 
 
 PAGEABLE = 1
@@ -232,3 +272,121 @@ def test_a_copy_and_a_wait_on_different_lines_are_two_syncs():
     s = prof.summary()["syncs"]
     assert s["count"] == 2
     assert sorted((x["line"], x["count"]) for x in s["sites"]) == [(line, 1), (line + 1, 1)]
+
+
+# -- where a site is and what it shows: the source text rules ----------------
+
+to_float = c_callable([("cudaDeviceSynchronize", WAIT_NS)], len, float)  # float(t) -> a float
+
+
+class Scalar:
+    """A tensor-like object whose float() waits for the device."""
+    __float__ = to_float
+
+
+def load(tmp_path, name, source, **names):
+    """Imports `source` as module `name` from a real file (its lines are read
+    back for the report), with `names` in its namespace."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__.update(names)
+    spec.loader.exec_module(module)
+    return module, path
+
+
+def test_a_sync_on_the_first_line_at_column_0(tmp_path):
+    """A script's top-level statement: line 1, column 0.  Its exact text and
+    its syntax's kind (float() reads a value: item) are still found."""
+    with loopscope.profile() as prof:
+        load(tmp_path, "top_level", "float(t)\n", t=Scalar())
+    site, = prof.summary()["syncs"]["sites"]
+    assert (site["line"], site["code"], site["call"], site["kind"]) == (1, "float(t)", "float(t)",
+                                                                        "item")
+
+
+def test_a_call_over_several_lines_is_shown_whole(tmp_path):
+    """An instruction spanning four lines: its text is every line of it,
+    joined with single spaces."""
+    source = "def read(t):\n    return float(\n        t\n        or None\n    )\n"
+    with loopscope.profile() as prof:
+        module, _ = load(tmp_path, "multi_line", source)
+        module.read(Scalar())
+    site, = prof.summary()["syncs"]["sites"]
+    assert (site["line"], site["call"], site["kind"]) == (2, "float( t or None )", "item")
+
+
+def test_a_file_that_no_longer_parses_keeps_its_lines_but_not_its_kind(tmp_path):
+    """The source changed after the run into text that does not parse (as a
+    .pyx file would not either): the site keeps its line and text; the kind
+    comes from the API that waited, since the syntax cannot be read."""
+    source = "def read(t):\n    return float(t)\n"
+    with loopscope.profile() as prof:
+        module, path = load(tmp_path, "edited", source)
+        module.read(Scalar())
+    path.write_text(source + ")))\n", encoding="utf-8")
+    linecache.checkcache(str(path))
+    site, = prof.summary()["syncs"]["sites"]
+    assert (site["line"], site["code"], site["call"], site["kind"]) == (
+        2, "return float(t)", "float(t)", "synchronize")
+
+
+def test_a_sync_inside_the_standard_library_is_the_callers(tmp_path):
+    """copy.copy (pure Python, in the standard library) calls the object's
+    __copy__, which waits: the site is the user's line that called
+    copy.copy, not a line of copy.py."""
+
+    class Copied:
+        __copy__ = device_sync
+
+    with loopscope.profile() as prof:
+        line = sys._getframe().f_lineno + 1
+        copy.copy(Copied())
+    site, = prof.summary()["syncs"]["sites"]
+    assert (site["file"], site["line"], site["call"]) == (__file__, line, "copy.copy(Copied())")
+
+
+class Truthy:
+    """A tensor-like object whose truth value waits for the device."""
+    __bool__ = c_callable([("cudaDeviceSynchronize", WAIT_NS)], len, bool)
+
+
+# d[key] of a missing key calls the factory with no argument, from C: a
+# subscript that waits, with no Python frame of its own
+Lookup = functools.partial(collections.defaultdict, c_callable([("cudaDeviceSynchronize", WAIT_NS)]))
+nonzero = unique = c_callable([("cudaDeviceSynchronize", WAIT_NS)])  # as `from torch import nonzero`
+
+
+def test_the_kind_comes_from_the_syntax_around_the_wait():
+    """The API that waited is a device sync every time; what the user wrote
+    decides the kind: a truth test inside `and` or `not` is bool, a
+    subscript in the branch (not the test) of a conditional expression is
+    nonzero, and a bare call of a data-dependent function is nonzero."""
+    t, d = Truthy(), Lookup()
+    with loopscope.profile() as prof:
+        base = sys._getframe().f_lineno
+        a = t and 1
+        b = not t
+        c = d[0] if a else None
+        nonzero(c)
+        unique(b)
+    got = sorted((s["line"] - base, s["call"], s["kind"]) for s in prof.summary()["syncs"]["sites"])
+    assert got == [(1, "t", "bool"), (2, "t", "bool"), (3, "d[0]", "nonzero"),
+                   (4, "nonzero(c)", "nonzero"), (5, "unique(b)", "nonzero")]
+
+
+def test_a_truth_test_over_two_lines_shows_the_whole_tested_expression():
+    """`if` and `while` whose tested expression spans two lines: the site is
+    the statement's line, its text the whole tested expression."""
+    with loopscope.profile() as prof:
+        base = sys._getframe().f_lineno
+        if Truthy(
+        ):
+            pass
+        while Truthy(
+        ):
+            break
+    got = sorted((s["line"] - base, s["code"], s["call"], s["kind"])
+                 for s in prof.summary()["syncs"]["sites"])
+    assert got == [(1, "if Truthy(", "Truthy( )", "bool"), (4, "while Truthy(", "Truthy( )", "bool")]

@@ -21,8 +21,13 @@ from loopscope.demo import build, denoise_step
 
 
 def record(path: str, loop, steps: int, scheduled: bool = False, **options) -> None:
-    if scheduled:  # ProfilerStep#N ranges exist only with a schedule
-        options["schedule"] = torch.profiler.schedule(wait=0, warmup=1, active=steps)
+    plain = path[: -len(".gz")]
+    if scheduled:
+        # ProfilerStep#N ranges exist only with a schedule; a cycle's events
+        # are cleared when the next one begins, so the trace is written from
+        # on_trace_ready at the end of the one active cycle (repeat=1)
+        options["schedule"] = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+        options["on_trace_ready"] = lambda p: p.export_chrome_trace(plain)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **options) as p:
         for i in range(steps + (1 if scheduled else 0)):
             if scheduled:
@@ -30,10 +35,12 @@ def record(path: str, loop, steps: int, scheduled: bool = False, **options) -> N
                     loop(i)
             else:
                 loop(i)
+            if scheduled:
+                torch.cuda.synchronize()  # the step's kernels end inside its cycle
             p.step()
         torch.cuda.synchronize()
-    plain = path[: -len(".gz")]
-    p.export_chrome_trace(plain)
+    if not scheduled:
+        p.export_chrome_trace(plain)
     with open(plain, "rb") as src, gzip.open(path, "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     os.remove(plain)

@@ -232,6 +232,12 @@ def test_kernel_geometry_gives_fill_and_bad_geometry_leaves_it_unknown(tmp_path)
         (len(whats), whats.count("missing"), whats.count("bad"))
     assert geometry["why"] == "a grid side that is not an integer in CUDA's limits"
     assert summary["trace"]["skipped"] == {} and summary["gpu"]["kernels"] == len(whats)
+    report = loopscope.load(tmp_path / "g.json").report()
+    assert (f"Kernel fill unknown for {len(whats) - whats.count('ok')} of {len(whats)} kernels: "
+            f"{whats.count('missing')} without a launch geometry in the trace; "
+            f"{whats.count('bad')} with one that cannot be used (a grid side that is not an "
+            "integer in CUDA's limits)") in report
+    assert "Kernel fill unknown on GPU" not in report
 
 
 @pytest.mark.parametrize("props, facts, bad", [
@@ -251,6 +257,10 @@ def test_device_properties_that_are_missing_or_unusable(tmp_path, props, facts, 
     (device,) = summary["gpu"]["devices"]
     assert (device["sm_count"], device["max_threads_per_sm"]) == facts
     assert summary["trace"]["device_facts_not_understood"] == bad
+    report = loopscope.load(tmp_path / "d.json").report()
+    assert ("Kernel fill unknown on GPU 0: the trace's deviceProperties gives no SM count and "
+            "threads per SM for it" in report) == (None in facts)
+    assert (f"Device properties not understood: {bad} values" in report) == (bad > 0)
     if None in facts:
         assert summary["gpu"]["fill_pct"] is None and summary["gpu"]["fill_known_pct"] == 0.0
     else:

@@ -68,6 +68,8 @@ typedef struct {
     ls_json_string mangled, signature, arg_name, series;
     ls_number_arg numbers[MAX_COUNTER_ARGS]; /* numeric args, for counters */
     int number_count;
+    ls_tb_geometry geometry; /* a kernel's args grid, block, registers per
+                                thread and shared memory, as Kineto writes them */
 } ls_event;
 
 /* The key is the literal `word` (no escapes): a length check first. */
@@ -104,6 +106,52 @@ static int read_number_field(ls_json_cursor *c, ls_json_number *out, int *has)
     }
     *has = 0;
     return ls_json_skip_value(c, 1);
+}
+
+/* A number as a geometry value: the integer, or -1 when it is not one in
+ * [0, 2^62] (the builder checks the limits). */
+static int64_t geometry_value(const ls_json_number *n)
+{
+    uint64_t v;
+    return ls_json_number_uint(n, (uint64_t)1 << 62, &v) == 0 ? (int64_t)v : -1;
+}
+
+/* A geometry number (registers per thread, shared memory) into *out; any
+ * other value is skipped and reads as -1 (given, unusable). */
+static int read_geometry_number(ls_json_cursor *c, int64_t *out)
+{
+    ls_json_number n;
+    int has = 0;
+    int rc = read_number_field(c, &n, &has);
+    if (rc == LS_JSON_OK)
+        *out = has ? geometry_value(&n) : -1;
+    return rc;
+}
+
+/* A grid or block, [x, y, z], into out[3]; a value that is not a list of
+ * three numbers is skipped and reads as -1s.  The value is validated and
+ * consumed whole first, so the list is then read from complete text. */
+static int read_dims(ls_json_cursor *c, int64_t out[3])
+{
+    out[0] = out[1] = out[2] = -1;
+    int rc = ls_json_ws(c);
+    if (rc != LS_JSON_OK)
+        return rc;
+    const char *start = c->p;
+    if ((rc = ls_json_skip_value(c, 2)) != LS_JSON_OK || *start != '[')
+        return rc;
+    ls_json_cursor list = {start + 1, c->p, NULL};
+    int64_t v[3];
+    for (int i = 0; i < 3; i++) {
+        ls_json_number n;
+        if (ls_json_ws(&list) != LS_JSON_OK || ls_json_read_number(&list, &n) != LS_JSON_OK ||
+            ls_json_ws(&list) != LS_JSON_OK || *list.p != (i < 2 ? ',' : ']'))
+            return LS_JSON_OK; /* not three numbers: unusable */
+        list.p++;
+        v[i] = geometry_value(&n);
+    }
+    memcpy(out, v, sizeof v);
+    return LS_JSON_OK;
 }
 
 static int read_string_field(ls_json_cursor *c, ls_json_string *out, int *has)
@@ -190,6 +238,22 @@ static int arg_member(ls_json_cursor *c, const ls_json_string *key, ls_event *ev
         return read_string_field(c, &ev->arg_name, &ev->has_arg_name);
     if (key_is(key, "series"))
         return read_string_field(c, &ev->series, &ev->has_series);
+    if (key_is(key, "grid")) {
+        ev->geometry.given |= LS_TB_GRID;
+        return read_dims(c, ev->geometry.grid);
+    }
+    if (key_is(key, "block")) {
+        ev->geometry.given |= LS_TB_BLOCK;
+        return read_dims(c, ev->geometry.block);
+    }
+    if (key_is(key, "registers per thread")) {
+        ev->geometry.given |= LS_TB_REGISTERS;
+        return read_geometry_number(c, &ev->geometry.registers);
+    }
+    if (key_is(key, "shared memory")) {
+        ev->geometry.given |= LS_TB_SHARED;
+        return read_geometry_number(c, &ev->geometry.shared);
+    }
     int rc = ls_json_ws(c);
     if (rc != LS_JSON_OK)
         return rc;
@@ -601,7 +665,8 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
         if (cls == LS_TB_KERNEL && whole != NULL && (name = text_of(k, whole, &len)) == NULL)
             return -2;
         return ls_tbuild_op(b, kind, ts, end, device, stream, corr, cls == LS_TB_KERNEL ? name : NULL,
-                            len, bytes, copy_kind, host) ? -2 : 0;
+                            len, bytes, copy_kind, host,
+                            cls == LS_TB_KERNEL ? &ev->geometry : NULL) ? -2 : 0;
     }
     case LS_TB_RUNTIME:
     case LS_TB_DRIVER: {

@@ -8,7 +8,9 @@
  *
  * What each event becomes: kernel / gpu_memcpy / gpu_memset -> ops (device
  * from args.device or pid, stream from args.stream or tid, launch from
- * args.correlation); cuda_runtime / cuda_driver -> API calls (and calls
+ * args.correlation; a kernel's launch geometry from args.grid and
+ * args.block, [x, y, z], "registers per thread" and "shared memory", kept
+ * or counted as ls_tbuild_op says); cuda_runtime / cuda_driver -> API calls (and calls
  * that may wait, by name); user_annotation -> ranges; python_function and
  * cpu_op -> stack frames; cuda_sync -> host syncs; "C" counters -> counter
  * points when a value names a known figure; "i" instants of category

@@ -314,7 +314,8 @@ static PyMethodDef core_methods[] = {
     {"_trace_feed", (PyCFunction)(void (*)(void))ls_trace_feed, METH_FASTCALL,
      "_trace_feed(reader, data, final): Kineto JSON bytes, in order."},
     {"_trace_add", (PyCFunction)(void (*)(void))ls_trace_add, METH_FASTCALL,
-     "_trace_add(reader, kind, rows) -> rows read: table rows (Nsight Systems)."},
+     "_trace_add(reader, kind, rows) -> rows read: table rows (Nsight Systems), or \"device\" "
+     "rows of SM figures (any trace)."},
     {"_trace_members", ls_trace_members, METH_O, "{top-level key: raw JSON bytes}."},
     {"_trace_settle", (PyCFunction)(void (*)(void))ls_trace_settle, METH_VARARGS | METH_KEYWORDS,
      "_trace_settle(reader, base_ns, device, own_export=False, span=None)."},

@@ -91,9 +91,68 @@ static int times_ok(int64_t start, int64_t end)
     return start > -TIME_LIMIT && end < TIME_LIMIT && end >= start;
 }
 
+/* The checks of ls_tbuild_op's geometry: NULL when `g` can be kept, or why
+ * not (the text of geometry_why). */
+static const char *geometry_problem(const ls_tb_geometry *g)
+{
+    static const int64_t grid_limits[3] = {UINT32_MAX, UINT16_MAX, UINT16_MAX};
+    static const int64_t block_limits[3] = {1024, 1024, 64};
+    for (int i = 0; i < 3; i++) {
+        if ((g->given & LS_TB_GRID) && (g->grid[i] < 1 || g->grid[i] > grid_limits[i]))
+            return "a grid side that is not an integer in CUDA's limits";
+        if ((g->given & LS_TB_BLOCK) && (g->block[i] < 1 || g->block[i] > block_limits[i]))
+            return "a block side that is not an integer in CUDA's limits (1024, 1024, 64)";
+    }
+    if ((g->given & LS_TB_REGISTERS) && (g->registers < 0 || g->registers > 255))
+        return "registers per thread that are not an integer from 0 to 255";
+    if ((g->given & LS_TB_SHARED) && (g->shared < 0 || g->shared > UINT32_MAX))
+        return "shared memory that is not an integer from 0 to 2^32 - 1 bytes";
+    return NULL;
+}
+
+/* Puts a kernel's geometry on `op` when it can be kept whole; counts it. */
+static void set_geometry(ls_tbuild *b, ls_op *op, const ls_tb_geometry *g)
+{
+    b->kernels++;
+    const char *problem = g ? geometry_problem(g) : NULL;
+    if (problem != NULL) {
+        b->geometry_bad++;
+        if (b->geometry_why[0] == '\0')
+            snprintf(b->geometry_why, sizeof b->geometry_why, "%s", problem);
+        return;
+    }
+    if (g == NULL || (g->given & (LS_TB_GRID | LS_TB_BLOCK)) != (LS_TB_GRID | LS_TB_BLOCK)) {
+        b->geometry_missing++;
+        return;
+    }
+    op->grid_x = (uint32_t)g->grid[0];
+    op->grid_y = (uint16_t)g->grid[1];
+    op->grid_z = (uint16_t)g->grid[2];
+    op->block_x = (uint16_t)g->block[0];
+    op->block_y = (uint16_t)g->block[1];
+    op->block_z = (uint16_t)g->block[2];
+    op->registers = (g->given & LS_TB_REGISTERS) ? (uint16_t)g->registers : 0;
+    op->shared_bytes = (g->given & LS_TB_SHARED) ? (uint32_t)g->shared : 0;
+}
+
+void ls_tbuild_device(ls_tbuild *b, uint32_t device, const int64_t facts[5])
+{
+    uint32_t v[5];
+    for (int i = 0; i < 5; i++) {
+        int usable = facts[i] >= 0 && facts[i] <= UINT32_MAX;
+        v[i] = usable ? (uint32_t)facts[i] : 0;
+        b->facts_bad += !usable;
+    }
+    ls_device_facts f = {device, v[0], v[1], v[2], v[3], v[4]};
+    if (ls_records_set_device(&b->rec, &f) != 0)
+        for (int i = 0; i < 5; i++)
+            b->facts_bad += v[i] != 0;
+}
+
 int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t device,
                  uint32_t stream, uint32_t correlation, const char *name, size_t name_len,
-                 uint64_t bytes, uint8_t copy_kind, uint8_t host_memory)
+                 uint64_t bytes, uint8_t copy_kind, uint8_t host_memory,
+                 const ls_tb_geometry *geometry)
 {
     if (!times_ok(start, end))
         return 0;
@@ -112,6 +171,8 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
     op->kind = (uint8_t)kind;
     op->copy_kind = copy_kind;
     op->host_memory = host_memory;
+    if (kind == LS_OP_KERNEL)
+        set_geometry(b, op, geometry);
     return 0;
 }
 

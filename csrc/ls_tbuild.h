@@ -85,6 +85,10 @@ typedef struct {
     uint8_t *api_domain;
     size_t api_cache;
     uint64_t seen[LS_TB_CLASSES], skipped[LS_TB_CLASSES];
+    uint64_t kernels;          /* kernels added (ls_tbuild_op) */
+    uint64_t geometry_missing, geometry_bad; /* of them: no geometry kept, and why */
+    char geometry_why[LS_TB_REASON];         /* the first reason one was bad */
+    uint64_t facts_bad;        /* device facts left unknown (ls_tbuild_device) */
     char why[LS_TB_CLASSES][LS_TB_REASON]; /* the first reason a class was skipped */
     int failed;                /* memory ran out */
     int settled;
@@ -105,10 +109,38 @@ static inline void ls_tbuild_seen(ls_tbuild *b, ls_tb_class c) { b->seen[c]++; }
 /* Counts a skipped event and keeps the first reason per class. */
 void ls_tbuild_skip(ls_tbuild *b, ls_tb_class c, const char *reason);
 
-/* kind: LS_OP_*.  copy_kind/host_memory as in ls_op. */
+/* A kernel's launch geometry as a file gives it, before any check: the
+ * parts present (LS_TB_GRID, ...) and their values, -1 for a value that
+ * is not a non-negative integer (a grid side of "x", 2.5, a list of two). */
+enum { LS_TB_GRID = 1, LS_TB_BLOCK = 2, LS_TB_REGISTERS = 4, LS_TB_SHARED = 8 };
+typedef struct {
+    int64_t grid[3], block[3];
+    int64_t registers; /* per thread */
+    int64_t shared;    /* static + dynamic shared memory per block, bytes */
+    unsigned given;    /* LS_TB_* bits */
+} ls_tb_geometry;
+
+/* kind: LS_OP_*.  copy_kind/host_memory as in ls_op.  geometry: a kernel's
+ * (NULL: none given).  It is kept only whole: grid and block given, every
+ * side within CUDA's limits (grid x <= 2^32 - 1, y and z <= 65535; block x
+ * and y <= 1024, z <= 64; all >= 1), registers <= 255 and shared memory <
+ * 2^32 when given (absent: 0, no limit of theirs).  Otherwise the kernel
+ * keeps no geometry, so its fill stays unknown, and is counted in
+ * geometry_missing (grid or block absent) or geometry_bad (a part given
+ * but unusable; the first reason in geometry_why); never an error. */
 int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t device,
                  uint32_t stream, uint32_t correlation, const char *name, size_t name_len,
-                 uint64_t bytes, uint8_t copy_kind, uint8_t host_memory);
+                 uint64_t bytes, uint8_t copy_kind, uint8_t host_memory,
+                 const ls_tb_geometry *geometry);
+
+/* What a file says of device `device` (Kineto's deviceProperties, Nsight
+ * Systems' TARGET_INFO_GPU): SMs, threads, blocks, registers and shared
+ * bytes per SM, in the order of ls_device_facts; 0 where the file does not
+ * say.  A value that is negative (the reader's mark for an unusable one)
+ * or above 2^32 - 1 is left unknown and counted in facts_bad; so are the
+ * values of a device past the LS_MAX_DEVICE_FACTS first.  Later facts
+ * of a device replace earlier ones.  Never fails. */
+void ls_tbuild_device(ls_tbuild *b, uint32_t device, const int64_t facts[5]);
 
 /* A runtime (driver = 0) or driver API call; has_correlation 0 when the
  * file gave none (it then launches nothing). */

@@ -578,6 +578,22 @@ static void name_texts_free(ls_name_texts *t)
     free(t->at);
 }
 
+/* A kernel's launch geometry as Kineto writes it (args grid, block,
+ * registers per thread, shared memory), when its grid and block are known:
+ * a reader keeps a geometry only whole. */
+static void put_geometry(ls_out *out, const ls_op *op)
+{
+    if (!op->grid_x || !op->grid_y || !op->grid_z || !op->block_x || !op->block_y ||
+        !op->block_z)
+        return;
+    /* two pieces: each stays well inside putf's 127 bytes */
+    putf(out, ",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u]", op->grid_x, (unsigned)op->grid_y,
+         (unsigned)op->grid_z, (unsigned)op->block_x, (unsigned)op->block_y,
+         (unsigned)op->block_z);
+    putf(out, ",\"registers per thread\":%u,\"shared memory\":%u", (unsigned)op->registers,
+         op->shared_bytes);
+}
+
 static void ops(ls_out *out, const ls_records *r, const ls_trace_options *o,
                 const ls_launch_index *x, const ls_name_texts *names)
 {
@@ -617,6 +633,8 @@ static void ops(ls_out *out, const ls_records *r, const ls_trace_options *o,
             PUT_TEXT(out, ",\"bytes\":");
             put_u64(out, op->bytes);
         }
+        if (op->kind == LS_OP_KERNEL)
+            put_geometry(out, op);
         if (k < o->name_count)
             put(out, names->text.text + names->at[3 * k + 1],
                 names->at[3 * k + 2] - names->at[3 * k + 1]);

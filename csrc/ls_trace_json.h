@@ -18,9 +18,11 @@
  *   the sync's args; the chosen record of each correlation id (as the
  *   model matches launches) that launched an op starts a flow arrow ("s");
  * - each GPU op (category kernel, gpu_memcpy or gpu_memset, one track per
- *   stream; args correlation, device, stream, bytes, and a kernel's
- *   whole name), followed by the end of its flow arrow ("f", bp "e", at
- *   its start) when its launch call is in the trace;
+ *   stream; args correlation, device, stream, bytes, a kernel's launch
+ *   geometry as Kineto writes it ("grid": [x, y, z], "block": [x, y, z],
+ *   "registers per thread", "shared memory"; only when its grid and block
+ *   are known) and its whole name), followed by the end of its flow arrow
+ *   ("f", bp "e", at its start) when its launch call is in the trace;
  * - the sync records (category cuda_sync, on the sync-record lane);
  * - the warning and severe gaps (category gap, each GPU's gaps lane);
  * - the PM samples as counter events ("C") on the sampled GPU's process,

@@ -5,7 +5,9 @@
  *
  *   r = _trace_reader()
  *   _trace_feed(r, chunk, final)       Kineto JSON bytes (GIL released)
- *   _trace_add(r, kind, rows)          rows of a table (Nsight Systems)
+ *   _trace_add(r, kind, rows)          rows of a table (Nsight Systems), or
+ *                                      "device" rows (id, SMs, threads, blocks,
+ *                                      registers, shared bytes per SM)
  *   _trace_members(r)                  {top-level key: raw JSON bytes}
  *   _trace_settle(r, base_ns, device, own_export=False, span=None)
  *                                      one clock, ranges nested, stacks
@@ -178,33 +180,81 @@ static const char *row_text(PyObject *row, Py_ssize_t i, Py_ssize_t *len, int *b
 }
 
 typedef enum { R_KERNEL, R_MEMCPY, R_MEMSET, R_RUNTIME, R_DRIVER, R_SYNC, R_RANGE, R_FRAME,
-               R_POINT, R_KINDS } ls_row_kind;
+               R_POINT, R_DEVICE, R_KINDS } ls_row_kind;
 
 static const char *const row_kind_names[R_KINDS] = {"kernel", "memcpy", "memset", "runtime",
-                                                    "driver", "sync", "range", "frame", "point"};
-static const Py_ssize_t row_widths[R_KINDS] = {9, 9, 9, 5, 5, 5, 4, 4, 5};
+                                                    "driver", "sync", "range", "frame", "point",
+                                                    "device"};
+#define MAX_ROW 17
+static const Py_ssize_t row_widths[R_KINDS] = {17, 9, 9, 5, 5, 5, 4, 4, 5, 6};
 static const ls_tb_class row_classes[R_KINDS] = {
     LS_TB_KERNEL, LS_TB_MEMCPY, LS_TB_MEMSET, LS_TB_RUNTIME, LS_TB_DRIVER, LS_TB_SYNC,
-    LS_TB_ANNOTATION, LS_TB_PYTHON, LS_TB_COUNTER};
+    LS_TB_ANNOTATION, LS_TB_PYTHON, LS_TB_COUNTER, LS_TB_METADATA};
+
+/* A value of row items from..from+n: as given, 0 for None (not given), -1
+ * for an int beyond 64 bits (given, unusable); the bit i of the result:
+ * item from + i was given. */
+static unsigned given_values(PyObject *row, Py_ssize_t from, int n, const long long *v,
+                             const int *has, int64_t *out)
+{
+    unsigned given = 0;
+    for (int i = 0; i < n; i++) {
+        int present = PyTuple_GET_ITEM(row, from + i) != Py_None;
+        out[i] = !present ? 0 : has[from + i] ? (int64_t)v[from + i] : -1;
+        given |= (unsigned)present << i;
+    }
+    return given;
+}
+
+/* Items 9..16 of a kernel row: gridX/Y/Z, blockX/Y/Z, registers per thread,
+ * shared memory per block (None where the table has no such column). */
+static void row_geometry(PyObject *row, const long long *v, const int *has, ls_tb_geometry *g)
+{
+    int64_t values[8];
+    unsigned given = given_values(row, 9, 8, v, has, values);
+    memset(g, 0, sizeof *g);
+    memcpy(g->grid, values, sizeof g->grid);
+    memcpy(g->block, values + 3, sizeof g->block);
+    g->registers = values[6];
+    g->shared = values[7];
+    /* a grid or block with a side missing is unusable, not absent */
+    for (int i = 0; i < 3; i++) {
+        if ((given & 7) && !((given >> i) & 1))
+            g->grid[i] = -1;
+        if ((given & 070) && !((given >> (3 + i)) & 1))
+            g->block[i] = -1;
+    }
+    g->given = ((given & 7) ? LS_TB_GRID : 0) | ((given & 070) ? LS_TB_BLOCK : 0) |
+               ((given & 0100) ? LS_TB_REGISTERS : 0) | ((given & 0200) ? LS_TB_SHARED : 0);
+}
 
 /* One row: 0 (added or skipped with a reason), -1 with an exception. */
 static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
 {
     ls_tb_class cls = row_classes[kind];
-    long long v[9] = {0};
-    int has[9] = {0};
+    long long v[MAX_ROW] = {0};
+    int has[MAX_ROW] = {0};
     Py_ssize_t width = row_widths[kind];
     if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != width) {
         PyErr_Format(PyExc_TypeError, "a %s row must be a tuple of %zd items, got %R",
                      row_kind_names[kind], width, row);
         return -1;
     }
-    static const int text_at[R_KINDS] = {5, 5, 5, 4, 4, -1, 3, 3, 2};
+    static const int text_at[R_KINDS] = {5, 5, 5, 4, 4, -1, 3, 3, 2, -1};
     for (Py_ssize_t i = 0; i < width; i++) {
         if (i == text_at[kind] || (kind == R_POINT && (i == 3 || i == 4)))
             continue;
         if (row_int(row, i, &v[i], &has[i]) != 0)
             return -1;
+    }
+    if (kind == R_DEVICE) { /* facts, not an event: never skipped */
+        int64_t facts[5];
+        given_values(row, 1, 5, v, has, facts);
+        if (has[0] && v[0] >= 0 && v[0] <= 0xFFFF)
+            ls_tbuild_device(b, (uint32_t)v[0], facts);
+        else
+            b->facts_bad += 5;
+        return 0;
     }
     ls_tbuild_seen(b, cls);
     if (!has[0] || !has[1]) {
@@ -221,6 +271,7 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
     if (bad)
         return -1;
     int rc = 0;
+    ls_tb_geometry geometry;
     switch (kind) {
     case R_KERNEL:
     case R_MEMCPY:
@@ -229,12 +280,15 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
             ls_tbuild_skip(b, cls, "no usable device or stream");
             return 0;
         }
+        if (kind == R_KERNEL)
+            row_geometry(row, v, has, &geometry);
         rc = ls_tbuild_op(b, kind == R_KERNEL ? LS_OP_KERNEL : kind == R_MEMCPY ? LS_OP_MEMCPY
                                                                                : LS_OP_MEMSET,
                           v[0], v[1], (uint32_t)v[2], (uint32_t)v[3],
                           has[4] && v[4] >= 0 ? (uint32_t)v[4] : 0, text, (size_t)len,
                           has[6] && v[6] > 0 ? (uint64_t)v[6] : 0,
-                          has[7] ? (uint8_t)v[7] : 0, has[8] ? (uint8_t)v[8] : 0);
+                          has[7] ? (uint8_t)v[7] : 0, has[8] ? (uint8_t)v[8] : 0,
+                          kind == R_KERNEL ? &geometry : NULL);
         break;
     case R_RUNTIME:
     case R_DRIVER:
@@ -421,8 +475,11 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
             Py_CLEAR(devices);
         Py_XDECREF(v);
     }
+    PyObject *geometry = ls_py_dict_of(
+        4, "kernels", U64(b->kernels), "missing", U64(b->geometry_missing), "bad",
+        U64(b->geometry_bad), "why", ls_py_text_or_none(b->geometry_why[0] ? b->geometry_why : NULL));
     return ls_py_dict_of(
-        17, "frames_dropped", U64(b->frames_dropped), "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
+        19, "kernel_geometry", geometry, "facts_bad", U64(b->facts_bad), "frames_dropped", U64(b->frames_dropped), "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
         PyLong_FromLongLong(b->offset_ns), "shift_ns", U64(b->shift_ns), "frames_used",
         U64(b->frames_used), "devices", devices, "ops", U64(b->rec.ops.count), "apis",
         U64(b->rec.apis.count), "calls", U64(b->rec.calls.count), "ranges",

@@ -5,8 +5,8 @@ the host time between them, memory calls, pageable host-to-device copies,
 the signature of the step's GPU work), and the idle time each sync caused.
 
 Every expected number is worked out here from the injected records by a
-few lines of plain Python (fill_of below is the rule of csrc/ls_kernels.h,
-written again)."""
+few lines of plain Python (fill_rule.fill_of is the rule of
+csrc/ls_kernels.h, written again)."""
 from __future__ import annotations
 
 import functools
@@ -14,6 +14,7 @@ import itertools
 
 import pytest
 
+import fill_rule
 import loopscope
 from loopscope import _core
 
@@ -24,18 +25,9 @@ MEMCPY_HTOD, PAGEABLE, PINNED = 1, 1, 2
 def fill_of(grid, block, registers=0, shared=0, device=H200):
     """The share of the device's block slots the grid can occupy at once."""
     _, sms, threads_per_sm, blocks_per_sm, regs_per_sm, shared_per_sm = device
-    blocks = grid[0] * grid[1] * grid[2]
-    threads = block[0] * block[1] * block[2]
-    warp_threads = -(-threads // 32) * 32
-    per_sm = [threads_per_sm // warp_threads]
-    if blocks_per_sm:
-        per_sm.append(blocks_per_sm)
-    if registers and regs_per_sm:
-        per_sm.append(regs_per_sm // (registers * warp_threads))
-    if shared and shared_per_sm:
-        per_sm.append(shared_per_sm // shared)
-    slots = max(1, min(per_sm)) * sms
-    return min(blocks, slots) / slots
+    return fill_rule.fill_of(grid, block, registers, shared, sms=sms,
+                             threads_per_sm=threads_per_sm, blocks_per_sm=blocks_per_sm,
+                             regs_per_sm=regs_per_sm, shared_per_sm=shared_per_sm)
 
 
 def kernel(start, end, corr, name, grid=None, block=None, registers=0, shared=0, stream=7):

@@ -225,10 +225,36 @@ def test_random_bytes_never_crash(tmp_path, data):
                     lambda inner: st.lists(inner, max_size=4)
                     | st.dictionaries(st.sampled_from(["ph", "cat", "ts", "dur", "pid", "tid",
                                                        "args", "name", "device", "stream",
-                                                       "correlation", "x"]), inner, max_size=5),
+                                                       "correlation", "x", "grid", "block",
+                                                       "registers per thread",
+                                                       "shared memory"]), inner, max_size=5),
                     max_leaves=30))
 def test_random_json_values_never_crash(tmp_path, value):
     doc = {"traceEvents": value if isinstance(value, list) else [value]}
     summary = _analyze_bytes(tmp_path, json.dumps(doc).encode(), "j.json")
     assert summary is not None  # valid JSON with a traceEvents list is a trace, maybe empty
     assert summary["gaps"] is None or summary["gaps"]["count"] >= 0
+
+
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+                       lambda inner: st.lists(inner, max_size=4), max_leaves=6)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(["grid", "block", "registers per thread", "shared memory"]),
+                       _VALUES),
+       st.dictionaries(st.sampled_from(["id", "name", "numSms", "maxThreadsPerMultiprocessor",
+                                        "maxBlocksPerMultiProcessor", "regsPerMultiprocessor",
+                                        "sharedMemPerMultiprocessor"]), _VALUES))
+def test_any_kernel_geometry_or_device_properties_never_crash(tmp_path, geometry, props):
+    """Whatever a file puts in a kernel's geometry or the device properties,
+    the kernel is read (its fill known or not, never an error)."""
+    event = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, "dur": 2,
+             "args": {"correlation": 1, "device": 0, "stream": 7, **geometry}}
+    doc = {"traceEvents": [event], "deviceProperties": [props]}
+    text = json.dumps(doc, allow_nan=True).encode()
+    summary = _analyze_bytes(tmp_path, text, "g.json")
+    assert summary is not None and summary["gpu"]["kernels"] == 1
+    kept = summary["trace"]["kernel_geometry"]
+    assert kept["kernels"] == 1 and kept["missing"] + kept["bad"] <= 1
+    assert summary["gpu"]["fill_known_pct"] in (0.0, 100.0)

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import fill_rule
 import loopscope
 from trace_fixtures import check_summary, expected, make_events, trace_doc, us, write
 
@@ -174,6 +175,98 @@ def test_events_with_missing_fields_are_counted_skipped_and_reported(tmp_path):
     good = [e for e in events if e not in kernels[:2] and e is not runtime]  # skipped there too
     exp = expected(json.dumps(trace_doc(good)))
     check_summary(summary, exp)
+
+
+# (args of a kernel, what its fill should be: "ok", "missing" or "bad")
+GEOMETRIES = [
+    ({"grid": [64, 1, 1], "block": [256, 1, 1], "registers per thread": 32,
+      "shared memory": 0}, "ok"),
+    ({"grid": [4, 22, 1], "block": [384, 1, 1], "registers per thread": 168,
+      "shared memory": 231868}, "ok"),
+    ({"grid": [50, 1, 1], "block": [32, 4, 1]}, "ok"),          # ROCm-style: no registers
+    ({}, "missing"),                                             # an old trace
+    ({"grid": [64, 1, 1], "registers per thread": 32}, "missing"),  # no block
+    ({"grid": [64, 1], "block": [256, 1, 1]}, "bad"),           # two sides
+    ({"grid": "64x1x1", "block": [256, 1, 1]}, "bad"),
+    ({"grid": [64, "1", 1], "block": [256, 1, 1]}, "bad"),
+    ({"grid": [64, 1, 1], "block": [2048, 1, 1]}, "bad"),       # beyond CUDA's 1024
+    ({"grid": [0, 1, 1], "block": [256, 1, 1]}, "bad"),
+    ({"grid": [2.5, 1, 1], "block": [256, 1, 1]}, "bad"),
+    ({"grid": [64, 1, 1], "block": [256, 1, 1], "registers per thread": 300}, "bad"),
+    ({"grid": [64, 1, 1], "block": [256, 1, 1], "shared memory": -1}, "bad"),
+    ({"grid": [64, 1, 1], "block": [256, 1, 1], "shared memory": None}, "bad"),
+    ({"grid": [[64], 1, 1], "block": [256, 1, 1]}, "bad"),
+    ({"grid": [64, 1, 1], "block": {"x": 256}}, "bad"),
+]
+DEVICE = {"numSms": 132, "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536,
+          "sharedMemPerMultiprocessor": 233472}
+
+
+def test_kernel_geometry_gives_fill_and_bad_geometry_leaves_it_unknown(tmp_path):
+    """Each kernel's fill comes from its grid, block, registers and shared
+    memory against the deviceProperties; a kernel whose geometry is missing
+    or unusable keeps an unknown fill, is counted with the first reason, and
+    never stops the reading."""
+    events, kernels = [], []
+    for i, (args, what) in enumerate(GEOMETRIES):
+        dur = 1_000 * (i + 1)
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7,
+                       "ts": us(10_000 * i), "dur": us(dur),
+                       "args": {"correlation": i + 1, "device": 0, "stream": 7, **args}})
+        fill = None
+        if what == "ok":
+            fill = fill_rule.fill_of(args["grid"], args["block"],
+                                     args.get("registers per thread", 0),
+                                     args.get("shared memory", 0), sms=132, threads_per_sm=2048,
+                                     regs_per_sm=65536, shared_per_sm=233472)
+        kernels.append((dur, fill))
+    doc = trace_doc(events)
+    doc["deviceProperties"][0].update(DEVICE)
+    summary = loopscope.analyze(write(tmp_path / "g.json", doc))
+    fill_pct, known_pct = fill_rule.weighted_fill_pct(kernels)
+    assert summary["gpu"]["fill_pct"] == pytest.approx(fill_pct, abs=0.01)
+    assert summary["gpu"]["fill_known_pct"] == pytest.approx(known_pct, abs=0.01)
+    whats = [w for _, w in GEOMETRIES]
+    geometry = summary["trace"]["kernel_geometry"]
+    assert (geometry["kernels"], geometry["missing"], geometry["bad"]) == \
+        (len(whats), whats.count("missing"), whats.count("bad"))
+    assert geometry["why"] == "a grid side that is not an integer in CUDA's limits"
+    assert summary["trace"]["skipped"] == {} and summary["gpu"]["kernels"] == len(whats)
+    report = loopscope.load(tmp_path / "g.json").report()
+    assert (f"Kernel fill unknown for {len(whats) - whats.count('ok')} of {len(whats)} kernels: "
+            f"{whats.count('missing')} without a launch geometry in the trace; "
+            f"{whats.count('bad')} with one that cannot be used (a grid side that is not an "
+            "integer in CUDA's limits)") in report
+    assert "Kernel fill unknown on GPU" not in report
+
+
+@pytest.mark.parametrize("props, facts, bad", [
+    ({}, (None, None), 0),                                        # names only: no fill
+    ({"numSms": "132", "maxThreadsPerMultiprocessor": 2048}, (None, 2048), 1),
+    ({"numSms": True, "maxThreadsPerMultiprocessor": -5}, (None, None), 2),
+    ({"numSms": 2**70, "maxThreadsPerMultiprocessor": 2048.0}, (None, None), 2),
+    ({"numSms": 132, "maxThreadsPerMultiProcessor": 1536}, (132, 1536), 0),  # either spelling
+])
+def test_device_properties_that_are_missing_or_unusable(tmp_path, props, facts, bad):
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 5,
+               "args": {"correlation": 1, "device": 0, "stream": 7, "grid": [8, 1, 1],
+                        "block": [128, 1, 1]}}]
+    doc = trace_doc(events)
+    doc["deviceProperties"] = [{"id": 0, "name": "Test GPU 0", **props}]
+    summary = loopscope.analyze(write(tmp_path / "d.json", doc))
+    (device,) = summary["gpu"]["devices"]
+    assert (device["sm_count"], device["max_threads_per_sm"]) == facts
+    assert summary["trace"]["device_facts_not_understood"] == bad
+    report = loopscope.load(tmp_path / "d.json").report()
+    assert ("Kernel fill unknown on GPU 0: the trace's deviceProperties gives no SM count and "
+            "threads per SM for it" in report) == (None in facts)
+    assert (f"Device properties not understood: {bad} values" in report) == (bad > 0)
+    if None in facts:
+        assert summary["gpu"]["fill_pct"] is None and summary["gpu"]["fill_known_pct"] == 0.0
+    else:
+        assert summary["gpu"]["fill_pct"] == pytest.approx(
+            100 * fill_rule.fill_of((8, 1, 1), (128, 1, 1), sms=facts[0],
+                                    threads_per_sm=facts[1]), abs=0.01)
 
 
 def test_a_trace_with_no_gpu_events_says_so(tmp_path):

@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+import fill_rule
 import loopscope
 from trace_fixtures import check_summary, figures
 
@@ -43,6 +44,7 @@ CREATE TABLE TARGET_INFO_GPU_METRICS (typeName TEXT NOT NULL, sourceId INT NOT N
 CREATE TABLE GPU_METRICS (timestamp INT, typeId INT NOT NULL, metricId INT NOT NULL,
     value INT NOT NULL);
 """
+SCHEMA_TABLES = [s.split("TABLE")[1].split("(")[0].strip() for s in SCHEMA.split(";") if s.strip()]
 TID = (4242 << 24) | 4242  # globalTid: PID << 24 | TID
 PUSH_POP = 59
 
@@ -239,3 +241,74 @@ def test_multi_device_export_and_device_option(tmp_path):
     check_summary(both, figures(ex.ops, ex.launches, []))
     one = loopscope.analyze(ex.path, device=1)
     check_summary(one, figures([o for o in ex.ops if o[0] == 1], ex.launches, []))
+
+
+def test_kernel_geometry_and_gpu_facts_give_fill(tmp_path):
+    """gridX/Y/Z, blockX/Y/Z, registersPerThread and static + dynamic shared
+    memory of each kernel row against TARGET_INFO_GPU's SM figures (threads
+    per SM: maxWarpsPerSm x threadsPerWarp) give the fill, as plain Python
+    computes it here; rows without geometry, or with values that cannot be
+    one (NULL block, text, a block of 2048), keep an unknown fill and are
+    counted, never an error."""
+    ex = Export(tmp_path / "g.sqlite", tables=set(SCHEMA_TABLES) - {"TARGET_INFO_GPU"})
+    ex.db.execute("CREATE TABLE TARGET_INFO_GPU (vmId INT, id INT, name TEXT, smCount INT, "
+                  "cuDevice INT, maxShmemPerSm INT, maxRegistersPerSm INT, threadsPerWarp INT, "
+                  "maxWarpsPerSm INT, maxBlocksPerSm INT)")
+    ex.db.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 0, 'NVIDIA H200', 132, 0, 233472, "
+                  "65536, 32, 64, 32)")
+    for column in ("staticSharedMemory", "dynamicSharedMemory"):
+        ex.db.execute(f"ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN {column} INT")
+    shapes = [  # (grid, block, registers, static, dynamic shared), and its fate
+        (((64, 1, 1), (256, 1, 1), 32, 0, 0), "ok"),
+        (((4, 22, 1), (384, 1, 1), 168, 200_000, 31_868), "ok"),
+        (((4096, 2, 1), (256, 1, 1), 40, 1_024, 0), "ok"),
+        (((1, 1, 1), (33, 1, 1), 255, 0, None), "ok"),          # no dynamic: shared unknown
+        (((None, None, None), (None, None, None), None, None, None), "missing"),
+        (((64, 1, 1), (None, 1, 1), 32, 0, 0), "bad"),           # a side missing
+        (((64, 1, 1), (2048, 1, 1), 32, 0, 0), "bad"),
+        ((("many", 1, 1), (256, 1, 1), 32, 0, 0), "bad"),        # text in an INT column
+        (((64, 1, 1), (256, 1, 1), 32, -8, 0), "bad"),
+    ]
+    sid = ex.string("void k(float*)")
+    kernels = []
+    for i, ((grid, block, regs, static, dynamic), fate) in enumerate(shapes):
+        start, end = 10_000 * i, 10_000 * i + 1_000 * (i + 1)
+        ex.db.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
+            "correlationId, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, "
+            "blockZ, registersPerThread, staticSharedMemory, dynamicSharedMemory) VALUES "
+            "(?,?,0,1,7,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (start, end, i + 1, sid, sid, *grid, *block, regs, static, dynamic))
+        shared = static + dynamic if dynamic is not None else 0
+        fill = fill_rule.fill_of(grid, block, regs, shared, sms=132, threads_per_sm=64 * 32,
+                                 blocks_per_sm=32, regs_per_sm=65536,
+                                 shared_per_sm=233472) if fate == "ok" else None
+        kernels.append((end - start, fill))
+    ex.close()
+    summary = loopscope.analyze(ex.path)
+    fill_pct, known_pct = fill_rule.weighted_fill_pct(kernels)
+    assert summary["gpu"]["fill_pct"] == pytest.approx(fill_pct, abs=0.01)
+    assert summary["gpu"]["fill_known_pct"] == pytest.approx(known_pct, abs=0.01)
+    (device,) = summary["gpu"]["devices"]
+    assert (device["name"], device["sm_count"], device["max_threads_per_sm"]) == \
+        ("NVIDIA H200", 132, 2048)
+    fates = [f for _, f in shapes]
+    geometry = summary["trace"]["kernel_geometry"]
+    assert (geometry["kernels"], geometry["missing"], geometry["bad"]) == \
+        (len(fates), fates.count("missing"), fates.count("bad"))
+    assert "block side" in geometry["why"]
+
+
+def test_gpu_facts_that_cannot_be_used_leave_fill_unknown(tmp_path):
+    ex = seed_style_export(tmp_path / "r.sqlite", steps=1)
+    ex.db.execute("DROP TABLE TARGET_INFO_GPU")
+    ex.db.execute("CREATE TABLE TARGET_INFO_GPU (cuDevice INT, name TEXT, smCount INT, "
+                  "maxWarpsPerSm INT, threadsPerWarp INT)")
+    ex.db.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H200', 'many', 64, 32.5)")
+    ex.close()
+    summary = loopscope.analyze(ex.path)
+    (device,) = summary["gpu"]["devices"]
+    assert (device["sm_count"], device["max_threads_per_sm"]) == (None, None)
+    assert summary["trace"]["device_facts_not_understood"] == 2
+    assert summary["gpu"]["fill_pct"] is None and summary["gpu"]["fill_known_pct"] == 0.0
+    assert summary["trace"]["kernel_geometry"]["missing"] == 0  # the kernels have their grids

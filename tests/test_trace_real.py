@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import fill_rule
 import loopscope
 from trace_fixtures import check_summary, expected
 
@@ -96,3 +97,43 @@ def test_annotations_as_steps_on_a_real_trace(tmp_path):
                if e.get("cat") == "kernel"]
     assert [s["kernels"] for s in summary["steps"]] == [
         sum(1 for t in kernels if t is not None and a <= t <= b) for a, b in windows]
+
+
+@pytest.mark.parametrize("name", ["demo_eager.json.gz", "demo_graph.json.gz"])
+def test_kernel_fill_from_the_trace_geometry(name):
+    """Kineto writes each kernel's grid, block, registers per thread and
+    shared memory, and the device's SM figures in deviceProperties: the
+    fill comes from them (no blocks-per-SM figure in Kineto's properties:
+    that limit is left out), as plain Python computes it here."""
+    data = json.loads(gzip.decompress((DATA / name).read_bytes()))
+    (props,) = data["deviceProperties"]
+    assert "maxBlocksPerMultiProcessor" not in props and "maxBlocksPerMultiprocessor" not in props
+    kernels = []
+    for e in data["traceEvents"]:
+        if e.get("cat") == "kernel":
+            a = e["args"]
+            fill = fill_rule.fill_of(
+                a["grid"], a["block"], a["registers per thread"], a["shared memory"],
+                sms=props["numSms"], threads_per_sm=props["maxThreadsPerMultiprocessor"],
+                regs_per_sm=props["regsPerMultiprocessor"],
+                shared_per_sm=props["sharedMemPerMultiprocessor"])
+            kernels.append((round(e["dur"] * 1000), fill))
+    fill_pct, known_pct = fill_rule.weighted_fill_pct(kernels)
+    summary = loopscope.analyze(DATA / name)
+    gpu = summary["gpu"]
+    assert known_pct == 100.0 and 0 < fill_pct < 100
+    assert gpu["fill_known_pct"] == known_pct
+    assert gpu["fill_pct"] == pytest.approx(fill_pct, abs=0.01)
+    (device,) = gpu["devices"]
+    assert (device["sm_count"], device["max_threads_per_sm"]) == \
+        (props["numSms"], props["maxThreadsPerMultiprocessor"])
+    assert summary["trace"]["kernel_geometry"] == {"kernels": len(kernels), "missing": 0,
+                                                   "bad": 0, "why": None}
+    # the kernel that took the most time: its launch shape and fill
+    top = summary["top_kernels"][0]
+    mine = [e for e in data["traceEvents"] if e.get("cat") == "kernel" and e["name"] == top["name"]]
+    assert {(tuple(e["args"]["grid"]), tuple(e["args"]["block"])) for e in mine} == \
+        {(tuple(top["grid"]), tuple(top["block"]))}
+    own = [k for k, e in zip(kernels, [e for e in data["traceEvents"] if e.get("cat") == "kernel"])
+           if e["name"] == top["name"]]
+    assert top["fill_pct"] == pytest.approx(fill_rule.weighted_fill_pct(own)[0], abs=0.01)

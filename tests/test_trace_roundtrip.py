@@ -1,11 +1,13 @@
 """The round trip: `prof.export_trace(path)` read back with
 `loopscope.analyze(path)` gives the live summary again: the same gaps
 (count, class, cause, step, worst), GPU busy time, steps, syncs with their
-sites, and SM/DRAM.  Synthetic records enter through the test hooks (ops,
-launch records, sync records and PM samples on several devices and
-streams; steps and ranges on the scripted clock; syncs as fake API calls
-through the real switchboard), and the gap figures are also checked
-against a few lines of plain Python over the same ops.
+sites, SM/DRAM, and how much of the GPU the kernels could fill (their
+launch geometry and the devices' facts).  Synthetic records enter through
+the test hooks (ops with grid and block, launch records, sync records, PM
+samples and device facts on several devices and streams; steps and ranges
+on the scripted clock; syncs as fake API calls through the real
+switchboard), and the gap and fill figures are also checked against a few
+lines of plain Python over the same records.
 
 The export must stay valid for Perfetto / chrome://tracing: integer pid and
 tid, times in microseconds, slices of one track nested, every flow arrow
@@ -20,6 +22,7 @@ from collections import defaultdict
 
 import pytest
 
+import fill_rule
 import loopscope
 from loopscope import _core
 from loopscope._names import display_path
@@ -27,6 +30,13 @@ from loopscope._names import display_path
 DATA = "python/loopscope/data/demo_recording.json.gz"
 NORMAL_BELOW_NS, SEVERE_ABOVE_NS = 20_000, 50_000
 PAGEABLE, DTOH = 1, 2
+# device facts: (device, SMs, threads/SM, blocks/SM, registers/SM, shared bytes/SM);
+# GPU 1's driver told only the first two
+DEVICES = [(0, 132, 2048, 32, 65536, 233472), (1, 108, 2048)]
+# launch shapes: (grid, block, registers, shared bytes); None: the kernel has none
+SHAPES = [((50, 1, 1), (32, 4, 1), 32, 24), ((4, 22, 1), (384, 1, 1), 168, 231868), None,
+          ((200, 1, 1), (128, 1, 1), 32, 0), ((7, 3, 2), (16, 8, 2), 0, 0),
+          ((4096, 2, 1), (256, 1, 1), 0, 49152), ((1, 1, 1), (33, 1, 1), 255, 0)]
 
 
 def fake_call(calls):
@@ -77,7 +87,9 @@ def build_profile(tmp_path):
                 start, end = t, t + 5_000 + 1_000 * (i % 5)
                 # one kernel name mangled: the export shows it short, reads it back whole
                 name = "_Z6gemm_0Pfi" if i % 6 == 0 else f"kern_{i % 6}"
-                ops.append(("kernel", (start, end, device, stream, corr, name)))
+                shape = SHAPES[i % len(SHAPES)]
+                ops.append(("kernel", (start, end, device, stream, corr, name)
+                            + ((0,) + shape if shape else ())))
                 if i % 7 != 3:                                 # some ops have no launch record
                     launch = start - 3_000 if i % 2 else start - gap - 2_000   # late and early
                     apis.append((launch, launch + 800, corr, helper if i % 5 == 0 else me))
@@ -87,6 +99,7 @@ def build_profile(tmp_path):
                 ops.append(("memcpy", (t, t + 2_000, 0, 7, 900 + step, None, 64, DTOH, PAGEABLE)))
                 t += 30_000
             ops.append(("memset", (t, t + 1_000, 1, 3, corr, None, 128)))
+            _core._inject("device", DEVICES)
             for kind in ("kernel", "memcpy", "memset"):
                 _core._inject(kind, [r for k, r in ops if k == kind])
             _core._inject("api", apis)
@@ -128,6 +141,9 @@ def test_export_read_back_gives_the_live_summary(tmp_path):
     assert without_thread_ids(back["syncs"]) == without_thread_ids(live["syncs"])
     assert back["trace"]["producer"] == "loopscope"
     assert back["syncs"]["sites_from"] == "loopscope export"
+    assert back["trace"]["kernel_geometry"] == {
+        "kernels": 36, "missing": sum(SHAPES[i % len(SHAPES)] is None for i in range(36)),
+        "bad": 0, "why": None}
 
     # the gaps once more, from the ops alone: per device, the idle time
     # between the union of their intervals
@@ -150,6 +166,29 @@ def test_export_read_back_gives_the_live_summary(tmp_path):
     assert back["gaps"]["normal"] == sum(g < NORMAL_BELOW_NS for g in gaps)
     assert back["gaps"]["severe"] == sum(g > SEVERE_ABOVE_NS for g in gaps)
     assert back["gaps"]["idle_ms"] == pytest.approx(sum(gaps) / 1e6, abs=1e-6)
+
+    # the fill once more, from the kernels' args and the devices' properties
+    props = {p["id"]: p for p in data["deviceProperties"]}
+    assert props[0]["numSms"] == 132 and "maxBlocksPerMultiProcessor" not in props[1]
+    kernels = []
+    for e in data["traceEvents"]:
+        if e["ph"] == "X" and e["cat"] == "kernel":
+            a, p = e["args"], props[e["args"]["device"]]
+            fill = None
+            if "grid" in a:
+                fill = fill_rule.fill_of(
+                    a["grid"], a["block"], a["registers per thread"], a["shared memory"],
+                    sms=p["numSms"], threads_per_sm=p["maxThreadsPerMultiprocessor"],
+                    blocks_per_sm=p.get("maxBlocksPerMultiProcessor"),
+                    regs_per_sm=p.get("regsPerMultiprocessor"),
+                    shared_per_sm=p.get("sharedMemPerMultiprocessor"))
+            kernels.append((round(e["dur"] * 1000), fill))
+    fill_pct, known_pct = fill_rule.weighted_fill_pct(kernels)
+    assert 0 < fill_pct < 100 and 0 < known_pct < 100
+    assert back["gpu"]["fill_pct"] == pytest.approx(fill_pct, abs=0.01)
+    assert back["gpu"]["fill_known_pct"] == pytest.approx(known_pct, abs=0.01)
+    assert [(d["sm_count"], d["max_threads_per_sm"]) for d in back["gpu"]["devices"]] == \
+        [(132, 2048), (108, 2048)]
 
 
 def test_a_profile_without_syncs_or_samples_says_so_again(tmp_path):

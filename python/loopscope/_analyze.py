@@ -248,6 +248,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
         meta = _kineto.members(reader, p)
         base = meta.get("baseTimeNanoseconds") or 0
         names = _kineto.device_names(meta)
+        _core._trace_add(reader, "device", _kineto.device_facts(meta))
         own = _kineto.own_export(meta)
     else:
         from . import _nsys  # sqlite3 only when an export is read
@@ -361,6 +362,9 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         "frames_dropped": stats["frames_dropped"],
         "time_offset_ns": stats["offset_ns"],
         "counter_values_not_understood": stats["counter_unknown"],
+        # kernels whose fill stays unknown for want of a usable launch geometry
+        "kernel_geometry": stats["kernel_geometry"],
+        "device_facts_not_understood": stats["facts_bad"],
         "producer": "loopscope" if own else None,
     }
     if kind == "kineto":

@@ -5,7 +5,8 @@ parses, so the two cores work at once.
 
 Top-level members other than traceEvents come back as raw JSON and are
 decoded here: baseTimeNanoseconds (the origin of relative timestamps),
-deviceProperties (device names), distributedInfo, schemaVersion."""
+deviceProperties (device names, and the SM figures a kernel's fill is
+judged against), distributedInfo, schemaVersion."""
 from __future__ import annotations
 
 import json
@@ -195,6 +196,37 @@ def own_export(meta: dict[str, Any]) -> dict[str, Any] | None:
 
 def _text_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+# deviceProperties keys of the facts ls_device_facts holds, in its order
+# (Kineto spells "Multiprocessor"; cudaDeviceProp, and so loopscope's
+# export for blocks per SM, which Kineto does not write, "MultiProcessor")
+FACT_KEYS = (("numSms",), ("maxThreadsPerMultiprocessor", "maxThreadsPerMultiProcessor"),
+             ("maxBlocksPerMultiProcessor", "maxBlocksPerMultiprocessor"),
+             ("regsPerMultiprocessor", "regsPerMultiProcessor"),
+             ("sharedMemPerMultiprocessor", "sharedMemPerMultiProcessor"))
+
+
+def fact_value(value: Any) -> int | None:
+    """A device property as a "device" row item of _trace_add: the int, None
+    when absent, -1 when it is not an int (counted as unusable there)."""
+    if value is None:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def device_facts(meta: dict[str, Any]) -> list[tuple]:
+    """The "device" rows of _trace_add from deviceProperties: (id, SMs,
+    threads, blocks, registers, shared bytes per SM).  Entries without an
+    int id are left out; the C builder checks the values."""
+    rows = []
+    props = meta.get("deviceProperties")
+    for p in props if isinstance(props, list) else []:
+        if isinstance(p, dict) and isinstance(p.get("id"), int) and \
+                not isinstance(p["id"], bool) and 0 <= p["id"] <= 0xFFFF:
+            rows.append((p["id"],) + tuple(
+                fact_value(next((p[k] for k in keys if k in p), None)) for keys in FACT_KEYS))
+    return rows
 
 
 def device_names(meta: dict[str, Any]) -> dict[int, str]:

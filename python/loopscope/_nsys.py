@@ -4,13 +4,17 @@ rows: no Python object per event is kept.
 
 Tables read (all times in ns; each is optional: nsys creates a table only
 when it has rows, and the summary names those that were missing):
-  CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY / _MEMSET   GPU operations
+  CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY / _MEMSET   GPU operations (kernels:
+      gridX/Y/Z, blockX/Y/Z, registersPerThread, static + dynamic
+      SharedMemory: their launch geometry)
   CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER            API calls (launches, syncs)
   CUPTI_ACTIVITY_KIND_SYNCHRONIZATION              host sync intervals
   NVTX_EVENTS (eventType 59 push/pop, 60 start/end) ranges and steps
   StringIds                                        names
   GPU_METRICS + TARGET_INFO_GPU_METRICS            SM / DRAM / GR / tensor %
-  TARGET_INFO_GPU                                  device names
+  TARGET_INFO_GPU                                  device names; smCount,
+      maxWarpsPerSm x threadsPerWarp, maxBlocksPerSm, maxRegistersPerSm,
+      maxShmemPerSm: what a kernel's fill is judged against
   META_DATA_EXPORT                                 EXPORT_SCHEMA_VERSION"""
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
+from ._kineto import fact_value
 from ._sniff import fail
 
 BATCH = 200_000
@@ -36,6 +41,15 @@ FIGURES = {
     "Compute Warps In Flight": "warp_occupancy_pct", "Compute Warps in Flight": "warp_occupancy_pct",
 }
 DRAM_PARTS = ("DRAM Read Bandwidth", "DRAM Write Bandwidth")  # summed: DRAM throughput %
+# a kernel's launch geometry (items 9..16 of a "kernel" row; shared memory
+# per block is static + dynamic)
+GEOMETRY = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread")
+SHARED = ("staticSharedMemory", "dynamicSharedMemory")
+# TARGET_INFO_GPU: SMs, warps per SM (x threadsPerWarp: threads per SM),
+# blocks, registers and shared bytes per SM
+DEVICE_FACTS = ("smCount", "maxWarpsPerSm", "maxBlocksPerSm", "maxRegistersPerSm",
+                "maxShmemPerSm")
+WARP = 32  # threads per warp where the table does not say
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -77,8 +91,14 @@ class _Reader:
             have = self.need(t, "start", "end", "deviceId", "streamId", "correlationId")
             col = next((c for c in ("demangledName", "shortName", "mangledName") if c in have), None)
             sel, join = self.name(f"k.{col}") if col else ("NULL", "")
+            geometry = [_int_or_bad(f"k.{c}") if c in have else "NULL" for c in GEOMETRY]
+            shared = [_int_or_bad(f"k.{c}") for c in SHARED if c in have]
+            # one part of the shared memory missing: the sum is unknown (NULL);
+            # a part unusable (-1): the sum is unusable
+            geometry.append(f"CASE WHEN {shared[0]} < 0 OR {shared[1]} < 0 THEN -1 ELSE "
+                            f"{shared[0]} + {shared[1]} END" if len(shared) == 2 else "NULL")
             self.pump("kernel", f"SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, "
-                                f"{sel}, NULL, NULL, NULL FROM {t} k{join}")
+                                f"{sel}, NULL, NULL, NULL, {', '.join(geometry)} FROM {t} k{join}")
         t = "CUPTI_ACTIVITY_KIND_MEMCPY"
         if t in self.tables:
             have = self.need(t, "start", "end", "deviceId", "streamId", "correlationId")
@@ -158,15 +178,38 @@ class _Reader:
                 (ts, device_of(type_id), f"{type_id}|{figure}", figure, float(value))
                 for ts, type_id, value in rows if ts is not None and value is not None])
 
-    def device_names(self) -> dict[int, str]:
+    def _gpu_key(self) -> tuple[str | None, set[str]]:
+        """TARGET_INFO_GPU's CUDA device column (None: no such table or
+        column) and its columns."""
         if "TARGET_INFO_GPU" not in self.tables:
-            return {}
+            return None, set()
         have = _columns(self.db, "TARGET_INFO_GPU")
-        key = next((c for c in ("cuDevice", "cudaId", "id") if c in have), None)
+        return next((c for c in ("cuDevice", "cudaId", "id") if c in have), None), have
+
+    def device_names(self) -> dict[int, str]:
+        key, have = self._gpu_key()
         if key is None or "name" not in have:
             return {}
         return {int(k): str(v) for k, v in self.db.execute(
             f"SELECT {key}, name FROM TARGET_INFO_GPU") if isinstance(k, int) and v is not None}
+
+    def devices(self) -> None:
+        """The devices' SM figures (what a kernel's fill is judged against)
+        as "device" rows; threads per SM are warps per SM x the warp size."""
+        key, have = self._gpu_key()
+        if key is None:
+            return
+        cols = [c if c in have else "NULL" for c in DEVICE_FACTS]
+        warp = "threadsPerWarp" if "threadsPerWarp" in have else "NULL"
+        rows = []
+        for k, sms, warps, warp_size, blocks, regs, shared in self.db.execute(
+                f"SELECT {key}, {cols[0]}, {cols[1]}, {warp}, {', '.join(cols[2:])} "
+                f"FROM TARGET_INFO_GPU"):
+            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 0xFFFF:
+                continue
+            rows.append((k, fact_value(sms), _threads_per_sm(warps, warp_size),
+                         fact_value(blocks), fact_value(regs), fact_value(shared)))
+        _core._trace_add(self.reader, "device", rows)
 
     def schema_version(self) -> str | None:
         if "META_DATA_EXPORT" not in self.tables:
@@ -196,6 +239,7 @@ def read(reader, path: Path) -> dict[str, Any]:
         r.apis()
         r.ranges()
         r.metrics(_device_of)
+        r.devices()
         return {
             "schema_version": version,
             "tables_read": sorted(r.tables & set(ACTIVITY_TABLES)),
@@ -206,6 +250,22 @@ def read(reader, path: Path) -> dict[str, Any]:
         raise fail(path, f"cannot be read as SQLite ({error})") from None
     finally:
         db.close()
+
+
+def _int_or_bad(column: str) -> str:
+    """A column as a row item the C reader takes: its integer, NULL, or -1
+    for any other value (SQLite keeps whatever was stored: text, reals)."""
+    return f"CASE WHEN typeof({column}) IN ('integer', 'null') THEN {column} ELSE -1 END"
+
+
+def _threads_per_sm(warps: Any, warp_size: Any) -> int | None:
+    """maxWarpsPerSm x threadsPerWarp as a "device" row item: None where
+    unknown, -1 where unusable (see fact_value)."""
+    w = fact_value(warps)
+    size = fact_value(WARP if warp_size is None else warp_size)
+    if w is None or w == 0:
+        return None
+    return w * size if w > 0 and size is not None and size > 0 else -1
 
 
 def _device_of(type_id: int) -> int:

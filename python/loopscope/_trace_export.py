@@ -13,8 +13,10 @@ profile's start, which is `baseTimeNanoseconds`):
   a track "CUDA sync records" with CUPTI's synchronization records
   (category cuda_sync);
 - one process per GPU: its kernels (shown by their short name, the
-  signature and mangled name in the args), memcpys and memsets (named as
-  Kineto names them, "Memcpy DtoH (Device -> Pageable)"), one track per
+  signature and mangled name in the args, and, as Kineto writes them, the
+  launch geometry: grid, block, registers per thread, shared memory),
+  memcpys and memsets (named as Kineto names them, "Memcpy DtoH (Device
+  -> Pageable)"), one track per
   stream, a "gaps" track with every gap above the normal threshold
   (category gap, named with its class and length), and on the sampled GPU
   one counter track per PM figure ("SM active %", "DRAM throughput %",
@@ -39,20 +41,27 @@ is unknown, the other threads follow from 3 in order of appearance; a GPU's
 streams are numbered from 1 and its gaps lane is tid 0; the real ids are in
 the process and thread names and the events' args.
 
+The devices are in Kineto's top-level deviceProperties: id, name, numSms,
+maxThreadsPerMultiprocessor, regsPerMultiprocessor,
+sharedMemPerMultiprocessor and maxBlocksPerMultiProcessor (cudaDeviceProp's
+name: Kineto writes no blocks per SM), each where known.
+
 Reading it back.  The events use Kineto's categories and args (ops: cat
-kernel / gpu_memcpy / gpu_memset with args device, stream, correlation;
-launch calls: cuda_runtime / cuda_driver with args.correlation), so the
-Kineto reader (_kineto, ls_kineto.c) reads them like a torch.profiler
-trace.  `otherData.producer == "loopscope"` tells it the file is
-loopscope's own, and then it also takes what only this export carries:
+kernel / gpu_memcpy / gpu_memset with args device, stream, correlation and
+a kernel's geometry; launch calls: cuda_runtime / cuda_driver with
+args.correlation), so the Kineto reader (_kineto, ls_kineto.c) reads them
+like a torch.profiler trace, device facts included.
+`otherData.producer == "loopscope"` tells it the file is loopscope's own,
+and then it also takes what only this export carries:
 the steps as recorded (args.step of ranges), the profile's span
 (otherData.span_ns), the waits of each sync tagged with the sync, its site
 and the launches before it (so the syncs group as they did live), the
 sites themselves (otherData.sync_sites) and why syncs or SM/DRAM were
 missing (otherData.syncs_error / metrics_error).  So `loopscope.analyze()`
 of the export gives the live summary's gaps (count, class, cause, step),
-GPU busy time, syncs and SM/DRAM figures again; thread ids come back as
-their tids, and two profiles in one file come back as one time line."""
+GPU busy time, kernel fill, syncs and SM/DRAM figures again; thread ids
+come back as their tids, and two profiles in one file come back as one
+time line."""
 from __future__ import annotations
 
 import json
@@ -65,6 +74,13 @@ from ._ranks_view import rank_trace_events
 HOST_PID = 1
 GPU_PID = 100
 EXPORT_VERSION = 1
+
+# the model's device facts (Model.devices()) -> Kineto's deviceProperties
+# keys; Kineto writes no blocks per SM: that key is cudaDeviceProp's name
+DEVICE_PROPERTIES = (("sm_count", "numSms"), ("max_threads_per_sm", "maxThreadsPerMultiprocessor"),
+                     ("max_blocks_per_sm", "maxBlocksPerMultiProcessor"),
+                     ("registers_per_sm", "regsPerMultiprocessor"),
+                     ("shared_bytes_per_sm", "sharedMemPerMultiprocessor"))
 
 UNKNOWN_THREAD_TID, SYNC_RECORD_TID, GAP_TID = 1, 2, 0
 SYNC_RECORD_LANE, GAP_LANE = "CUDA sync records", "gaps"
@@ -156,7 +172,8 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
     shown = summaries if summaries is not None else [p.summary() for p in profiles]
     pairs = [(p, s) for p, s in zip(profiles, shown) if p.capture is not None]
     captured = [p for p, _ in pairs]
-    other: dict[str, Any] = {"t0_ns": 0, "span_ns": None, "sync_sites": [], "devices": {}}
+    other: dict[str, Any] = {"t0_ns": 0, "span_ns": None, "sync_sites": [], "devices": {},
+                             "facts": {}}
     if not captured:
         return other
     infos = [p.capture.info() for p in captured]
@@ -166,10 +183,15 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
              for p, info in zip(captured, infos))
     threads: dict[int, int] = {}
     devices: dict[int, str | None] = {}
+    facts: dict[int, dict[str, int]] = {}
     streams: set[tuple[int, int]] = set()
     for prof in captured:
         for d in (prof.summary()["gpu"] or {}).get("devices", []):
             devices[d["id"]] = d["name"]
+        for d in prof.model.devices():
+            known = {key: d[fact] for fact, key in DEVICE_PROPERTIES if d.get(fact)}
+            if known:
+                facts[d["device"]] = known
         streams.update((s["device"], s["stream"]) for s in prof.model.streams())
     gpu_pids = {device: GPU_PID + k
                 for k, device in enumerate(sorted({d for d, _ in streams} | set(devices)))}
@@ -199,6 +221,7 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
                         max(info["stop_ns"] for info in infos) - t0]
     other["sync_sites"] = sites
     other["devices"] = devices
+    other["facts"] = facts
     return other
 
 
@@ -230,9 +253,16 @@ def export_trace(profiles: list[Any], path: str | os.PathLike,
             "metrics_error": next((s["metrics_error"] for s in summaries
                                    if s.get("metrics_error")), None),
         }
-        # Kineto's members: the time origin of `ts`, the devices' names
-        properties = [{"id": d, "name": name} for d, name in sorted(written["devices"].items())
-                      if name]
+        # Kineto's members: the time origin of `ts`, the devices' names and
+        # what decides how much of them a kernel can fill
+        properties = []
+        for d in sorted(set(written["devices"]) | set(written["facts"])):
+            entry: dict[str, Any] = {"id": d}
+            if written["devices"].get(d):
+                entry["name"] = written["devices"][d]
+            entry.update(written["facts"].get(d, {}))
+            if len(entry) > 1:
+                properties.append(entry)
         f.write('],"baseTimeNanoseconds":' + str(written["t0_ns"]) + ',"deviceProperties":'
                 + json.dumps(properties, separators=(",", ":")) + ',"displayTimeUnit":"ms",'
                 '"otherData":' + json.dumps(other, separators=(",", ":")) + "}")

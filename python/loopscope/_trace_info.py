@@ -25,9 +25,34 @@ def trace_lines(summary: dict[str, Any]) -> list[str]:
                      + "; ".join(parts))
     if t.get("missing_tables"):
         lines.append("Tables not in the export: " + ", ".join(t["missing_tables"]))
+    lines += _fill_lines(summary, t)
     syncs = summary.get("syncs") or {}
     if syncs.get("sites_unknown"):
         lines.append(f"Sync sites unknown: {syncs['sites_unknown']}")
     elif syncs.get("site_lines"):
         lines.append(f"Sync site lines are {syncs['site_lines']}")
+    return lines
+
+
+def _fill_lines(summary: dict[str, Any], t: dict[str, Any]) -> list[str]:
+    """Why some kernels' fill is unknown: no usable launch geometry, or a
+    GPU whose SM figures the file does not give."""
+    lines = []
+    g = t.get("kernel_geometry") or {}
+    missing, bad = g.get("missing", 0), g.get("bad", 0)
+    if missing or bad:
+        parts = ([f"{missing:,} without a launch geometry in the trace"] if missing else []) + \
+                ([f"{bad:,} with one that cannot be used ({g.get('why')})"] if bad else [])
+        lines.append(f"Kernel fill unknown for {missing + bad:,} of {g.get('kernels', 0):,} "
+                     "kernels: " + "; ".join(parts))
+    blind = [str(d["id"]) for d in (summary.get("gpu") or {}).get("devices", [])
+             if d.get("kernels") and (d.get("sm_count") is None or
+                                      d.get("max_threads_per_sm") is None)]
+    if blind:
+        where = "deviceProperties" if t["format"] == "kineto" else "TARGET_INFO_GPU"
+        lines.append(f"Kernel fill unknown on GPU {', '.join(blind)}: the trace's {where} gives "
+                     "no SM count and threads per SM for it")
+    if t.get("device_facts_not_understood"):
+        lines.append(f"Device properties not understood: {t['device_facts_not_understood']:,} "
+                     "values, left unknown")
     return lines

@@ -3,8 +3,9 @@ reason where no GPU is present): a denoise-like eager loop with syncs at
 known lines, profiled with everything on (trace, syncs, PM sampling),
 exported with prof.export_trace and read back with loopscope.analyze:
 
-- the gaps (count, class, cause, step, worst), GPU busy time, steps and
-  SM/DRAM figures are the live summary's;
+- the gaps (count, class, cause, step, worst), GPU busy time, steps,
+  SM/DRAM figures and kernel fill (each kernel's grid and block, the
+  device's SM figures) are the live summary's;
 - the syncs are the live ones (count, blocked time, kinds, sites but the
   thread ids, which a trace names by track);
 - the trace has one counter series per sampled figure on the GPU's
@@ -65,7 +66,14 @@ def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
 
     assert without_threads(back["syncs"]) == without_threads(live["syncs"])
 
-    events = json.loads(open(path).read())["traceEvents"]
+    data = json.loads(open(path).read())
+    events = data["traceEvents"]
+    # the fill came back from the kernels' geometry and the device's SM figures
+    assert live["gpu"]["fill_known_pct"] == 100.0 and live["gpu"]["fill_pct"] is not None
+    kernels = [e for e in events if e["ph"] == "X" and e["cat"] == "kernel"]
+    assert all(len(e["args"]["grid"]) == len(e["args"]["block"]) == 3 for e in kernels)
+    (props,) = data["deviceProperties"]
+    assert props["numSms"] == live["gpu"]["devices"][0]["sm_count"]
     counters = {e["name"] for e in events if e["ph"] == "C"}
     if live["sm"] is not None:
         assert {"SM active", "DRAM throughput"} <= counters
@@ -76,4 +84,5 @@ def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
     assert len(starts) >= live["gpu"]["kernels"] - live["gpu"]["ops_without_launch_record"]
     print(f"\n{len(events)} events; {len(syncs)} sync slices; counters {sorted(counters)}; "
           f"gaps {live['gaps']['count']} (by cause {live['gaps']['by_cause']}); "
-          f"syncs {live['syncs']['count']}; SM {live['sm'] and live['sm']['active_pct']}%")
+          f"syncs {live['syncs']['count']}; SM {live['sm'] and live['sm']['active_pct']}%; "
+          f"fill {live['gpu']['fill_pct']}% (back {back['gpu']['fill_pct']}%)")

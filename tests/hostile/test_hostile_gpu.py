@@ -127,10 +127,12 @@ THREADS_SCRIPT = """
             xs[0].add_(1)
             torch.cuda.synchronize()
     start = threading.Barrier(threads, timeout=30)
-    errors = []
+    errors, idents, natives = [], set(), set()
     with loopscope.profile() as prof:
         def worker(t):
             try:
+                idents.add(threading.get_ident())
+                natives.add(threading.get_native_id())
                 start.wait()
                 for s in range(steps_each):
                     with prof.step(f"T{{t}}_S{{s}}"):
@@ -146,6 +148,7 @@ THREADS_SCRIPT = """
             th.join(timeout=120)
         torch.cuda.synchronize()
     s = prof.summary()
+    api_ids = {{a[3] for a in prof.capture.apis()}}
     got = {{st["name"]: st["kernels"] for st in s["steps"]}}
     want = {{f"T{{t}}_S{{i}}": 4 * (t + 1) for t in range(threads) for i in range(steps_each)}}
     print(json.dumps({{"errors": errors, "alive": sum(th.is_alive() for th in pool),
@@ -153,7 +156,12 @@ THREADS_SCRIPT = """
                       "dropped": s["dropped_records"], "note": s["cupti_note"],
                       "kernels": (s["gpu"] or {{}}).get("kernels"), "steps": len(got),
                       "wrong": {{k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}},
-                      "want_kernels": sum(want.values())}}))
+                      "want_kernels": sum(want.values()),
+                      # which id the launch records name their threads by
+                      "api_thread_ids": {{
+                          "whole": len(api_ids & idents),
+                          "low32_left": len(api_ids & {{i & 0xFFFFFFFF for i in idents}}),
+                          "native": len(api_ids & natives), "all": len(api_ids)}}}}))
 """
 
 
@@ -173,6 +181,7 @@ def test_eight_threads_each_with_its_own_steps(after_torch_profiler):
     assert m["source"] == "cupti" and m["dropped"] == 0, m["gpu_error"]
     assert (m["note"] is not None and "held by another client" in m["note"]) == \
         after_torch_profiler, m["note"]
+    assert m["api_thread_ids"]["whole"] == 8, m["api_thread_ids"]
     assert m["steps"] == 40 and m["wrong"] == {}
     assert m["kernels"] == m["want_kernels"]
 

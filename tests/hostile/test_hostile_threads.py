@@ -89,15 +89,23 @@ def test_activity_thread_ids_are_widened_to_the_ranges_thread():
     assert {a[3] for a in apis} == step_threads
 
 
-def test_a_32_bit_id_two_threads_share_is_left_alone():
-    """Two range threads whose ids share their lower 32 bits: a launch
-    carrying those bits could be either's, so it keeps CUPTI's id (and is
-    placed by time); an id that names a range's thread exactly is kept."""
-    a, b, low = 0x7F00_0000_1000, 0x7E00_0000_1000, 0x1000
+def test_a_32_bit_id_two_threads_share_or_a_range_names_is_left_alone():
+    """A launch carrying lower 32 bits that two range threads share could be
+    either's: it keeps CUPTI's id (and is placed by time).  An id that names
+    a range's thread exactly is that thread, though a whole id has the same
+    lower bits.  An id with one whole match takes it."""
+    a, b, shared = 0x7F00_0000_1000, 0x7E00_0000_1000, 0x1000
+    exact, exact_alias = 0x1001, 0x7D00_0000_1001
+    one, one_low = 0x7C00_0000_2000, 0x2000
     with loopscope.profile(trace=False) as prof:
         t0 = _core.now_ns()
-        _core._inject("range", [(t0, t0 + 1000, "A", -1, 0, a), (t0, t0 + 1000, "B", -1, 1, b),
-                                (t0, t0 + 1000, "C", -1, 2, 7)])
-        _core._inject("api", [(t0 + 10, t0 + 11, 1, low), (t0 + 10, t0 + 11, 2, 7)])
-        _core._inject("kernel", [(t0 + 20, t0 + 30, 0, 7, 1, "k"), (t0 + 20, t0 + 30, 0, 7, 2, "k")])
-    assert sorted(x[3] for x in prof.capture.apis()) == [7, low]
+        ranges = [(a, "A"), (b, "B"), (exact, "C"), (exact_alias, "D"), (one, "E")]
+        _core._inject("range", [(t0, t0 + 1000, name, -1, k, thread)
+                                for k, (thread, name) in enumerate(ranges)])
+        launches = [shared, exact, one_low]
+        _core._inject("api", [(t0 + 10, t0 + 11, c + 1, thread)
+                              for c, thread in enumerate(launches)])
+        _core._inject("kernel", [(t0 + 20, t0 + 30, 0, 7, c + 1, "k")
+                                 for c in range(len(launches))])
+    got = {x[2]: x[3] for x in prof.capture.apis()}  # correlation id: thread id
+    assert got == {1: shared, 2: exact, 3: one}

@@ -29,6 +29,15 @@ static void forbid_in_child(void) { forked = 1; }
 static void watch_forks(void) { pthread_atfork(NULL, NULL, forbid_in_child); }
 
 int ls_cupti_loaded(void) { return cupti_handle != NULL && !forked; }
+int ls_cupti_forked(void) { return forked; }
+
+CUptiResult ls_cupti_refuse(const char *call)
+{
+    snprintf(cupti_error, sizeof cupti_error,
+             "%s was not called: this process was forked from one that had loaded CUPTI, "
+             "and CUDA and CUPTI cannot be used after a fork", call);
+    return CUPTI_ERROR_NOT_INITIALIZED;
+}
 const char *ls_cupti_path(void) { return cupti_path; }
 
 CUptiResult ls_cupti_report(CUptiResult status, const char *call)

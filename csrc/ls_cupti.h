@@ -112,11 +112,22 @@ int ls_cupti_load_nvperf(char *why, size_t why_size);
 const char *ls_cupti_error(void);
 void ls_cupti_clear_error(void);
 
+/* 1 in a process forked after CUPTI was loaded in its parent. */
+int ls_cupti_forked(void);
+
+/* Records why `call` was not made in such a process; returns
+ * CUPTI_ERROR_NOT_INITIALIZED. */
+CUptiResult ls_cupti_refuse(const char *call);
+
 /* The one check for every CUPTI call: evaluates to the CUptiResult, records
- * a readable message on failure, never exits.  Usage:
+ * a readable message on failure, never exits.  In a process forked after
+ * CUPTI was loaded, the call is not made (CUDA and CUPTI belong to the
+ * parent; whatever state the parent's profile left, a call could hang or
+ * crash the child): it fails with CUPTI_ERROR_NOT_INITIALIZED.  Usage:
  *     if (LS_CUPTI_CHECK(ActivityEnable(kind)) != CUPTI_SUCCESS) goto fail;   */
-#define LS_CUPTI_CHECK(call_expr) \
-    ls_cupti_report(ls_cupti.call_expr, "cupti" #call_expr)
+#define LS_CUPTI_CHECK(call_expr)                         \
+    (ls_cupti_forked() ? ls_cupti_refuse("cupti" #call_expr) \
+                       : ls_cupti_report(ls_cupti.call_expr, "cupti" #call_expr))
 
 #ifdef __cplusplus
 }

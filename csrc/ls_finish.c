@@ -10,6 +10,7 @@
 #include "ls_names.h"
 #include "ls_sampler.h"
 #include "ls_samples.h"
+#include "ls_threads.h"
 #include "ls_worker.h"
 
 #include <stdatomic.h>
@@ -252,6 +253,8 @@ static void finish_run(ls_task *task)
     c->drains += job->drains;
     c->drain_ns += job->drain_ns;
     filter_window(c);
+    /* Out of memory: the launches keep CUPTI's ids and go by time. */
+    ls_threads_widen_api_ids(&c->records);
     lap(c, LS_FINISH_RECORDS, &t0);
     c->finish_ns = ls_clock_monotonic_ns() - begun;
     c->finished_on_worker = job->on_worker;

@@ -5,7 +5,8 @@
  *   activity tracing, flush and parse the last buffers, stop PM sampling
  *   and take the window's samples (ls_sampler), then merge and filter the
  *   records: ops that ended before the start, and ops, API records and
- *   syncs of launches made after the stop, are left out (and counted).
+ *   syncs of launches made after the stop, are left out (and counted);
+ *   API records get their thread's whole id (ls_threads).
  *
  * A job is made at the profile's start (its activity records are parsed
  * into the job while the profile runs) and handed over at the stop; the

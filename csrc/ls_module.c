@@ -261,6 +261,29 @@ static PyObject *core_release_counters(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* The last word at interpreter exit (registered with atexit at import, so
+ * it runs after the Python handler and before the handlers of modules
+ * imported earlier, torch's among them).  No Python code runs in here, so
+ * a Ctrl-C at exit cannot cut it short: it is raised after it returns.  A
+ * session still running (the Python handler was interrupted) stops, its
+ * records dropped (nobody can read them any more); then the worker
+ * finishes what it holds and gives the counters back, and the thread ends
+ * (at most LS_SHUTDOWN_TIMEOUT_NS), before CUDA and CUPTI go away.  Does
+ * nothing once done; never raises. */
+static PyObject *core_at_exit(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    ls_finish *pending = NULL;
+    uint64_t cost_ns = 0;
+    if (ls_session_active() && ls_session_stop(&pending, &cost_ns) == 0)
+        ls_finish_abandon(pending); /* freed by the worker once it ran */
+    Py_BEGIN_ALLOW_THREADS
+    ls_worker_shutdown(LS_SHUTDOWN_TIMEOUT_NS);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *core_demangle(PyObject *module, PyObject *name)
 {
     (void)module;
@@ -310,6 +333,10 @@ static PyMethodDef core_methods[] = {
      "Finishes what loopscope's worker thread has left, gives the GPU's counters back "
      "(sampling stays enabled a few seconds after a profile, for the next one) and ends "
      "the thread; called at interpreter exit."},
+    {"_at_exit", core_at_exit, METH_NOARGS,
+     "Called by atexit (loopscope registers it at import): stops a profile still running, "
+     "finishes what loopscope's worker thread holds, gives the GPU's counters back and ends "
+     "the thread.  Runs no Python code (Ctrl-C cannot cut it short); never raises."},
     {"_trace_reader", ls_trace_reader_new, METH_NOARGS, "A new trace reader (see ls_trace_py.c)."},
     {"_trace_feed", (PyCFunction)(void (*)(void))ls_trace_feed, METH_FASTCALL,
      "_trace_feed(reader, data, final): Kineto JSON bytes, in order."},

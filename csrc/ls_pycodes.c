@@ -21,8 +21,18 @@ static struct {
     uint64_t refused;
 } table = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* A fork waits for the table (a callback on another thread may hold it),
+ * so the child finds it whole and unlocked: its next session's reset must
+ * not wait for a thread that is not there. */
+static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+static void lock_for_fork(void) { pthread_mutex_lock(&table.lock); }
+static void unlock_after_fork(void) { pthread_mutex_unlock(&table.lock); }
+static void reset_in_child(void) { pthread_mutex_init(&table.lock, NULL); }
+static void watch_forks(void) { pthread_atfork(lock_for_fork, unlock_after_fork, reset_in_child); }
+
 int ls_pycodes_reset(size_t max_codes, size_t arena_bytes)
 {
+    pthread_once(&forks_once, watch_forks);
     size_t slots = 16;
     while (slots < 2 * max_codes)
         slots *= 2;

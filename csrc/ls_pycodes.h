@@ -6,7 +6,8 @@
  * Filled from CUPTI callbacks on any thread, with or without the GIL: the
  * table and its string arena are allocated up front, a mutex guards them,
  * and a lookup never allocates.  It only reads immutable fields of code and
- * str objects that the caller's live frames keep alive. */
+ * str objects that the caller's live frames keep alive.  A child forked
+ * while a callback held the table finds it unlocked. */
 #ifndef LS_PYCODES_H
 #define LS_PYCODES_H
 

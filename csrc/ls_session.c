@@ -103,8 +103,7 @@ void ls_session_mark_samples_injected(void) { session.capture.samples_injected =
 /* PM sampling, after tracing started (CUPTI is loaded by then if it can be):
  * only the checks that need no GPU work happen here; the worker sets
  * sampling up and starts it (ls_sampler). */
-static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns,
-                          void *context)
+static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
 {
     if (!o->metrics) {
         snprintf(c->metrics_reason, sizeof c->metrics_reason,
@@ -125,6 +124,9 @@ static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t s
     ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start};
     if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
         so.pm.device = 0;
+    /* Asked only once sampling will run (CUPTI loaded, which a child
+     * forked after its parent loaded it never is): never after a fork. */
+    void *context = ls_cuda_current_context();
     ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error);
     session.sampling = 1;
     c->sampled = 1; /* until the worker says otherwise */
@@ -288,7 +290,7 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     /* The window begins here: what the warm-up did is before it. */
     uint64_t start_ns = ls_clock_now();
     t0 = ls_clock_monotonic_ns();
-    start_metrics(options, &session.capture, start_ns, ls_cuda_current_context());
+    start_metrics(options, &session.capture, start_ns);
     ls_finish_begin(session.job, session.tracing, session.sampling,
                     options->pm.decode_period_ns);
     lap(&phase[LS_START_METRICS], &t0);

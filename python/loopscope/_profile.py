@@ -18,13 +18,22 @@ from ._summary import Summary, build_summary
 from ._trace_export import export_trace
 
 
+# The C core's last word at exit, registered first so that it runs right
+# after the handler below: a C function that atexit calls directly, with no
+# Python code in it, so a Ctrl-C at exit cannot cut it short.  It stops a
+# session the handler below left running and ends loopscope's worker thread
+# (counters given back) before CUDA and CUPTI go away.
+atexit.register(_core._at_exit)
+
+
 @atexit.register
 def _release_counters_at_exit() -> None:
     # A profile still open ends here (nobody can read it any more).  Then
     # loopscope's worker thread finishes what it holds (at most 10 s), the
     # counters are given back (sampling stays enabled a few seconds after a
     # profile, for the next one) and the thread ends, before the interpreter
-    # and CUPTI go away.  A forked child leaves both to its parent.
+    # and CUPTI go away.  A forked child leaves the parent's profile alone.
+    # Interrupted anywhere (Ctrl-C), _core._at_exit does what is left.
     _session.stop_at_exit()
     if not _session.forked and not _core.active():
         _core._release_counters()

@@ -28,6 +28,20 @@ pytestmark = pytest.mark.gpu
 SAME = ("gaps", "gpu", "steps", "ranges", "sm", "dram", "pcie", "diagnosis")
 
 
+def _differences(live, back, path="", out=None):
+    """Where two summary parts differ: [(path, live value, value read back)]."""
+    out = [] if out is None else out
+    if isinstance(live, dict) and isinstance(back, dict):
+        for k in sorted(set(live) | set(back), key=str):
+            _differences(live.get(k), back.get(k), f"{path}.{k}", out)
+    elif isinstance(live, list) and isinstance(back, list) and len(live) == len(back):
+        for i, (a, b) in enumerate(zip(live, back)):
+            _differences(a, b, f"{path}[{i}]", out)
+    elif live != back:
+        out.append((path, live, back))
+    return out[:20]
+
+
 def run_loop(prof, x, w, steps=6):
     for i in range(steps):
         with prof.step():
@@ -57,7 +71,7 @@ def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
     path = prof.export_trace(tmp_path / "loop.json")
     back = loopscope.analyze(path)
     for key in SAME:
-        assert back[key] == live[key], key
+        assert back[key] == live[key], (key, _differences(live[key], back[key]))
 
     def without_threads(syncs):
         out = {k: v for k, v in syncs.items() if k not in ("sites_from", "sites_unknown")}

@@ -53,8 +53,9 @@ import loopscope
 from loopscope import _core, _session
 
 def work(n=20):
-    # n kernels on the GPU, nothing on the host-only run
-    if GPU:
+    # n kernels on the GPU, nothing on the host-only run; no CUDA call at all
+    # for n=0 (a forked child cannot touch CUDA: torch raises)
+    if GPU and n:
         for _ in range(n):
             X.add_(1)
         torch.cuda.synchronize()

@@ -15,7 +15,8 @@ import loopscope
 from trace_fixtures import check_summary, expected
 
 DATA = Path(__file__).parent / "data" / "kineto"
-FILES = ["demo_eager.json.gz", "demo_graph.json.gz", "demo_eager_stack.json.gz"]
+FILES = ["demo_eager.json.gz", "demo_graph.json.gz", "demo_eager_stack.json.gz",
+         "demo_eager_steps.json.gz", "demo_graph_steps.json.gz"]
 
 
 def _events(name):
@@ -137,3 +138,25 @@ def test_kernel_fill_from_the_trace_geometry(name):
     own = [k for k, e in zip(kernels, [e for e in data["traceEvents"] if e.get("cat") == "kernel"])
            if e["name"] == top["name"]]
     assert top["fill_pct"] == pytest.approx(fill_rule.weighted_fill_pct(own)[0], abs=0.01)
+
+
+@pytest.mark.parametrize("name", ["demo_eager_steps.json.gz", "demo_graph_steps.json.gz"])
+def test_profiler_steps_of_a_scheduled_trace_are_the_steps(name):
+    """A trace recorded with a schedule has ProfilerStep#N ranges: they are
+    the steps without asking, and each holds the kernels whose launch (the
+    runtime call of their correlation id) fell inside it."""
+    events = _events(name)
+    windows = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
+                     if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X")
+    assert len(windows) == 3
+    launch = {}
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            if e["cat"] == "cuda_runtime" or e["args"]["correlation"] not in launch:
+                launch[e["args"]["correlation"]] = e["ts"]
+    kernels = [launch.get(e["args"]["correlation"]) for e in events if e.get("cat") == "kernel"]
+    summary = loopscope.analyze(DATA / name)
+    assert [s["name"] for s in summary["steps"]] == [w[2] for w in windows]
+    assert [s["kernels"] for s in summary["steps"]] == [
+        sum(1 for t in kernels if t is not None and a <= t <= b) for a, b, _ in windows]
+    assert sum(s["kernels"] for s in summary["steps"]) == len(kernels)

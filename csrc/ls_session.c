@@ -122,7 +122,8 @@ static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t s
             return;
         }
     }
-    ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start};
+    ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
+                             o->pm_stop_in_finish};
     if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
         so.pm.device = 0;
     ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error);
@@ -288,7 +289,8 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     /* The window begins here: what the warm-up did is before it. */
     uint64_t start_ns = ls_clock_now();
     t0 = ls_clock_monotonic_ns();
-    start_metrics(options, &session.capture, start_ns, ls_cuda_current_context());
+    start_metrics(options, &session.capture, start_ns,
+                  options->metrics ? ls_cuda_current_context() : NULL);
     ls_finish_begin(session.job, session.tracing, session.sampling,
                     options->pm.decode_period_ns);
     lap(&phase[LS_START_METRICS], &t0);

@@ -117,7 +117,10 @@ static void *worker_loop(void *unused)
             pthread_mutex_lock(&w.lock);
             w.ticking_now = 0;
             w.ticks++;
-            w.next_tick_ns = ls_clock_monotonic_ns() + w.period_ns;
+            /* A fixed rate from the tick's start: a tick that took longer
+             * than the period (a PM decode falling behind) is followed at
+             * once, so the backlog never grows a period's idle time on top. */
+            w.next_tick_ns = now + w.period_ns;
             pthread_cond_broadcast(&w.done);
             continue;
         }
@@ -274,6 +277,8 @@ void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns)
         return;
     }
     w.tick = tick;
+    if (tick != NULL)
+        w.ticks = 0;
     w.period_ns = period_ns ? period_ns : 1;
     w.next_tick_ns = ls_clock_monotonic_ns() + w.period_ns;
     if (w.exists)

@@ -104,8 +104,10 @@ class Profile:
                         steps; False saves ~1.5% there and loses those.
     buffer_mb, max_buffer_mb: size of one CUPTI buffer (0.0625-1024 MiB), and the
                         pool's cap (buffer_mb-65536 MiB).
-    warm_up:            at start, put one 1-byte memset through the GPU and wait, so
-                        CUPTI's lazy set-up (0.15-1.5 ms) is not a fake bubble in step 0.
+    warm_up:            at the first traced profile of the process, put one 1-byte memset
+                        through the GPU and wait, so CUPTI's lazy set-up (0.15-1.5 ms) is
+                        not a fake bubble in its step 0 (later profiles need none: it
+                        would cost each enter ~0.4 ms and changed no gap).
     metrics:            sample the GPU's SM and DRAM counters (CUPTI PM sampling) on the
                         device the loop runs on; any failure leaves summary["sm"] None
                         with the reason in summary["metrics_error"], tracing goes on.
@@ -116,7 +118,8 @@ class Profile:
                         samples cover the loop from then on (summary["sm"]["coverage_pct"]).
     metrics_interval_us: sampling interval (default 100 us; 1-1e6).
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
-                        thread takes them, every metrics_decode_ms (default 10 ms) and
+                        thread takes them, every metrics_decode_ms (default 2 ms, so the
+                        end leaves summary() only the last ~2 ms of samples) and
                         after the stop; an overflow is reported in
                         summary["metrics"]["overflows"], never silent (1-65536 MiB;
                         metrics_decode_ms 1-10000).
@@ -150,7 +153,7 @@ class Profile:
         metrics: bool = True,
         metrics_interval_us: float = 100.0,
         metrics_buffer_mb: float = 64,
-        metrics_decode_ms: float = 10.0,
+        metrics_decode_ms: float = 2.0,
         gather: bool = True,
         gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
         steps: Any = None,

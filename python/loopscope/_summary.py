@@ -471,6 +471,8 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
         "finish_wait_ms": _ms(info.get("finish_wait_ns", 0)),
         "finished_on_worker": bool(info.get("finished_on_worker")),
         "decode_ms": _ms(pm.get("decode_ns", 0)),
+        "tail_samples": pm.get("tail_samples", 0),
+        "tail_decode_ms": _ms(pm.get("tail_decode_ns", 0)),
         "metrics_setup_ms": _ms(pm.get("setup_ns", 0)),
         "metrics_start_delay_ms": _ms(pm.get("start_delay_ns", 0)),
         "start_phases_ms": {k: _ms(v) for k, v in start.items()},

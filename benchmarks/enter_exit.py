@@ -6,7 +6,9 @@ options find no driver and run host-only, as trace/syncs/metrics=False do.
 Each row: the median ns of __enter__, of __exit__, and of the C core's
 start phases (summary["overhead"]["start_phases_ms"]) over --rounds
 profiles of an empty block, after a few unmeasured ones.  It asserts nothing.
-Usage: python benchmarks/enter_exit.py [--rounds 2000]
+--torch imports torch first, as a user's process has it (loopscope then asks
+torch about CUDA and torch.profiler at each enter).
+Usage: python benchmarks/enter_exit.py [--rounds 2000] [--torch]
 """
 from __future__ import annotations
 
@@ -46,7 +48,10 @@ def measure(options: dict, rounds: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument("--torch", action="store_true", help="import torch first")
     args = parser.parse_args()
+    if args.torch:
+        import torch  # noqa: F401
     warnings.filterwarnings("ignore")
     for name, options in VARIANTS.items():
         r = measure(options, args.rounds)

@@ -289,8 +289,11 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     /* The window begins here: what the warm-up did is before it. */
     uint64_t start_ns = ls_clock_now();
     t0 = ls_clock_monotonic_ns();
-    start_metrics(options, &session.capture, start_ns,
-                  options->metrics ? ls_cuda_current_context() : NULL);
+    /* The context only where counters may be sampled: without a driver its
+     * look-up is a failing dlopen at every start. */
+    void *context = options->metrics && ls_cuda_driver_present() ? ls_cuda_current_context()
+                                                                 : NULL;
+    start_metrics(options, &session.capture, start_ns, context);
     ls_finish_begin(session.job, session.tracing, session.sampling,
                     options->pm.decode_period_ns);
     lap(&phase[LS_START_METRICS], &t0);
@@ -329,8 +332,8 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
         c->launch_records = c->records.apis.count - before;
     }
     c->records.dropped_records += ls_calls_move_to(&c->records.calls, stop_ns);
-    c->codes_refused = ls_pycodes_refused();
     ls_pycodes_take(&c->records.codes);
+    c->codes_refused = ls_pycodes_refused();
     lap(&phase[LS_STOP_RECORDS], &t0);
     ls_clock_use(LS_CLOCK_MONOTONIC);
     ls_finish_plan plan = {session.tracing, session.sampling, context, session.defer};

@@ -133,3 +133,6 @@ def test_a_profile_reports_the_warm_up_mode_it_ran_with(monkeypatch):
         with loopscope.profile(trace=False, syncs=False, metrics=False, warm_up=flag) as prof:
             pass
         assert prof.capture.info()["warm_up"] == mode
+        enter = prof.summary()["overhead"]["enter_ms"]  # where the enter's time went
+        assert set(enter) == {"before_start", "start", "after_start"}
+        assert all(ms >= 0 for ms in enter.values())

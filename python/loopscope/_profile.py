@@ -3,10 +3,12 @@ the capture for `summary()` and `report()`."""
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 import time
 import warnings
+from time import perf_counter_ns as _enter_clock_ns  # apart from `time`, which tests script
 from typing import Any
 
 from . import _core, _cupti_paths, _distributed, _instrument, _options, _session, _settings
@@ -80,12 +82,21 @@ def _current_device() -> int:
     return -1
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@functools.lru_cache(maxsize=256)
+def _is_ours(filename: str) -> bool:
+    """A code file of loopscope's own (asked at every enter: cached, as
+    abspath costs ~1 us a frame)."""
+    return os.path.dirname(os.path.abspath(filename)) == _HERE
+
+
 def _user_site() -> str:
     """file:line of the innermost frame outside loopscope (where a profile
     was entered)."""
-    here = os.path.dirname(os.path.abspath(__file__))
     frame: Any = sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+    while frame is not None and _is_ours(frame.f_code.co_filename):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
@@ -196,6 +207,7 @@ class Profile:
     def __enter__(self) -> "Profile":
         if self._state is not None:
             raise RuntimeError("this Profile was already used; create a new loopscope.profile()")
+        entered = _enter_clock_ns()
         wants_cupti = self._options["trace"] or self._options["syncs"] or self._options["metrics"]
         busy = (_session.cupti_unusable() or _other_profiler()) if wants_cupti else None
         options = dict(self._options, trace=self._options["trace"] and busy is None,
@@ -204,8 +216,10 @@ class Profile:
                        metrics_device=_current_device(),
                        **_settings.core_options(self._options["warm_up"]))
         self._dist = _distributed.begin(self._gather)  # torch.distributed: the start exchange
+        starting = _enter_clock_ns()
         self._state, self._serial = _session.start_profile(
             self, _user_site(), dict(options, cupti_paths=_cupti_paths.candidates()))
+        started = _enter_clock_ns()
         _distributed.started(self._dist)
         if busy is not None:
             if self._options["trace"]:
@@ -231,6 +245,9 @@ class Profile:
                 raise
         self._mismatches_at_start = _instrument.mismatch_count()
         self._t0 = time.perf_counter_ns()
+        # Where the enter's time went, for summary["overhead"]["enter_ms"].
+        self._state["enter_ns"] = {"before_start": starting - entered, "start": started - starting,
+                                   "after_start": _enter_clock_ns() - started}
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -62,6 +62,12 @@ static void forget_in_child(void)
     w.when_idle = NULL;
 }
 
+/* The lock is held across fork(), so the child's copy of the queue is never
+ * caught half-changed (a task taken off the queue but not yet marked
+ * running was lost to the child, whose wait for it then never ended). */
+static void lock_for_fork(void) { pthread_mutex_lock(&w.lock); }
+static void unlock_after_fork(void) { pthread_mutex_unlock(&w.lock); }
+
 static void init_once(void)
 {
     pthread_condattr_t attr;
@@ -71,7 +77,7 @@ static void init_once(void)
             wake_ready = 1;
         pthread_condattr_destroy(&attr);
     }
-    pthread_atfork(NULL, NULL, forget_in_child);
+    pthread_atfork(lock_for_fork, unlock_after_fork, forget_in_child);
 }
 
 /* Runs `task` outside the lock and marks it done (or disposes of it). */

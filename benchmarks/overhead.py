@@ -163,6 +163,8 @@ def one_round(torch, loop, enter, exit_, post) -> dict:
             "finish_wait_ms": o.get("finish_wait_ms"), "finish_ms": o.get("finish_ms"),
             "start_ms": o.get("start_ms"), "stop_ms": o.get("stop_ms"),
             "decode_ms": o.get("decode_ms"), "in_loop_estimate_ms": o.get("in_loop_estimate_ms"),
+            "tail_samples": o.get("tail_samples"), "tail_decode_ms": o.get("tail_decode_ms"),
+            "summary_build_ms": (t4 - t3) / 1e6 - (o.get("finish_wait_ms") or 0.0),
             "start_phases_ms": o.get("start_phases_ms"), "finish_phases_ms": o.get("finish_phases_ms"),
             "kernels": (result.get("gpu") or {}).get("kernels"),
             "samples": (result.get("sm") or {}).get("samples"),
@@ -252,6 +254,9 @@ def details(results: list[dict]) -> list[str]:
                      f"ms); start {med('start_ms'):.3f} ms, stop {med('stop_ms'):.3f} ms; in-loop "
                      f"estimate {med('in_loop_estimate_ms'):.3f} ms; kernels {med('kernels')}, "
                      f"samples {med('samples')}, coverage {med('coverage_pct')} %")
+        lines.append(f"    finish decoded a tail of {med('tail_samples')} samples in "
+                     f"{med('tail_decode_ms'):.3f} ms; summary() built in "
+                     f"{med('summary_build_ms'):.3f} ms after its wait")
         lines.append(f"    start phases {phases('start_phases_ms')}")
         lines.append(f"    finish phases {phases('finish_phases_ms')}")
         lines.append(f"    first profile: sampler set-up {first.get('metrics_setup_ms')} ms "

@@ -4,10 +4,19 @@ its own process, with one internal switch (LOOPSCOPE_INTERNAL, see
 python/loopscope/_settings.py) or profile option changed from today's
 defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
 
-  default                  today's defaults (worker finish, zeroed buffers,
-                           warm-up at every start, sampler started by the worker)
-  warm_up_once             warm-up only at the first profile of the process
-  warm_up_none             no warm-up: CUPTI's lazy set-up lands in step 0
+  default                  today's defaults (worker finish, zeroed buffers, warm-up
+                           once per process, sampler started by the worker, samples
+                           decoded every 2 ms at a fixed rate, the sampler's stop
+                           after the finish)
+  old_defaults             the defaults before issue 11's last round: warm-up at
+                           every start, decode every 10 ms, stop inside the finish
+                           (the code table's reset and fixed-rate ticks stay new)
+  warm_up_every            warm-up at every start (the old default)
+  warm_up_none             no warm-up: CUPTI's lazy set-up lands in step 0 of the
+                           first profile
+  stop_in_finish           the finish stops sampling before its last decode (old)
+  decode_10ms              the worker decodes every 10 ms (the old period)
+  decode_1ms               the worker decodes every 1 ms
   cupti_clears             CUPTI clears each new activity buffer itself (the old way)
   cupti_clears_no_warm_up  ... and no warm-up: the first-launch cost shows in step 0
   finish_in_exit           exit waits for the finish (the old way)
@@ -15,7 +24,6 @@ defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
   sampler_keeps_running    sampling keeps running 1 s after a profile: no start
                            at enter, but the bare rounds run while it samples
   small_image              a 64-sample counter data image (smaller resets)
-  decode_2ms               the worker decodes every 2 ms (less left at the stop)
   interval_200us           a sample every 200 us (half the decode work)
   trace_only               syncs=False, metrics=False
   activity_floor           trace_only without any CUPTI callback: what the
@@ -49,15 +57,18 @@ from overhead import LOOPS, build_loop, timed_bare  # noqa: E402
 
 OPTIONS: dict[str, tuple[str, dict]] = {
     "default": ("", {}),
-    "warm_up_once": ("warm_up=once", {}),
+    "old_defaults": ("warm_up=every,metrics_stop_in_finish=1", {"metrics_decode_ms": 10}),
+    "warm_up_every": ("warm_up=every", {}),
     "warm_up_none": ("warm_up=none", {}),
+    "stop_in_finish": ("metrics_stop_in_finish=1", {}),
+    "decode_10ms": ("", {"metrics_decode_ms": 10}),
+    "decode_1ms": ("", {"metrics_decode_ms": 1}),
     "cupti_clears": ("zeroed_buffers=0", {}),
     "cupti_clears_no_warm_up": ("zeroed_buffers=0,warm_up=none", {}),
     "finish_in_exit": ("defer=0", {}),
     "sampler_start_in_enter": ("metrics_wait_for_start=1", {}),
     "sampler_keeps_running": ("metrics_keep_running_ms=1000", {}),
     "small_image": ("metrics_max_samples=64", {}),
-    "decode_2ms": ("", {"metrics_decode_ms": 2}),
     "interval_200us": ("", {"metrics_interval_us": 200}),
     "trace_only": ("", {"syncs": False, "metrics": False}),
     "activity_floor": ("callbacks=0", {"syncs": False, "metrics": False}),
@@ -89,6 +100,9 @@ def profiled_round(torch, loop, options: dict) -> dict:
         "block": (t3 - t0) / 1e6, "summary": (t4 - t3) / 1e6,
         "warm_up": o["start_phases_ms"].get("warm_up", 0.0),
         "finish_wait": o["finish_wait_ms"], "finish": o["finish_ms"], "decode": o["decode_ms"],
+        "tail_samples": o.get("tail_samples"), "tail_decode": o.get("tail_decode_ms"),
+        "summary_build": (t4 - t3) / 1e6 - o["finish_wait_ms"],
+        "python_enter": (t1 - t0) / 1e6 - o["start_ms"],
         "step0_gap_us": max_gaps[0] if max_gaps else None,
         "other_gap_us": statistics.median(max_gaps[1:]) if len(max_gaps) > 1 else None,
         "samples_per_step": (statistics.median(st["samples"] for st in steps) if steps else None),
@@ -196,8 +210,10 @@ def main() -> None:
         return
     started = time.time()
     results = []
-    for loop_kind in loops:
-        for name in variants:
+    # Variant by variant, both loops each, so a budget cuts the last variants
+    # of both loops rather than the whole second loop.
+    for name in variants:
+        for loop_kind in loops:
             if args.budget_s is not None and time.time() - started > args.budget_s:
                 results.append({"variant": name, "loop": loop_kind,
                                 "error": f"skipped: past the {args.budget_s:.0f} s budget"})
@@ -206,6 +222,7 @@ def main() -> None:
             results.append(result)
             done = "error" if "error" in result else f"block {result['block_x']:.3f}x"
             print(f"[{time.time() - started:6.1f} s] {loop_kind} {name}: {done}", flush=True)
+    results.sort(key=lambda r: (loops.index(r["loop"]), variants.index(r["variant"])))
     out = {"date": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), "rounds": args.rounds,
            "results": results}
     if args.json:
@@ -223,6 +240,10 @@ def main() -> None:
               f"{fmt(m.get('finish'), '.3f')} ms (waited {fmt(m.get('finish_wait'), '.3f')}); "
               f"sampler start delay {fmt(m.get('sampler_start_delay_ms'), '.3f')} ms; image "
               f"{fmt(m.get('counter_data_mb'), '.2f')} MiB, {fmt(m.get('decodes'), '.0f')} decodes")
+        print(f"    tail {fmt(m.get('tail_samples'), '.0f')} samples decoded by the finish in "
+              f"{fmt(m.get('tail_decode'), '.3f')} ms; summary built in "
+              f"{fmt(m.get('summary_build'), '.3f')} ms after its wait; enter outside the C "
+              f"start {fmt(m.get('python_enter'), '.3f')} ms")
     print()
     print("medians; x = time / bare loop; ms unless said; gap0us/gapNus = largest gap in step 0 / "
           "median of the other steps' largest; smp/st = PM samples a step")

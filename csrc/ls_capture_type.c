@@ -395,7 +395,9 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_XDECREF(ns);
         }
         PyObject *more_pm = ls_py_dict_of(
-            10, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
+            13, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
+            "tail_samples", U64(pm->tail_samples), "tail_decode_ns", U64(pm->tail_decode_ns),
+            "stop_ns", U64(pm->stop_ns),
             "restarts", U64(pm->restarts),
             "reconfigures", U64(pm->reconfigures),
             "decode_data_ns", U64(pm->decode_data_ns),

@@ -38,21 +38,31 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                                "metrics_max_samples", "metrics_decode_ns", "zeroed_buffers",
                                "defer", "metrics_cache_dir", "metrics_keep_ns",
                                "metrics_keep_running_ns", "metrics_wait_for_start",
-                               "callbacks", NULL};
-    int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_EVERY, syncs = 1, metrics = 0,
-        metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0, callbacks = 1;
+                               "callbacks", "metrics_stop_in_finish", NULL};
+    /* Warm-up once per process by default (issue 11, H200): with CUPTI's
+     * buffers handed over zeroed, step 0's largest gap after the first
+     * profile was the same without a warm-up (warm_up_none 96.9 us, once
+     * 95.9 us, at every start 84.9 us: noise), while the one at every start
+     * cost 0.36-0.42 ms of each enter; the first profile of a process still
+     * showed a bubble without one (eager step 0: 206 us none, 114 us once). */
+    int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
+        metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0, callbacks = 1,
+        stop_in_finish = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
-    unsigned long long interval_ns = 100000, decode_ns = 10000000;
+    /* Decode every 2 ms: the stop then leaves ~20 samples (~1.4 ms on an
+     * H200 host) for summary() to wait for, not up to 100 (issue 11). */
+    unsigned long long interval_ns = 100000, decode_ns = 2000000;
     unsigned long long keep_ns = 3000000000ull, keep_running_ns = 0;
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKpp:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKppp:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
                                      &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
-                                     &keep_running_ns, &wait_for_start, &callbacks))
+                                     &keep_running_ns, &wait_for_start, &callbacks,
+                                     &stop_in_finish))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
@@ -128,6 +138,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.pm_keep_ns = keep_ns;
     options.pm_keep_running_ns = keep_running_ns;
     options.pm_wait_for_start = wait_for_start;
+    options.pm_stop_in_finish = stop_in_finish;
     ls_session_state state;
     uint64_t waited = 0;
     /* The last profile's finish may still run on the worker: wait for it
@@ -302,9 +313,9 @@ static PyObject *core_demangle(PyObject *module, PyObject *name)
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
-     " warm_up=1, syncs=True, metrics=False, metrics_interval_ns=100000,"
+     " warm_up=2, syncs=True, metrics=False, metrics_interval_ns=100000,"
      " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
-     " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
+     " metrics_decode_ns=2000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
      " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=False,"
      " callbacks=True)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"

@@ -476,6 +476,7 @@ void ls_pm_new_window(void)
     ls_pm_stats *s = &pm.stats;
     s->samples = s->overflows = s->counter_data_full = s->incomplete = s->eval_errors = 0;
     s->decodes = s->decode_ns = s->decode_data_ns = s->evaluate_ns = 0;
+    s->tail_samples = s->tail_decode_ns = s->stop_ns = 0;
     s->restarts = s->reconfigures = 0;
     memset(s->phase_ns, 0, sizeof s->phase_ns);
     s->error[0] = '\0';
@@ -638,6 +639,7 @@ int ls_pm_stop(ls_sample_array *sink)
         note_error(ls_cupti_error());
         result = -1;
     }
+    pm.stats.stop_ns = ls_clock_monotonic_ns() - t0;
     if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
         pm.stats.stopped_ns = 0;
     if (decode(sink, 0, 1) != 0)

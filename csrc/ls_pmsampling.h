@@ -64,6 +64,9 @@ typedef struct {
     uint64_t eval_errors;        /* samples whose values could not be evaluated */
     uint64_t decodes, decode_ns; /* decode calls and the host time they took */
     uint64_t decode_data_ns;     /* of which in cuptiPmSamplingDecodeData */
+    uint64_t tail_samples;       /* decoded by the profile's finish (after its stop) */
+    uint64_t tail_decode_ns;     /* host time of that last decode */
+    uint64_t stop_ns;            /* host time of cuptiPmSamplingStop (0: after the finish) */
     uint64_t evaluate_ns;        /* of which evaluating samples into values */
     uint64_t restarts;           /* stop + start to recover from an overflow */
     uint64_t reconfigures;       /* where that failed: disable, enable, configure, start */

@@ -34,9 +34,10 @@ uint32_t ls_pycodes_intern(PyCodeObject *code);
  * runs, with the GIL); valid until the next reset or take. */
 void ls_pycodes_view(ls_code_table *view);
 
-/* Moves the table's strings into `out` (the caller frees them with
- * ls_records_clear); the table is empty afterwards.  Call while no callback
- * can run. */
+/* Copies the table's codes and strings into `out` (the caller frees them
+ * with ls_records_clear; all NULL and the codes counted as refused when out
+ * of memory); the table is empty and refuses codes until the next reset.
+ * Call while no callback can run. */
 void ls_pycodes_take(ls_code_table *out);
 
 /* Code objects refused because the table was full. */

@@ -93,9 +93,17 @@ static void fake_start(void)
 
 static void keep_running_over(void);
 
-static void reset_task(ls_task *task)
+/* After a finish: stops sampling if it still runs (the samples after the
+ * window are decoded and dropped), and resets the counter data image (a
+ * 2-14 MiB copy) for the next start.  The summary waits for neither. */
+static void stop_task(ls_task *task)
 {
     (void)task;
+    if (ls_pm_running()) {
+        ls_sample_array after = {0};
+        ls_pm_stop(&after); /* a failure is in the stats; the next start says more */
+        free(after.items);
+    }
     ls_pm_reset();
 }
 
@@ -240,11 +248,16 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
         return;
     }
     uint64_t keep_running = fake.items != NULL ? 0 : s.options.keep_running_ns;
+    size_t decoded_before = s.samples.count;
+    uint64_t tail_t0 = ls_clock_monotonic_ns();
     if (fake.items != NULL) {
         fake_decode(fake.count);
         c->pm = fake.stats;
         c->pm.stopped_ns = stop_ns;
-    } else if (keep_running > 0) {
+    } else if (keep_running > 0 || !s.options.stop_in_finish) {
+        /* The tail, decoded while sampling goes on: the sample in progress
+         * at the window's end is complete once the GPU's clock has passed
+         * it (two intervals: at most 0.2 ms by default). */
         wait_for_cupti_clock(stop_ns + 2 * s.options.pm.interval_ns);
         ls_pm_decode(&s.samples);
         c->pm = *ls_pm_stats_now();
@@ -255,6 +268,8 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
                      ls_pm_stats_now()->error);
         c->pm = *ls_pm_stats_now();
     }
+    c->pm.tail_samples = s.samples.count - decoded_before;
+    c->pm.tail_decode_ns = ls_clock_monotonic_ns() - tail_t0;
     c->sampled = 1;
     c->pm_setup_ns = s.setup_ns;
     c->pm_began_ns = s.began_ns;
@@ -298,15 +313,15 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
     }
     s.kept_running_for = keep_running;
     if (fake.items == NULL && keep_running == 0) {
-        /* The image reset after the last decode (a 13.5 MiB copy by default)
-         * comes after this finish, so the summary waiting for it does not
-         * wait for the copy too; the next start finds the image clean. */
-        static ls_task reset;
-        memset(&reset, 0, sizeof reset);
-        reset.run = reset_task;
+        /* The stop and the image reset come after this finish, so the
+         * summary waiting for it waits for neither; the next start (which
+         * waits for the worker) finds sampling stopped and the image clean. */
+        static ls_task after;
+        memset(&after, 0, sizeof after);
+        after.run = stop_task;
         char no_thread[64];
-        if (ls_worker_post(&reset, no_thread, sizeof no_thread) != 0)
-            ls_pm_reset();
+        if (ls_worker_post(&after, no_thread, sizeof no_thread) != 0)
+            stop_task(&after);
     }
     if (keep_running > 0) {
         ls_worker_set_tick(idle_tick, s.options.pm.decode_period_ns);

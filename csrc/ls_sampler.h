@@ -7,10 +7,14 @@
  * starts it.  Samples then cover the profile from the moment sampling runs;
  * the summary's coverage says how much, and a profile that ended before
  * the set-up did gets a sentence saying so.  While the profile runs, each
- * worker tick decodes what the hardware buffer holds.  The profile's finish
- * (ls_finish, on the worker) stops sampling, decodes the rest and hands
- * over exactly the samples that overlap the profile's window, on the
- * activity clock.  Sampling stays enabled keep_ns after a profile (the next
+ * worker tick decodes what the hardware buffer holds (the ticks keep a
+ * fixed rate, so a decoder that falls behind decodes back to back and the
+ * stop finds only the last period's samples).  The profile's finish
+ * (ls_finish, on the worker) waits until the GPU's clock passes the
+ * window's end, decodes that tail while sampling goes on, and hands over
+ * exactly the samples that overlap the profile's window, on the activity
+ * clock; cuptiPmSamplingStop (and dropping what was sampled after the
+ * window) follows as a task of its own, so summary() never waits for it.  Sampling stays enabled keep_ns after a profile (the next
  * one then costs one cuptiPmSamplingStart on the worker); with
  * keep_running_ns it even keeps running that long, the worker decoding and
  * dropping what it samples between profiles, so the next profile needs no
@@ -32,6 +36,9 @@ typedef struct {
     uint64_t keep_ns;          /* sampling stays enabled this long after a profile */
     uint64_t keep_running_ns;  /* ... and running this long (0: stopped at its finish) */
     int wait_for_start;        /* 1: the opening thread waits for the set-up and start */
+    int stop_in_finish;        /* 1: the finish stops sampling before its last decode (the
+                                * old way); 0: it decodes up to the window's end while
+                                * sampling runs on, and the stop follows the finish */
 } ls_sampler_options;
 
 /* 1 when the test source is installed (no driver or CUPTI needed then). */

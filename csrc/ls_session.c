@@ -121,7 +121,8 @@ static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t s
             return;
         }
     }
-    ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start};
+    ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
+                             o->pm_stop_in_finish};
     if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
         so.pm.device = 0;
     /* Asked only once sampling will run (CUPTI loaded, which a child
@@ -329,8 +330,8 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
         c->launch_records = c->records.apis.count - before;
     }
     c->records.dropped_records += ls_calls_move_to(&c->records.calls, stop_ns);
-    c->codes_refused = ls_pycodes_refused();
     ls_pycodes_take(&c->records.codes);
+    c->codes_refused = ls_pycodes_refused();
     lap(&phase[LS_STOP_RECORDS], &t0);
     ls_clock_use(LS_CLOCK_MONOTONIC);
     ls_finish_plan plan = {session.tracing, session.sampling, context, session.defer};

@@ -40,6 +40,7 @@ typedef struct {
     uint64_t pm_keep_ns;         /* sampling stays enabled this long after a profile */
     uint64_t pm_keep_running_ns; /* ... and running this long (0: stopped at the finish) */
     int pm_wait_for_start;   /* start waits for the sampler's set-up and start */
+    int pm_stop_in_finish;   /* the finish stops sampling before its last decode */
 } ls_session_options;
 
 typedef struct {

@@ -25,6 +25,7 @@
 #include "ls_worker.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -752,6 +753,71 @@ static PyObject *decoder_probe(PyObject *module, PyObject *args)
                          (unsigned long long)stop_ns, ls_worker_state());
 }
 
+#define LS_TICK_STARTS_MAX 64
+
+static struct {
+    uint64_t cost_ns;
+    atomic_size_t count;
+    uint64_t at[LS_TICK_STARTS_MAX];
+} slow_ticks; /* written by the worker's tick, read once the ticks stopped */
+
+static void slow_tick(void)
+{
+    size_t i = atomic_load(&slow_ticks.count);
+    if (i < LS_TICK_STARTS_MAX) {
+        slow_ticks.at[i] = ls_clock_monotonic_ns();
+        atomic_store(&slow_ticks.count, i + 1);
+    }
+    struct timespec pause = {(time_t)(slow_ticks.cost_ns / 1000000000ull),
+                             (long)(slow_ticks.cost_ns % 1000000000ull)};
+    nanosleep(&pause, NULL);
+}
+
+/* _tick_starts(period_ns, cost_ns, ticks) -> [ns, ...]: runs the worker's
+ * ticks alone, each taking cost_ns (a decode that falls behind when cost_ns
+ * exceeds period_ns), until `ticks` have begun (at most 64); returns when
+ * each began (monotonic clock) and ends the thread. */
+static PyObject *tick_starts(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long period_ns, cost_ns;
+    Py_ssize_t want;
+    if (!PyArg_ParseTuple(args, "KKn:_tick_starts", &period_ns, &cost_ns, &want))
+        return NULL;
+    if (ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError, "_tick_starts needs no profile running");
+        return NULL;
+    }
+    if (want < 1 || want > LS_TICK_STARTS_MAX) {
+        PyErr_Format(PyExc_ValueError, "_tick_starts: ticks must be 1-%d", LS_TICK_STARTS_MAX);
+        return NULL;
+    }
+    ls_worker_wait_idle();
+    memset(slow_ticks.at, 0, sizeof slow_ticks.at);
+    atomic_store(&slow_ticks.count, 0);
+    slow_ticks.cost_ns = cost_ns;
+    Py_BEGIN_ALLOW_THREADS
+    ls_worker_when_idle(NULL, 0);
+    ls_worker_set_tick(slow_tick, period_ns);
+    struct timespec poll = {0, 1000000};
+    uint64_t give_up = ls_clock_monotonic_ns() + 60000000000ull;
+    while (atomic_load(&slow_ticks.count) < (size_t)want && ls_clock_monotonic_ns() < give_up)
+        nanosleep(&poll, NULL);
+    ls_worker_set_tick(NULL, 0);
+    ls_worker_wait_idle();
+    ls_worker_shutdown(LS_PROBE_SHUTDOWN_NS);
+    Py_END_ALLOW_THREADS
+    PyObject *out = PyList_New(0);
+    size_t have = atomic_load(&slow_ticks.count);
+    for (size_t i = 0; out != NULL && i < have && i < (size_t)want; i++) {
+        PyObject *t = PyLong_FromUnsignedLongLong(slow_ticks.at[i]);
+        if (t == NULL || PyList_Append(out, t) != 0)
+            Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    return out;
+}
+
 static PyObject *decoder_state(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -1075,6 +1141,9 @@ PyMethodDef ls_test_hook_methods[] = {
     {"_settle_samples", settle_samples, METH_VARARGS,
      "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
      "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},
+    {"_tick_starts", tick_starts, METH_VARARGS,
+     "_tick_starts(period_ns, cost_ns, ticks) -> [ns, ...]: test hook; when each of the "
+     "worker's ticks began, each tick taking cost_ns."},
     {"_decoder_state", decoder_state, METH_NOARGS,
      "_decoder_state() -> 'none', 'ticking', 'parked', 'idle', 'busy' or 'ended': the "
      "worker thread's state, test hook."},

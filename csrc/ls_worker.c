@@ -62,6 +62,12 @@ static void forget_in_child(void)
     w.when_idle = NULL;
 }
 
+/* The lock is held across fork(), so the child's copy of the queue is never
+ * caught half-changed (a task taken off the queue but not yet marked
+ * running was lost to the child, whose wait for it then never ended). */
+static void lock_for_fork(void) { pthread_mutex_lock(&w.lock); }
+static void unlock_after_fork(void) { pthread_mutex_unlock(&w.lock); }
+
 static void init_once(void)
 {
     pthread_condattr_t attr;
@@ -71,7 +77,7 @@ static void init_once(void)
             wake_ready = 1;
         pthread_condattr_destroy(&attr);
     }
-    pthread_atfork(NULL, NULL, forget_in_child);
+    pthread_atfork(lock_for_fork, unlock_after_fork, forget_in_child);
 }
 
 /* Runs `task` outside the lock and marks it done (or disposes of it). */
@@ -117,7 +123,10 @@ static void *worker_loop(void *unused)
             pthread_mutex_lock(&w.lock);
             w.ticking_now = 0;
             w.ticks++;
-            w.next_tick_ns = ls_clock_monotonic_ns() + w.period_ns;
+            /* A fixed rate from the tick's start: a tick that took longer
+             * than the period (a PM decode falling behind) is followed at
+             * once, so the backlog never grows a period's idle time on top. */
+            w.next_tick_ns = now + w.period_ns;
             pthread_cond_broadcast(&w.done);
             continue;
         }
@@ -274,6 +283,8 @@ void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns)
         return;
     }
     w.tick = tick;
+    if (tick != NULL)
+        w.ticks = 0;
     w.period_ns = period_ns ? period_ns : 1;
     w.next_tick_ns = ls_clock_monotonic_ns() + w.period_ns;
     if (w.exists)

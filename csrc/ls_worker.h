@@ -63,8 +63,10 @@ int ls_worker_abandon(ls_task *task, ls_task_fn dispose);
 /* Blocks until no task is queued or running and no tick is running. */
 void ls_worker_wait_idle(void);
 
-/* Calls tick() every period_ns on the worker while set; NULL stops it (a
- * tick in progress finishes; ls_worker_wait_idle waits for it). */
+/* Calls tick() every period_ns on the worker while set, at a fixed rate
+ * (period_ns after the last tick began; at once when that has passed);
+ * NULL stops it (a tick in progress finishes; ls_worker_wait_idle waits
+ * for it). */
 typedef void (*ls_tick_fn)(void);
 void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns);
 
@@ -78,7 +80,7 @@ void ls_worker_when_idle(ls_tick_fn fn, uint64_t after_ns);
  * With no thread, runs the when-idle call here. */
 void ls_worker_shutdown(uint64_t timeout_ns);
 
-/* Ticks run since the thread was made (for tests). */
+/* Ticks run since the last ls_worker_set_tick with a tick (for tests). */
 uint64_t ls_worker_ticks(void);
 
 /* "none", "ticking", "parked", "idle" (a when-idle call is due), "busy"

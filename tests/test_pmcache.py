@@ -107,3 +107,32 @@ def test_internal_switches_parse_and_bad_ones_are_named():
         with pytest.raises(ValueError, match=words) as error:
             _settings.parse_internal(bad)
         assert "LOOPSCOPE_INTERNAL" in str(error.value)
+
+
+def test_warm_up_is_once_per_process_unless_told(monkeypatch):
+    """Profile(warm_up=True) asks the core for one warm-up per process (2),
+    warm_up=False for none (0); LOOPSCOPE_INTERNAL=warm_up=every restores
+    the warm-up at every start (1), for the comparison in
+    benchmarks/overhead_options.py."""
+    monkeypatch.setattr(_settings, "_cache", {})
+    monkeypatch.delenv("LOOPSCOPE_INTERNAL", raising=False)
+    assert _settings.core_options(True)["warm_up"] == 2
+    assert _settings.core_options(False)["warm_up"] == 0
+    monkeypatch.setattr(_settings, "_cache", {})
+    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "warm_up=every")
+    assert _settings.core_options(True)["warm_up"] == 1
+    assert _settings.core_options(False)["warm_up"] == 0
+
+
+def test_a_profile_reports_the_warm_up_mode_it_ran_with(monkeypatch):
+    import loopscope
+
+    monkeypatch.setattr(_settings, "_cache", {})
+    monkeypatch.delenv("LOOPSCOPE_INTERNAL", raising=False)
+    for flag, mode in [(True, "once"), (False, "none")]:
+        with loopscope.profile(trace=False, syncs=False, metrics=False, warm_up=flag) as prof:
+            pass
+        assert prof.capture.info()["warm_up"] == mode
+        enter = prof.summary()["overhead"]["enter_ms"]  # where the enter's time went
+        assert set(enter) == {"before_start", "start", "after_start"}
+        assert all(ms >= 0 for ms in enter.values())

@@ -348,3 +348,19 @@ def test_damaged_records_are_refused(test_clock, tmp_path):
     with pytest.raises(_recording.RecordingError, match="damaged"):
         _replay.replay(no_column)
     assert not _core.active()
+
+
+def test_an_overhead_figure_made_an_object_is_refused(test_clock):
+    """Only the phase maps of summary["overhead"] are objects; a figure the
+    report prints as a number (drain_ms) that became one is named."""
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    data = _recording.record(prof)
+    assert isinstance(data["profile"]["overhead"]["enter_ms"], dict)
+    test_clock.set(0, 0)
+    _replay.replay(json.loads(json.dumps(data))).report()  # the maps as recorded are fine
+    bad = json.loads(json.dumps(data))
+    bad["profile"]["overhead"]["drain_ms"] = {}
+    with pytest.raises(_recording.RecordingError, match="overhead.drain_ms is an object"):
+        _replay.replay(bad)
+    assert not _core.active()

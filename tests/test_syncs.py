@@ -1005,3 +1005,28 @@ def test_a_bad_list_dispatches_nothing():
     s = prof.summary()["syncs"]
     assert s["count"] == 1
     assert only_site(prof.summary())["apis"] == {"cudaDeviceSynchronize": 1}
+
+
+def test_each_profile_names_its_own_sites_when_the_code_table_is_reused():
+    """The table of code objects keeps its slots between profiles (a reset
+    only moves its generation on): a profile must never find a code object
+    seen by an earlier one, whose id was an index into that profile's
+    table.  The order swaps, so a stale slot would give a wrong id."""
+
+    def first():
+        line = here() + 1
+        X.item()
+        return line
+
+    def second():
+        line = here() + 1
+        X.cpu()
+        return line
+
+    for order in [(first, second), (second, first), (second,), (first, second, first)]:
+        with loopscope.profile() as prof:
+            seen = [(f.__name__, f()) for f in order]
+        sites = prof.summary()["syncs"]["sites"]
+        want = sorted(set(seen))
+        assert sorted((s["function"].rsplit(".", 1)[-1], s["line"]) for s in sites) == want
+        assert all(s["file"] == THIS_FILE for s in sites)

@@ -8,9 +8,11 @@ the worker busy neither hangs nor loses the process."""
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -174,6 +176,53 @@ def test_a_fork_while_the_worker_finishes_neither_hangs_nor_loses_the_parent():
     assert result.stdout.strip() == "child 0 parent True"
 
 
+def test_a_decoder_that_falls_behind_ticks_back_to_back():
+    """Ticks keep a fixed rate: one that took longer than the period (a
+    PM decode behind the GPU) is followed at once, not after another idle
+    period (30 ms ticks every 20 ms: 30 ms apart, where 50 ms meant the
+    backlog grew by a period each time)."""
+    starts = _core._tick_starts(20_000_000, 30_000_000, 6)
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert len(gaps) == 5
+    assert all(gap >= 30_000_000 for gap in gaps)  # a tick never overlaps the last one
+    assert statistics.median(gaps) < 40_000_000
+
+
+def test_ticks_quicker_than_their_period_keep_the_period():
+    starts = _core._tick_starts(20_000_000, 1_000_000, 4)
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert len(gaps) == 3
+    assert all(gap >= 20_000_000 for gap in gaps)
+
+
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("decode_ms, run_s", [(1, 0.05), (10_000, 0.0)])
+def test_the_ticks_decode_while_the_profile_runs_and_the_finish_only_the_tail(
+        test_clock, decode_ms, run_s):
+    """Each tick hands over `per_tick` synthetic samples as a decode of a
+    running sampler would; the finish decodes the rest (the tail, reported
+    in summary["overhead"]["tail_samples"]).  With a 10 s period no tick
+    runs inside the profile and the finish decodes everything."""
+    samples = sample_run()
+    per_tick = 3
+    _core._fake_samples(samples, per_tick)
+    test_clock.set(1_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics=True,
+                           metrics_decode_ms=decode_ms) as prof:
+        time.sleep(run_s)
+    s = prof.summary()
+    pm = prof._capture.info()["pm"]
+    by_ticks = min(len(samples), (pm["decodes"] - 1) * per_tick)  # the finish decodes once
+    assert pm["samples"] == len(samples)
+    assert pm["tail_samples"] == len(samples) - by_ticks
+    assert s["overhead"]["tail_samples"] == pm["tail_samples"]
+    if decode_ms == 10_000:
+        assert pm["decodes"] == 1 and pm["tail_samples"] == len(samples)
+    info = prof._capture.info()
+    assert [x[:2] for x in prof._capture.samples()] == [
+        x[:2] for x in window_of(samples, info["start_ns"], info["stop_ns"])]
+
+
 def test_decoder_probe_ticks_on_the_worker_thread():
     ticks, _, state = _core._decoder_probe(1_000_000, 30_000_000)
     assert 5 <= ticks <= 31
@@ -181,7 +230,8 @@ def test_decoder_probe_ticks_on_the_worker_thread():
 
 
 @pytest.mark.fake_sampler
-@pytest.mark.parametrize("switches", [{"defer": False}, {"metrics_wait_for_start": True}])
+@pytest.mark.parametrize("switches", [{"defer": False}, {"metrics_wait_for_start": True},
+                                      {"metrics_stop_in_finish": True}])
 def test_the_old_ways_for_comparison_hand_over_the_same_samples(test_clock, switches):
     """The internal switches benchmarks/overhead_options.py compares: the
     finish inside stop, or a start that waits for the sampler."""

@@ -3,10 +3,12 @@ the capture for `summary()` and `report()`."""
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 import time
 import warnings
+from time import perf_counter_ns as _enter_clock_ns  # apart from `time`, which tests script
 from typing import Any
 
 from . import _core, _cupti_paths, _distributed, _instrument, _options, _session, _settings
@@ -89,12 +91,21 @@ def _current_device() -> int:
     return -1
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@functools.lru_cache(maxsize=256)
+def _is_ours(filename: str) -> bool:
+    """A code file of loopscope's own (asked at every enter: cached, as
+    abspath costs ~1 us a frame)."""
+    return os.path.dirname(os.path.abspath(filename)) == _HERE
+
+
 def _user_site() -> str:
     """file:line of the innermost frame outside loopscope (where a profile
     was entered)."""
-    here = os.path.dirname(os.path.abspath(__file__))
     frame: Any = sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+    while frame is not None and _is_ours(frame.f_code.co_filename):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
@@ -113,8 +124,10 @@ class Profile:
                         steps; False saves ~1.5% there and loses those.
     buffer_mb, max_buffer_mb: size of one CUPTI buffer (0.0625-1024 MiB), and the
                         pool's cap (buffer_mb-65536 MiB).
-    warm_up:            at start, put one 1-byte memset through the GPU and wait, so
-                        CUPTI's lazy set-up (0.15-1.5 ms) is not a fake bubble in step 0.
+    warm_up:            at the first traced profile of the process, put one 1-byte memset
+                        through the GPU and wait, so CUPTI's lazy set-up (0.15-1.5 ms) is
+                        not a fake bubble in its step 0 (later profiles need none: it
+                        would cost each enter ~0.4 ms and changed no gap).
     metrics:            sample the GPU's SM and DRAM counters (CUPTI PM sampling) on the
                         device the loop runs on; any failure leaves summary["sm"] None
                         with the reason in summary["metrics_error"], tracing goes on.
@@ -125,7 +138,8 @@ class Profile:
                         samples cover the loop from then on (summary["sm"]["coverage_pct"]).
     metrics_interval_us: sampling interval (default 100 us; 1-1e6).
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
-                        thread takes them, every metrics_decode_ms (default 10 ms) and
+                        thread takes them, every metrics_decode_ms (default 2 ms, so the
+                        end leaves summary() only the last ~2 ms of samples) and
                         after the stop; an overflow is reported in
                         summary["metrics"]["overflows"], never silent (1-65536 MiB;
                         metrics_decode_ms 1-10000).
@@ -159,7 +173,7 @@ class Profile:
         metrics: bool = True,
         metrics_interval_us: float = 100.0,
         metrics_buffer_mb: float = 64,
-        metrics_decode_ms: float = 10.0,
+        metrics_decode_ms: float = 2.0,
         gather: bool = True,
         gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
         steps: Any = None,
@@ -202,6 +216,7 @@ class Profile:
     def __enter__(self) -> "Profile":
         if self._state is not None:
             raise RuntimeError("this Profile was already used; create a new loopscope.profile()")
+        entered = _enter_clock_ns()
         wants_cupti = self._options["trace"] or self._options["syncs"] or self._options["metrics"]
         busy = (_session.cupti_unusable() or _other_profiler()) if wants_cupti else None
         options = dict(self._options, trace=self._options["trace"] and busy is None,
@@ -210,8 +225,10 @@ class Profile:
                        metrics_device=_current_device(),
                        **_settings.core_options(self._options["warm_up"]))
         self._dist = _distributed.begin(self._gather)  # torch.distributed: the start exchange
+        starting = _enter_clock_ns()
         self._state, self._serial = _session.start_profile(
             self, _user_site(), dict(options, cupti_paths=_cupti_paths.candidates()))
+        started = _enter_clock_ns()
         _distributed.started(self._dist)
         if busy is not None:
             if self._options["trace"]:
@@ -237,6 +254,9 @@ class Profile:
                 raise
         self._mismatches_at_start = _instrument.mismatch_count()
         self._t0 = time.perf_counter_ns()
+        # Where the enter's time went, for summary["overhead"]["enter_ms"].
+        self._state["enter_ns"] = {"before_start": starting - entered, "start": started - starting,
+                                   "after_start": _enter_clock_ns() - started}
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -41,7 +41,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ._schema import COUNT, NUM, MapOf, OneOf, Optional, check
+from ._schema import COUNT, NUM, MapOf, OneOf, Optional, SchemaError, check
 from ._version import __version__
 
 FORMAT = "loopscope-recording"
@@ -84,6 +84,8 @@ _DRAM = dict.fromkeys(("throughput_pct", "throughput_busy_pct", "read_gbps", "wr
 # summary["overhead"]: figures, and the profile's own phases and notes
 # (start/stop/finish phase times, warm_up, the in-loop estimate's sentence).
 _OVERHEAD = MapOf(Optional(OneOf((NUM, bool, str, MapOf(NUM)))))
+# ... of which only these are maps (the report formats the others as figures).
+_OVERHEAD_MAPS = ("start_phases_ms", "stop_phases_ms", "finish_phases_ms", "enter_ms")
 SHAPE = {
     "meta": {"device": Optional(OneOf((str, [Optional(str)]))), "devices": MapOf(Optional(str)),
              "date": Optional(str), "loopscope": Optional(str), "command": Optional(str),
@@ -105,6 +107,10 @@ def check_shape(data: dict[str, Any]) -> None:
     """Raises _schema.SchemaError naming the first part of a loaded
     recording that does not have the shape the summary needs."""
     check(data, SHAPE, "the recording")
+    for key, value in data["profile"]["overhead"].items():
+        if isinstance(value, dict) and key not in _OVERHEAD_MAPS:
+            raise SchemaError(f"the recording.profile.overhead.{key} is an object: "
+                              "a number, true/false, a string or null expected")
 
 
 def _deltas(values: list[int]) -> list[int]:

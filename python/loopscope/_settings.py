@@ -9,7 +9,7 @@ LOOPSCOPE_INTERNAL
     Internal switches, for benchmarks/overhead_options.py to compare
     alternatives in one GPU run; not a public interface, and they may go
     away.  Comma-separated key=value pairs:
-      warm_up=every|once|none      when start pays CUPTI's lazy set-up
+      warm_up=every|once|none      when start pays CUPTI's lazy set-up (default once)
       zeroed_buffers=0|1           hand CUPTI cleared activity buffers
       defer=0|1                    finish a profile on loopscope's worker thread
       metrics_wait_for_start=0|1   start waits for the sampler's set-up and start
@@ -18,6 +18,8 @@ LOOPSCOPE_INTERNAL
       metrics_max_samples=N        counter data image size, in samples (0: auto)
       callbacks=0|1                0: no CUPTI callbacks (no launch records, no syncs):
                                    what activity tracing alone costs the loop
+      metrics_stop_in_finish=0|1   1: the finish stops PM sampling before its last
+                                   decode (the old way; 0: the stop follows the finish)
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 _WARM_UP = {"none": 0, "every": 1, "once": 2}
-_FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks")
+_FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks",
+          "metrics_stop_in_finish")
 _MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns"}
 
 _cache: dict[str, Any] = {}
@@ -93,7 +96,8 @@ def internal() -> dict[str, Any]:
 def core_options(warm_up: bool) -> dict[str, Any]:
     """The _core.start keywords that come from the environment."""
     options = dict(internal())
-    if not warm_up:
-        options["warm_up"] = 0
+    # warm_up=True means once per process (the C core's default, see
+    # ls_module.c for the measurements); LOOPSCOPE_INTERNAL may say otherwise.
+    options["warm_up"] = options.get("warm_up", _WARM_UP["once"]) if warm_up else 0
     options["metrics_cache_dir"] = cache_dir()
     return options

@@ -466,11 +466,17 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
                    + calls * cost["blocking_call"] + ranges * cost["range"])
     return {
         "start_ms": _ms(sum(start.values())),
+        # The whole __enter__ on the user's thread: Python before the C core's
+        # start, the start (the session lock, _core.start: start_ms and its
+        # call), and Python after it.
+        "enter_ms": {k: _ms(v) for k, v in ((state or {}).get("enter_ns") or {}).items()},
         "stop_ms": _ms(info.get("stop_ns_cost", 0)),
         "finish_ms": _ms(info.get("finish_ns", 0)),
         "finish_wait_ms": _ms(info.get("finish_wait_ns", 0)),
         "finished_on_worker": bool(info.get("finished_on_worker")),
         "decode_ms": _ms(pm.get("decode_ns", 0)),
+        "tail_samples": pm.get("tail_samples", 0),
+        "tail_decode_ms": _ms(pm.get("tail_decode_ns", 0)),
         "metrics_setup_ms": _ms(pm.get("setup_ns", 0)),
         "metrics_start_delay_ms": _ms(pm.get("start_delay_ns", 0)),
         "start_phases_ms": {k: _ms(v) for k, v in start.items()},

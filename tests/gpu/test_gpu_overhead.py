@@ -103,3 +103,30 @@ def test_first_profile_does_not_wait_for_the_sampler_and_a_new_process_reads_the
     assert second[0]["config_source"] == "cache"
     for process in (first, second):
         assert process[0]["overhead"]["finished_on_worker"] is True
+
+
+def test_samples_are_decoded_while_the_loop_runs_and_the_finish_decodes_only_the_tail():
+    """Issue 11: the worker decodes every 2 ms at a fixed rate while the
+    profile runs, so the finish finds only the last period's samples; the
+    sampler's stop follows the finish (its host time is not in the capture).
+    Counts are asserted, timings printed."""
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    for _ in range(2):  # the first profile of a process sets sampling up
+        with loopscope.profile(trace=False) as prof:
+            for _ in range(10):
+                with prof.step():
+                    torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time a step
+            torch.cuda.synchronize()
+    s = prof.summary()
+    pm = prof._capture.info()["pm"]
+    o = s["overhead"]
+    print(json.dumps({"samples": pm["samples"], "decodes": pm["decodes"],
+                      "tail_samples": o["tail_samples"], "tail_decode_ms": o["tail_decode_ms"],
+                      "finish_wait_ms": o["finish_wait_ms"], "decode_ms": o["decode_ms"],
+                      "stop_ns": pm["stop_ns"], "coverage_pct": s["sm"]["coverage_pct"]}))
+    assert s["metrics_error"] is None
+    assert pm["decodes"] >= 10  # ~100 ms of loop, a decode every 2 ms
+    assert 0 <= o["tail_samples"] <= pm["samples"] // 4
+    assert pm["stop_ns"] == 0  # the stop came after the finish
+    assert s["sm"]["coverage_pct"] >= 90

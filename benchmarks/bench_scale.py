@@ -23,10 +23,14 @@ is the steadier one); "records": the RSS the profile added; "peak above":
 the peak RSS during the call above the RSS before it (the peak is reset
 through /proc/self/clear_refs).  summary() is timed cold: the analysed
 model is built inside it.  The HTML is timed after a small profile's view,
-so matplotlib is imported and its fonts loaded beforehand."""
+so matplotlib is imported and its fonts loaded beforehand, and after one
+gc.collect() (timed too: the summary's dicts are new long-lived objects, and
+the first full collection after summary() walks them all once, in whatever
+code allocates next)."""
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import subprocess
@@ -141,6 +145,10 @@ def run_case(case: str, steps: int, kernels: int, html: bool) -> None:
     print(f"    {summary['gpu']['kernels'] if summary['gpu'] else 0:,} kernels, "
           f"{len(summary['steps']):,} steps, {summary['gaps']['count'] if summary['gaps'] else 0:,}"
           f" gaps; summary_ms {summary['overhead']['summary_ms']:.0f}", flush=True)
+    # The summary's dicts are new long-lived objects: the next full collection
+    # of the cyclic GC walks them all once, whoever allocates next; timed
+    # here apart so the view below is charged only its own cost.
+    measure("the first full GC over them (gc.collect())", gc.collect)
     if html:
         view = measure("HTML (_repr_html_)", prof._repr_html_)
         print(f"    {len(view):,} characters, {view.count('<img')} pictures", flush=True)

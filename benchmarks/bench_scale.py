@@ -7,7 +7,7 @@ HTML <= 1 s and <= 200 MB at any size.
     python benchmarks/bench_scale.py                  # every case below
     python benchmarks/bench_scale.py --case steps     # 1M host-only steps
     python benchmarks/bench_scale.py --case gpu_steps --steps 1000000
-    python benchmarks/bench_scale.py --case kernels --kernels 10000000
+    python benchmarks/bench_scale.py --case kernels --kernels 10000000 [--shuffled]
 
 Cases: "steps": --steps host-only steps (prof.step() with nothing in it,
 as a loop without a GPU); "gpu_steps": --steps steps of one kernel each;
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -69,11 +70,12 @@ def host_steps(steps: int):
     return prof
 
 
-def device_steps(steps: int, kernels: int):
+def device_steps(steps: int, kernels: int, shuffled: bool = False):
     """`steps` steps holding `kernels` kernels between them, each step's
     device work inside its host time (the clock is scripted: reads are
     the profile's start, then per step its enter, one read here, its exit,
-    half a step apart)."""
+    half a step apart).  Shuffled: each chunk's records injected in a random
+    order (records out of time order: the analysis's sorts all run)."""
     import loopscope
     from loopscope import _core
 
@@ -84,7 +86,12 @@ def device_steps(steps: int, kernels: int):
     apis: list[tuple] = []
     ops: list[tuple] = []
 
+    rng = random.Random(14)
+
     def flush() -> None:
+        if shuffled:
+            rng.shuffle(apis)
+            rng.shuffle(ops)
         _core._inject("api", apis)
         _core._inject("kernel", ops)
         apis.clear()
@@ -121,7 +128,7 @@ def measure(label: str, fn):
     return out
 
 
-def run_case(case: str, steps: int, kernels: int, html: bool) -> None:
+def run_case(case: str, steps: int, kernels: int, html: bool, shuffled: bool) -> None:
     warnings.simplefilter("ignore")
     import loopscope
 
@@ -136,8 +143,8 @@ def run_case(case: str, steps: int, kernels: int, html: bool) -> None:
         prof = device_steps(steps, steps)
         what = f"{steps:,} steps of one kernel each"
     else:
-        prof = device_steps(10, kernels)
-        what = f"{kernels:,} kernels in 10 steps"
+        prof = device_steps(10, kernels, shuffled)
+        what = f"{kernels:,} kernels in 10 steps{', shuffled' if shuffled else ''}"
     made = time.perf_counter() - t
     print(f"{what}: records made in {made:.1f} s; the profile holds {rss_mb() - base:.0f} MiB "
           f"(RSS growth)", flush=True)
@@ -162,9 +169,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--kernels", type=int, default=10_000_000)
     parser.add_argument("--no-html", action="store_true", help="summary() only")
+    parser.add_argument("--shuffled", action="store_true",
+                        help="kernels: records injected out of time order (in chunks of 100k)")
     args = parser.parse_args()
     if args.case != "all":
-        run_case(args.case, args.steps, args.kernels, not args.no_html)
+        run_case(args.case, args.steps, args.kernels, not args.no_html, args.shuffled)
         return
     for case in ("steps", "gpu_steps", "kernels"):  # each in its own process
         cmd = [sys.executable, __file__, "--case", case, "--steps", str(args.steps),

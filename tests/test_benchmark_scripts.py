@@ -41,6 +41,7 @@ def test_an_unknown_variant_is_named(script):
     (("--case", "steps", "--steps", "300"), "300 steps"),
     (("--case", "gpu_steps", "--steps", "200"), "200 kernels, 200 steps"),
     (("--case", "kernels", "--kernels", "2000"), "2,000 kernels, 10 steps"),
+    (("--case", "kernels", "--kernels", "2000", "--shuffled"), "2,000 kernels in 10 steps, shuffled"),
 ])
 def test_the_scale_benchmark_runs_small(args, shown):
     """benchmarks/bench_scale.py (issue 14, condition 12) at a size CI

@@ -93,6 +93,16 @@ static int compare_events(const void *pa, const void *pb)
     return (a->order > b->order) - (a->order < b->order);
 }
 
+/* qsort by compare_events, skipped when in order already. */
+static void sort_events(ls_event *events, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (compare_events(&events[i - 1], &events[i]) > 0) {
+            qsort(events, n, sizeof *events, compare_events);
+            return;
+        }
+}
+
 /* A max-heap of ranges by (start, index): the one that began last on top. */
 typedef struct {
     uint32_t *items;
@@ -211,6 +221,8 @@ static int32_t top_step_range(ls_sweep *s, uint32_t *slot_out)
 int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_host_point *points,
                           size_t n, int32_t *range_out, int32_t *step_out)
 {
+    if (n == 0) /* nothing to place: a host-only profile of a million steps sweeps nothing */
+        return 0;
     size_t nr = r->ranges.count;
     size_t ne = 2 * nr + n;
     ls_event *events = malloc(room_for(ne) * sizeof *events);
@@ -247,10 +259,21 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_h
     }
     for (size_t q = 0; q < n; q++)
         events[m++] = (ls_event){points[q].t, EV_POINT, (uint32_t)q, (uint32_t)q};
-    qsort(events, m, sizeof *events, compare_events);
+    /* The ranges' events and the points' apart, each sorted (the points
+     * mostly are already: launches in time order), then walked as one
+     * merged sequence: compare_events is a total order, so this is the
+     * order a sort of all of them gives, without sorting millions again. */
+    sort_events(events, 2 * nr);
+    sort_events(events + 2 * nr, n);
+    const ls_event *next_range = events, *ranges_end = events + 2 * nr;
+    const ls_event *next_point = ranges_end, *points_end = events + m;
 
-    for (size_t e = 0; e < m; e++) {
-        const ls_event *ev = &events[e];
+    while (next_range < ranges_end || next_point < points_end) {
+        const ls_event *ev = next_point >= points_end ||
+                                     (next_range < ranges_end &&
+                                      compare_events(next_range, next_point) <= 0)
+                                 ? next_range++
+                                 : next_point++;
         if (ev->kind == EV_START) {
             set_current(&s, (uint32_t)slot[ev->index], (int32_t)ev->index);
         } else if (ev->kind == EV_END) {

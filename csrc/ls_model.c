@@ -40,6 +40,18 @@ static int compare_keys(const void *pa, const void *pb)
     return (a->index > b->index) - (a->index < b->index);
 }
 
+/* qsort by compare_keys, skipped when the keys are in order already:
+ * records mostly arrive in time order, and checking n keys costs far less
+ * than sorting them (half of a 10M-op analysis went to sorts). */
+static void sort_keys(ls_key *keys, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (compare_keys(&keys[i - 1], &keys[i]) > 0) {
+            qsort(keys, n, sizeof *keys, compare_keys);
+            return;
+        }
+}
+
 typedef struct {
     const ls_records *r;
     ls_model *m;
@@ -128,30 +140,40 @@ static uint64_t select_rank(uint64_t *v, size_t n, size_t k)
     return v[k];
 }
 
-/* Statistics of the gaps gaps[idx[i]] (or gaps[i] when idx is NULL). */
-static void gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, size_t n,
-                      ls_gap_stats *s)
+/* Adds gap g to statistics s (zeroed when they start), its duration to
+ * c->scratch[s->count]; gap_stats_finish then takes the percentiles. */
+static void gap_stats_add(const ls_ctx *c, ls_gap_stats *s, const ls_gap *g)
 {
-    memset(s, 0, sizeof *s);
-    for (size_t i = 0; i < n; i++) {
-        const ls_gap *g = &gaps[idx ? idx[i] : i];
-        uint64_t d = g->end_ns - g->start_ns;
-        c->scratch[i] = d;
-        s->total_ns += d;
-        if (d > s->max_ns)
-            s->max_ns = d;
-        s->by_class[g->gap_class]++;
-        s->by_cause[g->cause]++;
-        s->by_cause_ns[g->cause] += d;
-        s->histogram[hist_bin(d)]++;
-    }
-    s->count = n;
+    uint64_t d = g->end_ns - g->start_ns;
+    c->scratch[s->count++] = d;
+    s->total_ns += d;
+    if (d > s->max_ns)
+        s->max_ns = d;
+    s->by_class[g->gap_class]++;
+    s->by_cause[g->cause]++;
+    s->by_cause_ns[g->cause] += d;
+    s->histogram[hist_bin(d)]++;
+}
+
+static void gap_stats_finish(const ls_ctx *c, ls_gap_stats *s)
+{
+    size_t n = s->count;
     if (n == 0)
         return;
     /* Nearest rank: the smallest value with at least p% of the gaps at or below it. */
     size_t r99 = (n * 99 + 99) / 100 - 1, r50 = (n * 50 + 99) / 100 - 1;
     s->p99_ns = select_rank(c->scratch, n, r99);
     s->p50_ns = select_rank(c->scratch, r99 + 1, r50); /* what is left below rank 99 */
+}
+
+/* Statistics of the gaps gaps[idx[i]] (or gaps[i] when idx is NULL). */
+static void gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, size_t n,
+                      ls_gap_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < n; i++)
+        gap_stats_add(c, s, &gaps[idx ? idx[i] : i]);
+    gap_stats_finish(c, s);
 }
 
 /* -- sweeps ------------------------------------------------------------- */
@@ -170,6 +192,7 @@ static void count_kind(ls_line *line, const ls_op *op)
 typedef struct {
     ls_gap *gaps;          /* gaps appended here when not NULL ... */
     size_t *gap_count;     /* ... at gaps[*gap_count] */
+    ls_gap_stats *stats;   /* or, without gaps, added to these statistics (gap_stats_add) */
     ls_busy_span *busy;    /* merged busy intervals appended here when not NULL ... */
     size_t *busy_count;
     int sampled;           /* keep the sampled device's intervals in ctx->intervals */
@@ -207,12 +230,15 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
             if (line->first_ns == 0 || op->start_ns < line->first_ns)
                 line->first_ns = op->start_ns;
         } else if (op->start_ns > cur_end) {
-            if (out && out->gaps) {
-                ls_gap *g = &out->gaps[(*out->gap_count)++];
-                *g = (ls_gap){cur_end, op->start_ns, prev, idx[i], op->device_id,
-                              op->stream_id, c->m->op_step[idx[i]],
-                              cause_of(c, cur_end, op->start_ns, idx[i]),
-                              class_of(c->m->thresholds, op->start_ns - cur_end), {0, 0}};
+            if (out && (out->gaps || out->stats)) {
+                ls_gap g = {cur_end, op->start_ns, prev, idx[i], op->device_id,
+                            op->stream_id, c->m->op_step[idx[i]],
+                            cause_of(c, cur_end, op->start_ns, idx[i]),
+                            class_of(c->m->thresholds, op->start_ns - cur_end), {0, 0}};
+                if (out->gaps)
+                    out->gaps[(*out->gap_count)++] = g;
+                else
+                    gap_stats_add(c, out->stats, &g);
             }
             if (out && out->busy)
                 out->busy[(*out->busy_count)++] = (ls_busy_span){busy_start, cur_end};
@@ -297,10 +323,14 @@ static int match_launches(ls_ctx *c, uint64_t *launch_thread)
         }
         by_corr[kept++] = (ls_key){a->correlation_id, a->domain, a->start_ns, (uint32_t)i};
     }
-    qsort(by_corr, kept, sizeof *by_corr, compare_keys);
+    sort_keys(by_corr, kept);
+    size_t after = 0; /* just past the last op's record: ops mostly follow their launches */
     for (size_t i = 0; i < r->ops.count; i++) {
         uint64_t corr = r->ops.items[i].correlation_id;
         size_t lo = 0, hi = kept;
+        if (after > 0 && after < kept && by_corr[after].k1 == corr &&
+            by_corr[after - 1].k1 < corr)
+            lo = hi = after; /* the next record is this op's first: no search */
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
             if (by_corr[mid].k1 < corr)
@@ -309,6 +339,7 @@ static int match_launches(ls_ctx *c, uint64_t *launch_thread)
                 hi = mid;
         }
         if (lo < kept && by_corr[lo].k1 == corr) {
+            after = lo + 1;
             m->op_launch_ns[i] = by_corr[lo].k3;
             launch_thread[i] = r->apis.items[by_corr[lo].index].thread_id;
         } else {
@@ -344,7 +375,7 @@ static int index_syncs(ls_ctx *c)
     }
     for (size_t i = 0; i < syncs->count; i++)
         keys[kept++] = (ls_key){syncs->items[i].start_ns, syncs->items[i].end_ns, 0, (uint32_t)i};
-    qsort(keys, kept, sizeof *keys, compare_keys);
+    sort_keys(keys, kept);
     uint64_t max_end = 0;
     for (size_t i = 0; i < kept; i++) {
         c->sync_start[i] = keys[i].k1;
@@ -480,7 +511,7 @@ static int sync_gaps(ls_ctx *c)
     }
     for (size_t i = 0; i < n; i++)
         keys[i] = (ls_key){w->items[i].start_ns, w->items[i].end_ns, 0, (uint32_t)i};
-    qsort(keys, n, sizeof *keys, compare_keys);
+    sort_keys(keys, n);
     for (size_t i = 0; i < n; i++)
         max_end[i] = i > 0 && max_end[i - 1] > keys[i].k2 ? max_end[i - 1] : keys[i].k2;
     for (size_t g = 0; g < m->gap_count; g++) {
@@ -626,16 +657,18 @@ static void free_buckets(ls_buckets *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Buckets by a single owner per item (owner[item] < 0: none). */
-static int bucket_single(const uint32_t *order, size_t n, const int32_t *owner, size_t owners,
-                         ls_buckets *out)
+/* Buckets by a single owner per item: the int32 at owner + item * stride
+ * bytes (< 0: none), so a field of a record array serves without a copy. */
+static int bucket_single(const uint32_t *order, size_t n, const void *owner, size_t stride,
+                         size_t owners, ls_buckets *out)
 {
+#define OWNER(item) (*(const int32_t *)((const char *)owner + (size_t)(item) * stride))
     out->first = calloc(owners + 2, sizeof *out->first);
     out->items = malloc(room_for(n) * sizeof *out->items);
     if (out->first == NULL || out->items == NULL)
         return -1;
     for (size_t k = 0; k < n; k++) {
-        int32_t o = owner[order ? order[k] : k];
+        int32_t o = OWNER(order ? order[k] : k);
         if (o >= 0 && (size_t)o < owners)
             out->first[o + 2]++;
     }
@@ -643,10 +676,11 @@ static int bucket_single(const uint32_t *order, size_t n, const int32_t *owner, 
         out->first[o] += out->first[o - 1];
     for (size_t k = 0; k < n; k++) {
         uint32_t item = order ? order[k] : (uint32_t)k;
-        int32_t o = owner[item];
+        int32_t o = OWNER(item);
         if (o >= 0 && (size_t)o < owners)
             out->items[out->first[o + 1]++] = item;
     }
+#undef OWNER
     return 0;
 }
 
@@ -713,20 +747,17 @@ static int project_steps(ls_ctx *c, const uint32_t *by_device)
     m->step_syncs = calloc(room_for(ns), sizeof *m->step_syncs);
     if (m->has_samples)
         m->step_metrics = calloc(room_for(ns), sizeof *m->step_metrics);
-    int32_t *gap_step = malloc(room_for(m->gap_count) * sizeof *gap_step);
     ls_buckets ops = {0}, gaps = {0};
     int result = -1;
-    if (!m->step_lines || !m->step_syncs || (m->has_samples && !m->step_metrics) || !gap_step)
+    if (!m->step_lines || !m->step_syncs || (m->has_samples && !m->step_metrics))
         goto done;
-    for (size_t g = 0; g < m->gap_count; g++)
-        gap_step[g] = m->gaps[g].step;
-    if (bucket_single(by_device, nops, m->op_step, ns, &ops) != 0 ||
-        bucket_single(NULL, m->gap_count, gap_step, ns, &gaps) != 0)
+    if (bucket_single(by_device, nops, m->op_step, sizeof *m->op_step, ns, &ops) != 0 ||
+        bucket_single(NULL, m->gap_count, &m->gaps[0].step, sizeof *m->gaps, ns, &gaps) != 0)
         goto done;
     for (size_t s = 0; s < ns; s++) {
         ls_timeline *t = &m->step_lines[s];
         sweep_devices(c, ops.items + ops.first[s], ops.first[s + 1] - ops.first[s], &t->line,
-                      &(ls_sweep_out){NULL, NULL, NULL, NULL, m->has_samples});
+                      &(ls_sweep_out){NULL, NULL, NULL, NULL, NULL, m->has_samples});
         gap_stats(c, m->gaps, gaps.items + gaps.first[s], gaps.first[s + 1] - gaps.first[s],
                   &t->gaps);
         if (m->has_samples && m->steps.range_of[s] != LS_MODEL_NO_ID) {
@@ -739,7 +770,6 @@ static int project_steps(ls_ctx *c, const uint32_t *by_device)
             m->step_syncs[m->syncs.items[k].step]++;
     result = 0;
 done:
-    free(gap_step);
     free_buckets(&ops);
     free_buckets(&gaps);
     return result;
@@ -765,7 +795,7 @@ static int project_ranges(ls_ctx *c, const uint32_t *by_device)
         goto done;
     for (size_t i = 0; i < nr; i++) {
         sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
-                      &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL, NULL,
+                      &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL, NULL, NULL,
                                                           m->has_samples});
         const ls_range *range = &r->ranges.items[i];
         if (m->has_samples)
@@ -800,23 +830,48 @@ done:
 
 /* -- the whole ---------------------------------------------------------- */
 
-/* Sorts op indices by (k1 of the op, start, end, index). */
-static int sort_ops(const ls_records *r, int by_stream, uint32_t *out, ls_key *keys)
+/* Sorts op indices by (k1 of the op, start, end, index) into out: 0, or
+ * -1 when memory ran out.  Keys (32 B an op) are made, and held only while
+ * sorting, when the ops are not in that order already. */
+static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
 {
     size_t n = r->ops.count;
-    for (size_t i = 0; i < n; i++) {
+    const ls_op *ops = r->ops.items;
+    size_t i = 1;
+#define OP_KEY(op) (by_stream ? ((uint64_t)(op)->device_id << 32) | (op)->stream_id \
+                              : (op)->device_id)
+    for (; i < n; i++) {
+        const ls_op *a = &ops[i - 1], *b = &ops[i];
+        if (OP_KEY(a) != OP_KEY(b) ? OP_KEY(a) > OP_KEY(b)
+            : a->start_ns != b->start_ns ? a->start_ns > b->start_ns
+                                         : a->end_ns > b->end_ns)
+            break;
+    }
+#undef OP_KEY
+    if (i >= n) {
+        for (i = 0; i < n; i++)
+            out[i] = (uint32_t)i;
+        return 0;
+    }
+    ls_key *keys = malloc(n * sizeof *keys);
+    if (keys == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
         const ls_op *op = &r->ops.items[i];
         uint64_t k1 = by_stream ? ((uint64_t)op->device_id << 32) | op->stream_id : op->device_id;
         keys[i] = (ls_key){k1, op->start_ns, op->end_ns, (uint32_t)i};
     }
-    qsort(keys, n, sizeof *keys, compare_keys);
-    for (size_t i = 0; i < n; i++)
+    sort_keys(keys, n);
+    for (i = 0; i < n; i++)
         out[i] = keys[i].index;
+    free(keys);
     return 0;
 }
 
 /* One timeline per run of equal key among sorted ops (devices or streams);
- * returns their number.  Device sweeps keep the gaps and busy intervals. */
+ * returns their number.  Device sweeps keep the gaps and busy intervals;
+ * with gaps NULL (streams) only their statistics are kept, so no gap
+ * array of the ops' size is written (400 MB at 10M ops). */
 static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_timeline *lines,
                           ls_gap *gaps, size_t *gap_count, size_t *busy_first)
 {
@@ -833,12 +888,16 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
         memset(t, 0, sizeof *t);
         t->line.device_id = first->device_id;
         t->line.stream_id = by_stream ? first->stream_id : LS_MODEL_NO_ID;
-        size_t gap_begin = *gap_count;
+        size_t gap_begin = gaps ? *gap_count : 0;
         if (busy_first)
             busy_first[count] = busy_count;
-        ls_sweep_out out = {gaps, gap_count, busy_first ? m->busy : NULL, &busy_count, 0};
+        ls_sweep_out out = {gaps, gap_count, gaps ? NULL : &t->gaps,
+                            busy_first ? m->busy : NULL, &busy_count, 0};
         sweep_run(c, order + i, j - i, &t->line, &out);
-        gap_stats(c, gaps + gap_begin, NULL, *gap_count - gap_begin, &t->gaps);
+        if (gaps)
+            gap_stats(c, gaps + gap_begin, NULL, *gap_count - gap_begin, &t->gaps);
+        else
+            gap_stats_finish(c, &t->gaps);
         count++;
         i = j;
     }
@@ -857,11 +916,8 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     c.m = m;
     size_t n = r->ops.count;
     size_t room = room_for(n);
-    ls_key *keys = malloc(room * sizeof *keys);
-    uint32_t *by_device = malloc(room * sizeof *by_device);
-    uint32_t *by_stream = malloc(room * sizeof *by_stream);
+    uint32_t *by_device = malloc(room * sizeof *by_device); /* then by stream */
     uint64_t *launch_thread = malloc(room * sizeof *launch_thread);
-    ls_gap *stream_gaps = malloc(room * sizeof *stream_gaps);
     m->op_launch_ns = malloc(room * sizeof *m->op_launch_ns);
     m->op_step = malloc(room * sizeof *m->op_step);
     m->op_range = malloc(room * sizeof *m->op_range);
@@ -878,7 +934,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     c.scratch = malloc(room * sizeof *c.scratch);
     c.intervals = malloc(room * sizeof *c.intervals);
     int result = -1;
-    if (!keys || !by_device || !by_stream || !launch_thread || !stream_gaps ||
+    if (!by_device || !launch_thread ||
         !m->op_launch_ns || !m->op_step || !m->op_range || !m->op_group || !m->op_comm ||
         !m->op_fill || !m->call_step || !m->api_step ||
         !m->gaps || !m->busy || !m->busy_first || !m->devices || !m->streams || !c.scratch ||
@@ -897,6 +953,8 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     if (m->sync_gap_ns == NULL)
         goto done;
     int rc = attribute(&c, o, launch_thread);
+    free(launch_thread); /* its pages given back before the sweeps write theirs */
+    launch_thread = NULL;
     if (rc != 0) {
         result = rc;
         goto done;
@@ -904,11 +962,21 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     if (ls_readiness_build(r, m->steps.count, m->op_step, m->call_step, m->api_step,
                            &m->readiness) != 0)
         goto done;
+    free(m->api_step); /* read by the readiness only: 4 B an API record given back */
+    m->api_step = NULL;
 
     /* Devices: all streams of a device merged; the gaps are the model's. */
-    sort_ops(r, 0, by_device, keys);
+    if (sort_ops(r, 0, by_device) != 0)
+        goto done;
     m->device_count = sweep_lines(&c, by_device, 0, m->devices, m->gaps, &m->gap_count,
                                   m->busy_first);
+    /* The device sweep wrote a duration per gap into scratch; steps and
+     * groups need only theirs: fresh pages keep the peak (the step and
+     * group phases) lower by up to 8 B a gap, until the total needs all. */
+    free(c.scratch);
+    c.scratch = malloc(room * sizeof *c.scratch);
+    if (c.scratch == NULL)
+        goto done;
     if (m->has_samples) {
         c.interval_count = 0;
         for (size_t d = 0; d < m->device_count; d++)
@@ -919,16 +987,17 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         average_window(&c, r->start_ns, r->stop_ns, &m->metrics);
     }
 
-    /* Streams: each on its own, its gaps kept only as statistics. */
-    sort_ops(r, 1, by_stream, keys);
-    size_t stream_gap_count = 0;
-    m->stream_count = sweep_lines(&c, by_stream, 1, m->streams, stream_gaps, &stream_gap_count,
-                                  NULL);
     if (sync_gaps(&c) != 0)
         goto done;
 
     if (project_steps(&c, by_device) != 0 || project_ranges(&c, by_device) != 0)
         goto done;
+
+    /* Streams: each on its own, its gaps kept only as statistics (the
+     * device order is not needed any more: its array takes the streams'). */
+    if (sort_ops(r, 1, by_device) != 0)
+        goto done;
+    m->stream_count = sweep_lines(&c, by_device, 1, m->streams, NULL, NULL, NULL);
 
     /* The total: every device's line summed, every gap's statistics. */
     ls_line *t = &m->total.line;
@@ -953,11 +1022,8 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     gap_stats(&c, m->gaps, NULL, m->gap_count, &m->total.gaps);
     result = 0;
 done:
-    free(keys);
     free(by_device);
-    free(by_stream);
     free(launch_thread);
-    free(stream_gaps);
     free(c.scratch);
     free(c.sync_start);
     free(c.sync_max_end);

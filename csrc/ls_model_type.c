@@ -881,20 +881,71 @@ static PyObject *model_window(PyObject *op, PyObject *args, PyObject *kwargs)
     return out;
 }
 
+/* The per-step columns of step_column and step_table: every figure of
+ * steps() but the name, the gap histogram and the counters, so a view of
+ * a million steps reads them in bulk instead of a dict per step.  The
+ * first_* indices are signed (-1: none); the rest unsigned. */
+static const char *const step_column_names[] = {
+    "index", "start_ns", "end_ns", "first_ns", "last_ns", "busy_ns", "idle_ns", "range",
+    "thread", "syncs", "kernels", "memcpys", "memsets", "compute_ns", "comm_ns", "kernel_ns",
+    "shaped_ns", "filled_ns", "gap_count", "gap_normal", "gap_warning", "gap_severe",
+    "gap_host", "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
+    "gap_max_ns", "gap_p50_ns", "gap_p99_ns", "graph_launches", "replay_host_ns",
+    "replay_pairs", "memory_calls", "first_memory_call", "stream_ordered", "pageable_copies",
+    "first_pageable_op", "first_pageable_call", "ops", "signature",
+};
+#define STEP_COLUMNS COLUMNS(step_column_names)
+
+static int step_column_signed(int k)
+{
+    const char *name = step_column_names[k];
+    return strcmp(name, "first_memory_call") == 0 || strcmp(name, "first_pageable_op") == 0 ||
+           strcmp(name, "first_pageable_call") == 0;
+}
+
+/* The column named `name` (a str), or -1. */
+static int step_column_index(PyObject *name)
+{
+    for (int k = 0; PyUnicode_Check(name) && k < STEP_COLUMNS; k++)
+        if (PyUnicode_CompareWithASCIIString(name, step_column_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+/* Fills out[STEP_COLUMNS] with step number s's figures (signed ones as
+ * their two's-complement bits). */
+static void step_values(const ls_model_object *self, size_t s, uint64_t *out)
+{
+    const ls_model *m = &self->model;
+    const ls_range *range = &self->capture->records.ranges.items[m->steps.range_of[s]];
+    const ls_line *l = &m->step_lines[s].line;
+    const ls_gap_stats *g = &m->step_lines[s].gaps;
+    const ls_step_readiness *r = &m->readiness.steps[s];
+    const uint64_t values[] = {
+        s, range->start_ns, range->end_ns, l->first_ns, l->last_ns, l->busy_ns, g->total_ns,
+        m->steps.range_of[s], range->thread_id, m->step_syncs[s], l->kernels, l->memcpys,
+        l->memsets, l->compute_ns, l->comm_ns, l->kernel_ns, l->shaped_ns, l->filled_ns,
+        g->count, g->by_class[LS_CLASS_NORMAL], g->by_class[LS_CLASS_WARNING],
+        g->by_class[LS_CLASS_SEVERE], g->by_cause[LS_CAUSE_HOST], g->by_cause[LS_CAUSE_SYNC],
+        g->by_cause[LS_CAUSE_OTHER], g->by_cause_ns[LS_CAUSE_HOST],
+        g->by_cause_ns[LS_CAUSE_SYNC], g->by_cause_ns[LS_CAUSE_OTHER], g->max_ns, g->p50_ns,
+        g->p99_ns, r->graph_launches, r->replay_host_ns, r->replay_pairs, r->memory_calls,
+        (uint64_t)r->first_memory_call, r->stream_ordered, r->pageable_copies,
+        (uint64_t)r->first_pageable_op, (uint64_t)r->first_pageable_call, r->ops, r->signature,
+    };
+    _Static_assert(sizeof values / sizeof values[0] == STEP_COLUMNS, "one value a column");
+    memcpy(out, values, sizeof values);
+}
+
 /* step_column(name): one item per step in use, in step order. */
 static PyObject *model_step_column(PyObject *op, PyObject *name)
 {
-    static const char *const names[] = {"index", "start_ns", "end_ns", "first_ns", "last_ns",
-                                        "busy_ns", "idle_ns"};
     ls_model_object *self = (ls_model_object *)op;
     const ls_model *m = &self->model;
-    int which = -1;
-    for (int k = 0; PyUnicode_Check(name) && k < COLUMNS(names); k++)
-        if (PyUnicode_CompareWithASCIIString(name, names[k]) == 0)
-            which = k;
+    int which = step_column_index(name);
     if (which < 0) {
         PyErr_Format(PyExc_ValueError, "step_column: no column %R (index, start_ns, end_ns, "
-                     "first_ns, last_ns, busy_ns, idle_ns)", name);
+                     "first_ns, last_ns, busy_ns, idle_ns, ...: see step_table())", name);
         return NULL;
     }
     size_t n = used_steps(m, NULL);
@@ -902,17 +953,121 @@ static PyObject *model_step_column(PyObject *op, PyObject *name)
     if (bytes == NULL)
         return NULL;
     uint64_t *out = (uint64_t *)PyBytes_AS_STRING(bytes);
+    uint64_t values[STEP_COLUMNS];
     size_t k = 0;
     for (size_t s = 0; s < m->steps.count; s++) {
         if (m->steps.range_of[s] == LS_MODEL_NO_ID)
             continue;
-        const ls_range *range = &self->capture->records.ranges.items[m->steps.range_of[s]];
-        const ls_timeline *t = &m->step_lines[s];
-        const uint64_t values[] = {s, range->start_ns, range->end_ns, t->line.first_ns,
-                                   t->line.last_ns, t->line.busy_ns, t->gaps.total_ns};
+        step_values(self, s, values);
         out[k++] = values[which];
     }
-    return typed_view(bytes, "Q");
+    return typed_view(bytes, step_column_signed(which) ? "q" : "Q");
+}
+
+/* step_table(columns=None): {column: memoryview} of the named step
+ * columns (every one when None), made in one pass; "name" among them
+ * gives the steps' names as a list. */
+static PyObject *model_step_table(PyObject *op, PyObject *args)
+{
+    ls_model_object *self = (ls_model_object *)op;
+    const ls_model *m = &self->model;
+    PyObject *wanted = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:step_table", &wanted))
+        return NULL;
+    int chosen[STEP_COLUMNS + 1] = {0}; /* the last one: "name" */
+    if (wanted == Py_None) {
+        for (int c = 0; c <= STEP_COLUMNS; c++)
+            chosen[c] = 1;
+    } else {
+        PyObject *seq = PySequence_Fast(wanted, "step_table: columns must be a sequence of "
+                                                "column names or None");
+        if (seq == NULL)
+            return NULL;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *name = PySequence_Fast_GET_ITEM(seq, i);
+            int k = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "name") == 0
+                        ? STEP_COLUMNS : step_column_index(name);
+            if (k < 0) {
+                PyErr_Format(PyExc_ValueError, "step_table: no column %R", name);
+                Py_DECREF(seq);
+                return NULL;
+            }
+            chosen[k] = 1;
+        }
+        Py_DECREF(seq);
+    }
+    size_t n = used_steps(m, NULL);
+    PyObject *bytes[STEP_COLUMNS] = {NULL};
+    uint64_t *columns[STEP_COLUMNS] = {NULL};
+    PyObject *table = NULL, *names = NULL;
+    if (chosen[STEP_COLUMNS] && (names = PyList_New((Py_ssize_t)n)) == NULL)
+        return NULL;
+    for (int c = 0; c < STEP_COLUMNS; c++) {
+        if (!chosen[c])
+            continue;
+        bytes[c] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint64_t)));
+        if (bytes[c] == NULL)
+            goto done;
+        columns[c] = (uint64_t *)PyBytes_AS_STRING(bytes[c]);
+    }
+    uint64_t values[STEP_COLUMNS];
+    size_t k = 0;
+    for (size_t s = 0; s < m->steps.count; s++) {
+        if (m->steps.range_of[s] == LS_MODEL_NO_ID)
+            continue;
+        if (names != NULL) {
+            PyObject *name =
+                ls_py_range_name(&self->capture->records.ranges.items[m->steps.range_of[s]]);
+            if (name == NULL)
+                goto done;
+            PyList_SET_ITEM(names, (Py_ssize_t)k, name);
+        }
+        step_values(self, s, values);
+        for (int c = 0; c < STEP_COLUMNS; c++)
+            if (columns[c] != NULL)
+                columns[c][k] = values[c];
+        k++;
+    }
+    table = PyDict_New();
+    for (int c = 0; table != NULL && c < STEP_COLUMNS; c++) {
+        if (bytes[c] == NULL)
+            continue;
+        PyObject *view = typed_view(bytes[c], step_column_signed(c) ? "q" : "Q");
+        bytes[c] = NULL; /* stolen */
+        if (view == NULL || PyDict_SetItemString(table, step_column_names[c], view) != 0)
+            Py_CLEAR(table);
+        Py_XDECREF(view);
+    }
+    if (table != NULL && names != NULL && PyDict_SetItemString(table, "name", names) != 0)
+        Py_CLEAR(table);
+done:
+    for (int c = 0; c < STEP_COLUMNS; c++)
+        Py_XDECREF(bytes[c]);
+    Py_XDECREF(names);
+    return table;
+}
+
+/* step_metrics() -> per step in use (as steps()), its counter figures
+ * (as steps()' 'metrics'); None when the capture has no samples. */
+static PyObject *model_step_metrics(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    ls_model_object *self = (ls_model_object *)op;
+    const ls_model *m = &self->model;
+    if (!m->has_samples)
+        Py_RETURN_NONE;
+    PyObject *list = PyList_New((Py_ssize_t)used_steps(m, NULL));
+    size_t k = 0;
+    for (size_t s = 0; list != NULL && s < m->steps.count; s++) {
+        if (m->steps.range_of[s] == LS_MODEL_NO_ID)
+            continue;
+        PyObject *d = metrics_dict(&m->step_metrics[s]);
+        if (d == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)k++, d);
+    }
+    return list;
 }
 
 /* -- trace export -------------------------------------------------------- */
@@ -1041,9 +1196,22 @@ static PyMethodDef model_methods[] = {
      "how many there are; kinds (e.g. ('ranges',)) keeps only those kinds' keys.  Cost: "
      "O(log ops + the gaps, ranges and syncs looked at + what is returned)."},
     {"step_column", model_step_column, METH_O,
-     "step_column(name) -> memoryview of uint64, one item per step (as steps()): index, "
-     "start_ns, end_ns (host), first_ns, last_ns (its ops; 0 when none), busy_ns, idle_ns "
-     "(its gaps' total)."},
+     "step_column(name) -> memoryview, one item per step (as steps()): one column of "
+     "step_table()."},
+    {"step_table", model_step_table, METH_VARARGS,
+     "step_table(columns=None) -> {column: memoryview} of those columns (all when None), one "
+     "item per step (as steps()), made in one pass: "
+     "index, start_ns, end_ns (host), first_ns, last_ns (its ops; 0 when none), busy_ns, "
+     "idle_ns (its gaps' total), range, thread, syncs, kernels, memcpys, memsets, compute_ns, "
+     "comm_ns, kernel_ns, shaped_ns, filled_ns; its gaps: gap_count, gap_normal, gap_warning, "
+     "gap_severe, gap_host, gap_sync, gap_other, gap_host_ns, gap_sync_ns, gap_other_ns, "
+     "gap_max_ns, gap_p50_ns, gap_p99_ns; its readiness: graph_launches, replay_host_ns, "
+     "replay_pairs, memory_calls, first_memory_call, stream_ordered, pageable_copies, "
+     "first_pageable_op, first_pageable_call (int64, -1: none), ops, signature (the rest "
+     "uint64); and 'name': a list of the steps' names.  A million steps without a dict per "
+     "step."},
+    {"step_metrics", model_step_metrics, METH_NOARGS,
+     "step_metrics() -> per step (as steps()) its 'metrics' dict, or None without samples."},
     {"write_trace_events", (PyCFunction)(void (*)(void))model_write_trace_events,
      METH_VARARGS | METH_KEYWORDS,
      "write_trace_events(write, t0_ns, profile, threads, ...): the Chrome/Perfetto events of "

@@ -35,3 +35,17 @@ def test_an_unknown_variant_is_named(script):
     result = run(script, "--dry", "--variants", "nope")
     assert result.returncode == 2
     assert "unknown variant 'nope'" in result.stderr
+
+
+@pytest.mark.parametrize("args, shown", [
+    (("--case", "steps", "--steps", "300"), "300 steps"),
+    (("--case", "gpu_steps", "--steps", "200"), "200 kernels, 200 steps"),
+    (("--case", "kernels", "--kernels", "2000"), "2,000 kernels, 10 steps"),
+    (("--case", "kernels", "--kernels", "2000", "--shuffled"), "2,000 kernels in 10 steps, shuffled"),
+])
+def test_the_scale_benchmark_runs_small(args, shown):
+    """benchmarks/bench_scale.py (issue 14, condition 12) at a size CI
+    affords: it runs each case to its end and reports what it built."""
+    result = run("bench_scale.py", *args, "--no-html")
+    assert result.returncode == 0, result.stderr
+    assert "summary():" in result.stdout and shown in result.stdout, result.stdout

@@ -16,7 +16,7 @@ A CPU-only run gets the same pictures without the GPU lanes: its steps
 and ranges on the host.
 
 Like every view this only reads the analysed model and the summary: the
-model's busy_bins, gap_bins, step_column and window hand over at most a
+model's busy_bins, gap_bins, step_table and window hand over at most a
 fixed number of items, so the pictures cost the same for 1,000 ops or
 10M (and for 10 steps or 1M)."""
 from __future__ import annotations
@@ -154,8 +154,9 @@ def timeline_of(prof) -> dict[str, Any] | None:
     np = _numpy()
     gpu = summary["gaps"] is not None and model.op_count > 0
     names = ("index", "start_ns", "end_ns", "first_ns", "last_ns")
-    columns = {name: np.frombuffer(model.step_column(name), dtype=np.uint64)
-               for name in names + (("busy_ns", "idle_ns") if gpu else ())}
+    columns = {name: np.frombuffer(view, dtype=np.uint64)  # one pass over the steps
+               for name, view in model.step_table(
+                   names + (("busy_ns", "idle_ns") if gpu else ())).items()}
     info = prof.capture.info()
     if not gpu and info["ranges"] == 0:
         return None

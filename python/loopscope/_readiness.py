@@ -63,54 +63,58 @@ def _blocker(kind: str, count: int | None, where: str | None, code: str | None,
             "why": WHY[kind]}
 
 
-def _dynamic(model_steps: list[dict[str, Any]]) -> tuple[set[int], dict[int, int]]:
+def _dynamic(cols: dict[str, Any]) -> tuple[set[int], dict[int, int]]:
     """(indices of steps whose GPU work differs from the most common one,
     their ops count) over the steps with GPU work."""
-    working = [s for s in model_steps if s["readiness"]["ops"]]
+    working = [(i, ops, sig) for i, ops, sig in zip(cols["index"], cols["ops"], cols["signature"])
+               if ops]
     if len(working) < 2:
         return set(), {}
-    counts = Counter(s["readiness"]["signature"] for s in working)
+    counts = Counter(sig for _, _, sig in working)
     common, seen = counts.most_common(1)[0]
-    usual_ops = Counter(s["readiness"]["ops"] for s in working
-                        if s["readiness"]["signature"] == common)
     if seen == 1:  # no step repeats another: every one is its own shape
-        return {s["index"] for s in working}, {}
+        return {i for i, _, _ in working}, {}
+    usual_ops = Counter(ops for _, ops, sig in working if sig == common)
     ops = usual_ops.most_common(1)[0][0]
-    return ({s["index"] for s in working if s["readiness"]["signature"] != common},
-            {s["index"]: ops for s in working})
+    return ({i for i, _, sig in working if sig != common}, {i: ops for i, _, _ in working})
 
 
-def step_readiness(model_steps: list[dict[str, Any]], calls: list[dict[str, Any]] | None
+# The model's step columns step_readiness reads (Model.step_table).
+COLUMNS = ("index", "graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
+           "first_memory_call", "pageable_copies", "first_pageable_call", "ops")
+
+
+def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None
                    ) -> dict[int, dict[str, Any]]:
     """{step index: {"status", "blockers", "graph_replays", "replay_host_us",
-    "gpu_ops"}}, sync blockers left to add_sync_blockers."""
+    "gpu_ops"}} from the model's step columns (COLUMNS and "signature";
+    first_* indices -1 when none), sync blockers left to add_sync_blockers."""
     resolver = Resolver()
     calls = calls or []
-    dynamic, usual_ops = _dynamic(model_steps)
+    dynamic, usual_ops = _dynamic(cols)
     out = {}
-    for s in model_steps:
-        r, index = s["readiness"], s["index"]
+    for (index, graph_launches, replay_host_ns, pairs, memory_calls, first_memory_call,
+         pageable_copies, first_pageable_call, ops) in zip(*(cols[c] for c in COLUMNS)):
         blockers = []
-        if r["memory_calls"]:
-            where, code, api = _site_of_call(resolver, calls, r["first_memory_call"])
-            blockers.append(_blocker("memory", r["memory_calls"], where, code, api))
-        if r["pageable_copies"]:
-            where, code, _ = _site_of_call(resolver, calls, r["first_pageable_call"])
-            blockers.append(_blocker("pageable_copy", r["pageable_copies"], where, code,
+        if memory_calls:
+            where, code, api = _site_of_call(resolver, calls, first_memory_call)
+            blockers.append(_blocker("memory", memory_calls, where, code, api))
+        if pageable_copies:
+            where, code, _ = _site_of_call(resolver, calls, first_pageable_call)
+            blockers.append(_blocker("pageable_copy", pageable_copies, where, code,
                                      "pageable host-to-device copy"))
         if index in dynamic:
             usual = usual_ops.get(index)
-            detail = (f"{r['ops']} GPU ops, most steps {usual}" if usual and usual != r["ops"]
-                      else f"{r['ops']} GPU ops, other kernels, grids or sizes than most steps"
-                      if usual else f"{r['ops']} GPU ops, no other step alike")
+            detail = (f"{ops} GPU ops, most steps {usual}" if usual and usual != ops
+                      else f"{ops} GPU ops, other kernels, grids or sizes than most steps"
+                      if usual else f"{ops} GPU ops, no other step alike")
             blockers.append(_blocker("dynamic_shapes", 1, None, None, detail))
-        pairs = r["replay_pairs"]
         entry = {
             "status": "",
             "blockers": blockers,
-            "graph_replays": r["graph_launches"],
-            "replay_host_us": round(r["replay_host_ns"] / pairs / 1e3, 3) if pairs else None,
-            "gpu_ops": r["ops"],
+            "graph_replays": graph_launches,
+            "replay_host_us": round(replay_host_ns / pairs / 1e3, 3) if pairs else None,
+            "gpu_ops": ops,
         }
         entry["status"] = _status(entry)
         out[index] = entry
@@ -168,9 +172,11 @@ def overview(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not judged:
         return None
     status = Counter(s["graph_readiness"]["status"] for s in judged)
-    by_kind = {k: sum(1 for s in judged
-                      if any(b["kind"] == k for b in s["graph_readiness"]["blockers"]))
-               for k in KINDS}
+    by_kind = dict.fromkeys(KINDS, 0)
+    for s in judged:  # one pass: a million steps are common
+        for kind in {b["kind"] for b in s["graph_readiness"]["blockers"]}:
+            if kind in by_kind:
+                by_kind[kind] += 1
     blocked = [s for s in judged if s["graph_readiness"]["status"] == "blocked"]
     return {
         "steps": len(judged),

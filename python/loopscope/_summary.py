@@ -5,7 +5,9 @@ averages are all computed there, once."""
 from __future__ import annotations
 
 import time
-from typing import Any, NamedTuple, Sequence
+from bisect import bisect_left
+from itertools import repeat
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from ._diagnosis import diagnose, diagnose_step
 from ._finite import finite, note, start_count
@@ -33,12 +35,16 @@ def no_counters_reason(pm: dict[str, Any]) -> str:
     return NO_SAMPLES
 
 
-def _ms(ns: int) -> float:
-    return round(ns / 1e6, 6)
+# A whole number of ns over 1e6 (or 1e3) is already the float nearest its
+# 6- (3-) decimal value (IEEE division rounds correctly), so round() gives it
+# back unchanged (tests/hostile/test_hostile_scale.py checks it): skipped for
+# ints, it costs ~0.5 us a call and a million steps make millions of calls.
+def _ms(ns: float) -> float:
+    return ns / 1e6 if type(ns) is int else round(ns / 1e6, 6)
 
 
 def _us(ns: float) -> float:
-    return round(ns / 1e3, 3)
+    return ns / 1e3 if type(ns) is int else round(ns / 1e3, 3)
 
 
 def _pct(part: float, whole: float) -> float | None:
@@ -47,24 +53,34 @@ def _pct(part: float, whole: float) -> float | None:
 
 def shape_gaps(raw: dict[str, Any], thresholds_us: tuple[float, float], busy_ns: int) -> dict[str, Any]:
     """Gap figures of one time line (the whole run, a step, a stream)."""
-    count = raw["count"]
-    return {
+    return gap_figures((raw["count"], raw["normal"], raw["warning"], raw["severe"],
+                        raw["total_ns"], raw["p50_ns"], raw["p99_ns"], raw["max_ns"],
+                        raw["host"], raw["sync"], raw["other"], raw["host_ns"], raw["sync_ns"],
+                        raw["other_ns"]), thresholds_us, busy_ns)
+
+
+def gap_figures(raw: Sequence[int], thresholds_us, busy_ns: int) -> dict[str, Any]:
+    """shape_gaps from the model's figures in the order of GAP_STEP_COLUMNS
+    (a step's come in columns, see _steps)."""
+    (count, normal, warning, severe, total_ns, p50_ns, p99_ns, max_ns, host, sync, other,
+     host_ns, sync_ns, other_ns) = raw
+    whole = busy_ns + total_ns
+    return {  # _ms, _us and _pct written out (ints: see _ms): this runs once per step
         "count": count,
-        "normal": raw["normal"],
-        "warning": raw["warning"],
-        "severe": raw["severe"],
-        "mean_us": _us(raw["total_ns"] / count) if count else 0.0,
-        "p50_us": _us(raw["p50_ns"]),
-        "p99_us": _us(raw["p99_ns"]),
-        "max_us": _us(raw["max_ns"]),
-        "idle_ms": _ms(raw["total_ns"]),
-        "busy_ms": _ms(busy_ns),
-        "busy_pct": _pct(busy_ns, busy_ns + raw["total_ns"]),
+        "normal": normal,
+        "warning": warning,
+        "severe": severe,
+        "mean_us": round(total_ns / count / 1e3, 3) if count else 0.0,
+        "p50_us": p50_ns / 1e3,
+        "p99_us": p99_ns / 1e3,
+        "max_us": max_ns / 1e3,
+        "idle_ms": total_ns / 1e6,
+        "busy_ms": busy_ns / 1e6,
+        "busy_pct": round(100.0 * busy_ns / whole, 2) if whole > 0 else None,
         "thresholds_us": list(thresholds_us),
-        "by_cause": {"host": raw["host"], "sync": raw["sync"], "other": raw["other"]},
-        "idle_by_cause_ms": {
-            "host": _ms(raw["host_ns"]), "sync": _ms(raw["sync_ns"]), "other": _ms(raw["other_ns"]),
-        },
+        "by_cause": {"host": host, "sync": sync, "other": other},
+        "idle_by_cause_ms": {"host": host_ns / 1e6, "sync": sync_ns / 1e6,
+                             "other": other_ns / 1e6},
     }
 
 
@@ -76,9 +92,12 @@ def fill_figures(line: dict[str, Any]) -> tuple[float | None, float | None]:
     """(fill_pct, fill_known_pct) of a model line: the share of its GPU the
     kernels whose fill is known could fill, weighted by their time, and the
     share of the line's kernel time whose fill is known (None: no kernel)."""
-    shaped, kernel_ns = line["shaped_ns"], line["kernel_ns"]
-    fill = _pct(line["filled_ns"], shaped) if shaped else None
-    return fill, _pct(shaped, kernel_ns) if kernel_ns else None
+    return _fill(line["filled_ns"], line["shaped_ns"], line["kernel_ns"])
+
+
+def _fill(filled_ns: int, shaped_ns: int, kernel_ns: int) -> tuple[float | None, float | None]:
+    fill = _pct(filled_ns, shaped_ns) if shaped_ns else None
+    return fill, _pct(shaped_ns, kernel_ns) if kernel_ns else None
 
 
 def _gpu_section(total: dict[str, Any], devices: list[dict[str, Any]],
@@ -150,24 +169,30 @@ def _top_kernels(kernels: list[dict[str, Any]], kernel_ns: int) -> list[dict[str
     return out
 
 
-def _loop(model_steps: list[dict[str, Any]], total: dict[str, Any]) -> dict[str, Any]:
+def _loop(cols: dict[str, Any], total: dict[str, Any]) -> dict[str, Any]:
     """summary["loop"]: the loop's window and what the GPU did in it (see
-    _projections): the steps, or without steps the GPU's time line."""
-    if model_steps:
-        start = min(s["start_ns"] for s in model_steps)
-        end = max([s["end_ns"] for s in model_steps] + [s["last_ns"] for s in model_steps])
-        lines = model_steps
-        source = "steps"
-    else:
-        start, end, lines, source = total["first_ns"], total["last_ns"], [total], "gpu"
+    _projections): the steps (their columns, see _steps), or without steps
+    the GPU's time line."""
+    if len(cols["index"]):
+        start = min(cols["start_ns"])
+        end = max(max(cols["end_ns"]), max(cols["last_ns"]))
+        return {
+            "from": "steps",
+            "ms": _ms(max(end - start, 0)),
+            "busy_ms": _ms(sum(cols["busy_ns"])),
+            "idle_ms": _ms(sum(cols["idle_ns"])),
+            "sync_idle_ms": _ms(sum(cols["gap_sync_ns"])),
+            "ops": sum(cols["kernels"]) + sum(cols["memcpys"]) + sum(cols["memsets"]),
+            "kernels": sum(cols["kernels"]),
+        }
     return {
-        "from": source,
-        "ms": _ms(max(end - start, 0)),
-        "busy_ms": _ms(sum(x["busy_ns"] for x in lines)),
-        "idle_ms": _ms(sum(x["gaps"]["total_ns"] for x in lines)),
-        "sync_idle_ms": _ms(sum(x["gaps"]["sync_ns"] for x in lines)),
-        "ops": sum(x["kernels"] + x["memcpys"] + x["memsets"] for x in lines),
-        "kernels": sum(x["kernels"] for x in lines),
+        "from": "gpu",
+        "ms": _ms(max(total["last_ns"] - total["first_ns"], 0)),
+        "busy_ms": _ms(total["busy_ns"]),
+        "idle_ms": _ms(total["gaps"]["total_ns"]),
+        "sync_idle_ms": _ms(total["gaps"]["sync_ns"]),
+        "ops": total["kernels"] + total["memcpys"] + total["memsets"],
+        "kernels": total["kernels"],
     }
 
 
@@ -205,13 +230,14 @@ def _stream_section(streams: list[dict[str, Any]], thresholds_us) -> list[dict[s
     ]
 
 
-def _worst_gaps(worst: list[dict[str, Any]], step_names: dict[int, str]) -> list[dict[str, Any]]:
+def _worst_gaps(worst: list[dict[str, Any]], step_names: Callable[[int | None], str | None]
+                ) -> list[dict[str, Any]]:
     return [
         {
             "duration_us": _us(g["duration_ns"]),
             "cause": g["cause"],
             "step": g["step"],
-            "step_name": step_names.get(g["step"]),
+            "step_name": step_names(g["step"]),
             "device": g["device"],
             "stream": g["stream"],
             "after": g["after"],
@@ -326,8 +352,8 @@ def _metrics_section(info: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _window_figures(r: dict[str, Any]) -> dict[str, Any]:
-    fig = _figures(r.get("metrics"))
+def _window_figures(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    fig = _figures(metrics)
     if fig is None:
         return {"sm_active_pct": None, "sm_active_busy_pct": None, "dram_pct": None,
                 "dram_busy_pct": None, "gr_active_pct": None, "warp_occupancy_busy_pct": None,
@@ -368,31 +394,105 @@ class RangeSteps(NamedTuple):
     names: Sequence[str]
 
 
-def _steps(model_steps: list[dict[str, Any]], gpu: bool, thresholds_us, syncs_watched: bool,
-           names: Sequence[str] | None = None,
-           readiness: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    steps = []
-    for r in model_steps:
-        fill, known = fill_figures(r) if gpu else (None, None)
-        step = {
-            "index": r["index"],
-            "name": names[r["index"]] if names is not None else r["name"],
-            "host_ms": _ms(r["end_ns"] - r["start_ns"]),
-            "gpu_ms": _ms(r["busy_ns"]) if gpu else None,
-            "gpu_span_ms": _ms(r["last_ns"] - r["first_ns"]) if gpu else None,
-            "kernels": r["kernels"] if gpu else None,
-            "memcpys": r["memcpys"] if gpu else None,
-            "gaps": shape_gaps(r["gaps"], thresholds_us, r["busy_ns"]) if gpu else None,
-            "syncs": r["syncs"] if syncs_watched else None,
-        }
-        step.update(_window_figures(r))
-        step["fill_pct"], step["fill_known_pct"] = fill, known
-        step["verdict"] = diagnose_step(step) if gpu or step["samples"] else None
-        step["comm_ms"] = _ms(r["comm_ns"]) if gpu else None
-        step["compute_ms"] = _ms(r["compute_ns"]) if gpu else None
-        step["graph_readiness"] = (readiness or {}).get(r["index"]) if gpu else None
-        steps.append(step)
+# The model's step columns (Model.step_table) a summary reads: a million
+# steps cost a few columns of 8 bytes a step, not a dict per step.
+HOST_STEP_COLUMNS = ("index", "name", "start_ns", "end_ns", "syncs")
+GAP_STEP_COLUMNS = ("gap_count", "gap_normal", "gap_warning", "gap_severe", "idle_ns",
+                    "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host", "gap_sync", "gap_other",
+                    "gap_host_ns", "gap_sync_ns", "gap_other_ns")
+GPU_STEP_COLUMNS = ("first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets",
+                    "comm_ns", "compute_ns", "kernel_ns", "shaped_ns", "filled_ns")
+READINESS_STEP_COLUMNS = ("graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
+                          "first_memory_call", "pageable_copies", "first_pageable_call", "ops",
+                          "signature")
+
+
+def step_columns(model, gpu: bool) -> dict[str, Any]:
+    """The step columns the summary needs (host-only: the host ones)."""
+    names: tuple[str, ...] = HOST_STEP_COLUMNS
+    if gpu:
+        names += GAP_STEP_COLUMNS + GPU_STEP_COLUMNS + READINESS_STEP_COLUMNS
+    return model.step_table(names)
+
+
+# A step without GPU records or counters: the keys _steps makes, in its
+# order; _host_steps fills in index, name, host_ms and syncs.
+_HOST_STEP: dict[str, Any] = {
+    "index": 0, "name": "", "host_ms": 0.0, "gpu_ms": None, "gpu_span_ms": None,
+    "kernels": None, "memcpys": None, "gaps": None, "syncs": None, "sm_active_pct": None,
+    "sm_active_busy_pct": None, "dram_pct": None, "dram_busy_pct": None, "gr_active_pct": None,
+    "warp_occupancy_busy_pct": None, "samples": 0, "fill_pct": None, "fill_known_pct": None,
+    "verdict": None, "comm_ms": None, "compute_ms": None, "graph_readiness": None,
+}
+
+
+def _host_steps(cols: dict[str, Any], syncs: Iterable[int | None],
+                names: list[str]) -> list[dict[str, Any]]:
+    """The steps of a profile without GPU records or counters: host times
+    (and syncs) only.  Copies of one dict (a copy clones its table: about
+    twice as fast as a dict display of 22 keys, which counts at 1M steps)."""
+    steps: list[dict[str, Any]] = []
+    copy, append = _HOST_STEP.copy, steps.append
+    for i, name, start, end, sync in zip(cols["index"], names, cols["start_ns"],
+                                         cols["end_ns"], syncs):
+        step = copy()
+        step["index"], step["name"], step["syncs"] = i, name, sync
+        step["host_ms"] = (end - start) / 1e6  # = _ms (an int of ns)
+        append(step)
     return steps
+
+
+def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
+           names: Sequence[str] | None = None,
+           readiness: dict[int, dict[str, Any]] | None = None,
+           metrics: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """summary["steps"] from the model's step columns (step_columns) and,
+    with counters, its per-step metrics."""
+    index = cols["index"]
+    step_names = cols["name"] if names is None else [names[i] for i in index]
+    syncs: Iterable[int | None] = cols["syncs"] if syncs_watched else repeat(None)
+    if not gpu and metrics is None:
+        return _host_steps(cols, syncs, step_names)
+    no_gpu: Iterable[Any] = repeat(None)
+    line = zip(*(cols[c] for c in GPU_STEP_COLUMNS)) if gpu else no_gpu
+    gaps = zip(*(cols[c] for c in GAP_STEP_COLUMNS)) if gpu else no_gpu
+    judged = readiness or {}
+    steps: list[dict[str, Any]] = []
+    copy, append = _HOST_STEP.copy, steps.append
+    for i, name, start, end, sync, ln, gp, m in zip(
+            index, step_names, cols["start_ns"], cols["end_ns"], syncs, line, gaps,
+            metrics if metrics is not None else no_gpu):
+        step = copy()  # every key in its place (see _HOST_STEP); the GPU's filled in
+        step["index"], step["name"], step["syncs"] = i, name, sync
+        step["host_ms"] = (end - start) / 1e6  # = _ms (ints of ns)
+        if ln is not None:
+            first, last, busy, kernels, memcpys, _, comm, compute, kernel_ns, shaped, filled = ln
+            step["gpu_ms"] = busy / 1e6
+            step["gpu_span_ms"] = (last - first) / 1e6
+            step["kernels"], step["memcpys"] = kernels, memcpys
+            step["gaps"] = gap_figures(gp, thresholds_us, busy)
+            step["fill_pct"], step["fill_known_pct"] = _fill(filled, shaped, kernel_ns)
+            step["comm_ms"] = comm / 1e6
+            step["compute_ms"] = compute / 1e6
+            step["graph_readiness"] = judged.get(i)
+        if m is not None:
+            step.update(_window_figures(m))
+        if gpu or step["samples"]:
+            step["verdict"] = diagnose_step(step)
+        append(step)
+    return steps
+
+
+def _step_name_lookup(index: Sequence[int], names: Sequence[str]
+                      ) -> Callable[[int | None], str | None]:
+    """step index -> its name (None: no such step), by a binary search over
+    the steps' indices (increasing), so no table of a million names is made."""
+    def name_of(step: int | None) -> str | None:
+        if step is None:
+            return None
+        at = bisect_left(index, step)
+        return names[at] if at < len(index) and index[at] == step else None
+    return name_of
 
 
 def _ranges(groups: list[dict[str, Any]], gpu: bool, thresholds_us) -> list[dict[str, Any]]:
@@ -504,6 +604,9 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
     }
 
 
+_NO_STEPS: dict[str, Any] = {name: () for name in HOST_STEP_COLUMNS}
+
+
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
                   steps: RangeSteps | None = None, source: str | None = None,
                   resolver=None) -> dict[str, Any]:
@@ -526,20 +629,21 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     # Syncs are measured when the callbacks watched them, or in tests when
     # fake API calls went through the switchboard (not merely fake kernels).
     watched = bool(info.get("watched_syncs") or info.get("calls_injected"))
-    model_steps = model.steps() if model is not None else []
+    cols = step_columns(model, gpu) if model is not None else _NO_STEPS
     calls = capture.calls() if capture is not None and watched else None
-    readiness = step_readiness(model_steps, calls) if gpu and model is not None else None
+    readiness = step_readiness(cols, calls) if gpu and model is not None else None
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
     summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))
     summary["gpu_error"] = None if gpu else reason
     summary["cupti_note"] = info.get("note")
     summary["host_ms"] = _ms(host_ns)
-    step_list = _steps(model_steps, gpu, thresholds_us, watched and model is not None,
-                       None if steps is None else steps.names, readiness)
-    step_names = {s["index"]: s["name"] for s in step_list}
+    step_list = _steps(cols, gpu, thresholds_us, watched and model is not None,
+                       None if steps is None else steps.names, readiness,
+                       model.step_metrics() if model is not None else None)
+    step_names = _step_name_lookup(cols["index"], [s["name"] for s in step_list])
     if gpu and model is not None:
         total = model.total()
-        summary["loop"] = _loop(model_steps, total)
+        summary["loop"] = _loop(cols, total)
         summary["graphs"] = _graphs(total, step_list)
         kernels = model.kernels()
         summary["top_kernels"] = _top_kernels(kernels[:TOP_KERNELS],
@@ -571,8 +675,9 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
         summary["metrics_error"] = ((state or {}).get("metrics_reason") or info.get("metrics_reason")
                                     or reason)
     summary["steps"] = step_list
-    add_sync_blockers(step_list, summary["syncs"])
-    summary["graph_readiness"] = overview(step_list)
+    if readiness is not None:  # without it no step has graph_readiness
+        add_sync_blockers(step_list, summary["syncs"])
+    summary["graph_readiness"] = overview(step_list) if readiness is not None else None
     summary["ranges"] = _ranges(model.groups() if model is not None else [], gpu, thresholds_us)
     summary["diagnosis"] = diagnose(summary)
     summary["non_finite_note"] = note(non_finite[0])

@@ -1,0 +1,188 @@
+"""Hostile condition 12 (scale), the correctness half: the summary of many
+steps and many records is exactly right, whichever path builds it.  Speed is
+measured by benchmarks/bench_scale.py (these tests assert no time); the sizes
+here are what CI, also under ASan/UBSan, can afford.
+
+- summary["steps"] comes from the model's step columns (Model.step_table), a
+  step without GPU records as a copy of one template: every figure is checked
+  against a few lines of plain Python over the same scripted clock and
+  records, and the keys against a GPU step's (same names, same order).
+- The C analysis skips a sort when its keys are in order already and walks
+  the ranges' events and the launches' merged: records injected in order and
+  shuffled must give the same summary.
+- _ms/_us skip round() for whole ns: that they give what round() gives is
+  checked over edge and random values."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import loopscope
+from loopscope import _core
+from loopscope._summary import _ms, _us
+
+TICK = 1_000_000  # scripted clock: 1 ms a read
+START = 1_000_000_000
+KERNEL_NS, SPACING_NS, LAUNCH_BEFORE_NS = 3_000, 5_000, 500
+
+
+def without_timing(summary):
+    """The summary minus the figures of wall-clock cost (they differ by run)."""
+    overhead = {k: v for k, v in summary["overhead"].items() if not k.endswith("_ms")}
+    return {**summary, "overhead": overhead, "host_ms": None}
+
+
+@pytest.mark.parametrize("ns", [0, 1, 999, 1_000, 1_001, 123_456_789, 2**32, 2**33 - 1,
+                                2**52, 2**53 - 1, 2**53, 2**53 + 1, 2**63, 2**64 - 1])
+def test_whole_ns_need_no_rounding_edges(ns):
+    assert _ms(ns) == round(ns / 1e6, 6) and _us(ns) == round(ns / 1e3, 3)
+
+
+def test_whole_ns_need_no_rounding_random():
+    rng = random.Random(14)
+    values = [rng.randrange(2**bits) for bits in range(1, 65) for _ in range(300)]
+    assert [v / 1e6 for v in values] == [round(v / 1e6, 6) for v in values]
+    assert [v / 1e3 for v in values] == [round(v / 1e3, 3) for v in values]
+    assert _ms(1.5) == round(1.5 / 1e6, 6) and _us(2 / 3) == round(2 / 3 / 1e3, 3)  # floats
+
+
+def test_20k_host_only_steps_are_each_exact():
+    """20,000 steps without GPU records: step k holds k % 4 clock reads of
+    its own, so it lasts (1 + k % 4) ticks; syncs are not watched (None)."""
+    n = 20_000
+    _core._set_test_clock(START, TICK)
+    try:
+        with loopscope.profile() as prof:
+            for k in range(n):
+                with prof.step():
+                    for _ in range(k % 4):
+                        _core.now_ns()
+    finally:
+        _core._set_test_clock(0, 0)
+    steps = prof.summary()["steps"]
+    assert len(steps) == n
+    assert [(s["index"], s["name"], s["host_ms"]) for s in steps] == [
+        (k, f"Step_{k}", (1 + k % 4) * TICK / 1e6) for k in range(n)]
+    gpu_keys = list(gpu_steps_profile(2).summary()["steps"][0])
+    assert all(list(s) == gpu_keys for s in steps)
+    rest = {k: v for k, v in steps[7].items() if k not in ("index", "name", "host_ms")}
+    assert rest == {k: (0 if k == "samples" else None) for k in rest}
+    assert steps[0] is not steps[1]  # copies, not one dict shared
+    json.dumps(prof.summary(), allow_nan=False)
+
+
+def gpu_steps_profile(n: int, shuffled: bool = False):
+    """n steps; step k launches 1 + k % 3 kernels (3 us each, 5 us apart),
+    each launch 0.5 us before its kernel, all inside the step (1 ms ticks:
+    the enter, one read here, the exit).  Shuffled: every record injected
+    at the end, in a random order."""
+    apis, kernels = [], []
+    corr = 1
+    _core._set_test_clock(START, TICK)
+    try:
+        with loopscope.profile() as prof:
+            for k in range(n):
+                with prof.step():
+                    t = _core.now_ns()
+                    for j in range(1 + k % 3):
+                        start = t + j * SPACING_NS
+                        apis.append((start - LAUNCH_BEFORE_NS, start - LAUNCH_BEFORE_NS + 100, corr))
+                        kernels.append((start, start + KERNEL_NS, 0, 7, corr, f"k{j}"))
+                        corr += 1
+                    if not shuffled:
+                        _core._inject("api", apis[-(1 + k % 3):])
+                        _core._inject("kernel", kernels[-(1 + k % 3):])
+            if shuffled:
+                rng = random.Random(12)
+                rng.shuffle(apis)
+                rng.shuffle(kernels)
+                for at in range(0, len(kernels), 997):  # several calls, kinds interleaved
+                    _core._inject("kernel", kernels[at:at + 997])
+                    _core._inject("api", apis[at:at + 997])
+    finally:
+        _core._set_test_clock(0, 0)
+    return prof
+
+
+def expected_steps(n: int):
+    """Per step, from the layout alone: (kernels, gpu_ms, gpu_span_ms, gap
+    count, idle ns).  A gap belongs to the step of the op after it: inside a
+    step 2 us; into step k > 0 from the end of step k - 1's last kernel."""
+    out, prev_end = [], None
+    for k in range(n):
+        t = START + (3 * k + 2) * TICK  # reads: start, then per step enter, here, exit
+        m = 1 + k % 3
+        starts = [t + j * SPACING_NS for j in range(m)]
+        gaps = [b - a - KERNEL_NS for a, b in zip(starts, starts[1:])]
+        if prev_end is not None:
+            gaps.insert(0, starts[0] - prev_end)
+        prev_end = starts[-1] + KERNEL_NS
+        out.append((m, m * KERNEL_NS / 1e6, (starts[-1] + KERNEL_NS - starts[0]) / 1e6,
+                    len(gaps), sum(gaps)))
+    return out
+
+
+def test_5k_gpu_steps_are_each_exact():
+    n = 5_000
+    s = gpu_steps_profile(n).summary()
+    want = expected_steps(n)
+    got = [(x["kernels"], x["gpu_ms"], x["gpu_span_ms"], x["gaps"]["count"],
+            round(x["gaps"]["idle_ms"] * 1e6)) for x in s["steps"]]
+    assert got == want
+    # every gap was the host's (each launch began after the op before ended);
+    # 2 us inside a step is normal, the 1 ms into a step severe
+    assert all(x["gaps"]["by_cause"] == {"host": w[3], "sync": 0, "other": 0}
+               for x, w in zip(s["steps"], want))
+    assert [x["gaps"]["severe"] for x in s["steps"]] == [0] + [1] * (n - 1)
+    assert s["loop"]["kernels"] == sum(w[0] for w in want) == s["gpu"]["kernels"]
+    assert round(s["loop"]["idle_ms"] * 1e6) == sum(w[4] for w in want)
+    assert s["gaps"]["count"] == sum(w[3] for w in want)
+    assert [x["index"] for x in s["steps"]] == list(range(n))
+    assert s["gaps"]["worst"][0]["step_name"] == f"Step_{s['gaps']['worst'][0]['step']}"
+    json.dumps(s, allow_nan=False)
+
+
+def test_records_shuffled_give_the_same_summary_as_in_order():
+    """The in-order path (sorts skipped, launches matched without a search)
+    and the shuffled one (every sort runs) agree on every figure."""
+    n = 3_000
+    in_order = gpu_steps_profile(n).summary()
+    shuffled = gpu_steps_profile(n, shuffled=True).summary()
+    assert in_order["gpu"]["kernels"] == sum(1 + k % 3 for k in range(n))
+    assert in_order["gpu"]["ops_without_launch_record"] == 0
+    assert without_timing(shuffled) == without_timing(in_order)
+
+
+def test_step_columns_agree_with_the_step_dicts():
+    """Model.step_table (what the summary reads) and Model.steps() (a dict
+    per step) are two views of one model: every column equals its field."""
+    prof = gpu_steps_profile(40)
+    model = prof.model
+    table = model.step_table()
+    steps = model.steps()
+    fields = {"idle_ns": ("gaps", "total_ns"), "gap_count": ("gaps", "count")}
+    for cause in ("normal", "warning", "severe", "host", "sync", "other"):
+        fields[f"gap_{cause}"] = ("gaps", cause)
+    for name in ("host_ns", "sync_ns", "other_ns", "max_ns", "p50_ns", "p99_ns"):
+        fields[f"gap_{name}"] = ("gaps", name)
+    readiness = ("graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
+                 "first_memory_call", "stream_ordered", "pageable_copies", "first_pageable_op",
+                 "first_pageable_call", "ops", "signature")
+    fields.update({name: ("readiness", name) for name in readiness})
+    assert len(table) == 43  # 42 columns and the names
+    for column, values in table.items():
+        if column in fields:
+            outer, inner = fields[column]
+            want = [s[outer][inner] for s in steps]
+            if column.startswith("first_"):  # -1 in the column, None in the dict
+                want = [-1 if v is None else v for v in want]
+        else:
+            want = [s[column] for s in steps]
+        assert list(values) == want, column
+    assert list(model.step_column("kernels")) == [1 + k % 3 for k in range(40)]
+    assert model.step_table(["name", "ops"]).keys() == {"name", "ops"}
+    with pytest.raises(ValueError, match="step_table: no column 'nope'"):
+        model.step_table(["nope"])
+    assert model.step_metrics() is None  # no samples

@@ -186,3 +186,27 @@ def test_step_columns_agree_with_the_step_dicts():
     with pytest.raises(ValueError, match="step_table: no column 'nope'"):
         model.step_table(["nope"])
     assert model.step_metrics() is None  # no samples
+
+
+def test_a_line_of_one_ns_has_its_busy_share():
+    """The smallest line there is: one kernel of 1 ns and no gap.  Its busy
+    share is 100 %, in the step (gap_figures, the columns' path), in the
+    whole run (shape_gaps) and of the GPU's span (_pct); None is only for a
+    line with no time at all."""
+    _core._set_test_clock(START, TICK)
+    try:
+        with loopscope.profile() as prof:
+            with prof.step():
+                t = _core.now_ns()
+                _core._inject("api", [(t - 100, t - 50, 1)])
+                _core._inject("kernel", [(t, t + 1, 0, 7, 1, "k")])
+            with prof.step():  # nothing on the GPU
+                pass
+    finally:
+        _core._set_test_clock(0, 0)
+    s = prof.summary()
+    one, empty = s["steps"]
+    assert (one["gaps"]["busy_ms"], one["gaps"]["busy_pct"]) == (1e-06, 100.0)
+    assert (empty["gaps"]["busy_ms"], empty["gaps"]["busy_pct"]) == (0.0, None)
+    assert (s["gaps"]["busy_ms"], s["gaps"]["busy_pct"]) == (1e-06, 100.0)
+    assert (s["gpu"]["span_ms"], s["gpu"]["busy_pct"]) == (1e-06, 100.0)

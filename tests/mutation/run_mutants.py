@@ -321,11 +321,18 @@ def covering_tests(python: str) -> callable:
     print("measuring which tests run which lines (the whole suite under coverage) ...", flush=True)
     env = dict(os.environ, COVERAGE_FILE=str(data_file))
     done = subprocess.run([python, "-m", "coverage", "run", f"--rcfile={rc_file}", "-m", "pytest",
-                           "tests", "-q", "-p", "no:cacheprovider", "-x"], cwd=ROOT, env=env,
+                           "tests", "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if done.returncode != 0:
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    if done.returncode not in (0, 1) or len(failed) > 3:
         sys.exit("the suite failed under coverage, so no mutant list was written:\n"
                  + "\n".join(done.stdout.splitlines()[-15:]))
+    # A test or two that fail only under coverage's slower run (the timing
+    # checks of tests/hostile, on a loaded machine) still ran their lines:
+    # the map stays right, and a mutation run first checks that its files
+    # pass unmutated (check_baseline).
+    for line in failed:
+        print(f"warning: under coverage, {line}", flush=True)
     import coverage  # noqa: PLC0415  (only the generator needs it)
 
     data = coverage.CoverageData(basename=str(data_file))

@@ -66,3 +66,19 @@ def test_settling_at_its_edges(name):
     moved = expected[3] != 0
     assert moved == name.startswith("a-nanosecond-further")
     assert expected[1] == (1 if name == "a-nanosecond-longer" else 0)
+
+
+def test_sample_coverage_never_reads_above_100_percent(run_trace):
+    """Samples that overlap one another (a decoder that repeats a span; the
+    hook takes them as given) cover the loop twice over by their summed
+    overlaps: the share of the loop the samples cover is capped at 100, and
+    one sample over half the loop reads 50."""
+    loop = (1_000, 5_000)
+    whole = sample(*loop, sm_active_pct=50)
+    s = run_trace(kernels=[kernel(*loop, 1)], samples=[whole, whole])
+    covered = sum(min(loop[1], x[1]) - max(loop[0], x[0]) for x in (whole, whole))
+    assert covered / (loop[1] - loop[0]) == 2
+    assert s["sm"]["coverage_pct"] == 100.0
+    half = sample(loop[0], (loop[0] + loop[1]) // 2, sm_active_pct=50)
+    s = run_trace(kernels=[kernel(*loop, 1)], samples=[half])
+    assert s["sm"]["coverage_pct"] == 100.0 * (half[1] - half[0]) / (loop[1] - loop[0]) == 50.0

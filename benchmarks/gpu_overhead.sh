@@ -18,7 +18,7 @@ timeout 100 python3 -m pytest tests/gpu/test_gpu_overhead.py tests/gpu/test_gpu_
   -p no:cacheprovider > "$OUT/tests.log" 2>&1
 grep -E "passed|failed|PASSED|FAILED|Error" "$OUT/tests.log" | tail -20
 # The variants that show issue 11's last changes, both loops each (~5.7 s a process).
-OPTION_VARIANTS=default,old_defaults,warm_up_every,warm_up_none,stop_in_finish,decode_10ms,decode_1ms,counters_only,trace_only
+OPTION_VARIANTS=default,old_defaults,warm_up_every,warm_up_none,stop_after_finish,decode_10ms,decode_1ms,counters_only,trace_only
 timeout 165 python3 benchmarks/overhead_options.py --rounds 12 --budget-s 130 --variants "$OPTION_VARIANTS" \
   --json "$OUT/options.json" > "$OUT/options.txt" 2>&1
 timeout 200 python3 benchmarks/overhead.py --rounds 20 --budget-s 155 --json "$OUT/overhead.json" \

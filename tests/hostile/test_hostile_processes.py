@@ -421,7 +421,11 @@ def test_thousand_host_profiles_leave_nothing_behind():
     grows by less than 8 MiB, file descriptors and threads stay the same."""
     result, (m,) = run_script(THOUSAND_HOST, gpu=False)
     first, last = m["first"], m["last"]
-    assert last["rss_mb"] - first["rss_mb"] < 8, m
+    # Under CI's preloaded ASan freed memory waits in its quarantine (256 MiB
+    # by default), so RSS grows there whatever the code does: the bound is
+    # checked by the suite's plain run.
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        assert last["rss_mb"] - first["rss_mb"] < 8, m
     assert (last["fds"], last["threads"], last["tasks"]) == \
         (first["fds"], first["threads"], first["tasks"]), m
     assert m["active"] is False

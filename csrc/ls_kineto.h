@@ -21,7 +21,9 @@
  * What loopscope's own export adds (see _trace_export.py), read from any
  * file but used only as the owner says (ls_tb_settle_options): a range's
  * args.step (its step), a call's args.sync / site / launches_before /
- * launch (a tagged wait, ls_tbuild_wait), a kernel's args.mangled or
+ * launch (a tagged wait, ls_tbuild_wait) or, without sync, its
+ * launches_before / call_site / launch (a recorded call outside syncs,
+ * ls_tbuild_call), a kernel's args.mangled or
  * args.signature (its whole name, taken over the short one shown). */
 #ifndef LS_KINETO_H
 #define LS_KINETO_H

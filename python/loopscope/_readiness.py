@@ -84,12 +84,14 @@ COLUMNS = ("index", "graph_launches", "replay_host_ns", "replay_pairs", "memory_
            "first_memory_call", "pageable_copies", "first_pageable_call", "ops")
 
 
-def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None
-                   ) -> dict[int, dict[str, Any]]:
+def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
+                   resolver: Resolver | None = None) -> dict[int, dict[str, Any]]:
     """{step index: {"status", "blockers", "graph_replays", "replay_host_us",
     "gpu_ops"}} from the model's step columns (COLUMNS and "signature";
-    first_* indices -1 when none), sync blockers left to add_sync_blockers."""
-    resolver = Resolver()
+    first_* indices -1 when none), sync blockers left to add_sync_blockers.
+    resolver: how call stacks become sites (a trace file's need their own,
+    as for the sync sites)."""
+    resolver = resolver or Resolver()
     calls = calls or []
     dynamic, usual_ops = _dynamic(cols)
     out = {}

@@ -11,7 +11,7 @@
  * args.correlation; a kernel's launch geometry from args.grid and
  * args.block, [x, y, z], "registers per thread" and "shared memory", kept
  * or counted as ls_tbuild_op says); cuda_runtime / cuda_driver -> API calls (and calls
- * that may wait, by name); user_annotation -> ranges; python_function and
+ * that may wait, allocate or free, by name); user_annotation -> ranges; python_function and
  * cpu_op -> stack frames; cuda_sync -> host syncs; "C" counters -> counter
  * points when a value names a known figure; "i" instants of category
  * counter_end (args.series) -> the end of that series' last value; "M"

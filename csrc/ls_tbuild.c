@@ -252,7 +252,8 @@ static int add_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_
         APPEND(b, b->rec.apis, api);
         *api = (ls_api){bias(start), bias(end), thread, correlation, cbid, domain, 0};
     }
-    if (tag != NULL || LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE) {
+    /* the calls a live capture records: those that may wait, allocate or free */
+    if (tag != NULL || LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE || (role & LS_ROLE_MEMORY)) {
         ls_call *call = append_call(b, tag ? *tag : (ls_tb_tag){LS_TB_NO_TAG, LS_TB_NO_TAG,
                                                                 LS_TB_NO_TAG, 0});
         if (call == NULL)

@@ -3,7 +3,7 @@
  * serves both.  Pure C, no Python and no GIL: readers add events, then
  * ls_tbuild_settle puts them on one clock and derives what a trace does not
  * store but the records hold (range nesting, the Python stack of each call
- * that may wait, launches before it, counter samples).
+ * that may wait, allocate or free, launches before it, counter samples).
  *
  * Times go in as signed nanoseconds on the file's own clock (Kineto's are
  * relative to baseTimeNanoseconds); settle adds the base.  Names go in as
@@ -147,7 +147,9 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
 void ls_tbuild_device(ls_tbuild *b, uint32_t device, const int64_t facts[5]);
 
 /* A runtime (driver = 0) or driver API call; has_correlation 0 when the
- * file gave none (it then launches nothing). */
+ * file gave none (it then launches nothing).  One that may wait, allocate
+ * or free (by its name's cbid role) is also a call, as a live capture
+ * records it: syncs and the graph-readiness "memory" rule read those. */
 int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
                   uint32_t correlation, int has_correlation, const char *name, size_t len);
 

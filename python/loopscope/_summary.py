@@ -631,7 +631,8 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     watched = bool(info.get("watched_syncs") or info.get("calls_injected"))
     cols = step_columns(model, gpu) if model is not None else _NO_STEPS
     calls = capture.calls() if capture is not None and watched else None
-    resolver = resolver or Resolver()
+    if resolver is None and calls is not None:  # made only where calls need sites
+        resolver = Resolver()
     readiness = step_readiness(cols, calls, resolver) if gpu and model is not None else None
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
     summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import sys
 import time
@@ -32,6 +31,8 @@ from pathlib import Path
 
 import loopscope
 from loopscope import _core
+
+from _memory import reset_peak_rss, rss_mb  # benchmarks/_memory.py
 
 KERNEL_NS, GAP_NS, STEP_GAP_NS = 3_000, 2_000, 60_000
 
@@ -59,23 +60,6 @@ def host_layout(kernels: int, steps: int):
     finally:
         _core._set_test_clock(0, 0)
     return prof
-
-
-def rss_mb(field: str) -> float:
-    """VmRSS (now) or VmHWM (peak) of this process, MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def reset_peak_rss() -> bool:
-    """Starts a new peak RSS (Linux: clear_refs 5); False where it cannot."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
 
 
 def main() -> None:

@@ -33,31 +33,15 @@ import argparse
 import gc
 import os
 import random
-import resource
 import subprocess
 import sys
 import time
 import warnings
-from pathlib import Path
+
+from _memory import reset_peak_rss, rss_mb  # benchmarks/_memory.py
 
 CHUNK = 100_000
 KERNEL_NS, GAP_NS, STEP_GAP_NS = 3_000, 2_000, 60_000
-
-
-def rss_mb(field: str = "VmRSS") -> float:
-    """VmRSS (now) or VmHWM (peak) of this process, MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def reset_peak_rss() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
 
 
 def host_steps(steps: int):

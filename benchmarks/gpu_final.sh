@@ -8,15 +8,8 @@
 # Usage (GPU machine, repo root): bash benchmarks/gpu_final.sh
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
 export LOOPSCOPE_CACHE_DIR="$OUT/cache"   # a cache of this run only: the first process builds it
-{
-  date -u +%Y-%m-%dT%H:%MZ
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
-  python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
-} 2>&1 | tee "$OUT/machine.txt"
-LOOPSCOPE_WERROR=1 python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; exit 1; }
+source benchmarks/gpu_prologue.sh "$OUT"
 timeout 90 python3 -m pytest tests/gpu/test_gpu_overhead.py tests/gpu/test_gpu_metrics.py -v -s \
   -p no:cacheprovider > "$OUT/tests.log" 2>&1
 timeout 60 python3 -m pytest tests/gpu/test_gpu_trace_roundtrip.py tests/hostile/test_hostile_processes.py \

@@ -5,20 +5,13 @@
 # Usage (GPU machine, repo root): bash benchmarks/gpu_overhead.sh
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
 export LOOPSCOPE_CACHE_DIR="$OUT/cache"   # a cache of this run only: the first process builds it
-{
-  date -u +%Y-%m-%dT%H:%MZ
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
-  python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
-} 2>&1 | tee "$OUT/machine.txt"
-LOOPSCOPE_WERROR=1 python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; exit 1; }
+source benchmarks/gpu_prologue.sh "$OUT"
 timeout 100 python3 -m pytest tests/gpu/test_gpu_overhead.py tests/gpu/test_gpu_metrics.py -v -s \
   -p no:cacheprovider > "$OUT/tests.log" 2>&1
 grep -E "passed|failed|PASSED|FAILED|Error" "$OUT/tests.log" | tail -20
 # The variants that show issue 11's last changes, both loops each (~5.7 s a process).
-OPTION_VARIANTS=default,old_defaults,warm_up_every,warm_up_none,stop_in_finish,decode_10ms,decode_1ms,counters_only,trace_only
+OPTION_VARIANTS=default,old_defaults,warm_up_every,warm_up_none,stop_after_finish,decode_10ms,decode_1ms,counters_only,trace_only
 timeout 165 python3 benchmarks/overhead_options.py --rounds 12 --budget-s 130 --variants "$OPTION_VARIANTS" \
   --json "$OUT/options.json" > "$OUT/options.txt" 2>&1
 timeout 200 python3 benchmarks/overhead.py --rounds 20 --budget-s 155 --json "$OUT/overhead.json" \

@@ -5,14 +5,7 @@
 # Kineto traces the trace-reader tests use.  Everything lands in $OUT.
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-{
-  date -u +%Y-%m-%dT%H:%MZ
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
-  python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
-} 2>&1 | tee "$OUT/machine.txt"
-LOOPSCOPE_WERROR=1 python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; exit 1; }
+source benchmarks/gpu_prologue.sh "$OUT"
 gcc -O2 -std=c11 -I/usr/local/cuda/include benchmarks/cupti_costs.c -o /tmp/cupti_costs \
   -L/usr/local/cuda/lib64 -L/usr/local/cuda/extras/CUPTI/lib64 -lcupti -lcuda -lpthread \
   -Wl,-rpath,/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib64 > "$OUT/cupti_costs.txt" 2>&1 \

@@ -3,14 +3,7 @@
 # to $OUT.  Usage (on the GPU machine, repo root): bash benchmarks/gpu_session.sh [quick]
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-{
-  date -u +%Y-%m-%dT%H:%MZ
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
-  python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
-} 2>&1 | tee "$OUT/machine.txt"
-LOOPSCOPE_WERROR=1 python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; exit 1; }
+source benchmarks/gpu_prologue.sh "$OUT"
 python3 -m pytest tests -v -s -p no:cacheprovider 2>&1 | tee "$OUT/tests.log" | tail -40
 python3 benchmarks/sync_probe.py --json "$OUT/sync_probe.json" 2>&1 | tee "$OUT/sync_probe.txt"
 python3 benchmarks/pm_probe.py --json "$OUT/pm_probe.json" 2>&1 | tee "$OUT/pm_probe.txt"

@@ -9,15 +9,7 @@
 # Usage (GPU machine, repo root): bash benchmarks/gpu_verify.sh
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; L="$OUT/logs"; mkdir -p "$L" "$OUT/k"
-export PYTHONUNBUFFERED=1
-{
-  date -u +%Y-%m-%dT%H:%MZ
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
-  python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
-} > "$L/machine.txt" 2>&1
-cat "$L/machine.txt"
-LOOPSCOPE_WERROR=1 python3 -m pip install --no-build-isolation --no-deps -q -e . > "$L/build.log" 2>&1 \
-  || { tail -30 "$L/build.log"; exit 1; }
+source benchmarks/gpu_prologue.sh "$L"
 timeout 170 python3 -m pytest tests/gpu -m gpu -v -s -p no:cacheprovider > "$L/tests_gpu.log" 2>&1
 echo "tests/gpu rc=$?"
 timeout 200 python3 -m pytest tests/hostile -m gpu -v -s -p no:cacheprovider > "$L/tests_hostile.log" 2>&1

@@ -14,7 +14,7 @@ defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
   warm_up_every            warm-up at every start (the old default)
   warm_up_none             no warm-up: CUPTI's lazy set-up lands in step 0 of the
                            first profile
-  stop_in_finish           the finish stops sampling before its last decode (old)
+  stop_after_finish        the stop left to a task after the finish (tried 17:27Z, not default)
   decode_10ms              the worker decodes every 10 ms (the old period)
   decode_1ms               the worker decodes every 1 ms
   cupti_clears             CUPTI clears each new activity buffer itself (the old way)
@@ -60,7 +60,7 @@ OPTIONS: dict[str, tuple[str, dict]] = {
     "old_defaults": ("warm_up=every,metrics_stop_in_finish=1", {"metrics_decode_ms": 10}),
     "warm_up_every": ("warm_up=every", {}),
     "warm_up_none": ("warm_up=none", {}),
-    "stop_in_finish": ("metrics_stop_in_finish=1", {}),
+    "stop_after_finish": ("metrics_stop_in_finish=0", {}),
     "decode_10ms": ("", {"metrics_decode_ms": 10}),
     "decode_1ms": ("", {"metrics_decode_ms": 1}),
     "cupti_clears": ("zeroed_buffers=0", {}),

@@ -138,8 +138,8 @@ class Profile:
                         samples cover the loop from then on (summary["sm"]["coverage_pct"]).
     metrics_interval_us: sampling interval (default 100 us; 1-1e6).
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
-                        thread takes them, every metrics_decode_ms (default 2 ms, so the
-                        end leaves summary() only the last ~2 ms of samples) and
+                        thread takes them, every metrics_decode_ms (default 10 ms, so the
+                        end leaves summary() only the last ~10 ms of samples) and
                         after the stop; an overflow is reported in
                         summary["metrics"]["overflows"], never silent (1-65536 MiB;
                         metrics_decode_ms 1-10000).
@@ -173,7 +173,7 @@ class Profile:
         metrics: bool = True,
         metrics_interval_us: float = 100.0,
         metrics_buffer_mb: float = 64,
-        metrics_decode_ms: float = 2.0,
+        metrics_decode_ms: float = 10.0,
         gather: bool = True,
         gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
         steps: Any = None,

@@ -18,8 +18,8 @@ LOOPSCOPE_INTERNAL
       metrics_max_samples=N        counter data image size, in samples (0: auto)
       callbacks=0|1                0: no CUPTI callbacks (no launch records, no syncs):
                                    what activity tracing alone costs the loop
-      metrics_stop_in_finish=0|1   1: the finish stops PM sampling before its last
-                                   decode (the old way; 0: the stop follows the finish)
+      metrics_stop_in_finish=0|1   1 (default): the finish stops PM sampling before
+                                   its last decode; 0: the stop follows the finish
 """
 from __future__ import annotations
 

@@ -106,10 +106,11 @@ def test_first_profile_does_not_wait_for_the_sampler_and_a_new_process_reads_the
 
 
 def test_samples_are_decoded_while_the_loop_runs_and_the_finish_decodes_only_the_tail():
-    """Issue 11: the worker decodes every 2 ms at a fixed rate while the
+    """Issue 11: the worker decodes every 10 ms at a fixed rate while the
     profile runs, so the finish finds only the last period's samples; the
-    sampler's stop follows the finish (its host time is not in the capture).
-    Counts are asserted, timings printed."""
+    finish stops the sampler before its last decode (the default since the
+    17:27Z run: a stop left to a later task misaligned the next profile's
+    sample clock).  Counts are asserted, timings printed."""
     torch.cuda._sleep(1000)
     torch.cuda.synchronize()
     for _ in range(2):  # the first profile of a process sets sampling up
@@ -126,7 +127,7 @@ def test_samples_are_decoded_while_the_loop_runs_and_the_finish_decodes_only_the
                       "finish_wait_ms": o["finish_wait_ms"], "decode_ms": o["decode_ms"],
                       "stop_ns": pm["stop_ns"], "coverage_pct": s["sm"]["coverage_pct"]}))
     assert s["metrics_error"] is None
-    assert pm["decodes"] >= 10  # ~100 ms of loop, a decode every 2 ms
+    assert pm["decodes"] >= 5  # ~100 ms of loop, a decode every 10 ms
     assert 0 <= o["tail_samples"] <= pm["samples"] // 4
-    assert pm["stop_ns"] == 0  # the stop came after the finish
+    assert pm["stop_ns"] > 0  # the finish stopped the sampler
     assert s["sm"]["coverage_pct"] >= 90

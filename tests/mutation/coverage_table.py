@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MARKDOWN = ROOT / "tests" / "MUTATION.md"
 START, END = "<!-- coverage-table:start -->", "<!-- coverage-table:end -->"
-C_FILES = ["csrc/ls_model.c", "csrc/ls_attribution.c", "csrc/ls_syncs.c", "csrc/ls_samples.c"]
+C_FILES = ["csrc/ls_model.c", "csrc/ls_attribution.c", "csrc/ls_syncs.c", "csrc/ls_samples.c",
+           "csrc/ls_finish.c"]
 
 
 def python_rows(tree: Path, data_file: Path) -> list[tuple[str, int, int]]:

@@ -321,11 +321,18 @@ def covering_tests(python: str) -> callable:
     print("measuring which tests run which lines (the whole suite under coverage) ...", flush=True)
     env = dict(os.environ, COVERAGE_FILE=str(data_file))
     done = subprocess.run([python, "-m", "coverage", "run", f"--rcfile={rc_file}", "-m", "pytest",
-                           "tests", "-q", "-p", "no:cacheprovider", "-x"], cwd=ROOT, env=env,
+                           "tests", "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if done.returncode != 0:
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    if done.returncode not in (0, 1) or len(failed) > 3:
         sys.exit("the suite failed under coverage, so no mutant list was written:\n"
                  + "\n".join(done.stdout.splitlines()[-15:]))
+    # A test or two that fail only under coverage's slower run (the timing
+    # checks of tests/hostile, on a loaded machine) still ran their lines:
+    # the map stays right, and a mutation run first checks that its files
+    # pass unmutated (check_baseline).
+    for line in failed:
+        print(f"warning: under coverage, {line}", flush=True)
     import coverage  # noqa: PLC0415  (only the generator needs it)
 
     data = coverage.CoverageData(basename=str(data_file))
@@ -450,7 +457,9 @@ def run_tests(ws: Workspace, tree: Path, tests: list[str], timeout: float) -> tu
     env["PYTHONPATH"] = str(tree / "python")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [ws.python, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider",
-            "-p", "no:randomly", "--no-header"]
+            "-p", "no:randomly", "--no-header", "--hypothesis-seed=0"]
+    # (a fixed seed: the property tests draw the same examples for the
+    # baseline and every mutant, so a kill never depends on luck)
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, cwd=tree, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -581,6 +590,35 @@ def update_markdown(table: str) -> None:
     MARKDOWN.write_text(f"{head}{TABLE_START}\n{table}\n{TABLE_END}{tail}", encoding="utf-8")
 
 
+def table_from(paths: list[str], update_md: bool) -> int:
+    """The table of earlier runs, merged in order; a mutant's explanation
+    and description are read from the lists as they are now."""
+    lists = {m.id: m for m in load_list(HAND_LIST) + load_list(PY_LIST)}
+    merged: dict[str, Result] = {}
+    for path in paths:
+        for row in json.loads(Path(path).read_text(encoding="utf-8")):
+            r = Result(**row)
+            m = lists.get(r.id)
+            if m is not None:
+                r.equivalent, r.pending, r.what = m.equivalent, m.pending, m.what
+            merged.pop(r.id, None)
+            merged[r.id] = r
+    results = list(merged.values())
+    table = markdown_table(results, 0.0, 0).split("\n")
+    table[1] = (f"Merged from {len(paths)} run(s) ({', '.join(Path(p).name for p in paths)}); "
+                f"per tried mutant {sum(r.seconds for r in results) / max(1, len(results)):.1f} s "
+                "on average (build + tests).")
+    text = "\n".join(table)
+    print(text)
+    if update_md:
+        update_markdown(text)
+    unexplained = [r.id for r in results if r.status in ("survived", "uncovered")
+                   and not r.explained]
+    if unexplained:
+        print(f"\nunexplained survivors: {', '.join(unexplained)}", file=sys.stderr)
+    return 1 if unexplained else 0
+
+
 # ---------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -598,8 +636,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="PATH", help="write every result as JSON")
     p.add_argument("--keep", action="store_true", help="keep the scratch trees")
     p.add_argument("--list", action="store_true", help="list the chosen mutants and stop")
+    p.add_argument("--table-from", nargs="+", metavar="JSON", help="no run: the table of "
+                   "earlier runs' --json files (a later file's result of a mutant replaces an "
+                   "earlier one: a re-run after a test was added), explanations from the lists")
     args = p.parse_args(argv)
     python = sys.executable
+
+    if args.table_from:
+        return table_from(args.table_from, args.update_md)
 
     if args.generate:
         old = {m.id: m for m in load_list(PY_LIST)} if PY_LIST.exists() else {}

@@ -74,3 +74,7 @@ def test_a_failing_stop_loses_nothing_and_says_why(monkeypatch):
     assert s["diagnosis"]["verdict"] == "UNKNOWN"
     assert s["diagnosis"]["reasons"] == [f"no GPU timeline: {error}"]
     assert f"GPU sections missing: {error}" in prof.report().splitlines()
+    # no capture came back, so no cost was measured: each reads 0, none a placeholder
+    o = s["overhead"]
+    assert (o["start_ms"], o["stop_ms"], o["finish_ms"], o["decode_ms"], o["records"]) == (
+        0.0, 0.0, 0.0, 0.0, 0)

@@ -66,3 +66,34 @@ def test_settling_at_its_edges(name):
     moved = expected[3] != 0
     assert moved == name.startswith("a-nanosecond-further")
     assert expected[1] == (1 if name == "a-nanosecond-longer" else 0)
+
+
+def test_sample_coverage_never_reads_above_100_percent(run_trace):
+    """Samples that overlap one another (a decoder that repeats a span; the
+    hook takes them as given) cover the loop twice over by their summed
+    overlaps: the share of the loop the samples cover is capped at 100, and
+    one sample over half the loop reads 50."""
+    loop = (1_000, 5_000)
+    whole = sample(*loop, sm_active_pct=50)
+    s = run_trace(kernels=[kernel(*loop, 1)], samples=[whole, whole])
+    covered = sum(min(loop[1], x[1]) - max(loop[0], x[0]) for x in (whole, whole))
+    assert covered / (loop[1] - loop[0]) == 2
+    assert s["sm"]["coverage_pct"] == 100.0
+    half = sample(loop[0], (loop[0] + loop[1]) // 2, sm_active_pct=50)
+    s = run_trace(kernels=[kernel(*loop, 1)], samples=[half])
+    assert s["sm"]["coverage_pct"] == 100.0 * (half[1] - half[0]) / (loop[1] - loop[0]) == 50.0
+
+
+def test_figures_are_rounded_as_documented(run_trace):
+    """Percentages to 2 decimals, GB/s to 3 (as the summary gives them): one
+    sample over the whole loop, its figures with more digits than shown."""
+    loop = (1_000, 5_000)
+    figures = {"sm_active_pct": 41.23456, "dram_throughput_pct": 12.34567,
+               "dram_read_gbps": 123.456789, "dram_write_gbps": 98.7654321}
+    s = run_trace(kernels=[kernel(*loop, 1)], samples=[sample(*loop, **figures)])
+    assert (s["sm"]["active_pct"], s["dram"]["throughput_pct"]) == (
+        round(figures["sm_active_pct"], 2), round(figures["dram_throughput_pct"], 2))
+    assert (s["dram"]["read_gbps"], s["dram"]["write_gbps"], s["dram"]["read_busy_gbps"],
+            s["dram"]["write_busy_gbps"]) == (
+        round(figures["dram_read_gbps"], 3), round(figures["dram_write_gbps"], 3),
+        round(figures["dram_read_gbps"], 3), round(figures["dram_write_gbps"], 3))

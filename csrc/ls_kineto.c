@@ -60,10 +60,11 @@ typedef struct {
     ls_id pid, tid;
     int has_correlation, has_device, has_stream, has_bytes;
     ls_json_number correlation, device, stream, bytes;
-    /* loopscope's own export: a range's step, a call's sync and site and
-     * the launches before it, a kernel's whole name, a process's name */
-    int has_step, has_sync, has_site, has_launches_before, has_launch;
-    ls_json_number step, sync, site, launches_before, launch;
+    /* loopscope's own export: a range's step, a call's sync and site (or
+     * its own site outside syncs) and the launches before it, a kernel's
+     * whole name, a process's name */
+    int has_step, has_sync, has_site, has_launches_before, has_launch, has_call_site;
+    ls_json_number step, sync, site, launches_before, launch, call_site;
     int has_mangled, has_signature, has_arg_name, has_series;
     ls_json_string mangled, signature, arg_name, series;
     ls_number_arg numbers[MAX_COUNTER_ARGS]; /* numeric args, for counters */
@@ -228,6 +229,8 @@ static int arg_member(ls_json_cursor *c, const ls_json_string *key, ls_event *ev
         return read_number_field(c, &ev->site, &ev->has_site);
     if (key_is(key, "launch"))
         return read_number_field(c, &ev->launch, &ev->has_launch);
+    if (key_is(key, "call_site"))
+        return read_number_field(c, &ev->call_site, &ev->has_call_site);
     if (key_is(key, "launches_before"))
         return read_number_field(c, &ev->launches_before, &ev->has_launches_before);
     if (key_is(key, "mangled"))
@@ -685,15 +688,24 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
         if (has_corr)
             corr = (uint32_t)v;
         uint64_t sync, site = LS_TB_NO_TAG, before = 0;
+        int launch = ev->has_launch && ls_json_number_uint(&ev->launch, 1, &v) == 0 && v == 1;
         if (ev->has_sync && ls_json_number_uint(&ev->sync, UINT32_MAX - 1, &sync) == 0) {
             if (ev->has_site && ls_json_number_uint(&ev->site, UINT32_MAX - 1, &site) != 0)
                 site = LS_TB_NO_TAG;
             if (ev->has_launches_before &&
                 ls_json_number_uint(&ev->launches_before, INT64_MAX, &before) != 0)
                 before = 0;
-            int launch = ev->has_launch && ls_json_number_uint(&ev->launch, 1, &v) == 0 && v == 1;
             return ls_tbuild_wait(b, cls == LS_TB_DRIVER, ts, end, thread, corr, has_corr, launch,
                                   name, len, (uint32_t)sync, (uint32_t)site, before) ? -2 : 0;
+        }
+        /* a recorded call outside every sync: launches_before without sync */
+        if (ev->has_launches_before &&
+            ls_json_number_uint(&ev->launches_before, INT64_MAX, &before) == 0) {
+            if (!ev->has_call_site ||
+                ls_json_number_uint(&ev->call_site, UINT32_MAX - 1, &site) != 0)
+                site = LS_TB_NO_TAG;
+            return ls_tbuild_call(b, cls == LS_TB_DRIVER, ts, end, thread, corr, has_corr, launch,
+                                  name, len, (uint32_t)site, before) ? -2 : 0;
         }
         return ls_tbuild_api(b, cls == LS_TB_DRIVER, ts, end, thread, corr, has_corr, name, len)
                    ? -2 : 0;

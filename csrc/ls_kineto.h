@@ -11,7 +11,7 @@
  * args.correlation; a kernel's launch geometry from args.grid and
  * args.block, [x, y, z], "registers per thread" and "shared memory", kept
  * or counted as ls_tbuild_op says); cuda_runtime / cuda_driver -> API calls (and calls
- * that may wait, by name); user_annotation -> ranges; python_function and
+ * that may wait, allocate or free, by name); user_annotation -> ranges; python_function and
  * cpu_op -> stack frames; cuda_sync -> host syncs; "C" counters -> counter
  * points when a value names a known figure; "i" instants of category
  * counter_end (args.series) -> the end of that series' last value; "M"
@@ -21,7 +21,9 @@
  * What loopscope's own export adds (see _trace_export.py), read from any
  * file but used only as the owner says (ls_tb_settle_options): a range's
  * args.step (its step), a call's args.sync / site / launches_before /
- * launch (a tagged wait, ls_tbuild_wait), a kernel's args.mangled or
+ * launch (a tagged wait, ls_tbuild_wait) or, without sync, its
+ * launches_before / call_site / launch (a recorded call outside syncs,
+ * ls_tbuild_call), a kernel's args.mangled or
  * args.signature (its whole name, taken over the short one shown). */
 #ifndef LS_KINETO_H
 #define LS_KINETO_H

@@ -252,8 +252,10 @@ static int add_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_
         APPEND(b, b->rec.apis, api);
         *api = (ls_api){bias(start), bias(end), thread, correlation, cbid, domain, 0};
     }
-    if (tag != NULL || LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE) {
-        ls_call *call = append_call(b, tag ? *tag : (ls_tb_tag){LS_TB_NO_TAG, LS_TB_NO_TAG});
+    /* the calls a live capture records: those that may wait, allocate or free */
+    if (tag != NULL || LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE || (role & LS_ROLE_MEMORY)) {
+        ls_call *call = append_call(b, tag ? *tag : (ls_tb_tag){LS_TB_NO_TAG, LS_TB_NO_TAG,
+                                                                LS_TB_NO_TAG, 0});
         if (call == NULL)
             return -1;
         call->enter_ns = bias(start);
@@ -280,7 +282,16 @@ int ls_tbuild_wait(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_
                    uint32_t correlation, int has_correlation, int launch, const char *name,
                    size_t len, uint32_t sync, uint32_t site, uint64_t launches_before)
 {
-    ls_tb_tag tag = {sync, site};
+    ls_tb_tag tag = {sync, site, LS_TB_NO_TAG, 1};
+    return add_api(b, driver, start, end, thread, correlation, has_correlation, launch, name,
+                   len, &tag, launches_before);
+}
+
+int ls_tbuild_call(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
+                   uint32_t correlation, int has_correlation, int launch, const char *name,
+                   size_t len, uint32_t call_site, uint64_t launches_before)
+{
+    ls_tb_tag tag = {LS_TB_NO_TAG, LS_TB_NO_TAG, call_site, 1};
     return add_api(b, driver, start, end, thread, correlation, has_correlation, launch, name,
                    len, &tag, launches_before);
 }
@@ -820,6 +831,8 @@ static int compare_tagged(const void *pa, const void *pb)
         return a->tag.sync < b->tag.sync ? -1 : 1;
     if (a->tag.site != b->tag.site)
         return a->tag.site < b->tag.site ? -1 : 1;
+    if (a->tag.call_site != b->tag.call_site)
+        return a->tag.call_site < b->tag.call_site ? -1 : 1;
     return (a->call > b->call) - (a->call < b->call);
 }
 
@@ -827,13 +840,14 @@ static int compare_tagged(const void *pa, const void *pb)
 
 /* Own export: only the tagged calls, each with the one frame of its sync
  * ("<loopscope sync N site K>"), so calls of one sync share a stack and
- * calls of two never do; their launch counts are the recorded ones. */
+ * calls of two never do, or, outside syncs, of its own site ("<loopscope
+ * call site K>"); their launch counts are the recorded ones. */
 static int tag_stacks(ls_tbuild *b)
 {
     ls_records *r = &b->rec;
     size_t kept = 0;
     for (size_t i = 0; i < r->calls.count; i++)
-        if (b->tags[i].sync != LS_TB_NO_TAG) {
+        if (b->tags[i].recorded) {
             b->tags[kept] = b->tags[i];
             r->calls.items[kept++] = r->calls.items[i];
         }
@@ -858,7 +872,11 @@ static int tag_stacks(ls_tbuild *b)
         if (k == 0 || compare_tagged(&(ls_tagged_call){*t, 0},
                                      &(ls_tagged_call){order[k - 1].tag, 0}) != 0) {
             char *name = arena + count * TAG_NAME;
-            if (t->site == LS_TB_NO_TAG)
+            if (t->sync == LS_TB_NO_TAG && t->call_site == LS_TB_NO_TAG)
+                snprintf(name, TAG_NAME, "<loopscope call>");
+            else if (t->sync == LS_TB_NO_TAG)
+                snprintf(name, TAG_NAME, "<loopscope call site %u>", t->call_site);
+            else if (t->site == LS_TB_NO_TAG)
                 snprintf(name, TAG_NAME, "<loopscope sync %u>", t->sync);
             else
                 snprintf(name, TAG_NAME, "<loopscope sync %u site %u>", t->sync, t->site);

@@ -3,7 +3,7 @@
  * serves both.  Pure C, no Python and no GIL: readers add events, then
  * ls_tbuild_settle puts them on one clock and derives what a trace does not
  * store but the records hold (range nesting, the Python stack of each call
- * that may wait, launches before it, counter samples).
+ * that may wait, allocate or free, launches before it, counter samples).
  *
  * Times go in as signed nanoseconds on the file's own clock (Kineto's are
  * relative to baseTimeNanoseconds); settle adds the base.  Names go in as
@@ -53,10 +53,14 @@ typedef struct {
 } ls_tb_point;
 
 /* Which host sync of loopscope's own export a call belongs to, and the
- * site of that sync (an index into the export's site list). */
+ * site of that sync (an index into the export's sync site list); or, for a
+ * recorded call outside syncs, its own site (an index into the export's
+ * call site list). */
 #define LS_TB_NO_TAG UINT32_MAX
 typedef struct {
-    uint32_t sync, site; /* LS_TB_NO_TAG: the call came from an untagged event */
+    uint32_t sync, site; /* LS_TB_NO_TAG: no sync (site: none known) */
+    uint32_t call_site;  /* outside syncs: its site, LS_TB_NO_TAG none known */
+    uint32_t recorded;   /* 1: the export recorded the call (tagged event) */
 } ls_tb_tag;
 
 /* A numeric pid the file names "GPU <device>". */
@@ -143,7 +147,9 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
 void ls_tbuild_device(ls_tbuild *b, uint32_t device, const int64_t facts[5]);
 
 /* A runtime (driver = 0) or driver API call; has_correlation 0 when the
- * file gave none (it then launches nothing). */
+ * file gave none (it then launches nothing).  One that may wait, allocate
+ * or free (by its name's cbid role) is also a call, as a live capture
+ * records it: syncs and the graph-readiness "memory" rule read those. */
 int ls_tbuild_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
                   uint32_t correlation, int has_correlation, const char *name, size_t len);
 
@@ -165,6 +171,15 @@ int ls_tbuild_range(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
 int ls_tbuild_wait(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
                    uint32_t correlation, int has_correlation, int launch, const char *name,
                    size_t len, uint32_t sync, uint32_t site, uint64_t launches_before);
+
+/* A call of loopscope's own export that the live capture recorded (one
+ * that may wait, allocate or free) and that waited in no sync, with its
+ * site `call_site` (LS_TB_NO_TAG if unknown) and the launch calls its
+ * thread made before it.  `launch` as for ls_tbuild_wait.  Settle honours
+ * it only for an own export. */
+int ls_tbuild_call(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_t thread,
+                   uint32_t correlation, int has_correlation, int launch, const char *name,
+                   size_t len, uint32_t call_site, uint64_t launches_before);
 
 /* The file names process `pid` "GPU <device>": counter values on that pid
  * are the device's (loopscope's export numbers its GPU processes from 100). */
@@ -195,9 +210,10 @@ typedef struct {
     int64_t base_ns; /* added to every file time */
     int device;      /* keep only this device's ops when >= 0 */
     /* loopscope's own export: the calls are only its tagged ones, each
-     * with the launch count it carries and one stack frame of its own sync
+     * with the launch count it carries and one stack frame: of its own sync
      * (named "<loopscope sync N site K>", or "<loopscope sync N>"), so the
-     * syncs group as they did live */
+     * syncs group as they did live, or for a call outside syncs of its own
+     * site ("<loopscope call site K>", or "<loopscope call>") */
     int own_export;
     int has_span;    /* the profile's own span, in file times (an own export
                         carries it); otherwise first and last record */

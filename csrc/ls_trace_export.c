@@ -195,7 +195,7 @@ static int host_threads(const ls_records *r, const ls_model *m, PyObject *thread
                         unsigned sync_tid, unsigned gap_tid, uint64_t **ids, uint32_t **tids,
                         size_t *count)
 {
-    size_t n = r->ranges.count + r->apis.count + m->syncs.count, k = 0;
+    size_t n = r->ranges.count + r->apis.count + m->syncs.count + r->calls.count, k = 0;
     ls_seen_thread *seen = PyMem_Malloc((n ? n : 1) * sizeof *seen);
     *ids = PyMem_Malloc((n ? n : 1) * sizeof **ids);
     *tids = PyMem_Malloc((n ? n : 1) * sizeof **tids);
@@ -209,6 +209,8 @@ static int host_threads(const ls_records *r, const ls_model *m, PyObject *thread
         seen[k] = (ls_seen_thread){r->apis.items[i].thread_id, k};
     for (size_t i = 0; i < m->syncs.count; i++, k++)
         seen[k] = (ls_seen_thread){m->syncs.items[i].thread_id, k};
+    for (size_t i = 0; i < r->calls.count; i++, k++)
+        seen[k] = (ls_seen_thread){r->calls.items[i].thread_id, k};
     qsort(seen, n, sizeof *seen, compare_seen_by_thread);
     size_t unique = 0;
     for (size_t i = 0; i < n; i++)
@@ -339,28 +341,67 @@ fail:
     return -1;
 }
 
+/* The sites of the recorded calls: a sequence of ints, one per call (the
+ * index in the file's call site list, -1 unknown) -> o->call_site (PyMem).
+ * 0, or -1 with an exception set. */
+static int read_call_sites(PyObject *sites, const ls_records *r, ls_trace_options *o)
+{
+    PyObject *seq = PySequence_Fast(sites, "call_sites must be a sequence of ints");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int32_t *site = NULL;
+    if ((size_t)n != r->calls.count) {
+        PyErr_Format(PyExc_ValueError, "call_sites: %zd sites for %zu calls", n, r->calls.count);
+        goto fail;
+    }
+    site = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *site);
+    if (site == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if ((v == -1 && PyErr_Occurred()) || v < -1 || v > INT32_MAX) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "call_sites: call %zd names site %ld", i, v);
+            goto fail;
+        }
+        site[i] = (int32_t)v;
+    }
+    Py_DECREF(seq);
+    o->call_site = site;
+    o->call_site_count = (size_t)n;
+    return 0;
+fail:
+    Py_DECREF(seq);
+    PyMem_Free(site);
+    return -1;
+}
+
 PyObject *ls_trace_export_write(const ls_records *r, const ls_model *m, PyObject *args,
                                 PyObject *kwargs)
 {
     static char *keywords[] = {"write", "t0_ns", "profile", "threads", "host_pid", "gpu_pid",
                                "names", "gpu_pids", "stream_tids", "lanes", "sync_sites",
-                               "sync_base", "site_base", NULL};
+                               "sync_base", "site_base", "call_sites", "call_site_base",
+                               NULL};
     PyObject *write, *threads, *namer = Py_None, *gpu_pids = NULL, *stream_tids = NULL;
-    PyObject *sites = Py_None;
+    PyObject *sites = Py_None, *call_sites = Py_None;
     unsigned long long t0;
     long profile;
     unsigned int host_pid = 1, gpu_pid = 100, sync_tid = 2, gap_tid = 0, sync_base = 0,
-                 site_base = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKlO!|IIOO!O!(II)OII:write_trace_events",
+                 site_base = 0, call_site_base = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKlO!|IIOO!O!(II)OIIOI:write_trace_events",
                                      keywords, &write, &t0, &profile, &PyDict_Type, &threads,
                                      &host_pid, &gpu_pid, &namer, &PyDict_Type, &gpu_pids,
                                      &PyDict_Type, &stream_tids, &sync_tid, &gap_tid, &sites,
-                                     &sync_base, &site_base))
+                                     &sync_base, &site_base, &call_sites, &call_site_base))
         return NULL;
     ls_trace_options options = {
         .t0_ns = t0, .profile = profile, .host_pid = host_pid, .gpu_pid = gpu_pid,
         .sync_tid = sync_tid, .gap_tid = gap_tid, .sync_base = sync_base,
-        .site_base = site_base};
+        .site_base = site_base, .call_site_base = call_site_base};
     uint64_t *thread_ids = NULL, *device_keys = NULL, *stream_keys = NULL;
     uint32_t *thread_tid = NULL, *device_pid = NULL, *stream_tid = NULL;
     size_t thread_count = 0, device_count = 0, stream_count = 0;
@@ -373,7 +414,8 @@ PyObject *ls_trace_export_write(const ls_records *r, const ls_model *m, PyObject
          read_lanes(gpu_pids, 0, &device_keys, &device_pid, &device_count) != 0) ||
         (stream_tids != NULL &&
          read_lanes(stream_tids, 1, &stream_keys, &stream_tid, &stream_count) != 0) ||
-        (sites != Py_None && read_sync_sites(sites, m, &options, &keep_sites) != 0))
+        (sites != Py_None && read_sync_sites(sites, m, &options, &keep_sites) != 0) ||
+        (call_sites != Py_None && read_call_sites(call_sites, r, &options) != 0))
         goto done;
     /* device ids fit 32 bits: the sorted 64-bit keys narrow in place */
     for (size_t i = 0; i < device_count; i++)
@@ -402,6 +444,7 @@ done:
     PyMem_Free(stream_tid);
     PyMem_Free((void *)options.sync_site);
     PyMem_Free((void *)options.site_name);
+    PyMem_Free((void *)options.call_site);
     if (rc == -3)
         return NULL; /* names() raised, or an argument was bad */
     if (rc == -1)

@@ -5,11 +5,12 @@
  *
  *   write_trace_events(write, t0_ns, profile, threads, host_pid=1, gpu_pid=100,
  *                      names=None, gpu_pids=None, stream_tids=None, lanes=(2, 0),
- *                      sync_sites=None, sync_base=0, site_base=0)
+ *                      sync_sites=None, sync_base=0, site_base=0, call_sites=None,
+ *                      call_site_base=0)
  *
- * threads {thread id: tid}: every thread of a range, API record or sync
- * not in it yet is added in order of first appearance (ranges, then API
- * records, then syncs): thread 0 (unknown) gets tid 1, the others the next
+ * threads {thread id: tid}: every thread of a range, API record, sync or
+ * recorded call not in it yet is added in order of first appearance
+ * (ranges, then API records, then syncs, then calls): thread 0 (unknown) gets tid 1, the others the next
  * tid above every tid in use and the lanes.  gpu_pids {device: pid}: the
  * device of the PM samples is added (the next pid) when missing.
  * stream_tids {(device, stream): tid}.  lanes: (sync-record lane tid, gaps
@@ -17,8 +18,10 @@
  * None, called once per distinct kernel name.  sync_sites (site_of,
  * site_names, site_args): per sync of the model (in order) the index of its
  * site or -1, and per site the slice's name and its args as JSON members
- * (no braces).  sync_base, site_base: numbers taken by earlier profiles of
- * the same file. */
+ * (no braces).  call_sites: per recorded call (in order) the index of its
+ * site in the file's call site list, or -1 (written for the calls outside
+ * syncs).  sync_base, site_base, call_site_base: numbers taken by earlier
+ * profiles of the same file. */
 #ifndef LS_TRACE_EXPORT_H
 #define LS_TRACE_EXPORT_H
 

@@ -311,7 +311,7 @@ static int compare_op_keys(const void *pa, const void *pb)
     return (a->op > b->op) - (a->op < b->op);
 }
 
-static int launch_index_build(ls_launch_index *x, const ls_records *r, const ls_model *m)
+static int launch_index_build(ls_launch_index *x, const ls_records *r)
 {
     size_t na = r->apis.count, no = r->ops.count, nc = r->calls.count;
     memset(x, 0, sizeof *x);
@@ -353,12 +353,10 @@ static int launch_index_build(ls_launch_index *x, const ls_records *r, const ls_
         }
     }
     free(ops);
-    /* a waited call that was also a launch: the API record of the same id,
-     * domain and start (the switchboard stamps both at once) */
-    for (size_t c = 0; c < nc && m->syncs.sync_of_call; c++) {
+    /* a recorded call that was also a launch: the API record of the same
+     * id, domain and start (the switchboard stamps both at once) */
+    for (size_t c = 0; c < nc; c++) {
         const ls_call *call = &r->calls.items[c];
-        if (m->syncs.sync_of_call[c] < 0)
-            continue;
         size_t k = api_lower_bound(x->keys, x->key_count, call->correlation_id, call->domain,
                                    call->enter_ns);
         for (; k < x->key_count && x->keys[k].correlation == call->correlation_id &&
@@ -402,15 +400,27 @@ static const char *api_name(uint32_t domain, uint32_t cbid)
     return name ? name : "launch";
 }
 
-/* ,"sync":N,"site":K,"launches_before":L of call `c` (in its sync). */
+/* The sync of call `c`, or -1 when it did not wait. */
+static int32_t sync_of(const ls_model *m, size_t c)
+{
+    return m->syncs.sync_of_call ? m->syncs.sync_of_call[c] : -1;
+}
+
+/* ,"sync":N,"site":K,"launches_before":L of call `c` in its sync, or
+ * ,"launches_before":L,"call_site":K of one outside every sync. */
 static void put_call_args(ls_out *out, const ls_records *r, const ls_model *m,
                           const ls_trace_options *o, size_t c)
 {
-    int32_t s = m->syncs.sync_of_call[c];
-    putf(out, ",\"sync\":%" PRIu64, (uint64_t)o->sync_base + (uint64_t)s);
-    if ((size_t)s < o->sync_site_count && o->sync_site[s] >= 0)
-        putf(out, ",\"site\":%" PRIu64, (uint64_t)o->site_base + (uint64_t)o->sync_site[s]);
+    int32_t s = sync_of(m, c);
+    if (s >= 0) {
+        putf(out, ",\"sync\":%" PRIu64, (uint64_t)o->sync_base + (uint64_t)s);
+        if ((size_t)s < o->sync_site_count && o->sync_site[s] >= 0)
+            putf(out, ",\"site\":%" PRIu64, (uint64_t)o->site_base + (uint64_t)o->sync_site[s]);
+    }
     putf(out, ",\"launches_before\":%" PRIu64, r->calls.items[c].launches_before);
+    if (s < 0 && c < o->call_site_count && o->call_site[c] >= 0)
+        putf(out, ",\"call_site\":%" PRIu64,
+             (uint64_t)o->call_site_base + (uint64_t)o->call_site[c]);
 }
 
 static void syncs(ls_out *out, const ls_records *r, const ls_model *m, const ls_trace_options *o,
@@ -446,9 +456,9 @@ static void syncs(ls_out *out, const ls_records *r, const ls_model *m, const ls_
         if (out->len >= CHUNK)
             flush(out);
     }
-    /* the calls that waited and launched nothing, after their syncs */
-    for (size_t c = 0; c < r->calls.count && w->sync_of_call && !out->failed; c++) {
-        if (w->sync_of_call[c] < 0 || call_is_merged(x, r, c))
+    /* the recorded calls that launched nothing, after the syncs */
+    for (size_t c = 0; c < r->calls.count && !out->failed; c++) {
+        if (call_is_merged(x, r, c))
             continue;
         const ls_call *call = &r->calls.items[c];
         putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":\"%s\",\"cat\":\"%s\",\"ts\":",
@@ -792,7 +802,7 @@ int ls_trace_json_write(const ls_records *r, const ls_model *m, const ls_trace_o
     ls_out out = {NULL, 0, 0, 0, sink, context};
     ls_launch_index x;
     ls_name_texts names;
-    int built = launch_index_build(&x, r, m);
+    int built = launch_index_build(&x, r);
     if (name_texts_build(&names, o) != 0 || built != 0) {
         launch_index_free(&x);
         name_texts_free(&names);

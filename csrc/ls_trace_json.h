@@ -10,12 +10,16 @@
  *   their thread's tid;
  * - the host syncs of the model, each a slice (category sync) on the tid of
  *   the thread that waited, named and described by its site, followed by
- *   the calls that made it and launched nothing (category cuda_runtime or
- *   cuda_driver, args "sync", "site", "launches_before");
+ *   the recorded calls (ls_calls: those that may wait, allocate or free)
+ *   that launched nothing (category cuda_runtime or cuda_driver): a call
+ *   of a sync with args "sync", "site", "launches_before"; a call outside
+ *   every sync (an allocation, a copy that did not wait) with args
+ *   "launches_before" and "call_site" (its site, when known), so a reader
+ *   rebuilds every call the model's readiness counts;
  * - the API records (launch calls: category cuda_runtime or cuda_driver,
  *   named by their callback id) on their thread's tid; a launch call that
- *   also waited in a sync is written once, with the call's duration and
- *   the sync's args; the chosen record of each correlation id (as the
+ *   is also a recorded call is written once, with the call's duration and
+ *   its args as above plus "launch": 1; the chosen record of each correlation id (as the
  *   model matches launches) that launched an op starts a flow arrow ("s");
  * - each GPU op (category kernel, gpu_memcpy or gpu_memset, one track per
  *   stream; args correlation, device, stream, bytes, a kernel's launch
@@ -80,6 +84,13 @@ typedef struct {
     const char *const *site_name, *const *site_args;
     size_t site_count;
     uint32_t sync_base, site_base;
+    /* The sites of the recorded calls outside syncs: call_site[i]
+     * (call_site_count == the records' call count, or 0 for none) is the
+     * index of call i's site in the file's call site list, numbered from
+     * call_site_base, or -1 when unknown. */
+    const int32_t *call_site;
+    size_t call_site_count;
+    uint32_t call_site_base;
 } ls_trace_options;
 
 /* Writes the events of `r` and its model `m`.  Returns 0; -1 when memory

@@ -520,3 +520,37 @@ def test_a_loaded_trace_holds_its_names_and_frees_them_with_it(tmp_path):
     gc.collect()
     assert _core._names()["count"] == base
     assert _core._names()["check"] == 0
+
+
+def test_allocations_in_a_step_block_its_graph_capture_at_their_python_line(tmp_path):
+    """A torch.profiler trace records cudaMalloc / cudaFree as runtime
+    calls: inside a step they are its "memory" readiness blocker, counted
+    once each, named by the Python function around them (with_stack);
+    cudaMallocAsync is stream ordered (no blocker)."""
+    def call(name, ts, dur, corr):
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 10, "tid": 10,
+                "ts": ts, "dur": dur, "args": {"correlation": corr}}
+
+    allocs = {0: [], 1: [("cudaMalloc", 30), ("cudaMalloc", 40)], 2: [("cudaMallocAsync", 30)]}
+    events, corr = [], 1
+    for step, made in allocs.items():
+        t = 100 * step
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}",
+                       "pid": 10, "tid": 10, "ts": t, "dur": 90})
+        events.append({"ph": "X", "cat": "python_function", "name": "train.py(12): loop",
+                       "pid": 10, "tid": 10, "ts": t + 1, "dur": 88})
+        events.append(call("cudaLaunchKernel", t + 10, 2, corr))
+        events.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+                       "ts": t + 20, "dur": 5,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+        corr += 1
+        for name, at in made:
+            events.append(call(name, t + at, 3, corr))
+            corr += 1
+    summary = loopscope.analyze(write(tmp_path / "t.json", trace_doc(events)))
+    for step in summary["steps"]:
+        blocking = [n for n, _ in allocs[step["index"]] if n == "cudaMalloc"]
+        blockers = step["graph_readiness"]["blockers"]
+        assert [b["kind"] for b in blockers] == ["memory"] * bool(blocking)
+        if blocking:
+            assert (blockers[0]["count"], blockers[0]["where"]) == (len(blocking), "train.py:12")

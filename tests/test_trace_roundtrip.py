@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import sys
 import threading
 from collections import defaultdict
 
@@ -323,3 +324,95 @@ def test_copies_keep_their_kind_and_host_memory(tmp_path):
     back = loopscope.analyze(path)
     assert without_thread_ids(back["syncs"]) == without_thread_ids(live["syncs"])
     assert back["gaps"] == live["gaps"]
+
+
+# What a capture refuses, each made by a fake API call at a line of this file
+malloc = fake_call([("cudaMalloc", 1_500)])                  # memory, no sync
+malloc_async = fake_call([("cudaMallocAsync", 1_500)])       # stream ordered: no blocker
+free = fake_call([("cudaFree", 2_500)])                      # memory, and a sync
+MEMORY_APIS = ("cudaMalloc", "cudaFree")                     # of them, what a capture refuses
+HTOD, PINNED = 1, 2
+
+
+def copy_in(correlation):
+    return fake_call([("cudaMemcpyAsync", 2_000, correlation)])
+
+
+def caller_line():
+    return sys._getframe(1).f_lineno
+
+
+def test_readiness_blockers_come_back_with_their_sites(tmp_path):
+    """A step's memory calls (an allocation that is no sync, a free that is
+    one) and its pageable host-to-device copy are blockers of its graph
+    readiness, each at its line; the export carries those calls (the ones
+    that made no sync too), so analyze() gives the same steps."""
+    made = []  # per step: (api, line, correlation or None)
+    with loopscope.profile() as prof:
+        apis, ops, corr, t = [], [], 100, 2_000_000
+        for step in range(3):
+            calls = []
+            with prof.step():
+                launch = _core.now_ns()
+                for name in ("k1", "k2"):
+                    apis.append((launch, launch + 1, corr))
+                    ops.append(("kernel", (t, t + 5_000, 0, 7, corr, name)))
+                    corr, t = corr + 1, t + 10_000
+                # every step copies in as much; only step 0 from pageable memory
+                copy_in(corr)(); calls.append(("cudaMemcpyAsync", caller_line(), corr))
+                ops.append(("memcpy", (t, t + 2_000, 0, 7, corr, None, 64, HTOD,
+                                       PAGEABLE if step == 0 else PINNED)))
+                apis.append((launch, launch + 1, corr))
+                corr, t = corr + 1, t + 10_000
+                if step == 0:
+                    malloc(); calls.append(("cudaMalloc", caller_line(), None))
+                    malloc(); calls.append(("cudaMalloc", caller_line(), None))
+                elif step == 1:
+                    free(); calls.append(("cudaFree", caller_line(), None))
+                else:
+                    malloc_async(); calls.append(("cudaMallocAsync", caller_line(), None))
+            made.append(calls)
+        for kind in ("kernel", "memcpy"):
+            _core._inject(kind, [r for k, r in ops if k == kind])
+        _core._inject("api", apis)
+    live = prof.summary()
+
+    here = display_path(__file__)
+    source = open(__file__).read().splitlines()
+    for step, calls in zip(live["steps"], made):
+        blockers = {b["kind"]: b for b in step["graph_readiness"]["blockers"]}
+        memory = [(api, line) for api, line, _ in calls if api in MEMORY_APIS]
+        pageable = [line for api, line, _ in calls if api == "cudaMemcpyAsync"
+                    and step["index"] == 0]
+        waits = [line for api, line, _ in calls if api == "cudaFree"] + pageable
+        expected = {kind for kind, found in (("sync", waits), ("memory", memory),
+                                             ("pageable_copy", pageable)) if found}
+        assert set(blockers) == expected, step["index"]
+        if memory:
+            b = blockers["memory"]
+            assert (b["count"], b["where"]) == (len(memory), f"{here}:{memory[0][1]}")
+            assert b["code"] and b["code"] in source[memory[0][1] - 1]
+        if pageable:
+            b = blockers["pageable_copy"]
+            assert (b["count"], b["where"]) == (1, f"{here}:{pageable[0]}")
+            assert b["code"] and b["code"] in source[pageable[0] - 1]
+        if waits:
+            assert blockers["sync"]["where"] == f"{here}:{waits[0]}"
+        assert step["graph_readiness"]["status"] == ("blocked" if expected else "capturable")
+
+    path = prof.export_trace(tmp_path / "t.json")
+    data = json.loads(open(path).read())
+    # the calls outside syncs are on their thread's track, Kineto's category
+    # and name, each with its site
+    outside = [e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] == "cuda_runtime"
+               and "call_site" in e["args"]]
+    assert sorted(e["name"] for e in outside) == sorted(
+        api for calls in made for api, _, _ in calls
+        if api in ("cudaMalloc", "cudaMallocAsync")) + ["cudaMemcpyAsync"] * 2
+    for e in outside:
+        site = data["otherData"]["call_sites"][e["args"]["call_site"]]
+        assert site["file"] == __file__ and "sync" not in e["args"]
+    back = loopscope.analyze(path)
+    assert back["steps"] == live["steps"]
+    assert back["graph_readiness"] == live["graph_readiness"]
+    assert without_thread_ids(back["syncs"]) == without_thread_ids(live["syncs"])

@@ -150,27 +150,34 @@ class TraceResolver(Resolver):
         return Site(user.file, user.line if user.line > 0 else None, user.function, None, text, kind)
 
 
-_EXPORT_FRAME = re.compile(r"^<loopscope sync \d+(?: site (\d+))?>$")
+_EXPORT_FRAME = re.compile(r"^<loopscope (?:sync \d+(?: site (\d+))?|call(?: site (\d+))?)>$")
 
 
 class ExportResolver(Resolver):
     """Sites of loopscope's own export: each wait in it names its sync's
     site, an index into the file's otherData.sync_sites (the reader gives
-    the wait a frame "<loopscope sync N site K>"); the site is taken as the
-    live summary resolved it."""
+    the wait a frame "<loopscope sync N site K>"), and each other recorded
+    call its own, an index into otherData.call_sites (frame "<loopscope
+    call site K>"); the site is taken as the live summary resolved it."""
 
-    def __init__(self, sites: list[dict[str, Any]]) -> None:
+    def __init__(self, sites: list[dict[str, Any]],
+                 call_sites: list[dict[str, Any]] | None = None) -> None:
         super().__init__()
         self._sites = sites
+        self._call_sites = call_sites or []
 
     def _resolve(self, call: dict[str, Any]) -> Site:
         frames = [Frame.of(f) for f in call["frames"]]
         m = _EXPORT_FRAME.match(frames[0].function or "") if frames else None
-        k = int(m[1]) if m and m[1] is not None else -1
-        if not 0 <= k < len(self._sites):
+        listed, k = self._sites, -1
+        if m and m[1] is not None:
+            k = int(m[1])
+        elif m and m[2] is not None:
+            listed, k = self._call_sites, int(m[2])
+        if not 0 <= k < len(listed):
             return Site(None, None, None, None, None,
                         _CLASS_KINDS.get(call["wait_class"], "other"))
-        s = self._sites[k]
+        s = listed[k]
         return Site(s.get("file"), s.get("line"), s.get("function"), s.get("code"),
                     s.get("call"), s.get("kind") or _CLASS_KINDS.get(call["wait_class"], "other"))
 
@@ -285,7 +292,8 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     prof._capture = capture
     prof._host_ns = max(0, info["stop_ns"] - info["start_ns"])
     step_count = sum(1 for s in step_of if s >= 0)
-    resolver = ExportResolver(own["sync_sites"]) if own is not None else TraceResolver()
+    resolver = (ExportResolver(own["sync_sites"], own["call_sites"]) if own is not None
+                else TraceResolver())
     summary = build_summary(capture, state, thresholds, prof._host_ns, None, source=kind,
                             resolver=resolver)
     _shape(summary, kind=kind, path=p, gz=gz, meta=meta, stats=stats, names=names,

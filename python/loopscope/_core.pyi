@@ -192,6 +192,8 @@ class Model:
         sync_sites: tuple[Sequence[int], Sequence[str], Sequence[str]] | None = ...,
         sync_base: int = ...,
         site_base: int = ...,
+        call_sites: Sequence[int] | None = ...,
+        call_site_base: int = ...,
     ) -> None: ...
 
 # -- strict mode (loopscope.no_sync) -------------------------------------------

@@ -175,7 +175,7 @@ def members(reader, path: Path) -> dict[str, Any]:
 def own_export(meta: dict[str, Any]) -> dict[str, Any] | None:
     """What loopscope's own export (otherData.producer == "loopscope" and
     export_version >= 1, see _trace_export) carries for its reader: {"span_ns": [start, end] or
-    None, "sync_sites": [...], "syncs_error", "metrics_error"}; None for
+    None, "sync_sites": [...], "call_sites": [...], "syncs_error", "metrics_error"}; None for
     any other trace.  Members that are missing or malformed read as absent."""
     other = meta.get("otherData")
     # exports before export_version 1 carried none of it: read as any trace
@@ -187,9 +187,10 @@ def own_export(meta: dict[str, Any]) -> dict[str, Any] | None:
             and all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 61
                     for v in span) and span[0] <= span[1]):
         span = None
-    sites = other.get("sync_sites")
-    sites = [s if isinstance(s, dict) else {} for s in sites] if isinstance(sites, list) else []
-    return {"span_ns": span, "sync_sites": sites,
+    sites, call_sites = (
+        [s if isinstance(s, dict) else {} for s in listed] if isinstance(listed, list) else []
+        for listed in (other.get("sync_sites"), other.get("call_sites")))
+    return {"span_ns": span, "sync_sites": sites, "call_sites": call_sites,
             "syncs_error": _text_or_none(other.get("syncs_error")),
             "metrics_error": _text_or_none(other.get("metrics_error"))}
 

@@ -41,10 +41,10 @@ def _where(file: str | None, line: int | None) -> str | None:
     return f"{display_path(file)}:{line}" if file and line else None
 
 
-def _site_of_call(resolver: Resolver, calls: list[dict[str, Any]], index: int | None
+def _site_of_call(resolver: Resolver | None, calls: list[dict[str, Any]], index: int | None
                   ) -> tuple[str | None, str | None, str | None]:
     """(where, code, api) of the call with this index, Nones when unknown."""
-    if index is None or not 0 <= index < len(calls):
+    if resolver is None or index is None or not 0 <= index < len(calls):
         return None, None, None
     call = calls[index]
     site = resolver.site(call)
@@ -84,13 +84,16 @@ COLUMNS = ("index", "graph_launches", "replay_host_ns", "replay_pairs", "memory_
            "first_memory_call", "pageable_copies", "first_pageable_call", "ops")
 
 
-def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None
-                   ) -> dict[int, dict[str, Any]]:
+def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
+                   resolver: Resolver | None = None) -> dict[int, dict[str, Any]]:
     """{step index: {"status", "blockers", "graph_replays", "replay_host_us",
     "gpu_ops"}} from the model's step columns (COLUMNS and "signature";
-    first_* indices -1 when none), sync blockers left to add_sync_blockers."""
-    resolver = Resolver()
+    first_* indices -1 when none), sync blockers left to add_sync_blockers.
+    resolver: how call stacks become sites (a trace file's need their own,
+    as for the sync sites)."""
     calls = calls or []
+    if resolver is None and calls:
+        resolver = Resolver()
     dynamic, usual_ops = _dynamic(cols)
     out = {}
     for (index, graph_launches, replay_host_ns, pairs, memory_calls, first_memory_call,

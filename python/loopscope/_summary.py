@@ -14,7 +14,7 @@ from ._finite import finite, note, start_count
 from ._html import render
 from ._readiness import add_sync_blockers, overview, step_readiness
 from ._report import short_text
-from ._syncs import build_syncs
+from ._syncs import Resolver, build_syncs
 
 TOP_KERNELS = 15  # kernels named in summary["top_kernels"]
 
@@ -631,7 +631,9 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     watched = bool(info.get("watched_syncs") or info.get("calls_injected"))
     cols = step_columns(model, gpu) if model is not None else _NO_STEPS
     calls = capture.calls() if capture is not None and watched else None
-    readiness = step_readiness(cols, calls) if gpu and model is not None else None
+    if resolver is None and calls is not None:  # made only where calls need sites
+        resolver = Resolver()
+    readiness = step_readiness(cols, calls, resolver) if gpu and model is not None else None
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
     summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))
     summary["gpu_error"] = None if gpu else reason
@@ -660,6 +662,7 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
     if watched and model is not None:
         summary["syncs"] = build_syncs(calls or [], model.syncs(), model.unknown_copies,
                                        model.sync_gaps(), resolver)
+        summary["syncs"].resolver = resolver
         summary["syncs_error"] = None
     else:
         summary["syncs"] = None

@@ -338,9 +338,11 @@ class SyncSection(dict):
     """summary["syncs"]: a plain dict that also knows, outside the dict, the
     site of each of the model's syncs (`site_of[i]`: the index in
     ["sites"] of Model.syncs()[i]), for the views that show single syncs
-    (the trace export)."""
+    (the trace export), and the resolver that named the summary's sites
+    (the export names the other recorded calls with it)."""
 
     site_of: list[int]
+    resolver: "Resolver"
 
 
 def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int,

@@ -9,7 +9,10 @@ profile's start, which is `baseTimeNanoseconds`):
   cuda_runtime / cuda_driver, named by the API call), and its host syncs
   (category sync: every wait of the summary's syncs, named by its kind and
   Python site; args: site `file:line function`, kind, code, call,
-  blocked_us, calls, wait class, step) with the calls that made them inside;
+  blocked_us, calls, wait class, step) with the calls that made them inside,
+  and the other calls the capture recorded (allocations and frees, copies
+  that did not wait: what a CUDA graph capture refuses), each with its
+  Python site (args.call_site, an index into otherData.call_sites);
   a track "CUDA sync records" with CUPTI's synchronization records
   (category cuda_sync);
 - one process per GPU: its kernels (shown by their short name, the
@@ -56,10 +59,13 @@ and then it also takes what only this export carries:
 the steps as recorded (args.step of ranges), the profile's span
 (otherData.span_ns), the waits of each sync tagged with the sync, its site
 and the launches before it (so the syncs group as they did live), the
-sites themselves (otherData.sync_sites) and why syncs or SM/DRAM were
+sites themselves (otherData.sync_sites), the recorded calls outside syncs
+(args.launches_before without args.sync) with their sites
+(otherData.call_sites) and why syncs or SM/DRAM were
 missing (otherData.syncs_error / metrics_error).  So `loopscope.analyze()`
 of the export gives the live summary's gaps (count, class, cause, step),
-GPU busy time, kernel fill, syncs and SM/DRAM figures again; thread ids
+GPU busy time, kernel fill, syncs, each step's graph readiness (its
+allocations and pageable copies at their lines) and SM/DRAM figures again; thread ids
 come back as their tids, and two profiles in one file come back as one
 time line."""
 from __future__ import annotations
@@ -150,6 +156,28 @@ def _sync_sites(summary: dict[str, Any], sync_count: int
             (site_of, [n for n, _ in slices], [a for _, a in slices]))
 
 
+def _call_sites(summary: dict[str, Any], calls: list[dict[str, Any]], model: Any,
+                known: dict[tuple, int]) -> list[int] | None:
+    """Per recorded call, the index of its site in the file's call site
+    list (`known`: site fields -> index, extended here), -1 for a call of a
+    sync (its sync names it); None when the summary cannot name sites (a
+    summary restored from a recording).  Only the calls outside syncs are
+    resolved: the allocations and the copies that did not wait."""
+    resolver = getattr(summary.get("syncs"), "resolver", None)
+    if resolver is None or not calls:
+        return None
+    in_syncs = {i for *_, ids in model.syncs() for i in ids}
+    out = []
+    for i, call in enumerate(calls):
+        if i in in_syncs:
+            out.append(-1)
+            continue
+        site = resolver.site(call)
+        key = tuple(getattr(site, f) for f in SITE_FIELDS)
+        out.append(known.setdefault(key, len(known)))
+    return out
+
+
 def _model(prof: Any, summary: dict[str, Any]) -> Any:
     """The analysed model `summary` was made from: the profile's own, or
     the one whose steps are ranges chosen after the fact (run --steps)."""
@@ -172,8 +200,8 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
     shown = summaries if summaries is not None else [p.summary() for p in profiles]
     pairs = [(p, s) for p, s in zip(profiles, shown) if p.capture is not None]
     captured = [p for p, _ in pairs]
-    other: dict[str, Any] = {"t0_ns": 0, "span_ns": None, "sync_sites": [], "devices": {},
-                             "facts": {}}
+    other: dict[str, Any] = {"t0_ns": 0, "span_ns": None, "sync_sites": [], "call_sites": [],
+                             "devices": {}, "facts": {}}
     if not captured:
         return other
     infos = [p.capture.info() for p in captured]
@@ -199,6 +227,7 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
     for device, stream in sorted(streams):
         stream_tids[device, stream] = 1 + sum(d == device for d, _ in stream_tids)
     sites: list[dict[str, Any]] = []
+    call_sites: dict[tuple, int] = {}  # site fields -> index in otherData.call_sites
     sync_base = 0
     for n, (prof, summary) in enumerate(pairs):
         # torch.distributed, rank 0: the other ranks' steps
@@ -207,10 +236,12 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
         model = _model(prof, summary)
         sync_count = len(model.syncs())
         own_sites, sync_sites = _sync_sites(summary, sync_count)
+        call_site_of = _call_sites(summary, prof.capture.calls(), model, call_sites)
         model.write_trace_events(write, t0, n, threads, HOST_PID, GPU_PID, names=_op_name,
                                  gpu_pids=gpu_pids, stream_tids=stream_tids,
                                  lanes=(SYNC_RECORD_TID, GAP_TID), sync_sites=sync_sites,
-                                 sync_base=sync_base, site_base=len(sites))
+                                 sync_base=sync_base, site_base=len(sites),
+                                 call_sites=call_site_of)
         sites += own_sites
         sync_base += sync_count
     for event in _metadata(devices, gpu_pids, stream_tids, threads,
@@ -220,6 +251,7 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
     other["span_ns"] = [min(info["start_ns"] for info in infos) - t0,
                         max(info["stop_ns"] for info in infos) - t0]
     other["sync_sites"] = sites
+    other["call_sites"] = [dict(zip(SITE_FIELDS, key)) for key in call_sites]
     other["devices"] = devices
     other["facts"] = facts
     return other
@@ -247,6 +279,7 @@ def export_trace(profiles: list[Any], path: str | os.PathLike,
             "sources": [s["source"] for s in summaries],
             "span_ns": written["span_ns"],
             "sync_sites": written["sync_sites"],
+            "call_sites": written["call_sites"],
             # why a section was empty live: the reader says the same
             "syncs_error": next((s["syncs_error"] for s in summaries if s.get("syncs_error")),
                                 None),

@@ -8,6 +8,9 @@ exported with prof.export_trace and read back with loopscope.analyze:
   device's SM figures) are the live summary's;
 - the syncs are the live ones (count, blocked time, kinds, sites but the
   thread ids, which a trace names by track);
+- each step's graph readiness is the live one (steps are compared whole),
+  the pageable host-to-device copy's blocker at its line included, and
+  the allocations the caching allocator made inside steps, if any;
 - the trace has one counter series per sampled figure on the GPU's
   process, a slice per sync on the loop's thread, and a flow arrow per
   launch that reached an op."""
@@ -42,7 +45,7 @@ def _differences(live, back, path="", out=None):
     return out[:20]
 
 
-def run_loop(prof, x, w, steps=6):
+def run_loop(prof, x, w, bias, steps=6):
     for i in range(steps):
         with prof.step():
             with loopscope.range("Blocks"):
@@ -52,6 +55,8 @@ def run_loop(prof, x, w, steps=6):
                 x.sum().item()                 # a sync at this line
             if i == 3:
                 torch.cuda.synchronize()       # and one here
+            if i == 5:
+                x = x + bias.to("cuda")        # a pageable host-to-device copy here
     return x
 
 
@@ -61,16 +66,18 @@ def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
     for _ in range(20):                        # warm up cuBLAS outside the profile
         x = torch.tanh(x @ w)
     torch.cuda.synchronize()
+    bias = torch.ones(512)                     # pageable host memory
     with loopscope.profile() as prof:
-        run_loop(prof, x, w)
+        run_loop(prof, x, w, bias)
     live = prof.summary()
     if live["gaps"] is None:
         pytest.skip(f"GPU tracing unavailable here: {live['gpu_error']}")
     assert live["syncs"] is not None, live["syncs_error"]
     # three .item() (a copy and a stream sync: one sync each, as
-    # tests/gpu/test_gpu_syncs.py shows) and one torch.cuda.synchronize()
+    # tests/gpu/test_gpu_syncs.py shows), one torch.cuda.synchronize() and
+    # the pageable host-to-device copy (it waits: one sync)
     item_steps = [i for i in range(6) if i % 2 == 0]
-    assert live["syncs"]["count"] == len(item_steps) + 1 == 4, live["syncs"]["sites"]
+    assert live["syncs"]["count"] == len(item_steps) + 2 == 5, live["syncs"]["sites"]
     assert len(live["steps"]) == 6
     path = prof.export_trace(tmp_path / "loop.json")
     back = loopscope.analyze(path)
@@ -83,6 +90,13 @@ def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
         return out
 
     assert without_threads(back["syncs"]) == without_threads(live["syncs"])
+    assert back["graph_readiness"] == live["graph_readiness"]
+    line = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
+                if text.strip().startswith("x = x + bias.to("))
+    copies = [b for b in live["steps"][5]["graph_readiness"]["blockers"]
+              if b["kind"] == "pageable_copy"]
+    assert copies and copies[0]["where"].endswith(f"test_gpu_trace_roundtrip.py:{line}"), \
+        live["steps"][5]["graph_readiness"]
 
     data = json.loads(open(path).read())
     events = data["traceEvents"]
@@ -104,3 +118,6 @@ def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
           f"gaps {live['gaps']['count']} (by cause {live['gaps']['by_cause']}); "
           f"syncs {live['syncs']['count']}; SM {live['sm'] and live['sm']['active_pct']}%; "
           f"fill {live['gpu']['fill_pct']}% (back {back['gpu']['fill_pct']}%)")
+    for step in back["steps"]:
+        print(f"step {step['index']} readiness (read back): "
+              f"{[(b['kind'], b['count'], b['where']) for b in step['graph_readiness']['blockers']]}")

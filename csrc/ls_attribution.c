@@ -5,6 +5,7 @@
  * innermost range and the open step that began last over all threads. */
 #include "ls_attribution.h"
 
+#include "ls_ids.h"
 #include "ls_names.h"
 
 #include <stdlib.h>
@@ -151,24 +152,10 @@ static void heap_pop(ls_heap *h, const ls_records *r)
     h->slot[i] = slot;
 }
 
-static int compare_u64(const void *pa, const void *pb)
-{
-    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
-    return (a > b) - (a < b);
-}
-
 /* Slot of a thread id in the sorted unique threads[0..n), -1 if absent. */
 static int32_t slot_of(const uint64_t *threads, size_t n, uint64_t thread_id)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (threads[mid] < thread_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && threads[lo] == thread_id ? (int32_t)lo : -1;
+    return (int32_t)ls_ids_find_u64(threads, n, thread_id);
 }
 
 typedef struct {
@@ -242,11 +229,7 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_h
 
     for (size_t i = 0; i < nr; i++)
         threads[i] = r->ranges.items[i].thread_id;
-    qsort(threads, nr, sizeof *threads, compare_u64);
-    size_t nt = 0;
-    for (size_t i = 0; i < nr; i++)
-        if (nt == 0 || threads[nt - 1] != threads[i])
-            threads[nt++] = threads[i];
+    size_t nt = ls_ids_sort_unique_u64(threads, nr);
     for (size_t k = 0; k < nt; k++)
         s.current[k] = -1;
 

@@ -7,6 +7,7 @@
 #include "ls_clock.h"
 #include "ls_cuda.h"
 #include "ls_cupti.h"
+#include "ls_ids.h"
 #include "ls_names.h"
 #include "ls_sampler.h"
 #include "ls_samples.h"
@@ -124,17 +125,6 @@ static void merge_activity(ls_records *into, ls_records *from)
             into->ops.items[i].name_id = LS_NO_NAME;
 }
 
-static int compare_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int contains(const uint32_t *sorted, size_t n, uint32_t v)
-{
-    return n > 0 && bsearch(&v, sorted, n, sizeof v, compare_u32) != NULL;
-}
-
 /* The records of the window only.  Ops that ended before the start (the
  * warm-up, work queued earlier) are left out of traced profiles, as are
  * API records, host syncs and calls that began after the stop, and the ops
@@ -164,8 +154,8 @@ static void filter_window(ls_capture *c)
     c->records_after_stop += n_apis - kept;
     r->apis.count = kept;
     if (by_id) {
-        qsort(kept_ids, n_kept, sizeof *kept_ids, compare_u32);
-        qsort(late_ids, n_late, sizeof *late_ids, compare_u32);
+        n_kept = ls_ids_sort_unique_u32(kept_ids, n_kept);
+        n_late = ls_ids_sort_unique_u32(late_ids, n_late);
     }
     kept = 0;
     for (size_t i = 0; i < r->ops.count; i++) {
@@ -178,10 +168,10 @@ static void filter_window(ls_capture *c)
          * later record with its correlation id says (the model then finds
          * it no launch). */
         int late = op->start_ns > stop && by_id &&
-                   contains(late_ids, n_late, op->correlation_id) &&
-                   !contains(kept_ids, n_kept, op->correlation_id);
+                   ls_ids_find_u32(late_ids, n_late, op->correlation_id) >= 0 &&
+                   ls_ids_find_u32(kept_ids, n_kept, op->correlation_id) < 0;
         if (!late && c->traced && op->start_ns > stop)
-            late = !by_id || !contains(kept_ids, n_kept, op->correlation_id);
+            late = !by_id || ls_ids_find_u32(kept_ids, n_kept, op->correlation_id) < 0;
         if (late) {
             c->ops_after_stop++;
             continue;

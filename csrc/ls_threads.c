@@ -4,27 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static int compare_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts ids[0..n) and drops repeats; returns the new count. */
-static size_t sort_unique(uint64_t *ids, size_t n)
-{
-    qsort(ids, n, sizeof *ids, compare_u64);
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-        if (kept == 0 || ids[kept - 1] != ids[i])
-            ids[kept++] = ids[i];
-    return kept;
-}
-
-static int contains(const uint64_t *sorted, size_t n, uint64_t id)
-{
-    return n > 0 && bsearch(&id, sorted, n, sizeof id, compare_u64) != NULL;
-}
+#include "ls_ids.h"
 
 /* Whole ids ordered by their lower 32 bits (then by themselves). */
 static int compare_low(const void *a, const void *b)
@@ -79,13 +59,13 @@ long ls_threads_widen_api_ids(ls_records *r)
     for (size_t i = 0; i < na; i++)
         if (r->apis.items[i].thread_id > UINT32_MAX)
             whole[nw++] = r->apis.items[i].thread_id;
-    nk = sort_unique(known, nk);
-    nw = sort_unique(whole, nw);
+    nk = ls_ids_sort_unique_u64(known, nk);
+    nw = ls_ids_sort_unique_u64(whole, nw);
     qsort(whole, nw, sizeof *whole, compare_low);
     long widened = 0;
     for (size_t i = 0; i < na; i++) {
         ls_api *a = &r->apis.items[i];
-        if (a->thread_id == 0 || a->thread_id > UINT32_MAX || contains(known, nk, a->thread_id))
+        if (a->thread_id == 0 || a->thread_id > UINT32_MAX || ls_ids_find_u64(known, nk, a->thread_id) >= 0)
             continue;
         uint64_t id = only_with_low(whole, nw, (uint32_t)a->thread_id);
         if (id != 0) {

@@ -1,6 +1,7 @@
 /* ls_trace_export: see ls_trace_export.h. */
 #include "ls_trace_export.h"
 
+#include "ls_ids.h"
 #include "ls_names.h"
 #include "ls_pyvalues.h"
 #include "ls_trace_json.h"
@@ -15,12 +16,6 @@ static int write_to_python(void *context, const char *text, size_t len)
     Py_XDECREF(chunk);
     Py_XDECREF(result);
     return result == NULL ? -1 : 0;
-}
-
-static int compare_u32(const void *pa, const void *pb)
-{
-    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-    return a < b ? -1 : a > b;
 }
 
 /* The display names of the ops of `r`: one call of namer(raw name) per
@@ -39,11 +34,7 @@ static int op_names(const ls_records *r, PyObject *namer, ls_trace_options *o, P
     for (size_t i = 0; i < n; i++)
         if (ls_names_text(r->ops.items[i].name_id) != NULL)
             ids[unique++] = r->ops.items[i].name_id;
-    qsort(ids, unique, sizeof *ids, compare_u32);
-    size_t kept = 0;
-    for (size_t i = 0; i < unique; i++)
-        if (kept == 0 || ids[i] != ids[kept - 1])
-            ids[kept++] = ids[i];
+    size_t kept = ls_ids_sort_unique_u32(ids, unique);
     texts = PyMem_Calloc(3 * (kept ? kept : 1), sizeof *texts);
     if (texts == NULL)
         goto no_memory;

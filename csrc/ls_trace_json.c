@@ -388,6 +388,25 @@ static uint64_t flow_id(const ls_trace_options *o, uint32_t c)
     return ((uint64_t)(o->profile > 0 ? o->profile : 0) << 32) | c;
 }
 
+/* One end of a launch's flow arrow (Perfetto's v1 flow): "s" on the call's
+ * track at its start, or "f" bound to the enclosing slice at the op's start. */
+static void put_flow(ls_out *out, int end, uint64_t pid, uint64_t tid, uint32_t correlation,
+                     uint64_t ns, const ls_trace_options *o)
+{
+    if (end)
+        PUT_TEXT(out, ",{\"ph\":\"f\",\"bp\":\"e\",\"pid\":");
+    else
+        PUT_TEXT(out, ",{\"ph\":\"s\",\"pid\":");
+    put_u64(out, pid);
+    PUT_TEXT(out, ",\"tid\":");
+    put_u64(out, tid);
+    PUT_TEXT(out, ",\"name\":\"launch\",\"cat\":\"launch\",\"id\":");
+    put_u64(out, flow_id(o, correlation));
+    PUT_TEXT(out, ",\"ts\":");
+    put_us(out, ns, o->t0_ns);
+    PUT_TEXT(out, "}");
+}
+
 static const char *api_category(uint32_t domain)
 {
     return domain ? "cuda_driver" : "cuda_runtime";
@@ -506,17 +525,8 @@ static void apis(ls_out *out, const ls_records *r, const ls_model *m, const ls_t
             PUT_TEXT(out, ",\"launch\":1");
         }
         PUT_TEXT(out, "}}");
-        if (x->arrow_of_api[i]) {
-            PUT_TEXT(out, ",{\"ph\":\"s\",\"pid\":");
-            put_u64(out, o->host_pid);
-            PUT_TEXT(out, ",\"tid\":");
-            put_u64(out, tid);
-            PUT_TEXT(out, ",\"name\":\"launch\",\"cat\":\"launch\",\"id\":");
-            put_u64(out, flow_id(o, a->correlation_id));
-            PUT_TEXT(out, ",\"ts\":");
-            put_us(out, a->start_ns, o->t0_ns);
-            PUT_TEXT(out, "}");
-        }
+        if (x->arrow_of_api[i])
+            put_flow(out, 0, o->host_pid, tid, a->correlation_id, a->start_ns, o);
         if (out->len >= CHUNK)
             flush(out);
     }
@@ -649,17 +659,8 @@ static void ops(ls_out *out, const ls_records *r, const ls_trace_options *o,
             put(out, names->text.text + names->at[3 * k + 1],
                 names->at[3 * k + 2] - names->at[3 * k + 1]);
         PUT_TEXT(out, "}}");
-        if (x->arrow_of_op[i]) {
-            PUT_TEXT(out, ",{\"ph\":\"f\",\"bp\":\"e\",\"pid\":");
-            put_u64(out, pid);
-            PUT_TEXT(out, ",\"tid\":");
-            put_u64(out, tid);
-            PUT_TEXT(out, ",\"name\":\"launch\",\"cat\":\"launch\",\"id\":");
-            put_u64(out, flow_id(o, op->correlation_id));
-            PUT_TEXT(out, ",\"ts\":");
-            put_us(out, op->start_ns, o->t0_ns);
-            PUT_TEXT(out, "}");
-        }
+        if (x->arrow_of_op[i])
+            put_flow(out, 1, pid, tid, op->correlation_id, op->start_ns, o);
         if (out->len >= CHUNK)
             flush(out);
     }

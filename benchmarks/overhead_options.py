@@ -6,16 +6,15 @@ defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
 
   default                  today's defaults (worker finish, zeroed buffers, warm-up
                            once per process, sampler started by the worker, samples
-                           decoded every 2 ms at a fixed rate, the sampler's stop
-                           after the finish)
-  old_defaults             the defaults before issue 11's last round: warm-up at
-                           every start, decode every 10 ms, stop inside the finish
-                           (the code table's reset and fixed-rate ticks stay new)
+                           decoded every 10 ms, the sampler's stop inside the finish)
+  old_defaults             warm-up at every start (the defaults before issue 11's
+                           last round, less the code table's reset)
   warm_up_every            warm-up at every start (the old default)
   warm_up_none             no warm-up: CUPTI's lazy set-up lands in step 0 of the
                            first profile
   stop_after_finish        the stop left to a task after the finish (tried 17:27Z, not default)
-  decode_10ms              the worker decodes every 10 ms (the old period)
+  decode_10ms              the worker decodes every 10 ms (the default period)
+  decode_2ms               the worker decodes every 2 ms
   decode_1ms               the worker decodes every 1 ms
   cupti_clears             CUPTI clears each new activity buffer itself (the old way)
   cupti_clears_no_warm_up  ... and no warm-up: the first-launch cost shows in step 0
@@ -28,6 +27,11 @@ defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
   trace_only               syncs=False, metrics=False
   activity_floor           trace_only without any CUPTI callback: what the
                            activity records alone cost the loop (the floor)
+  graph_trace              defaults, but each CUDA graph launch traced as one record
+                           in place of its kernels (CUPTI's graph-level trace)
+  graph_floor              activity_floor with the graph-level trace in place of
+                           per-kernel records: what tracing costs a graph loop then
+  both_kernel_kinds        per-kernel and graph-level records asked for together
   counters_only            trace=False, syncs=False
 
 Columns: block x and loop x (time / bare loop), enter, exit, summary (incl.
@@ -57,12 +61,13 @@ from overhead import LOOPS, build_loop, timed_bare  # noqa: E402
 
 OPTIONS: dict[str, tuple[str, dict]] = {
     "default": ("", {}),
-    "old_defaults": ("warm_up=every,metrics_stop_in_finish=1", {"metrics_decode_ms": 10}),
+    "old_defaults": ("warm_up=every", {}),
     "warm_up_every": ("warm_up=every", {}),
     "warm_up_none": ("warm_up=none", {}),
     "stop_after_finish": ("metrics_stop_in_finish=0", {}),
     "decode_10ms": ("", {"metrics_decode_ms": 10}),
     "decode_1ms": ("", {"metrics_decode_ms": 1}),
+    "decode_2ms": ("", {"metrics_decode_ms": 2}),
     "cupti_clears": ("zeroed_buffers=0", {}),
     "cupti_clears_no_warm_up": ("zeroed_buffers=0,warm_up=none", {}),
     "finish_in_exit": ("defer=0", {}),
@@ -72,6 +77,9 @@ OPTIONS: dict[str, tuple[str, dict]] = {
     "interval_200us": ("", {"metrics_interval_us": 200}),
     "trace_only": ("", {"syncs": False, "metrics": False}),
     "activity_floor": ("callbacks=0", {"syncs": False, "metrics": False}),
+    "graph_trace": ("kernel_activity=graphs", {}),
+    "graph_floor": ("callbacks=0,kernel_activity=graphs", {"syncs": False, "metrics": False}),
+    "both_kernel_kinds": ("kernel_activity=both", {}),
     "counters_only": ("", {"trace": False, "syncs": False}),
 }
 CHILD_TIMEOUT_S = 120
@@ -113,6 +121,8 @@ def profiled_round(torch, loop, options: dict) -> dict:
         "setup_phases": pm.get("setup_ms"), "sampler_setup_ms": o.get("metrics_setup_ms"),
         "sampler_start_delay_ms": o.get("metrics_start_delay_ms"),
         "counter_data_mb": pm.get("counter_data_mb"), "decodes": pm.get("decodes"),
+        "kernels": (s["gpu"] or {}).get("kernels"), "busy_pct": (s["gpu"] or {}).get("busy_pct"),
+        "gpu_error": s["gpu_error"],
     }
 
 
@@ -164,7 +174,7 @@ def fmt(value, spec: str) -> str:
 def table(results: list[dict]) -> list[str]:
     lines = [f"{'variant':<24} {'loop':<5} {'block x':>7} {'loop x':>6} {'enter':>6} {'exit':>6} "
              f"{'summ':>6} {'warm':>5} {'gap0us':>7} {'gapNus':>7} {'smp/st':>6} {'cov%':>5} "
-             f"{'dec ms':>6} {'bare':>7}"]
+             f"{'dec ms':>6} {'bare':>7} {'kern':>5} {'busy%':>5}"]
     for r in results:
         if "error" in r:
             lines.append(f"{r['variant']:<24} {r['loop']:<5} ERROR {r['error'].splitlines()[-1][:90]}")
@@ -175,7 +185,10 @@ def table(results: list[dict]) -> list[str]:
             f"{fmt(m.get('enter'), '6.3f')} {fmt(m.get('exit'), '6.3f')} {fmt(m.get('summary'), '6.2f')} "
             f"{fmt(m.get('warm_up'), '5.2f')} {fmt(m.get('step0_gap_us'), '7.1f')} "
             f"{fmt(m.get('other_gap_us'), '7.1f')} {fmt(m.get('samples_per_step'), '6.1f')} "
-            f"{fmt(m.get('coverage_pct'), '5.1f')} {fmt(m.get('decode'), '6.2f')} {r['bare_ms']:>7.3f}")
+            f"{fmt(m.get('coverage_pct'), '5.1f')} {fmt(m.get('decode'), '6.2f')} {r['bare_ms']:>7.3f} "
+            f"{fmt(m.get('kernels'), '5.0f')} {fmt(m.get('busy_pct'), '5.1f')}"
+            + (f"  gpu_error: {r['first']['gpu_error'][:60]}" if r.get("first", {}).get("gpu_error")
+               else ""))
     return lines
 
 

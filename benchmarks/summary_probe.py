@@ -1,0 +1,79 @@
+"""Where summary() spends its time on the real demo loop (issue 11: <= 10 ms).
+Runs the eager demo loop under a default profile a few times (the first
+profile of a process reads no counters), then for the last one prints the
+finish wait, the C finish phases, and a cProfile of building the summary
+again from the same capture (Capture.forget_models, as bench_summary.py).
+Asserts nothing about time.
+
+Usage (GPU machine): python benchmarks/summary_probe.py [--loop eager|graph] [--top 25]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from overhead import build_loop  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loop", default="eager", choices=("eager", "graph"))
+    parser.add_argument("--profiles", type=int, default=6)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    import torch
+
+    import loopscope
+    from loopscope._summary import build_summary
+
+    _, _, loop = build_loop(args.loop)
+    rows = []
+    prof = None
+    for _ in range(args.profiles):
+        prof = loopscope.profile()
+        with prof:
+            loop(prof)
+            torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        s = prof.summary()
+        total = (time.perf_counter_ns() - t0) / 1e6
+        o = s["overhead"]
+        rows.append((total, o["finish_wait_ms"], o.get("tail_samples"), o.get("tail_decode_ms"),
+                     o["finish_ms"], s["metrics_error"]))
+        time.sleep(0.05)
+    print("summary ms | finish wait ms | tail samples | tail decode ms | finish ms | metrics_error")
+    for row in rows:
+        print(" | ".join(str(round(v, 2)) if isinstance(v, float) else str(v) for v in row))
+    print("finish phases (last):", prof.summary()["overhead"]["finish_phases_ms"])
+    builds = []
+    for _ in range(5):
+        prof.capture.forget_models()
+        t0 = time.perf_counter_ns()
+        build_summary(prof.capture, prof._state, prof._thresholds, prof._host_ns, None)
+        builds.append((time.perf_counter_ns() - t0) / 1e6)
+    print(f"build_summary again: median {statistics.median(builds):.2f} ms "
+          f"(min {min(builds):.2f}, max {max(builds):.2f})")
+    prof.capture.forget_models()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    build_summary(prof.capture, prof._state, prof._thresholds, prof._host_ns, None)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(args.top)
+    print(text.getvalue())
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.top)
+    print(text.getvalue())
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,7 @@ defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
   stop_after_finish        the stop left to a task after the finish (tried 17:27Z, not default)
   decode_10ms              the worker decodes every 10 ms (the default period)
   decode_2ms               the worker decodes every 2 ms
+  decode_5ms               the worker decodes every 5 ms
   decode_1ms               the worker decodes every 1 ms
   cupti_clears             CUPTI clears each new activity buffer itself (the old way)
   cupti_clears_no_warm_up  ... and no warm-up: the first-launch cost shows in step 0
@@ -68,6 +69,7 @@ OPTIONS: dict[str, tuple[str, dict]] = {
     "decode_10ms": ("", {"metrics_decode_ms": 10}),
     "decode_1ms": ("", {"metrics_decode_ms": 1}),
     "decode_2ms": ("", {"metrics_decode_ms": 2}),
+    "decode_5ms": ("", {"metrics_decode_ms": 5}),
     "cupti_clears": ("zeroed_buffers=0", {}),
     "cupti_clears_no_warm_up": ("zeroed_buffers=0,warm_up=none", {}),
     "finish_in_exit": ("defer=0", {}),

@@ -99,7 +99,7 @@ class Site:
     kind: str
 
 
-_Position = tuple[int, int, int, int]
+_Position = tuple[Any, Any, Any, Any]
 _Index = dict[_Position, tuple[ast.AST, ast.AST]]
 
 
@@ -110,10 +110,10 @@ def _position_index(tree: ast.AST) -> _Index:
     index: _Index = {}
     for parent in ast.walk(tree):
         for child in ast.iter_child_nodes(parent):
-            line = getattr(child, "lineno", None)
-            if line is not None:
-                index[(line, child.col_offset, child.end_lineno, child.end_col_offset)] = (
-                    child, parent)
+            position = (getattr(child, "lineno", None), getattr(child, "col_offset", None),
+                        getattr(child, "end_lineno", None), getattr(child, "end_col_offset", None))
+            if position[0] is not None:
+                index[position] = (child, parent)
     return index
 
 

@@ -24,15 +24,11 @@ defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
   sampler_keeps_running    sampling keeps running 1 s after a profile: no start
                            at enter, but the bare rounds run while it samples
   small_image              a 64-sample counter data image (smaller resets)
+  image_128                a 128-sample counter data image
   interval_200us           a sample every 200 us (half the decode work)
   trace_only               syncs=False, metrics=False
   activity_floor           trace_only without any CUPTI callback: what the
                            activity records alone cost the loop (the floor)
-  graph_trace              defaults, but each CUDA graph launch traced as one record
-                           in place of its kernels (CUPTI's graph-level trace)
-  graph_floor              activity_floor with the graph-level trace in place of
-                           per-kernel records: what tracing costs a graph loop then
-  both_kernel_kinds        per-kernel and graph-level records asked for together
   counters_only            trace=False, syncs=False
 
 Columns: block x and loop x (time / bare loop), enter, exit, summary (incl.
@@ -76,12 +72,10 @@ OPTIONS: dict[str, tuple[str, dict]] = {
     "sampler_start_in_enter": ("metrics_wait_for_start=1", {}),
     "sampler_keeps_running": ("metrics_keep_running_ms=1000", {}),
     "small_image": ("metrics_max_samples=64", {}),
+    "image_128": ("metrics_max_samples=128", {}),
     "interval_200us": ("", {"metrics_interval_us": 200}),
     "trace_only": ("", {"syncs": False, "metrics": False}),
     "activity_floor": ("callbacks=0", {"syncs": False, "metrics": False}),
-    "graph_trace": ("kernel_activity=graphs", {}),
-    "graph_floor": ("callbacks=0,kernel_activity=graphs", {"syncs": False, "metrics": False}),
-    "both_kernel_kinds": ("kernel_activity=both", {}),
     "counters_only": ("", {"trace": False, "syncs": False}),
 }
 CHILD_TIMEOUT_S = 120
@@ -125,6 +119,9 @@ def profiled_round(torch, loop, options: dict) -> dict:
         "counter_data_mb": pm.get("counter_data_mb"), "decodes": pm.get("decodes"),
         "kernels": (s["gpu"] or {}).get("kernels"), "busy_pct": (s["gpu"] or {}).get("busy_pct"),
         "gpu_error": s["gpu_error"],
+        "decode_cupti": pm.get("decode_cupti_ms"), "evaluate": pm.get("evaluate_ms"),
+        "pm_decodes": pm.get("decodes"), "pm_samples": pm.get("samples"),
+        "pm_stop": (pm.get("setup_ms") or {}).get("stop"),
     }
 
 
@@ -259,6 +256,10 @@ def main() -> None:
               f"{fmt(m.get('tail_decode'), '.3f')} ms; summary built in "
               f"{fmt(m.get('summary_build'), '.3f')} ms after its wait; enter outside the C "
               f"start {fmt(m.get('python_enter'), '.3f')} ms")
+        print(f"    counters: {fmt(m.get('pm_samples'), '.0f')} samples in "
+              f"{fmt(m.get('pm_decodes'), '.0f')} decodes; CUPTI's decode "
+              f"{fmt(m.get('decode_cupti'), '.2f')} ms, evaluation {fmt(m.get('evaluate'), '.2f')} "
+              f"ms; stop (with the last decode) {fmt(m.get('pm_stop'), '.2f')} ms")
     print()
     print("medians; x = time / bare loop; ms unless said; gap0us/gapNus = largest gap in step 0 / "
           "median of the other steps' largest; smp/st = PM samples a step")

@@ -73,6 +73,35 @@ def main() -> None:
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.top)
     print(text.getvalue())
+    enter_probe(torch, loopscope, args.top)
+
+
+def enter_probe(torch, loopscope, top: int) -> None:
+    """Enter's cost outside the C start (issue 11: it decides the CUDA-graph
+    loop's whole block): 60 empty default profiles, then a cProfile of 60."""
+    outside = []
+    for i in range(120):
+        torch.cuda.synchronize()
+        prof = loopscope.profile()
+        t0 = time.perf_counter_ns()
+        prof.__enter__()
+        t1 = time.perf_counter_ns()
+        prof.__exit__(None, None, None)
+        o = prof.summary()["overhead"]
+        if i >= 60:
+            outside.append((t1 - t0) / 1e6 - o["start_ms"])
+    print(f"enter outside the C start: median {statistics.median(outside):.3f} ms")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(60):
+        prof = loopscope.profile()
+        prof.__enter__()
+        prof.__exit__(None, None, None)
+        prof.summary()  # waits for the finish
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    print(text.getvalue())
 
 
 if __name__ == "__main__":

@@ -126,16 +126,6 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
                 set_geometry(op, k);
             break;
         }
-        case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
-            /* A whole graph launch as one kernel-like op (no shape known). */
-            const CUpti_ActivityGraphTrace2 *g = (const CUpti_ActivityGraphTrace2 *)record;
-            char name[48];
-            int length = snprintf(name, sizeof name, "CUDA graph %u", g->graphId);
-            add_op(sink, LS_OP_KERNEL, g->start, g->end, g->deviceId, g->streamId,
-                   g->correlationId, 0,
-                   ls_names_intern_held(&sink->names, name, (size_t)length), 0, 1);
-            break;
-        }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const ls_memcpy_record *m = (const ls_memcpy_record *)record;
             ls_op *op = add_op(sink, LS_OP_MEMCPY, m->start, m->end, m->deviceId, m->streamId,
@@ -213,12 +203,12 @@ static void disable_all(void)
         LS_CUPTI_CHECK(ActivityDisable(enabled[--enabled_count]));
 }
 
-int ls_activity_start(ls_records *sink, ls_api_records api, ls_kernel_activity kernels,
-                      int zeroed_buffers, char *reason, size_t reason_size)
+int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, char *reason,
+                      size_t reason_size)
 {
     static const CUpti_ActivityKind base_kinds[] = {
-        CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-        CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
     };
     /* Before the first buffer is requested, as CUPTI asks.  A refusal only
      * costs speed (CUPTI then clears buffers itself): not a reason to stop. */
@@ -235,16 +225,6 @@ int ls_activity_start(ls_records *sink, ls_api_records api, ls_kernel_activity k
         if (LS_CUPTI_CHECK(ActivityEnable(base_kinds[i])) != CUPTI_SUCCESS)
             goto fail;
         enabled[enabled_count++] = base_kinds[i];
-    }
-    if (kernels != LS_KERNELS_GRAPHS) {
-        if (LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS)
-            goto fail;
-        enabled[enabled_count++] = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    }
-    if (kernels != LS_KERNELS_EACH) {
-        if (LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != CUPTI_SUCCESS)
-            goto fail;
-        enabled[enabled_count++] = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
     }
     if (api >= LS_API_RECORDS_RUNTIME) {
         if (LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME)) != CUPTI_SUCCESS)

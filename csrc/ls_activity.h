@@ -17,20 +17,13 @@
  * from callbacks instead, see ls_launches), runtime, or runtime + driver. */
 typedef enum { LS_API_RECORDS_NONE = 0, LS_API_RECORDS_RUNTIME = 1, LS_API_RECORDS_ALL = 2 } ls_api_records;
 
-/* How kernels are traced: each kernel (CUPTI's concurrent kind, the
- * default), each CUDA graph launch as one record in place of its kernels
- * (CUPTI's graph-level trace: kernels outside graphs are then not seen), or
- * both kinds asked for (CUPTI may refuse the pair).  The last two exist to
- * measure what per-kernel tracing costs a CUDA-graph loop (issue 11). */
-typedef enum { LS_KERNELS_EACH = 0, LS_KERNELS_GRAPHS = 1, LS_KERNELS_BOTH = 2 } ls_kernel_activity;
-
 /* Starts tracing into `sink`.  With `zeroed_buffers` (the pool of
  * ls_buffers hands out cleared buffers), CUPTI is told not to clear each
  * new buffer itself, which it would do on the launching thread.  Returns 0,
  * or -1 with a sentence in `reason` (every kind already enabled is disabled
  * again). */
-int ls_activity_start(ls_records *sink, ls_api_records api, ls_kernel_activity kernels,
-                      int zeroed_buffers, char *reason, size_t reason_size);
+int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, char *reason,
+                      size_t reason_size);
 
 /* Parses every completed buffer into the sink.  Cheap when none is ready.
  * Returns 1 when it parsed at least one buffer. */

@@ -6,7 +6,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "ls_activity.h"
 #include "ls_capture_type.h"
 #include "ls_clock.h"
 #include "ls_cupti.h"
@@ -39,8 +38,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                                "metrics_max_samples", "metrics_decode_ns", "zeroed_buffers",
                                "defer", "metrics_cache_dir", "metrics_keep_ns",
                                "metrics_keep_running_ns", "metrics_wait_for_start",
-                               "callbacks", "metrics_stop_in_finish", "kernel_activity",
-                               NULL};
+                               "callbacks", "metrics_stop_in_finish", NULL};
     /* Warm-up once per process by default (issue 11, H200): with CUPTI's
      * buffers handed over zeroed, step 0's largest gap after the first
      * profile was the same without a warm-up (warm_up_none 96.9 us, once
@@ -49,8 +47,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
      * showed a bubble without one (eager step 0: 206 us none, 114 us once). */
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
         metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0, callbacks = 1,
-        stop_in_finish = 1, /* see below */
-        kernel_activity = LS_KERNELS_EACH;
+        stop_in_finish = 1; /* see below */
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)
      * left the finish ~20-40 samples instead of up to 100, but summary()
@@ -68,13 +65,13 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKpppi:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKppp:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
                                      &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
                                      &keep_running_ns, &wait_for_start, &callbacks,
-                                     &stop_in_finish, &kernel_activity))
+                                     &stop_in_finish))
         return NULL;
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
@@ -88,11 +85,6 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                      "metrics_buffer_bytes >= 1 MiB, metrics_max_samples 0 (auto) or >= 16 "
                      "and 1e6 <= metrics_decode_ns <= 1e10 (got %llu, %zd, %u, %llu)",
                      interval_ns, metrics_buffer_bytes, max_samples, decode_ns);
-        return NULL;
-    }
-    if (kernel_activity < LS_KERNELS_EACH || kernel_activity > LS_KERNELS_BOTH) {
-        PyErr_Format(PyExc_ValueError, "kernel_activity must be 0 (each kernel), 1 (graph "
-                     "launches) or 2 (both), got %d", kernel_activity);
         return NULL;
     }
     if (warm_up < LS_WARM_UP_NONE || warm_up > LS_WARM_UP_ONCE) {
@@ -146,7 +138,6 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.zeroed_buffers = zeroed;
     options.defer = defer;
     options.callbacks = callbacks;
-    options.kernel_activity = kernel_activity;
     options.buffer_bytes = (size_t)buffer_bytes;
     options.max_buffers = (size_t)max_buffers;
     options.cupti_paths = candidates;
@@ -335,7 +326,7 @@ static PyMethodDef core_methods[] = {
      " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
      " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
      " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=False,"
-     " callbacks=True, metrics_stop_in_finish=True, kernel_activity=0)"
+     " callbacks=True, metrics_stop_in_finish=True)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
      " Internal switches (compared by benchmarks/overhead_options.py): zeroed_buffers (hand"
@@ -343,8 +334,7 @@ static PyMethodDef core_methods[] = {
      " metrics_keep_running_ns (sampling keeps running that long after a profile),"
      " metrics_wait_for_start (start waits for the sampler's set-up and start), callbacks"
      " (False: activity records only, the floor of tracing's cost), metrics_stop_in_finish"
-     " (the finish stops sampling before its last decode), kernel_activity (0 each kernel,"
-     " 1 CUDA graph launches in place of their kernels, 2 both)."},
+     " (the finish stops sampling before its last decode)."},
     {"stop", core_stop, METH_NOARGS,
      "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "
      "and the Capture waits for that the first time a result is asked for."},

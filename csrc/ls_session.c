@@ -221,8 +221,7 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
               : o->driver_api     ? LS_API_RECORDS_ALL
                                   : LS_API_RECORDS_RUNTIME;
     }
-    int activity = ls_activity_start(ls_finish_sink(session.job), api,
-                                     (ls_kernel_activity)o->kernel_activity, o->zeroed_buffers,
+    int activity = ls_activity_start(ls_finish_sink(session.job), api, o->zeroed_buffers,
                                      c->reason, sizeof c->reason);
     lap(&c->start_phase_ns[LS_START_ACTIVITY], &t0);
     if (activity != 0) {

@@ -31,7 +31,6 @@ typedef struct {
     int defer;               /* finish on the worker thread (0: inside stop) */
     int callbacks;           /* claim CUPTI's callbacks (0: activity records only, no
                               * launch records or syncs: the floor of tracing's cost) */
-    int kernel_activity;     /* ls_kernel_activity: each kernel (default) or graph-level */
     size_t buffer_bytes;     /* size of one activity buffer */
     size_t max_buffers;      /* cap of the buffer pool */
     const char *const *cupti_paths;

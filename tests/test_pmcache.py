@@ -101,10 +101,7 @@ def test_internal_switches_parse_and_bad_ones_are_named():
     assert _settings.parse_internal("warm_up=once, zeroed_buffers=0,metrics_keep_running_ms=2.5") == {
         "warm_up": 2, "zeroed_buffers": False, "metrics_keep_running_ns": 2_500_000}
     assert _settings.parse_internal("") == {}
-    assert _settings.parse_internal("kernel_activity=graphs,callbacks=0") == {
-        "kernel_activity": 1, "callbacks": False}
     for bad, words in [("warm_up=sometimes", "must be one of"), ("defer=yes", "0 or 1"),
-                       ("kernel_activity=some", "must be one of"),
                        ("turbo=1", "names no switch"), ("defer", "key=value"),
                        ("metrics_keep_ms=-1", "between 0")]:
         with pytest.raises(ValueError, match=words) as error:
@@ -139,11 +136,3 @@ def test_a_profile_reports_the_warm_up_mode_it_ran_with(monkeypatch):
         enter = prof.summary()["overhead"]["enter_ms"]  # where the enter's time went
         assert set(enter) == {"before_start", "start", "after_start"}
         assert all(ms >= 0 for ms in enter.values())
-
-
-@pytest.mark.parametrize("value", [-1, 3])
-def test_core_start_names_a_bad_kernel_activity(value):
-    from loopscope import _core
-    with pytest.raises(ValueError, match=rf"kernel_activity must be 0 .*got {value}"):
-        _core.start(trace=False, syncs=False, kernel_activity=value)
-    assert not _core.active()

@@ -20,10 +20,6 @@ LOOPSCOPE_INTERNAL
                                    what activity tracing alone costs the loop
       metrics_stop_in_finish=0|1   1 (default): the finish stops PM sampling before
                                    its last decode; 0: the stop follows the finish
-      kernel_activity=kernels|graphs|both
-                                   trace each kernel (default), or each CUDA graph
-                                   launch as one record in place of its kernels
-                                   (CUPTI's graph-level trace), or ask for both
 """
 from __future__ import annotations
 
@@ -32,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 _WARM_UP = {"none": 0, "every": 1, "once": 2}
-_KERNEL_ACTIVITY = {"kernels": 0, "graphs": 1, "both": 2}
 _FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks",
           "metrics_stop_in_finish")
 _MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns"}
@@ -69,10 +64,6 @@ def parse_internal(text: str) -> dict[str, Any]:
             if value not in _WARM_UP:
                 raise _bad(item, f"must be one of {sorted(_WARM_UP)}")
             out["warm_up"] = _WARM_UP[value]
-        elif key == "kernel_activity":
-            if value not in _KERNEL_ACTIVITY:
-                raise _bad(item, f"must be one of {sorted(_KERNEL_ACTIVITY)}")
-            out["kernel_activity"] = _KERNEL_ACTIVITY[value]
         elif key in _FLAGS:
             if value not in ("0", "1"):
                 raise _bad(item, "must be 0 or 1")
@@ -89,7 +80,7 @@ def parse_internal(text: str) -> dict[str, Any]:
             else:
                 out[key] = int(number)
         else:
-            known = sorted(("warm_up", "kernel_activity", "metrics_max_samples", *_FLAGS, *_MS))
+            known = sorted(("warm_up", "metrics_max_samples", *_FLAGS, *_MS))
             raise _bad(item, f"names no switch; known: {', '.join(known)}")
     return out
 

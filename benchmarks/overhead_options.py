@@ -25,6 +25,8 @@ defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
                            at enter, but the bare rounds run while it samples
   small_image              a 64-sample counter data image (smaller resets)
   image_128                a 128-sample counter data image
+  hw_buffer_16mb           a 16 MiB hardware buffer for the samples (default 64 MiB)
+  hw_buffer_8mb            an 8 MiB hardware buffer
   interval_200us           a sample every 200 us (half the decode work)
   trace_only               syncs=False, metrics=False
   activity_floor           trace_only without any CUPTI callback: what the
@@ -73,6 +75,8 @@ OPTIONS: dict[str, tuple[str, dict]] = {
     "sampler_keeps_running": ("metrics_keep_running_ms=1000", {}),
     "small_image": ("metrics_max_samples=64", {}),
     "image_128": ("metrics_max_samples=128", {}),
+    "hw_buffer_16mb": ("", {"metrics_buffer_mb": 16}),
+    "hw_buffer_8mb": ("", {"metrics_buffer_mb": 8}),
     "interval_200us": ("", {"metrics_interval_us": 200}),
     "trace_only": ("", {"syncs": False, "metrics": False}),
     "activity_floor": ("callbacks=0", {"syncs": False, "metrics": False}),

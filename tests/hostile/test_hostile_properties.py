@@ -19,6 +19,7 @@ import contextlib
 import copy
 import gzip
 import io
+import itertools
 import json
 import os
 import sqlite3
@@ -264,20 +265,66 @@ def replay_or_refuse(data):
     finally:
         no_profile_left()
     summary = strict_views(prof)
+    late = ops_after_stop(data, prof.capture.info()["stop_ns"] - data["profile"]["start_ns"])
     kinds = data["ops"].get("kind", [])  # absent: accepted only with no op rows at all
-    expected = [sum(k == n for k in kinds) for n in range(3)]
+    expected = [sum(k == n for i, k in enumerate(kinds) if i not in late) for n in range(3)]
     gpu = summary["gpu"]
     if gpu is None:
         assert sum(expected) == 0
     else:
         assert [gpu["kernels"], gpu["memcpys"], gpu["memsets"]] == expected
+    # every op row is counted: in the GPU figures or as begun after the stop
+    was = data["profile"]["overhead"].get("ops_after_stop")
+    recorded = was if isinstance(was, int) and not isinstance(was, bool) and was >= 0 else 0
+    assert summary["overhead"]["ops_after_stop"] == recorded + len(late)
     return summary
+
+
+def ops_after_stop(data, stop) -> set[int]:
+    """Indices of the op rows a finish leaves out of a replay stopped at
+    `stop` (ns after the recording's start): begun after it, and their
+    correlation id only on launch records begun after it (the replay is not
+    traced, so an op with no launch record stays).  Plain Python over the
+    delta-encoded columns."""
+    def undelta(values):
+        return list(itertools.accumulate(values))
+
+    ops, apis = data["ops"], data["apis"]
+    op_starts, op_corrs = undelta(ops.get("start", [])), undelta(ops.get("correlation", []))
+    api_starts, api_corrs = undelta(apis.get("start", [])), undelta(apis.get("correlation", []))
+    kept = {c for t, c in zip(api_starts, api_corrs) if t <= stop}
+    late = {c for t, c in zip(api_starts, api_corrs) if t > stop} - kept
+    return {i for i, (t, c) in enumerate(zip(op_starts, op_corrs)) if t > stop and c in late}
 
 
 def test_the_seed_recording_replays_to_its_summary():
     summary = replay_or_refuse(seed())
     assert [s["name"] for s in summary["steps"]] == ["Step_0", "Step_1"]
     assert summary["gpu"]["kernels"] == 2
+
+
+@pytest.mark.parametrize("stop_ns", [0, 2_000, 5_000, 10**9])
+def test_a_recording_stopped_before_its_launches_counts_the_ops_left_out(stop_ns):
+    """A damaged stop_ns (0, or earlier than some launches): the replay's
+    finish leaves out the ops launched after it, as a live one does, and
+    counts them in overhead.ops_after_stop on top of the recorded count."""
+    data = seed()
+    data["profile"]["stop_ns"] = stop_ns
+    base = data["profile"]["start_ns"]
+    # the seed's launch records (start, correlation) and ops (kind, start,
+    # correlation), in ns after its start, as _seed_recording injects them
+    launches = [(1_002_100 - base, 1), (1_005_100 - base, 3)]
+    ops = [("kernel", 1_010_000 - base, 1), ("kernel", 1_042_000 - base, 2),
+           ("memcpy", 1_200_000 - base, 3)]
+    summary = replay_or_refuse(data)
+    launched_after = {c for t, c in launches if t > stop_ns}
+    left_out = [k for k, t, c in ops if t > stop_ns and c in launched_after]
+    kept = [k for k, t, c in ops if not (t > stop_ns and c in launched_after)]
+    assert summary["overhead"]["ops_after_stop"] == len(left_out)
+    assert (summary["gpu"]["kernels"], summary["gpu"]["memcpys"]) == (
+        kept.count("kernel"), kept.count("memcpy"))
+    if stop_ns == 0:
+        assert len(left_out) == 2  # the launched kernel and the copy; the unlaunched one stays
 
 
 @given(mutated_recordings())

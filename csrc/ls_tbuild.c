@@ -633,7 +633,8 @@ static int attach_stacks(ls_tbuild *b)
             size_t len;
             const char *text = ls_strtab_text(&b->names, fr->name, &len);
             parse_frame_name(text, len, &flen, &line, &fat);
-            call->frames[n++] = (ls_frame){code, line, line, -1, -1};
+            call->frames[n++] = (ls_frame){.code = code, .line = line, .end_line = line, .col = -1,
+                                            .end_col = -1};
         }
         call->frame_count = n;
         b->frames_used += n;
@@ -892,7 +893,8 @@ static int tag_stacks(ls_tbuild *b)
         }
         ls_call *call = &r->calls.items[order[k].call];
         call->frame_count = 1;
-        call->frames[0] = (ls_frame){(uint32_t)(count - 1), -1, -1, -1, -1};
+        call->frames[0] = (ls_frame){.code = (uint32_t)(count - 1), .line = -1, .end_line = -1,
+                                      .col = -1, .end_col = -1};
     }
     free(order);
     r->codes.items = items;

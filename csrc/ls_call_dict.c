@@ -7,9 +7,10 @@
 static PyObject *frame_to_python(const ls_frame *f, const ls_code_table *codes)
 {
     const ls_code_info *info = f->code < codes->count ? &codes->items[f->code] : NULL;
-    return Py_BuildValue("(NNiiiii)", ls_py_text_or_none(info ? info->filename : NULL),
+    return Py_BuildValue("(NNiiiiiN)", ls_py_text_or_none(info ? info->filename : NULL),
                          ls_py_text_or_none(info ? info->function : NULL),
-                         info ? info->first_line : -1, f->line, f->end_line, f->col, f->end_col);
+                         info ? info->first_line : -1, f->line, f->end_line, f->col, f->end_col,
+                         PyBool_FromLong(f->truth_test));
 }
 
 PyObject *ls_call_dict(const ls_call *c, const ls_code_table *codes)

@@ -10,8 +10,8 @@
 
 /* {api, driver, wait_class, enter_ns, exit_ns, thread_id, correlation_id,
  * launches_before, frames: [(file, function, first_line, line, end_line,
- * col, end_col)]}, innermost frame first; file and function None when the
- * code table had no room.  A new reference, or NULL with an exception set. */
+ * col, end_col, truth_test)]}, innermost frame first; file and function None
+ * when the code table had no room; truth_test a bool (ls_frame).  A new reference, or NULL with an exception set. */
 PyObject *ls_call_dict(const ls_call *call, const ls_code_table *codes);
 
 #endif

@@ -691,36 +691,32 @@ static int32_t chain_parent(const ls_range *ranges, int32_t x)
     return p >= 0 && p < x ? p : -1;
 }
 
-/* 1 when a range of the chain below x (from `from` up to x, x left out)
- * is in group g: the item was counted for g already. */
-static int seen_below(const ls_range *ranges, const int32_t *group_of, int32_t from, int32_t x,
-                      int32_t g)
-{
-    for (int32_t y = from; y >= 0 && y != x; y = chain_parent(ranges, y))
-        if (group_of[y] == g)
-            return 1;
-    return 0;
-}
-
 /* Buckets items by every range in the chain of owner_range[item] (the
  * range and its ancestors) or, when group_of is not NULL, by the groups of
- * that chain (each group once per item). */
+ * that chain (each group once per item: a group met again higher up the
+ * chain is skipped by its stamp, the last item that counted it). */
 static int bucket_chain(const ls_records *r, const uint32_t *order, size_t n,
                         const int32_t *owner_range, const int32_t *group_of, size_t owners,
                         ls_buckets *out)
 {
     out->first = calloc(owners + 2, sizeof *out->first);
-    if (out->first == NULL)
+    uint32_t *stamp = group_of ? malloc(room_for(owners) * sizeof *stamp) : NULL;
+    if (out->first == NULL || (group_of && stamp == NULL)) {
+        free(stamp);
         return -1;
+    }
     const ls_range *ranges = r->ranges.items;
     for (int pass = 0; pass < 2; pass++) {
+        if (stamp)
+            memset(stamp, 0xFF, owners * sizeof *stamp);
         for (size_t k = 0; k < n; k++) {
             uint32_t item = order ? order[k] : (uint32_t)k;
-            int32_t from = owner_range[item];
-            for (int32_t x = from; x >= 0; x = chain_parent(ranges, x)) {
+            for (int32_t x = owner_range[item]; x >= 0; x = chain_parent(ranges, x)) {
                 int32_t o = group_of ? group_of[x] : x;
-                if (o < 0 || (group_of && seen_below(ranges, group_of, from, x, o)))
+                if (o < 0 || (stamp && stamp[o] == (uint32_t)k))
                     continue;
+                if (stamp)
+                    stamp[o] = (uint32_t)k;
                 if (pass == 0)
                     out->first[o + 2]++;
                 else
@@ -731,10 +727,13 @@ static int bucket_chain(const ls_records *r, const uint32_t *order, size_t n,
             for (size_t o = 2; o < owners + 2; o++)
                 out->first[o] += out->first[o - 1];
             out->items = malloc(room_for(out->first[owners + 1]) * sizeof *out->items);
-            if (out->items == NULL)
+            if (out->items == NULL) {
+                free(stamp);
                 return -1;
+            }
         }
     }
+    free(stamp);
     return 0;
 }
 

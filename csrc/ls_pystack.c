@@ -18,6 +18,11 @@
 #endif
 
 #include <limits.h>
+#include <string.h>
+
+#if PY_VERSION_HEX >= 0x030B0000
+#include <opcode.h>
+#endif
 
 #if PY_VERSION_HEX >= 0x030B0000
 static int16_t clamp16(int v)
@@ -26,10 +31,56 @@ static int16_t clamp16(int v)
 }
 #endif
 
+/* 1 when the instruction at `byte_offset` of `code` is one that tests an
+ * object's truth (calls its __bool__): the jumps of if / while / assert /
+ * and / or / a comprehension's if and `not` (3.11, 3.12), TO_BOOL (3.13+).
+ * The source position cannot say so everywhere: 3.11 gives a comprehension's
+ * if the position of the whole comprehension, 3.12 gives `if t.any():` that
+ * of the call `t.any()`.  An instruction replaced by line or instruction
+ * instrumentation (a debugger, coverage) reads as no truth test. */
+static int truth_test_at(PyCodeObject *code, int byte_offset)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    if (byte_offset < 0 || byte_offset >= (int)(Py_SIZE(code) * (Py_ssize_t)sizeof(_Py_CODEUNIT)))
+        return 0;
+    int op = _Py_OPCODE(_PyCode_CODE(code)[byte_offset / (int)sizeof(_Py_CODEUNIT)]);
+    switch (op) {
+#if PY_VERSION_HEX < 0x030C0000
+    case POP_JUMP_FORWARD_IF_FALSE:
+    case POP_JUMP_FORWARD_IF_TRUE:
+    case POP_JUMP_BACKWARD_IF_FALSE:
+    case POP_JUMP_BACKWARD_IF_TRUE:
+    case JUMP_IF_FALSE_OR_POP:
+    case JUMP_IF_TRUE_OR_POP:
+    case UNARY_NOT:
+        return 1;
+#elif PY_VERSION_HEX < 0x030D0000
+    case POP_JUMP_IF_FALSE:
+    case POP_JUMP_IF_TRUE:
+    case INSTRUMENTED_POP_JUMP_IF_FALSE:
+    case INSTRUMENTED_POP_JUMP_IF_TRUE:
+    case UNARY_NOT:
+        return 1;
+#else
+    case TO_BOOL: /* its specialised forms are for exact bool, int, str, ... */
+        return 1;
+#endif
+    default:
+        return 0;
+    }
+#else
+    (void)code;
+    (void)byte_offset;
+    return 0;
+#endif
+}
+
 /* Fills one frame from a code object and a byte offset into its code. */
 static void describe(ls_frame *out, PyCodeObject *code, int byte_offset)
 {
+    memset(out, 0, sizeof *out);
     out->code = ls_pycodes_intern(code);
+    out->truth_test = (uint8_t)truth_test_at(code, byte_offset);
     out->line = out->end_line = -1;
     out->col = out->end_col = -1;
 #if PY_VERSION_HEX >= 0x030B0000

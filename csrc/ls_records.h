@@ -67,6 +67,9 @@ typedef struct {
     uint32_t code;          /* ls_pycodes id, LS_NO_CODE if the table was full */
     int32_t line, end_line; /* source lines of the instruction, -1 unknown */
     int16_t col, end_col;   /* UTF-8 byte columns, -1 unknown (before 3.11) */
+    uint8_t truth_test;     /* 1: the instruction tests an object's truth (if, while,
+                               not, and/or, a comprehension's if): its __bool__ runs */
+    uint8_t reserved[3];    /* 0 (frames are compared byte by byte) */
 } ls_frame;
 
 #define LS_CALL_FRAMES 16

@@ -49,6 +49,8 @@ static struct {
     ls_sample *items;
     size_t count, next, per_tick;
     uint64_t interval_ns;
+    uint64_t setup_ns; /* sampling begins this long after the window starts */
+    int reused;        /* as a sampler set up by an earlier profile */
     ls_pm_stats stats;
 } fake;
 
@@ -84,7 +86,8 @@ static void fake_start(void)
     snprintf(st->config_source, sizeof st->config_source, "test");
     st->time_trigger = 1;
     st->interval = fake.interval_ns;
-    st->started_ns = s.window_start_ns;
+    st->sampler_reused = st->config_reused = fake.reused;
+    st->started_ns = s.window_start_ns + fake.setup_ns;
     for (size_t i = 0; i < fake.count; i++)
         for (int j = 0; j < LS_METRICS; j++)
             if (!isnan(fake.items[i].values[j]))
@@ -126,7 +129,7 @@ static void open_task(ls_task *task)
     if (fake.items != NULL) {
         fake_start();
         s.sampling = 1;
-        s.began_ns = s.window_start_ns;
+        s.began_ns = s.window_start_ns + fake.setup_ns;
     } else {
         if (s.context != NULL)
             ls_cuda_use_context(s.context);
@@ -145,7 +148,7 @@ static void open_task(ls_task *task)
         if (s.sampling && ls_cupti.GetTimestamp != NULL)
             ls_cupti.GetTimestamp(&s.began_ns);
     }
-    s.setup_ns = ls_clock_monotonic_ns() - t0;
+    s.setup_ns = fake.items != NULL ? fake.setup_ns : ls_clock_monotonic_ns() - t0;
 }
 
 void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
@@ -235,6 +238,25 @@ static size_t keep_window(ls_sample_array *a, uint64_t start_ns, uint64_t stop_n
     return gone;
 }
 
+/* Why no sample covers a window that ended before sampling began: the
+ * sampler's first set-up in the process, or (set up already) a start on the
+ * worker thread that came after a short profile's end. */
+static void late_start_reason(ls_capture *c, uint64_t start_ns, uint64_t stop_ns)
+{
+    if (!c->pm.sampler_reused)
+        snprintf(c->pm.error, sizeof c->pm.error,
+                 "PM sampling was still being set up when the profile ended (the first use in "
+                 "a process sets it up on loopscope's worker thread: %.0f ms here), so no "
+                 "sample covers this profile; the next profiles reuse the set-up",
+                 (double)s.setup_ns / 1e6);
+    else
+        snprintf(c->pm.error, sizeof c->pm.error,
+                 "PM sampling began %.3f ms after the profile started, after its end (it "
+                 "lasted %.3f ms): the sampler, set up by an earlier profile, is started on "
+                 "loopscope's worker thread, so no sample covers a profile this short",
+                 (double)(s.began_ns - start_ns) / 1e6, (double)(stop_ns - start_ns) / 1e6);
+}
+
 void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
 {
     if (!s.opened)
@@ -289,11 +311,7 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
     }
     c->samples_outside = keep_window(a, start_ns, stop_ns);
     if (s.began_ns > stop_ns && c->pm.error[0] == '\0')
-        snprintf(c->pm.error, sizeof c->pm.error,
-                 "PM sampling was still being set up when the profile ended (the first use in "
-                 "a process sets it up on loopscope's worker thread: %.0f ms here), so no "
-                 "sample covers this profile; the next profiles reuse the set-up",
-                 (double)s.setup_ns / 1e6);
+        late_start_reason(c, start_ns, stop_ns);
     /* Hand the samples over: the capture's array takes the worker's. */
     ls_sample_array *into = &c->records.samples;
     if (into->count == 0) {
@@ -331,7 +349,8 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
     }
 }
 
-int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns)
+int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns,
+                    uint64_t setup_ns, int reused)
 {
     free(fake.items);
     memset(&fake, 0, sizeof fake);
@@ -344,5 +363,7 @@ int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_
     fake.count = n;
     fake.per_tick = per_tick;
     fake.interval_ns = interval_ns ? interval_ns : 1;
+    fake.setup_ns = setup_ns;
+    fake.reused = reused != 0;
     return 0;
 }

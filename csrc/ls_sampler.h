@@ -69,8 +69,10 @@ void ls_sampler_release(void);
 /* Test hook, with the GIL and no profile running: installs synthetic
  * samples (n == 0 removes them).  Each tick of a profile hands over the
  * next `per_tick` of them (the finish hands over the rest), as decodes of
- * a sampler with interval `interval_ns` would.  0, or -1 when out of
- * memory. */
-int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns);
+ * a sampler with interval `interval_ns` would; sampling begins `setup_ns`
+ * after each window's start (its set-up time), as a sampler set up by an
+ * earlier profile when `reused`.  0, or -1 when out of memory. */
+int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns,
+                    uint64_t setup_ns, int reused);
 
 #endif

@@ -86,9 +86,15 @@ static int grow(void **items, size_t *capacity, size_t needed, size_t size)
         memset((out), 0, sizeof *(out));                                               \
     } while (0)
 
-static int times_ok(int64_t start, int64_t end)
+/* Times the records can hold; an event outside them is skipped and counted
+ * under its class (never left out silently). */
+static int times_ok(ls_tbuild *b, ls_tb_class cls, int64_t start, int64_t end)
 {
-    return start > -TIME_LIMIT && end < TIME_LIMIT && end >= start;
+    if (start > -TIME_LIMIT && end < TIME_LIMIT && end >= start)
+        return 1;
+    ls_tbuild_skip(b, cls, end < start ? "ends before it starts"
+                                       : "a time 2**61 ns or more from the trace's start");
+    return 0;
 }
 
 /* The checks of ls_tbuild_op's geometry: NULL when `g` can be kept, or why
@@ -154,7 +160,9 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
                  uint64_t bytes, uint8_t copy_kind, uint8_t host_memory,
                  const ls_tb_geometry *geometry)
 {
-    if (!times_ok(start, end))
+    if (!times_ok(b, kind == LS_OP_KERNEL ? LS_TB_KERNEL : kind == LS_OP_MEMCPY ? LS_TB_MEMCPY
+                                                                              : LS_TB_MEMSET,
+                  start, end))
         return 0;
     uint32_t id = LS_NO_NAME;
     if (name != NULL && (id = ls_strtab_intern(&b->names, name, name_len)) == LS_STRTAB_NONE)
@@ -240,7 +248,7 @@ static int add_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_
                    uint32_t correlation, int has_correlation, int launch, const char *name,
                    size_t len, const ls_tb_tag *tag, uint64_t launches_before)
 {
-    if (!times_ok(start, end))
+    if (!times_ok(b, driver ? LS_TB_DRIVER : LS_TB_RUNTIME, start, end))
         return 0;
     uint32_t id = ls_strtab_intern(&b->names, name, len);
     uint8_t role, domain;
@@ -307,7 +315,7 @@ int ls_tbuild_gpu_process(ls_tbuild *b, uint32_t pid, uint32_t device)
 int ls_tbuild_sync(ls_tbuild *b, int64_t start, int64_t end, uint32_t stream,
                    uint32_t correlation, uint32_t type)
 {
-    if (!times_ok(start, end))
+    if (!times_ok(b, LS_TB_SYNC, start, end))
         return 0;
     ls_sync_record *s;
     APPEND(b, b->rec.sync_records, s);
@@ -318,7 +326,7 @@ int ls_tbuild_sync(ls_tbuild *b, int64_t start, int64_t end, uint32_t stream,
 static int add_span(ls_tbuild *b, ls_tb_span_array *a, int64_t start, int64_t end,
                     uint64_t thread, const char *name, size_t len, int32_t step)
 {
-    if (!times_ok(start, end))
+    if (!times_ok(b, a == &b->frames ? LS_TB_PYTHON : LS_TB_ANNOTATION, start, end))
         return 0;
     uint32_t id = ls_strtab_intern(&b->names, name, len);
     if (id == LS_STRTAB_NONE)
@@ -362,7 +370,7 @@ int ls_tbuild_frame(ls_tbuild *b, int64_t start, int64_t end, uint64_t thread,
 int ls_tbuild_point(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device, int metric,
                     double value, int device_pid)
 {
-    if (!times_ok(ts, ts) || metric < 0 || metric >= LS_METRICS || !isfinite(value))
+    if (!times_ok(b, LS_TB_COUNTER, ts, ts) || metric < 0 || metric >= LS_METRICS || !isfinite(value))
         return 0;
     ls_tb_point *p;
     APPEND(b, b->points, p);
@@ -373,7 +381,7 @@ int ls_tbuild_point(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device, 
 int ls_tbuild_point_end(ls_tbuild *b, int64_t ts, uint32_t series, uint32_t device,
                         int device_pid)
 {
-    if (!times_ok(ts, ts))
+    if (!times_ok(b, LS_TB_COUNTER, ts, ts))
         return 0;
     ls_tb_point *p;
     APPEND(b, b->points, p);
@@ -625,7 +633,8 @@ static int attach_stacks(ls_tbuild *b)
             size_t len;
             const char *text = ls_strtab_text(&b->names, fr->name, &len);
             parse_frame_name(text, len, &flen, &line, &fat);
-            call->frames[n++] = (ls_frame){code, line, line, -1, -1};
+            call->frames[n++] = (ls_frame){.code = code, .line = line, .end_line = line, .col = -1,
+                                            .end_col = -1};
         }
         call->frame_count = n;
         b->frames_used += n;
@@ -884,7 +893,8 @@ static int tag_stacks(ls_tbuild *b)
         }
         ls_call *call = &r->calls.items[order[k].call];
         call->frame_count = 1;
-        call->frames[0] = (ls_frame){(uint32_t)(count - 1), -1, -1, -1, -1};
+        call->frames[0] = (ls_frame){.code = (uint32_t)(count - 1), .line = -1, .end_line = -1,
+                                      .col = -1, .end_col = -1};
     }
     free(order);
     r->codes.items = items;

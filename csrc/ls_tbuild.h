@@ -12,7 +12,9 @@
  *
  * Adding functions return 0, or -1 when memory ran out (the builder is then
  * marked failed; settle refuses it).  An event whose fields are unusable is
- * counted with ls_tbuild_skip by the reader, never added. */
+ * counted with ls_tbuild_skip by the reader, never added; one whose times lie
+ * 2**61 ns or more from the file's zero (or end before they start) is
+ * counted so by the adding function itself. */
 #ifndef LS_TBUILD_H
 #define LS_TBUILD_H
 

@@ -84,7 +84,10 @@ def make_fake_tensor(release_gil=True):
         fetch = c_callable([("cudaMemcpyAsync", COPY_NS, FETCH_CORR)])  # a non_blocking copy
         release = c_callable([("cudaFree", WAIT_NS)])
 
-    return FakeTensor()
+    tensor = FakeTensor()
+    # t.any(): a tensor again, without a sync (the truth test of it syncs)
+    FakeTensor.any = functools.partial(next, itertools.repeat(tensor))
+    return tensor
 
 
 # The GPU work of a loop step: one kernel launch (it separates the syncs of
@@ -275,6 +278,48 @@ KIND_CASES = [
     (sync_non_ascii, "X.item()", "item"),
 ]
 
+def sync_comprehension_if():
+    v = [1 for _ in range(2) if X]  # site
+
+
+def sync_comprehension_if_call():
+    v = [1 for _ in range(2) if X.any()]  # site
+
+
+def sync_set_comprehension_if():
+    v = {1 for _ in range(2) if X}  # site
+
+
+def sync_dict_comprehension_if():
+    v = {1: 2 for _ in range(2) if X}  # site
+
+
+def sync_generator_if():
+    v = list(1 for _ in range(2) if X)  # site
+
+
+def sync_lambda_if():
+    v = (lambda: 1 if X.any() else 2)()  # site
+
+
+def sync_lambda_not():
+    v = (lambda: not X)()  # site
+
+
+def sync_if_call():
+    if X.any():  # site
+        pass
+
+
+# (scenario, the tested expression's text)
+TRUTH_TEST_CASES = [
+    (sync_comprehension_if, "X"), (sync_comprehension_if_call, "X.any()"),
+    (sync_set_comprehension_if, "X"), (sync_dict_comprehension_if, "X"),
+    (sync_generator_if, "X"), (sync_lambda_if, "X.any()"), (sync_lambda_not, "X"),
+    (sync_if_call, "X.any()"),
+]
+
+
 def bool_case(scenario):
     return pytest.param(scenario, "X", id=scenario.__name__.removeprefix("sync_"))
 
@@ -303,6 +348,41 @@ def test_site_and_kind_of_each_call(scenario, call, kind):
     function, the stripped source line, the call's own text, and its kind."""
     site = run_scenario(scenario)
     assert where(site) == expected(marked_line(scenario), scenario.__qualname__, call, kind)
+
+
+def truth_test_code(scenario):
+    """The code object (the scenario's own or one nested in it: a
+    comprehension, generator expression or lambda, as this Python compiles
+    it) holding a truth-testing instruction on the `# site` line, read with
+    dis; asserts there is exactly one such code."""
+    import dis
+
+    line = marked_line(scenario)
+    tests = ("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+             "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE",
+             "JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP", "UNARY_NOT", "TO_BOOL")
+    found, todo = [], [scenario.__code__]
+    while todo:
+        code = todo.pop()
+        todo += [c for c in code.co_consts if hasattr(c, "co_code")]
+        if any(i.opname in tests and i.positions.lineno == line for i in dis.get_instructions(code)):
+            found.append(code)
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.parametrize("scenario, tested", TRUTH_TEST_CASES,
+                         ids=[c[0].__name__.removeprefix("sync_") for c in TRUTH_TEST_CASES])
+def test_truth_test_in_a_comprehension_lambda_or_of_a_call_is_kind_bool(scenario, tested):
+    """The truth test of a tensor in a comprehension's or generator
+    expression's `if`, a lambda, or of a call's result (`if t.any():`) is
+    kind bool, whatever source position this Python gives the instruction
+    (3.11: the whole comprehension; 3.12: the call): the kind is read from
+    the instruction itself.  The site's function is the code object that
+    holds the test on this Python (comprehensions are inlined from 3.12)."""
+    site = run_scenario(scenario)
+    code = truth_test_code(scenario)
+    assert where(site) == expected(marked_line(scenario), code.co_qualname, tested, "bool")
 
 
 def test_multi_line_call_is_reported_at_its_first_line():

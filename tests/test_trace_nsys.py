@@ -312,3 +312,41 @@ def test_gpu_facts_that_cannot_be_used_leave_fill_unknown(tmp_path):
     assert summary["trace"]["device_facts_not_understood"] == 2
     assert summary["gpu"]["fill_pct"] is None and summary["gpu"]["fill_known_pct"] == 0.0
     assert summary["trace"]["kernel_geometry"]["missing"] == 0  # the kernels have their grids
+
+
+@pytest.mark.parametrize("table, column, value, shown", [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "start", "12:00", "a text value ('12:00')"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "end", 1.5, "a real value (1.5)"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName", "gemm", "a text value ('gemm')"),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId", b"\x01", "a blob value (X'01')"),
+    ("StringIds", "value", b"\xff", "a blob value (X'FF')"),
+    ("NVTX_EVENTS", "eventType", "push", "a text value ('push')"),
+])
+def test_a_value_of_another_type_is_a_trace_error_naming_its_column(tmp_path, table, column,
+                                                                    value, shown):
+    """Text, reals or blobs where the reader wants integers (times, ids, the
+    id of a name) or text (a name): a TraceError naming the file, the table,
+    the column and the value, never a TypeError from inside."""
+    ex = seed_style_export(tmp_path / "r.sqlite", steps=1)
+    ex.db.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = 1", (value,))
+    ex.close()
+    with pytest.raises(loopscope.TraceError) as info:
+        loopscope.analyze(ex.path)
+    assert str(info.value) == (
+        f"{ex.path}: table {table} column {column} holds {shown} where "
+        f"{'text' if column == 'value' else 'an integer'} is expected: not an Nsight Systems "
+        "export loopscope can read")
+
+
+def test_a_time_beyond_the_records_is_skipped_and_counted(tmp_path):
+    """A kernel ending 2**62 ns after zero cannot be held (times stay within
+    2**61 ns): it is skipped and counted under its class, not lost."""
+    ex = Export(tmp_path / "k.sqlite", tables={"StringIds", "META_DATA_EXPORT",
+                                               "CUPTI_ACTIVITY_KIND_KERNEL"})
+    for i, (a, b) in enumerate([(1_000, 2_000), (2_500, 2**62), (90_000, 91_000)]):
+        ex.kernel(a, b, i + 1)
+    ex.close()
+    summary = loopscope.analyze(ex.path)
+    assert summary["gpu"]["kernels"] == 2
+    assert summary["trace"]["skipped"] == {"kernel": 1}
+    assert "2**61" in summary["trace"]["skip_reasons"]["kernel"]

@@ -267,3 +267,46 @@ def test_two_threads_waiting_for_one_capture_both_get_it_whole():
     for t in threads:
         t.join(timeout=30)
     assert seen == [1, 1, 1, 1]
+
+
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("reused", [False, True])
+def test_a_profile_that_ends_before_sampling_begins_says_why_truly(test_clock, reused):
+    """Sampling that begins after the profile's end (its set-up, 5 ms here,
+    outlasts a profile of a few clock reads): the reason names the first
+    set-up in the process only when the sampler was set up now; a sampler
+    set up by an earlier profile that started late says when it began and
+    how long the profile lasted."""
+    setup_ns = 5_000_000
+    # the one sample comes once sampling has begun, after the profile
+    _core._fake_samples([sample(6_000_000, 6_100_000, sm=40)], 1, 100_000, setup_ns, reused)
+    test_clock.set(1_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
+        with prof.step():
+            pass
+    info = prof._capture.info()
+    lasted_ms = (info["stop_ns"] - info["start_ns"]) / 1e6
+    assert lasted_ms < setup_ns / 1e6
+    reason = prof.summary()["metrics_error"]
+    if reused:
+        assert reason == (
+            f"PM sampling began {setup_ns / 1e6:.3f} ms after the profile started, after its end "
+            f"(it lasted {lasted_ms:.3f} ms): the sampler, set up by an earlier profile, is "
+            "started on loopscope's worker thread, so no sample covers a profile this short")
+    else:
+        assert reason == (
+            f"PM sampling was still being set up when the profile ended (the first use in a "
+            f"process sets it up on loopscope's worker thread: {setup_ns / 1e6:.0f} ms here), so "
+            "no sample covers this profile; the next profiles reuse the set-up")
+
+
+@pytest.mark.fake_sampler
+def test_a_profile_longer_than_the_set_up_has_its_samples(test_clock):
+    """The same set-up inside a longer profile: sampled, no reason given."""
+    _core._fake_samples([sample(1_000_000, 1_050_000, sm=40)], 1, 100_000, 50_000, True)
+    test_clock.set(1_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
+        with prof.step():
+            pass
+    summary = prof.summary()
+    assert summary["metrics_error"] is None and summary["sm"]["active_pct"] == 40.0

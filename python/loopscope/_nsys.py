@@ -15,7 +15,18 @@ when it has rows, and the summary names those that were missing):
   TARGET_INFO_GPU                                  device names; smCount,
       maxWarpsPerSm x threadsPerWarp, maxBlocksPerSm, maxRegistersPerSm,
       maxShmemPerSm: what a kernel's fill is judged against
-  META_DATA_EXPORT                                 EXPORT_SCHEMA_VERSION"""
+  META_DATA_EXPORT                                 EXPORT_SCHEMA_VERSION
+
+SQLite keeps whatever a row holds, whatever the column's declared type: a
+value of another type (text or a real where an integer id or time belongs,
+a blob where a name belongs) in a column read for times, ids, names, kinds
+or metric values is a TraceError naming the file, the table, the column and
+the value; the rows are not checked up front (that would be a second pass
+over every table) but when the C reader refuses one, or, for an id column
+that only joins a name, through a marker the query puts in the row.  A
+kernel's launch geometry and a device's SM figures that are not integers
+are counted as unusable instead (summary["trace"]["kernel_geometry"],
+"device_facts_not_understood"): the kernel or device is still read."""
 from __future__ import annotations
 
 import sqlite3
@@ -50,6 +61,15 @@ SHARED = ("staticSharedMemory", "dynamicSharedMemory")
 DEVICE_FACTS = ("smCount", "maxWarpsPerSm", "maxBlocksPerSm", "maxRegistersPerSm",
                 "maxShmemPerSm")
 WARP = 32  # threads per warp where the table does not say
+# SQLite storage classes a column read here may hold (typeof())
+Classes = tuple[str, ...]
+INTEGER: Classes = ("integer", "null")
+TEXT: Classes = ("text", "null")
+NUMBER: Classes = ("integer", "real", "null")
+EXPECTED = {INTEGER: "an integer", TEXT: "text", NUMBER: "a number"}
+# A row item no reader takes (a blob where an int or a str belongs): put in
+# a row when a column that is not itself an item holds a wrong-typed value.
+MARKER = "X''"
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -71,19 +91,54 @@ class _Reader:
         return have
 
     def name(self, expr: str) -> tuple[str, str]:
-        """(select expression, join clause) for a StringIds id column."""
+        """(select expression, join clause) for a StringIds id column; an id
+        that is not an integer gives the marker (see pump)."""
         if not self.strings:
             return "NULL", ""
-        return "s.value", f" LEFT JOIN StringIds s ON s.id = {expr}"
+        return (f"CASE WHEN typeof({expr}) IN {INTEGER} THEN s.value ELSE {MARKER} END",
+                f" LEFT JOIN StringIds s ON s.id = {expr}")
 
-    def pump(self, kind: str, sql: str) -> int:
+    def pump(self, kind: str, sql: str, checks: list[tuple[str, str, Classes]]) -> int:
+        """Rows of `sql` into the C reader.  `checks`: (table, column,
+        storage classes) of every column the rows are made of; when the C
+        reader refuses a row for an item's type, the first value of another
+        class among them is the TraceError."""
         cur = self.db.execute(sql)
         n = 0
         while True:
             rows = cur.fetchmany(BATCH)
             if not rows:
                 return n
-            n += _core._trace_add(self.reader, kind, rows)
+            try:
+                n += _core._trace_add(self.reader, kind, rows)
+            except TypeError:
+                self.wrong_type(checks)
+                raise  # no value of another class: not the file's fault
+
+    def wrong_type(self, checks: list[tuple[str, str, Classes]]) -> None:
+        """Raises TraceError for the first value in `checks`' columns whose
+        storage class is not one of the column's; returns if none is."""
+        for table, column, classes in checks:
+            row = self.db.execute(
+                f'SELECT typeof("{column}"), CAST(quote("{column}") AS BLOB) FROM "{table}" '
+                f'WHERE typeof("{column}") NOT IN {classes} LIMIT 1').fetchone()
+            if row is not None:  # shown on one line, whatever bytes it holds
+                shown = row[1][:40].decode("utf-8", "replace").encode("unicode_escape").decode()
+                shown += "..." if len(row[1]) > 40 else ""
+                article = "an" if row[0][0] in "aeiou" else "a"
+                raise fail(self.path, f"table {table} column {column} holds {article} {row[0]} value "
+                                      f"({shown}) where {EXPECTED[classes]} is expected: not an "
+                                      "Nsight Systems export loopscope can read")
+
+    def string_checks(self) -> list[tuple[str, str, Classes]]:
+        return [("StringIds", "value", TEXT)] if self.strings else []
+
+    def op_checks(self, table: str, more: list[str],
+                  strings: bool = True) -> list[tuple[str, str, Classes]]:
+        """The checks of a GPU operation table's rows: its times and ids,
+        `more` columns (a name id when strings), StringIds."""
+        cols = ["start", "end", "deviceId", "streamId", "correlationId"] + more
+        return [(table, c, INTEGER) for c in cols] + (self.string_checks() if strings else [])
 
     def ops(self) -> None:
         t = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -98,22 +153,28 @@ class _Reader:
             geometry.append(f"CASE WHEN {shared[0]} < 0 OR {shared[1]} < 0 THEN -1 ELSE "
                             f"{shared[0]} + {shared[1]} END" if len(shared) == 2 else "NULL")
             self.pump("kernel", f"SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, "
-                                f"{sel}, NULL, NULL, NULL, {', '.join(geometry)} FROM {t} k{join}")
+                                f"{sel}, NULL, NULL, NULL, {', '.join(geometry)} FROM {t} k{join}",
+                      self.op_checks(t, [col] if col else []))
         t = "CUPTI_ACTIVITY_KIND_MEMCPY"
         if t in self.tables:
             have = self.need(t, "start", "end", "deviceId", "streamId", "correlationId")
             nbytes = "bytes" if "bytes" in have else "NULL"
             kind = "copyKind" if "copyKind" in have else "NULL"
-            host = ("CASE WHEN srcKind IN (1, 2) THEN srcKind WHEN dstKind IN (1, 2) THEN dstKind "
-                    "ELSE 0 END") if {"srcKind", "dstKind"} <= have else "NULL"
+            sides = ["srcKind", "dstKind"] if {"srcKind", "dstKind"} <= have else []
+            host = (f"CASE WHEN typeof(srcKind) NOT IN {INTEGER} OR typeof(dstKind) NOT IN "
+                    f"{INTEGER} THEN {MARKER} WHEN srcKind IN (1, 2) THEN srcKind "
+                    "WHEN dstKind IN (1, 2) THEN dstKind ELSE 0 END") if sides else "NULL"
             self.pump("memcpy", f"SELECT start, end, deviceId, streamId, correlationId, NULL, "
-                                f"{nbytes}, {kind}, {host} FROM {t}")
+                                f"{nbytes}, {kind}, {host} FROM {t}",
+                      self.op_checks(t, [c for c in ("bytes", "copyKind") if c in have] + sides,
+                                     strings=False))
         t = "CUPTI_ACTIVITY_KIND_MEMSET"
         if t in self.tables:
             have = self.need(t, "start", "end", "deviceId", "streamId", "correlationId")
             nbytes = "bytes" if "bytes" in have else "NULL"
             self.pump("memset", f"SELECT start, end, deviceId, streamId, correlationId, NULL, "
-                                f"{nbytes}, NULL, NULL FROM {t}")
+                                f"{nbytes}, NULL, NULL FROM {t}",
+                      self.op_checks(t, ["bytes"] if "bytes" in have else [], strings=False))
 
     def apis(self) -> None:
         for t, kind in (("CUPTI_ACTIVITY_KIND_RUNTIME", "runtime"),
@@ -122,12 +183,15 @@ class _Reader:
                 self.need(t, "start", "end", "globalTid", "correlationId", "nameId")
                 sel, join = self.name("a.nameId")
                 self.pump(kind, f"SELECT a.start, a.end, a.globalTid, a.correlationId, {sel} "
-                                f"FROM {t} a{join}")
+                                f"FROM {t} a{join}",
+                          [(t, c, INTEGER) for c in ("start", "end", "globalTid", "correlationId",
+                                                     "nameId")] + self.string_checks())
         t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
         if t in self.tables:
             have = self.need(t, "start", "end")
             cols = [c if c in have else "NULL" for c in ("streamId", "correlationId", "syncType")]
-            self.pump("sync", f"SELECT start, end, {', '.join(cols)} FROM {t}")
+            self.pump("sync", f"SELECT start, end, {', '.join(cols)} FROM {t}",
+                      [(t, c, INTEGER) for c in ["start", "end"] + cols if c != "NULL"])
 
     def ranges(self) -> None:
         t = "NVTX_EVENTS"
@@ -140,15 +204,26 @@ class _Reader:
         else:
             sel, join = text, ""
         types = ", ".join(map(str, NVTX_RANGES))
-        self.pump("range", f"SELECT n.start, n.end, n.globalTid, {sel} FROM {t} n{join} "
-                           f"WHERE n.eventType IN ({types})")
+        # an eventType of another class is no event type: the row comes
+        # with the marker for its start
+        start = f"CASE WHEN typeof(n.eventType) IN {INTEGER} THEN n.start ELSE {MARKER} END"
+        checks = [(t, c, INTEGER) for c in ("eventType", "start", "end", "globalTid")]
+        checks += [(t, "text", TEXT)] if "text" in have else []
+        if "textId" in have and self.strings:
+            sel = (f"CASE WHEN typeof(n.textId) IN {INTEGER} THEN {sel} ELSE {MARKER} END")
+            checks += [(t, "textId", INTEGER)] + self.string_checks()
+        self.pump("range", f"SELECT {start}, n.end, n.globalTid, {sel} FROM {t} n{join} "
+                           f"WHERE n.eventType IN ({types}) OR typeof(n.eventType) NOT IN {INTEGER}",
+                  checks)
 
     def metrics(self, device_of) -> None:
         if not {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"} <= self.tables:
             return
         self.need("GPU_METRICS", "timestamp", "typeId", "metricId", "value")
         info = self.need("TARGET_INFO_GPU_METRICS", "metricId", "metricName")
-        on = "t.metricId = m.metricId" + (" AND t.typeId = m.typeId" if "typeId" in info else "")
+        # a typeId of another class joins (its row is then refused by name)
+        on = "t.metricId = m.metricId" + (f" AND (t.typeId = m.typeId OR typeof(m.typeId) NOT IN "
+                                          f"{INTEGER})" if "typeId" in info else "")
         names = {row[0]: row[1] for row in self.db.execute(
             "SELECT DISTINCT metricId, metricName FROM TARGET_INFO_GPU_METRICS")}
         wanted = {}
@@ -163,17 +238,28 @@ class _Reader:
         dram = [i for i, n in names.items() if str(n).split(" [")[0].strip() in DRAM_PARTS]
         if dram:
             marks = ", ".join("?" * len(dram))
+            # a value of another class makes the sum's row a marker: SUM
+            # would take text as 0
             rows = self.db.execute(
-                f"SELECT m.timestamp, m.typeId, SUM(m.value) FROM GPU_METRICS m JOIN "
+                f"SELECT m.timestamp, m.typeId, CASE WHEN MAX(typeof(m.value) NOT IN {NUMBER}) "
+                f"THEN {MARKER} ELSE SUM(m.value) END FROM GPU_METRICS m JOIN "
                 f"TARGET_INFO_GPU_METRICS t ON {on} WHERE m.metricId IN ({marks}) "
                 f"GROUP BY m.timestamp, m.typeId", dram)
             self._points(rows, "dram_throughput_pct", device_of)
 
     def _points(self, cursor, figure: str, device_of) -> None:
+        checks = [("GPU_METRICS", "timestamp", INTEGER), ("GPU_METRICS", "typeId", INTEGER),
+                  ("GPU_METRICS", "value", NUMBER)]
         while True:
             rows = cursor.fetchmany(BATCH)
             if not rows:
                 return
+            for ts, type_id, value in rows:
+                if not (_int_or_none(ts) and _int_or_none(type_id) and (
+                        value is None or _int_or_none(value) or isinstance(value, float))):
+                    self.wrong_type(checks)
+                    raise fail(self.path, f"GPU_METRICS holds a row loopscope cannot read "
+                                          f"({ts!r:.40}, {type_id!r:.40}, {value!r:.40})")
             _core._trace_add(self.reader, "point", [
                 (ts, device_of(type_id), f"{type_id}|{figure}", figure, float(value))
                 for ts, type_id, value in rows if ts is not None and value is not None])
@@ -250,6 +336,10 @@ def read(reader, path: Path) -> dict[str, Any]:
         raise fail(path, f"cannot be read as SQLite ({error})") from None
     finally:
         db.close()
+
+
+def _int_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _int_or_bad(column: str) -> str:

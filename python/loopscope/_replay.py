@@ -136,7 +136,16 @@ def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
     summary["cupti_note"] = recorded["cupti_note"]
     summary["dropped_records"] = recorded["dropped_records"]
     # the recorded costs; a figure the recording lacks keeps the replay's own
-    summary["overhead"] = {**summary["overhead"], **recorded["overhead"]}
+    replayed = summary["overhead"]
+    summary["overhead"] = {**replayed, **recorded["overhead"]}
+    # What the replay's finish left out as begun after the recorded stop (a
+    # stop_ns earlier than some records: damaged) is counted on top of what
+    # the live finish left out, where a live profile counts it; a recorded
+    # count that is no count is replaced by the replay's own.
+    for key in ("ops_after_stop", "records_after_stop"):
+        was = recorded["overhead"].get(key)
+        live = was if isinstance(was, int) and not isinstance(was, bool) and was >= 0 else 0
+        summary["overhead"][key] = live + replayed[key]
     if summary["gpu"] is not None:
         summary["gpu"]["device"] = meta["device"]
         for d in summary["gpu"]["devices"]:

@@ -83,6 +83,9 @@ class Frame:
     end_line: int
     col: int
     end_col: int
+    # the frame's instruction tests an object's truth (read from its
+    # bytecode when captured; False where unknown: trace files)
+    truth_test: bool = False
 
     @classmethod
     def of(cls, raw: Iterable[Any]) -> "Frame":
@@ -202,6 +205,16 @@ def _truth_test(node: ast.AST | None) -> ast.expr | None:
     return None
 
 
+def _comprehension_test(node: ast.AST | None) -> ast.expr | None:
+    """The `if` of a comprehension or generator expression whose position
+    is the whole comprehension (3.11 gives its tests that position), when it
+    has one `if`; with more, which one tested cannot be told: None."""
+    if not isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+        return None
+    tests = [test for generator in node.generators for test in generator.ifs]
+    return tests[0] if len(tests) == 1 else None
+
+
 def _torch_kind(frames: list[Frame]) -> str | None:
     """Kind from torch's own Python frames, innermost first."""
     for f in frames:
@@ -288,13 +301,14 @@ class Resolver:
         if user is None:
             return Site(None, None, None, None, None, class_kind)
         node, parent = self._sources.node_at(user)
-        kind = _torch_kind(frames) or _call_kind(node, parent)
+        kind = (_torch_kind(frames) or ("bool" if user is frames[0] and user.truth_test else None)
+                or _call_kind(node, parent))
         if kind is None:
             kind = class_kind
         lines = self._sources.lines(user.file) if user.file else []
         code = lines[user.line - 1].strip() if 0 < user.line <= len(lines) else None
         call_frame = user
-        tested = _truth_test(node) if kind == "bool" else None
+        tested = (_truth_test(node) or _comprehension_test(node)) if kind == "bool" else None
         if tested is not None:  # show the tested expression, not the whole statement
             call_frame = Frame(user.file, user.function, user.first_line, tested.lineno,
                                tested.end_lineno or tested.lineno, tested.col_offset,

@@ -1,7 +1,8 @@
 """Property-based tests (hypothesis) over every reader of outside data that
 exists now: the test hooks (_core._inject, _core._inject_calls, also inside
-strict mode), the recording reader (_recording.load / replay), the budget and
-pytest-marker parsing, and the command line's arguments.
+strict mode), the recording reader (_recording.load / replay), the Nsight
+Systems SQLite reader (values of any type in the columns it reads), the
+budget and pytest-marker parsing, and the command line's arguments.
 
 Random and mutated input must give a clear error of the documented type (its
 message names the hook, record or option), or a correct summary: strict JSON,
@@ -18,8 +19,10 @@ import contextlib
 import copy
 import gzip
 import io
+import itertools
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 import textwrap
@@ -262,20 +265,66 @@ def replay_or_refuse(data):
     finally:
         no_profile_left()
     summary = strict_views(prof)
+    late = ops_after_stop(data, prof.capture.info()["stop_ns"] - data["profile"]["start_ns"])
     kinds = data["ops"].get("kind", [])  # absent: accepted only with no op rows at all
-    expected = [sum(k == n for k in kinds) for n in range(3)]
+    expected = [sum(k == n for i, k in enumerate(kinds) if i not in late) for n in range(3)]
     gpu = summary["gpu"]
     if gpu is None:
         assert sum(expected) == 0
     else:
         assert [gpu["kernels"], gpu["memcpys"], gpu["memsets"]] == expected
+    # every op row is counted: in the GPU figures or as begun after the stop
+    was = data["profile"]["overhead"].get("ops_after_stop")
+    recorded = was if isinstance(was, int) and not isinstance(was, bool) and was >= 0 else 0
+    assert summary["overhead"]["ops_after_stop"] == recorded + len(late)
     return summary
+
+
+def ops_after_stop(data, stop) -> set[int]:
+    """Indices of the op rows a finish leaves out of a replay stopped at
+    `stop` (ns after the recording's start): begun after it, and their
+    correlation id only on launch records begun after it (the replay is not
+    traced, so an op with no launch record stays).  Plain Python over the
+    delta-encoded columns."""
+    def undelta(values):
+        return list(itertools.accumulate(values))
+
+    ops, apis = data["ops"], data["apis"]
+    op_starts, op_corrs = undelta(ops.get("start", [])), undelta(ops.get("correlation", []))
+    api_starts, api_corrs = undelta(apis.get("start", [])), undelta(apis.get("correlation", []))
+    kept = {c for t, c in zip(api_starts, api_corrs) if t <= stop}
+    late = {c for t, c in zip(api_starts, api_corrs) if t > stop} - kept
+    return {i for i, (t, c) in enumerate(zip(op_starts, op_corrs)) if t > stop and c in late}
 
 
 def test_the_seed_recording_replays_to_its_summary():
     summary = replay_or_refuse(seed())
     assert [s["name"] for s in summary["steps"]] == ["Step_0", "Step_1"]
     assert summary["gpu"]["kernels"] == 2
+
+
+@pytest.mark.parametrize("stop_ns", [0, 2_000, 5_000, 10**9])
+def test_a_recording_stopped_before_its_launches_counts_the_ops_left_out(stop_ns):
+    """A damaged stop_ns (0, or earlier than some launches): the replay's
+    finish leaves out the ops launched after it, as a live one does, and
+    counts them in overhead.ops_after_stop on top of the recorded count."""
+    data = seed()
+    data["profile"]["stop_ns"] = stop_ns
+    base = data["profile"]["start_ns"]
+    # the seed's launch records (start, correlation) and ops (kind, start,
+    # correlation), in ns after its start, as _seed_recording injects them
+    launches = [(1_002_100 - base, 1), (1_005_100 - base, 3)]
+    ops = [("kernel", 1_010_000 - base, 1), ("kernel", 1_042_000 - base, 2),
+           ("memcpy", 1_200_000 - base, 3)]
+    summary = replay_or_refuse(data)
+    launched_after = {c for t, c in launches if t > stop_ns}
+    left_out = [k for k, t, c in ops if t > stop_ns and c in launched_after]
+    kept = [k for k, t, c in ops if not (t > stop_ns and c in launched_after)]
+    assert summary["overhead"]["ops_after_stop"] == len(left_out)
+    assert (summary["gpu"]["kernels"], summary["gpu"]["memcpys"]) == (
+        kept.count("kernel"), kept.count("memcpy"))
+    if stop_ns == 0:
+        assert len(left_out) == 2  # the launched kernel and the copy; the unlaunched one stays
 
 
 @given(mutated_recordings())
@@ -310,6 +359,149 @@ def test_load_of_damaged_bytes_is_refused_or_read(data):
             assert str(error)
             return
     replay_or_refuse(loaded)
+
+
+# ---------------------------------------------------------------------------
+# The Nsight Systems SQLite reader: values of another type in its columns
+
+# (table, column, what it must hold) of every column the reader reads that a
+# mutation may change; "int" columns take integers or NULL, "text" text or
+# NULL, "number" integers, reals or NULL
+NSYS_COLUMNS = (
+    [("CUPTI_ACTIVITY_KIND_KERNEL", c, "int") for c in
+     ("start", "end", "deviceId", "streamId", "correlationId", "demangledName")]
+    + [("CUPTI_ACTIVITY_KIND_MEMCPY", c, "int") for c in
+       ("start", "end", "deviceId", "streamId", "correlationId", "bytes", "copyKind", "srcKind",
+        "dstKind")]
+    + [("CUPTI_ACTIVITY_KIND_MEMSET", c, "int") for c in
+       ("start", "end", "deviceId", "streamId", "correlationId", "bytes")]
+    + [("CUPTI_ACTIVITY_KIND_RUNTIME", c, "int") for c in
+       ("start", "end", "globalTid", "correlationId", "nameId")]
+    + [("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", c, "int") for c in
+       ("start", "end", "streamId", "correlationId", "syncType")]
+    + [("NVTX_EVENTS", c, "int") for c in ("start", "end", "eventType", "globalTid", "textId")]
+    + [("NVTX_EVENTS", "text", "text"), ("StringIds", "value", "text"),
+       ("GPU_METRICS", "timestamp", "int"), ("GPU_METRICS", "typeId", "int"),
+       ("GPU_METRICS", "value", "number")])
+NSYS_VALUES = st.one_of(
+    st.sampled_from(["abc", "", "1.5e3", "12", 1.5, 2.0, -0.25, b"", b"\x01\xff", None, 0, 1, 7,
+                     59, 70_000, 2**32, 2**63 - 1]),
+    st.integers(0, 2**40), st.floats(allow_nan=False), st.text(max_size=4),
+    st.binary(max_size=3))
+
+
+def _nsys_seed(path) -> None:
+    """A small export with a row in every table the reader reads."""
+    from test_trace_nsys import seed_style_export
+
+    ex = seed_style_export(path, steps=1, layers=1)
+    ex.db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES "
+                  "(900000, 901000, 0, 1, 7, 40, 1, 4096, 2, 1, 0, 0)")
+    ex.db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES "
+                  "(902000, 903000, 0, 1, 7, 41, 1, 0, 4096, 0)")
+    ex.db.execute("INSERT INTO TARGET_INFO_GPU_METRICS VALUES ('GH100', 0, 0, 1, "
+                  "'SMs Active [Throughput %]')")
+    ex.db.execute("INSERT INTO TARGET_INFO_GPU_METRICS VALUES ('GH100', 0, 0, 2, "
+                  "'DRAM Read Bandwidth [Throughput %]')")
+    for i in range(3):
+        for metric in (1, 2):
+            ex.db.execute("INSERT INTO GPU_METRICS VALUES (?, 0, ?, ?)",
+                          (1_000_000 + 50_000 * i, metric, 10 * (i + metric)))
+    ex.close()
+
+
+_NSYS_SEED: bytes | None = None
+
+
+def _fits(value, what: str) -> bool:
+    """Does a value read back with Python's sqlite3 hold what its column must?"""
+    if value is None:
+        return True
+    if what == "text":
+        return isinstance(value, str)
+    return isinstance(value, int) or (what == "number" and isinstance(value, float))
+
+
+def _nsys_expected(path):
+    """([(table, column) of the columns read that hold a value of another
+    type], GPU op counts {kind: n}: rows with both times, 2**61 ns from zero
+    at most, and a device and stream id) by plain sqlite3 over the export."""
+    db = sqlite3.connect(path)
+    try:
+        def rows(table, *cols):
+            return db.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
+
+        # the rows the reader reads: NVTX ranges are eventType 59/60 (or a value
+        # of another type, which is itself the error); names only of ids in use
+        used_ids = set()
+        for table, col in (("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
+                           ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId")):
+            used_ids |= {v for (v,) in rows(table, col) if isinstance(v, int)}
+        used_ids |= {i for e, t, i in rows("NVTX_EVENTS", "eventType", "text", "textId")
+                     if t is None and isinstance(i, int) and (not isinstance(e, int) or e in (59, 60))}
+        wrong = []
+        for table, col, what in NSYS_COLUMNS:
+            if table == "StringIds":
+                values = [v for i, v in rows(table, "id", col) if i in used_ids]
+            elif table == "NVTX_EVENTS":
+                values = [v for e, v in rows(table, "eventType", col)
+                          if not isinstance(e, int) or e in (59, 60) or col == "eventType"]
+            else:
+                values = [v for (v,) in rows(table, col)]
+            if not all(_fits(v, what) for v in values):
+                wrong.append((table, col))
+        counts = {}
+        if wrong:  # no summary to count for
+            return wrong, counts
+        for kind in ("KERNEL", "MEMCPY", "MEMSET"):
+            counts[kind] = sum(
+                1 for a, b, dev, stream in rows(f"CUPTI_ACTIVITY_KIND_{kind}", "start", "end",
+                                                "deviceId", "streamId")
+                if a is not None and b is not None and -2**61 < a <= b < 2**61 and dev is not None
+                and 0 <= dev <= 0xFFFF and stream is not None and 0 <= stream < 2**32)
+        return wrong, counts
+    finally:
+        db.close()
+
+
+@given(st.lists(st.tuples(st.sampled_from(NSYS_COLUMNS), st.integers(1, 8), NSYS_VALUES),
+                min_size=1, max_size=3))
+def test_nsys_export_with_values_of_any_type_is_refused_by_name_or_right(changes):
+    """Any value in any column the Nsight Systems reader reads: a TraceError
+    naming the file, table and column of a value of another type, or a
+    summary whose op counts match a plain count of the rows."""
+    global _NSYS_SEED
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "r.sqlite")
+        if _NSYS_SEED is None:
+            _nsys_seed(path)
+            with open(path, "rb") as f:
+                _NSYS_SEED = f.read()
+        with open(path, "wb") as f:
+            f.write(_NSYS_SEED)
+        db = sqlite3.connect(path)
+        for (table, col, _), row, value in changes:
+            try:
+                db.execute(f"UPDATE {table} SET {col} = ? WHERE rowid = ?", (value, row))
+            except sqlite3.IntegrityError:  # NOT NULL: this change cannot be made
+                pass
+        db.commit()
+        db.close()
+        wrong, counts = _nsys_expected(path)
+        try:
+            summary = loopscope.analyze(path, progress=False)
+        except loopscope.TraceError as error:
+            message = str(error)
+            assert "\n" not in message and path in message
+            assert wrong, message
+            assert any(f"table {t} column {c} holds" in message for t, c in wrong), (message, wrong)
+            return
+        assert not wrong, wrong
+        json.loads(json.dumps(summary, allow_nan=False))
+        gpu = summary["gpu"]
+        got = {"KERNEL": 0, "MEMCPY": 0, "MEMSET": 0} if gpu is None else {
+            "KERNEL": gpu["kernels"], "MEMCPY": gpu["memcpys"], "MEMSET": gpu["memsets"]}
+        assert got == counts
 
 
 # ---------------------------------------------------------------------------

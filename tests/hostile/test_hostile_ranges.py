@@ -127,6 +127,40 @@ def test_3_deep_nesting_has_no_fixed_depth(test_clock, depth):
     assert _core._open_ranges() == 0
 
 
+def test_3c_deep_chain_with_kernels_counts_each_kernel_once_per_name(test_clock):
+    """5,000 nested ranges whose names cycle over three (each name's group
+    holds a third of the chain), kernels launched at a few levels: every
+    name's count, kernels, GPU time and host time are those plain Python
+    finds (a kernel counts once for a name however many of its ranges hold
+    it).  The attribution walks each kernel's chain once (it walked the
+    chain below each range of it again: cubic in the depth; timing in
+    benchmarks/bench_nested_ranges.py)."""
+    depth, names = 5_000, ("attn", "mlp", "norm")
+    levels = [0, 1, 2, 3, 1_000, 2_501, depth - 1]  # a kernel launched right after each enter
+    ranges = [loopscope.range(names[i % 3]) for i in range(depth)]
+    t = test_clock.at
+    with loopscope.profile() as prof:
+        with prof.step():                           # read 1 .. 2 * depth + 2
+            for r in ranges:                        # level i entered at read 2 + i
+                r.__enter__()
+            for r in reversed(ranges):              # level i left at read 2 * depth + 1 - i
+                r.__exit__(None, None, None)
+        _core._inject("api", [(t(2 + i) + 100, t(2 + i) + 200, k + 1)
+                              for k, i in enumerate(levels)])
+        _core._inject("kernel", [(10**9 + 10_000 * k, 10**9 + 10_000 * k + 1_000, 0, 7, k + 1, "k")
+                                 for k in range(len(levels))])
+    got = {r["name"]: r for r in prof.summary()["ranges"]}
+    assert set(got) == set(names)
+    for first, name in enumerate(names):            # the name's outermost level is `first`
+        mine = range(first, depth, 3)
+        kernels = sum(1 for i in levels if i >= first)
+        assert (got[name]["count"], got[name]["kernels"]) == (len(mine), kernels)
+        assert got[name]["gpu_ms"] == pytest.approx(kernels * 0.001, abs=1e-9)
+        assert got[name]["host_ms"] == pytest.approx(
+            sum(2 * depth - 1 - 2 * j for j in mine) / 1_000, abs=1e-9)
+        assert got[name]["depth"] == first
+
+
 def test_3b_threads_that_end_with_ranges_open(test_clock):
     """Worker threads that end with ranges still open (no exit ever comes):
     each thread's stack goes with it, the ranges are closed by the stop and

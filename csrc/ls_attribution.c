@@ -7,6 +7,7 @@
 
 #include "ls_ids.h"
 #include "ls_names.h"
+#include "ls_radix.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -94,14 +95,19 @@ static int compare_events(const void *pa, const void *pb)
     return (a->order > b->order) - (a->order < b->order);
 }
 
-/* qsort by compare_events, skipped when in order already. */
+static void event_fields(const void *item, uint64_t out[3])
+{
+    const ls_event *ev = item;
+    out[0] = ev->t;
+    out[1] = ev->kind;
+    out[2] = ev->order;
+}
+
+/* Sorts events by compare_events (ls_radix: nothing to do when in order
+ * already, a few linear passes when not). */
 static void sort_events(ls_event *events, size_t n)
 {
-    for (size_t i = 1; i < n; i++)
-        if (compare_events(&events[i - 1], &events[i]) > 0) {
-            qsort(events, n, sizeof *events, compare_events);
-            return;
-        }
+    ls_radix_sort_items(events, sizeof *events, n, event_fields, compare_events);
 }
 
 /* A max-heap of ranges by (start, index): the one that began last on top. */

@@ -18,6 +18,8 @@ import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import loopscope
 from loopscope import _core
@@ -210,3 +212,94 @@ def test_a_line_of_one_ns_has_its_busy_share():
     assert (empty["gaps"]["busy_ms"], empty["gaps"]["busy_pct"]) == (0.0, None)
     assert (s["gaps"]["busy_ms"], s["gaps"]["busy_pct"]) == (1e-06, 100.0)
     assert (s["gpu"]["span_ms"], s["gpu"]["busy_pct"]) == (1e-06, 100.0)
+
+
+# -- the radix sorts (csrc/ls_radix.c) ------------------------------------------
+
+_KEY = st.one_of(st.integers(0, 3), st.integers(0, 2**20),
+                 st.integers(2**63, 2**64 - 1), st.integers(0, 2**64 - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_KEY, _KEY, _KEY), max_size=300))
+def test_radix_order_is_the_sorted_order(keys):
+    """ls_radix_sort_items gives sorted()'s order, ties by position: keys
+    that pack into 64 bits, keys that do not (the runs they leave tied go
+    through qsort), repeats, and keys in order already."""
+    want = sorted(range(len(keys)), key=lambda i: (*keys[i], i))
+    assert _core._radix_order(keys) == want
+    assert _core._radix_order(sorted(keys)) == list(range(len(keys)))
+
+
+def test_radix_order_of_many_shuffled_keys():
+    """Enough keys for every byte digit to take a pass (each a bucket of its
+    own), with repeats."""
+    rng = random.Random(14)
+    keys = [(rng.randrange(3), rng.randrange(2**40), rng.randrange(50)) for _ in range(20_000)]
+    keys += keys[:500]
+    rng.shuffle(keys)
+    assert _core._radix_order(keys) == sorted(range(len(keys)), key=lambda i: (*keys[i], i))
+
+
+def streams_profile(records, shuffled: bool):
+    """One step holding `records` (start, end, device, stream), each with a
+    launch 1 us before it, injected in order or shuffled."""
+    apis = [(s - 1_000, s - 900, corr) for corr, (s, _, _, _) in enumerate(records, 1)]
+    ops = [(s, e, d, q, corr, "k") for corr, (s, e, d, q) in enumerate(records, 1)]
+    if shuffled:
+        rng = random.Random(3)
+        rng.shuffle(apis)
+        rng.shuffle(ops)
+    _core._set_test_clock(START, TICK)
+    try:
+        with loopscope.profile() as prof:
+            with prof.step():
+                for at in range(0, len(ops), 700):
+                    _core._inject("api", apis[at:at + 700])
+                    _core._inject("kernel", ops[at:at + 700])
+    finally:
+        _core._set_test_clock(0, 0)
+    return prof.summary()
+
+
+def test_shuffled_ops_on_several_devices_and_streams_with_ties():
+    """Ops of 2 devices x 3 streams, many starting at one time (ties on
+    start, some on end too): in order and shuffled agree, and each stream's
+    gaps and each device's kernels are those of a plain-Python sweep."""
+    rng = random.Random(9)
+    base = START + TICK + 10_000
+    records = []
+    for _ in range(6_000):
+        start = base + rng.randrange(200) * 1_000  # 200 distinct starts: ties
+        records.append((start, start + rng.choice((500, 800, 800)), rng.randrange(2),
+                        rng.randrange(3)))
+    records.sort()
+    in_order = streams_profile(records, shuffled=False)
+    shuffled = streams_profile(records, shuffled=True)
+    # Ops tied on (device, start, end) go by record index, which the shuffle
+    # changes: a worst gap then names another of the tied ops' streams.
+    for s in (in_order, shuffled):
+        for gap in s["gaps"]["worst"]:
+            assert gap["stream"] in {q for st_, e, d, q in records
+                                     if d == gap["device"] and e == gap["start_ns"]}
+            gap["stream"] = None
+    assert without_timing(shuffled) == without_timing(in_order)
+
+    def gaps_of(spans):  # idle stretches between the union of the spans
+        spans, count, idle, end = sorted(spans), 0, 0, None
+        for s, e in spans:
+            if end is not None and s > end:
+                count, idle = count + 1, idle + s - end
+            end = e if end is None else max(end, e)
+        return count, idle
+
+    for entry in shuffled["gaps"]["per_stream"]:
+        spans = [(s, e) for s, e, d, q in records
+                 if d == entry["device"] and q == entry["stream"]]
+        count, idle = gaps_of(spans)
+        assert (entry["gaps"]["count"], round(entry["gaps"]["idle_ms"] * 1e6)) == (count, idle)
+        assert entry["kernels"] == len(spans)
+    assert [d["kernels"] for d in shuffled["gpu"]["devices"]] == [
+        sum(1 for r in records if r[2] == d) for d in (0, 1)]
+    assert shuffled["gaps"]["count"] == sum(gaps_of([(s, e) for s, e, d, _ in records
+                                                     if d == dev])[0] for dev in (0, 1))

@@ -144,8 +144,10 @@ def add_sync_blockers(steps: list[dict[str, Any]], syncs: dict[str, Any] | None)
         entry = step.get("graph_readiness")
         if entry is None:
             continue
-        blockers = [b for b in entry["blockers"] if b["kind"] != "sync"]
         step_sites = sites_by_step.get(step["index"], [])
+        if not step_sites and not entry["blockers"]:
+            continue  # nothing to add or take out: its status stands (most of a million steps)
+        blockers = [b for b in entry["blockers"] if b["kind"] != "sync"]
         found = [_blocker("sync", None, _where(site["file"], site["line"]),
                           site.get("call") or site.get("code"),
                           None if site.get("file") else f"{site['kind']} sync")
@@ -177,7 +179,10 @@ def overview(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     status = Counter(s["graph_readiness"]["status"] for s in judged)
     by_kind = dict.fromkeys(KINDS, 0)
     for s in judged:  # one pass: a million steps are common
-        for kind in {b["kind"] for b in s["graph_readiness"]["blockers"]}:
+        blockers = s["graph_readiness"]["blockers"]
+        if not blockers:
+            continue
+        for kind in {b["kind"] for b in blockers}:
             if kind in by_kind:
                 by_kind[kind] += 1
     blocked = [s for s in judged if s["graph_readiness"]["status"] == "blocked"]

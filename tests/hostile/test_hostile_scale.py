@@ -303,3 +303,35 @@ def test_shuffled_ops_on_several_devices_and_streams_with_ties():
         sum(1 for r in records if r[2] == d) for d in (0, 1)]
     assert shuffled["gaps"]["count"] == sum(gaps_of([(s, e) for s, e, d, _ in records
                                                      if d == dev])[0] for dev in (0, 1))
+
+
+def test_summary_gives_the_collector_back_as_it_was(monkeypatch):
+    """build_summary pauses the cyclic GC while it builds (its containers
+    hold no cycle) and leaves it as it found it: on, off, or after a failure."""
+    import gc
+
+    from loopscope import _summary
+
+    prof = gpu_steps_profile(3)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        seen = []
+        real = _summary._build_summary
+        monkeypatch.setattr(_summary, "_build_summary",
+                            lambda *a: seen.append(gc.isenabled()) or real(*a))
+        assert len(prof.summary()["steps"]) == 3 and seen == [False] and gc.isenabled()
+        gc.disable()
+        _summary.build_summary(prof._capture, {}, (10.0, 100.0), 0, None)
+        assert not gc.isenabled()
+        gc.enable()
+
+        def fail(*a):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(_summary, "_build_summary", fail)
+        with pytest.raises(RuntimeError, match="boom"):
+            _summary.build_summary(None, {}, (10.0, 100.0), 0, None)
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

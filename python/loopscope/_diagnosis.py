@@ -133,12 +133,18 @@ def _verdict(busy_pct: float | None, gaps: dict[str, Any] | None,
              filled: bool = False) -> str:
     if gaps is None or busy_pct is None:
         return "NO_GPU_WORK"
-    idle = gaps["idle_ms"]
     by_cause = gaps["idle_by_cause_ms"]
-    if busy_pct < BUSY_BELOW_PCT and idle > 0:
-        if by_cause["sync"] >= CAUSE_SHARE * idle:
+    return _traced_verdict(busy_pct, gaps["idle_ms"], by_cause["sync"], by_cause["host"],
+                           sm_busy, dram_busy, filled)
+
+
+def _traced_verdict(busy_pct: float, idle_ms: float, sync_idle_ms: float, host_idle_ms: float,
+                    sm_busy: float | None, dram_busy: float | None, filled: bool) -> str:
+    """Rules 1-4 of a traced time line (the loop's, a step's) on its figures."""
+    if busy_pct < BUSY_BELOW_PCT and idle_ms > 0:
+        if sync_idle_ms >= CAUSE_SHARE * idle_ms:
             return "SYNC_BOUND"
-        if by_cause["host"] >= CAUSE_SHARE * idle:
+        if host_idle_ms >= CAUSE_SHARE * idle_ms:
             return "CPU_LAUNCH_BOUND"
         return "BALANCED"
     verdict = _counter_verdict(sm_busy, dram_busy) or "GPU_BOUND"
@@ -165,12 +171,30 @@ def diagnose_step(step: dict[str, Any]) -> str:
         share = None if step["syncs"] is None else (1.0 if step["syncs"] else 0.0)
         return _counters_only_verdict(step["gr_active_pct"], step["sm_active_busy_pct"],
                                       step["dram_busy_pct"], share)
-    if not step["kernels"] and not step["memcpys"]:
+    gaps = step["gaps"]
+    by_cause = gaps["idle_by_cause_ms"]
+    return traced_step_verdict(step["kernels"], step["memcpys"], gaps["busy_pct"],
+                               gaps["idle_ms"], by_cause["sync"], by_cause["host"],
+                               step.get("sm_active_busy_pct"), step.get("dram_busy_pct"),
+                               step.get("fill_pct"), step.get("fill_known_pct"),
+                               step.get("warp_occupancy_busy_pct"))
+
+
+def traced_step_verdict(kernels: int | None, memcpys: int | None, busy_pct: float | None,
+                        idle_ms: float, sync_idle_ms: float, host_idle_ms: float,
+                        sm_busy: float | None, dram_busy: float | None,
+                        fill_pct: float | None, fill_known_pct: float | None,
+                        warps_busy: float | None) -> str:
+    """diagnose_step of a step with a kernel trace, on its figures (the
+    summary maps it over its step columns: a million steps make no dict
+    lookups here)."""
+    if not kernels and not memcpys:
         return "NO_GPU_WORK"
-    filled = under_filled(step.get("fill_pct"), step.get("fill_known_pct"),
-                          step.get("sm_active_busy_pct"), step.get("warp_occupancy_busy_pct"))
-    return _verdict(step["gaps"]["busy_pct"], step["gaps"], step.get("sm_active_busy_pct"),
-                    step.get("dram_busy_pct"), filled)
+    if busy_pct is None:
+        return "NO_GPU_WORK"
+    filled = under_filled(fill_pct, fill_known_pct, sm_busy, warps_busy)
+    return _traced_verdict(busy_pct, idle_ms, sync_idle_ms, host_idle_ms, sm_busy, dram_busy,
+                           filled)
 
 
 def _counter_reasons(sm: dict[str, Any] | None, dram: dict[str, Any] | None) -> list[str]:

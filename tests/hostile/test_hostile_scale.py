@@ -190,6 +190,78 @@ def test_step_columns_agree_with_the_step_dicts():
     assert model.step_metrics() is None  # no samples
 
 
+def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
+    """summary["steps"] is shaped a column at a time (_steps, _step_gaps,
+    step_readiness: _core._dicts zips the columns): every step equals a dict
+    made here one step at a time from Model.steps() (the model's dict per
+    step), keys in PRODUCT's order.  601 steps: step k runs 1 + k % 3
+    kernels, so the steps of one kernel (201 of them) are the common work
+    and the rest are flagged as dynamic shapes; step 0 has no gap (all
+    busy: GPU_BOUND), every later one waits on the host (CPU_LAUNCH_BOUND)."""
+    n = 601
+    prof = gpu_steps_profile(n)
+    got = prof.summary()["steps"]
+
+    def pct(part, whole):
+        return round(100.0 * part / whole, 2) if whole > 0 else None
+
+    want = []
+    for k, m in enumerate(prof.model.steps()):
+        g, busy, ops = m["gaps"], m["busy_ns"], m["readiness"]["ops"]
+        gaps = {
+            "count": g["count"], "normal": g["normal"], "warning": g["warning"],
+            "severe": g["severe"],
+            "mean_us": round(g["total_ns"] / g["count"] / 1e3, 3) if g["count"] else 0.0,
+            "p50_us": g["p50_ns"] / 1e3, "p99_us": g["p99_ns"] / 1e3, "max_us": g["max_ns"] / 1e3,
+            "idle_ms": g["total_ns"] / 1e6, "busy_ms": busy / 1e6,
+            "busy_pct": pct(busy, busy + g["total_ns"]), "thresholds_us": [20.0, 50.0],
+            "by_cause": {"host": g["host"], "sync": g["sync"], "other": g["other"]},
+            "idle_by_cause_ms": {"host": g["host_ns"] / 1e6, "sync": g["sync_ns"] / 1e6,
+                                 "other": g["other_ns"] / 1e6},
+        }
+        blockers = [] if k % 3 == 0 else [{
+            "kind": "dynamic_shapes", "count": 1, "where": None, "code": None,
+            "text": f"{ops} GPU ops, most steps 1",
+            "why": "its kernels or their grids change from step to step (dynamic shapes)"}]
+        want.append({
+            "index": k, "name": f"Step_{k}", "host_ms": (m["end_ns"] - m["start_ns"]) / 1e6,
+            "gpu_ms": busy / 1e6, "gpu_span_ms": (m["last_ns"] - m["first_ns"]) / 1e6,
+            "kernels": 1 + k % 3, "memcpys": 0, "gaps": gaps, "syncs": None,
+            "sm_active_pct": None, "sm_active_busy_pct": None, "dram_pct": None,
+            "dram_busy_pct": None, "gr_active_pct": None, "warp_occupancy_busy_pct": None,
+            "samples": 0, "fill_pct": None, "fill_known_pct": 0.0,
+            "verdict": "GPU_BOUND" if k == 0 else "CPU_LAUNCH_BOUND",
+            "comm_ms": 0.0, "compute_ms": busy / 1e6,
+            "graph_readiness": {"status": "blocked" if blockers else "capturable",
+                                "blockers": blockers, "graph_replays": 0,
+                                "replay_host_us": None, "gpu_ops": ops},
+        })
+    assert got == want
+    assert [list(s) for s in got] == [list(s) for s in want]  # the order of the keys too
+    assert [list(s["gaps"]) for s in got] == [list(s["gaps"]) for s in want]
+    assert got[0]["gaps"]["thresholds_us"] is not got[1]["gaps"]["thresholds_us"]
+    assert got[1]["graph_readiness"]["blockers"] is not got[2]["graph_readiness"]["blockers"]
+    assert prof.summary()["graph_readiness"]["blocked"] == n - (n + 2) // 3
+
+
+def test_dicts_zips_columns_into_rows():
+    """_core._dicts: row i is {keys[j]: columns[j][i]}, each row its own dict;
+    columns of any sequence type (the model's memoryviews included)."""
+    view = memoryview(bytes(range(16))).cast("Q")
+    rows = _core._dicts(("a", "b", "c"), ([1, 2], ("x", None), view))
+    assert rows == [{"a": 1, "b": "x", "c": view[0]}, {"a": 2, "b": None, "c": view[1]}]
+    assert rows[0] is not rows[1] and list(rows[1]) == ["a", "b", "c"]
+    assert _core._dicts(("a",), ([],)) == [] and _core._dicts((), ()) == []
+    with pytest.raises(ValueError, match="1 keys but 2 columns"):
+        _core._dicts(("a",), ([1], [2]))
+    with pytest.raises(ValueError, match="column 1 has 1 items, column 0 2"):
+        _core._dicts(("a", "b"), ([1, 2], [1]))
+    with pytest.raises(TypeError, match=r"keys\[0\] is not a str"):
+        _core._dicts((1,), ([1],))
+    with pytest.raises(TypeError, match="each column must be a sequence"):
+        _core._dicts(("a",), (5,))
+
+
 def test_a_line_of_one_ns_has_its_busy_share():
     """The smallest line there is: one kernel of 1 ns and no gap.  Its busy
     share is 100 %, in the step (gap_figures, the columns' path), in the

@@ -407,3 +407,35 @@ def test_summary_gives_the_collector_back_as_it_was(monkeypatch):
         assert gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_summary_moves_what_it_made_to_the_oldest_generation():
+    """Given back on, the collector finds the summary's containers in the
+    oldest generation (gc.freeze + gc.unfreeze: no young collection walks
+    them); nothing stays frozen.  A caller's own frozen objects stay frozen:
+    then the move is skipped and the summary is the same."""
+    import gc
+
+    from loopscope import _summary
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        prof = gpu_steps_profile(30)
+        summary = _summary.build_summary(prof._capture, {}, (20.0, 50.0), 0, None)
+        assert gc.get_freeze_count() == 0 and gc.isenabled()
+        young = {id(o) for o in gc.get_objects(generation=0)}
+        assert id(summary["steps"]) not in young and id(summary["steps"][5]) not in young
+        assert any(o is summary["steps"] for o in gc.get_objects(generation=2))
+
+        keep = [[] for _ in range(5)]  # the caller's frozen objects
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(keep)
+        again = _summary.build_summary(prof._capture, {}, (20.0, 50.0), 0, None)
+        assert gc.get_freeze_count() > 0  # still frozen (minus what was freed since)
+        assert not any(o is keep[0] for o in gc.get_objects())  # not thawed
+        assert without_timing(again) == without_timing(summary)
+    finally:
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()

@@ -11,7 +11,7 @@ from itertools import repeat
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from . import _core
-from ._diagnosis import diagnose, diagnose_step, traced_step_verdict
+from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
 from ._readiness import add_sync_blockers, overview, step_readiness
@@ -491,11 +491,10 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
         column["comm_ms"] = [ns / 1e6 for ns in cols["comm_ns"]]
         column["compute_ms"] = [ns / 1e6 for ns in cols["compute_ns"]]
         column["graph_readiness"] = readiness if readiness is not None else nones
-        column["verdict"] = list(map(
-            traced_step_verdict, cols["kernels"], cols["memcpys"], figures["busy_pct"],
-            figures["idle_ms"], figures["sync_ms"], figures["host_ms"],
-            column["sm_active_busy_pct"], column["dram_busy_pct"], fill, known,
-            column["warp_occupancy_busy_pct"]))
+        column["verdict"] = traced_verdicts(
+            cols["kernels"], cols["memcpys"], figures["busy_pct"], figures["idle_ms"],
+            figures["sync_ms"], figures["host_ms"], column["sm_active_busy_pct"],
+            column["dram_busy_pct"], fill, known, column["warp_occupancy_busy_pct"])
     steps = _core._dicts(tuple(column), tuple(column.values()))
     if not gpu:  # counters only: a verdict where samples cover the step
         for step in steps:

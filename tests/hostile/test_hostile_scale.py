@@ -439,3 +439,36 @@ def test_summary_moves_what_it_made_to_the_oldest_generation():
     finally:
         gc.unfreeze()
         (gc.enable if was else gc.disable)()
+
+
+# (kernels, memcpys, busy_pct, idle_ms, sync_idle_ms, host_idle_ms, sm_busy, dram_busy,
+#  fill_pct, fill_known_pct, warps_busy) -> the verdict _diagnosis's rules 1-4 give
+VERDICT_CASES = [
+    ((0, 0, 10.0, 5.0, 5.0, 0.0, None, None, None, None, None), "NO_GPU_WORK"),
+    ((1, 0, None, 5.0, 5.0, 0.0, None, None, None, None, None), "NO_GPU_WORK"),
+    ((1, 0, 40.0, 10.0, 5.0, 0.0, None, None, None, None, None), "SYNC_BOUND"),
+    ((1, 0, 40.0, 10.0, 4.9, 5.0, None, None, None, None, None), "CPU_LAUNCH_BOUND"),
+    ((1, 0, 40.0, 10.0, 4.0, 4.0, None, None, None, None, None), "BALANCED"),
+    ((1, 0, 40.0, 0.0, 0.0, 0.0, None, None, None, None, None), "GPU_BOUND"),
+    ((0, 3, 60.0, 1.0, 1.0, 0.0, None, None, None, None, None), "GPU_BOUND"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 50.0, 70.0, None, None, None), "MEMORY_BOUND"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 61.0, 49.0, None, None, None), "COMPUTE_BOUND"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 61.0, 50.0, None, None, None), "BALANCED"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, None, None, 49.0, 50.0, None), "UNDER_FILLED"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, None, None, 49.0, 49.9, None), "GPU_BOUND"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 50.0, 20.0, None, None, 24.0), "UNDER_FILLED"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 50.0, 80.0, 10.0, 100.0, None), "MEMORY_BOUND"),
+]
+
+
+def test_traced_verdicts_over_columns_give_each_lines_verdict():
+    """traced_verdicts is the one rule of traced lines: the summary maps it
+    over its step columns, diagnose_step and diagnose call it with columns
+    of one.  Over columns it gives, item by item, what one line gives."""
+    from loopscope._diagnosis import traced_verdicts
+
+    rows = [row for row, _ in VERDICT_CASES]
+    want = [verdict for _, verdict in VERDICT_CASES]
+    assert traced_verdicts(*zip(*rows)) == want
+    assert [traced_verdicts(*([v] for v in row))[0] for row in rows] == want
+    assert traced_verdicts(*([],) * 11) == []

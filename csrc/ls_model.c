@@ -205,6 +205,21 @@ typedef struct {
 
 /* Sweeps ops idx[0..n) of one device and one line (sorted by start, then
  * end) into `line` (zeroed by the caller when it starts). */
+/* How many ops ahead sweep_run asks for the per-op data it will read:
+ * with records out of time order the index visits the op arrays at random
+ * and every read would wait for memory; asked for this far ahead, ~16 reads
+ * are in flight at once. */
+#define SWEEP_AHEAD 16
+
+static inline void prefetch(const void *at)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(at);
+#else
+    (void)at;
+#endif
+}
+
 static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
                       const ls_sweep_out *out)
 {
@@ -216,7 +231,17 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
     uint32_t prev = 0;
     int keep = out && out->sampled && n > 0 && ops[idx[0]].device_id == c->r->sample_device;
     const double *fill = c->m->op_fill;
+    const int32_t *step_of = c->m->op_step;
+    const uint64_t *launch_ns = c->m->op_launch_ns;
     for (size_t i = 0; i < n; i++) {
+        if (i + SWEEP_AHEAD < n) { /* the per-op data read below, of an op ahead */
+            uint32_t ahead = idx[i + SWEEP_AHEAD];
+            prefetch(&ops[ahead]);
+            prefetch(&comm[ahead]);
+            prefetch(&fill[ahead]);
+            prefetch(&step_of[ahead]);
+            prefetch(&launch_ns[ahead]);
+        }
         const ls_op *op = &ops[idx[i]];
         count_kind(line, op);
         /* collectives wait for other ranks in a small grid: not a fill to judge */
@@ -284,6 +309,40 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
         line->comm_ns += class_end[1] - class_start[1];
 }
 
+/* Whether ops a and b share a device (and, by_stream, a stream). */
+static int same_line(const ls_op *a, const ls_op *b, int by_stream)
+{
+    return a->device_id == b->device_id && (!by_stream || a->stream_id == b->stream_id);
+}
+
+/* The end of the run of ops on idx[i]'s device (and stream) in idx[i..n),
+ * sorted by that key first: galloping then a binary search, so a run of
+ * any length costs a few reads of the ops (a scan read each op of the run,
+ * at random when the records came out of time order), a run of one two. */
+static size_t run_end(const ls_op *ops, const uint32_t *idx, size_t i, size_t n, int by_stream)
+{
+    const ls_op *first = &ops[idx[i]];
+    size_t lo = i + 1, step = 1; /* idx[i..lo) are in the run */
+    while (lo < n && same_line(&ops[idx[lo]], first, by_stream)) {
+        lo++;
+        size_t probe = lo + step;
+        if (probe >= n || !same_line(&ops[idx[probe]], first, by_stream)) {
+            size_t hi = probe < n ? probe : n; /* the run ends in [lo, hi] */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (same_line(&ops[idx[mid]], first, by_stream))
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            return lo;
+        }
+        lo = probe + 1;
+        step *= 2;
+    }
+    return lo;
+}
+
 /* Sweeps ops idx[0..n), sorted by (device, start, end), into one line
  * over their devices (busy time summed per device). */
 static void sweep_devices(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
@@ -296,9 +355,7 @@ static void sweep_devices(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *lin
     c->interval_count = 0;
     size_t i = 0;
     while (i < n) {
-        size_t j = i + 1;
-        while (j < n && ops[idx[j]].device_id == ops[idx[i]].device_id)
-            j++;
+        size_t j = run_end(ops, idx, i, n, 0);
         if (ops[idx[i]].device_id != line->device_id)
             line->device_id = LS_MODEL_NO_ID;
         sweep_run(c, idx + i, j - i, line, out);
@@ -947,10 +1004,7 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
     size_t n = c->r->ops.count, count = 0, busy_count = 0, i = 0;
     while (i < n) {
         const ls_op *first = &ops[order[i]];
-        size_t j = i + 1;
-        while (j < n && ops[order[j]].device_id == first->device_id &&
-               (!by_stream || ops[order[j]].stream_id == first->stream_id))
-            j++;
+        size_t j = run_end(ops, order, i, n, by_stream);
         ls_timeline *t = &lines[count];
         memset(t, 0, sizeof *t);
         t->line.device_id = first->device_id;

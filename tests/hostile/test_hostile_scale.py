@@ -377,6 +377,36 @@ def test_shuffled_ops_on_several_devices_and_streams_with_ties():
                                                      if d == dev])[0] for dev in (0, 1))
 
 
+def test_streams_of_every_run_length_are_each_their_own_line():
+    """The sweeps find where each device's and stream's run of sorted ops
+    ends by galloping (csrc/ls_model.c run_end): streams of 1 to 40 ops
+    (runs of one, of powers of two and between them) on 3 devices,
+    shuffled: each stream's kernels and gaps and each device's kernels are
+    those of a plain-Python count."""
+    rng = random.Random(21)
+    base = START + TICK + 10_000
+    records = []
+    for stream in range(60):
+        device = stream % 3
+        for k in range(1 + stream % 40):
+            start = base + k * 2_000 + rng.randrange(3) * 500
+            records.append((start, start + 800, device, stream))
+    records.sort()
+    summary = streams_profile(records, shuffled=True)
+    per_stream = {(e["device"], e["stream"]): e for e in summary["gaps"]["per_stream"]}
+    assert sorted(per_stream) == sorted({(d, q) for _, _, d, q in records})
+    for (device, stream), entry in per_stream.items():
+        spans = sorted((s, e) for s, e, d, q in records if d == device and q == stream)
+        gaps = [b[0] - a_end for a_end, b in zip(
+            [max(e for _, e in spans[:i + 1]) for i in range(len(spans) - 1)], spans[1:])
+            if b[0] > a_end]
+        assert entry["kernels"] == len(spans) == 1 + stream % 40
+        assert (entry["gaps"]["count"], round(entry["gaps"]["idle_ms"] * 1e6)) == (
+            len(gaps), sum(gaps))
+    assert [d["kernels"] for d in summary["gpu"]["devices"]] == [
+        sum(1 for r in records if r[2] == d) for d in (0, 1, 2)]
+
+
 def test_summary_gives_the_collector_back_as_it_was(monkeypatch):
     """build_summary pauses the cyclic GC while it builds (its containers
     hold no cycle) and leaves it as it found it: on, off, or after a failure."""

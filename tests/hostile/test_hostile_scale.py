@@ -407,6 +407,42 @@ def test_streams_of_every_run_length_are_each_their_own_line():
         sum(1 for r in records if r[2] == d) for d in (0, 1, 2)]
 
 
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_launches_on_step_bounds_go_to_the_step_they_bound(shuffled):
+    """Launch points sorted by (time, record) (their indices by a stable
+    radix sort when out of order, none at all when in order) merge with the
+    steps' starts and ends: a launch at a step's first or last ns is the
+    step's (starts come before points at one time, ends after them).  Step
+    k spans ticks 2k + 1 to 2k + 2 (its enter and exit read the clock);
+    each step gets launches at its start, its middle and its end, two of
+    them at one time, and one between steps (no step)."""
+    n = 40
+    apis, ops, corr = [], [], 1
+    for k in range(n):
+        enter, leave = START + (2 * k + 1) * TICK, START + (2 * k + 2) * TICK
+        for t in (enter, enter, (enter + leave) // 2, leave, leave + TICK // 2):
+            apis.append((t, t + 100, corr))
+            ops.append((leave + TICK // 4 + corr, leave + TICK // 4 + corr + 10, 0, 7, corr, "k"))
+            corr += 1
+    if shuffled:
+        rng = random.Random(5)
+        rng.shuffle(apis)
+        rng.shuffle(ops)
+    _core._set_test_clock(START, TICK)
+    try:
+        with loopscope.profile() as prof:
+            for _ in range(n):
+                with prof.step():
+                    pass
+            _core._inject("api", apis)
+            _core._inject("kernel", ops)
+    finally:
+        _core._set_test_clock(0, 0)
+    summary = prof.summary()
+    assert [s["kernels"] for s in summary["steps"]] == [4] * n
+    assert summary["gpu"]["kernels"] == 5 * n
+
+
 def test_summary_gives_the_collector_back_as_it_was(monkeypatch):
     """build_summary pauses the cyclic GC while it builds (its containers
     hold no cycle) and leaves it as it found it: on, off, or after a failure."""

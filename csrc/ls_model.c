@@ -937,6 +937,60 @@ done:
  * under 2^64 ns less the device and stream bits) a radix sort of 12 B an
  * op gives the order (its ties stay in index order); otherwise keys of
  * 32 B an op go through sort_keys. */
+/* An op of a run of ties by its end: (end, index). */
+typedef struct {
+    uint64_t end_ns;
+    uint32_t index;
+} ls_end_key;
+
+static int compare_ends(const void *pa, const void *pb)
+{
+    const ls_end_key *a = pa, *b = pb;
+    if (a->end_ns != b->end_ns)
+        return a->end_ns < b->end_ns ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+/* Orders each run of equal packed[] (ops equal in key and start, in index
+ * order: the radix sort is stable) by (end, index), completing sort_ops'
+ * order when the end did not fit the packed key (wide time spans): ~20 B
+ * an op of scratch instead of sort_keys' 32 B keys and their 24 B.
+ * Returns 0, or -1 when memory ran out. */
+static int order_by_end(const ls_op *ops, const uint64_t *packed, uint32_t *out, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && packed[j] == packed[i])
+            j++;
+        if (j - i > 1 && j - i <= 16) { /* a few: insertion sort, no memory */
+            for (size_t k = i + 1; k < j; k++) {
+                uint32_t held = out[k];
+                ls_end_key key = {ops[held].end_ns, held};
+                size_t at = k;
+                for (; at > i; at--) {
+                    ls_end_key before = {ops[out[at - 1]].end_ns, out[at - 1]};
+                    if (compare_ends(&before, &key) <= 0)
+                        break;
+                    out[at] = out[at - 1];
+                }
+                out[at] = held;
+            }
+        } else if (j - i > 1) {
+            ls_end_key *run = malloc((j - i) * sizeof *run);
+            if (run == NULL)
+                return -1;
+            for (size_t k = i; k < j; k++)
+                run[k - i] = (ls_end_key){ops[out[k]].end_ns, out[k]};
+            qsort(run, j - i, sizeof *run, compare_ends);
+            for (size_t k = i; k < j; k++)
+                out[k] = run[k - i].index;
+            free(run);
+        }
+        i = j;
+    }
+    return 0;
+}
+
 static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
 {
     size_t n = r->ops.count;
@@ -965,13 +1019,15 @@ static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
         }
     }
     ls_radix_packing p = ls_radix_packing_of(lo, hi);
-    if (p.fields == 3) {
+    if (p.fields >= 2) {
         uint64_t *packed = malloc(n * sizeof *packed);
         int rc = -1;
         if (packed != NULL) {
             for (i = 0; i < n; i++)
                 packed[i] = ls_radix_pack(&p, OP_KEY(&ops[i]), ops[i].start_ns, ops[i].end_ns);
             rc = ls_radix_sort(packed, out, n);
+            if (rc == 0 && p.fields == 2) /* the end left out: ties on (key, start) */
+                rc = order_by_end(ops, packed, out, n);
         }
         free(packed);
         if (rc == 0)

@@ -443,6 +443,43 @@ def test_launches_on_step_bounds_go_to_the_step_they_bound(shuffled):
     assert summary["gpu"]["kernels"] == 5 * n
 
 
+def test_streams_far_apart_with_long_runs_of_one_start():
+    """Ops on streams 0 and 2**30 over 2 ms: the stream sort's (stream,
+    start, end) no longer packs into 64 bits (30 + 21 + 21 bits), so the radix sort orders by (stream,
+    start) and each run of one start is ordered by end after it (runs of 5
+    by insertion, runs of 120 through qsort).  Shuffled gives what in order
+    gives, and each stream's kernels, gaps and idle time are those of a
+    plain-Python sweep."""
+    rng = random.Random(36)
+    base = START + TICK + 10_000
+    records = []
+    for stream in (0, 2**30):
+        for k in range(120):  # one start, 120 ends
+            records.append((base, base + 100 + rng.randrange(5_000), 0, stream))
+        for at in range(1, 200):  # runs of 5 at 199 starts
+            for _ in range(5):
+                start = base + at * 10_000
+                records.append((start, start + 1 + rng.randrange(3_000), 0, stream))
+    records.sort()
+    in_order = streams_profile(records, shuffled=False)
+    shuffled = streams_profile(records, shuffled=True)
+    assert without_timing(shuffled) == without_timing(in_order)
+
+    def gaps_of(spans):
+        spans, count, idle, end = sorted(spans), 0, 0, None
+        for s, e in spans:
+            if end is not None and s > end:
+                count, idle = count + 1, idle + s - end
+            end = e if end is None else max(end, e)
+        return count, idle
+
+    for entry in shuffled["gaps"]["per_stream"]:
+        spans = [(s, e) for s, e, d, q in records if q == entry["stream"]]
+        assert entry["kernels"] == len(spans)
+        count, idle = gaps_of(spans)
+        assert (entry["gaps"]["count"], round(entry["gaps"]["idle_ms"] * 1e6)) == (count, idle)
+
+
 def test_summary_gives_the_collector_back_as_it_was(monkeypatch):
     """build_summary pauses the cyclic GC while it builds (its containers
     hold no cycle) and leaves it as it found it: on, off, or after a failure."""

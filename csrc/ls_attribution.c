@@ -7,6 +7,7 @@
 
 #include "ls_ids.h"
 #include "ls_names.h"
+#include "ls_radix.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -94,14 +95,19 @@ static int compare_events(const void *pa, const void *pb)
     return (a->order > b->order) - (a->order < b->order);
 }
 
-/* qsort by compare_events, skipped when in order already. */
+static void event_fields(const void *item, uint64_t out[3])
+{
+    const ls_event *ev = item;
+    out[0] = ev->t;
+    out[1] = ev->kind;
+    out[2] = ev->order;
+}
+
+/* Sorts events by compare_events (ls_radix: nothing to do when in order
+ * already, a few linear passes when not). */
 static void sort_events(ls_event *events, size_t n)
 {
-    for (size_t i = 1; i < n; i++)
-        if (compare_events(&events[i - 1], &events[i]) > 0) {
-            qsort(events, n, sizeof *events, compare_events);
-            return;
-        }
+    ls_radix_sort_items(events, sizeof *events, n, event_fields, compare_events);
 }
 
 /* A max-heap of ranges by (start, index): the one that began last on top. */
@@ -211,8 +217,9 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_h
     if (n == 0) /* nothing to place: a host-only profile of a million steps sweeps nothing */
         return 0;
     size_t nr = r->ranges.count;
-    size_t ne = 2 * nr + n;
-    ls_event *events = malloc(room_for(ne) * sizeof *events);
+    ls_event *events = malloc(room_for(2 * nr) * sizeof *events); /* the ranges' */
+    uint64_t *point_t = NULL;     /* the points' times, in order ... */
+    uint32_t *point_order = NULL; /* ... and the points: NULL when in order already */
     uint64_t *threads = malloc(room_for(nr) * sizeof *threads);
     int32_t *slot = malloc(room_for(nr) * sizeof *slot);
     uint8_t *ended = calloc(room_for(nr), 1);
@@ -240,23 +247,46 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_h
         events[m++] = (ls_event){range->start_ns, EV_START, (uint32_t)i, (uint32_t)i};
         events[m++] = (ls_event){range->end_ns, EV_END, UINT32_MAX - (uint32_t)i, (uint32_t)i};
     }
-    for (size_t q = 0; q < n; q++)
-        events[m++] = (ls_event){points[q].t, EV_POINT, (uint32_t)q, (uint32_t)q};
-    /* The ranges' events and the points' apart, each sorted (the points
-     * mostly are already: launches in time order), then walked as one
-     * merged sequence: compare_events is a total order, so this is the
-     * order a sort of all of them gives, without sorting millions again. */
-    sort_events(events, 2 * nr);
-    sort_events(events + 2 * nr, n);
-    const ls_event *next_range = events, *ranges_end = events + 2 * nr;
-    const ls_event *next_point = ranges_end, *points_end = events + m;
+    /* The ranges' events and the points apart, each sorted, then walked as
+     * one merged sequence: compare_events is a total order, so this is the
+     * order a sort of all of them gives, without sorting millions again.
+     * A point's event is (t, EV_POINT, q): the points go by (time, index),
+     * which a stable sort of their indices by time gives (8 + 4 bytes a
+     * point and as much scratch, where events of 24 bytes and the sort's
+     * 24 held ~480 MB at 10M launches), or nothing at all when they are in
+     * order already (launches mostly are). */
+    sort_events(events, m);
+    size_t in_order = 1;
+    while (in_order < n && points[in_order - 1].t <= points[in_order].t)
+        in_order++;
+    if (in_order < n) {
+        point_t = malloc(n * sizeof *point_t);
+        point_order = malloc(n * sizeof *point_order);
+        if (point_t == NULL || point_order == NULL)
+            goto done;
+        for (size_t q = 0; q < n; q++) {
+            point_t[q] = points[q].t;
+            point_order[q] = (uint32_t)q;
+        }
+        if (ls_radix_sort(point_t, point_order, n) != 0)
+            goto done;
+    }
+    const ls_event *next_range = events, *ranges_end = events + m;
+    size_t next_point = 0;
+    ls_event point = {0, EV_POINT, 0, 0};
 
-    while (next_range < ranges_end || next_point < points_end) {
-        const ls_event *ev = next_point >= points_end ||
-                                     (next_range < ranges_end &&
-                                      compare_events(next_range, next_point) <= 0)
+    while (next_range < ranges_end || next_point < n) {
+        if (next_point < n) {
+            uint32_t q = point_order != NULL ? point_order[next_point] : (uint32_t)next_point;
+            point = (ls_event){point_t != NULL ? point_t[next_point] : points[q].t, EV_POINT, q,
+                               q};
+        }
+        const ls_event *ev = next_point >= n || (next_range < ranges_end &&
+                                                 compare_events(next_range, &point) <= 0)
                                  ? next_range++
-                                 : next_point++;
+                                 : &point;
+        if (ev == &point)
+            next_point++;
         if (ev->kind == EV_START) {
             set_current(&s, (uint32_t)slot[ev->index], (int32_t)ev->index);
         } else if (ev->kind == EV_END) {
@@ -292,6 +322,8 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_h
     result = 0;
 done:
     free(events);
+    free(point_t);
+    free(point_order);
     free(threads);
     free(slot);
     free(ended);

@@ -9,6 +9,7 @@
 #include "ls_cbids.h"
 #include "ls_collectives.h"
 #include "ls_names.h"
+#include "ls_radix.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -40,16 +41,20 @@ static int compare_keys(const void *pa, const void *pb)
     return (a->index > b->index) - (a->index < b->index);
 }
 
-/* qsort by compare_keys, skipped when the keys are in order already:
- * records mostly arrive in time order, and checking n keys costs far less
- * than sorting them (half of a 10M-op analysis went to sorts). */
+static void key_fields(const void *item, uint64_t out[3])
+{
+    const ls_key *key = item;
+    out[0] = key->k1;
+    out[1] = key->k2;
+    out[2] = key->k3;
+}
+
+/* Sorts keys by compare_keys (ls_radix: keys in order already, as records
+ * mostly arrive, cost one check; 10M shuffled keys took ~2.5 s in qsort
+ * and its merge buffer of 32 B a key). */
 static void sort_keys(ls_key *keys, size_t n)
 {
-    for (size_t i = 1; i < n; i++)
-        if (compare_keys(&keys[i - 1], &keys[i]) > 0) {
-            qsort(keys, n, sizeof *keys, compare_keys);
-            return;
-        }
+    ls_radix_sort_items(keys, sizeof *keys, n, key_fields, compare_keys);
 }
 
 typedef struct {
@@ -200,6 +205,21 @@ typedef struct {
 
 /* Sweeps ops idx[0..n) of one device and one line (sorted by start, then
  * end) into `line` (zeroed by the caller when it starts). */
+/* How many ops ahead sweep_run asks for the per-op data it will read:
+ * with records out of time order the index visits the op arrays at random
+ * and every read would wait for memory; asked for this far ahead, ~16 reads
+ * are in flight at once. */
+#define SWEEP_AHEAD 16
+
+static inline void prefetch(const void *at)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(at);
+#else
+    (void)at;
+#endif
+}
+
 static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
                       const ls_sweep_out *out)
 {
@@ -211,7 +231,17 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
     uint32_t prev = 0;
     int keep = out && out->sampled && n > 0 && ops[idx[0]].device_id == c->r->sample_device;
     const double *fill = c->m->op_fill;
+    const int32_t *step_of = c->m->op_step;
+    const uint64_t *launch_ns = c->m->op_launch_ns;
     for (size_t i = 0; i < n; i++) {
+        if (i + SWEEP_AHEAD < n) { /* the per-op data read below, of an op ahead */
+            uint32_t ahead = idx[i + SWEEP_AHEAD];
+            prefetch(&ops[ahead]);
+            prefetch(&comm[ahead]);
+            prefetch(&fill[ahead]);
+            prefetch(&step_of[ahead]);
+            prefetch(&launch_ns[ahead]);
+        }
         const ls_op *op = &ops[idx[i]];
         count_kind(line, op);
         /* collectives wait for other ranks in a small grid: not a fill to judge */
@@ -279,6 +309,40 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
         line->comm_ns += class_end[1] - class_start[1];
 }
 
+/* Whether ops a and b share a device (and, by_stream, a stream). */
+static int same_line(const ls_op *a, const ls_op *b, int by_stream)
+{
+    return a->device_id == b->device_id && (!by_stream || a->stream_id == b->stream_id);
+}
+
+/* The end of the run of ops on idx[i]'s device (and stream) in idx[i..n),
+ * sorted by that key first: galloping then a binary search, so a run of
+ * any length costs a few reads of the ops (a scan read each op of the run,
+ * at random when the records came out of time order), a run of one two. */
+static size_t run_end(const ls_op *ops, const uint32_t *idx, size_t i, size_t n, int by_stream)
+{
+    const ls_op *first = &ops[idx[i]];
+    size_t lo = i + 1, step = 1; /* idx[i..lo) are in the run */
+    while (lo < n && same_line(&ops[idx[lo]], first, by_stream)) {
+        lo++;
+        size_t probe = lo + step;
+        if (probe >= n || !same_line(&ops[idx[probe]], first, by_stream)) {
+            size_t hi = probe < n ? probe : n; /* the run ends in [lo, hi] */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (same_line(&ops[idx[mid]], first, by_stream))
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            return lo;
+        }
+        lo = probe + 1;
+        step *= 2;
+    }
+    return lo;
+}
+
 /* Sweeps ops idx[0..n), sorted by (device, start, end), into one line
  * over their devices (busy time summed per device). */
 static void sweep_devices(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
@@ -291,9 +355,7 @@ static void sweep_devices(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *lin
     c->interval_count = 0;
     size_t i = 0;
     while (i < n) {
-        size_t j = i + 1;
-        while (j < n && ops[idx[j]].device_id == ops[idx[i]].device_id)
-            j++;
+        size_t j = run_end(ops, idx, i, n, 0);
         if (ops[idx[i]].device_id != line->device_id)
             line->device_id = LS_MODEL_NO_ID;
         sweep_run(c, idx + i, j - i, line, out);
@@ -302,6 +364,36 @@ static void sweep_devices(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *lin
 }
 
 /* -- launches and syncs -------------------------------------------------- */
+
+/* The op indices by correlation id (ties in index order), so the launch
+ * records sorted by it are walked forward instead of searched (a binary
+ * search per op over 10M records misses the cache at every level).  NULL
+ * when the ops are in that order already or memory ran out (searched). */
+static uint32_t *ops_by_correlation(const ls_records *r)
+{
+    size_t n = r->ops.count, i = 1;
+    while (i < n && r->ops.items[i - 1].correlation_id <= r->ops.items[i].correlation_id)
+        i++;
+    if (i >= n)
+        return NULL;
+    uint64_t *corr = malloc(n * sizeof *corr);
+    uint32_t *order = malloc(n * sizeof *order);
+    if (corr != NULL && order != NULL) {
+        for (i = 0; i < n; i++) {
+            corr[i] = r->ops.items[i].correlation_id;
+            order[i] = (uint32_t)i;
+        }
+        if (ls_radix_sort(corr, order, n) != 0) {
+            free(order);
+            order = NULL;
+        }
+    } else {
+        free(order);
+        order = NULL;
+    }
+    free(corr);
+    return order;
+}
 
 /* op_launch_ns and the launching thread of every op: the API record with
  * its correlation id (a runtime call before a driver call, then the
@@ -324,13 +416,21 @@ static int match_launches(ls_ctx *c, uint64_t *launch_thread)
         by_corr[kept++] = (ls_key){a->correlation_id, a->domain, a->start_ns, (uint32_t)i};
     }
     sort_keys(by_corr, kept);
-    size_t after = 0; /* just past the last op's record: ops mostly follow their launches */
-    for (size_t i = 0; i < r->ops.count; i++) {
+    uint32_t *order = ops_by_correlation(r);
+    size_t after = 0; /* just past the last op's record */
+    for (size_t k = 0; k < r->ops.count; k++) {
+        size_t i = order != NULL ? order[k] : k;
         uint64_t corr = r->ops.items[i].correlation_id;
         size_t lo = 0, hi = kept;
-        if (after > 0 && after < kept && by_corr[after].k1 == corr &&
-            by_corr[after - 1].k1 < corr)
-            lo = hi = after; /* the next record is this op's first: no search */
+        if (after == 0 || by_corr[after - 1].k1 < corr) {
+            /* This op's records, if any, lie at or past `after`: in
+             * correlation order they are mostly next, a few steps on. */
+            size_t stop = after + 8 < kept ? after + 8 : kept;
+            for (lo = after; lo < stop && by_corr[lo].k1 < corr; lo++)
+                ;
+            if (lo < stop)
+                hi = lo;
+        }
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
             if (by_corr[mid].k1 < corr)
@@ -347,6 +447,7 @@ static int match_launches(ls_ctx *c, uint64_t *launch_thread)
             m->ops_without_launch++;
         }
     }
+    free(order);
     free(by_corr);
     return 0;
 }
@@ -830,8 +931,65 @@ done:
 /* -- the whole ---------------------------------------------------------- */
 
 /* Sorts op indices by (k1 of the op, start, end, index) into out: 0, or
- * -1 when memory ran out.  Keys (32 B an op) are made, and held only while
- * sorting, when the ops are not in that order already. */
+ * -1 when memory ran out.  Ops in that order already need no sort; when
+ * the three fields pack into 64 bits (ls_radix_packing: timestamps spanning
+ * under 2^64 ns less the device and stream bits) a radix sort of 12 B an
+ * op gives the order (its ties stay in index order); otherwise keys of
+ * 32 B an op go through sort_keys. */
+/* An op of a run of ties by its end: (end, index). */
+typedef struct {
+    uint64_t end_ns;
+    uint32_t index;
+} ls_end_key;
+
+static int compare_ends(const void *pa, const void *pb)
+{
+    const ls_end_key *a = pa, *b = pb;
+    if (a->end_ns != b->end_ns)
+        return a->end_ns < b->end_ns ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+/* Orders each run of equal packed[] (ops equal in key and start, in index
+ * order: the radix sort is stable) by (end, index), completing sort_ops'
+ * order when the end did not fit the packed key (wide time spans): ~20 B
+ * an op of scratch instead of sort_keys' 32 B keys and their 24 B.
+ * Returns 0, or -1 when memory ran out. */
+static int order_by_end(const ls_op *ops, const uint64_t *packed, uint32_t *out, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && packed[j] == packed[i])
+            j++;
+        if (j - i > 1 && j - i <= 16) { /* a few: insertion sort, no memory */
+            for (size_t k = i + 1; k < j; k++) {
+                uint32_t held = out[k];
+                ls_end_key key = {ops[held].end_ns, held};
+                size_t at = k;
+                for (; at > i; at--) {
+                    ls_end_key before = {ops[out[at - 1]].end_ns, out[at - 1]};
+                    if (compare_ends(&before, &key) <= 0)
+                        break;
+                    out[at] = out[at - 1];
+                }
+                out[at] = held;
+            }
+        } else if (j - i > 1) {
+            ls_end_key *run = malloc((j - i) * sizeof *run);
+            if (run == NULL)
+                return -1;
+            for (size_t k = i; k < j; k++)
+                run[k - i] = (ls_end_key){ops[out[k]].end_ns, out[k]};
+            qsort(run, j - i, sizeof *run, compare_ends);
+            for (size_t k = i; k < j; k++)
+                out[k] = run[k - i].index;
+            free(run);
+        }
+        i = j;
+    }
+    return 0;
+}
+
 static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
 {
     size_t n = r->ops.count;
@@ -846,20 +1004,42 @@ static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
                                          : a->end_ns > b->end_ns)
             break;
     }
-#undef OP_KEY
-    if (i >= n) {
-        for (i = 0; i < n; i++)
-            out[i] = (uint32_t)i;
+    for (size_t k = 0; k < n; k++)
+        out[k] = (uint32_t)k;
+    if (i >= n)
         return 0;
+    uint64_t lo[3] = {OP_KEY(&ops[0]), ops[0].start_ns, ops[0].end_ns};
+    uint64_t hi[3] = {lo[0], lo[1], lo[2]};
+    for (i = 1; i < n; i++) {
+        uint64_t k[3] = {OP_KEY(&ops[i]), ops[i].start_ns, ops[i].end_ns};
+        for (int j = 0; j < 3; j++) {
+            lo[j] = k[j] < lo[j] ? k[j] : lo[j];
+            hi[j] = k[j] > hi[j] ? k[j] : hi[j];
+        }
+    }
+    ls_radix_packing p = ls_radix_packing_of(lo, hi);
+    if (p.fields >= 2) {
+        uint64_t *packed = malloc(n * sizeof *packed);
+        int rc = -1;
+        if (packed != NULL) {
+            for (i = 0; i < n; i++)
+                packed[i] = ls_radix_pack(&p, OP_KEY(&ops[i]), ops[i].start_ns, ops[i].end_ns);
+            rc = ls_radix_sort(packed, out, n);
+            if (rc == 0 && p.fields == 2) /* the end left out: ties on (key, start) */
+                rc = order_by_end(ops, packed, out, n);
+        }
+        free(packed);
+        if (rc == 0)
+            return 0;
+        for (size_t k = 0; k < n; k++) /* the radix sort leaves out as it was */
+            out[k] = (uint32_t)k;
     }
     ls_key *keys = malloc(n * sizeof *keys);
     if (keys == NULL)
         return -1;
-    for (i = 0; i < n; i++) {
-        const ls_op *op = &r->ops.items[i];
-        uint64_t k1 = by_stream ? ((uint64_t)op->device_id << 32) | op->stream_id : op->device_id;
-        keys[i] = (ls_key){k1, op->start_ns, op->end_ns, (uint32_t)i};
-    }
+    for (i = 0; i < n; i++)
+        keys[i] = (ls_key){OP_KEY(&ops[i]), ops[i].start_ns, ops[i].end_ns, (uint32_t)i};
+#undef OP_KEY
     sort_keys(keys, n);
     for (i = 0; i < n; i++)
         out[i] = keys[i].index;
@@ -879,10 +1059,7 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
     size_t n = c->r->ops.count, count = 0, busy_count = 0, i = 0;
     while (i < n) {
         const ls_op *first = &ops[order[i]];
-        size_t j = i + 1;
-        while (j < n && ops[order[j]].device_id == first->device_id &&
-               (!by_stream || ops[order[j]].stream_id == first->stream_id))
-            j++;
+        size_t j = run_end(ops, order, i, n, by_stream);
         ls_timeline *t = &lines[count];
         memset(t, 0, sizeof *t);
         t->line.device_id = first->device_id;

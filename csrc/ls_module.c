@@ -13,6 +13,7 @@
 #include "ls_finish.h"
 #include "ls_model_type.h"
 #include "ls_module_state.h"
+#include "ls_pyvalues.h"
 #include "ls_range_type.h"
 #include "ls_site_type.h"
 #include "ls_step_type.h"
@@ -358,6 +359,9 @@ static PyMethodDef core_methods[] = {
      "Called by atexit (loopscope registers it at import): stops a profile still running, "
      "finishes what loopscope's worker thread holds, gives the GPU's counters back and ends "
      "the thread.  Runs no Python code (Ctrl-C cannot cut it short); never raises."},
+    {"_dicts", ls_py_dicts, METH_VARARGS,
+     "_dicts(keys, columns) -> [{keys[j]: columns[j][i]} for each row i]: the summary's "
+     "per-step dicts, zipped from columns."},
     {"_trace_reader", ls_trace_reader_new, METH_NOARGS, "A new trace reader (see ls_trace_py.c)."},
     {"_trace_feed", (PyCFunction)(void (*)(void))ls_trace_feed, METH_FASTCALL,
      "_trace_feed(reader, data, final): Kineto JSON bytes, in order."},

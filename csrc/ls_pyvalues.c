@@ -67,3 +67,73 @@ PyObject *ls_py_index_or_none(int64_t value)
         Py_RETURN_NONE;
     return PyLong_FromLongLong((long long)value);
 }
+
+PyObject *ls_py_dicts(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *keys_in = NULL, *columns_in = NULL;
+    if (!PyArg_ParseTuple(args, "OO:_dicts", &keys_in, &columns_in))
+        return NULL;
+    PyObject *keys = PySequence_Fast(keys_in, "_dicts: keys must be a sequence of str");
+    if (keys == NULL)
+        return NULL;
+    PyObject *columns = PySequence_Fast(columns_in, "_dicts: columns must be a sequence");
+    if (columns == NULL) {
+        Py_DECREF(keys);
+        return NULL;
+    }
+    Py_ssize_t width = PySequence_Fast_GET_SIZE(keys), rows = 0;
+    PyObject *out = NULL;
+    PyObject **cells = NULL; /* width columns as list/tuple (new references) */
+    if (PySequence_Fast_GET_SIZE(columns) != width) {
+        PyErr_Format(PyExc_ValueError, "_dicts: %zd keys but %zd columns", width,
+                     PySequence_Fast_GET_SIZE(columns));
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < width; j++)
+        if (!PyUnicode_Check(PySequence_Fast_GET_ITEM(keys, j))) {
+            PyErr_Format(PyExc_TypeError, "_dicts: keys[%zd] is not a str", j);
+            goto done;
+        }
+    cells = PyMem_Calloc(width ? (size_t)width : 1, sizeof *cells);
+    if (cells == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < width; j++) {
+        cells[j] = PySequence_Fast(PySequence_Fast_GET_ITEM(columns, j),
+                                   "_dicts: each column must be a sequence");
+        if (cells[j] == NULL)
+            goto done;
+        Py_ssize_t size = PySequence_Fast_GET_SIZE(cells[j]);
+        if (j == 0)
+            rows = size;
+        else if (size != rows) {
+            PyErr_Format(PyExc_ValueError, "_dicts: column %zd has %zd items, column 0 %zd", j,
+                         size, rows);
+            goto done;
+        }
+    }
+    /* Rows after the first are copies of it with their values set: a copy
+     * clones its table at its final size, where filling a new dict would
+     * grow it (and rehash) several times. */
+    out = PyList_New(rows);
+    for (Py_ssize_t i = 0; out != NULL && i < rows; i++) {
+        PyObject *row = i == 0 ? PyDict_New() : PyDict_Copy(PyList_GET_ITEM(out, 0));
+        for (Py_ssize_t j = 0; row != NULL && j < width; j++)
+            if (PyDict_SetItem(row, PySequence_Fast_GET_ITEM(keys, j),
+                               PySequence_Fast_GET_ITEM(cells[j], i)) != 0)
+                Py_CLEAR(row);
+        if (row == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, row);
+    }
+done:
+    for (Py_ssize_t j = 0; cells != NULL && j < width; j++)
+        Py_XDECREF(cells[j]);
+    PyMem_Free(cells);
+    Py_DECREF(keys);
+    Py_DECREF(columns);
+    return out;
+}

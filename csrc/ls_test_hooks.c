@@ -17,6 +17,7 @@
 #include "ls_nvtx.h"
 #include "ls_pmcache.h"
 #include "ls_pyvalues.h"
+#include "ls_radix.h"
 #include "ls_rangestack.h"
 #include "ls_sampler.h"
 #include "ls_samples.h"
@@ -914,6 +915,67 @@ static PyObject *finish_delay(PyObject *module, PyObject *ns)
     Py_RETURN_NONE;
 }
 
+/* A record of _radix_order: three keys, then its position. */
+typedef struct {
+    uint64_t k[3];
+    uint32_t at;
+} ls_radix_probe;
+
+static void probe_fields(const void *item, uint64_t out[3])
+{
+    memcpy(out, ((const ls_radix_probe *)item)->k, 3 * sizeof *out);
+}
+
+static int compare_probes(const void *pa, const void *pb)
+{
+    const ls_radix_probe *a = pa, *b = pb;
+    for (int j = 0; j < 3; j++)
+        if (a->k[j] != b->k[j])
+            return a->k[j] < b->k[j] ? -1 : 1;
+    return (a->at > b->at) - (a->at < b->at);
+}
+
+static PyObject *radix_order(PyObject *module, PyObject *keys)
+{
+    (void)module;
+    PyObject *seq = PySequence_Fast(keys, "_radix_order: keys must be a sequence of 3-tuples");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    ls_radix_probe *items = malloc((size_t)(n ? n : 1) * sizeof *items);
+    PyObject *out = NULL;
+    if (items == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) {
+            PyErr_Format(PyExc_TypeError, "_radix_order: keys[%zd] must be a 3-tuple", i);
+            goto done;
+        }
+        for (int j = 0; j < 3; j++) {
+            items[i].k[j] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, j));
+            if (items[i].k[j] == (unsigned long long)-1 && PyErr_Occurred())
+                goto done;
+        }
+        items[i].at = (uint32_t)i;
+    }
+    ls_radix_sort_items(items, sizeof *items, (size_t)n, probe_fields, compare_probes);
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *v = PyLong_FromUnsignedLong(items[i].at);
+        if (v == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, v);
+    }
+done:
+    free(items);
+    Py_DECREF(seq);
+    return out;
+}
+
 /* A cache key from Python values; the names array is malloc'd (free it). */
 static int read_key(PyObject *chip, PyObject *names, unsigned long version, Py_buffer *avail,
                     ls_pmcache_key *key, const char ***list)
@@ -1156,6 +1218,9 @@ PyMethodDef ls_test_hook_methods[] = {
      "the next profiles with metrics=True (each worker tick hands over per_tick of them, the "
      "finish the rest; sampling begins setup_ns after a profile's start, as a sampler set up "
      "by an earlier profile when reused); an empty list removes them."},
+    {"_radix_order", radix_order, METH_O,
+     "_radix_order(keys) -> the positions of keys (3-tuples of uint64) in sorted order, ties "
+     "by position: test hook for ls_radix_sort_items."},
     {"_finish_delay", finish_delay, METH_O,
      "_finish_delay(ns): test hook; every profile's finish waits ns on the worker thread "
      "first, and goes to the worker even when nothing needs it (0: off)."},

@@ -47,7 +47,7 @@ each cause would win.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ._finite import finite
 from ._names import clip, kernel_name
@@ -128,21 +128,36 @@ def _counter_verdict(sm_busy: float | None, dram_busy: float | None) -> str | No
     return "BALANCED"
 
 
-def _verdict(busy_pct: float | None, gaps: dict[str, Any] | None,
-             sm_busy: float | None = None, dram_busy: float | None = None,
-             filled: bool = False) -> str:
-    if gaps is None or busy_pct is None:
-        return "NO_GPU_WORK"
-    idle = gaps["idle_ms"]
-    by_cause = gaps["idle_by_cause_ms"]
-    if busy_pct < BUSY_BELOW_PCT and idle > 0:
-        if by_cause["sync"] >= CAUSE_SHARE * idle:
-            return "SYNC_BOUND"
-        if by_cause["host"] >= CAUSE_SHARE * idle:
-            return "CPU_LAUNCH_BOUND"
-        return "BALANCED"
-    verdict = _counter_verdict(sm_busy, dram_busy) or "GPU_BOUND"
-    return "UNDER_FILLED" if filled and verdict in ("BALANCED", "GPU_BOUND") else verdict
+def traced_verdicts(kernels: Sequence[int | None], memcpys: Sequence[int | None],
+                    busy_pct: Sequence[float | None], idle_ms: Sequence[float],
+                    sync_idle_ms: Sequence[float], host_idle_ms: Sequence[float],
+                    sm_busy: Sequence[float | None], dram_busy: Sequence[float | None],
+                    fill_pct: Sequence[float | None], fill_known_pct: Sequence[float | None],
+                    warps_busy: Sequence[float | None]) -> list[str]:
+    """Rules 1-4 of traced time lines, one verdict per item of the columns:
+    the loop's (diagnose: columns of one), each step's (diagnose_step; the
+    summary passes its step columns, so a million steps make one call).
+    No op (kernels and memcpys both 0) or no busy share: NO_GPU_WORK."""
+    out: list[str] = []
+    append = out.append
+    for (ops, copies, busy, idle_ms_, sync_idle, host_idle, sm, dram, fill, known,
+         warps) in zip(kernels, memcpys, busy_pct, idle_ms, sync_idle_ms, host_idle_ms,
+                       sm_busy, dram_busy, fill_pct, fill_known_pct, warps_busy):
+        if (not ops and not copies) or busy is None:
+            append("NO_GPU_WORK")
+        elif busy < BUSY_BELOW_PCT and idle_ms_ > 0:
+            if sync_idle >= CAUSE_SHARE * idle_ms_:
+                append("SYNC_BOUND")
+            elif host_idle >= CAUSE_SHARE * idle_ms_:
+                append("CPU_LAUNCH_BOUND")
+            else:
+                append("BALANCED")
+        else:
+            verdict = _counter_verdict(sm, dram) or "GPU_BOUND"
+            if verdict in ("BALANCED", "GPU_BOUND") and under_filled(fill, known, sm, warps):
+                verdict = "UNDER_FILLED"
+            append(verdict)
+    return out
 
 
 def _counters_only_verdict(gr_pct: float | None, sm_busy: float | None,
@@ -165,12 +180,13 @@ def diagnose_step(step: dict[str, Any]) -> str:
         share = None if step["syncs"] is None else (1.0 if step["syncs"] else 0.0)
         return _counters_only_verdict(step["gr_active_pct"], step["sm_active_busy_pct"],
                                       step["dram_busy_pct"], share)
-    if not step["kernels"] and not step["memcpys"]:
-        return "NO_GPU_WORK"
-    filled = under_filled(step.get("fill_pct"), step.get("fill_known_pct"),
-                          step.get("sm_active_busy_pct"), step.get("warp_occupancy_busy_pct"))
-    return _verdict(step["gaps"]["busy_pct"], step["gaps"], step.get("sm_active_busy_pct"),
-                    step.get("dram_busy_pct"), filled)
+    gaps = step["gaps"]
+    by_cause = gaps["idle_by_cause_ms"]
+    return traced_verdicts([step["kernels"]], [step["memcpys"]], [gaps["busy_pct"]],
+                           [gaps["idle_ms"]], [by_cause["sync"]], [by_cause["host"]],
+                           [step.get("sm_active_busy_pct")], [step.get("dram_busy_pct")],
+                           [step.get("fill_pct")], [step.get("fill_known_pct")],
+                           [step.get("warp_occupancy_busy_pct")])[0]
 
 
 def _counter_reasons(sm: dict[str, Any] | None, dram: dict[str, Any] | None) -> list[str]:
@@ -294,8 +310,11 @@ def _diagnose(summary: dict[str, Any]) -> dict[str, Any]:
     sm_busy = sm.get("active_busy_pct") if sm else None
     dram_busy = dram.get("throughput_busy_pct") if dram else None
     warps_busy = sm.get("warp_occupancy_busy_pct") if sm else None
-    filled = under_filled(gpu.get("fill_pct"), gpu.get("fill_known_pct"), sm_busy, warps_busy)
-    verdict = _verdict(busy, gaps, sm_busy, dram_busy, filled)
+    by_cause = gaps["idle_by_cause_ms"]
+    verdict = traced_verdicts([gpu["kernels"]], [gpu["memcpys"] + gpu["memsets"]], [busy],
+                              [gaps["idle_ms"]], [by_cause["sync"]], [by_cause["host"]],
+                              [sm_busy], [dram_busy], [gpu.get("fill_pct")],
+                              [gpu.get("fill_known_pct")], [warps_busy])[0]
     idle = gaps["idle_ms"]
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}
     steps = [s for s in summary["steps"] if s["gaps"] is not None]

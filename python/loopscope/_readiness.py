@@ -22,8 +22,10 @@ site: the site's own count is over the whole run)."""
 from __future__ import annotations
 
 from collections import Counter
+from itertools import compress
 from typing import Any
 
+from . import _core
 from ._names import display_path
 from ._syncs import Resolver
 
@@ -63,73 +65,81 @@ def _blocker(kind: str, count: int | None, where: str | None, code: str | None,
             "why": WHY[kind]}
 
 
-def _dynamic(cols: dict[str, Any]) -> tuple[set[int], dict[int, int]]:
+def _dynamic(cols: dict[str, Any]) -> tuple[set[int], int | None]:
     """(indices of steps whose GPU work differs from the most common one,
-    their ops count) over the steps with GPU work."""
+    the ops count of most steps with the common work: None when no step
+    repeats another) over the steps with GPU work."""
+    signatures = list(compress(cols["signature"], cols["ops"]))
+    if len(signatures) < 2 or signatures.count(signatures[0]) == len(signatures):
+        return set(), None  # (every step alike: the common case, counted in C)
     working = [(i, ops, sig) for i, ops, sig in zip(cols["index"], cols["ops"], cols["signature"])
                if ops]
-    if len(working) < 2:
-        return set(), {}
-    counts = Counter(sig for _, _, sig in working)
+    counts = Counter(signatures)
     common, seen = counts.most_common(1)[0]
     if seen == 1:  # no step repeats another: every one is its own shape
-        return {i for i, _, _ in working}, {}
+        return {i for i, _, _ in working}, None
     usual_ops = Counter(ops for _, ops, sig in working if sig == common)
-    ops = usual_ops.most_common(1)[0][0]
-    return ({i for i, _, sig in working if sig != common}, {i: ops for i, _, _ in working})
+    return {i for i, _, sig in working if sig != common}, usual_ops.most_common(1)[0][0]
 
 
 # The model's step columns step_readiness reads (Model.step_table).
 COLUMNS = ("index", "graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
            "first_memory_call", "pageable_copies", "first_pageable_call", "ops")
+ENTRY_KEYS = ("status", "blockers", "graph_replays", "replay_host_us", "gpu_ops")
 
 
 def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
-                   resolver: Resolver | None = None) -> dict[int, dict[str, Any]]:
-    """{step index: {"status", "blockers", "graph_replays", "replay_host_us",
-    "gpu_ops"}} from the model's step columns (COLUMNS and "signature";
-    first_* indices -1 when none), sync blockers left to add_sync_blockers.
-    resolver: how call stacks become sites (a trace file's need their own,
-    as for the sync sites)."""
+                   resolver: Resolver | None = None) -> list[dict[str, Any]]:
+    """One entry per step of the model's step columns (COLUMNS and
+    "signature"; first_* indices -1 when none), in their order: {"status",
+    "blockers", "graph_replays", "replay_host_us", "gpu_ops"}, sync blockers
+    left to add_sync_blockers.  resolver: how call stacks become sites (a
+    trace file's need their own, as for the sync sites).  Made a column at
+    a time: only the steps with a blocker cost a Python loop."""
     calls = calls or []
     if resolver is None and calls:
         resolver = Resolver()
-    dynamic, usual_ops = _dynamic(cols)
-    out = {}
-    for (index, graph_launches, replay_host_ns, pairs, memory_calls, first_memory_call,
-         pageable_copies, first_pageable_call, ops) in zip(*(cols[c] for c in COLUMNS)):
-        blockers = []
-        if memory_calls:
-            where, code, api = _site_of_call(resolver, calls, first_memory_call)
-            blockers.append(_blocker("memory", memory_calls, where, code, api))
-        if pageable_copies:
-            where, code, _ = _site_of_call(resolver, calls, first_pageable_call)
-            blockers.append(_blocker("pageable_copy", pageable_copies, where, code,
-                                     "pageable host-to-device copy"))
-        if index in dynamic:
-            usual = usual_ops.get(index)
+    dynamic, usual = _dynamic(cols)
+    index, ops_column = cols["index"], cols["ops"]
+    blockers: list[list[dict[str, Any]]] = [[] for _ in range(len(index))]
+    memory_calls, pageable_copies = cols["memory_calls"], cols["pageable_copies"]
+    blocked = {k for k, (memory, pageable) in enumerate(zip(memory_calls, pageable_copies))
+               if memory or pageable}
+    if dynamic:
+        blocked.update(k for k, i in enumerate(index) if i in dynamic)
+    for k in sorted(blocked):
+        found = blockers[k]
+        if memory_calls[k]:
+            where, code, api = _site_of_call(resolver, calls, cols["first_memory_call"][k])
+            found.append(_blocker("memory", memory_calls[k], where, code, api))
+        if pageable_copies[k]:
+            where, code, _ = _site_of_call(resolver, calls, cols["first_pageable_call"][k])
+            found.append(_blocker("pageable_copy", pageable_copies[k], where, code,
+                                  "pageable host-to-device copy"))
+        if index[k] in dynamic:
+            ops = ops_column[k]
             detail = (f"{ops} GPU ops, most steps {usual}" if usual and usual != ops
                       else f"{ops} GPU ops, other kernels, grids or sizes than most steps"
                       if usual else f"{ops} GPU ops, no other step alike")
-            blockers.append(_blocker("dynamic_shapes", 1, None, None, detail))
-        entry = {
-            "status": "",
-            "blockers": blockers,
-            "graph_replays": graph_launches,
-            "replay_host_us": round(replay_host_ns / pairs / 1e3, 3) if pairs else None,
-            "gpu_ops": ops,
-        }
-        entry["status"] = _status(entry)
-        out[index] = entry
-    return out
+            found.append(_blocker("dynamic_shapes", 1, None, None, detail))
+    status = [_status_of(replays, ops, found)
+              for replays, ops, found in zip(cols["graph_launches"], ops_column, blockers)]
+    replay_host_us = [round(ns / pairs / 1e3, 3) if pairs else None
+                      for ns, pairs in zip(cols["replay_host_ns"], cols["replay_pairs"])]
+    return _core._dicts(ENTRY_KEYS, (status, blockers, cols["graph_launches"], replay_host_us,
+                                     ops_column))
+
+
+def _status_of(graph_replays: int, gpu_ops: int, blockers: list[dict[str, Any]]) -> str:
+    if graph_replays:
+        return "replays_graph"
+    if not gpu_ops and not blockers:
+        return "no_gpu_work"
+    return "blocked" if blockers else "capturable"
 
 
 def _status(entry: dict[str, Any]) -> str:
-    if entry["graph_replays"]:
-        return "replays_graph"
-    if not entry["gpu_ops"] and not entry["blockers"]:
-        return "no_gpu_work"
-    return "blocked" if entry["blockers"] else "capturable"
+    return _status_of(entry["graph_replays"], entry["gpu_ops"], entry["blockers"])
 
 
 def add_sync_blockers(steps: list[dict[str, Any]], syncs: dict[str, Any] | None) -> None:
@@ -140,12 +150,15 @@ def add_sync_blockers(steps: list[dict[str, Any]], syncs: dict[str, Any] | None)
     for site in (syncs or {}).get("sites", []):
         for step in site.get("steps") or []:
             sites_by_step.setdefault(step, []).append(site)
-    for step in steps:
-        entry = step.get("graph_readiness")
-        if entry is None:
-            continue
-        blockers = [b for b in entry["blockers"] if b["kind"] != "sync"]
+    # Only the steps with a site, or with blockers (a sync site that is no
+    # longer there leaves): the rest keep their status (most of a million steps).
+    changing = [step for step in steps
+                if (entry := step.get("graph_readiness")) is not None
+                and (entry["blockers"] or step["index"] in sites_by_step)]
+    for step in changing:
+        entry = step["graph_readiness"]
         step_sites = sites_by_step.get(step["index"], [])
+        blockers = [b for b in entry["blockers"] if b["kind"] != "sync"]
         found = [_blocker("sync", None, _where(site["file"], site["line"]),
                           site.get("call") or site.get("code"),
                           None if site.get("file") else f"{site['kind']} sync")
@@ -171,16 +184,20 @@ def first_line(step_name: str, readiness: dict[str, Any]) -> str | None:
 def overview(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     """summary["graph_readiness"]: counts over the steps, and the first
     blocked step's line; None without steps."""
-    judged = [s for s in steps if s.get("graph_readiness") is not None]
+    judged = [entry for s in steps if (entry := s.get("graph_readiness")) is not None]
     if not judged:
         return None
-    status = Counter(s["graph_readiness"]["status"] for s in judged)
+    status = Counter(entry["status"] for entry in judged)
     by_kind = dict.fromkeys(KINDS, 0)
-    for s in judged:  # one pass: a million steps are common
-        for kind in {b["kind"] for b in s["graph_readiness"]["blockers"]}:
+    for entry in judged:  # one pass: a million steps are common
+        blockers = entry["blockers"]
+        if not blockers:
+            continue
+        for kind in {b["kind"] for b in blockers}:
             if kind in by_kind:
                 by_kind[kind] += 1
-    blocked = [s for s in judged if s["graph_readiness"]["status"] == "blocked"]
+    blocked = next((s for s in steps if (s.get("graph_readiness") or {}).get("status")
+                    == "blocked"), None) if status.get("blocked") else None
     return {
         "steps": len(judged),
         "capturable": status.get("capturable", 0),
@@ -188,7 +205,7 @@ def overview(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
         "replaying_graphs": status.get("replays_graph", 0),
         "no_gpu_work": status.get("no_gpu_work", 0),
         "steps_blocked_by": by_kind,
-        "first_blocked": first_line(blocked[0]["name"], blocked[0]["graph_readiness"])
+        "first_blocked": first_line(blocked["name"], blocked["graph_readiness"])
         if blocked else None,
-        "first_blocked_step": blocked[0]["index"] if blocked else None,
+        "first_blocked_step": blocked["index"] if blocked else None,
     }

@@ -4,12 +4,14 @@ names.  It only reads the model: gaps, steps, ranges, groups and counter
 averages are all computed there, once."""
 from __future__ import annotations
 
+import gc
 import time
 from bisect import bisect_left
 from itertools import repeat
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from ._diagnosis import diagnose, diagnose_step
+from . import _core
+from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
 from ._readiness import add_sync_blockers, overview, step_readiness
@@ -82,6 +84,11 @@ def gap_figures(raw: Sequence[int], thresholds_us, busy_ns: int) -> dict[str, An
         "idle_by_cause_ms": {"host": host_ns / 1e6, "sync": sync_ns / 1e6,
                              "other": other_ns / 1e6},
     }
+
+
+# gap_figures' keys, in its order (_step_gaps makes the same dicts by columns).
+GAP_KEYS = ("count", "normal", "warning", "severe", "mean_us", "p50_us", "p99_us", "max_us",
+            "idle_ms", "busy_ms", "busy_pct", "thresholds_us", "by_cause", "idle_by_cause_ms")
 
 
 def _histogram(raw: dict[str, Any], edges_ns: list[int]) -> dict[str, Any]:
@@ -444,43 +451,85 @@ def _host_steps(cols: dict[str, Any], syncs: Iterable[int | None],
 
 def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
            names: Sequence[str] | None = None,
-           readiness: dict[int, dict[str, Any]] | None = None,
+           readiness: list[dict[str, Any]] | None = None,
            metrics: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """summary["steps"] from the model's step columns (step_columns) and,
-    with counters, its per-step metrics."""
+    with counters, its per-step metrics; `readiness`: step_readiness's
+    entries, one per step.  Shaped a column at a time (a comprehension per
+    figure) and zipped into the step dicts by _core._dicts: a million steps
+    cost no Python call per step but the verdict's."""
     index = cols["index"]
     step_names = cols["name"] if names is None else [names[i] for i in index]
     syncs: Iterable[int | None] = cols["syncs"] if syncs_watched else repeat(None)
     if not gpu and metrics is None:
         return _host_steps(cols, syncs, step_names)
-    no_gpu: Iterable[Any] = repeat(None)
-    line = zip(*(cols[c] for c in GPU_STEP_COLUMNS)) if gpu else no_gpu
-    gaps = zip(*(cols[c] for c in GAP_STEP_COLUMNS)) if gpu else no_gpu
-    judged = readiness or {}
-    steps: list[dict[str, Any]] = []
-    copy, append = _HOST_STEP.copy, steps.append
-    for i, name, start, end, sync, ln, gp, m in zip(
-            index, step_names, cols["start_ns"], cols["end_ns"], syncs, line, gaps,
-            metrics if metrics is not None else no_gpu):
-        step = copy()  # every key in its place (see _HOST_STEP); the GPU's filled in
-        step["index"], step["name"], step["syncs"] = i, name, sync
-        step["host_ms"] = (end - start) / 1e6  # = _ms (ints of ns)
-        if ln is not None:
-            first, last, busy, kernels, memcpys, _, comm, compute, kernel_ns, shaped, filled = ln
-            step["gpu_ms"] = busy / 1e6
-            step["gpu_span_ms"] = (last - first) / 1e6
-            step["kernels"], step["memcpys"] = kernels, memcpys
-            step["gaps"] = gap_figures(gp, thresholds_us, busy)
-            step["fill_pct"], step["fill_known_pct"] = _fill(filled, shaped, kernel_ns)
-            step["comm_ms"] = comm / 1e6
-            step["compute_ms"] = compute / 1e6
-            step["graph_readiness"] = judged.get(i)
-        if m is not None:
-            step.update(_window_figures(m))
-        if gpu or step["samples"]:
-            step["verdict"] = diagnose_step(step)
-        append(step)
+    n = len(index)
+    nones = [None] * n
+    column: dict[str, Any] = dict.fromkeys(_HOST_STEP, nones)
+    column["index"], column["name"] = index, step_names
+    column["syncs"] = cols["syncs"] if syncs_watched else nones
+    column["host_ms"] = [(end - start) / 1e6  # = _ms (ints of ns)
+                         for start, end in zip(cols["start_ns"], cols["end_ns"])]
+    column["samples"] = [0] * n
+    if metrics is not None:
+        windows = [_window_figures(m) for m in metrics]
+        for key in windows[0] if windows else ():
+            column[key] = [w[key] for w in windows]
+    if gpu:
+        gaps, figures = _step_gaps(cols, thresholds_us)
+        column["gpu_ms"] = figures["busy_ms"]
+        column["gpu_span_ms"] = [(last - first) / 1e6
+                                 for first, last in zip(cols["first_ns"], cols["last_ns"])]
+        column["kernels"], column["memcpys"] = cols["kernels"], cols["memcpys"]
+        column["gaps"] = gaps
+        column["fill_pct"] = fill = [round(100.0 * filled / shaped, 2) if shaped else None
+                                     for filled, shaped in zip(cols["filled_ns"],
+                                                               cols["shaped_ns"])]
+        column["fill_known_pct"] = known = [
+            round(100.0 * shaped / kernel, 2) if kernel else None
+            for shaped, kernel in zip(cols["shaped_ns"], cols["kernel_ns"])]
+        column["comm_ms"] = [ns / 1e6 for ns in cols["comm_ns"]]
+        column["compute_ms"] = [ns / 1e6 for ns in cols["compute_ns"]]
+        column["graph_readiness"] = readiness if readiness is not None else nones
+        column["verdict"] = traced_verdicts(
+            cols["kernels"], cols["memcpys"], figures["busy_pct"], figures["idle_ms"],
+            figures["sync_ms"], figures["host_ms"], column["sm_active_busy_pct"],
+            column["dram_busy_pct"], fill, known, column["warp_occupancy_busy_pct"])
+    steps = _core._dicts(tuple(column), tuple(column.values()))
+    if not gpu:  # counters only: a verdict where samples cover the step
+        for step in steps:
+            if step["samples"]:
+                step["verdict"] = diagnose_step(step)
     return steps
+
+
+def _step_gaps(cols: dict[str, Any], thresholds_us) -> tuple[list[dict[str, Any]],
+                                                              dict[str, list[Any]]]:
+    """Each step's gap_figures (a dict each), made a column at a time, and
+    the columns its verdict reads (busy_ms, busy_pct, idle_ms, sync_ms,
+    host_ms)."""
+    count, total, busy = cols["gap_count"], cols["idle_ns"], cols["busy_ns"]
+    n = len(count)
+    figures = {
+        "busy_ms": [ns / 1e6 for ns in busy],
+        "busy_pct": [round(100.0 * b / (b + t), 2) if b + t > 0 else None
+                     for b, t in zip(busy, total)],
+        "idle_ms": [ns / 1e6 for ns in total],
+        "host_ms": [ns / 1e6 for ns in cols["gap_host_ns"]],
+        "sync_ms": [ns / 1e6 for ns in cols["gap_sync_ns"]],
+    }
+    causes = ("host", "sync", "other")
+    by_cause = _core._dicts(causes, (cols["gap_host"], cols["gap_sync"], cols["gap_other"]))
+    idle_by_cause = _core._dicts(causes, (figures["host_ms"], figures["sync_ms"],
+                                          [ns / 1e6 for ns in cols["gap_other_ns"]]))
+    thresholds = list(thresholds_us)
+    gaps = _core._dicts(GAP_KEYS, (
+        count, cols["gap_normal"], cols["gap_warning"], cols["gap_severe"],
+        [round(t / c / 1e3, 3) if c else 0.0 for t, c in zip(total, count)],
+        [ns / 1e3 for ns in cols["gap_p50_ns"]], [ns / 1e3 for ns in cols["gap_p99_ns"]],
+        [ns / 1e3 for ns in cols["gap_max_ns"]], figures["idle_ms"], figures["busy_ms"],
+        figures["busy_pct"], [thresholds.copy() for _ in range(n)], by_cause, idle_by_cause))
+    return gaps, figures
 
 
 def _step_name_lookup(index: Sequence[int], names: Sequence[str]
@@ -610,6 +659,37 @@ _NO_STEPS: dict[str, Any] = {name: () for name in HOST_STEP_COLUMNS}
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
                   steps: RangeSteps | None = None, source: str | None = None,
                   resolver=None) -> dict[str, Any]:
+    """_build_summary with the cyclic garbage collector paused: the summary
+    is a tree of new containers (a few per step) that hold no cycle, so the
+    collections their allocation would trigger find nothing to free, yet
+    walk them all again each time the old generation grows by a quarter
+    (a quarter of the summary's time at a million steps).  The collector's
+    state is given back as it was, whatever happens.
+
+    Given back, it would start with a young collection that walks every
+    object made meanwhile (~0.6 s at a million steps) only to move them to
+    an older generation, where the summary's long-lived containers end up
+    anyway: they are moved straight to the oldest one instead (gc.freeze
+    then gc.unfreeze: two list splices, no walk).  The young objects of
+    the caller move with them, so a cycle among those waits for the next
+    full collection instead of the next young one.  Skipped when the
+    caller froze objects of its own (unfreeze would thaw them)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _build_summary(capture, state, thresholds_us, host_ns, stop_error, steps, source,
+                              resolver)
+    finally:
+        if collecting:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
+def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
+                   steps: RangeSteps | None = None, source: str | None = None,
+                   resolver=None) -> dict[str, Any]:
     """The summary of a finished profile's capture (None when stopping it
     failed).  `steps`: ranges that act as the steps instead of the live
     ones; every figure is then computed for them as for live steps.

@@ -18,6 +18,8 @@ import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import loopscope
 from loopscope import _core
@@ -188,6 +190,78 @@ def test_step_columns_agree_with_the_step_dicts():
     assert model.step_metrics() is None  # no samples
 
 
+def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
+    """summary["steps"] is shaped a column at a time (_steps, _step_gaps,
+    step_readiness: _core._dicts zips the columns): every step equals a dict
+    made here one step at a time from Model.steps() (the model's dict per
+    step), keys in PRODUCT's order.  601 steps: step k runs 1 + k % 3
+    kernels, so the steps of one kernel (201 of them) are the common work
+    and the rest are flagged as dynamic shapes; step 0 has no gap (all
+    busy: GPU_BOUND), every later one waits on the host (CPU_LAUNCH_BOUND)."""
+    n = 601
+    prof = gpu_steps_profile(n)
+    got = prof.summary()["steps"]
+
+    def pct(part, whole):
+        return round(100.0 * part / whole, 2) if whole > 0 else None
+
+    want = []
+    for k, m in enumerate(prof.model.steps()):
+        g, busy, ops = m["gaps"], m["busy_ns"], m["readiness"]["ops"]
+        gaps = {
+            "count": g["count"], "normal": g["normal"], "warning": g["warning"],
+            "severe": g["severe"],
+            "mean_us": round(g["total_ns"] / g["count"] / 1e3, 3) if g["count"] else 0.0,
+            "p50_us": g["p50_ns"] / 1e3, "p99_us": g["p99_ns"] / 1e3, "max_us": g["max_ns"] / 1e3,
+            "idle_ms": g["total_ns"] / 1e6, "busy_ms": busy / 1e6,
+            "busy_pct": pct(busy, busy + g["total_ns"]), "thresholds_us": [20.0, 50.0],
+            "by_cause": {"host": g["host"], "sync": g["sync"], "other": g["other"]},
+            "idle_by_cause_ms": {"host": g["host_ns"] / 1e6, "sync": g["sync_ns"] / 1e6,
+                                 "other": g["other_ns"] / 1e6},
+        }
+        blockers = [] if k % 3 == 0 else [{
+            "kind": "dynamic_shapes", "count": 1, "where": None, "code": None,
+            "text": f"{ops} GPU ops, most steps 1",
+            "why": "its kernels or their grids change from step to step (dynamic shapes)"}]
+        want.append({
+            "index": k, "name": f"Step_{k}", "host_ms": (m["end_ns"] - m["start_ns"]) / 1e6,
+            "gpu_ms": busy / 1e6, "gpu_span_ms": (m["last_ns"] - m["first_ns"]) / 1e6,
+            "kernels": 1 + k % 3, "memcpys": 0, "gaps": gaps, "syncs": None,
+            "sm_active_pct": None, "sm_active_busy_pct": None, "dram_pct": None,
+            "dram_busy_pct": None, "gr_active_pct": None, "warp_occupancy_busy_pct": None,
+            "samples": 0, "fill_pct": None, "fill_known_pct": 0.0,
+            "verdict": "GPU_BOUND" if k == 0 else "CPU_LAUNCH_BOUND",
+            "comm_ms": 0.0, "compute_ms": busy / 1e6,
+            "graph_readiness": {"status": "blocked" if blockers else "capturable",
+                                "blockers": blockers, "graph_replays": 0,
+                                "replay_host_us": None, "gpu_ops": ops},
+        })
+    assert got == want
+    assert [list(s) for s in got] == [list(s) for s in want]  # the order of the keys too
+    assert [list(s["gaps"]) for s in got] == [list(s["gaps"]) for s in want]
+    assert got[0]["gaps"]["thresholds_us"] is not got[1]["gaps"]["thresholds_us"]
+    assert got[1]["graph_readiness"]["blockers"] is not got[2]["graph_readiness"]["blockers"]
+    assert prof.summary()["graph_readiness"]["blocked"] == n - (n + 2) // 3
+
+
+def test_dicts_zips_columns_into_rows():
+    """_core._dicts: row i is {keys[j]: columns[j][i]}, each row its own dict;
+    columns of any sequence type (the model's memoryviews included)."""
+    view = memoryview(bytes(range(16))).cast("Q")
+    rows = _core._dicts(("a", "b", "c"), ([1, 2], ("x", None), view))
+    assert rows == [{"a": 1, "b": "x", "c": view[0]}, {"a": 2, "b": None, "c": view[1]}]
+    assert rows[0] is not rows[1] and list(rows[1]) == ["a", "b", "c"]
+    assert _core._dicts(("a",), ([],)) == [] and _core._dicts((), ()) == []
+    with pytest.raises(ValueError, match="1 keys but 2 columns"):
+        _core._dicts(("a",), ([1], [2]))
+    with pytest.raises(ValueError, match="column 1 has 1 items, column 0 2"):
+        _core._dicts(("a", "b"), ([1, 2], [1]))
+    with pytest.raises(TypeError, match=r"keys\[0\] is not a str"):
+        _core._dicts((1,), ([1],))
+    with pytest.raises(TypeError, match="each column must be a sequence"):
+        _core._dicts(("a",), (5,))
+
+
 def test_a_line_of_one_ns_has_its_busy_share():
     """The smallest line there is: one kernel of 1 ns and no gap.  Its busy
     share is 100 %, in the step (gap_figures, the columns' path), in the
@@ -210,3 +284,294 @@ def test_a_line_of_one_ns_has_its_busy_share():
     assert (empty["gaps"]["busy_ms"], empty["gaps"]["busy_pct"]) == (0.0, None)
     assert (s["gaps"]["busy_ms"], s["gaps"]["busy_pct"]) == (1e-06, 100.0)
     assert (s["gpu"]["span_ms"], s["gpu"]["busy_pct"]) == (1e-06, 100.0)
+
+
+# -- the radix sorts (csrc/ls_radix.c) ------------------------------------------
+
+_KEY = st.one_of(st.integers(0, 3), st.integers(0, 2**20),
+                 st.integers(2**63, 2**64 - 1), st.integers(0, 2**64 - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_KEY, _KEY, _KEY), max_size=300))
+def test_radix_order_is_the_sorted_order(keys):
+    """ls_radix_sort_items gives sorted()'s order, ties by position: keys
+    that pack into 64 bits, keys that do not (the runs they leave tied go
+    through qsort), repeats, and keys in order already."""
+    want = sorted(range(len(keys)), key=lambda i: (*keys[i], i))
+    assert _core._radix_order(keys) == want
+    assert _core._radix_order(sorted(keys)) == list(range(len(keys)))
+
+
+def test_radix_order_of_many_shuffled_keys():
+    """Enough keys for every byte digit to take a pass (each a bucket of its
+    own), with repeats."""
+    rng = random.Random(14)
+    keys = [(rng.randrange(3), rng.randrange(2**40), rng.randrange(50)) for _ in range(20_000)]
+    keys += keys[:500]
+    rng.shuffle(keys)
+    assert _core._radix_order(keys) == sorted(range(len(keys)), key=lambda i: (*keys[i], i))
+
+
+def streams_profile(records, shuffled: bool):
+    """One step holding `records` (start, end, device, stream), each with a
+    launch 1 us before it, injected in order or shuffled."""
+    apis = [(s - 1_000, s - 900, corr) for corr, (s, _, _, _) in enumerate(records, 1)]
+    ops = [(s, e, d, q, corr, "k") for corr, (s, e, d, q) in enumerate(records, 1)]
+    if shuffled:
+        rng = random.Random(3)
+        rng.shuffle(apis)
+        rng.shuffle(ops)
+    _core._set_test_clock(START, TICK)
+    try:
+        with loopscope.profile() as prof:
+            with prof.step():
+                for at in range(0, len(ops), 700):
+                    _core._inject("api", apis[at:at + 700])
+                    _core._inject("kernel", ops[at:at + 700])
+    finally:
+        _core._set_test_clock(0, 0)
+    return prof.summary()
+
+
+def test_shuffled_ops_on_several_devices_and_streams_with_ties():
+    """Ops of 2 devices x 3 streams, many starting at one time (ties on
+    start, some on end too): in order and shuffled agree, and each stream's
+    gaps and each device's kernels are those of a plain-Python sweep."""
+    rng = random.Random(9)
+    base = START + TICK + 10_000
+    records = []
+    for _ in range(6_000):
+        start = base + rng.randrange(200) * 1_000  # 200 distinct starts: ties
+        records.append((start, start + rng.choice((500, 800, 800)), rng.randrange(2),
+                        rng.randrange(3)))
+    records.sort()
+    in_order = streams_profile(records, shuffled=False)
+    shuffled = streams_profile(records, shuffled=True)
+    # Ops tied on (device, start, end) go by record index, which the shuffle
+    # changes: a worst gap then names another of the tied ops' streams.
+    for s in (in_order, shuffled):
+        for gap in s["gaps"]["worst"]:
+            assert gap["stream"] in {q for st_, e, d, q in records
+                                     if d == gap["device"] and e == gap["start_ns"]}
+            gap["stream"] = None
+    assert without_timing(shuffled) == without_timing(in_order)
+
+    def gaps_of(spans):  # idle stretches between the union of the spans
+        spans, count, idle, end = sorted(spans), 0, 0, None
+        for s, e in spans:
+            if end is not None and s > end:
+                count, idle = count + 1, idle + s - end
+            end = e if end is None else max(end, e)
+        return count, idle
+
+    for entry in shuffled["gaps"]["per_stream"]:
+        spans = [(s, e) for s, e, d, q in records
+                 if d == entry["device"] and q == entry["stream"]]
+        count, idle = gaps_of(spans)
+        assert (entry["gaps"]["count"], round(entry["gaps"]["idle_ms"] * 1e6)) == (count, idle)
+        assert entry["kernels"] == len(spans)
+    assert [d["kernels"] for d in shuffled["gpu"]["devices"]] == [
+        sum(1 for r in records if r[2] == d) for d in (0, 1)]
+    assert shuffled["gaps"]["count"] == sum(gaps_of([(s, e) for s, e, d, _ in records
+                                                     if d == dev])[0] for dev in (0, 1))
+
+
+def test_streams_of_every_run_length_are_each_their_own_line():
+    """The sweeps find where each device's and stream's run of sorted ops
+    ends by galloping (csrc/ls_model.c run_end): streams of 1 to 40 ops
+    (runs of one, of powers of two and between them) on 3 devices,
+    shuffled: each stream's kernels and gaps and each device's kernels are
+    those of a plain-Python count."""
+    rng = random.Random(21)
+    base = START + TICK + 10_000
+    records = []
+    for stream in range(60):
+        device = stream % 3
+        for k in range(1 + stream % 40):
+            start = base + k * 2_000 + rng.randrange(3) * 500
+            records.append((start, start + 800, device, stream))
+    records.sort()
+    summary = streams_profile(records, shuffled=True)
+    per_stream = {(e["device"], e["stream"]): e for e in summary["gaps"]["per_stream"]}
+    assert sorted(per_stream) == sorted({(d, q) for _, _, d, q in records})
+    for (device, stream), entry in per_stream.items():
+        spans = sorted((s, e) for s, e, d, q in records if d == device and q == stream)
+        gaps = [b[0] - a_end for a_end, b in zip(
+            [max(e for _, e in spans[:i + 1]) for i in range(len(spans) - 1)], spans[1:])
+            if b[0] > a_end]
+        assert entry["kernels"] == len(spans) == 1 + stream % 40
+        assert (entry["gaps"]["count"], round(entry["gaps"]["idle_ms"] * 1e6)) == (
+            len(gaps), sum(gaps))
+    assert [d["kernels"] for d in summary["gpu"]["devices"]] == [
+        sum(1 for r in records if r[2] == d) for d in (0, 1, 2)]
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_launches_on_step_bounds_go_to_the_step_they_bound(shuffled):
+    """Launch points sorted by (time, record) (their indices by a stable
+    radix sort when out of order, none at all when in order) merge with the
+    steps' starts and ends: a launch at a step's first or last ns is the
+    step's (starts come before points at one time, ends after them).  Step
+    k spans ticks 2k + 1 to 2k + 2 (its enter and exit read the clock);
+    each step gets launches at its start, its middle and its end, two of
+    them at one time, and one between steps (no step)."""
+    n = 40
+    apis, ops, corr = [], [], 1
+    for k in range(n):
+        enter, leave = START + (2 * k + 1) * TICK, START + (2 * k + 2) * TICK
+        for t in (enter, enter, (enter + leave) // 2, leave, leave + TICK // 2):
+            apis.append((t, t + 100, corr))
+            ops.append((leave + TICK // 4 + corr, leave + TICK // 4 + corr + 10, 0, 7, corr, "k"))
+            corr += 1
+    if shuffled:
+        rng = random.Random(5)
+        rng.shuffle(apis)
+        rng.shuffle(ops)
+    _core._set_test_clock(START, TICK)
+    try:
+        with loopscope.profile() as prof:
+            for _ in range(n):
+                with prof.step():
+                    pass
+            _core._inject("api", apis)
+            _core._inject("kernel", ops)
+    finally:
+        _core._set_test_clock(0, 0)
+    summary = prof.summary()
+    assert [s["kernels"] for s in summary["steps"]] == [4] * n
+    assert summary["gpu"]["kernels"] == 5 * n
+
+
+def test_streams_far_apart_with_long_runs_of_one_start():
+    """Ops on streams 0 and 2**30 over 2 ms: the stream sort's (stream,
+    start, end) no longer packs into 64 bits (30 + 21 + 21 bits), so the radix sort orders by (stream,
+    start) and each run of one start is ordered by end after it (runs of 5
+    by insertion, runs of 120 through qsort).  Shuffled gives what in order
+    gives, and each stream's kernels, gaps and idle time are those of a
+    plain-Python sweep."""
+    rng = random.Random(36)
+    base = START + TICK + 10_000
+    records = []
+    for stream in (0, 2**30):
+        for k in range(120):  # one start, 120 ends
+            records.append((base, base + 100 + rng.randrange(5_000), 0, stream))
+        for at in range(1, 200):  # runs of 5 at 199 starts
+            for _ in range(5):
+                start = base + at * 10_000
+                records.append((start, start + 1 + rng.randrange(3_000), 0, stream))
+    records.sort()
+    in_order = streams_profile(records, shuffled=False)
+    shuffled = streams_profile(records, shuffled=True)
+    assert without_timing(shuffled) == without_timing(in_order)
+
+    def gaps_of(spans):
+        spans, count, idle, end = sorted(spans), 0, 0, None
+        for s, e in spans:
+            if end is not None and s > end:
+                count, idle = count + 1, idle + s - end
+            end = e if end is None else max(end, e)
+        return count, idle
+
+    for entry in shuffled["gaps"]["per_stream"]:
+        spans = [(s, e) for s, e, d, q in records if q == entry["stream"]]
+        assert entry["kernels"] == len(spans)
+        count, idle = gaps_of(spans)
+        assert (entry["gaps"]["count"], round(entry["gaps"]["idle_ms"] * 1e6)) == (count, idle)
+
+
+def test_summary_gives_the_collector_back_as_it_was(monkeypatch):
+    """build_summary pauses the cyclic GC while it builds (its containers
+    hold no cycle) and leaves it as it found it: on, off, or after a failure."""
+    import gc
+
+    from loopscope import _summary
+
+    prof = gpu_steps_profile(3)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        seen = []
+        real = _summary._build_summary
+        monkeypatch.setattr(_summary, "_build_summary",
+                            lambda *a: seen.append(gc.isenabled()) or real(*a))
+        assert len(prof.summary()["steps"]) == 3 and seen == [False] and gc.isenabled()
+        gc.disable()
+        _summary.build_summary(prof._capture, {}, (10.0, 100.0), 0, None)
+        assert not gc.isenabled()
+        gc.enable()
+
+        def fail(*a):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(_summary, "_build_summary", fail)
+        with pytest.raises(RuntimeError, match="boom"):
+            _summary.build_summary(None, {}, (10.0, 100.0), 0, None)
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_summary_moves_what_it_made_to_the_oldest_generation():
+    """Given back on, the collector finds the summary's containers in the
+    oldest generation (gc.freeze + gc.unfreeze: no young collection walks
+    them); nothing stays frozen.  A caller's own frozen objects stay frozen:
+    then the move is skipped and the summary is the same."""
+    import gc
+
+    from loopscope import _summary
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        prof = gpu_steps_profile(30)
+        summary = _summary.build_summary(prof._capture, {}, (20.0, 50.0), 0, None)
+        assert gc.get_freeze_count() == 0 and gc.isenabled()
+        young = {id(o) for o in gc.get_objects(generation=0)}
+        assert id(summary["steps"]) not in young and id(summary["steps"][5]) not in young
+        assert any(o is summary["steps"] for o in gc.get_objects(generation=2))
+
+        keep = [[] for _ in range(5)]  # the caller's frozen objects
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(keep)
+        again = _summary.build_summary(prof._capture, {}, (20.0, 50.0), 0, None)
+        assert gc.get_freeze_count() > 0  # still frozen (minus what was freed since)
+        assert not any(o is keep[0] for o in gc.get_objects())  # not thawed
+        assert without_timing(again) == without_timing(summary)
+    finally:
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()
+
+
+# (kernels, memcpys, busy_pct, idle_ms, sync_idle_ms, host_idle_ms, sm_busy, dram_busy,
+#  fill_pct, fill_known_pct, warps_busy) -> the verdict _diagnosis's rules 1-4 give
+VERDICT_CASES = [
+    ((0, 0, 10.0, 5.0, 5.0, 0.0, None, None, None, None, None), "NO_GPU_WORK"),
+    ((1, 0, None, 5.0, 5.0, 0.0, None, None, None, None, None), "NO_GPU_WORK"),
+    ((1, 0, 40.0, 10.0, 5.0, 0.0, None, None, None, None, None), "SYNC_BOUND"),
+    ((1, 0, 40.0, 10.0, 4.9, 5.0, None, None, None, None, None), "CPU_LAUNCH_BOUND"),
+    ((1, 0, 40.0, 10.0, 4.0, 4.0, None, None, None, None, None), "BALANCED"),
+    ((1, 0, 40.0, 0.0, 0.0, 0.0, None, None, None, None, None), "GPU_BOUND"),
+    ((0, 3, 60.0, 1.0, 1.0, 0.0, None, None, None, None, None), "GPU_BOUND"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 50.0, 70.0, None, None, None), "MEMORY_BOUND"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 61.0, 49.0, None, None, None), "COMPUTE_BOUND"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 61.0, 50.0, None, None, None), "BALANCED"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, None, None, 49.0, 50.0, None), "UNDER_FILLED"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, None, None, 49.0, 49.9, None), "GPU_BOUND"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 50.0, 20.0, None, None, 24.0), "UNDER_FILLED"),
+    ((1, 0, 60.0, 1.0, 0.0, 1.0, 50.0, 80.0, 10.0, 100.0, None), "MEMORY_BOUND"),
+]
+
+
+def test_traced_verdicts_over_columns_give_each_lines_verdict():
+    """traced_verdicts is the one rule of traced lines: the summary maps it
+    over its step columns, diagnose_step and diagnose call it with columns
+    of one.  Over columns it gives, item by item, what one line gives."""
+    from loopscope._diagnosis import traced_verdicts
+
+    rows = [row for row, _ in VERDICT_CASES]
+    want = [verdict for _, verdict in VERDICT_CASES]
+    assert traced_verdicts(*zip(*rows)) == want
+    assert [traced_verdicts(*([v] for v in row))[0] for row in rows] == want
+    assert traced_verdicts(*([],) * 11) == []

@@ -416,3 +416,36 @@ def test_readiness_blockers_come_back_with_their_sites(tmp_path):
     assert back["steps"] == live["steps"]
     assert back["graph_readiness"] == live["graph_readiness"]
     assert without_thread_ids(back["syncs"]) == without_thread_ids(live["syncs"])
+
+
+@pytest.mark.fake_sampler
+def test_the_counters_sampling_interval_comes_back(tmp_path, test_clock):
+    """The read-back summary gives the interval the live one sampled at
+    (the samples' own lengths only approach it), and a damaged one reads
+    as unknown."""
+    us = 1_000
+    samples = [(t, t + 50 * us, {"sm_active_pct": float(t // (50 * us))})
+               for t in range(800 * us, 1_200 * us, 50 * us)]
+    _core._fake_samples(samples, 2, 50 * us)
+    test_clock.set(1_000_000, 20 * us)
+    try:
+        with loopscope.profile(metrics=True, metrics_decode_ms=1) as prof:
+            for _ in range(3):
+                with prof.step():
+                    pass
+            _core._inject("kernel", [(1_000_000, 1_002_000, 0, 7, 1, "a")])
+    finally:
+        _core._fake_samples([])
+    live = prof.summary()
+    assert live["sm"]["interval_us"] == 50.0 and live["sm"]["samples"] > 0
+    path = prof.export_trace(tmp_path / "t.json")
+    back = loopscope.analyze(path, progress=False)
+    assert back["sm"] == live["sm"]
+    data = json.loads(open(path).read())
+    data["otherData"]["metrics_interval_us"] = "fifty"
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text(json.dumps(data))
+    again = loopscope.analyze(damaged, progress=False)
+    assert again["sm"]["interval_us"] is None
+    assert {k: v for k, v in again["sm"].items() if k != "interval_us"} == \
+        {k: v for k, v in live["sm"].items() if k != "interval_us"}

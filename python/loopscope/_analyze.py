@@ -296,6 +296,8 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
                 else TraceResolver())
     summary = build_summary(capture, state, thresholds, prof._host_ns, None, source=kind,
                             resolver=resolver)
+    if own is not None and summary["sm"] is not None:  # the interval the export recorded
+        summary["sm"]["interval_us"] = own["metrics_interval_us"]
     _shape(summary, kind=kind, path=p, gz=gz, meta=meta, stats=stats, names=names,
            pattern=pattern, device=device, read_s=read_s, steps=step_count,
            own=own is not None)

@@ -175,7 +175,8 @@ def members(reader, path: Path) -> dict[str, Any]:
 def own_export(meta: dict[str, Any]) -> dict[str, Any] | None:
     """What loopscope's own export (otherData.producer == "loopscope" and
     export_version >= 1, see _trace_export) carries for its reader: {"span_ns": [start, end] or
-    None, "sync_sites": [...], "call_sites": [...], "syncs_error", "metrics_error"}; None for
+    None, "sync_sites": [...], "call_sites": [...], "syncs_error", "metrics_error",
+    "metrics_interval_us": a positive number or None}; None for
     any other trace.  Members that are missing or malformed read as absent."""
     other = meta.get("otherData")
     # exports before export_version 1 carried none of it: read as any trace
@@ -192,11 +193,17 @@ def own_export(meta: dict[str, Any]) -> dict[str, Any] | None:
         for listed in (other.get("sync_sites"), other.get("call_sites")))
     return {"span_ns": span, "sync_sites": sites, "call_sites": call_sites,
             "syncs_error": _text_or_none(other.get("syncs_error")),
-            "metrics_error": _text_or_none(other.get("metrics_error"))}
+            "metrics_error": _text_or_none(other.get("metrics_error")),
+            "metrics_interval_us": _positive_or_none(other.get("metrics_interval_us"))}
 
 
 def _text_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _positive_or_none(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e9
+    return float(value) if ok else None
 
 
 # deviceProperties keys of the facts ls_device_facts holds, in its order

@@ -62,7 +62,8 @@ and the launches before it (so the syncs group as they did live), the
 sites themselves (otherData.sync_sites), the recorded calls outside syncs
 (args.launches_before without args.sync) with their sites
 (otherData.call_sites) and why syncs or SM/DRAM were
-missing (otherData.syncs_error / metrics_error).  So `loopscope.analyze()`
+missing (otherData.syncs_error / metrics_error), and the counters' sampling interval
+(otherData.metrics_interval_us).  So `loopscope.analyze()`
 of the export gives the live summary's gaps (count, class, cause, step),
 GPU busy time, kernel fill, syncs, each step's graph readiness (its
 allocations and pageable copies at their lines) and SM/DRAM figures again; thread ids
@@ -285,6 +286,10 @@ def export_trace(profiles: list[Any], path: str | os.PathLike,
                                 None),
             "metrics_error": next((s["metrics_error"] for s in summaries
                                    if s.get("metrics_error")), None),
+            # the counters' sampling interval: the samples' own lengths only
+            # approach it (a sample's clock is the GPU's)
+            "metrics_interval_us": next((s["sm"]["interval_us"] for s in summaries
+                                         if (s.get("sm") or {}).get("interval_us")), None),
         }
         # Kineto's members: the time origin of `ts`, the devices' names and
         # what decides how much of them a kernel can fill

@@ -111,7 +111,10 @@ def test_export_of_a_real_loop_reads_back_as_the_live_summary(tmp_path):
         assert {"SM active", "DRAM throughput"} <= counters
     syncs = [e for e in events if e["ph"] == "X" and e["cat"] == "sync"]
     assert len(syncs) == live["syncs"]["count"]
-    assert all(e["args"]["site"] for e in syncs)
+    # each sync names its site by an index into otherData.sync_sites (0 is one)
+    sites = data["otherData"]["sync_sites"]
+    assert all(isinstance(e["args"].get("site"), int) and 0 <= e["args"]["site"] < len(sites)
+               for e in syncs), [e["args"] for e in syncs]
     starts = [e for e in events if e["ph"] == "s"]
     assert len(starts) >= live["gpu"]["kernels"] - live["gpu"]["ops_without_launch_record"]
     print(f"\n{len(events)} events; {len(syncs)} sync slices; counters {sorted(counters)}; "

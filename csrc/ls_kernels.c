@@ -35,29 +35,111 @@ double ls_kernels_fill(const ls_op *op, const ls_device_facts *device)
     return (double)(blocks < slots ? blocks : slots) / (double)slots;
 }
 
-/* A kernel launch as a sort key: its name, then its shape. */
-typedef struct {
-    uint32_t name_id, grid_x, shared_bytes, index;
-    uint16_t grid_y, grid_z, block_x, block_y, block_z, registers;
-} ls_shape_key;
+/* -- the kernels by name --------------------------------------------------
+ *
+ * One pass over the records adds each kernel to its shape (name, grid,
+ * block, registers, shared memory) in a hash table; the shapes, a few per
+ * name in practice, are then sorted and folded into one entry per name.
+ * No per-kernel key array is written: at 10M kernels the sort keys were
+ * 320 MB of fresh pages, more time than the sort. */
 
-static int compare_shapes(const void *pa, const void *pb)
+/* A shape's launches; the shape itself is that of its first launch. */
+typedef struct {
+    const ls_op *first;         /* its first launch: the shape's key */
+    uint32_t last_op;           /* its last launch's record index */
+    uint64_t count, total_ns, max_ns, shaped_ns;
+    double filled_ns;
+} ls_shape_sum;
+
+typedef struct {
+    ls_shape_sum *items;
+    size_t count, cap;
+    uint32_t *slots; /* 1 + index into items, 0 empty; a power of two of them */
+    size_t slot_mask;
+} ls_shape_set;
+
+static int same_shape(const ls_op *a, const ls_op *b)
 {
-    const ls_shape_key *a = pa, *b = pb;
+    return a->name_id == b->name_id && a->grid_x == b->grid_x && a->grid_y == b->grid_y &&
+           a->grid_z == b->grid_z && a->block_x == b->block_x && a->block_y == b->block_y &&
+           a->block_z == b->block_z && a->registers == b->registers &&
+           a->shared_bytes == b->shared_bytes;
+}
+
+static uint64_t shape_hash(const ls_op *op)
+{
+    uint64_t h = 0x9e3779b97f4a7c15u;
+    const uint64_t parts[5] = {
+        op->name_id, op->grid_x, ((uint64_t)op->grid_y << 32) | op->grid_z,
+        ((uint64_t)op->block_x << 48) | ((uint64_t)op->block_y << 32) |
+            ((uint64_t)op->block_z << 16) | op->registers,
+        op->shared_bytes};
+    for (int i = 0; i < 5; i++) {
+        h ^= parts[i];
+        h *= 0xff51afd7ed558ccdu;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+static int shape_set_grow(ls_shape_set *set)
+{
+    size_t slots = set->slot_mask ? 2 * (set->slot_mask + 1) : 64;
+    uint32_t *bigger = calloc(slots, sizeof *bigger);
+    if (bigger == NULL)
+        return -1;
+    for (size_t k = 0; k < set->count; k++) {
+        size_t at = shape_hash(set->items[k].first) & (slots - 1);
+        while (bigger[at])
+            at = (at + 1) & (slots - 1);
+        bigger[at] = (uint32_t)(k + 1);
+    }
+    free(set->slots);
+    set->slots = bigger;
+    set->slot_mask = slots - 1;
+    return 0;
+}
+
+/* The shape of ops[i], added when new; NULL when memory ran out. */
+static ls_shape_sum *shape_of(ls_shape_set *set, const ls_op *ops, uint32_t i)
+{
+    if (2 * (set->count + 1) > set->slot_mask + 1 && shape_set_grow(set) != 0)
+        return NULL;
+    size_t at = shape_hash(&ops[i]) & set->slot_mask;
+    for (; set->slots[at]; at = (at + 1) & set->slot_mask) {
+        ls_shape_sum *sum = &set->items[set->slots[at] - 1];
+        if (same_shape(sum->first, &ops[i]))
+            return sum;
+    }
+    if (set->count == set->cap) {
+        size_t cap = set->cap ? 2 * set->cap : 64;
+        ls_shape_sum *bigger = realloc(set->items, cap * sizeof *bigger);
+        if (bigger == NULL)
+            return NULL;
+        set->items = bigger;
+        set->cap = cap;
+    }
+    ls_shape_sum *sum = &set->items[set->count++];
+    memset(sum, 0, sizeof *sum);
+    sum->first = &ops[i];
+    sum->last_op = i;
+    set->slots[at] = (uint32_t)set->count;
+    return sum;
+}
+
+/* Shapes by name, then grid, block, registers and shared memory: the order
+ * that breaks a tie for a name's main shape. */
+static int compare_shape_sums(const void *pa, const void *pb)
+{
+    const ls_op *a = ((const ls_shape_sum *)pa)->first;
+    const ls_op *b = ((const ls_shape_sum *)pb)->first;
 #define BY(f) \
     if (a->f != b->f) \
         return a->f < b->f ? -1 : 1;
     BY(name_id) BY(grid_x) BY(grid_y) BY(grid_z) BY(block_x) BY(block_y) BY(block_z)
-    BY(registers) BY(shared_bytes) BY(index)
+    BY(registers) BY(shared_bytes)
 #undef BY
     return 0;
-}
-
-static int same_shape(const ls_shape_key *a, const ls_shape_key *b)
-{
-    return a->grid_x == b->grid_x && a->grid_y == b->grid_y && a->grid_z == b->grid_z &&
-           a->block_x == b->block_x && a->block_y == b->block_y && a->block_z == b->block_z &&
-           a->registers == b->registers && a->shared_bytes == b->shared_bytes;
 }
 
 static int compare_entries(const void *pa, const void *pb)
@@ -71,64 +153,67 @@ static int compare_entries(const void *pa, const void *pb)
 int ls_kernels_table(const ls_records *r, const double *op_fill, ls_kernel_table *out)
 {
     memset(out, 0, sizeof *out);
-    size_t n = 0;
-    for (size_t i = 0; i < r->ops.count; i++)
-        n += r->ops.items[i].kind == LS_OP_KERNEL;
-    ls_shape_key *keys = malloc((n ? n : 1) * sizeof *keys);
-    out->items = malloc((n ? n : 1) * sizeof *out->items);
-    if (keys == NULL || out->items == NULL) {
-        free(keys);
-        ls_kernels_free(out);
-        return -1;
-    }
-    size_t k = 0;
+    const ls_op *ops = r->ops.items;
+    ls_shape_set set = {0};
+    ls_shape_sum *sum = NULL; /* the previous kernel's: launches repeat their shape */
+    int result = -1;
     for (size_t i = 0; i < r->ops.count; i++) {
-        const ls_op *op = &r->ops.items[i];
-        if (op->kind == LS_OP_KERNEL)
-            keys[k++] = (ls_shape_key){op->name_id, op->grid_x, op->shared_bytes, (uint32_t)i,
-                                       op->grid_y, op->grid_z, op->block_x, op->block_y,
-                                       op->block_z, op->registers};
-    }
-    /* in order already when every kernel has one name and shape (a sort of
-     * 10M equal keys costs ~1 s; the check, a pass) */
-    for (size_t i = 1; i < n; i++)
-        if (compare_shapes(&keys[i - 1], &keys[i]) > 0) {
-            qsort(keys, n, sizeof *keys, compare_shapes);
-            break;
+        const ls_op *op = &ops[i];
+        if (op->kind != LS_OP_KERNEL)
+            continue;
+        if (sum == NULL || !same_shape(&ops[sum->last_op], op)) {
+            sum = shape_of(&set, ops, (uint32_t)i);
+            if (sum == NULL)
+                goto done;
         }
-    ls_kernel_entry *e = NULL;
-    uint64_t run_ns = 0, run_count = 0; /* the current shape's */
-    for (size_t i = 0; i < n; i++) {
-        const ls_op *op = &r->ops.items[keys[i].index];
         uint64_t d = op->end_ns - op->start_ns;
-        if (e == NULL || keys[i].name_id != e->name_id) {
+        sum->last_op = (uint32_t)i;
+        sum->count++;
+        sum->total_ns += d;
+        if (d > sum->max_ns)
+            sum->max_ns = d;
+        if (op_fill[i] >= 0) {
+            sum->shaped_ns += d;
+            sum->filled_ns += (double)d * op_fill[i];
+        }
+    }
+    /* The shapes are few (one per name and launch geometry), so this sort
+     * and the names' array are small. */
+    qsort(set.items, set.count, sizeof *set.items, compare_shape_sums);
+    out->items = malloc((set.count ? set.count : 1) * sizeof *out->items);
+    if (out->items == NULL)
+        goto done;
+    ls_kernel_entry *e = NULL;
+    for (size_t k = 0; k < set.count; k++) {
+        const ls_shape_sum *s = &set.items[k];
+        uint32_t name_id = s->first->name_id;
+        if (e == NULL || name_id != e->name_id) {
             e = &out->items[out->count++];
             memset(e, 0, sizeof *e);
-            e->name_id = keys[i].name_id;
+            e->name_id = name_id;
         }
-        if (i == 0 || keys[i].name_id != keys[i - 1].name_id || !same_shape(&keys[i], &keys[i - 1])) {
-            e->shapes++;
-            run_ns = run_count = 0;
-        }
-        run_ns += d;
-        run_count++;
-        if (run_ns > e->shape_ns || e->shape_count == 0) {
-            e->shape_ns = run_ns;
-            e->shape_count = run_count;
-            e->shape = *op;
-        }
-        e->count++;
-        e->total_ns += d;
-        if (d > e->max_ns)
-            e->max_ns = d;
-        if (op_fill[keys[i].index] >= 0) {
-            e->shaped_ns += d;
-            e->filled_ns += (double)d * op_fill[keys[i].index];
+        e->shapes++;
+        e->count += s->count;
+        e->total_ns += s->total_ns;
+        if (s->max_ns > e->max_ns)
+            e->max_ns = s->max_ns;
+        e->shaped_ns += s->shaped_ns;
+        e->filled_ns += s->filled_ns;
+        /* The main shape: the most time, the first in shape order on a tie. */
+        if (e->shapes == 1 || s->total_ns > e->shape_ns) {
+            e->shape_ns = s->total_ns;
+            e->shape_count = s->count;
+            e->shape = ops[s->last_op];
         }
     }
-    free(keys);
     qsort(out->items, out->count, sizeof *out->items, compare_entries);
-    return 0;
+    result = 0;
+done:
+    free(set.items);
+    free(set.slots);
+    if (result != 0)
+        ls_kernels_free(out);
+    return result;
 }
 
 void ls_kernels_free(ls_kernel_table *t)

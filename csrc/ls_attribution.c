@@ -5,6 +5,7 @@
  * innermost range and the open step that began last over all threads. */
 #include "ls_attribution.h"
 
+#include "ls_bulk.h"
 #include "ls_ids.h"
 #include "ls_names.h"
 #include "ls_radix.h"
@@ -260,8 +261,8 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_h
     while (in_order < n && points[in_order - 1].t <= points[in_order].t)
         in_order++;
     if (in_order < n) {
-        point_t = malloc(n * sizeof *point_t);
-        point_order = malloc(n * sizeof *point_order);
+        point_t = ls_bulk_malloc(n * sizeof *point_t);
+        point_order = ls_bulk_malloc(n * sizeof *point_order);
         if (point_t == NULL || point_order == NULL)
             goto done;
         for (size_t q = 0; q < n; q++) {

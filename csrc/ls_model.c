@@ -6,6 +6,7 @@
  * order, so each owner's ops are swept in order without sorting again. */
 #include "ls_model.h"
 
+#include "ls_bulk.h"
 #include "ls_cbids.h"
 #include "ls_collectives.h"
 #include "ls_names.h"
@@ -198,8 +199,6 @@ typedef struct {
     ls_gap *gaps;          /* gaps appended here when not NULL ... */
     size_t *gap_count;     /* ... at gaps[*gap_count] */
     ls_gap_stats *stats;   /* or, without gaps, added to these statistics (gap_stats_add) */
-    ls_busy_span *busy;    /* merged busy intervals appended here when not NULL ... */
-    size_t *busy_count;
     int sampled;           /* keep the sampled device's intervals in ctx->intervals */
 } ls_sweep_out;
 
@@ -270,8 +269,6 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
                 else
                     gap_stats_add(c, out->stats, &g);
             }
-            if (out && out->busy)
-                out->busy[(*out->busy_count)++] = (ls_busy_span){busy_start, cur_end};
             if (keep)
                 c->intervals[c->interval_count++] = (ls_interval){busy_start, cur_end};
             line->busy_ns += cur_end - busy_start;
@@ -296,8 +293,6 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
     }
     if (n == 0)
         return;
-    if (out && out->busy)
-        out->busy[(*out->busy_count)++] = (ls_busy_span){busy_start, cur_end};
     if (keep)
         c->intervals[c->interval_count++] = (ls_interval){busy_start, cur_end};
     line->busy_ns += cur_end - busy_start;
@@ -376,8 +371,8 @@ static uint32_t *ops_by_correlation(const ls_records *r)
         i++;
     if (i >= n)
         return NULL;
-    uint64_t *corr = malloc(n * sizeof *corr);
-    uint32_t *order = malloc(n * sizeof *order);
+    uint64_t *corr = ls_bulk_malloc(n * sizeof *corr);
+    uint32_t *order = ls_bulk_malloc(n * sizeof *order);
     if (corr != NULL && order != NULL) {
         for (i = 0; i < n; i++) {
             corr[i] = r->ops.items[i].correlation_id;
@@ -403,7 +398,7 @@ static int match_launches(ls_ctx *c, uint64_t *launch_thread)
     const ls_records *r = c->r;
     ls_model *m = c->m;
     size_t n = r->apis.count;
-    ls_key *by_corr = malloc(room_for(n) * sizeof *by_corr);
+    ls_key *by_corr = ls_bulk_malloc(room_for(n) * sizeof *by_corr);
     if (by_corr == NULL)
         return -1;
     size_t kept = 0;
@@ -458,9 +453,9 @@ static int index_syncs(ls_ctx *c)
     const ls_records *r = c->r;
     const ls_syncs *syncs = &c->m->syncs;
     size_t n = r->sync_records.count + syncs->count;
-    ls_key *keys = malloc(room_for(n) * sizeof *keys);
-    c->sync_start = malloc(room_for(n) * sizeof *c->sync_start);
-    c->sync_max_end = malloc(room_for(n) * sizeof *c->sync_max_end);
+    ls_key *keys = ls_bulk_malloc(room_for(n) * sizeof *keys);
+    c->sync_start = ls_bulk_malloc(room_for(n) * sizeof *c->sync_start);
+    c->sync_max_end = ls_bulk_malloc(room_for(n) * sizeof *c->sync_max_end);
     if (keys == NULL || c->sync_start == NULL || c->sync_max_end == NULL) {
         free(keys);
         return -1;
@@ -499,21 +494,30 @@ static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launc
         return rc;
     size_t nops = r->ops.count, nsyncs = m->syncs.count, ncalls = r->calls.count;
     size_t n = nops + nsyncs + ncalls + r->apis.count;
-    ls_host_point *points = malloc(room_for(n) * sizeof *points);
+    ls_host_point *points = ls_bulk_malloc(room_for(n) * sizeof *points);
     /* op i, nops + sync, nops + nsyncs + call, or nops + nsyncs + ncalls + API record */
-    uint32_t *whose = malloc(room_for(n) * sizeof *whose);
-    int32_t *range = malloc(room_for(n) * sizeof *range);
-    int32_t *step = malloc(room_for(n) * sizeof *step);
+    uint32_t *whose = ls_bulk_malloc(room_for(n) * sizeof *whose);
+    int32_t *range = ls_bulk_malloc(room_for(n) * sizeof *range);
+    int32_t *step = ls_bulk_malloc(room_for(n) * sizeof *step);
     int result = -1;
     if (!points || !whose || !range || !step)
         goto done;
+    /* An op launched by the same call as the op before it (the kernels of
+     * one graph launch, 10,000 a replay in a big graph) has that op's
+     * point: it takes its answer below instead of a point of its own. */
+    enum { SAME_AS_PREVIOUS = -2 };
     size_t q = 0;
     for (size_t i = 0; i < nops; i++) {
         m->op_range[i] = m->op_step[i] = m->op_group[i] = -1;
-        if (m->op_launch_ns[i] != LS_MODEL_NO_TIME) {
-            points[q] = (ls_host_point){m->op_launch_ns[i], launch_thread[i]};
-            whose[q++] = (uint32_t)i;
+        if (m->op_launch_ns[i] == LS_MODEL_NO_TIME)
+            continue;
+        if (i > 0 && m->op_launch_ns[i] == m->op_launch_ns[i - 1] &&
+            launch_thread[i] == launch_thread[i - 1]) {
+            m->op_step[i] = SAME_AS_PREVIOUS;
+            continue;
         }
+        points[q] = (ls_host_point){m->op_launch_ns[i], launch_thread[i]};
+        whose[q++] = (uint32_t)i;
     }
     for (size_t k = 0; k < m->syncs.count; k++) {
         points[q] = (ls_host_point){m->syncs.items[k].start_ns, m->syncs.items[k].thread_id};
@@ -548,6 +552,12 @@ static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launc
             m->api_step[whose[k] - nops - nsyncs - ncalls] = step[k];
         }
     }
+    for (size_t i = 1; i < nops; i++) /* in order, so op i - 1 has its answer */
+        if (m->op_step[i] == SAME_AS_PREVIOUS) {
+            m->op_range[i] = m->op_range[i - 1];
+            m->op_step[i] = m->op_step[i - 1];
+            m->op_group[i] = m->op_group[i - 1];
+        }
     result = 0;
 done:
     free(points);
@@ -603,8 +613,8 @@ static int sync_gaps(ls_ctx *c)
     ls_model *m = c->m;
     const ls_syncs *w = &m->syncs;
     size_t n = w->count;
-    ls_key *keys = malloc(room_for(n) * sizeof *keys);
-    uint64_t *max_end = malloc(room_for(n) * sizeof *max_end);
+    ls_key *keys = ls_bulk_malloc(room_for(n) * sizeof *keys);
+    uint64_t *max_end = ls_bulk_malloc(room_for(n) * sizeof *max_end);
     if (keys == NULL || max_end == NULL) {
         free(keys);
         free(max_end);
@@ -764,8 +774,8 @@ static int bucket_single(const uint32_t *order, size_t n, const void *owner, siz
                          size_t owners, ls_buckets *out)
 {
 #define OWNER(item) (*(const int32_t *)((const char *)owner + (size_t)(item) * stride))
-    out->first = calloc(owners + 2, sizeof *out->first);
-    out->items = malloc(room_for(n) * sizeof *out->items);
+    out->first = ls_bulk_calloc(owners + 2, sizeof *out->first);
+    out->items = ls_bulk_malloc(room_for(n) * sizeof *out->items);
     if (out->first == NULL || out->items == NULL)
         return -1;
     for (size_t k = 0; k < n; k++) {
@@ -800,7 +810,7 @@ static int bucket_chain(const ls_records *r, const uint32_t *order, size_t n,
                         const int32_t *owner_range, const int32_t *group_of, size_t owners,
                         ls_buckets *out)
 {
-    out->first = calloc(owners + 2, sizeof *out->first);
+    out->first = ls_bulk_calloc(owners + 2, sizeof *out->first);
     uint32_t *stamp = group_of ? malloc(room_for(owners) * sizeof *stamp) : NULL;
     if (out->first == NULL || (group_of && stamp == NULL)) {
         free(stamp);
@@ -827,7 +837,7 @@ static int bucket_chain(const ls_records *r, const uint32_t *order, size_t n,
         if (pass == 0) {
             for (size_t o = 2; o < owners + 2; o++)
                 out->first[o] += out->first[o - 1];
-            out->items = malloc(room_for(out->first[owners + 1]) * sizeof *out->items);
+            out->items = ls_bulk_malloc(room_for(out->first[owners + 1]) * sizeof *out->items);
             if (out->items == NULL) {
                 free(stamp);
                 return -1;
@@ -843,10 +853,10 @@ static int project_steps(ls_ctx *c, const uint32_t *by_device)
     ls_model *m = c->m;
     const ls_records *r = c->r;
     size_t ns = m->steps.count, nops = r->ops.count;
-    m->step_lines = calloc(room_for(ns), sizeof *m->step_lines);
-    m->step_syncs = calloc(room_for(ns), sizeof *m->step_syncs);
+    m->step_lines = ls_bulk_calloc(room_for(ns), sizeof *m->step_lines);
+    m->step_syncs = ls_bulk_calloc(room_for(ns), sizeof *m->step_syncs);
     if (m->has_samples)
-        m->step_metrics = calloc(room_for(ns), sizeof *m->step_metrics);
+        m->step_metrics = ls_bulk_calloc(room_for(ns), sizeof *m->step_metrics);
     ls_buckets ops = {0}, gaps = {0};
     int result = -1;
     if (!m->step_lines || !m->step_syncs || (m->has_samples && !m->step_metrics))
@@ -857,7 +867,7 @@ static int project_steps(ls_ctx *c, const uint32_t *by_device)
     for (size_t s = 0; s < ns; s++) {
         ls_timeline *t = &m->step_lines[s];
         sweep_devices(c, ops.items + ops.first[s], ops.first[s + 1] - ops.first[s], &t->line,
-                      &(ls_sweep_out){NULL, NULL, NULL, NULL, NULL, m->has_samples});
+                      &(ls_sweep_out){NULL, NULL, NULL, m->has_samples});
         gap_stats(c, m->gaps, gaps.items + gaps.first[s], gaps.first[s + 1] - gaps.first[s],
                   &t->gaps);
         if (m->has_samples && m->steps.range_of[s] != LS_MODEL_NO_ID) {
@@ -880,12 +890,12 @@ static int project_ranges(ls_ctx *c, const uint32_t *by_device)
     ls_model *m = c->m;
     const ls_records *r = c->r;
     size_t nr = r->ranges.count, ng = m->groups.count, nops = r->ops.count;
-    m->range_lines = calloc(room_for(nr), sizeof *m->range_lines);
-    m->group_lines = calloc(room_for(ng), sizeof *m->group_lines);
-    m->group_span_ns = calloc(room_for(ng), sizeof *m->group_span_ns);
+    m->range_lines = ls_bulk_calloc(room_for(nr), sizeof *m->range_lines);
+    m->group_lines = ls_bulk_calloc(room_for(ng), sizeof *m->group_lines);
+    m->group_span_ns = ls_bulk_calloc(room_for(ng), sizeof *m->group_span_ns);
     if (m->has_samples)
-        m->range_metrics = calloc(room_for(nr), sizeof *m->range_metrics);
-    int32_t *gap_range = malloc(room_for(m->gap_count) * sizeof *gap_range);
+        m->range_metrics = ls_bulk_calloc(room_for(nr), sizeof *m->range_metrics);
+    int32_t *gap_range = ls_bulk_malloc(room_for(m->gap_count) * sizeof *gap_range);
     ls_buckets ops = {0}, group_ops = {0}, group_gaps = {0};
     int result = -1;
     if (!m->range_lines || !m->group_lines || !m->group_span_ns || !gap_range ||
@@ -895,7 +905,7 @@ static int project_ranges(ls_ctx *c, const uint32_t *by_device)
         goto done;
     for (size_t i = 0; i < nr; i++) {
         sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
-                      &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL, NULL, NULL,
+                      &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL,
                                                           m->has_samples});
         const ls_range *range = &r->ranges.items[i];
         if (m->has_samples)
@@ -975,7 +985,7 @@ static int order_by_end(const ls_op *ops, const uint64_t *packed, uint32_t *out,
                 out[at] = held;
             }
         } else if (j - i > 1) {
-            ls_end_key *run = malloc((j - i) * sizeof *run);
+            ls_end_key *run = ls_bulk_malloc((j - i) * sizeof *run);
             if (run == NULL)
                 return -1;
             for (size_t k = i; k < j; k++)
@@ -1019,7 +1029,7 @@ static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
     }
     ls_radix_packing p = ls_radix_packing_of(lo, hi);
     if (p.fields >= 2) {
-        uint64_t *packed = malloc(n * sizeof *packed);
+        uint64_t *packed = ls_bulk_malloc(n * sizeof *packed);
         int rc = -1;
         if (packed != NULL) {
             for (i = 0; i < n; i++)
@@ -1034,7 +1044,7 @@ static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
         for (size_t k = 0; k < n; k++) /* the radix sort leaves out as it was */
             out[k] = (uint32_t)k;
     }
-    ls_key *keys = malloc(n * sizeof *keys);
+    ls_key *keys = ls_bulk_malloc(n * sizeof *keys);
     if (keys == NULL)
         return -1;
     for (i = 0; i < n; i++)
@@ -1052,11 +1062,10 @@ static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
  * with gaps NULL (streams) only their statistics are kept, so no gap
  * array of the ops' size is written (400 MB at 10M ops). */
 static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_timeline *lines,
-                          ls_gap *gaps, size_t *gap_count, size_t *busy_first)
+                          ls_gap *gaps, size_t *gap_count)
 {
     const ls_op *ops = c->r->ops.items;
-    ls_model *m = c->m;
-    size_t n = c->r->ops.count, count = 0, busy_count = 0, i = 0;
+    size_t n = c->r->ops.count, count = 0, i = 0;
     while (i < n) {
         const ls_op *first = &ops[order[i]];
         size_t j = run_end(ops, order, i, n, by_stream);
@@ -1065,10 +1074,7 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
         t->line.device_id = first->device_id;
         t->line.stream_id = by_stream ? first->stream_id : LS_MODEL_NO_ID;
         size_t gap_begin = gaps ? *gap_count : 0;
-        if (busy_first)
-            busy_first[count] = busy_count;
-        ls_sweep_out out = {gaps, gap_count, gaps ? NULL : &t->gaps,
-                            busy_first ? m->busy : NULL, &busy_count, 0};
+        ls_sweep_out out = {gaps, gap_count, gaps ? NULL : &t->gaps, 0};
         sweep_run(c, order + i, j - i, &t->line, &out);
         if (gaps)
             gap_stats(c, gaps + gap_begin, NULL, *gap_count - gap_begin, &t->gaps);
@@ -1077,8 +1083,6 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
         count++;
         i = j;
     }
-    if (busy_first)
-        busy_first[count] = busy_count;
     return count;
 }
 
@@ -1092,28 +1096,26 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     c.m = m;
     size_t n = r->ops.count;
     size_t room = room_for(n);
-    uint32_t *by_device = malloc(room * sizeof *by_device); /* then by stream */
-    uint64_t *launch_thread = malloc(room * sizeof *launch_thread);
-    m->op_launch_ns = malloc(room * sizeof *m->op_launch_ns);
-    m->op_step = malloc(room * sizeof *m->op_step);
-    m->op_range = malloc(room * sizeof *m->op_range);
-    m->op_group = malloc(room * sizeof *m->op_group);
-    m->op_comm = malloc(room);
-    m->op_fill = malloc(room * sizeof *m->op_fill);
-    m->call_step = malloc(room_for(r->calls.count) * sizeof *m->call_step);
-    m->api_step = malloc(room_for(r->apis.count) * sizeof *m->api_step);
-    m->gaps = malloc(room * sizeof *m->gaps);
-    m->busy = malloc(room * sizeof *m->busy);
-    m->busy_first = malloc((room + 1) * sizeof *m->busy_first);
-    m->devices = malloc(room * sizeof *m->devices);
-    m->streams = malloc(room * sizeof *m->streams);
-    c.scratch = malloc(room * sizeof *c.scratch);
-    c.intervals = malloc(room * sizeof *c.intervals);
+    uint32_t *by_device = ls_bulk_malloc(room * sizeof *by_device); /* then by stream */
+    uint64_t *launch_thread = ls_bulk_malloc(room * sizeof *launch_thread);
+    m->op_launch_ns = ls_bulk_malloc(room * sizeof *m->op_launch_ns);
+    m->op_step = ls_bulk_malloc(room * sizeof *m->op_step);
+    m->op_range = ls_bulk_malloc(room * sizeof *m->op_range);
+    m->op_group = ls_bulk_malloc(room * sizeof *m->op_group);
+    m->op_comm = ls_bulk_malloc(room);
+    m->op_fill = ls_bulk_malloc(room * sizeof *m->op_fill);
+    m->call_step = ls_bulk_malloc(room_for(r->calls.count) * sizeof *m->call_step);
+    m->api_step = ls_bulk_malloc(room_for(r->apis.count) * sizeof *m->api_step);
+    m->gaps = ls_bulk_malloc(room * sizeof *m->gaps);
+    m->devices = ls_bulk_malloc(room * sizeof *m->devices);
+    m->streams = ls_bulk_malloc(room * sizeof *m->streams);
+    c.scratch = ls_bulk_malloc(room * sizeof *c.scratch);
+    c.intervals = ls_bulk_malloc(room * sizeof *c.intervals);
     int result = -1;
     if (!by_device || !launch_thread ||
         !m->op_launch_ns || !m->op_step || !m->op_range || !m->op_group || !m->op_comm ||
         !m->op_fill || !m->call_step || !m->api_step ||
-        !m->gaps || !m->busy || !m->busy_first || !m->devices || !m->streams || !c.scratch ||
+        !m->gaps || !m->devices || !m->streams || !c.scratch ||
         !c.intervals)
         goto done;
     m->has_samples = r->samples.count > 0;
@@ -1125,7 +1127,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         index_syncs(&c) != 0 || mark_comm(&c) != 0 ||
         ls_kernels_table(r, m->op_fill, &m->kernels) != 0)
         goto done;
-    m->sync_gap_ns = calloc(room_for(m->syncs.count), sizeof *m->sync_gap_ns);
+    m->sync_gap_ns = ls_bulk_calloc(room_for(m->syncs.count), sizeof *m->sync_gap_ns);
     if (m->sync_gap_ns == NULL)
         goto done;
     int rc = attribute(&c, o, launch_thread);
@@ -1144,22 +1146,18 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     /* Devices: all streams of a device merged; the gaps are the model's. */
     if (sort_ops(r, 0, by_device) != 0)
         goto done;
-    m->device_count = sweep_lines(&c, by_device, 0, m->devices, m->gaps, &m->gap_count,
-                                  m->busy_first);
-    /* The device sweep wrote a duration per gap into scratch; steps and
-     * groups need only theirs: fresh pages keep the peak (the step and
-     * group phases) lower by up to 8 B a gap, until the total needs all. */
-    free(c.scratch);
-    c.scratch = malloc(room * sizeof *c.scratch);
-    if (c.scratch == NULL)
-        goto done;
+    m->device_count = sweep_lines(&c, by_device, 0, m->devices, m->gaps, &m->gap_count);
+    /* scratch is reused by the steps' and groups' statistics: its pages
+     * are already there (fresh ones cost a fault each, up to 80 MB of them
+     * at 10M gaps). */
     if (m->has_samples) {
         c.interval_count = 0;
         for (size_t d = 0; d < m->device_count; d++)
             if (m->devices[d].line.device_id == r->sample_device)
-                for (size_t k = m->busy_first[d]; k < m->busy_first[d + 1]; k++)
-                    c.intervals[c.interval_count++] =
-                        (ls_interval){m->busy[k].start_ns, m->busy[k].end_ns};
+                for (size_t k = 0; k < ls_model_busy_count(m, d); k++) {
+                    ls_busy_span b = ls_model_busy_span(m, d, k);
+                    c.intervals[c.interval_count++] = (ls_interval){b.start_ns, b.end_ns};
+                }
         average_window(&c, r->start_ns, r->stop_ns, &m->metrics);
     }
 
@@ -1173,7 +1171,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
      * device order is not needed any more: its array takes the streams'). */
     if (sort_ops(r, 1, by_device) != 0)
         goto done;
-    m->stream_count = sweep_lines(&c, by_device, 1, m->streams, NULL, NULL, NULL);
+    m->stream_count = sweep_lines(&c, by_device, 1, m->streams, NULL, NULL);
 
     /* The total: every device's line summed, every gap's statistics. */
     ls_line *t = &m->total.line;
@@ -1224,8 +1222,6 @@ void ls_model_free(ls_model *m)
     ls_readiness_free(&m->readiness);
     ls_kernels_free(&m->kernels);
     free(m->gaps);
-    free(m->busy);
-    free(m->busy_first);
     free(m->devices);
     free(m->streams);
     ls_attribution_free_steps(&m->steps);
@@ -1310,21 +1306,62 @@ static void meeting(ls_interval_array a, size_t lo, size_t hi, uint64_t start, u
     *last = lo;
 }
 
+/* Index of device d's first gap: a device's gaps follow those of the
+ * devices before it. */
+static size_t first_gap_of(const ls_model *m, size_t device)
+{
+    size_t first = 0;
+    for (size_t d = 0; d < device; d++)
+        first += m->devices[d].gaps.count;
+    return first;
+}
+
+size_t ls_model_busy_count(const ls_model *m, size_t device)
+{
+    return m->devices[device].line.kernels + m->devices[device].line.memcpys +
+                   m->devices[device].line.memsets >
+               0
+               ? m->devices[device].gaps.count + 1
+               : 0;
+}
+
+ls_busy_span ls_model_busy_span(const ls_model *m, size_t device, size_t k)
+{
+    const ls_timeline *t = &m->devices[device];
+    const ls_gap *gaps = m->gaps + first_gap_of(m, device);
+    return (ls_busy_span){k == 0 ? t->line.first_ns : gaps[k - 1].end_ns,
+                          k == t->gaps.count ? t->line.last_ns : gaps[k].start_ns};
+}
+
 void ls_model_busy_within(const ls_model *m, size_t device, uint64_t start_ns,
                           uint64_t end_ns, size_t *first, size_t *last)
 {
-    ls_interval_array busy = {(const char *)m->busy, sizeof *m->busy,
-                              offsetof(ls_busy_span, start_ns), offsetof(ls_busy_span, end_ns)};
-    meeting(busy, m->busy_first[device], m->busy_first[device + 1], start_ns, end_ns, first,
-            last);
+    /* Spans are ordered and disjoint, as the gaps between them: the same
+     * two binary searches as meeting(), over spans made on the fly. */
+    size_t lo = 0, hi = ls_model_busy_count(m, device), top = hi;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ls_model_busy_span(m, device, mid).end_ns < start_ns)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *first = lo;
+    hi = top;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ls_model_busy_span(m, device, mid).start_ns <= end_ns)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *last = lo;
 }
 
 void ls_model_gaps_within(const ls_model *m, size_t device, uint64_t start_ns, uint64_t end_ns,
                           size_t *first, size_t *last)
 {
-    size_t lo = 0; /* a device's gaps follow those of the devices before it */
-    for (size_t d = 0; d < device; d++)
-        lo += m->devices[d].gaps.count;
+    size_t lo = first_gap_of(m, device);
     ls_interval_array gaps = {(const char *)m->gaps, sizeof *m->gaps,
                               offsetof(ls_gap, start_ns), offsetof(ls_gap, end_ns)};
     meeting(gaps, lo, lo + m->devices[device].gaps.count, start_ns, end_ns, first, last);
@@ -1341,8 +1378,10 @@ void ls_model_busy_bins(const ls_model *m, long device, uint64_t start_ns, uint6
             continue;
         size_t first, last;
         ls_model_busy_within(m, d, start_ns, end_ns, &first, &last);
-        for (size_t k = first; k < last; k++)
-            add_to_bins(m->busy[k].start_ns, m->busy[k].end_ns, start_ns, end_ns, bins, out);
+        for (size_t k = first; k < last; k++) {
+            ls_busy_span b = ls_model_busy_span(m, d, k);
+            add_to_bins(b.start_ns, b.end_ns, start_ns, end_ns, bins, out);
+        }
     }
 }
 

@@ -138,10 +138,8 @@ typedef struct {
     /* gaps, by device then time */
     ls_gap *gaps;
     size_t gap_count;
-    /* merged busy intervals, by device then time; device d's are
-     * busy[busy_first[d] .. busy_first[d + 1]) for devices[d] */
-    ls_busy_span *busy;
-    size_t *busy_first;
+    /* No busy intervals are kept: a device's are the stretches between
+     * its gaps (ls_model_busy_span), 16 B an op not written. */
     ls_timeline total;      /* every device: busy summed, first/last overall */
     ls_timeline *devices;
     size_t device_count;
@@ -180,7 +178,14 @@ int ls_model_build(const ls_records *records, const ls_model_options *options, l
 
 void ls_model_free(ls_model *m);
 
-/* The merged busy intervals (busy[*first .. *last)) and the gaps
+/* Device index `device`'s merged busy intervals: as many as its gaps plus
+ * one (none without ops); interval k runs from the end of its gap k - 1
+ * (its first op's start for k = 0) to the start of its gap k (the latest
+ * end of its ops for the last).  O(devices). */
+size_t ls_model_busy_count(const ls_model *m, size_t device);
+ls_busy_span ls_model_busy_span(const ls_model *m, size_t device, size_t k);
+
+/* The merged busy intervals (ls_model_busy_span *first .. *last) and the gaps
  * (gaps[*first .. *last)) of device index `device` that meet the window
  * [start_ns, end_ns]: an interval [a, b] meets it when b >= start_ns and
  * a <= end_ns, so a gap that ends where the window starts is in it.

@@ -756,9 +756,9 @@ static int fill_window(ls_model_object *self, uint64_t start, uint64_t end, size
         ls_model_busy_within(m, d, start, end, &first, &last);
         counts[BUSY] += last - first;
         for (size_t k = first; k < last && (size_t)PyList_GET_SIZE(lists[BUSY]) < limit; k++) {
-            const ls_busy_span *b = &m->busy[k];
-            if (append_new(lists[BUSY], Py_BuildValue("(KKk)", (unsigned long long)b->start_ns,
-                                                      (unsigned long long)b->end_ns,
+            ls_busy_span b = ls_model_busy_span(m, d, k);
+            if (append_new(lists[BUSY], Py_BuildValue("(KKk)", (unsigned long long)b.start_ns,
+                                                      (unsigned long long)b.end_ns,
                                                       (unsigned long)m->devices[d].line.device_id)))
                 return -1;
         }

@@ -1,6 +1,8 @@
 /* ls_radix: see ls_radix.h. */
 #include "ls_radix.h"
 
+#include "ls_bulk.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,8 +62,8 @@ int ls_radix_sort(uint64_t *keys, uint32_t *values, size_t n)
         free(count);
         return 0;
     }
-    uint64_t *keys2 = malloc(n * sizeof *keys2);
-    uint32_t *values2 = malloc(n * sizeof *values2);
+    uint64_t *keys2 = ls_bulk_malloc(n * sizeof *keys2);
+    uint32_t *values2 = ls_bulk_malloc(n * sizeof *values2);
     if (keys2 == NULL || values2 == NULL) {
         free(keys2);
         free(values2);
@@ -145,8 +147,8 @@ void ls_radix_sort_items(void *items, size_t size, size_t n,
         }
     }
     ls_radix_packing p = ls_radix_packing_of(lo, hi);
-    uint64_t *packed = n <= UINT32_MAX ? malloc(n * sizeof *packed) : NULL;
-    uint32_t *perm = packed != NULL ? malloc(n * sizeof *perm) : NULL;
+    uint64_t *packed = n <= UINT32_MAX ? ls_bulk_malloc(n * sizeof *packed) : NULL;
+    uint32_t *perm = packed != NULL ? ls_bulk_malloc(n * sizeof *perm) : NULL;
     if (perm == NULL) {
         free(packed);
         qsort(items, n, size, compare);

@@ -307,3 +307,61 @@ def test_report_shows_the_gap_figures(run_trace):
     assert "Gaps: 3 (normal 1, warning 1, severe 1)" in text
     assert "max 80.00 us" in text
     assert text.splitlines()[1].startswith(prof.summary()["diagnosis"]["verdict"].replace("_", " "))
+
+
+def merged_busy(records):
+    """Each device's busy intervals, computed here: its ops by start, an op
+    that starts after the busy stretch ends opens a new one (one starting
+    exactly at its end continues it)."""
+    out = []
+    for device in sorted({r[2] for r in records}):
+        spans = []
+        for start, end in sorted((r[0], r[1]) for r in records if r[2] == device):
+            if spans and start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+        out += [(s, e, device) for s, e in spans]
+    return out
+
+
+def test_busy_intervals_and_bins_are_the_union_of_the_ops():
+    """The model keeps no busy intervals of its own (a device's are the
+    stretches between its gaps): overlapping, nested and touching ops on
+    two streams of one device and on a second device give the union of
+    their intervals, whole, in a window, and per bin."""
+    rng = random.Random(7)
+    records, corr = [], 1
+    for device in (0, 3):
+        t = 1_000_000
+        for _ in range(400):
+            t += rng.choice((0, 0, 200, 5_000, 60_000))  # touching, close, far
+            length = rng.choice((1, 500, 3_000, 40_000))
+            stream = rng.choice((7, 8))
+            records.append((t, t + length, device, stream, corr, "k"))
+            corr += 1
+            t += rng.choice((0, length // 2, length))  # nested, overlapping, back to back
+    rng.shuffle(records)
+    with loopscope.profile() as prof:
+        _core._inject("kernel", records)
+    model = prof.model
+    want = merged_busy(records)
+    assert len(want) > 200  # many stretches: the gaps between them are real
+    whole = model.window(0, 2**62, limit=10**6, kinds=("busy",))
+    assert whole["busy"] == want and whole["busy_count"] == len(want)
+    lo, hi = sorted(rng.sample(range(1_000_000, max(e for _, e, _ in want)), 2))
+    part = model.window(lo, hi, limit=10**6, kinds=("busy",))
+    assert part["busy"] == [w for w in want if w[1] >= lo and w[0] <= hi]
+    bins, start, end = 97, 900_000, max(e for _, e, _ in want) + 1_000
+    width = (end - start) / bins
+    for device in (None, 3):
+        expected = [0] * bins
+        for s, e, d in want:
+            if device is not None and d != device:
+                continue
+            for b in range(bins):  # the overlap of [s, e) with each slice, in whole ns
+                a0, a1 = start + b * width, start + (b + 1) * width
+                expected[b] += max(0.0, min(e, a1) - max(s, a0))
+        got = model.busy_bins(start, end, bins, device=device)
+        assert sum(got) == pytest.approx(sum(expected), abs=bins)
+        assert list(got) == pytest.approx(expected, abs=2)

@@ -417,7 +417,10 @@ static int match_launches(ls_ctx *c, uint64_t *launch_thread)
         size_t i = order != NULL ? order[k] : k;
         uint64_t corr = r->ops.items[i].correlation_id;
         size_t lo = 0, hi = kept;
-        if (after == 0 || by_corr[after - 1].k1 < corr) {
+        if (after > 0 && by_corr[after - 1].k1 == corr) {
+            /* the previous op's launch (the kernels of one graph launch) */
+            lo = hi = after - 1;
+        } else if (after == 0 || by_corr[after - 1].k1 < corr) {
             /* This op's records, if any, lie at or past `after`: in
              * correlation order they are mostly next, a few steps on. */
             size_t stop = after + 8 < kept ? after + 8 : kept;
@@ -1086,6 +1089,47 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
     return count;
 }
 
+/* Devices for which one_stream_per_device looks (more: the streams are
+ * swept). */
+#define ONE_STREAM_DEVICES 16
+
+/* 1 when each device line of m ran its ops on a single stream, that
+ * stream's id in only_stream[d] (devices[d]); one pass over the records. */
+static int one_stream_per_device(const ls_records *r, const ls_model *m, uint32_t *only_stream)
+{
+    size_t seen = 0, d = 0;
+    uint32_t device_of[ONE_STREAM_DEVICES];
+    for (size_t i = 0; i < r->ops.count; i++) {
+        const ls_op *op = &r->ops.items[i];
+        if (d >= seen || device_of[d] != op->device_id) { /* most ops: the last op's device */
+            for (d = 0; d < seen && device_of[d] != op->device_id; d++)
+                ;
+            if (d == seen) {
+                if (seen == ONE_STREAM_DEVICES)
+                    return 0;
+                device_of[seen] = op->device_id;
+                only_stream[seen++] = op->stream_id;
+            }
+        }
+        if (only_stream[d] != op->stream_id)
+            return 0;
+    }
+    if (seen != m->device_count)
+        return 0;
+    /* in the devices' order (by id, as swept) */
+    uint32_t stream_of[ONE_STREAM_DEVICES];
+    for (size_t k = 0; k < m->device_count; k++) {
+        size_t j = 0;
+        while (j < seen && device_of[j] != m->devices[k].line.device_id)
+            j++;
+        if (j == seen)
+            return 0;
+        stream_of[k] = only_stream[j];
+    }
+    memcpy(only_stream, stream_of, m->device_count * sizeof *only_stream);
+    return 1;
+}
+
 int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
 {
     memset(m, 0, sizeof *m);
@@ -1168,10 +1212,22 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         goto done;
 
     /* Streams: each on its own, its gaps kept only as statistics (the
-     * device order is not needed any more: its array takes the streams'). */
-    if (sort_ops(r, 1, by_device) != 0)
-        goto done;
-    m->stream_count = sweep_lines(&c, by_device, 1, m->streams, NULL, NULL);
+     * device order is not needed any more: its array takes the streams').
+     * Where every device ran one stream (a loop on the default or one
+     * side stream), each stream's line is its device's: copied, not sorted
+     * and swept again. */
+    uint32_t only_stream[ONE_STREAM_DEVICES];
+    if (m->device_count <= ONE_STREAM_DEVICES && one_stream_per_device(c.r, m, only_stream)) {
+        for (size_t d = 0; d < m->device_count; d++) {
+            m->streams[d] = m->devices[d];
+            m->streams[d].line.stream_id = only_stream[d];
+        }
+        m->stream_count = m->device_count;
+    } else {
+        if (sort_ops(r, 1, by_device) != 0)
+            goto done;
+        m->stream_count = sweep_lines(&c, by_device, 1, m->streams, NULL, NULL);
+    }
 
     /* The total: every device's line summed, every gap's statistics. */
     ls_line *t = &m->total.line;
@@ -1193,7 +1249,10 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         if (dev->last_ns > t->last_ns)
             t->last_ns = dev->last_ns;
     }
-    gap_stats(&c, m->gaps, NULL, m->gap_count, &m->total.gaps);
+    if (m->device_count == 1) /* the same gaps in the same order */
+        m->total.gaps = m->devices[0].gaps;
+    else
+        gap_stats(&c, m->gaps, NULL, m->gap_count, &m->total.gaps);
     result = 0;
 done:
     free(by_device);

@@ -377,6 +377,49 @@ def test_shuffled_ops_on_several_devices_and_streams_with_ties():
                                                      if d == dev])[0] for dev in (0, 1))
 
 
+def test_one_stream_per_device_gives_each_stream_its_devices_line():
+    """Where each device ran one stream, a stream's line is copied from its
+    device's instead of swept again: 3 devices on streams 5, 9 and 2**30,
+    overlapping and back-to-back ops, shuffled: each stream's kernels, gap
+    count, idle time, nearest-rank p50/p99, max and classes are those of a
+    plain-Python sweep of that stream's ops."""
+    rng = random.Random(33)
+    base = START + TICK + 10_000
+    stream_of = {0: 5, 1: 9, 2: 2**30}
+    records = []
+    for device, stream in stream_of.items():
+        t = base
+        for _ in range(60 + 20 * device):  # within the profile's step
+            length = rng.choice((300, 800, 2_500))
+            records.append((t, t + length, device, stream))
+            t += rng.choice((0, length // 2, length, length + 1_000, length + 25_000,
+                             length + 60_000))
+    records.sort()
+    summary = streams_profile(records, shuffled=True)
+    per_stream = {(e["device"], e["stream"]): e for e in summary["gaps"]["per_stream"]}
+    assert sorted(per_stream) == sorted(stream_of.items())
+
+    def nearest_rank(values, pct):
+        return sorted(values)[-(-len(values) * pct // 100) - 1]
+
+    for (device, stream), entry in per_stream.items():
+        spans = sorted((s, e) for s, e, d, _ in records if d == device)
+        gaps, end = [], None
+        for s, e in spans:
+            if end is not None and s > end:
+                gaps.append(s - end)
+            end = e if end is None else max(end, e)
+        g = entry["gaps"]
+        assert entry["kernels"] == len(spans)
+        assert (g["count"], round(g["idle_ms"] * 1e6), round(g["max_us"] * 1e3)) == (
+            len(gaps), sum(gaps), max(gaps))
+        assert (round(g["p50_us"] * 1e3), round(g["p99_us"] * 1e3)) == (
+            nearest_rank(gaps, 50), nearest_rank(gaps, 99))
+        classes = (sum(x < 20_000 for x in gaps), sum(20_000 <= x <= 50_000 for x in gaps),
+                   sum(x > 50_000 for x in gaps))
+        assert (g["normal"], g["warning"], g["severe"]) == classes and min(classes) > 0
+
+
 def test_streams_of_every_run_length_are_each_their_own_line():
     """The sweeps find where each device's and stream's run of sorted ops
     ends by galloping (csrc/ls_model.c run_end): streams of 1 to 40 ops

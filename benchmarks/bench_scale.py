@@ -8,11 +8,13 @@ HTML <= 1 s and <= 200 MB at any size.
     python benchmarks/bench_scale.py --case steps     # 1M host-only steps
     python benchmarks/bench_scale.py --case gpu_steps --steps 1000000
     python benchmarks/bench_scale.py --case kernels --kernels 10000000 [--shuffled]
+    python benchmarks/bench_scale.py --case graph --kernels 10000000
 
 Cases: "steps": --steps host-only steps (prof.step() with nothing in it,
 as a loop without a GPU); "gpu_steps": --steps steps of one kernel each;
 "kernels": --kernels kernels in 10 steps (each with its launch record, 3 us
-kernels 2 us apart).  The host clock is scripted (_core._set_test_clock) so
+kernels 2 us apart); "graph": the live 10M run's shape, CUDA-graph launches
+of 10,000 kernels sharing one correlation id, 100 steps.  The host clock is scripted (_core._set_test_clock) so
 each step lasts as long as its device work; records go in through
 _core._inject in chunks of 100k, so the Python lists that carry them stay
 small and the RSS after the profile is the records' own.
@@ -99,6 +101,44 @@ def device_steps(steps: int, kernels: int, shuffled: bool = False):
     return prof
 
 
+def graph_steps(kernels: int, per_launch: int = 10_000, steps: int = 100):
+    """The live 10M-kernel run's shape (tests/hostile/test_hostile_gpu.py,
+    row G4): CUDA-graph replays, each one launch record whose correlation id
+    all `per_launch` kernels of the replay share, `steps` steps, kernels back
+    to back on one stream (1 us each, 1 us apart)."""
+    import loopscope
+    from loopscope import _core
+
+    launches = max(kernels // per_launch, 1)
+    per_step = max(launches // steps, 1)
+    step_ns = STEP_GAP_NS + per_step * per_launch * 2_000
+    _core._set_test_clock(1_000_000_000, step_ns // 2)
+    corr = 1
+    apis: list[tuple] = []
+    ops: list[tuple] = []
+    try:
+        with loopscope.profile(trace=False) as prof:
+            for _ in range(steps):
+                with prof.step():
+                    t = _core.now_ns() - step_ns // 2 + STEP_GAP_NS // 2
+                    for _ in range(per_step):
+                        apis.append((t - 1_000, t - 900, corr))
+                        for _ in range(per_launch):
+                            ops.append((t, t + 1_000, 0, 7, corr, "graph_kernel"))
+                            t += 2_000
+                        corr += 1
+                        if len(ops) >= CHUNK:
+                            _core._inject("api", apis)
+                            _core._inject("kernel", ops)
+                            apis.clear()
+                            ops.clear()
+            _core._inject("api", apis)
+            _core._inject("kernel", ops)
+    finally:
+        _core._set_test_clock(0, 0)
+    return prof
+
+
 def measure(label: str, fn):
     before = rss_mb()
     fresh = reset_peak_rss()
@@ -123,6 +163,9 @@ def run_case(case: str, steps: int, kernels: int, html: bool, shuffled: bool) ->
     if case == "steps":
         prof = host_steps(steps)
         what = f"{steps:,} host-only steps"
+    elif case == "graph":
+        prof = graph_steps(kernels)
+        what = f"{kernels:,} kernels from CUDA-graph launches of 10,000 in 100 steps"
     elif case == "gpu_steps":
         prof = device_steps(steps, steps)
         what = f"{steps:,} steps of one kernel each"
@@ -148,7 +191,7 @@ def run_case(case: str, steps: int, kernels: int, html: bool, shuffled: bool) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=("all", "steps", "gpu_steps", "kernels"),
+    parser.add_argument("--case", choices=("all", "steps", "gpu_steps", "kernels", "graph"),
                         default="all")
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--kernels", type=int, default=10_000_000)

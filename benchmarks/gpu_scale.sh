@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 14's scale figures on the GPU machine, in parts (each fits a call):
+#   live   the 10M-kernel summary on live records (benchmarks/live_ten_million.py),
+#          this tree against main before this work (a copy in .baseline, made
+#          with `git archive 012fc30`), alternating, one process per run
+#   tests  every GPU test (tests/gpu, tests/hostile -m gpu) on this tree
+#   cpu    benchmarks/bench_scale.py's synthetic cases on this machine's CPU
+# Usage (GPU machine, repo root): bash benchmarks/gpu_scale.sh live tests
+set -u -o pipefail
+OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
+source benchmarks/gpu_prologue.sh "$OUT"
+for part in "$@"; do
+  case $part in
+  live)
+    (cd .baseline && python3 setup.py -q build_ext --inplace > "$OUT/baseline_build.log" 2>&1) \
+      || { tail -20 "$OUT/baseline_build.log"; exit 1; }
+    for variant in new baseline new; do
+      if [ "$variant" = baseline ]; then pp=.baseline/python; else pp=python; fi
+      echo "live 10M $variant: $(PYTHONPATH=$pp timeout 150 python3 benchmarks/live_ten_million.py 2>&1 | tail -1)" | tee -a "$OUT/scale.txt"
+    done ;;
+  tests)
+    timeout 200 python3 -m pytest tests/gpu -m gpu -q -p no:cacheprovider > "$OUT/tests_gpu.log" 2>&1
+    echo "tests/gpu rc=$?: $(tail -1 "$OUT/tests_gpu.log")" | tee -a "$OUT/scale.txt"
+    timeout 240 python3 -m pytest tests/hostile -m gpu -q -p no:cacheprovider > "$OUT/tests_hostile.log" 2>&1
+    echo "tests/hostile -m gpu rc=$?: $(tail -1 "$OUT/tests_hostile.log")" | tee -a "$OUT/scale.txt" ;;
+  cpu)
+    for case in steps gpu_steps graph kernels; do
+      echo "bench_scale $case:" | tee -a "$OUT/scale.txt"
+      timeout 150 python3 benchmarks/bench_scale.py --case $case --no-html 2>&1 | tee -a "$OUT/scale.txt"
+    done ;;
+  esac
+done
+echo "== table =="; grep -E "^live|^tests|summary\(\)|^bench|steps:|kernels" "$OUT/scale.txt" | cut -c1-400

@@ -59,7 +59,10 @@ def main() -> None:
         "rss_before_mb": round(before), "rss_records_mb": round(records),
         "summary_s": round(wall, 2), "summary_user_s": round(usage1.ru_utime - usage0.ru_utime, 2),
         "summary_sys_s": round(usage1.ru_stime - usage0.ru_stime, 2),
-        "peak_rss_mb": round(peak), "peak_above_records_mb": round(peak - records)}))
+        "peak_rss_mb": round(peak), "peak_above_records_mb": round(peak - records),
+        "finish_ms": s["overhead"]["finish_ms"], "finish_wait_ms": s["overhead"]["finish_wait_ms"],
+        "ops_without_launch": prof.model.ops_without_launch,
+        "streams": len(prof.model.streams())}))
 
 
 if __name__ == "__main__":

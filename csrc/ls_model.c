@@ -24,6 +24,10 @@ const uint64_t ls_model_hist_edges_ns[LS_HIST_BINS] = {
     0, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 10000000,
 };
 
+/* Devices for which the model looks whether each ran one stream (more:
+ * the streams are sorted and swept). */
+#define ONE_STREAM_DEVICES 16
+
 /* A sortable key triple pointing at one record. */
 typedef struct {
     uint64_t k1, k2, k3;
@@ -65,6 +69,11 @@ typedef struct {
     uint64_t *sync_max_end;  /* ... with the running maximum of their ends */
     size_t sync_count;
     uint64_t *scratch;       /* room for one duration per gap */
+    /* Whether each device ran one stream (fill_and_comm looks at up to
+     * ONE_STREAM_DEVICES devices): the devices and their streams as seen. */
+    int one_stream_each;
+    size_t seen_devices;
+    uint32_t device_seen[ONE_STREAM_DEVICES], stream_seen[ONE_STREAM_DEVICES];
     ls_sample_index samples; /* PM samples, when there are any */
     ls_interval *intervals;  /* room for one busy interval per op */
     size_t interval_count;   /* of the last sweep, on the sampled device */
@@ -571,42 +580,68 @@ done:
 }
 
 /* Collective kernels, judged once per name. */
-static int mark_comm(ls_ctx *c)
+/* Whether two ops launch the same shape on the same device (so have the
+ * same fill). */
+static int same_fill_inputs(const ls_op *a, const ls_op *b)
+{
+    return a->kind == b->kind && a->device_id == b->device_id && a->grid_x == b->grid_x &&
+           a->grid_y == b->grid_y && a->grid_z == b->grid_z && a->block_x == b->block_x &&
+           a->block_y == b->block_y && a->block_z == b->block_z &&
+           a->registers == b->registers && a->shared_bytes == b->shared_bytes;
+}
+
+/* Each op's fill (from its device's facts) and whether it is a collective
+ * kernel (judged once per name), in one pass over the records: the fill
+ * of a launch shape the op before had too is not worked out again. */
+static int fill_and_comm(ls_ctx *c)
 {
     const ls_records *r = c->r;
+    ls_model *m = c->m;
     size_t names = ls_names_id_bound();
     uint8_t *memo = malloc(room_for(names));
     if (memo == NULL)
         return -1;
     memset(memo, 2, names); /* 2: not judged yet */
+    const ls_device_facts *device = NULL;
+    uint32_t device_id = LS_MODEL_NO_ID;
+    size_t d = 0; /* index of the last op's device in c->device_seen */
+    c->one_stream_each = 1;
+    c->seen_devices = 0;
     for (size_t i = 0; i < r->ops.count; i++) {
-        uint32_t id = r->ops.items[i].name_id;
+        const ls_op *op = &r->ops.items[i];
+        uint32_t id = op->name_id;
         uint8_t comm = 0;
-        if (r->ops.items[i].kind == LS_OP_KERNEL && id < names) {
+        if (c->one_stream_each && (d >= c->seen_devices || c->device_seen[d] != op->device_id)) {
+            for (d = 0; d < c->seen_devices && c->device_seen[d] != op->device_id; d++)
+                ;
+            if (d == ONE_STREAM_DEVICES) {
+                c->one_stream_each = 0; /* too many to look at: the streams get swept */
+            } else if (d == c->seen_devices) {
+                c->device_seen[d] = op->device_id;
+                c->stream_seen[d] = op->stream_id;
+                c->seen_devices++;
+            }
+        }
+        if (c->one_stream_each && c->stream_seen[d] != op->stream_id)
+            c->one_stream_each = 0;
+        if (op->kind == LS_OP_KERNEL && id < names) {
             if (memo[id] == 2)
                 memo[id] = (uint8_t)ls_collectives_is_comm(ls_names_text(id));
             comm = memo[id];
         }
-        c->m->op_comm[i] = comm;
-    }
-    free(memo);
-    return 0;
-}
-
-/* Each op's fill, from its device's facts (looked up once per run of ops
- * on one device). */
-static void fill_ops(const ls_records *r, double *out)
-{
-    const ls_device_facts *device = NULL;
-    uint32_t device_id = LS_MODEL_NO_ID;
-    for (size_t i = 0; i < r->ops.count; i++) {
-        const ls_op *op = &r->ops.items[i];
+        m->op_comm[i] = comm;
+        if (i > 0 && same_fill_inputs(op, op - 1)) {
+            m->op_fill[i] = m->op_fill[i - 1];
+            continue;
+        }
         if (op->device_id != device_id) {
             device_id = op->device_id;
             device = ls_records_device(r, device_id);
         }
-        out[i] = ls_kernels_fill(op, device);
+        m->op_fill[i] = ls_kernels_fill(op, device);
     }
+    free(memo);
+    return 0;
 }
 
 /* sync_gap_ns: each sync-caused gap's idle time goes to the sync that
@@ -918,10 +953,12 @@ static int project_ranges(ls_ctx *c, const uint32_t *by_device)
             m->group_span_ns[g] += m->range_lines[i].last_ns - m->range_lines[i].first_ns;
     }
     free_buckets(&ops);
-    for (size_t g = 0; g < m->gap_count; g++)
+    /* No group (no range but steps): no op or gap to bucket by group. */
+    for (size_t g = 0; ng > 0 && g < m->gap_count; g++)
         gap_range[g] = m->op_range[m->gaps[g].next_op];
-    if (bucket_chain(r, by_device, nops, m->op_range, m->groups.group_of, ng, &group_ops) != 0 ||
-        bucket_chain(r, NULL, m->gap_count, gap_range, m->groups.group_of, ng, &group_gaps) != 0)
+    if (ng > 0 &&
+        (bucket_chain(r, by_device, nops, m->op_range, m->groups.group_of, ng, &group_ops) != 0 ||
+         bucket_chain(r, NULL, m->gap_count, gap_range, m->groups.group_of, ng, &group_gaps) != 0))
         goto done;
     for (size_t g = 0; g < ng; g++) {
         ls_timeline *t = &m->group_lines[g];
@@ -1089,44 +1126,22 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
     return count;
 }
 
-/* Devices for which one_stream_per_device looks (more: the streams are
- * swept). */
-#define ONE_STREAM_DEVICES 16
 
-/* 1 when each device line of m ran its ops on a single stream, that
- * stream's id in only_stream[d] (devices[d]); one pass over the records. */
-static int one_stream_per_device(const ls_records *r, const ls_model *m, uint32_t *only_stream)
+/* 1 when each device line of m ran its ops on a single stream (as
+ * fill_and_comm found), that stream's id in only_stream[d] (devices[d]). */
+static int one_stream_per_device(const ls_ctx *c, uint32_t *only_stream)
 {
-    size_t seen = 0, d = 0;
-    uint32_t device_of[ONE_STREAM_DEVICES];
-    for (size_t i = 0; i < r->ops.count; i++) {
-        const ls_op *op = &r->ops.items[i];
-        if (d >= seen || device_of[d] != op->device_id) { /* most ops: the last op's device */
-            for (d = 0; d < seen && device_of[d] != op->device_id; d++)
-                ;
-            if (d == seen) {
-                if (seen == ONE_STREAM_DEVICES)
-                    return 0;
-                device_of[seen] = op->device_id;
-                only_stream[seen++] = op->stream_id;
-            }
-        }
-        if (only_stream[d] != op->stream_id)
-            return 0;
-    }
-    if (seen != m->device_count)
+    const ls_model *m = c->m;
+    if (!c->one_stream_each || c->seen_devices != m->device_count)
         return 0;
-    /* in the devices' order (by id, as swept) */
-    uint32_t stream_of[ONE_STREAM_DEVICES];
-    for (size_t k = 0; k < m->device_count; k++) {
+    for (size_t k = 0; k < m->device_count; k++) { /* in the devices' order (by id) */
         size_t j = 0;
-        while (j < seen && device_of[j] != m->devices[k].line.device_id)
+        while (j < c->seen_devices && c->device_seen[j] != m->devices[k].line.device_id)
             j++;
-        if (j == seen)
+        if (j == c->seen_devices)
             return 0;
-        stream_of[k] = only_stream[j];
+        only_stream[k] = c->stream_seen[j];
     }
-    memcpy(only_stream, stream_of, m->device_count * sizeof *only_stream);
     return 1;
 }
 
@@ -1166,9 +1181,8 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     if (m->has_samples &&
         ls_sample_index_build(&c.samples, r->samples.items, r->samples.count) != 0)
         goto done;
-    fill_ops(r, m->op_fill);
-    if (ls_syncs_build(r, &m->syncs) != 0 || match_launches(&c, launch_thread) != 0 ||
-        index_syncs(&c) != 0 || mark_comm(&c) != 0 ||
+    if (fill_and_comm(&c) != 0 || ls_syncs_build(r, &m->syncs) != 0 ||
+        match_launches(&c, launch_thread) != 0 || index_syncs(&c) != 0 ||
         ls_kernels_table(r, m->op_fill, &m->kernels) != 0)
         goto done;
     m->sync_gap_ns = ls_bulk_calloc(room_for(m->syncs.count), sizeof *m->sync_gap_ns);
@@ -1217,7 +1231,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
      * side stream), each stream's line is its device's: copied, not sorted
      * and swept again. */
     uint32_t only_stream[ONE_STREAM_DEVICES];
-    if (m->device_count <= ONE_STREAM_DEVICES && one_stream_per_device(c.r, m, only_stream)) {
+    if (m->device_count <= ONE_STREAM_DEVICES && one_stream_per_device(&c, only_stream)) {
         for (size_t d = 0; d < m->device_count; d++) {
             m->streams[d] = m->devices[d];
             m->streams[d].line.stream_id = only_stream[d];

@@ -7,7 +7,7 @@ HTML <= 1 s and <= 200 MB at any size.
     python benchmarks/bench_scale.py                  # every case below
     python benchmarks/bench_scale.py --case steps     # 1M host-only steps
     python benchmarks/bench_scale.py --case gpu_steps --steps 1000000
-    python benchmarks/bench_scale.py --case kernels --kernels 10000000 [--shuffled]
+    python benchmarks/bench_scale.py --case kernels --kernels 10000000 [--shuffled] [--streams 4]
     python benchmarks/bench_scale.py --case graph --kernels 10000000
 
 Cases: "steps": --steps host-only steps (prof.step() with nothing in it,
@@ -56,7 +56,7 @@ def host_steps(steps: int):
     return prof
 
 
-def device_steps(steps: int, kernels: int, shuffled: bool = False):
+def device_steps(steps: int, kernels: int, shuffled: bool = False, streams: int = 1):
     """`steps` steps holding `kernels` kernels between them, each step's
     device work inside its host time (the clock is scripted: reads are
     the profile's start, then per step its enter, one read here, its exit,
@@ -90,7 +90,7 @@ def device_steps(steps: int, kernels: int, shuffled: bool = False):
                     t = _core.now_ns() - step_ns // 2 + STEP_GAP_NS // 2
                     for _ in range(per_step):
                         apis.append((t - 1_000, t - 900, corr))
-                        ops.append((t, t + KERNEL_NS, 0, 7, corr, "kernel"))
+                        ops.append((t, t + KERNEL_NS, 0, 7 + corr % streams, corr, "kernel"))
                         t += KERNEL_NS + GAP_NS
                         corr += 1
                         if len(ops) >= CHUNK:
@@ -152,7 +152,8 @@ def measure(label: str, fn):
     return out
 
 
-def run_case(case: str, steps: int, kernels: int, html: bool, shuffled: bool) -> None:
+def run_case(case: str, steps: int, kernels: int, html: bool, shuffled: bool,
+             streams: int = 1) -> None:
     warnings.simplefilter("ignore")
     import loopscope
 
@@ -170,8 +171,9 @@ def run_case(case: str, steps: int, kernels: int, html: bool, shuffled: bool) ->
         prof = device_steps(steps, steps)
         what = f"{steps:,} steps of one kernel each"
     else:
-        prof = device_steps(10, kernels, shuffled)
-        what = f"{kernels:,} kernels in 10 steps{', shuffled' if shuffled else ''}"
+        prof = device_steps(10, kernels, shuffled, streams)
+        what = (f"{kernels:,} kernels in 10 steps{', shuffled' if shuffled else ''}"
+                f"{f', taking turns on {streams} streams' if streams > 1 else ''}")
     made = time.perf_counter() - t
     print(f"{what}: records made in {made:.1f} s; the profile holds {rss_mb() - base:.0f} MiB "
           f"(RSS growth)", flush=True)
@@ -196,11 +198,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--kernels", type=int, default=10_000_000)
     parser.add_argument("--no-html", action="store_true", help="summary() only")
+    parser.add_argument("--streams", type=int, default=1,
+                        help="kernels: the kernels take turns on this many streams")
     parser.add_argument("--shuffled", action="store_true",
                         help="kernels: records injected out of time order (in chunks of 100k)")
     args = parser.parse_args()
     if args.case != "all":
-        run_case(args.case, args.steps, args.kernels, not args.no_html, args.shuffled)
+        run_case(args.case, args.steps, args.kernels, not args.no_html, args.shuffled,
+                 args.streams)
         return
     for case in ("steps", "gpu_steps", "kernels"):  # each in its own process
         cmd = [sys.executable, __file__, "--case", case, "--steps", str(args.steps),

@@ -1097,6 +1097,106 @@ static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
     return 0;
 }
 
+/* Streams in the model's order: distinct (device, stream) keys, found
+ * through a small open-addressing table. */
+typedef struct {
+    uint64_t *keys;   /* (device << 32) | stream, one per distinct stream */
+    uint32_t *slots;  /* 1 + index into keys, 0 empty */
+    size_t count, cap, slot_mask;
+} ls_stream_set;
+
+enum { STREAM_ORDER_MAX_STREAMS = 1 << 16 };
+
+static uint64_t stream_key(const ls_op *op)
+{
+    return ((uint64_t)op->device_id << 32) | op->stream_id;
+}
+
+static size_t stream_slot(const ls_stream_set *set, uint64_t key)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15ULL;
+    size_t at = (size_t)(h >> 32) & set->slot_mask;
+    while (set->slots[at] && set->keys[set->slots[at] - 1] != key)
+        at = (at + 1) & set->slot_mask;
+    return at;
+}
+
+static int compare_u64(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+/* The stream order (device, stream, start, end, index) from the device
+ * order (device, start, end, index) in `order`, in place: a stable
+ * partition by stream keeps each stream's ops in the order they had, so
+ * two passes replace a sort of every op again.  0; 1 when there are more
+ * streams than the table takes (order untouched: sort instead); -1 when
+ * memory ran out. */
+static int stream_order_from_device_order(const ls_records *r, uint32_t *order)
+{
+    size_t n = r->ops.count;
+    const ls_op *ops = r->ops.items;
+    ls_stream_set set = {0};
+    set.cap = STREAM_ORDER_MAX_STREAMS;
+    set.slot_mask = 2 * (size_t)STREAM_ORDER_MAX_STREAMS - 1;
+    set.keys = malloc(set.cap * sizeof *set.keys);
+    set.slots = calloc(set.slot_mask + 1, sizeof *set.slots);
+    size_t *first = NULL;
+    uint32_t *by_stream = NULL, *rank = NULL;
+    int result = -1;
+    if (set.keys == NULL || set.slots == NULL)
+        goto done;
+    for (size_t i = 0; i < n; i++) { /* the distinct streams */
+        uint64_t key = stream_key(&ops[i]);
+        if (i > 0 && key == stream_key(&ops[i - 1]))
+            continue;
+        size_t at = stream_slot(&set, key);
+        if (set.slots[at])
+            continue;
+        if (set.count == set.cap) {
+            result = 1;
+            goto done;
+        }
+        set.keys[set.count++] = key;
+        set.slots[at] = (uint32_t)set.count;
+    }
+    /* Each stream's place in (device, stream) order, then its first slot. */
+    qsort(set.keys, set.count, sizeof *set.keys, compare_u64);
+    memset(set.slots, 0, (set.slot_mask + 1) * sizeof *set.slots);
+    for (size_t k = 0; k < set.count; k++)
+        set.slots[stream_slot(&set, set.keys[k])] = (uint32_t)(k + 1);
+    first = calloc(set.count + 1, sizeof *first);
+    by_stream = ls_bulk_malloc((n ? n : 1) * sizeof *by_stream);
+    rank = ls_bulk_malloc((n ? n : 1) * sizeof *rank); /* each op's stream, in device order */
+    if (first == NULL || by_stream == NULL || rank == NULL)
+        goto done;
+    uint64_t last_key = 0;
+    uint32_t last_rank = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = stream_key(&ops[order[i]]);
+        if (i == 0 || key != last_key) {
+            last_key = key;
+            last_rank = set.slots[stream_slot(&set, key)] - 1;
+        }
+        rank[i] = last_rank;
+        first[last_rank + 1]++;
+    }
+    for (size_t k = 0; k < set.count; k++)
+        first[k + 1] += first[k];
+    for (size_t i = 0; i < n; i++)
+        by_stream[first[rank[i]]++] = order[i];
+    memcpy(order, by_stream, n * sizeof *order);
+    result = 0;
+done:
+    free(set.keys);
+    free(set.slots);
+    free(first);
+    free(by_stream);
+    free(rank);
+    return result;
+}
+
 /* One timeline per run of equal key among sorted ops (devices or streams);
  * returns their number.  Device sweeps keep the gaps and busy intervals;
  * with gaps NULL (streams) only their statistics are kept, so no gap
@@ -1238,7 +1338,10 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         }
         m->stream_count = m->device_count;
     } else {
-        if (sort_ops(r, 1, by_device) != 0)
+        /* by_device holds the device order: partitioned by stream, unless
+         * there are too many streams for that (sorted then). */
+        int rc = stream_order_from_device_order(r, by_device);
+        if (rc < 0 || (rc > 0 && sort_ops(r, 1, by_device) != 0))
             goto done;
         m->stream_count = sweep_lines(&c, by_device, 1, m->streams, NULL, NULL);
     }

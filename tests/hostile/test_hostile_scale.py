@@ -420,6 +420,32 @@ def test_one_stream_per_device_gives_each_stream_its_devices_line():
         assert (g["normal"], g["warning"], g["severe"]) == classes and min(classes) > 0
 
 
+def test_more_streams_than_the_partition_takes_are_sorted_instead():
+    """The stream order is the device order partitioned by stream, for up
+    to 65,536 streams; past that the ops are sorted by stream instead:
+    70,000 streams of one or two ops on 2 devices, shuffled, each its own
+    line with its kernels and gaps as counted here."""
+    rng = random.Random(5)
+    base = START + TICK + 10_000
+    records = []
+    for stream in range(70_000):
+        device = stream % 2
+        start = base + rng.randrange(500) * 1_000
+        records.append((start, start + 300, device, stream))
+        if stream % 7 == 0:  # a second op after a gap
+            records.append((start + 2_300, start + 2_600, device, stream))
+    records.sort()
+    summary = streams_profile(records, shuffled=True)
+    per_stream = summary["gaps"]["per_stream"]
+    assert len(per_stream) == 70_000
+    assert [(e["device"], e["stream"]) for e in per_stream] == sorted(
+        {(d, q) for _, _, d, q in records})
+    for e in per_stream:
+        two = e["stream"] % 7 == 0
+        assert (e["kernels"], e["gaps"]["count"]) == ((2, 1) if two else (1, 0))
+        assert e["gaps"]["idle_ms"] == (0.002 if two else 0.0)
+
+
 def test_streams_of_every_run_length_are_each_their_own_line():
     """The sweeps find where each device's and stream's run of sorted ops
     ends by galloping (csrc/ls_model.c run_end): streams of 1 to 40 ops

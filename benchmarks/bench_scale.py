@@ -56,6 +56,20 @@ def host_steps(steps: int):
     return prof
 
 
+def inject(apis: list, ops: list, rng: random.Random | None = None) -> None:
+    """Hands a chunk of launch and kernel records to the profile (in a
+    random order with `rng`) and empties the lists."""
+    from loopscope import _core
+
+    if rng is not None:
+        rng.shuffle(apis)
+        rng.shuffle(ops)
+    _core._inject("api", apis)
+    _core._inject("kernel", ops)
+    apis.clear()
+    ops.clear()
+
+
 def device_steps(steps: int, kernels: int, shuffled: bool = False, streams: int = 1):
     """`steps` steps holding `kernels` kernels between them, each step's
     device work inside its host time (the clock is scripted: reads are
@@ -72,16 +86,7 @@ def device_steps(steps: int, kernels: int, shuffled: bool = False, streams: int 
     apis: list[tuple] = []
     ops: list[tuple] = []
 
-    rng = random.Random(14)
-
-    def flush() -> None:
-        if shuffled:
-            rng.shuffle(apis)
-            rng.shuffle(ops)
-        _core._inject("api", apis)
-        _core._inject("kernel", ops)
-        apis.clear()
-        ops.clear()
+    rng = random.Random(14) if shuffled else None
 
     try:
         with loopscope.profile(trace=False) as prof:
@@ -94,8 +99,8 @@ def device_steps(steps: int, kernels: int, shuffled: bool = False, streams: int 
                         t += KERNEL_NS + GAP_NS
                         corr += 1
                         if len(ops) >= CHUNK:
-                            flush()
-            flush()
+                            inject(apis, ops, rng)
+            inject(apis, ops, rng)
     finally:
         _core._set_test_clock(0, 0)
     return prof
@@ -128,12 +133,8 @@ def graph_steps(kernels: int, per_launch: int = 10_000, steps: int = 100):
                             t += 2_000
                         corr += 1
                         if len(ops) >= CHUNK:
-                            _core._inject("api", apis)
-                            _core._inject("kernel", ops)
-                            apis.clear()
-                            ops.clear()
-            _core._inject("api", apis)
-            _core._inject("kernel", ops)
+                            inject(apis, ops)
+            inject(apis, ops)
     finally:
         _core._set_test_clock(0, 0)
     return prof

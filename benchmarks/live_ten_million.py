@@ -1,7 +1,7 @@
 """10M kernels in one live profile (issue 14, row G4 of tests/hostile/README.md),
 with summary()'s time, CPU time and peak memory: CUDA-graph replays of 10,000
 tiny kernels, 10 replays a step, 100 steps, metrics off (as the hostile GPU
-test).  Prints one JSON line.  GPU machine only.
+test, which runs this script).  Prints one JSON line.  GPU machine only.
 
     python benchmarks/live_ten_million.py
 """
@@ -39,13 +39,16 @@ def main() -> None:
     graph.replay()
     torch.cuda.synchronize()
     before = rss_mb()
+    t0 = time.perf_counter()
     with loopscope.profile(metrics=False) as prof:
         for _ in range(steps):
             with prof.step():
                 for _ in range(replays_per_step):
                     graph.replay()
                 torch.cuda.synchronize()
+    loop_s = time.perf_counter() - t0
     records = rss_mb()
+    peak_capture = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter()
     s = prof.summary()
@@ -54,8 +57,11 @@ def main() -> None:
     peak = usage1.ru_maxrss / 1024
     json.dumps(s, allow_nan=False)
     print(json.dumps({
-        "loopscope": loopscope.__file__, "kernels": s["gpu"]["kernels"],
-        "dropped": s["dropped_records"], "steps": len(s["steps"]),
+        "loopscope": loopscope.__file__, "launched": per_graph * replays_per_step * steps,
+        "kernels": s["gpu"]["kernels"], "dropped": s["dropped_records"],
+        "buffers_refused": s["overhead"]["buffers_refused"], "steps": len(s["steps"]),
+        "step0_kernels": s["steps"][0]["kernels"], "loop_s": round(loop_s, 2),
+        "peak_capture_mb": round(peak_capture),
         "rss_before_mb": round(before), "rss_records_mb": round(records),
         "summary_s": round(wall, 2), "summary_user_s": round(usage1.ru_utime - usage0.ru_utime, 2),
         "summary_sys_s": round(usage1.ru_stime - usage0.ru_stime, 2),

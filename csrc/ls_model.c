@@ -1443,29 +1443,19 @@ static void add_to_bins(uint64_t a, uint64_t b, uint64_t start, uint64_t end, si
     }
 }
 
-/* An array of time-ordered, non-overlapping intervals, each `stride`
- * bytes with a uint64_t start and end at the given offsets. */
-typedef struct {
-    const char *base;
-    size_t stride, start_at, end_at;
-} ls_interval_array;
+/* Interval i of device `device`'s time-ordered, non-overlapping
+ * intervals (its gaps or its busy stretches). */
+typedef ls_busy_span (*ls_span_at)(const ls_model *m, size_t device, size_t i);
 
-static uint64_t field_at(ls_interval_array a, size_t i, size_t offset)
-{
-    uint64_t v;
-    memcpy(&v, a.base + i * a.stride + offset, sizeof v);
-    return v;
-}
-
-/* Of items[lo..hi): *first is the first whose end is >= start, *last is
+/* Of intervals lo..hi: *first is the first whose end is >= start, *last is
  * past the last whose start is <= end.  Two binary searches. */
-static void meeting(ls_interval_array a, size_t lo, size_t hi, uint64_t start, uint64_t end,
-                    size_t *first, size_t *last)
+static void meeting(const ls_model *m, size_t device, ls_span_at at, size_t lo, size_t hi,
+                    uint64_t start, uint64_t end, size_t *first, size_t *last)
 {
     size_t top = hi;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (field_at(a, mid, a.end_at) < start)
+        if (at(m, device, mid).end_ns < start)
             lo = mid + 1;
         else
             hi = mid;
@@ -1474,12 +1464,18 @@ static void meeting(ls_interval_array a, size_t lo, size_t hi, uint64_t start, u
     hi = top;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (field_at(a, mid, a.start_at) <= end)
+        if (at(m, device, mid).start_ns <= end)
             lo = mid + 1;
         else
             hi = mid;
     }
     *last = lo;
+}
+
+static ls_busy_span gap_span(const ls_model *m, size_t device, size_t i)
+{
+    (void)device; /* i indexes all gaps */
+    return (ls_busy_span){m->gaps[i].start_ns, m->gaps[i].end_ns};
 }
 
 /* Index of device d's first gap: a device's gaps follow those of the
@@ -1512,35 +1508,16 @@ ls_busy_span ls_model_busy_span(const ls_model *m, size_t device, size_t k)
 void ls_model_busy_within(const ls_model *m, size_t device, uint64_t start_ns,
                           uint64_t end_ns, size_t *first, size_t *last)
 {
-    /* Spans are ordered and disjoint, as the gaps between them: the same
-     * two binary searches as meeting(), over spans made on the fly. */
-    size_t lo = 0, hi = ls_model_busy_count(m, device), top = hi;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ls_model_busy_span(m, device, mid).end_ns < start_ns)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *first = lo;
-    hi = top;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ls_model_busy_span(m, device, mid).start_ns <= end_ns)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *last = lo;
+    meeting(m, device, ls_model_busy_span, 0, ls_model_busy_count(m, device), start_ns, end_ns,
+            first, last);
 }
 
 void ls_model_gaps_within(const ls_model *m, size_t device, uint64_t start_ns, uint64_t end_ns,
                           size_t *first, size_t *last)
 {
     size_t lo = first_gap_of(m, device);
-    ls_interval_array gaps = {(const char *)m->gaps, sizeof *m->gaps,
-                              offsetof(ls_gap, start_ns), offsetof(ls_gap, end_ns)};
-    meeting(gaps, lo, lo + m->devices[device].gaps.count, start_ns, end_ns, first, last);
+    meeting(m, device, gap_span, lo, lo + m->devices[device].gaps.count, start_ns, end_ns, first,
+            last);
 }
 
 void ls_model_busy_bins(const ls_model *m, long device, uint64_t start_ns, uint64_t end_ns,

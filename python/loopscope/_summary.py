@@ -10,7 +10,7 @@ from bisect import bisect_left
 from itertools import repeat
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from . import _core
+from . import _core, _rows
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
@@ -439,7 +439,7 @@ def _host_steps(cols: dict[str, Any], syncs: Iterable[int | None],
     (and syncs) only.  Copies of one dict (a copy clones its table: about
     twice as fast as a dict display of 22 keys, which counts at 1M steps)."""
     steps: list[dict[str, Any]] = []
-    copy, append = _HOST_STEP.copy, steps.append
+    copy, append = _rows.template(_HOST_STEP).copy, steps.append
     for i, name, start, end, sync in zip(cols["index"], names, cols["start_ns"],
                                          cols["end_ns"], syncs):
         step = copy()
@@ -495,7 +495,8 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
             cols["kernels"], cols["memcpys"], figures["busy_pct"], figures["idle_ms"],
             figures["sync_ms"], figures["host_ms"], column["sm_active_busy_pct"],
             column["dram_busy_pct"], fill, known, column["warp_occupancy_busy_pct"])
-    steps = _core._dicts(tuple(column), tuple(column.values()))
+    steps = _core._dicts(tuple(column), tuple(column.values()),
+                         _rows.template(dict.fromkeys(column)))
     if not gpu:  # counters only: a verdict where samples cover the step
         for step in steps:
             if step["samples"]:
@@ -519,16 +520,19 @@ def _step_gaps(cols: dict[str, Any], thresholds_us) -> tuple[list[dict[str, Any]
         "sync_ms": [ns / 1e6 for ns in cols["gap_sync_ns"]],
     }
     causes = ("host", "sync", "other")
-    by_cause = _core._dicts(causes, (cols["gap_host"], cols["gap_sync"], cols["gap_other"]))
+    by_cause = _core._dicts(causes, (cols["gap_host"], cols["gap_sync"], cols["gap_other"]),
+                            _rows.template(dict.fromkeys(causes)))
     idle_by_cause = _core._dicts(causes, (figures["host_ms"], figures["sync_ms"],
-                                          [ns / 1e6 for ns in cols["gap_other_ns"]]))
+                                          [ns / 1e6 for ns in cols["gap_other_ns"]]),
+                                 _rows.template(dict.fromkeys(causes)))
     thresholds = list(thresholds_us)
     gaps = _core._dicts(GAP_KEYS, (
         count, cols["gap_normal"], cols["gap_warning"], cols["gap_severe"],
         [round(t / c / 1e3, 3) if c else 0.0 for t, c in zip(total, count)],
         [ns / 1e3 for ns in cols["gap_p50_ns"]], [ns / 1e3 for ns in cols["gap_p99_ns"]],
         [ns / 1e3 for ns in cols["gap_max_ns"]], figures["idle_ms"], figures["busy_ms"],
-        figures["busy_pct"], [thresholds.copy() for _ in range(n)], by_cause, idle_by_cause))
+        figures["busy_pct"], [thresholds.copy() for _ in range(n)], by_cause, idle_by_cause),
+        _rows.template(dict.fromkeys(GAP_KEYS)))
     return gaps, figures
 
 

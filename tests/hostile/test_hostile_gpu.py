@@ -189,54 +189,10 @@ def test_eight_threads_each_with_its_own_steps(after_torch_profiler):
 # ---------------------------------------------------------------------------
 # 10M kernels in one profile
 
-TEN_MILLION = """
-    import json, resource, time, warnings
-    warnings.simplefilter("ignore")
-    import torch, loopscope
-
-    def rss_mb():
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-
-    per_graph, replays_per_step, steps = 10_000, 10, 100     # 10,000,000 kernels
-    x = torch.zeros(1, device="cuda")
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            x.add_(1)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(per_graph):
-            x.add_(1)
-    graph.replay(); torch.cuda.synchronize()
-    before = rss_mb()
-    t0 = time.perf_counter()
-    with loopscope.profile(metrics=False) as prof:
-        for _ in range(steps):
-            with prof.step():
-                for _ in range(replays_per_step):
-                    graph.replay()
-                torch.cuda.synchronize()
-    loop_s = time.perf_counter() - t0
-    during = rss_mb()
-    peak_capture = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    t1 = time.perf_counter()
-    s = prof.summary()
-    summary_s = time.perf_counter() - t1
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    json.dumps(s, allow_nan=False)
-    print(json.dumps({
-        "launched": per_graph * replays_per_step * steps, "kernels": s["gpu"]["kernels"],
-        "dropped": s["dropped_records"], "buffers_refused": s["overhead"]["buffers_refused"],
-        "buffer_mb": s["overhead"]["buffer_mb"], "rss_before_mb": round(before),
-        "rss_after_stop_mb": round(during), "peak_capture_mb": round(peak_capture),
-        "peak_rss_mb": round(peak),
-        "loop_s": round(loop_s, 2), "summary_s": round(summary_s, 2),
-        "steps": len(s["steps"]), "step0_kernels": s["steps"][0]["kernels"]}))
-"""
+# benchmarks/live_ten_million.py: CUDA-graph replays of 10,000 tiny kernels,
+# 10 a step, 100 steps; it prints what it measured, summary() included.
+TEN_MILLION = (Path(__file__).resolve().parents[2] / "benchmarks" /
+               "live_ten_million.py").read_text(encoding="utf-8")
 
 
 def test_ten_million_kernels_bounded_and_counted():
@@ -244,13 +200,16 @@ def test_ten_million_kernels_bounded_and_counted():
     either counted or counted as dropped; while capturing, host memory grows
     by no more than the records kept (48 B an op; a growing array may hold
     twice that for a moment) plus the buffer pool (256 MiB by default) plus
-    256 MiB.  The summary's own time and memory are printed, not bounded
-    here (issue 14 condition 12 bounds them)."""
+    256 MiB; the summary's peak stays within 1 GB above the records (issue
+    14 condition 12); its time is printed, not bounded here."""
     m = run_python(TEN_MILLION, timeout=600)
     assert m["kernels"] + m["dropped"] == m["launched"]
     assert m["steps"] == 100
     bound_mb = 2 * 48 * m["launched"] / 2**20 + 256 + 256
     assert m["peak_capture_mb"] - m["rss_before_mb"] <= bound_mb, (m, bound_mb)
+    # issue 14's memory bound on the summary: <= 1 GB above the records (its
+    # time is measured, not asserted: benchmarks/RESULTS.md)
+    assert m["peak_above_records_mb"] <= 1000, m
 
 
 # ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #          with `git archive 012fc30`), alternating, one process per run
 #   tests  every GPU test (tests/gpu, tests/hostile -m gpu) on this tree
 #   cpu    benchmarks/bench_scale.py's synthetic cases on this machine's CPU
+#   py312  the row-dict and scale tests on this machine's Python
 # Usage (GPU machine, repo root): bash benchmarks/gpu_scale.sh live tests
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
@@ -24,10 +25,14 @@ for part in "$@"; do
     timeout 240 python3 -m pytest tests/hostile -m gpu -q -p no:cacheprovider > "$OUT/tests_hostile.log" 2>&1
     echo "tests/hostile -m gpu rc=$?: $(tail -1 "$OUT/tests_hostile.log")" | tee -a "$OUT/scale.txt" ;;
   cpu)
-    for case in steps gpu_steps graph kernels; do
+    for case in steps gpu_steps graph kernels "kernels --streams 4"; do
       echo "bench_scale $case:" | tee -a "$OUT/scale.txt"
       timeout 150 python3 benchmarks/bench_scale.py --case $case --no-html 2>&1 | tee -a "$OUT/scale.txt"
     done ;;
+  py312)  # the summary's row dicts and scale tests on the GPU machine's Python
+    timeout 200 python3 -m pytest tests/test_rows.py tests/test_steps_ranges.py \
+      tests/hostile/test_hostile_scale.py -q -p no:cacheprovider > "$OUT/tests_py312.log" 2>&1
+    echo "row and scale tests (python 3.12) rc=$?: $(tail -1 "$OUT/tests_py312.log")" | tee -a "$OUT/scale.txt" ;;
   esac
 done
 echo "== table =="; grep -E "^live|^tests|summary\(\)|^bench|steps:|kernels" "$OUT/scale.txt" | cut -c1-400

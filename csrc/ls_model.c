@@ -663,7 +663,7 @@ static int sync_gaps(ls_ctx *c)
     sort_keys(keys, n);
     for (size_t i = 0; i < n; i++)
         max_end[i] = i > 0 && max_end[i - 1] > keys[i].k2 ? max_end[i - 1] : keys[i].k2;
-    for (size_t g = 0; g < m->gap_count; g++) {
+    for (size_t g = 0; n > 0 && g < m->gap_count; g++) { /* no sync: no gap to give one */
         const ls_gap *gap = &m->gaps[g];
         if (gap->cause != LS_CAUSE_SYNC)
             continue;

@@ -1490,11 +1490,9 @@ static size_t first_gap_of(const ls_model *m, size_t device)
 
 size_t ls_model_busy_count(const ls_model *m, size_t device)
 {
-    return m->devices[device].line.kernels + m->devices[device].line.memcpys +
-                   m->devices[device].line.memsets >
-               0
-               ? m->devices[device].gaps.count + 1
-               : 0;
+    const ls_timeline *t = &m->devices[device];
+    int has_ops = t->line.kernels + t->line.memcpys + t->line.memsets > 0;
+    return has_ops ? t->gaps.count + 1 : 0;
 }
 
 ls_busy_span ls_model_busy_span(const ls_model *m, size_t device, size_t k)

@@ -24,10 +24,6 @@ const uint64_t ls_model_hist_edges_ns[LS_HIST_BINS] = {
     0, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 10000000,
 };
 
-/* Devices for which the model looks whether each ran one stream (more:
- * the streams are sorted and swept). */
-#define ONE_STREAM_DEVICES 16
-
 /* A sortable key triple pointing at one record. */
 typedef struct {
     uint64_t k1, k2, k3;
@@ -69,11 +65,6 @@ typedef struct {
     uint64_t *sync_max_end;  /* ... with the running maximum of their ends */
     size_t sync_count;
     uint64_t *scratch;       /* room for one duration per gap */
-    /* Whether each device ran one stream (fill_and_comm looks at up to
-     * ONE_STREAM_DEVICES devices): the devices and their streams as seen. */
-    int one_stream_each;
-    size_t seen_devices;
-    uint32_t device_seen[ONE_STREAM_DEVICES], stream_seen[ONE_STREAM_DEVICES];
     ls_sample_index samples; /* PM samples, when there are any */
     ls_interval *intervals;  /* room for one busy interval per op */
     size_t interval_count;   /* of the last sweep, on the sampled device */
@@ -579,7 +570,6 @@ done:
     return result;
 }
 
-/* Collective kernels, judged once per name. */
 /* Whether two ops launch the same shape on the same device (so have the
  * same fill). */
 static int same_fill_inputs(const ls_op *a, const ls_op *b)
@@ -604,26 +594,10 @@ static int fill_and_comm(ls_ctx *c)
     memset(memo, 2, names); /* 2: not judged yet */
     const ls_device_facts *device = NULL;
     uint32_t device_id = LS_MODEL_NO_ID;
-    size_t d = 0; /* index of the last op's device in c->device_seen */
-    c->one_stream_each = 1;
-    c->seen_devices = 0;
     for (size_t i = 0; i < r->ops.count; i++) {
         const ls_op *op = &r->ops.items[i];
         uint32_t id = op->name_id;
         uint8_t comm = 0;
-        if (c->one_stream_each && (d >= c->seen_devices || c->device_seen[d] != op->device_id)) {
-            for (d = 0; d < c->seen_devices && c->device_seen[d] != op->device_id; d++)
-                ;
-            if (d == ONE_STREAM_DEVICES) {
-                c->one_stream_each = 0; /* too many to look at: the streams get swept */
-            } else if (d == c->seen_devices) {
-                c->device_seen[d] = op->device_id;
-                c->stream_seen[d] = op->stream_id;
-                c->seen_devices++;
-            }
-        }
-        if (c->one_stream_each && c->stream_seen[d] != op->stream_id)
-            c->one_stream_each = 0;
         if (op->kind == LS_OP_KERNEL && id < names) {
             if (memo[id] == 2)
                 memo[id] = (uint8_t)ls_collectives_is_comm(ls_names_text(id));
@@ -1127,48 +1101,63 @@ static int compare_u64(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-/* The stream order (device, stream, start, end, index) from the device
- * order (device, start, end, index) in `order`, in place: a stable
- * partition by stream keeps each stream's ops in the order they had, so
- * two passes replace a sort of every op again.  0; 1 when there are more
- * streams than the table takes (order untouched: sort instead); -1 when
- * memory ran out. */
-static int stream_order_from_device_order(const ls_records *r, uint32_t *order)
+static void stream_set_free(ls_stream_set *set)
 {
-    size_t n = r->ops.count;
+    free(set->keys);
+    free(set->slots);
+    memset(set, 0, sizeof *set);
+}
+
+/* The distinct streams of the records, in (device, stream) order, with
+ * each one's slot pointing at its place there: 0; 1 when there are more
+ * than the table takes (set freed: sort instead); -1 when memory ran out. */
+static int distinct_streams(const ls_records *r, ls_stream_set *set)
+{
     const ls_op *ops = r->ops.items;
-    ls_stream_set set = {0};
-    set.cap = STREAM_ORDER_MAX_STREAMS;
-    set.slot_mask = 2 * (size_t)STREAM_ORDER_MAX_STREAMS - 1;
-    set.keys = malloc(set.cap * sizeof *set.keys);
-    set.slots = calloc(set.slot_mask + 1, sizeof *set.slots);
-    size_t *first = NULL;
-    uint32_t *by_stream = NULL, *rank = NULL;
-    int result = -1;
-    if (set.keys == NULL || set.slots == NULL)
-        goto done;
-    for (size_t i = 0; i < n; i++) { /* the distinct streams */
+    memset(set, 0, sizeof *set);
+    set->cap = STREAM_ORDER_MAX_STREAMS;
+    set->slot_mask = 2 * (size_t)STREAM_ORDER_MAX_STREAMS - 1;
+    set->keys = malloc(set->cap * sizeof *set->keys);
+    set->slots = calloc(set->slot_mask + 1, sizeof *set->slots);
+    if (set->keys == NULL || set->slots == NULL) {
+        stream_set_free(set);
+        return -1;
+    }
+    for (size_t i = 0; i < r->ops.count; i++) {
         uint64_t key = stream_key(&ops[i]);
         if (i > 0 && key == stream_key(&ops[i - 1]))
             continue;
-        size_t at = stream_slot(&set, key);
-        if (set.slots[at])
+        size_t at = stream_slot(set, key);
+        if (set->slots[at])
             continue;
-        if (set.count == set.cap) {
-            result = 1;
-            goto done;
+        if (set->count == set->cap) {
+            stream_set_free(set);
+            return 1;
         }
-        set.keys[set.count++] = key;
-        set.slots[at] = (uint32_t)set.count;
+        set->keys[set->count++] = key;
+        set->slots[at] = (uint32_t)set->count;
     }
-    /* Each stream's place in (device, stream) order, then its first slot. */
-    qsort(set.keys, set.count, sizeof *set.keys, compare_u64);
-    memset(set.slots, 0, (set.slot_mask + 1) * sizeof *set.slots);
-    for (size_t k = 0; k < set.count; k++)
-        set.slots[stream_slot(&set, set.keys[k])] = (uint32_t)(k + 1);
-    first = calloc(set.count + 1, sizeof *first);
-    by_stream = ls_bulk_malloc((n ? n : 1) * sizeof *by_stream);
-    rank = ls_bulk_malloc((n ? n : 1) * sizeof *rank); /* each op's stream, in device order */
+    qsort(set->keys, set->count, sizeof *set->keys, compare_u64);
+    memset(set->slots, 0, (set->slot_mask + 1) * sizeof *set->slots);
+    for (size_t k = 0; k < set->count; k++)
+        set->slots[stream_slot(set, set->keys[k])] = (uint32_t)(k + 1);
+    return 0;
+}
+
+/* The stream order (device, stream, start, end, index) from the device
+ * order (device, start, end, index) in `order`, in place: a stable
+ * partition by stream (the streams of `set`) keeps each stream's ops in the
+ * order they had, so two passes replace a sort of every op again.  0, or
+ * -1 when memory ran out. */
+static int stream_order_from_device_order(const ls_records *r, const ls_stream_set *set,
+                                          uint32_t *order)
+{
+    size_t n = r->ops.count;
+    const ls_op *ops = r->ops.items;
+    size_t *first = calloc(set->count + 1, sizeof *first);
+    uint32_t *by_stream = ls_bulk_malloc((n ? n : 1) * sizeof *by_stream);
+    uint32_t *rank = ls_bulk_malloc((n ? n : 1) * sizeof *rank); /* each op's stream */
+    int result = -1;
     if (first == NULL || by_stream == NULL || rank == NULL)
         goto done;
     uint64_t last_key = 0;
@@ -1177,20 +1166,18 @@ static int stream_order_from_device_order(const ls_records *r, uint32_t *order)
         uint64_t key = stream_key(&ops[order[i]]);
         if (i == 0 || key != last_key) {
             last_key = key;
-            last_rank = set.slots[stream_slot(&set, key)] - 1;
+            last_rank = set->slots[stream_slot(set, key)] - 1;
         }
         rank[i] = last_rank;
         first[last_rank + 1]++;
     }
-    for (size_t k = 0; k < set.count; k++)
+    for (size_t k = 0; k < set->count; k++)
         first[k + 1] += first[k];
     for (size_t i = 0; i < n; i++)
         by_stream[first[rank[i]]++] = order[i];
     memcpy(order, by_stream, n * sizeof *order);
     result = 0;
 done:
-    free(set.keys);
-    free(set.slots);
     free(first);
     free(by_stream);
     free(rank);
@@ -1202,7 +1189,7 @@ done:
  * with gaps NULL (streams) only their statistics are kept, so no gap
  * array of the ops' size is written (400 MB at 10M ops). */
 static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_timeline *lines,
-                          ls_gap *gaps, size_t *gap_count)
+                          ls_gap *gaps, size_t *gap_count, int sampled)
 {
     const ls_op *ops = c->r->ops.items;
     size_t n = c->r->ops.count, count = 0, i = 0;
@@ -1214,7 +1201,7 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
         t->line.device_id = first->device_id;
         t->line.stream_id = by_stream ? first->stream_id : LS_MODEL_NO_ID;
         size_t gap_begin = gaps ? *gap_count : 0;
-        ls_sweep_out out = {gaps, gap_count, gaps ? NULL : &t->gaps, 0};
+        ls_sweep_out out = {gaps, gap_count, gaps ? NULL : &t->gaps, sampled};
         sweep_run(c, order + i, j - i, &t->line, &out);
         if (gaps)
             gap_stats(c, gaps + gap_begin, NULL, *gap_count - gap_begin, &t->gaps);
@@ -1226,24 +1213,6 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
     return count;
 }
 
-
-/* 1 when each device line of m ran its ops on a single stream (as
- * fill_and_comm found), that stream's id in only_stream[d] (devices[d]). */
-static int one_stream_per_device(const ls_ctx *c, uint32_t *only_stream)
-{
-    const ls_model *m = c->m;
-    if (!c->one_stream_each || c->seen_devices != m->device_count)
-        return 0;
-    for (size_t k = 0; k < m->device_count; k++) { /* in the devices' order (by id) */
-        size_t j = 0;
-        while (j < c->seen_devices && c->device_seen[j] != m->devices[k].line.device_id)
-            j++;
-        if (j == c->seen_devices)
-            return 0;
-        only_stream[k] = c->stream_seen[j];
-    }
-    return 1;
-}
 
 int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
 {
@@ -1304,20 +1273,14 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     /* Devices: all streams of a device merged; the gaps are the model's. */
     if (sort_ops(r, 0, by_device) != 0)
         goto done;
-    m->device_count = sweep_lines(&c, by_device, 0, m->devices, m->gaps, &m->gap_count);
+    c.interval_count = 0; /* the sampled device's busy intervals, for the run's window */
+    m->device_count =
+        sweep_lines(&c, by_device, 0, m->devices, m->gaps, &m->gap_count, m->has_samples);
     /* scratch is reused by the steps' and groups' statistics: its pages
      * are already there (fresh ones cost a fault each, up to 80 MB of them
      * at 10M gaps). */
-    if (m->has_samples) {
-        c.interval_count = 0;
-        for (size_t d = 0; d < m->device_count; d++)
-            if (m->devices[d].line.device_id == r->sample_device)
-                for (size_t k = 0; k < ls_model_busy_count(m, d); k++) {
-                    ls_busy_span b = ls_model_busy_span(m, d, k);
-                    c.intervals[c.interval_count++] = (ls_interval){b.start_ns, b.end_ns};
-                }
+    if (m->has_samples)
         average_window(&c, r->start_ns, r->stop_ns, &m->metrics);
-    }
 
     if (sync_gaps(&c) != 0)
         goto done;
@@ -1327,24 +1290,30 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
 
     /* Streams: each on its own, its gaps kept only as statistics (the
      * device order is not needed any more: its array takes the streams').
-     * Where every device ran one stream (a loop on the default or one
-     * side stream), each stream's line is its device's: copied, not sorted
-     * and swept again. */
-    uint32_t only_stream[ONE_STREAM_DEVICES];
-    if (m->device_count <= ONE_STREAM_DEVICES && one_stream_per_device(&c, only_stream)) {
+     * As many streams as devices: each device ran one (a loop on the
+     * default or one side stream), and each stream's line is its device's,
+     * copied (the keys in (device, stream) order follow the devices').
+     * Otherwise the device order partitioned by stream, or with too many
+     * streams for that, sorted. */
+    ls_stream_set set;
+    rc = distinct_streams(r, &set);
+    if (rc < 0)
+        goto done;
+    if (rc == 0 && set.count == m->device_count) {
         for (size_t d = 0; d < m->device_count; d++) {
             m->streams[d] = m->devices[d];
-            m->streams[d].line.stream_id = only_stream[d];
+            m->streams[d].line.stream_id = (uint32_t)set.keys[d];
         }
         m->stream_count = m->device_count;
     } else {
-        /* by_device holds the device order: partitioned by stream, unless
-         * there are too many streams for that (sorted then). */
-        int rc = stream_order_from_device_order(r, by_device);
-        if (rc < 0 || (rc > 0 && sort_ops(r, 1, by_device) != 0))
+        if (rc == 0 ? stream_order_from_device_order(r, &set, by_device) != 0
+                    : sort_ops(r, 1, by_device) != 0) {
+            stream_set_free(&set);
             goto done;
-        m->stream_count = sweep_lines(&c, by_device, 1, m->streams, NULL, NULL);
+        }
+        m->stream_count = sweep_lines(&c, by_device, 1, m->streams, NULL, NULL, 0);
     }
+    stream_set_free(&set);
 
     /* The total: every device's line summed, every gap's statistics. */
     ls_line *t = &m->total.line;

@@ -360,9 +360,9 @@ static PyMethodDef core_methods[] = {
      "finishes what loopscope's worker thread holds, gives the GPU's counters back and ends "
      "the thread.  Runs no Python code (Ctrl-C cannot cut it short); never raises."},
     {"_dicts", ls_py_dicts, METH_VARARGS,
-     "_dicts(keys, columns, template=None) -> [{keys[j]: columns[j][i]} for each row i]: the "
-     "summary's per-step dicts, zipped from columns; each row a copy of `template` (a dict) "
-     "with its values set, when given."},
+     "_dicts(keys, columns, template) -> [{keys[j]: columns[j][i]} for each row i]: the "
+     "summary's per-step dicts, zipped from columns, each a copy of `template` (a dict with "
+     "those keys: loopscope._rows.dicts makes one) with its values set."},
     {"_trace_reader", ls_trace_reader_new, METH_NOARGS, "A new trace reader (see ls_trace_py.c)."},
     {"_trace_feed", (PyCFunction)(void (*)(void))ls_trace_feed, METH_FASTCALL,
      "_trace_feed(reader, data, final): Kineto JSON bytes, in order."},

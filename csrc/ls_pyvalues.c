@@ -72,7 +72,7 @@ PyObject *ls_py_dicts(PyObject *module, PyObject *args)
 {
     (void)module;
     PyObject *keys_in = NULL, *columns_in = NULL, *template = NULL;
-    if (!PyArg_ParseTuple(args, "OO|O!:_dicts", &keys_in, &columns_in, &PyDict_Type, &template))
+    if (!PyArg_ParseTuple(args, "OOO!:_dicts", &keys_in, &columns_in, &PyDict_Type, &template))
         return NULL;
     PyObject *keys = PySequence_Fast(keys_in, "_dicts: keys must be a sequence of str");
     if (keys == NULL)
@@ -114,16 +114,13 @@ PyObject *ls_py_dicts(PyObject *module, PyObject *args)
             goto done;
         }
     }
-    /* Rows are copies of the template (or, without one, of the first row)
-     * with their values set: a copy clones its table at its final size,
-     * where filling a new dict would grow it (and rehash) several times;
-     * a template whose keys are shared (loopscope._rows) gives rows that
-     * share them too, a third of the memory of a dict with its own. */
+    /* Rows are copies of the template with their values set: a copy clones
+     * its table at its final size, where filling a new dict would grow it
+     * (and rehash) several times; a template whose keys are shared
+     * (loopscope._rows) gives rows that share them too. */
     out = PyList_New(rows);
     for (Py_ssize_t i = 0; out != NULL && i < rows; i++) {
-        PyObject *row = template != NULL ? PyDict_Copy(template)
-                        : i == 0         ? PyDict_New()
-                                         : PyDict_Copy(PyList_GET_ITEM(out, 0));
+        PyObject *row = PyDict_Copy(template);
         for (Py_ssize_t j = 0; row != NULL && j < width; j++)
             if (PyDict_SetItem(row, PySequence_Fast_GET_ITEM(keys, j),
                                PySequence_Fast_GET_ITEM(cells[j], i)) != 0)

@@ -25,17 +25,17 @@ def test_a_template_equals_its_values_in_their_order():
     assert list(_rows.template({"b": 1, "a": 2})) == ["b", "a"]
 
 
-def test_rows_from_a_template_are_the_rows_without_one():
+def test_rows_are_the_zipped_columns_each_its_own_dict():
     columns = [[f"{key}{row}" if row % 3 else None for row in range(50)] for key in KEYS]
-    plain = _core._dicts(KEYS, columns)
-    shared = _core._dicts(KEYS, columns, _rows.template(dict.fromkeys(KEYS)))
-    assert shared == plain
+    want = [dict(zip(KEYS, values)) for values in zip(*columns)]
+    shared = _rows.dicts(KEYS, columns)
+    assert shared == want
     assert all(type(row) is dict and list(row) == list(KEYS) for row in shared)
-    assert json.dumps(shared) == json.dumps(plain)
+    assert json.dumps(shared) == json.dumps(want)
     # each row its own: a change to one (a new key too) leaves the others
     shared[4]["index"] = "changed"
     shared[5]["extra"] = 1
-    assert shared[3] == plain[3] and shared[6] == plain[6] and "extra" not in shared[4]
+    assert shared[3] == want[3] and shared[6] == want[6] and "extra" not in shared[4]
     with pytest.raises(TypeError):
         _core._dicts(KEYS, columns, ["not", "a", "dict"])
 

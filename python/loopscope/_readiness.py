@@ -25,7 +25,7 @@ from collections import Counter
 from itertools import compress
 from typing import Any
 
-from . import _core, _rows
+from . import _rows
 from ._names import display_path
 from ._syncs import Resolver
 
@@ -126,8 +126,8 @@ def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
               for replays, ops, found in zip(cols["graph_launches"], ops_column, blockers)]
     replay_host_us = [round(ns / pairs / 1e3, 3) if pairs else None
                       for ns, pairs in zip(cols["replay_host_ns"], cols["replay_pairs"])]
-    return _core._dicts(ENTRY_KEYS, (status, blockers, cols["graph_launches"], replay_host_us,
-                                     ops_column), _rows.template(dict.fromkeys(ENTRY_KEYS)))
+    return _rows.dicts(ENTRY_KEYS, (status, blockers, cols["graph_launches"], replay_host_us,
+                                    ops_column))
 
 
 def _status_of(graph_replays: int, gpu_ops: int, blockers: list[dict[str, Any]]) -> str:

@@ -11,7 +11,9 @@ the rows are ordinary copies: the same values either way."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Sequence
+
+from . import _core
 
 
 @functools.lru_cache(maxsize=None)
@@ -33,3 +35,9 @@ def template(values: dict[str, Any]) -> dict[str, Any]:
     if list(row) != list(keys):  # not the order asked for: a plain dict then
         return dict(values)
     return row
+
+
+def dicts(keys: Sequence[str], columns: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """[{keys[j]: columns[j][i]} for each row i], zipped in C, the rows
+    sharing one key table."""
+    return _core._dicts(keys, columns, template(dict.fromkeys(keys)))

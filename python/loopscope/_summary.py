@@ -10,7 +10,7 @@ from bisect import bisect_left
 from itertools import repeat
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from . import _core, _rows
+from . import _rows
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
@@ -456,7 +456,7 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
     """summary["steps"] from the model's step columns (step_columns) and,
     with counters, its per-step metrics; `readiness`: step_readiness's
     entries, one per step.  Shaped a column at a time (a comprehension per
-    figure) and zipped into the step dicts by _core._dicts: a million steps
+    figure) and zipped into the step dicts by _rows.dicts: a million steps
     cost no Python call per step but the verdict's."""
     index = cols["index"]
     step_names = cols["name"] if names is None else [names[i] for i in index]
@@ -495,8 +495,7 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
             cols["kernels"], cols["memcpys"], figures["busy_pct"], figures["idle_ms"],
             figures["sync_ms"], figures["host_ms"], column["sm_active_busy_pct"],
             column["dram_busy_pct"], fill, known, column["warp_occupancy_busy_pct"])
-    steps = _core._dicts(tuple(column), tuple(column.values()),
-                         _rows.template(dict.fromkeys(column)))
+    steps = _rows.dicts(tuple(column), tuple(column.values()))
     if not gpu:  # counters only: a verdict where samples cover the step
         for step in steps:
             if step["samples"]:
@@ -520,19 +519,16 @@ def _step_gaps(cols: dict[str, Any], thresholds_us) -> tuple[list[dict[str, Any]
         "sync_ms": [ns / 1e6 for ns in cols["gap_sync_ns"]],
     }
     causes = ("host", "sync", "other")
-    by_cause = _core._dicts(causes, (cols["gap_host"], cols["gap_sync"], cols["gap_other"]),
-                            _rows.template(dict.fromkeys(causes)))
-    idle_by_cause = _core._dicts(causes, (figures["host_ms"], figures["sync_ms"],
-                                          [ns / 1e6 for ns in cols["gap_other_ns"]]),
-                                 _rows.template(dict.fromkeys(causes)))
+    by_cause = _rows.dicts(causes, (cols["gap_host"], cols["gap_sync"], cols["gap_other"]))
+    idle_by_cause = _rows.dicts(causes, (figures["host_ms"], figures["sync_ms"],
+                                         [ns / 1e6 for ns in cols["gap_other_ns"]]))
     thresholds = list(thresholds_us)
-    gaps = _core._dicts(GAP_KEYS, (
+    gaps = _rows.dicts(GAP_KEYS, (
         count, cols["gap_normal"], cols["gap_warning"], cols["gap_severe"],
         [round(t / c / 1e3, 3) if c else 0.0 for t, c in zip(total, count)],
         [ns / 1e3 for ns in cols["gap_p50_ns"]], [ns / 1e3 for ns in cols["gap_p99_ns"]],
         [ns / 1e3 for ns in cols["gap_max_ns"]], figures["idle_ms"], figures["busy_ms"],
-        figures["busy_pct"], [thresholds.copy() for _ in range(n)], by_cause, idle_by_cause),
-        _rows.template(dict.fromkeys(GAP_KEYS)))
+        figures["busy_pct"], [thresholds.copy() for _ in range(n)], by_cause, idle_by_cause))
     return gaps, figures
 
 

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _rows
 from loopscope._summary import _ms, _us
 
 TICK = 1_000_000  # scripted clock: 1 ms a read
@@ -245,21 +245,22 @@ def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
 
 
 def test_dicts_zips_columns_into_rows():
-    """_core._dicts: row i is {keys[j]: columns[j][i]}, each row its own dict;
-    columns of any sequence type (the model's memoryviews included)."""
+    """_rows.dicts (_core._dicts with a shared-key template): row i is
+    {keys[j]: columns[j][i]}, each row its own dict; columns of any sequence
+    type (the model's memoryviews included)."""
     view = memoryview(bytes(range(16))).cast("Q")
-    rows = _core._dicts(("a", "b", "c"), ([1, 2], ("x", None), view))
+    rows = _rows.dicts(("a", "b", "c"), ([1, 2], ("x", None), view))
     assert rows == [{"a": 1, "b": "x", "c": view[0]}, {"a": 2, "b": None, "c": view[1]}]
     assert rows[0] is not rows[1] and list(rows[1]) == ["a", "b", "c"]
-    assert _core._dicts(("a",), ([],)) == [] and _core._dicts((), ()) == []
+    assert _rows.dicts(("a",), ([],)) == [] and _rows.dicts((), ()) == []
     with pytest.raises(ValueError, match="1 keys but 2 columns"):
-        _core._dicts(("a",), ([1], [2]))
+        _core._dicts(("a",), ([1], [2]), {})
     with pytest.raises(ValueError, match="column 1 has 1 items, column 0 2"):
-        _core._dicts(("a", "b"), ([1, 2], [1]))
+        _core._dicts(("a", "b"), ([1, 2], [1]), {})
     with pytest.raises(TypeError, match=r"keys\[0\] is not a str"):
-        _core._dicts((1,), ([1],))
+        _core._dicts((1,), ([1],), {})
     with pytest.raises(TypeError, match="each column must be a sequence"):
-        _core._dicts(("a",), (5,))
+        _core._dicts(("a",), (5,), {})
 
 
 def test_a_line_of_one_ns_has_its_busy_share():

@@ -60,10 +60,7 @@ typedef struct {
 
 static int same_shape(const ls_op *a, const ls_op *b)
 {
-    return a->name_id == b->name_id && a->grid_x == b->grid_x && a->grid_y == b->grid_y &&
-           a->grid_z == b->grid_z && a->block_x == b->block_x && a->block_y == b->block_y &&
-           a->block_z == b->block_z && a->registers == b->registers &&
-           a->shared_bytes == b->shared_bytes;
+    return a->name_id == b->name_id && ls_op_same_geometry(a, b);
 }
 
 static uint64_t shape_hash(const ls_op *op)

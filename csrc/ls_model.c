@@ -574,10 +574,7 @@ done:
  * same fill). */
 static int same_fill_inputs(const ls_op *a, const ls_op *b)
 {
-    return a->kind == b->kind && a->device_id == b->device_id && a->grid_x == b->grid_x &&
-           a->grid_y == b->grid_y && a->grid_z == b->grid_z && a->block_x == b->block_x &&
-           a->block_y == b->block_y && a->block_z == b->block_z &&
-           a->registers == b->registers && a->shared_bytes == b->shared_bytes;
+    return a->kind == b->kind && a->device_id == b->device_id && ls_op_same_geometry(a, b);
 }
 
 /* Each op's fill (from its device's facts) and whether it is a collective

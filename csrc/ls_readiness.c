@@ -53,10 +53,7 @@ static uint64_t op_hash(const ls_op *op)
 static int same_hash_inputs(const ls_op *a, const ls_op *b)
 {
     return a->name_id == b->name_id && a->kind == b->kind && a->copy_kind == b->copy_kind &&
-           a->grid_x == b->grid_x && a->grid_y == b->grid_y && a->grid_z == b->grid_z &&
-           a->block_x == b->block_x && a->block_y == b->block_y && a->block_z == b->block_z &&
-           a->registers == b->registers && a->shared_bytes == b->shared_bytes &&
-           a->bytes == b->bytes;
+           a->bytes == b->bytes && ls_op_same_geometry(a, b);
 }
 
 /* Graph replays and the host time between them. */

@@ -180,6 +180,10 @@ int ls_ranges_reserve(ls_range_array *a, size_t n);
 /* The facts of `device_id`, or NULL when none were recorded. */
 const ls_device_facts *ls_records_device(const ls_records *r, uint32_t device_id);
 
+/* Whether two ops have the same launch geometry: grid, block, registers
+ * and shared memory (what a launch's fill, shape and signature read). */
+int ls_op_same_geometry(const ls_op *a, const ls_op *b);
+
 /* Records (or replaces) the facts of one device.  0, or -1 when the table
  * is full. */
 int ls_records_set_device(ls_records *r, const ls_device_facts *facts);

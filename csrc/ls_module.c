@@ -15,6 +15,7 @@
 #include "ls_module_state.h"
 #include "ls_pyvalues.h"
 #include "ls_range_type.h"
+#include "ls_rows.h"
 #include "ls_site_type.h"
 #include "ls_step_type.h"
 #include "ls_session.h"
@@ -359,10 +360,14 @@ static PyMethodDef core_methods[] = {
      "Called by atexit (loopscope registers it at import): stops a profile still running, "
      "finishes what loopscope's worker thread holds, gives the GPU's counters back and ends "
      "the thread.  Runs no Python code (Ctrl-C cannot cut it short); never raises."},
-    {"_dicts", ls_py_dicts, METH_VARARGS,
-     "_dicts(keys, columns, template) -> [{keys[j]: columns[j][i]} for each row i]: the "
-     "summary's per-step dicts, zipped from columns, each a copy of `template` (a dict with "
-     "those keys: loopscope._rows.dicts makes one) with its values set."},
+    {"_rows", ls_py_rows, METH_VARARGS,
+     "_rows(count, program, exports) -> (rows, exported): the summary's per-step dicts built "
+     "row by row from a program of columns (see csrc/ls_rows.h; loopscope._rows declares "
+     "them)."},
+    {"_column_stats", ls_py_column_stats, METH_O,
+     "_column_stats(column) -> (count, sum, min, max) of a column of int64 or uint64."},
+    {"_round", ls_py_round_method, METH_VARARGS,
+     "_round(x, digits) -> round(x, digits) as the row programs compute it (for tests)."},
     {"_trace_reader", ls_trace_reader_new, METH_NOARGS, "A new trace reader (see ls_trace_py.c)."},
     {"_trace_feed", (PyCFunction)(void (*)(void))ls_trace_feed, METH_FASTCALL,
      "_trace_feed(reader, data, final): Kineto JSON bytes, in order."},

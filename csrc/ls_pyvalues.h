@@ -34,11 +34,4 @@ PyObject *ls_py_range_name(const ls_range *range);
 /* An int, or None when value is negative (a step or index that is absent). */
 PyObject *ls_py_index_or_none(int64_t value);
 
-/* _core._dicts(keys, columns) -> [dict, ...]: row i is {keys[j]: columns[j][i]},
- * its keys in the order given; keys a sequence of str, columns a sequence
- * of as many sequences, all of one length (else ValueError / TypeError).
- * The summary's million-step views are shaped a column at a time in Python
- * and zipped into their dicts here (a dict display per row is ~10x slower). */
-PyObject *ls_py_dicts(PyObject *module, PyObject *args);
-
 #endif

@@ -317,7 +317,7 @@ def _diagnose(summary: dict[str, Any]) -> dict[str, Any]:
                               [gpu.get("fill_known_pct")], [warps_busy])[0]
     idle = gaps["idle_ms"]
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}
-    steps = [s for s in summary["steps"] if s["gaps"] is not None]
+    verdicts = [s["verdict"] for s in summary["steps"] if s["gaps"] is not None]
     reasons = [
         f"GPU busy {_f(busy)}% of its time line ({gaps['busy_ms']:.3f} ms busy, "
         f"{idle:.3f} ms idle in {gaps['count']} gaps)",
@@ -335,9 +335,8 @@ def _diagnose(summary: dict[str, Any]) -> dict[str, Any]:
         reasons += _fill_reasons(summary)
     if verdict == "BALANCED":
         reasons.append(_balanced_reason(busy, share, sm_busy, dram_busy, gpu))
-    if steps:
-        flagged = sum(1 for s in steps if s["verdict"] == verdict)
-        reasons.append(f"{flagged} of {len(steps)} steps read {verdict}")
+    if verdicts:
+        reasons.append(f"{verdicts.count(verdict)} of {len(verdicts)} steps read {verdict}")
     graph_advice = _graph_advice(summary) if verdict == "CPU_LAUNCH_BOUND" else None
     actions = [graph_advice or _action(verdict, dram)]
     if graph_advice:

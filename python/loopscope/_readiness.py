@@ -21,9 +21,11 @@ A blocker's count is how often it happened in the step (None for a sync
 site: the site's own count is over the whole run)."""
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from itertools import compress
-from typing import Any
+from operator import itemgetter, or_
+from typing import Any, Sequence
 
 from . import _rows
 from ._names import display_path
@@ -85,28 +87,29 @@ def _dynamic(cols: dict[str, Any]) -> tuple[set[int], int | None]:
 # The model's step columns step_readiness reads (Model.step_table).
 COLUMNS = ("index", "graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
            "first_memory_call", "pageable_copies", "first_pageable_call", "ops")
-ENTRY_KEYS = ("status", "blockers", "graph_replays", "replay_host_us", "gpu_ops")
 
 
-def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
-                   resolver: Resolver | None = None) -> list[dict[str, Any]]:
-    """One entry per step of the model's step columns (COLUMNS and
-    "signature"; first_* indices -1 when none), in their order: {"status",
-    "blockers", "graph_replays", "replay_host_us", "gpu_ops"}, sync blockers
-    left to add_sync_blockers.  resolver: how call stacks become sites (a
-    trace file's need their own, as for the sync sites).  Made a column at
-    a time: only the steps with a blocker cost a Python loop."""
+def readiness_fields(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
+                     resolver: Resolver | None = None) -> dict[str, _rows.Field]:
+    """The fields of each step's graph_readiness dict (_rows.build), over the
+    model's step columns (COLUMNS and "signature"; first_* indices -1 when
+    none): {"status", "blockers", "graph_replays", "replay_host_us",
+    "gpu_ops"}, sync blockers left to add_sync_blockers.  resolver: how call
+    stacks become sites (a trace file's need their own, as for the sync
+    sites).  Only the steps with a blocker cost a Python loop."""
     calls = calls or []
     if resolver is None and calls:
         resolver = Resolver()
     dynamic, usual = _dynamic(cols)
     index, ops_column = cols["index"], cols["ops"]
-    blockers: list[list[dict[str, Any]]] = [[] for _ in range(len(index))]
+    n = len(index)
     memory_calls, pageable_copies = cols["memory_calls"], cols["pageable_copies"]
-    blocked = {k for k, (memory, pageable) in enumerate(zip(memory_calls, pageable_copies))
-               if memory or pageable}
+    blocked = set(compress(range(n), map(or_, memory_calls, pageable_copies)))
     if dynamic:
         blocked.update(k for k, i in enumerate(index) if i in dynamic)
+    status = ["replays_graph" if replays else "capturable" if ops else "no_gpu_work"
+              for replays, ops in zip(cols["graph_launches"], ops_column)]
+    blockers: list[list[dict[str, Any]]] = [[] for _ in range(n)]
     for k in sorted(blocked):
         found = blockers[k]
         if memory_calls[k]:
@@ -122,12 +125,16 @@ def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
                       else f"{ops} GPU ops, other kernels, grids or sizes than most steps"
                       if usual else f"{ops} GPU ops, no other step alike")
             found.append(_blocker("dynamic_shapes", 1, None, None, detail))
-    status = [_status_of(replays, ops, found)
-              for replays, ops, found in zip(cols["graph_launches"], ops_column, blockers)]
-    replay_host_us = [round(ns / pairs / 1e3, 3) if pairs else None
-                      for ns, pairs in zip(cols["replay_host_ns"], cols["replay_pairs"])]
-    return _rows.dicts(ENTRY_KEYS, (status, blockers, cols["graph_launches"], replay_host_us,
-                                    ops_column))
+        if status[k] != "replays_graph":  # every step in `blocked` has a blocker now
+            status[k] = "blocked"
+    return {
+        "status": _rows.item(status),
+        "blockers": _rows.item(blockers),
+        "graph_replays": _rows.integer(cols["graph_launches"]),
+        "replay_host_us": _rows.rounded_ratio(cols["replay_host_ns"], cols["replay_pairs"],
+                                              post=1e3, digits=3, zero=None),
+        "gpu_ops": _rows.integer(ops_column),
+    }
 
 
 def _status_of(graph_replays: int, gpu_ops: int, blockers: list[dict[str, Any]]) -> str:
@@ -142,19 +149,29 @@ def _status(entry: dict[str, Any]) -> str:
     return _status_of(entry["graph_replays"], entry["gpu_ops"], entry["blockers"])
 
 
-def add_sync_blockers(steps: list[dict[str, Any]], syncs: dict[str, Any] | None) -> None:
+def add_sync_blockers(steps: list[dict[str, Any]], syncs: dict[str, Any] | None,
+                      fresh_index: Sequence[int] | None = None) -> None:
     """Puts the sync sites of each step first among its blockers (again, when
     the syncs changed: a replayed recording brings its sites back), and
-    updates its status."""
+    updates its status.  fresh_index: the steps' indices in their order
+    (increasing) when the steps are new from readiness_fields, which gives
+    no step a sync blocker: then only the steps that sites name are
+    visited (a million steps are common)."""
     sites_by_step: dict[int, list[dict[str, Any]]] = {}
     for site in (syncs or {}).get("sites", []):
         for step in site.get("steps") or []:
             sites_by_step.setdefault(step, []).append(site)
-    # Only the steps with a site, or with blockers (a sync site that is no
-    # longer there leaves): the rest keep their status (most of a million steps).
-    changing = [step for step in steps
-                if (entry := step.get("graph_readiness")) is not None
-                and (entry["blockers"] or step["index"] in sites_by_step)]
+    if fresh_index is not None:
+        at_index = ((bisect_left(fresh_index, index), index) for index in sites_by_step)
+        changing = [steps[at] for at, index in at_index
+                    if at < len(fresh_index) and fresh_index[at] == index
+                    and steps[at].get("graph_readiness") is not None]
+    else:
+        # Only the steps with a site, or with blockers (a sync site that is no
+        # longer there leaves): the rest keep their status.
+        changing = [step for step in steps
+                    if (entry := step.get("graph_readiness")) is not None
+                    and (entry["blockers"] or step["index"] in sites_by_step)]
     for step in changing:
         entry = step["graph_readiness"]
         step_sites = sites_by_step.get(step["index"], [])
@@ -187,12 +204,9 @@ def overview(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     judged = [entry for s in steps if (entry := s.get("graph_readiness")) is not None]
     if not judged:
         return None
-    status = Counter(entry["status"] for entry in judged)
+    status = Counter(map(itemgetter("status"), judged))
     by_kind = dict.fromkeys(KINDS, 0)
-    for entry in judged:  # one pass: a million steps are common
-        blockers = entry["blockers"]
-        if not blockers:
-            continue
+    for blockers in filter(None, map(itemgetter("blockers"), judged)):  # a million steps are common
         for kind in {b["kind"] for b in blockers}:
             if kind in by_kind:
                 by_kind[kind] += 1

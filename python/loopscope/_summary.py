@@ -7,14 +7,15 @@ from __future__ import annotations
 import gc
 import time
 from bisect import bisect_left
+from array import array
 from itertools import repeat
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from . import _rows
+from . import _core, _rows
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
-from ._readiness import add_sync_blockers, overview, step_readiness
+from ._readiness import add_sync_blockers, overview, readiness_fields
 from ._report import short_text
 from ._syncs import Resolver, build_syncs
 
@@ -55,38 +56,53 @@ def _pct(part: float, whole: float) -> float | None:
 
 def shape_gaps(raw: dict[str, Any], thresholds_us: tuple[float, float], busy_ns: int) -> dict[str, Any]:
     """Gap figures of one time line (the whole run, a step, a stream)."""
-    return gap_figures((raw["count"], raw["normal"], raw["warning"], raw["severe"],
-                        raw["total_ns"], raw["p50_ns"], raw["p99_ns"], raw["max_ns"],
-                        raw["host"], raw["sync"], raw["other"], raw["host_ns"], raw["sync_ns"],
-                        raw["other_ns"]), thresholds_us, busy_ns)
+    return shape_gaps_many([raw], thresholds_us, [busy_ns])[0]
 
 
-def gap_figures(raw: Sequence[int], thresholds_us, busy_ns: int) -> dict[str, Any]:
-    """shape_gaps from the model's figures in the order of GAP_STEP_COLUMNS
-    (a step's come in columns, see _steps)."""
-    (count, normal, warning, severe, total_ns, p50_ns, p99_ns, max_ns, host, sync, other,
-     host_ns, sync_ns, other_ns) = raw
-    whole = busy_ns + total_ns
-    return {  # _ms, _us and _pct written out (ints: see _ms): this runs once per step
-        "count": count,
-        "normal": normal,
-        "warning": warning,
-        "severe": severe,
-        "mean_us": round(total_ns / count / 1e3, 3) if count else 0.0,
-        "p50_us": p50_ns / 1e3,
-        "p99_us": p99_ns / 1e3,
-        "max_us": max_ns / 1e3,
-        "idle_ms": total_ns / 1e6,
-        "busy_ms": busy_ns / 1e6,
-        "busy_pct": round(100.0 * busy_ns / whole, 2) if whole > 0 else None,
-        "thresholds_us": list(thresholds_us),
-        "by_cause": {"host": host, "sync": sync, "other": other},
-        "idle_by_cause_ms": {"host": host_ns / 1e6, "sync": sync_ns / 1e6,
-                             "other": other_ns / 1e6},
+# The model's gap figures (a gaps dict's keys) in the order of GAP_STEP_COLUMNS.
+_RAW_GAP_KEYS = ("count", "normal", "warning", "severe", "total_ns", "p50_ns", "p99_ns",
+                 "max_ns", "host", "sync", "other", "host_ns", "sync_ns", "other_ns")
+
+
+def shape_gaps_many(raws: Sequence[dict[str, Any]], thresholds_us,
+                    busy_ns: Sequence[int]) -> list[dict[str, Any]]:
+    """shape_gaps of several time lines (streams, range groups) in one build:
+    the steps' gap fields over columns made of the model's figures."""
+    cols = {column: memoryview(array("Q", [raw[key] for raw in raws]))
+            for column, key in zip(GAP_STEP_COLUMNS, _RAW_GAP_KEYS)}
+    cols["busy_ns"] = memoryview(array("Q", busy_ns))
+    return _rows.build(len(raws), _gap_fields(cols, thresholds_us))[0]
+
+
+def _gap_fields(cols: dict[str, Any], thresholds_us) -> dict[str, _rows.Field]:
+    """The gap dict of a time line (the whole run, a step, a stream), per
+    row of the model's gap columns (GAP_STEP_COLUMNS and busy_ns).  Exported
+    for the verdict: busy_pct, idle_ms, host_ms and sync_ms."""
+    count, total, busy = cols["gap_count"], cols["idle_ns"], cols["busy_ns"]
+    return {
+        "count": _rows.integer(count),
+        "normal": _rows.integer(cols["gap_normal"]),
+        "warning": _rows.integer(cols["gap_warning"]),
+        "severe": _rows.integer(cols["gap_severe"]),
+        "mean_us": _rows.rounded_ratio(total, count, post=1e3, digits=3, zero=0.0),
+        "p50_us": _rows.scaled(cols["gap_p50_ns"], 1e3),
+        "p99_us": _rows.scaled(cols["gap_p99_ns"], 1e3),
+        "max_us": _rows.scaled(cols["gap_max_ns"], 1e3),
+        "idle_ms": _rows.exported("idle_ms", _rows.scaled(total, 1e6)),
+        "busy_ms": _rows.scaled(busy, 1e6),
+        "busy_pct": _rows.exported("busy_pct", _rows.rounded_ratio(
+            busy, busy, plus=total, pre=100.0, digits=2, zero=None)),
+        "thresholds_us": _rows.list_copy(list(thresholds_us)),
+        "by_cause": _rows.nested({cause: _rows.integer(cols[f"gap_{cause}"])
+                                  for cause in ("host", "sync", "other")}, shared=False),
+        "idle_by_cause_ms": _rows.nested({
+            "host": _rows.exported("host_ms", _rows.scaled(cols["gap_host_ns"], 1e6)),
+            "sync": _rows.exported("sync_ms", _rows.scaled(cols["gap_sync_ns"], 1e6)),
+            "other": _rows.scaled(cols["gap_other_ns"], 1e6)}, shared=False),
     }
 
 
-# gap_figures' keys, in its order (_step_gaps makes the same dicts by columns).
+# A gaps dict's keys, in their order.
 GAP_KEYS = ("count", "normal", "warning", "severe", "mean_us", "p50_us", "p99_us", "max_us",
             "idle_ms", "busy_ms", "busy_pct", "thresholds_us", "by_cause", "idle_by_cause_ms")
 
@@ -181,16 +197,20 @@ def _loop(cols: dict[str, Any], total: dict[str, Any]) -> dict[str, Any]:
     _projections): the steps (their columns, see _steps), or without steps
     the GPU's time line."""
     if len(cols["index"]):
-        start = min(cols["start_ns"])
-        end = max(max(cols["end_ns"]), max(cols["last_ns"]))
+        stats: dict[str, Any] = {name: _core._column_stats(cols[name]) for name in (
+            "start_ns", "end_ns", "last_ns", "busy_ns", "idle_ns", "gap_sync_ns", "kernels",
+            "memcpys", "memsets")}  # (count, sum, min, max): no int per item
+        start = stats["start_ns"][2]
+        end = max(stats["end_ns"][3], stats["last_ns"][3])
+        kernels = stats["kernels"][1]
         return {
             "from": "steps",
             "ms": _ms(max(end - start, 0)),
-            "busy_ms": _ms(sum(cols["busy_ns"])),
-            "idle_ms": _ms(sum(cols["idle_ns"])),
-            "sync_idle_ms": _ms(sum(cols["gap_sync_ns"])),
-            "ops": sum(cols["kernels"]) + sum(cols["memcpys"]) + sum(cols["memsets"]),
-            "kernels": sum(cols["kernels"]),
+            "busy_ms": _ms(stats["busy_ns"][1]),
+            "idle_ms": _ms(stats["idle_ns"][1]),
+            "sync_idle_ms": _ms(stats["gap_sync_ns"][1]),
+            "ops": kernels + stats["memcpys"][1] + stats["memsets"][1],
+            "kernels": kernels,
         }
     return {
         "from": "gpu",
@@ -224,6 +244,8 @@ def _graphs(total: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any
 
 
 def _stream_section(streams: list[dict[str, Any]], thresholds_us) -> list[dict[str, Any]]:
+    gaps = shape_gaps_many([s["gaps"] for s in streams], thresholds_us,
+                           [s["busy_ns"] for s in streams])
     return [
         {
             "device": s["device"],
@@ -231,9 +253,9 @@ def _stream_section(streams: list[dict[str, Any]], thresholds_us) -> list[dict[s
             "kernels": s["kernels"],
             "memcpys": s["memcpys"],
             "memsets": s["memsets"],
-            "gaps": shape_gaps(s["gaps"], thresholds_us, s["busy_ns"]),
+            "gaps": gap,
         }
-        for s in streams
+        for s, gap in zip(streams, gaps)
     ]
 
 
@@ -433,103 +455,58 @@ _HOST_STEP: dict[str, Any] = {
 }
 
 
-def _host_steps(cols: dict[str, Any], syncs: Iterable[int | None],
-                names: list[str]) -> list[dict[str, Any]]:
-    """The steps of a profile without GPU records or counters: host times
-    (and syncs) only.  Copies of one dict (a copy clones its table: about
-    twice as fast as a dict display of 22 keys, which counts at 1M steps)."""
-    steps: list[dict[str, Any]] = []
-    copy, append = _rows.template(_HOST_STEP).copy, steps.append
-    for i, name, start, end, sync in zip(cols["index"], names, cols["start_ns"],
-                                         cols["end_ns"], syncs):
-        step = copy()
-        step["index"], step["name"], step["syncs"] = i, name, sync
-        step["host_ms"] = (end - start) / 1e6  # = _ms (an int of ns)
-        append(step)
-    return steps
-
-
 def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
            names: Sequence[str] | None = None,
-           readiness: list[dict[str, Any]] | None = None,
+           readiness: dict[str, _rows.Field] | None = None,
            metrics: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """summary["steps"] from the model's step columns (step_columns) and,
-    with counters, its per-step metrics; `readiness`: step_readiness's
-    entries, one per step.  Shaped a column at a time (a comprehension per
-    figure) and zipped into the step dicts by _rows.dicts: a million steps
-    cost no Python call per step but the verdict's."""
+    with counters, its per-step metrics; `readiness`: readiness_fields' of
+    the steps.  Built row by row in C from the columns (_rows.build): a
+    million steps cost the objects they hold, and one Python loop for
+    their verdicts."""
     index = cols["index"]
-    step_names = cols["name"] if names is None else [names[i] for i in index]
-    syncs: Iterable[int | None] = cols["syncs"] if syncs_watched else repeat(None)
-    if not gpu and metrics is None:
-        return _host_steps(cols, syncs, step_names)
     n = len(index)
-    nones = [None] * n
-    column: dict[str, Any] = dict.fromkeys(_HOST_STEP, nones)
-    column["index"], column["name"] = index, step_names
-    column["syncs"] = cols["syncs"] if syncs_watched else nones
-    column["host_ms"] = [(end - start) / 1e6  # = _ms (ints of ns)
-                         for start, end in zip(cols["start_ns"], cols["end_ns"])]
-    column["samples"] = [0] * n
+    fields: dict[str, _rows.Field] = {key: _rows.const(value) for key, value in _HOST_STEP.items()}
+    fields["index"] = _rows.integer(index)
+    fields["name"] = _rows.item(cols["name"] if names is None else [names[i] for i in index])
+    fields["host_ms"] = _rows.span(cols["start_ns"], cols["end_ns"], 1e6)
+    if syncs_watched:
+        fields["syncs"] = _rows.integer(cols["syncs"])
+    counters: dict[str, Any] = {}
     if metrics is not None:
         windows = [_window_figures(m) for m in metrics]
         for key in windows[0] if windows else ():
-            column[key] = [w[key] for w in windows]
+            counters[key] = [w[key] for w in windows]
+            fields[key] = _rows.item(counters[key])
     if gpu:
-        gaps, figures = _step_gaps(cols, thresholds_us)
-        column["gpu_ms"] = figures["busy_ms"]
-        column["gpu_span_ms"] = [(last - first) / 1e6
-                                 for first, last in zip(cols["first_ns"], cols["last_ns"])]
-        column["kernels"], column["memcpys"] = cols["kernels"], cols["memcpys"]
-        column["gaps"] = gaps
-        column["fill_pct"] = fill = [round(100.0 * filled / shaped, 2) if shaped else None
-                                     for filled, shaped in zip(cols["filled_ns"],
-                                                               cols["shaped_ns"])]
-        column["fill_known_pct"] = known = [
-            round(100.0 * shaped / kernel, 2) if kernel else None
-            for shaped, kernel in zip(cols["shaped_ns"], cols["kernel_ns"])]
-        column["comm_ms"] = [ns / 1e6 for ns in cols["comm_ns"]]
-        column["compute_ms"] = [ns / 1e6 for ns in cols["compute_ns"]]
-        column["graph_readiness"] = readiness if readiness is not None else nones
-        column["verdict"] = traced_verdicts(
+        fields["gpu_ms"] = _rows.scaled(cols["busy_ns"], 1e6)
+        fields["gpu_span_ms"] = _rows.span(cols["first_ns"], cols["last_ns"], 1e6)
+        fields["kernels"] = _rows.integer(cols["kernels"])
+        fields["memcpys"] = _rows.integer(cols["memcpys"])
+        fields["gaps"] = _rows.nested(_gap_fields(cols, thresholds_us))
+        fields["fill_pct"] = _rows.exported("fill_pct", _rows.rounded_ratio(
+            cols["filled_ns"], cols["shaped_ns"], pre=100.0, digits=2, zero=None))
+        fields["fill_known_pct"] = _rows.exported("fill_known_pct", _rows.rounded_ratio(
+            cols["shaped_ns"], cols["kernel_ns"], pre=100.0, digits=2, zero=None))
+        fields["comm_ms"] = _rows.scaled(cols["comm_ns"], 1e6)
+        fields["compute_ms"] = _rows.scaled(cols["compute_ns"], 1e6)
+        if readiness is not None:
+            fields["graph_readiness"] = _rows.nested(readiness, shared=False)
+    steps, figures = _rows.build(n, fields)
+    if gpu:
+        nones = repeat(None)
+        verdicts = traced_verdicts(
             cols["kernels"], cols["memcpys"], figures["busy_pct"], figures["idle_ms"],
-            figures["sync_ms"], figures["host_ms"], column["sm_active_busy_pct"],
-            column["dram_busy_pct"], fill, known, column["warp_occupancy_busy_pct"])
-    steps = _rows.dicts(tuple(column), tuple(column.values()))
-    if not gpu:  # counters only: a verdict where samples cover the step
+            figures["sync_ms"], figures["host_ms"], counters.get("sm_active_busy_pct", nones),
+            counters.get("dram_busy_pct", nones), figures["fill_pct"],
+            figures["fill_known_pct"], counters.get("warp_occupancy_busy_pct", nones))
+        for step, verdict in zip(steps, verdicts):
+            step["verdict"] = verdict
+    elif metrics is not None:  # counters only: a verdict where samples cover the step
         for step in steps:
             if step["samples"]:
                 step["verdict"] = diagnose_step(step)
     return steps
-
-
-def _step_gaps(cols: dict[str, Any], thresholds_us) -> tuple[list[dict[str, Any]],
-                                                              dict[str, list[Any]]]:
-    """Each step's gap_figures (a dict each), made a column at a time, and
-    the columns its verdict reads (busy_ms, busy_pct, idle_ms, sync_ms,
-    host_ms)."""
-    count, total, busy = cols["gap_count"], cols["idle_ns"], cols["busy_ns"]
-    n = len(count)
-    figures = {
-        "busy_ms": [ns / 1e6 for ns in busy],
-        "busy_pct": [round(100.0 * b / (b + t), 2) if b + t > 0 else None
-                     for b, t in zip(busy, total)],
-        "idle_ms": [ns / 1e6 for ns in total],
-        "host_ms": [ns / 1e6 for ns in cols["gap_host_ns"]],
-        "sync_ms": [ns / 1e6 for ns in cols["gap_sync_ns"]],
-    }
-    causes = ("host", "sync", "other")
-    by_cause = _rows.dicts(causes, (cols["gap_host"], cols["gap_sync"], cols["gap_other"]))
-    idle_by_cause = _rows.dicts(causes, (figures["host_ms"], figures["sync_ms"],
-                                         [ns / 1e6 for ns in cols["gap_other_ns"]]))
-    thresholds = list(thresholds_us)
-    gaps = _rows.dicts(GAP_KEYS, (
-        count, cols["gap_normal"], cols["gap_warning"], cols["gap_severe"],
-        [round(t / c / 1e3, 3) if c else 0.0 for t, c in zip(total, count)],
-        [ns / 1e3 for ns in cols["gap_p50_ns"]], [ns / 1e3 for ns in cols["gap_p99_ns"]],
-        [ns / 1e3 for ns in cols["gap_max_ns"]], figures["idle_ms"], figures["busy_ms"],
-        figures["busy_pct"], [thresholds.copy() for _ in range(n)], by_cause, idle_by_cause))
-    return gaps, figures
 
 
 def _step_name_lookup(index: Sequence[int], names: Sequence[str]
@@ -553,7 +530,9 @@ def _ranges(groups: list[dict[str, Any]], gpu: bool, thresholds_us) -> list[dict
     last-kernel-end; counter figures average the name's ranges, each
     weighted by the sample time it covered."""
     out = []
-    for g in groups:
+    gaps = (shape_gaps_many([g["gaps"] for g in groups], thresholds_us,
+                            [g["busy_ns"] for g in groups]) if gpu else repeat(None))
+    for g, gap in zip(groups, gaps):
         m = g["metrics"]
         entry = {
             "name": g["name"],
@@ -569,7 +548,7 @@ def _ranges(groups: list[dict[str, Any]], gpu: bool, thresholds_us) -> list[dict
             "gpu_span_ms": _ms(g["span_ns"]) if gpu else None,
             "memcpys": g["memcpys"] if gpu else None,
             "memsets": g["memsets"] if gpu else None,
-            "gaps": shape_gaps(g["gaps"], thresholds_us, g["busy_ns"]) if gpu else None,
+            "gaps": gap,
             "parent": groups[g["parent"]]["name"] if g["parent"] >= 0 else None,
             "depth": g["depth"],
             "step_prefixed": g["step_prefixed"],
@@ -653,7 +632,9 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
     }
 
 
-_NO_STEPS: dict[str, Any] = {name: () for name in HOST_STEP_COLUMNS}
+# No model (the profile did not stop cleanly): empty step columns.
+_NO_STEPS: dict[str, Any] = {name: memoryview(array("q")) for name in HOST_STEP_COLUMNS}
+_NO_STEPS["name"] = ()
 
 
 def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
@@ -713,7 +694,7 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     calls = capture.calls() if capture is not None and watched else None
     if resolver is None and calls is not None:  # made only where calls need sites
         resolver = Resolver()
-    readiness = step_readiness(cols, calls, resolver) if gpu and model is not None else None
+    readiness = readiness_fields(cols, calls, resolver) if gpu and model is not None else None
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
     summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))
     summary["gpu_error"] = None if gpu else reason
@@ -759,7 +740,7 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
                                     or reason)
     summary["steps"] = step_list
     if readiness is not None:  # without it no step has graph_readiness
-        add_sync_blockers(step_list, summary["syncs"])
+        add_sync_blockers(step_list, summary["syncs"], cols["index"])
     summary["graph_readiness"] = overview(step_list) if readiness is not None else None
     summary["ranges"] = _ranges(model.groups() if model is not None else [], gpu, thresholds_us)
     summary["diagnosis"] = diagnose(summary)

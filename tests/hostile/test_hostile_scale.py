@@ -191,8 +191,8 @@ def test_step_columns_agree_with_the_step_dicts():
 
 
 def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
-    """summary["steps"] is shaped a column at a time (_steps, _step_gaps,
-    step_readiness: _core._dicts zips the columns): every step equals a dict
+    """summary["steps"] is built row by row in C from the step columns
+    (_steps, _gap_fields, readiness_fields: _rows.build): every step equals a dict
     made here one step at a time from Model.steps() (the model's dict per
     step), keys in PRODUCT's order.  601 steps: step k runs 1 + k % 3
     kernels, so the steps of one kernel (201 of them) are the common work
@@ -245,7 +245,7 @@ def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
 
 
 def test_dicts_zips_columns_into_rows():
-    """_rows.dicts (_core._dicts with a shared-key template): row i is
+    """_rows.dicts (_core._rows with a shared-key template): row i is
     {keys[j]: columns[j][i]}, each row its own dict; columns of any sequence
     type (the model's memoryviews included)."""
     view = memoryview(bytes(range(16))).cast("Q")
@@ -254,18 +254,18 @@ def test_dicts_zips_columns_into_rows():
     assert rows[0] is not rows[1] and list(rows[1]) == ["a", "b", "c"]
     assert _rows.dicts(("a",), ([],)) == [] and _rows.dicts((), ()) == []
     with pytest.raises(ValueError, match="1 keys but 2 columns"):
-        _core._dicts(("a",), ([1], [2]), {})
-    with pytest.raises(ValueError, match="column 1 has 1 items, column 0 2"):
-        _core._dicts(("a", "b"), ([1, 2], [1]), {})
-    with pytest.raises(TypeError, match=r"keys\[0\] is not a str"):
-        _core._dicts((1,), ([1],), {})
-    with pytest.raises(TypeError, match="each column must be a sequence"):
-        _core._dicts(("a",), (5,), {})
+        _rows.dicts(("a",), ([1], [2]))
+    with pytest.raises(ValueError, match="key 'b': a column of 1 items for 2 rows"):
+        _rows.dicts(("a", "b"), ([1, 2], [1]))
+    with pytest.raises(TypeError, match="key 1 is not a str"):
+        _rows.dicts((1,), ([1],))
+    with pytest.raises(TypeError, match="an item column must be a sequence"):
+        _core._rows(1, (None, (("a", -1, "item", 5),)), 0)
 
 
 def test_a_line_of_one_ns_has_its_busy_share():
     """The smallest line there is: one kernel of 1 ns and no gap.  Its busy
-    share is 100 %, in the step (gap_figures, the columns' path), in the
+    share is 100 %, in the step (_gap_fields over the step columns), in the
     whole run (shape_gaps) and of the GPU's span (_pct); None is only for a
     line with no time at all."""
     _core._set_test_clock(START, TICK)

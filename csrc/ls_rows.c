@@ -356,11 +356,17 @@ static int check_template(const row_program *program)
     Py_ssize_t pos = 0, k = 0;
     PyObject *key, *value;
     while (PyDict_Next(program->template, &pos, &key, &value)) {
-        int same = PyObject_RichCompareBool(key, program->ops[k++].key, Py_EQ);
+        const row_op *op = &program->ops[k++];
+        int same = PyObject_RichCompareBool(key, op->key, Py_EQ);
         if (same < 0)
             return -1;
         if (!same)
             goto differs;
+        if (op->kind == OP_CONST && value != op->object) {
+            PyErr_Format(PyExc_ValueError, "_rows: key %R: a const must be the template's "
+                                           "value (its copies keep it)", op->key);
+            return -1;
+        }
     }
     return 0;
 differs:
@@ -539,6 +545,8 @@ static PyObject *run_program(const row_program *program, Py_ssize_t i, float_cac
     PyObject *row = program->template ? PyDict_Copy(program->template) : PyDict_New();
     for (Py_ssize_t k = 0; row != NULL && k < program->n; k++) {
         const row_op *op = &program->ops[k];
+        if (op->kind == OP_CONST && program->template != NULL && op->export < 0)
+            continue; /* the template's copy holds it */
         PyObject *value = run_op(op, i, cache, exported);
         if (value == NULL || PyDict_SetItem(row, op->key, value) != 0) {
             Py_XDECREF(value);

@@ -8,8 +8,9 @@
  *
  * _core._rows(count, program, exports) -> (rows, exported)
  *   program: (template, entries); template a dict whose copies are the
- *     rows (a shared key table: loopscope._rows.template) or None (a new
- *     dict per row: smaller for a handful of keys); entries a tuple of
+ *     rows (a shared key table: loopscope._rows.template), holding the
+ *     consts' values, or None (a new dict per row: smaller for a handful
+ *     of keys); entries a tuple of
  *     (key, export, op, *args), export -1 or a slot below `exports`:
  *       "item", seq                 seq[i] (a sequence of `count` items)
  *       "const", value              the same object in every row

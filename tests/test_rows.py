@@ -147,6 +147,8 @@ def test_a_bad_program_is_refused_naming_the_key():
         _rows.build(2, {"a": _rows.scaled(two, 0.0)})
     with pytest.raises(ValueError, match="template's keys are not the entries' keys"):
         _core._rows(1, ({"b": None}, (("a", -1, "const", 1),)), 0)
+    with pytest.raises(ValueError, match="key 'a': a const must be the template's value"):
+        _core._rows(1, ({"a": None}, (("a", -1, "const", 1),)), 0)
     with pytest.raises(ValueError, match="no entry exports to slot 1"):
         _core._rows(1, (None, (("a", 0, "const", 1),)), 2)
     with pytest.raises(ValueError, match="that no other entry fills"):

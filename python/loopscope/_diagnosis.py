@@ -424,8 +424,10 @@ def _graph_advice(summary: dict[str, Any]) -> str | None:
     """CPU_LAUNCH_BOUND's action when the loop already replays CUDA graphs
     (at least half of its steps, or any replay without steps)."""
     graphs = summary.get("graphs")
+    if not graphs:
+        return None
     steps = [s for s in summary["steps"] if s.get("graph_readiness") is not None]
-    if not graphs or (steps and 2 * graphs["steps_replaying"] < len(steps)):
+    if steps and 2 * graphs["steps_replaying"] < len(steps):
         return None
     host = graphs["host_between_replays_us"]
     gpu = graphs["gpu_per_replay_us"]

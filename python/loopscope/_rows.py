@@ -101,7 +101,9 @@ def _program(fields: dict[str, Field], shared: bool, slots: dict[str, int]) -> t
         if field[0] == "dict":
             field = ("dict", _program(field[1], field[2], slots))
         entries.append((key, slot) + tuple(field))
-    return (template(dict.fromkeys(fields)) if shared else None, tuple(entries))
+    # A shared template holds the consts already: its copies need no setting of them.
+    values = {key: field[1] if field[0] == "const" else None for key, field in fields.items()}
+    return (template(values) if shared else None, tuple(entries))
 
 
 def build(count: int, fields: dict[str, Field], shared: bool = True

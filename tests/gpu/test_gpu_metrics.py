@@ -220,3 +220,30 @@ def test_metrics_false_turns_sampling_off_and_tracing_goes_on():
     assert s["metrics_error"] == "SM and DRAM sampling was turned off (metrics=False)"
     assert (s["gpu"]["kernels"], s["gpu"]["memcpys"], s["gpu"]["memsets"]) == (1, 0, 0)
     assert (s["syncs"]["count"], s["syncs"]["by_kind"]) == (1, {"synchronize": 1})
+
+
+def test_a_profile_shorter_than_the_sampler_start_says_why():
+    """tests/hostile row R3 on the GPU: once a profile has set sampling up, a
+    profile of a few clock reads ends before the reused sampler starts on
+    loopscope's worker thread.  Its metrics_error says when sampling began
+    and how long the profile lasted (not "still being set up", which is for
+    the first use in a process); a longer profile right after is sampled."""
+    src = torch.empty(1 << 28, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    torch.cuda.synchronize()
+    ready()
+    with loopscope.profile(trace=False, syncs=False) as short:
+        pass
+    s = short.summary()
+    print(json.dumps({"short": s["metrics_error"], "metrics": s["metrics"]}, default=str))
+    assert s["sm"] is None and s["metrics"]["sampler_reused"] is True
+    reason = s["metrics_error"]
+    assert reason.startswith("PM sampling began ") and "set up by an earlier profile" in reason
+    began_ms, lasted_ms = (float(reason.split(" ms")[0].rsplit(" ", 1)[1]),
+                           float(reason.split("(it lasted ")[1].split(" ms")[0]))
+    assert began_ms > lasted_ms, reason
+    with loopscope.profile(trace=False, syncs=False) as longer:
+        for _ in range(20):
+            dst.copy_(src)
+        torch.cuda.synchronize()
+    summary_of(longer)

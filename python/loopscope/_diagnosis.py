@@ -285,13 +285,16 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def diagnose(summary: dict[str, Any]) -> dict[str, Any]:
-    d = _diagnose(summary)
-    d["projections"] = project(summary, d["verdict"])
+def diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -> dict[str, Any]:
+    """summary["diagnosis"].  step_verdicts: the verdict of every step, in
+    order, from whoever just made them with every step traced (a million
+    steps are then not read again); None: read from the steps."""
+    d = _diagnose(summary, step_verdicts)
+    d["projections"] = project(summary, d["verdict"], step_verdicts)
     return d
 
 
-def _diagnose(summary: dict[str, Any]) -> dict[str, Any]:
+def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -> dict[str, Any]:
     gaps, gpu = summary["gaps"], summary["gpu"]
     sm, dram = summary.get("sm"), summary.get("dram")
     if gpu is None and sm is not None:
@@ -317,7 +320,8 @@ def _diagnose(summary: dict[str, Any]) -> dict[str, Any]:
                               [gpu.get("fill_known_pct")], [warps_busy])[0]
     idle = gaps["idle_ms"]
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}
-    verdicts = [s["verdict"] for s in summary["steps"] if s["gaps"] is not None]
+    verdicts = (step_verdicts if step_verdicts is not None else
+                [s["verdict"] for s in summary["steps"] if s["gaps"] is not None])
     reasons = [
         f"GPU busy {_f(busy)}% of its time line ({gaps['busy_ms']:.3f} ms busy, "
         f"{idle:.3f} ms idle in {gaps['count']} gaps)",

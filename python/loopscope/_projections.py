@@ -24,6 +24,7 @@ figures the model measured for that window:
 A projection never exceeds the loop's time (projected <= current)."""
 from __future__ import annotations
 
+from itertools import compress, count
 from typing import Any
 
 from ._names import display_path
@@ -109,9 +110,13 @@ def _sync_sites(loop: dict[str, Any], syncs: dict[str, Any] | None) -> list[dict
     return out
 
 
-def _memory_bound(summary: dict[str, Any], loop: dict[str, Any], verdict: str
-                  ) -> list[dict[str, Any]]:
-    steps = [s for s in summary["steps"] if s.get("verdict") == "MEMORY_BOUND"]
+def _memory_bound(summary: dict[str, Any], loop: dict[str, Any], verdict: str,
+                  step_verdicts: list[str] | None = None) -> list[dict[str, Any]]:
+    if step_verdicts is not None:  # every step's, in order: no dict read per step
+        steps = [summary["steps"][k] for k in compress(count(), map(
+            "MEMORY_BOUND".__eq__, step_verdicts))]
+    else:
+        steps = [s for s in summary["steps"] if s.get("verdict") == "MEMORY_BOUND"]
     parts = [(s["gpu_ms"], s.get("dram_busy_pct")) for s in steps]
     if not steps and verdict == "MEMORY_BOUND" and summary.get("dram"):
         parts = [(loop["busy_ms"], summary["dram"].get("throughput_busy_pct"))]
@@ -128,14 +133,16 @@ def _memory_bound(summary: dict[str, Any], loop: dict[str, Any], verdict: str
                    "throughput (what a streaming copy reaches) instead of its measured share")]
 
 
-def project(summary: dict[str, Any], verdict: str) -> list[dict[str, Any]]:
+def project(summary: dict[str, Any], verdict: str, step_verdicts: list[str] | None = None
+            ) -> list[dict[str, Any]]:
     """The projections of a summary whose loop reads `verdict` (see the
-    module's doc), longest saving first; [] without a GPU time line."""
+    module's doc), longest saving first; [] without a GPU time line.
+    step_verdicts: see diagnose()."""
     loop = summary.get("loop")
     if not loop or not loop["ms"] or summary.get("gaps") is None:
         return []
     out = [_launch_gaps(loop, summary.get("graphs"))]
     out += _sync_sites(loop, summary.get("syncs"))
-    out += _memory_bound(summary, loop, verdict)
+    out += _memory_bound(summary, loop, verdict, step_verdicts)
     out.sort(key=lambda p: -p["saved_ms"])
     return out

@@ -24,8 +24,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from itertools import compress
-from operator import itemgetter, or_
-from typing import Any, Sequence
+from operator import or_
+from typing import Any, NamedTuple, Sequence
 
 from . import _rows
 from ._names import display_path
@@ -89,10 +89,20 @@ COLUMNS = ("index", "graph_launches", "replay_host_ns", "replay_pairs", "memory_
            "first_memory_call", "pageable_copies", "first_pageable_call", "ops")
 
 
-def readiness_fields(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
-                     resolver: Resolver | None = None) -> dict[str, _rows.Field]:
-    """The fields of each step's graph_readiness dict (_rows.build), over the
-    model's step columns (COLUMNS and "signature"; first_* indices -1 when
+class Readiness(NamedTuple):
+    """step_readiness's result: the fields that build each step's
+    graph_readiness dict (_rows.build), and its status and blockers columns,
+    which are the objects those dicts hold (add_sync_blockers keeps them in
+    step), so counts over a million steps read lists, not dicts."""
+    step_index: Sequence[int]  # the steps' indices, increasing
+    status: list[str]
+    blockers: list[list[dict[str, Any]]]
+    fields: dict[str, _rows.Field]
+
+
+def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
+                   resolver: Resolver | None = None) -> Readiness:
+    """Each step's graph_readiness (see Readiness), over the model's step columns (COLUMNS and "signature"; first_* indices -1 when
     none): {"status", "blockers", "graph_replays", "replay_host_us",
     "gpu_ops"}, sync blockers left to add_sync_blockers.  resolver: how call
     stacks become sites (a trace file's need their own, as for the sync
@@ -127,14 +137,14 @@ def readiness_fields(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
             found.append(_blocker("dynamic_shapes", 1, None, None, detail))
         if status[k] != "replays_graph":  # every step in `blocked` has a blocker now
             status[k] = "blocked"
-    return {
+    return Readiness(index, status, blockers, {
         "status": _rows.item(status),
         "blockers": _rows.item(blockers),
         "graph_replays": _rows.integer(cols["graph_launches"]),
         "replay_host_us": _rows.rounded_ratio(cols["replay_host_ns"], cols["replay_pairs"],
                                               post=1e3, digits=3, zero=None),
         "gpu_ops": _rows.integer(ops_column),
-    }
+    })
 
 
 def _status_of(graph_replays: int, gpu_ops: int, blockers: list[dict[str, Any]]) -> str:
@@ -150,29 +160,28 @@ def _status(entry: dict[str, Any]) -> str:
 
 
 def add_sync_blockers(steps: list[dict[str, Any]], syncs: dict[str, Any] | None,
-                      fresh_index: Sequence[int] | None = None) -> None:
+                      fresh: Readiness | None = None) -> None:
     """Puts the sync sites of each step first among its blockers (again, when
     the syncs changed: a replayed recording brings its sites back), and
-    updates its status.  fresh_index: the steps' indices in their order
-    (increasing) when the steps are new from readiness_fields, which gives
-    no step a sync blocker: then only the steps that sites name are
-    visited (a million steps are common)."""
+    updates its status.  fresh: step_readiness's columns when the steps are
+    new from them (no sync blocker yet): only the steps that sites name are
+    visited (a million steps are common), and the columns follow."""
     sites_by_step: dict[int, list[dict[str, Any]]] = {}
     for site in (syncs or {}).get("sites", []):
         for step in site.get("steps") or []:
             sites_by_step.setdefault(step, []).append(site)
-    if fresh_index is not None:
-        at_index = ((bisect_left(fresh_index, index), index) for index in sites_by_step)
-        changing = [steps[at] for at, index in at_index
-                    if at < len(fresh_index) and fresh_index[at] == index
-                    and steps[at].get("graph_readiness") is not None]
+    changing: list[tuple[int | None, dict[str, Any]]]
+    if fresh is not None:
+        index = fresh.step_index
+        changing = [(pos, steps[pos]) for step in sites_by_step
+                    if (pos := bisect_left(index, step)) < len(index) and index[pos] == step]
     else:
         # Only the steps with a site, or with blockers (a sync site that is no
         # longer there leaves): the rest keep their status.
-        changing = [step for step in steps
+        changing = [(None, step) for step in steps
                     if (entry := step.get("graph_readiness")) is not None
                     and (entry["blockers"] or step["index"] in sites_by_step)]
-    for step in changing:
+    for at, step in changing:
         entry = step["graph_readiness"]
         step_sites = sites_by_step.get(step["index"], [])
         blockers = [b for b in entry["blockers"] if b["kind"] != "sync"]
@@ -185,6 +194,8 @@ def add_sync_blockers(steps: list[dict[str, Any]], syncs: dict[str, Any] | None,
             found.append(_blocker("sync", None, None, None, f"{len(rest)} more sync sites"))
         entry["blockers"] = found + blockers
         entry["status"] = _status(entry)
+        if fresh is not None and at is not None:
+            fresh.blockers[at], fresh.status[at] = entry["blockers"], entry["status"]
 
 
 def first_line(step_name: str, readiness: dict[str, Any]) -> str | None:
@@ -198,22 +209,33 @@ def first_line(step_name: str, readiness: dict[str, Any]) -> str | None:
     return f"{step_name} cannot be captured as is: {'; '.join(texts)}{more}"
 
 
-def overview(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+def overview(steps: list[dict[str, Any]], fresh: Readiness | None = None
+             ) -> dict[str, Any] | None:
     """summary["graph_readiness"]: counts over the steps, and the first
-    blocked step's line; None without steps."""
-    judged = [entry for s in steps if (entry := s.get("graph_readiness")) is not None]
-    if not judged:
+    blocked step's line; None without steps.  fresh: step_readiness's
+    columns of these steps (counted without reading a dict per step)."""
+    statuses: list[str]
+    if fresh is not None:
+        statuses, blockers_of = fresh.status, fresh.blockers
+    else:
+        entries = [entry for s in steps if (entry := s.get("graph_readiness")) is not None]
+        statuses = [entry["status"] for entry in entries]
+        blockers_of = [entry["blockers"] for entry in entries]
+    if not statuses:
         return None
-    status = Counter(map(itemgetter("status"), judged))
+    status = Counter(statuses)
     by_kind = dict.fromkeys(KINDS, 0)
-    for blockers in filter(None, map(itemgetter("blockers"), judged)):  # a million steps are common
+    for blockers in filter(None, blockers_of):  # a million steps are common
         for kind in {b["kind"] for b in blockers}:
             if kind in by_kind:
                 by_kind[kind] += 1
-    blocked = next((s for s in steps if (s.get("graph_readiness") or {}).get("status")
-                    == "blocked"), None) if status.get("blocked") else None
+    blocked = None
+    if status.get("blocked"):
+        blocked = (steps[statuses.index("blocked")] if fresh is not None else
+                   next(s for s in steps if (s.get("graph_readiness") or {}).get("status")
+                        == "blocked"))
     return {
-        "steps": len(judged),
+        "steps": len(statuses),
         "capturable": status.get("capturable", 0),
         "blocked": status.get("blocked", 0),
         "replaying_graphs": status.get("replays_graph", 0),

@@ -15,7 +15,7 @@ from . import _core, _rows
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
-from ._readiness import add_sync_blockers, overview, readiness_fields
+from ._readiness import Readiness, add_sync_blockers, overview, step_readiness
 from ._report import short_text
 from ._syncs import Resolver, build_syncs
 
@@ -457,13 +457,14 @@ _HOST_STEP: dict[str, Any] = {
 
 def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
            names: Sequence[str] | None = None,
-           readiness: dict[str, _rows.Field] | None = None,
-           metrics: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """summary["steps"] from the model's step columns (step_columns) and,
-    with counters, its per-step metrics; `readiness`: readiness_fields' of
-    the steps.  Built row by row in C from the columns (_rows.build): a
-    million steps cost the objects they hold, and one Python loop for
-    their verdicts."""
+           readiness: Readiness | None = None,
+           metrics: list[dict[str, Any]] | None = None
+           ) -> tuple[list[dict[str, Any]], list[str] | None]:
+    """(summary["steps"], their verdicts when traced) from the model's step
+    columns (step_columns) and, with counters, its per-step metrics;
+    `readiness`: step_readiness's of the steps.  Built row by row in C from
+    the columns (_rows.build): a million steps cost the objects they hold,
+    and one Python loop for their verdicts."""
     index = cols["index"]
     n = len(index)
     fields: dict[str, _rows.Field] = {key: _rows.const(value) for key, value in _HOST_STEP.items()}
@@ -491,7 +492,7 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
         fields["comm_ms"] = _rows.scaled(cols["comm_ns"], 1e6)
         fields["compute_ms"] = _rows.scaled(cols["compute_ns"], 1e6)
         if readiness is not None:
-            fields["graph_readiness"] = _rows.nested(readiness, shared=False)
+            fields["graph_readiness"] = _rows.nested(readiness.fields, shared=False)
     steps, figures = _rows.build(n, fields)
     if gpu:
         nones = repeat(None)
@@ -502,11 +503,12 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
             figures["fill_known_pct"], counters.get("warp_occupancy_busy_pct", nones))
         for step, verdict in zip(steps, verdicts):
             step["verdict"] = verdict
-    elif metrics is not None:  # counters only: a verdict where samples cover the step
+        return steps, verdicts
+    if metrics is not None:  # counters only: a verdict where samples cover the step
         for step in steps:
             if step["samples"]:
                 step["verdict"] = diagnose_step(step)
-    return steps
+    return steps, None
 
 
 def _step_name_lookup(index: Sequence[int], names: Sequence[str]
@@ -694,13 +696,13 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     calls = capture.calls() if capture is not None and watched else None
     if resolver is None and calls is not None:  # made only where calls need sites
         resolver = Resolver()
-    readiness = readiness_fields(cols, calls, resolver) if gpu and model is not None else None
+    readiness = step_readiness(cols, calls, resolver) if gpu and model is not None else None
     summary: dict[str, Any] = {"schema": SCHEMA_VERSION}
     summary["source"] = source or ("cupti" if info["traced"] else ("injected" if info["injected"] else None))
     summary["gpu_error"] = None if gpu else reason
     summary["cupti_note"] = info.get("note")
     summary["host_ms"] = _ms(host_ns)
-    step_list = _steps(cols, gpu, thresholds_us, watched and model is not None,
+    step_list, step_verdicts = _steps(cols, gpu, thresholds_us, watched and model is not None,
                        None if steps is None else steps.names, readiness,
                        model.step_metrics() if model is not None else None)
     step_names = _step_name_lookup(cols["index"], [s["name"] for s in step_list])
@@ -740,10 +742,10 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
                                     or reason)
     summary["steps"] = step_list
     if readiness is not None:  # without it no step has graph_readiness
-        add_sync_blockers(step_list, summary["syncs"], cols["index"])
-    summary["graph_readiness"] = overview(step_list) if readiness is not None else None
+        add_sync_blockers(step_list, summary["syncs"], readiness)
+    summary["graph_readiness"] = overview(step_list, readiness) if readiness is not None else None
     summary["ranges"] = _ranges(model.groups() if model is not None else [], gpu, thresholds_us)
-    summary["diagnosis"] = diagnose(summary)
+    summary["diagnosis"] = diagnose(summary, step_verdicts)
     summary["non_finite_note"] = note(non_finite[0])
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
     summary["overhead"] = overhead_section(info, state)

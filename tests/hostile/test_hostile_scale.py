@@ -192,7 +192,7 @@ def test_step_columns_agree_with_the_step_dicts():
 
 def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
     """summary["steps"] is built row by row in C from the step columns
-    (_steps, _gap_fields, readiness_fields: _rows.build): every step equals a dict
+    (_steps, _gap_fields, step_readiness: _rows.build): every step equals a dict
     made here one step at a time from Model.steps() (the model's dict per
     step), keys in PRODUCT's order.  601 steps: step k runs 1 + k % 3
     kernels, so the steps of one kernel (201 of them) are the common work

@@ -175,8 +175,9 @@ int ls_kernels_table(const ls_records *r, const double *op_fill, ls_kernel_table
         }
     }
     /* The shapes are few (one per name and launch geometry), so this sort
-     * and the names' array are small. */
-    qsort(set.items, set.count, sizeof *set.items, compare_shape_sums);
+     * and the names' array are small.  No kernel: no array (qsort wants one). */
+    if (set.count > 1)
+        qsort(set.items, set.count, sizeof *set.items, compare_shape_sums);
     out->items = malloc((set.count ? set.count : 1) * sizeof *out->items);
     if (out->items == NULL)
         goto done;

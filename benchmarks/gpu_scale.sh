@@ -32,7 +32,7 @@ for part in "$@"; do
     done ;;
   cpu_base)  # the slowest synthetic cases, this tree and .baseline alternating
     [ -f .baseline/python/loopscope/_core*.so ] || (cd .baseline && python3 setup.py -q build_ext --inplace > "$OUT/baseline_build.log" 2>&1)
-    for case in gpu_steps "kernels --streams 4"; do
+    for case in ${BASE_CASES:-gpu_steps "kernels --streams 4"}; do
       for variant in new baseline; do
         if [ "$variant" = baseline ]; then pp=.baseline/python; else pp=python; fi
         echo "bench_scale $case ($variant):" | tee -a "$OUT/scale.txt"

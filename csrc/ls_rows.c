@@ -412,9 +412,6 @@ static row_program *parse_program(PyObject *spec, Py_ssize_t count, export_slots
 
 /* ---- running it ---- */
 
-static PyObject *run_program(const row_program *program, Py_ssize_t i, float_cache *cache,
-                             PyObject **exported);
-
 /* (last - first) / div, or pre * num / den / post rounded, through Python
  * numbers: for integers of more than 53 bits, where a double would round. */
 static PyObject *slow_figure(const row_op *op, Py_ssize_t i)
@@ -503,7 +500,7 @@ static PyObject *span_at(const row_op *op, Py_ssize_t i, float_cache *cache)
     return cached_float(cache, (last - first) / op->post); /* last - first: exact */
 }
 
-static PyObject *run_op(const row_op *op, Py_ssize_t i, float_cache *cache, PyObject **exported)
+static PyObject *run_op(const row_op *op, Py_ssize_t i, float_cache *cache)
 {
     double value;
     switch (op->kind) {
@@ -516,7 +513,8 @@ static PyObject *run_op(const row_op *op, Py_ssize_t i, float_cache *cache, PyOb
         Py_INCREF(op->object);
         return op->object;
     case OP_LIST_COPY:
-        return PyList_GetSlice(op->object, 0, PyList_GET_SIZE(op->object));
+    case OP_DICT: /* containers are made a column at a time: build_rows */
+        break;
     case OP_INT:
         return int_at(&op->a, i);
     case OP_SCALE:
@@ -532,33 +530,95 @@ static PyObject *run_op(const row_op *op, Py_ssize_t i, float_cache *cache, PyOb
         return span_at(op, i, cache);
     case OP_RATIO:
         return ratio_at(op, i, cache);
-    case OP_DICT:
-        return run_program(op->nested, i, cache, exported);
     }
     PyErr_SetString(PyExc_SystemError, "_rows: unknown op");
     return NULL;
 }
 
-static PyObject *run_program(const row_program *program, Py_ssize_t i, float_cache *cache,
-                             PyObject **exported)
+static void release_column(PyObject **column, Py_ssize_t count)
 {
-    PyObject *row = program->template ? PyDict_Copy(program->template) : PyDict_New();
-    for (Py_ssize_t k = 0; row != NULL && k < program->n; k++) {
-        const row_op *op = &program->ops[k];
-        if (op->kind == OP_CONST && program->template != NULL && op->export < 0)
-            continue; /* the template's copy holds it */
-        PyObject *value = run_op(op, i, cache, exported);
-        if (value == NULL || PyDict_SetItem(row, op->key, value) != 0) {
-            Py_XDECREF(value);
-            Py_CLEAR(row);
-            break;
-        }
-        if (op->export >= 0)
-            PyList_SET_ITEM(exported[op->export], i, value); /* steals it */
-        else
-            Py_DECREF(value);
+    for (Py_ssize_t i = 0; column != NULL && i < count; i++)
+        Py_XDECREF(column[i]);
+    PyMem_Free(column);
+}
+
+static int build_rows(const row_program *program, Py_ssize_t count, PyObject **exported,
+                      PyObject **out);
+
+/* The values of a container op (a nested dict, a list copy) for every
+ * row, in a new array; NULL with an exception set on failure. */
+static PyObject **container_column(const row_op *op, Py_ssize_t count, PyObject **exported)
+{
+    PyObject **column = PyMem_Calloc(count ? (size_t)count : 1, sizeof *column);
+    if (column == NULL)
+        return (PyObject **)PyErr_NoMemory();
+    int failed = 0;
+    if (op->kind == OP_DICT)
+        failed = build_rows(op->nested, count, exported, column) != 0;
+    else
+        for (Py_ssize_t i = 0; !failed && i < count; i++)
+            failed = (column[i] = PyList_GetSlice(op->object, 0,
+                                                  PyList_GET_SIZE(op->object))) == NULL;
+    if (failed) {
+        release_column(column, count);
+        return NULL;
     }
-    return row;
+    return column;
+}
+
+/* The program's `count` rows into out[] (new references; out[] holds NULLs
+ * after a failure, its rows released).  The containers the rows hold are
+ * made first, a column at a time, so the cyclic GC's list holds each kind
+ * in one run: a full collection then walks a million steps' dicts in
+ * memory order (1.3 s more at 1M steps with the kinds interleaved). */
+static int build_rows(const row_program *program, Py_ssize_t count, PyObject **exported,
+                      PyObject **out)
+{
+    PyObject ***columns = PyMem_Calloc(program->n ? (size_t)program->n : 1, sizeof *columns);
+    if (columns == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int failed = 0;
+    for (Py_ssize_t k = 0; !failed && k < program->n; k++) {
+        const row_op *op = &program->ops[k];
+        if (op->kind == OP_DICT || op->kind == OP_LIST_COPY)
+            failed = (columns[k] = container_column(op, count, exported)) == NULL;
+    }
+    float_cache cache;
+    for (Py_ssize_t i = 0; !failed && i < count; i++) {
+        cache.used = cache.next = 0;
+        PyObject *row = program->template ? PyDict_Copy(program->template) : PyDict_New();
+        for (Py_ssize_t k = 0; row != NULL && k < program->n; k++) {
+            const row_op *op = &program->ops[k];
+            if (op->kind == OP_CONST && program->template != NULL && op->export < 0)
+                continue; /* the template's copy holds it */
+            PyObject *value;
+            if (columns[k] != NULL) {
+                value = columns[k][i]; /* taken over */
+                columns[k][i] = NULL;
+            } else
+                value = run_op(op, i, &cache);
+            if (value == NULL || PyDict_SetItem(row, op->key, value) != 0) {
+                Py_XDECREF(value);
+                Py_CLEAR(row);
+                break;
+            }
+            if (op->export >= 0)
+                PyList_SET_ITEM(exported[op->export], i, value); /* steals it */
+            else
+                Py_DECREF(value);
+        }
+        out[i] = row;
+        failed = row == NULL;
+    }
+    for (Py_ssize_t k = 0; k < program->n; k++)
+        release_column(columns[k], count);
+    PyMem_Free(columns);
+    if (failed)
+        for (Py_ssize_t i = 0; i < count; i++)
+            Py_CLEAR(out[i]);
+    return failed ? -1 : 0;
 }
 
 PyObject *ls_py_rows(PyObject *module, PyObject *args)
@@ -594,15 +654,16 @@ PyObject *ls_py_rows(PyObject *module, PyObject *args)
         else
             PyTuple_SET_ITEM(exported, k, lists[k]);
     }
-    float_cache cache;
-    for (Py_ssize_t i = 0; !failed && i < count; i++) {
-        cache.used = cache.next = 0;
-        PyObject *row = run_program(program, i, &cache, lists);
-        if (row == NULL)
-            failed = 1;
-        else
-            PyList_SET_ITEM(rows, i, row);
+    PyObject **made = failed ? NULL : PyMem_Calloc(count ? (size_t)count : 1, sizeof *made);
+    if (!failed && made == NULL) {
+        PyErr_NoMemory();
+        failed = 1;
     }
+    if (!failed && build_rows(program, count, lists, made) != 0)
+        failed = 1;
+    for (Py_ssize_t i = 0; !failed && i < count; i++)
+        PyList_SET_ITEM(rows, i, made[i]); /* steals it */
+    PyMem_Free(made);
     free_program(program);
     if (failed) {
         Py_XDECREF(rows);

@@ -159,13 +159,15 @@ def test_a_bad_program_is_refused_naming_the_key():
 
 
 def test_equal_floats_of_a_row_are_one_object():
-    """Floats are immutable: a row's equal figures (a step's gpu_ms and its
-    gaps' busy_ms) share one object; other rows have their own."""
+    """Floats are immutable: a row's equal figures (a gaps dict's p50, p99
+    and max of a step with one gap) share one object; other rows have their
+    own, and a nested dict (made in its own pass) its own."""
     ns = column([1_500_000, 2_500_000])
-    rows, _ = _rows.build(2, {"a": _rows.scaled(ns, 1e6), "b": _rows.nested(
-        {"c": _rows.scaled(ns, 1e6)}, shared=False)})
-    assert rows[0]["a"] == rows[0]["b"]["c"] == 1.5
-    assert rows[0]["a"] is rows[0]["b"]["c"]
+    rows, _ = _rows.build(2, {"a": _rows.scaled(ns, 1e6), "b": _rows.scaled(ns, 1e6),
+                              "c": _rows.nested({"d": _rows.scaled(ns, 1e6)}, shared=False)})
+    assert rows[0]["a"] == rows[0]["b"] == rows[0]["c"]["d"] == 1.5
+    assert rows[0]["a"] is rows[0]["b"] and rows[1]["a"] is rows[1]["b"]
+    assert rows[0]["a"] is not rows[1]["a"]
 
 
 @settings(max_examples=300, deadline=None)

@@ -360,94 +360,168 @@ static void sweep_devices(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *lin
 
 /* -- launches and syncs -------------------------------------------------- */
 
-/* The op indices by correlation id (ties in index order), so the launch
- * records sorted by it are walked forward instead of searched (a binary
- * search per op over 10M records misses the cache at every level).  NULL
- * when the ops are in that order already or memory ran out (searched). */
-static uint32_t *ops_by_correlation(const ls_records *r)
+/* The indices of n records by correlation id, ties in index order, into
+ * *order; the uint32 id of record i is at records + offset + i * stride
+ * bytes (a field of a record array, read in place); *order stays NULL
+ * when they are in that order already.  0, or -1 when memory ran out. */
+static int by_correlation(const void *records, size_t offset, size_t stride, size_t n,
+                          uint32_t **order)
 {
-    size_t n = r->ops.count, i = 1;
-    while (i < n && r->ops.items[i - 1].correlation_id <= r->ops.items[i].correlation_id)
+#define ID(i) (*(const uint32_t *)((const char *)records + offset + (size_t)(i) * stride))
+    *order = NULL;
+    size_t i = 1;
+    while (i < n && ID(i - 1) <= ID(i))
         i++;
     if (i >= n)
-        return NULL;
-    uint64_t *corr = ls_bulk_malloc(n * sizeof *corr);
-    uint32_t *order = ls_bulk_malloc(n * sizeof *order);
-    if (corr != NULL && order != NULL) {
+        return 0;
+    uint64_t *ids = ls_bulk_malloc(n * sizeof *ids);
+    uint32_t *sorted = ls_bulk_malloc(n * sizeof *sorted);
+    int rc = -1;
+    if (ids != NULL && sorted != NULL) {
         for (i = 0; i < n; i++) {
-            corr[i] = r->ops.items[i].correlation_id;
-            order[i] = (uint32_t)i;
+            ids[i] = ID(i);
+            sorted[i] = (uint32_t)i;
         }
-        if (ls_radix_sort(corr, order, n) != 0) {
-            free(order);
-            order = NULL;
-        }
-    } else {
-        free(order);
-        order = NULL;
+        rc = ls_radix_sort(ids, sorted, n); /* stable: ties stay in index order */
     }
-    free(corr);
-    return order;
+#undef ID
+    free(ids);
+    if (rc != 0) {
+        free(sorted);
+        return -1;
+    }
+    *order = sorted;
+    return 0;
 }
 
-/* op_launch_ns and the launching thread of every op: the API record with
- * its correlation id (a runtime call before a driver call, then the
- * earliest). */
-static int match_launches(ls_ctx *c, uint64_t *launch_thread)
+/* Whether API record a is a better launch of its op than record b (the
+ * same correlation id): a runtime call before a driver call, then the
+ * earliest, then the first recorded. */
+static int better_launch(const ls_api *apis, uint32_t a, uint32_t b)
+{
+    if (apis[a].domain != apis[b].domain)
+        return apis[a].domain < apis[b].domain;
+    if (apis[a].start_ns != apis[b].start_ns)
+        return apis[a].start_ns < apis[b].start_ns;
+    return a < b;
+}
+
+/* The API records walked forward in correlation order (`order`, or record
+ * order when NULL), each read once, by ops asking in that order too. */
+typedef struct {
+    const ls_records *r;
+    const uint32_t *order;
+    size_t at;           /* the next record not read */
+    uint32_t last_id;    /* of the record read last */
+    uint32_t id, best;   /* the last id asked and its launch, UINT32_MAX if none */
+    int asked;           /* whether `id` was asked */
+    int out_of_order;    /* record order, and a record's id went down */
+    uint64_t after_stop; /* records read that began after the profile stopped */
+} ls_launch_walk;
+
+/* Whether an API record began after the profile stopped (not counted). */
+static int after_stop(const ls_records *r, const ls_api *a)
+{
+    return r->stop_ns && a->start_ns > r->stop_ns;
+}
+
+/* The index of the next record, UINT32_MAX past the end. */
+static uint32_t next_api(const ls_launch_walk *w)
+{
+    if (w->at >= w->r->apis.count)
+        return UINT32_MAX;
+    return w->order != NULL ? w->order[w->at] : (uint32_t)w->at;
+}
+
+/* Reads the next record k (from next_api). */
+static void read_api(ls_launch_walk *w, uint32_t k)
+{
+    const ls_api *a = &w->r->apis.items[k];
+    w->out_of_order |= a->correlation_id < w->last_id;
+    w->last_id = a->correlation_id;
+    w->after_stop += (uint64_t)after_stop(w->r, a);
+    w->at++;
+}
+
+/* The launch record of correlation id `id`, at or above every id asked
+ * before, or UINT32_MAX when none was kept. */
+static uint32_t launch_of(ls_launch_walk *w, uint32_t id)
+{
+    if (w->asked && w->id == id) /* the kernels of one graph launch share it */
+        return w->best;
+    const ls_api *apis = w->r->apis.items;
+    w->asked = 1;
+    w->id = id;
+    w->best = UINT32_MAX;
+    /* Records below id launched nothing; those above it are the next ids'. */
+    for (uint32_t k; (k = next_api(w)) != UINT32_MAX && apis[k].correlation_id <= id;) {
+        read_api(w, k);
+        if (apis[k].correlation_id < id || after_stop(w->r, &apis[k]))
+            continue;
+        if (w->best == UINT32_MAX || better_launch(apis, k, w->best))
+            w->best = k;
+    }
+    return w->best;
+}
+
+/* Walks the ops (in `op_order`, or record order when NULL) and the API
+ * records side by side, both by correlation id, into op_launch_ns and
+ * launch_thread.  0; 1 when a walk in record order found the ops or the
+ * records out of correlation order (nothing counted). */
+static int walk_launches(ls_ctx *c, const uint32_t *op_order, const uint32_t *api_order,
+                         uint64_t *launch_thread)
 {
     const ls_records *r = c->r;
     ls_model *m = c->m;
-    size_t n = r->apis.count;
-    ls_key *by_corr = ls_bulk_malloc(room_for(n) * sizeof *by_corr);
-    if (by_corr == NULL)
-        return -1;
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++) {
-        const ls_api *a = &r->apis.items[i];
-        if (r->stop_ns && a->start_ns > r->stop_ns) {
-            m->ignored_records++;
-            continue;
-        }
-        by_corr[kept++] = (ls_key){a->correlation_id, a->domain, a->start_ns, (uint32_t)i};
-    }
-    sort_keys(by_corr, kept);
-    uint32_t *order = ops_by_correlation(r);
-    size_t after = 0; /* just past the last op's record */
+    ls_launch_walk w = {r, api_order, 0, 0, 0, UINT32_MAX, 0, 0, 0};
+    uint64_t without = 0;
+    uint32_t last_op_id = 0;
     for (size_t k = 0; k < r->ops.count; k++) {
-        size_t i = order != NULL ? order[k] : k;
-        uint64_t corr = r->ops.items[i].correlation_id;
-        size_t lo = 0, hi = kept;
-        if (after > 0 && by_corr[after - 1].k1 == corr) {
-            /* the previous op's launch (the kernels of one graph launch) */
-            lo = hi = after - 1;
-        } else if (after == 0 || by_corr[after - 1].k1 < corr) {
-            /* This op's records, if any, lie at or past `after`: in
-             * correlation order they are mostly next, a few steps on. */
-            size_t stop = after + 8 < kept ? after + 8 : kept;
-            for (lo = after; lo < stop && by_corr[lo].k1 < corr; lo++)
-                ;
-            if (lo < stop)
-                hi = lo;
-        }
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (by_corr[mid].k1 < corr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < kept && by_corr[lo].k1 == corr) {
-            after = lo + 1;
-            m->op_launch_ns[i] = by_corr[lo].k3;
-            launch_thread[i] = r->apis.items[by_corr[lo].index].thread_id;
+        size_t i = op_order != NULL ? op_order[k] : k;
+        uint32_t id = r->ops.items[i].correlation_id;
+        if (id < last_op_id)
+            return 1;
+        last_op_id = id;
+        uint32_t api = launch_of(&w, id);
+        if (w.out_of_order)
+            return 1;
+        if (api != UINT32_MAX) {
+            m->op_launch_ns[i] = r->apis.items[api].start_ns;
+            launch_thread[i] = r->apis.items[api].thread_id;
         } else {
             m->op_launch_ns[i] = LS_MODEL_NO_TIME;
-            m->ops_without_launch++;
+            without++;
         }
     }
-    free(order);
-    free(by_corr);
+    for (uint32_t k; (k = next_api(&w)) != UINT32_MAX;) /* the rest: the count after the stop */
+        read_api(&w, k);
+    if (w.out_of_order)
+        return 1;
+    m->ops_without_launch += without;
+    m->ignored_records += w.after_stop;
     return 0;
+}
+
+/* op_launch_ns and the launching thread of every op: the API record with
+ * its correlation id (better_launch).  Live, the ops and the records come
+ * in correlation order: one walk over both, no copy (at 10M launches a
+ * sorted key array was 320 MB of fresh pages); otherwise their orders are
+ * sorted first.  0, or -1 when memory ran out. */
+static int match_launches(ls_ctx *c, uint64_t *launch_thread)
+{
+    const ls_records *r = c->r;
+    if (walk_launches(c, NULL, NULL, launch_thread) == 0)
+        return 0;
+    uint32_t *op_order = NULL, *api_order = NULL;
+    int result = -1;
+    if (by_correlation(r->apis.items, offsetof(ls_api, correlation_id), sizeof(ls_api),
+                       r->apis.count, &api_order) == 0 &&
+        by_correlation(r->ops.items, offsetof(ls_op, correlation_id), sizeof(ls_op),
+                       r->ops.count, &op_order) == 0)
+        result = walk_launches(c, op_order, api_order, launch_thread); /* in order: 0 */
+    free(op_order);
+    free(api_order);
+    return result;
 }
 
 /* Host waits, for gap causes: the sync records and the syncs, by start. */

@@ -486,3 +486,60 @@ def test_percentiles_of_many_gap_mixes():
         gaps = prof.model.total()["gaps"]
         assert (gaps["p50_ns"], gaps["p99_ns"]) == (lengths[(n * 50 + 99) // 100 - 1],
                                                     lengths[(n * 99 + 99) // 100 - 1])
+
+
+def test_launches_and_their_ranges_whatever_order_the_records_come_in(test_clock):
+    """Each op's launch is the API record with its correlation id (a
+    runtime record before a driver one, then the earliest; none begun after
+    the stop), and its range and step those holding that launch on its
+    thread.  The analysis walks ops and records side by side when both come
+    in correlation order (live), sorts them first when either does not, and
+    reads the launch times in place when they are in time order: every mix
+    of orders gives what plain Python works out here.  Some ops share a
+    correlation id (a graph launch's kernels), some have no record, some
+    records launched nothing."""
+    import random
+
+    rng = random.Random(12)
+    stop = test_clock.at(1)
+    steps = [(1_000_000 + 100 * i, 1_000_000 + 100 * i + 80) for i in range(12)]
+    ranges = [(a, b, f"Step_{i}", -1, i, MAIN) for i, (a, b) in enumerate(steps)]
+    ranges += [(a + 20, a + 50, "inner", i, -1, MAIN) for i, (a, _) in enumerate(steps)]
+    apis, kernels = [], []
+    t = 999_990
+    for corr in range(1, 400):
+        for domain in rng.sample([0, 1, 1, 0], rng.choice([0, 1, 1, 2, 3])):
+            t += rng.randint(1, 6)  # one start per record: ties cannot pick the thread
+            apis.append((t, t + 1, corr, MAIN, domain))
+        for _ in range(rng.choice([0, 1, 1, 1, 3])):
+            kernels.append((1_000_100 + len(kernels), 1_000_100 + len(kernels) + 1, 0, 7, corr,
+                            "k"))
+    assert apis[-1][0] > stop  # some records begin after the stop
+
+    best = {}
+    for a in apis:
+        if a[0] <= stop and (a[2] not in best or (a[4], a[0]) < (best[a[2]][4], best[a[2]][0])):
+            best[a[2]] = a
+
+    def where(launch):  # one thread, nested ranges: plain time containment
+        inside = [i for i, r in enumerate(ranges) if r[0] <= launch <= r[1]]
+        if not inside:
+            return -1, -1
+        innermost = max(inside, key=lambda i: ranges[i][0])
+        return innermost, next(r[4] for r in ranges if r[4] >= 0 and r[0] <= launch <= r[1])
+
+    for ops_shuffled, apis_shuffled in ((False, False), (True, False), (False, True),
+                                        (True, True)):
+        ops, records = list(kernels), list(apis)
+        if ops_shuffled:
+            rng.shuffle(ops)
+        if apis_shuffled:
+            rng.shuffle(records)
+        _core._set_test_clock(test_clock.start, test_clock.tick)  # the same stop each time
+        model = profile_of(ranges, records, ops).model
+        launch = [best[k[4]][0] if k[4] in best else 2**64 - 1 for k in ops]
+        assert list(model.op_column("launch_ns")) == launch
+        placed = [where(t) if t != 2**64 - 1 else (-1, -1) for t in launch]
+        assert list(model.op_column("range")) == [p[0] for p in placed]
+        assert list(model.op_column("step")) == [p[1] for p in placed]
+        assert model.ops_without_launch == sum(t == 2**64 - 1 for t in launch) > 0

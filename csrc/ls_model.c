@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An op with no launch record has no point to attribute. */
+_Static_assert(LS_MODEL_NO_TIME == LS_NO_POINT, "op_launch_ns serves as a point column");
+
 /* Room for n items, at least one (malloc(0) may return NULL). */
 static size_t room_for(size_t n) { return n ? n : 1; }
 
@@ -561,7 +564,11 @@ static int index_syncs(ls_ctx *c)
     return 0;
 }
 
-/* Ranges, steps and groups of every op and every sync (ls_attribution). */
+/* Ranges, steps and groups of every op and every sync (ls_attribution).
+ * The ops' points are their launches, read in place (op_launch_ns and
+ * launch_thread as columns, answers straight into op_range and op_step:
+ * gathered, they were 36 B an op of fresh pages); the syncs', calls' and
+ * graph launches' points are gathered apart, a second set of the sweep. */
 static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launch_thread)
 {
     const ls_records *r = c->r;
@@ -570,74 +577,58 @@ static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launc
     if (rc != 0)
         return rc;
     size_t nops = r->ops.count, nsyncs = m->syncs.count, ncalls = r->calls.count;
-    size_t n = nops + nsyncs + ncalls + r->apis.count;
-    ls_host_point *points = ls_bulk_malloc(room_for(n) * sizeof *points);
-    /* op i, nops + sync, nops + nsyncs + call, or nops + nsyncs + ncalls + API record */
+    size_t n = nsyncs + ncalls + r->apis.count;
+    uint64_t *point_t = ls_bulk_malloc(room_for(n) * sizeof *point_t);
+    uint64_t *thread = ls_bulk_malloc(room_for(n) * sizeof *thread);
+    /* a sync, nsyncs + call, or nsyncs + ncalls + API record */
     uint32_t *whose = ls_bulk_malloc(room_for(n) * sizeof *whose);
     int32_t *range = ls_bulk_malloc(room_for(n) * sizeof *range);
     int32_t *step = ls_bulk_malloc(room_for(n) * sizeof *step);
     int result = -1;
-    if (!points || !whose || !range || !step)
+    if (!point_t || !thread || !whose || !range || !step)
         goto done;
-    /* An op launched by the same call as the op before it (the kernels of
-     * one graph launch, 10,000 a replay in a big graph) has that op's
-     * point: it takes its answer below instead of a point of its own. */
-    enum { SAME_AS_PREVIOUS = -2 };
     size_t q = 0;
-    for (size_t i = 0; i < nops; i++) {
-        m->op_range[i] = m->op_step[i] = m->op_group[i] = -1;
-        if (m->op_launch_ns[i] == LS_MODEL_NO_TIME)
-            continue;
-        if (i > 0 && m->op_launch_ns[i] == m->op_launch_ns[i - 1] &&
-            launch_thread[i] == launch_thread[i - 1]) {
-            m->op_step[i] = SAME_AS_PREVIOUS;
-            continue;
-        }
-        points[q] = (ls_host_point){m->op_launch_ns[i], launch_thread[i]};
-        whose[q++] = (uint32_t)i;
-    }
     for (size_t k = 0; k < m->syncs.count; k++) {
-        points[q] = (ls_host_point){m->syncs.items[k].start_ns, m->syncs.items[k].thread_id};
-        whose[q++] = (uint32_t)(nops + k);
+        point_t[q] = m->syncs.items[k].start_ns;
+        thread[q] = m->syncs.items[k].thread_id;
+        whose[q++] = (uint32_t)k;
     }
     for (size_t k = 0; k < ncalls; k++) {
         m->call_step[k] = -1;
-        points[q] = (ls_host_point){r->calls.items[k].enter_ns, r->calls.items[k].thread_id};
-        whose[q++] = (uint32_t)(nops + nsyncs + k);
+        point_t[q] = r->calls.items[k].enter_ns;
+        thread[q] = r->calls.items[k].thread_id;
+        whose[q++] = (uint32_t)(nsyncs + k);
     }
     for (size_t k = 0; k < r->apis.count; k++) { /* graph launches only: the others' ops say */
         const ls_api *a = &r->apis.items[k];
         m->api_step[k] = -1;
         if (!(ls_cbid_role_of_record(a->domain, a->cbid) & LS_ROLE_GRAPH))
             continue;
-        points[q] = (ls_host_point){a->start_ns, a->thread_id};
-        whose[q++] = (uint32_t)(nops + nsyncs + ncalls + k);
+        point_t[q] = a->start_ns;
+        thread[q] = a->thread_id;
+        whose[q++] = (uint32_t)(nsyncs + ncalls + k);
     }
-    if (ls_attribution_points(r, &m->steps, points, q, range, step) != 0 ||
+    const ls_point_set sets[2] = {
+        {m->op_launch_ns, launch_thread, nops, m->op_range, m->op_step},
+        {point_t, thread, q, range, step},
+    };
+    if (ls_attribution_points(r, &m->steps, sets, 2) != 0 ||
         ls_attribution_groups(r, &m->steps, &m->groups) != 0)
         goto done;
+    for (size_t i = 0; i < nops; i++)
+        m->op_group[i] = m->op_range[i] >= 0 ? m->groups.group_of[m->op_range[i]] : -1;
     for (size_t k = 0; k < q; k++) {
-        if (whose[k] < nops) {
-            m->op_range[whose[k]] = range[k];
-            m->op_step[whose[k]] = step[k];
-            m->op_group[whose[k]] = range[k] >= 0 ? m->groups.group_of[range[k]] : -1;
-        } else if (whose[k] < nops + nsyncs) {
-            m->syncs.items[whose[k] - nops].step = step[k];
-        } else if (whose[k] < nops + nsyncs + ncalls) {
-            m->call_step[whose[k] - nops - nsyncs] = step[k];
-        } else {
-            m->api_step[whose[k] - nops - nsyncs - ncalls] = step[k];
-        }
+        if (whose[k] < nsyncs)
+            m->syncs.items[whose[k]].step = step[k];
+        else if (whose[k] < nsyncs + ncalls)
+            m->call_step[whose[k] - nsyncs] = step[k];
+        else
+            m->api_step[whose[k] - nsyncs - ncalls] = step[k];
     }
-    for (size_t i = 1; i < nops; i++) /* in order, so op i - 1 has its answer */
-        if (m->op_step[i] == SAME_AS_PREVIOUS) {
-            m->op_range[i] = m->op_range[i - 1];
-            m->op_step[i] = m->op_step[i - 1];
-            m->op_group[i] = m->op_group[i - 1];
-        }
     result = 0;
 done:
-    free(points);
+    free(point_t);
+    free(thread);
     free(whose);
     free(range);
     free(step);
@@ -1296,7 +1287,6 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     size_t n = r->ops.count;
     size_t room = room_for(n);
     uint32_t *by_device = ls_bulk_malloc(room * sizeof *by_device); /* then by stream */
-    uint64_t *launch_thread = ls_bulk_malloc(room * sizeof *launch_thread);
     m->op_launch_ns = ls_bulk_malloc(room * sizeof *m->op_launch_ns);
     m->op_step = ls_bulk_malloc(room * sizeof *m->op_step);
     m->op_range = ls_bulk_malloc(room * sizeof *m->op_range);
@@ -1310,8 +1300,12 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     m->streams = ls_bulk_malloc(room * sizeof *m->streams);
     c.scratch = ls_bulk_malloc(room * sizeof *c.scratch);
     c.intervals = ls_bulk_malloc(room * sizeof *c.intervals);
+    /* The launching thread of each op, read by the attribution only: it
+     * lives in the scratch, whose pages the sweeps then reuse (fresh pages
+     * cost a fault each: 80 MB of them at 10M ops). */
+    uint64_t *launch_thread = c.scratch;
     int result = -1;
-    if (!by_device || !launch_thread ||
+    if (!by_device ||
         !m->op_launch_ns || !m->op_step || !m->op_range || !m->op_group || !m->op_comm ||
         !m->op_fill || !m->call_step || !m->api_step ||
         !m->gaps || !m->devices || !m->streams || !c.scratch ||
@@ -1329,8 +1323,6 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     if (m->sync_gap_ns == NULL)
         goto done;
     int rc = attribute(&c, o, launch_thread);
-    free(launch_thread); /* its pages given back before the sweeps write theirs */
-    launch_thread = NULL;
     if (rc != 0) {
         result = rc;
         goto done;
@@ -1413,7 +1405,6 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     result = 0;
 done:
     free(by_device);
-    free(launch_thread);
     free(c.scratch);
     free(c.sync_start);
     free(c.sync_max_end);

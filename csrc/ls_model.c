@@ -599,10 +599,12 @@ static int attribute(ls_ctx *c, const ls_model_options *o, const uint64_t *launc
         thread[q] = r->calls.items[k].thread_id;
         whose[q++] = (uint32_t)(nsyncs + k);
     }
+    uint8_t role = 0;
     for (size_t k = 0; k < r->apis.count; k++) { /* graph launches only: the others' ops say */
         const ls_api *a = &r->apis.items[k];
-        m->api_step[k] = -1;
-        if (!(ls_cbid_role_of_record(a->domain, a->cbid) & LS_ROLE_GRAPH))
+        if (k == 0 || a->cbid != a[-1].cbid || a->domain != a[-1].domain) /* calls repeat */
+            role = ls_cbid_role_of_record(a->domain, a->cbid);
+        if (!(role & LS_ROLE_GRAPH))
             continue;
         point_t[q] = a->start_ns;
         thread[q] = a->thread_id;

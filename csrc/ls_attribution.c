@@ -171,6 +171,11 @@ typedef struct {
     int32_t *current;   /* per thread slot: innermost open range, -1 */
     ls_heap ranges;     /* candidates for "innermost open range that began last" */
     ls_heap open_steps; /* candidates for "open step that began last" */
+    const uint64_t *threads; /* the ranges' threads, sorted: slot k is threads[k] */
+    size_t thread_count;
+    int has_asked;           /* whether a thread was asked: ... */
+    uint64_t asked_thread;   /* ... the last one ... */
+    int32_t asked_slot;      /* ... and its slot */
 } ls_sweep;
 
 /* The innermost open range of a slot changed to `range` (-1: none). */
@@ -216,13 +221,17 @@ static int32_t top_step_range(ls_sweep *s, uint32_t *slot_out)
 
 /* One set's points in time order: the set itself when it is in order
  * already (launches mostly are: nothing copied), or its points' times
- * sorted with their indices (12 bytes a point and as much scratch). */
+ * sorted with their indices (12 bytes a point and as much scratch).  The
+ * next point, not taken yet, is kept at hand for the merge of the sets. */
 typedef struct {
     const ls_point_set *set;
     uint64_t *t;      /* the sorted times, NULL when the set is in order */
     uint32_t *order;  /* ... and their points */
     size_t count;     /* positions to walk: the set's, or its points when sorted */
-    size_t next;
+    size_t next;      /* the position of the next point */
+    int has_next;     /* whether there is one ... */
+    uint32_t q;       /* ... its index in the set ... */
+    uint64_t at;      /* ... and its time */
 } ls_point_walk;
 
 static void no_answer(const ls_point_set *set, size_t q)
@@ -231,8 +240,22 @@ static void no_answer(const ls_point_set *set, size_t q)
     set->step_out[q] = -1;
 }
 
-/* Readies the walk of a set; its no-point entries answered -1 once they
- * are passed.  0, or -1 when memory ran out. */
+/* Finds the next point at or after position w->next; no-point entries
+ * passed on the way are answered -1. */
+static void point_walk_find(ls_point_walk *w)
+{
+    const ls_point_set *set = w->set;
+    if (w->order == NULL)
+        while (w->next < w->count && set->t[w->next] == LS_NO_POINT)
+            no_answer(set, w->next++);
+    w->has_next = w->next < w->count;
+    if (!w->has_next)
+        return;
+    w->q = w->order != NULL ? w->order[w->next] : (uint32_t)w->next;
+    w->at = w->order != NULL ? w->t[w->next] : set->t[w->next];
+}
+
+/* Readies the walk of a set.  0, or -1 when memory ran out. */
 static int point_walk_start(const ls_point_set *set, ls_point_walk *w)
 {
     memset(w, 0, sizeof *w);
@@ -247,43 +270,25 @@ static int point_walk_start(const ls_point_set *set, ls_point_walk *w)
             break;
         last = set->t[q];
     }
-    if (q >= set->count)
-        return 0;
-    w->t = ls_bulk_malloc(set->count * sizeof *w->t);
-    w->order = ls_bulk_malloc(set->count * sizeof *w->order);
-    if (w->t == NULL || w->order == NULL)
-        return -1;
-    w->count = 0;
-    for (q = 0; q < set->count; q++) {
-        if (set->t[q] == LS_NO_POINT) {
-            no_answer(set, q);
-            continue;
+    if (q < set->count) {
+        w->t = ls_bulk_malloc(set->count * sizeof *w->t);
+        w->order = ls_bulk_malloc(set->count * sizeof *w->order);
+        if (w->t == NULL || w->order == NULL)
+            return -1;
+        w->count = 0;
+        for (q = 0; q < set->count; q++) {
+            if (set->t[q] == LS_NO_POINT) {
+                no_answer(set, q);
+                continue;
+            }
+            w->t[w->count] = set->t[q];
+            w->order[w->count++] = (uint32_t)q;
         }
-        w->t[w->count] = set->t[q];
-        w->order[w->count++] = (uint32_t)q;
+        if (ls_radix_sort(w->t, w->order, w->count) != 0) /* stable: ties in index order */
+            return -1;
     }
-    return ls_radix_sort(w->t, w->order, w->count); /* stable: ties in index order */
-}
-
-/* The next point of the walk (its index into *q, its time into *t), not
- * taken yet; 0 when none is left. */
-static int point_walk_peek(ls_point_walk *w, uint32_t *q, uint64_t *t)
-{
-    if (w->order != NULL) {
-        if (w->next >= w->count)
-            return 0;
-        *q = w->order[w->next];
-        *t = w->t[w->next];
-        return 1;
-    }
-    const ls_point_set *set = w->set;
-    while (w->next < w->count && set->t[w->next] == LS_NO_POINT)
-        no_answer(set, w->next++);
-    if (w->next >= w->count)
-        return 0;
-    *q = (uint32_t)w->next;
-    *t = set->t[w->next];
-    return 1;
+    point_walk_find(w);
+    return 0;
 }
 
 static void point_walk_free(ls_point_walk *w)
@@ -309,12 +314,23 @@ static void apply_event(ls_sweep *s, const ls_event *ev, const int32_t *slot, ui
     set_current(s, k, up);
 }
 
+/* The slot of a point's thread, -1 when it opened no range: the last
+ * point's again, mostly (one thread launches most ops). */
+static int32_t point_slot(ls_sweep *s, uint64_t thread)
+{
+    if (!s->has_asked || thread != s->asked_thread) {
+        s->has_asked = 1;
+        s->asked_thread = thread;
+        s->asked_slot = thread == LS_NO_THREAD ? -1 : slot_of(s->threads, s->thread_count, thread);
+    }
+    return s->asked_slot;
+}
+
 /* The innermost range and the step of a point on `thread` now. */
-static void answer_point(ls_sweep *s, const uint64_t *threads, size_t nt, uint64_t thread,
-                         int32_t *range_out, int32_t *step_out)
+static void answer_point(ls_sweep *s, uint64_t thread, int32_t *range_out, int32_t *step_out)
 {
     const ls_steps *steps = s->steps;
-    int32_t k = thread == LS_NO_THREAD ? -1 : slot_of(threads, nt, thread);
+    int32_t k = point_slot(s, thread);
     int32_t range = k >= 0 ? s->current[k] : -1;
     int32_t step = range >= 0 ? steps->chain_step[range] : -1;
     if (step < 0) {
@@ -333,18 +349,12 @@ static void answer_point(ls_sweep *s, const uint64_t *threads, size_t nt, uint64
 }
 
 /* The walk whose next point comes first in time, or NULL when all are done. */
-static ls_point_walk *earliest_walk(ls_point_walk *walks, size_t n, uint32_t *q, uint64_t *t)
+static ls_point_walk *earliest_walk(ls_point_walk *walks, size_t n)
 {
     ls_point_walk *best = NULL;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t kq;
-        uint64_t kt;
-        if (point_walk_peek(&walks[k], &kq, &kt) && (best == NULL || kt < *t)) {
+    for (size_t k = 0; k < n; k++)
+        if (walks[k].has_next && (best == NULL || walks[k].at < best->at))
             best = &walks[k];
-            *q = kq;
-            *t = kt;
-        }
-    }
     return best;
 }
 
@@ -362,7 +372,7 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
     uint64_t *threads = malloc(room_for(nr) * sizeof *threads);
     int32_t *slot = malloc(room_for(nr) * sizeof *slot);
     uint8_t *ended = calloc(room_for(nr), 1);
-    ls_sweep s = {r, steps, malloc(room_for(nr) * sizeof(int32_t)), {0}, {0}};
+    ls_sweep s = {r, steps, malloc(room_for(nr) * sizeof(int32_t)), {0}, {0}, NULL, 0, 0, 0, 0};
     /* each range enters a heap on its start and once more per child's end */
     s.ranges.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
     s.ranges.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
@@ -378,6 +388,8 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
     size_t nt = ls_ids_sort_unique_u64(threads, nr);
     for (size_t k = 0; k < nt; k++)
         s.current[k] = -1;
+    s.threads = threads;
+    s.thread_count = nt;
 
     size_t m = 0;
     for (size_t i = 0; i < nr; i++) {
@@ -400,9 +412,10 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
     const ls_event *seen = NULL; /* next_range at the last answer */
     uint64_t last_t = 0, last_thread = 0;
     int32_t last_range = -1, last_step = -1;
-    uint32_t q;
-    uint64_t t;
-    for (ls_point_walk *w; (w = earliest_walk(walks, nsets, &q, &t)) != NULL; w->next++) {
+    for (ls_point_walk *w; (w = earliest_walk(walks, nsets)) != NULL; point_walk_find(w)) {
+        w->next++; /* taken: point_walk_find then finds the one after */
+        uint32_t q = w->q;
+        uint64_t t = w->at;
         ls_event point = {t, EV_POINT, 0, 0};
         while (next_range < ranges_end && compare_events(next_range, &point) < 0)
             apply_event(&s, next_range++, slot, ended);
@@ -410,7 +423,7 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
         /* The same time and thread as the last point, nothing between
          * (the kernels of one graph launch): the same answer. */
         if (seen != next_range || t != last_t || thread != last_thread) {
-            answer_point(&s, threads, nt, thread, &last_range, &last_step);
+            answer_point(&s, thread, &last_range, &last_step);
             seen = next_range;
             last_t = t;
             last_thread = thread;
@@ -497,8 +510,8 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
     char *step_name = NULL; /* a step's name, made from its template */
     size_t step_cap = 0;
     int result = -1;
-    if (!out->group_of || !out->items || !context || !point_t || !point_thread || !asked || !range_at ||
-        !step_at || !keyed || !key_offset || !prefixed || !first_of || !name_at)
+    if (!out->group_of || !out->items || !context || !point_t || !point_thread || !asked ||
+        !range_at || !step_at || !keyed || !key_offset || !prefixed || !first_of || !name_at)
         goto done;
 
     /* The step of a plain range with no parent: the one open on another

@@ -543,3 +543,78 @@ def test_launches_and_their_ranges_whatever_order_the_records_come_in(test_clock
         assert list(model.op_column("range")) == [p[0] for p in placed]
         assert list(model.op_column("step")) == [p[1] for p in placed]
         assert model.ops_without_launch == sum(t == 2**64 - 1 for t in launch) > 0
+
+
+def test_step_range_and_group_lines_whether_their_ops_come_in_slices_or_not(test_clock):
+    """Each step, range and group sweeps the ops it owns and sums the gaps
+    ending at them.  When the ops, in device order, already come owner by
+    owner (one device, steps in time order, ops before the first step and
+    after the last) each owner's ops are a slice of that order; otherwise
+    (two devices, an op launched between steps, nested ranges) they are
+    bucketed first.  Every case gives what plain Python works out here from
+    the ops' own step and range."""
+    import random
+
+    rng = random.Random(7)
+
+    def run(devices, between, nested):
+        ranges, apis, kernels = [], [], []
+        for s in range(6):
+            start = 10_000 + 1_000 * s
+            ranges.append((start, start + 800, f"Step_{s}", -1, s, MAIN))
+            step_at = len(ranges) - 1
+            if nested:
+                ranges.append((start + 100, start + 500, "layer", step_at, -1, MAIN))
+                ranges.append((start + 200, start + 300, "attn", len(ranges) - 1, -1, MAIN))
+        launches = [5_000, 6_000] + [10_000 + 1_000 * (i // 8) + 50 * (i % 8) for i in range(48)]
+        launches += [17_000] + ([12_900] if between else [])  # after the last step; between two
+        t = 100_000
+        for corr, launch in enumerate(sorted(launches), start=1):
+            apis.append((launch, launch + 10, corr, MAIN))
+            t += rng.choice([500, 2_000, 30_000])
+            kernels.append((t, t + 1_000, rng.randrange(devices), 7, corr, "k"))
+        model = profile_of(ranges, apis, kernels).model
+        step = list(model.op_column("step"))
+        op_range = list(model.op_column("range"))
+        group_of = [r["group"] for r in model.ranges()]
+        parent = [r[3] for r in ranges]
+
+        def chain(r):
+            while r >= 0:
+                yield r
+                r = parent[r]
+
+        def line(ops):
+            busy = 0
+            for device in range(devices):
+                busy += union_ns([kernels[i][:2] for i in ops if kernels[i][2] == device])
+            return (len(ops), busy, min((kernels[i][0] for i in ops), default=0),
+                    max((kernels[i][1] for i in ops), default=0))
+
+        def figures(got):
+            return (got["kernels"], got["busy_ns"], got["first_ns"], got["last_ns"])
+
+        gaps = list(zip(model.gap_column("start_ns"), model.gap_column("end_ns"),
+                        model.gap_column("next_op")))
+        for s, got in enumerate(model.steps()):
+            ops = [i for i in range(len(kernels)) if step[i] == s]
+            assert figures(got) == line(ops)
+            mine = [b - a for a, b, nxt in gaps if step[nxt] == s]
+            assert (got["gaps"]["count"], got["gaps"]["total_ns"]) == (len(mine), sum(mine))
+        for r, got in enumerate(model.ranges()):
+            assert figures(got) == line([i for i in range(len(kernels))
+                                         if r in chain(op_range[i])])
+        for g, got in enumerate(model.groups()):
+            ops = [i for i in range(len(kernels))
+                   if g in {group_of[x] for x in chain(op_range[i])}]
+            assert figures(got) == line(ops)
+            mine = [b - a for a, b, nxt in gaps
+                    if g in {group_of[x] for x in chain(op_range[nxt])}]
+            assert (got["gaps"]["count"], got["gaps"]["total_ns"]) == (len(mine), sum(mine))
+        return model
+
+    sliced = run(devices=1, between=False, nested=False)
+    assert sliced.op_column("step")[0] == -1 and sliced.op_column("step")[-1] == -1
+    for devices, between, nested in ((2, False, False), (1, True, False), (1, False, True),
+                                     (2, True, True)):
+        run(devices, between, nested)

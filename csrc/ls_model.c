@@ -999,7 +999,20 @@ static int bucket_chain(const ls_records *r, const uint32_t *order, size_t n,
     return result;
 }
 
-static int project_steps(ls_ctx *c, const uint32_t *by_device)
+/* Whether owner a of buckets x and owner b of buckets y hold the same
+ * items in the same order. */
+static int same_bucket(const ls_buckets *x, size_t a, const ls_buckets *y, size_t b)
+{
+    size_t n = x->first[a + 1] - x->first[a];
+    if (n != y->first[b + 1] - y->first[b])
+        return 0;
+    const uint32_t *p = x->items + x->first[a], *q = y->items + y->first[b];
+    return p == q || memcmp(p, q, n * sizeof *p) == 0;
+}
+
+/* Step lines and their gaps; the steps' ops, bucketed, are left in `ops`
+ * for the ranges (free_buckets, also after a failure). */
+static int project_steps(ls_ctx *c, const uint32_t *by_device, ls_buckets *ops)
 {
     ls_model *m = c->m;
     const ls_records *r = c->r;
@@ -1008,17 +1021,17 @@ static int project_steps(ls_ctx *c, const uint32_t *by_device)
     m->step_syncs = ls_bulk_calloc(room_for(ns), sizeof *m->step_syncs);
     if (m->has_samples)
         m->step_metrics = ls_bulk_calloc(room_for(ns), sizeof *m->step_metrics);
-    ls_buckets ops = {0}, gaps = {0};
+    ls_buckets gaps = {0};
     int result = -1;
     if (!m->step_lines || !m->step_syncs || (m->has_samples && !m->step_metrics))
         goto done;
-    if (bucket_single(by_device, nops, m->op_step, sizeof *m->op_step, ns, &ops) != 0 ||
+    if (bucket_single(by_device, nops, m->op_step, sizeof *m->op_step, ns, ops) != 0 ||
         bucket_single(NULL, m->gap_count, &m->gaps[0].step, sizeof *m->gaps, ns, &gaps) != 0)
         goto done;
     for (size_t s = 0; s < ns; s++) {
         ls_timeline *t = &m->step_lines[s];
-        sweep_devices(c, ops.items + ops.first[s], ops.first[s + 1] - ops.first[s], &t->line,
-                      &(ls_sweep_out){NULL, NULL, NULL, m->has_samples});
+        sweep_devices(c, ops->items + ops->first[s], ops->first[s + 1] - ops->first[s],
+                      &t->line, &(ls_sweep_out){NULL, NULL, NULL, m->has_samples});
         bucket_gap_stats(c, &gaps, s, &t->gaps);
         if (m->has_samples && m->steps.range_of[s] != LS_MODEL_NO_ID) {
             const ls_range *range = &r->ranges.items[m->steps.range_of[s]];
@@ -1030,12 +1043,14 @@ static int project_steps(ls_ctx *c, const uint32_t *by_device)
             m->step_syncs[m->syncs.items[k].step]++;
     result = 0;
 done:
-    free_buckets(&ops);
     free_buckets(&gaps);
     return result;
 }
 
-static int project_ranges(ls_ctx *c, const uint32_t *by_device)
+/* Range and group lines.  A step's range mostly holds the step's ops
+ * (step_ops, from project_steps) and no more: its line is the step's, not
+ * swept again (a sweep of every op at 10M ops). */
+static int project_ranges(ls_ctx *c, const uint32_t *by_device, const ls_buckets *step_ops)
 {
     ls_model *m = c->m;
     const ls_records *r = c->r;
@@ -1054,9 +1069,13 @@ static int project_ranges(ls_ctx *c, const uint32_t *by_device)
     if (bucket_chain(r, by_device, nops, m->op_range, NULL, nr, &ops) != 0)
         goto done;
     for (size_t i = 0; i < nr; i++) {
-        sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
-                      &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL,
-                                                          m->has_samples});
+        int32_t step = m->steps.step_of[i];
+        if (!m->has_samples && step >= 0 && same_bucket(&ops, i, step_ops, (size_t)step))
+            m->range_lines[i] = m->step_lines[step].line; /* sampled: the sweep keeps intervals */
+        else
+            sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
+                          &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL,
+                                                              m->has_samples});
         const ls_range *range = &r->ranges.items[i];
         if (m->has_samples)
             average_window(c, range->start_ns, range->end_ns, &m->range_metrics[i]);
@@ -1356,6 +1375,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     memset(m, 0, sizeof *m);
     m->thresholds = o->thresholds;
     ls_ctx c;
+    ls_buckets step_ops = {0}; /* the steps' ops, read again by the ranges */
     memset(&c, 0, sizeof c);
     c.r = r;
     c.m = m;
@@ -1423,8 +1443,10 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
     if (sync_gaps(&c) != 0)
         goto done;
 
-    if (project_steps(&c, by_device) != 0 || project_ranges(&c, by_device) != 0)
+    if (project_steps(&c, by_device, &step_ops) != 0 ||
+        project_ranges(&c, by_device, &step_ops) != 0)
         goto done;
+    free_buckets(&step_ops);
 
     /* Streams: each on its own, its gaps kept only as statistics (the
      * device order is not needed any more: its array takes the streams').
@@ -1479,6 +1501,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         gap_stats(&c, m->gaps, NULL, m->gap_count, &m->total.gaps);
     result = 0;
 done:
+    free_buckets(&step_ops);
     free(by_device);
     free(c.scratch);
     free(c.sync_start);

@@ -618,3 +618,22 @@ def test_step_range_and_group_lines_whether_their_ops_come_in_slices_or_not(test
     for devices, between, nested in ((2, False, False), (1, True, False), (1, False, True),
                                      (2, True, True)):
         run(devices, between, nested)
+
+
+def test_a_step_range_sweeps_its_own_ops_when_the_step_holds_others(test_clock):
+    """A step's range usually holds exactly the step's ops, and its line is
+    then the step's; here as many but other ops: a nested step's kernel is
+    in the outer step's range but in the nested step, and a kernel launched
+    by a thread with a range but no step of its own is in the outer step
+    (the fallback) but in its own thread's range."""
+    ranges = [(1_000, 9_000, "Step_0", -1, 0, MAIN), (2_000, 3_000, "Step_1", 0, 1, MAIN),
+              (4_000, 5_000, "hook", -1, -1, AUTOGRAD)]
+    apis = [(1_500, 1_600, 1, MAIN), (2_500, 2_600, 2, MAIN), (4_500, 4_600, 3, AUTOGRAD)]
+    kernels = [(10_000, 11_000, 0, 7, 1, "a"), (20_000, 22_000, 0, 7, 2, "b"),
+               (30_000, 34_000, 0, 7, 3, "c")]
+    model = profile_of(ranges, apis, kernels).model
+    assert list(model.op_column("step")) == [0, 1, 0]
+    assert list(model.op_column("range")) == [0, 1, 2]
+    step, step_range = model.steps()[0], model.ranges()[0]
+    assert (step["kernels"], step["busy_ns"]) == (2, 1_000 + 4_000)
+    assert (step_range["kernels"], step_range["busy_ns"]) == (2, 1_000 + 2_000)

@@ -1229,13 +1229,17 @@ static int sort_ops(const ls_records *r, int by_stream, uint32_t *out)
 
 /* Streams in the model's order: distinct (device, stream) keys, found
  * through a small open-addressing table. */
+enum { STREAM_ORDER_MAX_STREAMS = 1 << 16, STREAM_MEMO = 8 };
+
 typedef struct {
     uint64_t *keys;   /* (device << 32) | stream, one per distinct stream */
     uint32_t *slots;  /* 1 + index into keys, 0 empty */
     size_t count, cap, slot_mask;
+    /* The streams asked last, by their id's low bits: ops that take turns
+     * on a few streams find theirs here, not in the table. */
+    uint64_t memo_key[STREAM_MEMO];
+    uint32_t memo_slot[STREAM_MEMO]; /* its slots[] value, 0: nothing kept */
 } ls_stream_set;
-
-enum { STREAM_ORDER_MAX_STREAMS = 1 << 16 };
 
 static uint64_t stream_key(const ls_op *op)
 {
@@ -1249,6 +1253,18 @@ static size_t stream_slot(const ls_stream_set *set, uint64_t key)
     while (set->slots[at] && set->keys[set->slots[at] - 1] != key)
         at = (at + 1) & set->slot_mask;
     return at;
+}
+
+/* slots[] of the stream `key`: 1 + its index into keys, 0 when absent. */
+static uint32_t stream_index(ls_stream_set *set, uint64_t key)
+{
+    size_t m = (size_t)key % STREAM_MEMO;
+    if (set->memo_slot[m] != 0 && set->memo_key[m] == key)
+        return set->memo_slot[m];
+    uint32_t found = set->slots[stream_slot(set, key)];
+    set->memo_key[m] = key;
+    set->memo_slot[m] = found;
+    return found;
 }
 
 static int compare_u64(const void *pa, const void *pb)
@@ -1281,63 +1297,52 @@ static int distinct_streams(const ls_records *r, ls_stream_set *set)
     }
     for (size_t i = 0; i < r->ops.count; i++) {
         uint64_t key = stream_key(&ops[i]);
-        if (i > 0 && key == stream_key(&ops[i - 1]))
-            continue;
-        size_t at = stream_slot(set, key);
-        if (set->slots[at])
+        if ((i > 0 && key == stream_key(&ops[i - 1])) || stream_index(set, key) != 0)
             continue;
         if (set->count == set->cap) {
             stream_set_free(set);
             return 1;
         }
         set->keys[set->count++] = key;
-        set->slots[at] = (uint32_t)set->count;
+        set->slots[stream_slot(set, key)] = (uint32_t)set->count;
     }
     qsort(set->keys, set->count, sizeof *set->keys, compare_u64);
     memset(set->slots, 0, (set->slot_mask + 1) * sizeof *set->slots);
+    memset(set->memo_slot, 0, sizeof set->memo_slot);
     for (size_t k = 0; k < set->count; k++)
         set->slots[stream_slot(set, set->keys[k])] = (uint32_t)(k + 1);
     return 0;
 }
 
 /* The stream order (device, stream, start, end, index) from the device
- * order (device, start, end, index) in `order`, in place: a stable
+ * order (device, start, end, index) in *order, which it replaces: a stable
  * partition by stream (the streams of `set`) keeps each stream's ops in the
- * order they had, so two passes replace a sort of every op again.  0, or
- * -1 when memory ran out. */
-static int stream_order_from_device_order(const ls_records *r, const ls_stream_set *set,
-                                          uint32_t *order)
+ * order they had, so two passes replace a sort of every op again (each
+ * op's stream looked up in both: no array of them written).  0, or -1
+ * when memory ran out (*order kept). */
+static int stream_order_from_device_order(const ls_records *r, ls_stream_set *set,
+                                          uint32_t **order)
 {
     size_t n = r->ops.count;
     const ls_op *ops = r->ops.items;
+    const uint32_t *from = *order;
     size_t *first = calloc(set->count + 1, sizeof *first);
     uint32_t *by_stream = ls_bulk_malloc((n ? n : 1) * sizeof *by_stream);
-    uint32_t *rank = ls_bulk_malloc((n ? n : 1) * sizeof *rank); /* each op's stream */
-    int result = -1;
-    if (first == NULL || by_stream == NULL || rank == NULL)
-        goto done;
-    uint64_t last_key = 0;
-    uint32_t last_rank = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t key = stream_key(&ops[order[i]]);
-        if (i == 0 || key != last_key) {
-            last_key = key;
-            last_rank = set->slots[stream_slot(set, key)] - 1;
-        }
-        rank[i] = last_rank;
-        first[last_rank + 1]++;
+    if (first == NULL || by_stream == NULL) {
+        free(first);
+        free(by_stream);
+        return -1;
     }
+    for (size_t i = 0; i < n; i++)
+        first[stream_index(set, stream_key(&ops[from[i]]))]++; /* 1 + index: counts shifted */
     for (size_t k = 0; k < set->count; k++)
         first[k + 1] += first[k];
     for (size_t i = 0; i < n; i++)
-        by_stream[first[rank[i]]++] = order[i];
-    memcpy(order, by_stream, n * sizeof *order);
-    result = 0;
-done:
+        by_stream[first[stream_index(set, stream_key(&ops[from[i]])) - 1]++] = from[i];
     free(first);
-    free(by_stream);
-    free(rank);
-    return result;
+    free(*order);
+    *order = by_stream;
+    return 0;
 }
 
 /* One timeline per run of equal key among sorted ops (devices or streams);
@@ -1466,7 +1471,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         }
         m->stream_count = m->device_count;
     } else {
-        if (rc == 0 ? stream_order_from_device_order(r, &set, by_device) != 0
+        if (rc == 0 ? stream_order_from_device_order(r, &set, &by_device) != 0
                     : sort_ops(r, 1, by_device) != 0) {
             stream_set_free(&set);
             goto done;

@@ -637,3 +637,21 @@ def test_a_step_range_sweeps_its_own_ops_when_the_step_holds_others(test_clock):
     step, step_range = model.steps()[0], model.ranges()[0]
     assert (step["kernels"], step["busy_ns"]) == (2, 1_000 + 4_000)
     assert (step_range["kernels"], step_range["busy_ns"]) == (2, 1_000 + 2_000)
+
+
+def test_stream_lines_of_ops_taking_turns_on_streams_of_like_ids(test_clock):
+    """Kernels take turns on streams whose ids share their low bits (7, 15,
+    23, on two devices: the stream lookup keeps the last few streams by
+    those bits) and each stream's line holds its own kernels: one line per
+    (device, stream) in that order, counts and busy time as plain Python
+    finds them."""
+    kernels = [(10_000 + 1_000 * i, 10_000 + 1_000 * i + 100 + 10 * i, i % 2, 7 + 8 * (i % 3),
+                i + 1, "k") for i in range(60)]
+    kernels.append((200_000, 201_000, 1, 2**32 - 2, 61, "k"))  # a large stream id too
+    streams = sorted({(k[2], k[3]) for k in kernels})
+    got = profile_of(kernels=kernels).model.streams()
+    assert [(g["device"], g["stream"]) for g in got] == streams
+    for (device, stream), g in zip(streams, got):
+        mine = [k[:2] for k in kernels if (k[2], k[3]) == (device, stream)]
+        assert (g["kernels"], g["busy_ns"]) == (len(mine), union_ns(mine))
+        assert g["gaps"]["count"] == len(mine) - 1

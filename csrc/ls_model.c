@@ -201,7 +201,7 @@ static void count_kind(ls_line *line, const ls_op *op)
 typedef struct {
     ls_gap *gaps;          /* gaps appended here when not NULL ... */
     size_t *gap_count;     /* ... at gaps[*gap_count] */
-    ls_gap_stats *stats;   /* or, without gaps, added to these statistics (gap_stats_add) */
+    ls_gap_stats *stats;   /* and/or added to these statistics (gap_stats_add) */
     int sampled;           /* keep the sampled device's intervals in ctx->intervals */
 } ls_sweep_out;
 
@@ -269,7 +269,7 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
                             class_of(c->m->thresholds, op->start_ns - cur_end), {0, 0}};
                 if (out->gaps)
                     out->gaps[(*out->gap_count)++] = g;
-                else
+                if (out->stats)
                     gap_stats_add(c, out->stats, &g);
             }
             if (keep)
@@ -1361,13 +1361,10 @@ static size_t sweep_lines(ls_ctx *c, const uint32_t *order, int by_stream, ls_ti
         memset(t, 0, sizeof *t);
         t->line.device_id = first->device_id;
         t->line.stream_id = by_stream ? first->stream_id : LS_MODEL_NO_ID;
-        size_t gap_begin = gaps ? *gap_count : 0;
-        ls_sweep_out out = {gaps, gap_count, gaps ? NULL : &t->gaps, sampled};
+        /* the statistics taken as the gaps are found: no pass over them again */
+        ls_sweep_out out = {gaps, gap_count, &t->gaps, sampled};
         sweep_run(c, order + i, j - i, &t->line, &out);
-        if (gaps)
-            gap_stats(c, gaps + gap_begin, NULL, *gap_count - gap_begin, &t->gaps);
-        else
-            gap_stats_finish(c, &t->gaps);
+        gap_stats_finish(c, &t->gaps);
         count++;
         i = j;
     }

@@ -171,6 +171,11 @@ typedef struct {
     int32_t *current;   /* per thread slot: innermost open range, -1 */
     ls_heap ranges;     /* candidates for "innermost open range that began last" */
     ls_heap open_steps; /* candidates for "open step that began last" */
+    const uint64_t *threads; /* the ranges' threads, sorted: slot k is threads[k] */
+    size_t thread_count;
+    int has_asked;           /* whether a thread was asked: ... */
+    uint64_t asked_thread;   /* ... the last one ... */
+    int32_t asked_slot;      /* ... and its slot */
 } ls_sweep;
 
 /* The innermost open range of a slot changed to `range` (-1: none). */
@@ -212,26 +217,169 @@ static int32_t top_step_range(ls_sweep *s, uint32_t *slot_out)
     return -1;
 }
 
-int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_host_point *points,
-                          size_t n, int32_t *range_out, int32_t *step_out)
+/* -- the points ------------------------------------------------------------ */
+
+/* One set's points in time order: the set itself when it is in order
+ * already (launches mostly are: nothing copied), or its points' times
+ * sorted with their indices (12 bytes a point and as much scratch).  The
+ * next point, not taken yet, is kept at hand for the merge of the sets. */
+typedef struct {
+    const ls_point_set *set;
+    uint64_t *t;      /* the sorted times, NULL when the set is in order */
+    uint32_t *order;  /* ... and their points */
+    size_t count;     /* positions to walk: the set's, or its points when sorted */
+    size_t next;      /* the position of the next point */
+    int has_next;     /* whether there is one ... */
+    uint32_t q;       /* ... its index in the set ... */
+    uint64_t at;      /* ... and its time */
+} ls_point_walk;
+
+static void no_answer(const ls_point_set *set, size_t q)
 {
-    if (n == 0) /* nothing to place: a host-only profile of a million steps sweeps nothing */
+    set->range_out[q] = -1;
+    set->step_out[q] = -1;
+}
+
+/* Finds the next point at or after position w->next; no-point entries
+ * passed on the way are answered -1. */
+static void point_walk_find(ls_point_walk *w)
+{
+    const ls_point_set *set = w->set;
+    if (w->order == NULL)
+        while (w->next < w->count && set->t[w->next] == LS_NO_POINT)
+            no_answer(set, w->next++);
+    w->has_next = w->next < w->count;
+    if (!w->has_next)
+        return;
+    w->q = w->order != NULL ? w->order[w->next] : (uint32_t)w->next;
+    w->at = w->order != NULL ? w->t[w->next] : set->t[w->next];
+}
+
+/* Readies the walk of a set.  0, or -1 when memory ran out. */
+static int point_walk_start(const ls_point_set *set, ls_point_walk *w)
+{
+    memset(w, 0, sizeof *w);
+    w->set = set;
+    w->count = set->count;
+    uint64_t last = 0;
+    size_t q = 0;
+    for (; q < set->count; q++) {
+        if (set->t[q] == LS_NO_POINT)
+            continue;
+        if (set->t[q] < last)
+            break;
+        last = set->t[q];
+    }
+    if (q < set->count) {
+        w->t = ls_bulk_malloc(set->count * sizeof *w->t);
+        w->order = ls_bulk_malloc(set->count * sizeof *w->order);
+        if (w->t == NULL || w->order == NULL)
+            return -1;
+        w->count = 0;
+        for (q = 0; q < set->count; q++) {
+            if (set->t[q] == LS_NO_POINT) {
+                no_answer(set, q);
+                continue;
+            }
+            w->t[w->count] = set->t[q];
+            w->order[w->count++] = (uint32_t)q;
+        }
+        if (ls_radix_sort(w->t, w->order, w->count) != 0) /* stable: ties in index order */
+            return -1;
+    }
+    point_walk_find(w);
+    return 0;
+}
+
+static void point_walk_free(ls_point_walk *w)
+{
+    free(w->t);
+    free(w->order);
+}
+
+/* A range event: the innermost open range of its thread changes. */
+static void apply_event(ls_sweep *s, const ls_event *ev, const int32_t *slot, uint8_t *ended)
+{
+    if (ev->kind == EV_START) {
+        set_current(s, (uint32_t)slot[ev->index], (int32_t)ev->index);
+        return;
+    }
+    uint32_t i = ev->index, k = (uint32_t)slot[i];
+    ended[i] = 1;
+    if (s->current[k] != (int32_t)i)
+        return; /* a later range of its thread is innermost already */
+    int32_t up = valid_parent(s->r, i);
+    while (up >= 0 && ended[up])
+        up = valid_parent(s->r, (size_t)up);
+    set_current(s, k, up);
+}
+
+/* The slot of a point's thread, -1 when it opened no range: the last
+ * point's again, mostly (one thread launches most ops). */
+static int32_t point_slot(ls_sweep *s, uint64_t thread)
+{
+    if (!s->has_asked || thread != s->asked_thread) {
+        s->has_asked = 1;
+        s->asked_thread = thread;
+        s->asked_slot = thread == LS_NO_THREAD ? -1 : slot_of(s->threads, s->thread_count, thread);
+    }
+    return s->asked_slot;
+}
+
+/* The innermost range and the step of a point on `thread` now. */
+static void answer_point(ls_sweep *s, uint64_t thread, int32_t *range_out, int32_t *step_out)
+{
+    const ls_steps *steps = s->steps;
+    int32_t k = point_slot(s, thread);
+    int32_t range = k >= 0 ? s->current[k] : -1;
+    int32_t step = range >= 0 ? steps->chain_step[range] : -1;
+    if (step < 0) {
+        uint32_t step_slot = 0;
+        int32_t step_range = top_step_range(s, &step_slot);
+        if (step_range >= 0) {
+            step = steps->step_of[step_range];
+            if (range < 0)
+                range = s->current[step_slot];
+        }
+    }
+    if (range < 0)
+        range = top_range(s);
+    *range_out = range;
+    *step_out = step;
+}
+
+/* The walk whose next point comes first in time, or NULL when all are done. */
+static ls_point_walk *earliest_walk(ls_point_walk *walks, size_t n)
+{
+    ls_point_walk *best = NULL;
+    for (size_t k = 0; k < n; k++)
+        if (walks[k].has_next && (best == NULL || walks[k].at < best->at))
+            best = &walks[k];
+    return best;
+}
+
+int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_point_set *sets,
+                          size_t nsets)
+{
+    size_t total = 0;
+    for (size_t k = 0; k < nsets; k++)
+        total += sets[k].count;
+    if (total == 0) /* nothing to place: a host-only profile of a million steps sweeps nothing */
         return 0;
     size_t nr = r->ranges.count;
     ls_event *events = malloc(room_for(2 * nr) * sizeof *events); /* the ranges' */
-    uint64_t *point_t = NULL;     /* the points' times, in order ... */
-    uint32_t *point_order = NULL; /* ... and the points: NULL when in order already */
+    ls_point_walk *walks = calloc(room_for(nsets), sizeof *walks);
     uint64_t *threads = malloc(room_for(nr) * sizeof *threads);
     int32_t *slot = malloc(room_for(nr) * sizeof *slot);
     uint8_t *ended = calloc(room_for(nr), 1);
-    ls_sweep s = {r, steps, malloc(room_for(nr) * sizeof(int32_t)), {0}, {0}};
+    ls_sweep s = {r, steps, malloc(room_for(nr) * sizeof(int32_t)), {0}, {0}, NULL, 0, 0, 0, 0};
     /* each range enters a heap on its start and once more per child's end */
     s.ranges.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
     s.ranges.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
     s.open_steps.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
     s.open_steps.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
     int result = -1;
-    if (!events || !threads || !slot || !ended || !s.current || !s.ranges.items ||
+    if (!events || !walks || !threads || !slot || !ended || !s.current || !s.ranges.items ||
         !s.ranges.slot || !s.open_steps.items || !s.open_steps.slot)
         goto done;
 
@@ -240,6 +388,8 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_h
     size_t nt = ls_ids_sort_unique_u64(threads, nr);
     for (size_t k = 0; k < nt; k++)
         s.current[k] = -1;
+    s.threads = threads;
+    s.thread_count = nt;
 
     size_t m = 0;
     for (size_t i = 0; i < nr; i++) {
@@ -248,83 +398,45 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_h
         events[m++] = (ls_event){range->start_ns, EV_START, (uint32_t)i, (uint32_t)i};
         events[m++] = (ls_event){range->end_ns, EV_END, UINT32_MAX - (uint32_t)i, (uint32_t)i};
     }
-    /* The ranges' events and the points apart, each sorted, then walked as
-     * one merged sequence: compare_events is a total order, so this is the
-     * order a sort of all of them gives, without sorting millions again.
-     * A point's event is (t, EV_POINT, q): the points go by (time, index),
-     * which a stable sort of their indices by time gives (8 + 4 bytes a
-     * point and as much scratch, where events of 24 bytes and the sort's
-     * 24 held ~480 MB at 10M launches), or nothing at all when they are in
-     * order already (launches mostly are). */
+    /* The ranges' events and each set's points apart, each in time order,
+     * then walked as one merged sequence: a point sees the events before
+     * it in compare_events' order, as a sort of all of them would give,
+     * without sorting millions of points again.  The points change
+     * nothing, so their order among themselves does not matter, and the
+     * events after the last point are not walked. */
     sort_events(events, m);
-    size_t in_order = 1;
-    while (in_order < n && points[in_order - 1].t <= points[in_order].t)
-        in_order++;
-    if (in_order < n) {
-        point_t = ls_bulk_malloc(n * sizeof *point_t);
-        point_order = ls_bulk_malloc(n * sizeof *point_order);
-        if (point_t == NULL || point_order == NULL)
+    for (size_t k = 0; k < nsets; k++)
+        if (point_walk_start(&sets[k], &walks[k]) != 0)
             goto done;
-        for (size_t q = 0; q < n; q++) {
-            point_t[q] = points[q].t;
-            point_order[q] = (uint32_t)q;
-        }
-        if (ls_radix_sort(point_t, point_order, n) != 0)
-            goto done;
-    }
     const ls_event *next_range = events, *ranges_end = events + m;
-    size_t next_point = 0;
-    ls_event point = {0, EV_POINT, 0, 0};
-
-    while (next_range < ranges_end || next_point < n) {
-        if (next_point < n) {
-            uint32_t q = point_order != NULL ? point_order[next_point] : (uint32_t)next_point;
-            point = (ls_event){point_t != NULL ? point_t[next_point] : points[q].t, EV_POINT, q,
-                               q};
+    const ls_event *seen = NULL; /* next_range at the last answer */
+    uint64_t last_t = 0, last_thread = 0;
+    int32_t last_range = -1, last_step = -1;
+    for (ls_point_walk *w; (w = earliest_walk(walks, nsets)) != NULL; point_walk_find(w)) {
+        w->next++; /* taken: point_walk_find then finds the one after */
+        uint32_t q = w->q;
+        uint64_t t = w->at;
+        ls_event point = {t, EV_POINT, 0, 0};
+        while (next_range < ranges_end && compare_events(next_range, &point) < 0)
+            apply_event(&s, next_range++, slot, ended);
+        uint64_t thread = w->set->thread_id[q];
+        /* The same time and thread as the last point, nothing between
+         * (the kernels of one graph launch): the same answer. */
+        if (seen != next_range || t != last_t || thread != last_thread) {
+            answer_point(&s, thread, &last_range, &last_step);
+            seen = next_range;
+            last_t = t;
+            last_thread = thread;
         }
-        const ls_event *ev = next_point >= n || (next_range < ranges_end &&
-                                                 compare_events(next_range, &point) <= 0)
-                                 ? next_range++
-                                 : &point;
-        if (ev == &point)
-            next_point++;
-        if (ev->kind == EV_START) {
-            set_current(&s, (uint32_t)slot[ev->index], (int32_t)ev->index);
-        } else if (ev->kind == EV_END) {
-            uint32_t i = ev->index, k = (uint32_t)slot[i];
-            ended[i] = 1;
-            if (s.current[k] != (int32_t)i)
-                continue; /* a later range of its thread is innermost already */
-            int32_t up = valid_parent(r, i);
-            while (up >= 0 && ended[up])
-                up = valid_parent(r, (size_t)up);
-            set_current(&s, k, up);
-        } else {
-            uint32_t q = ev->index;
-            int32_t k = points[q].thread_id == LS_NO_THREAD
-                            ? -1 : slot_of(threads, nt, points[q].thread_id);
-            int32_t range = k >= 0 ? s.current[k] : -1;
-            int32_t step = range >= 0 ? steps->chain_step[range] : -1;
-            if (step < 0) {
-                uint32_t step_slot = 0;
-                int32_t step_range = top_step_range(&s, &step_slot);
-                if (step_range >= 0) {
-                    step = steps->step_of[step_range];
-                    if (range < 0)
-                        range = s.current[step_slot];
-                }
-            }
-            if (range < 0)
-                range = top_range(&s);
-            range_out[q] = range;
-            step_out[q] = step;
-        }
+        w->set->range_out[q] = last_range;
+        w->set->step_out[q] = last_step;
     }
     result = 0;
 done:
+    for (size_t k = 0; walks != NULL && k < nsets; k++)
+        point_walk_free(&walks[k]);
+    free(walks);
     free(events);
-    free(point_t);
-    free(point_order);
     free(threads);
     free(slot);
     free(ended);
@@ -384,7 +496,8 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
     out->group_of = malloc(room_for(nr) * sizeof *out->group_of);
     out->items = malloc(room_for(nr) * sizeof *out->items);
     int32_t *context = malloc(room_for(nr) * sizeof *context); /* per range: its step, -1 */
-    ls_host_point *points = calloc(room_for(nr), sizeof *points);
+    uint64_t *point_t = malloc(room_for(nr) * sizeof *point_t);
+    uint64_t *point_thread = malloc(room_for(nr) * sizeof *point_thread);
     uint32_t *asked = malloc(room_for(nr) * sizeof *asked);
     int32_t *range_at = malloc(room_for(nr) * sizeof *range_at);
     int32_t *step_at = malloc(room_for(nr) * sizeof *step_at);
@@ -397,8 +510,8 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
     char *step_name = NULL; /* a step's name, made from its template */
     size_t step_cap = 0;
     int result = -1;
-    if (!out->group_of || !out->items || !context || !points || !asked || !range_at ||
-        !step_at || !keyed || !key_offset || !prefixed || !first_of || !name_at)
+    if (!out->group_of || !out->items || !context || !point_t || !point_thread || !asked ||
+        !range_at || !step_at || !keyed || !key_offset || !prefixed || !first_of || !name_at)
         goto done;
 
     /* The step of a plain range with no parent: the one open on another
@@ -407,11 +520,13 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
     size_t na = 0;
     for (size_t i = 0; i < nr; i++) {
         if (steps->step_of[i] < 0 && valid_parent(r, i) < 0) {
-            points[na] = (ls_host_point){r->ranges.items[i].start_ns, LS_NO_THREAD};
+            point_t[na] = r->ranges.items[i].start_ns;
+            point_thread[na] = LS_NO_THREAD;
             asked[na++] = (uint32_t)i;
         }
     }
-    if (ls_attribution_points(r, steps, points, na, range_at, step_at) != 0)
+    ls_point_set set = {point_t, point_thread, na, range_at, step_at};
+    if (ls_attribution_points(r, steps, &set, 1) != 0)
         goto done;
     for (size_t a = 0, i = 0; i < nr; i++) {
         int32_t p = valid_parent(r, i);
@@ -515,7 +630,8 @@ done:
     free(made);
     free(step_name);
     free(context);
-    free(points);
+    free(point_t);
+    free(point_thread);
     free(asked);
     free(range_at);
     free(step_at);

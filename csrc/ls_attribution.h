@@ -25,7 +25,8 @@
  * group's parent is the group of its first range's parent (-1 under a
  * step or at the top), its depth that parent's depth + 1.
  *
- * Cost: O((R + P) log (R + P)) for R ranges and P points. */
+ * Cost: O(R log R + P) for R ranges and P points in time order (each
+ * set of points out of it adds a radix sort of its own). */
 #ifndef LS_ATTRIBUTION_H
 #define LS_ATTRIBUTION_H
 
@@ -49,19 +50,25 @@ int ls_attribution_choose_steps(const ls_records *r, const uint32_t *chosen, siz
                                 ls_steps *out);
 void ls_attribution_free_steps(ls_steps *s);
 
-/* A point on the host time line: a time and the thread (as the ranges'
- * thread_id; 0 when unknown, LS_NO_THREAD for a point that no thread made,
- * so that only the fallback applies). */
+/* Points on the host time line, as columns: point q is at time t[q] on
+ * thread thread_id[q] (as the ranges' thread_id; 0 when unknown,
+ * LS_NO_THREAD for a point that no thread made, so that only the fallback
+ * applies), or no point at all when t[q] is LS_NO_POINT (an op with no
+ * launch record).  Its range and step go to range_out[q] and step_out[q]. */
 #define LS_NO_THREAD UINT64_MAX
+#define LS_NO_POINT UINT64_MAX
 typedef struct {
-    uint64_t t;
-    uint64_t thread_id;
-} ls_host_point;
+    const uint64_t *t;
+    const uint64_t *thread_id;
+    size_t count;
+    int32_t *range_out, *step_out;
+} ls_point_set;
 
 /* The innermost range (index, or -1) and the step (or -1) of each point
- * (see above).  Returns 0, or -1 when memory ran out. */
-int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_host_point *points,
-                          size_t n, int32_t *range_out, int32_t *step_out);
+ * of sets[0..nsets) (see above; -1 and -1 where there is no point), in one
+ * sweep.  Returns 0, or -1 when memory ran out. */
+int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_point_set *sets,
+                          size_t nsets);
 
 typedef struct {
     uint32_t first_range;  /* its first range; the key is that range's name from key_offset */

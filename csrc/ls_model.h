@@ -157,7 +157,7 @@ typedef struct {
                                the syncs overlapping a sync-caused gap, the one overlapping
                                it longest, the earlier on a tie, gets that gap) */
     int32_t *call_step;     /* per call (records->calls): its step, -1 when none */
-    int32_t *api_step;      /* per API record: its step for graph launches, else -1 (read
+    int32_t *api_step;      /* per API record: its step, set for graph launches only (read
                                by the readiness only: NULL once the model is built) */
     double *op_fill;        /* per op: ls_kernels_fill, -1 unknown */
     ls_readiness readiness; /* per step: graph replays, memory calls, pageable copies,

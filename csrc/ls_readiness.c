@@ -60,9 +60,12 @@ static int same_hash_inputs(const ls_op *a, const ls_op *b)
 static int count_replays(const ls_records *r, const int32_t *api_step, ls_readiness *x)
 {
     size_t n = r->apis.count, runtime = 0, driver = 0;
+    uint8_t role = 0;
     for (size_t i = 0; i < n; i++) {
         const ls_api *a = &r->apis.items[i];
-        if (ls_cbid_role_of_record(a->domain, a->cbid) & LS_ROLE_GRAPH)
+        if (i == 0 || a->cbid != a[-1].cbid || a->domain != a[-1].domain) /* calls repeat */
+            role = ls_cbid_role_of_record(a->domain, a->cbid);
+        if (role & LS_ROLE_GRAPH)
             *(a->domain ? &driver : &runtime) += 1;
     }
     uint32_t domain = runtime > 0 ? 0 : 1;

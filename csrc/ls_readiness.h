@@ -54,7 +54,8 @@ typedef struct {
 } ls_readiness;
 
 /* Builds the readiness of `step_count` steps.  op_step[i], call_step[i] and
- * api_step[i] give the step (-1 none) of op i, call i and API record i.
+ * api_step[i] give the step (-1 none) of op i, call i and API record i
+ * (api_step is read for graph launches only).
  * 0, or -1 when memory ran out (out is then empty).  Free `out` with
  * ls_readiness_free. */
 int ls_readiness_build(const ls_records *r, size_t step_count, const int32_t *op_step,

@@ -91,10 +91,3 @@ size_t ls_range_name(const ls_range *range, char *out, size_t size)
     out[copied] = '\0';
     return len;
 }
-
-int ls_op_same_geometry(const ls_op *a, const ls_op *b)
-{
-    return a->grid_x == b->grid_x && a->grid_y == b->grid_y && a->grid_z == b->grid_z &&
-           a->block_x == b->block_x && a->block_y == b->block_y && a->block_z == b->block_z &&
-           a->registers == b->registers && a->shared_bytes == b->shared_bytes;
-}

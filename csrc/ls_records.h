@@ -181,8 +181,14 @@ int ls_ranges_reserve(ls_range_array *a, size_t n);
 const ls_device_facts *ls_records_device(const ls_records *r, uint32_t device_id);
 
 /* Whether two ops have the same launch geometry: grid, block, registers
- * and shared memory (what a launch's fill, shape and signature read). */
-int ls_op_same_geometry(const ls_op *a, const ls_op *b);
+ * and shared memory (what a launch's fill, shape and signature read).
+ * Inline: three passes over every op ask it. */
+static inline int ls_op_same_geometry(const ls_op *a, const ls_op *b)
+{
+    return a->grid_x == b->grid_x && a->grid_y == b->grid_y && a->grid_z == b->grid_z &&
+           a->block_x == b->block_x && a->block_y == b->block_y && a->block_z == b->block_z &&
+           a->registers == b->registers && a->shared_bytes == b->shared_bytes;
+}
 
 /* Records (or replaces) the facts of one device.  0, or -1 when the table
  * is full. */

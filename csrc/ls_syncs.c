@@ -106,7 +106,7 @@ int ls_syncs_build(const ls_records *r, ls_syncs *out)
         return -1;
     }
     size_t copies = 0;
-    for (size_t i = 0; i < r->ops.count; i++)
+    for (size_t i = 0; n > 0 && i < r->ops.count; i++) /* no call: no copy to judge */
         if (r->ops.items[i].kind == LS_OP_MEMCPY)
             keys[copies++] = (ls_corr_key){r->ops.items[i].correlation_id, (uint32_t)i};
     qsort(keys, copies, sizeof *keys, compare_corr);

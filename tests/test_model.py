@@ -486,3 +486,172 @@ def test_percentiles_of_many_gap_mixes():
         gaps = prof.model.total()["gaps"]
         assert (gaps["p50_ns"], gaps["p99_ns"]) == (lengths[(n * 50 + 99) // 100 - 1],
                                                     lengths[(n * 99 + 99) // 100 - 1])
+
+
+def test_launches_and_their_ranges_whatever_order_the_records_come_in(test_clock):
+    """Each op's launch is the API record with its correlation id (a
+    runtime record before a driver one, then the earliest; none begun after
+    the stop), and its range and step those holding that launch on its
+    thread.  The analysis walks ops and records side by side when both come
+    in correlation order (live), sorts them first when either does not, and
+    reads the launch times in place when they are in time order: every mix
+    of orders gives what plain Python works out here.  Some ops share a
+    correlation id (a graph launch's kernels), some have no record, some
+    records launched nothing."""
+    import random
+
+    rng = random.Random(12)
+    stop = test_clock.at(1)
+    steps = [(1_000_000 + 100 * i, 1_000_000 + 100 * i + 80) for i in range(12)]
+    ranges = [(a, b, f"Step_{i}", -1, i, MAIN) for i, (a, b) in enumerate(steps)]
+    ranges += [(a + 20, a + 50, "inner", i, -1, MAIN) for i, (a, _) in enumerate(steps)]
+    apis, kernels = [], []
+    t = 999_990
+    for corr in range(1, 400):
+        for domain in rng.sample([0, 1, 1, 0], rng.choice([0, 1, 1, 2, 3])):
+            t += rng.randint(1, 6)  # one start per record: ties cannot pick the thread
+            apis.append((t, t + 1, corr, MAIN, domain))
+        for _ in range(rng.choice([0, 1, 1, 1, 3])):
+            kernels.append((1_000_100 + len(kernels), 1_000_100 + len(kernels) + 1, 0, 7, corr,
+                            "k"))
+    assert apis[-1][0] > stop  # some records begin after the stop
+
+    best = {}
+    for a in apis:
+        if a[0] <= stop and (a[2] not in best or (a[4], a[0]) < (best[a[2]][4], best[a[2]][0])):
+            best[a[2]] = a
+
+    def where(launch):  # one thread, nested ranges: plain time containment
+        inside = [i for i, r in enumerate(ranges) if r[0] <= launch <= r[1]]
+        if not inside:
+            return -1, -1
+        innermost = max(inside, key=lambda i: ranges[i][0])
+        return innermost, next(r[4] for r in ranges if r[4] >= 0 and r[0] <= launch <= r[1])
+
+    for ops_shuffled, apis_shuffled in ((False, False), (True, False), (False, True),
+                                        (True, True)):
+        ops, records = list(kernels), list(apis)
+        if ops_shuffled:
+            rng.shuffle(ops)
+        if apis_shuffled:
+            rng.shuffle(records)
+        _core._set_test_clock(test_clock.start, test_clock.tick)  # the same stop each time
+        model = profile_of(ranges, records, ops).model
+        launch = [best[k[4]][0] if k[4] in best else 2**64 - 1 for k in ops]
+        assert list(model.op_column("launch_ns")) == launch
+        placed = [where(t) if t != 2**64 - 1 else (-1, -1) for t in launch]
+        assert list(model.op_column("range")) == [p[0] for p in placed]
+        assert list(model.op_column("step")) == [p[1] for p in placed]
+        assert model.ops_without_launch == sum(t == 2**64 - 1 for t in launch) > 0
+
+
+def test_step_range_and_group_lines_whether_their_ops_come_in_slices_or_not(test_clock):
+    """Each step, range and group sweeps the ops it owns and sums the gaps
+    ending at them.  When the ops, in device order, already come owner by
+    owner (one device, steps in time order, ops before the first step and
+    after the last) each owner's ops are a slice of that order; otherwise
+    (two devices, an op launched between steps, nested ranges) they are
+    bucketed first.  Every case gives what plain Python works out here from
+    the ops' own step and range."""
+    import random
+
+    rng = random.Random(7)
+
+    def run(devices, between, nested):
+        ranges, apis, kernels = [], [], []
+        for s in range(6):
+            start = 10_000 + 1_000 * s
+            ranges.append((start, start + 800, f"Step_{s}", -1, s, MAIN))
+            step_at = len(ranges) - 1
+            if nested:
+                ranges.append((start + 100, start + 500, "layer", step_at, -1, MAIN))
+                ranges.append((start + 200, start + 300, "attn", len(ranges) - 1, -1, MAIN))
+        launches = [5_000, 6_000] + [10_000 + 1_000 * (i // 8) + 50 * (i % 8) for i in range(48)]
+        launches += [17_000] + ([12_900] if between else [])  # after the last step; between two
+        t = 100_000
+        for corr, launch in enumerate(sorted(launches), start=1):
+            apis.append((launch, launch + 10, corr, MAIN))
+            t += rng.choice([500, 2_000, 30_000])
+            kernels.append((t, t + 1_000, rng.randrange(devices), 7, corr, "k"))
+        model = profile_of(ranges, apis, kernels).model
+        step = list(model.op_column("step"))
+        op_range = list(model.op_column("range"))
+        group_of = [r["group"] for r in model.ranges()]
+        parent = [r[3] for r in ranges]
+
+        def chain(r):
+            while r >= 0:
+                yield r
+                r = parent[r]
+
+        def line(ops):
+            busy = 0
+            for device in range(devices):
+                busy += union_ns([kernels[i][:2] for i in ops if kernels[i][2] == device])
+            return (len(ops), busy, min((kernels[i][0] for i in ops), default=0),
+                    max((kernels[i][1] for i in ops), default=0))
+
+        def figures(got):
+            return (got["kernels"], got["busy_ns"], got["first_ns"], got["last_ns"])
+
+        gaps = list(zip(model.gap_column("start_ns"), model.gap_column("end_ns"),
+                        model.gap_column("next_op")))
+        for s, got in enumerate(model.steps()):
+            ops = [i for i in range(len(kernels)) if step[i] == s]
+            assert figures(got) == line(ops)
+            mine = [b - a for a, b, nxt in gaps if step[nxt] == s]
+            assert (got["gaps"]["count"], got["gaps"]["total_ns"]) == (len(mine), sum(mine))
+        for r, got in enumerate(model.ranges()):
+            assert figures(got) == line([i for i in range(len(kernels))
+                                         if r in chain(op_range[i])])
+        for g, got in enumerate(model.groups()):
+            ops = [i for i in range(len(kernels))
+                   if g in {group_of[x] for x in chain(op_range[i])}]
+            assert figures(got) == line(ops)
+            mine = [b - a for a, b, nxt in gaps
+                    if g in {group_of[x] for x in chain(op_range[nxt])}]
+            assert (got["gaps"]["count"], got["gaps"]["total_ns"]) == (len(mine), sum(mine))
+        return model
+
+    sliced = run(devices=1, between=False, nested=False)
+    assert sliced.op_column("step")[0] == -1 and sliced.op_column("step")[-1] == -1
+    for devices, between, nested in ((2, False, False), (1, True, False), (1, False, True),
+                                     (2, True, True)):
+        run(devices, between, nested)
+
+
+def test_a_step_range_sweeps_its_own_ops_when_the_step_holds_others(test_clock):
+    """A step's range usually holds exactly the step's ops, and its line is
+    then the step's; here as many but other ops: a nested step's kernel is
+    in the outer step's range but in the nested step, and a kernel launched
+    by a thread with a range but no step of its own is in the outer step
+    (the fallback) but in its own thread's range."""
+    ranges = [(1_000, 9_000, "Step_0", -1, 0, MAIN), (2_000, 3_000, "Step_1", 0, 1, MAIN),
+              (4_000, 5_000, "hook", -1, -1, AUTOGRAD)]
+    apis = [(1_500, 1_600, 1, MAIN), (2_500, 2_600, 2, MAIN), (4_500, 4_600, 3, AUTOGRAD)]
+    kernels = [(10_000, 11_000, 0, 7, 1, "a"), (20_000, 22_000, 0, 7, 2, "b"),
+               (30_000, 34_000, 0, 7, 3, "c")]
+    model = profile_of(ranges, apis, kernels).model
+    assert list(model.op_column("step")) == [0, 1, 0]
+    assert list(model.op_column("range")) == [0, 1, 2]
+    step, step_range = model.steps()[0], model.ranges()[0]
+    assert (step["kernels"], step["busy_ns"]) == (2, 1_000 + 4_000)
+    assert (step_range["kernels"], step_range["busy_ns"]) == (2, 1_000 + 2_000)
+
+
+def test_stream_lines_of_ops_taking_turns_on_streams_of_like_ids(test_clock):
+    """Kernels take turns on streams whose ids share their low bits (7, 15,
+    23, on two devices: the stream lookup keeps the last few streams by
+    those bits) and each stream's line holds its own kernels: one line per
+    (device, stream) in that order, counts and busy time as plain Python
+    finds them."""
+    kernels = [(10_000 + 1_000 * i, 10_000 + 1_000 * i + 100 + 10 * i, i % 2, 7 + 8 * (i % 3),
+                i + 1, "k") for i in range(60)]
+    kernels.append((200_000, 201_000, 1, 2**32 - 2, 61, "k"))  # a large stream id too
+    streams = sorted({(k[2], k[3]) for k in kernels})
+    got = profile_of(kernels=kernels).model.streams()
+    assert [(g["device"], g["stream"]) for g in got] == streams
+    for (device, stream), g in zip(streams, got):
+        mine = [k[:2] for k in kernels if (k[2], k[3]) == (device, stream)]
+        assert (g["kernels"], g["busy_ns"]) == (len(mine), union_ns(mine))
+        assert g["gaps"]["count"] == len(mine) - 1

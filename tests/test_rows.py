@@ -36,7 +36,7 @@ def test_a_template_equals_its_values_in_their_order():
 def test_rows_are_the_zipped_columns_each_its_own_dict():
     columns = [[f"{key}{row}" if row % 3 else None for row in range(50)] for key in KEYS]
     want = [dict(zip(KEYS, values)) for values in zip(*columns)]
-    shared = _rows.dicts(KEYS, columns)
+    shared = _rows.build(50, {key: _rows.item(c) for key, c in zip(KEYS, columns)})[0]
     assert shared == want
     assert all(type(row) is dict and list(row) == list(KEYS) for row in shared)
     assert json.dumps(shared) == json.dumps(want)
@@ -44,8 +44,8 @@ def test_rows_are_the_zipped_columns_each_its_own_dict():
     shared[4]["index"] = "changed"
     shared[5]["extra"] = 1
     assert shared[3] == want[3] and shared[6] == want[6] and "extra" not in shared[4]
-    with pytest.raises(ValueError, match="2 keys but 1 columns"):
-        _rows.dicts(KEYS[:2], columns[:1])
+    with pytest.raises(ValueError, match="key 'name': a column of 49 items for 50 rows"):
+        _rows.build(50, {"index": _rows.item(columns[0]), "name": _rows.item(columns[1][1:])})
 
 
 @pytest.mark.skipif(platform.python_implementation() != "CPython",

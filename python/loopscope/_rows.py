@@ -1,7 +1,7 @@
-"""Row dicts for the summary's long lists (a dict per step, per step's gaps):
-copies of a template whose key table is shared.
+"""Row dicts for the summary's long lists (a dict per step, per step's gaps),
+built in C (csrc/ls_rows.c) from fields declared here: build().
 
-CPython keeps one key table for the instance dicts of a class (PEP 412's
+Large rows are copies of a template whose key table is shared.  CPython keeps one key table for the instance dicts of a class (PEP 412's
 key-sharing dicts) and `dict.copy()` of such a dict shares it too, so each
 row holds only its values: 336 bytes for a step's 22 keys where a dict with
 its own table takes 840 (measured with tracemalloc on CPython 3.11).  The
@@ -115,12 +115,3 @@ def build(count: int, fields: dict[str, Field], shared: bool = True
     program = _program(fields, shared, slots)
     rows, columns = _core._rows(count, program, len(slots))
     return rows, dict(zip(slots, columns))
-
-
-def dicts(keys: Sequence[str], columns: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-    """[{keys[j]: columns[j][i]} for each row i], built in C, the rows
-    sharing one key table."""
-    if len(keys) != len(columns):
-        raise ValueError(f"dicts: {len(keys)} keys but {len(columns)} columns")
-    count = len(columns[0]) if columns else 0
-    return build(count, {key: item(column) for key, column in zip(keys, columns)})[0]

@@ -244,21 +244,24 @@ def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
     assert prof.summary()["graph_readiness"]["blocked"] == n - (n + 2) // 3
 
 
-def test_dicts_zips_columns_into_rows():
-    """_rows.dicts (_core._rows with a shared-key template): row i is
+def test_item_fields_zip_columns_into_rows():
+    """_rows.build of item fields (a shared-key template): row i is
     {keys[j]: columns[j][i]}, each row its own dict; columns of any sequence
     type (the model's memoryviews included)."""
     view = memoryview(bytes(range(16))).cast("Q")
-    rows = _rows.dicts(("a", "b", "c"), ([1, 2], ("x", None), view))
+
+    def rows_of(keys, columns):
+        count = len(columns[0]) if columns else 0
+        return _rows.build(count, {k: _rows.item(c) for k, c in zip(keys, columns)})[0]
+
+    rows = rows_of(("a", "b", "c"), ([1, 2], ("x", None), view))
     assert rows == [{"a": 1, "b": "x", "c": view[0]}, {"a": 2, "b": None, "c": view[1]}]
     assert rows[0] is not rows[1] and list(rows[1]) == ["a", "b", "c"]
-    assert _rows.dicts(("a",), ([],)) == [] and _rows.dicts((), ()) == []
-    with pytest.raises(ValueError, match="1 keys but 2 columns"):
-        _rows.dicts(("a",), ([1], [2]))
+    assert rows_of(("a",), ([],)) == [] and rows_of((), ()) == []
     with pytest.raises(ValueError, match="key 'b': a column of 1 items for 2 rows"):
-        _rows.dicts(("a", "b"), ([1, 2], [1]))
+        rows_of(("a", "b"), ([1, 2], [1]))
     with pytest.raises(TypeError, match="key 1 is not a str"):
-        _rows.dicts((1,), ([1],))
+        rows_of((1,), ([1],))
     with pytest.raises(TypeError, match="an item column must be a sequence"):
         _core._rows(1, (None, (("a", -1, "item", 5),)), 0)
 

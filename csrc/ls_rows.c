@@ -292,28 +292,17 @@ static int parse_op(PyObject *entry, Py_ssize_t count, export_slots *slots, row_
         }
         return 0;
     }
-    if (strcmp(kind, "int") == 0) {
-        op->kind = OP_INT;
-        if (args != 1)
-            return arity_error(op->key, kind, 1);
-        return open_column(arg[0], count, op->key, &op->a);
-    }
-    if (strcmp(kind, "scale") == 0) {
-        op->kind = OP_SCALE;
-        if (args != 2)
-            return arity_error(op->key, kind, 2);
-        if (open_column(arg[0], count, op->key, &op->a) != 0)
-            return -1;
-        return parse_double(arg[1], op->key, "the divisor", &op->post);
-    }
-    if (strcmp(kind, "span") == 0) {
-        op->kind = OP_SPAN;
-        if (args != 3)
-            return arity_error(op->key, kind, 3);
+    /* int: a column; scale: a column and a divisor; span: two and a divisor. */
+    int is_int = strcmp(kind, "int") == 0, is_scale = strcmp(kind, "scale") == 0;
+    if (is_int || is_scale || strcmp(kind, "span") == 0) {
+        op->kind = is_int ? OP_INT : is_scale ? OP_SCALE : OP_SPAN;
+        int columns = op->kind == OP_SPAN ? 2 : 1, wanted = columns + !is_int;
+        if (args != wanted)
+            return arity_error(op->key, kind, wanted);
         if (open_column(arg[0], count, op->key, &op->a) != 0 ||
-            open_column(arg[1], count, op->key, &op->b) != 0)
+            (columns == 2 && open_column(arg[1], count, op->key, &op->b) != 0))
             return -1;
-        return parse_double(arg[2], op->key, "the divisor", &op->post);
+        return is_int ? 0 : parse_double(arg[columns], op->key, "the divisor", &op->post);
     }
     if (strcmp(kind, "ratio") == 0) {
         op->kind = OP_RATIO;

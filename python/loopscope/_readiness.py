@@ -102,9 +102,10 @@ class Readiness(NamedTuple):
 
 def step_readiness(cols: dict[str, Any], calls: list[dict[str, Any]] | None,
                    resolver: Resolver | None = None) -> Readiness:
-    """Each step's graph_readiness (see Readiness), over the model's step columns (COLUMNS and "signature"; first_* indices -1 when
-    none): {"status", "blockers", "graph_replays", "replay_host_us",
-    "gpu_ops"}, sync blockers left to add_sync_blockers.  resolver: how call
+    """Each step's graph_readiness (see Readiness) over the model's step
+    columns (COLUMNS and "signature"; first_* indices -1 when none):
+    {"status", "blockers", "graph_replays", "replay_host_us", "gpu_ops"},
+    sync blockers left to add_sync_blockers.  resolver: how call
     stacks become sites (a trace file's need their own, as for the sync
     sites).  Only the steps with a blocker cost a Python loop."""
     calls = calls or []

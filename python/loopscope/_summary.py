@@ -9,7 +9,7 @@ import time
 from bisect import bisect_left
 from array import array
 from itertools import repeat
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from . import _core, _rows
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
@@ -100,11 +100,6 @@ def _gap_fields(cols: dict[str, Any], thresholds_us) -> dict[str, _rows.Field]:
             "sync": _rows.exported("sync_ms", _rows.scaled(cols["gap_sync_ns"], 1e6)),
             "other": _rows.scaled(cols["gap_other_ns"], 1e6)}, shared=False),
     }
-
-
-# A gaps dict's keys, in their order.
-GAP_KEYS = ("count", "normal", "warning", "severe", "mean_us", "p50_us", "p99_us", "max_us",
-            "idle_ms", "busy_ms", "busy_pct", "thresholds_us", "by_cause", "idle_by_cause_ms")
 
 
 def _histogram(raw: dict[str, Any], edges_ns: list[int]) -> dict[str, Any]:

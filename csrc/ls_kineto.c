@@ -322,6 +322,35 @@ static const char *text_of(ls_kineto *k, const ls_json_string *s, size_t *len)
     return k->scratch;
 }
 
+/* A name longer than LS_KINETO_MAX_NAME bytes, cut there (at a UTF-8
+ * character's start) with a note of its length, in k->scratch. */
+static const char *cut_name(ls_kineto *k, const char *name, size_t *len)
+{
+    char note[64];
+    int note_len = snprintf(note, sizeof note, " [name cut: %llu bytes]",
+                            (unsigned long long)*len);
+    size_t keep = LS_KINETO_MAX_NAME;
+    while (keep > 0 && ((unsigned char)name[keep] & 0xC0) == 0x80)
+        keep--; /* never half a character */
+    size_t need = keep + (size_t)note_len + 1;
+    if (k->scratch_cap < need) { /* realloc keeps an unescaped name already there */
+        int in_scratch = name == k->scratch;
+        char *bigger = realloc(k->scratch, need);
+        if (bigger == NULL)
+            return NULL;
+        k->scratch = bigger;
+        k->scratch_cap = need;
+        if (in_scratch)
+            name = bigger;
+    }
+    if (name != k->scratch)
+        memcpy(k->scratch, name, keep);
+    memcpy(k->scratch + keep, note, (size_t)note_len + 1);
+    *len = keep + (size_t)note_len;
+    k->names_cut++;
+    return k->scratch;
+}
+
 static int ci_equal(const ls_json_string *s, const char *word)
 {
     size_t n = strlen(word);
@@ -629,6 +658,8 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
     size_t len = 0;
     const char *name = NULL;
     if (ev->has_name && (name = text_of(k, &ev->name, &len)) == NULL)
+        return -2;
+    if (len > LS_KINETO_MAX_NAME && (name = cut_name(k, name, &len)) == NULL)
         return -2;
     uint64_t v;
     switch (cls) {
@@ -938,6 +969,8 @@ int ls_kineto_feed(ls_kineto *k, const char *data, size_t n, int final)
         return 0;
     ls_json_cursor c = {k->buf + k->pos, k->buf + k->len, NULL};
     for (;;) {
+        (void)ls_json_ws(&c); /* white space between units is never kept */
+        k->pos = (size_t)(c.p - k->buf);
         const char *unit = c.p;
         int rc = step(k, &c);
         if (rc == LS_JSON_OK) {
@@ -956,6 +989,14 @@ int ls_kineto_feed(ls_kineto *k, const char *data, size_t n, int final)
                 return -1;
             }
             size_t pending = (size_t)(k->buf + k->len - unit);
+            if (pending > LS_KINETO_MAX_UNIT) {
+                snprintf(k->error, sizeof k->error,
+                         "the event or top-level member at byte %llu is longer than the cap of "
+                         "%u bytes (%u MiB) for one: refused",
+                         (unsigned long long)(k->consumed + (size_t)(unit - k->buf)),
+                         LS_KINETO_MAX_UNIT, LS_KINETO_MAX_UNIT >> 20);
+                return -1;
+            }
             k->retry_at = k->len + (pending > (1u << 20) ? pending : 0);
             return 0;
         }

@@ -33,6 +33,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Bounds on what the reader holds at once: one event or top-level member
+ * (its text waits whole in the buffer until its end is read; white space
+ * between them is never kept) and one name (a longer one is cut, and says
+ * so in its text).  A unit over the cap is refused with its byte offset. */
+#define LS_KINETO_MAX_UNIT (64u << 20)
+#define LS_KINETO_MAX_NAME (64u << 10)
+
 typedef struct {
     size_t key_at, key_len, value_at, value_len; /* offsets in `raw` */
 } ls_kineto_member;
@@ -51,6 +58,7 @@ typedef struct {
     size_t member_count, member_cap;
     uint64_t members_dropped; /* members too large to keep */
     uint64_t counter_values, counter_unknown; /* counter values read, not understood */
+    uint64_t names_cut;       /* names longer than LS_KINETO_MAX_NAME, cut */
     char *scratch;            /* unescaped names */
     size_t scratch_cap;
     char error[256];

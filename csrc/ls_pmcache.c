@@ -5,6 +5,7 @@
 #include "ls_pmcache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,11 +97,25 @@ int ls_pmcache_path(const char *dir, const ls_pmcache_key *key, char *path, size
     return w < 0 || (size_t)w >= path_size ? -1 : 0;
 }
 
+/* Reads the file whole: 1 with *data (malloc'd), 0 when there is none, -1
+ * when it cannot be read, -2 when it is no regular file (a FIFO put there
+ * would block a plain open forever: the open does not wait, and fstat
+ * refuses anything but a regular file before a byte is read). */
 static int read_file(const char *path, uint8_t **data, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return errno == ENOENT ? 0 : -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -2;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (f == NULL) {
+        close(fd);
+        return -1;
+    }
     buffer b = {0};
     uint8_t chunk[65536];
     size_t got;
@@ -135,6 +150,11 @@ int ls_pmcache_load(const char *dir, const ls_pmcache_key *key, unsigned char *k
     int rc = read_file(path, &data, &size);
     if (rc == 0)
         return 0;
+    if (rc == -2) {
+        snprintf(note, note_size, "the cached PM config %.900s is not a regular file (a FIFO, "
+                 "a device or a folder): ignored", path);
+        return -1;
+    }
     if (rc < 0) {
         snprintf(note, note_size, "the cached PM config %.900s could not be read: ignored", path);
         return -1;

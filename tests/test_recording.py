@@ -136,7 +136,7 @@ def test_version_1_recordings_still_replay(test_clock, tmp_path):
     del data["apis"]["domain"]
     data["syncs"] = data.pop("sync_records")
     path = tmp_path / "v1.json"
-    path.write_text(json.dumps(data))
+    path.write_bytes(_recording.with_checksum(json.dumps(data).encode()))
     test_clock.set(0, 0)
     again = _replay.replay(_recording.load(path))
     assert comparable(again.summary()) == comparable(prof.summary())

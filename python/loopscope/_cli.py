@@ -38,6 +38,8 @@ import traceback
 import warnings
 from typing import Any, Callable
 
+from ._inputs import TraceError, check_input, output_problem
+
 EXIT_OK, EXIT_BUDGET, EXIT_USAGE = 0, 1, 2
 PROGRESS_RECORDS = 500_000  # above this, say what the analysis is doing (it takes seconds)
 
@@ -105,25 +107,6 @@ def _say(message: str) -> None:
 
 
 # -- output files ------------------------------------------------------------
-def output_problem(path: str) -> str | None:
-    """Why `path` cannot be written as an output file (checked before the
-    work that produces it), or None."""
-    if not path:
-        return "an empty path"
-    full = os.path.abspath(path)
-    folder = os.path.dirname(full)
-    if os.path.isdir(full):
-        return "that is a folder"
-    if not os.path.isdir(folder):
-        return (f"the folder {folder} does not exist" if not os.path.exists(folder)
-                else f"{folder} is not a folder")
-    if os.path.exists(full) and not os.access(full, os.W_OK):
-        return "the file exists and is not writable"
-    if not os.path.exists(full) and not os.access(folder, os.W_OK | os.X_OK):
-        return f"the folder {folder} is not writable"
-    return None
-
-
 def check_outputs(prog: str, outputs: dict[str, str | None]) -> bool:
     """Says, in one line each, which output option cannot be written;
     True when all can."""
@@ -462,8 +445,10 @@ def diff_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     from ._compare import CompareError, compare, format_compare, regressions
 
     for side in (args.before, args.after):
-        if not os.path.isfile(side):
-            parser.error(f"cannot read {side!r}: no such file")
+        try:
+            check_input(side)  # a folder, FIFO, device or symlink loop said as such
+        except TraceError as error:
+            parser.error(f"cannot read {error}")
     if not check_outputs(parser.prog, {"--json": args.json}):
         return EXIT_USAGE
     try:

@@ -25,7 +25,6 @@ one; a time by at least REGRESSION_MIN_MS)."""
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import sys
 import zlib
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._inputs import TraceError, open_input, read_json
 from ._names import clip, display_path, kernel_name
 from ._projections import ms_text
 from ._summary import TOP_KERNELS
@@ -61,14 +61,16 @@ REGRESSION_MIN_MS = 0.01  # time changes below this are timer noise, never a reg
 KERNELS_SHOWN = 10
 
 
-class CompareError(ValueError):
+class CompareError(TraceError):
     """An input compare() cannot read; the message names it and says why."""
 
 
 # -- inputs --------------------------------------------------------------------
 def _peek(path: Path) -> bytes:
-    """The first bytes of a file's JSON text (gzip read through)."""
-    with open(path, "rb") as f:
+    """The first bytes of a file's JSON text (gzip read through); the path
+    checked and opened by _inputs (a FIFO or a folder is refused, never
+    waited on)."""
+    with open_input(path) as f:
         head = f.read(2)
         f.seek(0)
         if head == b"\x1f\x8b":
@@ -85,15 +87,16 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     try:
         head = _peek(path).lstrip()
+    except TraceError as error:
+        raise CompareError(f"cannot read {error}") from None
     except (OSError, EOFError, zlib.error) as error:
         raise CompareError(f"cannot read {path}: {error}") from None
     compact = head.replace(b" ", b"").replace(b"\n", b"")
     if compact.startswith(b'{"schema":'):
         try:
-            raw = path.read_bytes()
-            data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-        except (OSError, EOFError, ValueError, zlib.error) as error:
-            raise CompareError(f"cannot read the summary {path}: {error}") from None
+            data = read_json(path)  # bounded: a cap on the inflated text, nesting, memory
+        except TraceError as error:
+            raise CompareError(f"cannot read the summary {error}") from None
         if not isinstance(data, dict) or "diagnosis" not in data:
             raise CompareError(f"{path} is not a loopscope summary (no 'diagnosis')")
         return data

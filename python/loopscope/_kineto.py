@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
+from ._inputs import open_input
 from ._sniff import TraceError, fail
 
 CHUNK = 8 << 20          # plain files: bytes per read
@@ -57,7 +58,7 @@ def _read_plain(path: Path, out: queue.Queue, stop: threading.Event) -> None:
     """Producer thread for plain files: the file in chunks into `out`, then
     None (the kernel's copy of each chunk overlaps the parse of the last)."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             done = 0
             while not stop.is_set():
                 chunk = f.read(CHUNK)
@@ -76,7 +77,7 @@ def _inflate(path: Path, out: queue.Queue, stop: threading.Event) -> None:
     """Producer thread: decompressed chunks into `out`, then None; an
     exception instead when the gzip stream is damaged or cut short."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             d = zlib.decompressobj(wbits=31)
             in_member = False  # bytes of a gzip member were read, its end not yet
             done = 0

@@ -211,6 +211,7 @@ class Profile:
         self._summary: dict[str, Any] | None = None
         self._host_ns = 0
         self._stop_error: str | None = None
+        self._exited = False
 
     # -- the with-block --------------------------------------------------
     def __enter__(self) -> "Profile":
@@ -260,8 +261,14 @@ class Profile:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        if self._exited:  # a second exit: the profile stopped at the first; nothing failed
+            warnings.warn("loopscope: Profile.__exit__ was called again after the profile had "
+                          "stopped: ignored (the profile and its records are as the first exit "
+                          "left them)", LoopscopeWarning, stacklevel=2)
+            return False
         self._host_ns = time.perf_counter_ns() - self._t0
         assert self._state is not None, "__exit__ without __enter__"
+        self._exited = True
         if self._module_steps is not None:  # the last step ends here; the module is restored
             try:
                 self._module_steps.close()

@@ -37,10 +37,12 @@ import datetime
 import gzip
 import json
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Any
 
+from ._inputs import TraceError, check_output, open_input, parse_json, read_text
 from ._schema import COUNT, NUM, MapOf, OneOf, Optional, SchemaError, check
 from ._version import __version__
 
@@ -48,6 +50,7 @@ FORMAT = "loopscope-recording"
 VERSION = 2
 READS = (1, 2)
 OP_KINDS = ("kernel", "memcpy", "memset")
+CHECKSUM_TAIL = re.compile(rb',"checksum":"crc32:([0-9a-f]{8})"\}\s*$')
 DEMO_RECORDING = Path(__file__).with_name("data") / "demo_recording.json.gz"
 
 # The launch shape of a kernel, as op columns of the model, in the stored order.
@@ -65,7 +68,7 @@ STEP_FIELDS = ("syncs", "sm_active_pct", "dram_pct")
 RANGE_FIELDS = ("sm_active_pct", "dram_pct")
 
 
-class RecordingError(ValueError):
+class RecordingError(TraceError):
     """A recording file that cannot be read or replayed; the message says why."""
 
 
@@ -228,28 +231,62 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
 def save(prof, path: str | os.PathLike, *, command: str | None = None,
          note: str | None = None) -> Path:
     """Writes the recording of a finished Profile; gzip when the name ends
-    in .gz.  Returns the path."""
-    data = json.dumps(record(prof, command=command, note=note), separators=(",", ":"))
-    path = Path(path)
+    in .gz.  The text ends with its checksum (see with_checksum).  Returns
+    the path."""
+    path = check_output(path)  # a FIFO would block the open, a folder fail it
+    text = with_checksum(json.dumps(record(prof, command=command, note=note),
+                                    separators=(",", ":")).encode())
     if path.suffix == ".gz":
         with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", compresslevel=9,
                                                  mtime=0) as gz:
-            gz.write(data.encode())
+            gz.write(text)
     else:
-        path.write_text(data)
+        path.write_bytes(text)
     return path
 
 
+def with_checksum(text: bytes) -> bytes:
+    """A recording's compact JSON text with its CRC-32 as the last member:
+    `...,"checksum":"crc32:<8 hex digits>"}`, the CRC of every byte before
+    that member.  Any one flipped bit changes the CRC, so a damaged plain
+    file is refused instead of replayed as another loop."""
+    body = text.rstrip()[:-1]  # the object without its closing brace
+    return body + b',"checksum":"crc32:%08x"}' % zlib.crc32(body)
+
+
+def _check_checksum(path: Path, raw: bytes, data: dict[str, Any], gz: bool) -> None:
+    """RecordingError when the checksum does not match the text, or is
+    missing from a plain-JSON file (a gzip file has gzip's own CRC, and
+    recordings older than the checksum were written gzip)."""
+    tail = raw[-64:]
+    found = CHECKSUM_TAIL.search(tail)
+    if found is None:
+        if gz:  # gzip's CRC covers the text: a gzip file edited by hand is read as it is
+            return
+        if "checksum" in data:
+            raise RecordingError(f"{path}: the recording is damaged: its checksum member is not "
+                                 "the last one, where loopscope writes it")
+        raise RecordingError(f"{path}: the recording has no checksum, so damage cannot be "
+                             "told: refused (loopscope writes one in every recording; save it "
+                             "again, or keep it gzip-compressed: gzip carries its own CRC)")
+    body = raw[:len(raw) - len(tail) + found.start()]
+    if zlib.crc32(body) != int(found.group(1), 16):
+        raise RecordingError(f"{path}: the recording is damaged: its checksum (crc32 "
+                             f"{found.group(1).decode()}) does not match its content "
+                             f"(crc32 {zlib.crc32(body):08x})")
+
+
 def load(path: str | os.PathLike) -> dict[str, Any]:
-    """Reads and checks a recording file (plain or gzip JSON)."""
+    """Reads and checks a recording file (plain or gzip JSON) with the
+    bounds of _inputs (a cap on the inflated text, nesting, memory)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        data = json.loads(raw)
-    except (OSError, EOFError, ValueError, zlib.error, RecursionError) as error:
-        raise RecordingError(f"cannot read the recording {path}: {error}") from None
+        with open_input(path) as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        raw = read_text(path)
+        data = parse_json(path, raw)
+    except TraceError as error:
+        raise RecordingError(f"cannot read the recording {error}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise RecordingError(f"{path} is not a loopscope recording (no format {FORMAT!r})")
     if data.get("version") not in READS:
@@ -262,6 +299,8 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
                            "sections") if k not in data]
     if missing:
         raise RecordingError(f"{path}: the recording lacks {', '.join(missing)}")
+    _check_checksum(path, raw, data, gz)
+    data.pop("checksum", None)
     data["sync_records"] = data.pop(sync_records)
     return data
 

@@ -24,6 +24,7 @@ LOOPSCOPE_INTERNAL
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +36,49 @@ _MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": 
 _cache: dict[str, Any] = {}
 
 
+MAX_CACHE_DIR_BYTES = 1023  # the C core's folder buffer (ls_pm_options.cache_dir) less its NUL
+
+
 def cache_dir() -> str | None:
-    """The PM config cache folder, or None when turned off."""
+    """The PM config cache folder, or None when turned off, by the user or
+    because the folder cannot be used (cache_note() says why)."""
     if "cache_dir" not in _cache:
         value = os.environ.get("LOOPSCOPE_CACHE_DIR")
         if value is not None:
             folder = None if value.strip().lower() in ("", "off") else value
+            source = "LOOPSCOPE_CACHE_DIR"
         else:
             base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
             folder = str(Path(base) / "loopscope")
+            source = "XDG_CACHE_HOME" if os.environ.get("XDG_CACHE_HOME") else "the home folder"
+        _cache["cache_note"] = None
+        problem = None if folder is None else _folder_problem(folder)
+        if problem is not None:  # an optimisation only: off for this process, with a note
+            _cache["cache_note"] = (f"the PM config cache is off for this process: the folder "
+                                    f"from {source} {problem}")
+            folder = None
         _cache["cache_dir"] = folder
     return _cache["cache_dir"]
+
+
+def cache_note() -> str | None:
+    """Why the PM config cache is off for this process, or None."""
+    cache_dir()
+    return _cache["cache_note"]
+
+
+def _folder_problem(folder: str) -> str | None:
+    """Why `folder` cannot hold the cache, or None (a missing folder is made later)."""
+    size = len(os.fsencode(folder))
+    if size > MAX_CACHE_DIR_BYTES:
+        return f"is {size} bytes long, longer than the {MAX_CACHE_DIR_BYTES} loopscope takes"
+    try:
+        mode = os.stat(folder).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"cannot be used ({error.strerror or error})"
+    return None if stat.S_ISDIR(mode) else "exists and is not a folder"
 
 
 def _bad(item: str, why: str) -> ValueError:

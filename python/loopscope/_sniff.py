@@ -11,38 +11,25 @@ import os
 import zlib
 from pathlib import Path
 
+from ._inputs import TraceError, check_input, fail, open_input
+
+__all__ = ["TraceError", "check_path", "fail", "sniff"]
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 1 << 16
 RECORDING_KEY = b'"format":"loopscope-recording"'
 
 
-class TraceError(ValueError):
-    """A trace file loopscope cannot read: one line naming the file and the problem."""
-
-
-def fail(path: str | os.PathLike, problem: str) -> TraceError:
-    return TraceError(f"{path}: {problem}")
-
-
 def check_path(path: str | os.PathLike) -> Path:
     """The path as a Path, or TraceError when it is not a readable file."""
-    p = Path(path)
-    if not p.exists():
-        raise fail(path, "no such file")
-    if p.is_dir():
-        raise fail(path, "is a directory, not a trace file")
-    if not p.is_file():
-        raise fail(path, "is not a regular file")
-    if not os.access(p, os.R_OK):
-        raise fail(path, "cannot be read (permission denied)")
-    return p
+    return check_input(path)
 
 
 def _head(path: Path) -> tuple[bytes, bool]:
     """(the first bytes of the content, gzip or not), decompressed if gzip."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             raw = f.read(HEAD_BYTES)
     except OSError as error:
         raise fail(path, f"cannot be read ({error.strerror or error})") from None
@@ -80,8 +67,3 @@ def sniff(path: str | os.PathLike) -> tuple[str, bool]:
                          "`nsys export --type sqlite` first")
     raise fail(path, "is not a trace: it does not start like JSON (a Kineto trace or a loopscope "
                      "recording) or SQLite (an Nsight Systems export)")
-
-
-def open_stream(path: Path, gz: bool):
-    """A binary stream of the content (decompressed when gzip)."""
-    return gzip.open(path, "rb") if gz else open(path, "rb")

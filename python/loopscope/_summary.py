@@ -11,7 +11,7 @@ from array import array
 from itertools import repeat
 from typing import Any, Callable, NamedTuple, Sequence
 
-from . import _core, _rows
+from . import _core, _rows, _settings
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
@@ -365,7 +365,8 @@ def _metrics_section(info: dict[str, Any]) -> dict[str, Any] | None:
         "setup_ms": {name: _ms(ns) for name, ns in pm["phases_ns"].items()},
         "config_reused": pm["config_reused"],
         "config_source": pm.get("config_source"),  # built, cache (disk), reused (this process)
-        "cache_note": pm.get("cache_note"),  # why the disk cache was not used, None if it was
+        # why the disk cache was not used, None if it was
+        "cache_note": pm.get("cache_note") or _settings.cache_note(),
         "sampler_reused": pm["sampler_reused"],
         "counter_data_samples": pm["max_samples"],
         "hw_buffer_mb": round(pm["hw_buffer_bytes"] / (1 << 20), 1),

@@ -1,0 +1,215 @@
+"""Files loopscope reads or writes, checked before they are opened, and JSON
+read with bounds: the one place every entry point (analyze, load, compare,
+diff, baselines, recordings, run --json, export, save) goes through.
+
+A path is checked with os.stat before anything opens it: a folder, a FIFO,
+a device, a socket, a symlink loop or a path too long is refused with a
+TraceError naming the path and what it is (opening a FIFO would block
+forever).  Files are opened with O_NONBLOCK and checked again on the open
+descriptor, so a FIFO swapped in after the check cannot block either.
+
+JSON files (saved summaries, recordings) are inflated in chunks with a cap
+on the decompressed total (MAX_JSON_BYTES, LOOPSCOPE_MAX_JSON_MB to change
+it): a small .json.gz that inflates to gigabytes stops at the cap with a
+TraceError naming the file, the offset and the cap.  JSON nested deeper
+than the parser follows, and memory that runs out while parsing, end in a
+TraceError too: never a RecursionError or MemoryError."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO
+
+MAX_JSON_MB = 256  # default cap, MiB of decompressed JSON text per file
+CHUNK = 1 << 20  # bytes inflated (or read) at a time
+
+
+class TraceError(ValueError):
+    """A trace file loopscope cannot read: one line naming the file and the problem."""
+
+
+def fail(path: str | os.PathLike, problem: str) -> TraceError:
+    return TraceError(f"{path}: {problem}")
+
+
+_KINDS = ((stat.S_ISDIR, "is a directory, not a file"),
+          (stat.S_ISFIFO, "is a FIFO (named pipe), not a file: loopscope reads and writes "
+                          "regular files only (a pipe could block forever)"),
+          (stat.S_ISCHR, "is a character device, not a file"),
+          (stat.S_ISBLK, "is a block device, not a file"),
+          (stat.S_ISSOCK, "is a socket, not a file"))
+
+
+def what_it_is(mode: int) -> str | None:
+    """Why a file of this st_mode is no regular file, or None when it is."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((text for test, text in _KINDS if test(mode)), "is not a regular file")
+
+
+def _stat_problem(error: OSError) -> str:
+    if error.errno == errno.ENOENT:
+        return "no such file"
+    if error.errno == errno.ELOOP:
+        return "is a symlink loop (too many levels of symbolic links)"
+    if error.errno == errno.ENAMETOOLONG:
+        return "the path is too long for this system"
+    if error.errno == errno.ENOTDIR:
+        return "a part of the path is not a folder"
+    if error.errno == errno.EACCES:
+        return "cannot be read (permission denied)"
+    return f"cannot be read ({error.strerror or error})"
+
+
+def check_input(path: str | os.PathLike) -> Path:
+    """The path as a Path, or TraceError naming it and what it is when it
+    is not a readable regular file."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path
+        raise fail(path, _stat_problem(error) if isinstance(error, OSError)
+                   else "the path holds a NUL character") from None
+    problem = what_it_is(st.st_mode)
+    if problem is not None:
+        raise fail(path, problem)
+    if not os.access(path, os.R_OK):
+        raise fail(path, "cannot be read (permission denied)")
+    return Path(path)
+
+
+def open_input(path: str | os.PathLike) -> BinaryIO:
+    """The checked file opened for reading in binary, without blocking on a
+    FIFO that replaced it after the check; TraceError as check_input."""
+    check_input(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        raise fail(path, _stat_problem(error)) from None
+    problem = what_it_is(os.fstat(fd).st_mode)
+    if problem is not None:
+        os.close(fd)
+        raise fail(path, problem)
+    os.set_blocking(fd, True)  # a regular file: reads never block anyway
+    return os.fdopen(fd, "rb")
+
+
+def output_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` cannot be written as an output file (checked before the
+    work that produces it and before it is opened), or None."""
+    text = os.fspath(path)
+    if not text:
+        return "an empty path"
+    try:
+        st = os.stat(text)
+    except FileNotFoundError:
+        st = None
+    except (OSError, ValueError) as error:
+        return (_stat_problem(error) if isinstance(error, OSError)
+                else "the path holds a NUL character")
+    if st is not None:
+        problem = what_it_is(st.st_mode)
+        if problem is not None:
+            return "that is a folder" if stat.S_ISDIR(st.st_mode) else problem[3:]
+        if not os.access(text, os.W_OK):
+            return "the file exists and is not writable"
+        return None
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        return (f"the folder {folder} does not exist" if not os.path.exists(folder)
+                else f"{folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
+def check_output(path: str | os.PathLike) -> Path:
+    """The path as a Path, or TraceError naming it and the problem."""
+    problem = output_problem(path)
+    if problem is not None:
+        raise fail(path, f"cannot be written: {problem}")
+    return Path(path)
+
+
+def max_json_bytes() -> int:
+    """The cap on a JSON file's decompressed text (LOOPSCOPE_MAX_JSON_MB)."""
+    text = os.environ.get("LOOPSCOPE_MAX_JSON_MB", "").strip()
+    try:
+        mb = float(text) if text else MAX_JSON_MB
+    except ValueError:
+        mb = MAX_JSON_MB
+    return int(mb * (1 << 20)) if 0 < mb < 1 << 30 else MAX_JSON_MB << 20
+
+
+def _cap_error(path: str | os.PathLike, offset: int, cap: int) -> TraceError:
+    return fail(path, f"its JSON text passes the cap of {cap:,} bytes ({cap / (1 << 20):g} MiB) "
+                      f"at offset {offset:,} of the decompressed content: refused (a larger file "
+                      "can be read with LOOPSCOPE_MAX_JSON_MB set higher)")
+
+
+def read_text(path: str | os.PathLike, cap: int | None = None) -> bytes:
+    """The file's content (gzip inflated), at most `cap` bytes (default
+    max_json_bytes()); TraceError past the cap or for damaged gzip."""
+    cap = max_json_bytes() if cap is None else cap
+    out = bytearray()
+    with open_input(path) as f:
+        try:
+            head = f.read(2)
+            if head != b"\x1f\x8b":
+                out += head
+                while True:
+                    chunk = f.read(CHUNK)
+                    if not chunk:
+                        return bytes(out)
+                    if len(out) + len(chunk) > cap:
+                        raise _cap_error(path, cap, cap)
+                    out += chunk
+            d = zlib.decompressobj(wbits=31)
+            raw = head
+            while True:
+                while raw:
+                    out += d.decompress(raw, cap + 1 - len(out))
+                    if len(out) > cap:
+                        raise _cap_error(path, cap, cap)
+                    if d.unconsumed_tail:
+                        raw = d.unconsumed_tail
+                    elif d.eof and d.unused_data:  # concatenated gzip members
+                        raw = d.unused_data
+                        d = zlib.decompressobj(wbits=31)
+                    else:
+                        raw = b""
+                raw = f.read(CHUNK)
+                if not raw:
+                    if not d.eof:
+                        raise fail(path, "the gzip stream ends early: the file is truncated")
+                    return bytes(out)
+        except zlib.error as error:
+            raise fail(path, f"the gzip data is damaged ({error})") from None
+        except OSError as error:
+            raise fail(path, f"cannot be read ({error.strerror or error})") from None
+        except MemoryError:
+            raise fail(path, f"ran out of memory at offset {len(out):,} of its decompressed "
+                             "content") from None
+
+
+def parse_json(path: str | os.PathLike, text: bytes) -> Any:
+    """json.loads of a file's text; TraceError (naming the file) for text
+    that is no JSON, nested deeper than the parser follows, or too large
+    for the memory left."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise fail(path, "its JSON is nested too deeply to read (deeper than Python's "
+                         "parser follows)") from None
+    except MemoryError:
+        raise fail(path, f"ran out of memory parsing its {len(text):,} bytes of JSON") from None
+    except ValueError as error:
+        raise fail(path, f"is not valid JSON ({error})") from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON value of a (gzip or plain) file, read with the bounds above."""
+    return parse_json(path, read_text(path))

@@ -961,12 +961,26 @@ static int append(ls_kineto *k, const char *data, size_t n)
     return 0;
 }
 
+/* 1, with the error, when the unfinished unit at k->pos holds `pending`
+ * bytes, more than LS_KINETO_MAX_UNIT (checked at every feed that leaves
+ * a unit unfinished with more than the cap held). */
+static int unit_too_long(ls_kineto *k, size_t pending)
+{
+    if (pending <= LS_KINETO_MAX_UNIT)
+        return 0;
+    snprintf(k->error, sizeof k->error,
+             "the event or top-level member at byte %llu is longer than the cap of %u bytes "
+             "(%u MiB) for one: refused", (unsigned long long)(k->consumed + k->pos),
+             LS_KINETO_MAX_UNIT, LS_KINETO_MAX_UNIT >> 20);
+    return 1;
+}
+
 int ls_kineto_feed(ls_kineto *k, const char *data, size_t n, int final)
 {
     if (append(k, data, n) != 0)
         return -2;
-    if (!final && k->len < k->retry_at)
-        return 0;
+    if (!final && k->len < k->retry_at && k->len - k->pos <= LS_KINETO_MAX_UNIT)
+        return 0; /* past the cap: parse now, so a unit over it is refused at once */
     ls_json_cursor c = {k->buf + k->pos, k->buf + k->len, NULL};
     for (;;) {
         (void)ls_json_ws(&c); /* white space between units is never kept */
@@ -989,14 +1003,8 @@ int ls_kineto_feed(ls_kineto *k, const char *data, size_t n, int final)
                 return -1;
             }
             size_t pending = (size_t)(k->buf + k->len - unit);
-            if (pending > LS_KINETO_MAX_UNIT) {
-                snprintf(k->error, sizeof k->error,
-                         "the event or top-level member at byte %llu is longer than the cap of "
-                         "%u bytes (%u MiB) for one: refused",
-                         (unsigned long long)(k->consumed + (size_t)(unit - k->buf)),
-                         LS_KINETO_MAX_UNIT, LS_KINETO_MAX_UNIT >> 20);
+            if (unit_too_long(k, pending))
                 return -1;
-            }
             k->retry_at = k->len + (pending > (1u << 20) ? pending : 0);
             return 0;
         }

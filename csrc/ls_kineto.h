@@ -34,9 +34,11 @@
 #include <stdint.h>
 
 /* Bounds on what the reader holds at once: one event or top-level member
- * (its text waits whole in the buffer until its end is read; white space
- * between them is never kept) and one name (a longer one is cut, and says
- * so in its text).  A unit over the cap is refused with its byte offset. */
+ * (its text waits in the buffer until its end is read; white space between
+ * them is never kept): a feed that leaves more than LS_KINETO_MAX_UNIT
+ * bytes of one unread to its end is refused with the unit's byte offset
+ * and the cap; and one name: a longer one is cut at LS_KINETO_MAX_NAME
+ * bytes (at a character's start), its text ending " [name cut: N bytes]". */
 #define LS_KINETO_MAX_UNIT (64u << 20)
 #define LS_KINETO_MAX_NAME (64u << 10)
 

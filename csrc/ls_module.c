@@ -11,6 +11,7 @@
 #include "ls_cupti.h"
 #include "ls_demangle.h"
 #include "ls_finish.h"
+#include "ls_kineto.h"
 #include "ls_model_type.h"
 #include "ls_module_state.h"
 #include "ls_pyvalues.h"
@@ -449,6 +450,10 @@ static int core_exec(PyObject *module)
         PyModule_AddObjectRef(module, "Stepper", (PyObject *)st->stepper_type) != 0 ||
         PyModule_AddObjectRef(module, "Site", (PyObject *)st->site_type) != 0 ||
         PyModule_AddObjectRef(module, "CallRange", (PyObject *)st->call_range_type) != 0)
+        return -1;
+    /* the trace readers' bound on one name (ls_kineto.h), for the nsys reader */
+    if (PyModule_AddIntConstant(module, "TRACE_MAX_NAME", LS_KINETO_MAX_NAME) != 0 ||
+        PyModule_AddIntConstant(module, "TRACE_MAX_UNIT", LS_KINETO_MAX_UNIT) != 0)
         return -1;
     if (PyModule_AddFunctions(module, ls_strict_py_methods) != 0 ||
         PyModule_AddFunctions(module, ls_test_hook_methods) != 0)

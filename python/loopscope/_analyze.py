@@ -385,5 +385,6 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
             "members_too_large": stats["members_dropped"],
         })
     else:
-        trace.update({k: meta[k] for k in ("schema_version", "missing_tables", "tables_read")})
+        trace.update({k: meta[k] for k in ("schema_version", "missing_tables", "tables_read",
+                                           "duplicate_string_ids")})
     summary["trace"] = trace

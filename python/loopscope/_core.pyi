@@ -7,6 +7,10 @@ from typing import Any, Literal, final
 
 # -- the session -------------------------------------------------------------
 
+TRACE_MAX_NAME: int  # bytes of one name a trace reader keeps (longer: cut, with a note)
+TRACE_MAX_UNIT: int  # bytes of one Kineto event or top-level member (longer: refused)
+
+
 def start(
     trace: bool = ...,
     driver_api: bool = ...,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 MAX_JSON_MB = 256  # default cap, MiB of decompressed JSON text per file
+MAX_TRACE_GB = 64  # default cap, GiB of decompressed content per Kineto trace
 CHUNK = 1 << 20  # bytes inflated (or read) at a time
 
 
@@ -105,7 +106,7 @@ def output_problem(path: str | os.PathLike) -> str | None:
         return "an empty path"
     try:
         st = os.stat(text)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # the folder checks below say which
         st = None
     except (OSError, ValueError) as error:
         return (_stat_problem(error) if isinstance(error, OSError)
@@ -136,12 +137,34 @@ def check_output(path: str | os.PathLike) -> Path:
 
 def max_json_bytes() -> int:
     """The cap on a JSON file's decompressed text (LOOPSCOPE_MAX_JSON_MB)."""
-    text = os.environ.get("LOOPSCOPE_MAX_JSON_MB", "").strip()
+    return _env_cap("LOOPSCOPE_MAX_JSON_MB", MAX_JSON_MB, 1 << 20)
+
+
+def _env_cap(variable: str, default: float, unit: int) -> int:
+    """A cap in bytes from `variable` (a number of units), the default when
+    it is unset; TraceError naming the variable for a value that is no
+    number above 0."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return int(default * unit)
     try:
-        mb = float(text) if text else MAX_JSON_MB
+        value = float(text)
     except ValueError:
-        mb = MAX_JSON_MB
-    return int(mb * (1 << 20)) if 0 < mb < 1 << 30 else MAX_JSON_MB << 20
+        value = -1.0
+    if not 0 < value < 1 << 30:
+        raise fail(variable, f"{text!r} is not a number above 0 (and below 2**30)")
+    return int(value * unit)
+
+
+def max_trace_bytes() -> int:
+    """The cap on a Kineto trace's decompressed content (LOOPSCOPE_MAX_TRACE_GB)."""
+    return _env_cap("LOOPSCOPE_MAX_TRACE_GB", MAX_TRACE_GB, 1 << 30)
+
+
+def trace_cap_error(path: str | os.PathLike, cap: int) -> TraceError:
+    return fail(path, f"its content passes the cap of {cap:,} bytes ({cap / (1 << 30):g} GiB) "
+                      f"at offset {cap:,} of the decompressed content: refused (a larger trace "
+                      "can be read with LOOPSCOPE_MAX_TRACE_GB set higher)")
 
 
 def _cap_error(path: str | os.PathLike, offset: int, cap: int) -> TraceError:

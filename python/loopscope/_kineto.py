@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
-from ._inputs import open_input
+from ._inputs import max_trace_bytes, open_input, trace_cap_error
 from ._sniff import TraceError, fail
 
 CHUNK = 8 << 20          # plain files: bytes per read
@@ -59,12 +59,14 @@ def _read_plain(path: Path, out: queue.Queue, stop: threading.Event) -> None:
     None (the kernel's copy of each chunk overlaps the parse of the last)."""
     try:
         with open_input(path) as f:
-            done = 0
+            done, cap = 0, max_trace_bytes()
             while not stop.is_set():
                 chunk = f.read(CHUNK)
                 if not chunk:
                     break
                 done += len(chunk)
+                if done > cap:
+                    raise trace_cap_error(path, cap)
                 out.put((chunk, done))
         out.put(None)
     except OSError as error:
@@ -80,7 +82,7 @@ def _inflate(path: Path, out: queue.Queue, stop: threading.Event) -> None:
         with open_input(path) as f:
             d = zlib.decompressobj(wbits=31)
             in_member = False  # bytes of a gzip member were read, its end not yet
-            done = 0
+            done, inflated, cap = 0, 0, max_trace_bytes()
             while not stop.is_set():
                 raw = f.read(GZIP_CHUNK)
                 done += len(raw)
@@ -88,9 +90,12 @@ def _inflate(path: Path, out: queue.Queue, stop: threading.Event) -> None:
                     if in_member:
                         raise fail(path, "the gzip stream ends early: the file is truncated")
                     break
-                while raw:
+                while raw and not stop.is_set():  # a bomb: 1 MiB may inflate to GBs
                     in_member = True
                     chunk = d.decompress(raw, CHUNK)  # bounded: memory stays flat
+                    inflated += len(chunk)
+                    if inflated > cap:
+                        raise trace_cap_error(path, cap)
                     if chunk:
                         out.put((chunk, done))
                     if d.unconsumed_tail:
@@ -153,6 +158,8 @@ def feed(reader, path: Path, gz: bool, progress: Progress) -> None:
         raise fail(path, str(error)) from None
     except OSError as error:
         raise fail(path, f"cannot be read ({error.strerror or error})") from None
+    except MemoryError:  # the records of a very large trace: say which file
+        raise fail(path, "ran out of memory while reading it") from None
 
 
 def members(reader, path: Path) -> dict[str, Any]:

@@ -72,6 +72,16 @@ EXPECTED = {INTEGER: "an integer", TEXT: "text", NUMBER: "a number"}
 MARKER = "X''"
 
 
+def cut(expr: str) -> str:
+    """A name column's value, cut at _core.TRACE_MAX_NAME characters with a
+    note of its length (the Kineto reader cuts at as many bytes); a value
+    of another type passes as it is, to be refused by name (see pump)."""
+    n = _core.TRACE_MAX_NAME
+    return (f"CASE WHEN typeof({expr}) = 'text' AND length({expr}) > {n} THEN "
+            f"substr({expr}, 1, {n}) || ' [name cut: ' || length({expr}) || ' characters]' "
+            f"ELSE {expr} END")
+
+
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
 
@@ -81,6 +91,14 @@ class _Reader:
         self.db, self.reader, self.path = db, reader, path
         self.tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         self.strings = "StringIds" in self.tables
+        # ids held by more than one StringIds row (never in an export nsys
+        # makes): each is joined once, to its least value, so no event is
+        # read twice through the join
+        self.duplicate_ids = db.execute(
+            "SELECT COUNT(*) FROM (SELECT id FROM StringIds GROUP BY id HAVING COUNT(*) > 1)"
+        ).fetchone()[0] if self.strings else 0
+        self.string_table = ("(SELECT id, MIN(value) AS value FROM StringIds GROUP BY id)"
+                             if self.duplicate_ids else "StringIds")
 
     def need(self, table: str, *columns: str) -> set[str]:
         have = _columns(self.db, table)
@@ -95,8 +113,8 @@ class _Reader:
         that is not an integer gives the marker (see pump)."""
         if not self.strings:
             return "NULL", ""
-        return (f"CASE WHEN typeof({expr}) IN {INTEGER} THEN s.value ELSE {MARKER} END",
-                f" LEFT JOIN StringIds s ON s.id = {expr}")
+        return (f"CASE WHEN typeof({expr}) IN {INTEGER} THEN {cut('s.value')} ELSE {MARKER} END",
+                f" LEFT JOIN {self.string_table} s ON s.id = {expr}")
 
     def pump(self, kind: str, sql: str, checks: list[tuple[str, str, Classes]]) -> int:
         """Rows of `sql` into the C reader.  `checks`: (table, column,
@@ -200,9 +218,10 @@ class _Reader:
         have = self.need(t, "start", "end", "eventType", "globalTid")
         text = "n.text" if "text" in have else "NULL"
         if "textId" in have and self.strings:
-            sel, join = f"COALESCE({text}, s.value)", " LEFT JOIN StringIds s ON s.id = n.textId"
+            sel = cut(f"COALESCE({text}, s.value)")
+            join = f" LEFT JOIN {self.string_table} s ON s.id = n.textId"
         else:
-            sel, join = text, ""
+            sel, join = cut(text), ""
         types = ", ".join(map(str, NVTX_RANGES))
         # an eventType of another class is no event type: the row comes
         # with the marker for its start
@@ -331,6 +350,7 @@ def read(reader, path: Path) -> dict[str, Any]:
             "tables_read": sorted(r.tables & set(ACTIVITY_TABLES)),
             "missing_tables": [t for t in ACTIVITY_TABLES if t not in r.tables],
             "device_names": r.device_names(),
+            "duplicate_string_ids": r.duplicate_ids,
         }
     except sqlite3.DatabaseError as error:
         raise fail(path, f"cannot be read as SQLite ({error})") from None

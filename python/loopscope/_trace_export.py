@@ -75,6 +75,7 @@ import json
 import os
 from typing import Any, Callable
 
+from ._inputs import check_output
 from ._names import demangled_name, display_path, kernel_name
 from ._ranks_view import rank_trace_events
 
@@ -270,6 +271,7 @@ def export_trace(profiles: list[Any], path: str | os.PathLike,
         summaries = [p.summary() for p in profiles]
     elif len(summaries) != len(profiles):
         raise ValueError(f"export_trace: {len(summaries)} summaries for {len(profiles)} profiles")
+    check_output(path)  # a FIFO would block the open, a folder fail it late
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"traceEvents":[')
         written = write_trace_events(profiles, f.write, summaries)

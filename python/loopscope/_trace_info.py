@@ -25,6 +25,9 @@ def trace_lines(summary: dict[str, Any]) -> list[str]:
                      + "; ".join(parts))
     if t.get("missing_tables"):
         lines.append("Tables not in the export: " + ", ".join(t["missing_tables"]))
+    if t.get("duplicate_string_ids"):
+        lines.append(f"StringIds holds {t['duplicate_string_ids']:,} ids more than once: each "
+                     "name read once (the least of its values)")
     lines += _fill_lines(summary, t)
     syncs = summary.get("syncs") or {}
     if syncs.get("sites_unknown"):

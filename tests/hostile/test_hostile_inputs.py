@@ -20,7 +20,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import warnings
 import zlib
@@ -39,31 +38,35 @@ MiB, GiB = 1 << 20, 1 << 30
 
 
 # -- helpers -------------------------------------------------------------------
+RESCUER = """
+import os, sys, time
+time.sleep(2.0)
+for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+    try:
+        os.close(os.open(sys.argv[1], flags))
+        print("rescued", flush=True)
+    except OSError:
+        pass
+"""
+
+
 @contextmanager
 def rescued_fifo(path: Path):
-    """A FIFO at `path`, with a thread that opens its other end after 2 s so
-    that a reader or writer blocked on it (the bug) is set free instead of
-    hanging the suite; yields a list that holds True when it had to."""
+    """A FIFO at `path`, with a process that opens its other end after 2 s
+    so that a reader or writer blocked on it (the bug) is set free instead
+    of hanging the suite (a process, not a thread: a C call blocked in
+    open() may hold the GIL); yields a list that holds True when it had to."""
     os.mkfifo(path)
-    stop, rescued = threading.Event(), []
-
-    def rescue() -> None:
-        if stop.wait(2.0):
-            return
-        for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
-            try:
-                os.close(os.open(path, flags))
-                rescued.append(True)
-            except OSError:
-                pass
-
-    thread = threading.Thread(target=rescue, daemon=True)
-    thread.start()
+    rescuer = subprocess.Popen([sys.executable, "-c", RESCUER, str(path)],
+                               stdout=subprocess.PIPE, text=True)
+    rescued: list[bool] = []
     try:
         yield rescued
     finally:
-        stop.set()
-        thread.join()
+        if rescuer.poll() is None:
+            rescuer.kill()
+        out, _ = rescuer.communicate()
+        rescued += [True] * out.count("rescued")
 
 
 def bomb(prefix: bytes, fill: bytes, gib: float, suffix: bytes = b"") -> bytes:
@@ -380,12 +383,21 @@ def test_one_kineto_event_at_the_cap_is_held_and_one_byte_over_is_refused():
     del reader
 
 
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
 def test_white_space_between_events_is_never_kept():
     reader = _core._trace_reader()
     _core._trace_feed(reader, b"[", False)
+    space = b" \n" * (MiB // 2)
+    before = rss_mib()
     for _ in range(80):  # 80 MiB of white space: over the one-unit cap, if it were kept
-        _core._trace_feed(reader, b" \n" * (MiB // 2), False)
+        _core._trace_feed(reader, space, False)
+    grew = rss_mib() - before
     _core._trace_feed(reader, b"]", True)
+    assert grew < 24, f"the reader holds {grew:.0f} MiB after 80 MiB of white space"
 
 
 @pytest.mark.parametrize("gz", [False, True])

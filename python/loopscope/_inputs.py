@@ -175,28 +175,37 @@ def _cap_error(path: str | os.PathLike, offset: int, cap: int) -> TraceError:
 
 def read_text(path: str | os.PathLike, cap: int | None = None) -> bytes:
     """The file's content (gzip inflated), at most `cap` bytes (default
-    max_json_bytes()); TraceError past the cap or for damaged gzip."""
+    max_json_bytes()); TraceError past the cap or for damaged gzip.  The
+    text is kept as a list of chunks until it is whole (no growing buffer
+    copied on the way: a bomb stops at about `cap` bytes of memory)."""
     cap = max_json_bytes() if cap is None else cap
-    out = bytearray()
+    parts: list[bytes] = []
+    size = 0
     with open_input(path) as f:
         try:
             head = f.read(2)
             if head != b"\x1f\x8b":
-                out += head
+                if os.fstat(f.fileno()).st_size > cap:  # plain: known before a byte is kept
+                    raise _cap_error(path, cap, cap)
+                parts.append(head)
+                size = len(head)
                 while True:
                     chunk = f.read(CHUNK)
                     if not chunk:
-                        return bytes(out)
-                    if len(out) + len(chunk) > cap:
+                        return b"".join(parts)
+                    size += len(chunk)
+                    if size > cap:  # the file grew since its size was read
                         raise _cap_error(path, cap, cap)
-                    out += chunk
+                    parts.append(chunk)
             d = zlib.decompressobj(wbits=31)
             raw = head
             while True:
                 while raw:
-                    out += d.decompress(raw, cap + 1 - len(out))
-                    if len(out) > cap:
+                    chunk = d.decompress(raw, min(CHUNK, cap + 1 - size))
+                    size += len(chunk)
+                    if size > cap:
                         raise _cap_error(path, cap, cap)
+                    parts.append(chunk)
                     if d.unconsumed_tail:
                         raw = d.unconsumed_tail
                     elif d.eof and d.unused_data:  # concatenated gzip members
@@ -208,13 +217,14 @@ def read_text(path: str | os.PathLike, cap: int | None = None) -> bytes:
                 if not raw:
                     if not d.eof:
                         raise fail(path, "the gzip stream ends early: the file is truncated")
-                    return bytes(out)
+                    return b"".join(parts)
         except zlib.error as error:
             raise fail(path, f"the gzip data is damaged ({error})") from None
         except OSError as error:
             raise fail(path, f"cannot be read ({error.strerror or error})") from None
         except MemoryError:
-            raise fail(path, f"ran out of memory at offset {len(out):,} of its decompressed "
+            parts.clear()
+            raise fail(path, f"ran out of memory at offset {size:,} of its decompressed "
                              "content") from None
 
 

@@ -198,10 +198,14 @@ class _ProfiledTest:
     def _check_baseline(self) -> list[str]:
         """Compares with the baseline (or writes it); failure messages."""
         from ._compare import CompareError, compare, regressions
+        from ._inputs import output_problem
 
         assert self.baseline is not None and self.baseline_path is not None
         path = self.baseline_path
         if self.update_baseline:
+            problem = output_problem(path) if os.path.lexists(path) else None
+            if problem is not None:  # a folder or a FIFO where the baseline goes
+                return [f"loopscope: cannot write the baseline {path}: {problem}"]
             folder = os.path.dirname(os.path.abspath(path))
             os.makedirs(folder, exist_ok=True)
             tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
@@ -210,7 +214,7 @@ class _ProfiledTest:
             os.replace(tmp, path)
             self.baseline_note = f"baseline written to {path}"
             return []
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):  # anything else there is refused by name below
             return [f"loopscope: the baseline {path} does not exist; run pytest with "
                     "--loopscope-update-baseline to write it from this test's profile"]
         try:

@@ -32,6 +32,7 @@ import loopscope
 from loopscope import _core, _inputs, _recording, _settings
 from loopscope.__main__ import main
 
+pytest_plugins = ["pytester"]
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
 UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 MiB, GiB = 1 << 20, 1 << 30
@@ -189,6 +190,41 @@ def test_an_output_path_that_is_no_file_is_refused_by_name(tmp_path):
     assert _inputs.output_problem(tmp_path) == "that is a folder"
     assert _inputs.output_problem("/dev/null").startswith("a character device")
     assert _inputs.output_problem(tmp_path / "new.json") is None
+
+
+BASELINE_TESTS = """
+import pytest
+from synthetic_loop import run_loop
+
+
+@pytest.mark.loopscope(baseline="folder.json")
+def test_folder(loopscope_profile, test_clock):
+    run_loop(loopscope_profile)
+
+
+@pytest.mark.loopscope(baseline="fifo.json")
+def test_fifo(loopscope_profile, test_clock):
+    run_loop(loopscope_profile)
+"""
+
+
+def test_a_baseline_that_is_a_folder_or_a_fifo_fails_by_name(pytester, monkeypatch):
+    from test_pytest_plugin import CONFTEST, plugin_args
+
+    monkeypatch.setenv("PYTHONPATH", PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pytester.makepyfile(synthetic_loop=(Path(__file__).parent.parent / "synthetic_loop.py")
+                        .read_text())
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_base=BASELINE_TESTS)
+    (pytester.path / "folder.json").mkdir()
+    with rescued_fifo(pytester.path / "fifo.json") as rescued:
+        result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider")
+    assert not rescued, "the baseline check blocked on the FIFO"
+    result.assert_outcomes(failed=2)  # before: "does not exist" for both
+    result.stdout.fnmatch_lines_random([
+        "*cannot compare with the baseline *folder.json: cannot read *folder.json: is a "
+        "directory*",
+        "*cannot compare with the baseline *fifo.json: cannot read *fifo.json: is a FIFO*"])
 
 
 # -- exit codes and messages --------------------------------------------------

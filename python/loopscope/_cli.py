@@ -38,7 +38,7 @@ import traceback
 import warnings
 from typing import Any, Callable
 
-from ._inputs import TraceError, check_input, output_problem
+from ._inputs import input_problem, output_problem
 
 EXIT_OK, EXIT_BUDGET, EXIT_USAGE = 0, 1, 2
 PROGRESS_RECORDS = 500_000  # above this, say what the analysis is doing (it takes seconds)
@@ -310,8 +310,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             pattern = re.compile(args.steps)
         except re.error as bad:
             parser.error(f"--steps {args.steps!r} is not a valid regular expression: {bad}")
-    if not os.path.isfile(args.script):
-        parser.error(f"cannot run {args.script!r}: no such file")
+    problem = input_problem(args.script)  # a folder, FIFO or symlink loop said as such
+    if problem is not None:
+        parser.error(f"cannot run {args.script!r}: {problem}")
     if not check_outputs(parser.prog, {"--json": args.json, "--trace": args.trace}):
         return EXIT_USAGE
     budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
@@ -445,10 +446,9 @@ def diff_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     from ._compare import CompareError, compare, format_compare, regressions
 
     for side in (args.before, args.after):
-        try:
-            check_input(side)  # a folder, FIFO, device or symlink loop said as such
-        except TraceError as error:
-            parser.error(f"cannot read {error}")
+        problem = input_problem(side)  # a folder, FIFO, device or symlink loop said as such
+        if problem is not None:
+            parser.error(f"cannot read {side!r}: {problem}")
     if not check_outputs(parser.prog, {"--json": args.json}):
         return EXIT_USAGE
     try:

@@ -66,19 +66,26 @@ def _stat_problem(error: OSError) -> str:
     return f"cannot be read ({error.strerror or error})"
 
 
-def check_input(path: str | os.PathLike) -> Path:
-    """The path as a Path, or TraceError naming it and what it is when it
-    is not a readable regular file."""
+def input_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` is not a readable regular file (what it is instead), or
+    None when it is one."""
     try:
         st = os.stat(path)
     except (OSError, ValueError) as error:  # ValueError: a NUL in the path
-        raise fail(path, _stat_problem(error) if isinstance(error, OSError)
-                   else "the path holds a NUL character") from None
+        return (_stat_problem(error) if isinstance(error, OSError)
+                else "the path holds a NUL character")
     problem = what_it_is(st.st_mode)
+    if problem is None and not os.access(path, os.R_OK):
+        problem = "cannot be read (permission denied)"
+    return problem
+
+
+def check_input(path: str | os.PathLike) -> Path:
+    """The path as a Path, or TraceError naming it and what it is when it
+    is not a readable regular file."""
+    problem = input_problem(path)
     if problem is not None:
         raise fail(path, problem)
-    if not os.access(path, os.R_OK):
-        raise fail(path, "cannot be read (permission denied)")
     return Path(path)
 
 

@@ -42,12 +42,19 @@ MiB, GiB = 1 << 20, 1 << 30
 RESCUER = """
 import os, sys, time
 time.sleep(2.0)
-for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
-    try:
-        os.close(os.open(sys.argv[1], flags))
-        print("rescued", flush=True)
-    except OSError:
-        pass
+try:  # succeeds only while a reader has the FIFO open: one blocked in open()
+    os.close(os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK))
+    print("rescued a reader", flush=True)
+except OSError:
+    pass
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)  # frees a writer blocked in open()
+time.sleep(0.3)
+try:
+    if os.read(fd, 1 << 16):
+        print("rescued a writer", flush=True)
+except BlockingIOError:  # a writer has it open, with nothing written yet
+    print("rescued a writer", flush=True)
+os.close(fd)
 """
 
 
@@ -181,7 +188,8 @@ def test_diff_says_what_each_unreadable_path_is(tmp_path):
                        (tmp_path / "loop", "is a symlink loop")):
         done = cli("diff", str(path), str(path))
         assert done.returncode == 2, done.stderr
-        assert f"cannot read {path}: {what}" in done.stderr and "no such file" not in done.stderr
+        assert f"cannot read {str(path)!r}: {what}" in done.stderr
+        assert "no such file" not in done.stderr
 
 
 def test_an_output_path_that_is_no_file_is_refused_by_name(tmp_path):
@@ -225,6 +233,13 @@ def test_a_baseline_that_is_a_folder_or_a_fifo_fails_by_name(pytester, monkeypat
         "*cannot compare with the baseline *folder.json: cannot read *folder.json: is a "
         "directory*",
         "*cannot compare with the baseline *fifo.json: cannot read *fifo.json: is a FIFO*"])
+
+
+def test_run_refuses_a_script_that_is_no_file_by_name(tmp_path):
+    os.mkfifo(tmp_path / "loop.py")
+    done = cli("run", str(tmp_path / "loop.py"))  # before: "no such file"
+    assert done.returncode == 2
+    assert f"cannot run {str(tmp_path / 'loop.py')!r}: is a FIFO" in done.stderr
 
 
 # -- exit codes and messages --------------------------------------------------

@@ -24,6 +24,8 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from . import _core
+
 MAX_JSON_MB = 256  # default cap, MiB of decompressed JSON text per file
 MAX_TRACE_GB = 64  # default cap, GiB of decompressed content per Kineto trace
 CHUNK = 1 << 20  # bytes inflated (or read) at a time
@@ -140,6 +142,19 @@ def check_output(path: str | os.PathLike) -> Path:
     if problem is not None:
         raise fail(path, f"cannot be written: {problem}")
     return Path(path)
+
+
+def cut_name(name: str) -> str:
+    """A name of at most _core.TRACE_MAX_NAME bytes of UTF-8: a longer one
+    cut there (never in a character), ending with a note of its length, as
+    the Kineto reader cuts (a recording's names go through here)."""
+    cap = _core.TRACE_MAX_NAME
+    if len(name) <= cap // 4:  # 4 bytes a character at most: short enough, not encoded
+        return name
+    raw = name.encode("utf-8", "surrogatepass")
+    if len(raw) <= cap:
+        return name
+    return raw[:cap].decode("utf-8", "ignore") + f" [name cut: {len(raw)} bytes]"
 
 
 def max_json_bytes() -> int:

@@ -8,6 +8,7 @@ from typing import Any
 
 from . import _core
 from ._diagnosis import diagnose, diagnose_step
+from ._inputs import cut_name
 from ._profile import Profile
 from ._readiness import add_sync_blockers, overview
 from ._recording import (OPTIONAL_API_COLUMNS, OPTIONAL_OP_COLUMNS, OP_KINDS, RANGE_FIELDS,
@@ -34,7 +35,7 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
             for row in rows:
                 if len(row) != width or not all(isinstance(v, int) for v in row):
                     raise ValueError(f"{table} record {row!r}: {width} integers expected")
-        names = data["names"]
+        names = [cut_name(n) if isinstance(n, str) else n for n in data["names"]]
         shapes = [tuple(s) for s in data.get("shapes", [])]
         for shape in shapes:
             if len(shape) != 8 or not all(isinstance(v, int) for v in shape):

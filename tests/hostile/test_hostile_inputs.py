@@ -400,6 +400,19 @@ def test_a_long_nsys_name_is_cut_and_says_so(tmp_path):
     assert names == {"é" * n, "k" * n + f" [name cut: {n + 1} characters]"}
 
 
+def test_a_recorded_name_over_the_cap_is_cut_when_replayed(tmp_path, test_clock):
+    n = _core.TRACE_MAX_NAME
+    with loopscope.profile(trace=False, syncs=False, metrics=False) as prof:
+        with prof.step():
+            with loopscope.range("r" * n):
+                pass
+            with loopscope.range("é" * n):  # 2 bytes each: cut at n bytes
+                pass
+    path = prof.save_recording(tmp_path / "long.json.gz")
+    names = {r["name"] for r in loopscope.load(path).summary()["ranges"]}
+    assert names == {"r" * n, "é" * (n // 2) + f" [name cut: {2 * n} bytes]"}
+
+
 # -- Kineto: one event, one name, the whole content -------------------------------
 def test_a_kineto_name_at_the_cap_is_kept_and_one_byte_over_is_cut(tmp_path):
     n = _core.TRACE_MAX_NAME

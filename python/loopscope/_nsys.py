@@ -354,6 +354,8 @@ def read(reader, path: Path) -> dict[str, Any]:
         }
     except sqlite3.DatabaseError as error:
         raise fail(path, f"cannot be read as SQLite ({error})") from None
+    except MemoryError:  # the records of a very large export: say which file
+        raise fail(path, "ran out of memory while reading it") from None
     finally:
         db.close()
 

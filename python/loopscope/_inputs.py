@@ -9,11 +9,17 @@ forever).  Files are opened with O_NONBLOCK and checked again on the open
 descriptor, so a FIFO swapped in after the check cannot block either.
 
 JSON files (saved summaries, recordings) are inflated in chunks with a cap
-on the decompressed total (MAX_JSON_BYTES, LOOPSCOPE_MAX_JSON_MB to change
-it): a small .json.gz that inflates to gigabytes stops at the cap with a
+on the decompressed text (MAX_JSON_MB, LOOPSCOPE_MAX_JSON_MB to change it):
+a small .json.gz that inflates to gigabytes stops at the cap with a
 TraceError naming the file, the offset and the cap.  JSON nested deeper
 than the parser follows, and memory that runs out while parsing, end in a
-TraceError too: never a RecursionError or MemoryError."""
+TraceError too: never a RecursionError or MemoryError.
+
+The other bounds, for the trace readers: a Kineto trace's decompressed
+content (MAX_TRACE_GB, LOOPSCOPE_MAX_TRACE_GB; checked by _kineto's
+producer thread), one Kineto event and one name (ls_kineto.h:
+_core.TRACE_MAX_UNIT, _core.TRACE_MAX_NAME); cut_name cuts a recorded name
+as the C reader cuts one."""
 from __future__ import annotations
 
 import errno

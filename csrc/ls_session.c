@@ -166,6 +166,18 @@ static void warm_up(const ls_session_options *o, ls_capture *c)
     }
 }
 
+/* Before any activity kind is enabled: CUPTI's timestamps in ns again,
+ * whatever source another tool left registered (ls_clock.h). */
+static void own_timestamps(ls_capture *c)
+{
+    int owned = ls_clock_own_cupti_timestamps();
+    c->timestamp_source = owned == 0 ? LS_TIMESTAMPS_OWN
+                          : owned > 0 ? LS_TIMESTAMPS_CUPTI_DEFAULT
+                                      : LS_TIMESTAMPS_REFUSED;
+    if (owned < 0)
+        snprintf(c->timestamp_error, sizeof c->timestamp_error, "%s", ls_cupti_error());
+}
+
 static void start_cupti(const ls_session_options *o, ls_capture *c)
 {
     const char *off_trace = "GPU tracing was turned off (trace=False)";
@@ -183,6 +195,8 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     else if (o->trace &&
              ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers, o->zeroed_buffers) != 0)
         snprintf(why, sizeof why, "could not allocate CUPTI activity buffers");
+    if (why[0] == '\0')
+        own_timestamps(c);
     lap(&c->start_phase_ns[LS_START_CUPTI], &t0);
     if (why[0] != '\0') {
         if (o->trace)
@@ -286,10 +300,14 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     int samples_on_cupti_clock = options->metrics && !ls_sampler_is_fake() &&
                                  ls_cuda_driver_present() &&
                                  ls_cupti_load(options->cupti_paths, options->cupti_path_count) == 0;
+    if (samples_on_cupti_clock && session.capture.timestamp_source == LS_TIMESTAMPS_UNSET)
+        own_timestamps(&session.capture);
     int uses_cupti = session.tracing || session.callbacks || samples_on_cupti_clock;
     ls_clock_use(uses_cupti ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
-    /* The window begins here: what the warm-up did is before it. */
+    /* The window begins here: what the warm-up did is before it.  Its host
+     * reference, read beside it, checks the clock's rate at the stop. */
     uint64_t start_ns = ls_clock_now();
+    session.capture.start_reference_ns = ls_clock_reference_ns();
     t0 = ls_clock_monotonic_ns();
     start_metrics(options, &session.capture, start_ns);
     ls_finish_begin(session.job, session.tracing, session.sampling,
@@ -313,6 +331,7 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
         return -1;
     ls_capture *c = &session.capture;
     uint64_t stop_ns = ls_clock_now();
+    c->stop_reference_ns = ls_clock_reference_ns();
     c->records.stop_ns = stop_ns;
     uint64_t *phase = c->stop_phase_ns;
     uint64_t t0 = ls_clock_monotonic_ns(), begun = t0;

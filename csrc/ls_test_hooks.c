@@ -708,9 +708,15 @@ static PyObject *set_test_clock(PyObject *module, PyObject *args)
 {
     (void)module;
     unsigned long long start = 0, tick = 0;
-    if (!PyArg_ParseTuple(args, "KK:_set_test_clock", &start, &tick))
+    double rate = 1.0;
+    if (!PyArg_ParseTuple(args, "KK|d:_set_test_clock", &start, &tick, &rate))
         return NULL;
+    if (!(rate > 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "_set_test_clock: rate must be > 0");
+        return NULL;
+    }
     ls_clock_set_test(start, tick);
+    ls_clock_set_test_rate(rate);
     Py_RETURN_NONE;
 }
 
@@ -1232,6 +1238,7 @@ PyMethodDef ls_test_hook_methods[] = {
      " test hook over the PM config cache files; op 'store' -> path, 'load' -> (found, "
      "kept, image, note), 'path' -> path."},
     {"_set_test_clock", set_test_clock, METH_VARARGS,
-     "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
+     "_set_test_clock(start_ns, tick_ns, rate=1.0): test hook, a scripted clock (tick 0: off) "
+     "running `rate` times as fast as the host reference the clock check reads."},
     {NULL, NULL, 0, NULL},
 };

@@ -91,6 +91,8 @@ typedef struct {
     uint64_t samples_outside;  /* decoded samples outside the profile's window: left out */
     uint64_t pm_setup_ns;      /* host time the worker took to set sampling up and start it */
     uint64_t pm_began_ns;      /* CUPTI clock when sampling began for this profile */
+    uint64_t pm_wait_ns;       /* host time start waited for the sampler's set-up */
+    int pm_wait_timed_out;     /* 1 when that wait reached its bound */
     uint64_t start_reference_ns; /* the host reference clock beside records.start_ns */
     uint64_t stop_reference_ns;  /* ... and beside records.stop_ns (ls_clock_reference_ns) */
     ls_timestamp_source timestamp_source;

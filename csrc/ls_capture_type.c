@@ -314,7 +314,8 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     }
     static const char *const timestamp_sources[] = {"none", "loopscope", "cupti-default",
                                                     "refused"};
-    PyObject *clock = ls_py_dict_of(4, "clock_rate", clock_rate, "reference_span_ns",
+    PyObject *clock = ls_py_dict_of(6, "pm_wait_ns", U64(c->pm_wait_ns), "pm_wait_timed_out",
+                     PyBool_FromLong(c->pm_wait_timed_out), "clock_rate", clock_rate, "reference_span_ns",
                      U64(c->stop_reference_ns > c->start_reference_ns
                              ? c->stop_reference_ns - c->start_reference_ns : 0),
                      "timestamp_source",

@@ -20,6 +20,7 @@
 #include "ls_worker.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,7 +39,14 @@ static struct {
     uint32_t generation;
     ls_finish *job;       /* the worker's part of this profile */
     ls_capture capture;
+    /* PM sampling waiting for the profiled code's first CUDA context (no
+     * context existed at the start): LS_PM_DEFERRED until the resource
+     * callback opens the window, then LS_PM_OPENED. */
+    _Atomic int pm_deferred;
+    ls_sampler_options pm_deferred_options;
 } session;
+
+enum { LS_PM_NOT_DEFERRED = 0, LS_PM_DEFERRED = 1, LS_PM_OPENED = 2 };
 
 const char *ls_session_start_phase_name(int phase)
 {
@@ -103,35 +111,59 @@ void ls_session_mark_samples_injected(void) { session.capture.samples_injected =
 /* PM sampling, after tracing started (CUPTI is loaded by then if it can be):
  * only the checks that need no GPU work happen here; the worker sets
  * sampling up and starts it (ls_sampler). */
-static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
+/* The resource callback (ls_switchboard, on the thread that made the
+ * context, inside CUDA): opens the deferred window on that context.  No
+ * wait, no allocation, no GIL. */
+static void context_created(void *context)
 {
+    int expected = LS_PM_DEFERRED;
+    if (!atomic_compare_exchange_strong(&session.pm_deferred, &expected, LS_PM_OPENED))
+        return;
+    ls_sampler_open(&session.pm_deferred_options, ls_clock_now(), context,
+                    session.capture.decoder_error, sizeof session.capture.decoder_error, 1);
+}
+
+/* Returns what ls_sampler_open did (LS_SAMPLER_*). */
+static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
+{
+    atomic_store(&session.pm_deferred, LS_PM_NOT_DEFERRED);
     if (!o->metrics) {
         snprintf(c->metrics_reason, sizeof c->metrics_reason,
                  "SM and DRAM sampling was turned off (metrics=False)");
-        return;
+        return LS_SAMPLER_NO_WAIT;
     }
     if (!ls_sampler_is_fake()) {
         if (!ls_cuda_driver_present()) {
             snprintf(c->metrics_reason, sizeof c->metrics_reason,
                      "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
-            return;
+            return LS_SAMPLER_NO_WAIT;
         }
         if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0) {
             snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s", ls_cupti_error());
-            return;
+            return LS_SAMPLER_NO_WAIT;
         }
     }
     ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
-                             o->pm_stop_in_finish};
-    if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
-        so.pm.device = 0;
-    /* Asked only once sampling will run (CUPTI loaded, which a child
-     * forked after its parent loaded it never is): never after a fork. */
-    void *context = ls_cuda_current_context();
-    ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error);
+                             o->pm_wait_bound_ns, o->pm_stop_in_finish};
     session.sampling = 1;
     c->sampled = 1; /* until the worker says otherwise */
     c->metrics_reason[0] = '\0';
+    /* Asked only once sampling will run (CUPTI loaded, which a child
+     * forked after its parent loaded it never is): never after a fork. */
+    void *context = ls_cuda_current_context();
+    if (context == NULL && !ls_sampler_is_fake() && session.callbacks &&
+        ls_subscriber_watch_contexts(context_created) == 0) {
+        /* No CUDA context yet (`loopscope run` starts before the script):
+         * setting the sampler up now would fail; the first context the
+         * profiled code makes opens the window (the device is the one it
+         * was made on). */
+        session.pm_deferred_options = so;
+        atomic_store(&session.pm_deferred, LS_PM_DEFERRED);
+        return LS_SAMPLER_NO_WAIT;
+    }
+    if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
+        so.pm.device = 0;
+    return ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error, 0);
 }
 
 /* Claims CUPTI's callback slot and enables the callbacks: launch calls
@@ -309,7 +341,16 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     uint64_t start_ns = ls_clock_now();
     session.capture.start_reference_ns = ls_clock_reference_ns();
     t0 = ls_clock_monotonic_ns();
-    start_metrics(options, &session.capture, start_ns);
+    int opened = start_metrics(options, &session.capture, start_ns);
+    if (opened != LS_SAMPLER_NO_WAIT) {
+        /* The start waited for the sampler's set-up: the profile begins
+         * after the wait (so after sampling began, when it did), and the
+         * wait is no part of the window the samples must cover. */
+        session.capture.pm_wait_ns = ls_clock_monotonic_ns() - t0;
+        session.capture.pm_wait_timed_out = opened == LS_SAMPLER_WAIT_TIMED_OUT;
+        start_ns = ls_clock_now();
+        session.capture.start_reference_ns = ls_clock_reference_ns();
+    }
     ls_finish_begin(session.job, session.tracing, session.sampling,
                     options->pm.decode_period_ns);
     lap(&phase[LS_START_METRICS], &t0);
@@ -338,6 +379,12 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
     /* The context the profile's work ran on, for the worker's wait. */
     void *context = session.tracing ? ls_cuda_current_context() : NULL;
     ls_subscriber_disable_callbacks();
+    if (atomic_exchange(&session.pm_deferred, LS_PM_NOT_DEFERRED) == LS_PM_DEFERRED) {
+        c->sampled = 0;
+        snprintf(c->metrics_reason, sizeof c->metrics_reason,
+                 "no CUDA context was made while the profile ran (the code it profiled never "
+                 "used the GPU), so there was nothing to sample");
+    }
     lap(&phase[LS_STOP_CALLBACKS], &t0);
     ls_subscriber_release();
     lap(&phase[LS_STOP_RELEASE], &t0);

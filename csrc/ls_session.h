@@ -39,7 +39,9 @@ typedef struct {
     ls_pm_options pm;        /* how */
     uint64_t pm_keep_ns;         /* sampling stays enabled this long after a profile */
     uint64_t pm_keep_running_ns; /* ... and running this long (0: stopped at the finish) */
-    int pm_wait_for_start;   /* start waits for the sampler's set-up and start */
+    int pm_wait_for_start;   /* LS_SAMPLER_WAIT_*: when start waits for the sampler's
+                              * set-up and start */
+    uint64_t pm_wait_bound_ns; /* ... and how long at most */
     int pm_stop_in_finish;   /* the finish stops sampling before its last decode */
 } ls_session_options;
 

@@ -874,10 +874,10 @@ static PyObject *fake_samples(PyObject *module, PyObject *args)
     (void)module;
     PyObject *list;
     Py_ssize_t per_tick = 1;
-    unsigned long long interval_ns = 100000, setup_ns = 0;
+    unsigned long long interval_ns = 100000, setup_ns = 0, setup_sleep_ns = 0;
     int reused = 0;
-    if (!PyArg_ParseTuple(args, "O|nKKp:_fake_samples", &list, &per_tick, &interval_ns, &setup_ns,
-                          &reused))
+    if (!PyArg_ParseTuple(args, "O|nKKpK:_fake_samples", &list, &per_tick, &interval_ns,
+                          &setup_ns, &reused, &setup_sleep_ns))
         return NULL;
     if (ls_session_active()) {
         PyErr_SetString(PyExc_RuntimeError, "_fake_samples needs no profile running");
@@ -904,7 +904,7 @@ static PyObject *fake_samples(PyObject *module, PyObject *args)
     ls_worker_wait_idle();
     Py_END_ALLOW_THREADS
     int rc = ls_sampler_fake(samples, (size_t)n, per_tick > 0 ? (size_t)per_tick : 1, interval_ns,
-                             setup_ns, reused);
+                             setup_ns, reused, setup_sleep_ns);
     free(samples);
     if (rc != 0)
         return PyErr_NoMemory();
@@ -1219,7 +1219,8 @@ PyMethodDef ls_test_hook_methods[] = {
      "_decoder_state() -> 'none', 'ticking', 'parked', 'idle', 'busy' or 'ended': the "
      "worker thread's state, test hook."},
     {"_fake_samples", fake_samples, METH_VARARGS,
-     "_fake_samples(samples, per_tick=1, interval_ns=100000, setup_ns=0, reused=False): test "
+     "_fake_samples(samples, per_tick=1, interval_ns=100000, setup_ns=0, reused=False, "
+     "setup_sleep_ns=0): test "
      "hook; synthetic PM samples (start_ns, end_ns, {figure: value}) stand in for CUPTI's in "
      "the next profiles with metrics=True (each worker tick hands over per_tick of them, the "
      "finish the rest; sampling begins setup_ns after a profile's start, as a sampler set up "

@@ -27,7 +27,8 @@ def start(
     metrics_cache_dir: str | None = ...,
     metrics_keep_ns: int = ...,
     metrics_keep_running_ns: int = ...,
-    metrics_wait_for_start: bool = ...,
+    metrics_wait_for_start: int = ...,
+    metrics_wait_bound_ns: int = ...,
     callbacks: bool = ...,
     metrics_stop_in_finish: bool = ...,
 ) -> dict[str, Any]: ...
@@ -220,7 +221,8 @@ def _decoder_state() -> str: ...
 def _tick_starts(period_ns: int, cost_ns: int, ticks: int) -> list[int]: ...
 def _fake_samples(
     samples: Sequence[tuple[int, int, dict[str, float]]], per_tick: int = ...,
-    interval_ns: int = ..., setup_ns: int = ..., reused: bool = ..., /,
+    interval_ns: int = ..., setup_ns: int = ..., reused: bool = ...,
+    setup_sleep_ns: int = ..., /,
 ) -> None: ...
 def _finish_delay(ns: int, /) -> None: ...
 def _radix_order(keys: Sequence[tuple[int, int, int]], /) -> list[int]: ...

@@ -200,9 +200,9 @@ static void warm_up(const ls_session_options *o, ls_capture *c)
 
 /* Before any activity kind is enabled: CUPTI's timestamps in ns again,
  * whatever source another tool left registered (ls_clock.h). */
-static void own_timestamps(ls_capture *c)
+static void own_timestamps(const ls_session_options *o, ls_capture *c)
 {
-    int owned = ls_clock_own_cupti_timestamps();
+    int owned = o->own_timestamps ? ls_clock_own_cupti_timestamps() : 1;
     c->timestamp_source = owned == 0 ? LS_TIMESTAMPS_OWN
                           : owned > 0 ? LS_TIMESTAMPS_CUPTI_DEFAULT
                                       : LS_TIMESTAMPS_REFUSED;
@@ -228,7 +228,7 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
              ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers, o->zeroed_buffers) != 0)
         snprintf(why, sizeof why, "could not allocate CUPTI activity buffers");
     if (why[0] == '\0')
-        own_timestamps(c);
+        own_timestamps(o, c);
     lap(&c->start_phase_ns[LS_START_CUPTI], &t0);
     if (why[0] != '\0') {
         if (o->trace)
@@ -333,7 +333,7 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
                                  ls_cuda_driver_present() &&
                                  ls_cupti_load(options->cupti_paths, options->cupti_path_count) == 0;
     if (samples_on_cupti_clock && session.capture.timestamp_source == LS_TIMESTAMPS_UNSET)
-        own_timestamps(&session.capture);
+        own_timestamps(options, &session.capture);
     int uses_cupti = session.tracing || session.callbacks || samples_on_cupti_clock;
     ls_clock_use(uses_cupti ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
     /* The window begins here: what the warm-up did is before it.  Its host

@@ -42,6 +42,8 @@ typedef struct {
     int pm_wait_for_start;   /* LS_SAMPLER_WAIT_*: when start waits for the sampler's
                               * set-up and start */
     uint64_t pm_wait_bound_ns; /* ... and how long at most */
+    int own_timestamps;      /* register loopscope's CUPTI timestamp source (ls_clock.h);
+                              * 0 only to measure what another tool's source does */
     int pm_stop_in_finish;   /* the finish stops sampling before its last decode */
 } ls_session_options;
 

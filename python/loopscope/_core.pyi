@@ -29,6 +29,7 @@ def start(
     metrics_keep_running_ns: int = ...,
     metrics_wait_for_start: int = ...,
     metrics_wait_bound_ns: int = ...,
+    own_timestamps: bool = ...,
     callbacks: bool = ...,
     metrics_stop_in_finish: bool = ...,
 ) -> dict[str, Any]: ...

@@ -20,6 +20,9 @@ LOOPSCOPE_INTERNAL
       metrics_max_samples=N        counter data image size, in samples (0: auto)
       callbacks=0|1                0: no CUPTI callbacks (no launch records, no syncs):
                                    what activity tracing alone costs the loop
+      own_timestamps=0|1           1 (default): each profile registers CUPTI's timestamp
+                                   source (CLOCK_REALTIME ns); 0: whatever another tool
+                                   left (benchmarks/beside_torch_profiler.py's control)
       metrics_stop_in_finish=0|1   1 (default): the finish stops PM sampling before
                                    its last decode; 0: the stop follows the finish
 """
@@ -31,7 +34,7 @@ from typing import Any
 
 _WARM_UP = {"none": 0, "every": 1, "once": 2}
 _FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks",
-          "metrics_stop_in_finish")
+          "metrics_stop_in_finish", "own_timestamps")
 _MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns",
        "metrics_wait_bound_ms": "metrics_wait_bound_ns"}
 

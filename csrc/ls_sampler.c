@@ -53,6 +53,7 @@ static struct {
     uint64_t setup_ns; /* sampling begins this long after the window starts */
     int reused;        /* as a sampler set up by an earlier profile */
     uint64_t setup_sleep_ns; /* real host time the open task sleeps: a slow set-up */
+    int no_context;    /* a profile's start finds no CUDA context */
     ls_pm_stats stats;
 } fake;
 
@@ -368,8 +369,10 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
     }
 }
 
+int ls_sampler_fake_no_context(void) { return fake.items != NULL && fake.no_context; }
+
 int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns,
-                    uint64_t setup_ns, int reused, uint64_t setup_sleep_ns)
+                    uint64_t setup_ns, int reused, uint64_t setup_sleep_ns, int no_context)
 {
     free(fake.items);
     memset(&fake, 0, sizeof fake);
@@ -385,5 +388,6 @@ int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_
     fake.setup_ns = setup_ns;
     fake.reused = reused != 0;
     fake.setup_sleep_ns = setup_sleep_ns;
+    fake.no_context = no_context != 0;
     return 0;
 }

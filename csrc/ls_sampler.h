@@ -89,9 +89,13 @@ void ls_sampler_release(void);
  * a sampler with interval `interval_ns` would; sampling begins `setup_ns`
  * after each window's start (its set-up time), as a sampler set up by an
  * earlier profile when `reused`; the open task sleeps setup_sleep_ns of
- * real time (a slow set-up, for the bounded wait).  0, or -1 when out of
- * memory. */
+ * real time (a slow set-up, for the bounded wait); with `no_context` a
+ * profile's start finds no CUDA context.  0, or -1 when out of memory. */
 int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns,
-                    uint64_t setup_ns, int reused, uint64_t setup_sleep_ns);
+                    uint64_t setup_ns, int reused, uint64_t setup_sleep_ns, int no_context);
+
+/* 1 when the test source stands for a process with no CUDA context yet at
+ * a profile's start (it appears through the resource callback's test hook). */
+int ls_sampler_fake_no_context(void);
 
 #endif

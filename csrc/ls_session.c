@@ -17,6 +17,7 @@
 #include "ls_rangestack.h"
 #include "ls_sampler.h"
 #include "ls_subscriber.h"
+#include "ls_switchboard.h"
 #include "ls_worker.h"
 
 #include <pthread.h>
@@ -123,6 +124,19 @@ static void context_created(void *context)
                     session.capture.decoder_error, sizeof session.capture.decoder_error, 1);
 }
 
+/* Has context_created called at the next CUDA context's creation: through
+ * CUPTI's resource callback (the session holds the callback slot), or for
+ * the test source through the switchboard alone (its test hook).  0, or -1
+ * when it cannot be watched. */
+static int watch_contexts(void)
+{
+    if (ls_sampler_is_fake()) {
+        ls_switchboard_on_context(context_created);
+        return 0;
+    }
+    return session.callbacks ? ls_subscriber_watch_contexts(context_created) : -1;
+}
+
 /* Returns what ls_sampler_open did (LS_SAMPLER_*). */
 static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
 {
@@ -150,9 +164,9 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
     c->metrics_reason[0] = '\0';
     /* Asked only once sampling will run (CUPTI loaded, which a child
      * forked after its parent loaded it never is): never after a fork. */
-    void *context = ls_cuda_current_context();
-    if (context == NULL && !ls_sampler_is_fake() && session.callbacks &&
-        ls_subscriber_watch_contexts(context_created) == 0) {
+    void *context = ls_sampler_is_fake() ? NULL : ls_cuda_current_context();
+    int no_context = ls_sampler_is_fake() ? ls_sampler_fake_no_context() : context == NULL;
+    if (no_context && watch_contexts() == 0) {
         /* No CUDA context yet (`loopscope run` starts before the script):
          * setting the sampler up now would fail; the first context the
          * profiled code makes opens the window (the device is the one it
@@ -379,6 +393,7 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
     /* The context the profile's work ran on, for the worker's wait. */
     void *context = session.tracing ? ls_cuda_current_context() : NULL;
     ls_subscriber_disable_callbacks();
+    ls_switchboard_on_context(NULL);
     if (atomic_exchange(&session.pm_deferred, LS_PM_NOT_DEFERRED) == LS_PM_DEFERRED) {
         c->sampled = 0;
         snprintf(c->metrics_reason, sizeof c->metrics_reason,

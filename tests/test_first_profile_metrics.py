@@ -108,3 +108,42 @@ def test_metrics_takes_true_false_or_lazy_only():
     loopscope.profile(metrics="lazy")
     with pytest.raises(TypeError, match="metrics"):
         loopscope.profile(metrics="eager")
+
+
+@pytest.mark.fake_sampler
+def test_a_profile_begun_before_any_cuda_context_samples_from_the_first_one(test_clock):
+    """`loopscope run` starts its profile before the script has a CUDA
+    context: the sampler is set up when the script makes one (CUPTI's
+    resource callback), never before, and the enter does not wait."""
+    test_clock.set(START, TICK)
+    _core._fake_samples(samples_from(0, 3_000_000), 1, 50 * US, 0, False, 0, True)
+    with loopscope.profile(trace=False, syncs=False) as prof:
+        with prof.step():
+            pass
+        opened_at = _core.now_ns()
+        _core._fake_context_created()  # the profiled code makes its context here
+        for _ in range(3):
+            with prof.step():
+                pass
+    info = prof._capture.info()
+    assert info["pm_wait_ns"] == 0
+    assert info["pm"] is not None and info["pm"]["started_ns"] > opened_at
+    s = prof.summary()
+    assert s["metrics_error"] is None
+    want = [t for t in range(0, 3_000_000, 50 * US)
+            if t + 50 * US > info["start_ns"] and t < info["stop_ns"]]
+    assert s["sm"]["samples"] == len(want) > 0
+
+
+@pytest.mark.fake_sampler
+def test_a_profile_that_never_sees_a_cuda_context_says_so(test_clock):
+    test_clock.set(START, TICK)
+    _core._fake_samples(samples_from(0, 3_000_000), 1, 50 * US, 0, False, 0, True)
+    with loopscope.profile(trace=False, syncs=False) as prof:
+        with prof.step():
+            pass
+    s = prof.summary()
+    assert s["sm"] is None
+    assert "no CUDA context was made" in s["metrics_error"]
+    _core._fake_context_created()  # after the stop: nobody listens any more
+    assert not _core.active()

@@ -147,3 +147,23 @@ def test_a_profile_that_never_sees_a_cuda_context_says_so(test_clock):
     assert "no CUDA context was made" in s["metrics_error"]
     _core._fake_context_created()  # after the stop: nobody listens any more
     assert not _core.active()
+
+
+@pytest.mark.parametrize("rate", [1.0, 2.05, 0.5])
+def test_the_profile_clock_rate_against_the_host_is_measured(rate):
+    """Issue 24: a foreign CUPTI timestamp source (Kineto's TSC ticks) makes
+    the profile clock run ~2x the host's; capture.info()["clock_rate"] is the
+    ratio over the profile's window.  The scripted clock runs `rate` times its
+    reference: the ratio read back is that rate."""
+    _core._set_test_clock(START, TICK, rate)
+    try:
+        with loopscope.profile(trace=False, syncs=False, metrics=False) as prof:
+            for _ in range(5):
+                with prof.step():
+                    pass
+    finally:
+        _core._set_test_clock(0, 0)
+    info = prof._capture.info()
+    assert info["clock_rate"] == pytest.approx(rate, rel=1e-4)  # whole-ns reference reads
+    assert info["stop_ns"] - info["start_ns"] == pytest.approx(
+        rate * info["reference_span_ns"], rel=1e-4)

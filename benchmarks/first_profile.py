@@ -28,7 +28,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def child(loop_ms: float, metrics: str) -> dict:
+VARIANTS = {"default": {}, "trace-only": {"metrics": False}, "counters-only": {"trace": False}}
+
+
+def child(loop_ms: float, metrics: str, variant: str = "default") -> dict:
     import torch
 
     import loopscope
@@ -62,7 +65,8 @@ def child(loop_ms: float, metrics: str) -> dict:
             loop()
             bare.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        prof = loopscope.profile(metrics=True if metrics == "true" else metrics)
+        options = dict({"metrics": True if metrics == "true" else metrics}, **VARIANTS[variant])
+        prof = loopscope.profile(**options)
         prof.__enter__()
         t1 = time.perf_counter()
         loop(prof)
@@ -73,7 +77,7 @@ def child(loop_ms: float, metrics: str) -> dict:
     sm, dram = s.get("sm"), s.get("dram")
     over = s["overhead"]
     return {
-        "loop_ms": loop_ms, "steps": steps, "metrics": metrics,
+        "loop_ms": loop_ms, "steps": steps, "metrics": metrics, "variant": variant,
         "bare_ms": round(statistics.median(bare) * 1e3, 2),
         "enter_ms": round((t1 - t0) * 1e3, 1), "loop_in_ms": round((t2 - t1) * 1e3, 2),
         "exit_ms": round((t3 - t2) * 1e3, 1), "block_ms": round((t3 - t0) * 1e3, 1),
@@ -137,19 +141,22 @@ def main() -> None:
     parser.add_argument("--loop-ms", type=float, nargs="+", default=[20, 50, 100])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--metrics", default="true", choices=["true", "lazy"])
+    parser.add_argument("--variant", default="default", choices=sorted(VARIANTS),
+                        help="default, trace-only (metrics=False) or counters-only (trace=False)")
     parser.add_argument("--child", type=float, help="one run in this process (loop ms)")
     parser.add_argument("--run-cli", action="store_true", help="also `loopscope run`")
     parser.add_argument("--plugin", action="store_true", help="also the pytest plugin")
     parser.add_argument("--out", help="write every JSON line here too")
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.metrics)))
+        print(json.dumps(child(args.child, args.metrics, args.variant)))
         return
     rows = []
     for loop_ms in args.loop_ms:
         for _ in range(args.runs):
             proc = subprocess.run([sys.executable, __file__, "--child", str(loop_ms),
-                                   "--metrics", args.metrics], capture_output=True, text=True)
+                                   "--metrics", args.metrics, "--variant", args.variant],
+                                  capture_output=True, text=True)
             line = (proc.stdout.strip().splitlines() or [""])[-1]
             try:
                 rows.append(json.loads(line))
@@ -164,7 +171,7 @@ def main() -> None:
         with open(args.out, "w") as f:
             for r in rows + extra:
                 f.write(json.dumps(r) + "\n")
-    print(f"{'loop':>5} {'bare':>7} {'enter':>7} {'wait':>7} {'block':>7} {'x':>6} "
+    print(f"{'loop':>5} {'bare':>7} {'enter':>7} {'wait':>7} {'in':>7} {'block':>7} {'x':>6} "
           f"{'SM%':>6} {'cov%':>6} {'DRAM%':>6}  error")
     for r in rows:
         if "failed" in r:
@@ -172,7 +179,8 @@ def main() -> None:
             continue
         ratio = r["block_ms"] / r["bare_ms"] if r["bare_ms"] else float("nan")
         print(f"{r['loop_ms']:>5.0f} {r['bare_ms']:>7.1f} {r['enter_ms']:>7.1f} "
-              f"{r['setup_wait_ms'] or 0:>7.1f} {r['block_ms']:>7.1f} {ratio:>6.2f} "
+              f"{r['setup_wait_ms'] or 0:>7.1f} {r['loop_in_ms']:>7.1f} {r['block_ms']:>7.1f} "
+              f"{ratio:>6.2f} "
               f"{r['sm_pct'] if r['sm_pct'] is not None else '-':>6} "
               f"{r['sm_coverage_pct'] if r['sm_coverage_pct'] is not None else '-':>6} "
               f"{r['dram_pct'] if r['dram_pct'] is not None else '-':>6}  "

@@ -436,7 +436,8 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_CLEAR(pm_dict);
         Py_XDECREF(more_pm);
         PyObject *setup = pm_dict == NULL ? NULL
-            : ls_py_dict_of(5, "config_source", PyUnicode_FromString(pm->config_source),
+            : ls_py_dict_of(6, "availability_cached", PyBool_FromLong(pm->availability_cached),
+                         "config_source", PyUnicode_FromString(pm->config_source),
                          "cache_note",
                          pm->cache_note[0] ? PyUnicode_FromString(pm->cache_note)
                                            : Py_NewRef(Py_None),

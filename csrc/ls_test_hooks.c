@@ -15,6 +15,7 @@
 #include "ls_module_state.h"
 #include "ls_names.h"
 #include "ls_nvtx.h"
+#include "ls_pmavail.h"
 #include "ls_pmcache.h"
 #include "ls_pyvalues.h"
 #include "ls_radix.h"
@@ -1036,6 +1037,55 @@ static int read_key(PyObject *chip, PyObject *names, unsigned long version, Py_b
     return 0;
 }
 
+/* _pmavail(op, folder, chip, device, driver, cupti_version, image=None):
+ * the counter availability cache of ls_pmavail by an explicit key.
+ * "store" -> None; "load" -> (found, image or None, note or None);
+ * "driver" -> this machine's driver identity (the other arguments ignored). */
+static PyObject *pmavail(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    (void)module;
+    static char *keywords[] = {"op", "folder", "chip", "device", "driver", "cupti_version",
+                               "image", NULL};
+    const char *op, *folder, *chip, *driver;
+    int device;
+    unsigned long version;
+    Py_buffer image = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sssisk|y*:_pmavail", keywords, &op, &folder,
+                                     &chip, &device, &driver, &version, &image))
+        return NULL;
+    char note[1024] = "";
+    PyObject *result = NULL;
+    if (strcmp(op, "driver") == 0) {
+        char text[512];
+        ls_pmavail_driver(text, sizeof text);
+        result = PyUnicode_FromString(text);
+    } else if (strcmp(op, "store") == 0) {
+        if (image.buf == NULL)
+            PyErr_SetString(PyExc_ValueError, "_pmavail: 'store' needs image");
+        else if (ls_pmavail_store(folder, chip, device, driver, (uint32_t)version, image.buf,
+                                  (size_t)image.len, note, sizeof note) != 0)
+            PyErr_SetString(PyExc_OSError, note);
+        else
+            result = Py_NewRef(Py_None);
+    } else if (strcmp(op, "load") == 0) {
+        uint8_t *bytes = NULL;
+        size_t size = 0;
+        int found = ls_pmavail_load(folder, chip, device, driver, (uint32_t)version, &bytes,
+                                    &size, note, sizeof note);
+        PyObject *data = found == 1 ? PyBytes_FromStringAndSize((const char *)bytes,
+                                                                 (Py_ssize_t)size)
+                                    : Py_NewRef(Py_None);
+        free(bytes);
+        if (data != NULL)
+            result = Py_BuildValue("(iNz)", found, data, note[0] ? note : NULL);
+    } else {
+        PyErr_Format(PyExc_ValueError, "_pmavail: unknown op %s", op);
+    }
+    if (image.buf != NULL)
+        PyBuffer_Release(&image);
+    return result;
+}
+
 static PyObject *pmcache(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
@@ -1254,6 +1304,9 @@ PyMethodDef ls_test_hook_methods[] = {
      "kept, image, note), 'path' -> path."},
     {"_fake_context_created", fake_context_created, METH_NOARGS,
      "_fake_context_created(): test hook, CUPTI's resource callback for a new CUDA context."},
+    {"_pmavail", (PyCFunction)(void (*)(void))pmavail, METH_VARARGS | METH_KEYWORDS,
+     "_pmavail(op, folder, chip, device, driver, cupti_version, image=None): test hook, the "
+     "counter availability cache (ls_pmavail)."},
     {"_set_test_clock", set_test_clock, METH_VARARGS,
      "_set_test_clock(start_ns, tick_ns, rate=1.0): test hook, a scripted clock (tick 0: off) "
      "running `rate` times as fast as the host reference the clock check reads."},

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ._ranks import above_error, straggler_text
+from ._ranks import above_error, balance_text, straggler_text
 
 MAX_STEP_ROWS = 24
 MAX_RANK_COLUMNS = 8  # per-rank cells in the step table up to this many ranks
@@ -52,6 +52,8 @@ def head_lines(summary: dict[str, Any]) -> list[str]:
     lines = []
     if skew and skew["straggler"]:
         lines.append("STRAGGLER: " + straggler_text(skew["straggler"]))
+    elif skew and skew.get("balance"):
+        lines.append("BALANCED: " + balance_text(skew["balance"]))
     lines.append(_gather_line(summary))
     return lines
 
@@ -170,6 +172,9 @@ def ranks_head_html(summary: dict[str, Any]) -> str:
     if skew and skew["straggler"]:
         out.append('<div style="border-left:6px solid #c23030;padding:4px 10px;margin:6px 0">'
                    f'<b>Straggler:</b> {_e(straggler_text(skew["straggler"]))}</div>')
+    elif skew and skew.get("balance"):
+        out.append(f'<div style="{_NOTE}"><b>Balanced:</b> '
+                   f'{_e(balance_text(skew["balance"]))}</div>')
     out.append(f'<div style="{_NOTE}">{_e(_gather_line(summary))}</div>')
     return "".join(out)
 

@@ -465,7 +465,8 @@ def _per_rank(rows, compacts, straggler) -> list[dict[str, Any] | None]:
     return out
 
 
-def _not_measured(compacts, rows, world_size, backend, aligners) -> list[str]:
+def _not_measured(compacts, rows, world_size, backend, aligners, shared_clock=False
+                  ) -> list[str]:
     notes = []
     present = [c for c in compacts if c is not None]
     if world_size == 1:
@@ -482,8 +483,10 @@ def _not_measured(compacts, rows, world_size, backend, aligners) -> list[str]:
                      + (f"; {why[0]}" if why else "") + "): wait and straggler not measured")
     unlinked = [c["rank"] for c in present if c["rank"] not in aligners]
     if unlinked:
-        notes.append(f"rank{'s' if len(unlinked) > 1 else ''} {_list(unlinked)}: clocks not "
-                     "exchanged with rank 0: left out of the skews")
+        notes.append(f"rank{'s' if len(unlinked) > 1 else ''} {_list(unlinked)}: "
+                     + ("no time base shared with the other traces (only Kineto traces "
+                        "have one)" if shared_clock else "clocks not exchanged with rank 0")
+                     + ": left out of the skews")
     shared: dict[str, list[int]] = {}
     for c in present:
         for g in c.get("gpus") or []:
@@ -501,20 +504,48 @@ def _list(ranks: list[int]) -> str:
     return ", ".join(str(r) for r in ranks)
 
 
+# Traces read offline (trace folders): a Kineto trace's times are the host's
+# clock (epoch-based); ranks on one host share it, to the trace's resolution.
+SHARED_CLOCK_ERROR_NS = 1_000
+SHARED_CLOCK_METHOD = (
+    "the traces' own clock: a Kineto trace's times (with its baseTimeNanoseconds) are its "
+    "host's clock, shared by every rank of one host, so they are compared as written "
+    "(+-1 us, the times' resolution); ranks on different hosts differ by as much as the hosts' "
+    "clocks do (NTP: up to milliseconds; PTP: microseconds), which the files cannot tell")
+
+
+def _shared_aligners(compacts) -> dict[int, Callable[[float], float]]:
+    """rank -> its trace time -> the shared clock, for ranks whose compact
+    has a time base (offline reads)."""
+    out: dict[int, Callable[[float], float]] = {}
+    for c in compacts:
+        base = (c or {}).get("time_base")
+        if base is not None:
+            out[c["rank"]] = (lambda shift: lambda p: p - shift)(base["shift_ns"])
+    return out
+
+
 def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, Any]],
-          missing: dict[int, str], backend: str | None = None) -> dict[str, Any]:
+          missing: dict[int, str], backend: str | None = None,
+          shared_clock: bool = False) -> dict[str, Any]:
     """The cross-rank figures (summary["skew"] on rank 0).
 
     compacts: one entry per rank (index = rank), None for a missing rank;
     exchanges: rank -> {"start": [(a, b, c), ...] or None, "end": [...]}
-    as rank 0 timed them; missing: rank -> why it is missing."""
+    as rank 0 timed them; missing: rank -> why it is missing.
+    shared_clock: the ranks' times are on one clock already (traces read
+    offline, each compact's "time_base" says how): no exchanges."""
     world_size = len(compacts)
     links = {r: _Link(best_round(x.get("start")), best_round(x.get("end")))
              for r, x in exchanges.items() if r != 0}
-    aligners = _aligners(compacts, links)
-    errors = sorted((e for r in aligners if r != 0 for e in [links[r].error_ns] if e is not None),
-                    reverse=True)
-    error_ns = sum(errors[:2]) if errors else None
+    if shared_clock:
+        aligners = _shared_aligners(compacts)
+        error_ns = SHARED_CLOCK_ERROR_NS if len(aligners) > 1 else None
+    else:
+        aligners = _aligners(compacts, links)
+        errors = sorted((e for r in aligners if r != 0 for e in [links[r].error_ns]
+                         if e is not None), reverse=True)
+        error_ns = sum(errors[:2]) if errors else None
     rows = _step_rows(compacts, aligners)
     straggler, balance = _judge(rows, compacts)
     starts = [r["start_skew_us"] for r in rows if r["start_skew_us"] is not None]
@@ -526,7 +557,8 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
         "missing": [{"rank": r, "reason": missing[r]} for r in sorted(missing)],
         "clock": {
             "error_us": error_us,
-            "method": "round trips over the job's c10d store, timed by rank 0 (the best of "
+            "method": SHARED_CLOCK_METHOD if shared_clock else
+                      "round trips over the job's c10d store, timed by rank 0 (the best of "
                       "each exchange; interpolated between the start and end exchanges)",
             "per_rank": [
                 {"rank": r, "offset_us": _us(link.last["offset_ns"])
@@ -543,7 +575,8 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
         "per_rank": _per_rank(rows, compacts, straggler),
         "straggler": straggler,
         "balance": balance,
-        "not_measured": _not_measured(compacts, rows, world_size, backend, aligners),
+        "not_measured": _not_measured(compacts, rows, world_size, backend, aligners,
+                                      shared_clock),
     }
 
 

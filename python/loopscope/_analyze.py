@@ -305,26 +305,12 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     return prof
 
 
-def analyze(path: str | os.PathLike | list, *, steps: str | None = None,
-            device: int | None = None, gap_thresholds_us: tuple[float, float] = (20.0, 50.0),
-            progress: bool = True, workers: int | None = None) -> dict[str, Any]:
+def analyze(path: str | os.PathLike, *, steps: str | None = None, device: int | None = None,
+            gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True
+            ) -> dict[str, Any]:
     """The summary dict of a trace file, the same as a live profile's
     (summary["source"] says "kineto", "nsys" or "recording";
-    summary["trace"] says what was read and skipped).  See load().
-
-    A folder, or a list of files: one trace per rank of a job, read as one
-    job (_job.py): the lowest rank's summary with every rank's compact
-    summary in summary["ranks"] and the cross-rank figures in
-    summary["skew"], as rank 0 of a live job has them; each rank read in its
-    own process (`workers` at a time, default the cores)."""
-    if isinstance(path, (list, tuple)) or Path(path).is_dir():
-        from ._job import read_job
-
-        thresholds = check_thresholds(gap_thresholds_us)
-        _pattern(steps)  # a bad expression is told here, not in each worker
-        return read_job([path] if not isinstance(path, (list, tuple)) else path,
-                        steps=steps, device=_check_device(device), thresholds=thresholds,
-                        workers=workers, progress=progress)
+    summary["trace"] says what was read and skipped).  See load()."""
     return load(path, steps=steps, device=device, gap_thresholds_us=gap_thresholds_us,
                 progress=progress).summary()
 

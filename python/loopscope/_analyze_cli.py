@@ -46,7 +46,8 @@ def add_analyze_parser(sub) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="trace files, or a folder of one trace per rank")
     p.add_argument("--ranks", action="store_true",
-                   help="the files are one job, one trace per rank (implied by a folder)")
+                   help="the files are one job, one trace per rank (implied when every PATH is a "
+                        "folder)")
     p.add_argument("--ranks-out", metavar="FILE",
                    help="(a job) write the ranks' compact summaries to FILE (.gz: gzip) for "
                         "`loopscope merge`")
@@ -84,7 +85,7 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
                                         ("max_severe_gaps", args.max_severe_gaps),
                                         ("max_rank_skew_us", args.max_rank_skew_us))
                if v is not None}
-    if args.ranks or any(os.path.isdir(p) for p in args.paths):
+    if args.ranks or all(os.path.isdir(p) for p in args.paths):  # folders: one job
         return _job_command(args, parser, budgets)
     if args.ranks_out or args.workers is not None:
         parser.error("--ranks-out and --workers apply to a job: a folder, or files with --ranks")

@@ -40,13 +40,36 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import _ranks
+from . import _analyze, _ranks
 from ._diagnosis import diagnose_ranks
+from ._options import check_thresholds
 from ._sniff import TraceError
 
 RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
 RANKS_FILE_VERSION = 1
+
+
+def analyze(path: str | os.PathLike | list, *, steps: str | None = None,
+            device: int | None = None, gap_thresholds_us: tuple[float, float] = (20.0, 50.0),
+            progress: bool = True, workers: int | None = None) -> dict[str, Any]:
+    """The summary dict of a trace file, the same as a live profile's
+    (summary["source"] says "kineto", "nsys" or "recording";
+    summary["trace"] says what was read and skipped; see _analyze.load).
+
+    A folder, or a list of files: one trace per rank of a job, read as one
+    job (module doc): the lowest rank's summary with every rank's compact
+    summary in summary["ranks"] and the cross-rank figures in
+    summary["skew"], as rank 0 of a live job has them; each rank read in its
+    own process (`workers` at a time, default the cores)."""
+    if not isinstance(path, (list, tuple)) and not Path(path).is_dir():
+        return _analyze.analyze(path, steps=steps, device=device,
+                                gap_thresholds_us=gap_thresholds_us, progress=progress)
+    thresholds = check_thresholds(gap_thresholds_us)
+    _analyze._pattern(steps)  # a bad expression is told here, not in each worker
+    return read_job(list(path) if isinstance(path, (list, tuple)) else [path], steps=steps,
+                    device=_analyze._check_device(device), thresholds=thresholds,
+                    workers=workers, progress=progress)
 
 
 # -- which files ------------------------------------------------------------------
@@ -82,11 +105,9 @@ def read_rank(path: str, steps: str | None, device: int | None,
     """One trace read into its rank's compact summary: {path, rank,
     world_size, backend, rank_from, compact, summary (when keep_summary),
     read_s}.  Raises TraceError naming the file."""
-    from ._analyze import load
-
     t0 = time.perf_counter()
     p = Path(path)
-    prof = load(p, steps=steps, device=device, gap_thresholds_us=thresholds, progress=False)
+    prof = _analyze.load(p, steps=steps, device=device, gap_thresholds_us=thresholds, progress=False)
     summary = dict(prof.summary())
     dist = (summary.get("trace") or {}).get("distributed")
     rank, world, rank_from = summary.get("rank"), summary.get("world_size"), "distributedInfo"
@@ -186,8 +207,12 @@ def read_ranks(paths: list[Path], *, steps, device, thresholds, workers: int | N
             keep(read_rank(str(p), steps, device, thresholds, True))
         return results
     context = multiprocessing.get_context("spawn")  # no state of this process carried over
-    fresh = {"max_tasks_per_child": 1} if sys.version_info >= (3, 11) else {}  # memory back
-    with futures.ProcessPoolExecutor(max_workers=size, mp_context=context, **fresh) as pool:
+    if sys.version_info >= (3, 11):  # a fresh process per rank: its memory goes back
+        pool = futures.ProcessPoolExecutor(max_workers=size, mp_context=context,
+                                           max_tasks_per_child=1)
+    else:
+        pool = futures.ProcessPoolExecutor(max_workers=size, mp_context=context)
+    with pool:
         jobs = [pool.submit(read_rank, str(p), steps, device, thresholds, True) for p in paths]
         try:
             for job in futures.as_completed(jobs):

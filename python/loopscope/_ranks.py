@@ -538,6 +538,7 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
     world_size = len(compacts)
     links = {r: _Link(best_round(x.get("start")), best_round(x.get("end")))
              for r, x in exchanges.items() if r != 0}
+    error_ns: float | None
     if shared_clock:
         aligners = _shared_aligners(compacts)
         error_ns = SHARED_CLOCK_ERROR_NS if len(aligners) > 1 else None

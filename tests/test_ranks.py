@@ -748,3 +748,20 @@ def test_an_arrival_outside_the_clock_pairs_is_not_aligned(arrive_at, aligned):
     row = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")["steps"][0]
     assert row["late_from"] == ("arrival" if aligned else "comm")
     assert row["arrive_ns"][1] == (arrive_at if aligned else None)
+
+
+@pytest.mark.parametrize("rank1_last, named", [(2, False), (3, True)])
+def test_no_straggler_when_two_ranks_are_last_as_often(rank1_last, named):
+    """4 steps: rank 0 last in 2, rank 1 in the rest: a tie names nobody."""
+    comm = {0: [], 1: []}
+    for k in range(4):
+        one_late = k < rank1_last
+        comm[0].append(3.5 if one_late else 0.5)
+        comm[1].append(0.5 if one_late else 3.5)
+    ranks = [compact(r, comm[r], gpu=[8.0] * 4, world_size=2) for r in range(2)]
+    skew = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")
+    if named:
+        assert skew["straggler"]["rank"] == 1 and skew["straggler"]["last_in_steps"] == 3
+    else:
+        assert skew["straggler"] is None
+        assert skew["balance"]["why"] == "no rank arrived last in more steps than every other rank"

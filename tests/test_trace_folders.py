@@ -162,3 +162,53 @@ def test_rank_skew_budget_on_a_folder(straggler_job, tmp_path):
     ok = subprocess.run(run + ["--max-rank-skew-us", "10"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr  # step starts agree on the shared clock
     assert "max_rank_skew_us" in ok.stderr
+
+
+# -- real traces: two ranks of HTA's 128-rank job ------------------------------------
+DATA = __import__("pathlib").Path(__file__).parent / "data"
+HTA_RANKS = {0: DATA / "public" / "hta_sampled_rank0.json.gz",
+             1: DATA / "ranks" / "hta_sampled_rank1.json.gz"}
+
+
+def _step_starts_us(path) -> dict[str, float]:
+    """ProfilerStep name -> its start (us, as written, plus the base), read
+    from the file here."""
+    import gzip
+
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    base_us = doc.get("baseTimeNanoseconds", 0) / 1e3
+    return {e["name"]: e["ts"] + base_us for e in doc["traceEvents"]
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")}
+
+
+def test_hta_ranks_read_as_one_job(tmp_path):
+    if not HTA_RANKS[0].exists():
+        pytest.skip("tests/data/public/hta_sampled_rank0.json.gz comes with the public traces "
+                    "(tests/data/public/README.md): not in this checkout")
+    for r, src in HTA_RANKS.items():
+        (tmp_path / f"rank{r}_{src.name}").write_bytes(src.read_bytes())
+    job = loopscope.analyze(tmp_path, workers=2, progress=False)
+    assert (job["rank"], job["world_size"]) == (0, 128)  # distributedInfo
+    assert job["skew"]["missing"] == [{"rank": r, "reason": "no trace of it was read"}
+                                      for r in range(2, 128)]
+    text = loopscope._report.format_report(job)
+    assert "missing: ranks 2-127 no trace of it was read" in text
+    alone = {r: loopscope.analyze(p, progress=False) for r, p in HTA_RANKS.items()}
+    for r in (0, 1):
+        c = job["ranks"][r]
+        assert c["gpu_busy_ms"] == alone[r]["gpu"]["busy_ms"]
+        assert c["comm_ms"] == alone[r]["gpu"]["comm_ms"]
+        assert c["host_ms"] == alone[r]["host_ms"]
+        assert [(s["name"], s["gpu_ms"], s["comm_ms"]) for s in c["steps"]] == [
+            (s["name"], s["gpu_ms"], s["comm_ms"]) for s in alone[r]["steps"]]
+    # this rank 0's own figures are the job's top level
+    assert job["gpu"]["busy_ms"] == alone[0]["gpu"]["busy_ms"]
+    starts = {r: _step_starts_us(p) for r, p in HTA_RANKS.items()}
+    for row in job["skew"]["steps"]:
+        comm = [alone[r]["steps"][row["index"]]["comm_ms"] for r in (0, 1)]
+        assert row["wait_ms"][:2] == pytest.approx([c - min(comm) for c in comm])
+        skew_us = abs(starts[0][row["name"]] - starts[1][row["name"]])
+        assert row["start_skew_us"] == pytest.approx(skew_us, abs=1e-3)
+    # each rank last in one of the two steps: nobody is named
+    assert sorted(r["last_arrival_rank"] for r in job["skew"]["steps"]) == [0, 1]
+    assert job["skew"]["straggler"] is None and job["skew"]["balance"]["rank"] is None

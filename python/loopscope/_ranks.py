@@ -46,7 +46,8 @@ collective (call_ns), so the report can tell host lateness from launch
 lag.  A step counts when its lateness is at least STEP_WAIT_MIN_US and
 STEP_WAIT_MIN_PCT of the ranks' median GPU time in the step (jitter grows
 with the step); the candidate is the rank that arrived last in the most
-counted steps, when that is at least half of the steps compared.
+counted steps (no other as often), when that is at least half of the steps
+compared.
 
 Ranks always arrive in some order, so the candidate is named the
 straggler only when it matters: its lateness (mean over the steps it was
@@ -398,11 +399,13 @@ def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None
         if r["last_arrival_rank"] is not None:
             counts[r["last_arrival_rank"]] = counts.get(r["last_arrival_rank"], 0) + 1
     rank = _argmax(counts) if counts else None
-    if rank is None or counts[rank] < STRAGGLER_MIN_SHARE * len(compared):
+    tied = rank is not None and sum(n == counts[rank] for n in counts.values()) > 1
+    if rank is None or tied or counts[rank] < STRAGGLER_MIN_SHARE * len(compared):
         worst = max(compared, key=lambda r: r["late_ms"])
         step_ms = _step_time_ms(compacts, -1, [worst["index"]])
         return None, _balance(None, worst["late_ms"], step_ms, len(compared),
-                              "no rank arrived last in half the steps compared")
+                              "no rank arrived last in more steps than every other rank"
+                              if tied else "no rank arrived last in half the steps compared")
     mine = [r for r in compared if r["last_arrival_rank"] == rank]
     late = sum(r["late_ms"] for r in mine) / len(mine)
     step_ms = _step_time_ms(compacts, rank, [r["index"] for r in mine])

@@ -38,9 +38,24 @@ def _gather_line(summary: dict[str, Any]) -> str:
     line += f"; gathering: {d.get('gather')}"
     skew = summary.get("skew")
     if skew and skew["missing"]:
-        line += "; missing: " + "; ".join(f"rank {m['rank']} {m['reason']}"
-                                          for m in skew["missing"])
+        by_reason: dict[str, list[int]] = {}
+        for m in skew["missing"]:
+            by_reason.setdefault(m["reason"], []).append(m["rank"])
+        line += "; missing: " + "; ".join(
+            f"rank{'s' if len(ranks) > 1 else ''} {rank_spans(ranks)} {why}"
+            for why, ranks in by_reason.items())
     return line
+
+
+def rank_spans(ranks: list[int]) -> str:
+    """[0, 2, 3, 4, 9] -> "0, 2-4, 9" (a job of thousands of ranks)."""
+    spans: list[list[int]] = []
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def head_lines(summary: dict[str, Any]) -> list[str]:

@@ -682,7 +682,9 @@ def test_lateness_is_the_arrival_at_the_collective():
     for k in range(4):
         ranks[0]["steps"][k].update(arrive_ns=k * STEP_NS + 1_000_000, call_ns=k * STEP_NS)
         ranks[1]["steps"][k].update(arrive_ns=k * STEP_NS + 4_000_000 + offset,
-                                    call_ns=k * STEP_NS + 3_990_000 + offset)
+                                    call_ns=k * STEP_NS + 3_990_000 + offset,
+                                    start_ns=k * STEP_NS + offset,
+                                    end_ns=k * STEP_NS + 9_000_000 + offset)
     ranks[1]["clock"]["profile_ns"] = [p + offset for p in ranks[1]["clock"]["profile_ns"]]
     skew = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")
     for k, row in enumerate(skew["steps"]):
@@ -693,6 +695,11 @@ def test_lateness_is_the_arrival_at_the_collective():
     s = skew["straggler"]
     assert (s["rank"], s["late_ms"], s["comm_late_ms"], s["late_from"]) == (
         1, pytest.approx(3.0), pytest.approx(3.9), "arrival")
+    # each rank's host called the collective (call_ns - start_ns, its own clock): rank 1
+    # 3.99 ms into its steps, rank 0 at their start
+    assert s["host_late_ms"] == pytest.approx(3.99)
+    assert "(its host called the collective 3.990 ms later into the step than the others')" \
+        in _ranks.straggler_text(s)
     # one rank without an arrival in a step: that step falls back on the comm times
     ranks[0]["steps"][2]["arrive_ns"] = None
     rows = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")["steps"]

@@ -49,6 +49,9 @@ def test_folder_is_read_as_one_job_with_the_straggler(straggler_job):
     st = skew["straggler"]
     assert (st["rank"], st["last_in_steps"], st["steps_compared"]) == (2, STEPS, STEPS)
     assert st["late_ms"] == pytest.approx(3.0)  # as planted
+    # its host called the all-reduce 3 ms later into the step than the others' hosts
+    calls = [p["call"][r, 0] - (1_000_000 + 0 * PERIOD_NS) for r in range(3)]
+    assert st["host_late_ms"] == pytest.approx((calls[2] - statistics.median(calls[:2])) / 1e6)
     # the others' GPU time per step: the gemm and their all-reduce (spinning included)
     others = statistics.median(
         [statistics.mean([(GEMM_NS + p["end"][r, k] - p["arrive"][r, k]) / 1e6

@@ -425,12 +425,39 @@ def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None
     if cause is not None and known[cause] < CAUSE_MIN_SHARE * late:
         cause = None
     comm_late = [r["max_wait_ms"] for r in mine]
+    host_late = _host_late(compacts, rank, [r["index"] for r in mine])
     return {"rank": rank, "last_in_steps": counts[rank], "steps_compared": len(compared),
             "late_ms": round(late, 6), "late_from": _late_from(mine),
             "comm_late_ms": round(sum(comm_late) / len(comm_late), 6),
+            "host_late_ms": host_late,
             "share_of_step_pct": None if share is None else round(100 * share, 2),
             "cause": cause, "excess_ms": excess,
             "own_verdict": compacts[rank]["verdict"], "own_cause": compacts[rank]["cause"]}, None
+
+
+def _host_late(compacts, rank: int, steps: list[int]) -> float | None:
+    """How much later into its steps the straggler's host called the
+    collective than the other ranks' hosts (their median), mean over
+    `steps`, each rank on its own clock (call_ns - start_ns: no alignment
+    needed); None when a step lacks the times.  A host held back D ms reads
+    D here, while its arrival is later by D plus the time it then took to
+    launch the step's work with its GPU idle (the others' hosts had theirs
+    queued ahead)."""
+    def into(c, i):
+        s = next((x for x in c["steps"] if x["index"] == i), None)
+        if s is None or s.get("call_ns") is None or s.get("start_ns") is None:
+            return None
+        return s["call_ns"] - s["start_ns"]
+
+    excess = []
+    for i in steps:
+        mine = into(compacts[rank], i)
+        theirs = [v for c in compacts if c is not None and c["rank"] != rank
+                  for v in [into(c, i)] if v is not None]
+        if mine is None or not theirs:
+            return None
+        excess.append(mine - statistics.median(theirs))
+    return round(sum(excess) / len(excess) / 1e6, 6) if excess else None
 
 
 def _late_from(rows) -> str:
@@ -597,6 +624,9 @@ def straggler_text(straggler: dict[str, Any]) -> str:
     text = (f"rank {s['rank']} is the straggler: it arrived last at the collectives in "
             f"{s['last_in_steps']} of {s['steps_compared']} steps, {s['late_ms']:.3f} ms after "
             "the first rank on average")
+    if s.get("host_late_ms") is not None and s["host_late_ms"] > 0:
+        text += (f" (its host called the collective {s['host_late_ms']:.3f} ms later into the "
+                 "step than the others')")
     if s["cause"] is None:
         return text + "; no cause shows in its profiled steps"
     excess = s["excess_ms"][s["cause"]]

@@ -44,16 +44,18 @@ def plan(world: int, steps: int, late: dict[int, int]) -> dict[str, Any]:
 
 
 def rank_doc(rank: int, world: int, steps: int, p: dict[str, Any], base_shift_ns: int = 0,
-             distributed: bool = True) -> dict[str, Any]:
+             distributed: bool = True, step_late_ns: int = 0) -> dict[str, Any]:
     """One rank's trace; its baseTimeNanoseconds moved by base_shift_ns and
-    its times the other way (the same host clock)."""
+    its times the other way (the same host clock); its step ranges begin
+    step_late_ns late."""
     ev: list[dict[str, Any]] = []
     corr = 1
     shift = -base_shift_ns
     for k in range(steps):
         t = 1_000_000 + k * PERIOD_NS
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1,
-                   "tid": 1, "ts": us(t + shift), "dur": us(PERIOD_NS - 1_000_000)})
+                   "tid": 1, "ts": us(t + shift + step_late_ns),
+                   "dur": us(PERIOD_NS - 1_000_000 - step_late_ns)})
         gemm_launch, call = p["launch"][rank, k], p["call"][rank, k]
         arrive, end = p["arrive"][rank, k], p["end"][rank, k]
         kernels = [("sm90_gemm", gemm_launch, gemm_launch + LAUNCH_LAG_NS, GEMM_NS),
@@ -76,13 +78,15 @@ def rank_doc(rank: int, world: int, steps: int, p: dict[str, Any], base_shift_ns
 
 def write_job(folder: Path, world: int, steps: int, late: dict[int, int],
               names: str = "rank{rank}.json.gz", distributed: bool = True,
-              skip: tuple[int, ...] = ()) -> dict[str, Any]:
+              skip: tuple[int, ...] = (), step_late: dict[int, int] | None = None
+              ) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     p = plan(world, steps, late)
     for r in range(world):
         if r in skip:
             continue
-        doc = rank_doc(r, world, steps, p, base_shift_ns=r * 3_000, distributed=distributed)
+        doc = rank_doc(r, world, steps, p, base_shift_ns=r * 3_000, distributed=distributed,
+                       step_late_ns=(step_late or {}).get(r, 0))
         with gzip.open(folder / names.format(rank=r), "wt") as f:
             json.dump(doc, f)
     return p

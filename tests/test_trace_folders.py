@@ -215,3 +215,28 @@ def test_hta_ranks_read_as_one_job(tmp_path):
     # each rank last in one of the two steps: nobody is named
     assert sorted(r["last_arrival_rank"] for r in job["skew"]["steps"]) == [0, 1]
     assert job["skew"]["straggler"] is None and job["skew"]["balance"]["rank"] is None
+
+
+@pytest.mark.parametrize("budget_us, ok", [(299.0, False), (301.0, True)])
+def test_max_rank_skew_us_on_a_folder(tmp_path, budget_us, ok):
+    """Rank 1's steps begin 300 us after rank 0's (the same host clock)."""
+    from loopscope._budgets import evaluate
+
+    write_job(tmp_path, 2, STEPS, {}, step_late={1: 300_000})
+    job = loopscope.analyze(tmp_path, workers=1, progress=False)
+    assert [row["start_skew_us"] for row in job["skew"]["steps"]] == [300.0] * STEPS
+    out = evaluate(job, {"max_rank_skew_us": budget_us}).outcomes[0]
+    assert (out.measured, out.ok) == (300.0, ok)
+
+
+def test_html_and_trace_export_views_of_a_folder(straggler_job, monkeypatch):
+    folder, p = straggler_job
+    job = loopscope.analyze(folder, workers=1, progress=False)
+    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)  # tables only
+    page = loopscope._html.render(job)
+    assert page.index("<b>Straggler:</b> rank 2 is the straggler") < page.index("Ranks per step")
+    # the other ranks' steps drawn on the lowest rank's clock: where they ran
+    events = loopscope._ranks_view.rank_trace_events(job, t0_ns=0, profile=0)
+    steps = sorted((e["pid"], e["ts"]) for e in events if e["ph"] == "X")
+    rank0 = [s["start_ns"] for s in job["ranks"][0]["steps"]]
+    assert steps == sorted((1000 + r, start / 1e3) for r in (1, 2) for start in rank0)

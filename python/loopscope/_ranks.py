@@ -545,14 +545,15 @@ SHARED_CLOCK_METHOD = (
 
 
 def _shared_aligners(compacts) -> dict[int, Callable[[float], float]]:
-    """rank -> its trace time -> the shared clock, for ranks whose compact
-    has a time base (offline reads)."""
-    out: dict[int, Callable[[float], float]] = {}
-    for c in compacts:
-        base = (c or {}).get("time_base")
-        if base is not None:
-            out[c["rank"]] = (lambda shift: lambda p: p - shift)(base["shift_ns"])
-    return out
+    """rank -> its trace time -> the lowest such rank's trace time (as live,
+    every rank on the first rank's clock), for ranks whose compact has a
+    time base (offline reads: the file's time plus shift_ns)."""
+    based = [c for c in compacts if c is not None and c.get("time_base") is not None]
+    if not based:
+        return {}
+    ref = based[0]["time_base"]["shift_ns"]
+    return {c["rank"]: (lambda shift: lambda p: p - shift + ref)(c["time_base"]["shift_ns"])
+            for c in based}
 
 
 def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, Any]],

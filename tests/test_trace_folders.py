@@ -240,3 +240,16 @@ def test_html_and_trace_export_views_of_a_folder(straggler_job, monkeypatch):
     steps = sorted((e["pid"], e["ts"]) for e in events if e["ph"] == "X")
     rank0 = [s["start_ns"] for s in job["ranks"][0]["steps"]]
     assert steps == sorted((1000 + r, start / 1e3) for r in (1, 2) for start in rank0)
+
+
+@pytest.mark.parametrize("late_ns, resolved", [(1_000, False), (2_000, True)])
+def test_folder_skews_within_the_traces_resolution_count_as_none(tmp_path, late_ns, resolved):
+    """Kineto times are written to the ns but taken as +-1 us: a 1 us skew
+    is not resolved (the budget reads 0), 2 us is."""
+    from loopscope._budgets import evaluate
+
+    write_job(tmp_path, 2, 2, {}, step_late={1: late_ns})
+    job = loopscope.analyze(tmp_path, workers=1, progress=False)
+    assert job["skew"]["clock"]["error_us"] == 1.0
+    out = evaluate(job, {"max_rank_skew_us": 100.0}).outcomes[0]
+    assert out.measured == (late_ns / 1e3 if resolved else 0.0)

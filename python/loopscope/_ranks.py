@@ -625,7 +625,7 @@ def straggler_text(straggler: dict[str, Any]) -> str:
     text = (f"rank {s['rank']} is the straggler: it arrived last at the collectives in "
             f"{s['last_in_steps']} of {s['steps_compared']} steps, {s['late_ms']:.3f} ms after "
             "the first rank on average")
-    if s.get("host_late_ms") is not None and s["host_late_ms"] > 0:
+    if s.get("host_late_ms") is not None and s["host_late_ms"] >= CAUSE_MIN_SHARE * s["late_ms"]:
         text += (f" (its host called the collective {s['host_late_ms']:.3f} ms later into the "
                  "step than the others')")
     if s["cause"] is None:

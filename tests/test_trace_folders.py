@@ -253,3 +253,22 @@ def test_folder_skews_within_the_traces_resolution_count_as_none(tmp_path, late_
     assert job["skew"]["clock"]["error_us"] == 1.0
     out = evaluate(job, {"max_rank_skew_us": 100.0}).outcomes[0]
     assert out.measured == (late_ns / 1e3 if resolved else 0.0)
+
+
+def test_a_bad_trace_in_the_pool_is_named_and_ranks_flag_reads_files(tmp_path):
+    write_job(tmp_path, 2, 2, {})
+    files = [str(tmp_path / "rank0.json.gz"), str(tmp_path / "rank1.json.gz")]
+    run = [sys.executable, "-m", "loopscope", "analyze", "--ranks"] + files
+    ok = subprocess.run(run, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "Rank 0 of 2 (nccl); gathering: read from 2 trace files" in ok.stdout
+    (tmp_path / "rank1.json.gz").write_bytes(b"garbage")
+    with pytest.raises(TraceError, match=r"rank1.json.gz: is not a trace"):
+        loopscope.analyze(tmp_path, workers=2, progress=False)  # raised in a worker process
+    bad = subprocess.run(run, capture_output=True, text=True)
+    assert bad.returncode == 2 and "rank1.json.gz: is not a trace" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    usage = subprocess.run([sys.executable, "-m", "loopscope", "analyze", files[0],
+                            "--ranks-out", str(tmp_path / "r.json")], capture_output=True,
+                           text=True)
+    assert usage.returncode == 2 and "--ranks-out and --workers apply to a job" in usage.stderr

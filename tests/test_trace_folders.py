@@ -196,6 +196,7 @@ def test_hta_ranks_read_as_one_job(tmp_path):
                                       for r in range(2, 128)]
     text = loopscope._report.format_report(job)
     assert "missing: ranks 2-127 no trace of it was read" in text
+    assert "2-127  MISSING: no trace of it was read" in text
     alone = {r: loopscope.analyze(p, progress=False) for r, p in HTA_RANKS.items()}
     for r in (0, 1):
         c = job["ranks"][r]
@@ -272,3 +273,13 @@ def test_a_bad_trace_in_the_pool_is_named_and_ranks_flag_reads_files(tmp_path):
                             "--ranks-out", str(tmp_path / "r.json")], capture_output=True,
                            text=True)
     assert usage.returncode == 2 and "--ranks-out and --workers apply to a job" in usage.stderr
+
+
+def test_a_run_of_missing_ranks_is_one_line(tmp_path):
+    write_job(tmp_path, 6, 2, {}, skip=(2, 3, 5))
+    text = loopscope._report.format_report(loopscope.analyze(tmp_path, workers=1,
+                                                             progress=False)).splitlines()
+    assert [line.split("  MISSING: ")[0].strip() for line in text if "MISSING" in line] == [
+        "2-3", "5"]
+    assert "missing: ranks 2-3, 5 no trace of it was read" in "\n".join(text)
+    assert any(line.startswith("Clocks: the traces' own clock") for line in text)

@@ -91,11 +91,18 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
     lines = ["", f"Ranks ({len(skew['ranks_present'])} of {skew['world_size']} gathered; clocks "
                  + (f"aligned to +-{error:g} us, skews within that shown as ~)" if error is not None
                     else "not aligned)")]
+    if summary.get("job"):  # read from traces: say how their clocks were put together
+        lines.append(f"Clocks: {skew['clock']['method']}")
     lines.append(f"{'rank':>5}  {'verdict':<19} {'own verdict':<17} {'host ms':>9} {'busy%':>6} "
                  f"{'comm%':>6} {'wait ms':>9} {'last':>5}  cause")
-    for entry, cross in zip(ranks, skew["per_rank"]):
+    missing: list[int] = []  # a run of missing ranks with one reason: one line
+    for i, (entry, cross) in enumerate(zip(ranks, skew["per_rank"])):
         if cross is None:
-            lines.append(f"{entry['rank']:>5}  MISSING: {entry.get('missing')}")
+            missing.append(entry["rank"])
+            after = ranks[i + 1] if i + 1 < len(ranks) else None
+            if after is None or "missing" not in after or after["missing"] != entry["missing"]:
+                lines.append(f"{rank_spans(missing):>5}  MISSING: {entry.get('missing')}")
+                missing = []
             continue
         lines.append(
             f"{entry['rank']:>5}  {cross['verdict'] or '-':<19} {entry['verdict'] or '-':<17} "

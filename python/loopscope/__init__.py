@@ -13,8 +13,7 @@
 `loopscope.instrument(model)` adds a range per submodule call (per layer);
 `loopscope.profile(steps=model)` makes each top-level call of model a step;
 `loopscope.analyze("trace.json.gz")` gives the same summary from a torch.profiler
-trace, an Nsight Systems SQLite export or a saved loopscope profile (a folder
-of one trace per rank: the job, with summary["ranks"] and summary["skew"]);
+trace, an Nsight Systems SQLite export or a saved loopscope profile;
 `loopscope.compare(before, after)` compares two summaries, profiles or files.
 """
 from ._analyze import load

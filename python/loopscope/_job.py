@@ -48,6 +48,7 @@ from ._sniff import TraceError
 RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
 RANKS_FILE_VERSION = 1
+UNKNOWN_HOST = "not in the trace"  # Kineto traces name no host
 
 
 def analyze(path: str | os.PathLike | list, *, steps: str | None = None,
@@ -120,7 +121,7 @@ def read_rank(path: str, steps: str | None, device: int | None,
     for _name, _parent, step, start, end in prof.capture.range_records():
         if step is not None:
             step_times.setdefault(step, (start, end))
-    compact = _ranks.compact(summary, rank=rank, world_size=world or 0, host=_host(summary),
+    compact = _ranks.compact(summary, rank=rank, world_size=world or 0, host=UNKNOWN_HOST,
                              step_times=step_times, clock=None,
                              # a trace names no GPU identity: taken as the rank's own
                              gpu_ids=lambda d: f"{p.name} GPU {d}",
@@ -132,10 +133,6 @@ def read_rank(path: str, steps: str | None, device: int | None,
             "rank_from": rank_from, "compact": compact,
             "summary": summary if keep_summary else None,
             "read_s": round(time.perf_counter() - t0, 3)}
-
-
-def _host(summary: dict[str, Any]) -> str:
-    return "trace"  # Kineto traces name no host; ranks are taken to share one
 
 
 def _time_base(summary: dict[str, Any]) -> dict[str, Any] | None:

@@ -641,7 +641,7 @@ def test_straggler_only_beyond_the_no_straggler_spread(late_ms, named):
     when its wait is a large share of a short step."""
     skew = _ranks.merge(two_ranks(late_ms, 4.0), {1: exchange(0)}, {}, "nccl")
     assert [r["last_arrival_rank"] for r in skew["steps"]] == [1] * 4
-    share = round(100 * late_ms / 4.0, 2)  # of rank 0's 4 ms step
+    share = round(100 * late_ms / max(4.0, 9.0), 2)  # rank 0's step: 9 ms host, 4 ms GPU
     if named:
         s = skew["straggler"]
         assert (s["rank"], s["late_ms"], s["share_of_step_pct"]) == (1, pytest.approx(late_ms),
@@ -772,3 +772,18 @@ def test_no_straggler_when_two_ranks_are_last_as_often(rank1_last, named):
     else:
         assert skew["straggler"] is None
         assert skew["balance"]["why"] == "no rank arrived last in more steps than every other rank"
+
+
+@pytest.mark.parametrize("host_ms, named", [(16.0, False), (6.0, True)])
+def test_the_step_is_the_longer_of_host_and_gpu_time(host_ms, named):
+    """1.5 ms late, the others' GPU busy 8 ms a step: 18.8% of it; but when
+    their host steps take 16 ms (the GPU idles for its host), the step is 16
+    ms and 1.5 ms is 9.4% of it."""
+    ranks = two_ranks(1.5, 8.0)
+    for c in ranks:
+        for s in c["steps"]:
+            s["host_ms"] = host_ms
+    skew = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")
+    assert (skew["straggler"] is not None) == named
+    share = skew["straggler"]["share_of_step_pct"] if named else skew["balance"]["share_of_step_pct"]
+    assert share == pytest.approx(round(100 * 1.5 / max(host_ms, 8.0), 2))

@@ -52,9 +52,11 @@ def test_folder_is_read_as_one_job_with_the_straggler(straggler_job):
     # its host called the all-reduce 3 ms later into the step than the others' hosts
     calls = [p["call"][r, 0] - (1_000_000 + 0 * PERIOD_NS) for r in range(3)]
     assert st["host_late_ms"] == pytest.approx((calls[2] - statistics.median(calls[:2])) / 1e6)
-    # the others' GPU time per step: the gemm and their all-reduce (spinning included)
+    # the others' step: the longer of their host step (19 ms) and GPU time (the gemm and
+    # their all-reduce, spinning included)
+    host_ms = (PERIOD_NS - 1_000_000) / 1e6
     others = statistics.median(
-        [statistics.mean([(GEMM_NS + p["end"][r, k] - p["arrive"][r, k]) / 1e6
+        [statistics.mean([max(host_ms, (GEMM_NS + p["end"][r, k] - p["arrive"][r, k]) / 1e6)
                           for k in range(STEPS)]) for r in (0, 1)])
     assert st["share_of_step_pct"] == pytest.approx(round(100 * 3.0 / others, 2))
     assert s["diagnosis"]["verdict"] == "COMMUNICATION_WAIT"
@@ -90,7 +92,8 @@ def test_balanced_control_names_no_straggler(tmp_path):
     assert s["skew"]["straggler"] is None
     b = s["skew"]["balance"]
     assert (b["rank"], b["late_ms"]) == (1, pytest.approx(0.5))
-    others = statistics.mean([(GEMM_NS + p["end"][0, k] - p["arrive"][0, k]) / 1e6
+    host_ms = (PERIOD_NS - 1_000_000) / 1e6  # longer than its GPU time: the step
+    others = statistics.mean([max(host_ms, (GEMM_NS + p["end"][0, k] - p["arrive"][0, k]) / 1e6)
                               for k in range(STEPS)])
     assert b["share_of_step_pct"] == pytest.approx(round(100 * 0.5 / others, 2))
     assert s["diagnosis"]["verdict"] != "COMMUNICATION_WAIT"

@@ -54,8 +54,8 @@ straggler only when it matters: its lateness (mean over the steps it was
 last) is beyond ARRIVAL_SPREAD_MS, the spread of arrival order seen with
 no straggler (0.33-0.50 ms on H100s, 2 and 4 ranks, issue 26), AND the
 wait it causes is at least STRAGGLER_MIN_STEP_SHARE of the other ranks'
-step time (their median GPU time per step, host time without one: a wait
-of a tenth of the step is worth acting on).  Otherwise skew["balance"]
+step time (the median over them of the longer of host and GPU time per
+step: a wait of a tenth of the step is worth acting on).  Otherwise skew["balance"]
 says the ranks are balanced, with the largest lateness and its share.  Its own cause is
 the largest of its excess over the other ranks' median, in the steps it
 arrived last: GPU idle waiting for its host's launches ("host late"), GPU
@@ -374,14 +374,16 @@ def _value(step: dict[str, Any] | None, key: str) -> float | None:
 
 def _step_time_ms(compacts, rank: int, steps: list[int]) -> float | None:
     """The other ranks' step time over `steps`: the median over them of
-    their mean GPU time per step (host time for a rank without one)."""
+    their mean step time, the longer of a step's host and GPU times (a host
+    that runs ahead of its GPU has short host steps, a GPU waiting for its
+    host little busy time: the longer one is the step's period)."""
     means = []
     for c in compacts:
         if c is None or c["rank"] == rank:
             continue
         mine = [s for s in c["steps"] if s["index"] in steps]
-        times = [s["gpu_ms"] if s["gpu_ms"] is not None else s["host_ms"] for s in mine]
-        times = [t for t in times if t is not None]
+        times = [max(t for t in (s["gpu_ms"], s["host_ms"]) if t is not None) for s in mine
+                 if s["gpu_ms"] is not None or s["host_ms"] is not None]
         if times:
             means.append(sum(times) / len(times))
     return statistics.median(means) if means else None

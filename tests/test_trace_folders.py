@@ -83,7 +83,7 @@ def test_each_rank_as_read_alone(straggler_job):
     assert job["job"]["workers"] == 2
 
 
-def test_balanced_control_names_no_straggler(tmp_path):
+def test_balanced_control_names_no_straggler(tmp_path, monkeypatch):
     """Ranks 0.5 ms apart (the spread H100s show with no straggler): balanced, with
     the largest lateness and its share."""
     p = write_job(tmp_path, 2, STEPS, {1: 500_000})
@@ -98,6 +98,9 @@ def test_balanced_control_names_no_straggler(tmp_path):
     assert b["share_of_step_pct"] == pytest.approx(round(100 * 0.5 / others, 2))
     assert s["diagnosis"]["verdict"] != "COMMUNICATION_WAIT"
     assert "BALANCED: the ranks are balanced" in loopscope._report.format_report(s)
+    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)  # tables only
+    assert "<b>Balanced:</b> the ranks are balanced: rank 1 arrived last" in \
+        loopscope._html.render(s)
 
 
 def test_ranks_from_names_and_missing_ones(tmp_path):

@@ -297,7 +297,7 @@ def rank_main(args: argparse.Namespace) -> None:
         settle(kind)
         folder = out / f"{kind}-{run}"
         folder.mkdir(parents=True, exist_ok=True)
-        with loopscope.profile() as prof:
+        with loopscope.profile(metrics=False) as prof:  # SM/DRAM counters: not needed here
             for _ in range(args.steps):
                 with prof.step():
                     step(kind)

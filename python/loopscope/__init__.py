@@ -16,7 +16,8 @@
 trace, an Nsight Systems SQLite export or a saved loopscope profile;
 `loopscope.compare(before, after)` compares two summaries, profiles or files.
 """
-from ._analyze import analyze, load
+from ._analyze import load
+from ._job import analyze
 from ._compare import compare
 from ._core import range  # noqa: A004  (the public name is part of the contract)
 from ._instrument import InstrumentHandle, instrument

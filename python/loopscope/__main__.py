@@ -1,5 +1,5 @@
 """Command line: `loopscope demo`, `loopscope run`, `loopscope diff` (_cli.py),
-`loopscope analyze` (_analyze_cli.py); the same as `python -m loopscope ...`."""
+`loopscope analyze` (_analyze_cli.py), `loopscope merge` (_merge_cli.py); the same as `python -m loopscope ...`."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ import sys
 
 from . import instrument, profile
 from ._analyze_cli import add_analyze_parser, analyze_command
+from ._merge_cli import add_merge_parser, merge_command
 from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_diff_parser, add_run_parser, check_outputs,
                    demo_recording, diff_command, run_command, write_json)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     add_run_parser(sub)
     add_analyze_parser(sub)
     add_diff_parser(sub)
+    add_merge_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return analyze_command(args, sub.choices["analyze"])
     if args.command == "diff":
         return diff_command(args, sub.choices["diff"])
+    if args.command == "merge":
+        return merge_command(args, sub.choices["merge"])
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

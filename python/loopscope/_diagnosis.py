@@ -52,6 +52,7 @@ from typing import Any, Sequence
 from ._finite import finite
 from ._names import clip, kernel_name
 from ._projections import project
+from ._ranks import balance_text
 from ._syncs import format_site
 
 BUSY_BELOW_PCT = 50.0
@@ -500,6 +501,8 @@ def diagnose_ranks(summary: dict[str, Any]) -> dict[str, Any]:
     d = summary["diagnosis"]
     skew = summary.get("skew")
     straggler = skew["straggler"] if skew else None
+    if skew is not None and straggler is None and skew.get("balance"):
+        return dict(d, reasons=[balance_text(skew["balance"])] + list(d["reasons"]))
     if skew is None or straggler is None:
         return d
     me = skew["per_rank"][0] or {}

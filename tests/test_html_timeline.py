@@ -336,3 +336,61 @@ def test_one_layer_keeps_one_colour_in_every_step(test_clock):
         other = by_name[f"Step_{i}/Layer_0"]
         if other != by_name["Layer_0"]:
             assert near(whole, other, 2).sum() == 0
+
+
+def zoom_labels(test_clock, reads):
+    """A CPU run whose step i takes reads[i] extra clock reads; the whole
+    run's figure, drawn, and its zoom labels with their brackets' centres
+    (pixels): [(text, label box, bracket centre x)], and the axes' box."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    test_clock.set(1_000_000, 50_000)
+    with loopscope.profile() as prof:
+        for n in reads:
+            with prof.step():
+                for _ in range(n):
+                    _core.now_ns()
+    t = _pictures.timeline_of(prof)
+    fig = _pictures.overview_figure(Figure, t)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ax = fig.axes[0]
+    out = []
+    for zoom in t["zooms"]:
+        text = next(x for x in ax.texts if x.get_text().startswith(f"zoom: {zoom['role']} "))
+        scale, _ = _pictures._time_axis(t["t1"] - t["t0"])
+        centre = ((zoom["lo"] + zoom["hi"]) / 2 - t["t0"]) / scale
+        out.append((text.get_text(), text.get_window_extent(renderer),
+                    ax.transData.transform((centre, 0))[0]))
+    return out, ax.get_window_extent(renderer)
+
+
+def test_zoom_labels_at_the_edges_stay_inside_on_one_row(test_clock):
+    """Slowest step first, typical step last: both labels inside the axes
+    (a centred label at an edge would be cut), on one row (far apart)."""
+    reads = [50, 1, 1, 1, 40, 40, 40, 3]  # slowest: step 0; typical (lower median): step 7
+    labels, axes = zoom_labels(test_clock, reads)
+    assert [t for t, _, _ in labels] == ["zoom: slowest (Step_0)", "zoom: typical (Step_7)"]
+    for _, box, _ in labels:
+        assert axes.x0 - 1 <= box.x0 and box.x1 <= axes.x1 + 1
+    assert labels[0][1].y0 == labels[1][1].y0
+
+
+def test_a_zoom_label_in_the_middle_is_centred_over_its_bracket(test_clock):
+    reads = [2, 2, 30, 2, 2, 2, 2, 2, 2]      # slowest: step 2, a third of the way in
+    labels, axes = zoom_labels(test_clock, reads)
+    text, box, centre = labels[0]
+    assert text == "zoom: slowest (Step_2)"
+    assert 0.2 < (centre - axes.x0) / axes.width < 0.45   # well clear of the edges
+    assert abs((box.x0 + box.x1) / 2 - centre) < 2
+
+
+def test_close_zoom_labels_go_on_rows_of_their_own(test_clock):
+    """The slowest and the typical step side by side: their labels would
+    overlap on one row."""
+    reads = [3] * 5 + [16, 10] + [14] * 5    # slowest: step 5; typical: step 6
+    labels, _ = zoom_labels(test_clock, reads)
+    assert [t for t, _, _ in labels] == ["zoom: slowest (Step_5)", "zoom: typical (Step_6)"]
+    (_, a, centre_a), (_, b, centre_b) = labels
+    assert abs(centre_a - centre_b) < a.width      # one row would not hold both
+    assert not a.overlaps(b) and a.y0 != b.y0

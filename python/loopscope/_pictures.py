@@ -306,6 +306,16 @@ def _finish(fig, ax, labels: list[tuple[float, str]], bottom: float, top: float,
 # -- the whole run ---------------------------------------------------------------
 
 def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str:
+    fig = overview_figure(Figure, t)
+    gpu = summary.get("gpu") or {}
+    alt = (f"Time line of the whole run: GPU busy {_f(gpu.get('busy_pct'), '.1f')}%, "
+           if t["gpu"] else "Host time line of the whole run: ") + _count(fig.steps, "step")
+    return png(fig, alt + f", {len(t['ranges'])} ranges drawn")
+
+
+def overview_figure(Figure, t: dict[str, Any]):
+    """The whole run (see the module's doc); returns the figure (its
+    `steps`: how many steps it shows)."""
     np = _numpy()
     t0, span = t["t0"], t["t1"] - t["t0"]
     scale, unit = _time_axis(span)
@@ -375,8 +385,8 @@ def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str
         # the label stays inside the axes (a bracket at an edge is labelled
         # from that edge inwards) and above an earlier label it would touch
         where = (a + b) / 2 / (span / scale)
-        x, ha = ((b, "right") if where > 1 - LABEL_EDGE else (a, "left") if where < LABEL_EDGE
-                 else ((a + b) / 2, "center"))
+        x, ha = ((min(b, span / scale), "right") if where > 1 - LABEL_EDGE
+                 else (max(a, 0), "left") if where < LABEL_EDGE else ((a + b) / 2, "center"))
         row = sum(abs(where - w) < LABEL_APART for w in placed)
         placed.append(where)
         ax.text(x, 0.14 + 0.16 * row, f"zoom: {zoom['role']} ({zoom['step']['name']})",
@@ -396,10 +406,8 @@ def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str
     if notes:
         title += "\n" + "; ".join(notes)
     _finish(fig, ax, labels, y, top, title, 10)
-    gpu = summary.get("gpu") or {}
-    alt = (f"Time line of the whole run: GPU busy {_f(gpu.get('busy_pct'), '.1f')}%, "
-           if t["gpu"] else "Host time line of the whole run: ") + _count(n_steps, "step")
-    return png(fig, alt + f", {len(t['ranges'])} ranges drawn")
+    fig.steps = n_steps
+    return fig
 
 
 # -- a zoom on one step ------------------------------------------------------------

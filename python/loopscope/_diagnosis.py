@@ -395,17 +395,19 @@ def _disagreements(summary: dict[str, Any], verdict: str, verdicts: list[str],
     they do).  One step is read per verdict, whatever the number of steps."""
     others = sorted({v for v in verdicts if v != verdict},
                     key=lambda v: (-verdicts.count(v), v))[:2]
-    out = []
+    lines = []
     steps = [s for s in summary["steps"] if s["gaps"] is not None] \
         if len(summary["steps"]) != len(verdicts) else summary["steps"]
     for other in others:
         step = steps[verdicts.index(other)]
         g = step["gaps"]
+        if g is None:  # no time line of its own to explain it by
+            continue
         why = _why(other, g.get("busy_pct"), g["idle_ms"], g["idle_by_cause_ms"])
-        out.append(f"{verdicts.count(other)} of {len(verdicts)} steps read {other} (the first, "
-                   f"step {step['index']} {step['name']}: {why}); the loop reads {verdict}: "
-                   f"over its whole time line {loop_why}")
-    return out
+        lines.append(f"{verdicts.count(other)} of {len(verdicts)} steps read {other} (the first, "
+                     f"step {step['index']} {step['name']}: {why}); the loop reads {verdict}: "
+                     f"over its whole time line {loop_why}")
+    return lines
 
 
 def _shape(k: dict[str, Any]) -> str:

@@ -406,8 +406,8 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
         entry["count"] += 1
         entry["blocked_ms"] += blocked / 1e6
         entry["gap_ms"] += gap_ns / 1e6
-        if step is not None:  # what a step loop would win (see _projections)
-            entry["gap_in_steps_ms"] += gap_ns / 1e6
+        # what a step loop would win (see _projections)
+        entry["gap_in_steps_ms"] += (0 if step is None else gap_ns) / 1e6
         if step is not None and step not in entry["steps"]:
             entry["steps"].append(step)
         for i in call_ids:

@@ -59,7 +59,7 @@ typedef struct {
     char note[1024];           /* traced, but with something missing ("" if not) */
     int watched_syncs;         /* the calls that wait were watched (callbacks) */
     char syncs_reason[1024];   /* why not, "" when watched */
-    uint64_t calls_before_start; /* blocking calls of the warm-up: left out */
+    uint64_t calls_before_start; /* blocking calls and sync records of the warm-up: left out */
     uint64_t codes_refused;    /* Python code objects the code table had no room for */
     uint64_t range_mismatches; /* exits with no matching enter */
     uint64_t ranges_left_open; /* ranges closed by stop */

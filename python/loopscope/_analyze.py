@@ -29,6 +29,7 @@ import os
 import re
 import sysconfig
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +303,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
            pattern=pattern, device=device, read_s=read_s, steps=step_count,
            own=own is not None)
     prof._summary = Summary(summary)
+    prof._summary.owner = weakref.ref(prof)  # its HTML draws the trace's time line
     return prof
 
 

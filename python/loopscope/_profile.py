@@ -8,6 +8,7 @@ import os
 import sys
 import time
 import warnings
+import weakref
 from time import perf_counter_ns as _enter_clock_ns  # apart from `time`, which tests script
 from typing import Any
 
@@ -358,6 +359,7 @@ class Profile:
         self._require_finished()
         if self._summary is None:
             self._summary = Summary(_distributed.attach(self._dist, self._local_summary()))
+            self._summary.owner = weakref.ref(self)  # its HTML draws this profile's time line
         return self._summary
 
     def _local_summary(self) -> dict[str, Any]:

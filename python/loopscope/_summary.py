@@ -15,6 +15,7 @@ from . import _core, _rows
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
+from ._pictures import timeline_of
 from ._readiness import Readiness, add_sync_blockers, overview, step_readiness
 from ._report import short_text
 from ._syncs import Resolver, build_syncs
@@ -402,8 +403,15 @@ class Summary(dict):
     (see _range_steps; the trace export marks them)."""
 
     range_steps: "RangeSteps | None" = None
+    # the Profile it is the summary of (a weak reference: a summary kept
+    # alone does not keep the records alive), so its notebook view draws
+    # the time line as the profile's own does
+    owner: "Callable[[], Any] | None" = None
 
     def _repr_html_(self) -> str:
+        prof = self.owner() if self.owner is not None else None
+        if prof is not None and prof._summary is self:
+            return render(self, timeline_of(prof))
         return render(self)
 
     def _repr_pretty_(self, printer, cycle) -> None:

@@ -118,15 +118,33 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
         raise CompareError(str(error)) from None
 
 
+def _checked(summary: Any, side: str) -> dict[str, Any]:
+    """The summary, when it has what compare() reads (a verdict, a step
+    list); else CompareError naming the side and what it lacks."""
+    if not isinstance(summary, dict):
+        raise CompareError(f"compare: {side} is not a loopscope summary (a "
+                           f"{type(summary).__name__}, not a dict)")
+    diagnosis = summary.get("diagnosis")
+    missing = [key for key, ok in (
+        ("diagnosis", isinstance(diagnosis, dict) and "verdict" in diagnosis),
+        ("steps", isinstance(summary.get("steps"), list))) if not ok]
+    if missing:
+        have = ", ".join(map(repr, list(summary)[:6])) or "none"
+        raise CompareError(f"compare: {side} is not a loopscope summary: no "
+                           f"{' and no '.join(map(repr, missing))} (its keys: {have}); pass "
+                           "prof.summary(), a finished profile or a file loopscope reads")
+    return summary
+
+
 def as_summary(x: Any, side: str) -> tuple[dict[str, Any], str]:
     """(summary, label) of a summary dict, a finished Profile or a path."""
     if isinstance(x, dict):
-        return x, side
+        return _checked(x, side), side
     if isinstance(x, (str, os.PathLike)):
-        return load_summary(x), str(x)
+        return _checked(load_summary(x), str(x)), str(x)
     summary = getattr(x, "summary", None)
     if callable(summary):
-        return summary(), side
+        return _checked(summary(), side), side
     raise TypeError(f"compare: {side} must be a summary dict, a finished loopscope Profile or "
                     f"a file path, got {type(x).__name__}")
 

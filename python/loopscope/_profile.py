@@ -159,6 +159,7 @@ class Profile:
     of range), naming the option, the value and what is allowed.
     """
 
+    @_options.keywords_checked("loopscope.profile()")
     def __init__(
         self,
         *,
@@ -388,8 +389,7 @@ class Profile:
                 f"verdict={summary['diagnosis']['verdict']}>")
 
 
-def profile(**options: Any) -> Profile:
-    """Profile the GPU work of a with-block: `with loopscope.profile() as prof:`.
-
-    Options are those of `Profile` (trace, gap_thresholds_us, step_name, ...)."""
-    return Profile(**options)
+# `loopscope.profile(...)` is the class itself: its real signature, every
+# option typed and documented (help(), an IDE, Jupyter's Shift-Tab), and a
+# misspelt option names the right one (_options.keywords_checked).
+profile = Profile

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import _core, _cupti_paths, _distributed, _instrument, _options, _session, _settings
 from ._html import profile_html
+from ._html_file import title, write_page
 from ._module_steps import ModuleSteps, check_module
 from ._recording import save
 from ._report import format_report
@@ -375,6 +376,18 @@ class Profile:
         """Writes the raw records to a JSON(.gz) recording that
         loopscope can analyse again later, anywhere (see _recording)."""
         return str(save(self, path, command=command))
+
+    def to_html(self) -> str:
+        """The notebook view of the finished profile as an HTML fragment
+        (verdict, tables, the time line); save_html() writes a whole page."""
+        self._require_finished()
+        return profile_html(self)
+
+    def save_html(self, path: str | os.PathLike) -> str:
+        """Writes the notebook view as an HTML page a browser opens; returns
+        the path.  OSError (HtmlFileError) naming the file when it cannot."""
+        self._require_finished()
+        return write_page(profile_html(self), path, title(self.summary()))
 
     def _repr_html_(self) -> str:
         return profile_html(self)

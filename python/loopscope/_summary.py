@@ -5,6 +5,7 @@ averages are all computed there, once."""
 from __future__ import annotations
 
 import gc
+import os
 import time
 from bisect import bisect_left
 from array import array
@@ -15,6 +16,7 @@ from . import _core, _rows
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
+from ._html_file import title, write_page
 from ._readiness import Readiness, add_sync_blockers, overview, step_readiness
 from ._report import short_text
 from ._syncs import Resolver, build_syncs
@@ -402,6 +404,15 @@ class Summary(dict):
     (see _range_steps; the trace export marks them)."""
 
     range_steps: "RangeSteps | None" = None
+
+    def to_html(self) -> str:
+        """The notebook view of this summary as an HTML fragment (no time
+        line: that needs the profile; Profile.to_html() has it)."""
+        return render(self)
+
+    def save_html(self, path: str | os.PathLike) -> str:
+        """Writes to_html() as an HTML page a browser opens; returns the path."""
+        return write_page(render(self), path, title(self))
 
     def _repr_html_(self) -> str:
         return render(self)

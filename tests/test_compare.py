@@ -323,3 +323,13 @@ def test_a_step_verdict_that_went_away_prints_as_none():
     row = [line for line in text.splitlines() if "Step_0" in line and "->" in line]
     assert row and row[0].endswith("  CPU_LAUNCH_BOUND -> (none)"), text
     assert "None" not in text
+
+
+@pytest.mark.parametrize("extra, tail", [(24, ""), (25, " and 1 more")])
+def test_up_to_24_left_over_names_are_listed_then_a_count(extra, tail):
+    before = _steps_summary([f"Step_{i}" for i in range(5 + extra)])
+    after = _steps_summary([f"Step_{i}" for i in range(5)])
+    line = next(x for x in format_compare(compare(before, after)).splitlines()
+                if x.startswith("  only before"))
+    first_24 = ", ".join(f"Step_{i}" for i in range(5, 5 + 24))
+    assert line == f"  only before ({extra}): {first_24}{tail}"

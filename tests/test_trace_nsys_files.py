@@ -72,3 +72,22 @@ def test_the_command_line_says_it_in_one_line_with_status_2(tmp_path):
     assert result.returncode == 2
     assert "nsys export --type sqlite" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("end", [0, None], ids=["ends-at-zero", "ends-one-ns-before"])
+def test_a_name_of_another_type_is_refused_in_a_row_skipped_for_its_times(tmp_path, end):
+    """Issue 28, item 11: the name of a row that cannot be used for its times
+    is checked all the same (as its numbers are), so one wrong value is an
+    error whichever row holds it."""
+    ex = seed_style_export(tmp_path / "r.sqlite", steps=1)
+    if end is None:  # NOT NULL in the schema: this row loses its end another way
+        ex.db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1 WHERE rowid = 1")
+    else:
+        ex.db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = ? WHERE rowid = 1", (end,))
+    ex.db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 'gemm' WHERE rowid = 1")
+    ex.close()
+    with pytest.raises(loopscope.TraceError) as error:
+        loopscope.analyze(ex.path)
+    assert str(error.value) == (
+        f"{ex.path}: table CUPTI_ACTIVITY_KIND_KERNEL column demangledName holds a text value "
+        "('gemm') where an integer is expected: not an Nsight Systems export loopscope can read")

@@ -157,7 +157,8 @@ class Profile:
 
     Every option is checked here: a wrong one raises TypeError (True/False
     options take only bools; numbers must be int or float) or ValueError (out
-    of range), naming the option, the value and what is allowed.
+    of range), naming the option, the value and what is allowed; a misspelt
+    option is a TypeError naming the nearest right one.
     """
 
     @_options.keywords_checked("loopscope.profile()")

@@ -40,6 +40,14 @@ enum {
     LS_FINISH_PHASES
 };
 
+/* Where CUPTI's timestamps came from during the session. */
+typedef enum {
+    LS_TIMESTAMPS_UNSET = 0,          /* CUPTI not used */
+    LS_TIMESTAMPS_OWN = 1,            /* loopscope's source registered (ls_clock.h) */
+    LS_TIMESTAMPS_CUPTI_DEFAULT = 2,  /* this CUPTI cannot register one: its default */
+    LS_TIMESTAMPS_REFUSED = 3,        /* CUPTI refused: whatever source was there */
+} ls_timestamp_source;
+
 /* Everything a finished session hands to its owner. */
 typedef struct {
     ls_records records;
@@ -83,6 +91,12 @@ typedef struct {
     uint64_t samples_outside;  /* decoded samples outside the profile's window: left out */
     uint64_t pm_setup_ns;      /* host time the worker took to set sampling up and start it */
     uint64_t pm_began_ns;      /* CUPTI clock when sampling began for this profile */
+    uint64_t pm_wait_ns;       /* host time start waited for the sampler's set-up */
+    int pm_wait_timed_out;     /* 1 when that wait reached its bound */
+    uint64_t start_reference_ns; /* the host reference clock beside records.start_ns */
+    uint64_t stop_reference_ns;  /* ... and beside records.stop_ns (ls_clock_reference_ns) */
+    ls_timestamp_source timestamp_source;
+    char timestamp_error[256]; /* why CUPTI refused loopscope's source, "" normally */
 } ls_capture;
 
 #endif

@@ -135,8 +135,15 @@ class Profile:
                         With trace=False this is the counters-only mode (no per-kernel
                         tracing, near-zero overhead; GPU busy % then comes from GR active).
                         loopscope's worker thread sets sampling up (the first time in a
-                        process ~0.4 s on an H200, while the loop runs) and starts it;
-                        samples cover the loop from then on (summary["sm"]["coverage_pct"]).
+                        process ~0.4 s on an H100/H200) and starts it.  True: a profile
+                        whose sampler must be set up (the first of a process) waits for
+                        that at its enter, at most 2 s, so its samples cover the whole
+                        loop (the wait: summary["overhead"]["metrics_setup_wait_ms"]);
+                        "lazy": never wait, the set-up runs while the loop does and the
+                        samples cover the loop from then on (summary["sm"]["coverage_pct"];
+                        a first profile shorter than the set-up reads no counters).
+                        A profile entered before the code made its CUDA context (e.g.
+                        `loopscope run`) sets sampling up when that context appears.
     metrics_interval_us: sampling interval (default 100 us; 1-1e6).
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
                         thread takes them, every metrics_decode_ms (default 10 ms, so the
@@ -173,7 +180,7 @@ class Profile:
         buffer_mb: float = 4,
         max_buffer_mb: float = 256,
         warm_up: bool = True,
-        metrics: bool = True,
+        metrics: bool | str = True,
         metrics_interval_us: float = 100.0,
         metrics_buffer_mb: float = 64,
         metrics_decode_ms: float = 10.0,
@@ -186,9 +193,10 @@ class Profile:
         self._thresholds = _options.check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
             raise TypeError(f"step_name must be a non-empty str, got {step_name!r}")
+        lazy_metrics = metrics == "lazy"
         flags = {name: _options.check_bool(name, value) for name, value in (
             ("trace", trace), ("syncs", syncs), ("driver_api", driver_api),
-            ("warm_up", warm_up), ("metrics", metrics))}
+            ("warm_up", warm_up), ("metrics", True if lazy_metrics else metrics))}
         buffer_mb = _options.check_number("buffer_mb", buffer_mb)
         max_buffer_mb = _options.check_number("max_buffer_mb", max_buffer_mb,
                                               lowest=("buffer_mb", buffer_mb))
@@ -202,6 +210,7 @@ class Profile:
             metrics_interval_ns=int(round(interval_us * 1000)),
             metrics_buffer_bytes=int(metrics_mb * (1 << 20)),
             metrics_decode_ns=int(decode_ms * 1e6),
+            metrics_wait_for_start=0 if lazy_metrics else 2,
         )
         self._gather = _distributed.check_options(gather, gather_timeout_s)
         self._dist: _distributed.Session | None = None

@@ -614,6 +614,10 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
         "tail_samples": pm.get("tail_samples", 0),
         "tail_decode_ms": _ms(pm.get("tail_decode_ns", 0)),
         "metrics_setup_ms": _ms(pm.get("setup_ns", 0)),
+        # The enter's wait for the sampler's first set-up (metrics=True; 0
+        # with "lazy" or once set up), and whether it reached its bound.
+        "metrics_setup_wait_ms": _ms(info.get("pm_wait_ns", 0)),
+        "metrics_setup_wait_timed_out": bool(info.get("pm_wait_timed_out")),
         "metrics_start_delay_ms": _ms(pm.get("start_delay_ns", 0)),
         "start_phases_ms": {k: _ms(v) for k, v in start.items()},
         "stop_phases_ms": {k: _ms(v) for k, v in stop.items()},

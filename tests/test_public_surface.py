@@ -1,8 +1,7 @@
 """What a new user meets first: loopscope.profile's signature as help(), an
 IDE and Jupyter show it, a misspelt option named with its right spelling,
-compare() of a dict that is no summary, `--version`, and the public HTML and
-comparison text (Profile.to_html/save_html, Summary.to_html/save_html,
-loopscope.format_compare)."""
+compare() of a dict that is no summary, `--version`, and the comparison
+text (loopscope.format_compare).  The HTML's public methods: test_html_files.py."""
 from __future__ import annotations
 
 import inspect
@@ -98,44 +97,6 @@ def test_version_option_prints_the_package_version():
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0
     assert result.stdout == f"loopscope {loopscope.__version__}\n"
-
-
-# -- HTML and the comparison text ------------------------------------------------
-def test_profile_to_html_is_the_notebook_view_and_save_html_a_whole_page(tmp_path):
-    prof = loopscope.load(RECORDING)
-    fragment = prof.to_html()
-    assert fragment == prof._repr_html_()
-    assert fragment.startswith('<div class="loopscope"')
-    verdict = prof.summary()["diagnosis"]["verdict"]
-    steps = len(prof.summary()["steps"])
-    path = tmp_path / "view.html"
-    assert prof.save_html(path) == str(path)
-    text = path.read_text(encoding="utf-8")
-    assert text.startswith("<!DOCTYPE html>\n")
-    assert f"<title>loopscope - {verdict}, {steps} steps</title>" in text
-    assert fragment in text and text.rstrip().endswith("</html>")
-    assert [p.name for p in tmp_path.iterdir()] == ["view.html"]  # no temporary file left
-
-
-def test_summary_to_html_and_save_html(tmp_path):
-    summary = loopscope.load(RECORDING).summary()
-    assert summary.to_html() == summary._repr_html_()
-    written = summary.save_html(str(tmp_path / "summary.html"))
-    assert summary.to_html() in Path(written).read_text(encoding="utf-8")
-
-
-def test_save_html_names_the_file_it_cannot_write(tmp_path):
-    prof = loopscope.load(RECORDING)
-    with pytest.raises(OSError, match=f"save_html: {tmp_path} is a directory"):
-        prof.save_html(tmp_path)
-    missing = tmp_path / "nope" / "view.html"
-    with pytest.raises(OSError, match=f"the folder {tmp_path / 'nope'} does not exist"):
-        prof.save_html(missing)
-
-
-def test_to_html_of_a_profile_not_run_says_so():
-    with pytest.raises(RuntimeError, match="has not run yet"):
-        loopscope.profile().to_html()
 
 
 def test_format_compare_is_public_and_is_what_diff_prints():

@@ -18,12 +18,11 @@ def build(device: str = "cuda", width: int = 1024, depth: int = 18, tokens: int 
     import torch
     from torch import nn
 
-    if str(device).startswith("cuda"):
-        ok, reason = gpu_available()
-        if not ok:
-            raise NoGPUError(f"loopscope.demo.build(device={device!r}): {reason}; the demo loop "
-                             "runs on an NVIDIA GPU (`loopscope demo` shows a recording of it "
-                             "instead)")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():  # no context made
+        _, reason = gpu_available()
+        raise NoGPUError(f"loopscope.demo.build(device={device!r}): {reason}; the demo loop "
+                         "runs on an NVIDIA GPU (`loopscope demo` shows a recording of it "
+                         "instead)")
 
     class Block(nn.Module):
         def __init__(self) -> None:

@@ -256,6 +256,14 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
             b->facts_bad += 5;
         return 0;
     }
+    /* The name is checked before any skip, as the numbers are above: a value
+     * of another type is refused in every row, whether or not its times can
+     * be used, so the answer never hangs on which rows a file happens to skip. */
+    Py_ssize_t len = 0;
+    int bad = 0;
+    const char *text = text_at[kind] >= 0 ? row_text(row, text_at[kind], &len, &bad) : NULL;
+    if (bad)
+        return -1;
     ls_tbuild_seen(b, cls);
     if (!has[0] || !has[1]) {
         ls_tbuild_skip(b, cls, "no start or end time");
@@ -265,11 +273,6 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
         ls_tbuild_skip(b, cls, "ends before it starts");
         return 0;
     }
-    Py_ssize_t len = 0;
-    int bad = 0;
-    const char *text = text_at[kind] >= 0 ? row_text(row, text_at[kind], &len, &bad) : NULL;
-    if (bad)
-        return -1;
     int rc = 0;
     ls_tb_geometry geometry;
     switch (kind) {

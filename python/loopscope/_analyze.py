@@ -261,7 +261,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     else:
         from . import _nsys  # sqlite3 only when an export is read
 
-        meta = _nsys.read(reader, p)
+        meta = _nsys.read_gzip(reader, p) if gz else _nsys.read(reader, p)
         base = 0
         names = meta["device_names"]
     span = own["span_ns"] if own is not None else None

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import _core, _cupti_paths, _distributed, _instrument, _options, _session, _settings
 from ._html import profile_html
+from ._html_file import title, write_page
 from ._module_steps import ModuleSteps, check_module
 from ._recording import save
 from ._report import format_report
@@ -164,9 +165,11 @@ class Profile:
 
     Every option is checked here: a wrong one raises TypeError (True/False
     options take only bools; numbers must be int or float) or ValueError (out
-    of range), naming the option, the value and what is allowed.
+    of range), naming the option, the value and what is allowed; a misspelt
+    option is a TypeError naming the nearest right one.
     """
 
+    @_options.keywords_checked("loopscope.profile()")
     def __init__(
         self,
         *,
@@ -386,6 +389,18 @@ class Profile:
         loopscope can analyse again later, anywhere (see _recording)."""
         return str(save(self, path, command=command))
 
+    def to_html(self) -> str:
+        """The notebook view of the finished profile as an HTML fragment
+        (verdict, tables, the time line); save_html() writes a whole page."""
+        self._require_finished()
+        return profile_html(self)
+
+    def save_html(self, path: str | os.PathLike) -> str:
+        """Writes the notebook view as an HTML page a browser opens; returns
+        the path.  OSError (HtmlFileError) naming the file when it cannot."""
+        self._require_finished()
+        return write_page(profile_html(self), path, title(self.summary()))
+
     def _repr_html_(self) -> str:
         return profile_html(self)
 
@@ -399,8 +414,7 @@ class Profile:
                 f"verdict={summary['diagnosis']['verdict']}>")
 
 
-def profile(**options: Any) -> Profile:
-    """Profile the GPU work of a with-block: `with loopscope.profile() as prof:`.
-
-    Options are those of `Profile` (trace, gap_thresholds_us, step_name, ...)."""
-    return Profile(**options)
+# `loopscope.profile(...)` is the class itself: its real signature, every
+# option typed and documented (help(), an IDE, Jupyter's Shift-Tab), and a
+# misspelt option names the right one (_options.keywords_checked).
+profile = Profile

@@ -5,6 +5,7 @@ averages are all computed there, once."""
 from __future__ import annotations
 
 import gc
+import os
 import time
 from bisect import bisect_left
 from array import array
@@ -15,6 +16,7 @@ from . import _core, _rows
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
+from ._html_file import title, write_page
 from ._pictures import timeline_of
 from ._readiness import Readiness, add_sync_blockers, overview, step_readiness
 from ._report import short_text
@@ -408,11 +410,20 @@ class Summary(dict):
     # the time line as the profile's own does
     owner: "Callable[[], Any] | None" = None
 
-    def _repr_html_(self) -> str:
+    def to_html(self) -> str:
+        """The notebook view of this summary as an HTML fragment (with the
+        time line while the profile it came from is alive)."""
         prof = self.owner() if self.owner is not None else None
         if prof is not None and prof._summary is self:
             return render(self, timeline_of(prof))
         return render(self)
+
+    def save_html(self, path: str | os.PathLike) -> str:
+        """Writes to_html() as an HTML page a browser opens; returns the path."""
+        return write_page(self.to_html(), path, title(self))
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
 
     def _repr_pretty_(self, printer, cycle) -> None:
         printer.text(short_text(self))

@@ -49,8 +49,10 @@ uint8_t ls_cbid_role_of_record(uint32_t domain, uint32_t cbid);
 const char *ls_cbid_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
 /* Finds a callback id of the table by API name, with or without the version
- * suffix ("cudaStreamSynchronize", "cuMemcpyDtoHAsync_v2").  0 and the id,
- * or -1 when the table has no such call. */
+ * suffix ("cudaStreamSynchronize", "cuMemcpyDtoHAsync_v2"), or by the
+ * name of the HIP runtime call that does the same ("hipStreamSynchronize"
+ * finds cudaStreamSynchronize's id: ROCm traces read like CUDA ones).  0
+ * and the id, or -1 when the table has no such call. */
 int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackId *cbid);
 
 /* The host pointer of an async driver copy between host and device

@@ -1,0 +1,196 @@
+"""Real public torch.profiler traces (tests/data/public/README.md: CUDA,
+ROCm, torch 1.8/1.9) read by loopscope.analyze and compared with figures
+that plain Python computes here from the JSON alone (json, gzip, decimal):
+gaps, their classes, busy %, op counts, syncs and steps."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import pytest
+
+import loopscope
+
+DATA = Path(__file__).parent / "data" / "public"
+FILES = sorted(p.name for p in DATA.glob("*.json.gz"))
+
+# what each category means, old spellings (torch 1.8/1.9) beside the new
+GPU_OP = {"kernel": "kernels", "gpu_memcpy": "memcpys", "memcpy": "memcpys",
+          "gpu_memset": "memsets", "memset": "memsets"}
+HOST_API = {"cuda_runtime", "runtime", "cuda_driver", "driver"}
+STEP = re.compile(r"^ProfilerStep#\d+$")
+NORMAL_BELOW_NS, SEVERE_ABOVE_NS = 20_000, 50_000
+
+# host calls that wait for the GPU, by the names the CUDA and HIP manuals give them
+WAITS = {"cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize",
+         "cudaEventSynchronize", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+         "hipDeviceSynchronize", "hipCtxSynchronize", "hipStreamSynchronize",
+         "hipEventSynchronize", "cudaFree", "cudaFreeHost", "cuMemFree_v2", "cuMemFreeHost",
+         "hipFree", "hipFreeHost", "hipHostFree"}
+# synchronous copies: they wait when one side is host memory
+SYNC_COPIES = {"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyPeer",
+               "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cuMemcpy", "cuMemcpyDtoH_v2",
+               "cuMemcpyHtoD_v2", "cuMemcpyDtoD_v2", "hipMemcpy", "hipMemcpyWithStream",
+               "hipMemcpyHtoD", "hipMemcpyDtoH", "hipMemcpyDtoD", "hipMemcpy2D"}
+# async copies: they wait only when the host memory is pageable
+ASYNC_COPIES = {"cudaMemcpyAsync", "cuMemcpyAsync", "cuMemcpyHtoDAsync_v2",
+                "cuMemcpyDtoHAsync_v2", "hipMemcpyAsync", "hipMemcpyHtoDAsync",
+                "hipMemcpyDtoHAsync"}
+HOST_SIDE = ("HtoD", "DtoH", "HtoA", "AtoH", "HtoH")
+
+
+def is_launch(name: str) -> bool:
+    """A call that puts work on a stream (CUDA runtime or driver, or HIP)."""
+    return bool(re.match(r"^(cuda|cu|hip)\w*(Launch|Memcpy|Memset)", name)) and \
+        "LaunchHostFunc" not in name
+
+
+def ns(value) -> int:
+    return int((Decimal(str(value)) * 1000).to_integral_value(ROUND_HALF_UP))
+
+
+def reference(path: Path) -> dict:
+    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    ops, calls, steps = [], [], []
+    copy_name = {}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat = str(e.get("cat")).lower()
+        args = e.get("args") or {}
+        if cat in GPU_OP:
+            device = args["device"] if "device" in args else int(e["pid"])
+            start = ns(e["ts"])
+            ops.append((device, start, start + ns(e["dur"]), GPU_OP[cat]))
+            if GPU_OP[cat] == "memcpys":
+                copy_name[args.get("correlation")] = e["name"]
+        elif cat in HOST_API:
+            start = ns(e["ts"])
+            calls.append((str(e["tid"]), start, start + ns(e["dur"]), e.get("name", ""),
+                          args.get("correlation")))
+        elif cat in ("user_annotation", "operator") and STEP.match(str(e.get("name"))):
+            start = ns(e["ts"])
+            steps.append((start, start + ns(e["dur"])))
+
+    gaps, busy, span = [], 0, 0
+    counts = {"kernels": 0, "memcpys": 0, "memsets": 0}
+    for device in sorted({o[0] for o in ops}):
+        mine = sorted(o for o in ops if o[0] == device)
+        first, busy_from, end = mine[0][1], mine[0][1], mine[0][2]
+        for o in mine:
+            counts[o[3]] += 1
+        for _, start, stop, _ in mine[1:]:
+            if start > end:
+                gaps.append(start - end)
+                busy += end - busy_from
+                busy_from = start
+            end = max(end, stop)
+        busy += end - busy_from
+        span += end - first
+
+    def waited(call) -> bool:
+        name, corr = call[3], call[4]
+        if name in WAITS:
+            return True
+        if name in SYNC_COPIES:
+            copy = copy_name.get(corr)
+            return copy is None or any(k in copy for k in HOST_SIDE) or "Pageable" in copy \
+                or "Pinned" in copy
+        if name in ASYNC_COPIES:
+            return "Pageable" in copy_name.get(corr, "")
+        return False
+
+    # one sync: a wait, with the waits that run inside it (runtime -> driver)
+    # or that follow a copy of the same thread with no launch in between
+    waits = sorted((c for c in calls if waited(c)), key=lambda c: (c[0], c[1]))
+    launches = {}
+    for c in calls:
+        if is_launch(c[3]):
+            launches.setdefault(c[0], []).append(c[1])
+    syncs, last = 0, None
+    for c in waits:
+        continues = False
+        if last is not None and last[0] == c[0]:
+            nested = last[1] <= c[1] and c[2] <= last[2]
+            after_copy = last[3] in SYNC_COPIES or last[3] in ASYNC_COPIES
+            between = sum(last[1] < t < c[1] for t in launches.get(c[0], []))
+            continues = (nested or (after_copy and not is_launch(c[3]))) and between == 0
+        syncs += not continues
+        last = c
+
+    outer = [s for s in steps if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in steps)]
+    return {
+        "count": len(gaps),
+        "normal": sum(g < NORMAL_BELOW_NS for g in gaps),
+        "warning": sum(NORMAL_BELOW_NS <= g <= SEVERE_ABOVE_NS for g in gaps),
+        "severe": sum(g > SEVERE_ABOVE_NS for g in gaps),
+        "idle_ns": sum(gaps), "max_ns": max(gaps, default=0),
+        "busy_ns": busy, "busy_pct": round(100 * busy / span, 2) if span else None,
+        "counts": counts, "syncs": syncs, "steps": len(outer),
+    }
+
+
+@pytest.fixture(scope="module", params=FILES)
+def pair(request):
+    path = DATA / request.param
+    return request.param, loopscope.analyze(path), reference(path)
+
+
+def test_the_corpus_is_there_and_small():
+    assert len(FILES) >= 12
+    assert sum((DATA / f).stat().st_size for f in FILES) < 15 << 20
+    listed = (DATA / "README.md").read_text()
+    assert all(f in listed for f in FILES)  # every file has its source written down
+
+
+def test_gaps_and_classes(pair):
+    name, summary, ref = pair
+    gaps = summary["gaps"]
+    for key in ("count", "normal", "warning", "severe"):
+        assert gaps[key] == ref[key], (name, key, gaps[key], ref[key])
+    assert gaps["idle_ms"] == round(ref["idle_ns"] / 1e6, 6), name
+    assert gaps["max_us"] == round(ref["max_ns"] / 1e3, 3), name
+
+
+def test_busy_and_counts(pair):
+    name, summary, ref = pair
+    gpu = summary["gpu"]
+    assert gpu["busy_ms"] == round(ref["busy_ns"] / 1e6, 6), name
+    assert gpu["busy_pct"] == ref["busy_pct"], name
+    for key, n in ref["counts"].items():
+        assert gpu[key] == n, (name, key, gpu[key], n)
+
+
+def test_syncs(pair):
+    name, summary, ref = pair
+    assert summary["syncs"]["count"] == ref["syncs"], name
+
+
+def test_steps(pair):
+    name, summary, ref = pair
+    assert len(summary["steps"]) == ref["steps"], name
+    assert summary["trace"]["steps_found"] == ref["steps"], name
+
+
+def test_rocm_host_waits_are_syncs():
+    """MI250: one hipDeviceSynchronize and two blocking hipMemcpyWithStream
+    (host to device): three waits, none of them seen before HIP names were
+    read."""
+    summary = loopscope.analyze(DATA / "hta_mi250_rocm6_2.json.gz")
+    assert summary["syncs"]["count"] == 3
+    assert summary["gpu"]["device"] == "AMD Radeon Graphics"
+    assert summary["gpu"]["ops_without_launch_record"] == 0  # hipLaunchKernel & co. launch
+
+
+@pytest.mark.parametrize("name", ["kineto_resnet50_2021_01.json.gz",
+                                  "kineto_resnet50_2021_06.json.gz"])
+def test_torch_1_8_and_1_9_steps_are_found(name):
+    """ProfilerStep#N is cat "Operator" there, kernels "Kernel": six steps,
+    each with its ResNet-50 iteration's GPU work (about 100 ms on a V100)."""
+    summary = loopscope.analyze(DATA / name)
+    assert [s["name"] for s in summary["steps"]] == [f"ProfilerStep#{i}" for i in range(5, 11)]
+    assert all(90 < s["gpu_ms"] < 110 for s in summary["steps"])

@@ -163,6 +163,9 @@ typedef struct {
                                    name_id put in a record must be held here */
     ls_device_facts devices[LS_MAX_DEVICE_FACTS]; /* the devices known, in no order */
     size_t device_count;
+    uint64_t merge_idle_upto_ns; /* idle intervals this short or shorter are below the
+                                    source's time resolution: not gaps, their busy
+                                    intervals merge (0: every idle ns is a gap) */
 } ls_records;
 
 /* Appends one zeroed slot and returns it, or NULL when memory ran out.

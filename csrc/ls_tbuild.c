@@ -169,6 +169,8 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
         return fail(b);
     ls_op *op;
     APPEND(b, b->rec.ops, op);
+    if (device < 64) /* known before settling: deviceProperties are matched to it */
+        b->devices_seen |= 1ull << device;
     op->start_ns = bias(start);
     op->end_ns = bias(end);
     op->device_id = device;
@@ -908,6 +910,7 @@ int ls_tbuild_settle(ls_tbuild *b, const ls_tb_settle_options *o)
     if (b->failed || b->settled)
         return -1;
     ls_records *r = &b->rec;
+    r->merge_idle_upto_ns = o->merge_idle_upto_ns;
     int64_t base_ns = o->base_ns;
     int device = o->device;
     int has_span = o->has_span && o->span_end >= o->span_start && o->span_start > -TIME_LIMIT &&

@@ -220,6 +220,7 @@ typedef struct {
     int has_span;    /* the profile's own span, in file times (an own export
                         carries it); otherwise first and last record */
     int64_t span_start, span_end;
+    uint64_t merge_idle_upto_ns; /* -> ls_records.merge_idle_upto_ns */
 } ls_tb_settle_options;
 
 /* Puts every record on one clock (file time + base_ns, then shifted so the

@@ -39,7 +39,7 @@ def test_bare_event_list_and_absolute_timestamps(tmp_path):
     float64 would lose (1712195495505772.8 has 17 significant digits)."""
     base = 1_712_195_495_505_772_800  # ns
     events = []
-    for i, (start, dur) in enumerate([(0, 1_000), (1_001, 1_000), (2_001 + 20_001, 5)]):
+    for i, (start, dur) in enumerate([(0, 1_000), (1_002, 1_000), (2_002 + 20_001, 5)]):
         events.append({"ph": "X", "cat": "Kernel", "name": f"k{i}", "pid": 0, "tid": 7,
                        "ts": f"@{base + start}", "dur": us(dur),
                        "args": {"correlation": i + 1, "device": 0, "stream": 7}})

@@ -215,13 +215,29 @@ static const struct {
     {"hipFreeAsync", "cudaFreeAsync_v11020"},
 };
 
+#define HIP_ALIASES (sizeof hip_aliases / sizeof hip_aliases[0])
+_Static_assert(HIP_ALIASES < 255, "a HIP alias fits a byte");
+
+uint8_t ls_cbid_alias_of(const char *name)
+{
+    if (!(name[0] == 'h' && name[1] == 'i' && name[2] == 'p'))
+        return 0;
+    for (size_t i = 0; i < HIP_ALIASES; i++)
+        if (strcmp(name, hip_aliases[i].hip) == 0)
+            return (uint8_t)(i + 1);
+    return 0;
+}
+
+const char *ls_cbid_alias_name(uint32_t alias)
+{
+    return alias >= 1 && alias <= HIP_ALIASES ? hip_aliases[alias - 1].hip : NULL;
+}
+
 int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackId *cbid)
 {
     if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p') {
-        for (size_t i = 0; i < sizeof hip_aliases / sizeof hip_aliases[0]; i++)
-            if (strcmp(name, hip_aliases[i].hip) == 0)
-                return ls_cbid_find(hip_aliases[i].cuda, domain, cbid);
-        return -1;
+        uint8_t alias = ls_cbid_alias_of(name);
+        return alias ? ls_cbid_find(hip_aliases[alias - 1].cuda, domain, cbid) : -1;
     }
     static const CUpti_CallbackDomain domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
                                                    CUPTI_CB_DOMAIN_DRIVER_API};

@@ -43,7 +43,8 @@ typedef struct {
     uint32_t correlation_id;
     uint32_t cbid;
     uint32_t domain; /* 0 runtime, 1 driver */
-    uint32_t reserved;
+    uint32_t alias;  /* trace readers: the HIP name it was read under (ls_cbid_alias_name),
+                        0 for a CUDA call */
 } ls_api;
 
 /* One CUPTI SYNCHRONIZATION activity record: an interval where the host
@@ -85,7 +86,8 @@ typedef struct {
     uint8_t domain; /* 0 runtime, 1 driver */
     uint8_t role;   /* ls_cbids role flags */
     uint8_t frame_count;
-    uint8_t reserved;
+    uint8_t alias;  /* trace readers: the HIP name it was read under (ls_cbid_alias_name),
+                       0 for a CUDA call */
     ls_frame frames[LS_CALL_FRAMES]; /* innermost first */
 } ls_call;
 

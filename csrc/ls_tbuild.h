@@ -89,6 +89,7 @@ typedef struct {
     uint8_t *api_role;         /* per string id: role+1 of an API name, 0 not looked up */
     uint32_t *api_cbid;
     uint8_t *api_domain;
+    uint8_t *api_alias;        /* per string id: ls_cbid_alias_of the name */
     size_t api_cache;
     uint64_t seen[LS_TB_CLASSES], skipped[LS_TB_CLASSES];
     uint64_t kernels;          /* kernels added (ls_tbuild_op) */

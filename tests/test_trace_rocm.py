@@ -112,6 +112,21 @@ def test_hip_waits_are_syncs(tmp_path):
     syncs = summary["syncs"]
     assert syncs["count"] == 5  # 3 waits + the host copy + the pageable async copy
     assert syncs["by_kind"] and sum(syncs["by_kind"].values()) == 5
+    apis = {api for site in syncs["sites"] for api in site["apis"]}
+    # the calls keep the names the trace gave them, not their CUDA twins'
+    assert apis == {"hipStreamSynchronize", "hipEventSynchronize", "hipFree", "hipMemcpy",
+                    "hipMemcpyAsync"}
+
+
+def test_the_export_keeps_hip_names(tmp_path):
+    events = [call("hipLaunchKernel", 0, 100, 1), kernel(1000, 1000, 1),
+              call("hipDeviceSynchronize", 3000, 100, 2)]
+    prof = loopscope.load(write(tmp_path, events))
+    out = tmp_path / "out.json"
+    prof.export_trace(out)
+    names = {e.get("name") for e in json.loads(out.read_text())["traceEvents"]
+             if e.get("cat") == "cuda_runtime"}
+    assert names == {"hipLaunchKernel", "hipDeviceSynchronize"}
 
 
 def test_hip_launch_names_launch(tmp_path):

@@ -43,6 +43,7 @@ ASYNC_COPIES = {"cudaMemcpyAsync", "cuMemcpyAsync", "cuMemcpyHtoDAsync_v2",
                 "cuMemcpyDtoHAsync_v2", "hipMemcpyAsync", "hipMemcpyHtoDAsync",
                 "hipMemcpyDtoHAsync"}
 HOST_SIDE = ("HtoD", "DtoH", "HtoA", "AtoH", "HtoH")
+GRAPH_LAUNCHES = {"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"}
 
 
 def is_launch(name: str) -> bool:
@@ -136,6 +137,7 @@ def reference(path: Path) -> dict:
         "idle_ns": sum(gaps), "max_ns": max(gaps, default=0), "merged": merged,
         "busy_ns": busy, "busy_pct": round(100 * busy / span, 2) if span else None,
         "counts": counts, "syncs": syncs, "steps": len(outer),
+        "graph_launches": sum(c[3] in GRAPH_LAUNCHES for c in calls),
     }
 
 
@@ -174,6 +176,13 @@ def test_busy_and_counts(pair):
 def test_syncs(pair):
     name, summary, ref = pair
     assert summary["syncs"]["count"] == ref["syncs"], name
+
+
+def test_graph_replays(pair):
+    """Each graph launch call (CUDA or HIP) is one replay."""
+    name, summary, ref = pair
+    graphs = summary["graphs"]
+    assert (graphs["replays"] if graphs else 0) == ref["graph_launches"], name
 
 
 def test_steps(pair):

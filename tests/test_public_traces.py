@@ -52,6 +52,12 @@ def is_launch(name: str) -> bool:
         "LaunchHostFunc" not in name
 
 
+def nearest_rank(values, pct):
+    """The smallest value with at least pct% of the values at or below it."""
+    ordered = sorted(values)
+    return ordered[max(0, -(-len(ordered) * pct // 100) - 1)] if ordered else None
+
+
 def ns(value) -> int:
     return int((Decimal(str(value)) * 1000).to_integral_value(ROUND_HALF_UP))
 
@@ -135,6 +141,7 @@ def reference(path: Path) -> dict:
         "warning": sum(NORMAL_BELOW_NS <= g <= SEVERE_ABOVE_NS for g in gaps),
         "severe": sum(g > SEVERE_ABOVE_NS for g in gaps),
         "idle_ns": sum(gaps), "max_ns": max(gaps, default=0), "merged": merged,
+        "p50_ns": nearest_rank(gaps, 50), "p99_ns": nearest_rank(gaps, 99),
         "busy_ns": busy, "busy_pct": round(100 * busy / span, 2) if span else None,
         "counts": counts, "syncs": syncs, "steps": len(outer),
         "graph_launches": sum(c[3] in GRAPH_LAUNCHES for c in calls),
@@ -162,6 +169,10 @@ def test_gaps_and_classes(pair):
     assert gaps["idle_ms"] == round(ref["idle_ns"] / 1e6, 6), name
     assert gaps["max_us"] == round(ref["max_ns"] / 1e3, 3), name
     assert gaps["merged_below_resolution"] == ref["merged"], name
+    if ref["count"]:
+        assert gaps["p50_us"] == ref["p50_ns"] / 1e3, name
+        assert gaps["p99_us"] == ref["p99_ns"] / 1e3, name
+        assert gaps["mean_us"] == round(ref["idle_ns"] / ref["count"] / 1e3, 3), name
 
 
 def test_busy_and_counts(pair):

@@ -75,16 +75,37 @@ def reference(path: Path) -> dict:
         if cat in GPU_OP:
             device = args["device"] if "device" in args else int(e["pid"])
             start = ns(e["ts"])
-            ops.append((device, start, start + ns(e["dur"]), GPU_OP[cat]))
+            ops.append((device, start, start + ns(e["dur"]), GPU_OP[cat], args.get("correlation")))
             if GPU_OP[cat] == "memcpys":
                 copy_name[args.get("correlation")] = e["name"]
         elif cat in HOST_API:
             start = ns(e["ts"])
             calls.append((str(e["tid"]), start, start + ns(e["dur"]), e.get("name", ""),
-                          args.get("correlation")))
+                          args.get("correlation"), cat in ("cuda_driver", "driver")))
         elif cat in ("user_annotation", "operator") and STEP.match(str(e.get("name"))):
             start = ns(e["ts"])
             steps.append((start, start + ns(e["dur"])))
+
+    # an op's step: the outermost step open when its launch call began (the
+    # runtime call's start, else the driver call's)
+    launched = {}
+    for driver in (False, True):
+        for c in calls:
+            if c[5] == driver and c[4] is not None:
+                launched.setdefault(c[4], c[1])
+    outer = sorted(s for s in steps
+                   if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in steps))
+
+    def step_of(correlation):
+        at = launched.get(correlation)
+        return next((i for i, s in enumerate(outer) if at is not None and s[0] <= at <= s[1]),
+                    None)
+
+    per_step = [{"kernels": 0, "memcpys": 0, "gaps": 0} for _ in outer]
+    for o in ops:
+        i = step_of(o[4])
+        if i is not None and o[3] != "memsets":
+            per_step[i][o[3]] += 1
 
     gaps, busy, span, merged = [], 0, 0, 0
     counts = {"kernels": 0, "memcpys": 0, "memsets": 0}
@@ -93,9 +114,11 @@ def reference(path: Path) -> dict:
         first, busy_from, end = mine[0][1], mine[0][1], mine[0][2]
         for o in mine:
             counts[o[3]] += 1
-        for _, start, stop, _ in mine[1:]:
+        for _, start, stop, _, correlation in mine[1:]:
             if start - end > MERGE_UPTO_NS:
                 gaps.append(start - end)
+                if step_of(correlation) is not None:  # the step of the op that ends it
+                    per_step[step_of(correlation)]["gaps"] += 1
                 busy += end - busy_from
                 busy_from = start
             elif start > end:
@@ -134,7 +157,6 @@ def reference(path: Path) -> dict:
         syncs += not continues
         last = c
 
-    outer = [s for s in steps if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in steps)]
     return {
         "count": len(gaps),
         "normal": sum(g < NORMAL_BELOW_NS for g in gaps),
@@ -143,7 +165,7 @@ def reference(path: Path) -> dict:
         "idle_ns": sum(gaps), "max_ns": max(gaps, default=0), "merged": merged,
         "p50_ns": nearest_rank(gaps, 50), "p99_ns": nearest_rank(gaps, 99),
         "busy_ns": busy, "busy_pct": round(100 * busy / span, 2) if span else None,
-        "counts": counts, "syncs": syncs, "steps": len(outer),
+        "counts": counts, "syncs": syncs, "steps": len(outer), "per_step": per_step,
         "graph_launches": sum(c[3] in GRAPH_LAUNCHES for c in calls),
     }
 
@@ -200,6 +222,9 @@ def test_steps(pair):
     name, summary, ref = pair
     assert len(summary["steps"]) == ref["steps"], name
     assert summary["trace"]["steps_found"] == ref["steps"], name
+    got = [{"kernels": s["kernels"], "memcpys": s["memcpys"],
+            "gaps": s["gaps"]["count"] if s["gaps"] else 0} for s in summary["steps"]]
+    assert got == ref["per_step"], name
 
 
 def test_rocm_host_waits_are_syncs():

@@ -205,7 +205,7 @@ static const struct {
     {"hipStreamSynchronize", "cudaStreamSynchronize_v3020"},
     {"hipEventSynchronize", "cudaEventSynchronize_v3020"},
     {"hipFree", "cudaFree_v3020"}, {"hipFreeHost", "cudaFreeHost_v3020"},
-    {"hipHostFree", "cudaFreeHost_v3020"}, {"hipFreeArray", "cudaFree_v3020"},
+    {"hipHostFree", "cudaFreeHost_v3020"},
     {"hipMalloc", "cudaMalloc_v3020"}, {"hipExtMallocWithFlags", "cudaMalloc_v3020"},
     {"hipHostMalloc", "cudaMallocHost_v3020"}, {"hipMallocHost", "cudaMallocHost_v3020"},
     {"hipMallocPitch", "cudaMallocPitch_v3020"}, {"hipMalloc3D", "cudaMalloc3D_v3020"},
@@ -222,8 +222,12 @@ uint8_t ls_cbid_alias_of(const char *name)
 {
     if (!(name[0] == 'h' && name[1] == 'i' && name[2] == 'p'))
         return 0;
+    /* "_spt": HIP's per-thread default stream variant of the same call */
+    size_t n = strlen(name);
+    if (n > 4 && strcmp(name + n - 4, "_spt") == 0)
+        n -= 4;
     for (size_t i = 0; i < HIP_ALIASES; i++)
-        if (strcmp(name, hip_aliases[i].hip) == 0)
+        if (strlen(hip_aliases[i].hip) == n && strncmp(name, hip_aliases[i].hip, n) == 0)
             return (uint8_t)(i + 1);
     return 0;
 }

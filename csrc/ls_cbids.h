@@ -58,7 +58,9 @@ int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackI
 /* The HIP alias of an API name: a small number > 0 when ls_cbid_find reads
  * `name` as a HIP call, 0 otherwise; ls_cbid_alias_name turns it back into
  * the HIP name (NULL for 0 or an unknown number), so a ROCm trace's calls
- * keep their own names in the summary and the export. */
+ * keep their own names in the summary and the export.  A per-thread
+ * variant ("hipStreamSynchronize_spt") is its call's alias, named without
+ * the suffix. */
 uint8_t ls_cbid_alias_of(const char *name);
 const char *ls_cbid_alias_name(uint32_t alias);
 

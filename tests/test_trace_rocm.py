@@ -148,6 +148,19 @@ def test_hip_graph_launch_is_a_replay(tmp_path):
     assert summary["graphs"]["replays"] == 2
 
 
+def test_per_thread_stream_variants_are_their_calls(tmp_path):
+    """hipStreamSynchronize_spt waits like hipStreamSynchronize;
+    hipLaunchKernel_spt launches (its kernel has a launch record, so the gap
+    before it is the host's)."""
+    events = [call("hipLaunchKernel_spt", 0, 100, 1), kernel(1000, 1000, 1),
+              call("hipStreamSynchronize_spt", 1100, 800, 2),  # before the gap
+              call("hipLaunchKernel_spt", 100_000, 100, 3), kernel(101_000, 1000, 3)]
+    summary = loopscope.analyze(write(tmp_path, events))
+    assert summary["syncs"]["count"] == 1
+    assert summary["syncs"]["sites"][0]["apis"] == {"hipStreamSynchronize": 1}
+    assert summary["gaps"]["by_cause"]["host"] == 1
+
+
 def test_unknown_hip_call_has_no_role(tmp_path):
     """hipGetDevicePropertiesR0600 neither launches nor waits."""
     events = [call("hipGetDevicePropertiesR0600", 0, 5000, 9), kernel(1000, 1000, 1)]

@@ -155,7 +155,7 @@ def reference(path: Path) -> dict:
     for c in calls:
         if is_launch(c[3]):
             launches.setdefault(c[0], []).append(c[1])
-    syncs, last = 0, None
+    last, groups = None, []
     for c in waits:
         continues = False
         if last is not None and last[0] == c[0]:
@@ -164,8 +164,20 @@ def reference(path: Path) -> dict:
             between = sum(last[1] < t < c[1] for t in launches.get(c[0], []))
             continues = (nested or (after_copy and not is_launch(c[3]))) and between == 0 \
                 and stack(last) == stack(c)
-        syncs += not continues
+        if continues:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
         last = c
+
+    def union(intervals):
+        total, reach = 0, None
+        for start, end in sorted(intervals):
+            if reach is None or start > reach:
+                total, reach = total + end - start, end
+            elif end > reach:
+                total, reach = total + end - reach, end
+        return total
 
     return {
         "count": len(gaps),
@@ -175,7 +187,9 @@ def reference(path: Path) -> dict:
         "idle_ns": sum(gaps), "max_ns": max(gaps, default=0), "merged": merged,
         "p50_ns": nearest_rank(gaps, 50), "p99_ns": nearest_rank(gaps, 99),
         "busy_ns": busy, "busy_pct": round(100 * busy / span, 2) if span else None,
-        "counts": counts, "syncs": syncs, "steps": len(outer), "per_step": per_step,
+        "counts": counts, "syncs": len(groups), "steps": len(outer), "per_step": per_step,
+        # the host's time blocked: per sync, the union of its calls
+        "blocked_ns": sum(union([(c[1], c[2]) for c in g]) for g in groups),
         "graph_launches": sum(c[3] in GRAPH_LAUNCHES for c in calls),
     }
 
@@ -219,6 +233,7 @@ def test_busy_and_counts(pair):
 def test_syncs(pair):
     name, summary, ref = pair
     assert summary["syncs"]["count"] == ref["syncs"], name
+    assert summary["syncs"]["blocked_ms"] == round(ref["blocked_ns"] / 1e6, 6), name
 
 
 def test_graph_replays(pair):

@@ -1,7 +1,9 @@
 """Real public torch.profiler traces (tests/data/public/README.md: CUDA,
 ROCm, torch 1.8/1.9) read by loopscope.analyze and compared with figures
 that plain Python computes here from the JSON alone (json, gzip, decimal):
-gaps, their classes, busy %, op counts, syncs and steps."""
+gaps (count, classes, idle, max, mean, percentiles, 1 ns artefacts merged),
+busy time and %, op counts, syncs and the host's time blocked in them,
+graph replays, steps and each step's kernels, copies and gaps."""
 from __future__ import annotations
 
 import gzip

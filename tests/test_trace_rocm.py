@@ -201,6 +201,13 @@ def test_no_guess_when_the_trace_does_not_say(tmp_path, devices, props):
         in prof.report()
 
 
+def test_an_empty_device_name_is_no_name(tmp_path):
+    """vLLM's ROCm traces list every GPU with name "": no name, not ""."""
+    props = [{"id": 0, "name": ""}, {"id": 2, "name": " "}]
+    summary = loopscope.analyze(write(tmp_path, [kernel(1000, 1000, 1, device=2)], props))
+    assert summary["gpu"]["device"] is None
+
+
 def test_public_rocm_trace_on_device_9_gets_its_name():
     from pathlib import Path
     path = Path(__file__).parent / "data" / "public" / "tracelens_mi300x_sglang_decode.json.gz"

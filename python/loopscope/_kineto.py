@@ -246,12 +246,14 @@ def device_facts(meta: dict[str, Any]) -> list[tuple]:
 
 
 def device_names(meta: dict[str, Any]) -> dict[int, str]:
-    """{device index: name} from deviceProperties."""
+    """{device index: name} from deviceProperties (an empty name, as some
+    ROCm traces write, is no name)."""
     names: dict[int, str] = {}
     props = meta.get("deviceProperties")
     if isinstance(props, list):
         for p in props:
-            if isinstance(p, dict) and isinstance(p.get("id"), int) and isinstance(p.get("name"), str):
+            if isinstance(p, dict) and isinstance(p.get("id"), int) and \
+                    isinstance(p.get("name"), str) and p["name"].strip():
                 names[p["id"]] = p["name"]
     return names
 

@@ -85,13 +85,14 @@ static PyObject *gap_stats_dict(const ls_gap_stats *s)
     if (hist == NULL)
         return NULL;
     return ls_py_dict_of(
-        15, "count", U64(s->count), "normal", U64(s->by_class[LS_CLASS_NORMAL]), "warning",
+        16, "count", U64(s->count), "normal", U64(s->by_class[LS_CLASS_NORMAL]), "warning",
         U64(s->by_class[LS_CLASS_WARNING]), "severe", U64(s->by_class[LS_CLASS_SEVERE]), "host",
         U64(s->by_cause[LS_CAUSE_HOST]), "sync", U64(s->by_cause[LS_CAUSE_SYNC]), "other",
         U64(s->by_cause[LS_CAUSE_OTHER]), "total_ns", U64(s->total_ns), "max_ns",
         U64(s->max_ns), "p50_ns", U64(s->p50_ns), "p99_ns", U64(s->p99_ns), "histogram", hist,
         "host_ns", U64(s->by_cause_ns[LS_CAUSE_HOST]), "sync_ns",
-        U64(s->by_cause_ns[LS_CAUSE_SYNC]), "other_ns", U64(s->by_cause_ns[LS_CAUSE_OTHER]));
+        U64(s->by_cause_ns[LS_CAUSE_SYNC]), "other_ns", U64(s->by_cause_ns[LS_CAUSE_OTHER]),
+        "merged", U64(s->merged));
 }
 
 static PyObject *id_or_none(uint32_t id)

@@ -733,6 +733,8 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
                                               sum(k["total_ns"] for k in kernels))
         summary["gaps"] = shape_gaps(total["gaps"], thresholds_us, total["busy_ns"])
         summary["gaps"]["histogram"] = _histogram(total["gaps"], model.histogram_edges_ns)
+        # idle intervals below a trace's time resolution, merged rather than counted
+        summary["gaps"]["merged_below_resolution"] = total["gaps"]["merged"]
         summary["gaps"]["worst"] = _worst_gaps(model.worst_gaps(10), step_names)
         summary["gaps"]["per_stream"] = _stream_section(model.streams(), thresholds_us)
         summary["gpu"] = _gpu_section(total, model.devices(), model.ops_without_launch)

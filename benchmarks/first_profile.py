@@ -76,7 +76,11 @@ def child(loop_ms: float, metrics: str, variant: str = "default") -> dict:
     s = prof.summary()
     sm, dram = s.get("sm"), s.get("dram")
     over = s["overhead"]
+    pm = prof._capture.info().get("pm") or {}
     return {
+        "availability_cached": pm.get("availability_cached"),
+        "config_source": pm.get("config_source"),
+        "pm_phases_ms": {k: round(v / 1e6, 1) for k, v in (pm.get("phases_ns") or {}).items() if v},
         "loop_ms": loop_ms, "steps": steps, "metrics": metrics, "variant": variant,
         "bare_ms": round(statistics.median(bare) * 1e3, 2),
         "enter_ms": round((t1 - t0) * 1e3, 1), "loop_in_ms": round((t2 - t1) * 1e3, 2),
@@ -184,7 +188,8 @@ def main() -> None:
               f"{r['sm_pct'] if r['sm_pct'] is not None else '-':>6} "
               f"{r['sm_coverage_pct'] if r['sm_coverage_pct'] is not None else '-':>6} "
               f"{r['dram_pct'] if r['dram_pct'] is not None else '-':>6}  "
-              f"{(r['metrics_error'] or '')[:80]}")
+              f"{(r['metrics_error'] or '')[:60]} avail_cached={r.get('availability_cached')} "
+              f"{r.get('pm_phases_ms')}")
     for e in extra:
         print(json.dumps(e))
 

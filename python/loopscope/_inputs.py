@@ -8,16 +8,17 @@ TraceError naming the path and what it is (opening a FIFO would block
 forever).  Files are opened with O_NONBLOCK and checked again on the open
 descriptor, so a FIFO swapped in after the check cannot block either.
 
-JSON files (saved summaries, recordings) are inflated in chunks with a cap
+JSON files (saved summaries, recordings, ranks files) are inflated in chunks with a cap
 on the decompressed text (MAX_JSON_MB, LOOPSCOPE_MAX_JSON_MB to change it):
 a small .json.gz that inflates to gigabytes stops at the cap with a
 TraceError naming the file, the offset and the cap.  JSON nested deeper
 than the parser follows, and memory that runs out while parsing, end in a
 TraceError too: never a RecursionError or MemoryError.
 
-The other bounds, for the trace readers: a Kineto trace's decompressed
-content (MAX_TRACE_GB, LOOPSCOPE_MAX_TRACE_GB; checked by _kineto's
-producer thread), one Kineto event and one name (ls_kineto.h:
+The other bounds, for the trace readers: a Kineto trace's or a gzip
+Nsight Systems export's decompressed content (MAX_TRACE_GB,
+LOOPSCOPE_MAX_TRACE_GB; checked by _kineto's producer thread and
+_nsys.read_gzip), one Kineto event and one name (ls_kineto.h:
 _core.TRACE_MAX_UNIT, _core.TRACE_MAX_NAME); cut_name cuts a recorded name
 as the C reader cuts one."""
 from __future__ import annotations
@@ -185,7 +186,8 @@ def _env_cap(variable: str, default: float, unit: int) -> int:
 
 
 def max_trace_bytes() -> int:
-    """The cap on a Kineto trace's decompressed content (LOOPSCOPE_MAX_TRACE_GB)."""
+    """The cap on a Kineto trace's or gzip nsys export's decompressed
+    content (LOOPSCOPE_MAX_TRACE_GB)."""
     return _env_cap("LOOPSCOPE_MAX_TRACE_GB", MAX_TRACE_GB, 1 << 30)
 
 
@@ -256,10 +258,10 @@ def read_text(path: str | os.PathLike, cap: int | None = None) -> bytes:
                              "content") from None
 
 
-def parse_json(path: str | os.PathLike, text: bytes) -> Any:
+def parse_json(path: str | os.PathLike, text: bytes, not_json: str = "is not valid JSON") -> Any:
     """json.loads of a file's text; TraceError (naming the file) for text
-    that is no JSON, nested deeper than the parser follows, or too large
-    for the memory left."""
+    that is no JSON (`not_json` says what the file then is), nested deeper
+    than the parser follows, or too large for the memory left."""
     try:
         return json.loads(text)
     except RecursionError:
@@ -268,7 +270,7 @@ def parse_json(path: str | os.PathLike, text: bytes) -> Any:
     except MemoryError:
         raise fail(path, f"ran out of memory parsing its {len(text):,} bytes of JSON") from None
     except ValueError as error:
-        raise fail(path, f"is not valid JSON ({error})") from None
+        raise fail(path, f"{not_json} ({error})") from None
 
 
 def read_json(path: str | os.PathLike) -> Any:

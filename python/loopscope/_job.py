@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable
 
 from . import _analyze, _ranks
 from ._diagnosis import diagnose_ranks
+from ._inputs import parse_json, read_text
 from ._options import check_thresholds
 from ._sniff import TraceError
 
@@ -88,7 +89,7 @@ def trace_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
                 raise TraceError(f"{p}: a folder with no trace file in it (looked for names "
                                  f"ending in {', '.join(TRACE_SUFFIXES)})")
             out += found
-        elif p.exists():
+        elif os.path.lexists(p):  # a FIFO or a symlink loop: analyze refuses it by name
             out.append(p)
         else:
             raise TraceError(f"{p}: no such file or folder")
@@ -306,15 +307,8 @@ def write_ranks(path: str, summary: dict[str, Any]) -> None:
 
 
 def _read_ranks_file(path: Path) -> dict[str, Any]:
-    try:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        doc = json.loads(data)
-    except OSError as error:
-        raise TraceError(f"{path}: cannot be read ({error.strerror or error})") from None
-    except (ValueError, EOFError) as error:
-        raise TraceError(f"{path}: not a loopscope ranks file (not JSON: {error})") from None
+    # bounded (_inputs): a cap on the inflated text, no unbounded nesting; TraceError names path
+    doc = parse_json(path, read_text(path), "not a loopscope ranks file (not JSON)")
     if not isinstance(doc, dict) or doc.get("loopscope_ranks") != RANKS_FILE_VERSION \
             or not isinstance(doc.get("ranks"), list):
         raise TraceError(f"{path}: not a loopscope ranks file (write one with `loopscope "

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import sqlite3
 import tempfile
 import zlib
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
+from ._inputs import max_trace_bytes, open_input, trace_cap_error
 from ._kineto import fact_value
 from ._sniff import fail
 
@@ -337,8 +337,14 @@ def read_gzip(reader, path: Path) -> dict[str, Any]:
     name `path`, never the copy."""
     handle, tmp = tempfile.mkstemp(prefix="loopscope-", suffix=".sqlite")
     try:
-        with os.fdopen(handle, "wb") as out, gzip.open(path, "rb") as src:
-            shutil.copyfileobj(src, out, 1 << 20)
+        cap, copied = max_trace_bytes(), 0  # a bomb stops at the cap, not a full disk
+        with os.fdopen(handle, "wb") as out, open_input(path) as raw, \
+                gzip.GzipFile(fileobj=raw, mode="rb") as src:
+            while chunk := src.read(1 << 20):
+                copied += len(chunk)
+                if copied > cap:
+                    raise trace_cap_error(path, cap)
+                out.write(chunk)
         return read(reader, Path(tmp), shown_as=path)
     except (OSError, EOFError, zlib.error) as error:
         raise fail(path, f"is a gzip-compressed SQLite file that cannot be decompressed into "

@@ -483,6 +483,45 @@ def test_the_trace_content_cap_is_exact(tmp_path, monkeypatch, gz):
                                                 "1,048,576 bytes")
 
 
+def test_the_gzip_nsys_content_cap_is_exact(tmp_path, monkeypatch):
+    path = tmp_path / "k.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, "
+               "contextId INT, streamId INT, correlationId INT, globalPid INT, "
+               "demangledName INT, shortName INT)")
+    db.execute("INSERT INTO StringIds VALUES (1, 'k')")
+    db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1000, 2000, 0, 1, 7, 1, 1, 1, 1)")
+    db.commit()
+    db.close()
+    size = path.stat().st_size
+    gz = tmp_path / "k.sqlite.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    monkeypatch.setenv("LOOPSCOPE_MAX_TRACE_GB", repr(size / GiB))  # the cap: the file's size
+    assert loopscope.analyze(gz)["gpu"]["kernels"] == 1
+    monkeypatch.setenv("LOOPSCOPE_MAX_TRACE_GB", repr((size - 1) / GiB))
+    with pytest.raises(loopscope.TraceError, match=f"^{gz}: its content passes the cap of "
+                                                   f"{size - 1:,} bytes"):
+        loopscope.analyze(gz)
+
+
+def test_a_ranks_file_is_read_with_the_json_bounds(tmp_path, monkeypatch):
+    from loopscope import _job
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(loopscope.TraceError, match="its JSON is nested too deeply"):
+        _job._read_ranks_file(deep)  # before: RecursionError
+    big = tmp_path / "big.json.gz"
+    big.write_bytes(gzip.compress(b'{"a": "' + b"x" * (2 * MiB) + b'"}'))
+    monkeypatch.setenv("LOOPSCOPE_MAX_JSON_MB", "1")
+    with pytest.raises(loopscope.TraceError, match="passes the cap of 1,048,576 bytes"):
+        _job._read_ranks_file(big)
+    (tmp_path / "text.json").write_text("not json")
+    with pytest.raises(loopscope.TraceError, match="not a loopscope ranks file"):
+        _job._read_ranks_file(tmp_path / "text.json")
+
+
 # -- saved summaries and recordings: the inflated text ------------------------------
 @pytest.mark.parametrize("gz", [False, True])
 def test_the_json_text_cap_is_exact(tmp_path, monkeypatch, gz):

@@ -56,11 +56,18 @@ def test_a_loaded_recording_exports_its_samples_as_counter_tracks(test_clock, tm
     assert loaded.summary()["recording"]["as_recorded"] == []  # the samples rebuilt it
 
 
+def rewrite(path: Path, data: dict) -> None:
+    """A recording edited here, written with a fresh checksum (a plain file
+    without one is refused as possibly damaged)."""
+    data.pop("checksum", None)
+    path.write_bytes(_recording.with_checksum(json.dumps(data).encode()))
+
+
 def test_an_older_recording_without_samples_still_loads(test_clock, tmp_path):
     path = Path(sampled_profile(test_clock).save_recording(tmp_path / "rec.json"))
     data = json.loads(path.read_text())
     del data["samples"]
-    path.write_text(json.dumps(data))
+    rewrite(path, data)
     summary = loopscope.load(path).summary()
     assert summary["sm"] is not None and summary["metrics_error"] is None  # as recorded
     assert "sm" in summary["recording"]["as_recorded"]
@@ -70,7 +77,7 @@ def test_damaged_samples_are_refused_by_name(test_clock, tmp_path):
     path = Path(sampled_profile(test_clock).save_recording(tmp_path / "rec.json"))
     data = json.loads(path.read_text())
     data["samples"]["figures"]["sm_active_pct"][0] = -5
-    path.write_text(json.dumps(data))
+    rewrite(path, data)
     with pytest.raises(loopscope.TraceError, match="samples are damaged.*sm_active_pct"):
         loopscope.load(path)
 

@@ -385,7 +385,7 @@ static PyObject *range_item(ls_model_object *self, size_t i)
 {
     const ls_model *m = &self->model;
     const ls_range *range = &self->capture->records.ranges.items[i];
-    PyObject *d = line_dict(&m->range_lines[i], NULL);
+    PyObject *d = line_dict(ls_model_range_line(m, i), NULL);
     d = with_items(d, ls_py_dict_of(
         8, "name", ls_py_range_name(range), "parent", PyLong_FromLong(range->parent),
         "depth", U64(range->depth), "step", ls_py_index_or_none(m->steps.step_of[i]), "group",
@@ -427,13 +427,13 @@ static PyObject *group_item(ls_model_object *self, size_t g)
     const ls_model *m = &self->model;
     const ls_group *group = &m->groups.items[g];
     const ls_range *first = &self->capture->records.ranges.items[group->first_range];
-    const ls_timeline *t = &m->group_lines[g];
+    const ls_timeline *t = ls_model_group_line(m, g);
     PyObject *d = line_dict(&t->line, &t->gaps);
     d = with_items(d, ls_py_dict_of(
         7, "name", group_name(first, group->key_offset), "parent",
         PyLong_FromLong(group->parent), "depth", U64(group->depth), "step_prefixed",
         PyBool_FromLong(group->step_prefixed), "count", U64(group->count), "host_ns",
-        U64(group->host_ns), "span_ns", U64(m->group_span_ns[g])));
+        U64(group->host_ns), "span_ns", U64(ls_model_group_span_ns(m, g))));
     return with_item(d, "metrics", m->has_samples ? group_metrics_dict(&m->group_metrics[g])
                                                   : Py_NewRef(Py_None));
 }
@@ -1106,12 +1106,12 @@ static void group_values(const ls_model_object *self, size_t g, uint64_t *out)
 {
     const ls_model *m = &self->model;
     const ls_group *group = &m->groups.items[g];
-    const ls_line *l = &m->group_lines[g].line;
-    const ls_gap_stats *s = &m->group_lines[g].gaps;
+    const ls_line *l = &ls_model_group_line(m, g)->line;
+    const ls_gap_stats *s = &ls_model_group_line(m, g)->gaps;
     const uint64_t values[] = {
-        group->count, group->host_ns, m->group_span_ns[g], (uint64_t)(int64_t)group->parent,
-        group->depth, group->step_prefixed, group->first_range, l->first_ns, l->last_ns,
-        l->busy_ns, l->kernels, l->memcpys, l->memsets, l->compute_ns, l->comm_ns, l->kernel_ns,
+        group->count, group->host_ns, ls_model_group_span_ns(m, g),
+        (uint64_t)(int64_t)group->parent, group->depth, group->step_prefixed, group->first_range,
+        l->first_ns, l->last_ns, l->busy_ns, l->kernels, l->memcpys, l->memsets, l->compute_ns, l->comm_ns, l->kernel_ns,
         l->shaped_ns, l->filled_ns, s->count, s->by_class[LS_CLASS_NORMAL],
         s->by_class[LS_CLASS_WARNING], s->by_class[LS_CLASS_SEVERE], s->total_ns, s->p50_ns,
         s->p99_ns, s->max_ns, s->by_cause[LS_CAUSE_HOST], s->by_cause[LS_CAUSE_SYNC],

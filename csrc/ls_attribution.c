@@ -450,61 +450,81 @@ done:
 
 /* -- groups -------------------------------------------------------------- */
 
-/* The groups' keys: open addressing over (text, length), each slot naming
- * its group.  A key's text lies in the names table (held by the records)
- * or, for a name made from a step's template, in `made` (copied once per
- * group, not per range). */
+/* The groups' keys: open addressing over (text, length), a slot naming
+ * its group (8 B a slot, the key's text and length per group).  A key's
+ * text lies in the names table (held by the records) or, for a name made
+ * from a step's template, in `made` (copied once per group, not per
+ * range). */
 typedef struct {
-    const char *key;
-    size_t len;
-    uint64_t hash;
-    int32_t group; /* -1: empty */
+    uint32_t group; /* + 1; 0: empty */
+    uint32_t hash;
 } ls_key_slot;
 
 typedef struct {
     ls_key_slot *slots;
     size_t mask, used;
+    const char **text; /* per group */
+    uint32_t *len;     /* per group */
+    size_t capacity;   /* of text and len */
     char **made;
     size_t made_count;
 } ls_key_table;
 
-static uint64_t key_hash(const char *key, size_t len)
+static uint32_t key_hash(const char *key, size_t len)
 {
     uint64_t h = 1469598103934665603ULL ^ len;
     for (size_t i = 0; i < len; i++) {
         h ^= (unsigned char)key[i];
         h *= 1099511628211ULL;
     }
-    return h ^ (h >> 31);
+    return (uint32_t)(h ^ (h >> 32));
 }
 
-static ls_key_slot *key_slot(const ls_key_table *t, const char *key, size_t len, uint64_t hash)
+/* The slot of the key, or the empty slot where it would go. */
+static ls_key_slot *key_slot(const ls_key_table *t, const char *key, size_t len, uint32_t hash)
 {
     for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
         ls_key_slot *slot = &t->slots[i];
-        if (slot->group < 0 || (slot->hash == hash && slot->len == len &&
-                                memcmp(slot->key, key, len) == 0))
+        if (slot->group == 0)
+            return slot;
+        uint32_t g = slot->group - 1;
+        if (slot->hash == hash && t->len[g] == len && memcmp(t->text[g], key, len) == 0)
             return slot;
     }
 }
 
-/* Room for one more key (load under one half).  0, or -1 when memory ran out. */
+/* Room for one more key (load under one half; its text and length too).
+ * 0, or -1 when memory ran out. */
 static int key_room(ls_key_table *t)
 {
+    if (t->used == t->capacity) {
+        size_t cap = t->capacity ? t->capacity * 2 : 512;
+        const char **text = realloc(t->text, cap * sizeof *text);
+        if (text != NULL)
+            t->text = text;
+        uint32_t *len = text ? realloc(t->len, cap * sizeof *len) : NULL;
+        if (len == NULL)
+            return -1;
+        t->len = len;
+        t->capacity = cap;
+    }
     if (t->slots != NULL && (t->used + 1) * 2 <= t->mask + 1)
         return 0;
     size_t count = t->slots ? (t->mask + 1) * 2 : 1024;
-    ls_key_slot *fresh = malloc(count * sizeof *fresh);
+    ls_key_slot *fresh = calloc(count, sizeof *fresh);
     if (fresh == NULL)
         return -1;
-    for (size_t i = 0; i < count; i++)
-        fresh[i].group = -1;
-    ls_key_table bigger = {fresh, count - 1, t->used, t->made, t->made_count};
-    for (size_t i = 0; t->slots != NULL && i <= t->mask; i++)
-        if (t->slots[i].group >= 0)
-            *key_slot(&bigger, t->slots[i].key, t->slots[i].len, t->slots[i].hash) = t->slots[i];
+    for (size_t i = 0; t->slots != NULL && i <= t->mask; i++) {
+        if (t->slots[i].group == 0)
+            continue;
+        size_t at = t->slots[i].hash & (count - 1);
+        while (fresh[at].group != 0)
+            at = (at + 1) & (count - 1);
+        fresh[at] = t->slots[i];
+    }
     free(t->slots);
-    *t = bigger;
+    t->slots = fresh;
+    t->mask = count - 1;
     return 0;
 }
 
@@ -513,6 +533,8 @@ static void key_table_free(ls_key_table *t)
     for (size_t i = 0; i < t->made_count; i++)
         free(t->made[i]);
     free(t->made);
+    free(t->text);
+    free(t->len);
     free(t->slots);
     memset(t, 0, sizeof *t);
 }
@@ -678,11 +700,11 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
             g = (int32_t)memo_group[id] - 1;
         } else {
             /* One group per key, numbered in order of first use. */
-            uint64_t hash = key_hash(name + offset, len - offset);
+            uint32_t hash = key_hash(name + offset, len - offset);
             if (key_room(&keys) != 0)
                 goto done;
             ls_key_slot *slot = key_slot(&keys, name + offset, len - offset, hash);
-            if (slot->group < 0) {
+            if (slot->group == 0) {
                 const char *key = name + offset;
                 if (made_here) { /* the scratch is reused: the key keeps a copy */
                     char **more = realloc(keys.made, (keys.made_count + 1) * sizeof *more);
@@ -701,10 +723,11 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
                         (uint32_t)i, (uint32_t)offset, parent,
                         parent >= 0 ? out->items[parent].depth + 1 : 0, 0, 0, 0}) != 0)
                     goto done;
-                *slot = (ls_key_slot){key, len - offset, hash, (int32_t)out->count - 1};
-                keys.used++;
+                keys.text[keys.used] = key;
+                keys.len[keys.used++] = (uint32_t)(len - offset);
+                *slot = (ls_key_slot){(uint32_t)out->count, hash};
             }
-            g = slot->group;
+            g = (int32_t)slot->group - 1;
             if (memo) {
                 memo_offset[id] = (uint32_t)offset;
                 memo_group[id] = (uint32_t)g + 1;
@@ -715,6 +738,11 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
         group->count++;
         group->host_ns += range->end_ns - range->start_ns;
         group->step_prefixed |= offset > 0;
+    }
+    if (out->count > 0 && out->count < capacity) { /* the doubling's slack back */
+        ls_group *fitted = realloc(out->items, out->count * sizeof *fitted);
+        if (fitted != NULL)
+            out->items = fitted;
     }
     result = 0;
 done:

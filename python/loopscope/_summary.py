@@ -524,6 +524,13 @@ GPU_GROUP_COLUMNS = ("busy_ns", "span_ns", "kernels", "memcpys", "memsets", "com
                      "compute_ns") + GAP_STEP_COLUMNS
 
 
+def _uniform_or_int(column) -> _rows.Field:
+    """An int column's field: one const when every row holds the same
+    value (a million names of one range each at depth 0), so the column
+    need not stay while the rows are made."""
+    return _rows.const(column[0]) if min(column) == max(column) else _rows.integer(column)
+
+
 def _ranges(model, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
     """Plain (non-step) ranges aggregated by name over steps (the model's
     range groups), in order of first use; `parent` names the enclosing
@@ -537,11 +544,12 @@ def _ranges(model, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
     if model is None or model.group_count == 0:
         return []
     cols = model.group_table(HOST_GROUP_COLUMNS + (GPU_GROUP_COLUMNS if gpu else ()))
-    names = cols["name"]
+    names = cols.pop("name")
+    parent, prefixed = cols.pop("parent"), cols.pop("step_prefixed")
     fields: dict[str, _rows.Field] = {
         "name": _rows.item(names),
-        "count": _rows.integer(cols["count"]),
-        "host_ms": _rows.scaled(cols["host_ns"], 1e6),
+        "count": _uniform_or_int(cols.pop("count")),
+        "host_ms": _rows.scaled(cols.pop("host_ns"), 1e6),
         "gpu_ms": _rows.scaled(cols["busy_ns"], 1e6) if gpu else _rows.const(None),
         "kernels": _rows.integer(cols["kernels"]) if gpu else _rows.const(None),
     }
@@ -551,7 +559,6 @@ def _ranges(model, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
                        else _rows.const(None))
     fields["samples"] = (_rows.item([m["samples"] for m in metrics]) if metrics is not None
                          else _rows.const(0))
-    parent, prefixed = cols["parent"], cols["step_prefixed"]
     fields.update({
         "gpu_span_ms": _rows.scaled(cols["span_ns"], 1e6) if gpu else _rows.const(None),
         "memcpys": _rows.integer(cols["memcpys"]) if gpu else _rows.const(None),
@@ -559,12 +566,13 @@ def _ranges(model, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
         "gaps": _rows.nested(_gap_fields(cols, thresholds_us)) if gpu else _rows.const(None),
         "parent": (_rows.item([names[p] if p >= 0 else None for p in parent]) if any(
             p >= 0 for p in parent) else _rows.const(None)),
-        "depth": _rows.integer(cols["depth"]),
+        "depth": _uniform_or_int(cols.pop("depth")),
         "step_prefixed": (_rows.item([p != 0 for p in prefixed]) if any(prefixed)
                           else _rows.const(False)),
         "comm_ms": _rows.scaled(cols["comm_ns"], 1e6) if gpu else _rows.const(None),
         "compute_ms": _rows.scaled(cols["compute_ns"], 1e6) if gpu else _rows.const(None),
     })
+    del parent, prefixed  # what the rows need is in their fields: the columns go first
     return _rows.build(len(names), fields)[0]
 
 

@@ -176,6 +176,7 @@ typedef struct {
     int has_asked;           /* whether a thread was asked: ... */
     uint64_t asked_thread;   /* ... the last one ... */
     int32_t asked_slot;      /* ... and its slot */
+    int steps_only;          /* no set asks for ranges: only the threads of steps are swept */
 } ls_sweep;
 
 /* The innermost open range of a slot changed to `range` (-1: none). */
@@ -184,7 +185,8 @@ static void set_current(ls_sweep *s, uint32_t slot, int32_t range)
     s->current[slot] = range;
     if (range < 0)
         return;
-    heap_push(&s->ranges, s->r, (uint32_t)range, slot);
+    if (!s->steps_only)
+        heap_push(&s->ranges, s->r, (uint32_t)range, slot);
     int32_t step = s->steps->chain_step[range];
     if (step >= 0)
         heap_push(&s->open_steps, s->r, s->steps->range_of[step], slot);
@@ -236,7 +238,8 @@ typedef struct {
 
 static void no_answer(const ls_point_set *set, size_t q)
 {
-    set->range_out[q] = -1;
+    if (set->range_out != NULL)
+        set->range_out[q] = -1;
     set->step_out[q] = -1;
 }
 
@@ -342,7 +345,7 @@ static void answer_point(ls_sweep *s, uint64_t thread, int32_t *range_out, int32
                 range = s->current[step_slot];
         }
     }
-    if (range < 0)
+    if (range < 0 && !s->steps_only)
         range = top_range(s);
     *range_out = range;
     *step_out = step;
@@ -367,25 +370,44 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
     if (total == 0) /* nothing to place: a host-only profile of a million steps sweeps nothing */
         return 0;
     size_t nr = r->ranges.count;
-    ls_event *events = malloc(room_for(2 * nr) * sizeof *events); /* the ranges' */
-    ls_point_walk *walks = calloc(room_for(nsets), sizeof *walks);
+    /* Only steps asked (the step of another thread's range): a range on a
+     * thread that never opens a step cannot change the open step's answer
+     * (its innermost range chains to no step), so its edges are not swept
+     * (8 threads of ranges beside one thread of steps). */
+    int steps_only = 1;
+    for (size_t k = 0; k < nsets; k++)
+        steps_only &= sets[k].range_out == NULL;
     uint64_t *threads = malloc(room_for(nr) * sizeof *threads);
     int32_t *slot = malloc(room_for(nr) * sizeof *slot);
     uint8_t *ended = calloc(room_for(nr), 1);
-    ls_sweep s = {r, steps, malloc(room_for(nr) * sizeof(int32_t)), {0}, {0}, NULL, 0, 0, 0, 0};
-    /* each range enters a heap on its start and once more per child's end */
-    s.ranges.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
-    s.ranges.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
-    s.open_steps.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
-    s.open_steps.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
+    ls_point_walk *walks = calloc(room_for(nsets), sizeof *walks);
+    ls_event *events = NULL;
+    ls_sweep s = {r, steps, NULL, {0}, {0}, NULL, 0, 0, 0, 0, steps_only};
     int result = -1;
-    if (!events || !walks || !threads || !slot || !ended || !s.current || !s.ranges.items ||
-        !s.ranges.slot || !s.open_steps.items || !s.open_steps.slot)
+    if (!threads || !slot || !ended || !walks)
         goto done;
-
+    size_t nt = 0;
     for (size_t i = 0; i < nr; i++)
-        threads[i] = r->ranges.items[i].thread_id;
-    size_t nt = ls_ids_sort_unique_u64(threads, nr);
+        if (!steps_only || steps->chain_step[i] >= 0)
+            threads[nt++] = r->ranges.items[i].thread_id;
+    nt = ls_ids_sort_unique_u64(threads, nt);
+    size_t swept = 0; /* ranges whose edges are swept */
+    for (size_t i = 0; i < nr; i++) {
+        slot[i] = slot_of(threads, nt, r->ranges.items[i].thread_id);
+        swept += slot[i] >= 0;
+    }
+    events = malloc(room_for(2 * swept) * sizeof *events);
+    s.current = malloc(room_for(nt) * sizeof(int32_t));
+    /* each range enters a heap on its start and once more per child's end */
+    if (!steps_only) {
+        s.ranges.items = malloc(room_for(2 * swept) * sizeof(uint32_t));
+        s.ranges.slot = malloc(room_for(2 * swept) * sizeof(uint32_t));
+    }
+    s.open_steps.items = malloc(room_for(2 * swept) * sizeof(uint32_t));
+    s.open_steps.slot = malloc(room_for(2 * swept) * sizeof(uint32_t));
+    if (!events || !s.current || (!steps_only && (!s.ranges.items || !s.ranges.slot)) ||
+        !s.open_steps.items || !s.open_steps.slot)
+        goto done;
     for (size_t k = 0; k < nt; k++)
         s.current[k] = -1;
     s.threads = threads;
@@ -394,7 +416,8 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
     size_t m = 0;
     for (size_t i = 0; i < nr; i++) {
         const ls_range *range = &r->ranges.items[i];
-        slot[i] = slot_of(threads, nt, range->thread_id);
+        if (slot[i] < 0)
+            continue;
         events[m++] = (ls_event){range->start_ns, EV_START, (uint32_t)i, (uint32_t)i};
         events[m++] = (ls_event){range->end_ns, EV_END, UINT32_MAX - (uint32_t)i, (uint32_t)i};
     }
@@ -428,7 +451,8 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
             last_t = t;
             last_thread = thread;
         }
-        w->set->range_out[q] = last_range;
+        if (w->set->range_out != NULL)
+            w->set->range_out[q] = last_range;
         w->set->step_out[q] = last_step;
     }
     result = 0;
@@ -576,15 +600,14 @@ static int range_contexts(const ls_records *r, const ls_steps *steps, int32_t *c
         na += steps->step_of[i] < 0 && valid_parent(r, i) < 0;
     uint64_t *point_t = NULL, *point_thread = NULL;
     uint32_t *asked = NULL;
-    int32_t *range_at = NULL, *step_at = NULL;
+    int32_t *step_at = NULL;
     int result = -1;
     if (na > 0) {
         point_t = malloc(na * sizeof *point_t);
         point_thread = malloc(na * sizeof *point_thread);
         asked = malloc(na * sizeof *asked);
-        range_at = malloc(na * sizeof *range_at);
         step_at = malloc(na * sizeof *step_at);
-        if (!point_t || !point_thread || !asked || !range_at || !step_at)
+        if (!point_t || !point_thread || !asked || !step_at)
             goto done;
         na = 0;
         for (size_t i = 0; i < nr; i++) {
@@ -594,7 +617,7 @@ static int range_contexts(const ls_records *r, const ls_steps *steps, int32_t *c
                 asked[na++] = (uint32_t)i;
             }
         }
-        ls_point_set set = {point_t, point_thread, na, range_at, step_at};
+        ls_point_set set = {point_t, point_thread, na, NULL, step_at}; /* steps only */
         if (ls_attribution_points(r, steps, &set, 1) != 0)
             goto done;
     }
@@ -612,7 +635,6 @@ done:
     free(point_t);
     free(point_thread);
     free(asked);
-    free(range_at);
     free(step_at);
     return result;
 }

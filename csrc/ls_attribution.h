@@ -54,7 +54,9 @@ void ls_attribution_free_steps(ls_steps *s);
  * thread thread_id[q] (as the ranges' thread_id; 0 when unknown,
  * LS_NO_THREAD for a point that no thread made, so that only the fallback
  * applies), or no point at all when t[q] is LS_NO_POINT (an op with no
- * launch record).  Its range and step go to range_out[q] and step_out[q]. */
+ * launch record).  Its range and step go to range_out[q] and step_out[q].
+ * A set whose range_out is NULL asks for steps only; when no set asks for
+ * ranges, the sweep leaves out the ranges of threads that open no step. */
 #define LS_NO_THREAD UINT64_MAX
 #define LS_NO_POINT UINT64_MAX
 typedef struct {

@@ -442,7 +442,7 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
         ls_event point = {t, EV_POINT, 0, 0};
         while (next_range < ranges_end && compare_events(next_range, &point) < 0)
             apply_event(&s, next_range++, slot, ended);
-        uint64_t thread = w->set->thread_id[q];
+        uint64_t thread = w->set->thread_id != NULL ? w->set->thread_id[q] : LS_NO_THREAD;
         /* The same time and thread as the last point, nothing between
          * (the kernels of one graph launch): the same answer. */
         if (seen != next_range || t != last_t || thread != last_thread) {
@@ -598,26 +598,24 @@ static int range_contexts(const ls_records *r, const ls_steps *steps, int32_t *c
         any_step = steps->range_of[s] != UINT32_MAX;
     for (size_t i = 0; any_step && i < nr; i++)
         na += steps->step_of[i] < 0 && valid_parent(r, i) < 0;
-    uint64_t *point_t = NULL, *point_thread = NULL;
+    uint64_t *point_t = NULL;
     uint32_t *asked = NULL;
     int32_t *step_at = NULL;
     int result = -1;
     if (na > 0) {
         point_t = malloc(na * sizeof *point_t);
-        point_thread = malloc(na * sizeof *point_thread);
         asked = malloc(na * sizeof *asked);
         step_at = malloc(na * sizeof *step_at);
-        if (!point_t || !point_thread || !asked || !step_at)
+        if (!point_t || !asked || !step_at)
             goto done;
         na = 0;
         for (size_t i = 0; i < nr; i++) {
             if (steps->step_of[i] < 0 && valid_parent(r, i) < 0) {
                 point_t[na] = r->ranges.items[i].start_ns;
-                point_thread[na] = LS_NO_THREAD;
                 asked[na++] = (uint32_t)i;
             }
         }
-        ls_point_set set = {point_t, point_thread, na, NULL, step_at}; /* steps only */
+        ls_point_set set = {point_t, NULL, na, NULL, step_at}; /* no thread's, steps only */
         if (ls_attribution_points(r, steps, &set, 1) != 0)
             goto done;
     }
@@ -633,7 +631,6 @@ static int range_contexts(const ls_records *r, const ls_steps *steps, int32_t *c
     result = 0;
 done:
     free(point_t);
-    free(point_thread);
     free(asked);
     free(step_at);
     return result;

@@ -55,6 +55,7 @@ void ls_attribution_free_steps(ls_steps *s);
  * LS_NO_THREAD for a point that no thread made, so that only the fallback
  * applies), or no point at all when t[q] is LS_NO_POINT (an op with no
  * launch record).  Its range and step go to range_out[q] and step_out[q].
+ * thread_id NULL: every point is LS_NO_THREAD's.
  * A set whose range_out is NULL asks for steps only; when no set asks for
  * ranges, the sweep leaves out the ranges of threads that open no step. */
 #define LS_NO_THREAD UINT64_MAX

@@ -739,8 +739,9 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
                 int32_t p = valid_parent(r, i);
                 int32_t parent = p >= 0 ? out->group_of[p] : -1; /* -1 under a step */
                 if (add_group(out, &capacity, (ls_group){
-                        (uint32_t)i, (uint32_t)offset, parent,
-                        parent >= 0 ? out->items[parent].depth + 1 : 0, 0, 0, 0}) != 0)
+                        .first_range = (uint32_t)i, .key_offset = (uint32_t)offset,
+                        .parent = parent,
+                        .depth = parent >= 0 ? out->items[parent].depth + 1 : 0}) != 0)
                     goto done;
                 keys.text[keys.used] = key;
                 keys.len[keys.used++] = (uint32_t)(len - offset);

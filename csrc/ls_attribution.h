@@ -78,10 +78,10 @@ typedef struct {
     uint32_t key_offset;
     int32_t parent;        /* group, -1 at the top or directly under a step */
     uint32_t depth;
+    uint32_t count;        /* ranges (indexed by uint32: fewer than 2**32) */
     uint8_t step_prefixed; /* some range of the group had its step's name as prefix */
-    uint64_t count;        /* ranges */
     uint64_t host_ns;      /* their host time, summed */
-} ls_group;
+} ls_group;                /* 32 B: one a name at a million names */
 
 typedef struct {
     ls_group *items;

@@ -1075,20 +1075,24 @@ static int project_ranges(ls_ctx *c, const uint32_t *by_device, const ls_buckets
         goto done;
     for (size_t i = 0; i < nr; i++) {
         const ls_range *range = &r->ranges.items[i];
+        if (nops == 0) {
+            c->interval_count = 0; /* an empty sweep's: no busy interval */
+        } else {
+            int32_t step = m->steps.step_of[i];
+            if (!m->has_samples && step >= 0 && same_bucket(&ops, i, step_ops, (size_t)step))
+                m->range_lines[i] = m->step_lines[step].line; /* sampled: the sweep keeps
+                                                                 intervals */
+            else
+                sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
+                              &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL,
+                                                                  m->has_samples});
+            int32_t g = m->groups.group_of[i];
+            if (g >= 0)
+                m->group_span_ns[g] += m->range_lines[i].last_ns - m->range_lines[i].first_ns;
+        }
+        /* After the range's own sweep: its busy window is the intervals it kept. */
         if (m->has_samples)
             average_window(c, range->start_ns, range->end_ns, &m->range_metrics[i]);
-        if (nops == 0)
-            continue;
-        int32_t step = m->steps.step_of[i];
-        if (!m->has_samples && step >= 0 && same_bucket(&ops, i, step_ops, (size_t)step))
-            m->range_lines[i] = m->step_lines[step].line; /* sampled: the sweep keeps intervals */
-        else
-            sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
-                          &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL,
-                                                              m->has_samples});
-        int32_t g = m->groups.group_of[i];
-        if (g >= 0)
-            m->group_span_ns[g] += m->range_lines[i].last_ns - m->range_lines[i].first_ns;
     }
     free_buckets(&ops);
     /* No group (no range but steps): no op or gap to bucket by group. */

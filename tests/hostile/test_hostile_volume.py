@@ -227,3 +227,27 @@ def test_the_volume_benchmark_runs_small(args, shown):
         env=dict(os.environ, PYTHONPATH=str(python_dir)))
     assert result.returncode == 0, result.stderr
     assert shown in result.stdout and "(right)" in result.stdout, result.stdout
+
+
+def test_each_range_averages_the_samples_over_its_own_kernels(test_clock):
+    """A step holding range A (a kernel over [100, 200] us) then range B (a
+    kernel over [300, 400] us); SM 10% sampled over A's kernel, 70% over
+    B's: A's busy figure is 10, B's 70, the step's 40 (each range reads the
+    busy intervals of its own ops, swept just before: the per-range lines
+    moved in this change, and a range must not read the one before it)."""
+    t = test_clock.at
+    with loopscope.profile() as prof:
+        with prof.step():          # reads 1 .. 6
+            with loopscope.range("A"):  # 2 .. 3
+                pass
+            with loopscope.range("B"):  # 4 .. 5
+                pass
+        _core._inject("api", [(t(2) + 100, t(2) + 200, 1), (t(4) + 100, t(4) + 200, 2)])
+        _core._inject("kernel", [(100_000_000, 200_000_000, 0, 7, 1, "a"),
+                                 (300_000_000, 400_000_000, 0, 7, 2, "b")])
+        _core._inject("sample", [(100_000_000, 200_000_000, {"sm_active_pct": 10.0}),
+                                 (300_000_000, 400_000_000, {"sm_active_pct": 70.0})])
+    s = prof.summary()
+    assert [(r["name"], r["kernels"], r["sm_active_busy_pct"]) for r in s["ranges"]] == [
+        ("A", 1, 10.0), ("B", 1, 70.0)]
+    assert s["steps"][0]["sm_active_busy_pct"] == (10.0 * 100 + 70.0 * 100) / 200

@@ -1049,16 +1049,17 @@ done:
 
 /* Range and group lines.  A step's range mostly holds the step's ops
  * (step_ops, from project_steps) and no more: its line is the step's, not
- * swept again (a sweep of every op at 10M ops).  Without ops every line is
- * empty: none is kept (ls_model_range_line; 30M host ranges: 2.9 GB of
- * zeros not written). */
+ * swept again (a sweep of every op at 10M ops).  Only a range that holds
+ * ops keeps a line (range_line_at; ls_model_range_line reads the others
+ * as empty), and without ops no group keeps one either: 30M ranges of
+ * which few launch anything write no 2.9 GB of empty lines. */
 static int project_ranges(ls_ctx *c, const uint32_t *by_device, const ls_buckets *step_ops)
 {
     ls_model *m = c->m;
     const ls_records *r = c->r;
     size_t nr = r->ranges.count, ng = m->groups.count, nops = r->ops.count;
     if (nops > 0) {
-        m->range_lines = ls_bulk_calloc(room_for(nr), sizeof *m->range_lines);
+        m->range_line_at = ls_bulk_malloc(room_for(nr) * sizeof *m->range_line_at);
         m->group_lines = ls_bulk_calloc(room_for(ng), sizeof *m->group_lines);
         m->group_span_ns = ls_bulk_calloc(room_for(ng), sizeof *m->group_span_ns);
     }
@@ -1068,27 +1069,36 @@ static int project_ranges(ls_ctx *c, const uint32_t *by_device, const ls_buckets
                                   : NULL;
     ls_buckets ops = {0}, group_ops = {0}, group_gaps = {0};
     int result = -1;
-    if ((nops > 0 && (!m->range_lines || !m->group_lines || !m->group_span_ns || !gap_range)) ||
+    if ((nops > 0 && (!m->range_line_at || !m->group_lines || !m->group_span_ns ||
+                      !gap_range)) ||
         (m->has_samples && !m->range_metrics))
         goto done;
     if (nops > 0 && bucket_chain(r, by_device, nops, m->op_range, NULL, nr, &ops) != 0)
         goto done;
-    for (size_t i = 0; i < nr; i++) {
+    size_t with_ops = 0;
+    for (size_t i = 0; nops > 0 && i < nr; i++)
+        with_ops += ops.first[i + 1] > ops.first[i];
+    if (nops > 0 &&
+        (m->range_lines = ls_bulk_calloc(room_for(with_ops), sizeof *m->range_lines)) == NULL)
+        goto done;
+    for (size_t i = 0, j = 0; i < nr; i++) {
         const ls_range *range = &r->ranges.items[i];
-        if (nops == 0) {
+        if (nops == 0 || ops.first[i + 1] == ops.first[i]) {
+            if (nops > 0)
+                m->range_line_at[i] = LS_MODEL_NO_ID;
             c->interval_count = 0; /* an empty sweep's: no busy interval */
         } else {
+            m->range_line_at[i] = (uint32_t)j;
+            ls_line *line = &m->range_lines[j++];
             int32_t step = m->steps.step_of[i];
             if (!m->has_samples && step >= 0 && same_bucket(&ops, i, step_ops, (size_t)step))
-                m->range_lines[i] = m->step_lines[step].line; /* sampled: the sweep keeps
-                                                                 intervals */
+                *line = m->step_lines[step].line; /* sampled: the sweep keeps intervals */
             else
                 sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
-                              &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL,
-                                                                  m->has_samples});
+                              line, &(ls_sweep_out){NULL, NULL, NULL, m->has_samples});
             int32_t g = m->groups.group_of[i];
             if (g >= 0)
-                m->group_span_ns[g] += m->range_lines[i].last_ns - m->range_lines[i].first_ns;
+                m->group_span_ns[g] += line->last_ns - line->first_ns;
         }
         /* After the range's own sweep: its busy window is the intervals it kept. */
         if (m->has_samples)
@@ -1126,7 +1136,8 @@ static const ls_timeline empty_timeline = {
 
 const ls_line *ls_model_range_line(const ls_model *m, size_t i)
 {
-    return m->range_lines != NULL ? &m->range_lines[i] : &empty_timeline.line;
+    uint32_t at = m->range_line_at != NULL ? m->range_line_at[i] : LS_MODEL_NO_ID;
+    return at != LS_MODEL_NO_ID ? &m->range_lines[at] : &empty_timeline.line;
 }
 
 const ls_timeline *ls_model_group_line(const ls_model *m, size_t g)
@@ -1566,6 +1577,7 @@ void ls_model_free(ls_model *m)
     free(m->step_lines);
     free(m->step_syncs);
     free(m->range_lines);
+    free(m->range_line_at);
     ls_attribution_free_groups(&m->groups);
     free(m->group_lines);
     free(m->group_span_ns);

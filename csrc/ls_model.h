@@ -148,7 +148,8 @@ typedef struct {
     ls_steps steps;         /* which ranges are the steps */
     ls_timeline *step_lines; /* per step number (unused live numbers stay empty) */
     uint64_t *step_syncs;   /* per step: syncs that began in it */
-    ls_line *range_lines;   /* per range; NULL without ops (ls_model_range_line) */
+    ls_line *range_lines;   /* per range holding ops (ls_model_range_line) */
+    uint32_t *range_line_at; /* per range: its line, LS_MODEL_NO_ID: none; NULL without ops */
     ls_groups groups;
     ls_timeline *group_lines; /* per group: its ops and gaps, each once; NULL without ops */
     uint64_t *group_span_ns;  /* per group: its ranges' first-to-last op spans, summed;

@@ -176,6 +176,7 @@ typedef struct {
     int has_asked;           /* whether a thread was asked: ... */
     uint64_t asked_thread;   /* ... the last one ... */
     int32_t asked_slot;      /* ... and its slot */
+    int steps_only;          /* no set asks for ranges: only the threads of steps are swept */
 } ls_sweep;
 
 /* The innermost open range of a slot changed to `range` (-1: none). */
@@ -184,7 +185,8 @@ static void set_current(ls_sweep *s, uint32_t slot, int32_t range)
     s->current[slot] = range;
     if (range < 0)
         return;
-    heap_push(&s->ranges, s->r, (uint32_t)range, slot);
+    if (!s->steps_only)
+        heap_push(&s->ranges, s->r, (uint32_t)range, slot);
     int32_t step = s->steps->chain_step[range];
     if (step >= 0)
         heap_push(&s->open_steps, s->r, s->steps->range_of[step], slot);
@@ -236,7 +238,8 @@ typedef struct {
 
 static void no_answer(const ls_point_set *set, size_t q)
 {
-    set->range_out[q] = -1;
+    if (set->range_out != NULL)
+        set->range_out[q] = -1;
     set->step_out[q] = -1;
 }
 
@@ -342,7 +345,7 @@ static void answer_point(ls_sweep *s, uint64_t thread, int32_t *range_out, int32
                 range = s->current[step_slot];
         }
     }
-    if (range < 0)
+    if (range < 0 && !s->steps_only)
         range = top_range(s);
     *range_out = range;
     *step_out = step;
@@ -367,25 +370,44 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
     if (total == 0) /* nothing to place: a host-only profile of a million steps sweeps nothing */
         return 0;
     size_t nr = r->ranges.count;
-    ls_event *events = malloc(room_for(2 * nr) * sizeof *events); /* the ranges' */
-    ls_point_walk *walks = calloc(room_for(nsets), sizeof *walks);
+    /* Only steps asked (the step of another thread's range): a range on a
+     * thread that never opens a step cannot change the open step's answer
+     * (its innermost range chains to no step), so its edges are not swept
+     * (8 threads of ranges beside one thread of steps). */
+    int steps_only = 1;
+    for (size_t k = 0; k < nsets; k++)
+        steps_only &= sets[k].range_out == NULL;
     uint64_t *threads = malloc(room_for(nr) * sizeof *threads);
     int32_t *slot = malloc(room_for(nr) * sizeof *slot);
     uint8_t *ended = calloc(room_for(nr), 1);
-    ls_sweep s = {r, steps, malloc(room_for(nr) * sizeof(int32_t)), {0}, {0}, NULL, 0, 0, 0, 0};
-    /* each range enters a heap on its start and once more per child's end */
-    s.ranges.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
-    s.ranges.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
-    s.open_steps.items = malloc(room_for(2 * nr) * sizeof(uint32_t));
-    s.open_steps.slot = malloc(room_for(2 * nr) * sizeof(uint32_t));
+    ls_point_walk *walks = calloc(room_for(nsets), sizeof *walks);
+    ls_event *events = NULL;
+    ls_sweep s = {r, steps, NULL, {0}, {0}, NULL, 0, 0, 0, 0, steps_only};
     int result = -1;
-    if (!events || !walks || !threads || !slot || !ended || !s.current || !s.ranges.items ||
-        !s.ranges.slot || !s.open_steps.items || !s.open_steps.slot)
+    if (!threads || !slot || !ended || !walks)
         goto done;
-
+    size_t nt = 0;
     for (size_t i = 0; i < nr; i++)
-        threads[i] = r->ranges.items[i].thread_id;
-    size_t nt = ls_ids_sort_unique_u64(threads, nr);
+        if (!steps_only || steps->chain_step[i] >= 0)
+            threads[nt++] = r->ranges.items[i].thread_id;
+    nt = ls_ids_sort_unique_u64(threads, nt);
+    size_t swept = 0; /* ranges whose edges are swept */
+    for (size_t i = 0; i < nr; i++) {
+        slot[i] = slot_of(threads, nt, r->ranges.items[i].thread_id);
+        swept += slot[i] >= 0;
+    }
+    events = malloc(room_for(2 * swept) * sizeof *events);
+    s.current = malloc(room_for(nt) * sizeof(int32_t));
+    /* each range enters a heap on its start and once more per child's end */
+    if (!steps_only) {
+        s.ranges.items = malloc(room_for(2 * swept) * sizeof(uint32_t));
+        s.ranges.slot = malloc(room_for(2 * swept) * sizeof(uint32_t));
+    }
+    s.open_steps.items = malloc(room_for(2 * swept) * sizeof(uint32_t));
+    s.open_steps.slot = malloc(room_for(2 * swept) * sizeof(uint32_t));
+    if (!events || !s.current || (!steps_only && (!s.ranges.items || !s.ranges.slot)) ||
+        !s.open_steps.items || !s.open_steps.slot)
+        goto done;
     for (size_t k = 0; k < nt; k++)
         s.current[k] = -1;
     s.threads = threads;
@@ -394,7 +416,8 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
     size_t m = 0;
     for (size_t i = 0; i < nr; i++) {
         const ls_range *range = &r->ranges.items[i];
-        slot[i] = slot_of(threads, nt, range->thread_id);
+        if (slot[i] < 0)
+            continue;
         events[m++] = (ls_event){range->start_ns, EV_START, (uint32_t)i, (uint32_t)i};
         events[m++] = (ls_event){range->end_ns, EV_END, UINT32_MAX - (uint32_t)i, (uint32_t)i};
     }
@@ -419,7 +442,7 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
         ls_event point = {t, EV_POINT, 0, 0};
         while (next_range < ranges_end && compare_events(next_range, &point) < 0)
             apply_event(&s, next_range++, slot, ended);
-        uint64_t thread = w->set->thread_id[q];
+        uint64_t thread = w->set->thread_id != NULL ? w->set->thread_id[q] : LS_NO_THREAD;
         /* The same time and thread as the last point, nothing between
          * (the kernels of one graph launch): the same answer. */
         if (seen != next_range || t != last_t || thread != last_thread) {
@@ -428,7 +451,8 @@ int ls_attribution_points(const ls_records *r, const ls_steps *steps, const ls_p
             last_t = t;
             last_thread = thread;
         }
-        w->set->range_out[q] = last_range;
+        if (w->set->range_out != NULL)
+            w->set->range_out[q] = last_range;
         w->set->step_out[q] = last_step;
     }
     result = 0;
@@ -450,22 +474,93 @@ done:
 
 /* -- groups -------------------------------------------------------------- */
 
+/* The groups' keys: open addressing over (text, length), a slot naming
+ * its group (8 B a slot, the key's text and length per group).  A key's
+ * text lies in the names table (held by the records) or, for a name made
+ * from a step's template, in `made` (copied once per group, not per
+ * range). */
 typedef struct {
-    const char *key;
-    size_t len;
-    uint32_t range;
-} ls_keyed;
+    uint32_t group; /* + 1; 0: empty */
+    uint32_t hash;
+} ls_key_slot;
 
-static int compare_keyed(const void *pa, const void *pb)
+typedef struct {
+    ls_key_slot *slots;
+    size_t mask, used;
+    const char **text; /* per group */
+    uint32_t *len;     /* per group */
+    size_t capacity;   /* of text and len */
+    char **made;
+    size_t made_count;
+} ls_key_table;
+
+static uint32_t key_hash(const char *key, size_t len)
 {
-    const ls_keyed *a = pa, *b = pb;
-    size_t n = a->len < b->len ? a->len : b->len;
-    int c = memcmp(a->key, b->key, n);
-    if (c != 0)
-        return c;
-    if (a->len != b->len)
-        return a->len < b->len ? -1 : 1;
-    return (a->range > b->range) - (a->range < b->range);
+    uint64_t h = 1469598103934665603ULL ^ len;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)key[i];
+        h *= 1099511628211ULL;
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* The slot of the key, or the empty slot where it would go. */
+static ls_key_slot *key_slot(const ls_key_table *t, const char *key, size_t len, uint32_t hash)
+{
+    for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
+        ls_key_slot *slot = &t->slots[i];
+        if (slot->group == 0)
+            return slot;
+        uint32_t g = slot->group - 1;
+        if (slot->hash == hash && t->len[g] == len && memcmp(t->text[g], key, len) == 0)
+            return slot;
+    }
+}
+
+/* Room for one more key (load under one half; its text and length too).
+ * 0, or -1 when memory ran out. */
+static int key_room(ls_key_table *t)
+{
+    if (t->used == t->capacity) {
+        size_t cap = t->capacity ? t->capacity * 2 : 512;
+        const char **text = realloc(t->text, cap * sizeof *text);
+        if (text != NULL)
+            t->text = text;
+        uint32_t *len = text ? realloc(t->len, cap * sizeof *len) : NULL;
+        if (len == NULL)
+            return -1;
+        t->len = len;
+        t->capacity = cap;
+    }
+    if (t->slots != NULL && (t->used + 1) * 2 <= t->mask + 1)
+        return 0;
+    size_t count = t->slots ? (t->mask + 1) * 2 : 1024;
+    ls_key_slot *fresh = calloc(count, sizeof *fresh);
+    if (fresh == NULL)
+        return -1;
+    for (size_t i = 0; t->slots != NULL && i <= t->mask; i++) {
+        if (t->slots[i].group == 0)
+            continue;
+        size_t at = t->slots[i].hash & (count - 1);
+        while (fresh[at].group != 0)
+            at = (at + 1) & (count - 1);
+        fresh[at] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = fresh;
+    t->mask = count - 1;
+    return 0;
+}
+
+static void key_table_free(ls_key_table *t)
+{
+    for (size_t i = 0; i < t->made_count; i++)
+        free(t->made[i]);
+    free(t->made);
+    free(t->text);
+    free(t->len);
+    free(t->slots);
+    memset(t, 0, sizeof *t);
 }
 
 static const char *name_of(const ls_range *range)
@@ -489,45 +584,41 @@ static size_t step_name_of(const ls_range *step, char **buf, size_t *cap)
     return ls_range_name(step, *buf, *cap);
 }
 
-int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups *out)
+/* The context (step, -1) of every range: its own step, its parent's
+ * context, or for a plain range with no parent the step open on another
+ * thread when it began (the fallback of ls_attribution_points; its own
+ * thread has no range open around it), asked in one sweep, and only when
+ * there is a step to find (30M ranges of 8 threads without steps sweep
+ * nothing).  0, or -1 when memory ran out. */
+static int range_contexts(const ls_records *r, const ls_steps *steps, int32_t *context)
 {
-    memset(out, 0, sizeof *out);
-    size_t nr = r->ranges.count;
-    out->group_of = malloc(room_for(nr) * sizeof *out->group_of);
-    out->items = malloc(room_for(nr) * sizeof *out->items);
-    int32_t *context = malloc(room_for(nr) * sizeof *context); /* per range: its step, -1 */
-    uint64_t *point_t = malloc(room_for(nr) * sizeof *point_t);
-    uint64_t *point_thread = malloc(room_for(nr) * sizeof *point_thread);
-    uint32_t *asked = malloc(room_for(nr) * sizeof *asked);
-    int32_t *range_at = malloc(room_for(nr) * sizeof *range_at);
-    int32_t *step_at = malloc(room_for(nr) * sizeof *step_at);
-    ls_keyed *keyed = malloc(room_for(nr) * sizeof *keyed);
-    uint32_t *key_offset = malloc(room_for(nr) * sizeof *key_offset);
-    uint8_t *prefixed = malloc(room_for(nr));
-    int32_t *first_of = malloc(room_for(nr) * sizeof *first_of); /* per range: first range of its key */
-    const char **name_at = malloc(room_for(nr) * sizeof *name_at);
-    char *made = NULL;      /* names made from step templates */
-    char *step_name = NULL; /* a step's name, made from its template */
-    size_t step_cap = 0;
+    size_t nr = r->ranges.count, na = 0;
+    int any_step = 0;
+    for (size_t s = 0; s < steps->count && !any_step; s++)
+        any_step = steps->range_of[s] != UINT32_MAX;
+    for (size_t i = 0; any_step && i < nr; i++)
+        na += steps->step_of[i] < 0 && valid_parent(r, i) < 0;
+    uint64_t *point_t = NULL;
+    uint32_t *asked = NULL;
+    int32_t *step_at = NULL;
     int result = -1;
-    if (!out->group_of || !out->items || !context || !point_t || !point_thread || !asked ||
-        !range_at || !step_at || !keyed || !key_offset || !prefixed || !first_of || !name_at)
-        goto done;
-
-    /* The step of a plain range with no parent: the one open on another
-     * thread when it began (the fallback of ls_attribution_points; its own
-     * thread has no range open around it).  Asked in one sweep. */
-    size_t na = 0;
-    for (size_t i = 0; i < nr; i++) {
-        if (steps->step_of[i] < 0 && valid_parent(r, i) < 0) {
-            point_t[na] = r->ranges.items[i].start_ns;
-            point_thread[na] = LS_NO_THREAD;
-            asked[na++] = (uint32_t)i;
+    if (na > 0) {
+        point_t = malloc(na * sizeof *point_t);
+        asked = malloc(na * sizeof *asked);
+        step_at = malloc(na * sizeof *step_at);
+        if (!point_t || !asked || !step_at)
+            goto done;
+        na = 0;
+        for (size_t i = 0; i < nr; i++) {
+            if (steps->step_of[i] < 0 && valid_parent(r, i) < 0) {
+                point_t[na] = r->ranges.items[i].start_ns;
+                asked[na++] = (uint32_t)i;
+            }
         }
+        ls_point_set set = {point_t, NULL, na, NULL, step_at}; /* no thread's, steps only */
+        if (ls_attribution_points(r, steps, &set, 1) != 0)
+            goto done;
     }
-    ls_point_set set = {point_t, point_thread, na, range_at, step_at};
-    if (ls_attribution_points(r, steps, &set, 1) != 0)
-        goto done;
     for (size_t a = 0, i = 0; i < nr; i++) {
         int32_t p = valid_parent(r, i);
         if (steps->step_of[i] >= 0)
@@ -537,51 +628,79 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
         else
             context[i] = a < na && asked[a] == i ? step_at[a++] : -1;
     }
+    result = 0;
+done:
+    free(point_t);
+    free(asked);
+    free(step_at);
+    return result;
+}
 
-    /* The grouped ranges' names: the table's text, or for a step record
-     * taken as a plain range here, its name made from its template and
-     * index (ls_range_name) into `made`. */
-    size_t made_bytes = 1, longest = 1;
-    for (size_t i = 0; i < nr; i++) {
-        const ls_range *range = &r->ranges.items[i];
-        char none[1];
-        size_t n = steps->step_of[i] < 0 && range->step_index >= 0
-                       ? ls_range_name(range, none, sizeof none) : SIZE_MAX;
-        if (n != SIZE_MAX)
-            made_bytes += n + 1;
+/* Appends a group (items grown as needed).  0, or -1 when memory ran out. */
+static int add_group(ls_groups *out, size_t *capacity, ls_group group)
+{
+    if (out->count == *capacity) {
+        size_t cap = *capacity ? *capacity * 2 : 64;
+        ls_group *bigger = realloc(out->items, cap * sizeof *bigger);
+        if (bigger == NULL)
+            return -1;
+        out->items = bigger;
+        *capacity = cap;
     }
-    made = malloc(made_bytes);
-    if (made == NULL)
+    out->items[out->count++] = group;
+    return 0;
+}
+
+int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t nr = r->ranges.count, capacity = 0;
+    out->group_of = malloc(room_for(nr) * sizeof *out->group_of);
+    int32_t *context = malloc(room_for(nr) * sizeof *context); /* per range: its step, -1 */
+    /* Per name id, the key offset and group (+ 1, 0: none) its last range
+     * took: a range of the same name and offset is in that group, found
+     * without hashing its text (30M ranges of a few names). */
+    uint32_t id_bound = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (r->ranges.items[i].name_id != LS_NO_NAME && r->ranges.items[i].name_id >= id_bound)
+            id_bound = r->ranges.items[i].name_id + 1;
+    uint32_t *memo_offset = malloc(room_for(id_bound) * sizeof *memo_offset);
+    uint32_t *memo_group = calloc(room_for(id_bound), sizeof *memo_group);
+    ls_key_table keys = {0};
+    size_t made_cap = 64, step_cap = 64;
+    char *made = malloc(made_cap); /* a name made from a step record's template */
+    char *step_name = malloc(step_cap); /* a step's name, made from its template */
+    int32_t named_context = -1;         /* the step whose name step_name holds */
+    size_t sl = SIZE_MAX;
+    int result = -1;
+    if (!out->group_of || !context || !memo_offset || !memo_group || !made || !step_name ||
+        range_contexts(r, steps, context) != 0)
         goto done;
-    for (size_t i = 0, used = 0; i < nr; i++) {
-        const ls_range *range = &r->ranges.items[i];
-        name_at[i] = name_of(range);
-        if (steps->step_of[i] < 0 && range->step_index >= 0) {
-            size_t n = ls_range_name(range, made + used, made_bytes - used);
-            if (n != SIZE_MAX) {
-                name_at[i] = made + used;
-                used += n + 1;
-            }
-        }
-        size_t len = strlen(name_at[i]);
-        if (len + 1 > longest)
-            longest = len + 1;
-    }
-    step_cap = longest;
-    step_name = malloc(step_cap);
-    if (step_name == NULL)
-        goto done;
-    size_t nk = 0;
     for (size_t i = 0; i < nr; i++) {
         out->group_of[i] = -1;
         if (steps->step_of[i] >= 0)
             continue;
-        const char *name = name_at[i];
+        const ls_range *range = &r->ranges.items[i];
+        /* A step record taken as a plain range here: its name made from
+         * its template and index (ls_range_name). */
+        const char *name = name_of(range);
         size_t len = strlen(name), offset = 0;
+        int made_here = 0;
+        if (range->step_index >= 0) {
+            size_t n = step_name_of(range, &made, &made_cap);
+            if (n != SIZE_MAX) {
+                name = made;
+                len = n;
+                made_here = 1;
+            }
+        }
         if (context[i] >= 0) {
             /* A step's name is made from its template (ls_range_name). */
-            const ls_range *step_range = &r->ranges.items[steps->range_of[context[i]]];
-            size_t sl = step_name_of(step_range, &step_name, &step_cap);
+            if (context[i] != named_context) {
+                const ls_range *step_range = &r->ranges.items[steps->range_of[context[i]]];
+                sl = step_name_of(step_range, &step_name, &step_cap);
+                named_context = context[i];
+            }
             const char *step = step_name;
             const char *slash = memchr(name, '/', len);
             size_t hl = slash ? (size_t)(slash - name) : 0;
@@ -593,52 +712,66 @@ int ls_attribution_groups(const ls_records *r, const ls_steps *steps, ls_groups 
                      memcmp(step + sl - hl, name, hl) == 0)
                 offset = hl + 1; /* seed style: "Step_3/Layer_0" under "Denoise_Step_3" */
         }
-        key_offset[i] = (uint32_t)offset;
-        prefixed[i] = offset > 0;
-        keyed[nk++] = (ls_keyed){name + offset, len - offset, (uint32_t)i};
-    }
-    /* One group per key, numbered in order of first use. */
-    qsort(keyed, nk, sizeof *keyed, compare_keyed);
-    for (size_t k = 0; k < nk; k++) {
-        int same = k > 0 && keyed[k].len == keyed[k - 1].len &&
-                   memcmp(keyed[k].key, keyed[k - 1].key, keyed[k].len) == 0;
-        first_of[keyed[k].range] = same ? first_of[keyed[k - 1].range] : (int32_t)keyed[k].range;
-    }
-    for (size_t i = 0; i < nr; i++) {
-        if (steps->step_of[i] >= 0)
-            continue;
-        const ls_range *range = &r->ranges.items[i];
-        uint32_t first = (uint32_t)first_of[i];
-        if (first == i) {
-            int32_t p = valid_parent(r, i);
-            int32_t parent = p >= 0 ? out->group_of[p] : -1; /* -1 under a step */
-            out->items[out->count] = (ls_group){
-                (uint32_t)i, key_offset[i], parent,
-                parent >= 0 ? out->items[parent].depth + 1 : 0, 0, 0, 0};
-            out->group_of[i] = (int32_t)out->count++;
+        uint32_t id = range->name_id;
+        int memo = !made_here && id < id_bound;
+        int32_t g;
+        if (memo && memo_group[id] != 0 && memo_offset[id] == offset) {
+            g = (int32_t)memo_group[id] - 1;
         } else {
-            out->group_of[i] = out->group_of[first];
+            /* One group per key, numbered in order of first use. */
+            uint32_t hash = key_hash(name + offset, len - offset);
+            if (key_room(&keys) != 0)
+                goto done;
+            ls_key_slot *slot = key_slot(&keys, name + offset, len - offset, hash);
+            if (slot->group == 0) {
+                const char *key = name + offset;
+                if (made_here) { /* the scratch is reused: the key keeps a copy */
+                    char **more = realloc(keys.made, (keys.made_count + 1) * sizeof *more);
+                    char *copy = more ? malloc(len - offset + 1) : NULL;
+                    if (more != NULL)
+                        keys.made = more;
+                    if (copy == NULL)
+                        goto done;
+                    memcpy(copy, key, len - offset + 1);
+                    keys.made[keys.made_count++] = copy;
+                    key = copy;
+                }
+                int32_t p = valid_parent(r, i);
+                int32_t parent = p >= 0 ? out->group_of[p] : -1; /* -1 under a step */
+                if (add_group(out, &capacity, (ls_group){
+                        .first_range = (uint32_t)i, .key_offset = (uint32_t)offset,
+                        .parent = parent,
+                        .depth = parent >= 0 ? out->items[parent].depth + 1 : 0}) != 0)
+                    goto done;
+                keys.text[keys.used] = key;
+                keys.len[keys.used++] = (uint32_t)(len - offset);
+                *slot = (ls_key_slot){(uint32_t)out->count, hash};
+            }
+            g = (int32_t)slot->group - 1;
+            if (memo) {
+                memo_offset[id] = (uint32_t)offset;
+                memo_group[id] = (uint32_t)g + 1;
+            }
         }
-        ls_group *g = &out->items[out->group_of[i]];
-        g->count++;
-        g->host_ns += range->end_ns - range->start_ns;
-        g->step_prefixed |= prefixed[i];
+        out->group_of[i] = g;
+        ls_group *group = &out->items[g];
+        group->count++;
+        group->host_ns += range->end_ns - range->start_ns;
+        group->step_prefixed |= offset > 0;
+    }
+    if (out->count > 0 && out->count < capacity) { /* the doubling's slack back */
+        ls_group *fitted = realloc(out->items, out->count * sizeof *fitted);
+        if (fitted != NULL)
+            out->items = fitted;
     }
     result = 0;
 done:
-    free(name_at);
+    key_table_free(&keys);
+    free(memo_offset);
+    free(memo_group);
     free(made);
     free(step_name);
     free(context);
-    free(point_t);
-    free(point_thread);
-    free(asked);
-    free(range_at);
-    free(step_at);
-    free(keyed);
-    free(key_offset);
-    free(prefixed);
-    free(first_of);
     return result;
 }
 

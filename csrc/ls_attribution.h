@@ -54,7 +54,10 @@ void ls_attribution_free_steps(ls_steps *s);
  * thread thread_id[q] (as the ranges' thread_id; 0 when unknown,
  * LS_NO_THREAD for a point that no thread made, so that only the fallback
  * applies), or no point at all when t[q] is LS_NO_POINT (an op with no
- * launch record).  Its range and step go to range_out[q] and step_out[q]. */
+ * launch record).  Its range and step go to range_out[q] and step_out[q].
+ * thread_id NULL: every point is LS_NO_THREAD's.
+ * A set whose range_out is NULL asks for steps only; when no set asks for
+ * ranges, the sweep leaves out the ranges of threads that open no step. */
 #define LS_NO_THREAD UINT64_MAX
 #define LS_NO_POINT UINT64_MAX
 typedef struct {
@@ -75,10 +78,10 @@ typedef struct {
     uint32_t key_offset;
     int32_t parent;        /* group, -1 at the top or directly under a step */
     uint32_t depth;
+    uint32_t count;        /* ranges (indexed by uint32: fewer than 2**32) */
     uint8_t step_prefixed; /* some range of the group had its step's name as prefix */
-    uint64_t count;        /* ranges */
     uint64_t host_ns;      /* their host time, summed */
-} ls_group;
+} ls_group;                /* 32 B: one a name at a million names */
 
 typedef struct {
     ls_group *items;

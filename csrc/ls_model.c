@@ -1051,49 +1051,70 @@ done:
 
 /* Range and group lines.  A step's range mostly holds the step's ops
  * (step_ops, from project_steps) and no more: its line is the step's, not
- * swept again (a sweep of every op at 10M ops). */
+ * swept again (a sweep of every op at 10M ops).  Only a range that holds
+ * ops keeps a line (range_line_at; ls_model_range_line reads the others
+ * as empty), and without ops no group keeps one either: 30M ranges of
+ * which few launch anything write no 2.9 GB of empty lines. */
 static int project_ranges(ls_ctx *c, const uint32_t *by_device, const ls_buckets *step_ops)
 {
     ls_model *m = c->m;
     const ls_records *r = c->r;
     size_t nr = r->ranges.count, ng = m->groups.count, nops = r->ops.count;
-    m->range_lines = ls_bulk_calloc(room_for(nr), sizeof *m->range_lines);
-    m->group_lines = ls_bulk_calloc(room_for(ng), sizeof *m->group_lines);
-    m->group_span_ns = ls_bulk_calloc(room_for(ng), sizeof *m->group_span_ns);
+    if (nops > 0) {
+        m->range_line_at = ls_bulk_malloc(room_for(nr) * sizeof *m->range_line_at);
+        m->group_lines = ls_bulk_calloc(room_for(ng), sizeof *m->group_lines);
+        m->group_span_ns = ls_bulk_calloc(room_for(ng), sizeof *m->group_span_ns);
+    }
     if (m->has_samples)
         m->range_metrics = ls_bulk_calloc(room_for(nr), sizeof *m->range_metrics);
-    int32_t *gap_range = ls_bulk_malloc(room_for(m->gap_count) * sizeof *gap_range);
+    int32_t *gap_range = nops > 0 ? ls_bulk_malloc(room_for(m->gap_count) * sizeof *gap_range)
+                                  : NULL;
     ls_buckets ops = {0}, group_ops = {0}, group_gaps = {0};
     int result = -1;
-    if (!m->range_lines || !m->group_lines || !m->group_span_ns || !gap_range ||
+    if ((nops > 0 && (!m->range_line_at || !m->group_lines || !m->group_span_ns ||
+                      !gap_range)) ||
         (m->has_samples && !m->range_metrics))
         goto done;
-    if (bucket_chain(r, by_device, nops, m->op_range, NULL, nr, &ops) != 0)
+    if (nops > 0 && bucket_chain(r, by_device, nops, m->op_range, NULL, nr, &ops) != 0)
         goto done;
-    for (size_t i = 0; i < nr; i++) {
-        int32_t step = m->steps.step_of[i];
-        if (!m->has_samples && step >= 0 && same_bucket(&ops, i, step_ops, (size_t)step))
-            m->range_lines[i] = m->step_lines[step].line; /* sampled: the sweep keeps intervals */
-        else
-            sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
-                          &m->range_lines[i], &(ls_sweep_out){NULL, NULL, NULL,
-                                                              m->has_samples});
+    size_t with_ops = 0;
+    for (size_t i = 0; nops > 0 && i < nr; i++)
+        with_ops += ops.first[i + 1] > ops.first[i];
+    if (nops > 0 &&
+        (m->range_lines = ls_bulk_calloc(room_for(with_ops), sizeof *m->range_lines)) == NULL)
+        goto done;
+    for (size_t i = 0, j = 0; i < nr; i++) {
         const ls_range *range = &r->ranges.items[i];
+        if (nops == 0 || ops.first[i + 1] == ops.first[i]) {
+            if (nops > 0)
+                m->range_line_at[i] = LS_MODEL_NO_ID;
+            c->interval_count = 0; /* an empty sweep's: no busy interval */
+        } else {
+            m->range_line_at[i] = (uint32_t)j;
+            ls_line *line = &m->range_lines[j++];
+            int32_t step = m->steps.step_of[i];
+            if (!m->has_samples && step >= 0 && same_bucket(&ops, i, step_ops, (size_t)step))
+                *line = m->step_lines[step].line; /* sampled: the sweep keeps intervals */
+            else
+                sweep_devices(c, ops.items + ops.first[i], ops.first[i + 1] - ops.first[i],
+                              line, &(ls_sweep_out){NULL, NULL, NULL, m->has_samples});
+            int32_t g = m->groups.group_of[i];
+            if (g >= 0)
+                m->group_span_ns[g] += line->last_ns - line->first_ns;
+        }
+        /* After the range's own sweep: its busy window is the intervals it kept. */
         if (m->has_samples)
             average_window(c, range->start_ns, range->end_ns, &m->range_metrics[i]);
-        int32_t g = m->groups.group_of[i];
-        if (g >= 0)
-            m->group_span_ns[g] += m->range_lines[i].last_ns - m->range_lines[i].first_ns;
     }
     free_buckets(&ops);
     /* No group (no range but steps): no op or gap to bucket by group. */
-    for (size_t g = 0; ng > 0 && g < m->gap_count; g++)
+    for (size_t g = 0; nops > 0 && ng > 0 && g < m->gap_count; g++)
         gap_range[g] = m->op_range[m->gaps[g].next_op];
-    if (ng > 0 &&
+    if (nops > 0 && ng > 0 &&
         (bucket_chain(r, by_device, nops, m->op_range, m->groups.group_of, ng, &group_ops) != 0 ||
          bucket_chain(r, NULL, m->gap_count, gap_range, m->groups.group_of, ng, &group_gaps) != 0))
         goto done;
-    for (size_t g = 0; g < ng; g++) {
+    for (size_t g = 0; nops > 0 && g < ng; g++) {
         ls_timeline *t = &m->group_lines[g];
         sweep_devices(c, group_ops.items + group_ops.first[g],
                       group_ops.first[g + 1] - group_ops.first[g], &t->line, NULL);
@@ -1108,6 +1129,27 @@ done:
     free_buckets(&group_ops);
     free_buckets(&group_gaps);
     return result;
+}
+
+/* A model without ops keeps no range or group line: these read as an
+ * empty sweep's (no device, no stream). */
+static const ls_timeline empty_timeline = {
+    .line = {.device_id = LS_MODEL_NO_ID, .stream_id = LS_MODEL_NO_ID}};
+
+const ls_line *ls_model_range_line(const ls_model *m, size_t i)
+{
+    uint32_t at = m->range_line_at != NULL ? m->range_line_at[i] : LS_MODEL_NO_ID;
+    return at != LS_MODEL_NO_ID ? &m->range_lines[at] : &empty_timeline.line;
+}
+
+const ls_timeline *ls_model_group_line(const ls_model *m, size_t g)
+{
+    return m->group_lines != NULL ? &m->group_lines[g] : &empty_timeline;
+}
+
+uint64_t ls_model_group_span_ns(const ls_model *m, size_t g)
+{
+    return m->group_span_ns != NULL ? m->group_span_ns[g] : 0;
 }
 
 /* -- the whole ---------------------------------------------------------- */
@@ -1539,6 +1581,7 @@ void ls_model_free(ls_model *m)
     free(m->step_lines);
     free(m->step_syncs);
     free(m->range_lines);
+    free(m->range_line_at);
     ls_attribution_free_groups(&m->groups);
     free(m->group_lines);
     free(m->group_span_ns);

@@ -153,10 +153,12 @@ typedef struct {
     ls_steps steps;         /* which ranges are the steps */
     ls_timeline *step_lines; /* per step number (unused live numbers stay empty) */
     uint64_t *step_syncs;   /* per step: syncs that began in it */
-    ls_line *range_lines;   /* per range */
+    ls_line *range_lines;   /* per range holding ops (ls_model_range_line) */
+    uint32_t *range_line_at; /* per range: its line, LS_MODEL_NO_ID: none; NULL without ops */
     ls_groups groups;
-    ls_timeline *group_lines; /* per group: its ops and gaps, each once */
-    uint64_t *group_span_ns;  /* per group: its ranges' first-to-last op spans, summed */
+    ls_timeline *group_lines; /* per group: its ops and gaps, each once; NULL without ops */
+    uint64_t *group_span_ns;  /* per group: its ranges' first-to-last op spans, summed;
+                                 NULL without ops */
     ls_syncs syncs;         /* the host syncs, each with its step */
     uint64_t *sync_gap_ns;  /* per sync: idle time of the gaps it overlapped most (of all
                                the syncs overlapping a sync-caused gap, the one overlapping
@@ -182,6 +184,13 @@ typedef struct {
 int ls_model_build(const ls_records *records, const ls_model_options *options, ls_model *out);
 
 void ls_model_free(ls_model *m);
+
+/* Range i's line, group g's line and gaps, group g's summed spans: an
+ * empty line (no device, no stream, zeros) when the model has no ops and
+ * so keeps none.  Never NULL. */
+const ls_line *ls_model_range_line(const ls_model *m, size_t i);
+const ls_timeline *ls_model_group_line(const ls_model *m, size_t g);
+uint64_t ls_model_group_span_ns(const ls_model *m, size_t g);
 
 /* Device index `device`'s merged busy intervals: as many as its gaps plus
  * one (none without ops); interval k runs from the end of its gap k - 1

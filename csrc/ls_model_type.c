@@ -386,7 +386,7 @@ static PyObject *range_item(ls_model_object *self, size_t i)
 {
     const ls_model *m = &self->model;
     const ls_range *range = &self->capture->records.ranges.items[i];
-    PyObject *d = line_dict(&m->range_lines[i], NULL);
+    PyObject *d = line_dict(ls_model_range_line(m, i), NULL);
     d = with_items(d, ls_py_dict_of(
         8, "name", ls_py_range_name(range), "parent", PyLong_FromLong(range->parent),
         "depth", U64(range->depth), "step", ls_py_index_or_none(m->steps.step_of[i]), "group",
@@ -428,13 +428,13 @@ static PyObject *group_item(ls_model_object *self, size_t g)
     const ls_model *m = &self->model;
     const ls_group *group = &m->groups.items[g];
     const ls_range *first = &self->capture->records.ranges.items[group->first_range];
-    const ls_timeline *t = &m->group_lines[g];
+    const ls_timeline *t = ls_model_group_line(m, g);
     PyObject *d = line_dict(&t->line, &t->gaps);
     d = with_items(d, ls_py_dict_of(
         7, "name", group_name(first, group->key_offset), "parent",
         PyLong_FromLong(group->parent), "depth", U64(group->depth), "step_prefixed",
         PyBool_FromLong(group->step_prefixed), "count", U64(group->count), "host_ns",
-        U64(group->host_ns), "span_ns", U64(m->group_span_ns[g])));
+        U64(group->host_ns), "span_ns", U64(ls_model_group_span_ns(m, g))));
     return with_item(d, "metrics", m->has_samples ? group_metrics_dict(&m->group_metrics[g])
                                                   : Py_NewRef(Py_None));
 }
@@ -972,31 +972,50 @@ static PyObject *model_step_column(PyObject *op, PyObject *name)
     return typed_view(bytes, step_column_signed(which) ? "q" : "Q");
 }
 
-/* step_table(columns=None): {column: memoryview} of the named step
- * columns (every one when None), made in one pass; "name" among them
- * gives the steps' names as a list. */
-static PyObject *model_step_table(PyObject *op, PyObject *args)
+/* A table of columns over n items: each column's name, whether it is
+ * signed, each item's values (one per column) and its name. */
+typedef struct {
+    const char *what; /* the method, for messages */
+    const char *const *names;
+    int count;
+    int (*is_signed)(int column);
+    void (*values)(const ls_model_object *self, size_t item, uint64_t *out);
+    PyObject *(*name)(const ls_model_object *self, size_t item);
+} ls_table_spec;
+
+/* {column: memoryview} of the columns named in `wanted` (every one when
+ * None) over items[0..n) (or 0..n when items is NULL), made in one pass;
+ * "name" among them gives the items' names as a list.  NULL with an
+ * exception set (an unknown column: ValueError). */
+static PyObject *column_table(const ls_model_object *self, const ls_table_spec *spec,
+                              PyObject *wanted, const size_t *items, size_t n)
 {
-    ls_model_object *self = (ls_model_object *)op;
-    const ls_model *m = &self->model;
-    PyObject *wanted = Py_None;
-    if (!PyArg_ParseTuple(args, "|O:step_table", &wanted))
-        return NULL;
-    int chosen[STEP_COLUMNS + 1] = {0}; /* the last one: "name" */
+    enum { MOST = 64 };
+    int chosen[MOST + 1] = {0}; /* the last one: "name" */
     if (wanted == Py_None) {
-        for (int c = 0; c <= STEP_COLUMNS; c++)
+        for (int c = 0; c < spec->count; c++)
             chosen[c] = 1;
+        chosen[MOST] = 1;
     } else {
-        PyObject *seq = PySequence_Fast(wanted, "step_table: columns must be a sequence of "
-                                                "column names or None");
-        if (seq == NULL)
+        PyObject *seq = PySequence_Check(wanted) ? PySequence_Fast(wanted, "") : NULL;
+        if (seq == NULL) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "%s: columns must be a sequence of column names "
+                             "or None", spec->what);
+            }
             return NULL;
+        }
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
             PyObject *name = PySequence_Fast_GET_ITEM(seq, i);
-            int k = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "name") == 0
-                        ? STEP_COLUMNS : step_column_index(name);
+            int k = -1;
+            if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "name") == 0)
+                k = MOST;
+            for (int c = 0; k < 0 && PyUnicode_Check(name) && c < spec->count; c++)
+                if (PyUnicode_CompareWithASCIIString(name, spec->names[c]) == 0)
+                    k = c;
             if (k < 0) {
-                PyErr_Format(PyExc_ValueError, "step_table: no column %R", name);
+                PyErr_Format(PyExc_ValueError, "%s: no column %R", spec->what, name);
                 Py_DECREF(seq);
                 return NULL;
             }
@@ -1004,13 +1023,13 @@ static PyObject *model_step_table(PyObject *op, PyObject *args)
         }
         Py_DECREF(seq);
     }
-    size_t n = used_steps(m, NULL);
-    PyObject *bytes[STEP_COLUMNS] = {NULL};
-    uint64_t *columns[STEP_COLUMNS] = {NULL};
+    PyObject *bytes[MOST] = {NULL};
+    uint64_t *columns[MOST] = {NULL};
+    uint64_t values[MOST];
     PyObject *table = NULL, *names = NULL;
-    if (chosen[STEP_COLUMNS] && (names = PyList_New((Py_ssize_t)n)) == NULL)
+    if (chosen[MOST] && (names = PyList_New((Py_ssize_t)n)) == NULL)
         return NULL;
-    for (int c = 0; c < STEP_COLUMNS; c++) {
+    for (int c = 0; c < spec->count; c++) {
         if (!chosen[c])
             continue;
         bytes[c] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint64_t)));
@@ -1018,41 +1037,136 @@ static PyObject *model_step_table(PyObject *op, PyObject *args)
             goto done;
         columns[c] = (uint64_t *)PyBytes_AS_STRING(bytes[c]);
     }
-    uint64_t values[STEP_COLUMNS];
-    size_t k = 0;
-    for (size_t s = 0; s < m->steps.count; s++) {
-        if (m->steps.range_of[s] == LS_MODEL_NO_ID)
-            continue;
+    for (size_t k = 0; k < n; k++) {
+        size_t item = items != NULL ? items[k] : k;
         if (names != NULL) {
-            PyObject *name =
-                ls_py_range_name(&self->capture->records.ranges.items[m->steps.range_of[s]]);
+            PyObject *name = spec->name(self, item);
             if (name == NULL)
                 goto done;
             PyList_SET_ITEM(names, (Py_ssize_t)k, name);
         }
-        step_values(self, s, values);
-        for (int c = 0; c < STEP_COLUMNS; c++)
+        spec->values(self, item, values);
+        for (int c = 0; c < spec->count; c++)
             if (columns[c] != NULL)
                 columns[c][k] = values[c];
-        k++;
     }
     table = PyDict_New();
-    for (int c = 0; table != NULL && c < STEP_COLUMNS; c++) {
+    for (int c = 0; table != NULL && c < spec->count; c++) {
         if (bytes[c] == NULL)
             continue;
-        PyObject *view = typed_view(bytes[c], step_column_signed(c) ? "q" : "Q");
+        PyObject *view = typed_view(bytes[c], spec->is_signed(c) ? "q" : "Q");
         bytes[c] = NULL; /* stolen */
-        if (view == NULL || PyDict_SetItemString(table, step_column_names[c], view) != 0)
+        if (view == NULL || PyDict_SetItemString(table, spec->names[c], view) != 0)
             Py_CLEAR(table);
         Py_XDECREF(view);
     }
     if (table != NULL && names != NULL && PyDict_SetItemString(table, "name", names) != 0)
         Py_CLEAR(table);
 done:
-    for (int c = 0; c < STEP_COLUMNS; c++)
+    for (int c = 0; c < spec->count; c++)
         Py_XDECREF(bytes[c]);
     Py_XDECREF(names);
     return table;
+}
+
+static PyObject *step_name(const ls_model_object *self, size_t s)
+{
+    return ls_py_range_name(&self->capture->records.ranges.items[self->model.steps.range_of[s]]);
+}
+
+/* step_table(columns=None): {column: memoryview} of the named step
+ * columns (every one when None), made in one pass; "name" among them
+ * gives the steps' names as a list. */
+static PyObject *model_step_table(PyObject *op, PyObject *args)
+{
+    ls_model_object *self = (ls_model_object *)op;
+    PyObject *wanted = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:step_table", &wanted))
+        return NULL;
+    static const ls_table_spec spec = {"step_table", step_column_names, STEP_COLUMNS,
+                                       step_column_signed, step_values, step_name};
+    size_t n = used_steps(&self->model, NULL);
+    size_t *numbers = PyMem_Malloc((n ? n : 1) * sizeof *numbers);
+    if (numbers == NULL)
+        return PyErr_NoMemory();
+    used_steps(&self->model, numbers);
+    PyObject *table = column_table(self, &spec, wanted, numbers, n);
+    PyMem_Free(numbers);
+    return table;
+}
+
+/* The per-group columns of group_table: every figure of groups() but the
+ * name, the gap histogram and the counters (a million names: no dict per
+ * group).  parent is signed (-1: none); the rest unsigned. */
+static const char *const group_column_names[] = {
+    "count", "host_ns", "span_ns", "parent", "depth", "step_prefixed", "first_range",
+    "first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets", "compute_ns", "comm_ns",
+    "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal", "gap_warning",
+    "gap_severe", "idle_ns", "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host", "gap_sync",
+    "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
+};
+#define GROUP_COLUMNS COLUMNS(group_column_names)
+_Static_assert(GROUP_COLUMNS <= 64 && STEP_COLUMNS <= 64, "column_table takes 64 columns");
+
+static int group_column_signed(int k) { return strcmp(group_column_names[k], "parent") == 0; }
+
+static void group_values(const ls_model_object *self, size_t g, uint64_t *out)
+{
+    const ls_model *m = &self->model;
+    const ls_group *group = &m->groups.items[g];
+    const ls_line *l = &ls_model_group_line(m, g)->line;
+    const ls_gap_stats *s = &ls_model_group_line(m, g)->gaps;
+    const uint64_t values[] = {
+        group->count, group->host_ns, ls_model_group_span_ns(m, g),
+        (uint64_t)(int64_t)group->parent, group->depth, group->step_prefixed, group->first_range,
+        l->first_ns, l->last_ns, l->busy_ns, l->kernels, l->memcpys, l->memsets, l->compute_ns, l->comm_ns, l->kernel_ns,
+        l->shaped_ns, l->filled_ns, s->count, s->by_class[LS_CLASS_NORMAL],
+        s->by_class[LS_CLASS_WARNING], s->by_class[LS_CLASS_SEVERE], s->total_ns, s->p50_ns,
+        s->p99_ns, s->max_ns, s->by_cause[LS_CAUSE_HOST], s->by_cause[LS_CAUSE_SYNC],
+        s->by_cause[LS_CAUSE_OTHER], s->by_cause_ns[LS_CAUSE_HOST],
+        s->by_cause_ns[LS_CAUSE_SYNC], s->by_cause_ns[LS_CAUSE_OTHER],
+    };
+    _Static_assert(sizeof values / sizeof values[0] == GROUP_COLUMNS, "one value a column");
+    memcpy(out, values, sizeof values);
+}
+
+static PyObject *group_name_of(const ls_model_object *self, size_t g)
+{
+    const ls_group *group = &self->model.groups.items[g];
+    return group_name(&self->capture->records.ranges.items[group->first_range],
+                      group->key_offset);
+}
+
+/* group_table(columns=None): as step_table, one item per range group. */
+static PyObject *model_group_table(PyObject *op, PyObject *args)
+{
+    ls_model_object *self = (ls_model_object *)op;
+    PyObject *wanted = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:group_table", &wanted))
+        return NULL;
+    static const ls_table_spec spec = {"group_table", group_column_names, GROUP_COLUMNS,
+                                       group_column_signed, group_values, group_name_of};
+    return column_table(self, &spec, wanted, NULL, self->model.groups.count);
+}
+
+/* group_metrics() -> per group its 'metrics' dict (as groups()'), or None
+ * when the capture has no samples. */
+static PyObject *model_group_metrics(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    ls_model_object *self = (ls_model_object *)op;
+    const ls_model *m = &self->model;
+    if (!m->has_samples)
+        Py_RETURN_NONE;
+    PyObject *list = PyList_New((Py_ssize_t)m->groups.count);
+    for (size_t g = 0; list != NULL && g < m->groups.count; g++) {
+        PyObject *d = group_metrics_dict(&m->group_metrics[g]);
+        if (d == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)g, d);
+    }
+    return list;
 }
 
 /* step_metrics() -> per step in use (as steps()), its counter figures
@@ -1219,6 +1333,17 @@ static PyMethodDef model_methods[] = {
      "first_pageable_op, first_pageable_call (int64, -1: none), ops, signature (the rest "
      "uint64); and 'name': a list of the steps' names.  A million steps without a dict per "
      "step."},
+    {"group_table", model_group_table, METH_VARARGS,
+     "group_table(columns=None) -> {column: memoryview} of those columns (all when None), one "
+     "item per range group (as groups()), made in one pass: count, host_ns, span_ns, parent "
+     "(int64, -1: none), depth, step_prefixed, first_range; its ops' time line: first_ns, "
+     "last_ns, busy_ns, kernels, memcpys, memsets, compute_ns, comm_ns, kernel_ns, shaped_ns, "
+     "filled_ns; its gaps: gap_count, gap_normal, gap_warning, gap_severe, idle_ns, gap_p50_ns, "
+     "gap_p99_ns, gap_max_ns, gap_host, gap_sync, gap_other, gap_host_ns, gap_sync_ns, "
+     "gap_other_ns; and 'name': a list of the groups' names.  A million names without a dict "
+     "per group."},
+    {"group_metrics", model_group_metrics, METH_NOARGS,
+     "group_metrics() -> per group (as groups()) its 'metrics' dict, or None without samples."},
     {"step_metrics", model_step_metrics, METH_NOARGS,
      "step_metrics() -> per step (as steps()) its 'metrics' dict, or None without samples."},
     {"write_trace_events", (PyCFunction)(void (*)(void))model_write_trace_events,

@@ -33,31 +33,31 @@ struct row_program {
     row_op *ops;
 };
 
-/* Equal floats made within one row share one object (borrowed: the row
- * holds them while the cache is in use). */
-#define FLOAT_CACHE 8
+/* Equal floats made within one build share one object, found by their
+ * bits in a direct-mapped table (borrowed: the rows built so far hold
+ * them until the build ends; a failed build drops its rows only after
+ * its last use of the cache).  A million range rows of a few hundred
+ * distinct host times hold a few hundred floats, not a million. */
+#define FLOAT_CACHE 256
 typedef struct {
     uint64_t bits[FLOAT_CACHE];
-    PyObject *object[FLOAT_CACHE];
-    int used, next;
+    PyObject *object[FLOAT_CACHE]; /* NULL: an empty slot */
 } float_cache;
 
 static PyObject *cached_float(float_cache *cache, double value)
 {
     uint64_t bits;
     memcpy(&bits, &value, sizeof bits);
-    for (int k = 0; k < cache->used; k++)
-        if (cache->bits[k] == bits) {
-            Py_INCREF(cache->object[k]);
-            return cache->object[k];
-        }
+    uint64_t h = bits * 0x9E3779B97F4A7C15ull;
+    size_t slot = (size_t)(h >> 56); /* FLOAT_CACHE = 2**8 slots */
+    if (cache->object[slot] != NULL && cache->bits[slot] == bits) {
+        Py_INCREF(cache->object[slot]);
+        return cache->object[slot];
+    }
     PyObject *made = PyFloat_FromDouble(value);
     if (made != NULL) {
-        cache->bits[cache->next] = bits;
-        cache->object[cache->next] = made;
-        cache->next = (cache->next + 1) % FLOAT_CACHE;
-        if (cache->used < FLOAT_CACHE)
-            cache->used++;
+        cache->bits[slot] = bits;
+        cache->object[slot] = made;
     }
     return made;
 }
@@ -575,8 +575,8 @@ static int build_rows(const row_program *program, Py_ssize_t count, PyObject **e
             failed = (columns[k] = container_column(op, count, exported)) == NULL;
     }
     float_cache cache;
+    memset(&cache, 0, sizeof cache);
     for (Py_ssize_t i = 0; !failed && i < count; i++) {
-        cache.used = cache.next = 0;
         PyObject *row = program->template ? PyDict_Copy(program->template) : PyDict_New();
         for (Py_ssize_t k = 0; row != NULL && k < program->n; k++) {
             const row_op *op = &program->ops[k];

@@ -192,7 +192,7 @@ static void ranges(ls_out *out, const ls_records *r, const ls_model *m, const ls
         PUT_TEXT(out, ",\"args\":{");
         if (step >= 0)
             putf(out, "\"step\":%d,", (int)step);
-        putf(out, "\"kernels\":%" PRIu64 ",\"profile\":%ld}}", m->range_lines[i].kernels,
+        putf(out, "\"kernels\":%" PRIu64 ",\"profile\":%ld}}", ls_model_range_line(m, i)->kernels,
              o->profile);
         if (out->len >= CHUNK)
             flush(out);

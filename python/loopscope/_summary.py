@@ -538,42 +538,62 @@ def _step_name_lookup(index: Sequence[int], names: Sequence[str]
     return name_of
 
 
-def _ranges(groups: list[dict[str, Any]], gpu: bool, thresholds_us) -> list[dict[str, Any]]:
+# The model's group columns (Model.group_table) the ranges section reads.
+HOST_GROUP_COLUMNS = ("name", "count", "host_ns", "parent", "depth", "step_prefixed")
+GPU_GROUP_COLUMNS = ("busy_ns", "span_ns", "kernels", "memcpys", "memsets", "comm_ns",
+                     "compute_ns") + GAP_STEP_COLUMNS
+
+
+def _uniform_or_int(column) -> _rows.Field:
+    """An int column's field: one const when every row holds the same
+    value (a million names of one range each at depth 0), so the column
+    need not stay while the rows are made."""
+    return _rows.const(column[0]) if min(column) == max(column) else _rows.integer(column)
+
+
+def _ranges(model, gpu: bool, thresholds_us) -> list[dict[str, Any]]:
     """Plain (non-step) ranges aggregated by name over steps (the model's
     range groups), in order of first use; `parent` names the enclosing
     range's entry (None at the top or directly under a step).  GPU figures
     are those of the kernels launched inside any of the name's ranges, each
     counted once; gpu_span_ms sums each range's first-kernel-start to
     last-kernel-end; counter figures average the name's ranges, each
-    weighted by the sample time it covered."""
-    out = []
-    gaps = (shape_gaps_many([g["gaps"] for g in groups], thresholds_us,
-                            [g["busy_ns"] for g in groups]) if gpu else repeat(None))
-    for g, gap in zip(groups, gaps):
-        m = g["metrics"]
-        entry = {
-            "name": g["name"],
-            "count": g["count"],
-            "host_ms": _ms(g["host_ns"]),
-            "gpu_ms": _ms(g["busy_ns"]) if gpu else None,
-            "kernels": g["kernels"] if gpu else None,
-        }
-        for key, (window, name) in _RANGE_FIGURES.items():
-            entry[key] = _r(m[window][name]) if m else None
-        entry["samples"] = m["samples"] if m else 0
-        entry.update({
-            "gpu_span_ms": _ms(g["span_ns"]) if gpu else None,
-            "memcpys": g["memcpys"] if gpu else None,
-            "memsets": g["memsets"] if gpu else None,
-            "gaps": gap,
-            "parent": groups[g["parent"]]["name"] if g["parent"] >= 0 else None,
-            "depth": g["depth"],
-            "step_prefixed": g["step_prefixed"],
-            "comm_ms": _ms(g["comm_ns"]) if gpu else None,
-            "compute_ms": _ms(g["compute_ns"]) if gpu else None,
-        })
-        out.append(entry)
-    return out
+    weighted by the sample time it covered.  Built row by row in C from the
+    model's group columns (_rows.build): a million names cost the objects
+    their rows hold, not a dict per group in between (issue 25)."""
+    if model is None or model.group_count == 0:
+        return []
+    cols = model.group_table(HOST_GROUP_COLUMNS + (GPU_GROUP_COLUMNS if gpu else ()))
+    names = cols.pop("name")
+    parent, prefixed = cols.pop("parent"), cols.pop("step_prefixed")
+    fields: dict[str, _rows.Field] = {
+        "name": _rows.item(names),
+        "count": _uniform_or_int(cols.pop("count")),
+        "host_ms": _rows.scaled(cols.pop("host_ns"), 1e6),
+        "gpu_ms": _rows.scaled(cols["busy_ns"], 1e6) if gpu else _rows.const(None),
+        "kernels": _rows.integer(cols["kernels"]) if gpu else _rows.const(None),
+    }
+    metrics = model.group_metrics()
+    for key, (window, name) in _RANGE_FIGURES.items():
+        fields[key] = (_rows.item([_r(m[window][name]) for m in metrics]) if metrics is not None
+                       else _rows.const(None))
+    fields["samples"] = (_rows.item([m["samples"] for m in metrics]) if metrics is not None
+                         else _rows.const(0))
+    fields.update({
+        "gpu_span_ms": _rows.scaled(cols["span_ns"], 1e6) if gpu else _rows.const(None),
+        "memcpys": _rows.integer(cols["memcpys"]) if gpu else _rows.const(None),
+        "memsets": _rows.integer(cols["memsets"]) if gpu else _rows.const(None),
+        "gaps": _rows.nested(_gap_fields(cols, thresholds_us)) if gpu else _rows.const(None),
+        "parent": (_rows.item([names[p] if p >= 0 else None for p in parent]) if any(
+            p >= 0 for p in parent) else _rows.const(None)),
+        "depth": _uniform_or_int(cols.pop("depth")),
+        "step_prefixed": (_rows.item([p != 0 for p in prefixed]) if any(prefixed)
+                          else _rows.const(False)),
+        "comm_ms": _rows.scaled(cols["comm_ns"], 1e6) if gpu else _rows.const(None),
+        "compute_ms": _rows.scaled(cols["compute_ns"], 1e6) if gpu else _rows.const(None),
+    })
+    del parent, prefixed  # what the rows need is in their fields: the columns go first
+    return _rows.build(len(names), fields)[0]
 
 
 _RANGE_FIGURES = {
@@ -765,7 +785,7 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     if readiness is not None:  # without it no step has graph_readiness
         add_sync_blockers(step_list, summary["syncs"], readiness)
     summary["graph_readiness"] = overview(step_list, readiness) if readiness is not None else None
-    summary["ranges"] = _ranges(model.groups() if model is not None else [], gpu, thresholds_us)
+    summary["ranges"] = _ranges(model, gpu, thresholds_us)
     summary["diagnosis"] = diagnose(summary, step_verdicts)
     summary["non_finite_note"] = note(non_finite[0])
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None

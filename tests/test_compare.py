@@ -153,9 +153,16 @@ def test_regressions_against_the_allowed_percentage():
         "syncs: host-device syncs 0 -> 1"]  # a sync added: no percentage to compare
     tiny = summary(0.05, 0)
     assert regressions(compare(tiny, summary(0.059, 0)), 10).failed == []  # below 0.01 ms
+    # a figure measured on one side only cannot be compared: it fails, never passes
     check = regressions(compare({"steps": [], "diagnosis": {"verdict": "UNKNOWN"}},
                                 summary(1.0, 0)), 10)
-    assert check.failed == [] and "loop_ms (loop time)" in check.unavailable
+    assert "loop_ms: loop time measured after only (None -> 1.0), so it cannot be compared" \
+        in check.failed and check.checked == []
+    # measured on neither side: not checked; nothing checked at all: failed
+    bare = {"steps": [], "diagnosis": {"verdict": "UNKNOWN"}}
+    check = regressions(compare(bare, bare), 10)
+    assert "loop_ms (loop time)" in check.unavailable
+    assert check.failed == ["no figure was measured on both sides: nothing was compared"]
 
 
 # -- the command line ---------------------------------------------------------------

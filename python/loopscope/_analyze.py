@@ -36,6 +36,7 @@ from . import _core, _kineto
 from ._options import check_thresholds
 from ._profile import Profile
 from ._sniff import TraceError, check_path, fail, sniff
+from ._checks import trace_checks
 from ._summary import Summary, build_summary
 from ._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
 
@@ -301,6 +302,8 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     _shape(summary, kind=kind, path=p, gz=gz, meta=meta, stats=stats, names=names,
            pattern=pattern, device=device, read_s=read_s, steps=step_count,
            own=own is not None)
+    summary["checks"] += trace_checks(summary, stats, ranges,
+                                      pattern if own is None or pattern is not None else None)
     prof._summary = Summary(summary)
     return prof
 

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._checks import refusal
 from ._names import clip, kernel_name
 
 from ._ranks import rank_skew_budget
@@ -272,13 +273,19 @@ def _evidence(summary: dict[str, Any], steps: list[dict[str, Any]] | None,
 def evaluate(summary: dict[str, Any], budgets: dict[str, float], steps: str | None = None) -> Verdict:
     """Checks each budget against the summary.  `steps` is a glob over step
     names; a glob that matches no step fails every budget that needs steps
-    (a typo must not pass)."""
+    (a typo must not pass).  A budget whose figure a failed self-check
+    (summary["checks"], see _checks.GUARDS) cannot vouch for fails with the
+    check's reason."""
     selected, selection = select_steps(summary, steps)
     outcomes = []
     for name, limit in budgets.items():
         if selected is not None and not selected:
             names = ", ".join(s["name"] for s in summary["steps"][:8]) or "none"
             outcomes.append(_no_step_matched(name, limit, steps, names))
+            continue
+        refused = refusal(summary, name, stepwise=selected is not None)
+        if refused is not None:  # a figure the summary could not vouch for never passes
+            outcomes.append(_Refused(name, limit, None, reason=refused))
             continue
         out = _measure(name, summary, selected)
         out.limit = limit
@@ -297,6 +304,18 @@ class _NoMatch(Outcome):
 
     def line(self) -> str:
         return f"{self.name}: {self.reason}"
+
+
+class _Refused(Outcome):
+    """A budget whose figure a failed self-check (summary["checks"]) cannot
+    vouch for: reported as failed with the check's reason, never met."""
+
+    @property
+    def ok(self) -> bool | None:
+        return False
+
+    def line(self) -> str:
+        return f"{self.name}: refused, {self.reason}"
 
 
 def _no_step_matched(name: str, limit: float, pattern: str | None, names: str) -> Outcome:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import sys
 import zlib
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._checks import refusal
 from ._names import clip, display_path, kernel_name
 from ._projections import ms_text
 from ._summary import TOP_KERNELS
@@ -254,6 +256,8 @@ def compare(before: Any, after: Any) -> dict[str, Any]:
         "syncs": _syncs(b, a),
         "kernels": _kernels(b, a),
         "next": projections[0]["text"] if projections else None,
+        # each side's self-checks (summary["checks"]; None: a summary made before them)
+        "checks": {"before": b.get("checks"), "after": a.get("checks")},
     }
 
 
@@ -280,6 +284,11 @@ class Regressions:
                 "checked": self.checked, "unavailable": self.unavailable}
 
 
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
 def _number(value: float, unit: str) -> str:
     return (ms_text(value) if unit == " ms" else f"{value:g}") + unit
 
@@ -288,10 +297,26 @@ def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
     """Which of REGRESSION_FIGURES got worse by more than max_pct (and more
     than its noise floor) from before to after."""
     out = Regressions(max_pct)
+    checks = result.get("checks") or {}
     for name in REGRESSION_FIGURES:
         what, unit, _, _ = FIGURES[name]
         c = result["figures"][name]
-        if c["before"] is None or c["after"] is None:
+        refused = [f"{side}: {why}" for side in ("before", "after")
+                   if (why := refusal({"checks": checks.get(side)}, name)) is not None]
+        if refused:  # a figure a failed self-check cannot vouch for never passes
+            out.failed.append(f"{name}: {what} refused, " + "; ".join(refused))
+            continue
+        bad = [side for side in ("before", "after")
+               if c[side] is not None and not _finite_number(c[side])]
+        if bad:  # NaN or Infinity compares false with anything: it would pass every gate
+            out.failed.append(f"{name}: {what} is not a finite number in "
+                              f"{' and '.join(bad)} ({c['before']!r} -> {c['after']!r})")
+            continue
+        if (c["before"] is None) != (c["after"] is None):  # a gate must not pass on nothing
+            out.failed.append(f"{name}: {what} measured {'after' if c['before'] is None else 'before'}"
+                              f" only ({c['before']!r} -> {c['after']!r}), so it cannot be compared")
+            continue
+        if c["before"] is None:
             out.unavailable.append(f"{name} ({what})")
             continue
         floor = REGRESSION_MIN_MS if unit == " ms" else 1
@@ -302,6 +327,8 @@ def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
             out.failed.append(line)
         else:
             out.checked.append(line)
+    if not out.checked and not out.failed:  # a gate that compared nothing must not pass
+        out.failed.append("no figure was measured on both sides: nothing was compared")
     return out
 
 

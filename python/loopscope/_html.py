@@ -16,6 +16,7 @@ import html
 from typing import Any
 
 from ._budgets import step_list
+from ._checks import warning_lines
 from ._names import demangled_name, display_path, kernel_name
 from ._pictures import SEVERE, histogram_picture, timeline_of, timeline_pictures
 from ._report import _shown_ranges, describe_recording, short_text
@@ -259,6 +260,9 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     recording = describe_recording(summary)
     if recording:
         out.append(f'<div style="background:#fff3cd;padding:3px 8px;font-size:12px">{_e(recording)}</div>')
+    for line in warning_lines(summary):  # a failed self-check before any figure
+        out.append(f'<div style="background:#f8d7da;color:#721c24;padding:3px 8px;'
+                   f'font-size:13px;font-weight:bold">{_e(line)}</div>')
     out.append(ranks_head_html(summary))  # torch.distributed: the straggler first
     out.append(_verdict(summary))
     out.append(_figures(summary))

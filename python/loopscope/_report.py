@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._checks import MIN_COVERAGE_PCT, warning_lines
 from ._names import clip, kernel_name
 
 from ._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
@@ -232,7 +233,7 @@ def _counter_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"WARNING: the PM sampling buffer overflowed {m['overflows']} time(s): samples "
                      "were lost; raise metrics_buffer_mb or metrics_interval_us")
     coverage = sm.get("coverage_pct")
-    if coverage is not None and coverage < 90:
+    if coverage is not None and coverage < MIN_COVERAGE_PCT:
         lines.append(f"WARNING: the counter samples cover only {coverage:.0f}% of the loop; the "
                      "figures above describe that part")
     return lines
@@ -244,6 +245,7 @@ def format_report(summary: dict[str, Any]) -> str:
     device = gpu["device"] if gpu and gpu["device"] else ("synthetic records" if summary["source"] == "injected" else None)
     out[0] += f" - {device}" if device else ""
     out[0] += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
+    out.extend(warning_lines(summary))  # a failed self-check before any figure
     out.extend(rank_head_lines(summary))  # torch.distributed: the straggler first
     out.append(_verdict_line(summary))
     out.extend(_projection_lines(summary))

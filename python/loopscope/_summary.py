@@ -12,6 +12,7 @@ from itertools import repeat
 from typing import Any, Callable, NamedTuple, Sequence
 
 from . import _core, _rows
+from ._checks import live_checks
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
@@ -750,5 +751,11 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     # time line).  Neither is this loop's.
     summary["overhead"]["records_after_stop"] += (model.ignored_records
                                                   if model is not None else 0)
+    # What the summary verified about itself (_checks); the CUPTI/host clock
+    # ratio comes from the session when it measured one (None: not measured).
+    ratio = info.get("cupti_clock_ratio")
+    if ratio is None:
+        ratio = (state or {}).get("cupti_clock_ratio")
+    summary["checks"] = live_checks(summary, info, model, state, ratio)
     summary["overhead"]["summary_ms"] = _ms(time.perf_counter_ns() - t0)
     return summary

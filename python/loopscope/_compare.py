@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ._checks import refusal
-from ._names import clip, display_path, kernel_name
+from ._names import clip, demangled_name, display_path, kernel_name
 from ._projections import ms_text
 from ._summary import TOP_KERNELS
 
@@ -90,6 +90,8 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     except (OSError, EOFError, zlib.error) as error:
         raise CompareError(f"cannot read {path}: {error}") from None
     compact = head.replace(b" ", b"").replace(b"\n", b"")
+    if compact.startswith(b'[{"schema":'):  # analyze --json of several files: a list
+        return _one_summary(path, _read_json(path))
     if compact.startswith(b'{"schema":'):
         try:
             raw = path.read_bytes()
@@ -118,6 +120,27 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
         return replay(load(path)).summary()
     except RecordingError as error:
         raise CompareError(str(error)) from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        raw = path.read_bytes()
+        return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (OSError, EOFError, ValueError, zlib.error) as error:
+        raise CompareError(f"cannot read the summary {path}: {error}") from None
+
+
+def _one_summary(path: Path, data: Any) -> dict[str, Any]:
+    """The summary of a file holding a list of them: its only one, or a
+    CompareError naming the file and how many it holds."""
+    if not isinstance(data, list) or not all(isinstance(x, dict) and "diagnosis" in x
+                                             for x in data):
+        raise CompareError(f"{path} is not a list of loopscope summaries")
+    if len(data) != 1:
+        raise CompareError(f"{path} holds {len(data)} summaries (a list, as `analyze --json` of "
+                           "several files writes): diff compares one summary with one; write "
+                           "each file's summary on its own (analyze --json OUT FILE)")
+    return data[0]
 
 
 def as_summary(x: Any, side: str) -> tuple[dict[str, Any], str]:
@@ -213,6 +236,16 @@ def _syncs(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | No
             "changed": changed}
 
 
+def kernel_key(name: str) -> str:
+    """What makes two kernel names the same kernel whatever the source: the
+    demangled text with its spaces normalised (a recording and an Nsight
+    export keep mangled names, a torch.profiler trace demangled ones)."""
+    text = " ".join((demangled_name(name) or "").split())
+    while "> >" in text:  # older demanglers close nested templates "> >", newer ">>"
+        text = text.replace("> >", ">>")
+    return text.removeprefix("void ")  # a template kernel's return type, not always written
+
+
 def _kernels(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]] | None:
     a, b = before.get("top_kernels"), after.get("top_kernels")
     if a is None or b is None:
@@ -220,14 +253,23 @@ def _kernels(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, An
 
     def lookup(table: list[dict[str, Any]]):
         complete = len(table) < TOP_KERNELS
-        by_name = {k["name"]: k for k in table}
-        return lambda name: by_name.get(name) or ({"total_ms": 0.0, "count": 0} if complete
-                                                  else None)
+        by_key: dict[str, dict[str, Any]] = {}
+        for k in table:  # two spellings of one kernel on one side: one entry
+            key = kernel_key(k["name"])
+            seen = by_key.get(key)
+            by_key[key] = k if seen is None else {
+                "name": seen["name"], "total_ms": round(seen["total_ms"] + k["total_ms"], 6),
+                "count": seen["count"] + k["count"]}
+        return lambda key: by_key.get(key) or ({"total_ms": 0.0, "count": 0} if complete
+                                               else None)
 
     old, new = lookup(a), lookup(b)
+    names = {}  # key -> the name shown: the after side's spelling, else the before side's
+    for k in b + a:
+        names.setdefault(kernel_key(k["name"]), k["name"])
     out = []
-    for name in dict.fromkeys([k["name"] for k in a] + [k["name"] for k in b]):
-        x, y = old(name), new(name)
+    for key, name in names.items():
+        x, y = old(key), new(key)
         out.append({"name": name,
                     "before_ms": x["total_ms"] if x else None,
                     "after_ms": y["total_ms"] if y else None,

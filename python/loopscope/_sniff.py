@@ -3,7 +3,8 @@ and the one error every trace reader raises.
 
 Kinds: "kineto" (a Chrome trace: a JSON object with traceEvents, or a bare
 list of events; plain or gzip), "nsys" (an SQLite database: Nsight Systems'
-export), "recording" (a saved loopscope profile, plain or gzip JSON)."""
+export), "recording" (a saved loopscope profile, plain or gzip JSON).  A
+saved summary (or a list of them) is refused by name: it is no trace."""
 from __future__ import annotations
 
 import gzip
@@ -15,6 +16,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 1 << 16
 RECORDING_KEY = b'"format":"loopscope-recording"'
+SUMMARY_KEY = b'{"schema":'  # a saved summary dict (a Kineto trace has "schemaVersion")
 
 
 class TraceError(ValueError):
@@ -66,6 +68,14 @@ def sniff(path: str | os.PathLike) -> tuple[str, bool]:
     if gz and head.startswith(SQLITE_MAGIC):
         raise fail(path, "is a gzip-compressed SQLite file: decompress it first (gunzip)")
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    compact = bytes(b for b in text[:256] if b not in b" \t\r\n")
+    if compact.startswith(b"[" + SUMMARY_KEY):  # never read as an empty trace
+        raise fail(path, "holds a list of loopscope summaries (as `analyze --json` of several "
+                         "files writes), not a trace: compare them with `loopscope diff`, one "
+                         "summary a side")
+    if compact.startswith(SUMMARY_KEY):
+        raise fail(path, "is a loopscope summary (as `run --json` or `analyze --json` writes), "
+                         "not a trace: compare it with `loopscope diff`")
     if text[:1] == b"{":
         if RECORDING_KEY in head.replace(b" ", b""):
             return "recording", gz

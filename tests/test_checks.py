@@ -311,3 +311,56 @@ def test_a_nan_or_infinite_baseline_never_passes(test_clock, tmp_path, capsys):
         assert main(["diff", "--max-regression-pct", "10", a, b]) == 1
         err = capsys.readouterr().err
         assert "loop_ms: loop time is not a finite number in before" in err
+
+
+# -- a time line with no gap (issue 24 item 6) ---------------------------------------
+
+def test_no_gap_means_no_gap_statistics_everywhere(run_trace):
+    """Two touching kernels: no gap.  mean/p50/p99/max are None in the whole
+    run, its step-less streams and the report, HTML, budgets and compare
+    cope (a budget on the longest gap is met: there is none)."""
+    s = run_trace(kernels=[kernel(1_000, 2_000, 1), kernel(2_000, 3_000, 2)])
+    g = s["gaps"]
+    assert g["count"] == 0
+    assert (g["mean_us"], g["p50_us"], g["p99_us"], g["max_us"]) == (None, None, None, None)
+    stream, = g["per_stream"]
+    assert stream["gaps"]["max_us"] is None and stream["gaps"]["mean_us"] is None
+    assert "no gap statistics" in format_report(s) and "no gap statistics" in render(s)
+    verdict = evaluate(s, check_budgets({"max_gap_us": 0}))
+    assert [(o.name, o.measured) for o in verdict.met] == [("max_gap_us", 0.0)]
+    r = compare(s, s)
+    assert r["figures"]["mean_gap_us"]["before"] is None
+
+
+def test_a_step_without_gaps_has_none_and_its_neighbours_keep_theirs(test_clock, inject):
+    with loopscope.profile() as prof:
+        with prof.step():  # one kernel: the profile's first op, no gap before it
+            inject("api", [(_core.now_ns(), _core.now_ns() + 1, 1)])
+        with prof.step():  # one kernel 5 us after the first: a 5 us gap
+            inject("api", [(_core.now_ns(), _core.now_ns() + 1, 2)])
+        inject("kernel", [kernel(1_000, 2_000, 1), kernel(7_000, 8_000, 2)])
+    first, second = prof.summary()["steps"]
+    assert first["gaps"]["count"] == 0 and first["gaps"]["max_us"] is None
+    assert first["gaps"]["p50_us"] is None and first["gaps"]["mean_us"] is None
+    assert second["gaps"]["count"] == 1 and second["gaps"]["max_us"] == 5.0
+    assert "no gap statistics" not in format_report(prof.summary())
+
+
+# -- a rank without a world size (issue 24 item 6) -------------------------------------
+
+@pytest.mark.parametrize("info, size", [({"rank": 0}, None), ({"rank": 1, "world_size": None}, None),
+                                        ({"rank": 1, "world_size": "8"}, None),
+                                        ({"rank": 1, "world_size": 1}, None),
+                                        ({"rank": 1, "world_size": 2}, 2)])
+def test_a_rank_without_a_usable_world_size_never_reads_of_none(tmp_path, info, size):
+    from trace_fixtures import make_events, trace_doc, write as write_trace
+
+    doc = trace_doc(make_events(seed=2))
+    doc["distributedInfo"] = info
+    summary = loopscope.analyze(write_trace(tmp_path / "rank.json", doc))
+    assert (summary["rank"], summary["world_size"]) == (info["rank"], size)
+    text = format_report(summary)
+    assert "of None" not in text and "gathering: None" not in text
+    expected = (f"Rank {info['rank']} of {size}" if size is not None
+                else f"Rank {info['rank']} (the trace does not say of how many)")
+    assert expected in text

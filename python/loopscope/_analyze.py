@@ -351,7 +351,9 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
     dist = meta.get("distributedInfo")
     if isinstance(dist, dict) and isinstance(dist.get("rank"), int):
         summary["rank"] = dist["rank"]
-        summary["world_size"] = dist.get("world_size")
+        size = dist.get("world_size")  # absent or not a count: unknown, never shown as None
+        summary["world_size"] = size if isinstance(size, int) and not isinstance(size, bool) \
+            and size > dist["rank"] else None
     if stats["samples"]:
         summary["metrics"] = {"source": "kineto_counters" if kind == "kineto" else "nsys_gpu_metrics",
                               "samples": stats["samples"]}

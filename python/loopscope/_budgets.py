@@ -226,7 +226,8 @@ def _measure(name: str, summary: dict[str, Any], steps: list[dict[str, Any]] | N
         out.measured = float(sum(p["severe"] for p in parts))
         out.detail = f"> {gaps['thresholds_us'][1]:g} us"
     elif name == "max_gap_us":
-        out.measured = max((p["max_us"] for p in parts), default=0.0)
+        # a time line with no gap (max_us None) has none longer than the budget
+        out.measured = max((p["max_us"] for p in parts if p["max_us"] is not None), default=0.0)
     else:
         busy = sum(p["busy_ms"] for p in parts)
         idle = sum(p["idle_ms"] for p in parts)

@@ -19,7 +19,7 @@ from ._budgets import step_list
 from ._checks import warning_lines
 from ._names import demangled_name, display_path, kernel_name
 from ._pictures import SEVERE, histogram_picture, timeline_of, timeline_pictures
-from ._report import _shown_ranges, describe_recording, short_text
+from ._report import _shown_ranges, describe_recording, gap_stats_text, short_text
 
 from ._ranks_view import ranks_head_html, ranks_html
 
@@ -113,8 +113,7 @@ def _figures(summary: dict[str, Any]) -> str:
     if gaps is not None:
         rows.append(["Gaps", f"{gaps['count']}: {gaps['normal']} normal, {gaps['warning']} warning, "
                              f"<b>{gaps['severe']} severe</b> (&gt; {gaps['thresholds_us'][1]:g} us); "
-                             f"p50 {gaps['p50_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
-                             f"max {gaps['max_us']:.2f} us; idle {gaps['idle_ms']:.3f} ms"])
+                             f"{gap_stats_text(gaps)}; idle {gaps['idle_ms']:.3f} ms"])
     if syncs is not None:
         kinds = ", ".join(f"{_e(k)} {v}" for k, v in syncs.get("by_kind", {}).items())
         rows.append(["Syncs", f"{syncs['count']}, host blocked {syncs['blocked_ms']:.3f} ms"

@@ -48,6 +48,15 @@ def short_text(summary: dict[str, Any]) -> str:
     return text + "; a dict: summary['gaps'], ['syncs'], ['steps'], ... >"
 
 
+def gap_stats_text(gaps: dict[str, Any]) -> str:
+    """p50, p99 and max of a gaps dict, or "no gap statistics" where it has
+    no gap (they are None there)."""
+    if not gaps["count"]:
+        return "no gap statistics"
+    return (f"p50 {gaps['p50_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
+            f"max {gaps['max_us']:.2f} us")
+
+
 def _verdict_line(summary: dict[str, Any]) -> str:
     d = summary["diagnosis"]
     verdict = d["verdict"].replace("_", " ")
@@ -56,7 +65,8 @@ def _verdict_line(summary: dict[str, Any]) -> str:
         return f"{verdict}: {d['reasons'][0]}"
     detail = (
         f"GPU busy {_fmt(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps "
-        f"(> {gaps['thresholds_us'][1]:g} us), mean gap {gaps['mean_us']:.1f} us"
+        f"(> {gaps['thresholds_us'][1]:g} us), "
+        + (f"mean gap {gaps['mean_us']:.1f} us" if gaps["count"] else "no gap")
     )
     return f"{verdict}: {detail}; {d['actions'][0]}"
 
@@ -259,8 +269,7 @@ def format_report(summary: dict[str, Any]) -> str:
         )
         out.append(
             f"Gaps: {gaps['count']} (normal {gaps['normal']}, warning {gaps['warning']}, "
-            f"severe {gaps['severe']}); p50 {gaps['p50_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
-            f"max {gaps['max_us']:.2f} us; idle {gaps['idle_ms']:.3f} ms"
+            f"severe {gaps['severe']}); {gap_stats_text(gaps)}; idle {gaps['idle_ms']:.3f} ms"
         )
         if gaps["worst"]:
             out.append("Worst gaps:")

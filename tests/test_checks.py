@@ -364,3 +364,26 @@ def test_a_rank_without_a_usable_world_size_never_reads_of_none(tmp_path, info, 
     expected = (f"Rank {info['rank']} of {size}" if size is not None
                 else f"Rank {info['rank']} (the trace does not say of how many)")
     assert expected in text
+
+
+# -- the CLI gate (loopscope run --max-*) ---------------------------------------------
+
+def test_run_gate_fails_with_the_reason_when_a_check_failed(tmp_path):
+    from test_cli import cli, script
+
+    body = """
+        import loopscope
+        from loopscope import _checks, _core
+        _checks.LIVE_SOURCES = frozenset(("cupti", "injected"))  # judged as a live profile
+        with loopscope.profile(trace=False) as prof:
+            t = _core.now_ns() + OFFSET
+            _core._inject("kernel", [(t, t + 1_000, 0, 7, 1, "k"), (t + 2_000, t + 3_000, 0, 7, 2, "k")])
+    """
+    near = cli("run", "--max-severe-gaps", "0", script(tmp_path, body.replace("OFFSET", "0"), "near.py"))
+    assert near.returncode == 0, near.stderr
+    assert "budgets met: max_severe_gaps" in near.stderr
+    far = cli("run", "--max-severe-gaps", "0",
+              script(tmp_path, body.replace("OFFSET", "10_000_000_000"), "far.py"))
+    assert far.returncode == 1
+    assert "FAILED max_severe_gaps: refused, check timeline failed" in far.stderr
+    assert "WARNING (timeline): the GPU time line" in far.stdout

@@ -302,8 +302,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     _shape(summary, kind=kind, path=p, gz=gz, meta=meta, stats=stats, names=names,
            pattern=pattern, device=device, read_s=read_s, steps=step_count,
            own=own is not None)
-    summary["checks"] += trace_checks(summary, stats, ranges,
-                                      pattern if own is None or pattern is not None else None)
+    summary["checks"] += trace_checks(summary, stats, ranges, pattern)
     prof._summary = Summary(summary)
     return prof
 

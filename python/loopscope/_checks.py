@@ -119,9 +119,9 @@ def durations_check(skipped_ops: int, why: str | None, longest_ns: int | None = 
     reason `why`), and the longest kernel against what the window allows."""
     if skipped_ops:
         return _check("durations", False,
-                      f"{skipped_ops:,} GPU op record(s) were left out for their times "
-                      f"({why or 'no start, or an end before the start'}): the trace's "
-                      "clock or its writer is broken; figures miss those ops")
+                      f"{skipped_ops:,} GPU op record(s) were left out as invalid "
+                      f"({why or 'no start, an end before the start, or unreadable'}): the "
+                      "clock or the trace's writer is broken; figures miss those ops")
     if longest_ns is not None and allowed_ns is not None and longest_ns > allowed_ns:
         return _check("durations", False,
                       f"a kernel lasted {_ms(longest_ns)}, longer than the profile's window "

@@ -17,7 +17,7 @@ from loopscope._budgets import check_budgets, evaluate
 from loopscope.__main__ import main
 from loopscope._compare import compare, regressions
 from loopscope._html import render
-from loopscope._report import format_report
+from loopscope._report import format_report, short_text
 from loopscope._summary import build_summary
 
 US, MS = 1_000, 1_000_000
@@ -55,6 +55,7 @@ def assert_refused(summary, check, budgets=("max_severe_gaps",)):
     """The WARNING at the top of the report and the HTML, and the budgets refused."""
     lines = format_report(summary).splitlines()
     assert lines[1].startswith(f"WARNING ({check}): ")
+    assert f"WARNING: check {check} failed" in short_text(summary)
     assert f"WARNING ({check}): " in render(summary)
     verdict = evaluate(summary, check_budgets({b: 1000 for b in budgets}))
     assert [o.name for o in verdict.failed] == list(budgets)
@@ -65,6 +66,7 @@ def assert_refused(summary, check, budgets=("max_severe_gaps",)):
 def assert_passes(summary, check):
     assert checks_by_name(summary)[check]["ok"] is True
     assert "WARNING (" not in format_report(summary)
+    assert "WARNING" not in short_text(summary)
     verdict = evaluate(summary, check_budgets({"max_severe_gaps": 1000}))
     assert verdict.failed == [] and [o.name for o in verdict.met] == ["max_severe_gaps"]
 

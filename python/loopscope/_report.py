@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._checks import MIN_COVERAGE_PCT, warning_lines
+from ._checks import MIN_COVERAGE_PCT, failed as failed_checks, warning_lines
 from ._names import clip, kernel_name
 
 from ._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
@@ -45,6 +45,9 @@ def short_text(summary: dict[str, Any]) -> str:
     text = f"<loopscope summary: {d['verdict']}, {len(summary['steps'])} steps"
     if gaps is not None:
         text += f", GPU busy {_fmt(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps"
+    bad = [c.get("name") for c in failed_checks(summary)]
+    if bad:  # the one line must not hide a figure the summary cannot vouch for
+        text += f", WARNING: check{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} failed"
     return text + "; a dict: summary['gaps'], ['syncs'], ['steps'], ... >"
 
 

@@ -72,24 +72,7 @@ def shape_gaps_many(raws: Sequence[dict[str, Any]], thresholds_us,
     cols = {column: memoryview(array("Q", [raw[key] for raw in raws]))
             for column, key in zip(GAP_STEP_COLUMNS, _RAW_GAP_KEYS)}
     cols["busy_ns"] = memoryview(array("Q", busy_ns))
-    rows = _rows.build(len(raws), _gap_fields(cols, thresholds_us))[0]
-    _none_without_gaps(rows, cols["gap_count"])
-    return rows
-
-
-def _none_without_gaps(gaps: Sequence[dict[str, Any]] | Callable[[], Sequence[dict[str, Any]]],
-                       count: Any) -> None:
-    """A time line with no gap has no gap statistics: p50, p99 and max None,
-    never 0.0 (mean_us is None there already).  Only rows with no gap are
-    touched, found by the count column's minimum first (no Python loop when
-    every row has gaps).  `gaps`: the gap dicts, or a function making them."""
-    rows, _, low, _ = _core._column_stats(count)
-    if not rows or low:
-        return
-    dicts = gaps() if callable(gaps) else gaps
-    for g, n in zip(dicts, count):
-        if not n:
-            g["p50_us"] = g["p99_us"] = g["max_us"] = None
+    return _rows.build(len(raws), _gap_fields(cols, thresholds_us))[0]
 
 
 def _gap_fields(cols: dict[str, Any], thresholds_us) -> dict[str, _rows.Field]:
@@ -103,9 +86,10 @@ def _gap_fields(cols: dict[str, Any], thresholds_us) -> dict[str, _rows.Field]:
         "warning": _rows.integer(cols["gap_warning"]),
         "severe": _rows.integer(cols["gap_severe"]),
         "mean_us": _rows.rounded_ratio(total, count, post=1e3, digits=3, zero=None),
-        "p50_us": _rows.scaled(cols["gap_p50_ns"], 1e3),
-        "p99_us": _rows.scaled(cols["gap_p99_ns"], 1e3),
-        "max_us": _rows.scaled(cols["gap_max_ns"], 1e3),
+        # no gap, no gap statistics: None, never a 0.0 that reads as measured
+        "p50_us": _rows.scaled(cols["gap_p50_ns"], 1e3, count),
+        "p99_us": _rows.scaled(cols["gap_p99_ns"], 1e3, count),
+        "max_us": _rows.scaled(cols["gap_max_ns"], 1e3, count),
         "idle_ms": _rows.exported("idle_ms", _rows.scaled(total, 1e6)),
         "busy_ms": _rows.scaled(busy, 1e6),
         "busy_pct": _rows.exported("busy_pct", _rows.rounded_ratio(
@@ -508,7 +492,6 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
             fields["graph_readiness"] = _rows.nested(readiness.fields, shared=False)
     steps, figures = _rows.build(n, fields)
     if gpu:
-        _none_without_gaps(lambda: [s["gaps"] for s in steps], cols["gap_count"])
         nones = repeat(None)
         verdicts = traced_verdicts(
             cols["kernels"], cols["memcpys"], figures["busy_pct"], figures["idle_ms"],

@@ -243,7 +243,7 @@ def refusal(summary: dict[str, Any], figure: str, stepwise: bool = False) -> str
     in this summary: the failed checks that vouch for it, or None."""
     reasons = []
     for c in failed(summary):
-        guards = GUARDS.get(c.get("name"), frozenset({"*"}))
+        guards = GUARDS.get(str(c.get("name")), frozenset({"*"}))
         if "*" in guards or figure in guards or (stepwise and STEPS in guards):
             reasons.append(f"check {c.get('name')!s} failed: {c.get('detail')}")
     return "; ".join(reasons) or None

@@ -264,10 +264,10 @@ def _kernels(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, An
                                                else None)
 
     old, new = lookup(a), lookup(b)
-    names = {}  # key -> the name shown: the after side's spelling, else the before side's
+    names: dict[str, str] = {}  # key -> the name shown: the after side's spelling, else before's
     for k in b + a:
         names.setdefault(kernel_key(k["name"]), k["name"])
-    out = []
+    out: list[dict[str, Any]] = []
     for key, name in names.items():
         x, y = old(key), new(key)
         out.append({"name": name,

@@ -389,3 +389,46 @@ def test_run_gate_fails_with_the_reason_when_a_check_failed(tmp_path):
     assert far.returncode == 1
     assert "FAILED max_severe_gaps: refused, check timeline failed" in far.stderr
     assert "WARNING (timeline): the GPU time line" in far.stdout
+
+
+# -- recordings keep the checks made when they were recorded ---------------------------
+
+def test_a_replayed_recording_keeps_its_recorded_checks(test_clock, inject, tmp_path):
+    from loopscope import _recording, _replay
+    from synthetic_loop import run_loop
+
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    path = prof.save_recording(tmp_path / "rec.json")
+    data = json.loads(open(path).read())
+    assert [c["name"] for c in data["profile"]["checks"]] == ["durations", "drops"]
+    clean = _replay.replay(_recording.load(path)).summary()
+    assert all(c["ok"] for c in clean["checks"]) and "WARNING" not in format_report(clean)
+    # recorded on a live GPU: a failed timeline (the replay cannot check it)
+    # and dropped records (the replay kept all it was given)
+    data["profile"]["checks"] = [
+        {"name": "timeline", "ok": False, "detail": "the GPU time line ends 12 ms late"},
+        {"name": "drops", "ok": False, "detail": "3 activity record(s) dropped"},
+        {"name": "durations", "ok": True, "detail": "fine"}]
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    bad = _replay.replay(_recording.load(tmp_path / "bad.json")).summary()
+    got = {c["name"]: c for c in bad["checks"]}
+    assert got["timeline"] == {"name": "timeline", "ok": False,
+                               "detail": "as recorded: the GPU time line ends 12 ms late"}
+    assert got["drops"]["ok"] is False and got["durations"]["detail"] != "as recorded: fine"
+    lines = format_report(bad).splitlines()
+    assert sorted(lines[1:3]) == [
+        "WARNING (drops): as recorded: 3 activity record(s) dropped",
+        "WARNING (timeline): as recorded: the GPU time line ends 12 ms late"]
+    verdict = evaluate(bad, check_budgets({"max_severe_gaps": 1000}))
+    assert verdict.met == [] and "check drops failed" in verdict.failed[0].line()
+    # an older recording without checks still loads
+    del data["profile"]["checks"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    old = _replay.replay(_recording.load(tmp_path / "old.json")).summary()
+    assert [c["name"] for c in old["checks"]] == ["durations", "drops"]
+    data["profile"]["checks"] = [{"name": "timeline", "ok": "no", "detail": "x"}]
+    (tmp_path / "odd.json").write_text(json.dumps(data))
+    with pytest.raises(_recording.RecordingError,
+                       match=r"profile\.checks\[0\]\.ok is 'no': a bool expected"):
+        _replay.replay(_recording.load(tmp_path / "odd.json"))

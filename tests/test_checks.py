@@ -432,3 +432,21 @@ def test_a_replayed_recording_keeps_its_recorded_checks(test_clock, inject, tmp_
     with pytest.raises(_recording.RecordingError,
                        match=r"profile\.checks\[0\]\.ok is 'no': a bool expected"):
         _replay.replay(_recording.load(tmp_path / "odd.json"))
+
+
+def test_work_the_gpu_drained_after_the_stop_is_inside_the_timeline(test_clock, inject,
+                                                                     live_injected):
+    """A kernel queued before the stop runs 5 ms past it: outside the 1 ms
+    slack, inside once the session says the GPU drained 5 ms after the stop
+    (info["drained_ns"]) or the finish waited that long (phase "sync")."""
+    start = 10 * MS
+    stop = start + 1 * US
+    prof = windowed(inject, [kernel(stop - 500, stop + 5 * MS, 1)], start=start)
+    assert checks_by_name(doctored_summary(prof))["timeline"]["ok"] is False
+    drained = doctored_summary(prof, drained_ns=stop + 5 * MS)
+    assert checks_by_name(drained)["timeline"]["ok"] is True
+    waited = doctored_summary(prof, finish_phases_ns={"sync": 5 * MS, "activity": 0,
+                                                      "metrics": 0, "records": 0})
+    assert checks_by_name(waited)["timeline"]["ok"] is True
+    short = doctored_summary(prof, drained_ns=stop + 3 * MS)  # 5 ms > 3 ms + 1 ms slack
+    assert checks_by_name(short)["timeline"]["ok"] is False

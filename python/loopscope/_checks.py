@@ -12,7 +12,8 @@ re-derive nothing (no gap, step or busy time is computed here).
              take TIMELINE_SLACK_NS + TIMELINE_SLACK_FRACTION of the window
              before the start, and that plus the time the worker waited
              for the GPU to drain after the stop (work queued before the
-             stop runs on after it) past the stop.
+             stop runs on after it; info["drained_ns"], the CUPTI time the
+             wait returned, when the session provides it) past the stop.
 - clock_rate (live only, when the session measured it) CUPTI's clock
              advanced at the host clock's rate over the profile: the ratio
              (CUPTI ns per host ns) within CLOCK_RATE_TOLERANCE of 1.
@@ -180,7 +181,12 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model, state: dic
     if summary.get("source") in LIVE_SOURCES and model is not None and summary.get("gpu"):
         total = model.total()
         start, stop = info.get("start_ns", 0), info.get("stop_ns", 0)
+        # How long after the stop the GPU may still run work queued before it:
+        # the finish's wait for the context to drain, or (when the session
+        # reads it) the CUPTI time at which that wait returned.
         drain = (info.get("finish_phases_ns") or {}).get("sync", 0)
+        if info.get("drained_ns"):
+            drain = max(drain, info["drained_ns"] - stop)
         if total.get("kernels", 0) + total.get("memcpys", 0) + total.get("memsets", 0):
             out.append(timeline_check(total["first_ns"], total["last_ns"], start, stop, drain))
         width = max(stop - start, 0)

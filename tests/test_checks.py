@@ -450,3 +450,25 @@ def test_work_the_gpu_drained_after_the_stop_is_inside_the_timeline(test_clock, 
     assert checks_by_name(waited)["timeline"]["ok"] is True
     short = doctored_summary(prof, drained_ns=stop + 3 * MS)  # 5 ms > 3 ms + 1 ms slack
     assert checks_by_name(short)["timeline"]["ok"] is False
+
+
+# -- torch.distributed: rank 0's cross-rank budget reads every rank's figures ----------
+
+def test_rank_skew_budget_refuses_when_another_rank_failed_a_check():
+    from loopscope import _ranks
+
+    def rank(r, failed=()):
+        summary = {"checks": [{"name": n, "ok": False, "detail": f"{n} broke"} for n in failed],
+                   "steps": [], "diagnosis": {"verdict": "GPU_BOUND"}}
+        return _ranks.compact(summary, rank=r, world_size=2, host="h", step_times={}, clock=None)
+
+    assert rank(1, ["timeline"])["failed_checks"] == [{"name": "timeline",
+                                                        "detail": "timeline broke"}]
+    assert rank(1)["failed_checks"] == []
+    me = {"rank": 0, "checks": [], "ranks": [rank(0), rank(1, ["clock_rate"])]}
+    assert _checks.refusal(me, "max_rank_skew_us") == (
+        "rank 1: check clock_rate failed: clock_rate broke")
+    # a rank's own figures do not read the other ranks' checks
+    assert _checks.refusal(me, "max_severe_gaps") is None
+    fine = dict(me, ranks=[rank(0), rank(1)])
+    assert _checks.refusal(fine, "max_rank_skew_us") is None

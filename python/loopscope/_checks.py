@@ -58,6 +58,7 @@ _TIMING = frozenset({"max_sync_blocked_ms", "max_severe_gaps", "max_gap_us", "ma
                      "min_busy_pct", "max_rank_skew_us", "min_sm_active_pct",
                      "loop_ms", "idle_ms", "severe_gaps", "sync_blocked_ms"})
 STEPS = "steps"
+CROSS_RANK = frozenset({"max_rank_skew_us"})  # read from every rank's figures
 GUARDS: dict[str, frozenset[str]] = {
     "timeline": _TIMING,
     "clock_rate": _TIMING,
@@ -252,6 +253,12 @@ def refusal(summary: dict[str, Any], figure: str, stepwise: bool = False) -> str
         guards = GUARDS.get(str(c.get("name")), frozenset({"*"}))
         if "*" in guards or figure in guards or (stepwise and STEPS in guards):
             reasons.append(f"check {c.get('name')!s} failed: {c.get('detail')}")
+    if figure in CROSS_RANK:  # rank 0: every rank's figures go into it
+        for r in summary.get("ranks") or ():
+            for c in (r.get("failed_checks") or ()) if isinstance(r, dict) else ():
+                if r.get("rank") != summary.get("rank"):
+                    reasons.append(f"rank {r.get('rank')}: check {c.get('name')!s} failed: "
+                                   f"{c.get('detail')}")
     return "; ".join(reasons) or None
 
 

@@ -472,3 +472,17 @@ def test_rank_skew_budget_refuses_when_another_rank_failed_a_check():
     assert _checks.refusal(me, "max_severe_gaps") is None
     fine = dict(me, ranks=[rank(0), rank(1)])
     assert _checks.refusal(fine, "max_rank_skew_us") is None
+
+
+def test_run_steps_pattern_matching_nothing_is_a_failed_steps_check(tmp_path):
+    from test_cli import RANGES_ONLY, cli, script
+
+    path = script(tmp_path, RANGES_ONLY)
+    out = tmp_path / "s.json"
+    result = cli("run", "--steps", "nope", "--json", str(out), path)
+    assert result.returncode == 0  # no budget given: nothing to gate
+    assert "WARNING (steps): --steps 'nope' was given, but no step was found" in result.stdout
+    steps = [c for c in json.loads(out.read_text())["checks"] if c["name"] == "steps"]
+    assert [c["ok"] for c in steps] == [False]
+    matched = cli("run", "--steps", r"^denoise_step_\d+$", path)
+    assert "WARNING" not in matched.stdout

@@ -360,6 +360,11 @@ def _with_steps(prof, pattern: re.Pattern | None) -> tuple[dict[str, Any], str |
         _say(f"taking ranges matching {pattern.pattern!r} as steps ({records:,} records)...")
     new = summary_with_range_steps(prof, lambda name: pattern.search(name) is not None)
     if new is None:
+        from ._checks import steps_check
+
+        # the steps asked for are not there: a failed self-check, shown atop the report
+        summary["checks"] = [c for c in summary.get("checks") or [] if c["name"] != "steps"]
+        summary["checks"].append(steps_check(True, 0, f"--steps {pattern.pattern!r} was given"))
         names = sorted({r["name"] for r in summary["ranges"]})
         return summary, (f"no range name matched --steps {pattern.pattern!r}; the report has "
                          f"no steps (range names: {', '.join(names[:10]) or 'none'})")

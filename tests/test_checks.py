@@ -486,3 +486,8 @@ def test_run_steps_pattern_matching_nothing_is_a_failed_steps_check(tmp_path):
     assert [c["ok"] for c in steps] == [False]
     matched = cli("run", "--steps", r"^denoise_step_\d+$", path)
     assert "WARNING" not in matched.stdout
+
+
+def test_a_profile_that_did_not_stop_cleanly_verified_nothing():
+    summary = build_summary(None, {}, (20.0, 50.0), 0, "stopping failed")
+    assert summary["checks"] == [] and "WARNING" not in format_report(summary)

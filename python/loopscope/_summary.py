@@ -757,6 +757,7 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     ratio = info.get("cupti_clock_ratio")
     if ratio is None:
         ratio = (state or {}).get("cupti_clock_ratio")
-    summary["checks"] = live_checks(summary, info, model, state, ratio)
+    # (no capture: the profile did not stop cleanly, nothing could be verified)
+    summary["checks"] = live_checks(summary, info, model, state, ratio) if capture else []
     summary["overhead"]["summary_ms"] = _ms(time.perf_counter_ns() - t0)
     return summary

@@ -171,8 +171,12 @@ def test_drops_fail_on_one_dropped_record(test_clock, inject):
     assert_refused(dropped, "drops", ("max_severe_gaps", "max_syncs", "min_busy_pct"))
     refused = doctored_summary(prof, buffers_refused=2)
     assert checks_by_name(refused)["drops"]["ok"] is False
-    assert _checks.drops_check(0, sample_losses=1)["ok"] is False  # a PM overflow
-    assert _checks.drops_check(0, frames_dropped=1)["ok"] is False
+    assert _checks.sample_drops_check(0)["ok"] is True
+    assert _checks.sample_drops_check(1)["ok"] is False  # a PM overflow
+    lost = dict(dropped, checks=[{"name": "sample_drops", "ok": False, "detail": "1 lost"}])
+    # a lost sample refuses the counter budget only
+    assert _checks.refusal(lost, "min_sm_active_pct") == "check sample_drops failed: 1 lost"
+    assert _checks.refusal(lost, "max_severe_gaps") is None
 
 
 def test_durations_fail_on_records_refused_for_their_times(test_clock, inject):

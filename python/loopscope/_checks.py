@@ -20,7 +20,9 @@ re-derive nothing (no gap, step or busy time is computed here).
 - durations  no GPU op record was left out for its times (no start, or an
              end before its start), and (live) no kernel lasted longer than
              the window allows (as timeline).
-- drops      no activity record, no buffer and no PM sample was dropped.
+- drops      no activity record and no buffer was dropped.
+- sample_drops (only where counters were sampled) no PM sample was lost
+             to an overflow or a full counter data image.
 - coverage   (only where counters were sampled) the samples cover at least
              MIN_COVERAGE_PCT of the profile.
 - steps      the source declared steps (live: prof.step() or steps=module;
@@ -30,7 +32,9 @@ re-derive nothing (no gap, step or busy time is computed here).
 Left out (not applicable): timeline and clock_rate for traces read offline
 and for injected test records (their device times keep their own time line;
 LIVE_SOURCES), clock_rate while the session does not measure the ratio,
-coverage where no counters were sampled."""
+coverage and sample_drops where no counters were sampled.  (Python frames
+a trace holds past the reader's limit are not a drop of these figures:
+summary["syncs"]["sites_unknown"] says so.)"""
 from __future__ import annotations
 
 import math
@@ -64,6 +68,7 @@ GUARDS: dict[str, frozenset[str]] = {
     "clock_rate": _TIMING,
     "durations": _TIMING,
     "drops": frozenset({"*"}),
+    "sample_drops": frozenset({"min_sm_active_pct"}),
     "coverage": frozenset({"min_sm_active_pct"}),
     "steps": frozenset({STEPS, "loop_ms"}),
 }
@@ -134,20 +139,26 @@ def durations_check(skipped_ops: int, why: str | None, longest_ns: int | None = 
                      and allowed_ns is not None else ""))
 
 
-def drops_check(dropped_records: int, buffers_refused: int = 0, sample_losses: int = 0,
-                frames_dropped: int = 0) -> dict[str, Any]:
-    """Records, buffers and PM samples lost (each a count)."""
+def drops_check(dropped_records: int, buffers_refused: int = 0) -> dict[str, Any]:
+    """Activity records and buffers lost (each a count)."""
     lost = [f"{n:,} {what}" for n, what in (
         (dropped_records, "activity record(s) dropped"),
-        (buffers_refused, "activity buffer(s) refused (the buffer pool was full)"),
-        (sample_losses, "PM sample loss(es) (buffer overflows, full counter data)"),
-        (frames_dropped, "Python frame(s) not kept")) if n]
+        (buffers_refused, "activity buffer(s) refused (the buffer pool was full)")) if n]
     if not lost:
-        return _check("drops", True, "no record, buffer or sample was dropped")
+        return _check("drops", True, "no activity record or buffer was dropped")
     return _check("drops", False,
                   "; ".join(lost) + ": counts and times miss what was lost; raise buffer_mb "
-                  "(records) or metrics_buffer_mb / metrics_interval_us (samples), or profile "
-                  "fewer steps")
+                  "or profile fewer steps")
+
+
+def sample_drops_check(losses: int) -> dict[str, Any]:
+    """PM samples lost to buffer overflows or a full counter data image."""
+    if not losses:
+        return _check("sample_drops", True, "no PM sample was lost")
+    return _check("sample_drops", False,
+                  f"{losses:,} PM sample loss(es) (buffer overflows, full counter data): SM and "
+                  "DRAM figures miss part of the loop; raise metrics_buffer_mb or "
+                  "metrics_interval_us")
 
 
 def coverage_check(coverage_pct: float | None, reason: str | None) -> dict[str, Any]:
@@ -201,13 +212,13 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model, state: dic
         longest = max((k["max_ns"] for k in model.kernels()), default=None)
         out.append(durations_check(info.get("invalid_records", 0), None,
                                    longest if window is not None else None, window))
-    # PM samples lost to an overflow or a full counter data image (the
-    # partial samples the settle drops are routine: the coverage check sees
-    # what any loss costs the loop)
-    pm = info.get("pm") or {}
-    out.append(drops_check(info.get("dropped_records", 0), info.get("buffers_refused", 0),
-                           pm.get("overflows", 0) + pm.get("counter_data_full", 0)))
+    out.append(drops_check(info.get("dropped_records", 0), info.get("buffers_refused", 0)))
     if info.get("sampled") or info.get("samples_injected"):
+        # PM samples lost to an overflow or a full counter data image (the
+        # partial samples the settle drops are routine: coverage sees what
+        # any loss costs the loop)
+        pm = info.get("pm") or {}
+        out.append(sample_drops_check(pm.get("overflows", 0) + pm.get("counter_data_full", 0)))
         sm = summary.get("sm")
         out.append(coverage_check(sm.get("coverage_pct") if sm else None,
                                   summary.get("metrics_error")))
@@ -231,8 +242,7 @@ def trace_checks(summary: dict[str, Any], stats: dict[str, Any], ranges: Sequenc
              and why.get(c) in ("ends before it starts", "no start or end time")]
     out = [durations_check(sum(skipped[c] for c in timed),
                            "; ".join(f"{c}: {why[c]}" for c in timed) or None),
-           drops_check(summary.get("dropped_records") or 0,
-                       frames_dropped=stats.get("frames_dropped", 0))]
+           drops_check(summary.get("dropped_records") or 0)]
     if pattern is None:
         markers = sum(1 for r in ranges if PROFILER_STEP.match(r[0] or ""))
         declared, what = markers > 0, f"the trace has {markers:,} ProfilerStep#N range(s)"

@@ -25,7 +25,7 @@ PyObject *ls_call_dict(const ls_call *c, const ls_code_table *codes)
     }
     CUpti_CallbackDomain domain = c->domain ? CUPTI_CB_DOMAIN_DRIVER_API
                                             : CUPTI_CB_DOMAIN_RUNTIME_API;
-    const char *api = ls_cbid_name(domain, c->cbid);
+    const char *api = c->alias ? ls_cbid_alias_name(c->alias) : ls_cbid_name(domain, c->cbid);
     return ls_py_dict_of(
         9, "api", api ? PyUnicode_FromString(api) : Py_NewRef(Py_None), "driver",
         PyBool_FromLong(c->domain), "wait_class",

@@ -40,6 +40,14 @@ enum {
     LS_FINISH_PHASES
 };
 
+/* Where CUPTI's timestamps came from during the session. */
+typedef enum {
+    LS_TIMESTAMPS_UNSET = 0,          /* CUPTI not used */
+    LS_TIMESTAMPS_OWN = 1,            /* loopscope's source registered (ls_clock.h) */
+    LS_TIMESTAMPS_CUPTI_DEFAULT = 2,  /* this CUPTI cannot register one: its default */
+    LS_TIMESTAMPS_REFUSED = 3,        /* CUPTI refused: whatever source was there */
+} ls_timestamp_source;
+
 /* Everything a finished session hands to its owner. */
 typedef struct {
     ls_records records;
@@ -51,7 +59,7 @@ typedef struct {
     char note[1024];           /* traced, but with something missing ("" if not) */
     int watched_syncs;         /* the calls that wait were watched (callbacks) */
     char syncs_reason[1024];   /* why not, "" when watched */
-    uint64_t calls_before_start; /* blocking calls of the warm-up: left out */
+    uint64_t calls_before_start; /* blocking calls and sync records of the warm-up: left out */
     uint64_t codes_refused;    /* Python code objects the code table had no room for */
     uint64_t range_mismatches; /* exits with no matching enter */
     uint64_t ranges_left_open; /* ranges closed by stop */
@@ -83,6 +91,12 @@ typedef struct {
     uint64_t samples_outside;  /* decoded samples outside the profile's window: left out */
     uint64_t pm_setup_ns;      /* host time the worker took to set sampling up and start it */
     uint64_t pm_began_ns;      /* CUPTI clock when sampling began for this profile */
+    uint64_t pm_wait_ns;       /* host time start waited for the sampler's set-up */
+    int pm_wait_timed_out;     /* 1 when that wait reached its bound */
+    uint64_t start_reference_ns; /* the host reference clock beside records.start_ns */
+    uint64_t stop_reference_ns;  /* ... and beside records.stop_ns (ls_clock_reference_ns) */
+    ls_timestamp_source timestamp_source;
+    char timestamp_error[256]; /* why CUPTI refused loopscope's source, "" normally */
 } ls_capture;
 
 #endif

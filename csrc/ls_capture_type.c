@@ -303,6 +303,30 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                    "drains", U64(c->drains), "drain_ns", U64(c->drain_ns), "stop_ns_cost",
                    U64(c->stop_ns_cost), "buffer_bytes", U64(c->buffer_bytes),
                    "buffers_refused", U64(c->buffers_refused));
+    /* The profile clock's rate against the host reference: 1.0 when CUPTI's
+     * timestamps are ns of the host's time, None when nothing was compared. */
+    PyObject *clock_rate = Py_NewRef(Py_None);
+    if (c->start_reference_ns != 0 && c->stop_reference_ns > c->start_reference_ns &&
+        r->stop_ns >= r->start_ns) {
+        Py_DECREF(clock_rate);
+        clock_rate = PyFloat_FromDouble((double)(r->stop_ns - r->start_ns) /
+                                        (double)(c->stop_reference_ns - c->start_reference_ns));
+    }
+    static const char *const timestamp_sources[] = {"none", "loopscope", "cupti-default",
+                                                    "refused"};
+    PyObject *clock = ls_py_dict_of(6, "pm_wait_ns", U64(c->pm_wait_ns), "pm_wait_timed_out",
+                     PyBool_FromLong(c->pm_wait_timed_out), "clock_rate", clock_rate, "reference_span_ns",
+                     U64(c->stop_reference_ns > c->start_reference_ns
+                             ? c->stop_reference_ns - c->start_reference_ns : 0),
+                     "timestamp_source",
+                     PyUnicode_FromString(timestamp_sources[c->timestamp_source <= 3
+                                                                ? c->timestamp_source : 0]),
+                     "timestamp_error",
+                     c->timestamp_error[0] ? PyUnicode_FromString(c->timestamp_error)
+                                           : Py_NewRef(Py_None));
+    if (info != NULL && (clock == NULL || PyDict_Update(info, clock) != 0))
+        Py_CLEAR(info);
+    Py_XDECREF(clock);
     PyObject *more = info == NULL ? NULL
         : ls_py_dict_of(6, "calls_injected", PyBool_FromLong(c->calls_injected),
                      "watched_syncs", PyBool_FromLong(c->watched_syncs), "syncs_reason",
@@ -412,7 +436,8 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_CLEAR(pm_dict);
         Py_XDECREF(more_pm);
         PyObject *setup = pm_dict == NULL ? NULL
-            : ls_py_dict_of(5, "config_source", PyUnicode_FromString(pm->config_source),
+            : ls_py_dict_of(6, "availability_cached", PyBool_FromLong(pm->availability_cached),
+                         "config_source", PyUnicode_FromString(pm->config_source),
                          "cache_note",
                          pm->cache_note[0] ? PyUnicode_FromString(pm->cache_note)
                                            : Py_NewRef(Py_None),

@@ -159,8 +159,90 @@ const char *ls_cbid_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
     return out;
 }
 
+/* HIP (ROCm) runtime calls as the CUDA calls of the table that do the same
+ * thing: Kineto on ROCm writes them under cat "cuda_runtime", and a trace
+ * reader must see their launches, copies, waits and frees as it sees
+ * CUDA's.  Names from the HIP runtime API (hip_runtime_api.h). */
+static const struct {
+    const char *hip, *cuda;
+} hip_aliases[] = {
+    {"hipLaunchKernel", "cudaLaunchKernel_v7000"},
+    {"hipExtLaunchKernel", "cudaLaunchKernel_v7000"},
+    {"hipModuleLaunchKernel", "cudaLaunchKernel_v7000"},
+    {"hipExtModuleLaunchKernel", "cudaLaunchKernel_v7000"},
+    {"hipHccModuleLaunchKernel", "cudaLaunchKernel_v7000"},
+    {"hipLaunchKernelExC", "cudaLaunchKernelExC_v11060"},
+    {"hipDrvLaunchKernelEx", "cudaLaunchKernelExC_v11060"},
+    {"hipLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_v9000"},
+    {"hipModuleLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_v9000"},
+    {"hipExtLaunchMultiKernelMultiDevice", "cudaLaunchKernel_v7000"},
+    {"hipLaunchCooperativeKernelMultiDevice", "cudaLaunchCooperativeKernel_v9000"},
+    {"hipGraphLaunch", "cudaGraphLaunch_v10000"},
+    {"hipMemset", "cudaMemset_v3020"}, {"hipMemsetD8", "cudaMemset_v3020"},
+    {"hipMemsetD16", "cudaMemset_v3020"}, {"hipMemsetD32", "cudaMemset_v3020"},
+    {"hipMemsetAsync", "cudaMemsetAsync_v3020"}, {"hipMemsetD8Async", "cudaMemsetAsync_v3020"},
+    {"hipMemsetD16Async", "cudaMemsetAsync_v3020"},
+    {"hipMemsetD32Async", "cudaMemsetAsync_v3020"},
+    {"hipMemset2DAsync", "cudaMemset2DAsync_v3020"},
+    {"hipMemset3DAsync", "cudaMemset3DAsync_v3020"},
+    {"hipMemcpy", "cudaMemcpy_v3020"}, {"hipMemcpyWithStream", "cudaMemcpy_v3020"},
+    {"hipMemcpyHtoD", "cudaMemcpy_v3020"}, {"hipMemcpyDtoH", "cudaMemcpy_v3020"},
+    {"hipMemcpyDtoD", "cudaMemcpy_v3020"}, {"hipMemcpyParam2D", "cudaMemcpy2D_v3020"},
+    {"hipMemcpy2D", "cudaMemcpy2D_v3020"}, {"hipMemcpy3D", "cudaMemcpy3D_v3020"},
+    {"hipMemcpyPeer", "cudaMemcpyPeer_v4000"},
+    {"hipMemcpyToSymbol", "cudaMemcpyToSymbol_v3020"},
+    {"hipMemcpyFromSymbol", "cudaMemcpyFromSymbol_v3020"},
+    {"hipMemcpyAsync", "cudaMemcpyAsync_v3020"}, {"hipMemcpyHtoDAsync", "cudaMemcpyAsync_v3020"},
+    {"hipMemcpyDtoHAsync", "cudaMemcpyAsync_v3020"},
+    {"hipMemcpyDtoDAsync", "cudaMemcpyAsync_v3020"},
+    {"hipMemcpy2DAsync", "cudaMemcpy2DAsync_v3020"},
+    {"hipMemcpy3DAsync", "cudaMemcpy3DAsync_v3020"},
+    {"hipMemcpyPeerAsync", "cudaMemcpyPeerAsync_v4000"},
+    {"hipMemcpyToSymbolAsync", "cudaMemcpyToSymbolAsync_v3020"},
+    {"hipMemcpyFromSymbolAsync", "cudaMemcpyFromSymbolAsync_v3020"},
+    {"hipDeviceSynchronize", "cudaDeviceSynchronize_v3020"},
+    {"hipCtxSynchronize", "cudaDeviceSynchronize_v3020"},
+    {"hipStreamSynchronize", "cudaStreamSynchronize_v3020"},
+    {"hipEventSynchronize", "cudaEventSynchronize_v3020"},
+    {"hipFree", "cudaFree_v3020"}, {"hipFreeHost", "cudaFreeHost_v3020"},
+    {"hipHostFree", "cudaFreeHost_v3020"},
+    {"hipMalloc", "cudaMalloc_v3020"}, {"hipExtMallocWithFlags", "cudaMalloc_v3020"},
+    {"hipHostMalloc", "cudaMallocHost_v3020"}, {"hipMallocHost", "cudaMallocHost_v3020"},
+    {"hipMallocPitch", "cudaMallocPitch_v3020"}, {"hipMalloc3D", "cudaMalloc3D_v3020"},
+    {"hipMallocManaged", "cudaMallocManaged_v6000"},
+    {"hipMallocAsync", "cudaMallocAsync_v11020"},
+    {"hipMallocFromPoolAsync", "cudaMallocFromPoolAsync_v11020"},
+    {"hipFreeAsync", "cudaFreeAsync_v11020"},
+};
+
+#define HIP_ALIASES (sizeof hip_aliases / sizeof hip_aliases[0])
+_Static_assert(HIP_ALIASES < 255, "a HIP alias fits a byte");
+
+uint8_t ls_cbid_alias_of(const char *name)
+{
+    if (!(name[0] == 'h' && name[1] == 'i' && name[2] == 'p'))
+        return 0;
+    /* "_spt": HIP's per-thread default stream variant of the same call */
+    size_t n = strlen(name);
+    if (n > 4 && strcmp(name + n - 4, "_spt") == 0)
+        n -= 4;
+    for (size_t i = 0; i < HIP_ALIASES; i++)
+        if (strlen(hip_aliases[i].hip) == n && strncmp(name, hip_aliases[i].hip, n) == 0)
+            return (uint8_t)(i + 1);
+    return 0;
+}
+
+const char *ls_cbid_alias_name(uint32_t alias)
+{
+    return alias >= 1 && alias <= HIP_ALIASES ? hip_aliases[alias - 1].hip : NULL;
+}
+
 int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackId *cbid)
 {
+    if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p') {
+        uint8_t alias = ls_cbid_alias_of(name);
+        return alias ? ls_cbid_find(hip_aliases[alias - 1].cuda, domain, cbid) : -1;
+    }
     static const CUpti_CallbackDomain domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
                                                    CUPTI_CB_DOMAIN_DRIVER_API};
     size_t wanted = strlen(name);

@@ -49,9 +49,20 @@ uint8_t ls_cbid_role_of_record(uint32_t domain, uint32_t cbid);
 const char *ls_cbid_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
 /* Finds a callback id of the table by API name, with or without the version
- * suffix ("cudaStreamSynchronize", "cuMemcpyDtoHAsync_v2").  0 and the id,
- * or -1 when the table has no such call. */
+ * suffix ("cudaStreamSynchronize", "cuMemcpyDtoHAsync_v2"), or by the
+ * name of the HIP runtime call that does the same ("hipStreamSynchronize"
+ * finds cudaStreamSynchronize's id: ROCm traces read like CUDA ones).  0
+ * and the id, or -1 when the table has no such call. */
 int ls_cbid_find(const char *name, CUpti_CallbackDomain *domain, CUpti_CallbackId *cbid);
+
+/* The HIP alias of an API name: a small number > 0 when ls_cbid_find reads
+ * `name` as a HIP call, 0 otherwise; ls_cbid_alias_name turns it back into
+ * the HIP name (NULL for 0 or an unknown number), so a ROCm trace's calls
+ * keep their own names in the summary and the export.  A per-thread
+ * variant ("hipStreamSynchronize_spt") is its call's alias, named without
+ * the suffix. */
+uint8_t ls_cbid_alias_of(const char *name);
+const char *ls_cbid_alias_name(uint32_t alias);
 
 /* The host pointer of an async driver copy between host and device
  * (cuMemcpyHtoDAsync / cuMemcpyDtoHAsync, which the runtime's

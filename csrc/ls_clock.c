@@ -8,6 +8,7 @@
 
 static ls_clock_mode base_mode = LS_CLOCK_MONOTONIC;
 static uint64_t test_next, test_tick;
+static double test_rate = 1.0;
 
 void ls_clock_use(ls_clock_mode mode)
 {
@@ -19,6 +20,30 @@ void ls_clock_set_test(uint64_t start_ns, uint64_t tick_ns)
 {
     test_next = start_ns;
     test_tick = tick_ns;
+    test_rate = 1.0;
+}
+
+void ls_clock_set_test_rate(double rate) { test_rate = rate > 0.0 ? rate : 1.0; }
+
+uint64_t ls_clock_reference_ns(void)
+{
+    if (test_tick != 0)
+        return (uint64_t)((double)test_next / test_rate);
+    return base_mode == LS_CLOCK_CUPTI ? ls_clock_monotonic_ns() : 0;
+}
+
+static uint64_t CUPTIAPI realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int ls_clock_own_cupti_timestamps(void)
+{
+    if (ls_cupti.ActivityRegisterTimestampCallback == NULL)
+        return 1;
+    return LS_CUPTI_CHECK(ActivityRegisterTimestampCallback(realtime_ns)) == CUPTI_SUCCESS ? 0 : -1;
 }
 
 ls_clock_mode ls_clock_mode_now(void) { return test_tick ? LS_CLOCK_TEST : base_mode; }

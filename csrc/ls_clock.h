@@ -25,4 +25,24 @@ uint64_t ls_clock_now(void);
  * deadlines, which must not follow the test clock or CUPTI. */
 uint64_t ls_clock_monotonic_ns(void);
 
+/* Makes CUPTI take its timestamps (activity records, cuptiGetTimestamp) from
+ * CLOCK_REALTIME in ns, CUPTI's own default on Linux.  Another client can
+ * have left its own source registered (torch.profiler's Kineto registers the
+ * CPU's TSC, whose ticks are not ns: every time after it ran stretched
+ * ~2x), so each profile registers this one before it enables any activity
+ * kind.  Returns 0, 1 when this CUPTI has no such call (nothing changed),
+ * -1 when CUPTI refused (the message in ls_cupti_error()).  Requires
+ * ls_cupti_load(). */
+int ls_clock_own_cupti_timestamps(void);
+
+/* The host clock that the selected clock's rate is checked against:
+ * CLOCK_MONOTONIC under CUPTI; under the test clock its last value divided by
+ * the scripted rate (ls_clock_set_test_rate), without advancing it.  0 when
+ * the selected clock is CLOCK_MONOTONIC itself (nothing to check). */
+uint64_t ls_clock_reference_ns(void);
+
+/* Tests: the test clock runs `rate` times as fast as its reference (1.0 by
+ * default; ls_clock_set_test resets it). */
+void ls_clock_set_test_rate(double rate);
+
 #endif

@@ -24,6 +24,7 @@ static struct {
     int (*stream_create)(void **, unsigned int);
     int (*stream_synchronize)(void *);
     int (*pointer_get_attribute)(void *, int, ls_cu_ptr);
+    int (*driver_get_version)(int *);
 } cu;
 static atomic_int resolved;
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -52,6 +53,7 @@ static int resolve(void)
             LS_SYM(stream_create, "cuStreamCreate");
             LS_SYM(stream_synchronize, "cuStreamSynchronize");
             LS_SYM(pointer_get_attribute, "cuPointerGetAttribute");
+            LS_SYM(driver_get_version, "cuDriverGetVersion");
 #undef LS_SYM
             atomic_store_explicit(&resolved, 1, memory_order_release);
         }
@@ -88,6 +90,14 @@ int ls_cuda_sync_context(void *context)
     if (used <= 0)
         return used;
     return cu.ctx_synchronize != NULL && cu.ctx_synchronize() == 0 ? 1 : -1;
+}
+
+int ls_cuda_driver_version(void)
+{
+    int version = 0;
+    if (resolve() != 0 || cu.driver_get_version == NULL || cu.driver_get_version(&version) != 0)
+        return 0;
+    return version;
 }
 
 int ls_cuda_device_name(int ordinal, char *buf, size_t size)

@@ -31,6 +31,10 @@ int ls_cuda_sync_context(void *context);
  * success, -1 when the driver is not loaded or the call failed. */
 int ls_cuda_device_name(int ordinal, char *buf, size_t size);
 
+/* The driver's CUDA version (cuDriverGetVersion: 13000 for 13.0), 0 when
+ * no driver is loaded or it cannot tell. */
+int ls_cuda_driver_version(void);
+
 /* Fills *out with what the driver says of device `ordinal`: SM count,
  * threads, blocks, registers and shared memory per SM.  Each device is
  * asked once per process (call with the GIL, never from a callback).

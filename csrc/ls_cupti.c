@@ -78,6 +78,8 @@ static const char *resolve_symbols(void *handle, ls_cupti_api *api)
     LS_REQUIRE(EnableDomain);
 #undef LS_REQUIRE
     *(void **)(&api->Subscribe_v2) = dlsym(handle, "cuptiSubscribe_v2");
+    *(void **)(&api->ActivityRegisterTimestampCallback) =
+        dlsym(handle, "cuptiActivityRegisterTimestampCallback");
     return NULL;
 }
 

@@ -45,6 +45,8 @@ typedef struct {
     /* Optional (CUPTI >= 12.x): tells the name of a tool that already owns CUPTI. */
     CUptiResult (*Subscribe_v2)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
                                 CUpti_SubscriberParams *);
+    /* Optional: where activity records and cuptiGetTimestamp take their time. */
+    CUptiResult (*ActivityRegisterTimestampCallback)(CUpti_TimestampCallbackFunc);
     CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle);
     CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                   CUpti_CallbackId);

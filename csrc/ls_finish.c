@@ -183,11 +183,20 @@ static void filter_window(ls_capture *c)
     free(kept_ids);
     free(late_ids);
     if (c->traced) {
+        /* A sync record that ended before the start is the warm-up's own
+         * wait (its stream sync): kept, it would sit far left of the loop
+         * on every time line. */
         kept = 0;
-        for (size_t i = 0; i < r->sync_records.count; i++)
-            if (r->sync_records.items[i].start_ns <= stop)
-                r->sync_records.items[kept++] = r->sync_records.items[i];
-        c->records_after_stop += r->sync_records.count - kept;
+        size_t early = 0;
+        for (size_t i = 0; i < r->sync_records.count; i++) {
+            const ls_sync_record *s = &r->sync_records.items[i];
+            if (s->end_ns < start)
+                early++;
+            else if (s->start_ns <= stop)
+                r->sync_records.items[kept++] = *s;
+        }
+        c->calls_before_start += early;
+        c->records_after_stop += r->sync_records.count - kept - early;
         r->sync_records.count = kept;
     }
     kept = 0;

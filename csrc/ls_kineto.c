@@ -721,7 +721,11 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
         int32_t step = -1;
         if (ev->has_step && ls_json_number_uint(&ev->step, INT32_MAX, &v) == 0)
             step = (int32_t)v;
-        int rc = cls == LS_TB_ANNOTATION ? ls_tbuild_range(b, ts, end, thread, name, len, step)
+        /* torch 1.8/1.9 wrote ProfilerStep#N under cat "Operator": a step all the same */
+        int range = cls == LS_TB_ANNOTATION ||
+                    (cls == LS_TB_CPU_OP && ci_equal(&ev->cat, "operator") &&
+                     len > 13 && memcmp(name, "ProfilerStep#", 13) == 0);
+        int rc = range ? ls_tbuild_range(b, ts, end, thread, name, len, step)
                                          : ls_tbuild_frame(b, ts, end, thread, name, len);
         return rc ? -2 : 0;
     }

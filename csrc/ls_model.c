@@ -266,7 +266,7 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
             prev = idx[0];
             if (line->first_ns == 0 || op->start_ns < line->first_ns)
                 line->first_ns = op->start_ns;
-        } else if (op->start_ns > cur_end) {
+        } else if (op->start_ns > cur_end + c->r->merge_idle_upto_ns) {
             if (out && (out->gaps || out->stats)) {
                 ls_gap g = {cur_end, op->start_ns, prev, idx[i], op->device_id,
                             op->stream_id, c->m->op_step[idx[i]],
@@ -281,6 +281,8 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
                 c->intervals[c->interval_count++] = (ls_interval){busy_start, cur_end};
             line->busy_ns += cur_end - busy_start;
             busy_start = op->start_ns;
+        } else if (op->start_ns > cur_end && out && out->stats) {
+            out->stats->merged++; /* below the resolution: the busy interval goes on */
         }
         if (op->end_ns > cur_end) {
             cur_end = op->end_ns;
@@ -1506,6 +1508,8 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         m->total.gaps = m->devices[0].gaps;
     else
         gap_stats(&c, m->gaps, NULL, m->gap_count, &m->total.gaps);
+    for (size_t d = 0; m->device_count > 1 && d < m->device_count; d++)
+        m->total.gaps.merged += m->devices[d].gaps.merged;
     result = 0;
 done:
     free_buckets(&step_ops);

@@ -8,7 +8,10 @@
  * (normal below normal_below_ns, severe above severe_above_ns, else
  * warning), a cause (sync: a host sync or sync record overlapped it; host:
  * the launch call of the op that ends it began after the device went idle;
- * other), and the step, range and stream of the op that ends it.
+ * other), and the step, range and stream of the op that ends it.  An idle
+ * interval of at most records->merge_idle_upto_ns (a trace's timestamps
+ * cannot tell it from none) is no gap: its busy intervals merge, and it is
+ * counted as merged in the line's gap statistics.
  *
  * Attribution (ls_attribution): each op belongs to the innermost range
  * open on the thread that made its launch call, and to that range's step
@@ -71,6 +74,8 @@ typedef struct {
     uint64_t by_cause_ns[LS_CAUSE_COUNT]; /* idle time per cause */
     uint64_t total_ns, max_ns, p50_ns, p99_ns; /* nearest-rank percentiles */
     uint64_t histogram[LS_HIST_BINS];
+    uint64_t merged; /* idle intervals of at most records->merge_idle_upto_ns, not
+                        counted above: below the source's resolution */
 } ls_gap_stats;
 
 typedef struct {

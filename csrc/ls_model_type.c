@@ -85,13 +85,14 @@ static PyObject *gap_stats_dict(const ls_gap_stats *s)
     if (hist == NULL)
         return NULL;
     return ls_py_dict_of(
-        15, "count", U64(s->count), "normal", U64(s->by_class[LS_CLASS_NORMAL]), "warning",
+        16, "count", U64(s->count), "normal", U64(s->by_class[LS_CLASS_NORMAL]), "warning",
         U64(s->by_class[LS_CLASS_WARNING]), "severe", U64(s->by_class[LS_CLASS_SEVERE]), "host",
         U64(s->by_cause[LS_CAUSE_HOST]), "sync", U64(s->by_cause[LS_CAUSE_SYNC]), "other",
         U64(s->by_cause[LS_CAUSE_OTHER]), "total_ns", U64(s->total_ns), "max_ns",
         U64(s->max_ns), "p50_ns", U64(s->p50_ns), "p99_ns", U64(s->p99_ns), "histogram", hist,
         "host_ns", U64(s->by_cause_ns[LS_CAUSE_HOST]), "sync_ns",
-        U64(s->by_cause_ns[LS_CAUSE_SYNC]), "other_ns", U64(s->by_cause_ns[LS_CAUSE_OTHER]));
+        U64(s->by_cause_ns[LS_CAUSE_SYNC]), "other_ns", U64(s->by_cause_ns[LS_CAUSE_OTHER]),
+        "merged", U64(s->merged));
 }
 
 static PyObject *id_or_none(uint32_t id)
@@ -781,13 +782,20 @@ static int fill_window(ls_model_object *self, uint64_t start, uint64_t end, size
         if (x->end_ns < start || x->start_ns > end || length < min_range_ns)
             continue;
         counts[RANGES]++;
-        if ((size_t)PyList_GET_SIZE(lists[RANGES]) < limit &&
-            append_new(lists[RANGES],
-                       Py_BuildValue("(nKKkKNN)", (Py_ssize_t)i, (unsigned long long)x->start_ns,
+        if ((size_t)PyList_GET_SIZE(lists[RANGES]) >= limit)
+            continue;
+        /* its group's name (the name without the step's prefix): the same
+         * layer in every step, one colour in the pictures */
+        int32_t g = m->groups.group_of[i];
+        const ls_group *group = g >= 0 ? &m->groups.items[g] : NULL;
+        PyObject *key = group == NULL ? Py_NewRef(Py_None)
+                      : group_name(&r->ranges.items[group->first_range], group->key_offset);
+        if (append_new(lists[RANGES],
+                       Py_BuildValue("(nKKkKNNN)", (Py_ssize_t)i, (unsigned long long)x->start_ns,
                                      (unsigned long long)x->end_ns, (unsigned long)x->depth,
                                      (unsigned long long)x->thread_id,
                                      ls_py_index_or_none(m->steps.step_of[i]),
-                                     ls_py_range_name(x))))
+                                     ls_py_range_name(x), key)))
             return -1;
     }
     for (size_t k = 0; lists[SYNCS] != NULL && k < m->syncs.count; k++) {
@@ -1190,7 +1198,8 @@ static PyMethodDef model_methods[] = {
      "[start_ns, end_ns] (an interval [a, b] meets it when b >= start_ns and a <= end_ns): "
      "{'busy': [(start_ns, end_ns, device)] merged busy intervals by device then time, "
      "'gaps': [gap dicts as worst_gaps] of class min_class or worse, 'ranges': [(index, "
-     "start_ns, end_ns, depth, thread, step or None, name)] at least min_range_ns long, "
+     "start_ns, end_ns, depth, thread, step or None, name, group name (the name without "
+     "the step prefix) or None for a step)] at least min_range_ns long, "
      "'syncs': [(start_ns, end_ns, blocked_ns, thread, step or None, wait_class)]}, each list "
      "its first `limit` items, and 'busy_count', 'gap_count', 'range_count', 'sync_count': "
      "how many there are; kinds (e.g. ('ranges',)) keeps only those kinds' keys.  Cost: "

@@ -16,6 +16,7 @@
 #include "ls_pyvalues.h"
 #include "ls_range_type.h"
 #include "ls_rows.h"
+#include "ls_sampler.h"
 #include "ls_site_type.h"
 #include "ls_step_type.h"
 #include "ls_session.h"
@@ -40,7 +41,8 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                                "metrics_max_samples", "metrics_decode_ns", "zeroed_buffers",
                                "defer", "metrics_cache_dir", "metrics_keep_ns",
                                "metrics_keep_running_ns", "metrics_wait_for_start",
-                               "callbacks", "metrics_stop_in_finish", NULL};
+                               "callbacks", "metrics_stop_in_finish", "metrics_wait_bound_ns",
+                               "own_timestamps", NULL};
     /* Warm-up once per process by default (issue 11, H200): with CUPTI's
      * buffers handed over zeroed, step 0's largest gap after the first
      * profile was the same without a warm-up (warm_up_none 96.9 us, once
@@ -48,7 +50,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
      * cost 0.36-0.42 ms of each enter; the first profile of a process still
      * showed a bubble without one (eager step 0: 206 us none, 114 us once). */
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
-        metrics_device = -1, zeroed = 1, defer = 1, wait_for_start = 0, callbacks = 1,
+        metrics_device = -1, zeroed = 1, defer = 1, callbacks = 1, own_timestamps = 1,
         stop_in_finish = 1; /* see below */
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)
@@ -62,19 +64,31 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
      * its window, the counter tests failed) and the CUDA-graph loop paid
      * 1.16-1.17x inside the profile against 1.07x with the stop in the
      * finish; correct counters first, the ~5 ms stop is waited for. */
+    /* The first profile of a process waits for the sampler's set-up (issue
+     * 30: without it a script's one profile read no SM or DRAM at all), at
+     * most 2 s (the set-up took 0.39-0.5 s on H100s with a warm cache). */
+    int wait_for_start = LS_SAMPLER_WAIT_SETUP;
+    unsigned long long wait_bound_ns = 2000000000ull;
     unsigned long long interval_ns = 100000, decode_ns = 10000000;
     unsigned long long keep_ns = 3000000000ull, keep_running_ns = 0;
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKppp:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKp:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
                                      &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
                                      &keep_running_ns, &wait_for_start, &callbacks,
-                                     &stop_in_finish))
+                                     &stop_in_finish, &wait_bound_ns, &own_timestamps))
         return NULL;
+    if (wait_for_start < LS_SAMPLER_WAIT_NEVER || wait_for_start > LS_SAMPLER_WAIT_SETUP ||
+        wait_bound_ns > 60000000000ull) {
+        PyErr_Format(PyExc_ValueError, "metrics_wait_for_start must be 0 (never), 1 (every "
+                     "start) or 2 (when the sampler must be set up), and metrics_wait_bound_ns "
+                     "at most 6e10 (got %d, %llu)", wait_for_start, wait_bound_ns);
+        return NULL;
+    }
     if (buffer_bytes < 65536 || max_buffers < 1) {
         PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
                      "(got %zd and %zd)", buffer_bytes, max_buffers);
@@ -149,6 +163,8 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.pm_keep_ns = keep_ns;
     options.pm_keep_running_ns = keep_running_ns;
     options.pm_wait_for_start = wait_for_start;
+    options.pm_wait_bound_ns = wait_bound_ns;
+    options.own_timestamps = own_timestamps;
     options.pm_stop_in_finish = stop_in_finish;
     ls_session_state state;
     uint64_t waited = 0;
@@ -327,8 +343,9 @@ static PyMethodDef core_methods[] = {
      " warm_up=2, syncs=True, metrics=False, metrics_interval_ns=100000,"
      " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
      " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
-     " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=False,"
-     " callbacks=True, metrics_stop_in_finish=True)"
+     " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=2,"
+     " callbacks=True, metrics_stop_in_finish=True, metrics_wait_bound_ns=2e9,"
+     " own_timestamps=True)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
      " Internal switches (compared by benchmarks/overhead_options.py): zeroed_buffers (hand"

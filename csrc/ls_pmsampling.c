@@ -4,6 +4,7 @@
 #include "ls_clock.h"
 #include "ls_cuda.h"
 #include "ls_cupti.h"
+#include "ls_pmavail.h"
 #include "ls_pmcache.h"
 #include "ls_pmconfig.h"
 
@@ -184,30 +185,6 @@ static CUptiResult chip_name(int device, char *chip, size_t chip_size)
     return st;
 }
 
-/* The device's counter availability image, malloc'd, and its size. */
-static CUptiResult availability(int device, uint8_t **avail, size_t *size)
-{
-    *avail = NULL;
-    *size = 0;
-    LS_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, p);
-    p.deviceIndex = (size_t)device;
-    CUptiResult st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&p));
-    if (st != CUPTI_SUCCESS)
-        return st;
-    *avail = malloc(p.counterAvailabilityImageSize ? p.counterAvailabilityImageSize : 1);
-    if (*avail == NULL)
-        return CUPTI_ERROR_OUT_OF_MEMORY;
-    p.pCounterAvailabilityImage = *avail;
-    st = LS_CUPTI_CHECK(PmSamplingGetCounterAvailability(&p));
-    if (st != CUPTI_SUCCESS) {
-        free(*avail);
-        *avail = NULL;
-    } else {
-        *size = p.counterAvailabilityImageSize;
-    }
-    return st;
-}
-
 /* Adds the host time since *t0 to phase `k` and moves *t0 to now. */
 static void lap(int k, uint64_t *t0)
 {
@@ -217,11 +194,14 @@ static void lap(int k, uint64_t *t0)
 }
 
 /* The single-pass config for `chip`: the one of an earlier profile, the
- * disk cache's, or a new one (written to the cache).  Returns 0, or -1 with
- * a sentence in `why`. */
-static int config_for(const ls_pm_options *o, int device, const char *chip, char *why,
-                      size_t why_size)
+ * disk cache's, or a new one (written to the cache); the availability image
+ * it is built for comes from the disk cache when `cached_availability` and
+ * it is there (*from_cache then says so).  Returns 0, or -1 with a sentence
+ * in `why`. */
+static int config_for(const ls_pm_options *o, int device, const char *chip,
+                      int cached_availability, int *from_cache, char *why, size_t why_size)
 {
+    *from_cache = 0;
     if (cached.config != NULL && strcmp(cached.chip, chip) == 0) {
         pm.stats.config_reused = 1;
         snprintf(pm.stats.config_source, sizeof pm.stats.config_source, "reused");
@@ -232,7 +212,10 @@ static int config_for(const ls_pm_options *o, int device, const char *chip, char
     uint64_t t0 = ls_clock_monotonic_ns();
     uint8_t *avail = NULL;
     size_t avail_size = 0;
-    CUptiResult st = availability(device, &avail, &avail_size);
+    CUptiResult st = ls_pmavail_get(o->cache_dir, device, chip, cached_availability, &avail,
+                                    &avail_size, from_cache, pm.stats.cache_note,
+                                    sizeof pm.stats.cache_note);
+    pm.stats.availability_cached = *from_cache;
     lap(LS_PM_PHASE_AVAILABILITY, &t0);
     if (st != CUPTI_SUCCESS) {
         explain(st, "cuptiPmSamplingGetCounterAvailability", why, why_size);
@@ -423,7 +406,8 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
         explain(st, "cuptiDeviceGetChipName", why, why_size);
         return -1;
     }
-    if (config_for(o, device, pm.stats.chip, why, why_size) != 0)
+    int availability_cached = 0;
+    if (config_for(o, device, pm.stats.chip, 1, &availability_cached, why, why_size) != 0)
         return -1;
     pm.kept = 0;
     for (size_t i = 0; i < LS_PM_NAMES; i++)
@@ -441,8 +425,18 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
         t0 = ls_clock_monotonic_ns();
         release();
         lap(LS_PM_PHASE_RELEASE, &t0);
-        if (configure(o, device, pm.stats.phase_ns, why, why_size) != 0)
-            return -1;
+        if (configure(o, device, pm.stats.phase_ns, why, why_size) != 0) {
+            if (!availability_cached)
+                return -1;
+            /* The cached availability image may be stale (another driver
+             * state than its key tells): forget it, ask CUPTI, once. */
+            ls_pmavail_forget(o->cache_dir, device, pm.stats.chip);
+            ls_pmconfig_free(cached.config);
+            cached.config = NULL;
+            if (config_for(o, device, pm.stats.chip, 0, &availability_cached, why, why_size) != 0 ||
+                configure(o, device, pm.stats.phase_ns, why, why_size) != 0)
+                return -1;
+        }
     }
     pm.stats.hw_buffer_bytes = pm.configured.hw_buffer_bytes;
     pm.stats.max_samples = pm.configured.max_samples;

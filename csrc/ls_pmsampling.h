@@ -74,6 +74,8 @@ typedef struct {
     uint64_t phase_ns[LS_PM_PHASES]; /* host time of each set-up and tear-down step */
     int config_reused;           /* 1 when the config image came from an earlier profile */
     char config_source[16];      /* "built", "cache" (disk) or "reused" (this process) */
+    int availability_cached;     /* 1: the counter availability image came from the disk
+                                  * cache (ls_pmavail), not from CUPTI */
     char cache_note[1024];       /* why the disk cache was not used or written, "" if fine */
     uint32_t max_samples;        /* samples the counter data image holds */
     char error[1024];            /* a failure after start (decode, stop), "" if none */

@@ -43,7 +43,8 @@ typedef struct {
     uint32_t correlation_id;
     uint32_t cbid;
     uint32_t domain; /* 0 runtime, 1 driver */
-    uint32_t reserved;
+    uint32_t alias;  /* trace readers: the HIP name it was read under (ls_cbid_alias_name),
+                        0 for a CUDA call */
 } ls_api;
 
 /* One CUPTI SYNCHRONIZATION activity record: an interval where the host
@@ -85,7 +86,8 @@ typedef struct {
     uint8_t domain; /* 0 runtime, 1 driver */
     uint8_t role;   /* ls_cbids role flags */
     uint8_t frame_count;
-    uint8_t reserved;
+    uint8_t alias;  /* trace readers: the HIP name it was read under (ls_cbid_alias_name),
+                       0 for a CUDA call */
     ls_frame frames[LS_CALL_FRAMES]; /* innermost first */
 } ls_call;
 
@@ -163,6 +165,9 @@ typedef struct {
                                    name_id put in a record must be held here */
     ls_device_facts devices[LS_MAX_DEVICE_FACTS]; /* the devices known, in no order */
     size_t device_count;
+    uint64_t merge_idle_upto_ns; /* idle intervals this short or shorter are below the
+                                    source's time resolution: not gaps, their busy
+                                    intervals merge (0: every idle ns is a gap) */
 } ls_records;
 
 /* Appends one zeroed slot and returns it, or NULL when memory ran out.

@@ -12,6 +12,7 @@
 #include "ls_worker.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,10 +52,18 @@ static struct {
     uint64_t interval_ns;
     uint64_t setup_ns; /* sampling begins this long after the window starts */
     int reused;        /* as a sampler set up by an earlier profile */
+    uint64_t setup_sleep_ns; /* real host time the open task sleeps: a slow set-up */
+    int no_context;    /* a profile's start finds no CUDA context */
     ls_pm_stats stats;
 } fake;
 
 int ls_sampler_is_fake(void) { return fake.items != NULL; }
+
+/* 1 while a sampler is set up (enabled and configured) in this process:
+ * written on the worker, read by the opening thread to decide whether to
+ * wait for a set-up. */
+static _Atomic int sampler_set_up;
+
 
 static void discard(void)
 {
@@ -127,6 +136,11 @@ static void open_task(ls_task *task)
     discard();
     s.reason[0] = '\0';
     if (fake.items != NULL) {
+        if (fake.setup_sleep_ns > 0) {
+            struct timespec pause = {(time_t)(fake.setup_sleep_ns / 1000000000ull),
+                                     (long)(fake.setup_sleep_ns % 1000000000ull)};
+            nanosleep(&pause, NULL);
+        }
         fake_start();
         s.sampling = 1;
         s.began_ns = s.window_start_ns + fake.setup_ns;
@@ -147,13 +161,17 @@ static void open_task(ls_task *task)
         s.began_ns = 0;
         if (s.sampling && ls_cupti.GetTimestamp != NULL)
             ls_cupti.GetTimestamp(&s.began_ns);
+        atomic_store(&sampler_set_up, s.sampling);
     }
     s.setup_ns = fake.items != NULL ? fake.setup_ns : ls_clock_monotonic_ns() - t0;
 }
 
-void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
-                     size_t note_size)
+int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
+                    size_t note_size, int no_wait)
 {
+    int set_up = fake.items != NULL ? fake.reused : atomic_load(&sampler_set_up);
+    int wait = !no_wait && (o->wait_for_start == LS_SAMPLER_WAIT_ALWAYS ||
+                            (o->wait_for_start == LS_SAMPLER_WAIT_SETUP && !set_up));
     note[0] = '\0';
     memset(&opening, 0, sizeof opening);
     opening.options = *o;
@@ -165,12 +183,13 @@ void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *conte
         snprintf(note, note_size, "%s: PM sampling was set up on the profiling thread and "
                  "samples are decoded at the profile's end only", no_thread);
         open_task(&opening.task);
-        return;
+        return wait ? LS_SAMPLER_WAITED : LS_SAMPLER_NO_WAIT;
     }
-    if (o->wait_for_start) {
-        ls_worker_hold(&opening.task);
-        ls_worker_wait(&opening.task);
-    }
+    if (!wait)
+        return LS_SAMPLER_NO_WAIT;
+    ls_worker_hold(&opening.task);
+    return ls_worker_wait_for(&opening.task, o->wait_bound_ns) ? LS_SAMPLER_WAITED
+                                                               : LS_SAMPLER_WAIT_TIMED_OUT;
 }
 
 void ls_sampler_tick(void)
@@ -204,6 +223,7 @@ static void keep_running_over(void)
 
 void ls_sampler_release(void)
 {
+    atomic_store(&sampler_set_up, 0);
     if (ls_pm_running()) {
         ls_pm_stop(&s.samples);
         discard();
@@ -349,8 +369,10 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
     }
 }
 
+int ls_sampler_fake_no_context(void) { return fake.items != NULL && fake.no_context; }
+
 int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns,
-                    uint64_t setup_ns, int reused)
+                    uint64_t setup_ns, int reused, uint64_t setup_sleep_ns, int no_context)
 {
     free(fake.items);
     memset(&fake, 0, sizeof fake);
@@ -365,5 +387,7 @@ int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_
     fake.interval_ns = interval_ns ? interval_ns : 1;
     fake.setup_ns = setup_ns;
     fake.reused = reused != 0;
+    fake.setup_sleep_ns = setup_sleep_ns;
+    fake.no_context = no_context != 0;
     return 0;
 }

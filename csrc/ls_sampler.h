@@ -35,11 +35,23 @@ typedef struct {
     ls_pm_options pm;
     uint64_t keep_ns;          /* sampling stays enabled this long after a profile */
     uint64_t keep_running_ns;  /* ... and running this long (0: stopped at its finish) */
-    int wait_for_start;        /* 1: the opening thread waits for the set-up and start */
+    int wait_for_start;        /* LS_SAMPLER_WAIT_*: when the opening thread waits for
+                                * the set-up and start */
+    uint64_t wait_bound_ns;    /* and for how long at most */
     int stop_in_finish;        /* 1: the finish stops sampling before its last decode (the
                                 * old way); 0: it decodes up to the window's end while
                                 * sampling runs on, and the stop follows the finish */
 } ls_sampler_options;
+
+enum {
+    LS_SAMPLER_WAIT_NEVER = 0,  /* the set-up runs on the worker while the profile runs */
+    LS_SAMPLER_WAIT_ALWAYS = 1, /* every open waits for its start */
+    LS_SAMPLER_WAIT_SETUP = 2,  /* an open waits when the sampler must be set up (the first
+                                 * profile of a process, or after the sampler was released) */
+};
+
+/* What ls_sampler_open did. */
+enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT = 2 };
 
 /* 1 when the test source is installed (no driver or CUPTI needed then). */
 int ls_sampler_is_fake(void);
@@ -47,9 +59,14 @@ int ls_sampler_is_fake(void);
 /* With the GIL, at a profile's start: posts the set-up and start for a
  * window beginning at start_ns (profile clock) on the CUDA context
  * `context` (NULL: none).  Where no worker thread can be made it does them
- * here, and `note` says so (else it is made ""). */
-void ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
-                     size_t note_size);
+ * here, and `note` says so (else it is made "").  Waits for them as
+ * o->wait_for_start says, at most o->wait_bound_ns; returns
+ * LS_SAMPLER_NO_WAIT, LS_SAMPLER_WAITED (done: sampling began, or failed
+ * with its reason) or LS_SAMPLER_WAIT_TIMED_OUT (it goes on on the worker).  Never waits with `no_wait` (inside a CUPTI callback). */
+int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
+                    size_t note_size, int no_wait);
+
+
 
 /* On the worker, at each tick of a running profile: decodes what the
  * hardware buffer holds into the window's samples. */
@@ -71,8 +88,14 @@ void ls_sampler_release(void);
  * next `per_tick` of them (the finish hands over the rest), as decodes of
  * a sampler with interval `interval_ns` would; sampling begins `setup_ns`
  * after each window's start (its set-up time), as a sampler set up by an
- * earlier profile when `reused`.  0, or -1 when out of memory. */
+ * earlier profile when `reused`; the open task sleeps setup_sleep_ns of
+ * real time (a slow set-up, for the bounded wait); with `no_context` a
+ * profile's start finds no CUDA context.  0, or -1 when out of memory. */
 int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns,
-                    uint64_t setup_ns, int reused);
+                    uint64_t setup_ns, int reused, uint64_t setup_sleep_ns, int no_context);
+
+/* 1 when the test source stands for a process with no CUDA context yet at
+ * a profile's start (it appears through the resource callback's test hook). */
+int ls_sampler_fake_no_context(void);
 
 #endif

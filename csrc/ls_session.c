@@ -17,9 +17,11 @@
 #include "ls_rangestack.h"
 #include "ls_sampler.h"
 #include "ls_subscriber.h"
+#include "ls_switchboard.h"
 #include "ls_worker.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,7 +40,14 @@ static struct {
     uint32_t generation;
     ls_finish *job;       /* the worker's part of this profile */
     ls_capture capture;
+    /* PM sampling waiting for the profiled code's first CUDA context (no
+     * context existed at the start): LS_PM_DEFERRED until the resource
+     * callback opens the window, then LS_PM_OPENED. */
+    _Atomic int pm_deferred;
+    ls_sampler_options pm_deferred_options;
 } session;
+
+enum { LS_PM_NOT_DEFERRED = 0, LS_PM_DEFERRED = 1, LS_PM_OPENED = 2 };
 
 const char *ls_session_start_phase_name(int phase)
 {
@@ -103,35 +112,72 @@ void ls_session_mark_samples_injected(void) { session.capture.samples_injected =
 /* PM sampling, after tracing started (CUPTI is loaded by then if it can be):
  * only the checks that need no GPU work happen here; the worker sets
  * sampling up and starts it (ls_sampler). */
-static void start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
+/* The resource callback (ls_switchboard, on the thread that made the
+ * context, inside CUDA): opens the deferred window on that context.  No
+ * wait, no allocation, no GIL. */
+static void context_created(void *context)
 {
+    int expected = LS_PM_DEFERRED;
+    if (!atomic_compare_exchange_strong(&session.pm_deferred, &expected, LS_PM_OPENED))
+        return;
+    ls_sampler_open(&session.pm_deferred_options, ls_clock_now(), context,
+                    session.capture.decoder_error, sizeof session.capture.decoder_error, 1);
+}
+
+/* Has context_created called at the next CUDA context's creation: through
+ * CUPTI's resource callback (the session holds the callback slot), or for
+ * the test source through the switchboard alone (its test hook).  0, or -1
+ * when it cannot be watched. */
+static int watch_contexts(void)
+{
+    if (ls_sampler_is_fake()) {
+        ls_switchboard_on_context(context_created);
+        return 0;
+    }
+    return session.callbacks ? ls_subscriber_watch_contexts(context_created) : -1;
+}
+
+/* Returns what ls_sampler_open did (LS_SAMPLER_*). */
+static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
+{
+    atomic_store(&session.pm_deferred, LS_PM_NOT_DEFERRED);
     if (!o->metrics) {
         snprintf(c->metrics_reason, sizeof c->metrics_reason,
                  "SM and DRAM sampling was turned off (metrics=False)");
-        return;
+        return LS_SAMPLER_NO_WAIT;
     }
     if (!ls_sampler_is_fake()) {
         if (!ls_cuda_driver_present()) {
             snprintf(c->metrics_reason, sizeof c->metrics_reason,
                      "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
-            return;
+            return LS_SAMPLER_NO_WAIT;
         }
         if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0) {
             snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s", ls_cupti_error());
-            return;
+            return LS_SAMPLER_NO_WAIT;
         }
     }
     ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
-                             o->pm_stop_in_finish};
-    if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
-        so.pm.device = 0;
-    /* Asked only once sampling will run (CUPTI loaded, which a child
-     * forked after its parent loaded it never is): never after a fork. */
-    void *context = ls_cuda_current_context();
-    ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error);
+                             o->pm_wait_bound_ns, o->pm_stop_in_finish};
     session.sampling = 1;
     c->sampled = 1; /* until the worker says otherwise */
     c->metrics_reason[0] = '\0';
+    /* Asked only once sampling will run (CUPTI loaded, which a child
+     * forked after its parent loaded it never is): never after a fork. */
+    void *context = ls_sampler_is_fake() ? NULL : ls_cuda_current_context();
+    int no_context = ls_sampler_is_fake() ? ls_sampler_fake_no_context() : context == NULL;
+    if (no_context && watch_contexts() == 0) {
+        /* No CUDA context yet (`loopscope run` starts before the script):
+         * setting the sampler up now would fail; the first context the
+         * profiled code makes opens the window (the device is the one it
+         * was made on). */
+        session.pm_deferred_options = so;
+        atomic_store(&session.pm_deferred, LS_PM_DEFERRED);
+        return LS_SAMPLER_NO_WAIT;
+    }
+    if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
+        so.pm.device = 0;
+    return ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error, 0);
 }
 
 /* Claims CUPTI's callback slot and enables the callbacks: launch calls
@@ -166,6 +212,18 @@ static void warm_up(const ls_session_options *o, ls_capture *c)
     }
 }
 
+/* Before any activity kind is enabled: CUPTI's timestamps in ns again,
+ * whatever source another tool left registered (ls_clock.h). */
+static void own_timestamps(const ls_session_options *o, ls_capture *c)
+{
+    int owned = o->own_timestamps ? ls_clock_own_cupti_timestamps() : 1;
+    c->timestamp_source = owned == 0 ? LS_TIMESTAMPS_OWN
+                          : owned > 0 ? LS_TIMESTAMPS_CUPTI_DEFAULT
+                                      : LS_TIMESTAMPS_REFUSED;
+    if (owned < 0)
+        snprintf(c->timestamp_error, sizeof c->timestamp_error, "%s", ls_cupti_error());
+}
+
 static void start_cupti(const ls_session_options *o, ls_capture *c)
 {
     const char *off_trace = "GPU tracing was turned off (trace=False)";
@@ -183,6 +241,8 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     else if (o->trace &&
              ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers, o->zeroed_buffers) != 0)
         snprintf(why, sizeof why, "could not allocate CUPTI activity buffers");
+    if (why[0] == '\0')
+        own_timestamps(o, c);
     lap(&c->start_phase_ns[LS_START_CUPTI], &t0);
     if (why[0] != '\0') {
         if (o->trace)
@@ -286,12 +346,25 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     int samples_on_cupti_clock = options->metrics && !ls_sampler_is_fake() &&
                                  ls_cuda_driver_present() &&
                                  ls_cupti_load(options->cupti_paths, options->cupti_path_count) == 0;
+    if (samples_on_cupti_clock && session.capture.timestamp_source == LS_TIMESTAMPS_UNSET)
+        own_timestamps(options, &session.capture);
     int uses_cupti = session.tracing || session.callbacks || samples_on_cupti_clock;
     ls_clock_use(uses_cupti ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
-    /* The window begins here: what the warm-up did is before it. */
+    /* The window begins here: what the warm-up did is before it.  Its host
+     * reference, read beside it, checks the clock's rate at the stop. */
     uint64_t start_ns = ls_clock_now();
+    session.capture.start_reference_ns = ls_clock_reference_ns();
     t0 = ls_clock_monotonic_ns();
-    start_metrics(options, &session.capture, start_ns);
+    int opened = start_metrics(options, &session.capture, start_ns);
+    if (opened != LS_SAMPLER_NO_WAIT) {
+        /* The start waited for the sampler's set-up: the profile begins
+         * after the wait (so after sampling began, when it did), and the
+         * wait is no part of the window the samples must cover. */
+        session.capture.pm_wait_ns = ls_clock_monotonic_ns() - t0;
+        session.capture.pm_wait_timed_out = opened == LS_SAMPLER_WAIT_TIMED_OUT;
+        start_ns = ls_clock_now();
+        session.capture.start_reference_ns = ls_clock_reference_ns();
+    }
     ls_finish_begin(session.job, session.tracing, session.sampling,
                     options->pm.decode_period_ns);
     lap(&phase[LS_START_METRICS], &t0);
@@ -313,12 +386,20 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
         return -1;
     ls_capture *c = &session.capture;
     uint64_t stop_ns = ls_clock_now();
+    c->stop_reference_ns = ls_clock_reference_ns();
     c->records.stop_ns = stop_ns;
     uint64_t *phase = c->stop_phase_ns;
     uint64_t t0 = ls_clock_monotonic_ns(), begun = t0;
     /* The context the profile's work ran on, for the worker's wait. */
     void *context = session.tracing ? ls_cuda_current_context() : NULL;
     ls_subscriber_disable_callbacks();
+    ls_switchboard_on_context(NULL);
+    if (atomic_exchange(&session.pm_deferred, LS_PM_NOT_DEFERRED) == LS_PM_DEFERRED) {
+        c->sampled = 0;
+        snprintf(c->metrics_reason, sizeof c->metrics_reason,
+                 "no CUDA context was made while the profile ran (the code it profiled never "
+                 "used the GPU), so there was nothing to sample");
+    }
     lap(&phase[LS_STOP_CALLBACKS], &t0);
     ls_subscriber_release();
     lap(&phase[LS_STOP_RELEASE], &t0);

@@ -39,7 +39,11 @@ typedef struct {
     ls_pm_options pm;        /* how */
     uint64_t pm_keep_ns;         /* sampling stays enabled this long after a profile */
     uint64_t pm_keep_running_ns; /* ... and running this long (0: stopped at the finish) */
-    int pm_wait_for_start;   /* start waits for the sampler's set-up and start */
+    int pm_wait_for_start;   /* LS_SAMPLER_WAIT_*: when start waits for the sampler's
+                              * set-up and start */
+    uint64_t pm_wait_bound_ns; /* ... and how long at most */
+    int own_timestamps;      /* register loopscope's CUPTI timestamp source (ls_clock.h);
+                              * 0 only to measure what another tool's source does */
     int pm_stop_in_finish;   /* the finish stops sampling before its last decode */
 } ls_session_options;
 

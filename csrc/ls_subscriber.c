@@ -11,6 +11,7 @@
 static CUpti_SubscriberHandle subscriber;
 static int callbacks_enabled;
 static int waits_enabled;
+static int contexts_watched;
 
 static const CUpti_CallbackDomain api_domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
                                                    CUPTI_CB_DOMAIN_DRIVER_API};
@@ -53,8 +54,28 @@ int ls_subscriber_enable_callbacks(int waits, char *reason, size_t reason_size)
     return 0;
 }
 
+int ls_subscriber_watch_contexts(void (*on_context)(void *context))
+{
+    if (subscriber == NULL)
+        return -1;
+    ls_switchboard_on_context(on_context);
+    if (LS_CUPTI_CHECK(EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_CONTEXT_CREATED)) != CUPTI_SUCCESS) {
+        ls_switchboard_on_context(NULL);
+        return -1;
+    }
+    contexts_watched = 1;
+    return 0;
+}
+
 void ls_subscriber_disable_callbacks(void)
 {
+    if (contexts_watched && subscriber != NULL) {
+        LS_CUPTI_CHECK(EnableCallback(0, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+        ls_switchboard_on_context(NULL);
+        contexts_watched = 0;
+    }
     if (!callbacks_enabled || subscriber == NULL)
         return;
     set_callbacks(0);

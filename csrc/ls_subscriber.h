@@ -24,7 +24,13 @@ int ls_subscriber_claim(char *reason, size_t reason_size);
  * 0, or -1 with a sentence in `reason` (what was enabled is disabled). */
 int ls_subscriber_enable_callbacks(int waits, char *reason, size_t reason_size);
 
-/* Disables every callback of the table (no-op when none is enabled). */
+/* While the slot is held: calls on_context(context) when a CUDA context is
+ * created (CUPTI's resource callback; on the creating thread, inside CUDA:
+ * it must not wait or allocate).  0, or -1 when CUPTI refused. */
+int ls_subscriber_watch_contexts(void (*on_context)(void *context));
+
+/* Disables every callback of the table and the context watch (no-op when
+ * none is enabled). */
 void ls_subscriber_disable_callbacks(void);
 
 /* Gives CUPTI back (no-op when not claimed). */

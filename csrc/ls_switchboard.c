@@ -9,6 +9,7 @@
 #include "ls_strict.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* Calls of a wait class that cannot wait this time, known from their
  * parameters: cudaFree(NULL) / cuMemFree(0), a common no-op at context
@@ -71,10 +72,22 @@ static uint64_t cupti_now(void)
     return t;
 }
 
+static void (*_Atomic context_listener)(void *context);
+
+void ls_switchboard_on_context(void (*on_context)(void *context))
+{
+    atomic_store(&context_listener, on_context);
+}
+
 void CUPTIAPI ls_switchboard_callback(void *userdata, CUpti_CallbackDomain domain,
                                       CUpti_CallbackId cbid, const void *data)
 {
     (void)userdata;
-    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
         ls_switchboard_dispatch(domain, cbid, (const CUpti_CallbackData *)data, cupti_now);
+    } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+        void (*listener)(void *) = atomic_load(&context_listener);
+        if (listener != NULL)
+            listener(((const CUpti_ResourceData *)data)->context);
+    }
 }

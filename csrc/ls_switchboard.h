@@ -16,6 +16,9 @@
 void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                              const CUpti_CallbackData *call, uint64_t (*now)(void));
 
+/* Where a CUDA context's creation (the resource domain) is told; NULL: nowhere. */
+void ls_switchboard_on_context(void (*on_context)(void *context));
+
 /* The function registered with cuptiSubscribe. */
 void CUPTIAPI ls_switchboard_callback(void *userdata, CUpti_CallbackDomain domain,
                                       CUpti_CallbackId cbid, const void *data);

@@ -35,6 +35,15 @@ static const ls_op *find_copy(const ls_records *r, const ls_corr_key *keys, size
                                                                : NULL;
 }
 
+/* 1 when a CUpti_ActivityMemcpyKind has a host side (HtoD, DtoH, HtoA,
+ * AtoH, HtoH): ROCm traces name the side "Host", a memory kind unknown to
+ * CUPTI, so host_memory alone misses their blocking copies. */
+static int has_host_side(uint8_t copy_kind)
+{
+    return copy_kind == 1 || copy_kind == 2 || copy_kind == 3 || copy_kind == 4 ||
+           copy_kind == 9;
+}
+
 /* 1 when the call made the host wait; counts async copies it cannot judge. */
 static int waited(const ls_call *c, const ls_op *copy, uint64_t *unknown_copies)
 {
@@ -47,8 +56,8 @@ static int waited(const ls_call *c, const ls_op *copy, uint64_t *unknown_copies)
             return 0;
         }
         return copy->host_memory == MEMORY_PAGEABLE;
-    case LS_WAIT_COPY:
-        return copy == NULL || copy->host_memory != 0; /* device to device does not wait */
+    case LS_WAIT_COPY: /* device to device does not wait */
+        return copy == NULL || copy->host_memory != 0 || has_host_side(copy->copy_kind);
     default:
         return 1;
     }

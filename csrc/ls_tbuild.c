@@ -46,6 +46,7 @@ void ls_tbuild_free(ls_tbuild *b)
     free(b->api_role);
     free(b->api_cbid);
     free(b->api_domain);
+    free(b->api_alias);
     memset(b, 0, sizeof *b);
 }
 
@@ -169,6 +170,8 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
         return fail(b);
     ls_op *op;
     APPEND(b, b->rec.ops, op);
+    if (device < 64) /* known before settling: deviceProperties are matched to it */
+        b->devices_seen |= 1ull << device;
     op->start_ns = bias(start);
     op->end_ns = bias(end);
     op->device_id = device;
@@ -186,7 +189,7 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
 
 /* Role, callback id and domain of an API name, looked up once per name. */
 static int api_info(ls_tbuild *b, uint32_t id, int driver, uint8_t *role, uint32_t *cbid,
-                    uint8_t *domain)
+                    uint8_t *domain, uint8_t *alias)
 {
     if (id >= b->api_cache) {
         size_t cap = b->api_cache ? b->api_cache : 256;
@@ -204,6 +207,10 @@ static int api_info(ls_tbuild *b, uint32_t id, int driver, uint8_t *role, uint32
         if (domains == NULL)
             return fail(b);
         b->api_domain = domains;
+        uint8_t *aliases = realloc(b->api_alias, cap);
+        if (aliases == NULL)
+            return fail(b);
+        b->api_alias = aliases;
         memset(b->api_role + b->api_cache, 0, cap - b->api_cache);
         b->api_cache = cap;
     }
@@ -215,15 +222,18 @@ static int api_info(ls_tbuild *b, uint32_t id, int driver, uint8_t *role, uint32
             b->api_role[id] = (uint8_t)(ls_cbid_role_of(d, c) + 1);
             b->api_cbid[id] = c;
             b->api_domain[id] = d == CUPTI_CB_DOMAIN_DRIVER_API;
+            b->api_alias[id] = ls_cbid_alias_of(text);
         } else {
             b->api_role[id] = 1; /* no role */
             b->api_cbid[id] = 0;
             b->api_domain[id] = (uint8_t)driver;
+            b->api_alias[id] = 0;
         }
     }
     *role = (uint8_t)(b->api_role[id] - 1);
     *cbid = b->api_cbid[id];
     *domain = b->api_domain[id];
+    *alias = b->api_alias[id];
     return 0;
 }
 
@@ -251,14 +261,14 @@ static int add_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_
     if (!times_ok(b, driver ? LS_TB_DRIVER : LS_TB_RUNTIME, start, end))
         return 0;
     uint32_t id = ls_strtab_intern(&b->names, name, len);
-    uint8_t role, domain;
+    uint8_t role, domain, alias;
     uint32_t cbid;
-    if (id == LS_STRTAB_NONE || api_info(b, id, driver, &role, &cbid, &domain) != 0)
+    if (id == LS_STRTAB_NONE || api_info(b, id, driver, &role, &cbid, &domain, &alias) != 0)
         return fail(b);
     if (has_correlation && launch) {
         ls_api *api;
         APPEND(b, b->rec.apis, api);
-        *api = (ls_api){bias(start), bias(end), thread, correlation, cbid, domain, 0};
+        *api = (ls_api){bias(start), bias(end), thread, correlation, cbid, domain, alias};
     }
     /* the calls a live capture records: those that may wait, allocate or free */
     if (tag != NULL || LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE || (role & LS_ROLE_MEMORY)) {
@@ -273,6 +283,7 @@ static int add_api(ls_tbuild *b, int driver, int64_t start, int64_t end, uint64_
         call->cbid = cbid;
         call->domain = domain;
         call->role = role;
+        call->alias = alias;
         call->launches_before = launches_before;
         b->tagged_calls += tag != NULL;
     }
@@ -908,6 +919,7 @@ int ls_tbuild_settle(ls_tbuild *b, const ls_tb_settle_options *o)
     if (b->failed || b->settled)
         return -1;
     ls_records *r = &b->rec;
+    r->merge_idle_upto_ns = o->merge_idle_upto_ns;
     int64_t base_ns = o->base_ns;
     int device = o->device;
     int has_span = o->has_span && o->span_end >= o->span_start && o->span_start > -TIME_LIMIT &&

@@ -89,6 +89,7 @@ typedef struct {
     uint8_t *api_role;         /* per string id: role+1 of an API name, 0 not looked up */
     uint32_t *api_cbid;
     uint8_t *api_domain;
+    uint8_t *api_alias;        /* per string id: ls_cbid_alias_of the name */
     size_t api_cache;
     uint64_t seen[LS_TB_CLASSES], skipped[LS_TB_CLASSES];
     uint64_t kernels;          /* kernels added (ls_tbuild_op) */
@@ -220,6 +221,7 @@ typedef struct {
     int has_span;    /* the profile's own span, in file times (an own export
                         carries it); otherwise first and last record */
     int64_t span_start, span_end;
+    uint64_t merge_idle_upto_ns; /* -> ls_records.merge_idle_upto_ns */
 } ls_tb_settle_options;
 
 /* Puts every record on one clock (file time + base_ns, then shifted so the

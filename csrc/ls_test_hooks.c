@@ -15,6 +15,7 @@
 #include "ls_module_state.h"
 #include "ls_names.h"
 #include "ls_nvtx.h"
+#include "ls_pmavail.h"
 #include "ls_pmcache.h"
 #include "ls_pyvalues.h"
 #include "ls_radix.h"
@@ -704,13 +705,33 @@ static PyObject *inject_calls(PyObject *module, PyObject *args, PyObject *kwargs
     return tokens;
 }
 
+/* _fake_context_created(): CUPTI's resource callback for a new CUDA context,
+ * through the switchboard, as a CUDA call of this thread would make it. */
+static PyObject *fake_context_created(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    CUpti_ResourceData data;
+    memset(&data, 0, sizeof data);
+    data.context = (CUcontext)(uintptr_t)0x1;
+    ls_switchboard_callback(NULL, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED,
+                            &data);
+    Py_RETURN_NONE;
+}
+
 static PyObject *set_test_clock(PyObject *module, PyObject *args)
 {
     (void)module;
     unsigned long long start = 0, tick = 0;
-    if (!PyArg_ParseTuple(args, "KK:_set_test_clock", &start, &tick))
+    double rate = 1.0;
+    if (!PyArg_ParseTuple(args, "KK|d:_set_test_clock", &start, &tick, &rate))
         return NULL;
+    if (!(rate > 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "_set_test_clock: rate must be > 0");
+        return NULL;
+    }
     ls_clock_set_test(start, tick);
+    ls_clock_set_test_rate(rate);
     Py_RETURN_NONE;
 }
 
@@ -868,10 +889,10 @@ static PyObject *fake_samples(PyObject *module, PyObject *args)
     (void)module;
     PyObject *list;
     Py_ssize_t per_tick = 1;
-    unsigned long long interval_ns = 100000, setup_ns = 0;
-    int reused = 0;
-    if (!PyArg_ParseTuple(args, "O|nKKp:_fake_samples", &list, &per_tick, &interval_ns, &setup_ns,
-                          &reused))
+    unsigned long long interval_ns = 100000, setup_ns = 0, setup_sleep_ns = 0;
+    int reused = 0, no_context = 0;
+    if (!PyArg_ParseTuple(args, "O|nKKpKp:_fake_samples", &list, &per_tick, &interval_ns,
+                          &setup_ns, &reused, &setup_sleep_ns, &no_context))
         return NULL;
     if (ls_session_active()) {
         PyErr_SetString(PyExc_RuntimeError, "_fake_samples needs no profile running");
@@ -898,7 +919,7 @@ static PyObject *fake_samples(PyObject *module, PyObject *args)
     ls_worker_wait_idle();
     Py_END_ALLOW_THREADS
     int rc = ls_sampler_fake(samples, (size_t)n, per_tick > 0 ? (size_t)per_tick : 1, interval_ns,
-                             setup_ns, reused);
+                             setup_ns, reused, setup_sleep_ns, no_context);
     free(samples);
     if (rc != 0)
         return PyErr_NoMemory();
@@ -1014,6 +1035,55 @@ static int read_key(PyObject *chip, PyObject *names, unsigned long version, Py_b
     key->availability = avail->buf;
     key->availability_size = (size_t)avail->len;
     return 0;
+}
+
+/* _pmavail(op, folder, chip, device, driver, cupti_version, image=None):
+ * the counter availability cache of ls_pmavail by an explicit key.
+ * "store" -> None; "load" -> (found, image or None, note or None);
+ * "driver" -> this machine's driver identity (the other arguments ignored). */
+static PyObject *pmavail(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    (void)module;
+    static char *keywords[] = {"op", "folder", "chip", "device", "driver", "cupti_version",
+                               "image", NULL};
+    const char *op, *folder, *chip, *driver;
+    int device;
+    unsigned long version;
+    Py_buffer image = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sssisk|y*:_pmavail", keywords, &op, &folder,
+                                     &chip, &device, &driver, &version, &image))
+        return NULL;
+    char note[1024] = "";
+    PyObject *result = NULL;
+    if (strcmp(op, "driver") == 0) {
+        char text[512];
+        ls_pmavail_driver(text, sizeof text);
+        result = PyUnicode_FromString(text);
+    } else if (strcmp(op, "store") == 0) {
+        if (image.buf == NULL)
+            PyErr_SetString(PyExc_ValueError, "_pmavail: 'store' needs image");
+        else if (ls_pmavail_store(folder, chip, device, driver, (uint32_t)version, image.buf,
+                                  (size_t)image.len, note, sizeof note) != 0)
+            PyErr_SetString(PyExc_OSError, note);
+        else
+            result = Py_NewRef(Py_None);
+    } else if (strcmp(op, "load") == 0) {
+        uint8_t *bytes = NULL;
+        size_t size = 0;
+        int found = ls_pmavail_load(folder, chip, device, driver, (uint32_t)version, &bytes,
+                                    &size, note, sizeof note);
+        PyObject *data = found == 1 ? PyBytes_FromStringAndSize((const char *)bytes,
+                                                                 (Py_ssize_t)size)
+                                    : Py_NewRef(Py_None);
+        free(bytes);
+        if (data != NULL)
+            result = Py_BuildValue("(iNz)", found, data, note[0] ? note : NULL);
+    } else {
+        PyErr_Format(PyExc_ValueError, "_pmavail: unknown op %s", op);
+    }
+    if (image.buf != NULL)
+        PyBuffer_Release(&image);
+    return result;
 }
 
 static PyObject *pmcache(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -1213,7 +1283,8 @@ PyMethodDef ls_test_hook_methods[] = {
      "_decoder_state() -> 'none', 'ticking', 'parked', 'idle', 'busy' or 'ended': the "
      "worker thread's state, test hook."},
     {"_fake_samples", fake_samples, METH_VARARGS,
-     "_fake_samples(samples, per_tick=1, interval_ns=100000, setup_ns=0, reused=False): test "
+     "_fake_samples(samples, per_tick=1, interval_ns=100000, setup_ns=0, reused=False, "
+     "setup_sleep_ns=0, no_context=False): test "
      "hook; synthetic PM samples (start_ns, end_ns, {figure: value}) stand in for CUPTI's in "
      "the next profiles with metrics=True (each worker tick hands over per_tick of them, the "
      "finish the rest; sampling begins setup_ns after a profile's start, as a sampler set up "
@@ -1231,7 +1302,13 @@ PyMethodDef ls_test_hook_methods[] = {
      "_pmcache(op, folder, chip, names, cupti_version, availability, kept=None, image=None):"
      " test hook over the PM config cache files; op 'store' -> path, 'load' -> (found, "
      "kept, image, note), 'path' -> path."},
+    {"_fake_context_created", fake_context_created, METH_NOARGS,
+     "_fake_context_created(): test hook, CUPTI's resource callback for a new CUDA context."},
+    {"_pmavail", (PyCFunction)(void (*)(void))pmavail, METH_VARARGS | METH_KEYWORDS,
+     "_pmavail(op, folder, chip, device, driver, cupti_version, image=None): test hook, the "
+     "counter availability cache (ls_pmavail)."},
     {"_set_test_clock", set_test_clock, METH_VARARGS,
-     "_set_test_clock(start_ns, tick_ns): test hook, a scripted clock (tick 0: off)."},
+     "_set_test_clock(start_ns, tick_ns, rate=1.0): test hook, a scripted clock (tick 0: off) "
+     "running `rate` times as fast as the host reference the clock check reads."},
     {NULL, NULL, 0, NULL},
 };

@@ -412,10 +412,11 @@ static const char *api_category(uint32_t domain)
     return domain ? "cuda_driver" : "cuda_runtime";
 }
 
-static const char *api_name(uint32_t domain, uint32_t cbid)
+static const char *api_name(uint32_t domain, uint32_t cbid, uint32_t alias)
 {
-    const char *name = ls_cbid_name(domain ? CUPTI_CB_DOMAIN_DRIVER_API
-                                           : CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+    const char *name = alias ? ls_cbid_alias_name(alias)
+                             : ls_cbid_name(domain ? CUPTI_CB_DOMAIN_DRIVER_API
+                                                   : CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
     return name ? name : "launch";
 }
 
@@ -481,7 +482,7 @@ static void syncs(ls_out *out, const ls_records *r, const ls_model *m, const ls_
             continue;
         const ls_call *call = &r->calls.items[c];
         putf(out, ",{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"name\":\"%s\",\"cat\":\"%s\",\"ts\":",
-             o->host_pid, host_tid(o, call->thread_id), api_name(call->domain, call->cbid),
+             o->host_pid, host_tid(o, call->thread_id), api_name(call->domain, call->cbid, call->alias),
              api_category(call->domain));
         put_us(out, call->enter_ns, o->t0_ns);
         PUT_TEXT(out, ",\"dur\":");
@@ -504,7 +505,8 @@ static void apis(ls_out *out, const ls_records *r, const ls_model *m, const ls_t
         uint64_t end = call ? call->exit_ns : a->end_ns;
         unsigned tid = host_tid(o, a->thread_id);
         /* named by the call when it is one: the reader judges its wait by name */
-        const char *name = call ? api_name(call->domain, call->cbid) : api_name(a->domain, a->cbid);
+        const char *name = call ? api_name(call->domain, call->cbid, call->alias)
+                                : api_name(a->domain, a->cbid, a->alias);
         const char *category = api_category(a->domain);
         PUT_TEXT(out, ",{\"ph\":\"X\",\"pid\":");
         put_u64(out, o->host_pid);

@@ -256,6 +256,14 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
             b->facts_bad += 5;
         return 0;
     }
+    /* The name is checked before any skip, as the numbers are above: a value
+     * of another type is refused in every row, whether or not its times can
+     * be used, so the answer never hangs on which rows a file happens to skip. */
+    Py_ssize_t len = 0;
+    int bad = 0;
+    const char *text = text_at[kind] >= 0 ? row_text(row, text_at[kind], &len, &bad) : NULL;
+    if (bad)
+        return -1;
     ls_tbuild_seen(b, cls);
     if (!has[0] || !has[1]) {
         ls_tbuild_skip(b, cls, "no start or end time");
@@ -265,11 +273,6 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
         ls_tbuild_skip(b, cls, "ends before it starts");
         return 0;
     }
-    Py_ssize_t len = 0;
-    int bad = 0;
-    const char *text = text_at[kind] >= 0 ? row_text(row, text_at[kind], &len, &bad) : NULL;
-    if (bad)
-        return -1;
     int rc = 0;
     ls_tb_geometry geometry;
     switch (kind) {
@@ -378,19 +381,23 @@ PyObject *ls_trace_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 /* ---- settle, look, capture ------------------------------------------------------ */
 
-/* _trace_settle(reader, base_ns, device, own_export=False, span=None):
- * span (start, end) in file nanoseconds, as loopscope's export carries it. */
+/* _trace_settle(reader, base_ns, device, own_export=False, span=None,
+ * merge_idle_upto_ns=0): span (start, end) in file nanoseconds, as
+ * loopscope's export carries it; idle intervals of at most
+ * merge_idle_upto_ns are below the file's time resolution (ls_model). */
 PyObject *ls_trace_settle(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
-    static char *keywords[] = {"reader", "base_ns", "device", "own_export", "span", NULL};
+    static char *keywords[] = {"reader", "base_ns", "device", "own_export", "span",
+                               "merge_idle_upto_ns", NULL};
     PyObject *capsule, *span = Py_None;
     long long base_ns;
+    unsigned long long merge = 0;
     int device, own_export = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLi|pO:_trace_settle", keywords, &capsule,
-                                     &base_ns, &device, &own_export, &span))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLi|pOK:_trace_settle", keywords, &capsule,
+                                     &base_ns, &device, &own_export, &span, &merge))
         return NULL;
-    ls_tb_settle_options o = {(int64_t)base_ns, device, own_export, 0, 0, 0};
+    ls_tb_settle_options o = {(int64_t)base_ns, device, own_export, 0, 0, 0, (uint64_t)merge};
     long long start, end;
     if (span != Py_None) {
         if (!PyArg_ParseTuple(span, "LL:_trace_settle span", &start, &end))

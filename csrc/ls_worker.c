@@ -240,6 +240,27 @@ void ls_worker_wait(ls_task *task)
     pthread_mutex_unlock(&w.lock);
 }
 
+int ls_worker_wait_for(ls_task *task, uint64_t timeout_ns)
+{
+    /* w.done runs on CLOCK_REALTIME (the default): so does the deadline. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t deadline = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + timeout_ns;
+    struct timespec until = at_ns(deadline);
+    pthread_mutex_lock(&w.lock);
+    int done = 1;
+    while (task->state != LS_TASK_DONE && task->state != LS_TASK_NEW) {
+        if (pthread_cond_timedwait(&w.done, &w.lock, &until) == ETIMEDOUT) {
+            done = task->state == LS_TASK_DONE || task->state == LS_TASK_NEW;
+            break;
+        }
+    }
+    task->waiters--;
+    pthread_cond_broadcast(&w.done);
+    pthread_mutex_unlock(&w.lock);
+    return done;
+}
+
 int ls_worker_done(ls_task *task)
 {
     pthread_mutex_lock(&w.lock);

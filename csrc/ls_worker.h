@@ -48,6 +48,11 @@ void ls_worker_hold(ls_task *task);
  * then drops the hold. */
 void ls_worker_wait(ls_task *task);
 
+/* ls_worker_wait with a bound: returns 1 when `task` is done, 0 when
+ * timeout_ns passed first; drops the hold either way (the task must stay
+ * alive until it is done: a static task, or one settled later). */
+int ls_worker_wait_for(ls_task *task, uint64_t timeout_ns);
+
 /* 1 when `task` is done (ran, or failed). */
 int ls_worker_done(ls_task *task);
 

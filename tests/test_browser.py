@@ -30,7 +30,8 @@ pytestmark = [
                        reason="needs matplotlib (the test extra) for the pictures"),
 ]
 
-# Run in the page once it has loaded: what the browser made of the view.
+# Run in the page once it has loaded: what the browser made of the view, and
+# where it laid each heading and picture out.
 CHECKS = """<script>
 window.addEventListener("load", () => {
   const out = document.createElement("pre");
@@ -39,14 +40,32 @@ window.addEventListener("load", () => {
     const view = document.querySelector("div.loopscope");
     const heads = [...view.querySelectorAll("h4")];
     const steps = heads.find(h => h.textContent.startsWith("Steps ("));
-    let table = steps ? steps.nextElementSibling : null;
-    while (table && table.tagName !== "TABLE") table = table.nextElementSibling;
+    let table = null;
+    for (let el = steps ? steps.nextElementSibling : null; el && !table;
+         el = el.nextElementSibling)
+      table = el.tagName === "TABLE" ? el : el.querySelector("table");
+    const box = e => { const r = e.getBoundingClientRect();
+                       return [r.left, r.right, r.top, r.bottom]; };
+    // each picture with the heading it follows (document order)
+    let heading = null;
+    const figures = [];
+    for (const el of view.querySelectorAll("h4, img")) {
+      if (el.tagName === "H4") { heading = el; continue; }
+      figures.push({heading: heading ? heading.textContent : null,
+                    heading_box: heading ? box(heading) : null, alt: el.alt, box: box(el),
+                    complete: el.complete, natural: [el.naturalWidth, el.naturalHeight]});
+    }
     out.textContent = JSON.stringify({
       verdict: view.querySelector('div[style*="font-size:18px"]').textContent,
       headings: heads.map(h => h.textContent),
+      heading_boxes: heads.map(box),
       step_rows: table ? [...table.rows].map(r => [...r.cells].map(c => c.textContent)) : [],
-      images: [...view.querySelectorAll("img")].map(
-          i => [i.complete, i.naturalWidth, i.naturalHeight, i.getBoundingClientRect().height]),
+      figures: figures,
+      // a table wider than its box would hide its right part in a scroll box
+      tables_cut: [...view.querySelectorAll("table")].filter(
+          t => t.parentElement.scrollWidth > t.parentElement.clientWidth + 1).length,
+      window_width: window.innerWidth,
+      page_width: document.documentElement.scrollWidth,
     });
   } catch (error) {
     out.textContent = JSON.stringify({error: String(error)});
@@ -65,13 +84,16 @@ def demo():
     return prof.summary(), prof._repr_html_()
 
 
+def write_page(folder: Path, name: str, view: str) -> Path:
+    path = folder / f"{name}.html"
+    path.write_text('<!doctype html><html><head><meta charset="utf-8"><title>loopscope</title>'
+                    "</head><body>" + view + CHECKS + "</body></html>", encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="module")
 def page(demo, tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("browser")
-    path = folder / "view.html"
-    path.write_text('<!doctype html><html><head><meta charset="utf-8"><title>loopscope</title>'
-                    "</head><body>" + demo[1] + CHECKS + "</body></html>", encoding="utf-8")
-    return path
+    return write_page(tmp_path_factory.mktemp("browser"), "view", demo[1])
 
 
 def chromium(page: Path, *args: str) -> subprocess.CompletedProcess:
@@ -84,13 +106,18 @@ def chromium(page: Path, *args: str) -> subprocess.CompletedProcess:
     return result
 
 
-def test_the_browser_shows_the_verdict_the_steps_and_the_pictures(demo, page):
-    summary, view = demo
-    dom = chromium(page, "--dump-dom").stdout
+def seen_in(page: Path, *args: str) -> dict:
+    dom = chromium(page, "--dump-dom", *args).stdout
     found = re.search(r'<pre id="checks">(.*?)</pre>', dom, re.S)
     assert found, "the page's check script did not run: " + dom[-500:]
     seen = json.loads(html.unescape(found.group(1)))
     assert "error" not in seen, seen
+    return seen
+
+
+def test_the_browser_shows_the_verdict_the_steps_and_the_pictures(demo, page):
+    summary, view = demo
+    seen = seen_in(page)
     assert seen["verdict"] == summary["diagnosis"]["verdict"].replace("_", " ")
     assert seen["headings"][:4] == [f"Steps ({len(summary['steps'])})", "Sync sites",
                                     "Worst gaps", "Gap histogram"]
@@ -106,9 +133,10 @@ def test_the_browser_shows_the_verdict_the_steps_and_the_pictures(demo, page):
     assert seen["headings"][4:] == ["Time line", f"Zoom: the slowest step ({slowest['name']})",
                                     f"Zoom: a typical step ({typical['name']})", "Per step"]
     # every picture decoded by the browser, with a size, and laid out on the page
-    assert len(seen["images"]) == view.count("<img") >= 2
-    for complete, width, height, shown in seen["images"]:
-        assert complete and width > 200 and height > 100 and shown > 50
+    assert len(seen["figures"]) == view.count("<img") >= 2
+    for f in seen["figures"]:
+        (width, height), (left, right, top, bottom) = f["natural"], f["box"]
+        assert f["complete"] and width > 200 and height > 100 and bottom - top > 50
 
 
 def test_a_screenshot_shows_the_pictures(page):
@@ -132,3 +160,74 @@ def test_a_screenshot_shows_the_pictures(page):
     assert share(_pictures.BUSY) > 0.01
     assert share(_html.VERDICT_COLOURS["CPU_LAUNCH_BOUND"]) > 0.0005
     assert float((rgb < 250).any(axis=2).mean()) > 0.1  # far from a white page
+
+
+# -- at a narrow and a wide window ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def views(tmp_path_factory):
+    """The pages of the profile's view and of its summary's (which draws the
+    profile's time line too), the profile kept alive for the latter."""
+    data = _recording.bundled_demo()
+    if data is None:
+        pytest.skip("no bundled demo recording in this checkout")
+    prof = _replay.replay(data)
+    folder = tmp_path_factory.mktemp("widths")
+    return prof, {"profile": write_page(folder, "profile", prof._repr_html_()),
+                  "summary": write_page(folder, "summary", prof.summary()._repr_html_())}
+
+
+def belongs(heading: str | None, alt: str) -> bool:
+    """Whether a picture (by its alt text) is the one its heading names."""
+    zoom = re.fullmatch(r"Zoom: (the slowest|a typical) step \((.*)\)", heading or "")
+    if zoom:
+        role = "slowest" if zoom.group(1) == "the slowest" else "typical"
+        return alt.startswith(f"Zoom on the {role} step {zoom.group(2)}:")
+    return {"Gap histogram": alt.startswith("Gap histogram"),
+            "Time line": "time line of the whole run" in alt.lower(),
+            "Per step": alt.startswith("Per step:")}.get(heading or "", False)
+
+
+@pytest.mark.parametrize("width", [900, 1400])
+@pytest.mark.parametrize("which", ["profile", "summary"])
+def test_nothing_is_cut_off_and_each_heading_sits_above_its_own_figure(views, which, width):
+    _, pages = views
+    seen = seen_in(pages[which], f"--window-size={width},4000")
+    assert seen["window_width"] == width
+    assert seen["page_width"] <= width  # nothing wider than the window
+    assert seen["tables_cut"] == 0      # no table hides a part in a scroll box
+    figures = seen["figures"]
+    assert [f["heading"] for f in figures] == ["Gap histogram", "Time line",
+                                               figures[2]["heading"], figures[3]["heading"],
+                                               "Per step"]
+    for f in figures:
+        (natural, _), (left, right, top, bottom) = f["natural"], f["box"]
+        assert f["complete"] and 0 <= left and right <= width, (which, width, f["alt"])
+        assert right - left <= natural + 0.5           # never drawn wider than made
+        if width >= 1400:
+            assert right - left == pytest.approx(natural, abs=0.5)  # room: full size
+        assert belongs(f["heading"], f["alt"]), (f["heading"], f["alt"])
+        assert f["heading_box"][3] <= top              # the heading above its figure
+    # each figure ends before the next heading begins
+    tops = sorted(b[2] for b in seen["heading_boxes"])
+    for f in figures:
+        later = [t for t in tops if t > f["heading_box"][2]]
+        assert not later or f["box"][3] <= min(later)
+    if width == 900:  # the 1,000 px wide pictures shrank to the page
+        assert any(f["natural"][0] > 900 for f in figures)
+        assert all(f["box"][1] - f["box"][0] < 900 for f in figures)
+
+
+def test_a_screenshot_at_900_px_keeps_the_pictures_right_edges(views):
+    """The per-step chart's right axis (its % labels) is inside a 900 px
+    window: the picture was scaled, not cut."""
+    from matplotlib import image
+
+    _, pages = views
+    shot = pages["profile"].parent / "narrow.png"
+    chromium(pages["profile"], "--window-size=900,4000", f"--screenshot={shot}")
+    rgb = (image.imread(shot)[:, :, :3] * 255).round().astype(int)
+    assert rgb.shape[1] == 900
+    busy = (abs(rgb - [int(_pictures.BUSY[i:i + 2], 16) for i in (1, 3, 5)]) <= 8).all(axis=2)
+    columns = busy.any(axis=0).nonzero()[0]
+    assert columns.size and columns.max() < 900 - 20   # blue bars end before the page edge

@@ -134,9 +134,17 @@ def test_clock_rate_not_measured_is_left_out(test_clock, inject, live_injected):
     assert "clock_rate" not in checks_by_name(summary)
 
 
-def test_clock_rate_from_the_capture_info_wins():
+def test_clock_rate_is_the_sessions_measure_over_a_long_enough_span():
     assert _checks.clock_rate_check(None) is None
     assert _checks.clock_rate_check(True)["ok"] is False  # a bool is not a ratio
+    span = 1 * MS  # the minimum host reference span judged
+    info = {"clock_rate": 2.1, "reference_span_ns": span}
+    assert _checks.measured_clock_rate(info, "cupti", None) == 2.1
+    assert _checks.measured_clock_rate(dict(info, reference_span_ns=span - 1), "cupti",
+                                       None) is None
+    assert _checks.measured_clock_rate(info, "injected", None) is None  # the test clock
+    assert _checks.measured_clock_rate({}, "cupti", None) is None
+    assert _checks.measured_clock_rate(info, "cupti", {"cupti_clock_ratio": 1.0}) == 1.0
 
 
 # -- durations and drops: a capture whose counts say records were lost ----------

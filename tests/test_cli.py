@@ -90,7 +90,7 @@ def test_help_explains_each_command_with_an_example():
     assert top.returncode == 0
     assert "demo      profile a built-in 10-step denoise loop" in top.stdout
     assert "run       run a script under the profiler" in top.stdout
-    assert top.stdout.startswith(f"usage: {PROG} [-h] COMMAND ...")
+    assert top.stdout.startswith(f"usage: {PROG} [-h] [--version] COMMAND ...")
     assert f"{PROG} run train.py --epochs 1" in top.stdout
     assert f"'{PROG} COMMAND --help' explains each command." in top.stdout
     run = cli("run", "--help")
@@ -108,14 +108,14 @@ def test_help_explains_each_command_with_an_example():
 def test_the_console_script_calls_itself_loopscope():
     top = cli("--help", command=[str(CONSOLE_SCRIPT)])
     assert top.returncode == 0, top.stderr
-    assert top.stdout.startswith("usage: loopscope [-h] COMMAND ...")
+    assert top.stdout.startswith("usage: loopscope [-h] [--version] COMMAND ...")
     assert "\n  loopscope run train.py --epochs 1\n" in top.stdout
     assert "-m loopscope" not in top.stdout
     run = cli("run", "--help", command=[str(CONSOLE_SCRIPT)])
     assert run.stdout.startswith("usage: loopscope run [-h]")
     assert "  loopscope run --max-syncs 0 --max-severe-gaps 0 infer.py" in run.stdout
     wrong = cli("analyse", command=[str(CONSOLE_SCRIPT)])
-    assert wrong.returncode == 2 and wrong.stderr.startswith("usage: loopscope [-h] COMMAND ...")
+    assert wrong.returncode == 2 and wrong.stderr.startswith("usage: loopscope [-h] [--version] COMMAND ...")
 
 
 def test_called_from_python_it_is_loopscope(capsys):
@@ -123,7 +123,7 @@ def test_called_from_python_it_is_loopscope(capsys):
 
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert capsys.readouterr().out.startswith("usage: loopscope [-h] COMMAND ...")
+    assert capsys.readouterr().out.startswith("usage: loopscope [-h] [--version] COMMAND ...")
 
 
 @pytest.mark.parametrize("args, message", [

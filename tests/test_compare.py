@@ -299,3 +299,65 @@ def test_kernels_match_by_demangled_name_whatever_the_source():
     nested_old = "void f<a<int> >(int)"
     r = compare(side("void f<a<int>>(int)", 1.0, 1), side(nested_old, 2.0, 1))
     assert [(k["before_ms"], k["after_ms"]) for k in r["kernels"]] == [(1.0, 2.0)]
+
+
+# -- steps: paired by name, none dropped without a word (issue 28, item 6) ----------
+def _steps_summary(names, host_ms=1.0, verdict="CPU_LAUNCH_BOUND"):
+    return {"diagnosis": {"verdict": "CPU_LAUNCH_BOUND"},
+            "steps": [{"index": i, "name": name, "host_ms": host_ms, "gpu_ms": 0.5, "kernels": 4,
+                       "syncs": 0, "verdict": verdict} for i, name in enumerate(names)]}
+
+
+def test_ten_steps_against_five_pair_by_name_and_list_the_five_left_over():
+    before = _steps_summary([f"Step_{i}" for i in range(10)], host_ms=2.0)
+    after = _steps_summary([f"Step_{i}" for i in range(5)], host_ms=1.0)
+    r = compare(before, after)
+    assert r["step_pairing"] == {"by": "name", "only_before": [f"Step_{i}" for i in range(5, 10)],
+                                 "only_after": []}
+    assert [(s["index"], s["name"]) for s in r["steps"]] == [(i, f"Step_{i}") for i in range(5)]
+    text = format_compare(r)
+    assert "steps: 10 before, 5 after, 5 paired by name" in text
+    assert "  only before (5): Step_5, Step_6, Step_7, Step_8, Step_9" in text
+
+
+def test_steps_in_another_order_pair_by_name_not_by_index():
+    before = _steps_summary(["warm", "Step_0", "Step_1"])
+    after = _steps_summary(["Step_0", "Step_1"])
+    after["steps"][1]["host_ms"] = 3.0  # Step_1 got slower: 1.0 -> 3.0
+    r = compare(before, after)
+    assert [(s["index"], s["after_index"], s["name"]) for s in r["steps"]] == [
+        (1, 0, "Step_0"), (2, 1, "Step_1")]
+    assert [s["host_ms"]["delta"] for s in r["steps"]] == [0.0, 2.0]
+    assert r["step_pairing"]["only_before"] == ["warm"]
+
+
+def test_steps_with_other_names_pair_by_index_and_say_so():
+    before = _steps_summary(["a0", "a1", "a2"])
+    after = _steps_summary(["b0", "b1"], host_ms=2.0)
+    r = compare(before, after)
+    assert r["step_pairing"] == {"by": "index", "only_before": ["a2"], "only_after": []}
+    text = format_compare(r)
+    assert "steps: 3 before, 2 after, 2 paired by index (their names differ)" in text
+    assert "a0/b0" in text
+    # names repeated on one side cannot pair by name either
+    r = compare(_steps_summary(["s", "s"]), _steps_summary(["s", "s"]))
+    assert r["step_pairing"]["by"] == "index"
+
+
+def test_a_step_verdict_that_went_away_prints_as_none():
+    before = _steps_summary(["Step_0"])
+    after = _steps_summary(["Step_0"], verdict=None)
+    text = format_compare(compare(before, after))
+    row = [line for line in text.splitlines() if "Step_0" in line and "->" in line]
+    assert row and row[0].endswith("  CPU_LAUNCH_BOUND -> (none)"), text
+    assert "None" not in text
+
+
+@pytest.mark.parametrize("extra, tail", [(24, ""), (25, " and 1 more")])
+def test_up_to_24_left_over_names_are_listed_then_a_count(extra, tail):
+    before = _steps_summary([f"Step_{i}" for i in range(5 + extra)])
+    after = _steps_summary([f"Step_{i}" for i in range(5)])
+    line = next(x for x in format_compare(compare(before, after)).splitlines()
+                if x.startswith("  only before"))
+    first_24 = ", ".join(f"Step_{i}" for i in range(5, 5 + 24))
+    assert line == f"  only before ({extra}): {first_24}{tail}"

@@ -53,7 +53,8 @@ def test_summary_is_a_dict_that_renders(prof):
     assert text == ("<loopscope summary: CPU_LAUNCH_BOUND, 3 steps, GPU busy 25.5%, 2 severe gaps; "
                     "a dict: summary['gaps'], ['syncs'], ['steps'], ... >")
     assert repr(prof) == "<loopscope.Profile steps=3 verdict=CPU_LAUNCH_BOUND>"
-    assert s._repr_html_() == _html.render(s)
+    # the summary's view is its profile's: the time line and zooms included
+    assert s._repr_html_() == _html.profile_html(prof)
 
 
 @needs_matplotlib

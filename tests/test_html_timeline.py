@@ -74,7 +74,7 @@ def severe_per_step(kernels: list[tuple], steps: int) -> list[int]:
 
 def pictures(h: str) -> dict[str, bytes]:
     return {alt: base64.b64decode(data) for alt, data in
-            re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([^"]+)"', h)}
+            re.findall(r'<img alt="([^"]*)"[^>]* src="data:image/png;base64,([^"]+)"', h)}
 
 
 def rgb_of(png: bytes):
@@ -250,3 +250,147 @@ def test_gpu_work_without_steps_gets_the_whole_run_only(test_clock):
         "Gap histogram: 1 gap, 1 severe",
         f"Time line of the whole run: GPU busy {busy:.1f}%, 0 steps, 1 ranges drawn"]
     assert ">Zoom" not in h and ">Per step<" not in h
+
+
+# -- issue 28: the per-step legend, a zoom's own ranges, one colour a layer -------
+
+def test_the_per_step_legend_covers_no_bar(loop):
+    """The legend (GPU busy, idle, SM %, DRAM %) sits above the plot: its box
+    meets no bar, the first and the last included, and stays in the figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    prof, _ = loop
+    summary = prof.summary()
+    for s in summary["steps"]:  # curves too, as where SM/DRAM were sampled
+        s["sm_active_pct"], s["dram_pct"] = 40.0, 90.0
+    summary["sm"] = summary["sm"] or {"active_pct": 40.0}
+    fig = _pictures.steps_figure(Figure, summary, None)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 1
+    legend = legends[0].get_window_extent(renderer)
+    assert [t.get_text() for t in legends[0].get_texts()] == ["GPU busy", "idle (gaps)",
+                                                              "SM active %", "DRAM %"]
+    bars = [p.get_window_extent(renderer) for p in fig.axes[0].patches]
+    assert len(bars) == 2 * len(summary["steps"])        # busy and idle, per step
+    assert not any(legend.overlaps(bar) for bar in bars)
+    curves = [line.get_window_extent(renderer) for line in fig.axes[1].lines]
+    assert not any(legend.overlaps(c) for c in curves)
+    width, height = fig.bbox.width, fig.bbox.height
+    assert 0 <= legend.x0 and legend.x1 <= width and 0 <= legend.y0 and legend.y1 <= height
+    title = fig.axes[0].title.get_window_extent(renderer)
+    assert not legend.overlaps(title) and title.y1 <= height
+
+
+def test_a_zoom_on_a_long_first_step_draws_only_its_own_ranges(test_clock):
+    """A first step of 2,000 reads, then four of 10: the zoom's padding
+    around the first (a 40th of it, 50 reads) holds all the later steps; their "Optimizer.step" ranges are
+    not drawn under the first step."""
+    test_clock.set(1_000_000, 50_000)
+    with loopscope.profile() as prof:
+        for i in range(5):
+            with prof.step():
+                for _ in range(2000 if i == 0 else 1):
+                    _core.now_ns()
+                with loopscope.range("Optimizer.step"):   # 6 reads: over a pixel
+                    for _ in range(5):
+                        _core.now_ns()
+    timeline = _pictures.timeline_of(prof)
+    slowest = timeline["zooms"][0]
+    assert slowest["step"]["index"] == 0
+    host_start, host_end = slowest["host"]
+    window = slowest["window"]["ranges"]
+    in_window = [r for r in window if r[6] == "Optimizer.step"]
+    assert len(in_window) == 5                         # the padding holds them all
+    own = [r for r in in_window if host_start <= r[1] <= host_end]
+    assert len(own) == 1
+    shown = pictures(prof._repr_html_())
+    alt = next(a for a in shown if a.startswith("Zoom on the slowest step Step_0:"))
+    drawn = len(own) + sum(1 for r in window if r[5] is not None)  # its range and the steps
+    assert alt.endswith(f"{drawn} ranges")
+
+
+def test_one_layer_keeps_one_colour_in_every_step(test_clock):
+    """Ranges named with their step's prefix ("Step_0/Layer_0", as
+    loopscope.instrument names them) are coloured by the layer, not by the
+    whole name: the same colour in every step."""
+    import zlib
+
+    shades = _pictures.RANGE_SHADES
+    by_name = {n: shades[zlib.crc32(n.encode()) % len(shades)]
+               for n in ("Layer_0", "Step_0/Layer_0", "Step_1/Layer_0", "Step_2/Layer_0")}
+    assert len({by_name[f"Step_{i}/Layer_0"] for i in range(3)} - {by_name["Layer_0"]}) >= 1
+    with loopscope.profile() as prof:
+        for i in range(3):
+            with prof.step():
+                with loopscope.range(f"Step_{i}/Layer_0"):
+                    for _ in range(10):
+                        _core.now_ns()
+    window = prof.model.window(0, 2**62, kinds=("ranges",))["ranges"]
+    assert sorted({r[7] for r in window if r[5] is None}) == ["Layer_0"]
+    shown = pictures(prof._repr_html_())
+    whole = rgb_of(next(v for a, v in shown.items() if "time line of the whole run" in a.lower()))
+    assert near(whole, by_name["Layer_0"], 2).sum() > 300
+    for i in range(3):
+        other = by_name[f"Step_{i}/Layer_0"]
+        if other != by_name["Layer_0"]:
+            assert near(whole, other, 2).sum() == 0
+
+
+def zoom_labels(test_clock, reads):
+    """A CPU run whose step i takes reads[i] extra clock reads; the whole
+    run's figure, drawn, and its zoom labels with their brackets' centres
+    (pixels): [(text, label box, bracket centre x)], and the axes' box."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    test_clock.set(1_000_000, 50_000)
+    with loopscope.profile() as prof:
+        for n in reads:
+            with prof.step():
+                for _ in range(n):
+                    _core.now_ns()
+    t = _pictures.timeline_of(prof)
+    fig = _pictures.overview_figure(Figure, t)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ax = fig.axes[0]
+    out = []
+    for zoom in t["zooms"]:
+        text = next(x for x in ax.texts if x.get_text().startswith(f"zoom: {zoom['role']} "))
+        scale, _ = _pictures._time_axis(t["t1"] - t["t0"])
+        centre = ((zoom["lo"] + zoom["hi"]) / 2 - t["t0"]) / scale
+        out.append((text.get_text(), text.get_window_extent(renderer),
+                    ax.transData.transform((centre, 0))[0]))
+    return out, ax.get_window_extent(renderer)
+
+
+def test_zoom_labels_at_the_edges_stay_inside_on_one_row(test_clock):
+    """Slowest step first, typical step last: both labels inside the axes
+    (a centred label at an edge would be cut), on one row (far apart)."""
+    reads = [50, 1, 1, 1, 40, 40, 40, 3]  # slowest: step 0; typical (lower median): step 7
+    labels, axes = zoom_labels(test_clock, reads)
+    assert [t for t, _, _ in labels] == ["zoom: slowest (Step_0)", "zoom: typical (Step_7)"]
+    for _, box, _ in labels:
+        assert axes.x0 - 1 <= box.x0 and box.x1 <= axes.x1 + 1
+    assert labels[0][1].y0 == labels[1][1].y0
+
+
+def test_a_zoom_label_in_the_middle_is_centred_over_its_bracket(test_clock):
+    reads = [2, 2, 30, 2, 2, 2, 2, 2, 2]      # slowest: step 2, a third of the way in
+    labels, axes = zoom_labels(test_clock, reads)
+    text, box, centre = labels[0]
+    assert text == "zoom: slowest (Step_2)"
+    assert 0.2 < (centre - axes.x0) / axes.width < 0.45   # well clear of the edges
+    assert abs((box.x0 + box.x1) / 2 - centre) < 2
+
+
+def test_close_zoom_labels_go_on_rows_of_their_own(test_clock):
+    """The slowest and the typical step side by side: their labels would
+    overlap on one row."""
+    reads = [3] * 5 + [16, 10] + [14] * 5    # slowest: step 5; typical: step 6
+    labels, _ = zoom_labels(test_clock, reads)
+    assert [t for t, _, _ in labels] == ["zoom: slowest (Step_5)", "zoom: typical (Step_6)"]
+    (_, a, centre_a), (_, b, centre_b) = labels
+    assert abs(centre_a - centre_b) < a.width      # one row would not hold both
+    assert not a.overlaps(b) and a.y0 != b.y0

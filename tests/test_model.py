@@ -218,8 +218,10 @@ def test_a_window_holds_what_meets_it(test_clock):
             assert [(g["start_ns"], g["duration_ns"], g["device"], g["class"])
                     for g in w["gaps"]] == want
             assert w["gap_count"] == len(want)
+            # the last member: the group's name (no step prefix here), None for a step
             assert w["ranges"] == [(i, r[0], r[1], 1 if r[3] >= 0 else 0, MAIN,
-                                    r[4] if r[4] >= 0 else None, r[2])
+                                    r[4] if r[4] >= 0 else None, r[2],
+                                    r[2] if r[4] < 0 else None)
                                    for i, r in enumerate(ranges) if meets(r[0], r[1], lo, hi)]
     w_all = model.window(0, 10**6)
     # gaps carry their step, cause and the ops on either side, as worst_gaps
@@ -230,7 +232,7 @@ def test_a_window_holds_what_meets_it(test_clock):
     w = model.window(0, 10**6, limit=1, min_class="normal", min_range_ns=3_001)
     assert [len(w[k]) for k in ("busy", "gaps", "ranges")] == [1, 1, 1]
     assert (w["busy_count"], w["gap_count"], w["range_count"]) == (len(busy), len(gaps), 1)
-    assert w["ranges"][0][-1] == "Step_0"  # 4 us; Step_1 (3 us) and attn are shorter
+    assert w["ranges"][0][6] == "Step_0"  # 4 us; Step_1 (3 us) and attn are shorter
     assert model.window(0, 10**6, limit=0)["busy"] == []
     # kinds: only those are looked at and returned
     assert model.window(0, 10**6, kinds=("ranges",)) == {"ranges": w_all["ranges"],

@@ -73,7 +73,9 @@ def test_summary_displays_as_html_with_a_short_text(executed):
                                   "2 severe gaps; a dict: summary['gaps'], ['syncs'], ['steps'], ... >")
     h = data["text/html"]
     assert "CPU LAUNCH BOUND" in h and ">Steps (3)<" in h and ">Gap histogram<" in h
-    assert h.count("<img") == 2  # histogram + per-step busy/idle (no time line without the records)
+    # histogram, the profile's time line, its two zooms, per-step busy/idle: the
+    # summary draws the time line of the profile it came from
+    assert h.count("<img") == 5 and ">Time line<" in h and ">Per step<" in h
 
 
 def test_without_matplotlib_the_view_is_tables_and_one_note(executed):

@@ -136,3 +136,52 @@ def test_a_profile_reports_the_warm_up_mode_it_ran_with(monkeypatch):
         enter = prof.summary()["overhead"]["enter_ms"]  # where the enter's time went
         assert set(enter) == {"before_start", "start", "after_start"}
         assert all(ms >= 0 for ms in enter.values())
+
+
+# -- the counter availability image (ls_pmavail), issue 30 --------------------
+# Kept by chip, device, driver and CUPTI version: a new process skips
+# cuptiPmSamplingGetCounterAvailability (~155 ms on an H100); any change of
+# those four reads another file (so a driver update asks CUPTI again).
+
+AVAIL_KEY = dict(chip="GH100", device=0, driver="cuda 13000; NVRM version: 580.159.04",
+                 cupti_version=130001)
+AVAIL_IMAGE = bytes((i * 13) % 256 for i in range(3000))
+
+
+def test_an_availability_image_comes_back_as_it_was_stored(tmp_path):
+    assert _core._pmavail("load", str(tmp_path), **AVAIL_KEY) == (0, None, None)
+    _core._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
+    assert _core._pmavail("load", str(tmp_path), **AVAIL_KEY) == (1, AVAIL_IMAGE, None)
+
+
+@pytest.mark.parametrize("change", [
+    {"chip": "GB100"},
+    {"device": 1},
+    {"driver": "cuda 13000; NVRM version: 580.200.01"},
+    {"driver": "cuda 13010; NVRM version: 580.159.04"},
+    {"cupti_version": 130002},
+])
+def test_a_new_chip_device_driver_or_cupti_asks_cupti_again(tmp_path, change):
+    _core._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
+    found, image, _ = _core._pmavail("load", str(tmp_path), **dict(AVAIL_KEY, **change))
+    assert (found, image) == (0, None)
+    # ... and the unchanged key still finds its own.
+    assert _core._pmavail("load", str(tmp_path), **AVAIL_KEY)[0] == 1
+
+
+def test_a_damaged_availability_file_is_ignored_with_a_sentence(tmp_path):
+    _core._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
+    (path,) = [tmp_path / f for f in os.listdir(tmp_path)]
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF
+    path.write_bytes(bytes(data))
+    found, image, note = _core._pmavail("load", str(tmp_path), **AVAIL_KEY)
+    assert (found, image) == (-1, None) and note
+
+
+def test_the_driver_identity_names_what_it_could_read():
+    text = _core._pmavail("driver", "", "", 0, "", 0)
+    cuda, _, module = text.partition("; ")
+    assert cuda.startswith("cuda ") and module
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        assert module == "unknown"

@@ -275,3 +275,38 @@ def test_sync_budget_fails_with_the_sync_site(inner):
         "  test_syncs.py:* in sync_here(): _core._inject_calls(*  [[]stream_sync] x3, blocked 0.060 ms, "
         "steps 0-2",
     ])
+
+
+NO_GPU_TESTS = '''
+import pytest
+from loopscope.demo import NoGPUError
+
+
+@pytest.mark.loopscope(max_syncs=0)
+def test_marked(loopscope_profile):
+    raise NoGPUError("no GPU for the demo here")
+
+
+def test_fixture_only(loopscope_profile):
+    raise NoGPUError("no GPU for the demo here either")
+
+
+def test_without_loopscope():
+    raise NoGPUError("not profiled: an error like any other")
+
+
+def test_another_error(loopscope_profile):
+    raise RuntimeError("a real failure")
+'''
+
+
+def test_a_body_stopped_by_the_demos_no_gpu_error_skips_with_its_message(inner):
+    inner.makepyfile(test_no_gpu=NO_GPU_TESTS)
+    result = run(inner, "-rsf")
+    result.assert_outcomes(skipped=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "SKIPPED [[]1[]] test_no_gpu.py:*: loopscope: no GPU for the demo here",
+        "SKIPPED [[]1[]] test_no_gpu.py:*: loopscope: no GPU for the demo here either"])
+    out = result.stdout.str()
+    assert "FAILED test_no_gpu.py::test_without_loopscope" in out
+    assert "FAILED test_no_gpu.py::test_another_error" in out

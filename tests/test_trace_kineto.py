@@ -39,7 +39,7 @@ def test_bare_event_list_and_absolute_timestamps(tmp_path):
     float64 would lose (1712195495505772.8 has 17 significant digits)."""
     base = 1_712_195_495_505_772_800  # ns
     events = []
-    for i, (start, dur) in enumerate([(0, 1_000), (1_001, 1_000), (2_001 + 20_001, 5)]):
+    for i, (start, dur) in enumerate([(0, 1_000), (1_002, 1_000), (2_002 + 20_001, 5)]):
         events.append({"ph": "X", "cat": "Kernel", "name": f"k{i}", "pid": 0, "tid": 7,
                        "ts": f"@{base + start}", "dur": us(dur),
                        "args": {"correlation": i + 1, "device": 0, "stream": 7}})
@@ -56,6 +56,28 @@ def test_bare_event_list_and_absolute_timestamps(tmp_path):
     assert gaps["normal"] == 1 and gaps["warning"] == 1
     check_summary(summary, expected(text))
     assert summary["trace"]["time_offset_ns"] == 0
+
+
+def test_torch_1_8_categories_and_steps(tmp_path):
+    """torch 1.8/1.9: ProfilerStep#N is cat "Operator" (a step), other
+    Operator events are CPU ops (no step), kernels "Kernel", launches
+    "Runtime"; a modern trace's cpu_op named ProfilerStep#N is no step."""
+    def step(i, cat):
+        return {"ph": "X", "cat": cat, "name": f"ProfilerStep#{i}", "pid": 1, "tid": "77",
+                "ts": us(10_000 * i), "dur": us(9_000)}
+    events = [step(0, "Operator"), step(1, "Operator"), step(2, "cpu_op"),
+              {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": "77",
+               "ts": us(100), "dur": us(500)}]
+    for i in range(3):
+        events += [{"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": "77",
+                    "ts": us(10_000 * i + 1_000), "dur": us(100), "args": {"correlation": i + 1}},
+                   {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7",
+                    "ts": us(10_000 * i + 2_000), "dur": us(1_000),
+                    "args": {"correlation": i + 1, "device": 0, "stream": 7}}]
+    summary = loopscope.analyze(write(tmp_path / "old.json", trace_doc(events)))
+    assert [s["name"] for s in summary["steps"]] == ["ProfilerStep#0", "ProfilerStep#1"]
+    assert [s["kernels"] for s in summary["steps"]] == [1, 1]
+    assert summary["gpu"]["kernels"] == 3
 
 
 def test_each_device_is_its_own_time_line_and_device_selects_one(tmp_path):

@@ -51,7 +51,8 @@ def test_the_finish_hands_over_exactly_the_samples_of_the_window(test_clock):
     samples = sample_run()
     _core._fake_samples(samples, 2)
     test_clock.set(1_000_000, 20 * US)  # each clock read: 20 us later
-    with loopscope.profile(trace=False, syncs=False, metrics=True, metrics_decode_ms=1) as prof:
+    # "lazy": the set-up runs on the worker while the loop does (no wait at enter).
+    with loopscope.profile(trace=False, syncs=False, metrics="lazy", metrics_decode_ms=1) as prof:
         for _ in range(3):
             with prof.step():
                 pass

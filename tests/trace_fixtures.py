@@ -115,7 +115,8 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
              step_pattern=r"^ProfilerStep#\d+$") -> dict[str, Any]:
     """Figures of a Kineto trace by plain Python: gaps per device between
     merged busy intervals; per step (outermost matching annotations, in
-    start order) the gaps whose next op was launched inside the step."""
+    start order) the gaps whose next op was launched inside the step.  The
+    file's times have 1 ns resolution: an idle ns is no gap (merge_upto_ns)."""
     import re
 
     doc = json.loads(text, parse_float=Decimal)
@@ -141,20 +142,21 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
             steps.append((start, start + _ns(e["dur"]), e["name"]))
     for corr, start in driver.items():  # a runtime call is the launch when both exist
         launches.setdefault(corr, start)
-    return figures(ops, launches, steps, thresholds_us)
+    return figures(ops, launches, steps, thresholds_us, merge_upto_ns=1)
 
 
-def figures(ops, launches, steps, thresholds_us=(20.0, 50.0)) -> dict[str, Any]:
+def figures(ops, launches, steps, thresholds_us=(20.0, 50.0), merge_upto_ns=0) -> dict[str, Any]:
     """ops: (device, start_ns, end_ns, cat, correlation); launches:
     {correlation: launch start ns}; steps: (start_ns, end_ns, name) of the
-    ranges that match the step pattern (the outermost become the steps)."""
+    ranges that match the step pattern (the outermost become the steps).
+    An idle interval of at most merge_upto_ns is no gap (counted merged)."""
     steps = sorted(steps, key=lambda s: (s[0], -s[1]))
     outer = []
     for s in steps:
         if not any(o[0] <= s[0] and s[1] <= o[1] for o in outer):
             outer.append(s)
     gaps = []  # (duration ns, step index or None)
-    busy = 0
+    busy = merged = 0
     counts = {v: 0 for v in GPU_CATS.values()}
     for dev in sorted({o[0] for o in ops}):
         mine = sorted(o for o in ops if o[0] == dev)
@@ -162,7 +164,9 @@ def figures(ops, launches, steps, thresholds_us=(20.0, 50.0)) -> dict[str, Any]:
         for o in mine:
             counts[GPU_CATS[o[3]]] += 1
         for o in mine[1:]:
-            if o[1] > cur_end:
+            if o[1] > cur_end and o[1] - cur_end <= merge_upto_ns:
+                merged += 1
+            elif o[1] > cur_end:
                 launch = launches.get(o[4])
                 step = next((i for i, s in enumerate(outer)
                              if launch is not None and s[0] <= launch <= s[1]), None)
@@ -180,7 +184,7 @@ def figures(ops, launches, steps, thresholds_us=(20.0, 50.0)) -> dict[str, Any]:
                 "idle_ns": sum(ds), "max_ns": max(ds, default=0)}
 
     return {
-        "gaps": classes([g[0] for g in gaps]),
+        "gaps": dict(classes([g[0] for g in gaps]), merged=merged),
         "busy_ns": busy,
         "counts": counts,
         "steps": [dict(classes([g[0] for g in gaps if g[1] == i]), name=s[2])
@@ -195,6 +199,8 @@ def check_summary(summary: dict[str, Any], exp: dict[str, Any]) -> None:
         assert gaps[key] == exp["gaps"][key], (key, gaps[key], exp["gaps"][key])
     assert gaps["idle_ms"] == round(exp["gaps"]["idle_ns"] / 1e6, 6)
     assert gaps["max_us"] == round(exp["gaps"]["max_ns"] / 1e3, 3)
+    if "merged_below_resolution" in gaps:
+        assert gaps["merged_below_resolution"] == exp["gaps"]["merged"]
     assert gaps["busy_ms"] == round(exp["busy_ns"] / 1e6, 6)
     for key, n in exp["counts"].items():
         assert summary["gpu"][key] == n, (key, summary["gpu"][key], n)

@@ -14,10 +14,12 @@
 `loopscope.profile(steps=model)` makes each top-level call of model a step;
 `loopscope.analyze("trace.json.gz")` gives the same summary from a torch.profiler
 trace, an Nsight Systems SQLite export or a saved loopscope profile;
-`loopscope.compare(before, after)` compares two summaries, profiles or files.
+`loopscope.compare(before, after)` compares two summaries, profiles or files
+(`loopscope.format_compare(result)`: the same as `loopscope diff` prints).
 """
-from ._analyze import analyze, load
-from ._compare import compare
+from ._analyze import load
+from ._compare import CompareError, compare, format_compare
+from ._job import analyze
 from ._core import range  # noqa: A004  (the public name is part of the contract)
 from ._instrument import InstrumentHandle, instrument
 from ._profile import LoopscopeWarning, Profile, profile
@@ -26,6 +28,6 @@ from ._strict import SyncError, no_sync
 from ._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [
-    "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError", "TraceError",
-    "analyze", "compare", "instrument", "load", "no_sync", "profile", "range", "__version__",
+    "CompareError", "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError",
+    "TraceError", "analyze", "compare", "format_compare", "instrument", "load", "no_sync", "profile", "range", "__version__",
 ]

@@ -1,18 +1,20 @@
 """Command line: `loopscope demo`, `loopscope run`, `loopscope diff` (_cli.py),
-`loopscope analyze` (_analyze_cli.py); the same as `python -m loopscope ...`."""
+`loopscope analyze` (_analyze_cli.py), `loopscope merge` (_merge_cli.py); the same as `python -m loopscope ...`."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 
-from . import instrument, profile
+from . import __version__, instrument, profile
 from ._analyze_cli import add_analyze_parser, analyze_command
+from ._merge_cli import add_merge_parser, merge_command
 from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_diff_parser, add_run_parser, check_outputs,
                    demo_recording, diff_command, run_command, write_json)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
+EXIT_CLOSED_PIPE = 128 + 13  # 128 + SIGPIPE: what a shell shows for `cat big | head -1`
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -58,7 +60,27 @@ def _typed_prog() -> str:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """The command line.  `prog`, the command's name in help and errors:
     by default as typed on the real command line (argv None), else
-    `loopscope`."""
+    `loopscope`.
+
+    Output cut short by its reader (`loopscope demo | head -1`) ends the
+    command quietly with EXIT_CLOSED_PIPE, the status a shell reports for a
+    command that SIGPIPE ended (git, cat), not with a traceback."""
+    try:
+        status = _command(argv, prog)
+        sys.stdout.flush()  # a pipe closed early fails here, not at exit
+        return status
+    except BrokenPipeError:
+        # Later writes (the interpreter's last flush) go nowhere, unseen.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # a stdout with no file (captured in a test)
+            pass
+        return EXIT_CLOSED_PIPE
+
+
+def _command(argv: list[str] | None, prog: str | None) -> int:
     if prog is None:
         prog = _typed_prog() if argv is None else "loopscope"
     parser = argparse.ArgumentParser(
@@ -66,9 +88,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         description="Profile PyTorch GPU loops: launch gaps, syncs, verdict.",
         epilog="examples:\n  %(prog)s demo\n  %(prog)s run train.py --epochs 1\n"
         "  %(prog)s analyze trace.json.gz\n  %(prog)s diff before.json after.json\n\n"
-        "'%(prog)s COMMAND --help' explains each command.",
+        "'%(prog)s COMMAND --help' explains each command.\n\n"
+        f"A reader that stops early (| head) ends a command with status {EXIT_CLOSED_PIPE}, "
+        "as SIGPIPE would.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"loopscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser(
         "demo",
@@ -87,6 +112,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     add_run_parser(sub)
     add_analyze_parser(sub)
     add_diff_parser(sub)
+    add_merge_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
@@ -98,6 +124,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return analyze_command(args, sub.choices["analyze"])
     if args.command == "diff":
         return diff_command(args, sub.choices["diff"])
+    if args.command == "merge":
+        return merge_command(args, sub.choices["merge"])
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

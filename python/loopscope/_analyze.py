@@ -29,6 +29,7 @@ import os
 import re
 import sysconfig
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +247,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     t0 = time.perf_counter()
     reader = _core._trace_reader()
     own: dict[str, Any] | None = None  # otherData of loopscope's own export
+    device_match: dict[str, Any] | None = None
     if kind == "kineto":
         bar = _kineto.Progress(p.name, p.stat().st_size,
                                stream=None if progress else _NoTerminal())
@@ -255,18 +257,22 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
             bar.close()
         meta = _kineto.members(reader, p)
         base = meta.get("baseTimeNanoseconds") or 0
-        names = _kineto.device_names(meta)
-        _core._trace_add(reader, "device", _kineto.device_facts(meta))
+        matched, device_match = _kineto.match_devices(meta, _core._trace_stats(reader)["devices"])
+        names = _kineto.device_names(matched)
+        _core._trace_add(reader, "device", _kineto.device_facts(matched))
         own = _kineto.own_export(meta)
     else:
         from . import _nsys  # sqlite3 only when an export is read
 
-        meta = _nsys.read(reader, p)
+        meta = _nsys.read_gzip(reader, p) if gz else _nsys.read(reader, p)
         base = 0
         names = meta["device_names"]
     span = own["span_ns"] if own is not None else None
+    # loopscope's own export holds its live ns times: every idle ns is a gap there
+    merge = _kineto.MERGE_IDLE_UPTO_NS if kind == "kineto" and own is None else 0
     _core._trace_settle(reader, base, -1 if device is None else device, own_export=own is not None,
-                        span=(span[0], span[1]) if span is not None else None)
+                        span=(span[0], span[1]) if span is not None else None,
+                        merge_idle_upto_ns=merge)
     stats = _core._trace_stats(reader)
     if device is not None and device not in stats["devices"]:
         raise fail(p, f"device {device} ran no GPU operation in this trace (devices with "
@@ -302,8 +308,11 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     _shape(summary, kind=kind, path=p, gz=gz, meta=meta, stats=stats, names=names,
            pattern=pattern, device=device, read_s=read_s, steps=step_count,
            own=own is not None)
+    summary["trace"]["device_match"] = device_match
+    summary["trace"]["merge_idle_upto_ns"] = merge
     summary["checks"] += trace_checks(summary, stats, ranges, pattern)
     prof._summary = Summary(summary)
+    prof._summary.owner = weakref.ref(prof)  # its HTML draws the trace's time line
     return prof
 
 

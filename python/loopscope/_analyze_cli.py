@@ -7,6 +7,7 @@ be read (each named on one line; the other files are still reported)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ._cli import EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say, check_outputs, write_json
@@ -20,8 +21,16 @@ from the content.  No GPU is needed.
 Steps are the outermost ranges whose names match --steps (default: torch's
 ProfilerStep#N, loopscope's Step_N, names ending in _Step_N).
 
+A folder, or several files with --ranks, is one job, one trace per rank
+(torch.profiler traces of each rank): read in a pool of processes (--workers,
+default the cores), the report of the lowest rank with every rank's figures,
+the per-step skews and the straggler, as rank 0 prints them live.
+--ranks-out FILE writes the ranks' compact summaries, for `loopscope merge`.
+
 examples:
   python -m loopscope analyze trace.pt.trace.json.gz
+  python -m loopscope analyze traces/ --max-rank-skew-us 500   # one trace per rank
+  python -m loopscope analyze node3/ --ranks-out node3.ranks.json.gz   # then: merge
   python -m loopscope analyze report.sqlite --steps 'Denoise_Step_\\d+'
   python -m loopscope analyze run.json --max-syncs 0 --max-severe-gaps 0   # CI gate
 
@@ -34,7 +43,19 @@ def add_analyze_parser(sub) -> None:
     p = sub.add_parser("analyze", help="report on a torch.profiler trace, an Nsight Systems "
                        "SQLite export or a saved loopscope profile", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("paths", nargs="+", metavar="PATH", help="trace files")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="trace files, or a folder of one trace per rank")
+    p.add_argument("--ranks", action="store_true",
+                   help="the files are one job, one trace per rank (implied when every PATH is a "
+                        "folder)")
+    p.add_argument("--ranks-out", metavar="FILE",
+                   help="(a job) write the ranks' compact summaries to FILE (.gz: gzip) for "
+                        "`loopscope merge`")
+    p.add_argument("--workers", metavar="N", type=_count,
+                   help="(a job) processes reading ranks at once (default: the cores)")
+    p.add_argument("--max-rank-skew-us", metavar="US", type=float,
+                   help="budget (a job): fail (exit 1) when the ranks' step starts or ends "
+                        "are further apart than US microseconds")
     p.add_argument("--json", metavar="OUT", help="write the summary dict as JSON to OUT "
                    "(a list of them for several files)")
     p.add_argument("--steps", metavar="REGEX", help="ranges whose names match REGEX are the steps")
@@ -58,10 +79,16 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             re.compile(args.steps)
         except re.error as error:
             parser.error(f"--steps {args.steps!r} is not a valid regular expression: {error}")
-    if not check_outputs(parser.prog, {"--json": args.json}):
+    if not check_outputs(parser.prog, {"--json": args.json, "--ranks-out": args.ranks_out}):
         return EXIT_USAGE
     budgets = {k: float(v) for k, v in (("max_syncs", args.max_syncs),
-                                        ("max_severe_gaps", args.max_severe_gaps)) if v is not None}
+                                        ("max_severe_gaps", args.max_severe_gaps),
+                                        ("max_rank_skew_us", args.max_rank_skew_us))
+               if v is not None}
+    if args.ranks or all(os.path.isdir(p) for p in args.paths):  # folders: one job
+        return _job_command(args, parser, budgets)
+    if args.ranks_out or args.workers is not None:
+        parser.error("--ranks-out and --workers apply to a job: a folder, or files with --ranks")
     summaries, failed, unreadable = [], False, False
     for i, path in enumerate(args.paths):
         try:
@@ -102,3 +129,58 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     if unreadable:
         return EXIT_USAGE
     return EXIT_BUDGET if failed else EXIT_OK
+
+
+def _job_command(args: argparse.Namespace, parser: argparse.ArgumentParser,
+                 budgets: dict[str, float]) -> int:
+    """A folder (or --ranks files): one job, one report."""
+    from ._job import read_job, write_ranks
+    from ._sniff import TraceError
+
+    try:
+        summary = read_job(args.paths, steps=args.steps, device=args.device,
+                           workers=args.workers)
+    except TraceError as error:
+        print(f"loopscope: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    status = report_job(summary, budgets, args.steps)
+    if args.ranks_out:
+        try:
+            write_ranks(args.ranks_out, summary)
+            read = [str(c["rank"]) for c in summary["ranks"] if "missing" not in c]
+            _say(f"rank{'s' if len(read) > 1 else ''} {', '.join(read)} written to "
+                 f"{args.ranks_out}")
+        except OSError as error:
+            print(f"loopscope: --ranks-out {args.ranks_out}: {error}", file=sys.stderr)
+            status = EXIT_BUDGET
+    if args.json:
+        if write_json("--json", args.json, summary):
+            _say(f"summary written to {args.json}")
+        else:
+            status = EXIT_BUDGET
+    return status
+
+
+def report_job(summary, budgets: dict[str, float], steps: str | None) -> int:
+    """Prints a job's report (the full one when a rank's own summary is
+    there, else the ranks alone, as after a merge) and checks the budgets."""
+    from ._budgets import evaluate
+    from ._ranks_view import head_lines, table_lines
+    from ._report import format_report
+
+    if "diagnosis" in summary:
+        print(format_report(summary))
+    else:
+        print("\n".join(["loopscope: the ranks of a job"] + head_lines(summary)
+                        + table_lines(summary)))
+    if not budgets:
+        return EXIT_OK
+    verdict = evaluate(summary, budgets, steps if summary.get("steps_from") == "ranges" else None)
+    if verdict.failed:
+        print("\nBUDGET FAILED\n" + verdict.message(), file=sys.stderr)
+        return EXIT_BUDGET
+    for o in verdict.unavailable:
+        print(f"NOT CHECKED: {o.line()}", file=sys.stderr)
+    if verdict.met:
+        _say("budgets met: " + "; ".join(o.line() for o in verdict.met))
+    return EXIT_OK

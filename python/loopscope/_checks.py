@@ -16,7 +16,9 @@ re-derive nothing (no gap, step or busy time is computed here).
              wait returned, when the session provides it) past the stop.
 - clock_rate (live only, when the session measured it) CUPTI's clock
              advanced at the host clock's rate over the profile: the ratio
-             (CUPTI ns per host ns) within CLOCK_RATE_TOLERANCE of 1.
+             (CUPTI ns per host ns, info["clock_rate"]) within
+             CLOCK_RATE_TOLERANCE of 1; not judged over a host span under
+             CLOCK_RATE_MIN_SPAN_NS.
 - durations  no GPU op record was left out for its times (no start, or an
              end before its start), and (live) no kernel lasted longer than
              the window allows (as timeline).
@@ -51,6 +53,9 @@ TIMELINE_SLACK_FRACTION = 0.02
 # Real clocks drift by parts per million; 1% is far above any drift and
 # far below the 2.05x of a timestamp callback left behind by torch.profiler.
 CLOCK_RATE_TOLERANCE = 0.01
+# The host reference span below which the clock rate is not judged: the
+# two clocks are read a few us apart at each end, a 1% error over 1 ms.
+CLOCK_RATE_MIN_SPAN_NS = 1_000_000
 MIN_COVERAGE_PCT = 90.0  # sample coverage below this: counter figures miss part of the loop
 LIVE_SOURCES = frozenset({"cupti"})  # sources whose ops share the host window's clock
 PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
@@ -184,8 +189,22 @@ def steps_check(declared: bool, found: int, what: str) -> dict[str, Any]:
     return _check("steps", True, f"{found:,} step(s) found ({what})")
 
 
-def live_checks(summary: dict[str, Any], info: dict[str, Any], model, state: dict[str, Any] | None,
-                clock_ratio: float | None) -> list[dict[str, Any]]:
+def measured_clock_rate(info: dict[str, Any], source: str | None,
+                        state: dict[str, Any] | None) -> float | None:
+    """CUPTI ns per host ns over the profile: the session's measure
+    (info["clock_rate"], on a live CUPTI profile whose host reference span
+    is at least CLOCK_RATE_MIN_SPAN_NS), or a value the caller put in
+    state["cupti_clock_ratio"] (tests, tools); None: not measured."""
+    given = (state or {}).get("cupti_clock_ratio")
+    if given is not None:
+        return given
+    if source != "cupti" or (info.get("reference_span_ns") or 0) < CLOCK_RATE_MIN_SPAN_NS:
+        return None
+    return info.get("clock_rate")
+
+
+def live_checks(summary: dict[str, Any], info: dict[str, Any], model,
+                state: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The checks of a summary built from a capture (live, injected or read
     from a trace: each source gets those that apply; see the module doc)."""
     out: list[dict[str, Any]] = []
@@ -203,7 +222,7 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model, state: dic
             out.append(timeline_check(total["first_ns"], total["last_ns"], start, stop, drain))
         width = max(stop - start, 0)
         window = width + drain + TIMELINE_SLACK_NS + TIMELINE_SLACK_FRACTION * width
-        rate = clock_rate_check(clock_ratio)
+        rate = clock_rate_check(measured_clock_rate(info, summary.get("source"), state))
         if rate is not None:
             out.append(rate)
     if summary.get("source") in ("kineto", "nsys", "recording"):

@@ -7,7 +7,9 @@ What it gives (a plain dict):
 - figures: each headline figure before and after, the change and whether
   it got better (lower is better for times, gaps and syncs; higher for
   GPU busy %, SM active % and kernel fill);
-- steps: the same per step, matched by step index;
+- steps: the same per step, paired by name (Step_3 with Step_3) when the
+  names allow it, else by index; step_pairing says which, and lists the
+  steps of either side left without a partner;
 - syncs: the sites added and removed, and those whose count or blocked
   time changed; a site is the same when its file, function and code are
   (its line may move when the file is edited above it; alike sites in one
@@ -61,6 +63,8 @@ STEP_FIGURES = {"host_ms": True, "gpu_ms": True, "kernels": True, "syncs": True}
 REGRESSION_FIGURES = ("loop_ms", "idle_ms", "severe_gaps", "syncs", "sync_blocked_ms")
 REGRESSION_MIN_MS = 0.01  # time changes below this are timer noise, never a regression
 KERNELS_SHOWN = 10
+STEPS_SHOWN = 24    # rows of the step table in format_compare
+NAMES_LISTED = 24   # names of unpaired steps listed, then a count
 
 
 class CompareError(ValueError):
@@ -143,15 +147,33 @@ def _one_summary(path: Path, data: Any) -> dict[str, Any]:
     return data[0]
 
 
+def _checked(summary: Any, side: str) -> dict[str, Any]:
+    """The summary, when it has what compare() reads (a verdict, a step
+    list); else CompareError naming the side and what it lacks."""
+    if not isinstance(summary, dict):
+        raise CompareError(f"compare: {side} is not a loopscope summary (a "
+                           f"{type(summary).__name__}, not a dict)")
+    diagnosis = summary.get("diagnosis")
+    missing = [key for key, ok in (
+        ("diagnosis", isinstance(diagnosis, dict) and "verdict" in diagnosis),
+        ("steps", isinstance(summary.get("steps"), list))) if not ok]
+    if missing:
+        have = ", ".join(map(repr, list(summary)[:6])) or "none"
+        raise CompareError(f"compare: {side} is not a loopscope summary: no "
+                           f"{' and no '.join(map(repr, missing))} (its keys: {have}); pass "
+                           "prof.summary(), a finished profile or a file loopscope reads")
+    return summary
+
+
 def as_summary(x: Any, side: str) -> tuple[dict[str, Any], str]:
     """(summary, label) of a summary dict, a finished Profile or a path."""
     if isinstance(x, dict):
-        return x, side
+        return _checked(x, side), side
     if isinstance(x, (str, os.PathLike)):
-        return load_summary(x), str(x)
+        return _checked(load_summary(x), str(x)), str(x)
     summary = getattr(x, "summary", None)
     if callable(summary):
-        return summary(), side
+        return _checked(summary(), side), side
     raise TypeError(f"compare: {side} must be a summary dict, a finished loopscope Profile or "
                     f"a file path, got {type(x).__name__}")
 
@@ -178,19 +200,37 @@ def _change(before: float | None, after: float | None, lower_is_better: bool
             "better": better}
 
 
-def _steps(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
-    by_index = {s["index"]: s for s in after["steps"]}
+def _pairing(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[str, list[tuple]]:
+    """How the steps of two runs pair up: by name when each side's names
+    are unique and the sides share one (Step_3 with Step_3, whatever their
+    order or count); else by index.  Returns (how, [(before, after)])."""
+    old_names = [s["name"] for s in old]
+    new_by_name = {s["name"]: s for s in new}
+    if (len(set(old_names)) == len(old) and len(new_by_name) == len(new)
+            and not new_by_name.keys().isdisjoint(old_names)):
+        return "name", [(s, new_by_name[s["name"]]) for s in old if s["name"] in new_by_name]
+    return "index", list(zip(old, new))
+
+
+def _steps(before: dict[str, Any], after: dict[str, Any]
+           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The steps paired (see _pairing), each figure's change; and how they
+    were paired, with the steps of either side that have no partner."""
+    how, pairs = _pairing(before["steps"], after["steps"])
     out = []
-    for s in before["steps"]:
-        t = by_index.get(s["index"])
-        if t is None:
-            continue
-        entry: dict[str, Any] = {"index": s["index"], "name": t["name"]}
+    for s, t in pairs:
+        entry: dict[str, Any] = {"index": s["index"], "after_index": t["index"],
+                                 "name": t["name"], "name_before": s["name"]}
         for key, lower in STEP_FIGURES.items():
             entry[key] = _change(s.get(key), t.get(key), lower)
         entry["verdict"] = {"before": s.get("verdict"), "after": t.get("verdict")}
         out.append(entry)
-    return out
+    paired_old = {id(s) for s, _ in pairs}
+    paired_new = {id(t) for _, t in pairs}
+    pairing = {"by": how,
+               "only_before": [s["name"] for s in before["steps"] if id(s) not in paired_old],
+               "only_after": [t["name"] for t in after["steps"] if id(t) not in paired_new]}
+    return out, pairing
 
 
 def _site_key(site: dict[str, Any]) -> tuple:
@@ -288,13 +328,15 @@ def compare(before: Any, after: Any) -> dict[str, Any]:
     figures = {name: _change(_get(b, where), _get(a, where), lower)
                for name, (_, _, where, lower) in FIGURES.items()}
     projections = (a.get("diagnosis") or {}).get("projections") or []
+    steps, pairing = _steps(b, a)
     return {
         "before": {"label": b_label, "verdict": b["diagnosis"]["verdict"],
                    "steps": len(b["steps"])},
         "after": {"label": a_label, "verdict": a["diagnosis"]["verdict"],
                   "steps": len(a["steps"])},
         "figures": figures,
-        "steps": _steps(b, a),
+        "steps": steps,
+        "step_pairing": pairing,
         "syncs": _syncs(b, a),
         "kernels": _kernels(b, a),
         "next": projections[0]["text"] if projections else None,
@@ -388,6 +430,49 @@ def _site_text(s: dict[str, Any]) -> str:
     return f"{where}{code}  [{s['kind']}] x{s['count']}, blocked {s['blocked_ms']:.3f} ms"
 
 
+def _names_text(names: list[str]) -> str:
+    shown = ", ".join(clip(n, 40) for n in names[:NAMES_LISTED])
+    return shown + (f" and {len(names) - NAMES_LISTED} more" if len(names) > NAMES_LISTED else "")
+
+
+def _verdict_change(v: dict[str, Any]) -> str:
+    before, after = v["before"] or "(none)", v["after"] or "(none)"
+    return after if before == after else f"{before} -> {after}"
+
+
+def _step_lines(result: dict[str, Any]) -> list[str]:
+    """How the steps were paired, those without a partner, and the table
+    of the paired steps that changed."""
+    b, a = result["before"], result["after"]
+    pairing = result.get("step_pairing") or {"by": "index", "only_before": [], "only_after": []}
+    out: list[str] = []
+    if b["steps"] or a["steps"]:
+        how = ("by name" if pairing["by"] == "name" else
+               "by index" + (" (their names differ)" if any(
+                   s["name"] != s["name_before"] for s in result["steps"]) else ""))
+        out += ["", f"steps: {b['steps']} before, {a['steps']} after, "
+                    f"{len(result['steps'])} paired {how}"]
+        for side in ("before", "after"):
+            names = pairing[f"only_{side}"]
+            if names:
+                out.append(f"  only {side} ({len(names)}): {_names_text(names)}")
+    changed = [s for s in result["steps"] if any(s[k]["delta"] for k in STEP_FIGURES)
+               or s["verdict"]["before"] != s["verdict"]["after"]]
+    if changed:
+        out.append(f"{'step':>5} {'name':<18} {'host ms':>17} {'GPU ms':>17} {'syncs':>9}  "
+                   "verdict")
+        for s in changed[:STEPS_SHOWN]:
+            cells = [f"{_fmt(s[k]['before'])}->{_fmt(s[k]['after'])}"
+                     for k in ("host_ms", "gpu_ms", "syncs")]
+            name = s["name"] if s["name"] == s["name_before"] else \
+                f"{s['name_before']}/{s['name']}"
+            out.append(f"{s['index']:>5} {clip(name, 18):<18} {cells[0]:>17} {cells[1]:>17} "
+                       f"{cells[2]:>9}  {_verdict_change(s['verdict'])}")
+        if len(changed) > STEPS_SHOWN:
+            out.append(f"  ... {len(changed) - STEPS_SHOWN} more steps changed")
+    return out
+
+
 def format_compare(result: dict[str, Any]) -> str:
     """The comparison as text: verdicts, figures, syncs, kernels, steps."""
     b, a = result["before"], result["after"]
@@ -422,18 +507,5 @@ def format_compare(result: dict[str, Any]) -> str:
         for k in kernels:
             out.append(f"  {k['delta_ms']:+10.3f}  {_fmt(k['before_ms']):>9} -> "
                        f"{_fmt(k['after_ms']):>9}  {clip(kernel_name(k['name']) or '?', 60)}")
-    changed = [s for s in result["steps"] if any(s[k]["delta"] for k in STEP_FIGURES)]
-    if changed:
-        out.append("")
-        out.append(f"{'step':>5} {'name':<18} {'host ms':>17} {'GPU ms':>17} {'syncs':>9}  "
-                   "verdict")
-        for s in changed[:24]:
-            cells = [f"{_fmt(s[k]['before'])}->{_fmt(s[k]['after'])}"
-                     for k in ("host_ms", "gpu_ms", "syncs")]
-            v = s["verdict"]
-            verdict = v["after"] if v["before"] == v["after"] else f"{v['before']}->{v['after']}"
-            out.append(f"{s['index']:>5} {clip(s['name'], 18):<18} {cells[0]:>17} {cells[1]:>17} "
-                       f"{cells[2]:>9}  {verdict or '-'}")
-        if len(changed) > 24:
-            out.append(f"  ... {len(changed) - 24} more steps changed")
+    out += _step_lines(result)
     return "\n".join(out)

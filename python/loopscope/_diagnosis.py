@@ -52,6 +52,7 @@ from typing import Any, Sequence
 from ._finite import finite
 from ._names import clip, kernel_name
 from ._projections import project
+from ._ranks import balance_text
 from ._syncs import format_site
 
 BUSY_BELOW_PCT = 50.0
@@ -342,6 +343,8 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
         reasons.append(_balanced_reason(busy, share, sm_busy, dram_busy, gpu))
     if verdicts:
         reasons.append(f"{verdicts.count(verdict)} of {len(verdicts)} steps read {verdict}")
+        reasons += _disagreements(summary, verdict, verdicts,
+                                  _why(verdict, busy, idle, by_cause))
     graph_advice = _graph_advice(summary) if verdict == "CPU_LAUNCH_BOUND" else None
     actions = [graph_advice or _action(verdict, dram)]
     if graph_advice:
@@ -368,6 +371,45 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
     }
     evidence.update(_counter_evidence(sm, dram))
     return {"verdict": verdict, "reasons": reasons, "actions": actions, "evidence": evidence}
+
+
+def _why(verdict: str, busy: float | None, idle_ms: float, by_cause: dict[str, float]) -> str:
+    """Which of rules 1-4 gave a traced verdict, in its own figures."""
+    if verdict == "NO_GPU_WORK" or busy is None:
+        return "no GPU work"
+    if busy < BUSY_BELOW_PCT and idle_ms > 0:
+        sync, host = (100 * by_cause[k] / idle_ms for k in ("sync", "host"))
+        cause = {"SYNC_BOUND": f"{sync:.0f}% of its idle time in gaps a sync overlapped",
+                 "CPU_LAUNCH_BOUND": f"{host:.0f}% of its idle time waiting for a late launch"
+                 }.get(verdict, f"idle time split: sync {sync:.0f}%, late launches {host:.0f}%")
+        return f"GPU busy {busy:.1f}% (< {BUSY_BELOW_PCT:g}%), {cause}"
+    judged = {"UNDER_FILLED": "the fill of its kernels", "GPU_BOUND": "busy alone (no counters)"
+              }.get(verdict, "its SM/DRAM counters")
+    return f"GPU busy {busy:.1f}% (>= {BUSY_BELOW_PCT:g}%), so judged by {judged}"
+
+
+def _disagreements(summary: dict[str, Any], verdict: str, verdicts: list[str],
+                   loop_why: str) -> list[str]:
+    """Why steps read another verdict than the loop: for each other
+    verdict (the most common first, at most 2), how many steps read it and
+    the rule that gave it in the first such step's figures, beside the
+    loop's (a loop busy 57% whose steps are busy 49% reads otherwise than
+    they do).  One step is read per verdict, whatever the number of steps."""
+    others = sorted({v for v in verdicts if v != verdict},
+                    key=lambda v: (-verdicts.count(v), v))[:2]
+    lines = []
+    steps = [s for s in summary["steps"] if s["gaps"] is not None] \
+        if len(summary["steps"]) != len(verdicts) else summary["steps"]
+    for other in others:
+        step = steps[verdicts.index(other)]
+        g = step["gaps"]
+        if g is None:  # no time line of its own to explain it by
+            continue
+        why = _why(other, g.get("busy_pct"), g["idle_ms"], g["idle_by_cause_ms"])
+        lines.append(f"{verdicts.count(other)} of {len(verdicts)} steps read {other} (the first, "
+                     f"step {step['index']} {step['name']}: {why}); the loop reads {verdict}: "
+                     f"over its whole time line {loop_why}")
+    return lines
 
 
 def _shape(k: dict[str, Any]) -> str:
@@ -501,6 +543,8 @@ def diagnose_ranks(summary: dict[str, Any]) -> dict[str, Any]:
     d = summary["diagnosis"]
     skew = summary.get("skew")
     straggler = skew["straggler"] if skew else None
+    if skew is not None and straggler is None and skew.get("balance"):
+        return dict(d, reasons=[balance_text(skew["balance"])] + list(d["reasons"]))
     if skew is None or straggler is None:
         return d
     me = skew["per_rank"][0] or {}

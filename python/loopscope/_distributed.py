@@ -412,7 +412,8 @@ def compact_of(prof: Any, session: Session, raised: str | None = None) -> dict[s
     return _ranks.compact(prof._local_summary(), rank=session.rank or 0,
                           world_size=session.world_size, host=host,
                           step_times=step_times, clock=clock, raised=raised,
-                          gpu_ids=lambda device: _gpu_identity(device, host))
+                          gpu_ids=lambda device: _gpu_identity(device, host),
+                          arrivals=_ranks.collective_arrivals(prof.model))
 
 
 def _gpu_identity(device: int, host: str) -> str:

@@ -67,18 +67,24 @@ def _h(title: str) -> str:
     return f'<h4 style="margin:12px 0 2px 0">{_e(title)}</h4>'
 
 
-def _table(head: list[str], rows: list[list[str]], left: tuple[int, ...] = ()) -> str:
+def _table(head: list[str], rows: list[list[str]], left: tuple[int, ...] = (),
+           wrap: tuple[int, ...] = ()) -> str:
+    """A table; `left`: its left-aligned columns; `wrap`: columns of long
+    names that may break anywhere, so a narrow page keeps the table whole."""
     def cell(tag: str, style: str, text: str, i: int) -> str:
         if i in left:
             style = style.replace("text-align:right", "text-align:left")
+        if i in wrap and tag == "td":
+            style += ";overflow-wrap:anywhere"
         return f'<{tag} style="{style}">{text}</{tag}>'
 
-    out = [f'<table style="{_TABLE}"><tr>']
+    # a table wider than the page scrolls inside its own box, never past it
+    out = [f'<div style="overflow-x:auto;max-width:100%"><table style="{_TABLE}"><tr>']
     out += [cell("th", _TH, _e(h), i) for i, h in enumerate(head)]
     out.append("</tr>")
     for row in rows:
         out.append("<tr>" + "".join(cell("td", _TD, c, i) for i, c in enumerate(row)) + "</tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     return "".join(out)
 
 
@@ -203,7 +209,8 @@ def _sites(summary: dict[str, Any]) -> str:
         ])
     more = f'<div style="{_NOTE}">... {len(sites) - MAX_SITES} more sites</div>' if len(sites) > MAX_SITES else ""
     head = ["file:line", "function", "code", "kind", "count", "blocked ms", "steps"]
-    return _h(f"Sync sites ({syncs['count']} syncs)") + _table(head, rows, left=(0, 1, 2, 3, 6)) + more
+    return (_h(f"Sync sites ({syncs['count']} syncs)")
+            + _table(head, rows, left=(0, 1, 2, 3, 6), wrap=(0, 1, 2)) + more)
 
 
 def _worst_gaps(summary: dict[str, Any]) -> str:
@@ -222,7 +229,7 @@ def _worst_gaps(summary: dict[str, Any]) -> str:
              _e(g["stream"]), op(g.get("after")), op(g.get("before"))]
             for g in worst[:MAX_WORST_GAPS]]
     head = ["gap us", "cause", "step", "stream", "after", "before"]
-    return _h("Worst gaps") + _table(head, rows, left=(1, 2, 4, 5))
+    return _h("Worst gaps") + _table(head, rows, left=(1, 2, 4, 5), wrap=(4, 5))
 
 
 def _histogram_table(gaps: dict[str, Any]) -> str:
@@ -283,6 +290,9 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     elif gaps is not None:
         notes.append("matplotlib is not installed, so the gap histogram and the time line are "
                      "shown as tables or left out (pip install matplotlib for the pictures)")
+    if Figure is not None and timeline is None and summary["steps"]:
+        notes.append("no time line: a summary on its own does not hold the records; display "
+                     "the profile (prof) for the time line and the zooms")
     out.append(_notes(summary, notes))
     out.append("</div>")
     return "".join(out)

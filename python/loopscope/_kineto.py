@@ -21,6 +21,14 @@ from typing import Any
 from . import _core
 from ._sniff import TraceError, fail
 
+# Kineto writes times in microseconds with 3 decimals: 1 ns is the file's
+# resolution, and ts and dur are each rounded to it, so two ops 1 ns apart
+# may have touched.  ROCm traces are full of them (consecutive kernels 0-1 ns
+# apart, below the GPU clock's tick): an idle interval of at most this is
+# merged, not a gap (summary["gaps"]["merged_below_resolution"] counts them);
+# 2 ns and more is a gap.
+MERGE_IDLE_UPTO_NS = 1
+
 CHUNK = 8 << 20          # plain files: bytes per read
 GZIP_CHUNK = 1 << 20     # gzip files: compressed bytes per read
 PROGRESS_AFTER_S = 2.0
@@ -238,11 +246,36 @@ def device_facts(meta: dict[str, Any]) -> list[tuple]:
 
 
 def device_names(meta: dict[str, Any]) -> dict[int, str]:
-    """{device index: name} from deviceProperties."""
+    """{device index: name} from deviceProperties (an empty name, as some
+    ROCm traces write, is no name)."""
     names: dict[int, str] = {}
     props = meta.get("deviceProperties")
     if isinstance(props, list):
         for p in props:
-            if isinstance(p, dict) and isinstance(p.get("id"), int) and isinstance(p.get("name"), str):
+            if isinstance(p, dict) and isinstance(p.get("id"), int) and \
+                    isinstance(p.get("name"), str) and p["name"].strip():
                 names[p["id"]] = p["name"]
     return names
+
+
+def match_devices(meta: dict[str, Any], seen: list[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """deviceProperties matched to the devices the GPU ops ran on, by what
+    the trace says: an entry whose id is the device's; else, when the trace
+    lists exactly one entry and its ops ran on exactly one device (ROCm
+    traces list id 0 for a process that sees one GPU while its ops say
+    device 2 or 9), that entry is the device's.  Any other device is left
+    unmatched (no name, no SM figures), never guessed.
+    Returns (meta with the matched entries' ids set to their devices,
+    {"by_id", "only_entry", "unmatched"}) for summary["trace"]["device_match"]."""
+    props = meta.get("deviceProperties")
+    entries = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    listed = {p["id"] for p in entries if isinstance(p.get("id"), int)}
+    by_id = [d for d in seen if d in listed]
+    rest = [d for d in seen if d not in listed]
+    only = None
+    if len(entries) == 1 and len(seen) == 1 and rest:
+        only = {"device": rest[0], "entry_id": entries[0].get("id")}
+        meta = dict(meta, deviceProperties=[dict(entries[0], id=rest[0])])
+        rest = []
+    return meta, {"by_id": by_id, "only_entry": only, "unmatched": rest,
+                  "listed": sorted(listed)}

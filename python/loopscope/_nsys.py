@@ -26,10 +26,18 @@ over every table) but when the C reader refuses one, or, for an id column
 that only joins a name, through a marker the query puts in the row.  A
 kernel's launch geometry and a device's SM figures that are not integers
 are counted as unusable instead (summary["trace"]["kernel_geometry"],
-"device_facts_not_understood"): the kernel or device is still read."""
+"device_facts_not_understood"): the kernel or device is still read.
+
+A gzip-compressed export (report.sqlite.gz) is decompressed into a
+temporary file first (SQLite reads files only), which is removed after."""
 from __future__ import annotations
 
+import gzip
+import os
+import shutil
 import sqlite3
+import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -305,14 +313,31 @@ class _Reader:
         return None if row is None else str(row[0])
 
 
-def read(reader, path: Path) -> dict[str, Any]:
+def read_gzip(reader, path: Path) -> dict[str, Any]:
+    """read() of a gzip-compressed export, through a temporary copy; errors
+    name `path`, never the copy."""
+    handle, tmp = tempfile.mkstemp(prefix="loopscope-", suffix=".sqlite")
+    try:
+        with os.fdopen(handle, "wb") as out, gzip.open(path, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+        return read(reader, Path(tmp), shown_as=path)
+    except (OSError, EOFError, zlib.error) as error:
+        raise fail(path, f"is a gzip-compressed SQLite file that cannot be decompressed into "
+                         f"{tempfile.gettempdir()} ({error})") from None
+    finally:
+        os.unlink(tmp)
+
+
+def read(reader, path: Path, shown_as: Path | None = None) -> dict[str, Any]:
     """Reads an export into the C reader; returns what the summary says
     about it.  TraceError for a database that is not an Nsight Systems
-    export, or that cannot be read."""
+    export, or that cannot be read; errors name `shown_as` when given (the
+    file the user named, of which `path` is a decompressed copy)."""
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as error:
-        raise fail(path, f"cannot be opened as SQLite ({error})") from None
+        raise fail(shown_as or path, f"cannot be opened as SQLite ({error})") from None
+    path = shown_as or path
     try:
         r = _Reader(db, reader, path)
         known = set(ACTIVITY_TABLES) | {"StringIds", "META_DATA_EXPORT", "TARGET_INFO_GPU_METRICS"}

@@ -4,8 +4,13 @@ option, the value given and what is allowed, never an error later, deeper
 down (an OverflowError at enter, a float() of a string, "no" taken as True)."""
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import numbers
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # (lowest, highest, unit) of each numeric option
 RANGES: dict[str, tuple[float, float, str]] = {
@@ -64,3 +69,29 @@ def check_thresholds(value: Any) -> tuple[float, float]:
         raise ValueError("gap_thresholds_us must satisfy 0 <= normal <= severe <= 1e9 (us), "
                          f"got {shown(value)}")
     return float(normal), float(severe)
+
+
+def unknown_option(what: str, name: str, known: list[str]) -> TypeError:
+    """The TypeError for an option `what` does not take: the nearest known
+    name (a typo: metrics_intervall_us), else every known one."""
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"its options: {', '.join(known)}"
+    return TypeError(f"{what} got an unknown option {name!r}; {hint}")
+
+
+def keywords_checked(what: str) -> Callable[[F], F]:
+    """Wraps a keyword-only __init__ so that a misspelt option names the
+    nearest right one; the signature (help(), an IDE's, Jupyter's Shift-Tab)
+    and the type checker still see the wrapped function's own."""
+    def wrap(init: F) -> F:
+        known = [name for name, p in inspect.signature(init).parameters.items()
+                 if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+        @functools.wraps(init)
+        def checked(self: Any, *args: Any, **options: Any) -> Any:
+            for name in options:
+                if name not in known:
+                    raise unknown_option(what, name, known)
+            return init(self, *args, **options)
+        return checked  # type: ignore[return-value]
+    return wrap

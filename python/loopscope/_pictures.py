@@ -44,6 +44,10 @@ MAX_BANDS = 100        # more steps than this: step starts as ticks, not labelle
 MAX_BARS = 200         # more steps than this: the per-step chart shows groups of steps
 MAX_LANES = 6          # lanes of ranges in one picture
 MAX_DEVICE_LANES = 4   # more GPUs than this share one lane
+# A zoom's label on the whole run: within this share of the axis from an
+# edge it is aligned to that edge (centred it would be cut off); labels
+# closer than LABEL_APART of the axis go on rows of their own.
+LABEL_EDGE, LABEL_APART = 0.15, 0.3
 INCHES_PER_LANE = 0.42
 WIDTH_IN, DPI = 10.0, 100
 LEFT_IN, RIGHT_IN, BOTTOM_IN = 1.35, 0.25, 0.5  # fixed margins: the time axes line up
@@ -66,7 +70,10 @@ def png(fig, alt: str) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
+    # as wide as the page allows, never wider than drawn: a 900 px window
+    # shrinks it instead of cutting its right side off
+    return (f'<img alt="{html.escape(alt)}" style="max-width:100%;height:auto;display:block" '
+            f'src="data:image/png;base64,{data}"/>')
 
 
 # -- the gap histogram ---------------------------------------------------------
@@ -211,7 +218,10 @@ def _count(n: int, thing: str) -> str:
 
 
 def _range_colour(name: str | None) -> str:
-    """One colour per range name, the same in every picture and run."""
+    """One colour per range name, the same in every picture and run; a
+    range is coloured by its group's name (Model.window: the name without
+    its step's prefix), so "Step_3/Layer_0" is Layer_0's colour in every
+    step."""
     return RANGE_SHADES[zlib.crc32((name or "").encode()) % len(RANGE_SHADES)]
 
 
@@ -252,7 +262,7 @@ def _draw_ranges(ax, ranges: list[tuple], thread: int | None, top: float, to_x, 
         if r[5] is None:
             plain.add(lane)
         a, b = to_x(r[1]), to_x(r[2])
-        colour = STEP_SHADES[r[5] % 2] if r[5] is not None else _range_colour(r[6])
+        colour = STEP_SHADES[r[5] % 2] if r[5] is not None else _range_colour(r[7] or r[6])
         rects, colours = bars.setdefault(lane, ([], []))
         rects.append((a, max(b - a, px)))
         colours.append(colour)
@@ -296,6 +306,16 @@ def _finish(fig, ax, labels: list[tuple[float, str]], bottom: float, top: float,
 # -- the whole run ---------------------------------------------------------------
 
 def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str:
+    fig = overview_figure(Figure, t)
+    gpu = summary.get("gpu") or {}
+    alt = (f"Time line of the whole run: GPU busy {_f(gpu.get('busy_pct'), '.1f')}%, "
+           if t["gpu"] else "Host time line of the whole run: ") + _count(fig.steps, "step")
+    return png(fig, alt + f", {len(t['ranges'])} ranges drawn")
+
+
+def overview_figure(Figure, t: dict[str, Any]):
+    """The whole run (see the module's doc); returns the figure (its
+    `steps`: how many steps it shows)."""
     np = _numpy()
     t0, span = t["t0"], t["t1"] - t["t0"]
     scale, unit = _time_axis(span)
@@ -356,12 +376,22 @@ def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str
         y = _draw_ranges(ax, t["ranges"], None, y, to_x, px, labels)
     if t["ranges_hidden"] > 0:
         notes.append(f"{t['ranges_hidden']} ranges shorter than a pixel not drawn")
+    top = 0.45 if t["zooms"] else 0.05
+    placed: list[float] = []
     for zoom in t["zooms"]:  # a bracket over the window each zoom shows
         a, b = to_x(zoom["lo"]), to_x(zoom["hi"]) + px
         ax.broken_barh([(a, b - a)], (0.02, 0.08), color=ZOOMED)
         ax.vlines([a, b], y, 0.1, color=ZOOMED, linewidth=0.8, linestyles=":")
-        ax.text((a + b) / 2, 0.14, f"zoom: {zoom['role']} ({zoom['step']['name']})",
-                ha="center", va="bottom", fontsize=7, parse_math=False)
+        # the label stays inside the axes (a bracket at an edge is labelled
+        # from that edge inwards) and above an earlier label it would touch
+        where = (a + b) / 2 / (span / scale)
+        x, ha = ((min(b, span / scale), "right") if where > 1 - LABEL_EDGE
+                 else (max(a, 0), "left") if where < LABEL_EDGE else ((a + b) / 2, "center"))
+        row = sum(abs(where - w) < LABEL_APART for w in placed)
+        placed.append(where)
+        ax.text(x, 0.14 + 0.16 * row, f"zoom: {zoom['role']} ({zoom['step']['name']})",
+                ha=ha, va="bottom", fontsize=7, parse_math=False)
+        top = max(top, 0.45 + 0.16 * row)
     ax.set_xlim(0, span / scale)
     ax.set_xlabel(f"time since profile start, {unit}")
     parts = (["steps"] if n_steps else []) + (["ranges"] if t["ranges"] else [])
@@ -375,14 +405,22 @@ def _overview_picture(Figure, t: dict[str, Any], summary: dict[str, Any]) -> str
                      "zoom on the slowest and a typical one")
     if notes:
         title += "\n" + "; ".join(notes)
-    _finish(fig, ax, labels, y, 0.45 if t["zooms"] else 0.05, title, 10)
-    gpu = summary.get("gpu") or {}
-    alt = (f"Time line of the whole run: GPU busy {_f(gpu.get('busy_pct'), '.1f')}%, "
-           if t["gpu"] else "Host time line of the whole run: ") + _count(n_steps, "step")
-    return png(fig, alt + f", {len(t['ranges'])} ranges drawn")
+    _finish(fig, ax, labels, y, top, title, 10)
+    fig.steps = n_steps
+    return fig
 
 
 # -- a zoom on one step ------------------------------------------------------------
+
+def _own_ranges(ranges: list[tuple], zoom: dict[str, Any]) -> list[tuple]:
+    """The ranges a zoom on one step draws: the steps in its window (the
+    neighbours give context) and the ranges that began inside the step's
+    host time.  The padding around a long step can hold whole later steps
+    (a first step of 80 ms, then steps of 0.2 ms): their ranges are theirs,
+    not this step's."""
+    start, end = zoom["host"]
+    return [r for r in ranges if r[5] is not None or start <= r[1] <= end]
+
 
 def _zoom_picture(Figure, zoom: dict[str, Any], gpu: bool) -> tuple[str, dict[str, int]]:
     """The picture of one zoom, and what it marked: busy intervals drawn,
@@ -451,7 +489,8 @@ def _zoom_picture(Figure, zoom: dict[str, Any], gpu: bool) -> tuple[str, dict[st
                         for s in window["syncs"]], (y - 0.35, 0.3), color=WAIT)
         labels.append((y - 0.2, "host waits (syncs)"))
         y -= 0.4
-    y = _draw_ranges(ax, window["ranges"], zoom["thread"], y, to_x, px, labels)
+    own = _own_ranges(window["ranges"], zoom)
+    y = _draw_ranges(ax, own, zoom["thread"], y, to_x, px, labels)
     ax.axvline(to_x(zoom["host"][0]), color="#5c7080", linewidth=0.6, linestyle=":")
     ax.axvline(to_x(zoom["host"][1]), color="#5c7080", linewidth=0.6, linestyle=":")
     ax.set_xlim(to_x(lo), to_x(hi))
@@ -482,16 +521,23 @@ def _zoom_picture(Figure, zoom: dict[str, Any], gpu: bool) -> tuple[str, dict[st
     if gpu:
         alt += (f"{marked['spans']} busy intervals drawn, {marked['severe']} severe and "
                 f"{marked['warning']} warning gaps of the step marked, ")
-    alt += f"{len(window['ranges'])} ranges"
+    alt += f"{len(own)} ranges"
     return png(fig, alt), marked
 
 
 # -- per step ----------------------------------------------------------------------
 
 def _steps_picture(Figure, summary: dict[str, Any], columns: dict[str, Any] | None) -> str:
+    fig = steps_figure(Figure, summary, columns)
+    return png(fig, f"Per step: GPU busy and idle time of {_count(fig.bars, 'step')}")
+
+
+def steps_figure(Figure, summary: dict[str, Any], columns: dict[str, Any] | None):
     """Busy and idle time per step (a bar per group of steps beyond
     MAX_BARS), from the model's step columns where there are, else from
-    the summary; SM and DRAM from the summary where sampled."""
+    the summary; SM and DRAM from the summary where sampled.  The legend
+    sits above the plot, never over a bar.  Returns the figure (its `bars`:
+    how many steps it shows)."""
     np = _numpy()
     steps = summary["steps"]
     if columns is not None:
@@ -537,22 +583,29 @@ def _steps_picture(Figure, summary: dict[str, Any], columns: dict[str, Any] | No
         ticks = x[:: max(len(x) // 8, 1)]
         ax.set_xticks(ticks, [str(index[k * size]) for k in ticks], fontsize=8)
     title = "Per step: GPU busy and idle time"
+    handles, names = ax.get_legend_handles_labels()
     if curves:
         twin = ax.twinx()
         for values, colour, marker, label in curves:
             twin.plot(x, grouped(values), color=colour, marker=marker, markersize=3, label=label)
         twin.set_ylim(0, 100)
         twin.set_ylabel("%")
-        twin.legend(loc="upper left", fontsize=7, frameon=False)
+        more, more_names = twin.get_legend_handles_labels()
+        handles, names = handles + more, names + more_names
         axes.append(twin)
         title += ", SM and DRAM"
     else:
         title += " (SM/DRAM curves: not sampled)"
-    ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper right", fontsize=7, frameon=False)
+    # one legend in a row above the plot, under the title: inside it would
+    # cover the first or the last bars
+    axes[-1].legend(handles, names, loc="lower left", bbox_to_anchor=(0.0, 1.0),
+                    ncol=len(handles), fontsize=7, frameon=False, borderaxespad=0.2)
+    ax.set_title(title, fontsize=10, pad=20)
     ax.spines[["top"]].set_visible(False)
-    _place(fig, axes, 1.5, left_in=0.8, right_in=0.6 if len(axes) > 1 else RIGHT_IN)
-    return png(fig, f"Per step: GPU busy and idle time of {_count(len(index), 'step')}")
+    _place(fig, axes, 1.5, title_lines=2, left_in=0.8,
+           right_in=0.6 if len(axes) > 1 else RIGHT_IN)
+    fig.bars = len(index)
+    return fig
 
 
 # -- the section -------------------------------------------------------------------
@@ -572,5 +625,5 @@ def timeline_pictures(Figure, summary: dict[str, Any],
     if timeline is not None and timeline["gpu"] and len(timeline["steps"]["index"]):
         out.append(("Per step", _steps_picture(Figure, summary, timeline["steps"])))
     elif timeline is None and any(s["gaps"] is not None for s in summary["steps"]):
-        out.append(("Time line", _steps_picture(Figure, summary, None)))
+        out.append(("Per step", _steps_picture(Figure, summary, None)))
     return out

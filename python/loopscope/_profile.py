@@ -8,11 +8,13 @@ import os
 import sys
 import time
 import warnings
+import weakref
 from time import perf_counter_ns as _enter_clock_ns  # apart from `time`, which tests script
 from typing import Any
 
 from . import _core, _cupti_paths, _distributed, _instrument, _options, _session, _settings
 from ._html import profile_html
+from ._html_file import title, write_page
 from ._module_steps import ModuleSteps, check_module
 from ._recording import save
 from ._report import format_report
@@ -134,8 +136,15 @@ class Profile:
                         With trace=False this is the counters-only mode (no per-kernel
                         tracing, near-zero overhead; GPU busy % then comes from GR active).
                         loopscope's worker thread sets sampling up (the first time in a
-                        process ~0.4 s on an H200, while the loop runs) and starts it;
-                        samples cover the loop from then on (summary["sm"]["coverage_pct"]).
+                        process ~0.4 s on an H100/H200) and starts it.  True: a profile
+                        whose sampler must be set up (the first of a process) waits for
+                        that at its enter, at most 2 s, so its samples cover the whole
+                        loop (the wait: summary["overhead"]["metrics_setup_wait_ms"]);
+                        "lazy": never wait, the set-up runs while the loop does and the
+                        samples cover the loop from then on (summary["sm"]["coverage_pct"];
+                        a first profile shorter than the set-up reads no counters).
+                        A profile entered before the code made its CUDA context (e.g.
+                        `loopscope run`) sets sampling up when that context appears.
     metrics_interval_us: sampling interval (default 100 us; 1-1e6).
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
                         thread takes them, every metrics_decode_ms (default 10 ms, so the
@@ -156,9 +165,11 @@ class Profile:
 
     Every option is checked here: a wrong one raises TypeError (True/False
     options take only bools; numbers must be int or float) or ValueError (out
-    of range), naming the option, the value and what is allowed.
+    of range), naming the option, the value and what is allowed; a misspelt
+    option is a TypeError naming the nearest right one.
     """
 
+    @_options.keywords_checked("loopscope.profile()")
     def __init__(
         self,
         *,
@@ -170,7 +181,7 @@ class Profile:
         buffer_mb: float = 4,
         max_buffer_mb: float = 256,
         warm_up: bool = True,
-        metrics: bool = True,
+        metrics: bool | str = True,
         metrics_interval_us: float = 100.0,
         metrics_buffer_mb: float = 64,
         metrics_decode_ms: float = 10.0,
@@ -183,9 +194,10 @@ class Profile:
         self._thresholds = _options.check_thresholds(gap_thresholds_us)
         if not isinstance(step_name, str) or not step_name:
             raise TypeError(f"step_name must be a non-empty str, got {step_name!r}")
+        lazy_metrics = metrics == "lazy"
         flags = {name: _options.check_bool(name, value) for name, value in (
             ("trace", trace), ("syncs", syncs), ("driver_api", driver_api),
-            ("warm_up", warm_up), ("metrics", metrics))}
+            ("warm_up", warm_up), ("metrics", True if lazy_metrics else metrics))}
         buffer_mb = _options.check_number("buffer_mb", buffer_mb)
         max_buffer_mb = _options.check_number("max_buffer_mb", max_buffer_mb,
                                               lowest=("buffer_mb", buffer_mb))
@@ -199,6 +211,7 @@ class Profile:
             metrics_interval_ns=int(round(interval_us * 1000)),
             metrics_buffer_bytes=int(metrics_mb * (1 << 20)),
             metrics_decode_ns=int(decode_ms * 1e6),
+            metrics_wait_for_start=0 if lazy_metrics else 2,
         )
         self._gather = _distributed.check_options(gather, gather_timeout_s)
         self._dist: _distributed.Session | None = None
@@ -349,6 +362,7 @@ class Profile:
         self._require_finished()
         if self._summary is None:
             self._summary = Summary(_distributed.attach(self._dist, self._local_summary()))
+            self._summary.owner = weakref.ref(self)  # its HTML draws this profile's time line
         return self._summary
 
     def _local_summary(self) -> dict[str, Any]:
@@ -378,6 +392,18 @@ class Profile:
         loopscope can analyse again later, anywhere (see _recording)."""
         return str(save(self, path, command=command))
 
+    def to_html(self) -> str:
+        """The notebook view of the finished profile as an HTML fragment
+        (verdict, tables, the time line); save_html() writes a whole page."""
+        self._require_finished()
+        return profile_html(self)
+
+    def save_html(self, path: str | os.PathLike) -> str:
+        """Writes the notebook view as an HTML page a browser opens; returns
+        the path.  OSError (HtmlFileError) naming the file when it cannot."""
+        self._require_finished()
+        return write_page(profile_html(self), path, title(self.summary()))
+
     def _repr_html_(self) -> str:
         return profile_html(self)
 
@@ -391,8 +417,7 @@ class Profile:
                 f"verdict={summary['diagnosis']['verdict']}>")
 
 
-def profile(**options: Any) -> Profile:
-    """Profile the GPU work of a with-block: `with loopscope.profile() as prof:`.
-
-    Options are those of `Profile` (trace, gap_thresholds_us, step_name, ...)."""
-    return Profile(**options)
+# `loopscope.profile(...)` is the class itself: its real signature, every
+# option typed and documented (help(), an IDE, Jupyter's Shift-Tab), and a
+# misspelt option names the right one (_options.keywords_checked).
+profile = Profile

@@ -35,12 +35,29 @@ rank.
 Straggler.  When every rank runs the same collectives in a step, the
 ranks that arrive early spin inside the collective kernels until the last
 one arrives: their collective (comm) time in the step is longer by what
-they waited.  So the rank with the smallest comm time in a step arrived
-last, and each rank's wait is its comm time beyond that smallest one.  A
-step counts when its largest wait is at least STEP_WAIT_MIN_US and
+they waited.  Each rank's wait is its comm time beyond the step's smallest
+one.  Who arrived last, and how late: from the arrival times when every
+rank's step has one (the GPU start of the step's first collective kernel,
+on rank 0's clock: the rank whose collective started last arrived last,
+its lateness is its start minus the first rank's), else from the comm
+times (the smallest arrived last, lateness = the largest wait).  The two
+differ by the collective's own work where it is not the same on every
+rank; the arrival times also say when each rank's host called the
+collective (call_ns), so the report can tell host lateness from launch
+lag.  A step counts when its lateness is at least STEP_WAIT_MIN_US and
 STEP_WAIT_MIN_PCT of the ranks' median GPU time in the step (jitter grows
-with the step); the straggler is the rank that arrived last in the most counted steps, named
-only when that is at least half of the steps compared.  Its own cause is
+with the step); the candidate is the rank that arrived last in the most
+counted steps (no other as often), when that is at least half of the steps
+compared.
+
+Ranks always arrive in some order, so the candidate is named the
+straggler only when it matters: its lateness (mean over the steps it was
+last) is beyond ARRIVAL_SPREAD_MS, the spread of arrival order seen with
+no straggler (0.33-0.50 ms on H100s, 2 and 4 ranks, issue 26), AND the
+wait it causes is at least STRAGGLER_MIN_STEP_SHARE of the other ranks'
+step time (the median over them of the longer of host and GPU time per
+step: a wait of a tenth of the step is worth acting on).  Otherwise skew["balance"]
+says the ranks are balanced, with the largest lateness and its share.  Its own cause is
 the largest of its excess over the other ranks' median, in the steps it
 arrived last: GPU idle waiting for its host's launches ("host late"), GPU
 idle while its host was blocked in a sync ("sync"), or non-collective GPU
@@ -53,6 +70,7 @@ times mix; host step times say when each rank's host began and ended a
 step, not when its GPU reached the collective (the host may run ahead)."""
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any, Callable, Mapping
 
@@ -60,6 +78,10 @@ COMPACT_VERSION = 1
 STEP_WAIT_MIN_US = 100.0      # a step's largest wait below this is noise, not a straggler
 STEP_WAIT_MIN_PCT = 2.0       # ... and below this share of the step's median GPU time
 STRAGGLER_MIN_SHARE = 0.5     # of the compared steps, to be named
+# Arrival order with no straggler spreads up to 0.50 ms (H100s, 2 and 4 ranks, issue 26):
+# twice that, still under the smallest delay worth planting (1.5 ms).
+ARRIVAL_SPREAD_MS = 1.0
+STRAGGLER_MIN_STEP_SHARE = 0.10  # of the other ranks' step time: a wait worth acting on
 WAIT_SHARE_VERDICT = 0.10     # of a rank's GPU busy time in its steps: COMMUNICATION_WAIT
 CAUSE_MIN_SHARE = 0.25        # of how late the straggler was: smaller excesses explain nothing
 CAUSES = ("host late", "sync", "compute")
@@ -95,20 +117,27 @@ def own_cause(summary: dict[str, Any]) -> str | None:
 def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
             step_times: dict[int, tuple[int, int]], clock: dict[str, Any] | None,
             raised: str | None = None,
-            gpu_ids: Callable[[int], str] | None = None) -> dict[str, Any]:
+            gpu_ids: Callable[[int], str] | None = None,
+            arrivals: Mapping[int, tuple[int, int | None]] | None = None) -> dict[str, Any]:
     """One rank's compact summary (see the module doc).  step_times: step
     index -> (start_ns, end_ns) on the profile clock; clock: the rank's
     pairs {"profile_ns": [p1, p2], "exchange_ns": [e1, e2]} or None;
     gpu_ids: device ordinal -> an identity of the GPU that is the same in
-    every process that uses it (a UUID), to tell ranks sharing a GPU."""
+    every process that uses it (a UUID), to tell ranks sharing a GPU;
+    arrivals: step index -> (GPU start of its first collective kernel, the
+    host time of that kernel's launch call or None), profile clock
+    (collective_arrivals)."""
+    arrivals = arrivals or {}
     gpu = summary.get("gpu") or {}
     gaps = summary.get("gaps") or {}
     syncs = summary.get("syncs")
     steps = []
     for s in summary.get("steps") or []:
         start, end = step_times.get(s["index"], (None, None))
+        arrive, call = arrivals.get(s["index"], (None, None))
         steps.append({
             "index": s["index"], "name": s["name"], "start_ns": start, "end_ns": end,
+            "arrive_ns": arrive, "call_ns": call,
             "host_ms": s["host_ms"], "gpu_ms": s.get("gpu_ms"),
             "comm_ms": s.get("comm_ms"), "compute_ms": s.get("compute_ms"),
             "syncs": s.get("syncs"), "idle_host_ms": _idle(s, "host"),
@@ -140,6 +169,30 @@ def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
     }
 
 
+NO_LAUNCH = 2**64 - 1  # op_column("launch_ns") of an op with no launch call
+
+
+def collective_arrivals(model: Any) -> dict[int, tuple[int, int | None]]:
+    """Step index -> (GPU start of the step's first collective kernel, the
+    host time its launch call began or None), on the model's clock: when the
+    rank reached the collective.  Read from the C model's op columns (the
+    step and the collective class of each op are its)."""
+    if model is None:
+        return {}
+    comm = model.op_column("comm").tobytes()  # one byte per op: 1 for a collective
+    out: dict[int, tuple[int, int | None]] = {}
+    hits = [m.start() for m in re.finditer(b"\x01", comm)]  # found in C: collectives are few
+    if not hits:
+        return out
+    step, start, launch = (model.op_column(c) for c in ("step", "start_ns", "launch_ns"))
+    for i in hits:
+        k = step[i]
+        if k < 0 or (k in out and out[k][0] <= start[i]):
+            continue
+        out[k] = (start[i], None if launch[i] == NO_LAUNCH else launch[i])
+    return out
+
+
 # -- clocks ----------------------------------------------------------------
 def best_round(rounds: list[tuple[int, int, int]] | None) -> dict[str, float] | None:
     """The round with the shortest round trip b - a (the first of equals):
@@ -151,13 +204,20 @@ def best_round(rounds: list[tuple[int, int, int]] | None) -> dict[str, float] | 
     return {"offset_ns": c - (a + b) / 2, "error_ns": (b - a) / 2, "at_ns": (a + b) / 2}
 
 
+# Two clock pairs read closer than this give no slope: each pair's two reads
+# are microseconds apart, and over a short profile that jitter would tilt the
+# slope and throw off every time outside the profile (a collective's start).
+MIN_SLOPE_SPAN_NS = 1_000_000
+
+
 def _local_map(clock: dict[str, Any] | None):
     """(profile -> exchange, exchange -> profile) of one rank from its two
-    clock pairs; the slope is 1 when the pairs cannot give one."""
+    clock pairs; the slope is 1 when the pairs cannot give one (less than
+    MIN_SLOPE_SPAN_NS apart)."""
     if not clock or not clock.get("profile_ns") or not clock.get("exchange_ns"):
         return None
     (p1, p2), (e1, e2) = clock["profile_ns"], clock["exchange_ns"]
-    slope = (e2 - e1) / (p2 - p1) if p2 > p1 and e2 > e1 else 1.0
+    slope = (e2 - e1) / (p2 - p1) if p2 - p1 >= MIN_SLOPE_SPAN_NS and e2 > e1 else 1.0
     return (lambda p: e1 + (p - p1) * slope), (lambda e: p1 + (e - e1) / slope)
 
 
@@ -213,6 +273,16 @@ def _argmax(values: Mapping[int, float]) -> int:
     return max(sorted(values), key=lambda r: values[r])
 
 
+def _inside(t: int | None, clock: dict[str, Any] | None) -> bool:
+    """True when a profile time can be aligned: there, and inside the span
+    the rank's clock pairs cover (when it has pairs): outside it the
+    alignment would be extrapolated."""
+    if t is None:
+        return False
+    pairs = (clock or {}).get("profile_ns")
+    return not pairs or pairs[0] <= t <= pairs[1]
+
+
 def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
     by_index: dict[int, dict[int, dict[str, Any]]] = {}
     names: dict[int, str] = {}
@@ -230,6 +300,9 @@ def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
                                "last_start_rank": None, "last_end_rank": None,
                                "host_ms": [None] * len(compacts), "comm_ms": [None] * len(compacts),
                                "wait_ms": None, "max_wait_ms": None, "last_arrival_rank": None,
+                               "late_ms": None, "late_from": None,
+                               "arrive_ns": [None] * len(compacts),
+                               "call_ns": [None] * len(compacts),
                                "aligned_ns": [None] * len(compacts)}
         for r, s in present.items():
             row["host_ms"][r] = s["host_ms"]
@@ -246,17 +319,30 @@ def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
         if len(ends) > 1:
             row["end_skew_us"] = _us(max(ends.values()) - min(ends.values()))
             row["last_end_rank"] = _argmax(ends)
+        for r, s in present.items():
+            if r in aligners and _inside(s.get("arrive_ns"), compacts[r].get("clock")):
+                row["arrive_ns"][r] = round(aligners[r](s["arrive_ns"]))
+                if s.get("call_ns") is not None:
+                    row["call_ns"][r] = round(aligners[r](s["call_ns"]))
         comm = {r: s["comm_ms"] for r, s in present.items()}
         if len(comm) > 1 and all(v is not None for v in comm.values()):
             least = min(comm.values())
             row["wait_ms"] = [None if row["comm_ms"][r] is None else round(row["comm_ms"][r] - least, 6)
                               for r in range(len(compacts))]
             row["max_wait_ms"] = round(max(comm.values()) - least, 6)
+            arrive = {r: row["arrive_ns"][r] for r in present}
+            if all(v is not None for v in arrive.values()):  # when each rank reached it
+                last = _argmax(arrive)
+                row["late_ms"] = round((arrive[last] - min(arrive.values())) / 1e6, 6)
+                row["late_from"] = "arrival"
+            else:  # the rank that waited least arrived last
+                last = min(sorted(comm), key=lambda r: comm[r])
+                row["late_ms"], row["late_from"] = row["max_wait_ms"], "comm"
             gpu = [s["gpu_ms"] for s in present.values() if s["gpu_ms"] is not None]
             floor_ms = max(STEP_WAIT_MIN_US / 1e3,
                            STEP_WAIT_MIN_PCT / 100 * statistics.median(gpu) if gpu else 0.0)
-            if row["max_wait_ms"] >= floor_ms:
-                row["last_arrival_rank"] = min(sorted(comm), key=lambda r: comm[r])
+            if row["late_ms"] >= floor_ms:
+                row["last_arrival_rank"] = last
         rows.append(row)
     return rows
 
@@ -291,30 +377,108 @@ def _value(step: dict[str, Any] | None, key: str) -> float | None:
     return step.get(key)
 
 
-def _straggler(rows, compacts) -> dict[str, Any] | None:
-    compared = [r for r in rows if r["wait_ms"] is not None]
+def _step_time_ms(compacts, rank: int, steps: list[int]) -> float | None:
+    """The other ranks' step time over `steps`: the median over them of
+    their mean step time, the longer of a step's host and GPU times (a host
+    that runs ahead of its GPU has short host steps, a GPU waiting for its
+    host little busy time: the longer one is the step's period)."""
+    means = []
+    for c in compacts:
+        if c is None or c["rank"] == rank:
+            continue
+        mine = [s for s in c["steps"] if s["index"] in steps]
+        times = [max(t for t in (s["gpu_ms"], s["host_ms"]) if t is not None) for s in mine
+                 if s["gpu_ms"] is not None or s["host_ms"] is not None]
+        if times:
+            means.append(sum(times) / len(times))
+    return statistics.median(means) if means else None
+
+
+def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(straggler or None, balance or None): the candidate who arrived last
+    in most steps, named only past ARRIVAL_SPREAD_MS and
+    STRAGGLER_MIN_STEP_SHARE (module doc); balance says why not, with the
+    largest lateness and its share.  (None, None) when nothing was compared."""
+    compared = [r for r in rows if r["late_ms"] is not None]
     if not compared:
-        return None
+        return None, None
     counts: dict[int, int] = {}
     for r in compared:
         if r["last_arrival_rank"] is not None:
             counts[r["last_arrival_rank"]] = counts.get(r["last_arrival_rank"], 0) + 1
-    if not counts:
-        return None
-    rank = _argmax(counts)
-    if counts[rank] < STRAGGLER_MIN_SHARE * len(compared):
-        return None
+    rank = _argmax(counts) if counts else None
+    tied = rank is not None and sum(n == counts[rank] for n in counts.values()) > 1
+    if rank is None or tied or counts[rank] < STRAGGLER_MIN_SHARE * len(compared):
+        worst = max(compared, key=lambda r: r["late_ms"])
+        step_ms = _step_time_ms(compacts, -1, [worst["index"]])
+        return None, _balance(None, worst["late_ms"], step_ms, len(compared),
+                              "no rank arrived last in more steps than every other rank"
+                              if tied else "no rank arrived last in half the steps compared")
     mine = [r for r in compared if r["last_arrival_rank"] == rank]
-    late = sum(r["max_wait_ms"] for r in mine) / len(mine)
+    late = sum(r["late_ms"] for r in mine) / len(mine)
+    step_ms = _step_time_ms(compacts, rank, [r["index"] for r in mine])
+    share = None if not step_ms else late / step_ms
+    if late <= ARRIVAL_SPREAD_MS:
+        return None, _balance(rank, late, step_ms, len(compared),
+                              f"its lateness is within the {ARRIVAL_SPREAD_MS:g} ms spread of "
+                              "arrival order seen with no straggler")
+    if share is not None and share < STRAGGLER_MIN_STEP_SHARE:
+        return None, _balance(rank, late, step_ms, len(compared),
+                              f"the wait it causes is under {STRAGGLER_MIN_STEP_SHARE:.0%} of "
+                              "the other ranks' step time")
     others = [c for c in compacts if c is not None and c["rank"] != rank]
     excess = _cause_excess(compacts[rank], others, [r["index"] for r in mine])
     known = {c: v for c, v in excess.items() if v is not None}
     cause = max(known, key=lambda c: known[c]) if known else None
     if cause is not None and known[cause] < CAUSE_MIN_SHARE * late:
         cause = None
+    comm_late = [r["max_wait_ms"] for r in mine]
+    host_late = _host_late(compacts, rank, [r["index"] for r in mine])
     return {"rank": rank, "last_in_steps": counts[rank], "steps_compared": len(compared),
-            "late_ms": round(late, 6), "cause": cause, "excess_ms": excess,
-            "own_verdict": compacts[rank]["verdict"], "own_cause": compacts[rank]["cause"]}
+            "late_ms": round(late, 6), "late_from": _late_from(mine),
+            "comm_late_ms": round(sum(comm_late) / len(comm_late), 6),
+            "host_late_ms": host_late,
+            "share_of_step_pct": None if share is None else round(100 * share, 2),
+            "cause": cause, "excess_ms": excess,
+            "own_verdict": compacts[rank]["verdict"], "own_cause": compacts[rank]["cause"]}, None
+
+
+def _host_late(compacts, rank: int, steps: list[int]) -> float | None:
+    """How much later into its steps the straggler's host called the
+    collective than the other ranks' hosts (their median), mean over
+    `steps`, each rank on its own clock (call_ns - start_ns: no alignment
+    needed); None when a step lacks the times.  A host held back D ms reads
+    D here, while its arrival is later by D plus the time it then took to
+    launch the step's work with its GPU idle (the others' hosts had theirs
+    queued ahead)."""
+    def into(c, i):
+        s = next((x for x in c["steps"] if x["index"] == i), None)
+        if s is None or s.get("call_ns") is None or s.get("start_ns") is None:
+            return None
+        return s["call_ns"] - s["start_ns"]
+
+    excess = []
+    for i in steps:
+        mine = into(compacts[rank], i)
+        theirs = [v for c in compacts if c is not None and c["rank"] != rank
+                  for v in [into(c, i)] if v is not None]
+        if mine is None or not theirs:
+            return None
+        excess.append(mine - statistics.median(theirs))
+    return round(sum(excess) / len(excess) / 1e6, 6) if excess else None
+
+
+def _late_from(rows) -> str:
+    kinds = {r["late_from"] for r in rows}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _balance(rank, late_ms, step_ms, compared, why) -> dict[str, Any]:
+    return {"balanced": True, "rank": rank, "late_ms": round(late_ms, 6),
+            "step_ms": None if step_ms is None else round(step_ms, 6),
+            "share_of_step_pct": round(100 * late_ms / step_ms, 2) if step_ms else None,
+            "steps_compared": compared, "why": why,
+            "spread_ms": ARRIVAL_SPREAD_MS, "min_share_pct": 100 * STRAGGLER_MIN_STEP_SHARE}
 
 
 def _per_rank(rows, compacts, straggler) -> list[dict[str, Any] | None]:
@@ -339,7 +503,8 @@ def _per_rank(rows, compacts, straggler) -> list[dict[str, Any] | None]:
     return out
 
 
-def _not_measured(compacts, rows, world_size, backend, aligners) -> list[str]:
+def _not_measured(compacts, rows, world_size, backend, aligners, shared_clock=False
+                  ) -> list[str]:
     notes = []
     present = [c for c in compacts if c is not None]
     if world_size == 1:
@@ -356,8 +521,10 @@ def _not_measured(compacts, rows, world_size, backend, aligners) -> list[str]:
                      + (f"; {why[0]}" if why else "") + "): wait and straggler not measured")
     unlinked = [c["rank"] for c in present if c["rank"] not in aligners]
     if unlinked:
-        notes.append(f"rank{'s' if len(unlinked) > 1 else ''} {_list(unlinked)}: clocks not "
-                     "exchanged with rank 0: left out of the skews")
+        notes.append(f"rank{'s' if len(unlinked) > 1 else ''} {_list(unlinked)}: "
+                     + ("no time base shared with the other traces (only Kineto traces "
+                        "have one)" if shared_clock else "clocks not exchanged with rank 0")
+                     + ": left out of the skews")
     shared: dict[str, list[int]] = {}
     for c in present:
         for g in c.get("gpus") or []:
@@ -375,22 +542,52 @@ def _list(ranks: list[int]) -> str:
     return ", ".join(str(r) for r in ranks)
 
 
+# Traces read offline (trace folders): a Kineto trace's times are the host's
+# clock (epoch-based); ranks on one host share it, to the trace's resolution.
+SHARED_CLOCK_ERROR_NS = 1_000
+SHARED_CLOCK_METHOD = (
+    "the traces' own clock: a Kineto trace's times (with its baseTimeNanoseconds) are its "
+    "host's clock, shared by every rank of one host, so they are compared as written "
+    "(+-1 us, the times' resolution); ranks on different hosts differ by as much as the hosts' "
+    "clocks do (NTP: up to milliseconds; PTP: microseconds), which the files cannot tell")
+
+
+def _shared_aligners(compacts) -> dict[int, Callable[[float], float]]:
+    """rank -> its trace time -> the lowest such rank's trace time (as live,
+    every rank on the first rank's clock), for ranks whose compact has a
+    time base (offline reads: the file's time plus shift_ns)."""
+    based = [c for c in compacts if c is not None and c.get("time_base") is not None]
+    if not based:
+        return {}
+    ref = based[0]["time_base"]["shift_ns"]
+    return {c["rank"]: (lambda shift: lambda p: p - shift + ref)(c["time_base"]["shift_ns"])
+            for c in based}
+
+
 def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, Any]],
-          missing: dict[int, str], backend: str | None = None) -> dict[str, Any]:
+          missing: dict[int, str], backend: str | None = None,
+          shared_clock: bool = False) -> dict[str, Any]:
     """The cross-rank figures (summary["skew"] on rank 0).
 
     compacts: one entry per rank (index = rank), None for a missing rank;
     exchanges: rank -> {"start": [(a, b, c), ...] or None, "end": [...]}
-    as rank 0 timed them; missing: rank -> why it is missing."""
+    as rank 0 timed them; missing: rank -> why it is missing.
+    shared_clock: the ranks' times are on one clock already (traces read
+    offline, each compact's "time_base" says how): no exchanges."""
     world_size = len(compacts)
     links = {r: _Link(best_round(x.get("start")), best_round(x.get("end")))
              for r, x in exchanges.items() if r != 0}
-    aligners = _aligners(compacts, links)
-    errors = sorted((e for r in aligners if r != 0 for e in [links[r].error_ns] if e is not None),
-                    reverse=True)
-    error_ns = sum(errors[:2]) if errors else None
+    error_ns: float | None
+    if shared_clock:
+        aligners = _shared_aligners(compacts)
+        error_ns = SHARED_CLOCK_ERROR_NS if len(aligners) > 1 else None
+    else:
+        aligners = _aligners(compacts, links)
+        errors = sorted((e for r in aligners if r != 0 for e in [links[r].error_ns]
+                         if e is not None), reverse=True)
+        error_ns = sum(errors[:2]) if errors else None
     rows = _step_rows(compacts, aligners)
-    straggler = _straggler(rows, compacts)
+    straggler, balance = _judge(rows, compacts)
     starts = [r["start_skew_us"] for r in rows if r["start_skew_us"] is not None]
     ends = [r["end_skew_us"] for r in rows if r["end_skew_us"] is not None]
     error_us = _us(error_ns)
@@ -400,7 +597,8 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
         "missing": [{"rank": r, "reason": missing[r]} for r in sorted(missing)],
         "clock": {
             "error_us": error_us,
-            "method": "round trips over the job's c10d store, timed by rank 0 (the best of "
+            "method": SHARED_CLOCK_METHOD if shared_clock else
+                      "round trips over the job's c10d store, timed by rank 0 (the best of "
                       "each exchange; interpolated between the start and end exchanges)",
             "per_rank": [
                 {"rank": r, "offset_us": _us(link.last["offset_ns"])
@@ -416,7 +614,9 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
         "max_end_skew_us": max(ends) if ends else None,
         "per_rank": _per_rank(rows, compacts, straggler),
         "straggler": straggler,
-        "not_measured": _not_measured(compacts, rows, world_size, backend, aligners),
+        "balance": balance,
+        "not_measured": _not_measured(compacts, rows, world_size, backend, aligners,
+                                      shared_clock),
     }
 
 
@@ -433,11 +633,26 @@ def straggler_text(straggler: dict[str, Any]) -> str:
     text = (f"rank {s['rank']} is the straggler: it arrived last at the collectives in "
             f"{s['last_in_steps']} of {s['steps_compared']} steps, {s['late_ms']:.3f} ms after "
             "the first rank on average")
+    if s.get("host_late_ms") is not None and s["host_late_ms"] >= CAUSE_MIN_SHARE * s["late_ms"]:
+        text += (f" (its host called the collective {s['host_late_ms']:.3f} ms later into the "
+                 "step than the others')")
     if s["cause"] is None:
         return text + "; no cause shows in its profiled steps"
     excess = s["excess_ms"][s["cause"]]
     return (text + f"; its cause: {s['cause']} (+{excess:.3f} ms per step of "
             f"{_CAUSE_WORDS[s['cause']]}, over the other ranks' median)")
+
+
+def balance_text(balance: dict[str, Any]) -> str:
+    """Balanced ranks in one sentence: the largest lateness and its share."""
+    b = balance
+    who = "no rank" if b["rank"] is None else f"rank {b['rank']}"
+    share = ("" if b["share_of_step_pct"] is None
+             else f", {b['share_of_step_pct']:.1f}% of the other ranks' step time")
+    lead = ("arrived last most often, " if b["rank"] is not None else "stood out; the largest "
+            "lateness in a step: ")
+    return (f"the ranks are balanced: {who} {lead}{b['late_ms']:.3f} ms after the first rank"
+            f"{share} ({b['why']})")
 
 
 def above_error(value_us: float | None, skew: dict[str, Any]) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ._ranks import above_error, straggler_text
+from ._ranks import above_error, balance_text, straggler_text
 
 MAX_STEP_ROWS = 24
 MAX_RANK_COLUMNS = 8  # per-rank cells in the step table up to this many ranks
@@ -41,9 +41,24 @@ def _gather_line(summary: dict[str, Any]) -> str:
         line += f"; gathering: {d['gather']}"
     skew = summary.get("skew")
     if skew and skew["missing"]:
-        line += "; missing: " + "; ".join(f"rank {m['rank']} {m['reason']}"
-                                          for m in skew["missing"])
+        by_reason: dict[str, list[int]] = {}
+        for m in skew["missing"]:
+            by_reason.setdefault(m["reason"], []).append(m["rank"])
+        line += "; missing: " + "; ".join(
+            f"rank{'s' if len(ranks) > 1 else ''} {rank_spans(ranks)} {why}"
+            for why, ranks in by_reason.items())
     return line
+
+
+def rank_spans(ranks: list[int]) -> str:
+    """[0, 2, 3, 4, 9] -> "0, 2-4, 9" (a job of thousands of ranks)."""
+    spans: list[list[int]] = []
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def head_lines(summary: dict[str, Any]) -> list[str]:
@@ -55,6 +70,8 @@ def head_lines(summary: dict[str, Any]) -> list[str]:
     lines = []
     if skew and skew["straggler"]:
         lines.append("STRAGGLER: " + straggler_text(skew["straggler"]))
+    elif skew and skew.get("balance"):
+        lines.append("BALANCED: " + balance_text(skew["balance"]))
     lines.append(_gather_line(summary))
     return lines
 
@@ -77,11 +94,18 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
     lines = ["", f"Ranks ({len(skew['ranks_present'])} of {skew['world_size']} gathered; clocks "
                  + (f"aligned to +-{error:g} us, skews within that shown as ~)" if error is not None
                     else "not aligned)")]
+    if summary.get("job"):  # read from traces: say how their clocks were put together
+        lines.append(f"Clocks: {skew['clock']['method']}")
     lines.append(f"{'rank':>5}  {'verdict':<19} {'own verdict':<17} {'host ms':>9} {'busy%':>6} "
                  f"{'comm%':>6} {'wait ms':>9} {'last':>5}  cause")
-    for entry, cross in zip(ranks, skew["per_rank"]):
+    missing: list[int] = []  # a run of missing ranks with one reason: one line
+    for i, (entry, cross) in enumerate(zip(ranks, skew["per_rank"])):
         if cross is None:
-            lines.append(f"{entry['rank']:>5}  MISSING: {entry.get('missing')}")
+            missing.append(entry["rank"])
+            after = ranks[i + 1] if i + 1 < len(ranks) else None
+            if after is None or "missing" not in after or after["missing"] != entry["missing"]:
+                lines.append(f"{rank_spans(missing):>5}  MISSING: {entry.get('missing')}")
+                missing = []
             continue
         lines.append(
             f"{entry['rank']:>5}  {cross['verdict'] or '-':<19} {entry['verdict'] or '-':<17} "
@@ -173,6 +197,9 @@ def ranks_head_html(summary: dict[str, Any]) -> str:
     if skew and skew["straggler"]:
         out.append('<div style="border-left:6px solid #c23030;padding:4px 10px;margin:6px 0">'
                    f'<b>Straggler:</b> {_e(straggler_text(skew["straggler"]))}</div>')
+    elif skew and skew.get("balance"):
+        out.append(f'<div style="{_NOTE}"><b>Balanced:</b> '
+                   f'{_e(balance_text(skew["balance"]))}</div>')
     out.append(f'<div style="{_NOTE}">{_e(_gather_line(summary))}</div>')
     return "".join(out)
 

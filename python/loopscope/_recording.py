@@ -30,7 +30,10 @@ records.  Optional columns, absent from older files of either version
 shared bytes] of a kernel; -1 unknown), ops "copy_kind" and "host_memory"
 (memcpys), apis "cbid" (the call's CUPTI callback id: graph launches), and
 meta "device_facts" ({device: [SMs, threads/SM, blocks/SM, registers/SM,
-shared bytes/SM]})."""
+shared bytes/SM]}), and "samples" (the PM samples: start, duration, the
+sampled device and a column per figure; replayed with
+`_core._inject("sample", ...)`, so the SM/DRAM figures are computed again
+and the trace export draws the counter tracks)."""
 from __future__ import annotations
 
 import datetime
@@ -131,6 +134,19 @@ def _undeltas(values: list[int]) -> list[int]:
     return out
 
 
+def _samples(samples: list[tuple], base: int, metrics: dict[str, Any] | None
+             ) -> dict[str, Any]:
+    """The PM samples as columns: start (delta), duration, and a column per
+    figure (null where a sample lacks it); the sampled device."""
+    names = sorted({name for *_, values in samples for name in values})
+    return {
+        "device": (metrics or {}).get("device") or 0,
+        "start": _deltas([a - base for a, _, _ in samples]),
+        "duration": [b - a for a, b, _ in samples],
+        "figures": {name: [values.get(name) for *_, values in samples] for name in names},
+    }
+
+
 def record(prof, *, command: str | None = None, note: str | None = None) -> dict[str, Any]:
     """The recording of a finished Profile, as a JSON-ready dict."""
     prof._require_finished()
@@ -209,6 +225,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
             "domain": [a[5] for a in apis],
             "cbid": [a[4] for a in apis],
         },
+        "samples": _samples(capture.samples(), base, summary.get("metrics")),
         "sync_records": {
             "start": _deltas([s[0] - base for s in sync_records]),
             "duration": [s[1] - s[0] for s in sync_records],

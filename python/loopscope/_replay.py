@@ -50,11 +50,20 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
                 return row + (copy_kind, host_memory)
             return row
 
+        # Version 1 stored no thread with a launch (0: unknown); its
+        # launches were made on the profile's one host thread when its
+        # ranges all sit on one, so they go back there.
+        range_threads = {row[5] for row in ranges}
+        if data["version"] == 1 and len(range_threads) == 1:
+            thread_of = range_threads.pop()
+            apis = [row[:3] + (row[3] or thread_of,) + row[4:] for row in apis]
         return (
             [op(*row) for row in ops],
             [(base + s, base + s + d, corr, thread, domain) + ((cbid,) if cbid else ())
              for s, d, corr, thread, domain, cbid in apis],
-            [(base + s, base + s + d, stream) for s, d, stream in sync_records],
+            # a wait that ended before the start is the warm-up's own
+            # (recordings made before the finish left it out)
+            [(base + s, base + s + d, stream) for s, d, stream in sync_records if s + d >= 0],
             [(base + s, base + s + d, names[name] if name >= 0 else "?", parent, step, thread)
              for s, d, name, parent, step, thread in ranges],
         )
@@ -62,6 +71,30 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
         raise
     except (KeyError, TypeError, ValueError, IndexError) as error:
         raise RecordingError(f"the recording's records are damaged ({type(error).__name__}: "
+                             f"{error})") from None
+
+
+def _samples(data: dict[str, Any]) -> list[tuple]:
+    """The recording's PM samples as _inject wants them (start, end,
+    {figure: value}, device), none for a file without them."""
+    table = data.get("samples")
+    if table is None:
+        return []
+    try:
+        base = data["profile"]["start_ns"]
+        figures = table["figures"]
+        rows = columns({"start": table["start"], "duration": table["duration"],
+                        **{f"figure {name}": v for name, v in figures.items()}}, ("start",))
+        device = table["device"]
+        if not isinstance(device, int) or isinstance(device, bool) or device < 0:
+            raise ValueError(f"the sampled device {device!r} is no device number")
+        return [(base + s, base + s + d,
+                 {name: v for name, v in zip(figures, values) if v is not None}, device)
+                for s, d, *values in rows]
+    except RecordingError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise RecordingError(f"the recording's samples are damaged ({type(error).__name__}: "
                              f"{error})") from None
 
 
@@ -87,6 +120,7 @@ def replay(data: dict[str, Any]) -> Profile:
 
 def _replay(data: dict[str, Any]) -> Profile:
     ops, apis, sync_records, ranges = _rows(data)
+    samples = _samples(data)
     base = data["profile"]["start_ns"]
     prof = Profile(trace=False, syncs=False, metrics=False, gather=False,
                    gap_thresholds_us=tuple(data["profile"]["thresholds_us"]))
@@ -118,6 +152,12 @@ def _replay(data: dict[str, Any]) -> Profile:
                 _core._inject("api", apis)
             if sync_records:
                 _core._inject("sync_record", sync_records)
+            if samples:
+                try:
+                    _core._inject("sample", samples)
+                except (TypeError, ValueError) as error:
+                    raise RecordingError(f"the recording's samples are damaged: "
+                                         f"{error}") from None
         finally:
             _core._set_test_clock(base + data["profile"]["stop_ns"], 1)
             prof.__exit__(None, None, None)
@@ -166,6 +206,10 @@ def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
         for d in summary["gpu"]["devices"]:
             d["name"] = meta["devices"].get(str(d["id"]))
     sections = data["sections"]
+    # the replay's own reasons (it samples and watches nothing) are not the
+    # recording's: a reason is the recorded one, or none
+    for key in ("syncs_error", "metrics_error"):
+        summary[key] = sections.get(key)
     as_recorded = []
     for key in TOP_SECTIONS:
         if sections.get(key) is not None and summary.get(key) != sections[key]:

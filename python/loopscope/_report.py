@@ -113,14 +113,23 @@ def _kernel_lines(summary: dict[str, Any]) -> list[str]:
     fill = gpu.get("fill_pct")
     head = "Kernels by time" + (f" (their grids could fill {fill:.1f}% of the GPU, time-weighted)"
                                 if fill is not None else "") + ":"
-    lines = ["", head]
-    for k in kernels[:MAX_KERNEL_ROWS]:
-        shape = ("x".join(map(str, k["grid"])) + " x " + "x".join(map(str, k["block"]))
-                 if k.get("grid") else "-")
-        fill = "-" if k["fill_pct"] is None else f"{k['fill_pct']:.0f}%"
-        lines.append(f"  {_fmt(k['total_ms']):>9} ms {_fmt(k['share_pct'], '.1f'):>5}% "
-                     f"x{k['count']:<6} {shape:<22} fill {fill:>4}  "
-                     f"{clip(kernel_name(k['name']) or '?', 60)}")
+    shown = kernels[:MAX_KERNEL_ROWS]
+    # launch shapes unknown for every row (a trace or recording without
+    # them): no columns of dashes
+    shaped = any(k.get("grid") or k["fill_pct"] is not None for k in shown)
+    if not shaped:
+        head = head[:-1] + " (launch shapes not recorded, so no grid or fill):"
+    columns = f"  {'time':>12} {'share':>6} {'calls':<7} "
+    columns += f"{'grid x block':<22} {'fill':>4}  kernel" if shaped else "kernel"
+    lines = ["", head, columns]
+    for k in shown:
+        row = f"  {_fmt(k['total_ms']):>9} ms {_fmt(k['share_pct'], '.1f'):>5}% x{k['count']:<6} "
+        if shaped:
+            shape = ("x".join(map(str, k["grid"])) + " x " + "x".join(map(str, k["block"]))
+                     if k.get("grid") else "-")
+            fill = "-" if k["fill_pct"] is None else f"{k['fill_pct']:.0f}%"
+            row += f"{shape:<22} {fill:>4}  "
+        lines.append(row + clip(kernel_name(k["name"]) or "?", 60))
     return lines
 
 

@@ -12,12 +12,17 @@ LOOPSCOPE_INTERNAL
       warm_up=every|once|none      when start pays CUPTI's lazy set-up (default once)
       zeroed_buffers=0|1           hand CUPTI cleared activity buffers
       defer=0|1                    finish a profile on loopscope's worker thread
-      metrics_wait_for_start=0|1   start waits for the sampler's set-up and start
+      metrics_wait_for_start=0|1   start waits for the sampler's set-up and start:
+                                   0 never, 1 always (default: when it must be set up)
       metrics_keep_running_ms=N    sampling keeps running N ms after a profile
       metrics_keep_ms=N            sampling stays enabled N ms after a profile
+      metrics_wait_bound_ms=N      how long a start waits for the sampler's set-up (2000)
       metrics_max_samples=N        counter data image size, in samples (0: auto)
       callbacks=0|1                0: no CUPTI callbacks (no launch records, no syncs):
                                    what activity tracing alone costs the loop
+      own_timestamps=0|1           1 (default): each profile registers CUPTI's timestamp
+                                   source (CLOCK_REALTIME ns); 0: whatever another tool
+                                   left (benchmarks/beside_torch_profiler.py's control)
       metrics_stop_in_finish=0|1   1 (default): the finish stops PM sampling before
                                    its last decode; 0: the stop follows the finish
 """
@@ -29,8 +34,9 @@ from typing import Any
 
 _WARM_UP = {"none": 0, "every": 1, "once": 2}
 _FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks",
-          "metrics_stop_in_finish")
-_MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns"}
+          "metrics_stop_in_finish", "own_timestamps")
+_MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns",
+       "metrics_wait_bound_ms": "metrics_wait_bound_ns"}
 
 _cache: dict[str, Any] = {}
 

@@ -3,12 +3,15 @@ and the one error every trace reader raises.
 
 Kinds: "kineto" (a Chrome trace: a JSON object with traceEvents, or a bare
 list of events; plain or gzip), "nsys" (an SQLite database: Nsight Systems'
-export), "recording" (a saved loopscope profile, plain or gzip JSON).  A
-saved summary (or a list of them) is refused by name: it is no trace."""
+export, plain or gzip), "recording" (a saved loopscope profile, plain or
+gzip JSON).  The name is read for one thing only: an Nsight Systems report
+(.nsys-rep) gets the command that exports it.  A saved summary (or a list
+of them) is refused by name: it is no trace."""
 from __future__ import annotations
 
 import gzip
 import os
+import shlex
 import zlib
 from pathlib import Path
 
@@ -16,6 +19,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 1 << 16
 RECORDING_KEY = b'"format":"loopscope-recording"'
+# Nsight Systems' own report files (a format of its own): only their SQLite export is read
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 SUMMARY_KEY = b'{"schema":'  # a saved summary dict (a Kineto trace has "schemaVersion")
 
 
@@ -66,8 +71,12 @@ def sniff(path: str | os.PathLike) -> tuple[str, bool]:
     if not gz and head.startswith(SQLITE_MAGIC):
         return "nsys", False
     if gz and head.startswith(SQLITE_MAGIC):
-        raise fail(path, "is a gzip-compressed SQLite file: decompress it first (gunzip)")
+        return "nsys", True
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if p.name.lower().endswith(REPORT_SUFFIXES) and text[:1] not in (b"{", b"["):
+        raise fail(path, "is an Nsight Systems report, which loopscope reads through its SQLite "
+                         f"export: run `nsys export --type sqlite {shlex.quote(str(path))}` "
+                         "first and give loopscope the .sqlite file it writes")
     compact = bytes(b for b in text[:256] if b not in b" \t\r\n")
     if compact.startswith(b"[" + SUMMARY_KEY):  # never read as an empty trace
         raise fail(path, "holds a list of loopscope summaries (as `analyze --json` of several "

@@ -5,6 +5,7 @@ averages are all computed there, once."""
 from __future__ import annotations
 
 import gc
+import os
 import time
 from bisect import bisect_left
 from array import array
@@ -16,6 +17,8 @@ from ._checks import live_checks
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
+from ._html_file import title, write_page
+from ._pictures import timeline_of
 from ._readiness import Readiness, add_sync_blockers, overview, step_readiness
 from ._report import short_text
 from ._syncs import Resolver, build_syncs
@@ -404,9 +407,25 @@ class Summary(dict):
     (see _range_steps; the trace export marks them)."""
 
     range_steps: "RangeSteps | None" = None
+    # the Profile it is the summary of (a weak reference: a summary kept
+    # alone does not keep the records alive), so its notebook view draws
+    # the time line as the profile's own does
+    owner: "Callable[[], Any] | None" = None
+
+    def to_html(self) -> str:
+        """The notebook view of this summary as an HTML fragment (with the
+        time line while the profile it came from is alive)."""
+        prof = self.owner() if self.owner is not None else None
+        if prof is not None and prof._summary is self:
+            return render(self, timeline_of(prof))
+        return render(self)
+
+    def save_html(self, path: str | os.PathLike) -> str:
+        """Writes to_html() as an HTML page a browser opens; returns the path."""
+        return write_page(self.to_html(), path, title(self))
 
     def _repr_html_(self) -> str:
-        return render(self)
+        return self.to_html()
 
     def _repr_pretty_(self, printer, cycle) -> None:
         printer.text(short_text(self))
@@ -605,6 +624,10 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
         "tail_samples": pm.get("tail_samples", 0),
         "tail_decode_ms": _ms(pm.get("tail_decode_ns", 0)),
         "metrics_setup_ms": _ms(pm.get("setup_ns", 0)),
+        # The enter's wait for the sampler's first set-up (metrics=True; 0
+        # with "lazy" or once set up), and whether it reached its bound.
+        "metrics_setup_wait_ms": _ms(info.get("pm_wait_ns", 0)),
+        "metrics_setup_wait_timed_out": bool(info.get("pm_wait_timed_out")),
         "metrics_start_delay_ms": _ms(pm.get("start_delay_ns", 0)),
         "start_phases_ms": {k: _ms(v) for k, v in start.items()},
         "stop_phases_ms": {k: _ms(v) for k, v in stop.items()},
@@ -712,6 +735,8 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
                                               sum(k["total_ns"] for k in kernels))
         summary["gaps"] = shape_gaps(total["gaps"], thresholds_us, total["busy_ns"])
         summary["gaps"]["histogram"] = _histogram(total["gaps"], model.histogram_edges_ns)
+        # idle intervals below a trace's time resolution, merged rather than counted
+        summary["gaps"]["merged_below_resolution"] = total["gaps"]["merged"]
         summary["gaps"]["worst"] = _worst_gaps(model.worst_gaps(10), step_names)
         summary["gaps"]["per_stream"] = _stream_section(model.streams(), thresholds_us)
         summary["gpu"] = _gpu_section(total, model.devices(), model.ops_without_launch)
@@ -752,12 +777,8 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     # time line).  Neither is this loop's.
     summary["overhead"]["records_after_stop"] += (model.ignored_records
                                                   if model is not None else 0)
-    # What the summary verified about itself (_checks); the CUPTI/host clock
-    # ratio comes from the session when it measured one (None: not measured).
-    ratio = info.get("cupti_clock_ratio")
-    if ratio is None:
-        ratio = (state or {}).get("cupti_clock_ratio")
-    # (no capture: the profile did not stop cleanly, nothing could be verified)
-    summary["checks"] = live_checks(summary, info, model, state, ratio) if capture else []
+    # What the summary verified about itself (_checks); no capture: the
+    # profile did not stop cleanly, nothing could be verified.
+    summary["checks"] = live_checks(summary, info, model, state) if capture else []
     summary["overhead"]["summary_ms"] = _ms(time.perf_counter_ns() - t0)
     return summary

@@ -377,7 +377,8 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
     """summary["syncs"] from the model's syncs (Model.syncs()): their sites,
     named by the one rule strict mode uses (Resolver.sync_site). sync_gaps
     (Model.sync_gaps(), parallel to syncs): the GPU idle time each sync
-    caused, summed per site as gap_ms; resolver: how stacks become sites (a
+    caused, summed per site as gap_ms (gap_in_steps_ms: of the syncs made
+    inside steps); resolver: how stacks become sites (a
     trace file's need their own, see _analyze)."""
     resolver = resolver or Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
@@ -399,12 +400,14 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
                 "file": site.file, "line": site.line, "function": site.function,
                 "code": site.code, "call": site.call, "kind": site.kind, "count": 0,
                 "blocked_ms": 0.0, "steps": [], "thread_id": thread_id, "apis": {},
-                "first_ns": start_ns, "gap_ms": 0.0,
+                "first_ns": start_ns, "gap_ms": 0.0, "gap_in_steps_ms": 0.0,
             }
         entry_of[index] = entry
         entry["count"] += 1
         entry["blocked_ms"] += blocked / 1e6
         entry["gap_ms"] += gap_ns / 1e6
+        # what a step loop would win (see _projections)
+        entry["gap_in_steps_ms"] += (0 if step is None else gap_ns) / 1e6
         if step is not None and step not in entry["steps"]:
             entry["steps"].append(step)
         for i in call_ids:
@@ -418,6 +421,7 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
     for s in ordered:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
         s["gap_ms"] = round(s["gap_ms"], 6)
+        s["gap_in_steps_ms"] = round(s["gap_in_steps_ms"], 6)
         s["steps"].sort()
     position = {id(s): k for k, s in enumerate(ordered)}
     section = SyncSection({

@@ -258,6 +258,17 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
     return other
 
 
+def _unsampled(profiles: list[Any], summaries: list[dict[str, Any]]) -> str | None:
+    """Why a profile with SM/DRAM figures has no counter tracks: a
+    recording whose file keeps no samples."""
+    for prof, summary in zip(profiles, summaries):
+        if summary.get("sm") is not None and prof.capture is not None \
+                and not prof.capture.info().get("samples"):
+            return ("the SM/DRAM figures came from a recording that keeps no samples "
+                    "(made before recordings kept them): no counter tracks")
+    return None
+
+
 def export_trace(profiles: list[Any], path: str | os.PathLike,
                  summaries: list[dict[str, Any]] | None = None) -> str:
     """Writes the trace of finished profiles to `path`; returns the path.
@@ -285,7 +296,7 @@ def export_trace(profiles: list[Any], path: str | os.PathLike,
             "syncs_error": next((s["syncs_error"] for s in summaries if s.get("syncs_error")),
                                 None),
             "metrics_error": next((s["metrics_error"] for s in summaries
-                                   if s.get("metrics_error")), None),
+                                   if s.get("metrics_error")), None) or _unsampled(profiles, summaries),
             # the counters' sampling interval: the samples' own lengths only
             # approach it (a sample's clock is the GPU's)
             "metrics_interval_us": next((s["sm"]["interval_us"] for s in summaries

@@ -25,12 +25,35 @@ def trace_lines(summary: dict[str, Any]) -> list[str]:
                      + "; ".join(parts))
     if t.get("missing_tables"):
         lines.append("Tables not in the export: " + ", ".join(t["missing_tables"]))
+    lines += _device_match_lines(t.get("device_match"))
+    merged = (summary.get("gaps") or {}).get("merged_below_resolution")
+    if merged:
+        lines.append(f"Gaps: {merged:,} idle intervals of {t.get('merge_idle_upto_ns')} ns or "
+                     "less (below the trace's time resolution) merged, not counted as gaps")
     lines += _fill_lines(summary, t)
     syncs = summary.get("syncs") or {}
     if syncs.get("sites_unknown"):
         lines.append(f"Sync sites unknown: {syncs['sites_unknown']}")
     elif syncs.get("site_lines"):
         lines.append(f"Sync site lines are {syncs['site_lines']}")
+    return lines
+
+
+def _device_match_lines(match: dict[str, Any] | None) -> list[str]:
+    """How deviceProperties were tied to the GPUs the ops ran on, when not
+    simply by id (see _kineto.match_devices)."""
+    if not match:
+        return []
+    lines = []
+    only = match.get("only_entry")
+    if only:
+        lines.append(f"Device: the trace's only deviceProperties entry (id {only['entry_id']}) "
+                     f"describes GPU {only['device']}, the only GPU its operations ran on")
+    if match.get("unmatched"):
+        gpus = ", ".join(map(str, match["unmatched"]))
+        listed = ", ".join(map(str, match.get("listed") or [])) or "none"
+        lines.append(f"Device unmatched: GPU {gpus} has no deviceProperties entry (ids listed: "
+                     f"{listed}): its name and SM figures are unknown")
     return lines
 
 

@@ -6,10 +6,23 @@ from __future__ import annotations
 from typing import Any, Callable
 
 
+class NoGPUError(RuntimeError):
+    """The demo loop was asked for on a CUDA device this machine does not
+    have.  Under pytest, a test using loopscope's fixture skips with this
+    message as its reason (pytest_plugin)."""
+
+
 def build(device: str = "cuda", width: int = 1024, depth: int = 18, tokens: int = 50):
-    """Returns (model, x): a stack of LayerNorm-Linear-GELU-Linear blocks and its input."""
+    """Returns (model, x): a stack of LayerNorm-Linear-GELU-Linear blocks and its input.
+    NoGPUError (a RuntimeError) when device is a CUDA one and no GPU is visible."""
     import torch
     from torch import nn
+
+    if str(device).startswith("cuda") and not torch.cuda.is_available():  # no context made
+        _, reason = gpu_available()
+        raise NoGPUError(f"loopscope.demo.build(device={device!r}): {reason}; the demo loop "
+                         "runs on an NVIDIA GPU (`loopscope demo` shows a recording of it "
+                         "instead)")
 
     class Block(nn.Module):
         def __init__(self) -> None:

@@ -13,6 +13,8 @@ enough.  It gives
   readable message (the budget, the measured value, the top sync sites, the
   worst gaps); a budget whose metric was not measured (no GPU, no counters)
   skips the test with the reason; an unknown budget name is a usage error.
+  A body that stops at loopscope.demo's NoGPUError (the demo loop on a
+  machine without a GPU) skips with its message too.
   A marked test that does not ask for the fixture is profiled as a whole.
   `steps` is a glob over step names; when no `prof.step()` step matches it,
   ranges (`loopscope.range`) with matching names are taken as the steps.
@@ -244,11 +246,17 @@ class _ProfiledTest:
         if failures:
             pytest.fail("\n".join(failures), pytrace=False)
         if unavailable:
-            reason = "; ".join(unavailable)
-            try:  # reported at the test's line, as a skip mark would be
-                raise pytest.skip.Exception(reason, _use_item_location=True)
-            except TypeError:  # a pytest without that (private) argument
-                pytest.skip(reason)
+            _skip("; ".join(unavailable))
+
+
+def _skip(reason: str) -> None:
+    """Skips the running test, reported at the test's line as a skip mark
+    would be."""
+    try:
+        skip = pytest.skip.Exception(reason, _use_item_location=True)
+    except TypeError:  # a pytest without that (private) argument
+        skip = pytest.skip.Exception(reason)
+    raise skip
 
 
 @functools.lru_cache(maxsize=None)
@@ -297,6 +305,12 @@ def pytest_runtest_call(item: pytest.Item):
     inside the call phase, so an exceeded budget is a test failure."""
     try:
         result = yield
+    except Exception as error:
+        state = item.stash.get(_STATE, None)
+        if state is not None and _needs_a_gpu(error):  # not a failure: a machine without one
+            state.stop()
+            _skip(f"loopscope: {error}")
+        raise
     finally:
         state = item.stash.get(_STATE, None)
         if state is not None:
@@ -304,6 +318,15 @@ def pytest_runtest_call(item: pytest.Item):
     if state is not None:
         state.check()
     return result
+
+
+def _needs_a_gpu(error: BaseException) -> bool:
+    """The test body stopped at loopscope.demo's NoGPUError (looked up only
+    when the demo module was imported: the plugin imports nothing)."""
+    import sys
+
+    demo = sys.modules.get("loopscope.demo")
+    return demo is not None and isinstance(error, demo.NoGPUError)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,0 +1,357 @@
+"""A job read afterwards from one trace per rank: `loopscope.analyze(DIR)`,
+`loopscope.analyze([FILE, ...])`, `loopscope analyze DIR`.
+
+Each trace is read by the same reader as one file (_analyze.load), in its
+own process (a pool of up to the cores, one rank per process at a time, a
+fresh process per rank so its memory goes back), and boiled down to the
+rank's compact summary (_ranks.compact, as a live rank sends rank 0), with
+each step's arrival at its collectives.  The compacts are merged by the
+same rule as live (_ranks.merge), on the traces' own clock (a Kineto
+trace's times are its host's clock: see _ranks.SHARED_CLOCK_METHOD).
+
+The rank of a trace: its distributedInfo.rank (torch.profiler writes it
+under torch.distributed), else a number after "rank" in its file name
+(rank-3.json.gz, trace_rank3.json).  The world size: the largest
+distributedInfo.world_size, else the highest rank + 1.  Two traces of one
+rank are an error (two runs in one folder?); ranks of the world with no
+trace are named in skew["missing"].
+
+The summary is the lowest rank's own summary (rank 0's when it is there)
+with "ranks" (every rank's compact, or {"rank", "missing"}), "skew",
+"distributed" and "job" (the files, per rank, and how long reading took)
+added, and the cross-rank verdict, as on rank 0 of a live job.
+
+Ranks files (`--ranks-out`): the compacts of the ranks one `analyze` read,
+as JSON ({"loopscope_ranks": 1, "world_size", "backend", "ranks": [...],
+"paths": {...}}), so a job of thousands of ranks is read where its traces
+are (one `analyze` per node) and merged on one machine (merge_files,
+`loopscope merge A B ...`)."""
+from __future__ import annotations
+
+import concurrent.futures as futures
+import gzip
+import json
+import multiprocessing
+import os
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import _analyze, _ranks
+from ._diagnosis import diagnose_ranks
+from ._options import check_thresholds
+from ._sniff import TraceError
+
+RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
+RANKS_FILE_VERSION = 1
+UNKNOWN_HOST = "not in the trace"  # Kineto traces name no host
+
+
+def analyze(path: str | os.PathLike | list, *, steps: str | None = None,
+            device: int | None = None, gap_thresholds_us: tuple[float, float] = (20.0, 50.0),
+            progress: bool = True, workers: int | None = None) -> dict[str, Any]:
+    """The summary dict of a trace file, the same as a live profile's
+    (summary["source"] says "kineto", "nsys" or "recording";
+    summary["trace"] says what was read and skipped; see _analyze.load).
+
+    A folder, or a list of files: one trace per rank of a job, read as one
+    job (module doc): the lowest rank's summary with every rank's compact
+    summary in summary["ranks"] and the cross-rank figures in
+    summary["skew"], as rank 0 of a live job has them; each rank read in its
+    own process (`workers` at a time, default the cores)."""
+    if not isinstance(path, (list, tuple)) and not Path(path).is_dir():
+        return _analyze.analyze(path, steps=steps, device=device,
+                                gap_thresholds_us=gap_thresholds_us, progress=progress)
+    thresholds = check_thresholds(gap_thresholds_us)
+    _analyze._pattern(steps)  # a bad expression is told here, not in each worker
+    return read_job(list(path) if isinstance(path, (list, tuple)) else [path], steps=steps,
+                    device=_analyze._check_device(device), thresholds=thresholds,
+                    workers=workers, progress=progress)
+
+
+# -- which files ------------------------------------------------------------------
+def trace_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """The trace files of a job: each path a file, or a folder whose files
+    ending in .json, .json.gz or .sqlite are taken (not its subfolders).
+    TraceError naming the path when there is none."""
+    out: list[Path] = []
+    for given in paths:
+        p = Path(given)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir()
+                           if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise TraceError(f"{p}: a folder with no trace file in it (looked for names "
+                                 f"ending in {', '.join(TRACE_SUFFIXES)})")
+            out += found
+        elif p.exists():
+            out.append(p)
+        else:
+            raise TraceError(f"{p}: no such file or folder")
+    return out
+
+
+def rank_in_name(path: Path) -> int | None:
+    found = RANK_IN_NAME.findall(path.name)
+    return int(found[-1]) if found else None
+
+
+# -- one rank (in a worker process) ------------------------------------------------
+def read_rank(path: str, steps: str | None, device: int | None,
+              thresholds: tuple[float, float], keep_summary: bool) -> dict[str, Any]:
+    """One trace read into its rank's compact summary: {path, rank,
+    world_size, backend, rank_from, compact, summary (when keep_summary),
+    read_s}.  Raises TraceError naming the file."""
+    t0 = time.perf_counter()
+    p = Path(path)
+    prof = _analyze.load(p, steps=steps, device=device, gap_thresholds_us=thresholds, progress=False)
+    summary = dict(prof.summary())
+    dist = (summary.get("trace") or {}).get("distributed")
+    rank, world, rank_from = summary.get("rank"), summary.get("world_size"), "distributedInfo"
+    if not isinstance(rank, int):
+        rank, world, rank_from = rank_in_name(p), None, "file name"
+    if rank is None:
+        raise TraceError(f"{p}: which rank it is cannot be told: no distributedInfo.rank in "
+                         "it and no 'rank<N>' in its name")
+    step_times: dict[int, tuple[int, int]] = {}
+    for _name, _parent, step, start, end in prof.capture.range_records():
+        if step is not None:
+            step_times.setdefault(step, (start, end))
+    compact = _ranks.compact(summary, rank=rank, world_size=world or 0, host=UNKNOWN_HOST,
+                             step_times=step_times, clock=None,
+                             # a trace names no GPU identity: taken as the rank's own
+                             gpu_ids=lambda d: f"{p.name} GPU {d}",
+                             arrivals=_ranks.collective_arrivals(prof.model))
+    compact["time_base"] = _time_base(summary)
+    compact["path"] = str(p)
+    backend = dist.get("backend") if isinstance(dist, dict) else None
+    return {"path": str(p), "rank": rank, "world_size": world, "backend": backend,
+            "rank_from": rank_from, "compact": compact,
+            "summary": summary if keep_summary else None,
+            "read_s": round(time.perf_counter() - t0, 3)}
+
+
+def _time_base(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """How this trace's model times map to its host clock: the reader added
+    base + shift to every file time; minus the shift gives the file's own
+    (epoch-based) time.  None for formats without a shared clock."""
+    trace = summary.get("trace") or {}
+    if trace.get("format") != "kineto" or trace.get("time_offset_ns") is None:
+        return None
+    shift = trace["time_offset_ns"] - (trace.get("base_time_ns") or 0)
+    return {"kind": "kineto host clock", "shift_ns": shift}
+
+
+# -- the job ------------------------------------------------------------------------
+class _Progress:
+    """"read 3 of 16 ranks" on stderr: a bar redrawn on a terminal, a line
+    per rank otherwise; nothing when off."""
+
+    def __init__(self, total: int, on: bool) -> None:
+        self.total, self.on, self.done = total, on, 0
+        self.tty = on and sys.stderr.isatty()
+
+    def tick(self, what: str) -> None:
+        self.done += 1
+        if not self.on:
+            return
+        if self.tty:
+            filled = int(30 * self.done / self.total)
+            sys.stderr.write(f"\rloopscope: [{'#' * filled}{'.' * (30 - filled)}] "
+                             f"{self.done}/{self.total} ranks read")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(f"loopscope: read {self.done} of {self.total}: {what}\n")
+        sys.stderr.flush()
+
+
+def _pool_size(workers: int | None, files: int) -> int:
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
+    return max(1, min(workers, files))
+
+
+def read_ranks(paths: list[Path], *, steps, device, thresholds, workers: int | None = None,
+               progress: bool = True) -> list[dict[str, Any]]:
+    """Every file read by read_rank, in a pool of `workers` processes (1:
+    here, in this process); the full summary is kept for the lowest rank
+    only (memory: one rank's summary at a time)."""
+    bar = _Progress(len(paths), progress)
+    size = _pool_size(workers, len(paths))
+    results: list[dict[str, Any]] = []
+    lowest: list[int] = []
+
+    def keep(result: dict[str, Any]) -> None:
+        rank = result["rank"]
+        if lowest and rank >= lowest[0]:
+            result["summary"] = None
+        else:
+            for other in results:
+                other["summary"] = None
+            lowest[:] = [rank]
+        results.append(result)
+        bar.tick(f"rank {rank}: {result['path']}")
+
+    if size == 1:
+        for p in paths:
+            keep(read_rank(str(p), steps, device, thresholds, True))
+        return results
+    context = multiprocessing.get_context("spawn")  # no state of this process carried over
+    if sys.version_info >= (3, 11):  # a fresh process per rank: its memory goes back
+        pool = futures.ProcessPoolExecutor(max_workers=size, mp_context=context,
+                                           max_tasks_per_child=1)
+    else:
+        pool = futures.ProcessPoolExecutor(max_workers=size, mp_context=context)
+    with pool:
+        jobs = [pool.submit(read_rank, str(p), steps, device, thresholds, True) for p in paths]
+        try:
+            for job in futures.as_completed(jobs):
+                keep(job.result())
+        except BaseException:
+            for job in jobs:
+                job.cancel()
+            raise
+    return results
+
+
+def _ranked(results: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """rank -> its read; TraceError naming both files when two traces claim
+    one rank."""
+    by_rank: dict[int, dict[str, Any]] = {}
+    for r in sorted(results, key=lambda x: (x["rank"], x["path"])):
+        if r["rank"] in by_rank:
+            raise TraceError(f"rank {r['rank']} has two traces: {by_rank[r['rank']]['path']} and "
+                             f"{r['path']} (one trace per rank: two runs in one folder?)")
+        by_rank[r["rank"]] = r
+    return by_rank
+
+
+def job_summary(compacts: dict[int, dict[str, Any]], *, world_size: int | None,
+                backend: str | None, base: dict[str, Any] | None,
+                paths: dict[int, str], read: dict[str, Any]) -> dict[str, Any]:
+    """The job's summary: `base` (the lowest rank's own summary, or None
+    when only compacts are known, as in a merge) with ranks, skew,
+    distributed and job; rank 0's cross-rank verdict."""
+    world = max([world_size or 0, max(compacts) + 1])
+    ranks_list: list[dict[str, Any] | None] = [compacts.get(r) for r in range(world)]
+    missing = {r: "no trace of it was read" for r in range(world) if r not in compacts}
+    skew = _ranks.merge(ranks_list, {}, missing, backend, shared_clock=True)
+    summary: dict[str, Any] = dict(base) if base is not None else {}
+    summary["rank"] = min(compacts)
+    summary["world_size"] = world
+    summary["ranks"] = [c if c is not None else {"rank": r, "missing": missing[r]}
+                        for r, c in enumerate(ranks_list)]
+    summary["skew"] = skew
+    summary["distributed"] = {
+        "backend": backend, "profile_index": None,
+        "gather": f"read from {len(compacts)} trace file{'s' if len(compacts) != 1 else ''}"
+                  + (f", {len(missing)} rank{'s' if len(missing) != 1 else ''} missing"
+                     if missing else ""),
+        "timeout_s": None,
+        "missing": [{"rank": r, "reason": why} for r, why in sorted(missing.items())],
+        "notes": [], "exchange_ms": {},
+    }
+    summary["job"] = dict(read, paths={str(r): paths[r] for r in sorted(paths)},
+                          clock=skew["clock"]["method"])
+    if "diagnosis" in summary:
+        summary["diagnosis"] = diagnose_ranks(summary)
+    return summary
+
+
+def read_job(paths: Iterable[str | os.PathLike], *, steps=None, device=None,
+             thresholds=(20.0, 50.0), workers: int | None = None,
+             progress: bool = True) -> dict[str, Any]:
+    """The summary of a job from its per-rank traces (see the module doc)."""
+    files = trace_files(paths)
+    t0 = time.perf_counter()
+    results = read_ranks(files, steps=steps, device=device, thresholds=thresholds,
+                         workers=workers, progress=progress)
+    by_rank = _ranked(results)
+    worlds = [r["world_size"] for r in results if r["world_size"]]
+    backends = sorted({r["backend"] for r in results if r["backend"]})
+    compacts = {rank: r["compact"] for rank, r in by_rank.items()}
+    for c in compacts.values():
+        c["world_size"] = max(worlds) if worlds else max(compacts) + 1
+    base = by_rank[min(by_rank)]["summary"]
+    read = {"files": len(files), "workers": _pool_size(workers, len(files)),
+            "read_s": round(time.perf_counter() - t0, 3),
+            "rank_from": sorted({r["rank_from"] for r in results})}
+    return job_summary(compacts, world_size=max(worlds) if worlds else None,
+                       backend=backends[0] if len(backends) == 1 else None, base=base,
+                       paths={rank: r["path"] for rank, r in by_rank.items()}, read=read)
+
+
+# -- ranks files: map where the traces are, reduce on one machine -------------------
+def ranks_document(summary: dict[str, Any]) -> dict[str, Any]:
+    """What --ranks-out writes: the compacts of the ranks read."""
+    compacts = [c for c in summary["ranks"] if "missing" not in c]
+    return {"loopscope_ranks": RANKS_FILE_VERSION, "world_size": summary["world_size"],
+            "backend": (summary.get("distributed") or {}).get("backend"),
+            "host": socket.gethostname(), "ranks": compacts,
+            "paths": (summary.get("job") or {}).get("paths", {})}
+
+
+def write_ranks(path: str, summary: dict[str, Any]) -> None:
+    text = json.dumps(ranks_document(summary)).encode()
+    if path.endswith(".gz"):
+        text = gzip.compress(text)
+    Path(path).write_bytes(text)
+
+
+def _read_ranks_file(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        doc = json.loads(data)
+    except OSError as error:
+        raise TraceError(f"{path}: cannot be read ({error.strerror or error})") from None
+    except (ValueError, EOFError) as error:
+        raise TraceError(f"{path}: not a loopscope ranks file (not JSON: {error})") from None
+    if not isinstance(doc, dict) or doc.get("loopscope_ranks") != RANKS_FILE_VERSION \
+            or not isinstance(doc.get("ranks"), list):
+        raise TraceError(f"{path}: not a loopscope ranks file (write one with `loopscope "
+                         "analyze DIR --ranks-out FILE`)")
+    for c in doc["ranks"]:
+        if not isinstance(c, dict) or not isinstance(c.get("rank"), int) or c["rank"] < 0 \
+                or not isinstance(c.get("steps"), list):
+            raise TraceError(f"{path}: a rank entry is not a compact summary")
+    return doc
+
+
+def merge_files(paths: Iterable[str | os.PathLike],
+                on_file: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The job summary (no rank's own summary: ranks, skew, distributed,
+    job) of ranks files written by --ranks-out.  TraceError naming the file
+    that cannot be read, or the rank found in two files."""
+    compacts: dict[int, dict[str, Any]] = {}
+    where: dict[int, str] = {}
+    paths_of: dict[int, str] = {}
+    worlds, backends = [], set()
+    files = [Path(p) for p in paths]
+    for f in files:
+        doc = _read_ranks_file(f)
+        for c in doc["ranks"]:
+            r = c["rank"]
+            if r in compacts:
+                raise TraceError(f"rank {r} is in two ranks files: {where[r]} and {f}")
+            compacts[r], where[r] = c, str(f)
+            paths_of[r] = doc.get("paths", {}).get(str(r), str(f))
+        if isinstance(doc.get("world_size"), int):
+            worlds.append(doc["world_size"])
+        if doc.get("backend"):
+            backends.add(doc["backend"])
+        if on_file is not None:
+            on_file(str(f))
+    if not compacts:
+        raise TraceError("the ranks files hold no rank")
+    return job_summary(compacts, world_size=max(worlds) if worlds else None,
+                       backend=backends.pop() if len(backends) == 1 else None, base=None,
+                       paths=paths_of, read={"files": len(files), "merged": True})

@@ -89,14 +89,19 @@ static int sync_overlaps(const ls_ctx *c, uint64_t a, uint64_t b)
     return lo > 0 && c->sync_max_end[lo - 1] > a;
 }
 
+/* A gap's cause.  The next op was queued before the GPU went idle: the host
+ * did not hold it back, in a sync or not (a long cudaDeviceSynchronize over
+ * a queue of kernels overlaps their ~1 us gaps without causing them):
+ * `other`.  Else `sync` when a host sync overlapped the gap, `host` when the
+ * launch came after the gap began, `other` with no launch record. */
 static uint8_t cause_of(const ls_ctx *c, uint64_t gap_start, uint64_t gap_end, uint32_t next_op)
 {
+    uint64_t launch = c->m->op_launch_ns[next_op];
+    if (launch != LS_MODEL_NO_TIME && launch < gap_start)
+        return LS_CAUSE_OTHER;
     if (sync_overlaps(c, gap_start, gap_end))
         return LS_CAUSE_SYNC;
-    uint64_t launch = c->m->op_launch_ns[next_op];
-    if (launch != LS_MODEL_NO_TIME && launch >= gap_start)
-        return LS_CAUSE_HOST;
-    return LS_CAUSE_OTHER;
+    return launch != LS_MODEL_NO_TIME ? LS_CAUSE_HOST : LS_CAUSE_OTHER;
 }
 
 static uint8_t class_of(ls_thresholds t, uint64_t ns)

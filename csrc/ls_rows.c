@@ -292,15 +292,18 @@ static int parse_op(PyObject *entry, Py_ssize_t count, export_slots *slots, row_
         }
         return 0;
     }
-    /* int: a column; scale: a column and a divisor; span: two and a divisor. */
+    /* int: a column; scale: a column and a divisor (and a guard column: None
+     * where it is 0); span: two and a divisor. */
     int is_int = strcmp(kind, "int") == 0, is_scale = strcmp(kind, "scale") == 0;
     if (is_int || is_scale || strcmp(kind, "span") == 0) {
         op->kind = is_int ? OP_INT : is_scale ? OP_SCALE : OP_SPAN;
         int columns = op->kind == OP_SPAN ? 2 : 1, wanted = columns + !is_int;
-        if (args != wanted)
+        int guarded = is_scale && args == wanted + 1;
+        if (args != wanted && !guarded)
             return arity_error(op->key, kind, wanted);
         if (open_column(arg[0], count, op->key, &op->a) != 0 ||
-            (columns == 2 && open_column(arg[1], count, op->key, &op->b) != 0))
+            (columns == 2 && open_column(arg[1], count, op->key, &op->b) != 0) ||
+            (guarded && open_column(arg[2], count, op->key, &op->b) != 0))
             return -1;
         return is_int ? 0 : parse_double(arg[columns], op->key, "the divisor", &op->post);
     }
@@ -507,6 +510,8 @@ static PyObject *run_op(const row_op *op, Py_ssize_t i, float_cache *cache)
     case OP_INT:
         return int_at(&op->a, i);
     case OP_SCALE:
+        if (op->b.held && small_at(&op->b, i, &value) && value == 0.0)
+            return Py_NewRef(Py_None); /* the guard is 0: no figure */
         if (!small_at(&op->a, i, &value)) {
             PyObject *whole = int_at(&op->a, i), *post = PyFloat_FromDouble(op->post);
             PyObject *out = whole && post ? PyNumber_TrueDivide(whole, post) : NULL;

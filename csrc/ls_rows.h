@@ -17,6 +17,7 @@
  *       "list_copy", list           a new list with list's items
  *       "int", column               int(column[i])
  *       "scale", column, div        column[i] / div
+ *       "scale", column, div, guard column[i] / div, or None where guard[i] is 0
  *       "span", first, last, div    (last[i] - first[i]) / div
  *       "ratio", num, den, den2, pre, post, digits, zero
  *           zero when den[i] (+ den2[i]) is 0, else

@@ -153,9 +153,16 @@ def test_regressions_against_the_allowed_percentage():
         "syncs: host-device syncs 0 -> 1"]  # a sync added: no percentage to compare
     tiny = summary(0.05, 0)
     assert regressions(compare(tiny, summary(0.059, 0)), 10).failed == []  # below 0.01 ms
+    # a figure measured on one side only cannot be compared: it fails, never passes
     check = regressions(compare({"steps": [], "diagnosis": {"verdict": "UNKNOWN"}},
                                 summary(1.0, 0)), 10)
-    assert check.failed == [] and "loop_ms (loop time)" in check.unavailable
+    assert "loop_ms: loop time measured after only (None -> 1.0), so it cannot be compared" \
+        in check.failed and check.checked == []
+    # measured on neither side: not checked; nothing checked at all: failed
+    bare = {"steps": [], "diagnosis": {"verdict": "UNKNOWN"}}
+    check = regressions(compare(bare, bare), 10)
+    assert "loop_ms (loop time)" in check.unavailable
+    assert check.failed == ["no figure was measured on both sides: nothing was compared"]
 
 
 # -- the command line ---------------------------------------------------------------
@@ -271,6 +278,27 @@ def test_x(loopscope_profile):
         result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_kernels_match_by_demangled_name_whatever_the_source():
+    """A recording keeps mangled names, a torch.profiler trace demangled ones
+    (issue 24 item 5): one kernel, not one removed and one added."""
+    mangled = "_ZN2at6native12_GLOBAL__N_128vectorized_layer_norm_kernelIffEEviT0_PKT_S6_S6_PS3_S7_PS4_"
+    # as a torch.profiler trace writes it
+    written = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>"
+               "(int, float, float const*, float const*, float const*, float*, float*, float*)")
+
+    def side(name, ms, count):
+        return {"steps": [], "diagnosis": {"verdict": "UNKNOWN"},
+                "top_kernels": [{"name": name, "total_ms": ms, "count": count}]}
+
+    r = compare(side(mangled, 0.039, 3), side(written, 0.581, 3))
+    assert [(k["before_ms"], k["after_ms"], k["delta_ms"]) for k in r["kernels"]] == [
+        (0.039, 0.581, 0.542)]
+    assert r["kernels"][0]["name"] == written
+    nested_old = "void f<a<int> >(int)"
+    r = compare(side("void f<a<int>>(int)", 1.0, 1), side(nested_old, 2.0, 1))
+    assert [(k["before_ms"], k["after_ms"]) for k in r["kernels"]] == [(1.0, 2.0)]
 
 
 # -- steps: paired by name, none dropped without a word (issue 28, item 6) ----------

@@ -44,12 +44,14 @@ def rich_profile(test_clock):
         _core._inject("memset", [(2_200_000, 2_201_000, 0, 9, 41, None, 64)])
         # a host wait that began in the "tail" range, before the stop (a sync
         # record that began after it would be left out), and lasted until the
-        # GPU had run into its first idle gap: that gap's cause is `sync`
+        # GPU had run into its third idle gap: that gap's cause is `sync` (the
+        # next op, the memcpy, has no launch record; the first two gaps' next
+        # ops were queued long before: `other`)
         _core._inject("sync_record", [SYNC_RECORD])
     return prof
 
 
-SYNC_RECORD = (1_019_500, 2_012_000, 7)  # tail range: clock reads 19-20 (1.019-1.020 ms)
+SYNC_RECORD = (1_019_500, 2_105_000, 7)  # tail range: clock reads 19-20 (1.019-1.020 ms)
 DEVICE_OPS = [(2_000_000, 2_010_000), (2_090_000, 2_100_000), (2_103_000, 2_104_000),
               (2_300_000, 2_301_000), (2_150_000, 2_160_000), (2_200_000, 2_201_000)]
 
@@ -84,9 +86,13 @@ def test_replay_gives_the_same_summary(test_clock, tmp_path):
     # the figures that matter, spelled out
     gaps = device_gaps(DEVICE_OPS)
     assert again["gaps"]["count"] == original["gaps"]["count"] == len(gaps) == 5
-    # every launch record began at about 1 ms, before every gap: a gap is
-    # `sync` when the host wait overlaps it, else `other`
-    synced = [g for g in gaps if SYNC_RECORD[0] < g[1] and SYNC_RECORD[1] > g[0]]
+    # every launch record began at about 1 ms, before every gap (queued: no
+    # wait held those ops back): a gap is `sync` when the host wait overlaps
+    # it and its next op has no launch record (the memcpy, the memset, corr
+    # 77, starting at 2.15, 2.2 and 2.3 ms), else `other`
+    unlaunched = {2_150_000, 2_200_000, 2_300_000}
+    synced = [g for g in gaps if SYNC_RECORD[0] < g[1] and SYNC_RECORD[1] > g[0]
+              and g[1] in unlaunched]
     assert again["gaps"]["by_cause"] == {"host": 0, "sync": len(synced),
                                          "other": len(gaps) - len(synced)} == {
         "host": 0, "sync": 1, "other": 4}

@@ -181,3 +181,15 @@ def test_column_stats_are_count_sum_min_max(unsigned, signed):
         assert _core._column_stats(column(values, code)) == want
     with pytest.raises(TypeError, match="a column must hold int64 or uint64"):
         _core._column_stats(memoryview(array("i", [1])))
+
+
+def test_a_guarded_scale_is_none_where_its_guard_is_zero():
+    """scaled(column, div, unless_zero=guard): column[i] / div, None where
+    guard[i] is 0 (a time line with no gap has no gap statistics)."""
+    values, guard = column([5_000, 0, 7_000, 2**62]), column([1, 0, 0, 3])
+    rows, _ = _rows.build(4, {"x": _rows.scaled(values, 1e3, guard)})
+    assert [r["x"] for r in rows] == [5.0, None, None, 2**62 / 1e3]
+    with pytest.raises(ValueError, match="key 'x': a column of 3 items for 4 rows"):
+        _rows.build(4, {"x": _rows.scaled(values, 1e3, column([1, 1, 1]))})
+    with pytest.raises(ValueError, match="key 'x': op scale takes 2 arguments"):
+        _core._rows(1, (None, (("x", -1, "scale", column([1]), 1.0, column([1]), 4),)), 0)

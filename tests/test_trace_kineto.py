@@ -147,7 +147,7 @@ def test_cuda_sync_events_make_gaps_sync_caused(tmp_path):
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
          "ts": 8, "dur": 1, "args": {"correlation": 1}},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-         "ts": 9, "dur": 1, "args": {"correlation": 2}},
+         "ts": 40, "dur": 1, "args": {"correlation": 2}},  # launched in the sync, not queued
         {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 1000007,
          "ts": 20, "dur": 30, "args": {"stream": 7, "correlation": 9}},
     ]

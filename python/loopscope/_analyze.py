@@ -37,6 +37,7 @@ from . import _core, _kineto
 from ._options import check_thresholds
 from ._profile import Profile
 from ._sniff import TraceError, check_path, fail, sniff
+from ._checks import trace_checks
 from ._summary import Summary, build_summary
 from ._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
 
@@ -309,6 +310,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
            own=own is not None)
     summary["trace"]["device_match"] = device_match
     summary["trace"]["merge_idle_upto_ns"] = merge
+    summary["checks"] += trace_checks(summary, stats, ranges, pattern)
     prof._summary = Summary(summary)
     prof._summary.owner = weakref.ref(prof)  # its HTML draws the trace's time line
     return prof
@@ -357,7 +359,9 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
     dist = meta.get("distributedInfo")
     if isinstance(dist, dict) and isinstance(dist.get("rank"), int):
         summary["rank"] = dist["rank"]
-        summary["world_size"] = dist.get("world_size")
+        size = dist.get("world_size")  # absent or not a count: unknown, never shown as None
+        summary["world_size"] = size if isinstance(size, int) and not isinstance(size, bool) \
+            and size > dist["rank"] else None
     if stats["samples"]:
         summary["metrics"] = {"source": "kineto_counters" if kind == "kineto" else "nsys_gpu_metrics",
                               "samples": stats["samples"]}

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._checks import refusal
 from ._names import clip, kernel_name
 
 from ._ranks import rank_skew_budget
@@ -225,7 +226,8 @@ def _measure(name: str, summary: dict[str, Any], steps: list[dict[str, Any]] | N
         out.measured = float(sum(p["severe"] for p in parts))
         out.detail = f"> {gaps['thresholds_us'][1]:g} us"
     elif name == "max_gap_us":
-        out.measured = max((p["max_us"] for p in parts), default=0.0)
+        # a time line with no gap (max_us None) has none longer than the budget
+        out.measured = max((p["max_us"] for p in parts if p["max_us"] is not None), default=0.0)
     else:
         busy = sum(p["busy_ms"] for p in parts)
         idle = sum(p["idle_ms"] for p in parts)
@@ -272,13 +274,19 @@ def _evidence(summary: dict[str, Any], steps: list[dict[str, Any]] | None,
 def evaluate(summary: dict[str, Any], budgets: dict[str, float], steps: str | None = None) -> Verdict:
     """Checks each budget against the summary.  `steps` is a glob over step
     names; a glob that matches no step fails every budget that needs steps
-    (a typo must not pass)."""
+    (a typo must not pass).  A budget whose figure a failed self-check
+    (summary["checks"], see _checks.GUARDS) cannot vouch for fails with the
+    check's reason."""
     selected, selection = select_steps(summary, steps)
     outcomes = []
     for name, limit in budgets.items():
         if selected is not None and not selected:
             names = ", ".join(s["name"] for s in summary["steps"][:8]) or "none"
             outcomes.append(_no_step_matched(name, limit, steps, names))
+            continue
+        refused = refusal(summary, name, stepwise=selected is not None)
+        if refused is not None:  # a figure the summary could not vouch for never passes
+            outcomes.append(_Refused(name, limit, None, reason=refused))
             continue
         out = _measure(name, summary, selected)
         out.limit = limit
@@ -297,6 +305,18 @@ class _NoMatch(Outcome):
 
     def line(self) -> str:
         return f"{self.name}: {self.reason}"
+
+
+class _Refused(Outcome):
+    """A budget whose figure a failed self-check (summary["checks"]) cannot
+    vouch for: reported as failed with the check's reason, never met."""
+
+    @property
+    def ok(self) -> bool | None:
+        return False
+
+    def line(self) -> str:
+        return f"{self.name}: refused, {self.reason}"
 
 
 def _no_step_matched(name: str, limit: float, pattern: str | None, names: str) -> Outcome:

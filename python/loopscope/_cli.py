@@ -15,7 +15,12 @@ How `run` profiles a script:
   torch.profiler.record_function blocks.
 - Budgets (--max-syncs, --max-severe-gaps): a failed budget exits 1 with the
   evidence; a budget whose metric was not measured is reported as NOT
-  CHECKED and does not fail the run.
+  CHECKED and does not fail the run; one whose figure a failed self-check
+  (summary["checks"]) cannot vouch for fails.
+- A script that ends in os._exit(N) (distributed jobs do) still gets its
+  report, files and budgets: os._exit raises on the main thread while the
+  script runs, and the run ends with the real os._exit afterwards
+  (_OsExitHook).
 
 Output files (--json, --trace): their folder must exist and be writable
 before the script runs (else exit 2 at once, one line naming the option and
@@ -257,6 +262,48 @@ class _HandOver:
             outer.__exit__(None, None, None)
 
 
+class _OsExit(BaseException):
+    """os._exit(status) called by the script on the main thread, turned into
+    an unwinding exit so the run still reports (see _hook_os_exit)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class _OsExitHook:
+    """os._exit replaced while the script runs.  On the main thread it
+    raises _OsExit, so the profile stops, the report and the --json file are
+    written and the budgets judged; run_command then ends the process with
+    the real os._exit (the script wanted no atexit handler or thread join).
+    The script's own finally blocks do run on the way out (os._exit would
+    skip them).  On another thread nothing can unwind the main one: the
+    process ends there, with a line saying the report is lost, and with
+    status 1 where the script asked for 0 and budgets were given (a gate
+    must not pass on nothing)."""
+
+    def __init__(self, gated: bool) -> None:
+        self.real = os._exit
+        self.gated = gated
+        self.status: int | None = None
+
+    def __call__(self, status: int = 0) -> None:
+        self.status = status
+        if threading.current_thread() is threading.main_thread():
+            raise _OsExit(status)
+        _say(f"the script called os._exit({status}) from thread "
+             f"{threading.current_thread().name!r}: the process ends now, with no report and "
+             "no output file")
+        sys.stderr.flush()
+        self.real(EXIT_BUDGET if self.gated and status == 0 else status)
+
+    def install(self) -> None:
+        os._exit = self  # type: ignore[assignment]
+
+    def remove(self) -> None:
+        os._exit = self.real
+
+
 def _run_script(path: str, args: list[str]) -> tuple[int, str | None]:
     """Runs the script as __main__; (exit status, error text or None)."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -265,6 +312,9 @@ def _run_script(path: str, args: list[str]) -> tuple[int, str | None]:
     try:
         runpy.run_path(path, run_name="__main__")
         return EXIT_OK, None
+    except _OsExit as exit_:
+        status = exit_.status if isinstance(exit_.status, int) else EXIT_BUDGET
+        return status, (f"the script called os._exit({exit_.status})" if status else None)
     except SystemExit as exit_:
         code = exit_.code
         if code is None or code == 0:
@@ -293,6 +343,11 @@ def _with_steps(prof, pattern: re.Pattern | None) -> tuple[dict[str, Any], str |
         _say(f"taking ranges matching {pattern.pattern!r} as steps ({records:,} records)...")
     new = summary_with_range_steps(prof, lambda name: pattern.search(name) is not None)
     if new is None:
+        from ._checks import steps_check
+
+        # the steps asked for are not there: a failed self-check, shown atop the report
+        summary["checks"] = [c for c in summary.get("checks") or [] if c["name"] != "steps"]
+        summary["checks"].append(steps_check(True, 0, f"--steps {pattern.pattern!r} was given"))
         names = sorted({r["name"] for r in summary["ranges"]})
         return summary, (f"no range name matched --steps {pattern.pattern!r}; the report has "
                          f"no steps (range names: {', '.join(names[:10]) or 'none'})")
@@ -337,9 +392,12 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     # torch.distributed: a script that destroys its process group ends the
     # run's profile first, so its ranks are gathered while the store works
     undo_destroy = _distributed.end_before_destroy(hand_over.end_outer)
+    os_exit = _OsExitHook(gated=bool(budgets))
+    os_exit.install()
     try:
         status, error = _run_script(args.script, list(args.args))
     finally:
+        os_exit.remove()
         undo_destroy()
         hand_over.remove()
         hand_over.end_outer()  # unless the script's own profile ended it already
@@ -400,9 +458,13 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                 print(f"NOT CHECKED{label}: {o.line()}", file=sys.stderr)
         if not verdict.failed and verdict.met:
             _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
-    if status != EXIT_OK:
-        return status
-    return EXIT_BUDGET if failed or not written else EXIT_OK
+    result = status if status != EXIT_OK else (EXIT_BUDGET if failed or not written else EXIT_OK)
+    if os_exit.status is not None:  # the script asked to skip atexit handlers and thread joins
+        _say(f"the script called os._exit({os_exit.status}); the run ends with status {result}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os_exit.real(result)
+    return result
 
 
 # -- diff ------------------------------------------------------------------

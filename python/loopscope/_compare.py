@@ -27,6 +27,7 @@ one; a time by at least REGRESSION_MIN_MS)."""
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import sys
 import zlib
@@ -34,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._checks import refusal
 from ._inputs import TraceError, open_input, read_json
-from ._names import clip, display_path, kernel_name
+from ._names import clip, demangled_name, display_path, kernel_name
 from ._projections import ms_text
 from ._summary import TOP_KERNELS
 
@@ -96,11 +98,13 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     except (OSError, EOFError, zlib.error) as error:
         raise CompareError(f"cannot read {path}: {error}") from None
     compact = head.replace(b" ", b"").replace(b"\n", b"")
-    if compact.startswith(b'{"schema":'):
+    if compact.startswith((b'[{"schema":', b'{"schema":')):
         try:
             data = read_json(path)  # bounded: a cap on the inflated text, nesting, memory
         except TraceError as error:
             raise CompareError(f"cannot read the summary {error}") from None
+        if isinstance(data, list):  # analyze --json of several files: a list
+            return _one_summary(path, data)
         if not isinstance(data, dict) or "diagnosis" not in data:
             raise CompareError(f"{path} is not a loopscope summary (no 'diagnosis')")
         return data
@@ -123,6 +127,19 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
         return replay(load(path)).summary()
     except RecordingError as error:
         raise CompareError(str(error)) from None
+
+
+def _one_summary(path: Path, data: Any) -> dict[str, Any]:
+    """The summary of a file holding a list of them: its only one, or a
+    CompareError naming the file and how many it holds."""
+    if not isinstance(data, list) or not all(isinstance(x, dict) and "diagnosis" in x
+                                             for x in data):
+        raise CompareError(f"{path} is not a list of loopscope summaries")
+    if len(data) != 1:
+        raise CompareError(f"{path} holds {len(data)} summaries (a list, as `analyze --json` of "
+                           "several files writes): diff compares one summary with one; write "
+                           "each file's summary on its own (analyze --json OUT FILE)")
+    return data[0]
 
 
 def _checked(summary: Any, side: str) -> dict[str, Any]:
@@ -254,6 +271,16 @@ def _syncs(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | No
             "changed": changed}
 
 
+def kernel_key(name: str) -> str:
+    """What makes two kernel names the same kernel whatever the source: the
+    demangled text with its spaces normalised (a recording and an Nsight
+    export keep mangled names, a torch.profiler trace demangled ones)."""
+    text = " ".join((demangled_name(name) or "").split())
+    while "> >" in text:  # older demanglers close nested templates "> >", newer ">>"
+        text = text.replace("> >", ">>")
+    return text.removeprefix("void ")  # a template kernel's return type, not always written
+
+
 def _kernels(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]] | None:
     a, b = before.get("top_kernels"), after.get("top_kernels")
     if a is None or b is None:
@@ -261,14 +288,23 @@ def _kernels(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, An
 
     def lookup(table: list[dict[str, Any]]):
         complete = len(table) < TOP_KERNELS
-        by_name = {k["name"]: k for k in table}
-        return lambda name: by_name.get(name) or ({"total_ms": 0.0, "count": 0} if complete
-                                                  else None)
+        by_key: dict[str, dict[str, Any]] = {}
+        for k in table:  # two spellings of one kernel on one side: one entry
+            key = kernel_key(k["name"])
+            seen = by_key.get(key)
+            by_key[key] = k if seen is None else {
+                "name": seen["name"], "total_ms": round(seen["total_ms"] + k["total_ms"], 6),
+                "count": seen["count"] + k["count"]}
+        return lambda key: by_key.get(key) or ({"total_ms": 0.0, "count": 0} if complete
+                                               else None)
 
     old, new = lookup(a), lookup(b)
-    out = []
-    for name in dict.fromkeys([k["name"] for k in a] + [k["name"] for k in b]):
-        x, y = old(name), new(name)
+    names: dict[str, str] = {}  # key -> the name shown: the after side's spelling, else before's
+    for k in b + a:
+        names.setdefault(kernel_key(k["name"]), k["name"])
+    out: list[dict[str, Any]] = []
+    for key, name in names.items():
+        x, y = old(key), new(key)
         out.append({"name": name,
                     "before_ms": x["total_ms"] if x else None,
                     "after_ms": y["total_ms"] if y else None,
@@ -299,6 +335,8 @@ def compare(before: Any, after: Any) -> dict[str, Any]:
         "syncs": _syncs(b, a),
         "kernels": _kernels(b, a),
         "next": projections[0]["text"] if projections else None,
+        # each side's self-checks (summary["checks"]; None: a summary made before them)
+        "checks": {"before": b.get("checks"), "after": a.get("checks")},
     }
 
 
@@ -325,6 +363,11 @@ class Regressions:
                 "checked": self.checked, "unavailable": self.unavailable}
 
 
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
 def _number(value: float, unit: str) -> str:
     return (ms_text(value) if unit == " ms" else f"{value:g}") + unit
 
@@ -333,10 +376,26 @@ def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
     """Which of REGRESSION_FIGURES got worse by more than max_pct (and more
     than its noise floor) from before to after."""
     out = Regressions(max_pct)
+    checks = result.get("checks") or {}
     for name in REGRESSION_FIGURES:
         what, unit, _, _ = FIGURES[name]
         c = result["figures"][name]
-        if c["before"] is None or c["after"] is None:
+        refused = [f"{side}: {why}" for side in ("before", "after")
+                   if (why := refusal({"checks": checks.get(side)}, name)) is not None]
+        if refused:  # a figure a failed self-check cannot vouch for never passes
+            out.failed.append(f"{name}: {what} refused, " + "; ".join(refused))
+            continue
+        bad = [side for side in ("before", "after")
+               if c[side] is not None and not _finite_number(c[side])]
+        if bad:  # NaN or Infinity compares false with anything: it would pass every gate
+            out.failed.append(f"{name}: {what} is not a finite number in "
+                              f"{' and '.join(bad)} ({c['before']!r} -> {c['after']!r})")
+            continue
+        if (c["before"] is None) != (c["after"] is None):  # a gate must not pass on nothing
+            out.failed.append(f"{name}: {what} measured {'after' if c['before'] is None else 'before'}"
+                              f" only ({c['before']!r} -> {c['after']!r}), so it cannot be compared")
+            continue
+        if c["before"] is None:
             out.unavailable.append(f"{name} ({what})")
             continue
         floor = REGRESSION_MIN_MS if unit == " ms" else 1
@@ -347,6 +406,8 @@ def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
             out.failed.append(line)
         else:
             out.checked.append(line)
+    if not out.checked and not out.failed:  # a gate that compared nothing must not pass
+        out.failed.append("no figure was measured on both sides: nothing was compared")
     return out
 
 

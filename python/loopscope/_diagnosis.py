@@ -329,8 +329,9 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
         f"idle time by cause: host launch late {share['host']}%, host sync {share['sync']}%, "
         f"other {share['other']}%",
         f"gaps: {gaps['severe']} severe (> {gaps['thresholds_us'][1]:g} us), {gaps['warning']} "
-        f"warning, {gaps['normal']} normal; mean {gaps['mean_us']:.2f} us, "
-        f"p99 {gaps['p99_us']:.2f} us, max {gaps['max_us']:.2f} us",
+        f"warning, {gaps['normal']} normal" + (
+            f"; mean {gaps['mean_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
+            f"max {gaps['max_us']:.2f} us" if gaps["count"] else ""),
     ]
     reasons += _counter_reasons(sm, dram)
     reasons += communication_reasons(summary)

@@ -16,9 +16,10 @@ import html
 from typing import Any
 
 from ._budgets import step_list
+from ._checks import warning_lines
 from ._names import demangled_name, display_path, kernel_name
 from ._pictures import SEVERE, histogram_picture, timeline_of, timeline_pictures
-from ._report import _shown_ranges, describe_recording, short_text
+from ._report import _shown_ranges, describe_recording, gap_stats_text, short_text
 
 from ._ranks_view import ranks_head_html, ranks_html
 
@@ -118,8 +119,7 @@ def _figures(summary: dict[str, Any]) -> str:
     if gaps is not None:
         rows.append(["Gaps", f"{gaps['count']}: {gaps['normal']} normal, {gaps['warning']} warning, "
                              f"<b>{gaps['severe']} severe</b> (&gt; {gaps['thresholds_us'][1]:g} us); "
-                             f"p50 {gaps['p50_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
-                             f"max {gaps['max_us']:.2f} us; idle {gaps['idle_ms']:.3f} ms"])
+                             f"{gap_stats_text(gaps)}; idle {gaps['idle_ms']:.3f} ms"])
     if syncs is not None:
         kinds = ", ".join(f"{_e(k)} {v}" for k, v in syncs.get("by_kind", {}).items())
         rows.append(["Syncs", f"{syncs['count']}, host blocked {syncs['blocked_ms']:.3f} ms"
@@ -266,6 +266,9 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     recording = describe_recording(summary)
     if recording:
         out.append(f'<div style="background:#fff3cd;padding:3px 8px;font-size:12px">{_e(recording)}</div>')
+    for line in warning_lines(summary):  # a failed self-check before any figure
+        out.append(f'<div style="background:#f8d7da;color:#721c24;padding:3px 8px;'
+                   f'font-size:13px;font-weight:bold">{_e(line)}</div>')
     out.append(ranks_head_html(summary))  # torch.distributed: the straggler first
     out.append(_verdict(summary))
     out.append(_figures(summary))

@@ -375,6 +375,9 @@ class Profile:
     def _local_summary(self) -> dict[str, Any]:
         """This process's own summary, before any cross-rank figures."""
         if self._local is None:
+            if self._steps_module is not None and self._state is not None:  # for _checks
+                self._state["steps_declared"] = (
+                    f"steps={type(self._steps_module).__name__} was given")
             self._local = build_summary(
                 self._capture, self._state, self._thresholds, self._host_ns, self._stop_error)
             if self._module_steps is not None:

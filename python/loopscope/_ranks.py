@@ -9,7 +9,8 @@ time, and per step: host start and end on the rank's profile clock,
 host_ms, gpu_ms, comm_ms, compute_ms, syncs, GPU idle time the host caused
 (launch late) or a host sync overlapped, verdict.  Plus the rank's two
 local clock pairs (profile clock, exchange clock) read right after the
-profile started and right before it stopped.
+profile started and right before it stopped, and its failed self-checks
+(failed_checks: rank 0's max_rank_skew_us budget refuses on them).
 
 Clocks.  Each rank's step times are on its own profile clock (CUPTI's
 timestamp while tracing, CLOCK_MONOTONIC otherwise).  They are brought to
@@ -161,6 +162,10 @@ def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
         "steps": steps,
         "clock": clock,
         "raised": raised,
+        # the rank's failed self-checks (summary["checks"]): rank 0's cross-rank
+        # budget refuses to pass on figures a rank could not vouch for
+        "failed_checks": [{"name": c.get("name"), "detail": c.get("detail")}
+                          for c in summary.get("checks") or () if not c.get("ok")],
     }
 
 

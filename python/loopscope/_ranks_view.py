@@ -32,10 +32,13 @@ def _shown_steps(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]
 
 def _gather_line(summary: dict[str, Any]) -> str:
     d = summary.get("distributed") or {}
-    line = f"Rank {summary['rank']} of {summary['world_size']}"
+    size = summary.get("world_size")
+    line = f"Rank {summary['rank']}" + (f" of {size}" if size is not None
+                                         else " (the trace does not say of how many)")
     if d.get("backend"):
         line += f" ({d['backend']})"
-    line += f"; gathering: {d.get('gather')}"
+    if d.get("gather") is not None:  # a trace read offline gathered nothing
+        line += f"; gathering: {d['gather']}"
     skew = summary.get("skew")
     if skew and skew["missing"]:
         by_reason: dict[str, list[int]] = {}

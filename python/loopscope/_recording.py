@@ -98,7 +98,9 @@ SHAPE = {
              "note": Optional(str), "source": Optional(str)},
     "profile": {"start_ns": COUNT, "stop_ns": COUNT, "thresholds_us": [NUM], "host_ms": NUM,
                 "cupti_note": Optional(str), "dropped_records": Optional(COUNT),
-                "overhead": _OVERHEAD},
+                "overhead": _OVERHEAD,
+                # the summary's self-checks when recorded (older recordings: none)
+                "checks": Optional([{"name": str, "ok": bool, "detail": str}])},
     "names": [str],
     "sections": {"syncs": Optional(_SYNCS), "syncs_error": Optional(str), "sm": Optional(_SM),
                  "dram": Optional(_DRAM), "metrics_error": Optional(str),
@@ -203,6 +205,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
             "cupti_note": summary.get("cupti_note"),
             "dropped_records": summary["dropped_records"],
             "overhead": summary["overhead"],
+            "checks": summary.get("checks"),
         },
         "ops": {
             "kind": [OP_KINDS.index(o[0]) for o in ops],

@@ -169,6 +169,20 @@ def _replay(data: dict[str, Any]) -> Profile:
     return prof
 
 
+def _restore_checks(summary: dict[str, Any], recorded: list[dict[str, Any]] | None) -> None:
+    """The self-checks made when the profile was recorded come back, marked
+    so: the live ones the replay cannot make (timeline, clock_rate), and any
+    recorded failure in place of the replay's check of that name (the
+    replay's records were all kept, the recorded profile's were not)."""
+    at = {c["name"]: i for i, c in enumerate(summary["checks"])}
+    for c in recorded or ():
+        entry = {"name": c["name"], "ok": c["ok"], "detail": f"as recorded: {c['detail']}"}
+        if c["name"] not in at:
+            summary["checks"].append(entry)
+        elif not c["ok"]:
+            summary["checks"][at[c["name"]]] = entry
+
+
 def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
     """Puts back what the records cannot rebuild (see _recording's doc)."""
     meta, recorded = data["meta"], data["profile"]
@@ -176,6 +190,7 @@ def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
     summary["host_ms"] = recorded["host_ms"]
     summary["cupti_note"] = recorded["cupti_note"]
     summary["dropped_records"] = recorded["dropped_records"]
+    _restore_checks(summary, recorded.get("checks"))
     # the recorded costs; a figure the recording lacks keeps the replay's own
     replayed = summary["overhead"]
     summary["overhead"] = {**replayed, **recorded["overhead"]}

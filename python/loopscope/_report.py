@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._checks import MIN_COVERAGE_PCT, failed as failed_checks, warning_lines
 from ._names import clip, kernel_name
 
 from ._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
@@ -44,7 +45,19 @@ def short_text(summary: dict[str, Any]) -> str:
     text = f"<loopscope summary: {d['verdict']}, {len(summary['steps'])} steps"
     if gaps is not None:
         text += f", GPU busy {_fmt(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps"
+    bad = [c.get("name") for c in failed_checks(summary)]
+    if bad:  # the one line must not hide a figure the summary cannot vouch for
+        text += f", WARNING: check{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} failed"
     return text + "; a dict: summary['gaps'], ['syncs'], ['steps'], ... >"
+
+
+def gap_stats_text(gaps: dict[str, Any]) -> str:
+    """p50, p99 and max of a gaps dict, or "no gap statistics" where it has
+    no gap (they are None there)."""
+    if not gaps["count"]:
+        return "no gap statistics"
+    return (f"p50 {gaps['p50_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
+            f"max {gaps['max_us']:.2f} us")
 
 
 def _verdict_line(summary: dict[str, Any]) -> str:
@@ -55,7 +68,8 @@ def _verdict_line(summary: dict[str, Any]) -> str:
         return f"{verdict}: {d['reasons'][0]}"
     detail = (
         f"GPU busy {_fmt(gaps['busy_pct'], '.1f')}%, {gaps['severe']} severe gaps "
-        f"(> {gaps['thresholds_us'][1]:g} us), mean gap {gaps['mean_us']:.1f} us"
+        f"(> {gaps['thresholds_us'][1]:g} us), "
+        + (f"mean gap {gaps['mean_us']:.1f} us" if gaps["count"] else "no gap")
     )
     return f"{verdict}: {detail}; {d['actions'][0]}"
 
@@ -241,7 +255,7 @@ def _counter_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"WARNING: the PM sampling buffer overflowed {m['overflows']} time(s): samples "
                      "were lost; raise metrics_buffer_mb or metrics_interval_us")
     coverage = sm.get("coverage_pct")
-    if coverage is not None and coverage < 90:
+    if coverage is not None and coverage < MIN_COVERAGE_PCT:
         lines.append(f"WARNING: the counter samples cover only {coverage:.0f}% of the loop; the "
                      "figures above describe that part")
     return lines
@@ -253,6 +267,7 @@ def format_report(summary: dict[str, Any]) -> str:
     device = gpu["device"] if gpu and gpu["device"] else ("synthetic records" if summary["source"] == "injected" else None)
     out[0] += f" - {device}" if device else ""
     out[0] += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
+    out.extend(warning_lines(summary))  # a failed self-check before any figure
     out.extend(rank_head_lines(summary))  # torch.distributed: the straggler first
     out.append(_verdict_line(summary))
     out.extend(_projection_lines(summary))
@@ -266,8 +281,7 @@ def format_report(summary: dict[str, Any]) -> str:
         )
         out.append(
             f"Gaps: {gaps['count']} (normal {gaps['normal']}, warning {gaps['warning']}, "
-            f"severe {gaps['severe']}); p50 {gaps['p50_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
-            f"max {gaps['max_us']:.2f} us; idle {gaps['idle_ms']:.3f} ms"
+            f"severe {gaps['severe']}); {gap_stats_text(gaps)}; idle {gaps['idle_ms']:.3f} ms"
         )
         if gaps["worst"]:
             out.append("Worst gaps:")

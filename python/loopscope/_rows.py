@@ -60,9 +60,12 @@ def integer(column: Any) -> Field:
     return ("int", column)
 
 
-def scaled(column: Any, divisor: float) -> Field:
-    """column[i] / divisor (ns to ms: 1e6), a float."""
-    return ("scale", column, float(divisor))
+def scaled(column: Any, divisor: float, unless_zero: Any = None) -> Field:
+    """column[i] / divisor (ns to ms: 1e6), a float; None where the column
+    `unless_zero` (when given) is 0."""
+    if unless_zero is None:
+        return ("scale", column, float(divisor))
+    return ("scale", column, float(divisor), unless_zero)
 
 
 def span(first: Any, last: Any, divisor: float) -> Field:

@@ -5,7 +5,8 @@ Kinds: "kineto" (a Chrome trace: a JSON object with traceEvents, or a bare
 list of events; plain or gzip), "nsys" (an SQLite database: Nsight Systems'
 export, plain or gzip), "recording" (a saved loopscope profile, plain or
 gzip JSON).  The name is read for one thing only: an Nsight Systems report
-(.nsys-rep) gets the command that exports it."""
+(.nsys-rep) gets the command that exports it.  A saved summary (or a list
+of them) is refused by name: it is no trace."""
 from __future__ import annotations
 
 import gzip
@@ -24,6 +25,7 @@ HEAD_BYTES = 1 << 16
 RECORDING_KEY = b'"format":"loopscope-recording"'
 # Nsight Systems' own report files (a format of its own): only their SQLite export is read
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+SUMMARY_KEY = b'{"schema":'  # a saved summary dict (a Kineto trace has "schemaVersion")
 
 
 def check_path(path: str | os.PathLike) -> Path:
@@ -62,6 +64,14 @@ def sniff(path: str | os.PathLike) -> tuple[str, bool]:
         raise fail(path, "is an Nsight Systems report, which loopscope reads through its SQLite "
                          f"export: run `nsys export --type sqlite {shlex.quote(str(path))}` "
                          "first and give loopscope the .sqlite file it writes")
+    compact = bytes(b for b in text[:256] if b not in b" \t\r\n")
+    if compact.startswith(b"[" + SUMMARY_KEY):  # never read as an empty trace
+        raise fail(path, "holds a list of loopscope summaries (as `analyze --json` of several "
+                         "files writes), not a trace: compare them with `loopscope diff`, one "
+                         "summary a side")
+    if compact.startswith(SUMMARY_KEY):
+        raise fail(path, "is a loopscope summary (as `run --json` or `analyze --json` writes), "
+                         "not a trace: compare it with `loopscope diff`")
     if text[:1] == b"{":
         if RECORDING_KEY in head.replace(b" ", b""):
             return "recording", gz

@@ -13,6 +13,7 @@ from itertools import repeat
 from typing import Any, Callable, NamedTuple, Sequence
 
 from . import _core, _rows, _settings
+from ._checks import live_checks
 from ._diagnosis import diagnose, diagnose_step, traced_verdicts
 from ._finite import finite, note, start_count
 from ._html import render
@@ -87,10 +88,11 @@ def _gap_fields(cols: dict[str, Any], thresholds_us) -> dict[str, _rows.Field]:
         "normal": _rows.integer(cols["gap_normal"]),
         "warning": _rows.integer(cols["gap_warning"]),
         "severe": _rows.integer(cols["gap_severe"]),
-        "mean_us": _rows.rounded_ratio(total, count, post=1e3, digits=3, zero=0.0),
-        "p50_us": _rows.scaled(cols["gap_p50_ns"], 1e3),
-        "p99_us": _rows.scaled(cols["gap_p99_ns"], 1e3),
-        "max_us": _rows.scaled(cols["gap_max_ns"], 1e3),
+        "mean_us": _rows.rounded_ratio(total, count, post=1e3, digits=3, zero=None),
+        # no gap, no gap statistics: None, never a 0.0 that reads as measured
+        "p50_us": _rows.scaled(cols["gap_p50_ns"], 1e3, count),
+        "p99_us": _rows.scaled(cols["gap_p99_ns"], 1e3, count),
+        "max_us": _rows.scaled(cols["gap_max_ns"], 1e3, count),
         "idle_ms": _rows.exported("idle_ms", _rows.scaled(total, 1e6)),
         "busy_ms": _rows.scaled(busy, 1e6),
         "busy_pct": _rows.exported("busy_pct", _rows.rounded_ratio(
@@ -796,5 +798,8 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     # time line).  Neither is this loop's.
     summary["overhead"]["records_after_stop"] += (model.ignored_records
                                                   if model is not None else 0)
+    # What the summary verified about itself (_checks); no capture: the
+    # profile did not stop cleanly, nothing could be verified.
+    summary["checks"] = live_checks(summary, info, model, state) if capture else []
     summary["overhead"]["summary_ms"] = _ms(time.perf_counter_ns() - t0)
     return summary

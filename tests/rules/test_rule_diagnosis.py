@@ -58,8 +58,9 @@ def test_idle_shares_and_the_severe_threshold_in_the_reasons(run_trace):
     kernels = [kernel(10_000 + 31_000 * i, 11_000 + 31_000 * i, i + 1) for i in range(4)]
     starts = [k[1] for k in kernels[:-1]]  # each gap starts where a kernel ended
     apis = [(5_000, 5_001, 1), (starts[0], starts[0] + 1, 2),       # host: launched at the gap
-            (starts[1] - 5, starts[1] - 4, 3), (starts[2] - 5, starts[2] - 4, 4)]
-    syncs = [(starts[1], starts[1] + 30_000)]                        # the second gap: sync
+            (starts[1] + 5, starts[1] + 6, 3), (starts[2] - 5, starts[2] - 4, 4)]
+    # the second gap: sync (k3 launched while the host waited, not queued before the gap)
+    syncs = [(starts[1], starts[1] + 30_000)]
     s = run_trace(kernels=kernels, apis=apis, syncs=syncs, gap_thresholds_us=(10.0, 25.0))
     g, d = s["gaps"], s["diagnosis"]
     assert g["by_cause"] == {"host": 1, "sync": 1, "other": 1}

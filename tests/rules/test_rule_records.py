@@ -66,32 +66,68 @@ def test_a_launch_exactly_at_a_range_edge_is_inside_it(inject, test_clock):
 
 
 def cause(gap, launch, syncs):
-    """PRODUCT's rule: `sync` when a host sync overlapped the gap (by at
-    least a nanosecond), `host` when the next op's launch call began at or
-    after the gap's start, `other` otherwise."""
+    """The rule (issue 24 item 6): `other` when the next op's launch call
+    began before the gap (it was queued: a host sync over the gap did not
+    hold it back); else `sync` when a host sync overlapped the gap (by at
+    least a nanosecond), `host` when the launch call began at or after the
+    gap's start, `other` with no launch."""
     a, b = gap
+    if launch is not None and launch < a:
+        return "other"
     if any(s < b and e > a for s, e in syncs):
         return "sync"
-    return "host" if launch is not None and launch >= a else "other"
+    return "host" if launch is not None else "other"
 
 
 def test_gap_causes_at_their_edges(run_trace):
     """k1 is launched at the very nanosecond the GPU went idle (host); k2 a
-    nanosecond before (other); the sync before gap 3 ends exactly where it
-    starts and the one after gap 4 starts exactly where it ends (neither
-    overlaps); the last one overlaps gap 5 by one nanosecond (sync)."""
-    kernels = [kernel(10_000 + 30_000 * i, 20_000 + 30_000 * i, i + 1) for i in range(6)]
+    nanosecond before (other); k3 and k4 inside their gaps, with a sync
+    that ends exactly where gap 3 starts and one that starts exactly where
+    gap 4 ends (neither overlaps: host); k5 inside gap 5, which a sync
+    overlaps by one nanosecond (sync); k6 queued 10 ns before gap 6, which
+    one long sync covers whole (other: the queue, not the sync, set the
+    pace, as in a cudaDeviceSynchronize over a queue of kernels)."""
+    kernels = [kernel(10_000 + 30_000 * i, 20_000 + 30_000 * i, i + 1) for i in range(7)]
     gaps = gaps_of(kernels)
-    launches = {1: 5_000, 2: gaps[0][0], 3: gaps[1][0] - 1, 4: gaps[2][0] - 10,
-                5: gaps[3][0] - 10, 6: gaps[4][0] - 10}
+    launches = {1: 5_000, 2: gaps[0][0], 3: gaps[1][0] - 1, 4: gaps[2][0] + 10,
+                5: gaps[3][0] + 10, 6: gaps[4][0] + 10, 7: gaps[5][0] - 10}
     syncs = [(gaps[2][0] - 3_000, gaps[2][0]), (gaps[3][1], gaps[3][1] + 3_000),
-             (gaps[4][1] - 1, gaps[4][1] + 500)]
+             (gaps[4][1] - 1, gaps[4][1] + 500), (gaps[5][0] - 5_000, gaps[5][1] + 5_000)]
     s = run_trace(kernels=kernels, apis=[(t, t + 1, c) for c, t in launches.items()],
                   syncs=syncs)
     expected = [cause(g, launches[i + 2], syncs) for i, g in enumerate(gaps)]
-    assert expected == ["host", "other", "other", "other", "sync"]
+    assert expected == ["host", "other", "host", "host", "sync", "other"]
     worst = sorted(s["gaps"]["worst"], key=lambda g: g["start_ns"])
     assert [g["cause"] for g in worst] == expected
+    assert s["gaps"]["by_cause"] == {k: expected.count(k) for k in ("host", "sync", "other")}
+
+
+def test_a_sync_over_a_gap_without_launch_records_is_its_cause(run_trace):
+    """No launch record (a trace without runtime calls): a sync over the
+    gap is its cause; without one the cause is unknown (other)."""
+    kernels = [kernel(10_000, 20_000, 1), kernel(50_000, 60_000, 2), kernel(90_000, 100_000, 3)]
+    s = run_trace(kernels=kernels, syncs=[(25_000, 30_000)])
+    worst = sorted(s["gaps"]["worst"], key=lambda g: g["start_ns"])
+    assert [g["cause"] for g in worst] == ["sync", "other"]
+
+
+def test_short_gaps_inside_one_long_device_sync_are_not_sync(run_trace):
+    """Issue 24 item 6: the host sits in one cudaDeviceSynchronize while the
+    GPU works through 100 kernels queued before it, 1 us apart: 98% busy.
+    None of those gaps is the sync's; only the last one is: the sync still
+    ran when the queue ran dry, and the next launch came after it."""
+    queued = [kernel(10_000 + 51_000 * i, 60_000 + 51_000 * i, i + 1) for i in range(100)]
+    last_end = queued[-1][1]
+    after = kernel(last_end + 30_000, last_end + 80_000, 101)
+    launches = {i + 1: 1_000 + i for i in range(100)}
+    sync = (1_200, last_end + 10_000)
+    launches[101] = sync[1] + 5_000
+    kernels = queued + [after]
+    s = run_trace(kernels=kernels, apis=[(t, t + 1, c) for c, t in launches.items()],
+                  syncs=[sync])
+    gaps = gaps_of(kernels)
+    expected = [cause(g, launches[i + 2], [sync]) for i, g in enumerate(gaps)]
+    assert expected == ["other"] * 99 + ["sync"]
     assert s["gaps"]["by_cause"] == {k: expected.count(k) for k in ("host", "sync", "other")}
 
 

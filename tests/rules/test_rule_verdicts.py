@@ -41,14 +41,15 @@ def counter_verdict(sm_busy, dram_busy):
 
 def timeline(kernel_ns, gaps):
     """Kernels of kernel_ns on one stream separated by gaps [(ns, cause)]:
-    the next kernel's launch begins at the gap's start for `host`, a
-    nanosecond before it otherwise; a host sync record spans a `sync` gap."""
+    the next kernel's launch begins at the gap's start for `host` and
+    `sync` (a kernel queued before the gap is no sync's), a nanosecond
+    before it for `other`; a host sync record spans a `sync` gap."""
     t, corr = 10_000, 1
     kernels, apis, syncs = [kernel(t, t + kernel_ns, corr)], [(t - 5_000, t - 4_999, corr)], []
     t += kernel_ns
     for gap_ns, why in gaps:
         corr += 1
-        launch = t if why == "host" else t - 1
+        launch = t if why in ("host", "sync") else t - 1
         apis.append((launch, launch + 1, corr))
         if why == "sync":
             syncs.append((t, t + gap_ns))

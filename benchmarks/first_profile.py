@@ -136,7 +136,7 @@ def plugin() -> dict:
             f.write(PLUGIN_TEST)
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p",
                                "no:cacheprovider", path], capture_output=True, text=True, cwd=tmp)
-    tail = proc.stdout.strip().splitlines()[-3:]
+    tail = proc.stdout.strip().splitlines()[-3 if proc.returncode == 0 else -30:]
     return {"case": "pytest plugin, first test", "rc": proc.returncode, "tail": tail}
 
 

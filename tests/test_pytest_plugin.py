@@ -8,6 +8,7 @@ Where loopscope is installed (CI) pytest finds the plugin through its
 pytest11 entry point; in a source checkout it is loaded with -p."""
 from __future__ import annotations
 
+import sys
 import importlib.metadata
 import json
 import os
@@ -310,3 +311,50 @@ def test_a_body_stopped_by_the_demos_no_gpu_error_skips_with_its_message(inner):
     out = result.stdout.str()
     assert "FAILED test_no_gpu.py::test_without_loopscope" in out
     assert "FAILED test_no_gpu.py::test_another_error" in out
+
+
+class _StubCuda:
+    """Stands in for torch.cuda: records what the plugin asked of it."""
+
+    def __init__(self, available, initialized):
+        self.available, self.initialized, self.calls = available, initialized, []
+
+    def is_available(self):
+        return self.available
+
+    def is_initialized(self):
+        return self.initialized
+
+    def init(self):
+        self.calls.append("init")
+
+    def synchronize(self):
+        self.calls.append("synchronize")
+
+
+@pytest.mark.parametrize("available, initialized, calls", [
+    (True, False, ["init", "synchronize"]),  # the first counter test: context made first
+    (True, True, []),                        # CUDA in use already: nothing to do
+    (False, False, []),                      # no GPU: nothing, the budget skips as before
+])
+def test_a_counter_budget_makes_the_cuda_context_before_its_profile(monkeypatch, available,
+                                                                   initialized, calls):
+    """Issue 30: the first test of a session with min_sm_active_pct: its
+    profile must find a CUDA context, so sampling is set up at the enter."""
+    import types
+
+    from loopscope import pytest_plugin
+
+    cuda = _StubCuda(available, initialized)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    pytest_plugin._make_cuda_context()
+    assert cuda.calls == calls
+
+
+def test_without_torch_no_cuda_context_is_made(monkeypatch):
+    from loopscope import pytest_plugin
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    pytest_plugin._make_cuda_context()  # imports nothing, raises nothing
+    assert "torch" not in sys.modules
+    assert pytest_plugin.COUNTER_BUDGETS == {"min_sm_active_pct"}

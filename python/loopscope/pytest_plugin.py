@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from typing import Any
 
 import pytest
@@ -263,6 +264,29 @@ def _skip(reason: str) -> None:
     raise skip
 
 
+# Budgets read from the SM/DRAM counters.
+COUNTER_BUDGETS = frozenset({"min_sm_active_pct"})
+
+
+def _make_cuda_context() -> None:
+    """Before a profile whose budgets read the counters: make the CUDA
+    context the test body would make anyway (torch already imported, a GPU
+    there, CUDA not yet used), so the profile's enter sets PM sampling up on
+    it and its samples cover the whole body.  Otherwise the first test of a
+    session would make the context inside the profile, sampling would start
+    ~0.35 s into it, and its coverage check would refuse the budget.
+    Nothing is imported here, and nothing happens without torch."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is None or not cuda.is_available() or cuda.is_initialized():
+            return
+        cuda.init()
+        cuda.synchronize()  # the primary context exists from here on
+    except Exception:  # noqa: BLE001  a test that cannot use CUDA says so itself
+        return
+
+
 @functools.lru_cache(maxsize=None)
 def _profile_class():
     from ._profile import Profile
@@ -296,6 +320,8 @@ def loopscope_profile(request: pytest.FixtureRequest):
     state = _ProfiledTest(prof, budgets, steps, baseline, folder,
                           request.config.getoption("--loopscope-update-baseline"))
     request.node.stash[_STATE] = state
+    if COUNTER_BUDGETS & set(budgets):
+        _make_cuda_context()
     prof.__enter__()
     try:
         yield prof

@@ -352,9 +352,14 @@ def test_a_counter_budget_makes_the_cuda_context_before_its_profile(monkeypatch,
 
 
 def test_without_torch_no_cuda_context_is_made(monkeypatch):
+    import importlib.util
+
     from loopscope import pytest_plugin
 
     monkeypatch.delitem(sys.modules, "torch", raising=False)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real_find_spec(name, *a))
     pytest_plugin._make_cuda_context()  # imports nothing, raises nothing
     assert "torch" not in sys.modules
     assert pytest_plugin.COUNTER_BUDGETS == {"min_sm_active_pct"}

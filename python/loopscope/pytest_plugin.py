@@ -37,6 +37,7 @@ fixture or the marker, so projects that do not use it are not affected."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import sys
@@ -275,8 +276,11 @@ def _make_cuda_context() -> None:
     it and its samples cover the whole body.  Otherwise the first test of a
     session would make the context inside the profile, sampling would start
     ~0.35 s into it, and its coverage check would refuse the budget.
-    Nothing is imported here, and nothing happens without torch."""
+    torch is imported here when installed but not yet imported (a test
+    that imports it inside its body); nothing happens without it."""
     torch = sys.modules.get("torch")
+    if torch is None and importlib.util.find_spec("torch") is not None:
+        import torch
     cuda = getattr(torch, "cuda", None)
     try:
         if cuda is None or not cuda.is_available() or cuda.is_initialized():

@@ -64,8 +64,6 @@ int ls_sampler_is_fake(void) { return fake.items != NULL; }
  * wait for a set-up. */
 static _Atomic int sampler_set_up;
 
-int ls_sampler_set_up(void) { return atomic_load(&sampler_set_up); }
-
 
 static void discard(void)
 {

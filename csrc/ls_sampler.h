@@ -68,9 +68,6 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
 
 
 
-/* 1 while a sampler is set up in this process (enabled, configured). */
-int ls_sampler_set_up(void);
-
 /* On the worker, at each tick of a running profile: decodes what the
  * hardware buffer holds into the window's samples. */
 void ls_sampler_tick(void);

@@ -112,18 +112,6 @@ void ls_session_mark_samples_injected(void) { session.capture.samples_injected =
 /* PM sampling, after tracing started (CUPTI is loaded by then if it can be):
  * only the checks that need no GPU work happen here; the worker sets
  * sampling up and starts it (ls_sampler). */
-/* Before any activity kind is enabled: CUPTI's timestamps in ns again,
- * whatever source another tool left registered (ls_clock.h). */
-static void own_timestamps(const ls_session_options *o, ls_capture *c)
-{
-    int owned = o->own_timestamps ? ls_clock_own_cupti_timestamps() : 1;
-    c->timestamp_source = owned == 0 ? LS_TIMESTAMPS_OWN
-                          : owned > 0 ? LS_TIMESTAMPS_CUPTI_DEFAULT
-                                      : LS_TIMESTAMPS_REFUSED;
-    if (owned < 0)
-        snprintf(c->timestamp_error, sizeof c->timestamp_error, "%s", ls_cupti_error());
-}
-
 /* The resource callback (ls_switchboard, on the thread that made the
  * context, inside CUDA): opens the deferred window on that context.  No
  * wait, no allocation, no GIL. */
@@ -149,10 +137,8 @@ static int watch_contexts(void)
     return session.callbacks ? ls_subscriber_watch_contexts(context_created) : -1;
 }
 
-/* Returns what ls_sampler_open did (LS_SAMPLER_*); with `no_wait` it does
- * not wait for a set-up (one was waited for already). */
-static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns,
-                         int no_wait)
+/* Returns what ls_sampler_open did (LS_SAMPLER_*). */
+static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
 {
     atomic_store(&session.pm_deferred, LS_PM_NOT_DEFERRED);
     if (!o->metrics) {
@@ -191,37 +177,7 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
     }
     if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
         so.pm.device = 0;
-    return ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error,
-                           no_wait);
-}
-
-/* Before CUPTI traces or watches anything: a sampler that must be set up
- * (the first profile of a process) is set up and started here, and waited
- * for (bounded), so the set-up's own CUDA calls on the worker are no
- * records of the profile; the window's own open then finds it running.
- * Only where a CUDA context exists (else the window opens on the first one,
- * see start_metrics).  Returns what the open did (LS_SAMPLER_*). */
-static int set_up_sampler_first(const ls_session_options *o, ls_capture *c)
-{
-    if (!o->metrics || o->pm_wait_for_start != LS_SAMPLER_WAIT_SETUP || ls_sampler_is_fake() ||
-        ls_sampler_set_up() || !ls_cuda_driver_present())
-        return LS_SAMPLER_NO_WAIT;
-    void *context = ls_cuda_current_context();
-    if (context == NULL || ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0)
-        return LS_SAMPLER_NO_WAIT;
-    own_timestamps(o, c);
-    ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
-                             o->pm_wait_bound_ns, o->pm_stop_in_finish};
-    if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
-        so.pm.device = 0;
-    uint64_t t0 = ls_clock_monotonic_ns();
-    int opened = ls_sampler_open(&so, ls_clock_now(), context, c->decoder_error,
-                                 sizeof c->decoder_error, 0);
-    if (opened != LS_SAMPLER_NO_WAIT) {
-        c->pm_wait_ns = ls_clock_monotonic_ns() - t0;
-        c->pm_wait_timed_out = opened == LS_SAMPLER_WAIT_TIMED_OUT;
-    }
-    return opened;
+    return ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error, 0);
 }
 
 /* Claims CUPTI's callback slot and enables the callbacks: launch calls
@@ -254,6 +210,18 @@ static void warm_up(const ls_session_options *o, ls_capture *c)
         c->warmed_up = 1;
         session.warmed_up_once = 1;
     }
+}
+
+/* Before any activity kind is enabled: CUPTI's timestamps in ns again,
+ * whatever source another tool left registered (ls_clock.h). */
+static void own_timestamps(const ls_session_options *o, ls_capture *c)
+{
+    int owned = o->own_timestamps ? ls_clock_own_cupti_timestamps() : 1;
+    c->timestamp_source = owned == 0 ? LS_TIMESTAMPS_OWN
+                          : owned > 0 ? LS_TIMESTAMPS_CUPTI_DEFAULT
+                                      : LS_TIMESTAMPS_REFUSED;
+    if (owned < 0)
+        snprintf(c->timestamp_error, sizeof c->timestamp_error, "%s", ls_cupti_error());
 }
 
 static void start_cupti(const ls_session_options *o, ls_capture *c)
@@ -372,9 +340,6 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     }
     lap(&phase[LS_START_RESET], &t0);
     session.capture.warm_up_mode = (uint32_t)options->warm_up;
-    int set_up_first = set_up_sampler_first(options, &session.capture);
-    phase[LS_START_METRICS] += ls_clock_monotonic_ns() - t0;
-    t0 = ls_clock_monotonic_ns();
     start_cupti(options, &session.capture);
     /* PM samples carry CUPTI's clock: a profile that samples runs on it
      * even without tracing (loading CUPTI here costs nothing once loaded). */
@@ -390,8 +355,7 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     uint64_t start_ns = ls_clock_now();
     session.capture.start_reference_ns = ls_clock_reference_ns();
     t0 = ls_clock_monotonic_ns();
-    int opened = start_metrics(options, &session.capture, start_ns,
-                               set_up_first != LS_SAMPLER_NO_WAIT);
+    int opened = start_metrics(options, &session.capture, start_ns);
     if (opened != LS_SAMPLER_NO_WAIT) {
         /* The start waited for the sampler's set-up: the profile begins
          * after the wait (so after sampling began, when it did), and the

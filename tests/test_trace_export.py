@@ -168,3 +168,18 @@ def test_names_are_escaped_and_two_profiles_share_the_time_line(test_clock, tmp_
     assert names == ["GPU 0", "GPU 1", "gaps", "gaps", "host",
                      "stream 3", "stream 7", f"thread {threading.get_ident()}"]
     assert data["otherData"]["sources"] == ["injected", "injected"]
+
+
+def test_a_sample_begun_before_the_window_is_drawn_from_its_start(test_clock, tmp_path):
+    """The first profile of a process sets its sampler up and starts it
+    before the window (issue 30): the sample in progress at the start holds
+    its values from the window's start, never before it (ts < 0)."""
+    samples = [(950_000, 1_050_000, {"sm_active_pct": 30.0}),   # across the start
+               (1_050_000, 1_150_000, {"sm_active_pct": 70.0})]
+    with loopscope.profile() as prof:          # start: read 0 = 1_000_000 ns
+        _core._inject("kernel", [(1_010_000, 1_012_000, 0, 7, 1, "a")])
+        _core._inject("sample", [(a, b, v, 0) for a, b, v in samples])
+    data = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())
+    counters = sorted((e["ts"], e["args"]["%"]) for e in data["traceEvents"] if e["ph"] == "C")
+    assert counters == [(0.0, 30.0), (50.0, 70.0), (150.0, 70.0)]
+    assert min(e["ts"] for e in data["traceEvents"] if "ts" in e) >= 0

@@ -126,6 +126,33 @@ static void merge_activity(ls_records *into, ls_records *from)
             into->ops.items[i].name_id = LS_NO_NAME;
 }
 
+/* API records that ended before the start and launched no op of the
+ * window: loopscope's own calls between enabling the callbacks and the
+ * start (the warm-up, the first profile's PM set-up on the worker, ~0.4 s
+ * of it), which the trace export drew far left of the loop.  A launch
+ * whose op runs inside the window stays: it is the op's launch. */
+static void drop_early_apis(ls_capture *c)
+{
+    ls_records *r = &c->records;
+    size_t n = r->ops.count;
+    uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (ids == NULL)
+        return; /* keep them: a few early records, no wrong figure */
+    for (size_t i = 0; i < n; i++)
+        ids[i] = r->ops.items[i].correlation_id;
+    n = ls_ids_sort_unique_u32(ids, n);
+    size_t kept = 0;
+    for (size_t i = 0; i < r->apis.count; i++) {
+        const ls_api *a = &r->apis.items[i];
+        if (a->end_ns < r->start_ns && ls_ids_find_u32(ids, n, a->correlation_id) < 0)
+            c->calls_before_start++;
+        else
+            r->apis.items[kept++] = *a;
+    }
+    r->apis.count = kept;
+    free(ids);
+}
+
 /* The records of the window only.  Ops that ended before the start (the
  * warm-up, work queued earlier) are left out of traced profiles, as are
  * API records, host syncs and calls that began after the stop, and the ops
@@ -182,6 +209,8 @@ static void filter_window(ls_capture *c)
     r->ops.count = kept;
     free(kept_ids);
     free(late_ids);
+    if (c->traced)
+        drop_early_apis(c);
     if (c->traced) {
         /* A sync record that ended before the start is the warm-up's own
          * wait (its stream sync): kept, it would sit far left of the loop

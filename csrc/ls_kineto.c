@@ -393,8 +393,23 @@ static uint64_t string_hash(const ls_json_string *s)
     return h | (1ull << 63); /* never equal to a numeric thread id */
 }
 
-/* A thread id from tid: a number, or a string's hash. */
-static int thread_of(const ls_id *id, uint64_t *out)
+/* Keeps the name of a string thread id (the first LS_KINETO_THREAD_NAMES). */
+static void note_thread_name(ls_kineto *k, uint64_t id, const ls_json_string *s)
+{
+    for (size_t i = 0; i < k->thread_name_count; i++)
+        if (k->thread_names[i].id == id)
+            return;
+    if (k->thread_name_count == LS_KINETO_THREAD_NAMES)
+        return;
+    ls_kineto_thread_name *t = &k->thread_names[k->thread_name_count++];
+    t->id = id;
+    size_t n = s->len < sizeof t->name - 1 ? s->len : sizeof t->name - 1;
+    memcpy(t->name, s->text, n);
+    t->name[n] = '\0';
+}
+
+/* A thread id from tid: a number, or a string's hash (its name kept). */
+static int thread_of(ls_kineto *k, const ls_id *id, uint64_t *out)
 {
     if (id->kind == ID_NUMBER) {
         int64_t v;
@@ -405,6 +420,7 @@ static int thread_of(const ls_id *id, uint64_t *out)
     }
     if (id->kind == ID_STRING) {
         *out = string_hash(&id->string);
+        note_thread_name(k, *out, &id->string);
         return 0;
     }
     return -1;
@@ -712,7 +728,7 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
             name = "";
             len = 0;
         }
-        if (thread_of(&ev->tid, &thread) != 0)
+        if (thread_of(k, &ev->tid, &thread) != 0)
             thread = 0;
         int has_corr = ev->has_correlation &&
                        ls_json_number_uint(&ev->correlation, UINT32_MAX, &v) == 0;
@@ -747,7 +763,7 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
         uint64_t thread;
         if (name == NULL)
             SKIP(cls, "no name");
-        if (thread_of(&ev->tid, &thread) != 0)
+        if (thread_of(k, &ev->tid, &thread) != 0)
             SKIP(cls, "no tid");
         int32_t step = -1;
         if (ev->has_step && ls_json_number_uint(&ev->step, INT32_MAX, &v) == 0)

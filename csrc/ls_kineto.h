@@ -46,6 +46,15 @@ typedef struct {
     size_t key_at, key_len, value_at, value_len; /* offsets in `raw` */
 } ls_kineto_member;
 
+/* A thread named by a string in the trace (`"tid": "python thread"`): its
+ * records carry the string's hash as their thread id; the name is kept here
+ * (the first LS_KINETO_THREAD_NAMES of them) so a view can say it. */
+#define LS_KINETO_THREAD_NAMES 64
+typedef struct {
+    uint64_t id;
+    char name[96];
+} ls_kineto_thread_name;
+
 typedef struct {
     ls_tbuild build;
     char *buf;                /* unread bytes: buf[pos, len) */
@@ -61,6 +70,8 @@ typedef struct {
     uint64_t members_dropped; /* members too large to keep */
     uint64_t counter_values, counter_unknown; /* counter values read, not understood */
     uint64_t names_cut;       /* names longer than LS_KINETO_MAX_NAME, cut */
+    ls_kineto_thread_name thread_names[LS_KINETO_THREAD_NAMES];
+    size_t thread_name_count;
     char *scratch;            /* unescaped names */
     size_t scratch_cap;
     char error[256];

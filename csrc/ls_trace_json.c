@@ -783,10 +783,7 @@ static void counters(ls_out *out, const ls_records *r, const ls_trace_options *o
     unsigned pid = pid_of(o, r->sample_device);
     for (size_t i = 0; i < n && !out->failed; i++) {
         const ls_sample *s = &r->samples.items[i];
-        /* A sample that began before the window (the sampler was set up and
-         * started before it, at the first profile's wait) holds its values
-         * from the window's start: nothing is drawn before the profile. */
-        counters_at(out, s, s->start_ns < r->start_ns ? r->start_ns : s->start_ns, pid, o);
+        counters_at(out, s, s->start_ns, pid, o);
         if (i + 1 == n) {
             /* the last sample's values once more at its end, so its length
              * is in the trace too (and the counters hold them after it) */

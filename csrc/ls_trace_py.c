@@ -482,11 +482,22 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
             Py_CLEAR(devices);
         Py_XDECREF(v);
     }
+    PyObject *thread_names = PyDict_New();
+    for (size_t i = 0; thread_names != NULL && i < k->thread_name_count; i++) {
+        PyObject *key = U64(k->thread_names[i].id);
+        PyObject *name = PyUnicode_DecodeUTF8(k->thread_names[i].name,
+                                              (Py_ssize_t)strlen(k->thread_names[i].name),
+                                              "replace");
+        if (key == NULL || name == NULL || PyDict_SetItem(thread_names, key, name) != 0)
+            Py_CLEAR(thread_names);
+        Py_XDECREF(key);
+        Py_XDECREF(name);
+    }
     PyObject *geometry = ls_py_dict_of(
         4, "kernels", U64(b->kernels), "missing", U64(b->geometry_missing), "bad",
         U64(b->geometry_bad), "why", ls_py_text_or_none(b->geometry_why[0] ? b->geometry_why : NULL));
     return ls_py_dict_of(
-        19, "kernel_geometry", geometry, "facts_bad", U64(b->facts_bad), "frames_dropped", U64(b->frames_dropped), "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
+        20, "thread_names", thread_names, "kernel_geometry", geometry, "facts_bad", U64(b->facts_bad), "frames_dropped", U64(b->frames_dropped), "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
         PyLong_FromLongLong(b->offset_ns), "shift_ns", U64(b->shift_ns), "frames_used",
         U64(b->frames_used), "devices", devices, "ops", U64(b->rec.ops.count), "apis",
         U64(b->rec.apis.count), "calls", U64(b->rec.calls.count), "ranges",

@@ -513,3 +513,17 @@ def test_run_steps_pattern_matching_nothing_is_a_failed_steps_check(tmp_path):
 def test_a_profile_that_did_not_stop_cleanly_verified_nothing():
     summary = build_summary(None, {}, (20.0, 50.0), 0, "stopping failed")
     assert summary["checks"] == [] and "WARNING" not in format_report(summary)
+
+
+@pytest.mark.parametrize("pm, ok", [
+    ({"overflows": 0, "counter_data_full": 3}, True),   # decoded in more rounds: no loss
+    ({"overflows": 1, "counter_data_full": 0}, False),  # the hardware buffer overflowed
+])
+def test_only_an_overflow_is_a_lost_pm_sample(pm, ok):
+    """A full counter data image is reset and decoded on in the same call
+    (ls_pmsampling), so it loses nothing; on an H100 (12:15Z) the plugin's
+    first test was refused for one, with every sample there."""
+    info = {"sampled": True, "pm": pm}
+    summary = {"source": "injected", "sm": {"coverage_pct": 100.0}, "metrics_error": None}
+    got = {c["name"]: c for c in _checks.live_checks(summary, info, None, None)}
+    assert got["sample_drops"]["ok"] is ok

@@ -171,11 +171,13 @@ def test_budgets_exit_1_with_the_evidence(tmp_path):
 
 
 @cpu_only
-def test_an_unmeasured_budget_is_not_checked_and_says_so(tmp_path):
+def test_an_unmeasured_budget_is_not_checked_says_so_and_fails_the_gate(tmp_path):
+    """Issue 24: a CI gate never passes on a figure that was not measured."""
     path = script(tmp_path, OWN_PROFILE)
     result = cli("run", "--max-syncs", "0", path)
-    assert result.returncode == 0
+    assert result.returncode == 1
     assert "NOT CHECKED: max_syncs: not measured (sync detection unavailable: " in result.stderr
+    assert "the gate fails" in result.stderr
 
 
 @cpu_only

@@ -576,3 +576,22 @@ def test_allocations_in_a_step_block_its_graph_capture_at_their_python_line(tmp_
         assert [b["kind"] for b in blockers] == ["memory"] * bool(blocking)
         if blocking:
             assert (blockers[0]["count"], blockers[0]["where"]) == (len(blocking), "train.py:12")
+
+
+def test_a_thread_named_by_a_string_is_shown_by_its_name(tmp_path):
+    """Issue 24: a trace whose "tid" is a string ("python thread") carried
+    the string's hash as the thread of its sync sites, printed as a number;
+    the site now names the thread as the trace does."""
+    events = _kernels(100, 0) + [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1,
+         "tid": "python thread", "ts": 260, "dur": 30, "args": {"correlation": 52}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1,
+         "tid": 7, "ts": 360, "dur": 30, "args": {"correlation": 53}},
+    ]
+    summary = loopscope.analyze(write(tmp_path / "t.json", {"traceEvents": events}))
+    threads = sorted(str(s["thread_id"]) for s in summary["syncs"]["sites"])
+    assert threads == ["7", "python thread"]
+    from loopscope._syncs import format_site
+
+    lines = [format_site(s) for s in summary["syncs"]["sites"]]
+    assert any(line.startswith("thread python thread (no Python frame)") for line in lines)

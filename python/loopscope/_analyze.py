@@ -352,6 +352,12 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         if own:
             syncs["sites_from"] = "loopscope export"
             syncs["sites_unknown"] = None
+        # A thread the trace names by a string ("tid": "python thread") is
+        # carried as that string's hash: its sites say the name.
+        thread_names = stats.get("thread_names") or {}
+        for site in syncs.get("sites") or []:
+            if site.get("thread_id") in thread_names:
+                site["thread_id"] = thread_names[site["thread_id"]]
         if stats["frames_dropped"]:
             syncs["sites_unknown"] = (
                 f"the trace has more Python frames than loopscope keeps ({stats['frames_dropped']:,} "

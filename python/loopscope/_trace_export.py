@@ -208,8 +208,11 @@ def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
         return other
     infos = [p.capture.info() for p in captured]
     # time 0: the first profile's start, or an earlier op (injected test
-    # records keep their own time line)
-    t0 = min(min([info["start_ns"]] + ([p.model.total()["first_ns"]] if p.model.op_count else []))
+    # records keep their own time line) or PM sample (the first profile of a
+    # process starts sampling before its window: the sample in progress at
+    # the start began before it), so no event lies before 0
+    t0 = min(min([info["start_ns"]] + ([p.model.total()["first_ns"]] if p.model.op_count else [])
+                 + [s[0] for s in p.capture.samples()[:1]])
              for p, info in zip(captured, infos))
     threads: dict[int, int] = {}
     devices: dict[int, str | None] = {}

@@ -335,3 +335,19 @@ def test_progress_is_said_only_for_big_captures(tmp_path, monkeypatch, capsys, t
     monkeypatch.setattr(_cli, "PROGRESS_RECORDS", 500_000)
     assert main(["run", "--steps", "denoise", path]) == 0
     assert "records..." not in capsys.readouterr().err
+
+
+def test_analyze_fails_the_gate_on_a_budget_it_could_not_measure(tmp_path):
+    """The same rule as run (one report_budgets): a trace with no runtime
+    calls cannot show syncs, so --max-syncs 0 is not met by it."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7,
+               "ts": 10 + 100 * i, "dur": 20, "args": {"device": 0, "stream": 7,
+                                                       "correlation": i + 1}}
+              for i in range(3)]
+    path = tmp_path / "kernels_only.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = cli("analyze", str(path), "--max-syncs", "0")
+    assert result.returncode == 1
+    assert "NOT CHECKED: max_syncs: not measured" in result.stderr
+    met = cli("analyze", str(path), "--max-severe-gaps", "5")
+    assert met.returncode == 0 and "budgets met" in met.stderr

@@ -10,7 +10,8 @@ import argparse
 import os
 import sys
 
-from ._cli import EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say, check_outputs, write_json
+from ._cli import (EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say, check_outputs, report_budgets,
+                   save_summary)
 
 DESCRIPTION = """\
 Prints the loopscope report of trace files you already have: a torch.profiler
@@ -113,18 +114,9 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             verdict = evaluate(summary, budgets,
                                args.steps if summary.get("steps_from") == "ranges" else None)
             label = f" ({path})" if len(args.paths) > 1 else ""
-            if verdict.failed:
-                failed = True
-                print(f"\nBUDGET FAILED{label}\n" + verdict.message(), file=sys.stderr)
-            else:
-                for o in verdict.unavailable:
-                    print(f"NOT CHECKED{label}: {o.line()}", file=sys.stderr)
-                if verdict.met:
-                    _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
+            failed = report_budgets(verdict, label) or failed
     if args.json and summaries:
-        if write_json("--json", args.json, summaries[0] if len(args.paths) == 1 else summaries):
-            _say(f"summary written to {args.json}")
-        else:
+        if not save_summary(args.json, summaries[0] if len(args.paths) == 1 else summaries):
             failed = True
     if unreadable:
         return EXIT_USAGE
@@ -153,11 +145,8 @@ def _job_command(args: argparse.Namespace, parser: argparse.ArgumentParser,
         except OSError as error:
             print(f"loopscope: --ranks-out {args.ranks_out}: {error}", file=sys.stderr)
             status = EXIT_BUDGET
-    if args.json:
-        if write_json("--json", args.json, summary):
-            _say(f"summary written to {args.json}")
-        else:
-            status = EXIT_BUDGET
+    if args.json and not save_summary(args.json, summary):
+        status = EXIT_BUDGET
     return status
 
 
@@ -176,11 +165,4 @@ def report_job(summary, budgets: dict[str, float], steps: str | None) -> int:
     if not budgets:
         return EXIT_OK
     verdict = evaluate(summary, budgets, steps if summary.get("steps_from") == "ranges" else None)
-    if verdict.failed:
-        print("\nBUDGET FAILED\n" + verdict.message(), file=sys.stderr)
-        return EXIT_BUDGET
-    for o in verdict.unavailable:
-        print(f"NOT CHECKED: {o.line()}", file=sys.stderr)
-    if verdict.met:
-        _say("budgets met: " + "; ".join(o.line() for o in verdict.met))
-    return EXIT_OK
+    return EXIT_BUDGET if report_budgets(verdict) else EXIT_OK

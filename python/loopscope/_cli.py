@@ -152,6 +152,31 @@ def write_json(option: str, path: str, data: Any) -> bool:
     return write_output(option, path, write)
 
 
+def save_summary(path: str, data: Any) -> bool:
+    """--json: writes the summary (or list of them) and says so; False when
+    it could not (write_output has said why)."""
+    if not write_json("--json", path, data):
+        return False
+    _say(f"summary written to {path}")
+    return True
+
+
+def report_budgets(verdict: Any, label: str = "") -> bool:
+    """Prints a budgets verdict (run, analyze).  True when the gate fails: a
+    budget failed, or its figure was not measured here, since a gate never
+    passes on a figure that was not measured (pytest skips such a budget; a
+    CI command fails it)."""
+    if verdict.failed:
+        print(f"\nBUDGET FAILED{label}\n" + verdict.message(), file=sys.stderr)
+        return True
+    for o in verdict.unavailable:
+        print(f"NOT CHECKED{label}: {o.line()}: the gate fails (a budget is never met by a "
+              "figure that was not measured)", file=sys.stderr)
+    if verdict.met:
+        _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
+    return bool(verdict.unavailable)
+
+
 # -- mirroring torch's ranges into loopscope ranges -----------------------
 class _TorchRanges:
     """While installed, torch NVTX pushes/pops and record_function blocks also
@@ -428,9 +453,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     where = _distributed.output_rank(summaries)  # under torchrun: OUT.rank<N>.json per rank
     if args.json:
         for path in _distributed.output_paths(args.json, where):
-            if write_json("--json", path, summaries[0] if len(summaries) == 1 else summaries):
-                _say(f"summary written to {path}")
-            else:
+            if not save_summary(path, summaries[0] if len(summaries) == 1 else summaries):
                 written = False
     if args.trace:
         from ._trace_export import export_trace
@@ -450,18 +473,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         verdict = evaluate(summary, budgets,
                            args.steps if summary.get("steps_from") == "ranges" else None)
         label = f" (profile {i + 1})" if len(summaries) > 1 else ""
-        if verdict.failed:
-            failed = True
-            print(f"\nBUDGET FAILED{label}\n" + verdict.message(), file=sys.stderr)
-        else:
-            # A gate never passes on a figure that was not measured (issue
-            # 24): pytest skips such a budget; a CI command fails it.
-            for o in verdict.unavailable:
-                failed = True
-                print(f"NOT CHECKED{label}: {o.line()}: the gate fails (a budget is never met "
-                      "by a figure that was not measured)", file=sys.stderr)
-        if not verdict.failed and verdict.met:
-            _say(f"budgets met{label}: " + "; ".join(o.line() for o in verdict.met))
+        failed = report_budgets(verdict, label) or failed
     result = status if status != EXIT_OK else (EXIT_BUDGET if failed or not written else EXIT_OK)
     if os_exit.status is not None:  # the script asked to skip atexit handlers and thread joins
         _say(f"the script called os._exit({os_exit.status}); the run ends with status {result}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._cli import EXIT_BUDGET, EXIT_USAGE, _say, check_outputs, write_json
+from ._cli import EXIT_BUDGET, EXIT_USAGE, check_outputs, save_summary
 
 DESCRIPTION = """\
 Merges ranks files (written by `loopscope analyze DIR --ranks-out FILE`, one
@@ -49,9 +49,6 @@ def merge_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         return EXIT_USAGE
     budgets = {} if args.max_rank_skew_us is None else {"max_rank_skew_us": args.max_rank_skew_us}
     status = report_job(summary, budgets, None)
-    if args.json:
-        if write_json("--json", args.json, summary):
-            _say(f"summary written to {args.json}")
-        else:
-            status = EXIT_BUDGET
+    if args.json and not save_summary(args.json, summary):
+        status = EXIT_BUDGET
     return status

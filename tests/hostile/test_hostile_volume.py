@@ -22,35 +22,25 @@ import pytest
 import loopscope
 from loopscope import _core
 
+# The benchmarks' own memory figures (benchmarks/_memory.py), so the test
+# and bench_range_volume.py measure alike.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from _memory import reset_peak_rss, rss_mb  # noqa: E402
+
 TICK = 1_000  # scripted clock: 1 us a read
 START = 1_000_000_000
 PREFIX = "Step_0/"
-
-
-def peak_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
-
-
-def reset_peak_rss() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
 
 
 def timed_summary(prof) -> tuple[dict, float, float | None]:
     """(summary, seconds, peak RSS growth in MiB or None where it cannot be
     measured), the summary computed cold."""
     resettable = reset_peak_rss()
-    before = peak_rss_mib()
+    before = rss_mb("VmHWM")
     t0 = time.perf_counter()
     summary = prof.summary()
     took = time.perf_counter() - t0
-    return summary, took, (peak_rss_mib() - before) if resettable else None
+    return summary, took, (rss_mb("VmHWM") - before) if resettable else None
 
 
 def test_100k_distinct_names_in_a_step_are_each_exact_and_quick():

@@ -1,9 +1,10 @@
-"""README.md's examples, run as a new user would run them, on a machine
-without a GPU (CUDA_VISIBLE_DEVICES="" here, so on a GPU machine too): the
-pytest example ends in a skip with the reason, never a traceback from
-loopscope.demo.build(); the opening example runs around a small CPU model.
+"""README.md's and its user guide's examples, run as a new user would run
+them, on a machine without a GPU (CUDA_VISIBLE_DEVICES="" here, so on a GPU
+machine too): the pytest example (docs/tour.md) ends in a skip with the
+reason, never a traceback from loopscope.demo.build(); README's opening
+example runs around a small CPU model.
 
-The examples are found by what they contain, not by their place, so README
+The examples are found by what they contain, not by their place, so a page
 can be reordered without losing them."""
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
 
 
-def python_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def python_blocks(page: str) -> list[str]:
+    text = (ROOT / page).read_text(encoding="utf-8")
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
-def block_with(needle: str) -> str:
-    found = [b for b in python_blocks() if needle in b]
-    assert found, f"README.md has no python example containing {needle!r}"
+def block_with(needle: str, page: str = "README.md") -> str:
+    found = [b for b in python_blocks(page) if needle in b]
+    assert found, f"{page} has no python example containing {needle!r}"
     return found[0]
 
 
@@ -49,7 +50,7 @@ def plugin_args() -> list[str]:
 
 def test_the_pytest_example_skips_with_the_reason_without_a_gpu(tmp_path):
     pytest.importorskip("torch", reason="the example builds the demo model with torch")
-    example = block_with("def test_denoise_loop(loopscope_profile)")
+    example = block_with("def test_denoise_loop(loopscope_profile)", page="docs/tour.md")
     (tmp_path / "test_demo_budgets.py").write_text(example)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-rs",

@@ -2,7 +2,7 @@
 # One GPU runner: builds loopscope (benchmarks/gpu_prologue.sh) and runs the
 # suites named, each with its log under $OUT and a short result printed last.
 # Usage (GPU machine, repo root): bash benchmarks/gpu.sh SUITE [SUITE ...]
-#   tests     every GPU test (tests/gpu, tests/hostile -m gpu, the README's examples)
+#   tests     every GPU test (tests/gpu, tests/hostile -m gpu, README's and docs/'s examples)
 #   beside    loopscope beside torch.profiler in one process (issue 24)
 #   first     the first profile of fresh processes, with a shared cache (issue 30)
 #   ranks     the straggler rule on 2 and 4 ranks (issue 26; needs >= 4 GPUs)

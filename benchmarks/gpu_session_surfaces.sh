@@ -3,7 +3,7 @@
 # demo recording, the GPU plugin test, the tour's outputs.  Logs go to $OUT.
 # Usage (on the GPU machine, repo root): bash benchmarks/gpu_session_surfaces.sh
 # Then: copy $OUT/demo_recording.json.gz to python/loopscope/data/ (the bundled
-# demo recording, package data) and paste the outputs into README.md's tour
+# demo recording, package data) and paste the outputs into docs/tour.md
 # (demo_eager.txt, gpu_tests.log, run.txt; notebook_view_*.png are the pictures).
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"

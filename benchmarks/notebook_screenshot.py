@@ -1,6 +1,6 @@
 """A screenshot of the notebook view of the bundled demo recording (what
 `prof` shows as the last line of a notebook cell), taken in headless
-Chromium, for the README.  No GPU needed:
+Chromium, for the guide's tour (docs/tour.md).  No GPU needed:
 
     python benchmarks/notebook_screenshot.py [OUT.png]      # default docs/notebook_view.png
 

@@ -1,5 +1,5 @@
 """Writes the notebook view (HTML, and its pictures as PNG files) of the
-demo loop, eager and CUDA graph, for the README's tour.  GPU machine:
+demo loop, eager and CUDA graph, for the guide's tour (docs/tour.md).  GPU machine:
 
     python3 benchmarks/notebook_view.py OUT_FOLDER
 """

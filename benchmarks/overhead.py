@@ -24,7 +24,7 @@ times, with the GPU idle at its start:
   post     what a user does next: summary() (which waits for loopscope's
            worker if it is still finishing) or key_averages().table()
   block    enter + loop + exit: what the user's code pays; block/bare is
-           the ratio quoted in README ("x"), loop/bare the loop-only one.
+           the ratio quoted in docs/counters.md ("x"), loop/bare the loop-only one.
 Medians over the rounds; the first profiled block of each process is
 reported apart ("first").
 

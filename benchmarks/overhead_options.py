@@ -56,7 +56,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead import LOOPS, build_loop, timed_bare  # noqa: E402
+from overhead import DEMO_LOOPS, build_loop, timed_bare  # noqa: E402
 
 OPTIONS: dict[str, tuple[str, dict]] = {
     "default": ("", {}),
@@ -198,7 +198,7 @@ def table(results: list[dict]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--loops", default=",".join(LOOPS))
+    parser.add_argument("--loops", default=",".join(DEMO_LOOPS))
     parser.add_argument("--variants", default=",".join(OPTIONS))
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--dry", action="store_true", help="list the runs and exit (no GPU)")
@@ -213,8 +213,8 @@ def main() -> None:
         if name not in OPTIONS:
             parser.error(f"unknown variant {name!r}; known: {', '.join(OPTIONS)}")
     for name in loops:
-        if name not in LOOPS:
-            parser.error(f"unknown loop {name!r}; known: {', '.join(LOOPS)}")
+        if name not in DEMO_LOOPS:
+            parser.error(f"unknown loop {name!r}; known: {', '.join(DEMO_LOOPS)}")
     if args.child:
         print(json.dumps(run_child(args.child, loops[0], args.rounds)))
         return

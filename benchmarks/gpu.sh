@@ -6,6 +6,8 @@
 #   beside    loopscope beside torch.profiler in one process (issue 24)
 #   first     the first profile of fresh processes, with a shared cache (issue 30)
 #   ranks     the straggler rule on 2 and 4 ranks (issue 26; needs >= 4 GPUs)
+#   cost      benchmarks/overhead.py --back-to-back --quick: every row on eager, graph and
+#             GPT-2 generate(), block, block+post and back to back (issue 27; ~6-8 min)
 # Multi-GPU kinds: NVLink multicast stays off (NCCL_NVLS_ENABLE=0 ...).
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
@@ -33,7 +35,9 @@ for suite in "$@"; do
       timeout 500 python3 benchmarks/distributed_straggler.py --json "$OUT/straggler.json" \
         --out /tmp/straggler_traces > "$OUT/straggler.txt" 2>&1
       tail -45 "$OUT/straggler.txt" ;;
-    *) echo "unknown suite $suite (tests, beside, first, ranks)"; exit 2 ;;
+    cost)  # --budget-s: no process starts after 360 s (a gpt2 one may take 180 s more)
+      timeout 545 python3 benchmarks/overhead.py --back-to-back --quick --budget-s 360 --json "$OUT/overhead.json" > "$OUT/overhead.txt" 2>&1; sed -n '/rounds a variant/,$p' "$OUT/overhead.txt" ;;
+    *) echo "unknown suite $suite (tests, beside, first, ranks, cost)"; exit 2 ;;
   esac
 done
 printf '%s\n' "${summary[@]}"

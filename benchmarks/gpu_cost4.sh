@@ -12,7 +12,7 @@ source benchmarks/gpu_prologue.sh "$OUT"
 timeout 100 python3 -m pytest tests/gpu/test_gpu_overhead.py tests/gpu/test_gpu_metrics.py -v -s \
   -p no:cacheprovider > "$OUT/tests.log" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | tail -8
-timeout 250 python3 benchmarks/overhead.py --rounds 12 --budget-s 215 --json "$OUT/overhead.json" \
+timeout 250 python3 benchmarks/overhead.py --loops eager,graph --rounds 12 --budget-s 215 --json "$OUT/overhead.json" \
   > "$OUT/overhead.txt" 2>&1
 timeout 90 python3 benchmarks/overhead_options.py --rounds 10 --budget-s 70 \
   --variants default,counters_only,activity_floor --json "$OUT/options.json" > "$OUT/options.txt" 2>&1

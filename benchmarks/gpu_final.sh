@@ -18,7 +18,7 @@ grep -E "PASSED|FAILED|passed|failed" "$OUT/tests.log" "$OUT/tests2.log" | sed '
 OPTION_VARIANTS=default,old_defaults,warm_up_none,decode_10ms,counters_only,trace_only
 timeout 140 python3 benchmarks/overhead_options.py --rounds 12 --budget-s 110 --variants "$OPTION_VARIANTS" \
   --json "$OUT/options.json" > "$OUT/options.txt" 2>&1
-timeout 190 python3 benchmarks/overhead.py --rounds 16 --budget-s 150 --json "$OUT/overhead.json" \
+timeout 190 python3 benchmarks/overhead.py --loops eager,graph --rounds 16 --budget-s 150 --json "$OUT/overhead.json" \
   > "$OUT/overhead.txt" 2>&1
 echo "== options (benchmarks/overhead_options.py) =="; grep -E "^ +tail " "$OUT/options.txt" | head -12
 tail -16 "$OUT/options.txt"

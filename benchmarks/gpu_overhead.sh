@@ -14,7 +14,7 @@ grep -E "passed|failed|PASSED|FAILED|Error" "$OUT/tests.log" | tail -20
 OPTION_VARIANTS=default,old_defaults,warm_up_every,warm_up_none,stop_after_finish,decode_10ms,decode_1ms,counters_only,trace_only
 timeout 165 python3 benchmarks/overhead_options.py --rounds 12 --budget-s 130 --variants "$OPTION_VARIANTS" \
   --json "$OUT/options.json" > "$OUT/options.txt" 2>&1
-timeout 200 python3 benchmarks/overhead.py --rounds 20 --budget-s 155 --json "$OUT/overhead.json" \
+timeout 200 python3 benchmarks/overhead.py --loops eager,graph --rounds 20 --budget-s 155 --json "$OUT/overhead.json" \
   > "$OUT/overhead.txt" 2>&1
 echo "== options (benchmarks/overhead_options.py) =="; grep -E "^ +tail " "$OUT/options.txt" | head -18
 tail -20 "$OUT/options.txt"

@@ -5,7 +5,7 @@ finish wait, the C finish phases, and a cProfile of building the summary
 again from the same capture (Capture.forget_models, as bench_summary.py).
 Asserts nothing about time.
 
-Usage (GPU machine): python benchmarks/summary_probe.py [--loop eager|graph] [--top 25]
+Usage (GPU machine): python benchmarks/summary_probe.py [--loop eager|graph|gpt2] [--top 25]
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from overhead import build_loop  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loop", default="eager", choices=("eager", "graph"))
+    parser.add_argument("--loop", default="eager", choices=("eager", "graph", "gpt2"))
     parser.add_argument("--profiles", type=int, default=6)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()

@@ -7,7 +7,7 @@
 #   first     the first profile of fresh processes, with a shared cache (issue 30)
 #   ranks     the straggler rule on 2 and 4 ranks (issue 26; needs >= 4 GPUs)
 #   cost      benchmarks/overhead.py --back-to-back --quick: every row on eager, graph and
-#             GPT-2 generate(), block, block+post and back to back (issue 27; ~6-8 min)
+#             GPT-2 generate(), block, block+post and back to back (issue 27; ~6-9 min)
 # Multi-GPU kinds: NVLink multicast stays off (NCCL_NVLS_ENABLE=0 ...).
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"

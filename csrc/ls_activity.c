@@ -5,6 +5,7 @@
 #include "ls_cupti.h"
 #include "ls_names.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,7 +17,15 @@ typedef CUpti_ActivityKernel9 ls_kernel_record;
 typedef CUpti_ActivityMemcpy5 ls_memcpy_record;
 typedef CUpti_ActivityMemset3 ls_memset_record;
 
-static ls_records *sink_records;
+/* The sink and the enabled kinds change under `state`: a start (the
+ * profiling thread) and a stop (the worker) may run at once back to back. */
+static pthread_mutex_t state = PTHREAD_MUTEX_INITIALIZER;
+static ls_records *sink_records; /* drains go here (the worker reads it) */
+static ls_records *next_sink;    /* a profile that continued the kinds */
+static int stopping;             /* a stop is turning the kinds off: no continuing */
+static pthread_cond_t stopped = PTHREAD_COND_INITIALIZER;
+static ls_api_records enabled_api;
+static int enabled_zeroed;
 static CUpti_ActivityKind enabled[8];
 static size_t enabled_count;
 
@@ -219,7 +228,12 @@ int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, 
     if (LS_CUPTI_CHECK(ActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed)) !=
         CUPTI_SUCCESS)
         goto fail;
+    pthread_mutex_lock(&state);
     sink_records = sink;
+    next_sink = NULL;
+    enabled_api = api;
+    enabled_zeroed = zeroed;
+    pthread_mutex_unlock(&state);
     enabled_count = 0;
     for (size_t i = 0; i < sizeof base_kinds / sizeof base_kinds[0]; i++) {
         if (LS_CUPTI_CHECK(ActivityEnable(base_kinds[i])) != CUPTI_SUCCESS)
@@ -239,24 +253,82 @@ int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, 
     return 0;
 fail:
     snprintf(reason, reason_size, "%s", ls_cupti_error());
+    pthread_mutex_lock(&state);
     disable_all();
     sink_records = NULL;
+    pthread_mutex_unlock(&state);
     return -1;
 }
 
-int ls_activity_stop(void)
+int ls_activity_tracing(void)
 {
+    pthread_mutex_lock(&state);
+    int on = sink_records != NULL;
+    pthread_mutex_unlock(&state);
+    return on;
+}
+
+void ls_activity_forget_in_child(void)
+{
+    pthread_mutex_init(&state, NULL);
+    pthread_cond_init(&stopped, NULL);
+    stopping = 0;
+    sink_records = next_sink = NULL;
+    enabled_count = 0;
+}
+
+int ls_activity_continue(ls_records *sink, ls_api_records api, int zeroed_buffers)
+{
+    pthread_mutex_lock(&state);
+    int ok = sink_records != NULL && enabled_count > 0 && next_sink == NULL && !stopping &&
+             enabled_api == api && enabled_zeroed == (zeroed_buffers ? 1 : 0);
+
+    if (ok)
+        next_sink = sink;
+    pthread_mutex_unlock(&state);
+    return ok ? 0 : -1;
+}
+
+int ls_activity_stop(ls_records **next)
+{
+    *next = NULL;
     if (sink_records == NULL)
         return 0;
     int result = 0;
-    disable_all();
-    /* Forced: also hand back buffers that are only partly filled. */
+    /* Forced: also hand back buffers that are only partly filled.  The
+     * kinds stay on meanwhile: a profile starting during the flush (back
+     * to back, ~1-2 ms) still continues them. */
     if (LS_CUPTI_CHECK(ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)) != CUPTI_SUCCESS)
         result = -1;
     ls_activity_drain();
     size_t dropped = 0;
     if (LS_CUPTI_CHECK(ActivityGetNumDroppedRecords(NULL, 0, &dropped)) == CUPTI_SUCCESS)
         sink_records->dropped_records += dropped;
+    pthread_mutex_lock(&state);
+    if (next_sink != NULL) {
+        *next = sink_records = next_sink; /* handed over: the kinds stay on */
+        next_sink = NULL;
+        pthread_mutex_unlock(&state);
+        return result;
+    }
+    stopping = 1;
+    pthread_mutex_unlock(&state);
+    /* Records completed after the flush are of no window (the GPU work of
+     * this one had finished before it): CUPTI hands them to the next
+     * start's sink, whose window leaves them out. */
+    disable_all();
+    pthread_mutex_lock(&state);
     sink_records = NULL;
+    stopping = 0;
+    pthread_cond_broadcast(&stopped);
+    pthread_mutex_unlock(&state);
     return result;
+}
+
+void ls_activity_wait_stopped(void)
+{
+    pthread_mutex_lock(&state);
+    while (stopping)
+        pthread_cond_wait(&stopped, &state);
+    pthread_mutex_unlock(&state);
 }

@@ -5,7 +5,13 @@
  * through ls_buffers, and parses them into compact records.  Start runs on
  * the profiling thread; drain and stop on loopscope's worker thread (one at
  * a time), which alone writes the sink until stop returns.  Requires
- * ls_cupti_load() first. */
+ * ls_cupti_load() first.
+ *
+ * Back to back (issue 27): a profile that starts while the previous one is
+ * still finishing on the worker continues the kinds left enabled
+ * (ls_activity_continue) instead of waiting for that finish; the finish's
+ * stop then hands tracing over to the new sink in place of disabling it,
+ * and moves the records that belong after its own window there. */
 #ifndef LS_ACTIVITY_H
 #define LS_ACTIVITY_H
 
@@ -32,10 +38,30 @@ int ls_activity_drain(void);
 /* 1 when at least one completed buffer waits to be drained. */
 int ls_activity_pending(void);
 
-/* Disables the kinds, flushes every buffer, drains, and adds CUPTI's dropped
- * count to the sink.  Returns 0, or -1 if a CUPTI call failed (the message is
- * in ls_cupti_error(); the records gathered so far stay valid). */
-int ls_activity_stop(void);
+/* Flushes every buffer, drains, adds CUPTI's dropped count to the sink, and
+ * disables the kinds.  Returns 0, or -1 if a CUPTI call failed (the message is
+ * in ls_cupti_error(); the records gathered so far stay valid).  When a
+ * profile continued meanwhile (ls_activity_continue), the kinds stay
+ * enabled and later drains go to its sink, which *next is set to (else
+ * NULL). */
+int ls_activity_stop(ls_records **next);
+
+/* For a start while a finish may still run: when the kinds are enabled
+ * with the same `api` and `zeroed_buffers`, and no other profile continued
+ * yet, `sink` becomes the sink that the finish's stop hands tracing to,
+ * and 0 is returned; else -1 (start the usual way, after that finish). */
+int ls_activity_continue(ls_records *sink, ls_api_records api, int zeroed_buffers);
+
+/* 1 while kinds are enabled (a profile traces, or a finish has not yet
+ * turned them off). */
+int ls_activity_tracing(void);
+
+/* Returns once no stop is turning the kinds off (a flush, ~1-2 ms): after
+ * it, the kinds are either off or continuable. */
+void ls_activity_wait_stopped(void);
+
+/* In a forked child: the parent's tracing state is not the child's. */
+void ls_activity_forget_in_child(void);
 
 /* Parses one activity buffer into `sink` (exposed for the drain callback and
  * for tests that feed raw buffers). */

@@ -97,6 +97,8 @@ typedef struct {
     uint64_t stop_reference_ns;  /* ... and beside records.stop_ns (ls_clock_reference_ns) */
     ls_timestamp_source timestamp_source;
     char timestamp_error[256]; /* why CUPTI refused loopscope's source, "" normally */
+    int continued_tracing;     /* 1: started while the last profile still finished, tracing
+                                * continued from it (back to back, no wait) */
 } ls_capture;
 
 #endif

@@ -9,6 +9,7 @@
 #include "ls_cupti.h"
 #include "ls_ids.h"
 #include "ls_names.h"
+#include "ls_owncalls.h"
 #include "ls_sampler.h"
 #include "ls_samples.h"
 #include "ls_threads.h"
@@ -34,6 +35,11 @@ struct ls_finish {
 
 static _Atomic(ls_finish *) current; /* the running profile's job, for the ticks */
 static atomic_uint_fast64_t test_delay_ns;
+static atomic_int in_flight; /* finishes posted to the worker and not yet done */
+
+int ls_finish_in_flight(void) { return atomic_load(&in_flight); }
+
+void ls_finish_forget_in_child(void) { atomic_store(&in_flight, 0); }
 
 ls_finish *ls_finish_new(void) { return calloc(1, sizeof(ls_finish)); }
 
@@ -153,6 +159,75 @@ static void drop_early_apis(ls_capture *c)
     free(ids);
 }
 
+/* Back to back: the flush of this finish also brought the records of the
+ * profile that started meanwhile and continued tracing (ls_activity).  What
+ * began after this window's stop goes to that profile's sink: API and sync
+ * records by their start, an op unless a launch of this window made it (the
+ * rule filter_window keeps ops by).  The worker's own context sync (made
+ * while the next profile's callbacks were on) goes to neither. */
+static void move_after_stop(ls_capture *c, ls_records *next)
+{
+    ls_records *r = &c->records;
+    uint64_t stop = r->stop_ns;
+    size_t n_apis = r->apis.count, n_ids = 0, kept = 0;
+    uint32_t *ids = malloc((n_apis ? n_apis : 1) * sizeof *ids);
+    for (size_t i = 0; i < n_apis; i++) {
+        ls_api *a = &r->apis.items[i];
+        if (a->start_ns > stop) {
+            ls_api *to = ls_apis_append(&next->apis);
+            if (to != NULL)
+                *to = *a;
+            else
+                next->dropped_records++;
+            continue;
+        }
+        if (ids != NULL)
+            ids[n_ids++] = a->correlation_id;
+        r->apis.items[kept++] = *a;
+    }
+    r->apis.count = kept;
+    if (ids != NULL)
+        n_ids = ls_ids_sort_unique_u32(ids, n_ids);
+    kept = 0;
+    for (size_t i = 0; i < r->ops.count; i++) {
+        ls_op *op = &r->ops.items[i];
+        int mine = op->start_ns <= stop ||
+                   (ids != NULL && ls_ids_find_u32(ids, n_ids, op->correlation_id) >= 0);
+        if (mine) {
+            r->ops.items[kept++] = *op;
+            continue;
+        }
+        ls_op *to = ls_ops_append(&next->ops);
+        if (to == NULL) {
+            next->dropped_records++;
+            continue;
+        }
+        *to = *op;
+        if (op->name_id != LS_NO_NAME && ls_names_hold(&next->names, op->name_id) != 0)
+            to->name_id = LS_NO_NAME; /* no room for the name: the op stays, unnamed */
+    }
+    r->ops.count = kept;
+    free(ids);
+    kept = 0;
+    for (size_t i = 0; i < r->sync_records.count; i++) {
+        const ls_sync_record *sr = &r->sync_records.items[i];
+        if (sr->start_ns <= stop) {
+            r->sync_records.items[kept++] = *sr;
+            continue;
+        }
+        if (ls_owncalls_has(sr->correlation_id))
+            continue;
+        ls_sync_record *to = ls_sync_records_append(&next->sync_records);
+        if (to != NULL)
+            *to = *sr;
+        else
+            next->dropped_records++;
+    }
+    r->sync_records.count = kept;
+}
+
+void ls_finish_move_after_stop(ls_capture *c, ls_records *next) { move_after_stop(c, next); }
+
 /* The records of the window only.  Ops that ended before the start (the
  * warm-up, work queued earlier) are left out of traced profiles, as are
  * API records, host syncs and calls that began after the stop, and the ops
@@ -219,7 +294,9 @@ static void filter_window(ls_capture *c)
         size_t early = 0;
         for (size_t i = 0; i < r->sync_records.count; i++) {
             const ls_sync_record *s = &r->sync_records.items[i];
-            if (s->end_ns < start)
+            if (ls_owncalls_has(s->correlation_id))
+                early++; /* the worker's wait at an earlier finish */
+            else if (s->end_ns < start)
                 early++;
             else if (s->start_ns <= stop)
                 r->sync_records.items[kept++] = *s;
@@ -279,6 +356,7 @@ static void finish_run(ls_task *task)
         t0 = ls_clock_monotonic_ns();
     }
     ls_counters_end counters = {c, 0};
+    ls_records *next = NULL; /* the sink of a profile that continued tracing */
     pthread_t counters_thread;
     int counters_beside = 0;
     if (job->plan.tracing) {
@@ -291,7 +369,7 @@ static void finish_run(ls_task *task)
         counters_beside = job->plan.sampling &&
                           pthread_create(&counters_thread, NULL, end_counters, &counters) == 0;
         char activity_error[sizeof c->stop_error] = "";
-        if (ls_activity_stop() != 0)
+        if (ls_activity_stop(&next) != 0)
             snprintf(activity_error, sizeof activity_error, "%s", ls_cupti_error());
         c->buffer_bytes = ls_buffers_allocated_bytes();
         c->buffers_refused = ls_buffers_refused();
@@ -309,6 +387,8 @@ static void finish_run(ls_task *task)
         lap(c, LS_FINISH_METRICS, &t0);
     }
     merge_activity(&c->records, &job->activity);
+    if (next != NULL)
+        move_after_stop(c, next);
     /* Samples in time order, whoever made them (the test hook injects any). */
     ls_samples_sort(c->records.samples.items, c->records.samples.count);
     c->drains += job->drains;
@@ -319,6 +399,8 @@ static void finish_run(ls_task *task)
     lap(c, LS_FINISH_RECORDS, &t0);
     c->finish_ns = ls_clock_monotonic_ns() - begun;
     c->finished_on_worker = job->on_worker;
+    if (job->on_worker)
+        atomic_fetch_sub(&in_flight, 1);
 }
 
 static void dispose(ls_task *task) { free_job((ls_finish *)task); }
@@ -336,8 +418,12 @@ void ls_finish_hand_over(ls_finish *job, ls_capture *capture, const ls_finish_pl
     int wanted = plan->defer && (plan->tracing || plan->sampling || job->delay_ns > 0);
     char why[256] = "";
     job->on_worker = wanted;
-    if (wanted && ls_worker_post(&job->task, why, sizeof why) == 0)
-        return;
+    if (wanted) {
+        atomic_fetch_add(&in_flight, 1);
+        if (ls_worker_post(&job->task, why, sizeof why) == 0)
+            return;
+        atomic_fetch_sub(&in_flight, 1);
+    }
     job->on_worker = 0;
     if (wanted)
         snprintf(job->capture.finish_error, sizeof job->capture.finish_error, "%s", why);

@@ -49,6 +49,19 @@ void ls_finish_discard(ls_finish *job);
  * fails. */
 void ls_finish_hand_over(ls_finish *job, ls_capture *capture, const ls_finish_plan *plan);
 
+/* Finishes handed to the worker and not yet done: a start that sees one
+ * continues tracing beside it (ls_activity_continue) or waits for it. */
+int ls_finish_in_flight(void);
+
+/* Back to back: moves the records of `c` that began after its stop (and
+ * were not launched inside its window) into `next`, the records of the
+ * profile that continued tracing; the worker's own syncs go to neither.
+ * Exposed for the test hooks. */
+void ls_finish_move_after_stop(ls_capture *c, ls_records *next);
+
+/* In a forked child (no worker there): no finish is in flight. */
+void ls_finish_forget_in_child(void);
+
 /* 1 when the job is done. */
 int ls_finish_done(ls_finish *job);
 

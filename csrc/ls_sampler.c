@@ -23,8 +23,8 @@
 #define LS_SAMPLE_CLOCK_TOLERANCE_NS 100000000ull
 #define LS_SAMPLE_PARTIAL_FACTOR 10
 
-/* What ls_sampler_open hands to the worker (written only while the worker
- * is idle, read by the open task). */
+/* What ls_sampler_open hands to the worker (written only while no open
+ * task is queued or running, read by the open task). */
 static struct {
     ls_task task;
     ls_sampler_options options;
@@ -42,8 +42,17 @@ static struct {
     uint64_t setup_ns;          /* host time of the open task */
     uint64_t began_ns;          /* CUPTI clock when sampling began for the window */
     ls_sample_array samples;    /* decoded for the window */
+    ls_sample_array carry;      /* decoded after the last window, for the next */
     uint64_t kept_running_for;  /* keep_running_ns of the last finish */
 } s;
+
+/* Back to back (issue 27), between a finish and the next start's open:
+ * NEXT_POSTED from a start's open call until its open task runs (a finish
+ * that sees it leaves sampling running for that window and carries the
+ * samples after its own over); CLOSED while a finish that saw none stops
+ * sampling (an open call then waits for that finish). */
+enum { LS_NO_NEXT = 0, LS_NEXT_POSTED = 1, LS_NEXT_CLOSED = 2 };
+static _Atomic int next_window_posted;
 
 /* The test source, and the figures it reports in place of CUPTI's. */
 static struct {
@@ -69,6 +78,41 @@ static void discard(void)
 {
     free(s.samples.items);
     memset(&s.samples, 0, sizeof s.samples);
+}
+
+/* The window's samples begin with those carried over from the finish of
+ * the profile before that end after `start_ns` (decoded there while this
+ * profile already ran). */
+static void take_carry(uint64_t start_ns)
+{
+    discard();
+    size_t kept = 0;
+    for (size_t i = 0; i < s.carry.count; i++)
+        if (s.carry.items[i].end_ns > start_ns)
+            s.carry.items[kept++] = s.carry.items[i];
+    s.carry.count = kept;
+    s.samples = s.carry;
+    memset(&s.carry, 0, sizeof s.carry);
+}
+
+/* Moves the samples that end after `stop_ns` from the window's to the
+ * carry (the next profile's). */
+static void carry_after(uint64_t stop_ns)
+{
+    free(s.carry.items);
+    memset(&s.carry, 0, sizeof s.carry);
+    size_t kept = 0;
+    for (size_t i = 0; i < s.samples.count; i++) {
+        const ls_sample *x = &s.samples.items[i];
+        if (x->end_ns > stop_ns) {
+            ls_sample *slot = ls_samples_append(&s.carry);
+            if (slot != NULL)
+                *slot = *x;
+        }
+        if (x->start_ns < stop_ns)
+            s.samples.items[kept++] = *x;
+    }
+    s.samples.count = kept;
 }
 
 /* Hands over the next n synthetic samples as a decode would. */
@@ -122,6 +166,7 @@ static void stop_task(ls_task *task)
 static void open_task(ls_task *task)
 {
     (void)task;
+    atomic_store(&next_window_posted, LS_NO_NEXT);
     uint64_t t0 = ls_clock_monotonic_ns();
     ls_worker_when_idle(NULL, 0); /* this profile holds the sampler */
     const ls_pm_options *was = &s.options.pm, *now = &opening.options.pm;
@@ -133,7 +178,7 @@ static void open_task(ls_task *task)
     s.window_start_ns = opening.start_ns;
     s.opened = 1;
     s.sampling = 0;
-    discard();
+    take_carry(s.window_start_ns);
     s.reason[0] = '\0';
     if (fake.items != NULL) {
         if (fake.setup_sleep_ns > 0) {
@@ -173,11 +218,30 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
     int wait = !no_wait && (o->wait_for_start == LS_SAMPLER_WAIT_ALWAYS ||
                             (o->wait_for_start == LS_SAMPLER_WAIT_SETUP && !set_up));
     note[0] = '\0';
+    /* The last start's open task may still wait behind a finish (back to
+     * back, a very short profile): `opening` is its until it ran. */
+    if (!ls_worker_done(&opening.task) && opening.task.state != LS_TASK_NEW) {
+        ls_worker_hold(&opening.task);
+        ls_worker_wait(&opening.task);
+    }
     memset(&opening, 0, sizeof opening);
     opening.options = *o;
     opening.context = context;
     opening.start_ns = start_ns;
     opening.task.run = open_task;
+    int expected = LS_NO_NEXT;
+    int continuing = !no_wait && o->continue_running &&
+                     atomic_compare_exchange_strong(&next_window_posted, &expected,
+                                                    LS_NEXT_POSTED);
+    if (!continuing) {
+        /* Sampling starts anew: not before the last finish, its stop and
+         * the image reset are done (queued ahead, they would delay this
+         * window's first sample), as before.  (From the resource callback,
+         * no_wait, nothing is in flight: a first profile.) */
+        if (!no_wait)
+            ls_worker_wait_idle();
+        atomic_store(&next_window_posted, LS_NEXT_POSTED);
+    }
     char no_thread[200];
     if (ls_worker_post(&opening.task, no_thread, sizeof no_thread) != 0) {
         snprintf(note, note_size, "%s: PM sampling was set up on the profiling thread and "
@@ -277,6 +341,20 @@ static void late_start_reason(ls_capture *c, uint64_t start_ns, uint64_t stop_ns
                  (double)(s.began_ns - start_ns) / 1e6, (double)(stop_ns - start_ns) / 1e6);
 }
 
+/* 1 when no start posted a next window: it stays closed until this
+ * finish ends (reopen_window); 0 when one did. */
+static int close_window(void)
+{
+    int expected = LS_NO_NEXT;
+    return atomic_compare_exchange_strong(&next_window_posted, &expected, LS_NEXT_CLOSED);
+}
+
+static void reopen_window(void)
+{
+    int expected = LS_NEXT_CLOSED;
+    atomic_compare_exchange_strong(&next_window_posted, &expected, LS_NO_NEXT);
+}
+
 void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
 {
     if (!s.opened)
@@ -292,25 +370,34 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
     uint64_t keep_running = fake.items != NULL ? 0 : s.options.keep_running_ns;
     size_t decoded_before = s.samples.count;
     uint64_t tail_t0 = ls_clock_monotonic_ns();
+    int next_window = 0;
     if (fake.items != NULL) {
         fake_decode(fake.count);
+        next_window = !close_window();
         c->pm = fake.stats;
         c->pm.stopped_ns = stop_ns;
-    } else if (keep_running > 0 || !s.options.stop_in_finish) {
-        /* The tail, decoded while sampling goes on: the sample in progress
-         * at the window's end is complete once the GPU's clock has passed
-         * it (two intervals: at most 0.2 ms by default). */
-        wait_for_cupti_clock(stop_ns + 2 * s.options.pm.interval_ns);
-        ls_pm_decode(&s.samples);
-        c->pm = *ls_pm_stats_now();
-        c->pm.stopped_ns = stop_ns;
     } else {
-        if (ls_pm_stop(&s.samples) != 0 && c->stop_error[0] == '\0')
-            snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
-                     ls_pm_stats_now()->error);
-        c->pm = *ls_pm_stats_now();
+        /* A profile started by now (back to back) keeps sampling running;
+         * otherwise it stops before the last decode, as it always did. */
+        next_window = !close_window();
+        if (next_window || keep_running > 0 || !s.options.stop_in_finish) {
+            /* The tail, decoded while sampling goes on: the sample in
+             * progress at the window's end is complete once the GPU's clock
+             * has passed it (two intervals: at most 0.2 ms by default). */
+            wait_for_cupti_clock(stop_ns + 2 * s.options.pm.interval_ns);
+            ls_pm_decode(&s.samples);
+            c->pm = *ls_pm_stats_now();
+            c->pm.stopped_ns = stop_ns;
+        } else {
+            if (ls_pm_stop(&s.samples) != 0 && c->stop_error[0] == '\0')
+                snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
+                         ls_pm_stats_now()->error);
+            c->pm = *ls_pm_stats_now();
+        }
     }
     c->pm.tail_samples = s.samples.count - decoded_before;
+    if (next_window)
+        carry_after(stop_ns); /* before the settling below drops them as late */
     c->pm.tail_decode_ns = ls_clock_monotonic_ns() - tail_t0;
     c->sampled = 1;
     c->pm_setup_ns = s.setup_ns;
@@ -350,6 +437,11 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
         discard();
     }
     s.kept_running_for = keep_running;
+    if (next_window)
+        return; /* its open task follows on the worker and finds sampling on */
+    /* The stop task and the release below are posted before the window
+     * reopens: a start that waited for this finish finds them queued
+     * ahead of its open task. */
     if (fake.items == NULL && keep_running == 0) {
         /* The stop and the image reset come after this finish, so the
          * summary waiting for it waits for neither; the next start (which
@@ -367,6 +459,7 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
     } else {
         ls_worker_when_idle(ls_sampler_release, s.options.keep_ns);
     }
+    reopen_window();
 }
 
 int ls_sampler_fake_no_context(void) { return fake.items != NULL && fake.no_context; }

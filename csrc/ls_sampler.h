@@ -41,6 +41,8 @@ typedef struct {
     int stop_in_finish;        /* 1: the finish stops sampling before its last decode (the
                                 * old way); 0: it decodes up to the window's end while
                                 * sampling runs on, and the stop follows the finish */
+    int continue_running;      /* 1: a finish is in flight with a sampler of these options:
+                                * this window continues its sampling (back to back) */
 } ls_sampler_options;
 
 enum {

@@ -37,6 +37,9 @@ static struct {
     int sampling;         /* a PM sampling window is open (ls_sampler) */
     int defer;            /* the finish goes to the worker */
     int warmed_up_once;   /* LS_WARM_UP_ONCE: the process has warmed up */
+    ls_timestamp_source timestamp_source; /* of the last profile that set it */
+    int last_sampled;     /* the last profile opened a sampling window ... */
+    ls_pm_options last_pm; /* ... with these options */
     uint32_t generation;
     ls_finish *job;       /* the worker's part of this profile */
     ls_capture capture;
@@ -91,6 +94,8 @@ static void forget_in_child(void)
     /* The job's activity records were the parent's worker's: the child
      * cannot trust what that thread left (ls_worker forgets its tasks). */
     session.job = NULL;
+    ls_finish_forget_in_child();
+    ls_activity_forget_in_child();
     ls_clock_use(LS_CLOCK_MONOTONIC);
 }
 
@@ -137,10 +142,37 @@ static int watch_contexts(void)
     return session.callbacks ? ls_subscriber_watch_contexts(context_created) : -1;
 }
 
+/* 1 when this start can trace beside the previous profile's finish still
+ * running on the worker, continuing the activity kinds it left on (issue
+ * 27: back to back, nothing waits); else the start waits for that finish.
+ * Only with loopscope's own callbacks (launch records from them, no API
+ * activity records: the worker's own calls then stay out, ls_owncalls). */
+static int may_continue(const ls_session_options *o)
+{
+    return o->overlap && o->trace && o->callbacks && o->defer; /* (driver_api: fallback only) */
+}
+
+int ls_session_should_wait(const ls_session_options *o)
+{
+    return ls_finish_in_flight() > 0 && ls_activity_tracing() && !may_continue(o);
+}
+
+/* Waits for every finish in flight (its time is the start's "wait"). */
+static void wait_for_finishes(ls_capture *c)
+{
+    if (ls_finish_in_flight() == 0)
+        return;
+    uint64_t t0 = ls_clock_monotonic_ns();
+    ls_worker_wait_idle();
+    c->start_phase_ns[LS_START_WAIT] += ls_clock_monotonic_ns() - t0;
+}
+
 /* Returns what ls_sampler_open did (LS_SAMPLER_*). */
 static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
 {
     atomic_store(&session.pm_deferred, LS_PM_NOT_DEFERRED);
+    int last_sampled = session.last_sampled;
+    session.last_sampled = 0;
     if (!o->metrics) {
         snprintf(c->metrics_reason, sizeof c->metrics_reason,
                  "SM and DRAM sampling was turned off (metrics=False)");
@@ -158,7 +190,7 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
         }
     }
     ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
-                             o->pm_wait_bound_ns, o->pm_stop_in_finish};
+                             o->pm_wait_bound_ns, o->pm_stop_in_finish, 0};
     session.sampling = 1;
     c->sampled = 1; /* until the worker says otherwise */
     c->metrics_reason[0] = '\0';
@@ -177,6 +209,17 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
     }
     if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
         so.pm.device = 0;
+    /* Back to back, the last finish keeps sampling running for this window
+     * when the sampler is the same (ls_sampler); another one must wait for
+     * that finish, or its sampling would begin only after it. */
+    const ls_pm_options *was = &session.last_pm;
+    int same = last_sampled && was->device == so.pm.device &&
+               was->interval_ns == so.pm.interval_ns &&
+               was->hw_buffer_bytes == so.pm.hw_buffer_bytes &&
+               was->max_samples == so.pm.max_samples;
+    so.continue_running = o->overlap && same && ls_finish_in_flight() > 0;
+    session.last_sampled = 1;
+    session.last_pm = so.pm;
     return ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error, 0);
 }
 
@@ -238,11 +281,6 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
         snprintf(why, sizeof why, "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)");
     else if (ls_cupti_load(o->cupti_paths, o->cupti_path_count) != 0)
         snprintf(why, sizeof why, "%s", ls_cupti_error());
-    else if (o->trace &&
-             ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers, o->zeroed_buffers) != 0)
-        snprintf(why, sizeof why, "could not allocate CUPTI activity buffers");
-    if (why[0] == '\0')
-        own_timestamps(o, c);
     lap(&c->start_phase_ns[LS_START_CUPTI], &t0);
     if (why[0] != '\0') {
         if (o->trace)
@@ -257,6 +295,37 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     else
         snprintf(why, sizeof why, "CUPTI callbacks were turned off (internal switch)");
     lap(&c->start_phase_ns[LS_START_CALLBACKS], &t0);
+    /* Back to back: the last finish may still flush the kinds it left on. */
+    int continued = o->trace && claim == LS_SUBSCRIBER_OK && may_continue(o) &&
+                    ls_finish_in_flight() > 0 &&
+                    ls_activity_continue(ls_finish_sink(session.job), LS_API_RECORDS_NONE,
+                                         o->zeroed_buffers) == 0;
+    if (continued) {
+        c->timestamp_source = session.timestamp_source;
+        c->continued_tracing = 1;
+    } else {
+        uint64_t w0 = ls_clock_monotonic_ns();
+        ls_activity_wait_stopped(); /* a finish turning its kinds off: a flush */
+        c->start_phase_ns[LS_START_WAIT] += ls_clock_monotonic_ns() - w0;
+        if (ls_activity_tracing())
+            wait_for_finishes(c); /* kinds on, not continuable: it owns them until done */
+        t0 = ls_clock_monotonic_ns();
+        if (o->trace &&
+            ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers, o->zeroed_buffers) != 0) {
+            /* no buffers: neither tracing nor (as before) syncs */
+            if (claim == LS_SUBSCRIBER_OK) {
+                ls_subscriber_release();
+                session.callbacks = session.launch_callbacks = 0;
+            }
+            const char *no_buffers = "could not allocate CUPTI activity buffers";
+            snprintf(c->reason, sizeof c->reason, "%s", no_buffers);
+            if (o->syncs)
+                snprintf(c->syncs_reason, sizeof c->syncs_reason, "%s", no_buffers);
+            return;
+        }
+        own_timestamps(o, c);
+        lap(&c->start_phase_ns[LS_START_CUPTI], &t0);
+    }
     if (claim == LS_SUBSCRIBER_OK && o->syncs) {
         c->watched_syncs = 1;
         c->syncs_reason[0] = '\0';
@@ -281,8 +350,9 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
               : o->driver_api     ? LS_API_RECORDS_ALL
                                   : LS_API_RECORDS_RUNTIME;
     }
-    int activity = ls_activity_start(ls_finish_sink(session.job), api, o->zeroed_buffers,
-                                     c->reason, sizeof c->reason);
+    int activity = continued ? 0
+                             : ls_activity_start(ls_finish_sink(session.job), api,
+                                                 o->zeroed_buffers, c->reason, sizeof c->reason);
     lap(&c->start_phase_ns[LS_START_ACTIVITY], &t0);
     if (activity != 0) {
         ls_subscriber_release();
@@ -346,8 +416,14 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     int samples_on_cupti_clock = options->metrics && !ls_sampler_is_fake() &&
                                  ls_cuda_driver_present() &&
                                  ls_cupti_load(options->cupti_paths, options->cupti_path_count) == 0;
-    if (samples_on_cupti_clock && session.capture.timestamp_source == LS_TIMESTAMPS_UNSET)
+    if (samples_on_cupti_clock && session.capture.timestamp_source == LS_TIMESTAMPS_UNSET) {
+        ls_activity_wait_stopped();
+        if (ls_activity_tracing())
+            wait_for_finishes(&session.capture); /* no source change under its kinds */
         own_timestamps(options, &session.capture);
+    }
+    if (session.capture.timestamp_source != LS_TIMESTAMPS_UNSET)
+        session.timestamp_source = session.capture.timestamp_source;
     int uses_cupti = session.tracing || session.callbacks || samples_on_cupti_clock;
     ls_clock_use(uses_cupti ? LS_CLOCK_CUPTI : LS_CLOCK_MONOTONIC);
     /* The window begins here: what the warm-up did is before it.  Its host

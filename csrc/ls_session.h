@@ -29,6 +29,7 @@ typedef struct {
     ls_warm_up warm_up;
     int zeroed_buffers;      /* hand CUPTI cleared activity buffers (ls_buffers) */
     int defer;               /* finish on the worker thread (0: inside stop) */
+    int overlap;             /* back to back: start beside the last finish (issue 27) */
     int callbacks;           /* claim CUPTI's callbacks (0: activity records only, no
                               * launch records or syncs: the floor of tracing's cost) */
     size_t buffer_bytes;     /* size of one activity buffer */
@@ -69,6 +70,11 @@ int ls_session_active(void);
 
 /* Blocks until the last profile's finish is done, so a start can follow.
  * Call without the GIL, before ls_session_start; returns the time waited. */
+/* 1 when a start with these options must first wait for the last
+ * profile's finish (ls_session_wait_for_finish, without the GIL): that
+ * finish still traces and this start cannot continue its tracing. */
+int ls_session_should_wait(const ls_session_options *o);
+
 uint64_t ls_session_wait_for_finish(void);
 
 /* Starts the session.  Returns 0 (GPU tracing may still be off: see

@@ -6,6 +6,7 @@
 #include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_launches.h"
+#include "ls_owncalls.h"
 #include "ls_strict.h"
 
 #include <pthread.h>
@@ -27,6 +28,13 @@ static int cannot_wait(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, ls_wa
 void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                              const CUpti_CallbackData *call, uint64_t (*now)(void))
 {
+    if (ls_owncalls_this_thread()) {
+        /* loopscope's worker waiting for the GPU at a finish, while the
+         * next profile runs: not the user's call */
+        if (call->callbackSite == CUPTI_API_ENTER)
+            ls_owncalls_note(call->correlationId);
+        return;
+    }
     uint8_t role = ls_cbid_role_of(domain, cbid);
     ls_wait_class wait = LS_ROLE_WAIT_CLASS(role);
     uint32_t driver = domain == CUPTI_CB_DOMAIN_DRIVER_API;

@@ -14,6 +14,7 @@
 #include "ls_finish.h"
 #include "ls_module_state.h"
 #include "ls_names.h"
+#include "ls_owncalls.h"
 #include "ls_nvtx.h"
 #include "ls_pmavail.h"
 #include "ls_pmcache.h"
@@ -926,6 +927,133 @@ static PyObject *fake_samples(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _split_after_stop(stop_ns, apis, ops, syncs, own_ids): the back-to-back
+ * split of a finish (ls_finish_move_after_stop) on synthetic records.
+ * apis and syncs: (start_ns, end_ns, correlation_id); ops: (start_ns,
+ * end_ns, correlation_id, name); own_ids: correlation ids of loopscope's
+ * own calls.  Returns ((api ids, op names, sync ids) kept, (same) moved). */
+static int split_read(PyObject *seq, Py_ssize_t i, int with_name, unsigned long long v[3],
+                      const char **name)
+{
+    PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3 + with_name) {
+        PyErr_Format(PyExc_TypeError, "_split_after_stop: record %zd must be a tuple of %d", i,
+                     3 + with_name);
+        return -1;
+    }
+    for (int k = 0; k < 3; k++) {
+        v[k] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, k));
+        if (PyErr_Occurred())
+            return -1;
+    }
+    if (with_name && (*name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 3))) == NULL)
+        return -1;
+    return 0;
+}
+
+static int split_append(PyObject *list, PyObject *item)
+{
+    int rc = item != NULL && list != NULL ? PyList_Append(list, item) : -1;
+    Py_XDECREF(item);
+    return rc;
+}
+
+static PyObject *split_lists(const ls_records *r)
+{
+    PyObject *apis = PyList_New(0), *ops = PyList_New(0), *syncs = PyList_New(0);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < r->apis.count; i++)
+        rc = split_append(apis, PyLong_FromUnsignedLong(r->apis.items[i].correlation_id));
+    for (size_t i = 0; rc == 0 && i < r->ops.count; i++) {
+        const char *text = ls_names_text(r->ops.items[i].name_id);
+        rc = split_append(ops, PyUnicode_FromString(text ? text : ""));
+    }
+    for (size_t i = 0; rc == 0 && i < r->sync_records.count; i++)
+        rc = split_append(syncs,
+                          PyLong_FromUnsignedLong(r->sync_records.items[i].correlation_id));
+    if (rc != 0) {
+        Py_XDECREF(apis);
+        Py_XDECREF(ops);
+        Py_XDECREF(syncs);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", apis, ops, syncs);
+}
+
+static PyObject *split_after_stop(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long stop;
+    PyObject *apis, *ops, *syncs, *own;
+    if (!PyArg_ParseTuple(args, "KOOOO:_split_after_stop", &stop, &apis, &ops, &syncs, &own))
+        return NULL;
+    ls_capture *c = calloc(1, sizeof *c);
+    ls_records *next = calloc(1, sizeof *next);
+    PyObject *lists[4] = {PySequence_Fast(apis, "apis"), PySequence_Fast(ops, "ops"),
+                          PySequence_Fast(syncs, "syncs"), PySequence_Fast(own, "own_ids")};
+    PyObject *result = NULL;
+    if (c == NULL || next == NULL || !lists[0] || !lists[1] || !lists[2] || !lists[3]) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    c->records.stop_ns = stop;
+    unsigned long long v[3];
+    const char *name = NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(lists[0]); i++) {
+        if (split_read(lists[0], i, 0, v, NULL) != 0)
+            goto done;
+        ls_api *a = ls_apis_append(&c->records.apis);
+        if (a == NULL)
+            goto done;
+        *a = (ls_api){v[0], v[1], 1, (uint32_t)v[2], 0, 0, 0};
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(lists[1]); i++) {
+        if (split_read(lists[1], i, 1, v, &name) != 0)
+            goto done;
+        ls_op *op = ls_ops_append(&c->records.ops);
+        if (op == NULL)
+            goto done;
+        memset(op, 0, sizeof *op);
+        op->start_ns = v[0];
+        op->end_ns = v[1];
+        op->correlation_id = (uint32_t)v[2];
+        op->name_id = ls_names_intern_held(&c->records.names, name, strlen(name));
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(lists[2]); i++) {
+        if (split_read(lists[2], i, 0, v, NULL) != 0)
+            goto done;
+        ls_sync_record *sr = ls_sync_records_append(&c->records.sync_records);
+        if (sr == NULL)
+            goto done;
+        *sr = (ls_sync_record){v[0], v[1], (uint32_t)v[2], 0, 0, 0};
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(lists[3]); i++) {
+        unsigned long id = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(lists[3], i));
+        if (PyErr_Occurred())
+            goto done;
+        ls_owncalls_note((uint32_t)id);
+    }
+    ls_finish_move_after_stop(c, next);
+    PyObject *kept = split_lists(&c->records), *moved = kept ? split_lists(next) : NULL;
+    if (kept != NULL && moved != NULL)
+        result = Py_BuildValue("(NN)", kept, moved);
+    else
+        Py_XDECREF(kept);
+done:
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(lists[k]);
+    if (c != NULL)
+        ls_records_clear(&c->records);
+    if (next != NULL)
+        ls_records_clear(next);
+    free(c);
+    free(next);
+    if (result == NULL && !PyErr_Occurred())
+        PyErr_NoMemory();
+    return result;
+}
+
 static PyObject *finish_delay(PyObject *module, PyObject *ns)
 {
     (void)module;
@@ -1282,6 +1410,9 @@ PyMethodDef ls_test_hook_methods[] = {
     {"_decoder_state", decoder_state, METH_NOARGS,
      "_decoder_state() -> 'none', 'ticking', 'parked', 'idle', 'busy' or 'ended': the "
      "worker thread's state, test hook."},
+    {"_split_after_stop", split_after_stop, METH_VARARGS,
+     "_split_after_stop(stop_ns, apis, ops, syncs, own_ids): the back-to-back split of a "
+     "finish on synthetic records: ((api ids, op names, sync ids) kept, (...) moved)."},
     {"_fake_samples", fake_samples, METH_VARARGS,
      "_fake_samples(samples, per_tick=1, interval_ns=100000, setup_ns=0, reused=False, "
      "setup_sleep_ns=0, no_context=False): test "

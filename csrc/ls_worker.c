@@ -3,6 +3,7 @@
 #include "ls_worker.h"
 
 #include "ls_clock.h"
+#include "ls_owncalls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -103,6 +104,7 @@ static void run_task(ls_task *task)
 static void *worker_loop(void *unused)
 {
     (void)unused;
+    ls_owncalls_mark_thread(); /* its CUDA calls are loopscope's, not the user's */
     pthread_mutex_lock(&w.lock);
     for (;;) {
         if (w.head != NULL) {

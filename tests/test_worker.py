@@ -92,10 +92,24 @@ def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock
     assert s["overhead"]["finish_ms"] >= s["overhead"]["finish_phases_ms"]["metrics"]
 
 
+@pytest.fixture
+def overlap(monkeypatch):
+    """LOOPSCOPE_INTERNAL=overlap=1 for this test (parsed once: the cache is reset)."""
+    from loopscope import _settings
+
+    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "overlap=1")
+    _settings._cache.pop("internal", None)
+    yield
+    monkeypatch.delenv("LOOPSCOPE_INTERNAL")
+    _settings._cache.pop("internal", None)
+
+
 @pytest.mark.fake_sampler
 def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_clock):
+    """The default (overlap off): the second start waits for the first
+    finish, says so, and both profiles hold their window's samples."""
     samples = sample_run()
-    _core._fake_samples(samples, 1)
+    _core._fake_samples(samples, 1, 100_000, 0, True)
     _core._finish_delay(200_000_000)
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
@@ -103,13 +117,65 @@ def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_c
     assert _core._capture_pending(first._capture)
     _core._finish_delay(0)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
-        pass
-    # The second start waited for the first finish, and says so.
-    assert second.summary()["overhead"]["start_phases_ms"]["wait"] > 0
-    assert not _core._capture_pending(first._capture)
+        still_finishing = _core._capture_pending(first._capture)
+    assert not still_finishing
+    assert not second._capture.info()["continued_tracing"]
     first_info = first._capture.info()
-    assert len(first._capture.samples()) == len(
-        window_of(samples, first_info["start_ns"], first_info["stop_ns"]))
+    assert [s[:2] for s in first._capture.samples()] == [
+        s[:2] for s in window_of(samples, first_info["start_ns"], first_info["stop_ns"])]
+
+
+@pytest.mark.fake_sampler
+def test_a_start_goes_on_beside_the_last_finish_and_both_profiles_are_complete(test_clock,
+                                                                               overlap):
+    """Back to back with overlap=1 (issue 27): the second profile starts
+    while the first still finishes on the worker (0.2 s late) and does not
+    wait for it; the samples decoded by the first finish after its window
+    are the second's, so each profile holds exactly the samples of its own
+    window."""
+    samples = sample_run()
+    _core._fake_samples(samples, 1, 100_000, 0, True)  # a sampler set up already
+    _core._finish_delay(200_000_000)
+    test_clock.set(1_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
+        pass
+    assert _core._capture_pending(first._capture)
+    _core._finish_delay(0)
+    entered = time.perf_counter()
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
+        took = time.perf_counter() - entered
+        still_finishing = _core._capture_pending(first._capture)
+    assert still_finishing  # the second start did not wait for the first finish ...
+    assert took < 0.1       # ... (which sleeps 0.2 s)
+    assert second.summary()["overhead"]["start_phases_ms"]["wait"] == 0
+    assert not _core._capture_pending(first._capture)
+    for prof in (first, second):
+        info = prof._capture.info()
+        want = window_of(samples, info["start_ns"], info["stop_ns"])
+        assert want, "each window must overlap some samples for this test to mean anything"
+        got = [(s, e, v["sm_active_pct"]) for s, e, v in prof._capture.samples()]
+        assert got == [(s, e, v["sm_active_pct"]) for s, e, v in want]
+    assert first._capture.info()["stop_ns"] < second._capture.info()["start_ns"]
+
+
+@pytest.mark.fake_sampler
+def test_a_start_with_no_finish_in_flight_keeps_every_sample_of_its_window(test_clock,
+                                                                           overlap):
+    """The control: the first finish done before the second start, so
+    nothing is carried over; the second still gets its window's samples."""
+    samples = sample_run()
+    _core._fake_samples(samples, 1, 100_000, 0, True)
+    test_clock.set(1_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
+        pass
+    first.summary()  # waits for the first finish (which stopped the sampler)
+    _core._fake_samples(samples, 1, 100_000, 0, True)  # started again, as CUPTI's would be
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
+        pass
+    for prof in (first, second):
+        info = prof._capture.info()
+        got = [(s, e) for s, e, _ in prof._capture.samples()]
+        assert got == [(s, e) for s, e, _ in window_of(samples, info["start_ns"], info["stop_ns"])]
 
 
 def test_ops_launched_after_the_stop_are_left_out(test_clock, inject):
@@ -311,3 +377,43 @@ def test_a_profile_longer_than_the_set_up_has_its_samples(test_clock):
             pass
     summary = prof.summary()
     assert summary["metrics_error"] is None and summary["sm"]["active_pct"] == 40.0
+
+
+def test_a_finish_hands_what_began_after_its_stop_to_the_next_profile():
+    """Back to back (issue 27), the flush of profile 1's finish also brings
+    profile 2's records (tracing continued from one to the other).  Each
+    record goes to exactly one profile: by its start for API and sync
+    records; an op stays with profile 1 when it began by the stop or a
+    launch of profile 1 made it (a kernel still running after the exit),
+    else it is profile 2's; the worker's own context sync (an own call)
+    goes to neither."""
+    stop = 10_000
+    apis = [(1_000, 1_100, 1), (9_000, 9_100, 2), (12_000, 12_100, 3)]
+    ops = [(1_200, 1_500, 1, "before-stop"),
+           (10_500, 11_000, 2, "launched-in-1-ran-after"),   # launch 2 is profile 1's
+           (12_200, 12_500, 3, "profile-2"),                  # launch 3 came after the stop
+           (13_000, 13_100, 77, "no-launch-after-stop"),      # no launch record: by its start
+           (9_990, 10_010, 88, "no-launch-across-stop")]      # began by the stop: profile 1's
+    syncs = [(5_000, 5_100, 10), (11_000, 11_500, 11), (14_000, 14_500, 4_000_000_001)]
+    kept, moved = _core._split_after_stop(stop, apis, ops, syncs, [4_000_000_001])
+    # Independently: the rule above, in plain Python.
+    launches_1 = {c for s, e, c in apis if s <= stop}
+    want_ops_1 = [n for s, e, c, n in ops if s <= stop or c in launches_1]
+    want_ops_2 = [n for s, e, c, n in ops if not (s <= stop or c in launches_1)]
+    assert kept == ([1, 2], want_ops_1, [10])
+    assert moved == ([3], want_ops_2, [11])
+    assert want_ops_2 == ["profile-2", "no-launch-after-stop"]  # the test means something
+    # Nothing lost or doubled (the worker's own sync aside).
+    assert sorted(kept[1] + moved[1]) == sorted(n for *_, n in ops)
+
+
+def test_a_record_that_begins_exactly_at_the_stop_stays_with_its_profile():
+    """The stop is the last instant of the window: a record starting at it
+    is the window's; one a nanosecond later is the next profile's."""
+    stop = 5_000
+    kept, moved = _core._split_after_stop(
+        stop, [(stop, stop + 10, 1), (stop + 1, stop + 10, 2)],
+        [(stop, stop + 5, 9, "at"), (stop + 1, stop + 5, 9, "after-no-launch")],
+        [(stop, stop + 1, 5), (stop + 1, stop + 2, 6)], [])
+    assert kept == ([1], ["at"], [5])
+    assert moved == ([2], ["after-no-launch"], [6])

@@ -25,6 +25,11 @@ LOOPSCOPE_INTERNAL
                                    left (benchmarks/beside_torch_profiler.py's control)
       metrics_stop_in_finish=0|1   1 (default): the finish stops PM sampling before
                                    its last decode; 0: the stop follows the finish
+      overlap=0|1                  1: back to back, a start goes on beside the last
+                                   profile's finish (tracing and sampling continue from
+                                   it); 0 (default): it waits for a tracing finish
+                                   (issue 27: the finish's forced flush loses the new
+                                   profile's running kernels)
 """
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ from typing import Any
 
 _WARM_UP = {"none": 0, "every": 1, "once": 2}
 _FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks",
-          "metrics_stop_in_finish", "own_timestamps")
+          "metrics_stop_in_finish", "own_timestamps", "overlap")
 _MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns",
        "metrics_wait_bound_ms": "metrics_wait_bound_ns"}
 

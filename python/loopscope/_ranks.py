@@ -445,12 +445,19 @@ def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None
 
 def _host_late(compacts, rank: int, steps: list[int]) -> float | None:
     """How much later into its steps the straggler's host called the
-    collective than the other ranks' hosts (their median), mean over
-    `steps`, each rank on its own clock (call_ns - start_ns: no alignment
-    needed); None when a step lacks the times.  A host held back D ms reads
-    D here, while its arrival is later by D plus the time it then took to
-    launch the step's work with its GPU idle (the others' hosts had theirs
-    queued ahead)."""
+    collective than the other ranks' hosts: per step, its call_ns -
+    start_ns minus the others' median of theirs (each rank on its own
+    clock: no alignment needed), then the median over `steps`; None when
+    a step lacks the times.  This is the extra host time the straggler
+    spent before reaching the collective: a host held back D ms reads D
+    plus whatever else its host did slower before the call (on 2 x H100,
+    issue 26: the same launches took the late rank 0.2-0.3 ms longer even
+    with no delay planted), while its GPU arrival is later still by the
+    launch lag after the delay.  The median, not the mean: the per-step
+    figure has outliers on either side (a first step that allocates, a
+    garbage-collector pause, a rank's watchdog thread taking the GIL) and
+    one 10 ms pause in 30 steps would move a mean by 0.33 ms; the median
+    moves by less than the steps' own spread."""
     def into(c, i):
         s = next((x for x in c["steps"] if x["index"] == i), None)
         if s is None or s.get("call_ns") is None or s.get("start_ns") is None:
@@ -465,7 +472,7 @@ def _host_late(compacts, rank: int, steps: list[int]) -> float | None:
         if mine is None or not theirs:
             return None
         excess.append(mine - statistics.median(theirs))
-    return round(sum(excess) / len(excess) / 1e6, 6) if excess else None
+    return round(statistics.median(excess) / 1e6, 6) if excess else None
 
 
 def _late_from(rows) -> str:

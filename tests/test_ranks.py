@@ -852,3 +852,20 @@ def test_host_lateness_needs_every_step_timed():
     ranks[3]["steps"][4]["call_ns"] = None
     assert _ranks.merge(ranks, {r: exchange(0) for r in range(1, 4)}, {},
                         "nccl")["straggler"]["host_late_ms"] is None
+
+
+@pytest.mark.parametrize("step_comm_ms, unplaced", [(0.0, True), (0.3, False)])
+def test_collectives_outside_every_step_are_not_read_as_balanced(step_comm_ms, unplaced):
+    """Both ranks ran 3 ms of collectives, but their steps hold none (zero
+    comm time, no arrival): comparing those zeros would say "balanced"."""
+    ranks = [compact(r, [0.0, 0.0, 0.0, step_comm_ms], gpu=[8.0] * 4, world_size=2)
+             for r in range(2)]
+    for c in ranks:
+        c["comm_ms"] = 3.0
+    skew = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")
+    note = ("ranks 0, 1: collective kernels ran, but none in a step (their launch calls are not "
+            "in the trace -- a torch.profiler that records no driver-API launches, which NCCL "
+            "uses -- or the collectives ran outside the steps): wait and straggler not measured")
+    assert (note in skew["not_measured"]) == unplaced
+    assert (skew["balance"] is None) == unplaced
+    assert all((row["wait_ms"] is None) == unplaced for row in skew["steps"])

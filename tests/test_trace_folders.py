@@ -358,3 +358,22 @@ def test_real_ranks_with_no_delay_are_balanced():
     skew = loopscope.analyze(path, workers=1, progress=False)["skew"]
     assert skew["straggler"] is None and skew["balance"]["balanced"]
     assert 0.1 < _median_excess_ms(path, "rank{}.json.gz", "Step_") < 0.5
+
+
+def test_collectives_without_their_launch_calls_are_said_not_measured(tmp_path):
+    """The torch.profiler folder with the NCCL kernels' launch calls taken
+    out (as a profiler that records no driver-API launches writes it): the
+    kernels fall in no step, and the job says so instead of "balanced"."""
+    import gzip
+
+    src = DATA / "ranks" / "h100x2_kineto_host"
+    for r in (0, 1):
+        doc = json.loads(gzip.decompress((src / f"rank{r}.pt.trace.json.gz").read_bytes()))
+        nccl = {e["args"]["correlation"] for e in doc["traceEvents"]
+                if e.get("cat") == "kernel" and "nccl" in e["name"].lower()}
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if not (
+            e.get("cat") == "cuda_driver" and e.get("args", {}).get("correlation") in nccl)]
+        (tmp_path / f"rank{r}.pt.trace.json").write_text(json.dumps(doc))
+    skew = loopscope.analyze(tmp_path, workers=1, progress=False)["skew"]
+    assert skew["straggler"] is None and skew["balance"] is None
+    assert any("collective kernels ran, but none in a step" in n for n in skew["not_measured"])

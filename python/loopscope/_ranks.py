@@ -283,7 +283,21 @@ def _inside(t: int | None, clock: dict[str, Any] | None) -> bool:
     return not pairs or pairs[0] <= t <= pairs[1]
 
 
+def comm_outside_steps(c: dict[str, Any]) -> bool:
+    """True when a rank has collective kernel time but none of it in its
+    steps (zero comm time in every step, no arrival): its collectives ran
+    outside the steps, or their launch calls are not in its trace (a kernel
+    is put in the step its launch call was made in; a torch.profiler that
+    records no driver-API launches, which NCCL uses, leaves every collective
+    out).  Its steps' zero comm times would read as "arrived with the
+    others"."""
+    steps = c.get("steps") or []
+    return bool(c.get("comm_ms")) and any(s.get("comm_ms") is not None for s in steps) \
+        and not any(s.get("comm_ms") or s.get("arrive_ns") is not None for s in steps)
+
+
 def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
+    unplaced = {c["rank"] for c in compacts if c is not None and comm_outside_steps(c)}
     by_index: dict[int, dict[int, dict[str, Any]]] = {}
     names: dict[int, str] = {}
     for c in compacts:
@@ -324,7 +338,7 @@ def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
                 row["arrive_ns"][r] = round(aligners[r](s["arrive_ns"]))
                 if s.get("call_ns") is not None:
                     row["call_ns"][r] = round(aligners[r](s["call_ns"]))
-        comm = {r: s["comm_ms"] for r, s in present.items()}
+        comm = {r: None if r in unplaced else s["comm_ms"] for r, s in present.items()}
         if len(comm) > 1 and all(v is not None for v in comm.values()):
             least = min(comm.values())
             row["wait_ms"] = [None if row["comm_ms"][r] is None else round(row["comm_ms"][r] - least, 6)
@@ -526,6 +540,13 @@ def _not_measured(compacts, rows, world_size, backend, aligners, shared_clock=Fa
         notes.append(f"rank{'s' if len(no_comm) > 1 else ''} {_list(no_comm)}: no collective time "
                      "per step (needs GPU tracing with collective kernels classified"
                      + (f"; {why[0]}" if why else "") + "): wait and straggler not measured")
+    unplaced = [c["rank"] for c in present if comm_outside_steps(c)]
+    if unplaced:
+        notes.append(f"rank{'s' if len(unplaced) > 1 else ''} {_list(unplaced)}: collective "
+                     "kernels ran, but none in a step (their launch calls are not in the trace "
+                     "-- a torch.profiler that records no driver-API launches, which NCCL uses "
+                     "-- or the collectives ran outside the steps): wait and straggler not "
+                     "measured")
     unlinked = [c["rank"] for c in present if c["rank"] not in aligners]
     if unlinked:
         notes.append(f"rank{'s' if len(unlinked) > 1 else ''} {_list(unlinked)}: "

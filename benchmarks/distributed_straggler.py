@@ -83,7 +83,7 @@ Usage:
   python benchmarks/distributed_straggler.py                      # 2 and 4 GPUs, ~4 min
   python benchmarks/distributed_straggler.py --nproc 2 --runs 2   # quicker
   ... [--host-ms 1.5] [--compute-ms 4] [--steps 30] [--warmup 10] [--late-rank 1]
-      [--dim 2048] [--batch 64] [--out DIR] [--no-kineto] [--json OUT]
+      [--dim 2048] [--batch 64] [--out DIR] [--no-kineto] [--json OUT] [--pin]
 Every process it starts, and every rank, runs with NCCL_NVLS_ENABLE=0,
 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 (set here
 before torch or NCCL start).  Without a GPU each rank runs on CPU with gloo
@@ -124,6 +124,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="straggler_traces", help="trace folder (default "
                    "./straggler_traces; emptied first)")
     p.add_argument("--no-kineto", action="store_true", help="skip the torch.profiler runs")
+    p.add_argument("--pin", action="store_true",
+                   help="bind each rank (all its threads) to its own share of the CPUs, split "
+                        "in contiguous blocks by local rank: ranks whose hosts ran at different "
+                        "speeds on shared cores (the truth's rest column) should then match")
     p.add_argument("--json", help="write every run's live and offline figures to this file")
     args = p.parse_args(argv)
     try:
@@ -153,7 +157,7 @@ def launch(args: argparse.Namespace) -> int:
                f"--runs={args.runs}", f"--steps={args.steps}", f"--warmup={args.warmup}",
                f"--host-ms={args.host_ms}", f"--compute-ms={args.compute_ms}",
                f"--late-rank={args.late_rank}", f"--dim={args.dim}", f"--batch={args.batch}"
-               ] + (["--no-kineto"] if args.no_kineto else [])
+               ] + (["--no-kineto"] if args.no_kineto else []) + (["--pin"] if args.pin else [])
         print("starting:", " ".join(f"{k}={v}" for k, v in NO_MULTICAST.items()), " ".join(cmd),
               flush=True)
         status = subprocess.call(cmd, env=env)
@@ -361,8 +365,23 @@ def spin(seconds: float) -> None:
         pass
 
 
+def pin_cpus(local: int, local_world: int) -> list[int]:
+    """This process's CPUs cut into local_world contiguous blocks: block
+    `local` (all of them when there are fewer CPUs than ranks)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < local_world:
+        return cpus
+    size = len(cpus) // local_world
+    return cpus[local * size:(local + 1) * size]
+
+
 def rank_main(args: argparse.Namespace) -> None:
     os.environ.update(NO_MULTICAST)  # before torch, NCCL or NVSHMEM read them
+    if args.pin:  # before torch starts a thread: every thread inherits it
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        cpus = pin_cpus(local, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+        os.sched_setaffinity(0, cpus)
+        print(f"rank {os.environ['RANK']}: CPUs {cpus[0]}-{cpus[-1]}", flush=True)
     import torch
     import torch.distributed as dist
 

@@ -115,3 +115,14 @@ def test_the_script_runs_on_cpu_and_keeps_every_ranks_timestamps(tmp_path):
         excess = [b[2] - b[0] - (a[2] - a[0]) for a, b in zip(*r["host_times"])]
         assert r["truth"]["host_late_ms"] == pytest.approx(statistics.median(excess) / 1e6)
     assert "host runs: loopscope's host late within 10% of the truth in" in run.stdout
+
+
+@pytest.mark.parametrize("cpus, local, world, block", [
+    (range(16), 1, 4, [4, 5, 6, 7]),
+    (range(16), 3, 4, [12, 13, 14, 15]),
+    ([0, 2, 4, 6, 8], 1, 2, [4, 6]),    # 5 CPUs, 2 ranks: 2 each, the odd one unused
+    ([3], 1, 2, [3]),                   # fewer CPUs than ranks: all of them
+])
+def test_pin_gives_each_local_rank_its_own_block(bench, monkeypatch, cpus, local, world, block):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cpus))
+    assert bench.pin_cpus(local, world) == block

@@ -63,7 +63,9 @@ arrived last: GPU idle waiting for its host's launches ("host late"), GPU
 idle while its host was blocked in a sync ("sync"), or non-collective GPU
 time ("compute").
 Limits: it needs the collective kernels' times (GPU tracing with NCCL-like
-kernels); a step with different collectives on different ranks, or with
+kernels) and their launch calls (a kernel belongs to the step its launch was
+called in: a rank whose collectives fall in no step is said not measured);
+a step with different collectives on different ranks, or with
 communication overlapped with compute on another stream, blurs the rule;
 ranks sharing one GPU interleave their kernels, so their comm and compute
 times mix; host step times say when each rank's host began and ended a

@@ -22,8 +22,8 @@ host lateness is checked against.  After torchrun, every run's folder is
 analysed offline (loopscope.analyze(folder), one job) and one table is
 printed:
 
-  W  kind  planted  run  live: rank cause      late  host late  truth  spin  rest  step  comm late  ok   offline: rank  late  host late  same   (layout)
-  2  host    1.500    0        1    host late  2.31      1.64    1.63   1.50  0.12  0.02       2.33  yes            1    2.30      1.64  yes
+  W  kind  planted  run  live: rank cause      late  host late  truth  spin  rest  step
+       comm late  ok   offline: rank  late  host late  same      (one line per run)
 (a run "kineto": the torch.profiler run, its figures from its traces.)
 
 late: how much later the straggler's all_reduce started than the first

@@ -289,3 +289,91 @@ def test_a_run_of_missing_ranks_is_one_line(tmp_path):
         "2-3", "5"]
     assert "missing: ranks 2-3, 5 no trace of it was read" in "\n".join(text)
     assert any(line.startswith("Clocks: the traces' own clock") for line in text)
+
+
+# -- real traces: a host straggler on 2 x H100 (issue 26; tests/data/ranks/README.md) -------
+def _host_into_us(path, step_prefix: str, call_op: str | None = None) -> list[float]:
+    """Per step (in order), how far into the step its host called the
+    collective, read from the file here: the launch call of the step's
+    first NCCL kernel (the earliest to start of those launched in the
+    step), or with call_op the start of the step's first CPU op of that
+    name; minus the step range's start.  us."""
+    import gzip
+
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
+                   and e.get("cat") == "user_annotation"
+                   and str(e.get("name", "")).startswith(step_prefix))
+    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("ph") == "X"
+              and e.get("cat") in ("cuda_driver", "cuda_runtime") and "Launch" in e["name"]}
+    nccl = [e for e in events if e.get("cat") == "kernel" and "nccl" in e["name"].lower()]
+    ops = [e["ts"] for e in events if e.get("ph") == "X" and e.get("name") == call_op]
+    out = []
+    for a, b in spans:
+        if call_op:
+            out.append(min(t for t in ops if a <= t < b) - a)
+            continue
+        mine = [k for k in nccl if a <= launch.get(k["args"]["correlation"], -1) < b]
+        first = min(mine, key=lambda k: k["ts"])
+        out.append(launch[first["args"]["correlation"]] - a)
+    return out
+
+
+def _median_excess_ms(folder, pattern: str, step_prefix: str, call_op: str | None = None):
+    into = [_host_into_us(folder / pattern.format(r), step_prefix, call_op) for r in (0, 1)]
+    assert len(into[0]) == len(into[1]) == 30
+    return statistics.median(b - a for a, b in zip(*into)) / 1e3
+
+
+@pytest.mark.parametrize("folder, pattern, step_prefix", [
+    ("h100x2_host", "rank{}.json.gz", "Step_"),                       # loopscope's export
+    ("h100x2_kineto_host", "rank{}.pt.trace.json.gz", "ProfilerStep#"),  # torch.profiler
+])
+def test_a_real_host_straggler_read_from_its_ranks_traces(folder, pattern, step_prefix):
+    """Rank 1's host spun 1.5 ms at the start of every step (2 x H100,
+    benchmarks/distributed_straggler.py).  Its host lateness is the median
+    over the steps of how much later into the step its host called the
+    all_reduce than rank 0's, as the files say.  (It reads 1.64 and 1.70
+    ms, not 1.5: rank 1's host also launched the step's work slower, as it
+    does with no delay -- see the control folder below.)"""
+    path = DATA / "ranks" / folder
+    job = loopscope.analyze(path, workers=1, progress=False)
+    st = job["skew"]["straggler"]
+    assert (st["rank"], st["cause"], st["last_in_steps"]) == (1, "host late", 30)
+    want = _median_excess_ms(path, pattern, step_prefix)
+    assert st["host_late_ms"] == pytest.approx(want, abs=1e-5)
+    assert st["late_ms"] > st["host_late_ms"]  # its GPU arrives later still (launch lag)
+    if step_prefix == "ProfilerStep#":
+        # the c10d call (the record_param_comms CPU op) instead of the NCCL kernel's launch:
+        # 16 us apart in 1.7 ms, so either is "when the host reached the collective"
+        by_op = _median_excess_ms(path, pattern, step_prefix, "record_param_comms")
+        assert abs(by_op - st["host_late_ms"]) <= 0.02 * st["host_late_ms"]
+
+
+def test_real_ranks_with_no_delay_are_balanced():
+    """The same loop with no delay: rank 1's host still reaches the
+    all_reduce later into its steps (its launches are slower), but its GPU
+    arrives within the no-straggler spread: nobody is named."""
+    path = DATA / "ranks" / "h100x2_control"
+    skew = loopscope.analyze(path, workers=1, progress=False)["skew"]
+    assert skew["straggler"] is None and skew["balance"]["balanced"]
+    assert 0.1 < _median_excess_ms(path, "rank{}.json.gz", "Step_") < 0.5
+
+
+def test_collectives_without_their_launch_calls_are_said_not_measured(tmp_path):
+    """The torch.profiler folder with the NCCL kernels' launch calls taken
+    out (as a profiler that records no driver-API launches writes it): the
+    kernels fall in no step, and the job says so instead of "balanced"."""
+    import gzip
+
+    src = DATA / "ranks" / "h100x2_kineto_host"
+    for r in (0, 1):
+        doc = json.loads(gzip.decompress((src / f"rank{r}.pt.trace.json.gz").read_bytes()))
+        nccl = {e["args"]["correlation"] for e in doc["traceEvents"]
+                if e.get("cat") == "kernel" and "nccl" in e["name"].lower()}
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if not (
+            e.get("cat") == "cuda_driver" and e.get("args", {}).get("correlation") in nccl)]
+        (tmp_path / f"rank{r}.pt.trace.json").write_text(json.dumps(doc))
+    skew = loopscope.analyze(tmp_path, workers=1, progress=False)["skew"]
+    assert skew["straggler"] is None and skew["balance"] is None
+    assert any("collective kernels ran, but none in a step" in n for n in skew["not_measured"])

@@ -63,7 +63,9 @@ arrived last: GPU idle waiting for its host's launches ("host late"), GPU
 idle while its host was blocked in a sync ("sync"), or non-collective GPU
 time ("compute").
 Limits: it needs the collective kernels' times (GPU tracing with NCCL-like
-kernels); a step with different collectives on different ranks, or with
+kernels) and their launch calls (a kernel belongs to the step its launch was
+called in: a rank whose collectives fall in no step is said not measured);
+a step with different collectives on different ranks, or with
 communication overlapped with compute on another stream, blurs the rule;
 ranks sharing one GPU interleave their kernels, so their comm and compute
 times mix; host step times say when each rank's host began and ended a
@@ -283,7 +285,21 @@ def _inside(t: int | None, clock: dict[str, Any] | None) -> bool:
     return not pairs or pairs[0] <= t <= pairs[1]
 
 
+def comm_outside_steps(c: dict[str, Any]) -> bool:
+    """True when a rank has collective kernel time but none of it in its
+    steps (zero comm time in every step, no arrival): its collectives ran
+    outside the steps, or their launch calls are not in its trace (a kernel
+    is put in the step its launch call was made in; a torch.profiler that
+    records no driver-API launches, which NCCL uses, leaves every collective
+    out).  Its steps' zero comm times would read as "arrived with the
+    others"."""
+    steps = c.get("steps") or []
+    return bool(c.get("comm_ms")) and any(s.get("comm_ms") is not None for s in steps) \
+        and not any(s.get("comm_ms") or s.get("arrive_ns") is not None for s in steps)
+
+
 def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
+    unplaced = {c["rank"] for c in compacts if c is not None and comm_outside_steps(c)}
     by_index: dict[int, dict[int, dict[str, Any]]] = {}
     names: dict[int, str] = {}
     for c in compacts:
@@ -324,7 +340,7 @@ def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
                 row["arrive_ns"][r] = round(aligners[r](s["arrive_ns"]))
                 if s.get("call_ns") is not None:
                     row["call_ns"][r] = round(aligners[r](s["call_ns"]))
-        comm = {r: s["comm_ms"] for r, s in present.items()}
+        comm = {r: None if r in unplaced else s["comm_ms"] for r, s in present.items()}
         if len(comm) > 1 and all(v is not None for v in comm.values()):
             least = min(comm.values())
             row["wait_ms"] = [None if row["comm_ms"][r] is None else round(row["comm_ms"][r] - least, 6)
@@ -445,12 +461,19 @@ def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None
 
 def _host_late(compacts, rank: int, steps: list[int]) -> float | None:
     """How much later into its steps the straggler's host called the
-    collective than the other ranks' hosts (their median), mean over
-    `steps`, each rank on its own clock (call_ns - start_ns: no alignment
-    needed); None when a step lacks the times.  A host held back D ms reads
-    D here, while its arrival is later by D plus the time it then took to
-    launch the step's work with its GPU idle (the others' hosts had theirs
-    queued ahead)."""
+    collective than the other ranks' hosts: per step, its call_ns -
+    start_ns minus the others' median of theirs (each rank on its own
+    clock: no alignment needed), then the median over `steps`; None when
+    a step lacks the times.  This is the extra host time the straggler
+    spent before reaching the collective: a host held back D ms reads D
+    plus whatever else its host did slower before the call (on 2 x H100,
+    issue 26: the same launches took the late rank 0.2-0.3 ms longer even
+    with no delay planted), while its GPU arrival is later still by the
+    launch lag after the delay.  The median, not the mean: the per-step
+    figure has outliers on either side (a first step that allocates, a
+    garbage-collector pause, a rank's watchdog thread taking the GIL) and
+    one 10 ms pause in 30 steps would move a mean by 0.33 ms; the median
+    moves by less than the steps' own spread."""
     def into(c, i):
         s = next((x for x in c["steps"] if x["index"] == i), None)
         if s is None or s.get("call_ns") is None or s.get("start_ns") is None:
@@ -465,7 +488,7 @@ def _host_late(compacts, rank: int, steps: list[int]) -> float | None:
         if mine is None or not theirs:
             return None
         excess.append(mine - statistics.median(theirs))
-    return round(sum(excess) / len(excess) / 1e6, 6) if excess else None
+    return round(statistics.median(excess) / 1e6, 6) if excess else None
 
 
 def _late_from(rows) -> str:
@@ -519,6 +542,13 @@ def _not_measured(compacts, rows, world_size, backend, aligners, shared_clock=Fa
         notes.append(f"rank{'s' if len(no_comm) > 1 else ''} {_list(no_comm)}: no collective time "
                      "per step (needs GPU tracing with collective kernels classified"
                      + (f"; {why[0]}" if why else "") + "): wait and straggler not measured")
+    unplaced = [c["rank"] for c in present if comm_outside_steps(c)]
+    if unplaced:
+        notes.append(f"rank{'s' if len(unplaced) > 1 else ''} {_list(unplaced)}: collective "
+                     "kernels ran, but none in a step (their launch calls are not in the trace "
+                     "-- a torch.profiler that records no driver-API launches, which NCCL uses "
+                     "-- or the collectives ran outside the steps): wait and straggler not "
+                     "measured")
     unlinked = [c["rank"] for c in present if c["rank"] not in aligners]
     if unlinked:
         notes.append(f"rank{'s' if len(unlinked) > 1 else ''} {_list(unlinked)}: "

@@ -295,9 +295,17 @@ int ls_activity_stop(ls_records **next)
     if (sink_records == NULL)
         return 0;
     int result = 0;
-    /* Forced: also hand back buffers that are only partly filled.  The
-     * kinds stay on meanwhile: a profile starting during the flush (back
-     * to back, ~1-2 ms) still continues them. */
+    pthread_mutex_lock(&state);
+    int handing_over = next_sink != NULL;
+    if (!handing_over)
+        stopping = 1; /* from here no start continues: it waits for the stop */
+    pthread_mutex_unlock(&state);
+    if (!handing_over)
+        disable_all(); /* off before the flush, as always: nothing runs half-recorded */
+    /* Forced: also hand back buffers that are only partly filled.  (Handing
+     * over, the kinds stay on: the next profile's kernels still running
+     * come back as incomplete records, lost; see LOOPSCOPE_INTERNAL
+     * overlap in _settings.py.) */
     if (LS_CUPTI_CHECK(ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)) != CUPTI_SUCCESS)
         result = -1;
     ls_activity_drain();
@@ -305,22 +313,14 @@ int ls_activity_stop(ls_records **next)
     if (LS_CUPTI_CHECK(ActivityGetNumDroppedRecords(NULL, 0, &dropped)) == CUPTI_SUCCESS)
         sink_records->dropped_records += dropped;
     pthread_mutex_lock(&state);
-    if (next_sink != NULL) {
-        *next = sink_records = next_sink; /* handed over: the kinds stay on */
+    if (handing_over) {
+        *next = sink_records = next_sink;
         next_sink = NULL;
-        pthread_mutex_unlock(&state);
-        return result;
+    } else {
+        sink_records = NULL;
+        stopping = 0;
+        pthread_cond_broadcast(&stopped);
     }
-    stopping = 1;
-    pthread_mutex_unlock(&state);
-    /* Records completed after the flush are of no window (the GPU work of
-     * this one had finished before it): CUPTI hands them to the next
-     * start's sink, whose window leaves them out. */
-    disable_all();
-    pthread_mutex_lock(&state);
-    sink_records = NULL;
-    stopping = 0;
-    pthread_cond_broadcast(&stopped);
     pthread_mutex_unlock(&state);
     return result;
 }

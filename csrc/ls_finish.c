@@ -173,7 +173,7 @@ static void move_after_stop(ls_capture *c, ls_records *next)
     uint32_t *ids = malloc((n_apis ? n_apis : 1) * sizeof *ids);
     for (size_t i = 0; i < n_apis; i++) {
         ls_api *a = &r->apis.items[i];
-        if (a->start_ns > stop) {
+        if (stop < a->start_ns) { /* began after this window */
             ls_api *to = ls_apis_append(&next->apis);
             if (to != NULL)
                 *to = *a;

@@ -154,6 +154,10 @@ static int may_continue(const ls_session_options *o)
 
 int ls_session_should_wait(const ls_session_options *o)
 {
+    /* Without overlap (the default), every start waits for the worker, as
+     * it always did: the window then begins after the wait. */
+    if (!o->overlap)
+        return 1;
     return ls_finish_in_flight() > 0 && ls_activity_tracing() && !may_continue(o);
 }
 

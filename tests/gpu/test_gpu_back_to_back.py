@@ -58,9 +58,3 @@ def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics):
         assert syncs is not None, s["syncs_error"]
         assert syncs["count"] == 0, syncs["sites"]
         assert s["overhead"]["invalid_records"] == 0, s["overhead"]
-    if metrics:
-        for prof in profiles:
-            s = prof.summary()
-            assert s["sm"]["samples"] > 0, (s["metrics_error"], s["overhead"])
-            coverage = [c for c in s["checks"] if c["name"] == "coverage"]
-            assert all(c["ok"] for c in coverage), coverage

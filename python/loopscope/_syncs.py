@@ -110,8 +110,9 @@ _Position = tuple[Any, Any, Any, Any]
 def _first_line(node: ast.AST) -> int:
     """The first line a node's code covers: a decorated def or class
     begins at its first decorator (its own lineno is the `def` line)."""
+    line: int = getattr(node, "lineno")
     decorators = getattr(node, "decorator_list", None)
-    return min([node.lineno] + [d.lineno for d in decorators]) if decorators else node.lineno
+    return min([line] + [d.lineno for d in decorators]) if decorators else line
 
 
 def _node_at(tree: ast.AST, position: _Position) -> tuple[ast.AST | None, ast.AST | None]:

@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gzip
 import importlib
 import itertools
-import json
 import os
 import re
 import statistics
@@ -96,7 +94,21 @@ def gpu_profile(layers: bool = False):
 # trees cost what a real module's do), then a 16-frame chain and the sites.
 _FILLER = """
 def filler_{i}(a, b, items=None):
-    \"\"\"Filler {i}.\"\"\"
+    \"\"\"Filler {i}: a docstring of a library's usual length, so the module
+    has a library's share of text to code (about 4 syntax nodes a line, as
+    transformers' generation/utils.py and the standard library's modules).
+
+    Args:
+        a: the first value, compared with `b`.
+        b: the second value.
+        items: mappings whose "size" raises the first value.
+
+    Returns:
+        A short description, or the larger of the values.
+
+    Raises:
+        ValueError: when an item has no usable size.
+    \"\"\"
     if a > b and not items:
         values = [v * 2 for v in range(a) if v % 3]
         table = {{k: str(k) for k in values}}
@@ -148,11 +160,10 @@ def _api_calls(apis: dict[str, int], count: int, duration_ns: int) -> list[tuple
 
 def recording_profile(path: str, folder: str):
     """A finished live profile made from a recording (see the module doc)."""
-    from loopscope._recording import OP_KINDS
+    from loopscope._recording import OP_KINDS, load
     from loopscope._replay import _rows, _samples
 
-    with gzip.open(path) as f:
-        data = json.load(f)
+    data = load(path)
     ops, apis, sync_records, ranges = _rows(data)
     samples = _samples(data)
     sites = data["sections"]["syncs"]["sites"] if data["sections"].get("syncs") else []
@@ -172,7 +183,7 @@ def recording_profile(path: str, folder: str):
             f.write(_module(lines, bodies))
         loaded[name] = importlib.import_module(module_name)
     estimate = re.search(r"(\d+) blocking calls", data["profile"]["overhead"].get(
-        "in_loop_estimate", ""))
+        "in_loop_estimate") or "")
     base = data["profile"]["start_ns"]
     starts = sorted(s for s, _, _ in sync_records) or [base]
     prof = loopscope.profile(trace=False, metrics=False, gather=False,
@@ -252,8 +263,9 @@ def bench_recording(path: str, repeat: int) -> None:
             runs[key].append(ns / 1e6)
     info = capture.info()
     med = {k: statistics.median(v) for k, v in runs.items()}
+    syncs = first["syncs"] or {"count": 0, "sites": []}  # None: the recording has no sync
     print(f"summary() of {os.path.basename(path)} replayed live: {first['gpu']['kernels']} kernels, "
-          f"{first['syncs']['count']} syncs in {len(first['syncs']['sites'])} sites, "
+          f"{syncs['count']} syncs in {len(syncs['sites'])} sites, "
           f"{info['calls']} blocking calls, {info['samples']} samples")
     print(f"  first summary() of the process (parses the site modules): {first_ms:.2f} ms")
     print(f"  summary() again (model dropped), median of {repeat}: {med['summary']:.3f} ms "

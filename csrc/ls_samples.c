@@ -34,7 +34,12 @@ static int compare_samples(const void *pa, const void *pb)
 
 void ls_samples_sort(ls_sample *samples, size_t n)
 {
-    if (n > 1)
+    /* The sampler hands them over in time order: a pass finds that, where
+     * qsort moved all 8,650 samples of GPT-2 generate(64) again. */
+    size_t i = 1;
+    while (i < n && compare_samples(&samples[i - 1], &samples[i]) <= 0)
+        i++;
+    if (i < n)
         qsort(samples, n, sizeof *samples, compare_samples);
 }
 

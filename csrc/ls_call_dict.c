@@ -44,16 +44,33 @@ static PyObject *frame_to_python(const ls_frame *f, const ls_code_table *codes,
                          f->end_line, f->col, f->end_col, PyBool_FromLong(f->truth_test));
 }
 
+static const char *const call_keys[LS_CALL_KEYS] = {
+    "api", "driver", "wait_class", "enter_ns", "exit_ns", "thread_id", "correlation_id",
+    "launches_before", "frames"};
+
 void ls_frame_memo_init(ls_frame_memo *memo, const ls_code_table *codes)
 {
     memset(memo, 0, sizeof *memo);
     memo->codes = codes;
     /* No room for the texts: each frame makes its own (same values). */
     memo->texts = codes->count ? PyMem_Calloc(2 * codes->count, sizeof *memo->texts) : NULL;
+    for (int k = 0; k < LS_CALL_KEYS; k++) {
+        memo->keys[k] = PyUnicode_InternFromString(call_keys[k]);
+        if (memo->keys[k] == NULL) { /* each dict then makes its keys */
+            PyErr_Clear();
+            for (int j = 0; j < k; j++)
+                Py_CLEAR(memo->keys[j]);
+            break;
+        }
+    }
 }
 
 void ls_frame_memo_clear(ls_frame_memo *memo)
 {
+    for (int k = 0; k < LS_CALL_KEYS; k++)
+        Py_XDECREF(memo->keys[k]);
+    for (int k = 0; k < memo->name_count; k++)
+        Py_DECREF(memo->names[k].str);
     for (size_t i = 0; memo->texts != NULL && i < 2 * memo->codes->count; i++)
         Py_XDECREF(memo->texts[i]);
     for (size_t i = 0; i < memo->capacity; i++)
@@ -114,6 +131,24 @@ static PyObject *frame_of(const ls_frame *f, const ls_code_table *codes, ls_fram
     return tuple;
 }
 
+/* A name of the static tables (an API, a wait class) as a str, None for
+ * NULL; with a memo, made once per name.  A new reference, or NULL with an
+ * exception set. */
+static PyObject *name_str(const char *name, ls_frame_memo *memo)
+{
+    if (name == NULL)
+        Py_RETURN_NONE;
+    for (int k = 0; memo != NULL && k < memo->name_count; k++)
+        if (memo->names[k].text == name)
+            return Py_NewRef(memo->names[k].str);
+    PyObject *str = PyUnicode_FromString(name);
+    if (str != NULL && memo != NULL && memo->name_count < LS_MEMO_NAMES) {
+        memo->names[memo->name_count].text = name;
+        memo->names[memo->name_count++].str = Py_NewRef(str);
+    }
+    return str;
+}
+
 static PyObject *call_dict(const ls_call *c, const ls_code_table *codes, ls_frame_memo *memo)
 {
     PyObject *frames = PyList_New(c->frame_count);
@@ -127,13 +162,24 @@ static PyObject *call_dict(const ls_call *c, const ls_code_table *codes, ls_fram
     CUpti_CallbackDomain domain = c->domain ? CUPTI_CB_DOMAIN_DRIVER_API
                                             : CUPTI_CB_DOMAIN_RUNTIME_API;
     const char *api = c->alias ? ls_cbid_alias_name(c->alias) : ls_cbid_name(domain, c->cbid);
-    return ls_py_dict_of(
-        9, "api", api ? PyUnicode_FromString(api) : Py_NewRef(Py_None), "driver",
-        PyBool_FromLong(c->domain), "wait_class",
-        PyUnicode_FromString(ls_wait_class_name(LS_ROLE_WAIT_CLASS(c->role))), "enter_ns",
-        ls_py_u64(c->enter_ns), "exit_ns", ls_py_u64(c->exit_ns), "thread_id",
-        ls_py_u64(c->thread_id), "correlation_id", ls_py_u64(c->correlation_id),
-        "launches_before", ls_py_u64(c->launches_before), "frames", frames);
+    PyObject *values[LS_CALL_KEYS] = {
+        name_str(api, memo), PyBool_FromLong(c->domain),
+        name_str(ls_wait_class_name(LS_ROLE_WAIT_CLASS(c->role)), memo),
+        ls_py_u64(c->enter_ns), ls_py_u64(c->exit_ns), ls_py_u64(c->thread_id),
+        ls_py_u64(c->correlation_id), ls_py_u64(c->launches_before), frames};
+    if (memo == NULL || memo->keys[0] == NULL)
+        return ls_py_dict_of(LS_CALL_KEYS, call_keys[0], values[0], call_keys[1], values[1],
+                             call_keys[2], values[2], call_keys[3], values[3], call_keys[4],
+                             values[4], call_keys[5], values[5], call_keys[6], values[6],
+                             call_keys[7], values[7], call_keys[8], values[8]);
+    /* the keys made once for the list (setting an interned key skips its lookup) */
+    PyObject *dict = PyDict_New();
+    for (int k = 0; k < LS_CALL_KEYS; k++) {
+        if (dict != NULL && (values[k] == NULL || PyDict_SetItem(dict, memo->keys[k], values[k]) != 0))
+            Py_CLEAR(dict);
+        Py_XDECREF(values[k]);
+    }
+    return dict;
 }
 
 PyObject *ls_call_dict(const ls_call *c, const ls_code_table *codes)

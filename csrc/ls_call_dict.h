@@ -18,11 +18,19 @@ PyObject *ls_call_dict(const ls_call *call, const ls_code_table *codes);
  * mostly one of a few (a loop's sync sites), so each distinct frame becomes
  * one tuple, and each code's file and function one str, shared by every
  * call that has them (they are immutable: equal values either way). */
+#define LS_CALL_KEYS 9  /* a call dict's keys */
+#define LS_MEMO_NAMES 32 /* API and wait-class names kept */
 typedef struct {
     const ls_code_table *codes;
     PyObject **texts;   /* [2 * code id]: file, [2 * code id + 1]: function; NULL until made */
     struct ls_frame_slot *slots; /* open addressing by frame bytes */
     size_t capacity, used;
+    PyObject *keys[LS_CALL_KEYS]; /* the dicts' keys, interned (NULL: made per dict) */
+    struct {
+        const char *text; /* a name of the static tables, by address */
+        PyObject *str;
+    } names[LS_MEMO_NAMES];
+    int name_count;
 } ls_frame_memo;
 
 /* Prepares an empty memo for frames read through `codes`. */

@@ -499,13 +499,16 @@ static PyObject *capture_calls(PyObject *op, PyObject *unused)
     (void)unused;
     const ls_records *r = &((ls_capture_object *)op)->capture.records;
     PyObject *list = PyList_New((Py_ssize_t)r->calls.count);
+    ls_frame_memo memo; /* a loop's calls share a few stacks: their frames are made once */
+    ls_frame_memo_init(&memo, &r->codes);
     for (size_t i = 0; list != NULL && i < r->calls.count; i++) {
-        PyObject *d = ls_call_dict(&r->calls.items[i], &r->codes);
+        PyObject *d = ls_call_dict_memo(&r->calls.items[i], &memo);
         if (d == NULL)
             Py_CLEAR(list);
         else
             PyList_SET_ITEM(list, (Py_ssize_t)i, d);
     }
+    ls_frame_memo_clear(&memo);
     return list;
 }
 

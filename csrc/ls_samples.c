@@ -34,7 +34,12 @@ static int compare_samples(const void *pa, const void *pb)
 
 void ls_samples_sort(ls_sample *samples, size_t n)
 {
-    if (n > 1)
+    /* The sampler hands them over in time order: a pass finds that, where
+     * qsort moved all 8,650 samples of GPT-2 generate(64) again. */
+    size_t i = 1;
+    while (i < n && compare_samples(&samples[i - 1], &samples[i]) <= 0)
+        i++;
+    if (i < n)
         qsort(samples, n, sizeof *samples, compare_samples);
 }
 
@@ -107,6 +112,30 @@ static size_t first_reaching_past(const ls_sample_index *index, uint64_t t)
     return lo;
 }
 
+/* first_reaching_past(index, t) when the answer is known to be `lo` or
+ * later (lo: the answer for an earlier t' <= t): gallops forward from lo,
+ * then bisects, so a walk over windows in time order costs a few steps a
+ * window instead of a bisection of every sample. */
+static size_t first_reaching_past_from(const ls_sample_index *index, uint64_t t, size_t lo)
+{
+    size_t hi = lo, step = 1;
+    while (hi < index->count && index->max_end[hi] <= t) {
+        lo = hi + 1;
+        hi = lo + step;
+        step *= 2;
+    }
+    if (hi > index->count)
+        hi = index->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (index->max_end[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 void ls_samples_average(const ls_sample_index *index, const ls_interval *intervals, size_t m,
                         ls_metric_avg *out)
 {
@@ -115,12 +144,17 @@ void ls_samples_average(const ls_sample_index *index, const ls_interval *interva
     /* A sample that overlaps several intervals counts once in `samples`
      * (exact for samples that do not overlap each other, as PM samples do not). */
     size_t next_uncounted = 0;
+    size_t first = 0;     /* first_reaching_past(index, last_a) */
+    uint64_t last_a = 0;  /* the latest window start searched from */
     for (size_t k = 0; k < m; k++) {
         uint64_t a = intervals[k].start_ns, b = intervals[k].end_ns;
         if (b <= a)
             continue;
         out->window_ns += b - a;
-        for (size_t i = first_reaching_past(index, a);
+        /* windows in time order (busy intervals): search on from the last one */
+        first = a >= last_a ? first_reaching_past_from(index, a, first) : first_reaching_past(index, a);
+        last_a = a;
+        for (size_t i = first;
              i < index->count && index->items[i].start_ns < b; i++) {
             const ls_sample *s = &index->items[i];
             uint64_t lo = s->start_ns > a ? s->start_ns : a;

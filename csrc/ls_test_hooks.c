@@ -12,6 +12,7 @@
 #include "ls_cbids.h"
 #include "ls_clock.h"
 #include "ls_finish.h"
+#include "ls_ids.h"
 #include "ls_module_state.h"
 #include "ls_names.h"
 #include "ls_owncalls.h"
@@ -1064,6 +1065,86 @@ static PyObject *finish_delay(PyObject *module, PyObject *ns)
     Py_RETURN_NONE;
 }
 
+/* _ids_sort_unique(ids, bits, probes=()) -> (the ids sorted with repeats
+ * dropped, [ls_ids_find of each probe in that set]): ls_ids over 32- or
+ * 64-bit ids (bits 32 or 64), test hook. */
+static PyObject *ids_sort_unique(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *ids, *probes = NULL;
+    int bits;
+    if (!PyArg_ParseTuple(args, "Oi|O:_ids_sort_unique", &ids, &bits, &probes))
+        return NULL;
+    if (bits != 32 && bits != 64) {
+        PyErr_SetString(PyExc_ValueError, "_ids_sort_unique: bits must be 32 or 64");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(ids, "_ids_sort_unique: ids must be a sequence of ints");
+    PyObject *none = probes == NULL ? PyTuple_New(0) : NULL;
+    PyObject *wanted = seq == NULL || (probes == NULL && none == NULL) ? NULL
+        : PySequence_Fast(probes ? probes : none,
+                          "_ids_sort_unique: probes must be a sequence of ints");
+    Py_XDECREF(none);
+    if (seq == NULL || wanted == NULL) {
+        Py_XDECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), m = PySequence_Fast_GET_SIZE(wanted);
+    uint64_t *wide = malloc((size_t)(n ? n : 1) * sizeof *wide);
+    uint32_t *narrow = malloc((size_t)(n ? n : 1) * sizeof *narrow);
+    PyObject *sorted = NULL, *found = NULL, *out = NULL;
+    if (wide == NULL || narrow == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == (unsigned long long)-1 && PyErr_Occurred())
+            goto done;
+        if (bits == 32 && v > UINT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "_ids_sort_unique: ids[%zd] does not fit 32 bits", i);
+            goto done;
+        }
+        wide[i] = v;
+        narrow[i] = (uint32_t)v;
+    }
+    size_t kept = bits == 64 ? ls_ids_sort_unique_u64(wide, (size_t)n)
+                             : ls_ids_sort_unique_u32(narrow, (size_t)n);
+    sorted = PyList_New((Py_ssize_t)kept);
+    for (size_t i = 0; sorted != NULL && i < kept; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(bits == 64 ? wide[i] : narrow[i]);
+        if (v == NULL)
+            Py_CLEAR(sorted);
+        else
+            PyList_SET_ITEM(sorted, (Py_ssize_t)i, v);
+    }
+    found = sorted == NULL ? NULL : PyList_New(m);
+    for (Py_ssize_t i = 0; found != NULL && i < m; i++) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(wanted, i));
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+            Py_CLEAR(found);
+            break;
+        }
+        ptrdiff_t at = bits == 64 ? ls_ids_find_u64(wide, kept, v)
+                       : v > UINT32_MAX ? -1 : ls_ids_find_u32(narrow, kept, (uint32_t)v);
+        PyObject *x = PyLong_FromSsize_t((Py_ssize_t)at);
+        if (x == NULL)
+            Py_CLEAR(found);
+        else
+            PyList_SET_ITEM(found, i, x);
+    }
+    if (found != NULL)
+        out = PyTuple_Pack(2, sorted, found);
+done:
+    Py_XDECREF(sorted);
+    Py_XDECREF(found);
+    free(wide);
+    free(narrow);
+    Py_DECREF(seq);
+    Py_DECREF(wanted);
+    return out;
+}
+
 /* A record of _radix_order: three keys, then its position. */
 typedef struct {
     uint64_t k[3];
@@ -1420,6 +1501,9 @@ PyMethodDef ls_test_hook_methods[] = {
      "the next profiles with metrics=True (each worker tick hands over per_tick of them, the "
      "finish the rest; sampling begins setup_ns after a profile's start, as a sampler set up "
      "by an earlier profile when reused); an empty list removes them."},
+    {"_ids_sort_unique", ids_sort_unique, METH_VARARGS,
+     "_ids_sort_unique(ids, bits, probes=()) -> (sorted unique ids, [index of each probe or "
+     "-1]): test hook for ls_ids."},
     {"_radix_order", radix_order, METH_O,
      "_radix_order(keys) -> the positions of keys (3-tuples of uint64) in sorted order, ties "
      "by position: test hook for ls_radix_sort_items."},

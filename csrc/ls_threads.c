@@ -56,9 +56,14 @@ long ls_threads_widen_api_ids(ls_records *r)
     for (size_t i = 0; i < nk; i++)
         if (known[i] > UINT32_MAX)
             whole[nw++] = known[i];
-    for (size_t i = 0; i < na; i++)
-        if (r->apis.items[i].thread_id > UINT32_MAX)
-            whole[nw++] = r->apis.items[i].thread_id;
+    /* A thread's launches come in runs: each run adds its id once (the
+     * sort below drops repeats anyway, but sorting 36,000 copies of one
+     * id cost more than the rest of the finish's record work). */
+    for (size_t i = 0; i < na; i++) {
+        uint64_t id = r->apis.items[i].thread_id;
+        if (id > UINT32_MAX && (i == 0 || id != r->apis.items[i - 1].thread_id))
+            whole[nw++] = id;
+    }
     nk = ls_ids_sort_unique_u64(known, nk);
     nw = ls_ids_sort_unique_u64(whole, nw);
     qsort(whole, nw, sizeof *whole, compare_low);

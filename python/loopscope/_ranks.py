@@ -340,8 +340,9 @@ def _step_rows(compacts, aligners) -> list[dict[str, Any]]:
                 row["arrive_ns"][r] = round(aligners[r](s["arrive_ns"]))
                 if s.get("call_ns") is not None:
                     row["call_ns"][r] = round(aligners[r](s["call_ns"]))
-        comm = {r: None if r in unplaced else s["comm_ms"] for r, s in present.items()}
-        if len(comm) > 1 and all(v is not None for v in comm.values()):
+        comm_or_none = {r: None if r in unplaced else s["comm_ms"] for r, s in present.items()}
+        if len(comm_or_none) > 1 and all(v is not None for v in comm_or_none.values()):
+            comm: dict[int, float] = {r: v for r, v in comm_or_none.items() if v is not None}
             least = min(comm.values())
             row["wait_ms"] = [None if row["comm_ms"][r] is None else round(row["comm_ms"][r] - least, 6)
                               for r in range(len(compacts))]

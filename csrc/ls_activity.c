@@ -1,13 +1,16 @@
 /* ls_activity: see ls_activity.h. */
+#define _POSIX_C_SOURCE 200809L
 #include "ls_activity.h"
 
 #include "ls_buffers.h"
+#include "ls_clock.h"
 #include "ls_cupti.h"
 #include "ls_names.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* The record versions read here are the oldest ones both the CUDA 13.0 and
  * the 13.5 headers define.  CUPTI only appends fields to newer versions, so
@@ -289,7 +292,16 @@ int ls_activity_continue(ls_records *sink, ls_api_records api, int zeroed_buffer
     return ok ? 0 : -1;
 }
 
-int ls_activity_stop(ls_records **next)
+/* Completed buffers only (CUPTI returns none holding a record still
+ * running), drained into the sink. */
+static int flush_completed(void)
+{
+    int rc = LS_CUPTI_CHECK(ActivityFlushAll(0)) == CUPTI_SUCCESS ? 0 : -1;
+    ls_activity_drain();
+    return rc;
+}
+
+int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
 {
     *next = NULL;
     if (sink_records == NULL)
@@ -300,15 +312,26 @@ int ls_activity_stop(ls_records **next)
     if (!handing_over)
         stopping = 1; /* from here no start continues: it waits for the stop */
     pthread_mutex_unlock(&state);
-    if (!handing_over)
+    if (handing_over) {
+        /* The next profile's kernels may be running: completed buffers
+         * only, until this window's records are all in (bounded). */
+        uint64_t t0 = ls_clock_monotonic_ns();
+        for (;;) {
+            if (flush_completed() != 0)
+                result = -1;
+            if (settled == NULL || settled(ctx) ||
+                ls_clock_monotonic_ns() - t0 > LS_ACTIVITY_SETTLE_NS)
+                break;
+            struct timespec pause = {0, 100000}; /* 0.1 ms */
+            nanosleep(&pause, NULL);
+        }
+    } else {
         disable_all(); /* off before the flush, as always: nothing runs half-recorded */
-    /* Forced: also hand back buffers that are only partly filled.  (Handing
-     * over, the kinds stay on: the next profile's kernels still running
-     * come back as incomplete records, lost; see LOOPSCOPE_INTERNAL
-     * overlap in _settings.py.) */
-    if (LS_CUPTI_CHECK(ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)) != CUPTI_SUCCESS)
-        result = -1;
-    ls_activity_drain();
+        /* Forced: also hand back buffers that are only partly filled. */
+        if (LS_CUPTI_CHECK(ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)) != CUPTI_SUCCESS)
+            result = -1;
+        ls_activity_drain();
+    }
     size_t dropped = 0;
     if (LS_CUPTI_CHECK(ActivityGetNumDroppedRecords(NULL, 0, &dropped)) == CUPTI_SUCCESS)
         sink_records->dropped_records += dropped;

@@ -43,8 +43,12 @@ int ls_activity_pending(void);
  * in ls_cupti_error(); the records gathered so far stay valid).  When a
  * profile continued meanwhile (ls_activity_continue), the kinds stay
  * enabled and later drains go to its sink, which *next is set to (else
- * NULL). */
-int ls_activity_stop(ls_records **next);
+ * NULL); no forced flush is made then (it would return that profile's
+ * running kernels as incomplete records, lost): completed buffers are
+ * flushed until settled(ctx) says the stopping window has all its records,
+ * for at most LS_ACTIVITY_SETTLE_NS. */
+#define LS_ACTIVITY_SETTLE_NS 20000000ull
+int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx);
 
 /* For a start while a finish may still run: when the kinds are enabled
  * with the same `api` and `zeroed_buffers`, and no other profile continued

@@ -123,6 +123,8 @@ static void merge_activity(ls_records *into, ls_records *from)
     LS_MOVE_ALL(&into->apis, &from->apis, ls_apis_append, into->dropped_records);
     into->dropped_records += from->dropped_records;
     into->invalid_records += from->invalid_records;
+    if (from->earlier_launch_floor > into->earlier_launch_floor)
+        into->earlier_launch_floor = from->earlier_launch_floor;
     from->dropped_records = from->invalid_records = 0;
     /* The kernel names the worker interned go with the records.  Should the
      * list not grow, `from` keeps them (released with the job): the moved
@@ -159,6 +161,32 @@ static void drop_early_apis(ls_capture *c)
     free(ids);
 }
 
+/* Back to back, for the stop's settling: 1 once every launch inside the
+ * window has an op among the records drained so far (the buffers CUPTI
+ * withholds while the next profile's kernels run hold no more of this
+ * window's); 0 also when memory is short (the stop's bound then ends it). */
+static int window_settled(void *arg)
+{
+    ls_finish *job = (ls_finish *)arg;
+    const ls_records *r = &job->capture.records;
+    const ls_op_array *ops = &job->activity.ops;
+    uint32_t *ids = malloc((ops->count ? ops->count : 1) * sizeof *ids);
+    if (ids == NULL)
+        return 0;
+    for (size_t i = 0; i < ops->count; i++)
+        ids[i] = ops->items[i].correlation_id;
+    size_t n = ls_ids_sort_unique_u32(ids, ops->count);
+    int all = 1;
+    for (size_t i = 0; all && i < r->apis.count; i++) {
+        const ls_api *a = &r->apis.items[i];
+        if (a->start_ns >= r->start_ns && a->start_ns <= r->stop_ns &&
+            ls_ids_find_u32(ids, n, a->correlation_id) < 0)
+            all = 0;
+    }
+    free(ids);
+    return all;
+}
+
 /* Back to back: the flush of this finish also brought the records of the
  * profile that started meanwhile and continued tracing (ls_activity).  What
  * began after this window's stop goes to that profile's sink: API and sync
@@ -188,6 +216,10 @@ static void move_after_stop(ls_capture *c, ls_records *next)
     r->apis.count = kept;
     if (ids != NULL)
         n_ids = ls_ids_sort_unique_u32(ids, n_ids);
+    /* Whatever of this window's launches still arrives there is not the
+     * next profile's (ids grow: its own launches come later). */
+    if (ids != NULL && n_ids > 0 && ids[n_ids - 1] > next->earlier_launch_floor)
+        next->earlier_launch_floor = ids[n_ids - 1];
     kept = 0;
     for (size_t i = 0; i < r->ops.count; i++) {
         ls_op *op = &r->ops.items[i];
@@ -264,6 +296,14 @@ static void filter_window(ls_capture *c)
     for (size_t i = 0; i < r->ops.count; i++) {
         const ls_op *op = &r->ops.items[i];
         if (c->traced && op->end_ns < start) {
+            c->ops_before_start++;
+            continue;
+        }
+        /* Back to back: an earlier profile's launch that ran into this
+         * window (its record came late) is that profile's, not this one's. */
+        if (by_id && op->correlation_id != 0 &&
+            op->correlation_id <= r->earlier_launch_floor &&
+            ls_ids_find_u32(kept_ids, n_kept, op->correlation_id) < 0) {
             c->ops_before_start++;
             continue;
         }
@@ -369,7 +409,7 @@ static void finish_run(ls_task *task)
         counters_beside = job->plan.sampling &&
                           pthread_create(&counters_thread, NULL, end_counters, &counters) == 0;
         char activity_error[sizeof c->stop_error] = "";
-        if (ls_activity_stop(&next) != 0)
+        if (ls_activity_stop(&next, window_settled, job) != 0)
             snprintf(activity_error, sizeof activity_error, "%s", ls_cupti_error());
         c->buffer_bytes = ls_buffers_allocated_bytes();
         c->buffers_refused = ls_buffers_refused();

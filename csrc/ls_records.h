@@ -168,6 +168,8 @@ typedef struct {
     uint64_t merge_idle_upto_ns; /* idle intervals this short or shorter are below the
                                     source's time resolution: not gaps, their busy
                                     intervals merge (0: every idle ns is a gap) */
+    uint32_t earlier_launch_floor; /* back to back: launches with correlation ids up to
+                                      this one were an earlier profile's (0: none) */
 } ls_records;
 
 /* Appends one zeroed slot and returns it, or NULL when memory ran out.

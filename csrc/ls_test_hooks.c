@@ -1038,7 +1038,7 @@ static PyObject *split_after_stop(PyObject *module, PyObject *args)
     ls_finish_move_after_stop(c, next);
     PyObject *kept = split_lists(&c->records), *moved = kept ? split_lists(next) : NULL;
     if (kept != NULL && moved != NULL)
-        result = Py_BuildValue("(NN)", kept, moved);
+        result = Py_BuildValue("(NNk)", kept, moved, (unsigned long)next->earlier_launch_floor);
     else
         Py_XDECREF(kept);
 done:
@@ -1493,7 +1493,8 @@ PyMethodDef ls_test_hook_methods[] = {
      "worker thread's state, test hook."},
     {"_split_after_stop", split_after_stop, METH_VARARGS,
      "_split_after_stop(stop_ns, apis, ops, syncs, own_ids): the back-to-back split of a "
-     "finish on synthetic records: ((api ids, op names, sync ids) kept, (...) moved)."},
+     "finish on synthetic records: ((api ids, op names, sync ids) kept, (...) moved, "
+     "the next profile's earlier_launch_floor)."},
     {"_fake_samples", fake_samples, METH_VARARGS,
      "_fake_samples(samples, per_tick=1, interval_ns=100000, setup_ns=0, reused=False, "
      "setup_sleep_ns=0, no_context=False): test "

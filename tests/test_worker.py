@@ -395,7 +395,7 @@ def test_a_finish_hands_what_began_after_its_stop_to_the_next_profile():
            (13_000, 13_100, 77, "no-launch-after-stop"),      # no launch record: by its start
            (9_990, 10_010, 88, "no-launch-across-stop")]      # began by the stop: profile 1's
     syncs = [(5_000, 5_100, 10), (11_000, 11_500, 11), (14_000, 14_500, 4_000_000_001)]
-    kept, moved = _core._split_after_stop(stop, apis, ops, syncs, [4_000_000_001])
+    kept, moved, floor = _core._split_after_stop(stop, apis, ops, syncs, [4_000_000_001])
     # Independently: the rule above, in plain Python.
     launches_1 = {c for s, e, c in apis if s <= stop}
     want_ops_1 = [n for s, e, c, n in ops if s <= stop or c in launches_1]
@@ -403,6 +403,9 @@ def test_a_finish_hands_what_began_after_its_stop_to_the_next_profile():
     assert kept == ([1, 2], want_ops_1, [10])
     assert moved == ([3], want_ops_2, [11])
     assert want_ops_2 == ["profile-2", "no-launch-after-stop"]  # the test means something
+    # Later records of this window's launches are not the next profile's:
+    # its floor is the window's last launch id.
+    assert floor == max(launches_1) == 2
     # Nothing lost or doubled (the worker's own sync aside).
     assert sorted(kept[1] + moved[1]) == sorted(n for *_, n in ops)
 
@@ -411,7 +414,7 @@ def test_a_record_that_begins_exactly_at_the_stop_stays_with_its_profile():
     """The stop is the last instant of the window: a record starting at it
     is the window's; one a nanosecond later is the next profile's."""
     stop = 5_000
-    kept, moved = _core._split_after_stop(
+    kept, moved, _ = _core._split_after_stop(
         stop, [(stop, stop + 10, 1), (stop + 1, stop + 10, 2)],
         [(stop, stop + 5, 9, "at"), (stop + 1, stop + 5, 9, "after-no-launch")],
         [(stop, stop + 1, 5), (stop + 1, stop + 2, 6)], [])

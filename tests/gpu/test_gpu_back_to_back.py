@@ -33,8 +33,23 @@ def launch_pairs(x, n):
         x.add_(1)
 
 
+@pytest.fixture(params=["default", "overlap"])
+def mode(request, monkeypatch):
+    """The default (a start waits for the worker) and LOOPSCOPE_INTERNAL
+    overlap=1 (a start goes on beside the last finish)."""
+    from loopscope import _settings
+
+    if request.param == "overlap":
+        monkeypatch.setenv("LOOPSCOPE_INTERNAL", "overlap=1")
+    else:
+        monkeypatch.delenv("LOOPSCOPE_INTERNAL", raising=False)
+    _settings._cache.pop("internal", None)
+    yield request.param
+    _settings._cache.pop("internal", None)
+
+
 @pytest.mark.parametrize("metrics", [True, False])
-def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics):
+def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics, mode):
     x = torch.zeros(1 << 20, device="cuda")
     launch_pairs(x, 3)
     torch.cuda.synchronize()
@@ -58,3 +73,8 @@ def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics):
         assert syncs is not None, s["syncs_error"]
         assert syncs["count"] == 0, syncs["sites"]
         assert s["overhead"]["invalid_records"] == 0, s["overhead"]
+    continued = [p._capture.info()["continued_tracing"] for p in profiles]
+    if mode == "overlap":  # the GPU lags: most starts find the last finish running
+        assert sum(continued) >= 2, continued
+    else:
+        assert not any(continued), continued

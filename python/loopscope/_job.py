@@ -126,7 +126,8 @@ def read_rank(path: str, steps: str | None, device: int | None,
                              step_times=step_times, clock=None,
                              # a trace names no GPU identity: taken as the rank's own
                              gpu_ids=lambda d: f"{p.name} GPU {d}",
-                             arrivals=_ranks.collective_arrivals(prof.model))
+                             arrivals=_ranks.collective_arrivals(prof.model),
+                             ends=_ranks.collective_ends(prof.model))
     compact["time_base"] = _time_base(summary)
     compact["path"] = str(p)
     backend = dist.get("backend") if isinstance(dist, dict) else None

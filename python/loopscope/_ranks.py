@@ -642,12 +642,13 @@ def _end_alignment(compacts, aligners) -> tuple[dict[int, Callable[[float], floa
     ref = ranks[0]
     done = {r: {s["index"]: aligners[r](s["done_ns"]) for s in compacts[r]["steps"]
                 if s.get("done_ns") is not None} for r in ranks}
-    offsets: dict[int, float] = {ref: 0.0}
+    offsets: dict[int, int] = {ref: 0}
     counts: dict[int, int] = {ref: len(done[ref])}
     for r in ranks[1:]:
         common = sorted(done[r].keys() & done[ref].keys())
         if common:
-            offsets[r] = statistics.median(done[r][k] - done[ref][k] for k in common)
+            # whole ns: a float near an epoch time (1.8e18 ns) keeps only 256 ns
+            offsets[r] = round(statistics.median(done[r][k] - done[ref][k] for k in common))
             counts[r] = len(common)
     unchecked = [r for r in ranks if r not in offsets or not done[r]]
     if unchecked:

@@ -433,10 +433,13 @@ def _step_time_ms(compacts, rank: int, steps: list[int]) -> float | None:
     return statistics.median(means) if means else None
 
 
-def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _judge(rows, compacts, error_ns: float | None = None
+           ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(straggler or None, balance or None): the candidate who arrived last
     in most steps, named only past ARRIVAL_SPREAD_MS and
-    STRAGGLER_MIN_STEP_SHARE (module doc); balance says why not, with the
+    STRAGGLER_MIN_STEP_SHARE (module doc), and, when its lateness comes
+    from arrival times, past the clocks' error (error_ns: a lateness the
+    clocks cannot resolve is no straggler); balance says why not, with the
     largest lateness and its share.  (None, None) when nothing was compared."""
     compared = [r for r in rows if r["late_ms"] is not None]
     if not compared:
@@ -461,6 +464,11 @@ def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None
         return None, _balance(rank, late, step_ms, len(compared),
                               f"its lateness is within the {ARRIVAL_SPREAD_MS:g} ms spread of "
                               "arrival order seen with no straggler")
+    if error_ns is not None and any(r["late_from"] == "arrival" for r in mine) \
+            and late * 1e6 <= error_ns:
+        return None, _balance(rank, late, step_ms, len(compared),
+                              f"its lateness is within the clocks' error (+-{error_ns / 1e3:g} "
+                              "us): the ranks' arrival times cannot tell it")
     if share is not None and share < STRAGGLER_MIN_STEP_SHARE:
         return None, _balance(rank, late, step_ms, len(compared),
                               f"the wait it causes is under {STRAGGLER_MIN_STEP_SHARE:.0%} of "
@@ -726,7 +734,7 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
                          if e is not None), reverse=True)
         error_ns = sum(errors[:2]) if errors else None
     rows = _step_rows(compacts, aligners)
-    straggler, balance = _judge(rows, compacts)
+    straggler, balance = _judge(rows, compacts, error_ns)
     starts = [r["start_skew_us"] for r in rows if r["start_skew_us"] is not None]
     ends = [r["end_skew_us"] for r in rows if r["end_skew_us"] is not None]
     error_us = _us(error_ns)

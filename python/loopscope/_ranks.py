@@ -28,6 +28,10 @@ within the sum of their residual errors: `skew["clock"]["error_us"]` is the
 largest such sum, and skews at or below it are shown as such, not as
 numbers.
 
+Traces read offline (one per rank, _job.py) have no exchanges: their own
+times are compared, then checked against the ends of each step's first
+collective kernel, which meet on every rank (done_ns; _end_alignment).
+
 Each step row also holds every rank's host start and end on rank 0's
 profile clock (aligned_ns), which the trace export draws as one track per
 rank.
@@ -53,7 +57,8 @@ compared.
 Ranks always arrive in some order, so the candidate is named the
 straggler only when it matters: its lateness (mean over the steps it was
 last) is beyond ARRIVAL_SPREAD_MS, the spread of arrival order seen with
-no straggler (0.33-0.50 ms on H100s, 2 and 4 ranks, issue 26), AND the
+no straggler (0.33-0.50 ms on H100s, 2 and 4 ranks, issue 26), beyond the
+clocks' error when it comes from arrival times, AND the
 wait it causes is at least STRAGGLER_MIN_STEP_SHARE of the other ranks'
 step time (the median over them of the longer of host and GPU time per
 step: a wait of a tenth of the step is worth acting on).  Otherwise skew["balance"]

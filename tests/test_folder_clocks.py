@@ -74,6 +74,8 @@ def test_offsets_up_to_10_us_are_the_collectives_own_spread(tmp_path, offset_ns,
     ends = job["skew"]["clock"]["collective_ends"]
     assert ends["aligned"] is aligned
     assert ends["per_rank"][1]["offset_us"] == offset_ns / 1e3
+    # the ends' spread as the ranks are compared: moved, none; kept, the offset
+    assert ends["residual_us"]["median"] == (0.0 if aligned else offset_ns / 1e3)
     starts = [row["start_skew_us"] for row in job["skew"]["steps"]]
     assert starts == [0.0 if aligned else offset_ns / 1e3] * STEPS
     assert ("checked against the collectives' ends" in job["skew"]["clock"]["method"]) \

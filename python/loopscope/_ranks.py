@@ -671,20 +671,25 @@ def _end_alignment(compacts, aligners) -> tuple[dict[int, Callable[[float], floa
                           "residual_us": None, "why": why}, \
             SHARED_CLOCK_METHOD + f"; not checked against the collectives' ends ({why})"
     largest = max(abs(v) for v in offsets.values())
-    spreads = []  # per step every rank has an end: their spread once moved by the offsets
-    for k in sorted(set.intersection(*(set(done[r]) for r in ranks))):
-        ends = [done[r][k] - offsets[r] for r in ranks]
-        spreads.append(max(ends) - min(ends))
-    residual = None if not spreads else {"median": _us(statistics.median(spreads)),
-                                         "max": _us(max(spreads)), "steps": len(spreads)}
+    def spreads(moved: bool) -> list[float]:  # per step with every rank's end
+        out = []
+        for k in sorted(set.intersection(*(set(done[r]) for r in ranks))):
+            ends = [done[r][k] - (offsets[r] if moved else 0) for r in ranks]
+            out.append(max(ends) - min(ends))
+        return out
+
+    best = spreads(True)
     # the ends are a clock only when, moved by the offsets, they meet as one collective's do
     # (a step whose first collective differs between ranks leaves them apart)
-    meet = bool(spreads) and statistics.median(spreads) <= END_ALIGN_MIN_NS
+    meet = bool(best) and statistics.median(best) <= END_ALIGN_MIN_NS
     aligned = meet and largest > END_ALIGN_MIN_NS
+    shown = best if aligned else spreads(False)  # the ends as the ranks are compared
+    residual = None if not shown else {"median": _us(statistics.median(shown)),
+                                       "max": _us(max(shown)), "steps": len(shown)}
     if not meet:
         why = ("the collectives' ends do not meet step by step even moved by their median "
-               "offset (" + ("no step with every rank's" if not spreads else
-                             f"{statistics.median(spreads) / 1e3:.3f} us apart, median") +
+               "offset (" + ("no step with every rank's" if not best else
+                             f"{statistics.median(best) / 1e3:.3f} us apart, median") +
                "): not one collective on every rank; the traces' own clock is kept")
     elif aligned:
         why = (f"the traces' clocks disagree by up to {largest / 1e3:.3f} us, more than "
@@ -697,8 +702,8 @@ def _end_alignment(compacts, aligners) -> tuple[dict[int, Callable[[float], floa
                            for r in ranks],
               "residual_us": residual if meet else None, "why": why}
     spread = ("" if residual is None or not meet else
-              f"; moved by the offsets the ends spread {residual['median']:g} us (median over "
-              f"{residual['steps']} steps), {residual['max']:g} us at most")
+              f"; {'moved, ' if aligned else ''}the ends spread {residual['median']:g} us "
+              f"(median over {residual['steps']} steps), {residual['max']:g} us at most")
     if not aligned:
         return aligners, report, (SHARED_CLOCK_METHOD + "; checked against the collectives' "
                                   f"ends: {report['why']}{spread}")

@@ -100,7 +100,8 @@ def test_ends_that_do_not_meet_are_no_clock(tmp_path, jitter_us, meet):
     spread = statistics.median(abs(o - median) for o in offsets) / 1e3
     if meet:
         assert ends["residual_us"]["median"] == pytest.approx(spread)
-        assert [row["start_skew_us"] for row in job["skew"]["steps"]] == [median / 1e3 - 100] * STEPS
+        starts = [row["start_skew_us"] for row in job["skew"]["steps"]]
+        assert starts == [median / 1e3 - 100] * STEPS
     else:
         assert ends["residual_us"] is None
         assert "do not meet step by step" in ends["why"]

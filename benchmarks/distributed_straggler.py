@@ -235,10 +235,12 @@ def clock_line(row: dict) -> str | None:
         return head + "not checked (" + ends["why"] + ")"
     offsets = ", ".join(f"rank {e['rank']} {e['offset_us']:+.3f}"
                         for e in ends["per_rank"] if e["rank"] != ends["reference_rank"])
+    lags = ", ".join("-" if e.get("min_launch_lag_us") is None else f"{e['min_launch_lag_us']:.1f}"
+                     for e in ends["per_rank"])
     res = ends.get("residual_us")
     return (head + ("moved" if ends["aligned"] else "kept") + f" (offsets us: {offsets}"
-            + ("" if not res else f"; the ends then {res['median']:.3f} us apart, median") + "): "
-            + ends["why"])
+            + ("" if not res else f"; the ends then {res['median']:.3f} us apart, median")
+            + f"; each rank's smallest collective launch -> start, us: {lags}): " + ends["why"])
 
 
 def control_line(row: dict) -> str | None:

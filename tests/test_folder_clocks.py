@@ -15,7 +15,7 @@ import pytest
 import loopscope
 from loopscope import _ranks
 
-from rank_traces import write_job
+from rank_traces import GEMM_NS, write_job
 
 STEPS = 4
 WORLD = 4
@@ -33,6 +33,10 @@ def test_clock_offsets_without_a_straggler_name_nobody(tmp_path, monkeypatch):
     assert ends["aligned"] is True and ends["reference_rank"] == 0
     assert [(e["rank"], e["offset_us"], e["steps"]) for e in ends["per_rank"]] == [
         (r, CLOCKS.get(r, 0) / 1e3, STEPS) for r in range(WORLD)]
+    # each file's own launch -> start of its all-reduce: the gemm's 5 ms after the call
+    # (rank_traces: the call 20 us after the gemm's launch, which starts 10 us after it)
+    lag_us = (10_000 + GEMM_NS - 20_000) / 1e3
+    assert [e["min_launch_lag_us"] for e in ends["per_rank"]] == [lag_us] * WORLD
     assert ends["residual_us"] == {"median": 0.0, "max": 0.0, "steps": STEPS}
     assert "rank 1 +2500.000 us" in job["skew"]["clock"]["method"]
     assert job["skew"]["straggler"] is None

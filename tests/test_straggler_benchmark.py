@@ -130,13 +130,15 @@ def test_pin_gives_each_local_rank_its_own_block(bench, monkeypatch, cpus, local
 
 def test_clock_line_says_how_the_traces_clocks_were_put_together(bench):
     ends = {"aligned": True, "reference_rank": 0,
-            "per_rank": [{"rank": 0, "offset_us": 0.0, "steps": 30},
-                         {"rank": 1, "offset_us": -2480.5, "steps": 30}],
+            "per_rank": [{"rank": 0, "offset_us": 0.0, "steps": 30, "min_launch_lag_us": 12.5},
+                         {"rank": 1, "offset_us": -2480.5, "steps": 30,
+                          "min_launch_lag_us": None}],
             "residual_us": {"median": 0.25, "max": 0.5, "steps": 30}, "why": "they disagree"}
     row = {"world": 4, "kind": "host", "run": "kineto", "offline": {"clock_ends": ends}}
     assert bench.clock_line(row) == (
         "offline clocks, 4 ranks, host-kineto: moved (offsets us: rank 1 -2480.500; the ends "
-        "then 0.250 us apart, median): they disagree")
+        "then 0.250 us apart, median; each rank's smallest collective launch -> start, us: "
+        "12.5, -): they disagree")
     row["offline"]["clock_ends"] = dict(ends, per_rank=None, why="rank 1: no end")
     assert bench.clock_line(row) == ("offline clocks, 4 ranks, host-kineto: not checked "
                                      "(rank 1: no end)")

@@ -642,6 +642,17 @@ def _shared_aligners(compacts) -> dict[int, Callable[[float], float]]:
 END_ALIGN_MIN_NS = 10_000
 
 
+def _min_launch_lag_us(c: dict[str, Any]) -> float | None:
+    """The smallest time from a collective's launch call to its kernel's
+    start over the rank's steps, on its own trace's clock: a kernel cannot
+    start before its launch, so a negative one says the trace's GPU and
+    host times disagree with each other (one time base per process: a
+    whole-rank offset leaves it as it is)."""
+    lags = [s["arrive_ns"] - s["call_ns"] for s in c["steps"]
+            if s.get("arrive_ns") is not None and s.get("call_ns") is not None]
+    return _us(min(lags)) if lags else None
+
+
 def _end_alignment(compacts, aligners) -> tuple[dict[int, Callable[[float], float]],
                                                 dict[str, Any] | None, str]:
     """(aligners, report, method text) of traces read offline: the
@@ -698,7 +709,8 @@ def _end_alignment(compacts, aligners) -> tuple[dict[int, Callable[[float], floa
         why = (f"the traces' clocks agree within {largest / 1e3:.3f} us (at most "
                f"{END_ALIGN_MIN_NS / 1e3:g} us: the collective's own spread)")
     report = {"aligned": aligned, "reference_rank": ref,
-              "per_rank": [{"rank": r, "offset_us": _us(offsets[r]), "steps": counts[r]}
+              "per_rank": [{"rank": r, "offset_us": _us(offsets[r]), "steps": counts[r],
+                            "min_launch_lag_us": _min_launch_lag_us(compacts[r])}
                            for r in ranks],
               "residual_us": residual if meet else None, "why": why}
     spread = ("" if residual is None or not meet else

@@ -638,7 +638,9 @@ def _shared_aligners(compacts) -> dict[int, Callable[[float], float]]:
 # in loopscope's and Kineto's traces alike, issue 26), so the median, over
 # the steps, of a rank's first-collective end minus the lowest rank's is its
 # clock's offset.  Up to END_ALIGN_MIN_NS it is the collective's own spread
-# and the traces' clock is kept; beyond it the rank is moved by it.
+# and the traces' clock is kept; beyond it the rank is moved by it.  Limit:
+# across hosts a ring's ranks can finish a chunk's transfer apart (tens of us
+# on a slow network), which then reads as clock.
 END_ALIGN_MIN_NS = 10_000
 
 

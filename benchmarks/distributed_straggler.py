@@ -218,7 +218,48 @@ def _figures(skew: dict) -> dict:
         "median_step_late_ms": sorted(controls)[len(controls) // 2] if controls else None,
         "not_measured": skew.get("not_measured") or [],
         "host_into_ms": [_host_into(r) for r in skew.get("steps") or []],
+        "clock_ends": (skew.get("clock") or {}).get("collective_ends"),
     }
+
+
+def clock_line(row: dict) -> str | None:
+    """How the offline read put the ranks' trace clocks together: each
+    rank's offset from the lowest rank's by the collectives' ends, and
+    whether it was applied (skew["clock"]["collective_ends"]); None when
+    there was no such check (a live figure, an error)."""
+    ends = (row.get("offline") or {}).get("clock_ends")
+    if not ends:
+        return None
+    head = f"offline clocks, {row['world']} ranks, {row['kind']}-{row['run']}: "
+    if ends["per_rank"] is None:
+        return head + "not checked (" + ends["why"] + ")"
+    offsets = ", ".join(f"rank {e['rank']} {e['offset_us']:+.3f}"
+                        for e in ends["per_rank"] if e["rank"] != ends["reference_rank"])
+    lags = ", ".join("-" if e.get("min_launch_lag_us") is None else f"{e['min_launch_lag_us']:.1f}"
+                     for e in ends["per_rank"])
+    res = ends.get("residual_us")
+    return (head + ("moved" if ends["aligned"] else "kept") + f" (offsets us: {offsets}"
+            + ("" if not res else f"; the ends then {res['median']:.3f} us apart, median")
+            + f"; each rank's smallest collective launch -> start, us: {lags}): " + ends["why"])
+
+
+def control_line(row: dict) -> str | None:
+    """A control run (no delay planted) that names a straggler: what that
+    rank's own timestamps say (truth() of it: how much later into its
+    steps its host reached the all_reduce than the others', median and
+    mean over the steps), to tell a false straggler from a real unplanted
+    one (a rank whose host the profiler itself slowed)."""
+    named = row["live"].get("rank")
+    if row["kind"] != "control" or named is None:
+        return None
+    true = truth(row.get("host_times"), named)
+    if true is None:
+        return None
+    steps = true["steps_ms"]
+    return (f"control, {row['world']} ranks, run {row['run']}: rank {named} named; its own "
+            f"timestamps: its host reached the all_reduce {true['host_late_ms']:.3f} ms (median; "
+            f"mean {statistics.mean(steps):.3f}) later into its steps than the others', "
+            f"over 1 ms later in {sum(v > 1.0 for v in steps)} of {len(steps)} steps")
 
 
 def _host_into(row: dict) -> list:
@@ -329,6 +370,10 @@ def table(rows: list[dict], args: argparse.Namespace) -> None:
               f"{'-' if r['same'] is None else 'yes' if r['same'] else 'NO':>4}")
         if "error" in off:
             print(f"      offline: {off['error']}")
+    for r in rows:
+        for line in (clock_line(r), control_line(r)):
+            if line is not None:
+                print(line)
     for note in (rows[0]["live"]["not_measured"] if rows else []):
         print(f"not measured: {note}")
     judged = [o for o in oks if o is not None]

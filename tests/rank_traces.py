@@ -44,13 +44,17 @@ def plan(world: int, steps: int, late: dict[int, int]) -> dict[str, Any]:
 
 
 def rank_doc(rank: int, world: int, steps: int, p: dict[str, Any], base_shift_ns: int = 0,
-             distributed: bool = True, step_late_ns: int = 0) -> dict[str, Any]:
+             distributed: bool = True, step_late_ns: int = 0, clock_offset_ns: int = 0,
+             comm_jitter_ns: dict[int, int] | None = None) -> dict[str, Any]:
     """One rank's trace; its baseTimeNanoseconds moved by base_shift_ns and
     its times the other way (the same host clock); its step ranges begin
-    step_late_ns late."""
+    step_late_ns late.  clock_offset_ns: every time written that much later
+    (its profiler's time base off by that much: the file's clock disagrees
+    with the other ranks'); comm_jitter_ns: step -> its all-reduce kernel
+    written that much later in that step alone (ends that do not meet)."""
     ev: list[dict[str, Any]] = []
     corr = 1
-    shift = -base_shift_ns
+    shift = -base_shift_ns + clock_offset_ns
     for k in range(steps):
         t = 1_000_000 + k * PERIOD_NS
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1,
@@ -60,6 +64,8 @@ def rank_doc(rank: int, world: int, steps: int, p: dict[str, Any], base_shift_ns
         arrive, end = p["arrive"][rank, k], p["end"][rank, k]
         kernels = [("sm90_gemm", gemm_launch, gemm_launch + LAUNCH_LAG_NS, GEMM_NS),
                    (NCCL, call, arrive, end - arrive)]
+        jitter = (comm_jitter_ns or {}).get(k, 0)
+        kernels[1] = (NCCL, call, arrive + jitter, end - arrive)
         for name, at, start, dur in kernels:
             ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
                        "tid": 1, "ts": us(at + shift), "dur": us(5_000),
@@ -78,15 +84,18 @@ def rank_doc(rank: int, world: int, steps: int, p: dict[str, Any], base_shift_ns
 
 def write_job(folder: Path, world: int, steps: int, late: dict[int, int],
               names: str = "rank{rank}.json.gz", distributed: bool = True,
-              skip: tuple[int, ...] = (), step_late: dict[int, int] | None = None
-              ) -> dict[str, Any]:
+              skip: tuple[int, ...] = (), step_late: dict[int, int] | None = None,
+              clock: dict[int, int] | None = None,
+              comm_jitter: dict[int, dict[int, int]] | None = None) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     p = plan(world, steps, late)
     for r in range(world):
         if r in skip:
             continue
         doc = rank_doc(r, world, steps, p, base_shift_ns=r * 3_000, distributed=distributed,
-                       step_late_ns=(step_late or {}).get(r, 0))
+                       step_late_ns=(step_late or {}).get(r, 0),
+                       clock_offset_ns=(clock or {}).get(r, 0),
+                       comm_jitter_ns=(comm_jitter or {}).get(r))
         with gzip.open(folder / names.format(rank=r), "wt") as f:
             json.dump(doc, f)
     return p

@@ -869,3 +869,31 @@ def test_collectives_outside_every_step_are_not_read_as_balanced(step_comm_ms, u
     assert (note in skew["not_measured"]) == unplaced
     assert (skew["balance"] is None) == unplaced
     assert all((row["wait_ms"] is None) == unplaced for row in skew["steps"])
+
+
+@pytest.mark.parametrize("rtt_ns, named", [(5_980_000, True), (6_020_000, False)])
+def test_a_lateness_within_the_clocks_error_names_nobody(rtt_ns, named):
+    """Rank 1 arrives 3.0 ms after rank 0 by their aligned clocks, but the
+    only clock exchange took rtt_ns, so the clocks are known to +-rtt/2:
+    2.99 ms names it, 3.01 ms cannot tell it from the clocks' error."""
+    ranks = two_ranks(3.0, 20.0)
+    for k in range(4):
+        ranks[0]["steps"][k].update(arrive_ns=k * STEP_NS + 1_000_000, call_ns=k * STEP_NS)
+        ranks[1]["steps"][k].update(arrive_ns=k * STEP_NS + 4_000_000, call_ns=k * STEP_NS)
+    skew = _ranks.merge(ranks, {1: exchange(0, rtt_ns=rtt_ns)}, {}, "nccl")
+    assert skew["clock"]["error_us"] == rtt_ns / 2 / 1e3
+    assert [r["late_ms"] for r in skew["steps"]] == [pytest.approx(3.0)] * 4
+    if named:
+        assert skew["straggler"]["rank"] == 1 and skew["balance"] is None
+    else:
+        assert skew["straggler"] is None
+        assert (skew["balance"]["rank"], skew["balance"]["late_ms"]) == (1, pytest.approx(3.0))
+        assert skew["balance"]["why"] == ("its lateness is within the clocks' error "
+                                          f"(+-{rtt_ns / 2 / 1e3:g} us): the ranks' arrival "
+                                          "times cannot tell it")
+    # the same lateness from the comm times alone needs no clock: named either way
+    for c in ranks:
+        for s in c["steps"]:
+            s["arrive_ns"] = None
+    again = _ranks.merge(ranks, {1: exchange(0, rtt_ns=rtt_ns)}, {}, "nccl")
+    assert again["straggler"]["rank"] == 1

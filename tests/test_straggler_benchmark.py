@@ -126,3 +126,35 @@ def test_the_script_runs_on_cpu_and_keeps_every_ranks_timestamps(tmp_path):
 def test_pin_gives_each_local_rank_its_own_block(bench, monkeypatch, cpus, local, world, block):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cpus))
     assert bench.pin_cpus(local, world) == block
+
+
+def test_clock_line_says_how_the_traces_clocks_were_put_together(bench):
+    ends = {"aligned": True, "reference_rank": 0,
+            "per_rank": [{"rank": 0, "offset_us": 0.0, "steps": 30, "min_launch_lag_us": 12.5},
+                         {"rank": 1, "offset_us": -2480.5, "steps": 30,
+                          "min_launch_lag_us": None}],
+            "residual_us": {"median": 0.25, "max": 0.5, "steps": 30}, "why": "they disagree"}
+    row = {"world": 4, "kind": "host", "run": "kineto", "offline": {"clock_ends": ends}}
+    assert bench.clock_line(row) == (
+        "offline clocks, 4 ranks, host-kineto: moved (offsets us: rank 1 -2480.500; the ends "
+        "then 0.250 us apart, median; each rank's smallest collective launch -> start, us: "
+        "12.5, -): they disagree")
+    row["offline"]["clock_ends"] = dict(ends, per_rank=None, why="rank 1: no end")
+    assert bench.clock_line(row) == ("offline clocks, 4 ranks, host-kineto: not checked "
+                                     "(rank 1: no end)")
+    assert bench.clock_line({"offline": {"error": "x"}}) is None
+
+
+def test_control_line_tells_what_the_named_ranks_own_timestamps_say(bench):
+    # rank 2 named in a control run: its host 0.3 ms later in three steps, 5 ms in one
+    host = [times([300] * 4), times([310] * 4), times([600, 610, 5300, 600]), times([305] * 4)]
+    row = {"world": 4, "run": "kineto", "kind": "control", "host_times": host,
+           "live": {"rank": 2}}
+    excess = [600 - 305, 610 - 305, 5300 - 305, 600 - 305]  # against the others' median
+    assert bench.control_line(row) == (
+        f"control, 4 ranks, run kineto: rank 2 named; its own timestamps: its host reached the "
+        f"all_reduce {statistics.median(excess) / 1e3:.3f} ms (median; mean "
+        f"{statistics.mean(excess) / 1e3:.3f}) later into its steps than the others', over 1 ms "
+        f"later in 1 of 4 steps")
+    assert bench.control_line(dict(row, live={"rank": None})) is None
+    assert bench.control_line(dict(row, kind="host")) is None

@@ -7,7 +7,9 @@ fresh process per rank so its memory goes back), and boiled down to the
 rank's compact summary (_ranks.compact, as a live rank sends rank 0), with
 each step's arrival at its collectives.  The compacts are merged by the
 same rule as live (_ranks.merge), on the traces' own clock (a Kineto
-trace's times are its host's clock: see _ranks.SHARED_CLOCK_METHOD).
+trace's times are its host's clock: see _ranks.SHARED_CLOCK_METHOD),
+checked against the ends of each step's first collective kernel and moved
+by their offsets where the files disagree (_ranks._end_alignment).
 
 The rank of a trace: its distributedInfo.rank (torch.profiler writes it
 under torch.distributed), else a number after "rank" in its file name
@@ -126,7 +128,8 @@ def read_rank(path: str, steps: str | None, device: int | None,
                              step_times=step_times, clock=None,
                              # a trace names no GPU identity: taken as the rank's own
                              gpu_ids=lambda d: f"{p.name} GPU {d}",
-                             arrivals=_ranks.collective_arrivals(prof.model))
+                             arrivals=_ranks.collective_arrivals(prof.model),
+                             ends=_ranks.collective_ends(prof.model))
     compact["time_base"] = _time_base(summary)
     compact["path"] = str(p)
     backend = dist.get("backend") if isinstance(dist, dict) else None

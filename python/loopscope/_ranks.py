@@ -28,6 +28,10 @@ within the sum of their residual errors: `skew["clock"]["error_us"]` is the
 largest such sum, and skews at or below it are shown as such, not as
 numbers.
 
+Traces read offline (one per rank, _job.py) have no exchanges: their own
+times are compared, then checked against the ends of each step's first
+collective kernel, which meet on every rank (done_ns; _end_alignment).
+
 Each step row also holds every rank's host start and end on rank 0's
 profile clock (aligned_ns), which the trace export draws as one track per
 rank.
@@ -53,7 +57,8 @@ compared.
 Ranks always arrive in some order, so the candidate is named the
 straggler only when it matters: its lateness (mean over the steps it was
 last) is beyond ARRIVAL_SPREAD_MS, the spread of arrival order seen with
-no straggler (0.33-0.50 ms on H100s, 2 and 4 ranks, issue 26), AND the
+no straggler (0.33-0.50 ms on H100s, 2 and 4 ranks, issue 26), beyond the
+clocks' error when it comes from arrival times, AND the
 wait it causes is at least STRAGGLER_MIN_STEP_SHARE of the other ranks'
 step time (the median over them of the longer of host and GPU time per
 step: a wait of a tenth of the step is worth acting on).  Otherwise skew["balance"]
@@ -120,7 +125,8 @@ def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
             step_times: dict[int, tuple[int, int]], clock: dict[str, Any] | None,
             raised: str | None = None,
             gpu_ids: Callable[[int], str] | None = None,
-            arrivals: Mapping[int, tuple[int, int | None]] | None = None) -> dict[str, Any]:
+            arrivals: Mapping[int, tuple[int, int | None]] | None = None,
+            ends: Mapping[int, int] | None = None) -> dict[str, Any]:
     """One rank's compact summary (see the module doc).  step_times: step
     index -> (start_ns, end_ns) on the profile clock; clock: the rank's
     pairs {"profile_ns": [p1, p2], "exchange_ns": [e1, e2]} or None;
@@ -128,8 +134,9 @@ def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
     every process that uses it (a UUID), to tell ranks sharing a GPU;
     arrivals: step index -> (GPU start of its first collective kernel, the
     host time of that kernel's launch call or None), profile clock
-    (collective_arrivals)."""
-    arrivals = arrivals or {}
+    (collective_arrivals); ends: step index -> that kernel's GPU end
+    (collective_ends; offline reads only: done_ns)."""
+    arrivals, ends = arrivals or {}, ends or {}
     gpu = summary.get("gpu") or {}
     gaps = summary.get("gaps") or {}
     syncs = summary.get("syncs")
@@ -139,7 +146,7 @@ def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
         arrive, call = arrivals.get(s["index"], (None, None))
         steps.append({
             "index": s["index"], "name": s["name"], "start_ns": start, "end_ns": end,
-            "arrive_ns": arrive, "call_ns": call,
+            "arrive_ns": arrive, "call_ns": call, "done_ns": ends.get(s["index"]),
             "host_ms": s["host_ms"], "gpu_ms": s.get("gpu_ms"),
             "comm_ms": s.get("comm_ms"), "compute_ms": s.get("compute_ms"),
             "syncs": s.get("syncs"), "idle_host_ms": _idle(s, "host"),
@@ -174,25 +181,45 @@ def compact(summary: dict[str, Any], *, rank: int, world_size: int, host: str,
 NO_LAUNCH = 2**64 - 1  # op_column("launch_ns") of an op with no launch call
 
 
+def _first_collectives(model: Any) -> dict[int, int]:
+    """Step index -> the op index of the step's first collective kernel
+    (the earliest start; the first of equals), read from the C model's op
+    columns (the step and the collective class of each op are its)."""
+    comm = model.op_column("comm").tobytes()  # one byte per op: 1 for a collective
+    hits = [m.start() for m in re.finditer(b"\x01", comm)]  # found in C: collectives are few
+    if not hits:
+        return {}
+    step, start = model.op_column("step"), model.op_column("start_ns")
+    first: dict[int, int] = {}
+    for i in hits:
+        k = step[i]
+        if k < 0 or (k in first and start[first[k]] <= start[i]):
+            continue
+        first[k] = i
+    return first
+
+
 def collective_arrivals(model: Any) -> dict[int, tuple[int, int | None]]:
     """Step index -> (GPU start of the step's first collective kernel, the
     host time its launch call began or None), on the model's clock: when the
-    rank reached the collective.  Read from the C model's op columns (the
-    step and the collective class of each op are its)."""
+    rank reached the collective."""
     if model is None:
         return {}
-    comm = model.op_column("comm").tobytes()  # one byte per op: 1 for a collective
-    out: dict[int, tuple[int, int | None]] = {}
-    hits = [m.start() for m in re.finditer(b"\x01", comm)]  # found in C: collectives are few
-    if not hits:
-        return out
-    step, start, launch = (model.op_column(c) for c in ("step", "start_ns", "launch_ns"))
-    for i in hits:
-        k = step[i]
-        if k < 0 or (k in out and out[k][0] <= start[i]):
-            continue
-        out[k] = (start[i], None if launch[i] == NO_LAUNCH else launch[i])
-    return out
+    start, launch = model.op_column("start_ns"), model.op_column("launch_ns")
+    return {k: (start[i], None if launch[i] == NO_LAUNCH else launch[i])
+            for k, i in _first_collectives(model).items()}
+
+
+def collective_ends(model: Any) -> dict[int, int]:
+    """Step index -> the GPU end of the step's first collective kernel (the
+    one collective_arrivals takes), on the model's clock: a collective
+    completes on every rank at practically one instant (the last rank's
+    data reaches all: within 0.7 us on 2 x H100, issue 26), so the ends put
+    the ranks' clocks side by side (offline reads, _end_alignment)."""
+    if model is None:
+        return {}
+    end = model.op_column("end_ns")
+    return {k: end[i] for k, i in _first_collectives(model).items()}
 
 
 # -- clocks ----------------------------------------------------------------
@@ -411,10 +438,13 @@ def _step_time_ms(compacts, rank: int, steps: list[int]) -> float | None:
     return statistics.median(means) if means else None
 
 
-def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _judge(rows, compacts, error_ns: float | None = None
+           ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(straggler or None, balance or None): the candidate who arrived last
     in most steps, named only past ARRIVAL_SPREAD_MS and
-    STRAGGLER_MIN_STEP_SHARE (module doc); balance says why not, with the
+    STRAGGLER_MIN_STEP_SHARE (module doc), and, when its lateness comes
+    from arrival times, past the clocks' error (error_ns: a lateness the
+    clocks cannot resolve is no straggler); balance says why not, with the
     largest lateness and its share.  (None, None) when nothing was compared."""
     compared = [r for r in rows if r["late_ms"] is not None]
     if not compared:
@@ -439,6 +469,11 @@ def _judge(rows, compacts) -> tuple[dict[str, Any] | None, dict[str, Any] | None
         return None, _balance(rank, late, step_ms, len(compared),
                               f"its lateness is within the {ARRIVAL_SPREAD_MS:g} ms spread of "
                               "arrival order seen with no straggler")
+    if error_ns is not None and any(r["late_from"] == "arrival" for r in mine) \
+            and late * 1e6 <= error_ns:
+        return None, _balance(rank, late, step_ms, len(compared),
+                              f"its lateness is within the clocks' error (+-{error_ns / 1e3:g} "
+                              "us): the ranks' arrival times cannot tell it")
     if share is not None and share < STRAGGLER_MIN_STEP_SHARE:
         return None, _balance(rank, late, step_ms, len(compared),
                               f"the wait it causes is under {STRAGGLER_MIN_STEP_SHARE:.0%} of "
@@ -595,6 +630,105 @@ def _shared_aligners(compacts) -> dict[int, Callable[[float], float]]:
             for c in based}
 
 
+# Collective ends (offline reads).  A trace's GPU times are the CUPTI
+# timestamps its profiler converted to its own time base, one conversion per
+# process (Kineto: a TSC-to-epoch fit made when the profile starts), so two
+# ranks' traces of one host can disagree by what those fits do.  A collective
+# ends at practically one instant on every rank (0.0-0.7 us apart on 2 x H100
+# in loopscope's and Kineto's traces alike, issue 26), so the median, over
+# the steps, of a rank's first-collective end minus the lowest rank's is its
+# clock's offset.  Up to END_ALIGN_MIN_NS it is the collective's own spread
+# and the traces' clock is kept; beyond it the rank is moved by it.  Limit:
+# across hosts a ring's ranks can finish a chunk's transfer apart (tens of us
+# on a slow network), which then reads as clock.
+END_ALIGN_MIN_NS = 10_000
+
+
+def _min_launch_lag_us(c: dict[str, Any]) -> float | None:
+    """The smallest time from a collective's launch call to its kernel's
+    start over the rank's steps, on its own trace's clock: a kernel cannot
+    start before its launch, so a negative one says the trace's GPU and
+    host times disagree with each other (one time base per process: a
+    whole-rank offset leaves it as it is)."""
+    lags = [s["arrive_ns"] - s["call_ns"] for s in c["steps"]
+            if s.get("arrive_ns") is not None and s.get("call_ns") is not None]
+    return _us(min(lags)) if lags else None
+
+
+def _end_alignment(compacts, aligners) -> tuple[dict[int, Callable[[float], float]],
+                                                dict[str, Any] | None, str]:
+    """(aligners, report, method text) of traces read offline: the
+    aligners moved by the collective ends' offsets when one is beyond
+    END_ALIGN_MIN_NS; the report (skew["clock"]["collective_ends"]) says
+    each rank's offset, whether they were applied, and the ends' spread
+    after it; None with fewer than two ranks on a time base."""
+    ranks = sorted(aligners)
+    if len(ranks) < 2:
+        return aligners, None, SHARED_CLOCK_METHOD
+    ref = ranks[0]
+    done = {r: {s["index"]: aligners[r](s["done_ns"]) for s in compacts[r]["steps"]
+                if s.get("done_ns") is not None} for r in ranks}
+    offsets: dict[int, int] = {ref: 0}
+    counts: dict[int, int] = {ref: len(done[ref])}
+    for r in ranks[1:]:
+        common = sorted(done[r].keys() & done[ref].keys())
+        if common:
+            # whole ns: a float near an epoch time (1.8e18 ns) keeps only 256 ns
+            offsets[r] = round(statistics.median(done[r][k] - done[ref][k] for k in common))
+            counts[r] = len(common)
+    unchecked = [r for r in ranks if r not in offsets or not done[r]]
+    if unchecked:
+        why = (f"rank{'s' if len(unchecked) > 1 else ''} {_list(unchecked)}: no collective "
+               f"kernel end in a step shared with rank {ref}")
+        return aligners, {"aligned": False, "reference_rank": ref, "per_rank": None,
+                          "residual_us": None, "why": why}, \
+            SHARED_CLOCK_METHOD + f"; not checked against the collectives' ends ({why})"
+    largest = max(abs(v) for v in offsets.values())
+    def spreads(moved: bool) -> list[float]:  # per step with every rank's end
+        out = []
+        for k in sorted(set.intersection(*(set(done[r]) for r in ranks))):
+            ends = [done[r][k] - (offsets[r] if moved else 0) for r in ranks]
+            out.append(max(ends) - min(ends))
+        return out
+
+    best = spreads(True)
+    # the ends are a clock only when, moved by the offsets, they meet as one collective's do
+    # (a step whose first collective differs between ranks leaves them apart)
+    meet = bool(best) and statistics.median(best) <= END_ALIGN_MIN_NS
+    aligned = meet and largest > END_ALIGN_MIN_NS
+    shown = best if aligned else spreads(False)  # the ends as the ranks are compared
+    residual = None if not shown else {"median": _us(statistics.median(shown)),
+                                       "max": _us(max(shown)), "steps": len(shown)}
+    if not meet:
+        why = ("the collectives' ends do not meet step by step even moved by their median "
+               "offset (" + ("no step with every rank's" if not best else
+                             f"{statistics.median(best) / 1e3:.3f} us apart, median") +
+               "): not one collective on every rank; the traces' own clock is kept")
+    elif aligned:
+        why = (f"the traces' clocks disagree by up to {largest / 1e3:.3f} us, more than "
+               f"the {END_ALIGN_MIN_NS / 1e3:g} us a collective's ends spread")
+    else:
+        why = (f"the traces' clocks agree within {largest / 1e3:.3f} us (at most "
+               f"{END_ALIGN_MIN_NS / 1e3:g} us: the collective's own spread)")
+    report = {"aligned": aligned, "reference_rank": ref,
+              "per_rank": [{"rank": r, "offset_us": _us(offsets[r]), "steps": counts[r],
+                            "min_launch_lag_us": _min_launch_lag_us(compacts[r])}
+                           for r in ranks],
+              "residual_us": residual if meet else None, "why": why}
+    spread = ("" if residual is None or not meet else
+              f"; {'moved, ' if aligned else ''}the ends spread {residual['median']:g} us "
+              f"(median over {residual['steps']} steps), {residual['max']:g} us at most")
+    if not aligned:
+        return aligners, report, (SHARED_CLOCK_METHOD + "; checked against the collectives' "
+                                  f"ends: {report['why']}{spread}")
+    method = (f"the collectives' ends: each rank moved by the median offset that makes the ends "
+              f"of its steps' first collective kernels meet rank {ref}'s ({report['why']}: "
+              + ", ".join(f"rank {r} {offsets[r] / 1e3:+.3f} us" for r in ranks[1:])
+              + f"){spread}")
+    return ({r: (lambda f, o: lambda p: f(p) - o)(aligners[r], offsets[r]) for r in ranks},
+            report, method)
+
+
 def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, Any]],
           missing: dict[int, str], backend: str | None = None,
           shared_clock: bool = False) -> dict[str, Any]:
@@ -609,16 +743,22 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
     links = {r: _Link(best_round(x.get("start")), best_round(x.get("end")))
              for r, x in exchanges.items() if r != 0}
     error_ns: float | None
+    end_check: dict[str, Any] | None = None
+    method = ("round trips over the job's c10d store, timed by rank 0 (the best of each "
+              "exchange; interpolated between the start and end exchanges)")
     if shared_clock:
-        aligners = _shared_aligners(compacts)
+        aligners, end_check, method = _end_alignment(compacts, _shared_aligners(compacts))
         error_ns = SHARED_CLOCK_ERROR_NS if len(aligners) > 1 else None
+        if end_check is not None and end_check["aligned"] and end_check["residual_us"]:
+            # moved onto the ends: a skew is known to within their spread
+            error_ns = max(SHARED_CLOCK_ERROR_NS, end_check["residual_us"]["median"] * 1e3)
     else:
         aligners = _aligners(compacts, links)
         errors = sorted((e for r in aligners if r != 0 for e in [links[r].error_ns]
                          if e is not None), reverse=True)
         error_ns = sum(errors[:2]) if errors else None
     rows = _step_rows(compacts, aligners)
-    straggler, balance = _judge(rows, compacts)
+    straggler, balance = _judge(rows, compacts, error_ns)
     starts = [r["start_skew_us"] for r in rows if r["start_skew_us"] is not None]
     ends = [r["end_skew_us"] for r in rows if r["end_skew_us"] is not None]
     error_us = _us(error_ns)
@@ -628,9 +768,8 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
         "missing": [{"rank": r, "reason": missing[r]} for r in sorted(missing)],
         "clock": {
             "error_us": error_us,
-            "method": SHARED_CLOCK_METHOD if shared_clock else
-                      "round trips over the job's c10d store, timed by rank 0 (the best of "
-                      "each exchange; interpolated between the start and end exchanges)",
+            "method": method,
+            "collective_ends": end_check,
             "per_rank": [
                 {"rank": r, "offset_us": _us(link.last["offset_ns"])
                  if link.error_ns is not None else None,

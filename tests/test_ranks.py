@@ -869,3 +869,76 @@ def test_collectives_outside_every_step_are_not_read_as_balanced(step_comm_ms, u
     assert (note in skew["not_measured"]) == unplaced
     assert (skew["balance"] is None) == unplaced
     assert all((row["wait_ms"] is None) == unplaced for row in skew["steps"])
+
+
+# -- the cut-offs of the merge, each on the cut-off and just beside it ---------------------
+@pytest.mark.parametrize("late_ms, gpu_ms, last", [
+    (0.1, 4.0, True), (0.099, 4.0, False),      # floor 100 us (2% of 4 ms is 80 us)
+    (0.2, 10.0, True), (0.199, 10.0, False),    # floor 2% of the step's GPU time: 200 us
+    (0.25, 10.0, True)])                        # 2.5%: over the floor
+def test_a_step_names_its_last_rank_from_the_noise_floor_on(late_ms, gpu_ms, last):
+    """A step's last rank is named when its lateness reaches the floor:
+    100 us, or 2% of the median GPU time of the step when that is more
+    (arrivals in whole ns: the lateness is exact)."""
+    floor_ms = max(0.1, 0.02 * gpu_ms)
+    assert (late_ms >= floor_ms) == last
+    ranks = two_ranks(0.0, gpu_ms, steps=1)
+    ranks[0]["steps"][0]["arrive_ns"] = 1_000_000
+    ranks[1]["steps"][0]["arrive_ns"] = 1_000_000 + round(late_ms * 1e6)
+    (row,) = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")["steps"]
+    assert (row["late_ms"], row["late_from"]) == (pytest.approx(late_ms, abs=1e-9), "arrival")
+    assert row["last_arrival_rank"] == (1 if last else None)
+
+
+@pytest.mark.parametrize("late_steps, named", [(2, True), (1, False)])
+def test_a_rank_last_in_half_the_steps_is_named(late_steps, named):
+    """4 steps compared, rank 1 arriving 3 ms late in some, the ranks even in
+    the rest: last in half of them (2 of 4) is enough, 1 of 4 is not."""
+    comm = {0: [3.5 if k < late_steps else 0.5 for k in range(4)], 1: [0.5] * 4}
+    ranks = [compact(r, comm[r], gpu=[8.0] * 4, world_size=2) for r in range(2)]
+    skew = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")
+    assert [r["last_arrival_rank"] for r in skew["steps"]] == [1] * late_steps + [None] * (4 - late_steps)
+    assert (late_steps >= 0.5 * 4) == named
+    if named:
+        s = skew["straggler"]
+        assert (s["rank"], s["last_in_steps"], s["steps_compared"]) == (1, late_steps, 4)
+        assert s["late_ms"] == pytest.approx(3.0)
+    else:
+        assert skew["straggler"] is None
+        assert skew["balance"]["why"] == "no rank arrived last in half the steps compared"
+
+
+@pytest.mark.parametrize("extra_ms, waiting", [(1.0, True), (0.99, False)])
+def test_communication_wait_from_a_tenth_of_the_gpu_busy_time(extra_ms, waiting):
+    """Rank 2 is the straggler (3 ms late in 10 ms steps); rank 0 waits
+    extra_ms per step out of 10 ms of GPU time: 10% reads COMMUNICATION_WAIT,
+    9.9% keeps its own verdict."""
+    comm = {0: [0.5 + extra_ms] * 4, 1: [3.5] * 4, 2: [0.5] * 4}
+    skew = _ranks.merge([compact(r, comm[r], gpu=[10.0] * 4) for r in range(3)],
+                        exchanges3(), {}, "nccl")
+    assert skew["straggler"]["rank"] == 2
+    share = 100 * (4 * extra_ms) / (4 * 10.0)
+    assert (round(share, 2) >= 10) == waiting
+    me = skew["per_rank"][0]
+    assert me["wait_pct_of_gpu_busy"] == pytest.approx(share)
+    assert (me["verdict"], me["waits_for"]) == (
+        ("COMMUNICATION_WAIT", 2) if waiting else ("GPU_BOUND", None))
+    assert (skew["per_rank"][1]["verdict"], skew["per_rank"][1]["waits_for"]) == ("COMMUNICATION_WAIT", 2)
+
+
+@pytest.mark.parametrize("host_excess_ms, cause", [(0.5, "host late"), (0.49, None)])
+def test_a_cause_explains_from_a_quarter_of_the_lateness(host_excess_ms, cause):
+    """Rank 1 is 2 ms late each step; its GPU idles host_excess_ms more for
+    its host than rank 0's, both compute 5 ms: a quarter of the lateness
+    (0.5 ms) is a cause, less is none."""
+    ranks = two_ranks(2.0, 10.0)
+    for c in ranks:
+        for s in c["steps"]:
+            s["compute_ms"] = 5.0
+            s["idle_host_ms"] = host_excess_ms if c["rank"] == 1 else 0.0
+    s = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")["straggler"]
+    assert (s["rank"], s["late_ms"]) == (1, pytest.approx(2.0))
+    assert s["excess_ms"] == {"host late": pytest.approx(host_excess_ms), "sync": 0.0,
+                              "compute": 0.0}
+    assert (host_excess_ms >= 0.25 * 2.0) == (cause is not None)
+    assert s["cause"] == cause

@@ -635,11 +635,11 @@ def two_ranks(late_ms: float, step_gpu_ms: float, steps: int = 4) -> list[dict]:
             compact(1, [0.5] * steps, gpu=[step_gpu_ms] * steps, world_size=2)]
 
 
-@pytest.mark.parametrize("late_ms, named", [(0.9, False), (1.1, True)])
+@pytest.mark.parametrize("late_ms, named", [(0.9, False), (1.0, False), (1.1, True)])
 def test_straggler_only_beyond_the_no_straggler_spread(late_ms, named):
     """0.33-0.50 ms of arrival spread is what ranks show with no straggler
     (H100s): a rank later than that by too little is no straggler, even
-    when its wait is a large share of a short step."""
+    when its wait is a large share of a short step; 1 ms itself is within it."""
     skew = _ranks.merge(two_ranks(late_ms, 4.0), {1: exchange(0)}, {}, "nccl")
     assert [r["last_arrival_rank"] for r in skew["steps"]] == [1] * 4
     share = round(100 * late_ms / max(4.0, 9.0), 2)  # rank 0's step: 9 ms host, 4 ms GPU
@@ -660,9 +660,10 @@ def test_straggler_only_beyond_the_no_straggler_spread(late_ms, named):
         assert all(c["verdict"] == "GPU_BOUND" for c in skew["per_rank"])
 
 
-@pytest.mark.parametrize("step_ms, named", [(16.0, False), (14.0, True)])
+@pytest.mark.parametrize("step_ms, named", [(16.0, False), (15.0, True), (14.0, True)])
 def test_straggler_only_when_its_wait_is_a_tenth_of_the_step(step_ms, named):
-    """1.5 ms late: 9.4% of a 16 ms step is not worth naming, 10.7% of 14 ms is."""
+    """1.5 ms late: 9.4% of a 16 ms step is not worth naming, exactly 10%
+    of 15 ms and 10.7% of 14 ms are."""
     skew = _ranks.merge(two_ranks(1.5, step_ms), {1: exchange(0)}, {}, "nccl")
     share = 100 * 1.5 / step_ms
     assert (share >= 10) == named
@@ -942,3 +943,37 @@ def test_a_cause_explains_from_a_quarter_of_the_lateness(host_excess_ms, cause):
                               "compute": 0.0}
     assert (host_excess_ms >= 0.25 * 2.0) == (cause is not None)
     assert s["cause"] == cause
+
+
+@pytest.mark.parametrize("host_late_ms, said", [(0.5, True), (0.49, False)])
+def test_the_host_lateness_is_said_from_a_quarter_of_the_lateness(host_late_ms, said):
+    """The straggler's sentence names its host's lateness when it is at
+    least a quarter of how late it arrived (0.5 of 2 ms), not below."""
+    s = _ranks.merge(two_ranks(2.0, 10.0), {1: exchange(0)}, {}, "nccl")["straggler"]
+    assert s["late_ms"] == pytest.approx(2.0)
+    text = _ranks.straggler_text(dict(s, host_late_ms=host_late_ms))
+    clause = (f" (its host called the collective {host_late_ms:.3f} ms later into the step "
+              "than the others')")
+    assert (host_late_ms >= 0.25 * 2.0) == said
+    assert (clause in text) == said
+    assert text.startswith("rank 1 is the straggler: it arrived last at the collectives in 4 of 4 "
+                           "steps, 2.000 ms after the first rank on average")
+
+
+@pytest.mark.parametrize("skew_us, resolved", [(20.0, False), (20.5, True)])
+def test_a_skew_counts_only_above_the_clocks_error(rank0_summary, skew_us, resolved):
+    """The clocks are aligned to +-20 us here (asserted below): a skew of
+    exactly 20 us is within that error -- shown "~", 0 for the budget --
+    and 20.5 us is not."""
+    _, summary = rank0_summary
+    skewed = copy.deepcopy(summary)
+    assert skewed["skew"]["clock"]["error_us"] == 20.0
+    for row in skewed["skew"]["steps"]:
+        row["start_skew_us"] = row["end_skew_us"] = 0.0
+    skewed["skew"]["steps"][0]["start_skew_us"] = skew_us
+    out = evaluate(skewed, {"max_rank_skew_us": 10.0}).outcomes[0]
+    assert (out.measured, out.ok) == ((skew_us, False) if resolved else (0.0, True))
+    text = loopscope._report.format_report(skewed).splitlines()
+    per_step = text.index("Per step (per rank: host ms, or host ms/wait ms with the collectives "
+                          "timed):")
+    assert text[per_step + 2].split()[2:4] == [f"{skew_us:.1f}" if resolved else "~", "~"]

@@ -58,8 +58,8 @@ def test_no_generated_mutant_is_stale():
     """One check for the ~1,200 generated mutants (a test each would swamp
     the suite's count); the message names each stale one."""
     found = stale(GENERATED)
-    assert found == [], (f"{len(found)} generated mutants are stale: run "
-                         "`python tests/mutation/run_mutants.py --generate`\n" + "\n".join(found[:20]))
+    assert found == [], (f"{len(found)} generated mutants are stale: run `python "
+                         "tests/mutation/run_mutants.py --generate`\n" + "\n".join(found[:20]))
     missing = sorted({t for m in GENERATED for t in m.tests if not (ROOT / t).is_file()})
     assert missing == [], f"generated mutants name test files that do not exist: {missing}"
 

@@ -898,7 +898,8 @@ def test_a_rank_last_in_half_the_steps_is_named(late_steps, named):
     comm = {0: [3.5 if k < late_steps else 0.5 for k in range(4)], 1: [0.5] * 4}
     ranks = [compact(r, comm[r], gpu=[8.0] * 4, world_size=2) for r in range(2)]
     skew = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")
-    assert [r["last_arrival_rank"] for r in skew["steps"]] == [1] * late_steps + [None] * (4 - late_steps)
+    assert [r["last_arrival_rank"] for r in skew["steps"]] == (
+        [1] * late_steps + [None] * (4 - late_steps))
     assert (late_steps >= 0.5 * 4) == named
     if named:
         s = skew["straggler"]
@@ -924,7 +925,8 @@ def test_communication_wait_from_a_tenth_of_the_gpu_busy_time(extra_ms, waiting)
     assert me["wait_pct_of_gpu_busy"] == pytest.approx(share)
     assert (me["verdict"], me["waits_for"]) == (
         ("COMMUNICATION_WAIT", 2) if waiting else ("GPU_BOUND", None))
-    assert (skew["per_rank"][1]["verdict"], skew["per_rank"][1]["waits_for"]) == ("COMMUNICATION_WAIT", 2)
+    other = skew["per_rank"][1]  # 3 ms of 10: waits for the straggler either way
+    assert (other["verdict"], other["waits_for"]) == ("COMMUNICATION_WAIT", 2)
 
 
 @pytest.mark.parametrize("host_excess_ms, cause", [(0.5, "host late"), (0.49, None)])

@@ -271,6 +271,30 @@ def test_a_wait_after_a_copy_of_another_line_keeps_its_own_kind():
     assert (info.value.line, info.value.kind) == (line, "stream_sync")
 
 
+@pytest.mark.parametrize("between, kind", [(3, "memcpy"), (4, "stream_sync")])
+def test_a_wait_is_named_by_a_copy_up_to_four_calls_back(between, kind):
+    """The copy, `between` allocations (calls that neither launch nor wait),
+    then the stream sync, all on one line: the report and strict mode each
+    look back four calls of the thread for the copy the wait followed, so
+    with three between it is the copy's sync (memcpy), with four the wait
+    keeps its own kind.  Both say the same."""
+    calls = [ITEM_CALLS[0]] + [("cuMemAlloc", 1_000)] * between + [ITEM_CALLS[1]]
+
+    class CopyThenWait:
+        compare = c_callable(calls)
+
+    with loopscope.profile() as prof:
+        read_back(CopyThenWait())
+    (site,) = prof.summary()["syncs"]["sites"]
+    assert (site["line"], site["kind"], site["apis"]) == (
+        READ_BACK_LINE, kind, {"cudaStreamSynchronize": 1})
+    with pytest.raises(loopscope.SyncError) as info:
+        with loopscope.no_sync():
+            read_back(CopyThenWait())
+    assert (info.value.line, info.value.kind, info.value.api) == (
+        READ_BACK_LINE, kind, "cudaStreamSynchronize")
+
+
 # ---------------------------------------------------------------------------
 # Nesting, exceptions, threads.
 

@@ -635,11 +635,11 @@ def two_ranks(late_ms: float, step_gpu_ms: float, steps: int = 4) -> list[dict]:
             compact(1, [0.5] * steps, gpu=[step_gpu_ms] * steps, world_size=2)]
 
 
-@pytest.mark.parametrize("late_ms, named", [(0.9, False), (1.1, True)])
+@pytest.mark.parametrize("late_ms, named", [(0.9, False), (1.0, False), (1.1, True)])
 def test_straggler_only_beyond_the_no_straggler_spread(late_ms, named):
     """0.33-0.50 ms of arrival spread is what ranks show with no straggler
     (H100s): a rank later than that by too little is no straggler, even
-    when its wait is a large share of a short step."""
+    when its wait is a large share of a short step; 1 ms itself is within it."""
     skew = _ranks.merge(two_ranks(late_ms, 4.0), {1: exchange(0)}, {}, "nccl")
     assert [r["last_arrival_rank"] for r in skew["steps"]] == [1] * 4
     share = round(100 * late_ms / max(4.0, 9.0), 2)  # rank 0's step: 9 ms host, 4 ms GPU
@@ -660,9 +660,10 @@ def test_straggler_only_beyond_the_no_straggler_spread(late_ms, named):
         assert all(c["verdict"] == "GPU_BOUND" for c in skew["per_rank"])
 
 
-@pytest.mark.parametrize("step_ms, named", [(16.0, False), (14.0, True)])
+@pytest.mark.parametrize("step_ms, named", [(16.0, False), (15.0, True), (14.0, True)])
 def test_straggler_only_when_its_wait_is_a_tenth_of_the_step(step_ms, named):
-    """1.5 ms late: 9.4% of a 16 ms step is not worth naming, 10.7% of 14 ms is."""
+    """1.5 ms late: 9.4% of a 16 ms step is not worth naming, exactly 10%
+    of 15 ms and 10.7% of 14 ms are."""
     skew = _ranks.merge(two_ranks(1.5, step_ms), {1: exchange(0)}, {}, "nccl")
     share = 100 * 1.5 / step_ms
     assert (share >= 10) == named
@@ -897,3 +898,112 @@ def test_a_lateness_within_the_clocks_error_names_nobody(rtt_ns, named):
             s["arrive_ns"] = None
     again = _ranks.merge(ranks, {1: exchange(0, rtt_ns=rtt_ns)}, {}, "nccl")
     assert again["straggler"]["rank"] == 1
+
+
+# -- the cut-offs of the merge, each on the cut-off and just beside it ---------------------
+@pytest.mark.parametrize("late_ms, gpu_ms, last", [
+    (0.1, 4.0, True), (0.099, 4.0, False),      # floor 100 us (2% of 4 ms is 80 us)
+    (0.2, 10.0, True), (0.199, 10.0, False),    # floor 2% of the step's GPU time: 200 us
+    (0.25, 10.0, True)])                        # 2.5%: over the floor
+def test_a_step_names_its_last_rank_from_the_noise_floor_on(late_ms, gpu_ms, last):
+    """A step's last rank is named when its lateness reaches the floor:
+    100 us, or 2% of the median GPU time of the step when that is more
+    (arrivals in whole ns: the lateness is exact)."""
+    floor_ms = max(0.1, 0.02 * gpu_ms)
+    assert (late_ms >= floor_ms) == last
+    ranks = two_ranks(0.0, gpu_ms, steps=1)
+    ranks[0]["steps"][0]["arrive_ns"] = 1_000_000
+    ranks[1]["steps"][0]["arrive_ns"] = 1_000_000 + round(late_ms * 1e6)
+    (row,) = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")["steps"]
+    assert (row["late_ms"], row["late_from"]) == (pytest.approx(late_ms, abs=1e-9), "arrival")
+    assert row["last_arrival_rank"] == (1 if last else None)
+
+
+@pytest.mark.parametrize("late_steps, named", [(2, True), (1, False)])
+def test_a_rank_last_in_half_the_steps_is_named(late_steps, named):
+    """4 steps compared, rank 1 arriving 3 ms late in some, the ranks even in
+    the rest: last in half of them (2 of 4) is enough, 1 of 4 is not."""
+    comm = {0: [3.5 if k < late_steps else 0.5 for k in range(4)], 1: [0.5] * 4}
+    ranks = [compact(r, comm[r], gpu=[8.0] * 4, world_size=2) for r in range(2)]
+    skew = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")
+    assert [r["last_arrival_rank"] for r in skew["steps"]] == (
+        [1] * late_steps + [None] * (4 - late_steps))
+    assert (late_steps >= 0.5 * 4) == named
+    if named:
+        s = skew["straggler"]
+        assert (s["rank"], s["last_in_steps"], s["steps_compared"]) == (1, late_steps, 4)
+        assert s["late_ms"] == pytest.approx(3.0)
+    else:
+        assert skew["straggler"] is None
+        assert skew["balance"]["why"] == "no rank arrived last in half the steps compared"
+
+
+@pytest.mark.parametrize("extra_ms, waiting", [(1.0, True), (0.99, False)])
+def test_communication_wait_from_a_tenth_of_the_gpu_busy_time(extra_ms, waiting):
+    """Rank 2 is the straggler (3 ms late in 10 ms steps); rank 0 waits
+    extra_ms per step out of 10 ms of GPU time: 10% reads COMMUNICATION_WAIT,
+    9.9% keeps its own verdict."""
+    comm = {0: [0.5 + extra_ms] * 4, 1: [3.5] * 4, 2: [0.5] * 4}
+    skew = _ranks.merge([compact(r, comm[r], gpu=[10.0] * 4) for r in range(3)],
+                        exchanges3(), {}, "nccl")
+    assert skew["straggler"]["rank"] == 2
+    share = 100 * (4 * extra_ms) / (4 * 10.0)
+    assert (round(share, 2) >= 10) == waiting
+    me = skew["per_rank"][0]
+    assert me["wait_pct_of_gpu_busy"] == pytest.approx(share)
+    assert (me["verdict"], me["waits_for"]) == (
+        ("COMMUNICATION_WAIT", 2) if waiting else ("GPU_BOUND", None))
+    other = skew["per_rank"][1]  # 3 ms of 10: waits for the straggler either way
+    assert (other["verdict"], other["waits_for"]) == ("COMMUNICATION_WAIT", 2)
+
+
+@pytest.mark.parametrize("host_excess_ms, cause", [(0.5, "host late"), (0.49, None)])
+def test_a_cause_explains_from_a_quarter_of_the_lateness(host_excess_ms, cause):
+    """Rank 1 is 2 ms late each step; its GPU idles host_excess_ms more for
+    its host than rank 0's, both compute 5 ms: a quarter of the lateness
+    (0.5 ms) is a cause, less is none."""
+    ranks = two_ranks(2.0, 10.0)
+    for c in ranks:
+        for s in c["steps"]:
+            s["compute_ms"] = 5.0
+            s["idle_host_ms"] = host_excess_ms if c["rank"] == 1 else 0.0
+    s = _ranks.merge(ranks, {1: exchange(0)}, {}, "nccl")["straggler"]
+    assert (s["rank"], s["late_ms"]) == (1, pytest.approx(2.0))
+    assert s["excess_ms"] == {"host late": pytest.approx(host_excess_ms), "sync": 0.0,
+                              "compute": 0.0}
+    assert (host_excess_ms >= 0.25 * 2.0) == (cause is not None)
+    assert s["cause"] == cause
+
+
+@pytest.mark.parametrize("host_late_ms, said", [(0.5, True), (0.49, False)])
+def test_the_host_lateness_is_said_from_a_quarter_of_the_lateness(host_late_ms, said):
+    """The straggler's sentence names its host's lateness when it is at
+    least a quarter of how late it arrived (0.5 of 2 ms), not below."""
+    s = _ranks.merge(two_ranks(2.0, 10.0), {1: exchange(0)}, {}, "nccl")["straggler"]
+    assert s["late_ms"] == pytest.approx(2.0)
+    text = _ranks.straggler_text(dict(s, host_late_ms=host_late_ms))
+    clause = (f" (its host called the collective {host_late_ms:.3f} ms later into the step "
+              "than the others')")
+    assert (host_late_ms >= 0.25 * 2.0) == said
+    assert (clause in text) == said
+    assert text.startswith("rank 1 is the straggler: it arrived last at the collectives in 4 of 4 "
+                           "steps, 2.000 ms after the first rank on average")
+
+
+@pytest.mark.parametrize("skew_us, resolved", [(20.0, False), (20.5, True)])
+def test_a_skew_counts_only_above_the_clocks_error(rank0_summary, skew_us, resolved):
+    """The clocks are aligned to +-20 us here (asserted below): a skew of
+    exactly 20 us is within that error -- shown "~", 0 for the budget --
+    and 20.5 us is not."""
+    _, summary = rank0_summary
+    skewed = copy.deepcopy(summary)
+    assert skewed["skew"]["clock"]["error_us"] == 20.0
+    for row in skewed["skew"]["steps"]:
+        row["start_skew_us"] = row["end_skew_us"] = 0.0
+    skewed["skew"]["steps"][0]["start_skew_us"] = skew_us
+    out = evaluate(skewed, {"max_rank_skew_us": 10.0}).outcomes[0]
+    assert (out.measured, out.ok) == ((skew_us, False) if resolved else (0.0, True))
+    text = loopscope._report.format_report(skewed).splitlines()
+    per_step = text.index("Per step (per rank: host ms, or host ms/wait ms with the collectives "
+                          "timed):")
+    assert text[per_step + 2].split()[2:4] == [f"{skew_us:.1f}" if resolved else "~", "~"]

@@ -53,11 +53,12 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
         metrics_device = -1, zeroed = 1, defer = 1, callbacks = 1, own_timestamps = 1,
         stop_in_finish = 1, /* see below */
-        /* Off (2026-11-27, H100): a start beside the last finish continued
-         * its tracing, but that finish's forced flush then returned the new
-         * profile's kernels still running as incomplete records (3-22 a
-         * hand-over, lost: 12 of 18 kernels counted); until the flush can
-         * leave them, a start waits for a tracing finish. */
+        /* Off by default (2026-11-27, H100): a start beside the last finish
+         * first lost the new profile's running kernels to the finish's
+         * forced flush (12 of 18 counted); with completed-buffer flushes
+         * the counts were exact (one run), but it gained only where the GPU
+         * still ran at the exit (eager back to back 1.55x against 1.63x,
+         * the graph loop none): more runs before it becomes the default. */
         overlap = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)

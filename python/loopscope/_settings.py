@@ -27,9 +27,9 @@ LOOPSCOPE_INTERNAL
                                    its last decode; 0: the stop follows the finish
       overlap=0|1                  1: back to back, a start goes on beside the last
                                    profile's finish (tracing and sampling continue from
-                                   it); 0 (default): it waits for a tracing finish
-                                   (issue 27: the finish's forced flush loses the new
-                                   profile's running kernels)
+                                   it); 0 (default): it waits for the worker, as before
+                                   (issue 27: exact on one H100 run, a gain only when the
+                                   GPU still runs at the exit; see RESULTS.md)
 """
 from __future__ import annotations
 

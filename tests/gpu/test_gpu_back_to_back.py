@@ -8,10 +8,12 @@ run after the profile's exit) and no sync: the kernel count of every
 profile must be exactly what it launched, and none of them may report a
 sync (the worker's own wait at the previous finish is not the user's).
 
-With LOOPSCOPE_INTERNAL=overlap=1 (a start beside the last finish) this
-failed on an H100 (2026-11-27): the finish's forced flush returned the
-next profile's running kernels as incomplete records (3-22 a hand-over),
-so overlap stays off by default."""
+Both modes: the default (a start waits for the worker) and
+LOOPSCOPE_INTERNAL=overlap=1 (a start beside the last finish).  With
+overlap=1 this first failed on an H100 (2026-11-27, 13:52Z): the finish's
+forced flush returned the next profile's running kernels as incomplete
+records (3-22 a hand-over); the handing-over finish now flushes completed
+buffers only (passed at 14:19Z)."""
 from __future__ import annotations
 
 import pytest

@@ -98,10 +98,11 @@ void ls_sample_index_free(ls_sample_index *index)
     memset(index, 0, sizeof *index);
 }
 
-/* First sample whose running maximum end lies after `t`. */
-static size_t first_reaching_past(const ls_sample_index *index, uint64_t t)
+/* First sample in [lo, hi) whose running maximum end lies after `t`
+ * (hi when none): a bisection. */
+static size_t bisect_reaching_past(const ls_sample_index *index, uint64_t t, size_t lo,
+                                   size_t hi)
 {
-    size_t lo = 0, hi = index->count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (index->max_end[mid] <= t)
@@ -110,6 +111,12 @@ static size_t first_reaching_past(const ls_sample_index *index, uint64_t t)
             hi = mid;
     }
     return lo;
+}
+
+/* First sample whose running maximum end lies after `t`. */
+static size_t first_reaching_past(const ls_sample_index *index, uint64_t t)
+{
+    return bisect_reaching_past(index, t, 0, index->count);
 }
 
 /* first_reaching_past(index, t) when the answer is known to be `lo` or
@@ -126,14 +133,7 @@ static size_t first_reaching_past_from(const ls_sample_index *index, uint64_t t,
     }
     if (hi > index->count)
         hi = index->count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (index->max_end[mid] <= t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return bisect_reaching_past(index, t, lo, hi);
 }
 
 void ls_samples_average(const ls_sample_index *index, const ls_interval *intervals, size_t m,

@@ -410,7 +410,7 @@ def _host_excess_ms(steps: list[list[tuple]], rank: int) -> float:
         for k in range(len(into[0]))) / 1e3
 
 
-def test_a_host_straggler_its_gpu_queue_hid_is_said_not_measured():
+def test_a_host_straggler_its_gpu_queue_hid_is_said_not_measured(monkeypatch):
     """Rank 1 spun 2.5 ms at the start of every step (its own stamps: 2.566
     ms later into its steps than the others').  But in this trace ranks
     1-3's GPUs ran 0.82-0.99 s behind their hosts (rank 0 began its
@@ -445,6 +445,10 @@ def test_a_host_straggler_its_gpu_queue_hid_is_said_not_measured():
     text = loopscope._report.format_report(job)
     assert "NOT MEASURED: straggler not measured: rank 1's host called the collective" in text
     assert "BALANCED" not in text and "STRAGGLER:" not in text
+    assert job["diagnosis"]["reasons"][0].startswith("straggler not measured: rank 1's host")
+    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)  # tables only
+    html = loopscope._html.render(job)
+    assert "<b>Not measured:</b> straggler not measured: rank 1&#x27;s host" in html
 
 
 def test_real_four_ranks_with_no_delay_are_balanced():

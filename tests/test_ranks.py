@@ -1104,3 +1104,21 @@ def test_a_named_straggler_leaves_no_backlog():
     ranks, _ = host_straggler_job()
     skew = _ranks.merge(ranks, {r: exchange(0) for r in range(1, 4)}, {}, "nccl")
     assert skew["straggler"]["rank"] == 3 and skew["backlog"] is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_latest_host_is_the_largest_median_excess_over_the_others(seed):
+    """The backlog's candidate: per step, a rank's call into the step minus
+    the median of the other ranks' (worked out here with the others listed),
+    then the median over the steps; the largest of those (ties: values drawn
+    from few numbers)."""
+    rnd = random.Random(seed)
+    world, steps = 6 + seed, [0, 1, 2, 3]
+    ranks = [{"rank": r, "steps": [{"index": k, "start_ns": 1000 * k,
+                                    "call_ns": 1000 * k + rnd.choice([100, 250, 400, 900])}
+                                   for k in steps]} for r in range(world)]
+    into = [[s["call_ns"] - s["start_ns"] for s in c["steps"]] for c in ranks]
+    excess = [statistics.median(into[r][k] - statistics.median(
+        into[o][k] for o in range(world) if o != r) for k in steps) for r in range(world)]
+    assert excess[_ranks._latest_host(ranks, steps)] == max(excess)
+    assert _ranks._latest_host(ranks[:1], steps) is None

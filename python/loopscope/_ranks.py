@@ -91,6 +91,7 @@ times mix; host step times say when each rank's host began and ended a
 step, not when its GPU reached the collective (the host may run ahead)."""
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from typing import Any, Callable, Mapping
@@ -553,12 +554,10 @@ def _backlog(rows, compacts, balance) -> dict[str, Any] | None:
     steps = [r["index"] for r in rows if r["late_ms"] is not None and r["late_from"] == "arrival"]
     if len(steps) < 2 or balance is None:
         return None
-    late_by = {c["rank"]: v for c in compacts if c is not None
-               for v in [_host_late(compacts, c["rank"], steps)] if v is not None}
-    if not late_by:
+    rank = _latest_host(compacts, steps)
+    late = None if rank is None else _host_late(compacts, rank, steps)
+    if late is None:
         return None
-    rank = _argmax(late_by)
-    late = late_by[rank]
     step_ms = _step_time_ms(compacts, rank, steps)
     if late <= ARRIVAL_SPREAD_MS or (step_ms and late / step_ms < STRAGGLER_MIN_STEP_SHARE):
         return None
@@ -574,6 +573,35 @@ def _backlog(rows, compacts, balance) -> dict[str, Any] | None:
             "step_ms": None if step_ms is None else round(step_ms, 6),
             "share_of_step_pct": round(100 * late / step_ms, 2) if step_ms else None,
             "arrival": balance}
+
+
+def _latest_host(compacts, steps: list[int]) -> int | None:
+    """The rank with the largest _host_late over `steps` (the lowest of
+    equals), among the ranks with a call in every one of them; None when
+    fewer than two have.  Each step's values are sorted once, so a rank's
+    "median of the others" is a lookup: thousands of ranks stay cheap."""
+    into: dict[int, list[int]] = {}
+    for c in compacts:
+        own = {s["index"]: s for s in c["steps"]} if c is not None else {}
+        vals = [own[i]["call_ns"] - own[i]["start_ns"] for i in steps if i in own
+                and own[i].get("call_ns") is not None and own[i].get("start_ns") is not None]
+        if c is not None and len(vals) == len(steps):
+            into[c["rank"]] = vals
+    if len(into) < 2:
+        return None
+    ordered = [sorted(v[k] for v in into.values()) for k in range(len(steps))]
+
+    def others_median(k: int, mine: int) -> float:  # the step's values less one of `mine`
+        s, i = ordered[k], bisect.bisect_left(ordered[k], mine)
+        m = len(s) - 1
+
+        def at(j: int) -> int:
+            return s[j] if j < i else s[j + 1]
+        return at(m // 2) if m % 2 else (at(m // 2 - 1) + at(m // 2)) / 2
+
+    excess = {r: statistics.median(v[k] - others_median(k, v[k]) for k in range(len(steps)))
+              for r, v in into.items()}
+    return _argmax(excess)
 
 
 def backlog_text(backlog: dict[str, Any]) -> str:

@@ -555,7 +555,9 @@ def _backlog(rows, compacts, balance) -> dict[str, Any] | None:
     if len(steps) < 2 or balance is None:
         return None
     rank = _latest_host(compacts, steps)
-    late = None if rank is None else _host_late(compacts, rank, steps)
+    if rank is None:
+        return None
+    late = _host_late(compacts, rank, steps)
     if late is None:
         return None
     step_ms = _step_time_ms(compacts, rank, steps)

@@ -14,7 +14,11 @@ loopscope.profile() with prof.step(); every rank exports its trace
 (prof.export_trace) into OUT/w<W>/<kind>-<run>/rank<r>.json; rank 0 keeps
 the live figures.  With --kineto (default) each kind also runs once under
 torch.profiler instead, every rank writing its Kineto trace
-(OUT/w<W>/kineto-<kind>/rank<r>.pt.trace.json, with distributedInfo).
+(OUT/w<W>/kineto-<kind>/rank<r>.pt.trace.json, with distributedInfo); after
+the profiler's warm-up step a device sync and a barrier, so every rank
+begins the recorded steps together (else a rank whose profiler started
+late leaves the others' GPUs far behind their hosts, which hides a host
+delay: the offline read then says the straggler is not measured).
 Every rank also records, per step, its own host timestamps
 (perf_counter_ns: before the spin, after it, right before the
 all_reduce call), gathered into rank 0's figures: the truth loopscope's
@@ -204,7 +208,7 @@ def offline(args: argparse.Namespace, out: Path) -> list[dict]:
 
 
 def _figures(skew: dict) -> dict:
-    st, bal = skew.get("straggler"), skew.get("balance")
+    st, bal, queued = skew.get("straggler"), skew.get("balance"), skew.get("backlog")
     controls = [r["late_ms"] for r in skew.get("steps") or [] if r.get("late_ms") is not None]
     return {
         "rank": None if st is None else st["rank"],
@@ -214,6 +218,7 @@ def _figures(skew: dict) -> dict:
         "comm_late_ms": None if st is None else st.get("comm_late_ms"),
         "late_from": None if st is None else st.get("late_from"),
         "balance": bal,
+        "backlog": queued,  # a host lateness a GPU queue hid: the straggler not measured
         "max_step_late_ms": max(controls) if controls else None,
         "median_step_late_ms": sorted(controls)[len(controls) // 2] if controls else None,
         "not_measured": skew.get("not_measured") or [],
@@ -241,6 +246,17 @@ def clock_line(row: dict) -> str | None:
     return (head + ("moved" if ends["aligned"] else "kept") + f" (offsets us: {offsets}"
             + ("" if not res else f"; the ends then {res['median']:.3f} us apart, median")
             + f"; each rank's smallest collective launch -> start, us: {lags}): " + ends["why"])
+
+
+def backlog_line(row: dict) -> str | None:
+    """A run whose straggler the offline read could not measure: a rank's
+    GPU ran behind its host by more than its host's lateness (skew["backlog"],
+    _ranks.backlog_text); None otherwise."""
+    from loopscope._ranks import backlog_text
+
+    queued = (row.get("offline") or {}).get("backlog")
+    return None if not queued else (f"offline, {row['world']} ranks, {row['kind']}-{row['run']}: "
+                                    + backlog_text(queued))
 
 
 def control_line(row: dict) -> str | None:
@@ -371,7 +387,7 @@ def table(rows: list[dict], args: argparse.Namespace) -> None:
         if "error" in off:
             print(f"      offline: {off['error']}")
     for r in rows:
-        for line in (clock_line(r), control_line(r)):
+        for line in (clock_line(r), control_line(r), backlog_line(r)):
             if line is not None:
                 print(line)
     for note in (rows[0]["live"]["not_measured"] if rows else []):
@@ -512,8 +528,13 @@ def rank_main(args: argparse.Namespace) -> None:
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                          schedule=schedule(wait=0, warmup=1, active=args.steps, repeat=1),
                          on_trace_ready=lambda p, path=path: p.export_chrome_trace(path)) as tp:
-                for _ in range(args.steps + 1):  # ProfilerStep#N ranges: the steps
+                for i in range(args.steps + 1):  # ProfilerStep#N ranges: the steps
                     step(kind)
+                    if i == 0:  # the warm-up step: the ranks leave it together (issue 26:
+                        # torch.profiler's first start held rank 0 ~1 s, the others' GPUs
+                        # then ran that far behind their hosts and hid the planted delay)
+                        torch.cuda.synchronize()
+                        dist.barrier()
                     tp.step()
             host_times = gather_times(1)  # the first step is the schedule's warm-up
             if rank == 0:

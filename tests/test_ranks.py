@@ -1007,3 +1007,118 @@ def test_a_skew_counts_only_above_the_clocks_error(rank0_summary, skew_us, resol
     per_step = text.index("Per step (per rank: host ms, or host ms/wait ms with the collectives "
                           "timed):")
     assert text[per_step + 2].split()[2:4] == [f"{skew_us:.1f}" if resolved else "~", "~"]
+
+
+# -- a host lateness a GPU queue hid (issue 26, 4 x H100 torch.profiler) -----------------
+def backlog_job(late_ms: float = 2.5, lead_ms: tuple[float, float] = (900.0, 800.0),
+                others_step_ms: float = 9.0, steps: int = 5) -> list[dict]:
+    """Two ranks on one clock.  Rank 0's host calls the collective 0.3 ms into
+    each step and its GPU starts it 10 us later.  Rank 1's host calls it
+    late_ms later into its steps, but its GPU starts each collective
+    lead_ms after the call (from the first value at the first step to the
+    second at the last, linearly): its steps began that long before rank
+    0's, so it reaches every collective 0.3 ms before rank 0 (rank 0 waits
+    for nobody, rank 1 0.3 ms).  Rank 0's step is others_step_ms long."""
+    base = 2_000_000_000  # both ranks' clocks run from 0: room before rank 0's steps
+    r0_start = [base + k * STEP_NS for k in range(steps)]
+    r0_call = [s + 300_000 for s in r0_start]
+    r0_arrive = [c + 10_000 for c in r0_call]
+    lead = [round((lead_ms[0] + (lead_ms[1] - lead_ms[0]) * k / (steps - 1)) * 1e6)
+            for k in range(steps)]
+    r1_arrive = [a - 300_000 for a in r0_arrive]
+    r1_call = [a - lead[k] for k, a in enumerate(r1_arrive)]
+    r1_start = [c - round((0.3 + late_ms) * 1e6) for c in r1_call]
+    ranks = [compact(0, [0.01] * steps, gpu=[0.4] * steps, starts=r0_start, world_size=2),
+             compact(1, [0.31] * steps, gpu=[0.7] * steps, starts=r1_start, world_size=2)]
+    for c, calls, arrives in ((ranks[0], r0_call, r0_arrive), (ranks[1], r1_call, r1_arrive)):
+        c["clock"] = {"profile_ns": [0, 4_000_000_000], "exchange_ns": [0, 4_000_000_000]}
+        for k, s in enumerate(c["steps"]):
+            s.update(call_ns=calls[k], arrive_ns=arrives[k])
+    for s in ranks[0]["steps"]:
+        s["host_ms"] = others_step_ms
+    return ranks
+
+
+def test_a_host_lateness_a_gpu_queue_hid_is_not_measured():
+    """Rank 0 reaches every collective last (0.3 ms: the arrival order says
+    balanced), but rank 1's host called it 2.5 ms later into its steps
+    while its GPU ran 900 -> 800 ms behind: the straggler is not measured,
+    and the backlog says why, with the host figure."""
+    skew = _ranks.merge(backlog_job(), {1: exchange(0)}, {}, "nccl")
+    assert [r["last_arrival_rank"] for r in skew["steps"]] == [0] * 5
+    assert skew["straggler"] is None and skew["balance"] is None
+    b = skew["backlog"]
+    assert (b["rank"], b["host_late_ms"], b["steps_compared"]) == (1, 2.5, 5)
+    assert b["gpu_behind_ms"] == [900.0, 800.0] and b["min_gpu_behind_ms"] == 800.0
+    assert b["used_per_step_ms"] == (900.0 - 800.0) / 4
+    assert (b["step_ms"], b["share_of_step_pct"]) == (9.0, round(100 * 2.5 / 9.0, 2))
+    assert (b["arrival"]["rank"], b["arrival"]["late_ms"]) == (0, pytest.approx(0.3))
+    assert skew["not_measured"] == [
+        "straggler: rank 1's GPU ran 800.0 ms or more behind its host (work queued before the "
+        "first step shown): the arrival order cannot show its host's 2.500 ms lateness"]
+    assert _ranks.backlog_text(b) == (
+        "straggler not measured: rank 1's host called the collective 2.500 ms later into its "
+        "steps than the others' (median over 5 steps), but its GPU ran 900.0 ms behind its host "
+        "at the first step's collective and 800.0 ms at the last (launch call -> kernel start): "
+        "work queued before the first step shown, used up 25.000 ms a step.  So that lateness "
+        "never reached the collectives here, and the order the ranks reached them (rank 0 last "
+        "most often, 0.300 ms after the first) shows the queue, not the steps; once it is used "
+        "up, rank 1 would arrive about 2.500 ms late.  Profile steps that every rank begins "
+        "together (a device sync and a barrier before the first recorded step)")
+    assert all(p["waits_for"] is None for p in skew["per_rank"])
+
+
+@pytest.mark.parametrize("late_ms, hidden", [(1.0, False), (1.1, True)])
+def test_a_hidden_host_lateness_only_beyond_the_no_straggler_spread(late_ms, hidden):
+    skew = _ranks.merge(backlog_job(late_ms=late_ms), {1: exchange(0)}, {}, "nccl")
+    assert (skew["backlog"] is not None) == hidden
+    assert (skew["balance"] is None) == hidden
+    if not hidden:
+        assert skew["balance"]["rank"] == 0 and skew["not_measured"] == []
+
+
+@pytest.mark.parametrize("others_step_ms, hidden", [(15.0, True), (16.0, False)])
+def test_a_hidden_host_lateness_only_when_a_tenth_of_the_step(others_step_ms, hidden):
+    """1.5 ms: 10% of a 15 ms step counts, 9.4% of 16 ms does not."""
+    skew = _ranks.merge(backlog_job(late_ms=1.5, others_step_ms=others_step_ms),
+                        {1: exchange(0)}, {}, "nccl")
+    assert (1.5 / others_step_ms >= 0.10) == hidden
+    assert (skew["backlog"] is not None) == hidden
+
+
+@pytest.mark.parametrize("lead_ms, hidden", [
+    ((10.0, 2.6), True),      # its GPU behind its host by more than 2.5 ms at every step
+    ((10.0, 2.5), False),     # ... by 2.5 at the last: its host's lateness could reach it
+    ((900.0, 897.4), True),   # the lead shrank by 2.6 ms, more than the 2.5 ms lateness
+    ((900.0, 897.5), False),  # by 2.5: a host steadily ahead of a busy GPU, balanced
+    ((900.0, 910.0), False),  # growing
+])
+def test_a_hidden_host_lateness_needs_a_shrinking_queue_longer_than_it(lead_ms, hidden):
+    skew = _ranks.merge(backlog_job(late_ms=2.5, lead_ms=lead_ms), {1: exchange(0)}, {}, "nccl")
+    assert (skew["backlog"] is not None) == hidden
+    assert (skew["balance"] is None) == hidden
+
+
+def test_a_named_straggler_leaves_no_backlog():
+    """The arrival order names the host straggler: nothing hidden to say."""
+    ranks, _ = host_straggler_job()
+    skew = _ranks.merge(ranks, {r: exchange(0) for r in range(1, 4)}, {}, "nccl")
+    assert skew["straggler"]["rank"] == 3 and skew["backlog"] is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_latest_host_is_the_largest_median_excess_over_the_others(seed):
+    """The backlog's candidate: per step, a rank's call into the step minus
+    the median of the other ranks' (worked out here with the others listed),
+    then the median over the steps; the largest of those (ties: values drawn
+    from few numbers)."""
+    rnd = random.Random(seed)
+    world, steps = 6 + seed, [0, 1, 2, 3]
+    ranks = [{"rank": r, "steps": [{"index": k, "start_ns": 1000 * k,
+                                    "call_ns": 1000 * k + rnd.choice([100, 250, 400, 900])}
+                                   for k in steps]} for r in range(world)]
+    into = [[s["call_ns"] - s["start_ns"] for s in c["steps"]] for c in ranks]
+    excess = [statistics.median(into[r][k] - statistics.median(
+        into[o][k] for o in range(world) if o != r) for k in steps) for r in range(world)]
+    assert excess[_ranks._latest_host(ranks, steps)] == max(excess)
+    assert _ranks._latest_host(ranks[:1], steps) is None

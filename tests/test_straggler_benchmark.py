@@ -158,3 +158,17 @@ def test_control_line_tells_what_the_named_ranks_own_timestamps_say(bench):
         f"later in 1 of 4 steps")
     assert bench.control_line(dict(row, live={"rank": None})) is None
     assert bench.control_line(dict(row, kind="host")) is None
+
+
+def test_backlog_line_says_why_the_offline_read_measured_no_straggler(bench):
+    """The real 4 x H100 torch.profiler host folder (tests/data/ranks): the
+    offline figures carry the backlog, and the table prints its sentence."""
+    path = os.path.join(ROOT, "tests", "data", "ranks", "h100x4_kineto_host")
+    skew = loopscope.analyze(path, workers=1, progress=False)["skew"]
+    figures = bench._figures(skew)
+    assert figures["rank"] is None and figures["backlog"]["rank"] == 1
+    row = {"world": 4, "kind": "host", "run": "kineto", "offline": figures}
+    assert bench.backlog_line(row) == ("offline, 4 ranks, host-kineto: "
+                                       + loopscope._ranks.backlog_text(skew["backlog"]))
+    assert bench.backlog_line({"world": 4, "kind": "host", "run": 0,
+                               "offline": bench._figures({})}) is None

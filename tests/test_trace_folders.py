@@ -377,3 +377,88 @@ def test_collectives_without_their_launch_calls_are_said_not_measured(tmp_path):
     skew = loopscope.analyze(tmp_path, workers=1, progress=False)["skew"]
     assert skew["straggler"] is None and skew["balance"] is None
     assert any("collective kernels ran, but none in a step" in n for n in skew["not_measured"])
+
+
+# -- real traces: torch.profiler on 4 x H100 (issue 26; tests/data/ranks/README.md) --------
+def _kineto_steps(path) -> list[tuple[float, float, float]]:
+    """Per ProfilerStep# (in order): (its host start, the launch call of the
+    step's first NCCL kernel -- the earliest to start of those launched in
+    the step --, that kernel's GPU start), us, as the file says."""
+    import gzip
+
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
+                   and e.get("cat") == "user_annotation"
+                   and str(e.get("name", "")).startswith("ProfilerStep#"))
+    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("ph") == "X"
+              and e.get("cat") in ("cuda_driver", "cuda_runtime") and "Launch" in e["name"]}
+    nccl = [e for e in events if e.get("cat") == "kernel" and "nccl" in e["name"].lower()]
+    out = []
+    for a, b in spans:
+        first = min((k for k in nccl if a <= launch.get(k["args"]["correlation"], -1) < b),
+                    key=lambda k: k["ts"])
+        out.append((a, launch[first["args"]["correlation"]], first["ts"]))
+    return out
+
+
+def _host_excess_ms(steps: list[list[tuple]], rank: int) -> float:
+    """Median over the steps of how much later into its step `rank`'s host
+    called the collective than the other ranks' median."""
+    into = [[call - start for start, call, _ in mine] for mine in steps]
+    return statistics.median(
+        into[rank][k] - statistics.median(into[r][k] for r in range(len(steps)) if r != rank)
+        for k in range(len(into[0]))) / 1e3
+
+
+def test_a_host_straggler_its_gpu_queue_hid_is_said_not_measured(monkeypatch):
+    """Rank 1 spun 2.5 ms at the start of every step (its own stamps: 2.566
+    ms later into its steps than the others').  But in this trace ranks
+    1-3's GPUs ran 0.82-0.99 s behind their hosts (rank 0 began its
+    recorded steps that much later): rank 0 reached every all_reduce last,
+    and nobody waited for rank 1.  The reader pairs the steps as the files
+    do; the job says the straggler is not measured, with rank 1's host
+    lateness, instead of "balanced"."""
+    path = DATA / "ranks" / "h100x4_kineto_host"
+    steps = [_kineto_steps(path / f"rank{r}.pt.trace.json.gz") for r in range(4)]
+    assert [len(s) for s in steps] == [30] * 4
+    job = loopscope.analyze(path, workers=1, progress=False)
+    # the reader's pairing is the file's, rank by rank and step by step (own clocks)
+    for r in range(4):
+        got = [(s["call_ns"] - s["start_ns"], s["arrive_ns"] - s["call_ns"])
+               for s in job["ranks"][r]["steps"]]
+        want = [(round((call - start) * 1e3), round((gpu - call) * 1e3))
+                for start, call, gpu in steps[r]]
+        assert all(abs(g[0] - w[0]) <= 1 and abs(g[1] - w[1]) <= 1 for g, w in zip(got, want))
+    # the order the GPUs reached each all_reduce: rank 0 last, every step
+    assert all(max(range(4), key=lambda r: steps[r][k][2]) == 0 for k in range(30))
+    lead_ms = [(gpu - call) / 1e3 for _, call, gpu in steps[1]]
+    assert min(lead_ms) > 800
+    skew = job["skew"]
+    assert skew["straggler"] is None and skew["balance"] is None
+    b = skew["backlog"]
+    assert b["rank"] == 1 and b["steps_compared"] == 30
+    assert b["host_late_ms"] == pytest.approx(_host_excess_ms(steps, 1), abs=1e-5)
+    assert abs(b["host_late_ms"] - 2.566) <= 0.1 * 2.566  # the rank's own perf_counter stamps
+    assert b["gpu_behind_ms"] == [pytest.approx(lead_ms[0], abs=1e-3),
+                                  pytest.approx(lead_ms[-1], abs=1e-3)]
+    assert b["arrival"]["rank"] == 0
+    text = loopscope._report.format_report(job)
+    assert "NOT MEASURED: straggler not measured: rank 1's host called the collective" in text
+    assert "BALANCED" not in text and "STRAGGLER:" not in text
+    assert job["diagnosis"]["reasons"][0].startswith("straggler not measured: rank 1's host")
+    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)  # tables only
+    html = loopscope._html.render(job)
+    assert "<b>Not measured:</b> straggler not measured: rank 1&#x27;s host" in html
+
+
+def test_real_four_ranks_with_no_delay_are_balanced():
+    """The same loop with no delay (each rank's GPU started one of its
+    collectives within 10 us of its launch: no queue from before the steps):
+    no host is a millisecond late into its steps, and nobody is named."""
+    path = DATA / "ranks" / "h100x4_kineto_control"
+    steps = [_kineto_steps(path / f"rank{r}.pt.trace.json.gz") for r in range(4)]
+    assert max(_host_excess_ms(steps, r) for r in range(4)) < 1.0
+    assert max(min(gpu - call for _, call, gpu in s) for s in steps) < 10  # us
+    skew = loopscope.analyze(path, workers=1, progress=False)["skew"]
+    assert skew["straggler"] is None and skew["backlog"] is None
+    assert skew["balance"]["balanced"] and skew["not_measured"] == []

@@ -52,7 +52,7 @@ from typing import Any, Sequence
 from ._finite import finite
 from ._names import clip, kernel_name
 from ._projections import project
-from ._ranks import balance_text
+from ._ranks import backlog_text, balance_text
 from ._syncs import format_site
 
 BUSY_BELOW_PCT = 50.0
@@ -545,6 +545,8 @@ def diagnose_ranks(summary: dict[str, Any]) -> dict[str, Any]:
     straggler = skew["straggler"] if skew else None
     if skew is not None and straggler is None and skew.get("balance"):
         return dict(d, reasons=[balance_text(skew["balance"])] + list(d["reasons"]))
+    if skew is not None and straggler is None and skew.get("backlog"):
+        return dict(d, reasons=[backlog_text(skew["backlog"])] + list(d["reasons"]))
     if skew is None or straggler is None:
         return d
     me = skew["per_rank"][0] or {}

@@ -67,6 +67,20 @@ the largest of its excess over the other ranks' median, in the steps it
 arrived last: GPU idle waiting for its host's launches ("host late"), GPU
 idle while its host was blocked in a sync ("sync"), or non-collective GPU
 time ("compute").
+Backlog.  Arrival order shows a rank's host lateness only when its GPU
+waits for its host.  A rank whose GPU still runs work queued before the
+first step shown (torch.profiler's start held another rank ~1 s, 4 x H100,
+issue 26: the others' GPUs ran 0.8-1.0 s behind their hosts) reaches each
+collective when that queue lets it, whatever its host did in the step.
+When the arrival order names nobody but a rank's host called the
+collective later into its steps than the others' median by more than
+ARRIVAL_SPREAD_MS and STRAGGLER_MIN_STEP_SHARE of their step, while its
+GPU ran behind its host by more than that lateness at every compared
+step's collective (launch call -> kernel start), and that lead shrank over
+the steps by more than the lateness (a queue being used up, not a host
+running steadily ahead of a busy GPU, where "balanced" is right): the
+straggler is not measured, skew["backlog"] says why with the host figure,
+and skew["balance"] is None.
 Limits: it needs the collective kernels' times (GPU tracing with NCCL-like
 kernels) and their launch calls (a kernel belongs to the step its launch was
 called in: a rank whose collectives fall in no step is said not measured);
@@ -77,6 +91,7 @@ times mix; host step times say when each rank's host began and ended a
 step, not when its GPU reached the collective (the host may run ahead)."""
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from typing import Any, Callable, Mapping
@@ -527,6 +542,88 @@ def _host_late(compacts, rank: int, steps: list[int]) -> float | None:
     return round(statistics.median(excess) / 1e6, 6) if excess else None
 
 
+def _backlog(rows, compacts, balance) -> dict[str, Any] | None:
+    """The host lateness the arrival order could not show (module doc,
+    Backlog), or None: the rank whose host called the collective latest
+    into its steps (_host_late, over the steps compared by arrival), when
+    that lateness would name it (ARRIVAL_SPREAD_MS, STRAGGLER_MIN_STEP_SHARE)
+    and its GPU ran behind its host (its collective's launch call -> kernel
+    start, its own clock) by more than it in every one of those steps, that
+    lead shrinking from the first to the last by more than it.  balance:
+    what the arrival order said (kept under "arrival")."""
+    steps = [r["index"] for r in rows if r["late_ms"] is not None and r["late_from"] == "arrival"]
+    if len(steps) < 2 or balance is None:
+        return None
+    rank = _latest_host(compacts, steps)
+    if rank is None:
+        return None
+    late = _host_late(compacts, rank, steps)
+    if late is None:
+        return None
+    step_ms = _step_time_ms(compacts, rank, steps)
+    if late <= ARRIVAL_SPREAD_MS or (step_ms and late / step_ms < STRAGGLER_MIN_STEP_SHARE):
+        return None
+    own = {s["index"]: s for s in compacts[rank]["steps"]}
+    lead = [(own[i]["arrive_ns"] - own[i]["call_ns"]) / 1e6 for i in steps]
+    used = lead[0] - lead[-1]
+    if min(lead) <= late or used <= late:  # its GPU met its host, or a steady lead
+        return None
+    return {"rank": rank, "host_late_ms": late, "steps_compared": len(steps),
+            "gpu_behind_ms": [round(lead[0], 3), round(lead[-1], 3)],
+            "min_gpu_behind_ms": round(min(lead), 3),
+            "used_per_step_ms": round(used / (steps[-1] - steps[0]), 3),
+            "step_ms": None if step_ms is None else round(step_ms, 6),
+            "share_of_step_pct": round(100 * late / step_ms, 2) if step_ms else None,
+            "arrival": balance}
+
+
+def _latest_host(compacts, steps: list[int]) -> int | None:
+    """The rank with the largest _host_late over `steps` (the lowest of
+    equals), among the ranks with a call in every one of them; None when
+    fewer than two have.  Each step's values are sorted once, so a rank's
+    "median of the others" is a lookup: thousands of ranks stay cheap."""
+    into: dict[int, list[int]] = {}
+    for c in compacts:
+        own = {s["index"]: s for s in c["steps"]} if c is not None else {}
+        vals = [own[i]["call_ns"] - own[i]["start_ns"] for i in steps if i in own
+                and own[i].get("call_ns") is not None and own[i].get("start_ns") is not None]
+        if c is not None and len(vals) == len(steps):
+            into[c["rank"]] = vals
+    if len(into) < 2:
+        return None
+    ordered = [sorted(v[k] for v in into.values()) for k in range(len(steps))]
+
+    def others_median(k: int, mine: int) -> float:  # the step's values less one of `mine`
+        s, i = ordered[k], bisect.bisect_left(ordered[k], mine)
+        m = len(s) - 1
+
+        def at(j: int) -> int:
+            return s[j] if j < i else s[j + 1]
+        return at(m // 2) if m % 2 else (at(m // 2 - 1) + at(m // 2)) / 2
+
+    excess = {r: statistics.median(v[k] - others_median(k, v[k]) for k in range(len(steps)))
+              for r, v in into.items()}
+    return _argmax(excess)
+
+
+def backlog_text(backlog: dict[str, Any]) -> str:
+    """The backlog in one paragraph (report head, HTML, diagnosis)."""
+    b, a = backlog, backlog["arrival"]
+    first, last = b["gpu_behind_ms"]
+    who = (f"rank {a['rank']} last most often, {a['late_ms']:.3f} ms after the first"
+           if a["rank"] is not None else "no rank last most often")
+    return (f"straggler not measured: rank {b['rank']}'s host called the collective "
+            f"{b['host_late_ms']:.3f} ms later into its steps than the others' (median over "
+            f"{b['steps_compared']} steps), but its GPU ran {first:.1f} ms behind its host at the "
+            f"first step's collective and {last:.1f} ms at the last (launch call -> kernel "
+            f"start): work queued before the first step shown, used up "
+            f"{b['used_per_step_ms']:.3f} ms a step.  So that lateness never reached the "
+            f"collectives here, and the order the ranks reached them ({who}) shows the queue, "
+            f"not the steps; once it is used up, rank {b['rank']} would arrive about "
+            f"{b['host_late_ms']:.3f} ms late.  Profile steps that every rank begins together "
+            "(a device sync and a barrier before the first recorded step)")
+
+
 def _late_from(rows) -> str:
     kinds = {r["late_from"] for r in rows}
     return kinds.pop() if len(kinds) == 1 else "mixed"
@@ -759,6 +856,9 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
         error_ns = sum(errors[:2]) if errors else None
     rows = _step_rows(compacts, aligners)
     straggler, balance = _judge(rows, compacts, error_ns)
+    backlog = None if straggler is not None else _backlog(rows, compacts, balance)
+    if backlog is not None:
+        balance = None  # the arrival order shows the queue, not the ranks' steps
     starts = [r["start_skew_us"] for r in rows if r["start_skew_us"] is not None]
     ends = [r["end_skew_us"] for r in rows if r["end_skew_us"] is not None]
     error_us = _us(error_ns)
@@ -785,8 +885,12 @@ def merge(compacts: list[dict[str, Any] | None], exchanges: dict[int, dict[str, 
         "per_rank": _per_rank(rows, compacts, straggler),
         "straggler": straggler,
         "balance": balance,
+        "backlog": backlog,
         "not_measured": _not_measured(compacts, rows, world_size, backend, aligners,
-                                      shared_clock),
+                                      shared_clock) + ([] if backlog is None else [
+            f"straggler: rank {backlog['rank']}'s GPU ran {backlog['min_gpu_behind_ms']:.1f} ms "
+            "or more behind its host (work queued before the first step shown): the arrival "
+            f"order cannot show its host's {backlog['host_late_ms']:.3f} ms lateness"]),
     }
 
 

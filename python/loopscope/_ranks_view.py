@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ._ranks import above_error, balance_text, straggler_text
+from ._ranks import above_error, backlog_text, balance_text, straggler_text
 
 MAX_STEP_ROWS = 24
 MAX_RANK_COLUMNS = 8  # per-rank cells in the step table up to this many ranks
@@ -72,6 +72,8 @@ def head_lines(summary: dict[str, Any]) -> list[str]:
         lines.append("STRAGGLER: " + straggler_text(skew["straggler"]))
     elif skew and skew.get("balance"):
         lines.append("BALANCED: " + balance_text(skew["balance"]))
+    elif skew and skew.get("backlog"):
+        lines.append("NOT MEASURED: " + backlog_text(skew["backlog"]))
     lines.append(_gather_line(summary))
     return lines
 
@@ -200,6 +202,9 @@ def ranks_head_html(summary: dict[str, Any]) -> str:
     elif skew and skew.get("balance"):
         out.append(f'<div style="{_NOTE}"><b>Balanced:</b> '
                    f'{_e(balance_text(skew["balance"]))}</div>')
+    elif skew and skew.get("backlog"):
+        out.append(f'<div style="{_NOTE}"><b>Not measured:</b> '
+                   f'{_e(backlog_text(skew["backlog"]))}</div>')
     out.append(f'<div style="{_NOTE}">{_e(_gather_line(summary))}</div>')
     return "".join(out)
 

@@ -59,3 +59,34 @@ def test_a_reader_that_reads_everything_still_gets_status_0():
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "loopscope report" in result.stdout
+
+
+def test_a_script_whose_reader_stops_early_runs_on_to_its_json(tmp_path):
+    """`loopscope run script.py | head`: the script's own print into the
+    closed pipe ends it as it would end alone (status 128 + 13, no
+    traceback), and the profile still writes its --json."""
+    script = tmp_path / "chatty.py"
+    script.write_text("import sys\nfor i in range(200_000):\n    print('line', i)\n"
+                      "sys.stdout.flush()\nprint('never reached', file=sys.stderr)\n")
+    out = tmp_path / "s.json"
+    result = into_a_closed_pipe("run", "--json", str(out), str(script))
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "BrokenPipeError" not in result.stderr, result.stderr
+    assert "never reached" not in result.stderr  # the script stopped at its write
+    assert result.returncode == SIGPIPE_STATUS, result.stderr
+    import json
+
+    assert json.loads(out.read_text())["schema"]  # the profile's summary was written
+
+
+def test_a_script_that_fails_otherwise_still_shows_its_traceback(tmp_path):
+    """The control: a script's own error, its output read to the end, keeps
+    its traceback and status 1."""
+    script = tmp_path / "broken.py"
+    script.write_text("raise ValueError('the script broke')\n")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore::RuntimeWarning")
+    env["PYTHONPATH"] = os.pathsep.join([PYTHON_DIR, env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, "-m", "loopscope", "run", str(script)],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert "ValueError: the script broke" in result.stderr
+    assert result.returncode == 1

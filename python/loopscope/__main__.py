@@ -9,12 +9,12 @@ import sys
 from . import __version__, instrument, profile
 from ._analyze_cli import add_analyze_parser, analyze_command
 from ._merge_cli import add_merge_parser, merge_command
-from ._cli import (EXIT_BUDGET, EXIT_USAGE, add_diff_parser, add_run_parser, check_outputs,
-                   demo_recording, diff_command, run_command, write_json)
+from ._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_parser, add_run_parser,
+                   check_outputs, demo_recording, diff_command, run_command, silence_stdout,
+                   write_json)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
-EXIT_CLOSED_PIPE = 128 + 13  # 128 + SIGPIPE: what a shell shows for `cat big | head -1`
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -70,13 +70,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         sys.stdout.flush()  # a pipe closed early fails here, not at exit
         return status
     except BrokenPipeError:
-        # Later writes (the interpreter's last flush) go nowhere, unseen.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):  # a stdout with no file (captured in a test)
-            pass
+        silence_stdout()
         return EXIT_CLOSED_PIPE
 
 

@@ -46,6 +46,18 @@ from typing import Any, Callable
 from ._inputs import input_problem, output_problem
 
 EXIT_OK, EXIT_BUDGET, EXIT_USAGE = 0, 1, 2
+EXIT_CLOSED_PIPE = 128 + 13  # 128 + SIGPIPE: what a shell shows for `cat big | head -1`
+
+
+def silence_stdout() -> None:
+    """After the reader closed stdout (`| head`): later writes, the
+    interpreter's last flush included, go nowhere, unseen."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout with no file (captured in a test)
+        pass
 PROGRESS_RECORDS = 500_000  # above this, say what the analysis is doing (it takes seconds)
 
 RUN_DESCRIPTION = """\
@@ -348,6 +360,12 @@ def _run_script(path: str, args: list[str]) -> tuple[int, str | None]:
             return code, f"the script exited with status {code}"
         print(code, file=sys.stderr)
         return EXIT_BUDGET, f"the script exited: {code}"
+    except BrokenPipeError:
+        # The script's reader closed its output (`loopscope run s.py | head`):
+        # quiet, as the script alone would end (SIGPIPE); the profile still
+        # goes on to its --json and --trace.
+        silence_stdout()
+        return EXIT_CLOSED_PIPE, None
     except BaseException as error:  # the script's own failure: report what ran
         traceback.print_exc()
         return EXIT_BUDGET, f"the script raised {type(error).__name__}: {error}"

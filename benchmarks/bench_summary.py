@@ -160,8 +160,8 @@ def _api_calls(apis: dict[str, int], count: int, duration_ns: int) -> list[tuple
 
 def recording_profile(path: str, folder: str):
     """A finished live profile made from a recording (see the module doc)."""
-    from loopscope._recording import OP_KINDS, load
-    from loopscope._replay import _rows, _samples
+    from loopscope._recording import load
+    from loopscope._replay import _rows, _samples, inject_records
 
     data = load(path)
     ops, apis, sync_records, ranges = _rows(data)
@@ -192,18 +192,7 @@ def recording_profile(path: str, folder: str):
     try:
         prof.__enter__()
         try:
-            facts = [(int(d), *v) for d, v in data["meta"].get("device_facts", {}).items()]
-            if facts:
-                _core._inject("device", facts)
-            run: list[tuple] = []
-            for i, (kind, *op) in enumerate(ops):
-                run.append(tuple(op))
-                if i + 1 == len(ops) or ops[i + 1][0] != kind:
-                    _core._inject(OP_KINDS[kind], run)
-                    run = []
-            for name, rows in (("api", apis), ("sync_record", sync_records), ("sample", samples)):
-                if rows:
-                    _core._inject(name, rows)
+            inject_records(data, ops, apis, sync_records, samples)
             made, at = 0, 0
             plan = []
             for k, site in enumerate(sites):

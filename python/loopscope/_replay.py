@@ -4,7 +4,7 @@ them into a full summary again; what no record can rebuild is put back as
 recorded."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from . import _core
 from ._diagnosis import diagnose, diagnose_step
@@ -119,6 +119,40 @@ def replay(data: dict[str, Any]) -> Profile:
                              f"{error})") from None
 
 
+def _inject_or_refuse(kind: str, rows: list[tuple], what: str) -> None:
+    """_inject, with a bad row refused as a damaged recording."""
+    try:
+        _core._inject(kind, rows)
+    except (TypeError, ValueError) as error:
+        raise RecordingError(f"the recording's {what} are damaged: {error}") from None
+
+
+def inject_records(data: dict[str, Any], ops: list[tuple], apis: list[tuple],
+                   sync_records: list[tuple], samples: list[tuple],
+                   ranges: Sequence[tuple] = ()) -> None:
+    """Puts a recording's records (from _rows and _samples) into the
+    running profile; bench_summary.py's live-like replay uses it too."""
+    facts = [(int(device), *values)
+             for device, values in data["meta"].get("device_facts", {}).items()]
+    if facts:
+        _inject_or_refuse("device", facts, "device facts")
+    if ranges:
+        _inject_or_refuse("range", list(ranges), "ranges")
+    # in the recorded order (runs of one kind), so ties sort as they did
+    run: list[tuple] = []
+    for i, (k, *op) in enumerate(ops):
+        run.append(tuple(op))
+        if i + 1 == len(ops) or ops[i + 1][0] != k:
+            _core._inject(OP_KINDS[k], run)
+            run = []
+    if apis:
+        _core._inject("api", apis)
+    if sync_records:
+        _core._inject("sync_record", sync_records)
+    if samples:
+        _inject_or_refuse("sample", samples, "samples")
+
+
 def _replay(data: dict[str, Any]) -> Profile:
     ops, apis, sync_records, ranges = _rows(data)
     samples = _samples(data)
@@ -129,36 +163,7 @@ def _replay(data: dict[str, Any]) -> Profile:
         _core._set_test_clock(base, 1)
         prof.__enter__()
         try:
-            facts = [(int(device), *values)
-                     for device, values in data["meta"].get("device_facts", {}).items()]
-            if facts:
-                try:
-                    _core._inject("device", facts)
-                except (TypeError, ValueError) as error:
-                    raise RecordingError(f"the recording's device facts are damaged: "
-                                         f"{error}") from None
-            if ranges:
-                try:
-                    _core._inject("range", ranges)
-                except (TypeError, ValueError) as error:
-                    raise RecordingError(f"the recording's ranges are damaged: {error}") from None
-            # in the recorded order (runs of one kind), so ties sort as they did
-            run: list[tuple] = []
-            for i, (k, *op) in enumerate(ops):
-                run.append(tuple(op))
-                if i + 1 == len(ops) or ops[i + 1][0] != k:
-                    _core._inject(OP_KINDS[k], run)
-                    run = []
-            if apis:
-                _core._inject("api", apis)
-            if sync_records:
-                _core._inject("sync_record", sync_records)
-            if samples:
-                try:
-                    _core._inject("sample", samples)
-                except (TypeError, ValueError) as error:
-                    raise RecordingError(f"the recording's samples are damaged: "
-                                         f"{error}") from None
+            inject_records(data, ops, apis, sync_records, samples, ranges)
         finally:
             _core._set_test_clock(base + data["profile"]["stop_ns"], 1)
             prof.__exit__(None, None, None)

@@ -35,7 +35,7 @@ def child(loop_ms: float, metrics: str, variant: str = "default") -> dict:
     import torch
 
     import loopscope
-    from loopscope.demo import build, denoise_step
+    from loopscope.demo import build, denoise_step, eager_loop
 
     model, x = build()
     with torch.inference_mode():
@@ -50,13 +50,7 @@ def child(loop_ms: float, metrics: str, variant: str = "default") -> dict:
         steps = max(3, round(loop_ms / step_ms))
 
         def loop(prof=None):
-            y = x
-            for _ in range(steps):
-                if prof is None:
-                    y = denoise_step(model, y)
-                else:
-                    with prof.step():
-                        y = denoise_step(model, y)
+            eager_loop(model, x, steps, prof)
             torch.cuda.synchronize()
 
         bare = []

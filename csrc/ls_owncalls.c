@@ -21,7 +21,9 @@ void ls_owncalls_note(uint32_t correlation_id)
 
 int ls_owncalls_has(uint32_t correlation_id)
 {
-    if (correlation_id == 0)
+    /* Nothing noted (the usual case: no start beside a finish): no scan
+     * for each of a finish's sync records. */
+    if (correlation_id == 0 || atomic_load(&next_slot) == 0)
         return 0;
     for (int i = 0; i < LS_OWNCALLS_KEPT; i++)
         if (atomic_load(&noted[i]) == correlation_id)

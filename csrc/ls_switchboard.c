@@ -28,18 +28,19 @@ static int cannot_wait(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, ls_wa
 void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                              const CUpti_CallbackData *call, uint64_t (*now)(void))
 {
-    if (ls_owncalls_this_thread()) {
-        /* loopscope's worker waiting for the GPU at a finish, while the
-         * next profile runs: not the user's call */
-        if (call->callbackSite == CUPTI_API_ENTER)
-            ls_owncalls_note(call->correlationId);
-        return;
-    }
     uint8_t role = ls_cbid_role_of(domain, cbid);
     ls_wait_class wait = LS_ROLE_WAIT_CLASS(role);
     uint32_t driver = domain == CUPTI_CB_DOMAIN_DRIVER_API;
     /* calls kept with their stack: those that can wait, and memory calls */
     int kept = wait != LS_WAIT_NONE || (role & LS_ROLE_MEMORY);
+    /* loopscope's worker waiting for the GPU at a finish while the next
+     * profile runs: not the user's call.  (Asked only of kept calls, off
+     * the launch path: the worker launches nothing.) */
+    if (kept && ls_owncalls_this_thread()) {
+        if (call->callbackSite == CUPTI_API_ENTER)
+            ls_owncalls_note(call->correlationId);
+        return;
+    }
     if (call->callbackSite == CUPTI_API_ENTER) {
         uint64_t t = now();
         /* The common case, a launch that cannot wait, stops at its record:

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -161,31 +162,32 @@ static void drop_early_apis(ls_capture *c)
     free(ids);
 }
 
-/* Back to back, for the stop's settling: 1 once every launch inside the
- * window has an op among the records drained so far (the buffers CUPTI
- * withholds while the next profile's kernels run hold no more of this
- * window's); 0 also when memory is short (the stop's bound then ends it). */
-static int window_settled(void *arg)
+/* Back to back: how many launches inside the window have no op among the
+ * records drained so far (SIZE_MAX when memory is short). */
+static size_t launches_without_op(const ls_finish *job)
 {
-    ls_finish *job = (ls_finish *)arg;
     const ls_records *r = &job->capture.records;
     const ls_op_array *ops = &job->activity.ops;
     uint32_t *ids = malloc((ops->count ? ops->count : 1) * sizeof *ids);
     if (ids == NULL)
-        return 0;
+        return SIZE_MAX;
     for (size_t i = 0; i < ops->count; i++)
         ids[i] = ops->items[i].correlation_id;
-    size_t n = ls_ids_sort_unique_u32(ids, ops->count);
-    int all = 1;
-    for (size_t i = 0; all && i < r->apis.count; i++) {
+    size_t n = ls_ids_sort_unique_u32(ids, ops->count), missing = 0;
+    for (size_t i = 0; i < r->apis.count; i++) {
         const ls_api *a = &r->apis.items[i];
         if (a->start_ns >= r->start_ns && a->start_ns <= r->stop_ns &&
             ls_ids_find_u32(ids, n, a->correlation_id) < 0)
-            all = 0;
+            missing++;
     }
     free(ids);
-    return all;
+    return missing;
 }
+
+/* For the stop's settling: 1 once every launch inside the window has its
+ * op (the buffers CUPTI withholds while the next profile's kernels run
+ * hold no more of this window's). */
+static int window_settled(void *arg) { return launches_without_op((ls_finish *)arg) == 0; }
 
 /* Back to back: the flush of this finish also brought the records of the
  * profile that started meanwhile and continued tracing (ls_activity).  What
@@ -411,6 +413,13 @@ static void finish_run(ls_task *task)
         char activity_error[sizeof c->stop_error] = "";
         if (ls_activity_stop(&next, window_settled, job) != 0)
             snprintf(activity_error, sizeof activity_error, "%s", ls_cupti_error());
+        if (next != NULL) {
+            /* The settling's bound passed with launches still unrecorded:
+             * counted as dropped, so the summary's drops check says so. */
+            size_t missing = launches_without_op(job);
+            if (missing != SIZE_MAX)
+                c->records.dropped_records += missing;
+        }
         c->buffer_bytes = ls_buffers_allocated_bytes();
         c->buffers_refused = ls_buffers_refused();
         lap(c, LS_FINISH_ACTIVITY, &t0);

@@ -10,9 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { LS_OP_KERNEL = 0, LS_OP_MEMCPY = 1, LS_OP_MEMSET = 2 } ls_op_kind;
+/* LS_OP_GRAPH (issue 27, graph-level mode): one whole replay of a CUDA graph
+ * exec, from CUPTI's graph-level trace (one record per replay, no record per
+ * node): start_ns/end_ns span the replay's first node to its last, name_id
+ * names the graph ("CUDA graph <id>"), graph_launched is 1 and the geometry
+ * is 0 (a replay has no one shape).  It is GPU work like a kernel for busy
+ * time, gaps, steps and ranges, but not a kernel: kernel counts, the kernel
+ * table and fill read kernels only. */
+typedef enum { LS_OP_KERNEL = 0, LS_OP_MEMCPY = 1, LS_OP_MEMSET = 2, LS_OP_GRAPH = 3 } ls_op_kind;
 
-/* One GPU operation: kernel, memcpy or memset. */
+/* One GPU operation: kernel, memcpy, memset or a graph replay. */
 typedef struct {
     uint64_t start_ns, end_ns;
     uint64_t bytes;          /* memcpy/memset size, 0 for kernels */

@@ -24,7 +24,10 @@ static ls_ready_buffer *ready; /* capacity max_buffers */
 static size_t ready_count;
 static atomic_size_t ready_hint;
 static atomic_uint_fast64_t refused;
+static atomic_uint_fast64_t foreign;
 static atomic_int zeroed; /* buffers are handed out all zeros */
+static atomic_int holding; /* between profiles in graph-level mode: no new buffer */
+static uint8_t **owned;    /* every buffer allocated, to tell a foreign one */
 
 static void *alloc_buffer(void)
 {
@@ -44,16 +47,20 @@ int ls_buffers_configure(size_t bytes, size_t preallocate, size_t cap, int zero)
     if (allocated == 0) {
         uint8_t **fl = malloc(cap * sizeof *fl);
         ls_ready_buffer *rd = malloc(cap * sizeof *rd);
-        if (fl == NULL || rd == NULL) {
+        uint8_t **own = malloc(cap * sizeof *own);
+        if (fl == NULL || rd == NULL || own == NULL) {
             free(fl);
             free(rd);
+            free(own);
             result = -1;
             goto done;
         }
         free(free_list);
         free(ready);
+        free(owned);
         free_list = fl;
         ready = rd;
+        owned = own;
         buffer_bytes = bytes;
         max_buffers = cap;
     }
@@ -64,7 +71,7 @@ int ls_buffers_configure(size_t bytes, size_t preallocate, size_t cap, int zero)
             break;
         }
         free_list[free_count++] = b;
-        allocated++;
+        owned[allocated++] = b;
     }
     /* Buffers used while clearing was off may hold old records. */
     if (zero && !atomic_load(&zeroed))
@@ -83,12 +90,12 @@ void ls_buffers_request(uint8_t **buffer, size_t *size, size_t *max_records)
     pthread_mutex_lock(&pool_lock);
     if (free_count > 0) {
         b = free_list[--free_count];
-    } else if (allocated < max_buffers) {
+    } else if (allocated < max_buffers && !atomic_load(&holding)) {
         /* The only allocation on CUPTI's side: CUPTI's designated moment to
          * allocate, rare (one buffer holds thousands of records), bounded. */
         b = alloc_buffer();
         if (b != NULL)
-            allocated++;
+            owned[allocated++] = b;
     }
     pthread_mutex_unlock(&pool_lock);
     if (b == NULL)
@@ -103,6 +110,17 @@ void ls_buffers_complete(uint8_t *buffer, size_t valid_size)
     if (buffer == NULL)
         return;
     pthread_mutex_lock(&pool_lock);
+    /* A buffer another tool's callbacks handed CUPTI (torch.profiler's,
+     * registered in between) may come back here once ours are registered
+     * again: not ours to reuse or free; its records are not this window's. */
+    size_t i = 0;
+    while (i < allocated && owned[i] != buffer)
+        i++;
+    if (i == allocated) {
+        atomic_fetch_add(&foreign, 1);
+        pthread_mutex_unlock(&pool_lock);
+        return;
+    }
     /* ready has room for every buffer the pool owns, so this cannot overflow. */
     ready[ready_count++] = (ls_ready_buffer){buffer, valid_size};
     atomic_store(&ready_hint, ready_count);
@@ -140,6 +158,19 @@ void ls_buffers_drain(ls_buffer_visitor visit, void *ctx)
 }
 
 uint64_t ls_buffers_refused(void) { return atomic_load(&refused); }
+
+uint64_t ls_buffers_foreign(void) { return atomic_load(&foreign); }
+
+void ls_buffers_hold(int on) { atomic_store(&holding, on ? 1 : 0); }
+
+static void discard(uint8_t *buffer, size_t valid_size, void *ctx)
+{
+    (void)buffer;
+    (void)valid_size;
+    (void)ctx;
+}
+
+void ls_buffers_discard_ready(void) { ls_buffers_drain(discard, NULL); }
 
 size_t ls_buffers_allocated_bytes(void)
 {

@@ -40,6 +40,18 @@ void ls_buffers_drain(ls_buffer_visitor visit, void *ctx);
 /* Requests refused because the pool was at its cap, since configure. */
 uint64_t ls_buffers_refused(void);
 
+/* Completed buffers that were not the pool's (another tool's, handed to
+ * CUPTI while its callbacks were registered), left alone, since start. */
+uint64_t ls_buffers_foreign(void);
+
+/* With `on`, the pool allocates no new buffer (CUPTI then drops records):
+ * between profiles in graph-level mode, where records still come but
+ * belong to no window (ls_graphs). */
+void ls_buffers_hold(int on);
+
+/* Returns every completed buffer to the free list unread. */
+void ls_buffers_discard_ready(void);
+
 /* Bytes currently allocated by the pool. */
 size_t ls_buffers_allocated_bytes(void);
 

@@ -25,6 +25,8 @@ static struct {
     int (*stream_synchronize)(void *);
     int (*pointer_get_attribute)(void *, int, ls_cu_ptr);
     int (*driver_get_version)(int *);
+    int (*device_get_count)(int *);
+    int (*primary_ctx_get_state)(int, unsigned int *, int *);
 } cu;
 static atomic_int resolved;
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -54,6 +56,8 @@ static int resolve(void)
             LS_SYM(stream_synchronize, "cuStreamSynchronize");
             LS_SYM(pointer_get_attribute, "cuPointerGetAttribute");
             LS_SYM(driver_get_version, "cuDriverGetVersion");
+            LS_SYM(device_get_count, "cuDeviceGetCount");
+            LS_SYM(primary_ctx_get_state, "cuDevicePrimaryCtxGetState");
 #undef LS_SYM
             atomic_store_explicit(&resolved, 1, memory_order_release);
         }
@@ -90,6 +94,32 @@ int ls_cuda_sync_context(void *context)
     if (used <= 0)
         return used;
     return cu.ctx_synchronize != NULL && cu.ctx_synchronize() == 0 ? 1 : -1;
+}
+
+int ls_cuda_context_exists(void)
+{
+    if (resolve() != 0)
+        return 0; /* the driver is not even loaded: no context can exist */
+    if (ls_cuda_current_context() != NULL)
+        return 1;
+    int count = 0;
+    if (cu.device_get_count == NULL || cu.primary_ctx_get_state == NULL)
+        return -1;
+    int rc = cu.device_get_count(&count);
+    if (rc == 3) /* CUDA_ERROR_NOT_INITIALIZED: cuInit never ran, so no context */
+        return 0;
+    if (rc != 0)
+        return -1;
+    for (int ordinal = 0; ordinal < count; ordinal++) {
+        int device = 0, active = 0;
+        unsigned int flags = 0;
+        if (cu.device_get == NULL || cu.device_get(&device, ordinal) != 0 ||
+            cu.primary_ctx_get_state(device, &flags, &active) != 0)
+            return -1;
+        if (active)
+            return 1;
+    }
+    return 0;
 }
 
 int ls_cuda_driver_version(void)

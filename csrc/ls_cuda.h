@@ -31,6 +31,13 @@ int ls_cuda_sync_context(void *context);
  * success, -1 when the driver is not loaded or the call failed. */
 int ls_cuda_device_name(int ordinal, char *buf, size_t size);
 
+/* Whether the process has a CUDA context yet: 1 when the calling thread
+ * has a current one or a device's primary context is active, 0 when none
+ * can exist (the driver is not loaded, or never initialised), -1 when the
+ * driver cannot tell.  Contexts made with cuCtxCreate on other threads are
+ * not seen (the graph-level mode's check, ls_graphs, says so). */
+int ls_cuda_context_exists(void);
+
 /* The driver's CUDA version (cuDriverGetVersion: 13000 for 13.0), 0 when
  * no driver is loaded or it cannot tell. */
 int ls_cuda_driver_version(void);

@@ -8,6 +8,7 @@
 #include "ls_names.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +32,11 @@ static ls_api_records enabled_api;
 static int enabled_zeroed;
 static CUpti_ActivityKind enabled[8];
 static size_t enabled_count;
+/* Graph-level mode (ls_graphs): the graph trace kind stays on for the
+ * process once enabled; a replay record that began before the window's
+ * start (CUPTI's clock) is an earlier replay's, not the window's. */
+static atomic_int graph_trace_on;
+static _Atomic uint64_t graph_floor_ns;
 
 static void CUPTIAPI on_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
@@ -138,6 +144,17 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
                 set_geometry(op, k);
             break;
         }
+        case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
+            const CUpti_ActivityGraphTrace2 *g = (const CUpti_ActivityGraphTrace2 *)record;
+            if (g->start < atomic_load_explicit(&graph_floor_ns, memory_order_relaxed))
+                break; /* replayed before the window began */
+            char name[32];
+            int length = snprintf(name, sizeof name, "CUDA graph %u", (unsigned)g->graphId);
+            uint32_t name_id = ls_names_intern_held(&sink->names, name, (size_t)length);
+            add_op(sink, LS_OP_GRAPH, g->start, g->end, g->deviceId, g->streamId,
+                   g->correlationId, 0, name_id, 0, 1);
+            break;
+        }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const ls_memcpy_record *m = (const ls_memcpy_record *)record;
             ls_op *op = add_op(sink, LS_OP_MEMCPY, m->start, m->end, m->deviceId, m->streamId,
@@ -231,6 +248,19 @@ int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, 
     if (LS_CUPTI_CHECK(ActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed)) !=
         CUPTI_SUCCESS)
         goto fail;
+    if (atomic_load(&graph_trace_on)) {
+        /* Replays since the last window left records in CUPTI's buffers:
+         * forced out and thrown away, with the records CUPTI dropped
+         * meanwhile (the pool did not grow), before this window counts. */
+        LS_CUPTI_CHECK(ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+        ls_buffers_discard_ready();
+        size_t dropped_before = 0;
+        LS_CUPTI_CHECK(ActivityGetNumDroppedRecords(NULL, 0, &dropped_before));
+        uint64_t now = 0;
+        LS_CUPTI_CHECK(GetTimestamp(&now));
+        atomic_store(&graph_floor_ns, now);
+        ls_buffers_hold(0);
+    }
     pthread_mutex_lock(&state);
     sink_records = sink;
     next_sink = NULL;
@@ -278,6 +308,10 @@ void ls_activity_forget_in_child(void)
     stopping = 0;
     sink_records = next_sink = NULL;
     enabled_count = 0;
+    /* The kind stays on in the child's CUPTI, if it has one loaded; a child
+     * profiles per kernel unless it prepares again (ls_graphs). */
+    atomic_store(&graph_trace_on, 0);
+    atomic_store(&graph_floor_ns, 0);
 }
 
 int ls_activity_continue(ls_records *sink, ls_api_records api, int zeroed_buffers)
@@ -342,11 +376,33 @@ int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
     } else {
         sink_records = NULL;
         stopping = 0;
+        if (atomic_load(&graph_trace_on))
+            ls_buffers_hold(1); /* replay records until the next window: no growth */
         pthread_cond_broadcast(&stopped);
     }
     pthread_mutex_unlock(&state);
     return result;
 }
+
+int ls_activity_enable_graph_trace(int zeroed_buffers, char *reason, size_t reason_size)
+{
+    if (atomic_load(&graph_trace_on))
+        return 0;
+    uint8_t zeroed = zeroed_buffers ? 1 : 0;
+    size_t zeroed_size = sizeof zeroed;
+    LS_CUPTI_CHECK(ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                                        &zeroed_size, &zeroed));
+    if (LS_CUPTI_CHECK(ActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed)) !=
+            CUPTI_SUCCESS ||
+        LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != CUPTI_SUCCESS) {
+        snprintf(reason, reason_size, "%s", ls_cupti_error());
+        return -1;
+    }
+    atomic_store(&graph_trace_on, 1);
+    return 0;
+}
+
+int ls_activity_graph_trace_on(void) { return atomic_load(&graph_trace_on); }
 
 void ls_activity_wait_stopped(void)
 {

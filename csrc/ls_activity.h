@@ -64,6 +64,19 @@ int ls_activity_tracing(void);
  * it, the kinds are either off or continuable. */
 void ls_activity_wait_stopped(void);
 
+/* Graph-level mode (issue 27; the policy is ls_graphs'): registers the
+ * buffer callbacks and turns CUPTI's graph-level trace on for the rest of
+ * the process (never off: CUPTI crashes on replaying a graph exec that was
+ * instantiated while the kind was off).  From then on every window (each
+ * ls_activity_start) first throws away the replay records made since the
+ * last one, and parses each replay as one LS_OP_GRAPH op; between windows
+ * the buffer pool does not grow.  Returns 0, or -1 with CUPTI's error in
+ * `reason`. */
+int ls_activity_enable_graph_trace(int zeroed_buffers, char *reason, size_t reason_size);
+
+/* 1 once the graph-level trace is on (ls_activity_enable_graph_trace). */
+int ls_activity_graph_trace_on(void);
+
 /* In a forked child: the parent's tracing state is not the child's. */
 void ls_activity_forget_in_child(void);
 

@@ -99,6 +99,7 @@ typedef struct {
     char timestamp_error[256]; /* why CUPTI refused loopscope's source, "" normally */
     int continued_tracing;     /* 1: started while the last profile still finished, tracing
                                 * continued from it (back to back, no wait) */
+    int graph_level;           /* 1: CUDA-graph replays traced whole (ls_graphs) */
 } ls_capture;
 
 #endif

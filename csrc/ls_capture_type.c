@@ -314,7 +314,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     }
     static const char *const timestamp_sources[] = {"none", "loopscope", "cupti-default",
                                                     "refused"};
-    PyObject *clock = ls_py_dict_of(7, "pm_wait_ns", U64(c->pm_wait_ns), "pm_wait_timed_out",
+    PyObject *clock = ls_py_dict_of(8, "pm_wait_ns", U64(c->pm_wait_ns), "pm_wait_timed_out",
                      PyBool_FromLong(c->pm_wait_timed_out), "clock_rate", clock_rate, "reference_span_ns",
                      U64(c->stop_reference_ns > c->start_reference_ns
                              ? c->stop_reference_ns - c->start_reference_ns : 0),
@@ -324,7 +324,8 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                      "timestamp_error",
                      c->timestamp_error[0] ? PyUnicode_FromString(c->timestamp_error)
                                            : Py_NewRef(Py_None),
-                     "continued_tracing", PyBool_FromLong(c->continued_tracing));
+                     "continued_tracing", PyBool_FromLong(c->continued_tracing),
+                     "graph_level", PyBool_FromLong(c->graph_level));
     if (info != NULL && (clock == NULL || PyDict_Update(info, clock) != 0))
         Py_CLEAR(info);
     Py_XDECREF(clock);
@@ -515,7 +516,7 @@ static PyObject *capture_calls(PyObject *op, PyObject *unused)
 static PyObject *capture_ops(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    static const char *const kinds[] = {"kernel", "memcpy", "memset"};
+    static const char *const kinds[] = {"kernel", "memcpy", "memset", "graph"};
     const ls_records *r = &((ls_capture_object *)op)->capture.records;
     PyObject *list = PyList_New((Py_ssize_t)r->ops.count);
     for (size_t i = 0; list != NULL && i < r->ops.count; i++) {

@@ -20,6 +20,7 @@
 #include "ls_sampler.h"
 #include "ls_site_type.h"
 #include "ls_step_type.h"
+#include "ls_graphs.h"
 #include "ls_session.h"
 #include "ls_strict_py.h"
 #include "ls_test_hooks.h"
@@ -349,7 +350,59 @@ static PyObject *core_demangle(PyObject *module, PyObject *name)
     return out;
 }
 
+/* prepare_graphs(cupti_paths) -> None, or the sentence saying why
+ * graph-level mode could not be turned on (ls_graphs). */
+static PyObject *core_prepare_graphs(PyObject *module, PyObject *paths)
+{
+    (void)module;
+    if (ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError, "loopscope.prepare() cannot run inside a profile");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(paths, "cupti_paths must be a sequence of str");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const char **candidates = calloc((size_t)(n ? n : 1), sizeof *candidates);
+    if (candidates == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        candidates[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        if (candidates[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "cupti_paths[%zd] must be a str", i);
+            free(candidates);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    char why[1024] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ls_graphs_prepare(candidates, (size_t)n, why, sizeof why);
+    Py_END_ALLOW_THREADS
+    free(candidates);
+    Py_DECREF(seq);
+    if (rc == 0)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(why[0] ? why : "graph-level tracing could not be turned on");
+}
+
+static PyObject *core_graphs_prepared(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyBool_FromLong(ls_graphs_prepared());
+}
+
 static PyMethodDef core_methods[] = {
+    {"prepare_graphs", core_prepare_graphs, METH_O,
+     "prepare_graphs(cupti_paths) -> None, or why graph-level mode could not be turned on."},
+    {"graphs_prepared", core_graphs_prepared, METH_NOARGS,
+     "True once graph-level mode is on in this process."},
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
      " warm_up=2, syncs=True, metrics=False, metrics_interval_ns=100000,"

@@ -371,6 +371,7 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     lap(&c->start_phase_ns[LS_START_WARM_UP], &t0);
     session.tracing = 1;
     c->traced = 1;
+    c->graph_level = ls_activity_graph_trace_on();
     c->reason[0] = '\0';
 }
 

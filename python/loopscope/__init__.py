@@ -14,6 +14,8 @@
 `loopscope.profile(steps=model)` makes each top-level call of model a step;
 `loopscope.analyze("trace.json.gz")` gives the same summary from a torch.profiler
 trace, an Nsight Systems SQLite export or a saved loopscope profile;
+`loopscope.prepare()`, before the first CUDA call, traces each CUDA-graph replay
+as one span in every later profile (graph-level mode, for loops of graph replays);
 `loopscope.compare(before, after)` compares two summaries, profiles or files
 (`loopscope.format_compare(result)`: the same as `loopscope diff` prints).
 """
@@ -22,6 +24,7 @@ from ._compare import CompareError, compare, format_compare
 from ._job import analyze
 from ._core import range  # noqa: A004  (the public name is part of the contract)
 from ._instrument import InstrumentHandle, instrument
+from ._prepare import prepare
 from ._profile import LoopscopeWarning, Profile, profile
 from ._sniff import TraceError
 from ._strict import SyncError, no_sync
@@ -29,5 +32,5 @@ from ._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [
     "CompareError", "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError",
-    "TraceError", "analyze", "compare", "format_compare", "instrument", "load", "no_sync", "profile", "range", "__version__",
+    "TraceError", "analyze", "compare", "format_compare", "instrument", "load", "no_sync", "prepare", "profile", "range", "__version__",
 ]

@@ -1,0 +1,161 @@
+"""Graph-level mode on a real GPU (issue 27): `loopscope.prepare()` at the
+top of a fresh process, then each CUDA-graph replay is one span.  Against a
+plain process (a record per kernel) on the same loop: the same steps, busy
+time and per-step GPU time within 2%, the same readiness, and no kernel
+record for a graph's kernels.  The busy time is the union of the raw op
+intervals, computed here in plain Python, not loopscope's figure.
+
+Each mode runs in its own fresh process: prepare() must come before the
+process's first CUDA call, which pytest's own process made long ago."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs PyTorch")
+if not torch.cuda.is_available():
+    pytest.skip("needs an NVIDIA GPU visible to PyTorch", allow_module_level=True)
+
+import loopscope  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+CHILD = r"""
+import json, sys
+import loopscope
+mode, loop_kind = sys.argv[1], sys.argv[2]
+if mode == "replays":
+    loopscope.prepare()
+import torch
+from loopscope import demo
+
+if loop_kind == "graph":
+    model, x = demo.build()
+    loop = demo.graph_loop_factory(model, x)
+else:
+    model, x = demo.build(depth=6)
+    compiled = torch.compile(model, mode="reduce-overhead")
+
+    @torch.no_grad()
+    def loop(steps=10, prof=None):
+        for _ in range(steps):
+            if prof is None:
+                compiled(x)
+            else:
+                with prof.step():
+                    compiled(x)
+
+    for _ in range(4):
+        loop(3)
+beside = len(sys.argv) > 3
+if beside:  # torch.profiler before, between and after loopscope's profiles
+    from torch.profiler import ProfilerActivity, profile as tprofile
+def torch_profile():
+    with tprofile(activities=[ProfilerActivity.CUDA]) as tp:
+        loop(3)
+        torch.cuda.synchronize()
+    return sum(1 for e in tp.events() if e.device_type.name == "CUDA")
+out = {"torch_events": []}
+loop(10)
+torch.cuda.synchronize()
+for round_ in range(3):
+    if beside:
+        out["torch_events"].append(torch_profile())
+    with loopscope.profile() as prof:
+        loop(10, prof)
+        torch.cuda.synchronize()
+    s = prof.summary()
+if beside:
+    out["torch_events"].append(torch_profile())
+cap = prof._capture
+ops = cap.ops()
+info = cap.info()
+out.update(
+    ops=[[o[0], o[1], o[2]] for o in ops],
+    graph_level=info["graph_level"],
+    dropped=info["dropped_records"], invalid=info["invalid_records"],
+    steps=[[st["index"], st["gpu_ms"], (st.get("graph_readiness") or {}).get("status")]
+           for st in s["steps"]],
+    sm=(s.get("sm") or {}).get("active_pct"),
+    gpu_error=s.get("gpu_error"),
+)
+print("JSON" + json.dumps(out))
+"""
+
+
+def run_child(mode: str, loop: str, *extra: str) -> dict:
+    p = subprocess.run([sys.executable, "-c", CHILD, mode, loop, *extra], capture_output=True,
+                       text=True, timeout=400)
+    assert p.returncode == 0, p.stderr[-4000:]
+    line = [x for x in p.stdout.splitlines() if x.startswith("JSON")]
+    assert line, p.stdout[-2000:] + p.stderr[-2000:]
+    return json.loads(line[-1][4:])
+
+
+def union_ns(intervals) -> int:
+    total, end = 0, None
+    for s, e in sorted(intervals):
+        if end is None or s > end:
+            total, end = total + e - s, e
+        elif e > end:
+            total, end = total + e - end, e
+    return total
+
+
+def within(a: float, b: float, share: float) -> bool:
+    return abs(a - b) <= share * max(abs(a), abs(b))
+
+
+@pytest.mark.parametrize("loop", ["graph", "compiled"])
+def test_graph_level_mode_matches_per_kernel_tracing(loop):
+    kernels = run_child("kernels", loop)
+    replays = run_child("replays", loop)
+    assert kernels["graph_level"] is False and replays["graph_level"] is True
+    assert kernels["gpu_error"] is None and replays["gpu_error"] is None
+    kinds_k = [o[0] for o in kernels["ops"]]
+    kinds_r = [o[0] for o in replays["ops"]]
+    # one span per replay (one replay a step), and no record per node
+    assert kinds_r.count("graph") == 10
+    assert "graph" not in kinds_k
+    assert kinds_k.count("kernel") >= 10 * 20  # the graphs' kernels, recorded one by one
+    # what the replays hid: the same kernels each replay, none outside them
+    in_graphs = kinds_k.count("kernel") - kinds_r.count("kernel")
+    assert in_graphs > 0 and in_graphs % 10 == 0
+    assert kinds_r.count("kernel") < 20  # only what ran outside the graphs
+    assert replays["invalid"] == 0 and replays["dropped"] == 0
+    busy_k = union_ns((o[1], o[2]) for o in kernels["ops"])
+    busy_r = union_ns((o[1], o[2]) for o in replays["ops"])
+    assert within(busy_k, busy_r, 0.02), (busy_k, busy_r)
+    assert len(kernels["steps"]) == len(replays["steps"]) == 10
+    for (ik, gk, sk), (ir, gr, sr) in zip(kernels["steps"], replays["steps"]):
+        assert ik == ir
+        assert within(gk, gr, 0.02), (ik, gk, gr)
+        assert sk == sr == "replays_graph"
+    assert replays["sm"] is not None and kernels["sm"] is not None
+
+
+def test_torch_profiler_beside_a_prepared_process():
+    """torch.profiler before, between and after loopscope's profiles in a
+    prepared process: nothing crashes, torch.profiler still records, and
+    loopscope's last profile still holds exactly its ten replays."""
+    out = run_child("replays", "graph", "beside")
+    assert out["graph_level"] is True
+    assert [o[0] for o in out["ops"]].count("graph") == 10
+    assert len(out["torch_events"]) == 4 and all(n > 0 for n in out["torch_events"])
+
+
+def test_prepare_after_cuda_started_refuses_with_the_reason():
+    torch.zeros(1, device="cuda")  # this process's CUDA has started
+    if loopscope._prepare.prepared():
+        pytest.skip("graph-level mode already on in this process")
+    with pytest.raises(RuntimeError, match="CUDA has already started"):
+        loopscope.prepare()
+    assert not loopscope._prepare.prepared()
+    with loopscope.profile() as prof:  # profiles go on per kernel
+        x = torch.ones(1 << 10, device="cuda")
+        (x * 2).sum()
+        torch.cuda.synchronize()
+    assert prof.summary()["gpu"]["kernels"] >= 2

@@ -40,6 +40,17 @@ def union_ns(spans):
     return total + (cur_end - cur_start if cur_end is not None else 0)
 
 
+def merged_spans(spans):
+    """The union of [start, end) spans as sorted, disjoint spans."""
+    out = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 def idle_gaps(ops):
     """[(gap_start, gap_end, launch of the op that ends it)] of ops given as
     (start, end, launch_ns): the idle intervals between their merged spans."""
@@ -317,9 +328,14 @@ def test_export_writes_each_replay_on_its_stream_track(test_clock, tmp_path):
 
 
 def test_html_and_pictures_render_replays(test_clock):
+    pytest.importorskip("matplotlib", reason="the pictures need matplotlib")
     prof, replays = profile_graph_loop(test_clock)
     html = prof._repr_html_()
     assert f"{len(replays)} CUDA-graph replays traced whole" in html
+    # the gap histogram, the time line and its zooms are drawn from the replays' busy spans
+    assert html.count('src="data:image/png;base64,') >= 2
+    window = prof.model.window(replays[0][0], replays[-1][1], 100, "warning", 1)
+    assert [tuple(b[:2]) for b in window["busy"]] == merged_spans([r[:2] for r in replays])
 
 
 def test_recording_round_trip_keeps_the_replays(test_clock, tmp_path):

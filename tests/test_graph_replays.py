@@ -149,6 +149,20 @@ def test_busy_time_gaps_and_causes_of_a_graph_loop(test_clock):
     assert s["loop"]["ops"] == len(replays) and s["loop"]["kernels"] == 0
 
 
+def test_a_host_wait_over_a_gap_before_a_replay_makes_it_a_sync_gap(test_clock):
+    """A sync record overlapping the idle time before a replay launched
+    late: `sync`, as before a kernel; the other late launch stays `host`."""
+    test_clock.set(1_000_000, 100_000)
+    with loopscope.profile() as prof:
+        replays = graph_loop(prof, [[30_000], [30_000], [30_000]])
+        r0, r1, r2 = ((start, end, launch) for start, end, launch, *_ in replays)
+        # a host wait inside the first gap only
+        _core._inject("sync_record", [(r0[1] + 10_000, r1[0] - 10_000, STREAM)])
+    assert idle_gaps([r0, r1, r2]) == [(r0[1], r1[0], r1[2]), (r1[1], r2[0], r2[2])]
+    assert r1[2] >= r0[1] and r2[2] >= r1[1]  # both launched after the GPU went idle
+    assert prof.summary()["gaps"]["by_cause"] == {"host": 1, "sync": 1, "other": 0}
+
+
 def test_per_step_gpu_time_replays_and_gaps(test_clock):
     prof, replays = profile_graph_loop(test_clock)
     steps = prof.summary()["steps"]

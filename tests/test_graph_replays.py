@@ -341,6 +341,26 @@ def test_export_writes_each_replay_on_its_stream_track(test_clock, tmp_path):
     assert graphs[1]["ts"] - graphs[0]["ts"] == pytest.approx((replays[1][0] - replays[0][0]) / 1e3)
 
 
+def test_the_exported_trace_reads_back_with_its_replays(test_clock, tmp_path):
+    """loopscope.analyze of the export: the cuda_graph events are replays
+    again, so the figures are those of the live profile's records."""
+    prof, replays = profile_graph_loop(test_clock)
+    path = tmp_path / "t.json"
+    prof.export_trace(str(path))
+    test_clock.set(0, 0)
+    s = loopscope.analyze(str(path))
+    spans = [r[:2] for r in replays]
+    assert s["gpu"]["graph_replays"] == len(replays)
+    assert s["gpu"]["graph_replay_ms"] == pytest.approx(sum(b - a for a, b in spans) / 1e6)
+    assert s["gpu"]["busy_ms"] == pytest.approx(union_ns(spans) / 1e6)
+    assert s["gpu"]["kernels"] == 0 and s["top_kernels"] == []
+    gaps = idle_gaps([(a, b, launch) for a, b, launch, *_ in replays])
+    causes = [cause_of(a, launch) for a, _, launch in gaps]
+    assert s["gaps"]["by_cause"] == {c: causes.count(c) for c in ("host", "sync", "other")}
+    assert [st["graph_replays"] for st in s["steps"]] == [len(d) for d in DURATIONS]
+    assert [st["graph_readiness"]["status"] for st in s["steps"]] == ["replays_graph"] * 3
+
+
 def test_html_and_pictures_render_replays(test_clock):
     pytest.importorskip("matplotlib", reason="the pictures need matplotlib")
     prof, replays = profile_graph_loop(test_clock)

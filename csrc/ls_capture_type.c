@@ -522,9 +522,10 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
         const ls_op *o = &r->ops.items[i];
         PyObject *name = ls_py_name_or_none(o->name_id);
         PyObject *t = name == NULL ? NULL
-            : Py_BuildValue("(sKKIIINK)", kinds[o->kind <= LS_OP_GRAPH ? o->kind : LS_OP_KERNEL], (unsigned long long)o->start_ns,
-                            (unsigned long long)o->end_ns, o->device_id, o->stream_id,
-                            o->correlation_id, name, (unsigned long long)o->bytes);
+            : Py_BuildValue("(sKKIIINK)", kinds[o->kind <= LS_OP_GRAPH ? o->kind : LS_OP_KERNEL],
+                            (unsigned long long)o->start_ns, (unsigned long long)o->end_ns,
+                            o->device_id, o->stream_id, o->correlation_id, name,
+                            (unsigned long long)o->bytes);
         if (t == NULL)
             Py_CLEAR(list);
         else

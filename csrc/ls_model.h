@@ -3,7 +3,8 @@
  * derives gaps, steps or attribution again.
  *
  * Gaps: per device, the busy intervals of every kernel, memcpy, memset and
- * graph replay on all streams are merged; the idle intervals between them are the gaps.
+ * graph replay on all streams are merged; the idle intervals between them
+ * are the gaps.
  * The same is done per stream (statistics only).  Each gap has a class
  * (normal below normal_below_ns, severe above severe_above_ns, else
  * warning), a cause (sync: a host sync or sync record overlapped it; host:

@@ -897,8 +897,8 @@ static PyObject *model_window(PyObject *op, PyObject *args, PyObject *kwargs)
 static const char *const step_column_names[] = {
     "index", "start_ns", "end_ns", "first_ns", "last_ns", "busy_ns", "idle_ns", "range",
     "thread", "syncs", "kernels", "memcpys", "memsets", "graphs", "graph_ns", "compute_ns",
-    "comm_ns", "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal", "gap_warning", "gap_severe",
-    "gap_host", "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
+    "comm_ns", "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal", "gap_warning",
+    "gap_severe", "gap_host", "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
     "gap_max_ns", "gap_p50_ns", "gap_p99_ns", "graph_launches", "replay_host_ns",
     "replay_pairs", "memory_calls", "first_memory_call", "stream_ordered", "pageable_copies",
     "first_pageable_op", "first_pageable_call", "ops", "signature",
@@ -933,7 +933,8 @@ static void step_values(const ls_model_object *self, size_t s, uint64_t *out)
     const uint64_t values[] = {
         s, range->start_ns, range->end_ns, l->first_ns, l->last_ns, l->busy_ns, g->total_ns,
         m->steps.range_of[s], range->thread_id, m->step_syncs[s], l->kernels, l->memcpys,
-        l->memsets, l->graphs, l->graph_ns, l->compute_ns, l->comm_ns, l->kernel_ns, l->shaped_ns, l->filled_ns,
+        l->memsets, l->graphs, l->graph_ns, l->compute_ns, l->comm_ns, l->kernel_ns,
+        l->shaped_ns, l->filled_ns,
         g->count, g->by_class[LS_CLASS_NORMAL], g->by_class[LS_CLASS_WARNING],
         g->by_class[LS_CLASS_SEVERE], g->by_cause[LS_CAUSE_HOST], g->by_cause[LS_CAUSE_SYNC],
         g->by_cause[LS_CAUSE_OTHER], g->by_cause_ns[LS_CAUSE_HOST],
@@ -1102,9 +1103,9 @@ static PyObject *model_step_table(PyObject *op, PyObject *args)
 static const char *const group_column_names[] = {
     "count", "host_ns", "span_ns", "parent", "depth", "step_prefixed", "first_range",
     "first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets", "graphs", "graph_ns",
-    "compute_ns", "comm_ns", "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal", "gap_warning",
-    "gap_severe", "idle_ns", "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host", "gap_sync",
-    "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
+    "compute_ns", "comm_ns", "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal",
+    "gap_warning", "gap_severe", "idle_ns", "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host",
+    "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
 };
 #define GROUP_COLUMNS COLUMNS(group_column_names)
 _Static_assert(GROUP_COLUMNS <= 64 && STEP_COLUMNS <= 64, "column_table takes 64 columns");
@@ -1247,7 +1248,8 @@ static PyObject *get_count(PyObject *op, void *which)
 static PyGetSetDef model_getset[] = {
     {"thresholds_ns", get_thresholds, NULL, "(normal_below_ns, severe_above_ns)", NULL},
     {"histogram_edges_ns", get_edges, NULL, "Lower edges of the gap histogram's bins.", NULL},
-    {"op_count", get_count, NULL, "GPU ops (kernels, memcpys, memsets, graph replays).", (void *)N_OPS},
+    {"op_count", get_count, NULL, "GPU ops (kernels, memcpys, memsets, graph replays).",
+     (void *)N_OPS},
     {"gap_count", get_count, NULL, "Device-wide gaps.", (void *)N_GAPS},
     {"step_count", get_count, NULL, "Steps.", (void *)N_STEPS},
     {"group_count", get_count, NULL, "Range groups.", (void *)N_GROUPS},
@@ -1329,7 +1331,8 @@ static PyMethodDef model_methods[] = {
      "item per step (as steps()), made in one pass: "
      "index, start_ns, end_ns (host), first_ns, last_ns (its ops; 0 when none), busy_ns, "
      "idle_ns (its gaps' total), range, thread, syncs, kernels, memcpys, memsets, graphs "
-     "(whole CUDA-graph replays), graph_ns, compute_ns, comm_ns, kernel_ns, shaped_ns, filled_ns; its gaps: gap_count, gap_normal, gap_warning, "
+     "(whole CUDA-graph replays), graph_ns, compute_ns, comm_ns, kernel_ns, shaped_ns, "
+     "filled_ns; its gaps: gap_count, gap_normal, gap_warning, "
      "gap_severe, gap_host, gap_sync, gap_other, gap_host_ns, gap_sync_ns, gap_other_ns, "
      "gap_max_ns, gap_p50_ns, gap_p99_ns; its readiness: graph_launches, replay_host_ns, "
      "replay_pairs, memory_calls, first_memory_call, stream_ordered, pageable_copies, "

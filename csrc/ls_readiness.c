@@ -226,7 +226,8 @@ int ls_readiness_build(const ls_records *r, size_t step_count, const int32_t *op
         ls_readiness_free(out);
         return -1;
     }
-    /* Replays traced whole whose launch calls were not recorded: the ops say. */
+    /* Replays traced whole whose launch calls are not known as graph launches
+     * (not recorded, or recorded with no call name): the replay ops say. */
     for (size_t s = 0; s < step_count; s++)
         if (out->steps[s].graph_launches == 0)
             out->steps[s].graph_launches = out->steps[s].replay_ops;

@@ -5,8 +5,9 @@
  * - Graph replays: cudaGraphLaunch calls (runtime API) of the step or, in
  *   a capture with none, cuGraphLaunch calls (driver API): the runtime's
  *   call makes a driver one inside it, so only one domain is counted.  A
- *   step with no launch call recorded but replays traced whole (LS_OP_GRAPH
- *   ops, graph-level mode) counts those replays instead.  The
+ *   step (or capture) with no such call but replays traced whole (LS_OP_GRAPH
+ *   ops, graph-level mode; their launch calls not recorded, or recorded with
+ *   no call name) counts those replay ops instead.  The
  *   host time between replays: for each replay, the time from the end of
  *   the previous replay's launch call on the same thread to the start of
  *   its own (everything the host did in between), counted in the step of

@@ -516,16 +516,17 @@ static PyObject *capture_calls(PyObject *op, PyObject *unused)
 static PyObject *capture_ops(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    static const char *const kinds[] = {"kernel", "memcpy", "memset", "graph"};
+    static const char *const kinds[] = {"kernel", "memcpy", "memset", "graph"}; /* ls_op_kind */
     const ls_records *r = &((ls_capture_object *)op)->capture.records;
     PyObject *list = PyList_New((Py_ssize_t)r->ops.count);
     for (size_t i = 0; list != NULL && i < r->ops.count; i++) {
         const ls_op *o = &r->ops.items[i];
         PyObject *name = ls_py_name_or_none(o->name_id);
         PyObject *t = name == NULL ? NULL
-            : Py_BuildValue("(sKKIIINK)", kinds[o->kind], (unsigned long long)o->start_ns,
-                            (unsigned long long)o->end_ns, o->device_id, o->stream_id,
-                            o->correlation_id, name, (unsigned long long)o->bytes);
+            : Py_BuildValue("(sKKIIINK)", kinds[o->kind <= LS_OP_GRAPH ? o->kind : LS_OP_KERNEL],
+                            (unsigned long long)o->start_ns, (unsigned long long)o->end_ns,
+                            o->device_id, o->stream_id, o->correlation_id, name,
+                            (unsigned long long)o->bytes);
         if (t == NULL)
             Py_CLEAR(list);
         else

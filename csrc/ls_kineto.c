@@ -372,6 +372,7 @@ static ls_tb_class class_of_cat(const ls_event *ev)
     } table[] = {
         {"kernel", LS_TB_KERNEL}, {"gpu_memcpy", LS_TB_MEMCPY}, {"memcpy", LS_TB_MEMCPY},
         {"gpu_memset", LS_TB_MEMSET}, {"memset", LS_TB_MEMSET},
+        {"cuda_graph", LS_TB_GRAPH}, /* loopscope's export: a replay traced whole */
         {"cuda_runtime", LS_TB_RUNTIME}, {"runtime", LS_TB_RUNTIME},
         {"cuda_driver", LS_TB_DRIVER}, {"driver", LS_TB_DRIVER},
         {"cpu_op", LS_TB_CPU_OP}, {"operator", LS_TB_CPU_OP},
@@ -681,7 +682,8 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
     switch (cls) {
     case LS_TB_KERNEL:
     case LS_TB_MEMCPY:
-    case LS_TB_MEMSET: {
+    case LS_TB_MEMSET:
+    case LS_TB_GRAPH: {
         uint32_t device, stream = 0, corr = 0;
         ls_id dev_id = {ID_NUMBER, ev->device, {0}};
         if (ev->has_device ? device_of(&dev_id, &device) != 0 : device_of(&ev->pid, &device) != 0)
@@ -708,13 +710,15 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
         if (cls == LS_TB_MEMCPY && name != NULL)
             copy_kind_of(name, len, &copy_kind, &host);
         int kind = cls == LS_TB_KERNEL ? LS_OP_KERNEL : cls == LS_TB_MEMCPY ? LS_OP_MEMCPY
-                                                                           : LS_OP_MEMSET;
+                   : cls == LS_TB_GRAPH ? LS_OP_GRAPH : LS_OP_MEMSET;
         /* loopscope's export shows a short name and keeps the whole one */
         const ls_json_string *whole = ev->has_mangled ? &ev->mangled
                                     : ev->has_signature ? &ev->signature : NULL;
         if (cls == LS_TB_KERNEL && whole != NULL && (name = text_of(k, whole, &len)) == NULL)
             return -2;
-        return ls_tbuild_op(b, kind, ts, end, device, stream, corr, cls == LS_TB_KERNEL ? name : NULL,
+        /* a kernel and a graph replay keep their names; copies are named by their kind */
+        int named = cls == LS_TB_KERNEL || cls == LS_TB_GRAPH;
+        return ls_tbuild_op(b, kind, ts, end, device, stream, corr, named ? name : NULL,
                             len, bytes, copy_kind, host,
                             cls == LS_TB_KERNEL ? &ev->geometry : NULL) ? -2 : 0;
     }

@@ -10,7 +10,9 @@
  * from args.device or pid, stream from args.stream or tid, launch from
  * args.correlation; a kernel's launch geometry from args.grid and
  * args.block, [x, y, z], "registers per thread" and "shared memory", kept
- * or counted as ls_tbuild_op says); cuda_runtime / cuda_driver -> API calls (and calls
+ * or counted as ls_tbuild_op says); cuda_graph (loopscope's export of a
+ * replay traced whole) -> a graph op, named; cuda_runtime / cuda_driver ->
+ * API calls (and calls
  * that may wait, allocate or free, by name); user_annotation -> ranges; python_function and
  * cpu_op -> stack frames; cuda_sync -> host syncs; "C" counters -> counter
  * points when a value names a known figure; "i" instants of category

@@ -194,12 +194,16 @@ static void gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, 
 
 static void count_kind(ls_line *line, const ls_op *op)
 {
-    if (op->kind == LS_OP_KERNEL)
+    if (op->kind == LS_OP_KERNEL) {
         line->kernels++;
-    else if (op->kind == LS_OP_MEMCPY)
+    } else if (op->kind == LS_OP_MEMCPY) {
         line->memcpys++;
-    else
+    } else if (op->kind == LS_OP_GRAPH) {
+        line->graphs++;
+        line->graph_ns += op->end_ns - op->start_ns;
+    } else {
         line->memsets++;
+    }
 }
 
 /* What one sweep also writes. */
@@ -253,7 +257,8 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
         count_kind(line, op);
         /* collectives wait for other ranks in a small grid: not a fill to judge */
         int judged = op->kind == LS_OP_KERNEL && !comm[idx[i]];
-        if (judged)
+        /* a replay's kernels count as kernel time whose fill is unknown */
+        if (judged || op->kind == LS_OP_GRAPH)
             line->kernel_ns += op->end_ns - op->start_ns;
         if (judged && fill[idx[i]] >= 0) {
             uint64_t d = op->end_ns - op->start_ns;
@@ -1535,6 +1540,8 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         t->kernels += dev->kernels;
         t->memcpys += dev->memcpys;
         t->memsets += dev->memsets;
+        t->graphs += dev->graphs;
+        t->graph_ns += dev->graph_ns;
         t->busy_ns += dev->busy_ns;
         t->compute_ns += dev->compute_ns;
         t->comm_ns += dev->comm_ns;
@@ -1674,7 +1681,7 @@ static size_t first_gap_of(const ls_model *m, size_t device)
 size_t ls_model_busy_count(const ls_model *m, size_t device)
 {
     const ls_timeline *t = &m->devices[device];
-    int has_ops = t->line.kernels + t->line.memcpys + t->line.memsets > 0;
+    int has_ops = t->line.kernels + t->line.memcpys + t->line.memsets + t->line.graphs > 0;
     return has_ops ? t->gaps.count + 1 : 0;
 }
 

@@ -2,8 +2,9 @@
  * summary, report, HTML, trace export, budgets, recordings) reads it; none
  * derives gaps, steps or attribution again.
  *
- * Gaps: per device, the busy intervals of every kernel, memcpy and memset
- * on all streams are merged; the idle intervals between them are the gaps.
+ * Gaps: per device, the busy intervals of every kernel, memcpy, memset and
+ * graph replay on all streams are merged; the idle intervals between them
+ * are the gaps.
  * The same is done per stream (statistics only).  Each gap has a class
  * (normal below normal_below_ns, severe above severe_above_ns, else
  * warning), a cause (sync: a host sync or sync record overlapped it; host:
@@ -25,6 +26,12 @@
  * (collectives left out: they wait for other ranks) whose fill is known
  * and that time weighted by the fill, so the share of the GPU a step's or
  * the loop's kernels could fill is filled / shaped.
+ *
+ * Graph replays (LS_OP_GRAPH, graph-level mode): GPU work like a kernel for
+ * busy time, gaps, launches, steps, ranges and attribution, compute (never
+ * a collective); not a kernel: counted apart (graphs, graph_ns), out of the
+ * kernel counts, the kernel table and shaped/filled, but in kernel_ns, so
+ * the share of kernel time whose fill is known shows the replays unknown.
  *
  * Busy time splits into compute and comm (collective kernels, see
  * ls_collectives): the union of the intervals of each class, so where
@@ -93,10 +100,13 @@ typedef struct {
     uint32_t device_id;            /* LS_MODEL_NO_ID when it spans devices */
     uint32_t stream_id;            /* LS_MODEL_NO_ID unless a stream's */
     uint64_t kernels, memcpys, memsets;
+    uint64_t graphs;               /* whole CUDA-graph replays (LS_OP_GRAPH): no kernel */
+    uint64_t graph_ns;             /* their durations, summed */
     uint64_t busy_ns;              /* the union of the ops' intervals (summed over devices) */
     uint64_t compute_ns, comm_ns;  /* the union of each class's intervals */
     uint64_t first_ns, last_ns;    /* first op start, last op end; 0 when no op */
-    uint64_t kernel_ns;            /* its kernels' durations, collectives left out, summed
+    uint64_t kernel_ns;            /* its kernels' durations, collectives left out, and its
+                                      graph replays' (kernels of no known shape), summed
                                       (overlaps count twice) */
     uint64_t shaped_ns;            /* time of those kernels whose fill is known (ls_kernels) */
     uint64_t filled_ns;            /* their durations, each times its fill (rounded) */

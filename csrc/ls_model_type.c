@@ -104,8 +104,9 @@ static PyObject *id_or_none(uint32_t id)
 static PyObject *line_dict(const ls_line *t, const ls_gap_stats *gaps)
 {
     PyObject *d = ls_py_dict_of(
-        13, "device", id_or_none(t->device_id), "stream", id_or_none(t->stream_id), "kernels",
-        U64(t->kernels), "memcpys", U64(t->memcpys), "memsets", U64(t->memsets), "busy_ns",
+        15, "device", id_or_none(t->device_id), "stream", id_or_none(t->stream_id), "kernels",
+        U64(t->kernels), "memcpys", U64(t->memcpys), "memsets", U64(t->memsets), "graphs",
+        U64(t->graphs), "graph_ns", U64(t->graph_ns), "busy_ns",
         U64(t->busy_ns), "compute_ns", U64(t->compute_ns), "comm_ns", U64(t->comm_ns),
         "first_ns", U64(t->first_ns), "last_ns", U64(t->last_ns), "kernel_ns",
         U64(t->kernel_ns), "shaped_ns",
@@ -895,9 +896,9 @@ static PyObject *model_window(PyObject *op, PyObject *args, PyObject *kwargs)
  * first_* indices are signed (-1: none); the rest unsigned. */
 static const char *const step_column_names[] = {
     "index", "start_ns", "end_ns", "first_ns", "last_ns", "busy_ns", "idle_ns", "range",
-    "thread", "syncs", "kernels", "memcpys", "memsets", "compute_ns", "comm_ns", "kernel_ns",
-    "shaped_ns", "filled_ns", "gap_count", "gap_normal", "gap_warning", "gap_severe",
-    "gap_host", "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
+    "thread", "syncs", "kernels", "memcpys", "memsets", "graphs", "graph_ns", "compute_ns",
+    "comm_ns", "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal", "gap_warning",
+    "gap_severe", "gap_host", "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
     "gap_max_ns", "gap_p50_ns", "gap_p99_ns", "graph_launches", "replay_host_ns",
     "replay_pairs", "memory_calls", "first_memory_call", "stream_ordered", "pageable_copies",
     "first_pageable_op", "first_pageable_call", "ops", "signature",
@@ -932,7 +933,8 @@ static void step_values(const ls_model_object *self, size_t s, uint64_t *out)
     const uint64_t values[] = {
         s, range->start_ns, range->end_ns, l->first_ns, l->last_ns, l->busy_ns, g->total_ns,
         m->steps.range_of[s], range->thread_id, m->step_syncs[s], l->kernels, l->memcpys,
-        l->memsets, l->compute_ns, l->comm_ns, l->kernel_ns, l->shaped_ns, l->filled_ns,
+        l->memsets, l->graphs, l->graph_ns, l->compute_ns, l->comm_ns, l->kernel_ns,
+        l->shaped_ns, l->filled_ns,
         g->count, g->by_class[LS_CLASS_NORMAL], g->by_class[LS_CLASS_WARNING],
         g->by_class[LS_CLASS_SEVERE], g->by_cause[LS_CAUSE_HOST], g->by_cause[LS_CAUSE_SYNC],
         g->by_cause[LS_CAUSE_OTHER], g->by_cause_ns[LS_CAUSE_HOST],
@@ -1100,10 +1102,10 @@ static PyObject *model_step_table(PyObject *op, PyObject *args)
  * group).  parent is signed (-1: none); the rest unsigned. */
 static const char *const group_column_names[] = {
     "count", "host_ns", "span_ns", "parent", "depth", "step_prefixed", "first_range",
-    "first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets", "compute_ns", "comm_ns",
-    "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal", "gap_warning",
-    "gap_severe", "idle_ns", "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host", "gap_sync",
-    "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
+    "first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets", "graphs", "graph_ns",
+    "compute_ns", "comm_ns", "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal",
+    "gap_warning", "gap_severe", "idle_ns", "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host",
+    "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
 };
 #define GROUP_COLUMNS COLUMNS(group_column_names)
 _Static_assert(GROUP_COLUMNS <= 64 && STEP_COLUMNS <= 64, "column_table takes 64 columns");
@@ -1119,7 +1121,8 @@ static void group_values(const ls_model_object *self, size_t g, uint64_t *out)
     const uint64_t values[] = {
         group->count, group->host_ns, ls_model_group_span_ns(m, g),
         (uint64_t)(int64_t)group->parent, group->depth, group->step_prefixed, group->first_range,
-        l->first_ns, l->last_ns, l->busy_ns, l->kernels, l->memcpys, l->memsets, l->compute_ns, l->comm_ns, l->kernel_ns,
+        l->first_ns, l->last_ns, l->busy_ns, l->kernels, l->memcpys, l->memsets,
+        l->graphs, l->graph_ns, l->compute_ns, l->comm_ns, l->kernel_ns,
         l->shaped_ns, l->filled_ns, s->count, s->by_class[LS_CLASS_NORMAL],
         s->by_class[LS_CLASS_WARNING], s->by_class[LS_CLASS_SEVERE], s->total_ns, s->p50_ns,
         s->p99_ns, s->max_ns, s->by_cause[LS_CAUSE_HOST], s->by_cause[LS_CAUSE_SYNC],
@@ -1245,7 +1248,8 @@ static PyObject *get_count(PyObject *op, void *which)
 static PyGetSetDef model_getset[] = {
     {"thresholds_ns", get_thresholds, NULL, "(normal_below_ns, severe_above_ns)", NULL},
     {"histogram_edges_ns", get_edges, NULL, "Lower edges of the gap histogram's bins.", NULL},
-    {"op_count", get_count, NULL, "GPU ops (kernels, memcpys, memsets).", (void *)N_OPS},
+    {"op_count", get_count, NULL, "GPU ops (kernels, memcpys, memsets, graph replays).",
+     (void *)N_OPS},
     {"gap_count", get_count, NULL, "Device-wide gaps.", (void *)N_GAPS},
     {"step_count", get_count, NULL, "Steps.", (void *)N_STEPS},
     {"group_count", get_count, NULL, "Range groups.", (void *)N_GROUPS},
@@ -1292,8 +1296,9 @@ static PyMethodDef model_methods[] = {
      "worst_gaps(n=10) -> the n longest gaps as dicts, longest first."},
     {"op_column", model_op_column, METH_O,
      "op_column(name) -> memoryview, one item per op: start_ns, end_ns, device, stream, kind "
-     "(0 kernel, 1 memcpy, 2 memset), correlation, launch_ns (2**64-1: none), step, range, "
-     "group (-1: none), comm (1: a collective kernel), grid_x, grid_y, grid_z, block_x, "
+     "(0 kernel, 1 memcpy, 2 memset, 3 graph replay), correlation, launch_ns (2**64-1: "
+     "none), step, range, group (-1: none), comm (1: a collective kernel), grid_x, grid_y, "
+     "grid_z, block_x, "
      "block_y, block_z, registers, shared_bytes (0: unknown), copy_kind, host_memory, fill "
      "(the share of its GPU a kernel can fill, -1: unknown)."},
     {"gap_column", model_gap_column, METH_O,
@@ -1325,8 +1330,9 @@ static PyMethodDef model_methods[] = {
      "step_table(columns=None) -> {column: memoryview} of those columns (all when None), one "
      "item per step (as steps()), made in one pass: "
      "index, start_ns, end_ns (host), first_ns, last_ns (its ops; 0 when none), busy_ns, "
-     "idle_ns (its gaps' total), range, thread, syncs, kernels, memcpys, memsets, compute_ns, "
-     "comm_ns, kernel_ns, shaped_ns, filled_ns; its gaps: gap_count, gap_normal, gap_warning, "
+     "idle_ns (its gaps' total), range, thread, syncs, kernels, memcpys, memsets, graphs "
+     "(whole CUDA-graph replays), graph_ns, compute_ns, comm_ns, kernel_ns, shaped_ns, "
+     "filled_ns; its gaps: gap_count, gap_normal, gap_warning, "
      "gap_severe, gap_host, gap_sync, gap_other, gap_host_ns, gap_sync_ns, gap_other_ns, "
      "gap_max_ns, gap_p50_ns, gap_p99_ns; its readiness: graph_launches, replay_host_ns, "
      "replay_pairs, memory_calls, first_memory_call, stream_ordered, pageable_copies, "
@@ -1337,7 +1343,8 @@ static PyMethodDef model_methods[] = {
      "group_table(columns=None) -> {column: memoryview} of those columns (all when None), one "
      "item per range group (as groups()), made in one pass: count, host_ns, span_ns, parent "
      "(int64, -1: none), depth, step_prefixed, first_range; its ops' time line: first_ns, "
-     "last_ns, busy_ns, kernels, memcpys, memsets, compute_ns, comm_ns, kernel_ns, shaped_ns, "
+     "last_ns, busy_ns, kernels, memcpys, memsets, graphs, graph_ns, compute_ns, comm_ns, "
+     "kernel_ns, shaped_ns, "
      "filled_ns; its gaps: gap_count, gap_normal, gap_warning, gap_severe, idle_ns, gap_p50_ns, "
      "gap_p99_ns, gap_max_ns, gap_host, gap_sync, gap_other, gap_host_ns, gap_sync_ns, "
      "gap_other_ns; and 'name': a list of the groups' names.  A million names without a dict "

@@ -170,6 +170,7 @@ static void note_op(ls_step_readiness *s, const ls_op *op, uint64_t hash, size_t
                     const ls_corr_call *keys, size_t nkeys)
 {
     s->ops++;
+    s->replay_ops += op->kind == LS_OP_GRAPH;
     s->signature += hash;
     if (op->kind != LS_OP_MEMCPY || op->copy_kind != COPY_HTOD ||
         op->host_memory != MEMORY_PAGEABLE)
@@ -225,6 +226,13 @@ int ls_readiness_build(const ls_records *r, size_t step_count, const int32_t *op
         ls_readiness_free(out);
         return -1;
     }
+    /* Replays traced whole whose launch calls are not known as graph launches
+     * (not recorded, or recorded with no call name): the replay ops say. */
+    for (size_t s = 0; s < step_count; s++)
+        if (out->steps[s].graph_launches == 0)
+            out->steps[s].graph_launches = out->steps[s].replay_ops;
+    if (out->total.graph_launches == 0)
+        out->total.graph_launches = out->total.replay_ops;
     return 0;
 }
 

@@ -4,7 +4,10 @@
  *
  * - Graph replays: cudaGraphLaunch calls (runtime API) of the step or, in
  *   a capture with none, cuGraphLaunch calls (driver API): the runtime's
- *   call makes a driver one inside it, so only one domain is counted.  The
+ *   call makes a driver one inside it, so only one domain is counted.  A
+ *   step (or capture) with no such call but replays traced whole (LS_OP_GRAPH
+ *   ops, graph-level mode; their launch calls not recorded, or recorded with
+ *   no call name) counts those replay ops instead.  The
  *   host time between replays: for each replay, the time from the end of
  *   the previous replay's launch call on the same thread to the start of
  *   its own (everything the host did in between), counted in the step of
@@ -44,6 +47,7 @@ typedef struct {
     int64_t first_pageable_op;   /* index into records->ops, LS_READINESS_NONE */
     int64_t first_pageable_call; /* the call that launched it, LS_READINESS_NONE */
     uint64_t ops;                /* GPU ops of the step */
+    uint64_t replay_ops;         /* of them, whole graph replays (LS_OP_GRAPH) */
     uint64_t signature;          /* multiset hash of its ops (0 with no op) */
 } ls_step_readiness;
 

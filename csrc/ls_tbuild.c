@@ -22,7 +22,7 @@ static uint64_t bias(int64_t t) { return (uint64_t)t + BIAS; }
 static int64_t unbias(uint64_t v) { return (int64_t)(v - BIAS); }
 
 static const char *const class_names[LS_TB_CLASSES] = {
-    "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cpu_op",
+    "kernel", "gpu_memcpy", "gpu_memset", "cuda_graph", "cuda_runtime", "cuda_driver", "cpu_op",
     "python_function", "user_annotation", "gpu_user_annotation", "cuda_sync", "flow",
     "counter", "metadata", "other",
 };
@@ -161,9 +161,9 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
                  uint64_t bytes, uint8_t copy_kind, uint8_t host_memory,
                  const ls_tb_geometry *geometry)
 {
-    if (!times_ok(b, kind == LS_OP_KERNEL ? LS_TB_KERNEL : kind == LS_OP_MEMCPY ? LS_TB_MEMCPY
-                                                                              : LS_TB_MEMSET,
-                  start, end))
+    static const ls_tb_class class_of_kind[] = {LS_TB_KERNEL, LS_TB_MEMCPY, LS_TB_MEMSET,
+                                                LS_TB_GRAPH}; /* by ls_op_kind */
+    if (!times_ok(b, class_of_kind[kind <= LS_OP_GRAPH ? kind : LS_OP_KERNEL], start, end))
         return 0;
     uint32_t id = LS_NO_NAME;
     if (name != NULL && (id = ls_strtab_intern(&b->names, name, name_len)) == LS_STRTAB_NONE)
@@ -182,6 +182,7 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
     op->kind = (uint8_t)kind;
     op->copy_kind = copy_kind;
     op->host_memory = host_memory;
+    op->graph_launched = kind == LS_OP_GRAPH; /* a whole replay (loopscope's own export) */
     if (kind == LS_OP_KERNEL)
         set_geometry(b, op, geometry);
     return 0;

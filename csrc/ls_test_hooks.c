@@ -35,14 +35,15 @@
 #include <time.h>
 
 typedef enum {
-    K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC_RECORD, K_SAMPLE, K_RANGE, K_DEVICE, K_UNKNOWN
+    K_KERNEL, K_MEMCPY, K_MEMSET, K_API, K_SYNC_RECORD, K_SAMPLE, K_RANGE, K_DEVICE, K_GRAPH,
+    K_UNKNOWN
 } ls_inject_kind;
 
 static const char *const kind_names[] = {"kernel", "memcpy", "memset", "api", "sync_record",
-                                         "sample", "range", "device"};
+                                         "sample", "range", "device", "graph"};
 /* In messages: "<label> record <i>" ("sync record 3", not "sync_record record 3"). */
 static const char *const kind_labels[] = {"kernel", "memcpy", "memset", "api", "sync", "sample",
-                                          "range", "device"};
+                                          "range", "device", "graph"};
 static const char *const kind_fields[] = {
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes[, grid[, block[, "
     "registers[, shared_bytes]]]]]]) (grid, block: an int or a tuple of 1 to 3 ints)",
@@ -63,9 +64,11 @@ static const char *const kind_fields[] = {
     "of its thread, -1 for none; step: its step index, -1 for a plain range)",
     "(device, sm_count, max_threads_per_sm[, max_blocks_per_sm[, registers_per_sm[, "
     "shared_bytes_per_sm]]])",
+    "(start_ns, end_ns, device, stream, correlation_id[, name]) (one whole CUDA-graph "
+    "replay: name as 'CUDA graph 1', correlation_id its cudaGraphLaunch's)",
 };
-static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2, 3, 6, 3};
-static const Py_ssize_t max_items[] = {11, 9, 7, 6, 3, 4, 6, 6};
+static const Py_ssize_t min_items[] = {5, 5, 5, 3, 2, 3, 6, 3, 5};
+static const Py_ssize_t max_items[] = {11, 9, 7, 6, 3, 4, 6, 6, 6};
 
 /* Reads item `i` of `tuple` as a non-negative integer below `limit`. */
 static int read_uint(PyObject *tuple, Py_ssize_t i, Py_ssize_t record, const char *kind,
@@ -427,7 +430,9 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
     op->correlation_id = (uint32_t)c;
     op->name_id = name_id;
     op->bytes = bytes;
-    op->kind = kind == K_KERNEL ? LS_OP_KERNEL : kind == K_MEMCPY ? LS_OP_MEMCPY : LS_OP_MEMSET;
+    op->kind = kind == K_KERNEL ? LS_OP_KERNEL : kind == K_MEMCPY ? LS_OP_MEMCPY
+             : kind == K_GRAPH ? LS_OP_GRAPH : LS_OP_MEMSET;
+    op->graph_launched = kind == K_GRAPH; /* as CUPTI's graph-level records */
     op->copy_kind = (uint8_t)copy_kind;
     op->host_memory = (uint8_t)host_memory;
     return 0;
@@ -451,8 +456,8 @@ static PyObject *inject(PyObject *module, PyObject *const *args, Py_ssize_t narg
     }
     if (kind == K_UNKNOWN) {
         PyErr_Format(PyExc_ValueError, "loopscope._inject: kind must be one of 'kernel', "
-                     "'memcpy', 'memset', 'api', 'sync_record', 'sample', 'range', 'device', "
-                     "got %R", args[0]);
+                     "'memcpy', 'memset', 'graph', 'api', 'sync_record', 'sample', 'range', "
+                     "'device', got %R", args[0]);
         return NULL;
     }
     ls_records *r = ls_session_records();

@@ -619,7 +619,8 @@ static void put_geometry(ls_out *out, const ls_op *op)
 static void ops(ls_out *out, const ls_records *r, const ls_trace_options *o,
                 const ls_launch_index *x, const ls_name_texts *names)
 {
-    static const char *const categories[] = {"kernel", "gpu_memcpy", "gpu_memset"};
+    /* per ls_op_kind; a graph replay (graph-level mode) is one event on its stream's track */
+    static const char *const categories[] = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_graph"};
     /* correlation ids with an API record the model would match */
     for (size_t i = 0; i < r->ops.count && !out->failed; i++) {
         const ls_op *op = &r->ops.items[i];
@@ -637,10 +638,12 @@ static void ops(ls_out *out, const ls_records *r, const ls_trace_options *o,
         } else if (k < o->name_count) {
             put(out, names->text.text + names->at[3 * k], names->at[3 * k + 1] - names->at[3 * k]);
         } else {
-            put_string(out, ls_names_text(op->name_id), "kernel");
+            put_string(out, ls_names_text(op->name_id),
+                       op->kind == LS_OP_GRAPH ? "CUDA graph" : "kernel");
         }
         PUT_TEXT(out, ",\"cat\":\"");
-        put(out, categories[op->kind < 3 ? op->kind : 0], strlen(categories[op->kind < 3 ? op->kind : 0]));
+        const char *category = categories[op->kind <= LS_OP_GRAPH ? op->kind : LS_OP_KERNEL];
+        put(out, category, strlen(category));
         PUT_TEXT(out, "\",\"ts\":");
         put_us(out, op->start_ns, o->t0_ns);
         PUT_TEXT(out, ",\"dur\":");

@@ -35,7 +35,7 @@ def test_returns_the_count(running):
 
 @pytest.mark.parametrize("kind", ["bogus", "Kernel", "", 1, None])
 def test_unknown_kind(running, kind):
-    with pytest.raises(ValueError, match="kind must be one of 'kernel', 'memcpy'"):
+    with pytest.raises(ValueError, match="kind must be one of 'kernel', 'memcpy', 'memset', 'graph'"):
         _core._inject(kind, [GOOD_KERNEL])
 
 
@@ -61,6 +61,8 @@ BAD_SHAPES = [
     ("kernel", [GOOD_KERNEL + (64, 8, (32, None))], r"kernel record 0, block must be"),
     ("memcpy", [GOOD_KERNEL, (1, 2)], r"memcpy record 1 must be a tuple"),
     ("memset", [None], r"memset record 0 must be a tuple"),
+    ("graph", [GOOD_KERNEL + ("g", 64)], r"graph record 0 must be a tuple \(start_ns, end_ns, device, stream, correlation_id\[, name\]\)"),
+    ("graph", [(1_000, 2_000, 0, 7)], r"graph record 0 must be a tuple"),
     ("api", [(1_000, 2_000)], r"api record 0 must be a tuple \(start_ns, end_ns, correlation_id\[, thread_id\[, domain\[, api\]\]\]\)"),
     ("api", [(1_000, 2_000, 1, 2, 0, "cudaGraphLaunch", 3)], r"api record 0 must be a tuple"),
     ("api", [(1_000, 2_000, 1, 2, 0, 3.0)], r"api record 0, field 5 \(api\) must be a str or an int"),
@@ -85,11 +87,13 @@ BAD_FIELDS = [
     ("memcpy", (1_000, 2_000, 0, 7, 1, "c", 1.5), TypeError, r"memcpy record 0, field 6 must be an int"),
     ("api", (1_000, 2_000, None), TypeError, r"api record 0, field 2 must be an int, not NoneType"),
     ("sync_record", (1_000, 2_000, "s"), TypeError, r"sync record 0, field 2 must be an int"),
+    ("graph", (1_000, 2_000, 0, 7, 1, 5), TypeError, r"graph record 0, field 5 \(name\) must be a str or None, not int"),
     # bad values
     ("kernel", (2_000, 1_000, 0, 7, 1), ValueError, r"kernel record 0 ends before it starts \(start_ns=2000, end_ns=1000\): a negative duration"),
     ("api", (2_000, 1_999, 1), ValueError, r"api record 0 ends before it starts"),
     ("sync_record", (2_000, 1_000), ValueError, r"sync record 0 ends before it starts"),
     ("kernel", (0, 1_000, 0, 7, 1), ValueError, r"kernel record 0 has start_ns 0"),
+    ("graph", (2_000, 1_000, 0, 7, 1), ValueError, r"graph record 0 ends before it starts"),
     ("sync_record", (0, 0), ValueError, r"sync record 0 has start_ns 0"),
     ("kernel", (-5, 1_000, 0, 7, 1), ValueError, r"kernel record 0, field 0 is -5: must be between 0 and"),
     ("kernel", (1_000, 2_000, -1, 7, 1), ValueError, r"field 2 is -1: must be between 0 and 4294967295"),

@@ -220,7 +220,8 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model,
         drain = (info.get("finish_phases_ns") or {}).get("sync", 0)
         if info.get("drained_ns"):
             drain = max(drain, info["drained_ns"] - stop)
-        if total.get("kernels", 0) + total.get("memcpys", 0) + total.get("memsets", 0):
+        if (total.get("kernels", 0) + total.get("memcpys", 0) + total.get("memsets", 0)
+                + total.get("graphs", 0)):
             out.append(timeline_check(total["first_ns"], total["last_ns"], start, stop, drain))
         width = max(stop - start, 0)
         window = width + drain + TIMELINE_SLACK_NS + TIMELINE_SLACK_FRACTION * width

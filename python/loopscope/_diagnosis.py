@@ -183,7 +183,8 @@ def diagnose_step(step: dict[str, Any]) -> str:
                                       step["dram_busy_pct"], share)
     gaps = step["gaps"]
     by_cause = gaps["idle_by_cause_ms"]
-    return traced_verdicts([step["kernels"]], [step["memcpys"]], [gaps["busy_pct"]],
+    other_ops = (step["memcpys"] or 0) + (step.get("graph_replays") or 0)
+    return traced_verdicts([step["kernels"]], [other_ops], [gaps["busy_pct"]],
                            [gaps["idle_ms"]], [by_cause["sync"]], [by_cause["host"]],
                            [step.get("sm_active_busy_pct")], [step.get("dram_busy_pct")],
                            [step.get("fill_pct")], [step.get("fill_known_pct")],
@@ -307,7 +308,8 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
             "actions": ["run on a machine with an NVIDIA GPU and CUPTI to get a verdict"],
             "evidence": {},
         }
-    if gpu["kernels"] + gpu["memcpys"] + gpu["memsets"] == 0:
+    replays = gpu.get("graph_replays") or 0  # whole CUDA-graph replays: GPU work, no kernel
+    if gpu["kernels"] + gpu["memcpys"] + gpu["memsets"] + replays == 0:
         return {"verdict": "NO_GPU_WORK", "reasons": ["no GPU operation was recorded"],
                 "actions": [ACTIONS["NO_GPU_WORK"]], "evidence": {}}
     busy = gaps["busy_pct"]
@@ -315,8 +317,8 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
     dram_busy = dram.get("throughput_busy_pct") if dram else None
     warps_busy = sm.get("warp_occupancy_busy_pct") if sm else None
     by_cause = gaps["idle_by_cause_ms"]
-    verdict = traced_verdicts([gpu["kernels"]], [gpu["memcpys"] + gpu["memsets"]], [busy],
-                              [gaps["idle_ms"]], [by_cause["sync"]], [by_cause["host"]],
+    verdict = traced_verdicts([gpu["kernels"]], [gpu["memcpys"] + gpu["memsets"] + replays],
+                              [busy], [gaps["idle_ms"]], [by_cause["sync"]], [by_cause["host"]],
                               [sm_busy], [dram_busy], [gpu.get("fill_pct")],
                               [gpu.get("fill_known_pct")], [warps_busy])[0]
     idle = gaps["idle_ms"]

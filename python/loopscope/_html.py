@@ -115,7 +115,10 @@ def _figures(summary: dict[str, Any]) -> str:
     if gpu is not None:
         rows.append(["GPU", f"busy {_f(gpu['busy_pct'], '.1f')}% of {gpu['span_ms']:.3f} ms; "
                             f"{gpu['kernels']} kernels, {gpu['memcpys']} memcpys, "
-                            f"{gpu['memsets']} memsets"])
+                            f"{gpu['memsets']} memsets"
+                            + (f", {gpu['graph_replays']} CUDA-graph replays traced whole "
+                               "(not in the kernel figures)" if gpu.get("graph_replays")
+                               else "")])
     if gaps is not None:
         rows.append(["Gaps", f"{gaps['count']}: {gaps['normal']} normal, {gaps['warning']} warning, "
                              f"<b>{gaps['severe']} severe</b> (&gt; {gaps['thresholds_us'][1]:g} us); "

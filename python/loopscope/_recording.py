@@ -6,7 +6,9 @@ benchmarks/record_demo.py) is how `python -m loopscope demo` shows a real
 loop on a machine without a GPU.
 
 What a recording holds, and how it comes back:
-- GPU ops (kernels, memcpys, memsets), API records (launch calls, with
+- GPU ops (kernels, memcpys, memsets, whole CUDA-graph replays: ops "kind"
+  3, which a loopscope older than graph-level mode refuses as damaged), API
+  records (launch calls, with
   their thread and domain) and sync records: replayed with `_core._inject`,
   so gaps, causes, busy time, per-step and per-range figures are computed
   again, exactly.
@@ -52,7 +54,7 @@ from ._version import __version__
 FORMAT = "loopscope-recording"
 VERSION = 2
 READS = (1, 2)
-OP_KINDS = ("kernel", "memcpy", "memset")
+OP_KINDS = ("kernel", "memcpy", "memset", "graph")  # ls_op_kind; graph: one whole replay
 CHECKSUM_TAIL = re.compile(rb',"checksum":"crc32:([0-9a-f]{8})"\}\s*$')
 DEMO_RECORDING = Path(__file__).with_name("data") / "demo_recording.json.gz"
 

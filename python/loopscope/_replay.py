@@ -49,6 +49,8 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
                 return row + (tuple(g[0:3]), tuple(g[3:6]), g[6], g[7])
             if OP_KINDS[k] == "memcpy" and (copy_kind or host_memory):
                 return row + (copy_kind, host_memory)
+            if OP_KINDS[k] == "graph":  # a replay has no bytes
+                return row[:7]
             return row
 
         # Version 1 stored no thread with a launch (0: unknown); its

@@ -261,6 +261,17 @@ def _counter_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _graph_replay_lines(gpu: dict[str, Any]) -> list[str]:
+    """One line when CUDA-graph replays were traced whole (graph-level
+    mode): what the kernel figures then leave out."""
+    replays = gpu.get("graph_replays")
+    if not replays:
+        return []
+    return [f"CUDA graphs: {replays} replays traced whole ({gpu['graph_replay_ms']:.3f} ms, "
+            "graph-level mode): kernel counts, the kernel table and fill cover only kernels "
+            "launched outside graphs"]
+
+
 def format_report(summary: dict[str, Any]) -> str:
     out = ["loopscope report"]
     gpu, gaps = summary["gpu"], summary["gaps"]
@@ -279,6 +290,7 @@ def format_report(summary: dict[str, Any]) -> str:
             f"GPU: {gpu['kernels']} kernels, {gpu['memcpys']} memcpys, {gpu['memsets']} memsets; "
             f"busy {gpu['busy_ms']:.3f} ms of {gpu['span_ms']:.3f} ms ({_fmt(gpu['busy_pct'], '.1f')}%)"
         )
+        out.extend(_graph_replay_lines(gpu))
         out.append(
             f"Gaps: {gaps['count']} (normal {gaps['normal']}, warning {gaps['warning']}, "
             f"severe {gaps['severe']}); {gap_stats_text(gaps)}; idle {gaps['idle_ms']:.3f} ms"

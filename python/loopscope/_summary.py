@@ -135,6 +135,10 @@ def _gpu_section(total: dict[str, Any], devices: list[dict[str, Any]],
         "kernels": total["kernels"],
         "memcpys": total["memcpys"],
         "memsets": total["memsets"],
+        # whole CUDA-graph replays (graph-level mode): not kernels, so the
+        # kernel counts, kernel table and fill leave their kernels out
+        "graph_replays": total["graphs"],
+        "graph_replay_ms": _ms(total["graph_ns"]),
         "device": names[0] if len(set(names)) == 1 else names or None,
         "devices": [
             {
@@ -199,7 +203,7 @@ def _loop(cols: dict[str, Any], total: dict[str, Any]) -> dict[str, Any]:
     if len(cols["index"]):
         stats: dict[str, Any] = {name: _core._column_stats(cols[name]) for name in (
             "start_ns", "end_ns", "last_ns", "busy_ns", "idle_ns", "gap_sync_ns", "kernels",
-            "memcpys", "memsets")}  # (count, sum, min, max): no int per item
+            "memcpys", "memsets", "graphs")}  # (count, sum, min, max): no int per item
         start = stats["start_ns"][2]
         end = max(stats["end_ns"][3], stats["last_ns"][3])
         kernels = stats["kernels"][1]
@@ -209,7 +213,7 @@ def _loop(cols: dict[str, Any], total: dict[str, Any]) -> dict[str, Any]:
             "busy_ms": _ms(stats["busy_ns"][1]),
             "idle_ms": _ms(stats["idle_ns"][1]),
             "sync_idle_ms": _ms(stats["gap_sync_ns"][1]),
-            "ops": kernels + stats["memcpys"][1] + stats["memsets"][1],
+            "ops": kernels + stats["memcpys"][1] + stats["memsets"][1] + stats["graphs"][1],
             "kernels": kernels,
         }
     return {
@@ -218,7 +222,7 @@ def _loop(cols: dict[str, Any], total: dict[str, Any]) -> dict[str, Any]:
         "busy_ms": _ms(total["busy_ns"]),
         "idle_ms": _ms(total["gaps"]["total_ns"]),
         "sync_idle_ms": _ms(total["gaps"]["sync_ns"]),
-        "ops": total["kernels"] + total["memcpys"] + total["memsets"],
+        "ops": total["kernels"] + total["memcpys"] + total["memsets"] + total["graphs"],
         "kernels": total["kernels"],
     }
 
@@ -446,7 +450,7 @@ HOST_STEP_COLUMNS = ("index", "name", "start_ns", "end_ns", "syncs")
 GAP_STEP_COLUMNS = ("gap_count", "gap_normal", "gap_warning", "gap_severe", "idle_ns",
                     "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host", "gap_sync", "gap_other",
                     "gap_host_ns", "gap_sync_ns", "gap_other_ns")
-GPU_STEP_COLUMNS = ("first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets",
+GPU_STEP_COLUMNS = ("first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets", "graphs",
                     "comm_ns", "compute_ns", "kernel_ns", "shaped_ns", "filled_ns")
 READINESS_STEP_COLUMNS = ("graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
                           "first_memory_call", "pageable_copies", "first_pageable_call", "ops",
@@ -465,7 +469,7 @@ def step_columns(model, gpu: bool) -> dict[str, Any]:
 # order; _host_steps fills in index, name, host_ms and syncs.
 _HOST_STEP: dict[str, Any] = {
     "index": 0, "name": "", "host_ms": 0.0, "gpu_ms": None, "gpu_span_ms": None,
-    "kernels": None, "memcpys": None, "gaps": None, "syncs": None, "sm_active_pct": None,
+    "kernels": None, "memcpys": None, "graph_replays": None, "gaps": None, "syncs": None, "sm_active_pct": None,
     "sm_active_busy_pct": None, "dram_pct": None, "dram_busy_pct": None, "gr_active_pct": None,
     "warp_occupancy_busy_pct": None, "samples": 0, "fill_pct": None, "fill_known_pct": None,
     "verdict": None, "comm_ms": None, "compute_ms": None, "graph_readiness": None,
@@ -501,6 +505,7 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
         fields["gpu_span_ms"] = _rows.span(cols["first_ns"], cols["last_ns"], 1e6)
         fields["kernels"] = _rows.integer(cols["kernels"])
         fields["memcpys"] = _rows.integer(cols["memcpys"])
+        fields["graph_replays"] = _rows.integer(cols["graphs"])
         fields["gaps"] = _rows.nested(_gap_fields(cols, thresholds_us))
         fields["fill_pct"] = _rows.exported("fill_pct", _rows.rounded_ratio(
             cols["filled_ns"], cols["shaped_ns"], pre=100.0, digits=2, zero=None))
@@ -513,8 +518,12 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
     steps, figures = _rows.build(n, fields)
     if gpu:
         nones = repeat(None)
+        graphs = cols["graphs"]
+        # a step of graph replays only is GPU work too (the copies' column: not a kernel)
+        other_ops = ([a + b for a, b in zip(cols["memcpys"], graphs)] if any(graphs)
+                     else cols["memcpys"])
         verdicts = traced_verdicts(
-            cols["kernels"], cols["memcpys"], figures["busy_pct"], figures["idle_ms"],
+            cols["kernels"], other_ops, figures["busy_pct"], figures["idle_ms"],
             figures["sync_ms"], figures["host_ms"], counters.get("sm_active_busy_pct", nones),
             counters.get("dram_busy_pct", nones), figures["fill_pct"],
             figures["fill_known_pct"], counters.get("warp_occupancy_busy_pct", nones))

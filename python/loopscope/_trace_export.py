@@ -19,8 +19,10 @@ profile's start, which is `baseTimeNanoseconds`):
   signature and mangled name in the args, and, as Kineto writes them, the
   launch geometry: grid, block, registers per thread, shared memory),
   memcpys and memsets (named as Kineto names them, "Memcpy DtoH (Device
-  -> Pageable)"), one track per
-  stream, a "gaps" track with every gap above the normal threshold
+  -> Pageable)"), whole CUDA-graph replays of graph-level mode (category
+  cuda_graph, named by their graph; loopscope.analyze reads them back as
+  replays),
+  one track per stream, a "gaps" track with every gap above the normal threshold
   (category gap, named with its class and length), and on the sampled GPU
   one counter track per PM figure ("SM active %", "DRAM throughput %",
   "DRAM read GB/s", ...; figures not collected are left out; a counter

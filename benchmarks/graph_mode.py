@@ -69,7 +69,13 @@ def build_loop(kind: str):
 
 
 def child(args: argparse.Namespace) -> dict:
+    import os
+
+    if args.internal:
+        os.environ["LOOPSCOPE_INTERNAL"] = args.internal
     import loopscope
+
+    options = json.loads(args.options) if args.options else {}
 
     prepared = None
     if args.mode == "replays":
@@ -93,7 +99,7 @@ def child(args: argparse.Namespace) -> dict:
         torch.cuda.synchronize()
         bare.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        with loopscope.profile() as prof:
+        with loopscope.profile(**options) as prof:
             t1 = time.perf_counter()
             loop(10, prof)
             torch.cuda.synchronize()
@@ -103,7 +109,7 @@ def child(args: argparse.Namespace) -> dict:
     cap = prof._capture
     # back to back: 4 profiles in a row (no summary() between) against 4 bare
     # loops; then block + summary() against one bare loop
-    bare4, b2b, posted = [], [], []
+    bare4, b2b, posted, summary_only = [], [], [], []
     for _ in range(args.rounds // 3 or 1):
         t0 = time.perf_counter()
         for _ in range(4):
@@ -112,16 +118,18 @@ def child(args: argparse.Namespace) -> dict:
         bare4.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for _ in range(4):
-            with loopscope.profile() as p:
+            with loopscope.profile(**options) as p:
                 loop(10, p)
                 torch.cuda.synchronize()
         b2b.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        with loopscope.profile() as p:
+        with loopscope.profile(**options) as p:
             loop(10, p)
             torch.cuda.synchronize()
+        t1 = time.perf_counter()
         p.summary()
         posted.append(time.perf_counter() - t0)
+        summary_only.append(time.perf_counter() - t1)
     info = cap.info()
     ops = cap.ops()
     kinds: dict[str, int] = {}
@@ -137,6 +145,8 @@ def child(args: argparse.Namespace) -> dict:
         "inside_ms": statistics.median(inside) * 1e3,
         "back_to_back_x": statistics.median(b2b) / statistics.median(bare4),
         "block_summary_ms": statistics.median(posted) * 1e3,
+        "summary_ms": statistics.median(summary_only) * 1e3,
+        "internal": args.internal, "options": options,
         "ops_by_kind": kinds, "busy_ms_raw": busy / 1e6,
         "graph_level": info.get("graph_level"), "timestamp_source": info.get("timestamp_source"),
         "dropped": info.get("dropped_records"), "invalid": info.get("invalid_records"),
@@ -156,38 +166,45 @@ def parent(args: argparse.Namespace) -> int:
     rows = []
     for loop in args.loops.split(","):
         for rep in range(args.repeat):
-            for mode in ("kernels", "replays"):
+            for variant in args.variants.split(","):
+                mode, *extras = variant.split("+")
+                internal = "overlap=1,metrics_keep_running_ms=100" if "overlap" in extras else ""
+                options = '{"metrics_decode_ms": 2}' if "decode2" in extras else ""
                 cmd = [sys.executable, __file__, "--child", "--mode", mode, "--loop", loop,
-                       "--rounds", str(args.rounds)]
+                       "--rounds", str(args.rounds), "--internal", internal,
+                       "--options", options]
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
                 line = [x for x in p.stdout.splitlines() if x.startswith("{")]
                 if p.returncode != 0 or not line:
                     print(f"{loop} {mode} rep {rep}: exit {p.returncode}\n{p.stderr[-3000:]}",
                           flush=True)
-                    rows.append({"mode": mode, "loop": loop, "failed": p.returncode})
+                    rows.append({"mode": mode, "loop": loop, "failed": p.returncode,
+                                 "variant": variant})
                     continue
                 row = json.loads(line[-1])
                 row["rep"] = rep
+                row["variant"] = variant
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
-    print(f"\n{'loop':9} {'mode':8} {'bare ms':>8} {'block/bare':>10} {'inside/bare':>11} "
+    print(f"\n{'loop':9} {'variant':16} {'bare ms':>8} {'block/bare':>10} {'inside/bare':>11} "
           f"{'inside/plain bare':>17} {'b2b x':>6} {'blk+sum x':>9} {'busy ms':>8} {'steps':>5} "
-          f"{'ops':>24} graph_level")
+          f"{'summary ms':>10} {'ops':>24} graph_level")
     for loop in args.loops.split(","):
         for rep in range(args.repeat):
             plain = next((r for r in rows if r.get("loop") == loop and r.get("rep") == rep
-                          and r.get("mode") == "kernels" and "bare_ms" in r), None)
+                          and r.get("variant") == "kernels" and "bare_ms" in r), None)
             for r in rows:
                 if r.get("loop") != loop or r.get("rep") != rep or "bare_ms" not in r:
                     continue
                 base = plain["bare_ms"] if plain else float("nan")
-                print(f"{loop:9} {r['mode']:8} {r['bare_ms']:8.3f} {r['block_ms'] / r['bare_ms']:10.3f} "
+                print(f"{loop:9} {r['variant']:16} {r['bare_ms']:8.3f} {r['block_ms'] / r['bare_ms']:10.3f} "
                       f"{r['inside_ms'] / r['bare_ms']:11.3f} {r['inside_ms'] / base:17.3f} "
                       f"{r['back_to_back_x']:6.3f} {r['block_summary_ms'] / r['bare_ms']:9.3f} "
-                      f"{r['busy_ms_raw']:8.3f} {r['steps']:5d} {str(r['ops_by_kind']):>24} "
+                      f"{r['busy_ms_raw']:8.3f} {r['steps']:5d} {r['summary_ms']:10.3f} "
+                      f"{str(r['ops_by_kind']):>24} "
                       f"{r['graph_level']}")
     return 0
 
@@ -198,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2, help="processes of each variant")
     p.add_argument("--loops", default="graph,compiled", help="graph, compiled (comma-separated)")
     p.add_argument("--json", help="write every variant's figures here")
+    p.add_argument("--variants", default="kernels,replays",
+                   help="MODE[+EXTRA...], comma-separated; MODE kernels or replays; EXTRA decode2 "
+                        "(metrics_decode_ms=2) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
+                        "metrics_keep_running_ms=100)")
+    p.add_argument("--internal", default="", help=argparse.SUPPRESS)
+    p.add_argument("--options", default="", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=240, help="seconds a process may take")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--mode", choices=("kernels", "replays"), default="kernels")

@@ -25,6 +25,9 @@ def prepare() -> dict[str, Any]:
     (before any tensor goes to the GPU, before torch.cuda is used or a model
     is moved); calling it again is harmless.
 
+    The graph-level trace is the process's: torch.profiler run later in
+    this process does not see the kernels inside graph replays either.
+
     Returns {"graphs": "replays"}.  Raises RuntimeError saying why when it
     cannot: no NVIDIA driver, CUDA already started in this process, CUPTI
     not found or refusing, or a profile running."""

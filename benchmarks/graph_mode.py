@@ -169,7 +169,12 @@ def parent(args: argparse.Namespace) -> int:
             for variant in args.variants.split(","):
                 mode, *extras = variant.split("+")
                 internal = "overlap=1,metrics_keep_running_ms=100" if "overlap" in extras else ""
-                options = '{"metrics_decode_ms": 2}' if "decode2" in extras else ""
+                chosen = {}
+                if "decode2" in extras:
+                    chosen["metrics_decode_ms"] = 2
+                if "nometrics" in extras:
+                    chosen["metrics"] = False
+                options = json.dumps(chosen) if chosen else ""
                 cmd = [sys.executable, __file__, "--child", "--mode", mode, "--loop", loop,
                        "--rounds", str(args.rounds), "--internal", internal,
                        "--options", options]
@@ -217,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write every variant's figures here")
     p.add_argument("--variants", default="kernels,replays",
                    help="MODE[+EXTRA...], comma-separated; MODE kernels or replays; EXTRA decode2 "
-                        "(metrics_decode_ms=2) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
+                        "(metrics_decode_ms=2), nometrics (metrics=False) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
                         "metrics_keep_running_ms=100)")
     p.add_argument("--internal", default="", help=argparse.SUPPRESS)
     p.add_argument("--options", default="", help=argparse.SUPPRESS)

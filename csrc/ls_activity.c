@@ -404,6 +404,30 @@ int ls_activity_enable_graph_trace(int zeroed_buffers, char *reason, size_t reas
 
 int ls_activity_graph_trace_on(void) { return atomic_load(&graph_trace_on); }
 
+int ls_activity_pause_graph_trace(void)
+{
+    if (!atomic_load(&graph_trace_on))
+        return -1;
+    /* Off is always safe: an exec instantiated with the kind on replays
+     * with it off, its kernels recorded one by one (probe, H100). */
+    return LS_CUPTI_CHECK(ActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) == CUPTI_SUCCESS
+               ? 0
+               : -1;
+}
+
+int ls_activity_resume_graph_trace(int graphs_made_meanwhile)
+{
+    /* On again is safe only if no exec was instantiated while it was off:
+     * replaying one with it on crashes CUPTI.  Else it stays off for good. */
+    if (graphs_made_meanwhile ||
+        LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != CUPTI_SUCCESS) {
+        atomic_store(&graph_trace_on, 0);
+        ls_buffers_hold(0);
+        return -1;
+    }
+    return 0;
+}
+
 void ls_activity_wait_stopped(void)
 {
     pthread_mutex_lock(&state);

@@ -77,6 +77,18 @@ int ls_activity_enable_graph_trace(int zeroed_buffers, char *reason, size_t reas
 /* 1 once the graph-level trace is on (ls_activity_enable_graph_trace). */
 int ls_activity_graph_trace_on(void);
 
+/* Per-kernel detail in a prepared process (profile(graph_kernels=True)):
+ * turns the graph-level trace off for one profile, so each replay's
+ * kernels are recorded one by one.  0, or -1 (not on, or CUPTI refused). */
+int ls_activity_pause_graph_trace(void);
+
+/* At that profile's stop, before the callbacks that counted graph
+ * instantiations are turned off: the trace goes on again, unless a graph
+ * exec was instantiated meanwhile (then, and if CUPTI refuses, graph-level
+ * mode ends for the process: that exec would crash CUPTI if replayed with
+ * the trace on).  0 when on again, -1 when graph-level mode ended. */
+int ls_activity_resume_graph_trace(int graphs_made_meanwhile);
+
 /* In a forked child: the parent's tracing state is not the child's. */
 void ls_activity_forget_in_child(void);
 

@@ -100,6 +100,10 @@ typedef struct {
     int continued_tracing;     /* 1: started while the last profile still finished, tracing
                                 * continued from it (back to back, no wait) */
     int graph_level;           /* 1: CUDA-graph replays traced whole (ls_graphs) */
+    int graph_kernels;         /* 1: graph-level mode on, but this profile recorded each
+                                * replay's kernels (graph_kernels=True) */
+    int graph_level_ended;     /* 1: a graph was instantiated during such a profile, so
+                                * graph-level mode ended for the process */
 } ls_capture;
 
 #endif

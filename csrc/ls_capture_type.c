@@ -314,7 +314,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
     }
     static const char *const timestamp_sources[] = {"none", "loopscope", "cupti-default",
                                                     "refused"};
-    PyObject *clock = ls_py_dict_of(8, "pm_wait_ns", U64(c->pm_wait_ns), "pm_wait_timed_out",
+    PyObject *clock = ls_py_dict_of(10, "pm_wait_ns", U64(c->pm_wait_ns), "pm_wait_timed_out",
                      PyBool_FromLong(c->pm_wait_timed_out), "clock_rate", clock_rate, "reference_span_ns",
                      U64(c->stop_reference_ns > c->start_reference_ns
                              ? c->stop_reference_ns - c->start_reference_ns : 0),
@@ -325,7 +325,9 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
                      c->timestamp_error[0] ? PyUnicode_FromString(c->timestamp_error)
                                            : Py_NewRef(Py_None),
                      "continued_tracing", PyBool_FromLong(c->continued_tracing),
-                     "graph_level", PyBool_FromLong(c->graph_level));
+                     "graph_level", PyBool_FromLong(c->graph_level),
+                     "graph_kernels", PyBool_FromLong(c->graph_kernels),
+                     "graph_level_ended", PyBool_FromLong(c->graph_level_ended));
     if (info != NULL && (clock == NULL || PyDict_Update(info, clock) != 0))
         Py_CLEAR(info);
     Py_XDECREF(clock);

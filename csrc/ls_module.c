@@ -44,7 +44,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                                "defer", "metrics_cache_dir", "metrics_keep_ns",
                                "metrics_keep_running_ns", "metrics_wait_for_start",
                                "callbacks", "metrics_stop_in_finish", "metrics_wait_bound_ns",
-                               "own_timestamps", "overlap", NULL};
+                               "own_timestamps", "overlap", "graph_kernels", NULL};
     /* Warm-up once per process by default (issue 11, H200): with CUPTI's
      * buffers handed over zeroed, step 0's largest gap after the first
      * profile was the same without a warm-up (warm_up_none 96.9 us, once
@@ -60,7 +60,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
          * the counts were exact (one run), but it gained only where the GPU
          * still ran at the exit (eager back to back 1.55x against 1.63x,
          * the graph loop none): more runs before it becomes the default. */
-        overlap = 0;
+        overlap = 0, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)
      * left the finish ~20-40 samples instead of up to 100, but summary()
@@ -83,13 +83,14 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKpp:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKppp:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
                                      &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
                                      &keep_running_ns, &wait_for_start, &callbacks,
-                                     &stop_in_finish, &wait_bound_ns, &own_timestamps, &overlap))
+                                     &stop_in_finish, &wait_bound_ns, &own_timestamps, &overlap,
+                                     &graph_kernels))
         return NULL;
     if (wait_for_start < LS_SAMPLER_WAIT_NEVER || wait_for_start > LS_SAMPLER_WAIT_SETUP ||
         wait_bound_ns > 60000000000ull) {
@@ -164,6 +165,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.defer = defer;
     options.callbacks = callbacks;
     options.overlap = overlap;
+    options.graph_kernels = graph_kernels;
     options.buffer_bytes = (size_t)buffer_bytes;
     options.max_buffers = (size_t)max_buffers;
     options.cupti_paths = candidates;
@@ -410,7 +412,7 @@ static PyMethodDef core_methods[] = {
      " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
      " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=2,"
      " callbacks=True, metrics_stop_in_finish=True, metrics_wait_bound_ns=2e9,"
-     " own_timestamps=True)"
+     " own_timestamps=True, overlap=False, graph_kernels=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
      " Internal switches (compared by benchmarks/overhead_options.py): zeroed_buffers (hand"

@@ -38,6 +38,8 @@ static struct {
     int defer;            /* the finish goes to the worker */
     int warmed_up_once;   /* LS_WARM_UP_ONCE: the process has warmed up */
     ls_timestamp_source timestamp_source; /* of the last profile that set it */
+    int graph_paused;     /* graph_kernels: the graph-level trace is off for this profile */
+    uint64_t graph_execs_before; /* graph execs instantiated before it began */
     int last_sampled;     /* the last profile opened a sampling window ... */
     ls_pm_options last_pm; /* ... with these options */
     uint32_t generation;
@@ -372,6 +374,23 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     session.tracing = 1;
     c->traced = 1;
     c->graph_level = ls_activity_graph_trace_on();
+    if (c->graph_level && o->graph_kernels) {
+        /* Per kernel for this profile: only while the instantiations are
+         * counted, since the trace may go on again at the stop only if no
+         * graph was made meanwhile. */
+        if (claim == LS_SUBSCRIBER_OK && ls_subscriber_watch_graph_execs() == 0) {
+            session.graph_execs_before = ls_switchboard_graph_execs_created();
+            if (ls_activity_pause_graph_trace() == 0) {
+                session.graph_paused = 1;
+                c->graph_level = 0;
+                c->graph_kernels = 1;
+            }
+        }
+        if (!session.graph_paused)
+            snprintf(c->note, sizeof c->note, "graph_kernels=True was not possible (it needs "
+                     "CUPTI's callbacks, to watch graph instantiations): CUDA-graph replays "
+                     "were traced whole");
+    }
     c->reason[0] = '\0';
 }
 
@@ -473,6 +492,18 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
     uint64_t t0 = ls_clock_monotonic_ns(), begun = t0;
     /* The context the profile's work ran on, for the worker's wait. */
     void *context = session.tracing ? ls_cuda_current_context() : NULL;
+    if (session.graph_paused) {
+        /* On this thread, before the instantiations stop being counted: a
+         * graph made after this point is made with the trace on. */
+        uint64_t made = ls_switchboard_graph_execs_created() - session.graph_execs_before;
+        c->graph_level_ended = ls_activity_resume_graph_trace(made > 0) != 0;
+        session.graph_paused = 0;
+        if (c->graph_level_ended)
+            snprintf(c->note, sizeof c->note, "a CUDA graph was instantiated during this "
+                     "graph_kernels=True profile, so graph-level mode (loopscope.prepare()) is "
+                     "off for the rest of the process: CUPTI would crash replaying that graph "
+                     "with the graph-level trace on; later profiles record each kernel");
+    }
     ls_subscriber_disable_callbacks();
     ls_switchboard_on_context(NULL);
     if (atomic_exchange(&session.pm_deferred, LS_PM_NOT_DEFERRED) == LS_PM_DEFERRED) {

@@ -12,6 +12,7 @@ static CUpti_SubscriberHandle subscriber;
 static int callbacks_enabled;
 static int waits_enabled;
 static int contexts_watched;
+static int graph_execs_watched;
 
 static const CUpti_CallbackDomain api_domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
                                                    CUPTI_CB_DOMAIN_DRIVER_API};
@@ -68,8 +69,24 @@ int ls_subscriber_watch_contexts(void (*on_context)(void *context))
     return 0;
 }
 
+int ls_subscriber_watch_graph_execs(void)
+{
+    if (subscriber == NULL)
+        return -1;
+    if (LS_CUPTI_CHECK(EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED)) != CUPTI_SUCCESS)
+        return -1;
+    graph_execs_watched = 1;
+    return 0;
+}
+
 void ls_subscriber_disable_callbacks(void)
 {
+    if (graph_execs_watched && subscriber != NULL) {
+        LS_CUPTI_CHECK(EnableCallback(0, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED));
+        graph_execs_watched = 0;
+    }
     if (contexts_watched && subscriber != NULL) {
         LS_CUPTI_CHECK(EnableCallback(0, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_CONTEXT_CREATED));

@@ -29,6 +29,12 @@ int ls_subscriber_enable_callbacks(int waits, char *reason, size_t reason_size);
  * it must not wait or allocate).  0, or -1 when CUPTI refused. */
 int ls_subscriber_watch_contexts(void (*on_context)(void *context));
 
+/* Counts every CUDA graph exec instantiated from now on
+ * (ls_switchboard_graph_execs_created) until the callbacks are disabled:
+ * graph-level mode's per-kernel profiles (ls_activity) must know whether a
+ * graph was made while the graph-level trace was off.  0, or -1. */
+int ls_subscriber_watch_graph_execs(void);
+
 /* Disables every callback of the table and the context watch (no-op when
  * none is enabled). */
 void ls_subscriber_disable_callbacks(void);

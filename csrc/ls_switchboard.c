@@ -82,6 +82,9 @@ static uint64_t cupti_now(void)
 }
 
 static void (*_Atomic context_listener)(void *context);
+static atomic_uint_fast64_t graph_execs_created;
+
+uint64_t ls_switchboard_graph_execs_created(void) { return atomic_load(&graph_execs_created); }
 
 void ls_switchboard_on_context(void (*on_context)(void *context))
 {
@@ -98,5 +101,8 @@ void CUPTIAPI ls_switchboard_callback(void *userdata, CUpti_CallbackDomain domai
         void (*listener)(void *) = atomic_load(&context_listener);
         if (listener != NULL)
             listener(((const CUpti_ResourceData *)data)->context);
+    } else if (domain == CUPTI_CB_DOMAIN_RESOURCE &&
+               cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) {
+        atomic_fetch_add(&graph_execs_created, 1);
     }
 }

@@ -19,6 +19,11 @@ void ls_switchboard_dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 /* Where a CUDA context's creation (the resource domain) is told; NULL: nowhere. */
 void ls_switchboard_on_context(void (*on_context)(void *context));
 
+/* CUDA graph execs instantiated while ls_subscriber_watch_graph_execs was
+ * on, since the process began (the resource callback counts them; no
+ * allocation, no lock). */
+uint64_t ls_switchboard_graph_execs_created(void);
+
 /* The function registered with cuptiSubscribe. */
 void CUPTIAPI ls_switchboard_callback(void *userdata, CUpti_CallbackDomain domain,
                                       CUpti_CallbackId cbid, const void *data);

@@ -63,3 +63,15 @@ def test_run_with_graph_replays_says_why_it_is_off_and_runs_the_script(tmp_path)
     assert "the script ran" in p.stdout
     assert "graph-level mode is off: no NVIDIA GPU driver" in p.stderr
     assert "traced one by one" in p.stderr
+
+
+def test_graph_kernels_is_a_checked_flag_and_harmless_without_prepare():
+    with pytest.raises(TypeError, match="graph_kernels must be True or False"):
+        loopscope.profile(graph_kernels="yes")
+    with loopscope.profile(graph_kernels=True) as prof:
+        with prof.step():
+            pass
+    info = prof._capture.info()
+    assert info["graph_kernels"] is False and info["graph_level"] is False
+    assert info["graph_level_ended"] is False
+    assert prof.summary()["cupti_note"] is None

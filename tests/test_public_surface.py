@@ -20,7 +20,7 @@ RECORDING = Path(loopscope.__file__).parent / "data" / "demo_recording.json.gz"
 PROFILE_OPTIONS = ["trace", "syncs", "gap_thresholds_us", "step_name", "driver_api", "buffer_mb",
                    "max_buffer_mb", "warm_up", "metrics", "metrics_interval_us",
                    "metrics_buffer_mb", "metrics_decode_ms", "gather", "gather_timeout_s",
-                   "steps"]
+                   "steps", "graph_kernels"]
 
 
 # -- loopscope.profile -----------------------------------------------------------

@@ -25,6 +25,7 @@ def start(
     metrics_device: int = ...,
     metrics_max_samples: int = ...,
     metrics_decode_ns: int = ...,
+    graph_kernels: bool = ...,  # after prepare_graphs(): each replay's kernels this profile
     # internal switches (_settings.py, benchmarks/overhead_options.py)
     zeroed_buffers: bool = ...,
     defer: bool = ...,
@@ -36,6 +37,7 @@ def start(
     own_timestamps: bool = ...,
     callbacks: bool = ...,
     metrics_stop_in_finish: bool = ...,
+    overlap: bool = ...,
 ) -> dict[str, Any]: ...
 def stop() -> Capture: ...
 def active() -> bool: ...

@@ -162,6 +162,12 @@ class Profile:
     steps:              a torch.nn.Module whose top-level calls are the steps (decode
                         loops with no place for prof.step(), e.g. model.generate()):
                         each step lasts from one call to the next (see _module_steps).
+    graph_kernels:      only after loopscope.prepare() (graph-level mode, where each
+                        CUDA-graph replay is one span): record each replay's kernels one by
+                        one in this profile, at per-kernel cost.  Should the profiled code
+                        instantiate a CUDA graph meanwhile, graph-level mode ends for the
+                        process (summary["cupti_note"] says so): CUPTI would crash replaying
+                        that graph with the graph-level trace on.
 
     Every option is checked here: a wrong one raises TypeError (True/False
     options take only bools; numbers must be int or float) or ValueError (out
@@ -188,6 +194,7 @@ class Profile:
         gather: bool = True,
         gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
         steps: Any = None,
+        graph_kernels: bool = False,
     ) -> None:
         self._steps_module = check_module(steps)
         self._module_steps: ModuleSteps | None = None
@@ -197,7 +204,8 @@ class Profile:
         lazy_metrics = metrics == "lazy"
         flags = {name: _options.check_bool(name, value) for name, value in (
             ("trace", trace), ("syncs", syncs), ("driver_api", driver_api),
-            ("warm_up", warm_up), ("metrics", True if lazy_metrics else metrics))}
+            ("warm_up", warm_up), ("metrics", True if lazy_metrics else metrics),
+            ("graph_kernels", graph_kernels))}
         buffer_mb = _options.check_number("buffer_mb", buffer_mb)
         max_buffer_mb = _options.check_number("max_buffer_mb", max_buffer_mb,
                                               lowest=("buffer_mb", buffer_mb))

@@ -164,3 +164,62 @@ def test_prepare_after_cuda_started_refuses_with_the_reason():
         (x * 2).sum()
         torch.cuda.synchronize()
     assert prof.summary()["gpu"]["kernels"] >= 2
+
+
+SWITCH = r"""
+import json
+import loopscope
+loopscope.prepare()
+import torch
+from loopscope import demo
+model, x = demo.build()
+loop = demo.graph_loop_factory(model, x)
+loop(10)
+torch.cuda.synchronize()
+out = {}
+def profile(**options):
+    with loopscope.profile(**options) as prof:
+        loop(10, prof)
+        torch.cuda.synchronize()
+    s = prof.summary()
+    info = prof._capture.info()
+    kinds = [o[0] for o in prof._capture.ops()]
+    return {"graphs": kinds.count("graph"), "kernels": kinds.count("kernel"),
+            "graph_level": info["graph_level"], "graph_kernels": info["graph_kernels"],
+            "ended": info["graph_level_ended"], "note": s["cupti_note"],
+            "steps": [st["graph_readiness"]["status"] for st in s["steps"]]}
+out["whole"] = profile()
+out["per_kernel"] = profile(graph_kernels=True)
+out["whole_again"] = profile()
+# a graph instantiated inside a graph_kernels profile ends graph-level mode
+with loopscope.profile(graph_kernels=True) as prof:
+    loop2 = demo.graph_loop_factory(model, x)
+    loop2(2)
+    torch.cuda.synchronize()
+info = prof._capture.info()
+out["made_inside"] = {"ended": info["graph_level_ended"], "note": prof.summary()["cupti_note"]}
+out["after"] = profile()
+loop2(3)  # the graph made with the trace off replays safely (the trace stays off)
+torch.cuda.synchronize()
+out["after_replay"] = profile()
+print("JSON" + json.dumps(out))
+"""
+
+
+def test_graph_kernels_records_each_replays_kernels_in_a_prepared_process():
+    p = subprocess.run([sys.executable, "-c", SWITCH], capture_output=True, text=True,
+                       timeout=400)
+    assert p.returncode == 0, p.stderr[-4000:]
+    out = json.loads([x for x in p.stdout.splitlines() if x.startswith("JSON")][-1][4:])
+    whole, per_kernel, again = out["whole"], out["per_kernel"], out["whole_again"]
+    assert whole["graph_level"] and whole["graphs"] == 10 and whole["kernels"] == 0
+    assert per_kernel["graph_kernels"] and not per_kernel["graph_level"]
+    assert per_kernel["graphs"] == 0 and per_kernel["kernels"] > 0
+    assert per_kernel["kernels"] % 10 == 0  # the same kernels each replay
+    assert again["graph_level"] and again["graphs"] == 10 and again["kernels"] == 0
+    assert set(whole["steps"]) == set(per_kernel["steps"]) == {"replays_graph"}
+    made = out["made_inside"]
+    assert made["ended"] is True and "graph-level mode" in made["note"]
+    for later in (out["after"], out["after_replay"]):
+        assert not later["graph_level"] and later["graphs"] == 0
+        assert later["kernels"] == per_kernel["kernels"]

@@ -377,6 +377,7 @@ def test_recording_round_trip_keeps_the_replays(test_clock, tmp_path):
     original = prof.summary()
     path = prof.save_recording(tmp_path / "rec.json.gz")
     data = _recording.load(path)
+    assert data["version"] == 3  # an older loopscope names the version, not "damaged"
     assert data["ops"]["kind"].count(_recording.OP_KINDS.index("graph")) == len(replays)
     test_clock.set(0, 0)
     again = _replay.replay(data).summary()
@@ -408,3 +409,12 @@ def test_bad_graph_records_are_refused_whole():
         with pytest.raises(TypeError, match=r"graph record 0, field 5 \(name\) must be a str"):
             _core._inject("graph", [(1_000, 2_000, 0, 7, 1, 5)])
     assert prof.capture.ops() == []
+
+
+def test_a_recording_without_replays_keeps_format_version_2(test_clock, tmp_path):
+    test_clock.set(0, 1000)
+    with loopscope.profile(metrics=False) as prof:
+        with prof.step():
+            _core._inject("kernel", [(2000, 5000, 0, 7, 1, "k")])
+    data = _recording.load(prof.save_recording(tmp_path / "rec.json.gz"))
+    assert data["version"] == 2

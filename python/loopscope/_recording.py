@@ -7,7 +7,8 @@ loop on a machine without a GPU.
 
 What a recording holds, and how it comes back:
 - GPU ops (kernels, memcpys, memsets, whole CUDA-graph replays: ops "kind"
-  3, which a loopscope older than graph-level mode refuses as damaged), API
+  3, in files of format version 3, which a loopscope older than graph-level
+  mode refuses by their version), API
   records (launch calls, with
   their thread and domain) and sync records: replayed with `_core._inject`,
   so gaps, causes, busy time, per-step and per-range figures are computed
@@ -53,7 +54,8 @@ from ._version import __version__
 
 FORMAT = "loopscope-recording"
 VERSION = 2
-READS = (1, 2)
+GRAPH_VERSION = 3  # a recording holding whole graph replays (ops kind 3)
+READS = (1, 2, 3)
 OP_KINDS = ("kernel", "memcpy", "memset", "graph")  # ls_op_kind; graph: one whole replay
 CHECKSUM_TAIL = re.compile(rb',"checksum":"crc32:([0-9a-f]{8})"\}\s*$')
 DEMO_RECORDING = Path(__file__).with_name("data") / "demo_recording.json.gz"
@@ -188,7 +190,9 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
     sections["ranges"] = [{k: r.get(k) for k in ("name",) + RANGE_FIELDS} for r in summary["ranges"]]
     return {
         "format": FORMAT,
-        "version": VERSION,
+        # 3 only where it holds graph replays: a loopscope older than
+        # graph-level mode then says "format version 3", not "damaged"
+        "version": GRAPH_VERSION if any(o[0] == "graph" for o in ops) else VERSION,
         "meta": {
             "device": gpu.get("device"),
             "devices": {str(d["id"]): d["name"] for d in gpu.get("devices", [])},

@@ -418,3 +418,17 @@ def test_a_recording_without_replays_keeps_format_version_2(test_clock, tmp_path
             _core._inject("kernel", [(2000, 5000, 0, 7, 1, "k")])
     data = _recording.load(prof.save_recording(tmp_path / "rec.json.gz"))
     assert data["version"] == 2
+
+
+def test_compare_shows_the_replays_traced_whole(test_clock):
+    """Per kernel against graph-level: the diff says how many replays the
+    after side traced whole (whose kernels its kernel count leaves out)."""
+    test_clock.set(0, 1000)
+    with loopscope.profile(metrics=False) as before:
+        with before.step():
+            _core._inject("kernel", [(2000, 5000, 0, 7, 1, "k"), (6000, 9000, 0, 7, 2, "k")])
+    prof, replays = profile_graph_loop(test_clock)
+    result = loopscope.compare(before.summary(), prof.summary())
+    change = result["figures"]["graph_replays"]
+    assert (change["before"], change["after"]) == (0, len(replays))
+    assert "CUDA-graph replays traced whole" in loopscope.format_compare(result)

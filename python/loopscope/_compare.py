@@ -53,6 +53,9 @@ FIGURES: dict[str, tuple[str, str, tuple[str, ...], bool]] = {
     "mean_gap_us": ("mean gap", " us", ("gaps", "mean_us"), True),
     "p99_gap_us": ("p99 gap", " us", ("gaps", "p99_us"), True),
     "kernels": ("kernels", "", ("gpu", "kernels"), True),
+    # graph-level mode (loopscope.prepare()): replays traced whole, whose
+    # kernels the kernel count leaves out
+    "graph_replays": ("CUDA-graph replays traced whole", "", ("gpu", "graph_replays"), True),
     "syncs": ("host-device syncs", "", ("syncs", "count"), True),
     "sync_blocked_ms": ("host blocked in syncs", " ms", ("syncs", "blocked_ms"), True),
     "sm_active_pct": ("SM active", "%", ("sm", "active_pct"), False),

@@ -33,6 +33,37 @@
 
 static struct PyModuleDef ls_module_def;
 
+/* The CUPTI library candidates of a `cupti_paths` argument (a sequence of
+ * str; None or NULL: none) as C strings that live as long as *seq, which
+ * the caller releases with the array.  NULL with an exception set. */
+static const char **cupti_paths_of(PyObject *paths, PyObject **seq, Py_ssize_t *n)
+{
+    *seq = (paths != NULL && paths != Py_None)
+               ? PySequence_Fast(paths, "cupti_paths must be a sequence of str")
+               : PyTuple_New(0);
+    if (*seq == NULL)
+        return NULL;
+    *n = PySequence_Fast_GET_SIZE(*seq);
+    const char **candidates = calloc((size_t)(*n ? *n : 1), sizeof *candidates);
+    if (candidates == NULL) {
+        Py_CLEAR(*seq);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(*seq, i);
+        candidates[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        if (candidates[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "cupti_paths[%zd] must be a str", i);
+            free(candidates);
+            Py_CLEAR(*seq);
+            return NULL;
+        }
+    }
+    return candidates;
+}
+
 /* start(trace=..., ...) -> dict: see the method table for the keywords. */
 static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -133,28 +164,11 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                         "(CUPTI has one owner per process); use loopscope.range() inside it");
         return NULL;
     }
-    PyObject *seq = (paths != NULL && paths != Py_None)
-                        ? PySequence_Fast(paths, "cupti_paths must be a sequence of str")
-                        : PyTuple_New(0);
-    if (seq == NULL)
+    PyObject *seq = NULL;
+    Py_ssize_t n = 0;
+    const char **candidates = cupti_paths_of(paths, &seq, &n);
+    if (candidates == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    const char **candidates = calloc((size_t)(n ? n : 1), sizeof *candidates);
-    if (candidates == NULL) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        candidates[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
-        if (candidates[i] == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "cupti_paths[%zd] must be a str", i);
-            free(candidates);
-            Py_DECREF(seq);
-            return NULL;
-        }
-    }
     ls_session_options options;
     memset(&options, 0, sizeof options);
     options.trace = trace;
@@ -361,26 +375,11 @@ static PyObject *core_prepare_graphs(PyObject *module, PyObject *paths)
         PyErr_SetString(PyExc_RuntimeError, "loopscope.prepare() cannot run inside a profile");
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(paths, "cupti_paths must be a sequence of str");
-    if (seq == NULL)
+    PyObject *seq = NULL;
+    Py_ssize_t n = 0;
+    const char **candidates = cupti_paths_of(paths, &seq, &n);
+    if (candidates == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    const char **candidates = calloc((size_t)(n ? n : 1), sizeof *candidates);
-    if (candidates == NULL) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        candidates[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
-        if (candidates[i] == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "cupti_paths[%zd] must be a str", i);
-            free(candidates);
-            Py_DECREF(seq);
-            return NULL;
-        }
-    }
     char why[1024] = "";
     int rc;
     Py_BEGIN_ALLOW_THREADS

@@ -28,6 +28,11 @@ enough.  It gives
   path is relative to the test file's folder.  `--loopscope-update-baseline`
   writes the baselines instead of checking them; a missing baseline fails
   the test and says how to write it;
+- the option `--loopscope-graph-replays`: graph-level mode for the test
+  session (`loopscope.prepare()` when pytest starts, before the tests make
+  their CUDA context): every profile traces each CUDA-graph replay whole;
+  where it cannot be turned on (no driver, CUDA already started by a
+  conftest), a warning says why and the profiles trace per kernel;
 - the option `--loopscope-report=PATH`: every profiled test's summary and
   budget results, written as one JSON file at the end of the run (not
   under pytest-xdist yet: its workers' results are not gathered).
@@ -65,6 +70,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the summaries of tests marked @pytest.mark.loopscope(baseline=...) to their "
              "baseline files instead of comparing with them",
     )
+    group.addoption(
+        "--loopscope-graph-replays", action="store_true", default=False,
+        help="graph-level mode: trace each CUDA-graph replay as one span in every profile "
+             "(loopscope.prepare() at the session's start, before CUDA starts)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,6 +86,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "profile the test with loopscope and fail it when a budget is exceeded",
     )
     config.stash[_RESULTS] = {}
+    if config.getoption("--loopscope-graph-replays", default=False):
+        from ._prepare import prepare
+
+        try:
+            prepare()
+        except RuntimeError as refused:  # the run goes on, per kernel
+            config.issue_config_time_warning(
+                pytest.PytestWarning(f"{refused}; profiles trace each kernel"), stacklevel=2)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -223,3 +223,56 @@ def test_graph_kernels_records_each_replays_kernels_in_a_prepared_process():
     for later in (out["after"], out["after_replay"]):
         assert not later["graph_level"] and later["graphs"] == 0
         assert later["kernels"] == per_kernel["kernels"]
+
+
+GRAPH_SCRIPT = '''
+import torch
+import loopscope
+from loopscope import demo
+
+model, x = demo.build()
+loop = demo.graph_loop_factory(model, x)
+for i in range(10):
+    with loopscope.range(f"Step_{i}"):
+        loop(1)
+torch.cuda.synchronize()
+'''
+
+
+def test_loopscope_run_graph_replays_as_a_user_runs_it(tmp_path):
+    script = tmp_path / "graphs.py"
+    script.write_text(GRAPH_SCRIPT)
+    out = tmp_path / "out.json"
+    p = subprocess.run([sys.executable, "-m", "loopscope", "run", "--graph-replays", "--steps",
+                        r"Step_\d+", "--json", str(out), str(script)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "graph-level mode is off" not in p.stderr
+    s = json.loads(out.read_text())
+    assert s["gpu"]["graph_replays"] == 10
+    assert len(s["steps"]) == 10
+    assert all(st["graph_replays"] == 1 for st in s["steps"])
+
+
+def test_pytest_option_graph_replays_as_a_user_runs_it(tmp_path):
+    (tmp_path / "test_graph_loop.py").write_text('''
+import torch
+from loopscope import demo
+
+
+def test_graph_loop(loopscope_profile):
+    model, x = demo.build()
+    loop = demo.graph_loop_factory(model, x)
+    loop(10, loopscope_profile)
+    torch.cuda.synchronize()
+''')
+    report = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--loopscope-graph-replays", f"--loopscope-report={report}",
+                        str(tmp_path / "test_graph_loop.py")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "graph-level mode is off" not in p.stdout
+    tests = json.loads(report.read_text())["tests"]
+    (entry,) = tests.values()
+    assert entry["summary"]["gpu"]["graph_replays"] == 10

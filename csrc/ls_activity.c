@@ -415,14 +415,17 @@ int ls_activity_pause_graph_trace(void)
                : -1;
 }
 
-int ls_activity_resume_graph_trace(int graphs_made_meanwhile)
+void ls_activity_end_graph_trace(void)
 {
-    /* On again is safe only if no exec was instantiated while it was off:
-     * replaying one with it on crashes CUPTI.  Else it stays off for good. */
-    if (graphs_made_meanwhile ||
-        LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != CUPTI_SUCCESS) {
-        atomic_store(&graph_trace_on, 0);
-        ls_buffers_hold(0);
+    LS_CUPTI_CHECK(ActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
+    atomic_store(&graph_trace_on, 0);
+    ls_buffers_hold(0);
+}
+
+int ls_activity_resume_graph_trace(void)
+{
+    if (LS_CUPTI_CHECK(ActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != CUPTI_SUCCESS) {
+        ls_activity_end_graph_trace();
         return -1;
     }
     return 0;

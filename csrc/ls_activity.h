@@ -82,12 +82,15 @@ int ls_activity_graph_trace_on(void);
  * kernels are recorded one by one.  0, or -1 (not on, or CUPTI refused). */
 int ls_activity_pause_graph_trace(void);
 
-/* At that profile's stop, before the callbacks that counted graph
- * instantiations are turned off: the trace goes on again, unless a graph
- * exec was instantiated meanwhile (then, and if CUPTI refuses, graph-level
- * mode ends for the process: that exec would crash CUPTI if replayed with
- * the trace on).  0 when on again, -1 when graph-level mode ended. */
-int ls_activity_resume_graph_trace(int graphs_made_meanwhile);
+/* At that profile's stop, before the callbacks that count graph
+ * instantiations are turned off: the trace on again (0), or, when CUPTI
+ * refuses, graph-level mode ended for the process (-1). */
+int ls_activity_resume_graph_trace(void);
+
+/* Graph-level mode ends for the process (the trace off for good): a graph
+ * exec was instantiated while the trace was off, and replaying it with the
+ * trace on would crash CUPTI. */
+void ls_activity_end_graph_trace(void);
 
 /* In a forked child: the parent's tracing state is not the child's. */
 void ls_activity_forget_in_child(void);

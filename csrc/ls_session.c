@@ -493,10 +493,15 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
     /* The context the profile's work ran on, for the worker's wait. */
     void *context = session.tracing ? ls_cuda_current_context() : NULL;
     if (session.graph_paused) {
-        /* On this thread, before the instantiations stop being counted: a
-         * graph made after this point is made with the trace on. */
+        /* On this thread, while the instantiations are still counted: the
+         * trace on first, then the count read, so that every exec made
+         * while it was off is counted (one made after is made with it on);
+         * if any was, the trace goes off for good. */
+        int on = ls_activity_resume_graph_trace() == 0;
         uint64_t made = ls_switchboard_graph_execs_created() - session.graph_execs_before;
-        c->graph_level_ended = ls_activity_resume_graph_trace(made > 0) != 0;
+        if (on && made > 0)
+            ls_activity_end_graph_trace();
+        c->graph_level_ended = !on || made > 0;
         session.graph_paused = 0;
         if (c->graph_level_ended)
             snprintf(c->note, sizeof c->note, "a CUDA graph was instantiated during this "

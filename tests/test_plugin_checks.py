@@ -50,7 +50,17 @@ def test_a_failed_check_fails_the_budgets_with_its_reason(inner):
 
 BASELINE = '''
 import pytest
+from loopscope import _core
 from synthetic_loop import run_loop
+
+
+@pytest.fixture(autouse=True)
+def _ticks():
+    # host times from a ticking test clock: the loop time is the same every
+    # run (on the real clock a busy CI box made it 5x once, a "regression")
+    _core._set_test_clock(1_000_000, 1_000)
+    yield
+    _core._set_test_clock(0, 0)
 
 
 @pytest.mark.loopscope(baseline="base.json", max_regression_pct=10)

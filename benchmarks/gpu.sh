@@ -8,6 +8,8 @@
 #   ranks     the straggler rule on 2 and 4 ranks (issue 26; needs >= 4 GPUs)
 #   cost      benchmarks/overhead.py --back-to-back --quick: every row on eager, graph and
 #             GPT-2 generate(), block, block+post and back to back (issue 27; ~6-9 min)
+#   graphs    graph-level mode against per-kernel tracing: tests/gpu/test_gpu_graph_replays.py
+#             and benchmarks/graph_mode.py on the demo graph loop and a compiled MLP (~5 min)
 # Multi-GPU kinds: NVLink multicast stays off (NCCL_NVLS_ENABLE=0 ...).
 set -u -o pipefail
 OUT=${OUT:-/tmp/loopscope-out}; mkdir -p "$OUT"
@@ -37,7 +39,14 @@ for suite in "$@"; do
       tail -45 "$OUT/straggler.txt" ;;
     cost)  # --budget-s: no process starts after 360 s (a gpt2 one may take 180 s more)
       timeout 545 python3 benchmarks/overhead.py --back-to-back --quick --budget-s 360 --json "$OUT/overhead.json" > "$OUT/overhead.txt" 2>&1; sed -n '/rounds a variant/,$p' "$OUT/overhead.txt" ;;
-    *) echo "unknown suite $suite (tests, beside, first, ranks, cost)"; exit 2 ;;
+    graphs)
+      timeout 200 python3 -m pytest tests/gpu/test_gpu_graph_replays.py -q -rs -p no:cacheprovider \
+        > "$OUT/graphs_tests.log" 2>&1
+      timeout 330 python3 benchmarks/graph_mode.py --rounds 12 --repeat 2 --json "$OUT/graph_mode.json" \
+        > "$OUT/graph_mode.txt" 2>&1
+      summary+=("graphs tests: $(tail -1 "$OUT/graphs_tests.log")")
+      sed -n '/^loop /,$p' "$OUT/graph_mode.txt" ;;
+    *) echo "unknown suite $suite (tests, beside, first, ranks, cost, graphs)"; exit 2 ;;
   esac
 done
 printf '%s\n' "${summary[@]}"

@@ -19,6 +19,13 @@ void ls_owncalls_note(uint32_t correlation_id)
     atomic_store(&noted[slot], correlation_id);
 }
 
+void ls_owncalls_forget(void)
+{
+    for (int i = 0; i < LS_OWNCALLS_KEPT; i++)
+        atomic_store(&noted[i], 0);
+    atomic_store(&next_slot, 0);
+}
+
 int ls_owncalls_has(uint32_t correlation_id)
 {
     /* Nothing noted (the usual case: no start beside a finish): no scan

@@ -28,6 +28,10 @@ void ls_owncalls_note(uint32_t correlation_id);
 /* 1 when `correlation_id` was noted (among the last LS_OWNCALLS_KEPT). */
 int ls_owncalls_has(uint32_t correlation_id);
 
+/* Forgets every noted id: after a test hook that noted synthetic ones
+ * (a later injected record with the same id is no worker's call). */
+void ls_owncalls_forget(void);
+
 #define LS_OWNCALLS_KEPT 256
 
 #endif

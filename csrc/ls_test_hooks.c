@@ -1047,6 +1047,7 @@ static PyObject *split_after_stop(PyObject *module, PyObject *args)
     else
         Py_XDECREF(kept);
 done:
+    ls_owncalls_forget(); /* the synthetic ids must not follow into later profiles */
     for (int k = 0; k < 4; k++)
         Py_XDECREF(lists[k]);
     if (c != NULL)

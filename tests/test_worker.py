@@ -420,3 +420,15 @@ def test_a_record_that_begins_exactly_at_the_stop_stays_with_its_profile():
         [(stop, stop + 1, 5), (stop + 1, stop + 2, 6)], [])
     assert kept == ([1], ["at"], [5])
     assert moved == ([2], ["after-no-launch"], [6])
+
+
+def test_own_ids_of_one_split_do_not_follow_into_the_next():
+    """The worker's own calls noted for one finish are that finish's: a
+    later split whose sync record happens to carry the same id keeps it
+    (the hook forgets its synthetic ids; real ids only grow)."""
+    stop = 5_000
+    sync_after = [(stop + 10, stop + 20, 6)]
+    _, moved, _ = _core._split_after_stop(stop, [], [], sync_after, [6])
+    assert moved == ([], [], [])  # the own call goes to neither profile
+    _, moved, _ = _core._split_after_stop(stop, [], [], sync_after, [])
+    assert moved == ([], [], [6])

@@ -195,7 +195,7 @@ static int window_settled(void *arg) { return launches_without_op((ls_finish *)a
  * records by their start, an op unless a launch of this window made it (the
  * rule filter_window keeps ops by).  The worker's own context sync (made
  * while the next profile's callbacks were on) goes to neither. */
-static void move_after_stop(ls_capture *c, ls_records *next)
+void ls_finish_move_after_stop(ls_capture *c, ls_records *next)
 {
     ls_records *r = &c->records;
     uint64_t stop = r->stop_ns;
@@ -259,8 +259,6 @@ static void move_after_stop(ls_capture *c, ls_records *next)
     }
     r->sync_records.count = kept;
 }
-
-void ls_finish_move_after_stop(ls_capture *c, ls_records *next) { move_after_stop(c, next); }
 
 /* The records of the window only.  Ops that ended before the start (the
  * warm-up, work queued earlier) are left out of traced profiles, as are
@@ -437,7 +435,7 @@ static void finish_run(ls_task *task)
     }
     merge_activity(&c->records, &job->activity);
     if (next != NULL)
-        move_after_stop(c, next);
+        ls_finish_move_after_stop(c, next);
     /* Samples in time order, whoever made them (the test hook injects any). */
     ls_samples_sort(c->records.samples.items, c->records.samples.count);
     c->drains += job->drains;

@@ -28,6 +28,15 @@ typedef struct {
     char cache_dir[1024];    /* folder of the config image cache (ls_pmcache), "" for none */
 } ls_pm_options;
 
+/* Whether two option sets make the same sampler (device, interval, hardware
+ * buffer, image size): a running one can then serve the next window as it
+ * is (decode period and cache folder do not change the sampler). */
+static inline int ls_pm_same_sampler(const ls_pm_options *a, const ls_pm_options *b)
+{
+    return a->device == b->device && a->interval_ns == b->interval_ns &&
+           a->hw_buffer_bytes == b->hw_buffer_bytes && a->max_samples == b->max_samples;
+}
+
 /* The set-up and tear-down steps whose host time is reported. */
 enum {
     LS_PM_PHASE_INIT,         /* the profiler back end: libnvperf, cuptiProfilerInitialize */

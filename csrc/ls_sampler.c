@@ -170,9 +170,7 @@ static void open_task(ls_task *task)
     uint64_t t0 = ls_clock_monotonic_ns();
     ls_worker_when_idle(NULL, 0); /* this profile holds the sampler */
     const ls_pm_options *was = &s.options.pm, *now = &opening.options.pm;
-    int same_sampler = was->device == now->device && was->interval_ns == now->interval_ns &&
-                       was->hw_buffer_bytes == now->hw_buffer_bytes &&
-                       was->max_samples == now->max_samples;
+    int same_sampler = ls_pm_same_sampler(was, now);
     s.options = opening.options;
     s.context = opening.context;
     s.window_start_ns = opening.start_ns;

@@ -219,10 +219,7 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
      * when the sampler is the same (ls_sampler); another one must wait for
      * that finish, or its sampling would begin only after it. */
     const ls_pm_options *was = &session.last_pm;
-    int same = last_sampled && was->device == so.pm.device &&
-               was->interval_ns == so.pm.interval_ns &&
-               was->hw_buffer_bytes == so.pm.hw_buffer_bytes &&
-               was->max_samples == so.pm.max_samples;
+    int same = last_sampled && ls_pm_same_sampler(was, &so.pm);
     so.continue_running = o->overlap && same && ls_finish_in_flight() > 0;
     session.last_sampled = 1;
     session.last_pm = so.pm;

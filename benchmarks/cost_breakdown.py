@@ -29,7 +29,11 @@ import json
 import os
 import pstats
 import statistics
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _block import timed_block  # noqa: E402  (a sibling module, by path)
 
 
 def _ms(ns: int) -> float:
@@ -83,28 +87,18 @@ def run_loop(name, loop, torch, loopscope, n, emit):
         profs, times = [], []
         torch.cuda.synchronize()
         seq0 = time.perf_counter_ns()
-        for _ in range(n):
-            t0 = time.perf_counter_ns()
-            prof = loopscope.profile()
-            prof.__enter__()
-            t1 = time.perf_counter_ns()
-            loop(prof)
-            torch.cuda.synchronize()
-            t2 = time.perf_counter_ns()
-            prof.__exit__(None, None, None)
-            t3 = time.perf_counter_ns()
-            post = 0
-            if mode == "with_summary":
-                prof.summary()
-                post = time.perf_counter_ns() - t3
+        for _ in range(n):  # one series: no wait for the GPU before each block
+            prof, t = timed_block(loopscope, torch, loop, sync_first=False,
+                                  summary=mode == "with_summary")
             profs.append(prof)
-            times.append((t1 - t0, t2 - t1, t3 - t2, post))
+            times.append(t)
         seq = time.perf_counter_ns() - seq0
         for i, prof in enumerate(profs):
             s = prof.summary()
-            row = {"loop": name, "mode": mode, "i": i, **_pm(s), "enter_ms": _ms(times[i][0]),
-                   "loop_ms": _ms(times[i][1]), "exit_ms": _ms(times[i][2]),
-                   "post_ms": _ms(times[i][3]),
+            t = times[i]
+            row = {"loop": name, "mode": mode, "i": i, **_pm(s), "enter_ms": round(t["enter"], 3),
+                   "loop_ms": round(t["loop"], 3), "exit_ms": round(t["exit"], 3),
+                   "post_ms": round(t["summary"] or 0.0, 3),
                    "start_wait_ms": (s["overhead"].get("start_phases_ms") or {}).get("wait"),
                    "continued": prof._capture.info().get("continued_tracing")}
             emit(row)

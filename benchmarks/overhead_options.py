@@ -56,6 +56,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _block import timed_block  # noqa: E402
 from overhead import DEMO_LOOPS, build_loop, timed_bare  # noqa: E402
 
 OPTIONS: dict[str, tuple[str, dict]] = {
@@ -88,29 +89,20 @@ CHILD_TIMEOUT_S = 120
 def profiled_round(torch, loop, options: dict) -> dict:
     import loopscope
 
-    torch.cuda.synchronize()
-    t0 = time.perf_counter_ns()
-    prof = loopscope.profile(**options).__enter__()
-    t1 = time.perf_counter_ns()
-    loop(prof)
-    torch.cuda.synchronize()
-    t2 = time.perf_counter_ns()
-    prof.__exit__(None, None, None)
-    t3 = time.perf_counter_ns()
+    prof, t = timed_block(loopscope, torch, loop, options)
     s = prof.summary()
-    t4 = time.perf_counter_ns()
     o = s["overhead"]
     steps = s["steps"] or []
     max_gaps = [st["gaps"]["max_us"] for st in steps if st.get("gaps")]
     pm = (s["metrics"] or {})
     return {
-        "enter": (t1 - t0) / 1e6, "loop": (t2 - t1) / 1e6, "exit": (t3 - t2) / 1e6,
-        "block": (t3 - t0) / 1e6, "summary": (t4 - t3) / 1e6,
+        "enter": t["enter"], "loop": t["loop"], "exit": t["exit"], "block": t["block"],
+        "summary": t["summary"],
         "warm_up": o["start_phases_ms"].get("warm_up", 0.0),
         "finish_wait": o["finish_wait_ms"], "finish": o["finish_ms"], "decode": o["decode_ms"],
         "tail_samples": o.get("tail_samples"), "tail_decode": o.get("tail_decode_ms"),
-        "summary_build": (t4 - t3) / 1e6 - o["finish_wait_ms"],
-        "python_enter": (t1 - t0) / 1e6 - o["start_ms"],
+        "summary_build": t["summary"] - o["finish_wait_ms"],
+        "python_enter": t["enter"] - o["start_ms"],
         "step0_gap_us": max_gaps[0] if max_gaps else None,
         "other_gap_us": statistics.median(max_gaps[1:]) if len(max_gaps) > 1 else None,
         "samples_per_step": (statistics.median(st["samples"] for st in steps) if steps else None),

@@ -17,6 +17,10 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _block import timed_block  # noqa: E402  (a sibling module, by path)
 
 VARIANTS = {
     "default": {},
@@ -46,21 +50,10 @@ def setup(graph: bool):
 def one_profile(torch, loop, options):
     import loopscope
 
-    torch.cuda.synchronize()
-    t0 = time.perf_counter_ns()
-    prof = loopscope.profile(**options)
-    prof.__enter__()
-    t1 = time.perf_counter_ns()
-    loop(prof)
-    torch.cuda.synchronize()
-    t2 = time.perf_counter_ns()
-    prof.__exit__(None, None, None)
-    t3 = time.perf_counter_ns()
+    prof, t = timed_block(loopscope, torch, loop, options)
     summary = prof.summary()
-    t4 = time.perf_counter_ns()
     info = prof._capture.info()
-    return {"enter": (t1 - t0) / 1e6, "loop": (t2 - t1) / 1e6, "exit": (t3 - t2) / 1e6,
-            "block": (t3 - t0) / 1e6, "summary": (t4 - t3) / 1e6,
+    return {**t,
             "start_phases": {k: v / 1e6 for k, v in info["start_phases_ns"].items()},
             "stop_phases": {k: v / 1e6 for k, v in info["stop_phases_ns"].items()},
             "finish_phases": {k: v / 1e6 for k, v in info["finish_phases_ns"].items()},

@@ -109,7 +109,7 @@ def child(args: argparse.Namespace) -> dict:
     cap = prof._capture
     # back to back: 4 profiles in a row (no summary() between) against 4 bare
     # loops; then block + summary() against one bare loop
-    bare4, b2b, posted, summary_only = [], [], [], []
+    bare4, b2b, posted, summary_only, waits, b2b_infos = [], [], [], [], [], []
     for _ in range(args.rounds // 3 or 1):
         t0 = time.perf_counter()
         for _ in range(4):
@@ -117,11 +117,17 @@ def child(args: argparse.Namespace) -> dict:
             torch.cuda.synchronize()
         bare4.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
+        b2b_profiles = []
         for _ in range(4):
             with loopscope.profile(**options) as p:
                 loop(10, p)
                 torch.cuda.synchronize()
+            b2b_profiles.append(p)
         b2b.append(time.perf_counter() - t0)
+        for q in b2b_profiles[1:]:  # what each later enter waited for (read after the timing)
+            qi = q._capture.info()
+            waits.append((qi.get("start_phases_ns") or {}).get("wait", 0) / 1e6)
+            b2b_infos.append(qi)
         t0 = time.perf_counter()
         with loopscope.profile(**options) as p:
             loop(10, p)
@@ -131,6 +137,9 @@ def child(args: argparse.Namespace) -> dict:
         posted.append(time.perf_counter() - t0)
         summary_only.append(time.perf_counter() - t1)
     info = cap.info()
+    pm = info.get("pm") or {}
+    last = b2b_infos[-1] if b2b_infos else {}
+    last_pm = last.get("pm") or {}
     ops = cap.ops()
     kinds: dict[str, int] = {}
     for o in ops:
@@ -158,6 +167,12 @@ def child(args: argparse.Namespace) -> dict:
         "graph_replays": (s.get("gpu") or {}).get("graph_replays"),
         "graphs": s.get("graphs"),
         "sm_active_pct": (s.get("sm") or {}).get("active_pct"),
+        "samples": info.get("samples"), "pm_interval_ns": pm.get("interval"),
+        "b2b_wait_ms": statistics.median(waits) if waits else None,
+        "b2b_samples": last.get("samples"), "b2b_tail_samples": last_pm.get("tail_samples"),
+        "b2b_tail_decode_ms": (last_pm.get("tail_decode_ns") or 0) / 1e6,
+        "b2b_finish_ms": (last.get("finish_ns") or 0) / 1e6,
+        "b2b_finish_phases_ms": {k: v / 1e6 for k, v in (last.get("finish_phases_ns") or {}).items()},
         "metrics_error": s.get("metrics_error"),
     }
 
@@ -174,6 +189,9 @@ def parent(args: argparse.Namespace) -> int:
                     chosen["metrics_decode_ms"] = 2
                 if "nometrics" in extras:
                     chosen["metrics"] = False
+                for extra in extras:
+                    if extra[:1] == "i" and extra[1:].isdigit():  # iNNN: metrics_interval_us=NNN
+                        chosen["metrics_interval_us"] = int(extra[1:])
                 options = json.dumps(chosen) if chosen else ""
                 cmd = [sys.executable, __file__, "--child", "--mode", mode, "--loop", loop,
                        "--rounds", str(args.rounds), "--internal", internal,
@@ -211,6 +229,17 @@ def parent(args: argparse.Namespace) -> int:
                       f"{r['busy_ms_raw']:8.3f} {r['steps']:5d} {r['summary_ms']:10.3f} "
                       f"{str(r['ops_by_kind']):>24} "
                       f"{r['graph_level']}")
+    # where back to back goes: each later enter's wait for the last finish,
+    # and that finish's PM tail (samples decoded after the stop)
+    print(f"\n{'loop':9} {'variant':16} {'interval us':>11} {'samples':>7} {'b2b wait ms':>11} "
+          f"{'finish ms':>9} {'tail samples':>12} {'tail decode ms':>14}")
+    for r in rows:
+        if "bare_ms" not in r:
+            continue
+        interval = (r.get("pm_interval_ns") or 0) / 1e3
+        print(f"{r['loop']:9} {r['variant']:16} {interval:11.0f} {r.get('b2b_samples') or 0:7d} "
+              f"{r.get('b2b_wait_ms') or 0:11.2f} {r.get('b2b_finish_ms') or 0:9.2f} "
+              f"{r.get('b2b_tail_samples') or 0:12d} {r.get('b2b_tail_decode_ms') or 0:14.2f}")
     return 0
 
 
@@ -222,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write every variant's figures here")
     p.add_argument("--variants", default="kernels,replays",
                    help="MODE[+EXTRA...], comma-separated; MODE kernels or replays; EXTRA decode2 "
-                        "(metrics_decode_ms=2), nometrics (metrics=False) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
+                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
                         "metrics_keep_running_ms=100)")
     p.add_argument("--internal", default="", help=argparse.SUPPRESS)
     p.add_argument("--options", default="", help=argparse.SUPPRESS)

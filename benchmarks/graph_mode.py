@@ -169,9 +169,18 @@ def child(args: argparse.Namespace) -> dict:
         "sm_active_pct": (s.get("sm") or {}).get("active_pct"),
         "samples": info.get("samples"), "pm_interval_ns": pm.get("interval"),
         "b2b_wait_ms": statistics.median(waits) if waits else None,
-        "b2b_samples": last.get("samples"), "b2b_tail_samples": last_pm.get("tail_samples"),
+        "b2b_samples": last.get("samples"),
+        # each later back-to-back profile: samples kept, decoded in its window, outside it,
+        # its window (ms) and the sampler's note: a window of W ms at interval I holds ~W/I
+        "b2b_each": [(q.get("samples"), (q.get("pm") or {}).get("samples"), q.get("samples_outside"),
+                      round(((q.get("stop_ns") or 0) - (q.get("start_ns") or 0)) / 1e6, 3),
+                      (q.get("pm") or {}).get("error") or q.get("metrics_reason"))
+                     for q in b2b_infos], "b2b_tail_samples": last_pm.get("tail_samples"),
         "b2b_tail_decode_ms": (last_pm.get("tail_decode_ns") or 0) / 1e6,
         "b2b_finish_ms": (last.get("finish_ns") or 0) / 1e6,
+        "b2b_pm": {k: last_pm.get(k) for k in ("stop_ns", "decode_data_ns", "evaluate_ns", "decodes",
+                                               "phases_ns", "max_samples", "counter_data_bytes",
+                                               "hw_buffer_bytes", "samples")},
         "b2b_finish_phases_ms": {k: v / 1e6 for k, v in (last.get("finish_phases_ns") or {}).items()},
         "metrics_error": s.get("metrics_error"),
     }
@@ -183,7 +192,11 @@ def parent(args: argparse.Namespace) -> int:
         for rep in range(args.repeat):
             for variant in args.variants.split(","):
                 mode, *extras = variant.split("+")
-                internal = "overlap=1,metrics_keep_running_ms=100" if "overlap" in extras else ""
+                internal = "overlap=1,metrics_keep_running_ms=100" if "overlap" in extras else ""  # (kept running)
+                if "overlap1" in extras:  # overlap alone: the start goes on beside the last finish
+                    internal = ",".join(filter(None, [internal, "overlap=1"]))
+                if "nostop" in extras:  # the finish decodes its tail with sampling on, stops after
+                    internal = ",".join(filter(None, [internal, "metrics_stop_in_finish=0"]))
                 chosen = {}
                 if "decode2" in extras:
                     chosen["metrics_decode_ms"] = 2
@@ -240,6 +253,20 @@ def parent(args: argparse.Namespace) -> int:
         print(f"{r['loop']:9} {r['variant']:16} {interval:11.0f} {r.get('b2b_samples') or 0:7d} "
               f"{r.get('b2b_wait_ms') or 0:11.2f} {r.get('b2b_finish_ms') or 0:9.2f} "
               f"{r.get('b2b_tail_samples') or 0:12d} {r.get('b2b_tail_decode_ms') or 0:14.2f}")
+    # CUPTI's part of that profile's PM host time (ms): the stop call, DecodeData, the
+    # evaluation, and the start/stop/reset phases
+    print(f"\n{'loop':9} {'variant':16} {'stop':>6} {'decode':>7} {'eval':>6} {'decodes':>7} "
+          f"{'ph start':>8} {'ph stop':>7} {'ph reset':>8} {'image MiB':>9}")
+    for r in rows:
+        pm = r.get("b2b_pm") or {}
+        if "bare_ms" not in r or not pm.get("samples"):
+            continue
+        ph = pm.get("phases_ns") or {}
+        print(f"{r['loop']:9} {r['variant']:16} {(pm.get('stop_ns') or 0) / 1e6:6.2f} "
+              f"{(pm.get('decode_data_ns') or 0) / 1e6:7.2f} {(pm.get('evaluate_ns') or 0) / 1e6:6.2f} "
+              f"{pm.get('decodes') or 0:7d} {(ph.get('start') or 0) / 1e6:8.2f} "
+              f"{(ph.get('stop') or 0) / 1e6:7.2f} {(ph.get('reset') or 0) / 1e6:8.2f} "
+              f"{(pm.get('counter_data_bytes') or 0) / 2**20:9.1f}")
     return 0
 
 
@@ -251,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write every variant's figures here")
     p.add_argument("--variants", default="kernels,replays",
                    help="MODE[+EXTRA...], comma-separated; MODE kernels or replays; EXTRA decode2 "
-                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
+                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), nostop (LOOPSCOPE_INTERNAL=metrics_stop_in_finish=0), overlap1 (LOOPSCOPE_INTERNAL=overlap=1) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
                         "metrics_keep_running_ms=100)")
     p.add_argument("--internal", default="", help=argparse.SUPPRESS)
     p.add_argument("--options", default="", help=argparse.SUPPRESS)

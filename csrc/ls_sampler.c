@@ -194,7 +194,8 @@ static void open_task(ls_task *task)
             ls_pm_stop(&s.samples); /* kept running with other options */
             discard();
         }
-        if (ls_pm_running()) {
+        int continued = ls_pm_running();
+        if (continued) {
             /* Kept running since the last profile: only its figures restart. */
             ls_pm_new_window();
             s.sampling = 1;
@@ -202,7 +203,9 @@ static void open_task(ls_task *task)
             s.sampling = ls_pm_start(&s.options.pm, s.reason, sizeof s.reason) == 0;
         }
         s.began_ns = 0;
-        if (s.sampling && ls_cupti.GetTimestamp != NULL)
+        if (continued)
+            s.began_ns = ls_pm_stats_now()->started_ns; /* it ran before this window began */
+        else if (s.sampling && ls_cupti.GetTimestamp != NULL)
             ls_cupti.GetTimestamp(&s.began_ns);
         atomic_store(&sampler_set_up, s.sampling);
     }
@@ -376,14 +379,20 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
         c->pm.stopped_ns = stop_ns;
     } else {
         /* A profile started by now (back to back) keeps sampling running;
-         * otherwise it stops before the last decode, as it always did. */
-        next_window = !close_window();
-        if (next_window || keep_running > 0 || !s.options.stop_in_finish) {
+         * otherwise it stops before the last decode, as it always did.  With
+         * a late hand-over the question is asked after the tail's decode: a
+         * loop that ends in a synchronize reaches this finish before its
+         * next start is posted, and the decode is what gives it the time. */
+        int late = s.options.late_hand_over;
+        next_window = late ? 0 : !close_window();
+        if (late || next_window || keep_running > 0 || !s.options.stop_in_finish) {
             /* The tail, decoded while sampling goes on: the sample in
              * progress at the window's end is complete once the GPU's clock
              * has passed it (two intervals: at most 0.2 ms by default). */
             wait_for_cupti_clock(stop_ns + 2 * s.options.pm.interval_ns);
             ls_pm_decode(&s.samples);
+            if (late)
+                next_window = !close_window();
             c->pm = *ls_pm_stats_now();
             c->pm.stopped_ns = stop_ns;
         } else {

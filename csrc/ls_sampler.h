@@ -43,6 +43,10 @@ typedef struct {
                                 * sampling runs on, and the stop follows the finish */
     int continue_running;      /* 1: a finish is in flight with a sampler of these options:
                                 * this window continues its sampling (back to back) */
+    int late_hand_over;        /* 1 (overlap): the finish decodes its tail with sampling on
+                                * and only then decides whether a next window continues it,
+                                * so a start posted during that decode (2-3 ms on an H100)
+                                * needs no stop, start or image reset */
 } ls_sampler_options;
 
 enum {

@@ -196,7 +196,7 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
         }
     }
     ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
-                             o->pm_wait_bound_ns, o->pm_stop_in_finish, 0};
+                             o->pm_wait_bound_ns, o->pm_stop_in_finish, 0, 0};
     session.sampling = 1;
     c->sampled = 1; /* until the worker says otherwise */
     c->metrics_reason[0] = '\0';
@@ -221,6 +221,7 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
     const ls_pm_options *was = &session.last_pm;
     int same = last_sampled && ls_pm_same_sampler(was, &so.pm);
     so.continue_running = o->overlap && same && ls_finish_in_flight() > 0;
+    so.late_hand_over = o->overlap;
     session.last_sampled = 1;
     session.last_pm = so.pm;
     return ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error, 0);

@@ -174,7 +174,9 @@ def child(args: argparse.Namespace) -> dict:
         # its window (ms) and the sampler's note: a window of W ms at interval I holds ~W/I
         "b2b_each": [(q.get("samples"), (q.get("pm") or {}).get("samples"), q.get("samples_outside"),
                       round(((q.get("stop_ns") or 0) - (q.get("start_ns") or 0)) / 1e6, 3),
-                      (q.get("pm") or {}).get("error") or q.get("metrics_reason"))
+                      (q.get("pm") or {}).get("error") or q.get("metrics_reason"),
+                      {k: (q.get("pm") or {}).get(k) for k in ("clock_delta_ns", "clock_shift_ns", "started_ns", "incomplete",
+                                                               "start_delay_ns", "tail_samples")})
                      for q in b2b_infos], "b2b_tail_samples": last_pm.get("tail_samples"),
         "b2b_tail_decode_ms": (last_pm.get("tail_decode_ns") or 0) / 1e6,
         "b2b_finish_ms": (last.get("finish_ns") or 0) / 1e6,

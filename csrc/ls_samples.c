@@ -50,7 +50,10 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
     memset(out, 0, sizeof *out);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        if (samples[i].end_ns - samples[i].start_ns > max_span_ns) {
+        /* A start of 0 is no time on any clock (seen on an H100 in a window
+         * that continued a running sampler): kept, it would count as
+         * "another clock" and shift every sample out of the window. */
+        if (samples[i].start_ns == 0 || samples[i].end_ns - samples[i].start_ns > max_span_ns) {
             out->partial++;
             continue;
         }

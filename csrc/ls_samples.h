@@ -45,8 +45,8 @@ typedef struct {
 
 /* Puts decoded samples (sorted) on the activity clock, in place.
  * A sample longer than max_span_ns is partial (seen on an H200: the first
- * sample after a start can span from long before it): dropped, anywhere in
- * the run.  The kept samples must lie within [started_ns - tolerance_ns,
+ * sample after a start can span from long before it), and so is one that
+ * starts at 0 (seen on an H100): dropped, anywhere in the run.  The kept samples must lie within [started_ns - tolerance_ns,
  * stopped_ns + tolerance_ns]; if they reach outside, they are taken to be on
  * another clock and shifted so the first starts at started_ns.  A first
  * sample that starts late is not a reason: samples lost to an overflow make

@@ -443,6 +443,25 @@ def test_partial_samples_are_dropped_wherever_they_are():
     assert (partial, delta, shift) == (2, 100_000, 0)
 
 
+def test_a_sample_starting_at_zero_is_dropped_not_taken_for_another_clock():
+    # Seen on an H100 (a window continuing a running sampler): a sample
+    # (0, 0) among real ones.  Kept, it would start 1 ms before the profile
+    # on these test clocks; on real ones 1.8e18 ns before, which the clock
+    # check took for another clock, shifting every sample out of the window.
+    real = [(1_050_000, 1_150_000), (1_150_000, 1_250_000)]
+    kept, partial, delta, shift = settle([(0, 0)] + real, started=1_000_000)
+    assert kept == real and partial == 1 and shift == 0 and delta == 50_000
+    # The control: the same real samples alone, and a zero-start sample is
+    # the only thing that differs.
+    assert settle(real, started=1_000_000) == (real, 0, 50_000, 0)
+    # On a real clock (started 1.8e18 ns): without the rule the zero sample
+    # would be 1.8e18 ns before the start, far past the 100 ms tolerance.
+    t = 1_795_803_510_393_982_168
+    real_clock = [(t + 50_000, t + 150_000)]
+    kept, partial, _, shift = settle([(0, 0)] + real_clock, started=t, stopped=t + 1_000_000)
+    assert kept == real_clock and partial == 1 and shift == 0
+
+
 def test_a_late_first_sample_after_lost_samples_is_not_another_clock():
     # An overflow lost the first 0.5 s: the first kept sample starts late,
     # but inside the profile; shifting it would misplace every sample.

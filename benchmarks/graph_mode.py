@@ -197,6 +197,8 @@ def parent(args: argparse.Namespace) -> int:
                 internal = "overlap=1,metrics_keep_running_ms=100" if "overlap" in extras else ""  # (kept running)
                 if "overlap1" in extras:  # overlap alone: the start goes on beside the last finish
                     internal = ",".join(filter(None, [internal, "overlap=1"]))
+                if "ownts0" in extras:  # no new registration of CUPTI's timestamp source a start
+                    internal = ",".join(filter(None, [internal, "own_timestamps=0"]))
                 if "nostop" in extras:  # the finish decodes its tail with sampling on, stops after
                     internal = ",".join(filter(None, [internal, "metrics_stop_in_finish=0"]))
                 chosen = {}
@@ -280,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write every variant's figures here")
     p.add_argument("--variants", default="kernels,replays",
                    help="MODE[+EXTRA...], comma-separated; MODE kernels or replays; EXTRA decode2 "
-                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), nostop (LOOPSCOPE_INTERNAL=metrics_stop_in_finish=0), overlap1 (LOOPSCOPE_INTERNAL=overlap=1) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
+                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), nostop (LOOPSCOPE_INTERNAL=metrics_stop_in_finish=0), overlap1 (LOOPSCOPE_INTERNAL=overlap=1), ownts0 (own_timestamps=0) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
                         "metrics_keep_running_ms=100)")
     p.add_argument("--internal", default="", help=argparse.SUPPRESS)
     p.add_argument("--options", default="", help=argparse.SUPPRESS)

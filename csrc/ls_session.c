@@ -271,6 +271,20 @@ static void own_timestamps(const ls_session_options *o, ls_capture *c)
         snprintf(c->timestamp_error, sizeof c->timestamp_error, "%s", ls_cupti_error());
 }
 
+/* own_timestamps, unless a finish in flight may hand its running PM
+ * sampler to this profile (overlap) and ours is the source registered
+ * since the last profile: registering it again while sampling runs makes
+ * the samples in flight partial (H100: 58-68 of a window's ~42 dropped). */
+static void register_timestamps(const ls_session_options *o, ls_capture *c)
+{
+    if (o->overlap && o->metrics && ls_finish_in_flight() > 0 &&
+        session.timestamp_source == LS_TIMESTAMPS_OWN) {
+        c->timestamp_source = session.timestamp_source;
+        return;
+    }
+    own_timestamps(o, c);
+}
+
 static void start_cupti(const ls_session_options *o, ls_capture *c)
 {
     const char *off_trace = "GPU tracing was turned off (trace=False)";
@@ -327,7 +341,7 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
                 snprintf(c->syncs_reason, sizeof c->syncs_reason, "%s", no_buffers);
             return;
         }
-        own_timestamps(o, c);
+        register_timestamps(o, c);
         lap(&c->start_phase_ns[LS_START_CUPTI], &t0);
     }
     if (claim == LS_SUBSCRIBER_OK && o->syncs) {
@@ -442,7 +456,7 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
         ls_activity_wait_stopped();
         if (ls_activity_tracing())
             wait_for_finishes(&session.capture); /* no source change under its kinds */
-        own_timestamps(options, &session.capture);
+        register_timestamps(options, &session.capture);
     }
     if (session.capture.timestamp_source != LS_TIMESTAMPS_UNSET)
         session.timestamp_source = session.capture.timestamp_source;

@@ -113,11 +113,15 @@ def test_windows_that_continue_a_running_sampler_keep_their_own_samples(monkeypa
             profiles.append(prof)
         infos = [p._capture.info() for p in profiles]
         interval_ns = 100_000  # the documented default, metrics_interval_us=100
-        for info in infos:
+        for k, info in enumerate(infos):
             window_ns = info["stop_ns"] - info["start_ns"]
             expected = window_ns / interval_ns
+            pm = info["pm"]
+            seen = {key: pm.get(key) for key in (
+                "samples", "tail_samples", "decodes", "overflows", "counter_data_full",
+                "incomplete", "eval_errors", "start_delay_ns", "phases_ns")}
             assert 0.8 * expected - 2 <= info["samples"] <= expected + 3, (
-                info["samples"], expected, info["pm"])
+                k, info["samples"], expected, info["samples_outside"], seen)
         # a window that continued the last one's sampler made no cuptiPmSamplingStart
         continued = [i["pm"]["phases_ns"]["start"] == 0 for i in infos]
         assert sum(continued) >= 2, continued

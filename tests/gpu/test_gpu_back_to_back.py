@@ -117,11 +117,13 @@ def test_windows_that_continue_a_running_sampler_keep_their_own_samples(monkeypa
             window_ns = info["stop_ns"] - info["start_ns"]
             expected = window_ns / interval_ns
             pm = info["pm"]
-            seen = {key: pm.get(key) for key in (
+            seen = " ".join(f"{key}={pm.get(key)}" for key in (
                 "samples", "tail_samples", "decodes", "overflows", "counter_data_full",
-                "incomplete", "eval_errors", "start_delay_ns", "phases_ns")}
+                "incomplete", "eval_errors", "start_delay_ns", "clock_delta_ns",
+                "clock_shift_ns", "setup_ns", "stopped_ns", "started_ns"))
             assert 0.8 * expected - 2 <= info["samples"] <= expected + 3, (
-                k, info["samples"], expected, info["samples_outside"], seen)
+                f"window {k}: kept {info['samples']}, expected {expected:.0f}, outside "
+                f"{info['samples_outside']}, start {info['start_ns']} stop {info['stop_ns']}; {seen}")
         # a window that continued the last one's sampler made no cuptiPmSamplingStart
         continued = [i["pm"]["phases_ns"]["start"] == 0 for i in infos]
         assert sum(continued) >= 2, continued

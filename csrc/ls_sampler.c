@@ -152,6 +152,10 @@ static void keep_running_over(void);
 /* After a finish: stops sampling if it still runs (the samples after the
  * window are decoded and dropped), and resets the counter data image (a
  * 2-14 MiB copy) for the next start.  The summary waits for neither. */
+static _Atomic int stop_pending; /* a stop task is posted and not yet done */
+
+int ls_sampler_stop_pending(void) { return atomic_load(&stop_pending); }
+
 static void stop_task(ls_task *task)
 {
     (void)task;
@@ -161,6 +165,7 @@ static void stop_task(ls_task *task)
         free(after.items);
     }
     ls_pm_reset();
+    atomic_store(&stop_pending, 0);
 }
 
 static void open_task(ls_task *task)
@@ -456,6 +461,7 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
         static ls_task after;
         memset(&after, 0, sizeof after);
         after.run = stop_task;
+        atomic_store(&stop_pending, 1);
         char no_thread[64];
         if (ls_worker_post(&after, no_thread, sizeof no_thread) != 0)
             stop_task(&after);

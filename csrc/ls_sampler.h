@@ -85,6 +85,12 @@ void ls_sampler_tick(void);
  * figures.  Then schedules the release (ls_worker_when_idle). */
 void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c);
 
+/* 1 while the stop that follows a finish (sampling's stop, the image
+ * reset) is posted and not done: a start that will not continue the
+ * sampler waits for it before its window begins (ls_session_should_wait),
+ * or the window's first milliseconds go unsampled. */
+int ls_sampler_stop_pending(void);
+
 /* On the worker (or with no worker thread, anywhere): stops and disables
  * sampling, giving the counters back.  Safe to repeat. */
 void ls_sampler_release(void);

@@ -160,6 +160,10 @@ int ls_session_should_wait(const ls_session_options *o)
      * it always did: the window then begins after the wait. */
     if (!o->overlap)
         return 1;
+    /* With no finish in flight to continue, a stop still to come would
+     * delay this window's sampling (H100: 9.5 ms of a 23 ms window). */
+    if (o->metrics && ls_finish_in_flight() == 0 && ls_sampler_stop_pending())
+        return 1;
     return ls_finish_in_flight() > 0 && ls_activity_tracing() && !may_continue(o);
 }
 

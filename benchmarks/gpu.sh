@@ -17,7 +17,7 @@
 #   verdicts  issue 15's verdicts, projections and replay floor (benchmarks/verdicts_gpu.py)
 #   scale     10M live kernels (live_ten_million.py, twice) and bench_scale.py's cases; $BASELINE alternates
 #   demo      the tour's outputs: demo eager/--graph/--layers, the demo recording, loopscope run, notebook view
-#   fixtures  the Kineto traces of tests/data/kineto (and tests/data/nsys where nsys is on PATH)
+#   fixtures  the Kineto traces of tests/data/kineto (and an Nsight Systems export where nsys is on PATH)
 #   probes    the probes of finished decisions (benchmarks/probes/): syncs, PM, first gap, summary(), CUPTI calls
 # Multi-GPU kinds: NVLink multicast stays off (NCCL_NVLS_ENABLE=0 ...).
 set -u -o pipefail

@@ -15,7 +15,7 @@
 #   instrument  per-layer GPU times (bench_instrument_gpu.py) and the host cost a module call
 #   summary   summary() on the demo capture, with and without per-layer ranges (bench_summary.py)
 #   verdicts  issue 15's verdicts, projections and replay floor (benchmarks/verdicts_gpu.py)
-#   scale     10M live kernels (live_ten_million.py, twice) and bench_scale.py's cases; $BASELINE alternates
+#   scale     10M live kernels (live_ten_million.py, twice), bench_scale.py's cases; BASELINE=DIR: an older tree between
 #   demo      the tour's outputs: demo eager/--graph/--layers, the demo recording, loopscope run, notebook view
 #   fixtures  the Kineto traces of tests/data/kineto (and an Nsight Systems export where nsys is on PATH)
 #   probes    the probes of finished decisions (benchmarks/probes/): syncs, PM, first gap, summary(), CUPTI calls
@@ -101,7 +101,10 @@ for suite in "$@"; do
       timeout 120 python3 benchmarks/verdicts_gpu.py --rounds 20 --json "$OUT/verdicts_gpu.json" \
         > "$OUT/verdicts_gpu.txt" 2>&1
       tail -25 "$OUT/verdicts_gpu.txt" ;;
-    scale)  # BASELINE: a built copy of an older tree (git archive REV; setup.py build_ext --inplace)
+    scale)  # BASELINE: a copy of an older tree (git archive REV | tar -x -C DIR), built here once
+      [ -z "${BASELINE:-}" ] || ls "$BASELINE"/python/loopscope/_core*.so > /dev/null 2>&1 \
+        || (cd "$BASELINE" && python3 setup.py -q build_ext --inplace > "$OUT/baseline_build.log" 2>&1) \
+        || { tail -20 "$OUT/baseline_build.log"; exit 1; }
       for variant in new ${BASELINE:+baseline} new; do
         pp=python; [ "$variant" = baseline ] && pp="$BASELINE/python"
         echo "live 10M $variant: $(PYTHONPATH=$pp timeout 150 python3 benchmarks/live_ten_million.py 2>&1 | tail -1)" \

@@ -1,4 +1,4 @@
-# Sourced by the one-call GPU scripts (benchmarks/gpu_*.sh): writes what the
+# Sourced by the GPU runner (benchmarks/gpu.sh): writes what the
 # machine is to $1/machine.txt (and prints it), then builds loopscope in place
 # (-Werror) with its log in $1/build.log; a failed build ends the call.
 # Usage: source benchmarks/gpu_prologue.sh DIR

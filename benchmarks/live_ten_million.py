@@ -5,6 +5,7 @@ test, which runs this script).  Prints one JSON line.  GPU machine only.
 
     python benchmarks/live_ten_million.py
 """
+import argparse
 import json
 import resource
 import time
@@ -25,6 +26,8 @@ def rss_mb() -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     per_graph, replays_per_step, steps = 10_000, 10, 100
     x = torch.zeros(1, device="cuda")
     stream = torch.cuda.Stream()

@@ -4,6 +4,7 @@
 # ncu (--clock-control none) as they are under loopscope.
 # Usage (GPU machine, repo root, after building): bash benchmarks/ncu_compare.sh
 set -u -o pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set /s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 METRICS=dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg.pct_of_peak_sustained_elapsed
 printf '%-5s %12s %12s %16s %16s\n' mode ncu_dram_pct ls_dram_pct ncu_sm_active_pct ls_sm_active_pct
 for mode in copy mm; do

@@ -8,9 +8,9 @@ The empty bottom of the page is cropped and the colours reduced to a
 palette (Pillow, which matplotlib brings), so the file stays small."""
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -23,7 +23,10 @@ WIDTH, HEIGHT = 1150, 2400
 
 
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/notebook_view.png")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", nargs="?", default="docs/notebook_view.png",
+                        help="the PNG to write (default: docs/notebook_view.png)")
+    out = Path(parser.parse_args().out)
     browser = next((p for p in map(shutil.which, BROWSERS) if p), None)
     if browser is None:
         raise SystemExit("no Chromium found (Debian: apt-get install chromium)")

@@ -3,9 +3,9 @@ demo loop, eager and CUDA graph, for the guide's tour (docs/tour.md).  GPU machi
 
     python3 benchmarks/notebook_view.py OUT_FOLDER
 """
+import argparse
 import base64
 import re
-import sys
 from pathlib import Path
 
 import torch
@@ -13,7 +13,9 @@ import torch
 import loopscope
 from loopscope.demo import build, eager_loop, graph_loop_factory
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("out", nargs="?", default=".", help="folder for the HTML and PNG files (default: .)")
+out = Path(parser.parse_args().out)
 out.mkdir(parents=True, exist_ok=True)
 model, x = build()
 graph_loop = graph_loop_factory(model, x)

@@ -5,6 +5,7 @@
 #   bash benchmarks/record_nsys_fixture.sh OUT_DIR
 # then check it:  python -m loopscope analyze OUT_DIR/nvtx_denoise.sqlite
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set /s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 out="${1:?usage: record_nsys_fixture.sh OUT_DIR}"
 mkdir -p "$out"
 cd "$(dirname "$0")/.."

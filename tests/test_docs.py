@@ -3,8 +3,8 @@ relative link and #anchor resolves, and mkdocs builds the site strictly.
 
 Two independent checks, each shown to fail on a broken link in a temp copy:
 
-(a) plain Python, no mkdocs: the links of README.md and docs/*.md are parsed
-    here (inline links and images, reference definitions, autolinks; fenced
+(a) plain Python, no mkdocs: the links of README.md, docs/*.md and
+    benchmarks/*.md are parsed here (inline links and images, reference definitions, autolinks; fenced
     and indented code and code spans skipped) and each relative target must
     exist inside the repository, each #anchor must be a heading of the target
     page under GitHub's heading ids (computed here, not by mkdocs), so the
@@ -45,7 +45,9 @@ GITHUB_LINE_ANCHOR = re.compile(r"L\d+(?:-L\d+)?")
 
 
 def guide_pages(root: Path) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    # benchmarks/README.md and RESULTS.md link into benchmarks/history/ by #anchor
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")),
+            *sorted((root / "benchmarks").glob("*.md"))]
 
 
 def prose_lines(text: str) -> list[tuple[int, str]]:

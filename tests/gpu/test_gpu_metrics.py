@@ -1,6 +1,6 @@
 """Real-GPU checks of SM/DRAM sampling and the diagnosis (marked gpu;
 skipped with a reason where no GPU is present).  The figures seen are
-written down in benchmarks/RESULTS.md; benchmarks/pm_probe.py prints more."""
+written down in benchmarks/RESULTS.md; benchmarks/probes/pm_probe.py prints more."""
 from __future__ import annotations
 
 import json
@@ -151,7 +151,7 @@ def test_sampling_does_not_change_clocks():
     One block of dependent FMAs per SM: its time is iterations x latency /
     SM clock, and it draws too little power to be throttled (a bf16 GEMM
     varied +-5% round to round here, from power capping alone).  The < 1%
-    figure the issue asks for is measured in benchmarks/pm_probe.py (part
+    figure the issue asks for is measured in benchmarks/probes/pm_probe.py (part
     `clocks`, in RESULTS.md); this test catches what would matter to every
     user: sampling dropping the clocks (base vs boost is ~30% on an H200)."""
     triton, fma = _fma_kernel()

@@ -3,7 +3,7 @@
 non_blocking copy and a driver-API cuCtxSynchronize, how they group into
 syncs, the blocked time, and the report's sync lines.  Also checks whether
 the runtime's own driver calls reach the driver-API callbacks (duplicates).
-Usage: python benchmarks/sync_probe.py [--json OUT]
+Usage: python benchmarks/probes/sync_probe.py [--json OUT]
 """
 from __future__ import annotations
 

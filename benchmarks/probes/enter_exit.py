@@ -8,7 +8,7 @@ start phases (summary["overhead"]["start_phases_ms"]) over --rounds
 profiles of an empty block, after a few unmeasured ones.  It asserts nothing.
 --torch imports torch first, as a user's process has it (loopscope then asks
 torch about CUDA and torch.profiler at each enter).
-Usage: python benchmarks/enter_exit.py [--rounds 2000] [--torch]
+Usage: python benchmarks/probes/enter_exit.py [--rounds 2000] [--torch]
 """
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
  * one byte per 4 KiB page, unmaps; with an argument, each mapping is first
  * advised for 2 MiB pages (MADV_HUGEPAGE), as csrc/ls_bulk.c does.  Issue
  * 14's summary writes ~1 GB of fresh memory at 10M kernels, so this cost
- * is part of it (benchmarks/RESULTS.md, 2026-11-26).
+ * is part of it (benchmarks/history/results-2026-11.md, 2026-11-26).
  *
- *   cc -O2 -o /tmp/page_fault_probe benchmarks/page_fault_probe.c
+ *   cc -O2 -o /tmp/page_fault_probe benchmarks/probes/page_fault_probe.c
  *   /tmp/page_fault_probe; /tmp/page_fault_probe huge */
 #define _DEFAULT_SOURCE
 #include <stdio.h>

@@ -13,7 +13,7 @@ Each part runs on its own; a failure prints its reason and the probe goes on.
   again      a second traced profile after the first stopped: tracing and sampling still work
   interval   metrics_interval_us=1000: ~10x fewer samples
   clocks     a compute-bound kernel timed with sampling off / on (< 1% asked)
-Usage: python benchmarks/pm_probe.py [--json OUT] [--only part,part]
+Usage: python benchmarks/probes/pm_probe.py [--json OUT] [--only part,part]
 """
 from __future__ import annotations
 

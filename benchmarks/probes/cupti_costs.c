@@ -7,7 +7,7 @@
  * the first one launches works, and what it costs the launching thread.
  *
  * Build and run on the GPU machine:
- *   gcc -O2 -std=c11 -I/usr/local/cuda/include benchmarks/cupti_costs.c -o /tmp/cupti_costs \
+ *   gcc -O2 -std=c11 -I/usr/local/cuda/include benchmarks/probes/cupti_costs.c -o /tmp/cupti_costs \
  *       -L/usr/local/cuda/lib64 -L/usr/local/cuda/extras/CUPTI/lib64 -lcupti -lcuda -lpthread \
  *       -Wl,-rpath,/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib64
  *   /tmp/cupti_costs

@@ -5,7 +5,7 @@ finish wait, the C finish phases, and a cProfile of building the summary
 again from the same capture (Capture.forget_models, as bench_summary.py).
 Asserts nothing about time.
 
-Usage (GPU machine): python benchmarks/summary_probe.py [--loop eager|graph|gpt2] [--top 25]
+Usage (GPU machine): python benchmarks/probes/summary_probe.py [--loop eager|graph|gpt2] [--top 25]
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from overhead import build_loop  # noqa: E402
 
 

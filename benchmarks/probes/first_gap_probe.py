@@ -1,12 +1,14 @@
 """Probe: does starting a profile put a bubble before the first kernels?
 Prints profile-enter time and the gaps of a tiny loop, with and without the
 start-up warm-up (a 1-byte memset and a sync at profile start)."""
+import argparse
 import time
 
 import torch
 
 import loopscope
 
+argparse.ArgumentParser(description=__doc__).parse_args()
 x = torch.zeros(16, device="cuda")
 x.add_(1)
 torch.cuda.synchronize()

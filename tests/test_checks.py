@@ -395,7 +395,8 @@ def test_run_gate_fails_with_the_reason_when_a_check_failed(tmp_path):
 
     body = """
         import loopscope
-        from loopscope import _checks, _core
+        from loopscope import _core
+        from loopscope.figures import _checks
         _checks.LIVE_SOURCES = frozenset(("cupti", "injected"))  # judged as a live profile
         with loopscope.profile(trace=False) as prof:
             t = _core.now_ns() + OFFSET

@@ -14,7 +14,9 @@ import shutil
 import subprocess
 import time
 
-from loopscope import _core, _names, _recording
+from loopscope import _core
+from loopscope.figures import _names
+from loopscope.files import _recording
 
 
 def per_name_us(fn, names: list[str], rounds: int) -> float:

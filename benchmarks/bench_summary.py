@@ -160,8 +160,8 @@ def _api_calls(apis: dict[str, int], count: int, duration_ns: int) -> list[tuple
 
 def recording_profile(path: str, folder: str):
     """A finished live profile made from a recording (see the module doc)."""
-    from loopscope._recording import load
-    from loopscope._replay import _rows, _samples, inject_records
+    from loopscope.files._recording import load
+    from loopscope.readers._replay import _rows, _samples, inject_records
 
     data = load(path)
     ops, apis, sync_records, ranges = _rows(data)
@@ -225,7 +225,7 @@ def recording_profile(path: str, folder: str):
 
 
 def bench_recording(path: str, repeat: int) -> None:
-    from loopscope import _syncs
+    from loopscope.figures import _syncs
 
     folder = tempfile.mkdtemp(prefix="loopscope-bench-")
     prof = recording_profile(path, folder)

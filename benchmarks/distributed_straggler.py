@@ -252,7 +252,7 @@ def backlog_line(row: dict) -> str | None:
     """A run whose straggler the offline read could not measure: a rank's
     GPU ran behind its host by more than its host's lateness (skew["backlog"],
     _ranks.backlog_text); None otherwise."""
-    from loopscope._ranks import backlog_text
+    from loopscope.figures._ranks import backlog_text
 
     queued = (row.get("offline") or {}).get("backlog")
     return None if not queued else (f"offline, {row['world']} ranks, {row['kind']}-{row['run']}: "

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from PIL import Image, ImageChops
 
-from loopscope import _recording, _replay
+from loopscope.files import _recording
+from loopscope.readers import _replay
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 WIDTH, HEIGHT = 1150, 2400

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import loopscope
-from loopscope import _recording, _replay
+from loopscope.files import _recording
+from loopscope.readers import _replay
 from loopscope.demo import build, eager_loop, gpu_available, graph_loop_factory
 
 LIMIT_BYTES = 200_000

@@ -40,7 +40,7 @@ CHECKS = ("under_filled", "replay_floor", "graph_advice", "projection", "generat
 
 
 def _site(s: dict[str, Any]) -> str:
-    from loopscope._syncs import format_site
+    from loopscope.figures._syncs import format_site
 
     return format_site(s)
 
@@ -80,7 +80,7 @@ def check_under_filled(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_replay_floor(state: dict[str, Any]) -> dict[str, Any]:
-    from loopscope._projections import REPLAY_GAP_FLOOR_US
+    from loopscope.figures._projections import REPLAY_GAP_FLOOR_US
 
     s = state.get("graph_summary")
     if s is None:

@@ -44,7 +44,8 @@ import warnings
 import torch.distributed as dist
 
 import loopscope
-from loopscope import _core, _distributed
+from loopscope import _core
+from loopscope.distributed import _distributed
 
 
 class Script:

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from loopscope import _html, _pictures, _recording, _replay
+from loopscope.files import _recording
+from loopscope.readers import _replay
+from loopscope.views import _html, _pictures
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((path for path in map(shutil.which, BROWSERS) if path), None)

@@ -10,7 +10,7 @@ import copy
 import pytest
 
 import loopscope
-from loopscope._budgets import (BUDGETS, BudgetError, check_budgets, evaluate, format_site,
+from loopscope.figures._budgets import (BUDGETS, BudgetError, check_budgets, evaluate, format_site,
                                 step_list)
 
 from synthetic_loop import run_loop

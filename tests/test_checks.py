@@ -13,12 +13,13 @@ import os
 import pytest
 
 import loopscope
-from loopscope import _checks, _core
-from loopscope._budgets import check_budgets, evaluate
+from loopscope import _core
+from loopscope.figures import _checks
+from loopscope.figures._budgets import check_budgets, evaluate
 from loopscope.__main__ import main
-from loopscope._compare import compare, regressions
-from loopscope._html import render
-from loopscope._report import format_report, short_text
+from loopscope.surfaces._compare import compare, regressions
+from loopscope.views._html import render
+from loopscope.views._report import format_report, short_text
 from loopscope._summary import build_summary
 
 # CI runs the suite again with ASan preloaded, where matplotlib cannot load.
@@ -394,7 +395,8 @@ def test_run_gate_fails_with_the_reason_when_a_check_failed(tmp_path):
 
     body = """
         import loopscope
-        from loopscope import _checks, _core
+        from loopscope import _core
+        from loopscope.figures import _checks
         _checks.LIVE_SOURCES = frozenset(("cupti", "injected"))  # judged as a live profile
         with loopscope.profile(trace=False) as prof:
             t = _core.now_ns() + OFFSET
@@ -415,7 +417,7 @@ def test_run_gate_fails_with_the_reason_when_a_check_failed(tmp_path):
 def _write_recording(path, data):
     """A recording edited here, written with a fresh checksum (a plain file
     without one is refused as possibly damaged)."""
-    from loopscope import _recording
+    from loopscope.files import _recording
 
     data = dict(data)
     data.pop("checksum", None)
@@ -423,7 +425,8 @@ def _write_recording(path, data):
 
 
 def test_a_replayed_recording_keeps_its_recorded_checks(test_clock, inject, tmp_path):
-    from loopscope import _recording, _replay
+    from loopscope.files import _recording
+    from loopscope.readers import _replay
     from synthetic_loop import run_loop
 
     with loopscope.profile() as prof:
@@ -484,7 +487,7 @@ def test_work_the_gpu_drained_after_the_stop_is_inside_the_timeline(test_clock, 
 # -- torch.distributed: rank 0's cross-rank budget reads every rank's figures ----------
 
 def test_rank_skew_budget_refuses_when_another_rank_failed_a_check():
-    from loopscope import _ranks
+    from loopscope.figures import _ranks
 
     def rank(r, failed=()):
         summary = {"checks": [{"name": n, "ok": False, "detail": f"{n} broke"} for n in failed],

@@ -16,7 +16,8 @@ import pytest
 
 import loopscope
 from machine import driver_present
-from loopscope import _cli, _recording
+from loopscope.files import _recording
+from loopscope.surfaces import _cli
 
 
 # These scripts feed synthetic records to a profile started by the CLI; on a

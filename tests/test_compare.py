@@ -19,7 +19,7 @@ import pytest
 import loopscope
 from loopscope import _core
 from loopscope.__main__ import main
-from loopscope._compare import CompareError, compare, format_compare, load_summary, regressions
+from loopscope.surfaces._compare import CompareError, compare, format_compare, load_summary, regressions
 
 from synthetic_loop import KERNEL_NS, run_loop
 

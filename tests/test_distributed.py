@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _distributed
+from loopscope.distributed import _distributed
 
 torch = pytest.importorskip("torch", reason="torch.distributed needs PyTorch")
 dist = pytest.importorskip("torch.distributed")
@@ -307,7 +307,7 @@ def test_a_rank_that_never_enters_is_named_missing(ranks):
     assert summary["distributed"]["missing"] == [{"rank": 2, "reason": reason}]
     assert ranks[1][5]["distributed"]["gather"] == "sent to rank 0"
     assert [row["ranks"] for row in summary["skew"]["steps"]] == [[0, 1], [0, 1]]
-    assert "missing: rank 2 did not reach" in loopscope._report.format_report(summary)
+    assert "missing: rank 2 did not reach" in loopscope.views._report.format_report(summary)
 
 
 @pytest.fixture

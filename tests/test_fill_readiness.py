@@ -326,8 +326,8 @@ def test_each_sync_gets_the_gaps_it_overlapped_longest(test_clock):
 # -- recordings keep the launch shapes, copy kinds, graph launches, device facts --
 
 def test_a_recording_keeps_what_the_new_figures_need(test_clock, tmp_path):
-    from loopscope._recording import load
-    from loopscope._replay import replay
+    from loopscope.files._recording import load
+    from loopscope.readers._replay import replay
 
     test_clock.set(1_000_000, 7_000)
     with loopscope.profile() as prof:

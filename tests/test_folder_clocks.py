@@ -13,7 +13,7 @@ import statistics
 import pytest
 
 import loopscope
-from loopscope import _ranks
+from loopscope.figures import _ranks
 
 from rank_traces import GEMM_NS, write_job
 
@@ -42,7 +42,7 @@ def test_clock_offsets_without_a_straggler_name_nobody(tmp_path, monkeypatch):
     assert job["skew"]["straggler"] is None
     assert all(row["late_ms"] == 0.0 for row in job["skew"]["steps"])
     assert all(row["start_skew_us"] == 0.0 for row in job["skew"]["steps"])  # hosts aligned too
-    assert "STRAGGLER" not in loopscope._report.format_report(job)
+    assert "STRAGGLER" not in loopscope.views._report.format_report(job)
     # the files' own clock, as read before: rank 1 named, 2.5 ms - rank 0's 0 late
     monkeypatch.setattr(_ranks, "END_ALIGN_MIN_NS", 10**12)
     unaligned = loopscope.analyze(tmp_path, workers=1, progress=False)["skew"]

@@ -17,7 +17,9 @@ import pytest
 
 import fill_rule
 import loopscope
-from loopscope import _core, _recording, _replay
+from loopscope import _core
+from loopscope.files import _recording
+from loopscope.readers import _replay
 
 STREAM = 7
 THRESHOLDS_US = (20, 50)  # given to the profile: the classes below use these

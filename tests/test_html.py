@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _html
+from loopscope.views import _html
 
 from synthetic_loop import run_loop
 

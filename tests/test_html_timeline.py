@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core, _pictures, _recording, _replay
+from loopscope import _core
+from loopscope.files import _recording
+from loopscope.readers import _replay
+from loopscope.views import _pictures
 
 np = pytest.importorskip("numpy", reason="needs matplotlib (the test extra) for the pictures")
 pytest.importorskip("matplotlib", reason="needs matplotlib (the test extra) for the pictures")

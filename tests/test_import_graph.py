@@ -210,40 +210,115 @@ def test_c_includes_form_no_cycle():
 
 # -- Python ----------------------------------------------------------------
 
+# The package's floors, bottom to top (each subpackage's __init__.py says
+# what it is for): a module may import modules of its own floor and of the
+# floors below it, never above.  A root module is on the "top" floor (the
+# model and the session) unless named in ROOT_FLOORS; a subpackage is its
+# own floor.  The model and the session sit above the views because they
+# offer them as methods (prof.report(), the notebook view), and below the
+# readers, which turn a trace into a Profile and a Summary.
+FLOORS = ("core", "files", "figures", "distributed", "views", "top", "readers", "surfaces",
+          "doors")
+ROOT_FLOORS = {"_core": "core", "_version": "core",             # import nothing of ours
+               "__init__": "doors", "__main__": "doors",        # the public API, the CLI
+               "pytest_plugin": "doors"}                        # pytest's entry point
+
+
 def _module_name(path: Path) -> str:
-    return path.stem  # "__init__" is the package itself
+    """Dotted name inside the package: "views._html", "_profile"; a
+    subpackage's __init__ is the subpackage ("views"), the package's own
+    is "__init__"."""
+    parts = list(path.relative_to(PACKAGE).with_name(path.name.split(".")[0]).parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _package_of(module: str, is_package: bool) -> list[str]:
+    """The package a module's relative imports start from, as parts."""
+    if module == "__init__":
+        return []
+    parts = module.split(".")
+    return parts if is_package else parts[:-1]
 
 
 def python_graph() -> dict[str, set[str]]:
     # the C extension counts as a module (it imports nothing of ours)
-    modules = {p.name.split(".")[0] for p in PACKAGE.iterdir()
-               if p.suffix in (".py", ".pyi", ".so", ".pyd")}
+    files = [p for p in PACKAGE.rglob("*") if p.suffix in (".py", ".pyi", ".so", ".pyd")]
+    modules = {_module_name(p) for p in files}
     graph: dict[str, set[str]] = {m: set() for m in modules}
-    for path in sorted(PACKAGE.glob("*.py")):
+
+    def resolve(parts: list[str]) -> str | None:
+        name = ".".join(parts) or "__init__"
+        return name if name in modules else None
+
+    for path in sorted(p for p in files if p.suffix == ".py"):
         me = _module_name(path)
+        here = _package_of(me, path.name == "__init__.py")
         for node in ast.walk(ast.parse(path.read_text())):
-            targets: list[str] = []
+            targets: list[str | None] = []
             if isinstance(node, ast.ImportFrom):
-                if node.level == 1 and node.module is None:      # from . import x, y
-                    targets = [a.name if a.name in modules else "__init__" for a in node.names]
-                elif node.level == 1:                             # from .x import y
-                    targets = [node.module.split(".")[0]]
-                elif node.module == "loopscope":                  # from loopscope import x
-                    targets = [a.name if a.name in modules else "__init__" for a in node.names]
-                elif node.module and node.module.startswith("loopscope."):
-                    targets = [node.module.split(".")[1]]
+                if node.level:
+                    base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+                elif node.module == "loopscope" or (node.module or "").startswith("loopscope."):
+                    base = []
+                else:
+                    continue
+                named = (node.module or "").split(".") if node.module else []
+                if not node.level:
+                    named = named[1:]                                 # drop "loopscope"
+                for alias in node.names:                              # a module, or a name in one
+                    targets.append(resolve(base + named + [alias.name]) or resolve(base + named))
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     parts = alias.name.split(".")
                     if parts[0] == "loopscope":
-                        targets.append(parts[1] if len(parts) > 1 else "__init__")
+                        targets.append(resolve(parts[1:]))
             for target in targets:
-                if target in modules and target != me:
+                if target is not None and target != me:
                     graph[me].add(target)
     return graph
+
+
+def floor_of(module: str) -> str:
+    if "." in module or (PACKAGE / module).is_dir():
+        return module.split(".")[0]
+    return ROOT_FLOORS.get(module, "top")
+
+
+def upward_imports(graph: dict[str, set[str]], floor_of) -> list[str]:
+    """'a (floor) imports b (higher floor)' for each import that goes up."""
+    rank = {floor: i for i, floor in enumerate(FLOORS)}
+    return [f"{a} ({floor_of(a)}) imports {b} ({floor_of(b)})"
+            for a in sorted(graph) for b in sorted(graph[a])
+            if rank[floor_of(b)] > rank[floor_of(a)]]
+
+
+def test_upward_imports_finds_one_and_accepts_downward_and_sideways():
+    floors = {"v": "views", "v2": "views", "f": "figures", "t": "top"}.__getitem__
+    assert upward_imports({"v": {"f", "v2"}, "v2": set(), "f": set(), "t": {"v"}}, floors) == []
+    assert upward_imports({"f": {"v"}, "v": {"t"}, "t": set()}, floors) == [
+        "f (figures) imports v (views)", "v (views) imports t (top)"]
+
+
+def test_python_graph_reads_subpackages():
+    graph = python_graph()
+    assert "views._report" in graph["_profile"]                 # from .views._report import
+    assert "figures._rows" in graph["_summary"]                 # from .figures import _rows
+    assert "_core" in graph["figures._names"]                   # from .. import _core
+    assert "_profile" in graph["readers._analyze"]              # from .._profile import
+    assert "readers._kineto" in graph["readers._analyze"]       # from . import _kineto
+    assert {"views", "figures", "readers"} <= set(graph)        # the subpackages themselves
 
 
 def test_python_imports_form_no_cycle():
     graph = python_graph()
     assert "_profile" in graph and "_summary" in graph["_profile"]
     assert find_cycle(graph) is None
+
+
+def test_python_imports_go_only_downward():
+    graph = python_graph()
+    assert len(graph) > 40  # the walk found the modules
+    assert sorted({floor_of(m) for m in graph}) == sorted(FLOORS)  # each floor is in use
+    assert upward_imports(graph, floor_of) == []

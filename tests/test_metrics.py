@@ -11,7 +11,7 @@ import pytest
 
 import loopscope
 from loopscope import _core
-from loopscope._report import format_report
+from loopscope.views._report import format_report
 from machine import NO_DRIVER_REASON, driver_present
 
 US = 1_000
@@ -363,7 +363,7 @@ def test_bad_metrics_options(option, value):
 def test_report_shows_counters(run_trace):
     kernels, samples = busy_loop(95.0, 2.0)
     s = run_trace(kernels=kernels, samples=samples)
-    from loopscope._report import format_report
+    from loopscope.views._report import format_report
 
     text = format_report(s)
     assert "COMPUTE BOUND" in text
@@ -492,7 +492,7 @@ def test_coverage_says_how_much_of_the_loop_the_samples_cover(run_trace):
     # Samples lost to an overflow: only the first five kernels are covered.
     half = run_trace(kernels=kernels, samples=samples[:5])
     assert half["sm"]["coverage_pct"] == round(100 * 500 / 1009, 2)
-    from loopscope._report import format_report
+    from loopscope.views._report import format_report
 
     assert "cover only 50% of the loop" in format_report(half)
     assert "cover only" not in format_report(full)

@@ -1,4 +1,4 @@
-"""How names are shown (loopscope._names): kernel names demangled by the C++
+"""How names are shown (loopscope.figures._names): kernel names demangled by the C++
 runtime and shortened, source files as tracebacks show them; and that the
 report, the budget messages, the HTML and the trace export show them so
 while the summary dicts keep the raw names.
@@ -20,11 +20,14 @@ import subprocess
 import pytest
 
 import loopscope
-from loopscope import _core, _html, _recording, _replay
-from loopscope._budgets import evaluate
-from loopscope._names import clip, demangled_name, display_path, kernel_name
-from loopscope._report import format_report
-from loopscope._syncs import format_site
+from loopscope import _core
+from loopscope.files import _recording
+from loopscope.readers import _replay
+from loopscope.views import _html
+from loopscope.figures._budgets import evaluate
+from loopscope.figures._names import clip, demangled_name, display_path, kernel_name
+from loopscope.views._report import format_report
+from loopscope.figures._syncs import format_site
 
 # The kernel names of the bundled demo recording (PyTorch, cuBLASLt, nvjet),
 # with their short forms written by hand from c++filt's output.

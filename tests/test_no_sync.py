@@ -22,7 +22,7 @@ import pytest
 import loopscope
 from machine import driver_present
 from loopscope import _core, _profile
-from loopscope._syncs import display_path
+from loopscope.figures._syncs import display_path
 
 THIS_FILE = __file__
 COPY_CORR = 7

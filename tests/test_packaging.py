@@ -68,3 +68,17 @@ def test_ci_builds_checks_and_installs_a_wheel_in_a_fresh_environment():
 
 def test_readme_says_what_a_source_build_needs():
     assert "needs a C and C++ compiler" in README
+
+
+def test_the_wheel_lists_every_folder_of_the_package():
+    """pyproject names the packages by hand: a folder of python/loopscope
+    holding modules (a floor, see test_import_graph.py) or the bundled data
+    that it left out would be missing from the wheel, with the tests green
+    in the source tree."""
+    package = ROOT / "python" / "loopscope"
+    folders = {".".join(("loopscope",) + p.relative_to(package).parts)
+               for p in [package, *package.rglob("*")]
+               if p.is_dir() and p.name != "__pycache__"
+               and any(f.suffix in (".py", ".gz") for f in p.iterdir())}
+    assert {"loopscope", "loopscope.data", "loopscope.views", "loopscope.readers"} <= folders
+    assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == sorted(folders)

@@ -10,7 +10,8 @@ pytest_plugins = ["pytester"]
 
 STRETCHED = '''
 import pytest
-from loopscope import _checks, _core
+from loopscope import _core
+from loopscope.figures import _checks
 
 
 @pytest.fixture(autouse=True)

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core, _recording
-from loopscope._report import format_report
+from loopscope import _core
+from loopscope.files import _recording
+from loopscope.views._report import format_report
 
 US, MS = 1_000, 1_000_000
 FLOOR_US = 0.65

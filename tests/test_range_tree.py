@@ -195,7 +195,7 @@ def test_model_steps_argument_is_checked(test_clock):
 def test_report_draws_the_tree(test_clock, monkeypatch):
     """The report lists the ranges under their parents with totals; hidden
     levels are summed up by their heaviest names (GPU time when traced)."""
-    from loopscope import _report
+    from loopscope.views import _report
 
     prof = two_steps(test_clock)
     report = prof.report()
@@ -216,7 +216,7 @@ def test_report_draws_the_tree(test_clock, monkeypatch):
 def test_report_tree_stays_short_for_big_models(test_clock, monkeypatch):
     """Whole levels are shown while they fit; deeper ones are summed up in
     one line; a top level that does not fit shows its heaviest names."""
-    from loopscope import _report
+    from loopscope.views import _report
 
     with loopscope.profile() as prof:
         with prof.step():

@@ -18,9 +18,10 @@ import sys
 import pytest
 
 import loopscope
-from loopscope import _distributed, _ranks
-from loopscope._budgets import evaluate
-from loopscope._diagnosis import communication_reasons, diagnose, diagnose_ranks
+from loopscope.distributed import _distributed
+from loopscope.figures import _ranks
+from loopscope.figures._budgets import evaluate
+from loopscope.figures._diagnosis import communication_reasons, diagnose, diagnose_ranks
 
 from synthetic_loop import run_loop
 
@@ -335,7 +336,7 @@ def test_rank_0_as_the_straggler_or_barely_waiting(rank0_summary):
 
 def test_report_puts_the_straggler_first_then_the_rank_table(rank0_summary):
     _, summary = rank0_summary
-    text = loopscope._report.format_report(summary).splitlines()
+    text = loopscope.views._report.format_report(summary).splitlines()
     s = summary["skew"]["straggler"]
     assert text[1] == "STRAGGLER: " + _ranks.straggler_text(s)
     assert text[2] == "Rank 0 of 3 (nccl); gathering: gathered"
@@ -358,8 +359,8 @@ def test_report_puts_the_straggler_first_then_the_rank_table(rank0_summary):
 def test_html_shows_the_straggler_above_the_verdict(rank0_summary, monkeypatch):
     _, summary = rank0_summary
     # tables only: matplotlib's extension dies under CI's preloaded ASan (.ci/run)
-    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)
-    page = loopscope._html.render(summary)
+    monkeypatch.setattr(loopscope.views._html, "_matplotlib", lambda: None)
+    page = loopscope.views._html.render(summary)
     straggler = page.index("<b>Straggler:</b> rank 2 is the straggler")
     assert straggler < page.index("COMMUNICATION WAIT") < page.index("Ranks per step")
     assert "waits for rank 2" in page
@@ -367,7 +368,7 @@ def test_html_shows_the_straggler_above_the_verdict(rank0_summary, monkeypatch):
 
 def test_trace_draws_the_other_ranks_on_rank_0s_clock(rank0_summary):
     _, summary = rank0_summary
-    events = loopscope._ranks_view.rank_trace_events(summary, t0_ns=-1_000_000_000, profile=0)
+    events = loopscope.distributed._ranks_view.rank_trace_events(summary, t0_ns=-1_000_000_000, profile=0)
     steps = [e for e in events if e["ph"] == "X"]
     # every rank's pair: profile = exchange - 1 s, offsets 0: its steps where it ran them
     assert [(e["pid"], e["ts"], e["dur"]) for e in steps] == [
@@ -377,7 +378,7 @@ def test_trace_draws_the_other_ranks_on_rank_0s_clock(rank0_summary):
     names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
     assert names == {1001: "rank 1: steps on rank 0's clock (+-20 us)",
                      1002: "rank 2: steps on rank 0's clock (+-20 us)"}
-    assert loopscope._ranks_view.rank_trace_events(dict(summary, skew=None), 0, 0) == []
+    assert loopscope.distributed._ranks_view.rank_trace_events(dict(summary, skew=None), 0, 0) == []
 
 
 def test_max_rank_skew_us_budget(rank0_summary):
@@ -1003,7 +1004,7 @@ def test_a_skew_counts_only_above_the_clocks_error(rank0_summary, skew_us, resol
     skewed["skew"]["steps"][0]["start_skew_us"] = skew_us
     out = evaluate(skewed, {"max_rank_skew_us": 10.0}).outcomes[0]
     assert (out.measured, out.ok) == ((skew_us, False) if resolved else (0.0, True))
-    text = loopscope._report.format_report(skewed).splitlines()
+    text = loopscope.views._report.format_report(skewed).splitlines()
     per_step = text.index("Per step (per rank: host ms, or host ms/wait ms with the collectives "
                           "timed):")
     assert text[per_step + 2].split()[2:4] == [f"{skew_us:.1f}" if resolved else "~", "~"]

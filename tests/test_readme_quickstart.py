@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _recording
-from loopscope._report import format_report
+from loopscope.files import _recording
+from loopscope.views._report import format_report
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core, _recording, _replay
+from loopscope import _core
+from loopscope.files import _recording
+from loopscope.readers import _replay
 from loopscope.__main__ import main
 
 from synthetic_loop import run_loop

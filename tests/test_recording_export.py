@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core, _recording
+from loopscope import _core
+from loopscope.files import _recording
 
 SAMPLES = [(1_100_000, 1_150_000, {"sm_active_pct": 40.0, "dram_throughput_pct": 12.5}),
            (1_150_000, 1_200_000, {"sm_active_pct": 62.25, "dram_throughput_pct": 30.0})]

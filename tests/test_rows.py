@@ -1,4 +1,4 @@
-"""Row dicts built in C from a declared program (loopscope._rows.build,
+"""Row dicts built in C from a declared program (loopscope.figures._rows.build,
 _core._rows): each op against the same figure computed here in Python, the
 rounding against round(), and rows that share one key table: the same
 plain dicts, in less memory."""
@@ -16,7 +16,8 @@ from array import array
 
 from hypothesis import given, settings, strategies as st
 
-from loopscope import _core, _rows
+from loopscope import _core
+from loopscope.figures import _rows
 
 KEYS = ("index", "name", "host_ms", "gpu_ms", "gaps", "verdict", "samples", "fill_pct",
         "comm_ms", "compute_ms", "graph_readiness", "kernels", "memcpys", "syncs",

@@ -169,6 +169,6 @@ def test_backlog_line_says_why_the_offline_read_measured_no_straggler(bench):
     assert figures["rank"] is None and figures["backlog"]["rank"] == 1
     row = {"world": 4, "kind": "host", "run": "kineto", "offline": figures}
     assert bench.backlog_line(row) == ("offline, 4 ranks, host-kineto: "
-                                       + loopscope._ranks.backlog_text(skew["backlog"]))
+                                       + loopscope.figures._ranks.backlog_text(skew["backlog"]))
     assert bench.backlog_line({"world": 4, "kind": "host", "run": 0,
                                "offline": bench._figures({})}) is None

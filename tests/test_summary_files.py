@@ -10,8 +10,8 @@ import pytest
 
 import loopscope
 from loopscope.__main__ import main
-from loopscope._compare import CompareError, load_summary
-from loopscope._sniff import TraceError
+from loopscope.surfaces._compare import CompareError, load_summary
+from loopscope.readers._sniff import TraceError
 
 from synthetic_loop import run_loop
 

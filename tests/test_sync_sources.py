@@ -11,8 +11,8 @@ import sysconfig
 
 import pytest
 
-from loopscope import _syncs
-from loopscope._syncs import Frame, _Sources
+from loopscope.figures import _syncs
+from loopscope.figures._syncs import Frame, _Sources
 
 # Decorators (a def's own line is not its first), nested f-strings with
 # format specs (Python 3.11 places their parts oddly), lambdas,

@@ -26,7 +26,7 @@ import pytest
 import loopscope
 from machine import driver_present
 from loopscope import _core
-from loopscope._syncs import Resolver, format_site
+from loopscope.figures._syncs import Resolver, format_site
 
 THIS_FILE = __file__
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -587,9 +587,9 @@ def test_torch_is_skipped_where_site_packages_is_outside_the_stdlib(torch_dir, u
     site-packages may lie under the standard library folders (a layout such
     as Debian's dist-packages, where it does not)."""
     outside = {"stdlib": "/nonexistent/lib/python3", "platstdlib": "/nonexistent/lib/python3"}
-    monkeypatch.setattr("loopscope._syncs.sysconfig.get_paths", lambda: outside)
+    monkeypatch.setattr("loopscope.figures._syncs.sysconfig.get_paths", lambda: outside)
     # the folders are computed once per process: forget them for this test
-    monkeypatch.setattr("loopscope._syncs._prefix_cache", {}, raising=False)
+    monkeypatch.setattr("loopscope.figures._syncs._prefix_cache", {}, raising=False)
     path, line = user_file
     frames = [(os.path.join(torch_dir, "_tensor.py"), "Tensor.item_helper", 1, 9, 9, -1, -1),
               (path, "step", 4, line, line, 4, 12)]

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import loopscope
-from loopscope._sniff import TraceError
+from loopscope.readers._sniff import TraceError
 
 from rank_traces import GEMM_NS, PERIOD_NS, write_job
 
@@ -65,7 +65,7 @@ def test_folder_is_read_as_one_job_with_the_straggler(straggler_job):
     assert "shared by every rank of one host" in s["skew"]["clock"]["method"]
     # the ranks' bases differ by 3 us, their times the other way: aligned, step starts agree
     assert all(row["start_skew_us"] == 0.0 for row in skew["steps"])
-    text = loopscope._report.format_report(s)
+    text = loopscope.views._report.format_report(s)
     assert "STRAGGLER: rank 2 is the straggler" in text
 
 
@@ -97,10 +97,10 @@ def test_balanced_control_names_no_straggler(tmp_path, monkeypatch):
                               for k in range(STEPS)])
     assert b["share_of_step_pct"] == pytest.approx(round(100 * 0.5 / others, 2))
     assert s["diagnosis"]["verdict"] != "COMMUNICATION_WAIT"
-    assert "BALANCED: the ranks are balanced" in loopscope._report.format_report(s)
-    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)  # tables only
+    assert "BALANCED: the ranks are balanced" in loopscope.views._report.format_report(s)
+    monkeypatch.setattr(loopscope.views._html, "_matplotlib", lambda: None)  # tables only
     assert "<b>Balanced:</b> the ranks are balanced: rank 1 arrived last" in \
-        loopscope._html.render(s)
+        loopscope.views._html.render(s)
 
 
 def test_ranks_from_names_and_missing_ones(tmp_path):
@@ -200,7 +200,7 @@ def test_hta_ranks_read_as_one_job(tmp_path):
     assert (job["rank"], job["world_size"]) == (0, 128)  # distributedInfo
     assert job["skew"]["missing"] == [{"rank": r, "reason": "no trace of it was read"}
                                       for r in range(2, 128)]
-    text = loopscope._report.format_report(job)
+    text = loopscope.views._report.format_report(job)
     assert "missing: ranks 2-127 no trace of it was read" in text
     assert "2-127  MISSING: no trace of it was read" in text
     alone = {r: loopscope.analyze(p, progress=False) for r, p in HTA_RANKS.items()}
@@ -227,7 +227,7 @@ def test_hta_ranks_read_as_one_job(tmp_path):
 @pytest.mark.parametrize("budget_us, ok", [(299.0, False), (301.0, True)])
 def test_max_rank_skew_us_on_a_folder(tmp_path, budget_us, ok):
     """Rank 1's steps begin 300 us after rank 0's (the same host clock)."""
-    from loopscope._budgets import evaluate
+    from loopscope.figures._budgets import evaluate
 
     write_job(tmp_path, 2, STEPS, {}, step_late={1: 300_000})
     job = loopscope.analyze(tmp_path, workers=1, progress=False)
@@ -239,11 +239,11 @@ def test_max_rank_skew_us_on_a_folder(tmp_path, budget_us, ok):
 def test_html_and_trace_export_views_of_a_folder(straggler_job, monkeypatch):
     folder, p = straggler_job
     job = loopscope.analyze(folder, workers=1, progress=False)
-    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)  # tables only
-    page = loopscope._html.render(job)
+    monkeypatch.setattr(loopscope.views._html, "_matplotlib", lambda: None)  # tables only
+    page = loopscope.views._html.render(job)
     assert page.index("<b>Straggler:</b> rank 2 is the straggler") < page.index("Ranks per step")
     # the other ranks' steps drawn on the lowest rank's clock: where they ran
-    events = loopscope._ranks_view.rank_trace_events(job, t0_ns=0, profile=0)
+    events = loopscope.distributed._ranks_view.rank_trace_events(job, t0_ns=0, profile=0)
     steps = sorted((e["pid"], e["ts"]) for e in events if e["ph"] == "X")
     rank0 = [s["start_ns"] for s in job["ranks"][0]["steps"]]
     assert steps == sorted((1000 + r, start / 1e3) for r in (1, 2) for start in rank0)
@@ -253,7 +253,7 @@ def test_html_and_trace_export_views_of_a_folder(straggler_job, monkeypatch):
 def test_folder_skews_within_the_traces_resolution_count_as_none(tmp_path, late_ns, resolved):
     """Kineto times are written to the ns but taken as +-1 us: a 1 us skew
     is not resolved (the budget reads 0), 2 us is."""
-    from loopscope._budgets import evaluate
+    from loopscope.figures._budgets import evaluate
 
     write_job(tmp_path, 2, 2, {}, step_late={1: late_ns})
     job = loopscope.analyze(tmp_path, workers=1, progress=False)
@@ -283,7 +283,7 @@ def test_a_bad_trace_in_the_pool_is_named_and_ranks_flag_reads_files(tmp_path):
 
 def test_a_run_of_missing_ranks_is_one_line(tmp_path):
     write_job(tmp_path, 6, 2, {}, skip=(2, 3, 5))
-    text = loopscope._report.format_report(loopscope.analyze(tmp_path, workers=1,
+    text = loopscope.views._report.format_report(loopscope.analyze(tmp_path, workers=1,
                                                              progress=False)).splitlines()
     assert [line.split("  MISSING: ")[0].strip() for line in text if "MISSING" in line] == [
         "2-3", "5"]
@@ -442,12 +442,12 @@ def test_a_host_straggler_its_gpu_queue_hid_is_said_not_measured(monkeypatch):
     assert b["gpu_behind_ms"] == [pytest.approx(lead_ms[0], abs=1e-3),
                                   pytest.approx(lead_ms[-1], abs=1e-3)]
     assert b["arrival"]["rank"] == 0
-    text = loopscope._report.format_report(job)
+    text = loopscope.views._report.format_report(job)
     assert "NOT MEASURED: straggler not measured: rank 1's host called the collective" in text
     assert "BALANCED" not in text and "STRAGGLER:" not in text
     assert job["diagnosis"]["reasons"][0].startswith("straggler not measured: rank 1's host")
-    monkeypatch.setattr(loopscope._html, "_matplotlib", lambda: None)  # tables only
-    html = loopscope._html.render(job)
+    monkeypatch.setattr(loopscope.views._html, "_matplotlib", lambda: None)  # tables only
+    html = loopscope.views._html.render(job)
     assert "<b>Not measured:</b> straggler not measured: rank 1&#x27;s host" in html
 
 

@@ -336,7 +336,7 @@ def test_cli_analyze_prints_the_report_writes_json_and_checks_budgets(tmp_path):
 
 
 def test_load_replays_a_saved_loopscope_profile():
-    from loopscope._recording import DEMO_RECORDING
+    from loopscope.files._recording import DEMO_RECORDING
 
     prof = loopscope.load(DEMO_RECORDING)
     summary = prof.summary()
@@ -351,7 +351,7 @@ def test_load_replays_a_saved_loopscope_profile():
 
 
 def test_cli_analyze_reads_a_recording(tmp_path):
-    from loopscope._recording import DEMO_RECORDING
+    from loopscope.files._recording import DEMO_RECORDING
 
     run = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(DEMO_RECORDING)],
                          capture_output=True, text=True)
@@ -374,7 +374,7 @@ class _Terminal:
 
 
 def test_progress_bar_only_on_a_terminal_and_only_after_a_while(monkeypatch):
-    from loopscope import _kineto
+    from loopscope.readers import _kineto
 
     quick = _kineto.Progress("t.json", 1000, stream=_Terminal(True))
     quick.update(500)
@@ -591,7 +591,7 @@ def test_a_thread_named_by_a_string_is_shown_by_its_name(tmp_path):
     summary = loopscope.analyze(write(tmp_path / "t.json", {"traceEvents": events}))
     threads = sorted(str(s["thread_id"]) for s in summary["syncs"]["sites"])
     assert threads == ["7", "python thread"]
-    from loopscope._syncs import format_site
+    from loopscope.figures._syncs import format_site
 
     lines = [format_site(s) for s in summary["syncs"]["sites"]]
     assert any(line.startswith("thread python thread (no Python frame)") for line in lines)

@@ -26,7 +26,7 @@ import pytest
 import fill_rule
 import loopscope
 from loopscope import _core
-from loopscope._names import display_path
+from loopscope.figures._names import display_path
 
 DATA = "python/loopscope/data/demo_recording.json.gz"
 NORMAL_BELOW_NS, SEVERE_ABOVE_NS = 20_000, 50_000

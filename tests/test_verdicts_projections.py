@@ -19,7 +19,7 @@ import pytest
 
 import loopscope
 from loopscope import _core
-from loopscope._names import display_path
+from loopscope.figures._names import display_path
 
 US, MS = 1_000, 1_000_000
 TICK = 100 * US            # the scripted clock's tick in these tests
@@ -230,7 +230,7 @@ def test_projections_exact(test_clock):
 
 def test_report_shows_the_projections_right_after_the_verdict(test_clock):
     s, line, _, _ = sync_loop(test_clock)
-    lines = loopscope._report.format_report(s).splitlines()
+    lines = loopscope.views._report.format_report(s).splitlines()
     verdict_at = next(i for i, x in enumerate(lines) if x.startswith(
         s["diagnosis"]["verdict"].replace("_", " ")))
     assert lines[verdict_at + 1] == "What it would win:"
@@ -390,7 +390,7 @@ def test_readiness_per_step_with_lines(test_clock):
                                      "dynamic_shapes": 2}
     assert r["first_blocked"] == (f"Step_1 cannot be captured as is: wait_for_gpu() at "
                                   f"{name}:{lines['sync']}")
-    report = loopscope._report.format_report(s)
+    report = loopscope.views._report.format_report(s)
     assert ("CUDA graph readiness: 1 of 5 steps can be captured as they are; 4 blocked "
             "(sync 2, memory 1, pageable copy 1, dynamic shapes 2)") in report
     assert f"  Step_2 cannot be captured as is: cudaMalloc in allocate() at {name}:" \

@@ -19,16 +19,16 @@ as one span in every later profile (graph-level mode, for loops of graph replays
 `loopscope.compare(before, after)` compares two summaries, profiles or files
 (`loopscope.format_compare(result)`: the same as `loopscope diff` prints).
 """
-from ._analyze import load
-from ._compare import CompareError, compare, format_compare
-from ._job import analyze
+from .readers._analyze import load
+from .surfaces._compare import CompareError, compare, format_compare
+from .readers._job import analyze
 from ._core import range  # noqa: A004  (the public name is part of the contract)
 from ._instrument import InstrumentHandle, instrument
 from ._prepare import prepare
 from ._profile import LoopscopeWarning, Profile, profile
-from ._sniff import TraceError
+from .readers._sniff import TraceError
 from ._strict import SyncError, no_sync
-from ._syncs import KINDS as SYNC_KINDS
+from .figures._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [
     "CompareError", "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError",

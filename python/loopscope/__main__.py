@@ -7,11 +7,11 @@ import os
 import sys
 
 from . import __version__, instrument, profile
-from ._analyze_cli import add_analyze_parser, analyze_command
-from ._merge_cli import add_merge_parser, merge_command
-from ._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_parser, add_run_parser,
-                   check_outputs, demo_recording, diff_command, run_command, silence_stdout,
-                   write_json)
+from .surfaces._analyze_cli import add_analyze_parser, analyze_command
+from .surfaces._merge_cli import add_merge_parser, merge_command
+from .surfaces._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_parser,
+                            add_run_parser, check_outputs, demo_recording, diff_command,
+                            run_command, silence_stdout, write_json)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10

@@ -12,14 +12,15 @@ import weakref
 from time import perf_counter_ns as _enter_clock_ns  # apart from `time`, which tests script
 from typing import Any
 
-from . import _core, _cupti_paths, _distributed, _instrument, _options, _session, _settings
-from ._html import profile_html
-from ._html_file import title, write_page
+from . import _core, _cupti_paths, _instrument, _options, _session, _settings
+from .distributed import _distributed
+from .views._html import profile_html
+from .views._html_file import title, write_page
 from ._module_steps import ModuleSteps, check_module
-from ._recording import save
-from ._report import format_report
+from .files._recording import save
+from .views._report import format_report
 from ._summary import Summary, build_summary
-from ._trace_export import export_trace
+from .views._trace_export import export_trace
 
 
 # The C core's last word at exit, registered first so that it runs right
@@ -98,9 +99,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 @functools.lru_cache(maxsize=256)
 def _is_ours(filename: str) -> bool:
-    """A code file of loopscope's own (asked at every enter: cached, as
-    abspath costs ~1 us a frame)."""
-    return os.path.dirname(os.path.abspath(filename)) == _HERE
+    """A code file of loopscope's own, in the package or one of its
+    subpackages (asked at every enter: cached, as abspath costs ~1 us a frame)."""
+    return os.path.abspath(filename).startswith(_HERE + os.sep)
 
 
 def _user_site() -> str:

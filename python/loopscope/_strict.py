@@ -20,8 +20,8 @@ import weakref
 from typing import Iterable
 
 from . import _session
-from ._names import display_path
-from ._syncs import KINDS, Resolver
+from .figures._names import display_path
+from .figures._syncs import KINDS, Resolver
 
 
 class SyncError(RuntimeError):

@@ -12,16 +12,17 @@ from array import array
 from itertools import repeat
 from typing import Any, Callable, NamedTuple, Sequence
 
-from . import _core, _rows, _settings
-from ._checks import live_checks
-from ._diagnosis import diagnose, diagnose_step, traced_verdicts
-from ._finite import finite, note, start_count
-from ._html import render
-from ._html_file import title, write_page
-from ._pictures import timeline_of
-from ._readiness import Readiness, add_sync_blockers, overview, step_readiness
-from ._report import short_text
-from ._syncs import Resolver, build_syncs
+from . import _core, _settings
+from .figures import _rows
+from .figures._checks import live_checks
+from .figures._diagnosis import diagnose, diagnose_step, traced_verdicts
+from .figures._finite import finite, note, start_count
+from .views._html import render
+from .views._html_file import title, write_page
+from .views._pictures import timeline_of
+from .figures._readiness import Readiness, add_sync_blockers, overview, step_readiness
+from .views._report import short_text
+from .figures._syncs import Resolver, build_syncs
 
 TOP_KERNELS = 15  # kernels named in summary["top_kernels"]
 

@@ -146,7 +146,7 @@ def _marker_baseline(marker) -> _Baseline | None:
 
 
 def _parse_marker(marker) -> tuple[dict[str, float], str | None, dict[str, Any]]:
-    from ._budgets import BUDGETS, BudgetError, check_budgets
+    from .figures._budgets import BUDGETS, BudgetError, check_budgets
     from ._profile import Profile
 
     if marker is None:
@@ -219,8 +219,8 @@ class _ProfiledTest:
 
     def _check_baseline(self) -> list[str]:
         """Compares with the baseline (or writes it); failure messages."""
-        from ._compare import CompareError, compare, regressions
-        from ._inputs import output_problem
+        from .surfaces._compare import CompareError, compare, regressions
+        from .files._inputs import output_problem
 
         assert self.baseline is not None and self.baseline_path is not None
         path = self.baseline_path
@@ -254,7 +254,7 @@ class _ProfiledTest:
         failures: list[str] = []
         unavailable: list[str] = []
         if self.budgets:
-            from ._budgets import evaluate
+            from .figures._budgets import evaluate
 
             self.verdict = evaluate(self.final_summary(), self.budgets, self.steps)
             if self.verdict.failed:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopscope._diagnosis import (BUSY_BELOW_PCT, COMPUTE_DRAM_BELOW_PCT, COMPUTE_SM_ABOVE_PCT,
+from loopscope.figures._diagnosis import (BUSY_BELOW_PCT, COMPUTE_DRAM_BELOW_PCT, COMPUTE_SM_ABOVE_PCT,
                                   FILL_KNOWN_MIN_PCT, MEMORY_DRAM_FROM_PCT,
                                   UNDER_FILLED_BELOW_PCT, UNDER_FILLED_SM_BELOW_PCT,
                                   UNDER_FILLED_WARPS_BELOW_PCT)

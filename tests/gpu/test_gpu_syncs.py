@@ -94,7 +94,7 @@ def test_every_planted_sync_found_with_its_line_and_kind_and_nothing_else(setup,
     if LIBCUDA is not None:
         expected.add((line_of("SYNC_DRIVER"), "synchronize", (8,)))
     found = {(s["line"], s["kind"], tuple(s["steps"])) for s in syncs["sites"]}
-    print("\n".join(loopscope._syncs.format_site(s) for s in syncs["sites"]))
+    print("\n".join(loopscope.figures._syncs.format_site(s) for s in syncs["sites"]))
     assert found == expected
     for site in syncs["sites"]:
         assert site["file"] == __file__

@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core, _inputs, _recording, _settings
+from loopscope import _core, _settings
+from loopscope.files import _inputs, _recording
 from loopscope.__main__ import main
 
 pytest_plugins = ["pytester"]
@@ -506,7 +507,7 @@ def test_the_gzip_nsys_content_cap_is_exact(tmp_path, monkeypatch):
 
 
 def test_a_ranks_file_is_read_with_the_json_bounds(tmp_path, monkeypatch):
-    from loopscope import _job
+    from loopscope.readers import _job
 
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
@@ -561,10 +562,10 @@ def test_a_json_gz_bomb_ends_in_a_trace_error(tmp_path, case):
     path = tmp_path / f"{case}.json.gz"
     path.write_bytes(bomb(prefix, b"A", 3))
     assert path.stat().st_size < 4 * MiB
-    call = ("loopscope._recording.load(path)" if case == "recording"
+    call = ("loopscope.files._recording.load(path)" if case == "recording"
             else "loopscope.compare(path, path)")
     out = run_child(f"""
-        import loopscope, loopscope._recording
+        import loopscope, loopscope.files._recording
         path = {str(path)!r}
         try:
             {call}

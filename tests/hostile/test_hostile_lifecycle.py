@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import gc
 import itertools
+import os
 import sys
 import threading
 import warnings
@@ -68,6 +69,21 @@ def test_dropped_profile_stops_itself_and_says_so_once():
     assert [m for m in messages if "dropped while running" in m] == [
         "loopscope: a profile was dropped while running (its __enter__ ran, its __exit__ never "
         "did): it was stopped and its records discarded. Use `with loopscope.profile() as prof:`"]
+
+
+def test_the_entry_site_skips_every_file_of_the_package_subpackages_too():
+    """Where a profile was entered is the first frame outside loopscope: a
+    profile the CLI (surfaces/) or a reader (readers/) enters is placed at
+    the user's line, not in loopscope's own file."""
+    from loopscope import _profile
+    from loopscope.readers import _analyze
+    from loopscope.surfaces import _cli
+
+    assert _profile._is_ours(_profile.__file__)
+    assert _profile._is_ours(_cli.__file__) and _profile._is_ours(_analyze.__file__)
+    assert not _profile._is_ours(__file__)
+    package = os.path.dirname(_profile.__file__)
+    assert not _profile._is_ours(package + "_extras" + os.sep + "x.py")  # a sibling folder
 
 
 def test_profile_in_a_reference_cycle_blocks_until_collected_and_names_its_line():

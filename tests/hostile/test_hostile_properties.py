@@ -32,9 +32,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import loopscope
-from loopscope import _core, _recording, _replay
-from loopscope._budgets import BUDGETS, BudgetError, check_budgets
-from loopscope._recording import RecordingError
+from loopscope import _core
+from loopscope.files import _recording
+from loopscope.readers import _replay
+from loopscope.figures._budgets import BUDGETS, BudgetError, check_budgets
+from loopscope.files._recording import RecordingError
 
 settings.register_profile(
     "hostile", max_examples=int(os.environ.get("LOOPSCOPE_EXAMPLES", 40)), deadline=None,

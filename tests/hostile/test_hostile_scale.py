@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import loopscope
-from loopscope import _core, _rows
+from loopscope import _core
+from loopscope.figures import _rows
 from loopscope._summary import _ms, _us
 
 TICK = 1_000_000  # scripted clock: 1 ms a read
@@ -648,7 +649,7 @@ def test_traced_verdicts_over_columns_give_each_lines_verdict():
     """traced_verdicts is the one rule of traced lines: the summary maps it
     over its step columns, diagnose_step and diagnose call it with columns
     of one.  Over columns it gives, item by item, what one line gives."""
-    from loopscope._diagnosis import traced_verdicts
+    from loopscope.figures._diagnosis import traced_verdicts
 
     rows = [row for row, _ in VERDICT_CASES]
     want = [verdict for _, verdict in VERDICT_CASES]

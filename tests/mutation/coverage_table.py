@@ -27,9 +27,11 @@ def python_rows(tree: Path, data_file: Path) -> list[tuple[str, int, int]]:
     cov = coverage.Coverage(data_file=str(data_file), config_file=False)
     cov.load()
     rows = []
-    for path in sorted((tree / "python" / "loopscope").glob("*.py")):
+    package = tree / "python" / "loopscope"
+    for path in sorted(package.rglob("*.py")):  # the subpackages too (each floor a folder)
         _, statements, _, missing, _ = cov.analysis2(str(path))
-        rows.append((f"loopscope/{path.name}", len(statements), len(statements) - len(missing)))
+        rows.append((f"loopscope/{path.relative_to(package).as_posix()}", len(statements),
+                     len(statements) - len(missing)))
     return rows
 
 

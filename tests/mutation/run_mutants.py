@@ -58,8 +58,8 @@ HAND_LIST = HERE / "hand_mutants.toml"
 MARKDOWN = ROOT / "tests" / "MUTATION.md"
 TABLE_START, TABLE_END = "<!-- mutation-table:start -->", "<!-- mutation-table:end -->"
 
-PY_TARGETS = ["python/loopscope/_diagnosis.py", "python/loopscope/_syncs.py",
-              "python/loopscope/_summary.py", "python/loopscope/_budgets.py"]
+PY_TARGETS = ["python/loopscope/figures/_diagnosis.py", "python/loopscope/figures/_syncs.py",
+              "python/loopscope/_summary.py", "python/loopscope/figures/_budgets.py"]
 # What a scratch copy needs to build and run the tests.
 TREE = ["python", "tests", "csrc", "setup.py", "pyproject.toml", "README.md"]
 

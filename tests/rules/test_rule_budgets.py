@@ -3,7 +3,7 @@ many more there are: the pytest plugin and the CLI show this text."""
 from __future__ import annotations
 
 import loopscope
-from loopscope._budgets import evaluate, format_site
+from loopscope.figures._budgets import evaluate, format_site
 
 from fakes import c_callable
 

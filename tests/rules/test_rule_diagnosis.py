@@ -11,7 +11,7 @@ import types
 import pytest
 
 import loopscope
-from loopscope._syncs import format_site
+from loopscope.figures._syncs import format_site
 
 from fakes import c_callable, kernel, sample
 
@@ -182,7 +182,7 @@ def test_only_a_memory_bound_action_quotes_dram(test_clock, dram, verdict):
     assert d["verdict"] == verdict
     prefix = f"DRAM runs at {dram:.1f}% of peak while the GPU works: "
     assert d["actions"][0].startswith(prefix) == (verdict == "MEMORY_BOUND")
-    assert d["actions"][0].removeprefix(prefix) == loopscope._diagnosis.ACTIONS[verdict]
+    assert d["actions"][0].removeprefix(prefix) == loopscope.figures._diagnosis.ACTIONS[verdict]
 
 
 def test_counters_only_steps_without_samples_are_not_counted(test_clock, host_ms):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopscope import _projections
+from loopscope.figures import _projections
 
 NOTABLE = 1.05
 SITES = 3

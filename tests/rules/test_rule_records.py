@@ -12,7 +12,7 @@ import pytest
 
 import loopscope
 from loopscope import _core
-from loopscope._report import format_report
+from loopscope.views._report import format_report
 
 from fakes import kernel, sample
 

@@ -77,9 +77,9 @@ import json
 import os
 from typing import Any, Callable
 
-from ._inputs import check_output
-from ._names import demangled_name, display_path, kernel_name
-from ._ranks_view import rank_trace_events
+from ..files._inputs import check_output
+from ..figures._names import demangled_name, display_path, kernel_name
+from ..distributed._ranks_view import rank_trace_events
 
 HOST_PID = 1
 GPU_PID = 100

@@ -18,8 +18,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from . import _core
-from ._inputs import max_trace_bytes, open_input, trace_cap_error
+from .. import _core
+from ..files._inputs import max_trace_bytes, open_input, trace_cap_error
 from ._sniff import TraceError, fail
 
 # Kineto writes times in microseconds with 3 decimals: 1 ns is the file's

@@ -39,7 +39,7 @@ import os
 import re
 from pathlib import PurePath
 
-from . import _core
+from .. import _core
 
 _ANONYMOUS = "(anonymous namespace)::"
 _QUALIFIERS = (" const", " volatile", " &&", " &", " noexcept")

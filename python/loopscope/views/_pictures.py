@@ -27,6 +27,8 @@ import io
 import zlib
 from typing import Any
 
+from .. import _core
+
 BUSY, IDLE, SEVERE, WARNING, SM, DRAM = ("#2b95d6", "#e1e8ed", "#c23030", "#d9822b", "#0f9960",
                                          "#7157d9")
 OTHER_SEVERE, OTHER_WARNING = "#eab0b0", "#f2d0ad"  # gaps of the neighbouring steps, faded
@@ -157,23 +159,25 @@ def timeline_of(prof) -> dict[str, Any] | None:
     model = prof.model
     if model is None:
         return None
-    summary = prof.summary()
     np = _numpy()
-    gpu = summary["gaps"] is not None and model.op_count > 0
+    gpu = model.op_count > 0  # the model holds GPU work (a trace, or records put in)
     names = ("index", "start_ns", "end_ns", "first_ns", "last_ns")
+    table = model.step_table(names + (("busy_ns", "idle_ns") if gpu else ()))
     columns = {name: np.frombuffer(view, dtype=np.uint64)  # one pass over the steps
-               for name, view in model.step_table(
-                   names + (("busy_ns", "idle_ns") if gpu else ())).items()}
+               for name, view in table.items()}
     info = prof.capture.info()
     if not gpu and info["ranges"] == 0:
         return None
+    # The whole run: the profile's host window (the capture's), the GPU's
+    # time line (the model's total line: first op start to last op end) and
+    # the steps' host spans (the model's step lines, reduced as summary["loop"]).
     t0, t1 = info["start_ns"], max(info["stop_ns"], info["start_ns"] + 1)
     if gpu:
         total = model.total()
         t0, t1 = min(t0, total["first_ns"]), max(t1, total["last_ns"])
     if len(columns["index"]):
-        t0 = min(t0, int(columns["start_ns"].min()))
-        t1 = max(t1, int(columns["end_ns"].max()))
+        t0 = min(t0, _core._column_stats(table["start_ns"])[2])
+        t1 = max(t1, _core._column_stats(table["end_ns"])[3])
     px = max((t1 - t0) // AXES_PX, 1)
     out: dict[str, Any] = {"t0": t0, "t1": t1, "gpu": gpu, "steps": columns}
     if gpu:
@@ -186,7 +190,7 @@ def timeline_of(prof) -> dict[str, Any] | None:
     out["ranges"] = [r for r in window["ranges"] if r[5] is None]
     out["ranges_hidden"] = info["ranges"] - len(columns["index"]) - len(out["ranges"])
     # the summary has a step per row of the model's step columns, in order
-    steps = summary["steps"]
+    steps = prof.summary()["steps"]
     out["zooms"] = [_zoom_of(model, role, steps[row], columns, row, gpu)
                     for role, row in _zoom_rows(columns)
                     if row < len(steps) and steps[row]["index"] == int(columns["index"][row])]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ._ranks import above_error, backlog_text, balance_text, straggler_text
+from ..figures._ranks import above_error, backlog_text, balance_text, straggler_text
 
 MAX_STEP_ROWS = 24
 MAX_RANK_COLUMNS = 8  # per-rank cells in the step table up to this many ranks

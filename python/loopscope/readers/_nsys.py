@@ -40,8 +40,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from . import _core
-from ._inputs import max_trace_bytes, open_input, trace_cap_error
+from .. import _core
+from ..files._inputs import max_trace_bytes, open_input, trace_cap_error
 from ._kineto import fact_value
 from ._sniff import fail
 

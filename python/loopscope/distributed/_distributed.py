@@ -70,8 +70,8 @@ import sys
 import time
 from typing import Any, Callable
 
-from . import _ranks
-from ._diagnosis import diagnose_ranks
+from ..figures import _ranks
+from ..figures._diagnosis import diagnose_ranks
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 3600.0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._checks import MIN_COVERAGE_PCT, failed as failed_checks, warning_lines
-from ._names import clip, kernel_name
+from ..figures._checks import MIN_COVERAGE_PCT, failed as failed_checks, warning_lines
+from ..figures._names import clip, kernel_name
 
-from ._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
-from ._readiness import first_line
-from ._syncs import format_site
+from ..distributed._ranks_view import head_lines as rank_head_lines, table_lines as rank_table_lines
+from ..figures._readiness import first_line
+from ..figures._syncs import format_site
 from ._trace_info import trace_lines
 
 MAX_SYNC_SITES = 10

@@ -31,7 +31,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import _core
+from .. import _core
 
 MAX_JSON_MB = 256  # default cap, MiB of decompressed JSON text per file
 MAX_TRACE_GB = 64  # default cap, GiB of decompressed content per Kineto trace

@@ -43,7 +43,7 @@ import traceback
 import warnings
 from typing import Any, Callable
 
-from ._inputs import input_problem, output_problem
+from ..files._inputs import input_problem, output_problem
 
 EXIT_OK, EXIT_BUDGET, EXIT_USAGE = 0, 1, 2
 EXIT_CLOSED_PIPE = 128 + 13  # 128 + SIGPIPE: what a shell shows for `cat big | head -1`
@@ -215,7 +215,7 @@ class _TorchRanges:
         import torch.autograd.profiler as autograd_profiler
         import torch.cuda.nvtx as nvtx
 
-        from . import _core
+        from .. import _core
 
         stack = self._stack
 
@@ -276,7 +276,7 @@ class _HandOver:
     run's own profile; every profile the script enters is collected."""
 
     def __init__(self, outer) -> None:
-        from ._profile import Profile
+        from .._profile import Profile
 
         self.outer = outer
         self.script_profiles: list = []
@@ -383,14 +383,14 @@ def _with_steps(prof, pattern: re.Pattern | None) -> tuple[dict[str, Any], str |
         note = ("the script marks its own steps with prof.step(); --steps is not used"
                 if pattern is not None and summary["steps"] else None)
         return summary, note
-    from ._range_steps import summary_with_range_steps
+    from .._range_steps import summary_with_range_steps
 
     records = summary["overhead"]["records"]
     if records > PROGRESS_RECORDS:
         _say(f"taking ranges matching {pattern.pattern!r} as steps ({records:,} records)...")
     new = summary_with_range_steps(prof, lambda name: pattern.search(name) is not None)
     if new is None:
-        from ._checks import steps_check
+        from ..figures._checks import steps_check
 
         # the steps asked for are not there: a failed self-check, shown atop the report
         summary["checks"] = [c for c in summary.get("checks") or [] if c["name"] != "steps"]
@@ -402,9 +402,9 @@ def _with_steps(prof, pattern: re.Pattern | None) -> tuple[dict[str, Any], str |
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from . import _distributed
-    from ._budgets import evaluate
-    from ._profile import LoopscopeWarning, profile
+    from ..distributed import _distributed
+    from ..figures._budgets import evaluate
+    from .._profile import LoopscopeWarning, profile
 
     pattern = None
     if args.steps is not None:
@@ -425,7 +425,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if importlib.util.find_spec("torch") is not None:
         importlib.import_module("torch")  # first, so the profile reuses the CUPTI torch loads
     if args.graph_replays:
-        from ._prepare import prepare
+        from .._prepare import prepare
 
         try:
             prepare()
@@ -470,7 +470,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         summaries.append(summary)
         if note:
             notes.append(note)
-    from ._report import format_report
+    from ..views._report import format_report
 
     for i, summary in enumerate(summaries):
         if len(summaries) > 1:
@@ -485,7 +485,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             if not save_summary(path, summaries[0] if len(summaries) == 1 else summaries):
                 written = False
     if args.trace:
-        from ._trace_export import export_trace
+        from ..views._trace_export import export_trace
 
         for path in _distributed.output_paths(args.trace, where):
             if write_output("--trace", path, lambda tmp: export_trace(profiles, tmp, summaries)):
@@ -609,9 +609,9 @@ def demo_recording(reason: str, json_path: str | None = None, *, graph: bool = F
     analysed here, or the plain message when the package has none.  The
     options the user gave (graph, layers, steps) that the recording cannot
     show are named in one line."""
-    from ._recording import RecordingError, bundled_demo
-    from ._replay import replay
-    from ._report import describe_recording
+    from ..files._recording import RecordingError, bundled_demo
+    from ..readers._replay import replay
+    from ..views._report import describe_recording
 
     try:
         data = bundled_demo()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
-from . import _core
+from .. import _core
 
 
 @functools.lru_cache(maxsize=None)

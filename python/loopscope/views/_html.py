@@ -15,13 +15,13 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ._budgets import step_list
-from ._checks import warning_lines
-from ._names import demangled_name, display_path, kernel_name
+from ..figures._budgets import step_list
+from ..figures._checks import warning_lines
+from ..figures._names import demangled_name, display_path, kernel_name
 from ._pictures import SEVERE, histogram_picture, timeline_of, timeline_pictures
 from ._report import _shown_ranges, describe_recording, gap_stats_text, short_text
 
-from ._ranks_view import ranks_head_html, ranks_html
+from ..distributed._ranks_view import ranks_head_html, ranks_html
 
 MAX_STEP_ROWS = 60
 MAX_SITES = 20

@@ -50,7 +50,7 @@ from typing import Any
 
 from ._inputs import TraceError, check_output, open_input, parse_json, read_text
 from ._schema import COUNT, NUM, MapOf, OneOf, Optional, SchemaError, check
-from ._version import __version__
+from .._version import __version__
 
 FORMAT = "loopscope-recording"
 VERSION = 2
@@ -58,7 +58,7 @@ GRAPH_VERSION = 3  # a recording holding whole graph replays (ops kind 3)
 READS = (1, 2, 3)
 OP_KINDS = ("kernel", "memcpy", "memset", "graph")  # ls_op_kind; graph: one whole replay
 CHECKSUM_TAIL = re.compile(rb',"checksum":"crc32:([0-9a-f]{8})"\}\s*$')
-DEMO_RECORDING = Path(__file__).with_name("data") / "demo_recording.json.gz"
+DEMO_RECORDING = Path(__file__).parents[1] / "data" / "demo_recording.json.gz"  # loopscope/data
 
 # The launch shape of a kernel, as op columns of the model, in the stored order.
 SHAPE_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",

@@ -70,10 +70,10 @@ def add_analyze_parser(sub) -> None:
 def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import re
 
-    from ._analyze import load
-    from ._budgets import evaluate
-    from ._report import format_report
-    from ._sniff import TraceError
+    from ..readers._analyze import load
+    from ..figures._budgets import evaluate
+    from ..views._report import format_report
+    from ..readers._sniff import TraceError
 
     if args.steps is not None:
         try:
@@ -103,7 +103,7 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         if len(args.paths) > 1:
             print(f"\n=== {path} ===")
         if summary.get("recording"):
-            from ._report import describe_recording
+            from ..views._report import describe_recording
             print(describe_recording(summary))
         print(format_report(summary))
         if args.steps is not None and not summary["steps"]:
@@ -126,8 +126,8 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
 def _job_command(args: argparse.Namespace, parser: argparse.ArgumentParser,
                  budgets: dict[str, float]) -> int:
     """A folder (or --ranks files): one job, one report."""
-    from ._job import read_job, write_ranks
-    from ._sniff import TraceError
+    from ..readers._job import read_job, write_ranks
+    from ..readers._sniff import TraceError
 
     try:
         summary = read_job(args.paths, steps=args.steps, device=args.device,
@@ -153,9 +153,9 @@ def _job_command(args: argparse.Namespace, parser: argparse.ArgumentParser,
 def report_job(summary, budgets: dict[str, float], steps: str | None) -> int:
     """Prints a job's report (the full one when a rank's own summary is
     there, else the ranks alone, as after a merge) and checks the budgets."""
-    from ._budgets import evaluate
-    from ._ranks_view import head_lines, table_lines
-    from ._report import format_report
+    from ..figures._budgets import evaluate
+    from ..distributed._ranks_view import head_lines, table_lines
+    from ..views._report import format_report
 
     if "diagnosis" in summary:
         print(format_report(summary))

@@ -15,7 +15,7 @@ import shlex
 import zlib
 from pathlib import Path
 
-from ._inputs import TraceError, check_input, fail, open_input
+from ..files._inputs import TraceError, check_input, fail, open_input
 
 __all__ = ["TraceError", "check_path", "fail", "sniff"]
 

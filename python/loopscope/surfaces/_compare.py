@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._checks import refusal
-from ._inputs import TraceError, open_input, read_json
-from ._names import clip, demangled_name, display_path, kernel_name
-from ._projections import ms_text
-from ._summary import TOP_KERNELS
+from ..figures._checks import refusal
+from ..files._inputs import TraceError, open_input, read_json
+from ..figures._names import clip, demangled_name, display_path, kernel_name
+from ..figures._projections import ms_text
+from .._summary import TOP_KERNELS
 
 # name -> (what, unit, where in the summary, lower is better)
 FIGURES: dict[str, tuple[str, str, tuple[str, ...], bool]] = {
@@ -123,8 +123,8 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     if not compact.startswith(b'{"format":"loopscope-recording"'):
         raise CompareError(f"{path} is neither a loopscope summary nor a loopscope recording "
                            "(this loopscope reads trace files only through loopscope.analyze)")
-    from ._recording import RecordingError, load
-    from ._replay import replay
+    from ..files._recording import RecordingError, load
+    from ..readers._replay import replay
 
     try:
         return replay(load(path)).summary()

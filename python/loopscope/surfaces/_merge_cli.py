@@ -37,8 +37,8 @@ def add_merge_parser(sub) -> None:
 
 def merge_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ._analyze_cli import report_job
-    from ._job import merge_files
-    from ._sniff import TraceError
+    from ..readers._job import merge_files
+    from ..readers._sniff import TraceError
 
     if not check_outputs(parser.prog, {"--json": args.json}):
         return EXIT_USAGE

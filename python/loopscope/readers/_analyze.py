@@ -33,13 +33,14 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from . import _core, _kineto
-from ._options import check_thresholds
-from ._profile import Profile
+from .. import _core
+from . import _kineto
+from .._options import check_thresholds
+from .._profile import Profile
 from ._sniff import TraceError, check_path, fail, sniff
-from ._checks import trace_checks
-from ._summary import Summary, build_summary
-from ._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
+from ..figures._checks import trace_checks
+from .._summary import Summary, build_summary
+from ..figures._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
 
 DEFAULT_STEPS = r"^(ProfilerStep#\d+|([^/]*_)?[Ss]tep_?\d+)$"
 
@@ -207,7 +208,7 @@ def _check_device(device: Any) -> int | None:
 
 
 def _load_recording(path: Path, thresholds, steps, device) -> Profile:
-    from ._recording import RecordingError, load as load_recording
+    from ..files._recording import RecordingError, load as load_recording
     from ._replay import replay
 
     if steps is not None or device is not None:

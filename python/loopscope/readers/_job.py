@@ -42,10 +42,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import _analyze, _ranks
-from ._diagnosis import diagnose_ranks
-from ._inputs import parse_json, read_text
-from ._options import check_thresholds
+from ..figures import _ranks
+from . import _analyze
+from ..figures._diagnosis import diagnose_ranks
+from ..files._inputs import parse_json, read_text
+from .._options import check_thresholds
 from ._sniff import TraceError
 
 RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import _core
-from ._diagnosis import diagnose, diagnose_step
-from ._inputs import cut_name
-from ._profile import Profile
-from ._readiness import add_sync_blockers, overview
-from ._recording import (OPTIONAL_API_COLUMNS, OPTIONAL_OP_COLUMNS, OP_KINDS, RANGE_FIELDS,
+from .. import _core
+from ..figures._diagnosis import diagnose, diagnose_step
+from ..files._inputs import cut_name
+from .._profile import Profile
+from ..figures._readiness import add_sync_blockers, overview
+from ..files._recording import (OPTIONAL_API_COLUMNS, OPTIONAL_OP_COLUMNS, OP_KINDS, RANGE_FIELDS,
                          STEP_FIELDS, TOP_SECTIONS, RecordingError, check_shape, columns)
 
 OP_COLUMNS = ("kind", "start", "duration", "device", "stream", "correlation", "name", "bytes",
               "shape", "copy_kind", "host_memory")
 API_COLUMNS = ("start", "duration", "correlation", "thread", "domain", "cbid")
-from ._schema import SchemaError
+from ..files._schema import SchemaError
 
 
 def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:

@@ -98,8 +98,13 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
-sources = sorted(str(p) for p in Path("csrc").glob("*.c")) + sorted(
-    str(p) for p in Path("csrc").glob("*.cpp"))
+# csrc/ holds one folder per floor (csrc/README.md): every source of every
+# floor is compiled, and each floor is an include folder, so a file includes
+# "ls_x.h" wherever ls_x lives (tests/test_import_graph.py keeps includes
+# going down the floors).
+FLOORS = sorted(str(p) for p in Path("csrc").iterdir() if p.is_dir())
+sources = sorted(str(p) for p in Path("csrc").glob("*/*.c")) + sorted(
+    str(p) for p in Path("csrc").glob("*/*.cpp"))
 
 setup(
     cmdclass={"build_ext": BuildExt},
@@ -107,7 +112,8 @@ setup(
         Extension(
             "loopscope._core",
             sources=sources,
-            depends=sorted(str(p) for p in Path("csrc").glob("*.h")),
+            include_dirs=FLOORS,
+            depends=sorted(str(p) for p in Path("csrc").glob("*/*.h")),
             extra_compile_args=compile_args(),
             extra_link_args=link_args(),
         )

@@ -120,7 +120,7 @@ def filler_{i}(a, b, items=None):
             raise ValueError(f"bad item {{k}}: {{error}}") from None
     return a if a is not None else (b or 0)
 """
-_DEPTH = 16  # frames a call keeps (csrc/ls_records.h: LS_CALL_FRAMES)
+_DEPTH = 16  # frames a call keeps (csrc/common/ls_records.h: LS_CALL_FRAMES)
 
 
 def _module(lines: int, sites: list[tuple[str, str]]) -> str:

@@ -1,4 +1,4 @@
-"""The fill rule of csrc/ls_kernels.h written again in plain Python, so the
+"""The fill rule of csrc/analysis/ls_kernels.h written again in plain Python, so the
 tests' expected fill figures come from an independent computation: the
 share of the device's block slots a kernel's grid can occupy at once."""
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 
-# What loopscope says on a machine without the driver (csrc/ls_session.c):
+# What loopscope says on a machine without the driver (csrc/session/ls_session.c):
 # the gpu_error, syncs_error and metrics_error of every profile there.
 NO_DRIVER_REASON = "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)"
 

@@ -6,7 +6,7 @@ the signature of the step's GPU work), and the idle time each sync caused.
 
 Every expected number is worked out here from the injected records by a
 few lines of plain Python (fill_rule.fill_of is the rule of
-csrc/ls_kernels.h, written again)."""
+csrc/analysis/ls_kernels.h, written again)."""
 from __future__ import annotations
 
 import functools

@@ -1,4 +1,4 @@
-"""ls_ids (csrc/ls_ids.c): sorted sets of ids, as the finish's window filter
+"""ls_ids (csrc/common/ls_ids.c): sorted sets of ids, as the finish's window filter
 and thread widening use them -- ids in order already, shuffled, repeated,
 all one value, bytes that all ids share and bytes that differ -- against
 Python's own sorted(set(...)) and list.index."""

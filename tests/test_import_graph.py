@@ -1,7 +1,8 @@
 """Imports form a DAG, in C and in Python (STYLE rule 10).
 
-C: a module is a .c/.cpp/.h file stem of csrc/; A depends on B when a file
-of A includes "B.h".  For that graph to be the real one, a header declares
+C: a module is a .c/.cpp/.h file stem of csrc/FLOOR/; A depends on B when a
+file of A includes "B.h".  The floors (csrc/README.md) are ordered: a file
+includes only headers of its own floor or a lower one.  For that graph to be the real one, a header declares
 exactly what its own .c (or .cpp) defines: every ls_* function or variable
 declared in X.h is defined in X.c, and every non-static ls_* one defined in
 X.c is declared in X.h (a function defined in one file but declared in
@@ -145,7 +146,7 @@ def c_graph() -> tuple[dict[str, set[str]], list[str]]:
     graph: dict[str, set[str]] = defaultdict(set)
     declared: dict[str, set[str]] = {}
     defined: dict[str, set[str]] = defaultdict(set)
-    for path in sorted(CSRC.iterdir()):
+    for path in sorted(CSRC.glob("*/*")):
         if path.suffix not in (".c", ".cpp", ".h"):
             continue
         text = path.read_text()
@@ -206,6 +207,55 @@ def test_c_includes_form_no_cycle():
     graph, _ = c_graph()
     assert len(graph) > 20  # the walk found the sources
     assert find_cycle(graph) is None
+
+
+# The floors of csrc/, lowest first (csrc/README.md says what each is for).
+C_FLOORS = ["common", "platform", "analysis", "traces", "capture", "session", "python_api",
+            "testhooks", "module"]
+MAX_SOURCES_PER_FLOOR = 15  # a .c/.cpp and its .h count as one
+
+
+def c_floor_of() -> dict[str, str]:
+    """Each module stem of csrc/ and the floor folder it lives in."""
+    return {path.stem: path.parent.name for path in CSRC.glob("*/*")
+            if path.suffix in (".c", ".cpp", ".h")}
+
+
+def upward_includes(graph: dict[str, set[str]], floor_of: dict[str, str],
+                    floors: list[str]) -> list[str]:
+    """Each include that goes to a higher floor, as 'a (floor) -> b (floor)'."""
+    rank = {floor: i for i, floor in enumerate(floors)}
+    return [f"{a} ({floor_of[a]}) -> {b} ({floor_of[b]})"
+            for a in sorted(graph) for b in sorted(graph[a])
+            if rank[floor_of[b]] > rank[floor_of[a]]]
+
+
+def test_upward_includes_finds_one_and_accepts_same_and_lower_floors():
+    floors = ["low", "high"]
+    floor_of = {"a": "low", "b": "high", "c": "high", "d": "low"}
+    assert upward_includes({"a": {"b", "d"}, "b": {"c"}}, floor_of, floors) == [
+        "a (low) -> b (high)"]
+    assert upward_includes({"b": {"a", "c"}, "c": {"d"}, "a": {"d"}}, floor_of, floors) == []
+
+
+def test_every_csrc_folder_is_a_known_floor():
+    folders = sorted(p.name for p in CSRC.iterdir() if p.is_dir())
+    assert folders == sorted(C_FLOORS)
+    assert not [p.name for p in CSRC.iterdir() if p.suffix in (".c", ".cpp", ".h")]
+
+
+def test_c_includes_go_only_to_the_same_or_a_lower_floor():
+    graph, _ = c_graph()
+    floor_of = c_floor_of()
+    assert floor_of["ls_records"] == "common" and floor_of["ls_module"] == "module"
+    assert upward_includes(graph, floor_of, C_FLOORS) == []
+
+
+def test_no_floor_holds_more_than_15_sources():
+    sizes = {floor: len({p.stem for p in (CSRC / floor).iterdir()
+                         if p.suffix in (".c", ".cpp", ".h")}) for floor in C_FLOORS}
+    assert all(sizes.values())
+    assert max(sizes.values()) <= MAX_SOURCES_PER_FLOOR, sizes
 
 
 # -- Python ----------------------------------------------------------------

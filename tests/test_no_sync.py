@@ -365,7 +365,7 @@ def test_worker_exception_wins_over_its_pending_sync_error():
 
 
 def test_only_the_thread_that_entered_is_guarded():
-    """Per the strict-mode contract (csrc/ls_strict.h: 'the first host wait
+    """Per the strict-mode contract (csrc/capture/ls_strict.h: 'the first host wait
     on the armed thread'): a sync of another thread is not raised."""
     with loopscope.profile() as prof:
         with loopscope.no_sync():

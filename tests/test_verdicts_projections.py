@@ -38,7 +38,7 @@ def c_callable(calls):
 
 
 def fill_of(blocks, threads, registers=0, device=H200):
-    """csrc/ls_kernels.h's fill for a 1-D grid and block (shared memory unused)."""
+    """csrc/analysis/ls_kernels.h's fill for a 1-D grid and block (shared memory unused)."""
     _, sms, per_sm_threads, per_sm_blocks, per_sm_regs, _ = device
     warp_threads = -(-threads // 32) * 32
     per_sm = min([per_sm_threads // warp_threads, per_sm_blocks]

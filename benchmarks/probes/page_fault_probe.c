@@ -1,6 +1,6 @@
 /* What a fresh page costs on this machine: maps 1 GiB four times, touches
  * one byte per 4 KiB page, unmaps; with an argument, each mapping is first
- * advised for 2 MiB pages (MADV_HUGEPAGE), as csrc/ls_bulk.c does.  Issue
+ * advised for 2 MiB pages (MADV_HUGEPAGE), as csrc/platform/ls_bulk.c does.  Issue
  * 14's summary writes ~1 GB of fresh memory at 10M kernels, so this cost
  * is part of it (benchmarks/history/results-2026-11.md, 2026-11-26).
  *

@@ -9,7 +9,7 @@ on; every later profile then traces each replay as one span (steps, busy
 time, gaps, readiness and SM/DRAM stay measured) and eager kernels one by
 one.  What a replay's kernels did inside it (their names, count, fill) is
 not recorded: for that, profile without prepare() in another process.
-(csrc/ls_graphs.h holds the C side.)"""
+(csrc/capture/ls_graphs.h holds the C side.)"""
 from __future__ import annotations
 
 from typing import Any

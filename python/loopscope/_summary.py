@@ -162,7 +162,7 @@ def _gpu_section(total: dict[str, Any], devices: list[dict[str, Any]],
         "comm_ms": _ms(total["comm_ns"]),
         "compute_ms": _ms(total["compute_ns"]),
         "comm_pct": _pct(total["comm_ns"], span),
-        # how much of the GPU the kernels' grids could fill (csrc/ls_kernels.h)
+        # how much of the GPU the kernels' grids could fill (csrc/analysis/ls_kernels.h)
         "fill_pct": fill,
         "fill_known_pct": known,
     }

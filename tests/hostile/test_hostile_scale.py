@@ -294,7 +294,7 @@ def test_a_line_of_one_ns_has_its_busy_share():
     assert (s["gpu"]["span_ms"], s["gpu"]["busy_pct"]) == (1e-06, 100.0)
 
 
-# -- the radix sorts (csrc/ls_radix.c) ------------------------------------------
+# -- the radix sorts (csrc/platform/ls_radix.c) ------------------------------------------
 
 _KEY = st.one_of(st.integers(0, 3), st.integers(0, 2**20),
                  st.integers(2**63, 2**64 - 1), st.integers(0, 2**64 - 1))
@@ -456,7 +456,7 @@ def test_more_streams_than_the_partition_takes_are_sorted_instead():
 
 def test_streams_of_every_run_length_are_each_their_own_line():
     """The sweeps find where each device's and stream's run of sorted ops
-    ends by galloping (csrc/ls_model.c run_end): streams of 1 to 40 ops
+    ends by galloping (csrc/analysis/ls_model_timeline.c run_end): streams of 1 to 40 ops
     (runs of one, of powers of two and between them) on 3 devices,
     shuffled: each stream's kernels and gaps and each device's kernels are
     those of a plain-Python count."""

@@ -17,8 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MARKDOWN = ROOT / "tests" / "MUTATION.md"
 START, END = "<!-- coverage-table:start -->", "<!-- coverage-table:end -->"
-C_FILES = ["csrc/ls_model.c", "csrc/ls_attribution.c", "csrc/ls_syncs.c", "csrc/ls_samples.c",
-           "csrc/ls_finish.c"]
+# the analysis floor's sources (the C that computes), the samples' windows and the finish
+C_FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "csrc" / "analysis").glob("*.c")
+                 ) + ["csrc/common/ls_samples.c", "csrc/session/ls_finish.c"]
 
 
 def python_rows(tree: Path, data_file: Path) -> list[tuple[str, int, int]]:
@@ -41,7 +42,9 @@ def c_rows(tree: Path, objects: Path) -> list[tuple[str, int, int]]:
         if not (tree / source).is_file():  # the code moved: C_FILES must follow it
             rows.append((source + " (no such file)", 0, 0))
             continue
-        out = subprocess.run(["gcov", "-n", "-o", str(objects), source], cwd=tree,
+        # objects: the build's folder for csrc/, which keeps the floors' folders
+        floor_objects = objects / Path(source).parent.relative_to("csrc")
+        out = subprocess.run(["gcov", "-n", "-o", str(floor_objects), source], cwd=tree,
                              capture_output=True, text=True).stdout
         found = re.search(rf"File '{re.escape(source)}'\nLines executed:([\d.]+)% of (\d+)", out)
         if found is None:

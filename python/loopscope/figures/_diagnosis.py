@@ -30,7 +30,7 @@ and the next action.
    when the kernels whose launch shape is known (at least FILL_KNOWN_MIN_PCT
    of the kernel time) could fill, weighted by their time, less than
    UNDER_FILLED_BELOW_PCT of the GPU's block slots (grid and block against
-   the SM count and what one SM holds: csrc/ls_kernels.h); or, with no
+   the SM count and what one SM holds: csrc/analysis/ls_kernels.h); or, with no
    launch shapes, when the counters show it: SM active below
    UNDER_FILLED_SM_BELOW_PCT while the GPU was busy and warp occupancy
    below UNDER_FILLED_WARPS_BELOW_PCT.  A memory- or compute-bound loop

@@ -1,7 +1,7 @@
 """CUDA-graph readiness per step: what would stop `torch.cuda.graph` (or
 torch.compile's CUDA graphs) from capturing the step as it is, each with
 the Python line that causes it where one is known.  It shapes the model's
-per-step readiness figures (csrc/ls_readiness.h) and the summary's sync
+per-step readiness figures (csrc/analysis/ls_readiness.h) and the summary's sync
 sites; nothing here re-derives steps or attribution.
 
 The rules, per step:

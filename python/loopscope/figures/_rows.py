@@ -1,5 +1,5 @@
 """Row dicts for the summary's long lists (a dict per step, per step's gaps),
-built in C (csrc/ls_rows.c) from fields declared here: build().
+built in C (csrc/python_api/ls_rows.c) from fields declared here: build().
 
 Large rows are copies of a template whose key table is shared.  CPython keeps one key table for the instance dicts of a class (PEP 412's
 key-sharing dicts) and `dict.copy()` of such a dict shares it too, so each
@@ -37,7 +37,7 @@ def template(values: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-Field = tuple  # (op, *args): how a row's value for one key is made (csrc/ls_rows.h)
+Field = tuple  # (op, *args): how a row's value for one key is made (csrc/python_api/ls_rows.h)
 
 
 def item(column: Sequence[Any]) -> Field:

@@ -52,7 +52,7 @@ static const char *const kind_fields[] = {
     "host_memory: 1 pageable, 2 pinned)",
     "(start_ns, end_ns, device, stream, correlation_id[, name[, bytes]])",
     "(start_ns, end_ns, correlation_id[, thread_id[, domain[, api]]]) (domain: 0 runtime, 1 "
-    "driver; api: the call's name in csrc/ls_cbids.c, e.g. 'cudaGraphLaunch', whose domain "
+    "driver; api: the call's name in csrc/common/ls_cbids.c, e.g. 'cudaGraphLaunch', whose domain "
     "it must match, or its CUPTI callback id)",
     "(start_ns, end_ns[, stream])",
     "(start_ns, end_ns, {figure: value}[, device]) (figures:"
@@ -323,7 +323,7 @@ static int read_api_name(PyObject *t, Py_ssize_t index, unsigned long long domai
     CUpti_CallbackId id;
     if (ls_cbid_find(text, &d, &id) != 0) {
         PyErr_Format(PyExc_ValueError, "loopscope._inject: api record %zd: %R is not an API "
-                     "call loopscope knows (see csrc/ls_cbids.c)", index, name);
+                     "call loopscope knows (see csrc/common/ls_cbids.c)", index, name);
         return -1;
     }
     if ((d == CUPTI_CB_DOMAIN_DRIVER_API) != (domain == 1)) {
@@ -621,7 +621,7 @@ static int read_fake_call(PyObject *t, Py_ssize_t i, ls_fake_call *out)
         return -1;
     if (ls_cbid_find(api, &out->domain, &out->cbid) != 0) {
         PyErr_Format(PyExc_ValueError, "loopscope._inject_calls: call %zd: %s is not an API call "
-                     "loopscope listens to (see csrc/ls_cbids.c)", i, api);
+                     "loopscope listens to (see csrc/common/ls_cbids.c)", i, api);
         return -1;
     }
     out->duration_ns = duration;

@@ -445,7 +445,7 @@ static PyMethodDef core_methods[] = {
      "the thread.  Runs no Python code (Ctrl-C cannot cut it short); never raises."},
     {"_rows", ls_py_rows, METH_VARARGS,
      "_rows(count, program, exports) -> (rows, exported): the summary's per-step dicts built "
-     "row by row from a program of columns (see csrc/ls_rows.h; loopscope._rows declares "
+     "row by row from a program of columns (see csrc/python_api/ls_rows.h; loopscope._rows declares "
      "them)."},
     {"_column_stats", ls_py_column_stats, METH_O,
      "_column_stats(column) -> (count, sum, min, max) of a column of int64 or uint64."},

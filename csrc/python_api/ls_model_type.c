@@ -3,6 +3,8 @@
 
 #include "ls_cbids.h"
 #include "ls_cuda.h"
+#include "ls_model_build.h"
+#include "ls_model_queries.h"
 #include "ls_names.h"
 #include "ls_pyvalues.h"
 #include "ls_trace_export.h"

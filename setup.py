@@ -5,6 +5,10 @@ is found (CUDA_HOME, CUDA_PATH, /usr/local/cuda), otherwise from the PyPI
 wheels nvidia-cuda-cupti, nvidia-cuda-runtime, nvidia-cuda-crt and
 nvidia-nvtx (build requirements in pyproject.toml).  Nothing is linked
 against CUDA: CUPTI is opened with dlopen at run time.
+
+LOOPSCOPE_TEST_HOOKS=1 builds the test build: the C test hooks
+(csrc/testhooks/ls_test_hooks.c, reached through loopscope._testhooks) go into _core;
+without it (a release wheel) _core carries only the product.
 """
 import os
 import sys
@@ -95,7 +99,16 @@ class BuildExt(build_ext):
             compile_one(obj, src, ext, cc_args, standard + list(extra_postargs), pp_opts)
 
         self.compiler._compile = _compile
+        # A _core built before with the hooks set otherwise looks up to date
+        # (its sources did not change): the variant noted beside the objects
+        # forces a rebuild when it changes.
+        variant = Path(self.build_temp) / "loopscope-variant.txt"
+        wanted = "test hooks" if TEST_HOOKS else "product"
+        if not variant.is_file() or variant.read_text() != wanted:
+            self.force = True
         super().build_extensions()
+        variant.parent.mkdir(parents=True, exist_ok=True)
+        variant.write_text(wanted)
 
 
 # csrc/ holds one folder per floor (csrc/README.md): every source of every
@@ -106,6 +119,20 @@ FLOORS = sorted(str(p) for p in Path("csrc").iterdir() if p.is_dir())
 sources = sorted(str(p) for p in Path("csrc").glob("*/*.c")) + sorted(
     str(p) for p in Path("csrc").glob("*/*.cpp"))
 
+
+def test_hooks_wanted():
+    """LOOPSCOPE_TEST_HOOKS: "1" the test build, unset, "" or "0" the product only."""
+    value = os.environ.get("LOOPSCOPE_TEST_HOOKS", "")
+    if value not in ("", "0", "1"):
+        sys.exit(f"loopscope: LOOPSCOPE_TEST_HOOKS must be 1 (build the test hooks) or 0, "
+                 f"got {value!r}")
+    return value == "1"
+
+
+TEST_HOOKS = test_hooks_wanted()
+# The hooks' file is left out of a product build (matched by name, wherever it lives).
+sources = [s for s in sources if TEST_HOOKS or Path(s).name != "ls_test_hooks.c"]
+
 setup(
     cmdclass={"build_ext": BuildExt},
     ext_modules=[
@@ -114,6 +141,7 @@ setup(
             sources=sources,
             include_dirs=FLOORS,
             depends=sorted(str(p) for p in Path("csrc").glob("*/*.h")),
+            define_macros=[("LOOPSCOPE_TEST_HOOKS", "1")] if TEST_HOOKS else [],
             extra_compile_args=compile_args(),
             extra_link_args=link_args(),
         )

@@ -34,7 +34,7 @@ import tempfile
 import time
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope._summary import build_summary
 
 
@@ -140,7 +140,7 @@ def _module(lines: int, sites: list[tuple[str, str]]) -> str:
 def _c_callable(calls, *then):
     """A callable with no Python frame of its own that makes `calls`
     through the real switchboard (as tests/test_syncs.py's fakes)."""
-    results = map(_core._inject_calls, itertools.repeat(calls))
+    results = map(_testhooks._inject_calls, itertools.repeat(calls))
     for f in then:
         results = map(f, results)
     return functools.partial(next, results)

@@ -6,6 +6,9 @@
   returns its summary.
 The LoopscopeWarning "GPU tracing is off" is expected on CPU machines; it is
 ignored here and checked on its own in test_degradation.py (in subprocesses).
+The suite needs a test build (LOOPSCOPE_TEST_HOOKS=1, README's test command):
+without one, the import of loopscope._testhooks below fails once, here,
+saying how to rebuild, rather than test by test.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +30,7 @@ def _quiet_and_clean():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", loopscope.LoopscopeWarning)
         yield
-    _core._set_test_clock(0, 0)
+    _testhooks._set_test_clock(0, 0)
     leaked = _core.active()
     if leaked:
         _core.stop()
@@ -42,7 +45,7 @@ def _synthetic_records_only(request, monkeypatch):
     (injected API calls still go through the switchboard; no_sync() keeps
     its sync callbacks), except in tests marked
     `real_tracing` (the degradation tests, which skip where tracing works),
-    `fake_sampler` (synthetic PM samples through _core._fake_samples, which
+    `fake_sampler` (synthetic PM samples through _testhooks._fake_samples, which
     need metrics=True and never touch the GPU) or `gpu`."""
     if any(request.node.get_closest_marker(m) for m in ("real_tracing", "gpu", "fake_sampler")):
         return
@@ -69,7 +72,7 @@ class TestClock:
 
     def set(self, start: int, tick: int) -> None:
         self.start, self.tick = start, tick
-        _core._set_test_clock(start, tick)
+        _testhooks._set_test_clock(start, tick)
 
     def at(self, n: int) -> int:
         return self.start + n * self.tick
@@ -82,20 +85,20 @@ def test_clock():
     The profile start reads it once, each range enter/exit once, stop once.
     So the first step of a profile spans reads 1..2: [1_001_000, 1_002_000]."""
     clock = TestClock(1_000_000, 1_000)
-    _core._set_test_clock(clock.start, clock.tick)
+    _testhooks._set_test_clock(clock.start, clock.tick)
     try:
         yield clock
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
 
 
 @pytest.fixture
 def inject():
-    """inject(kind, records): _core._inject that also checks the returned count."""
+    """inject(kind, records): _testhooks._inject that also checks the returned count."""
 
     def _inject(kind: str, records) -> int:
         records = list(records)
-        count = _core._inject(kind, records)
+        count = _testhooks._inject(kind, records)
         assert count == len(records)
         return count
 

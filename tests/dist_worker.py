@@ -18,7 +18,7 @@ it skipped) as JSON to out.  A scenario:
   gather       the profile's gather option (default true)
   skip         ranks that do not enter this profile at all
   raise_rank   a rank whose with-block raises ValueError("planted") after its steps
-  clock        per rank: start of the scripted profile clock (_core._set_test_clock)
+  clock        per rank: start of the scripted profile clock (_testhooks._set_test_clock)
   tick         its tick
   extra        per rank, per step: clock reads made just before the step (its lateness)
   exchange     per rank: the scripted exchange clock, the values in the order read
@@ -44,7 +44,7 @@ import warnings
 import torch.distributed as dist
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.distributed import _distributed
 
 
@@ -88,7 +88,7 @@ def run(scenario: dict, rank: int) -> dict | None:
         script = Script(scenario["exchange"][rank])
         _distributed._exchange_clock = script
     if scenario.get("clock"):
-        _core._set_test_clock(scenario["clock"][rank], scenario["tick"])
+        _testhooks._set_test_clock(scenario["clock"][rank], scenario["tick"])
     extra = scenario["extra"][rank] if scenario.get("extra") else [0] * scenario["steps"]
     prof = loopscope.profile(gather=scenario.get("gather", True), trace=False, syncs=False,
                              metrics=False, gather_timeout_s=scenario["timeout_s"])
@@ -106,8 +106,8 @@ def run(scenario: dict, rank: int) -> dict | None:
                                          ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
                                           kernels["comm_us"][rank][k])):
                             now = _core.now_ns()
-                            _core._inject("api", [(now, now + 1, corr)])
-                            _core._inject("kernel", [(device_ns, device_ns + us * 1000, rank, 7,
+                            _testhooks._inject("api", [(now, now + 1, corr)])
+                            _testhooks._inject("kernel", [(device_ns, device_ns + us * 1000, rank, 7,
                                                       corr, name)])
                             device_ns += us * 1000 + 1_000
                             corr += 1
@@ -116,7 +116,7 @@ def run(scenario: dict, rank: int) -> dict | None:
     except ValueError:
         pass
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
         _distributed._exchange_clock = time.monotonic_ns
     summary = dict(prof.summary())
     summary["_unread_exchange_values"] = None if script is None else len(script.values) - script.read

@@ -17,7 +17,7 @@ steps): gaps 5, 80, 5, 80, 5 us -> 5 gaps, 3 normal, 2 severe (steps 1
 and 2), busy 60 us of 235 us (25.53%), CPU_LAUNCH_BOUND."""
 from __future__ import annotations
 
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 KERNEL_NS = 10_000
 DEVICE_T0 = 1_000
@@ -35,8 +35,8 @@ def run_loop(prof, steps: int = 3, kernels: int = 2, inner_gap_ns: int = 5_000,
                 ops.append((t, t + KERNEL_NS, 0, stream, corr, f"gemm_{j}"))
                 t += KERNEL_NS + (inner_gap_ns if j < kernels - 1 else step_gap_ns)
                 corr += 1
-    _core._inject("api", apis)
-    _core._inject("kernel", ops)
+    _testhooks._inject("api", apis)
+    _testhooks._inject("kernel", ops)
 
 
 def run_graph_like(prof, steps: int = 3) -> None:

@@ -8,7 +8,7 @@ import gc
 import sys
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 
 SYNC = [("cudaStreamSynchronize", 1_000)]
 
@@ -18,12 +18,12 @@ def here() -> int:
 
 
 def sync_from_a():
-    _core._inject_calls(SYNC)
+    _testhooks._inject_calls(SYNC)
     return here() - 1
 
 
 def sync_from_b():
-    _core._inject_calls(SYNC)
+    _testhooks._inject_calls(SYNC)
     return here() - 1
 
 

@@ -13,7 +13,7 @@ import os
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.figures import _checks
 from loopscope.figures._budgets import check_budgets, evaluate
 from loopscope.__main__ import main
@@ -48,7 +48,7 @@ def windowed(inject, kernels, ratio=None, start=1 * MS):
     kernels are `kernels`; `ratio` the CUPTI/host clock ratio the session
     measured.  The profile reads the clock at its start (1 ms) and its stop
     (1 ms + 1 us)."""
-    _core._set_test_clock(start, 1 * US)
+    _testhooks._set_test_clock(start, 1 * US)
     with loopscope.profile() as prof:
         inject("kernel", kernels)
     if ratio is not None:
@@ -395,12 +395,12 @@ def test_run_gate_fails_with_the_reason_when_a_check_failed(tmp_path):
 
     body = """
         import loopscope
-        from loopscope import _core
+        from loopscope import _core, _testhooks
         from loopscope.figures import _checks
         _checks.LIVE_SOURCES = frozenset(("cupti", "injected"))  # judged as a live profile
         with loopscope.profile(trace=False) as prof:
             t = _core.now_ns() + OFFSET
-            _core._inject("kernel", [(t, t + 1_000, 0, 7, 1, "k"), (t + 2_000, t + 3_000, 0, 7, 2, "k")])
+            _testhooks._inject("kernel", [(t, t + 1_000, 0, 7, 1, "k"), (t + 2_000, t + 3_000, 0, 7, 2, "k")])
     """
     near = cli("run", "--max-severe-gaps", "0", script(tmp_path, body.replace("OFFSET", "0"), "near.py"))
     assert near.returncode == 0, near.stderr

@@ -58,14 +58,14 @@ def script(tmp_path: Path, body: str, name: str = "loop.py") -> str:
 OWN_PROFILE = """
     import sys
     import loopscope
-    from loopscope import _core
+    from loopscope import _testhooks
     from synthetic_loop import run_loop
 
     print("script args:", sys.argv[1:])
-    _core._set_test_clock(1_000_000, 1_000)
+    _testhooks._set_test_clock(1_000_000, 1_000)
     with loopscope.profile(trace=False) as prof:
         run_loop(prof)
-    _core._set_test_clock(0, 0)
+    _testhooks._set_test_clock(0, 0)
     print("script verdict:", prof.summary()["diagnosis"]["verdict"])
 """
 

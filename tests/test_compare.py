@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 from loopscope.__main__ import main
 from loopscope.surfaces._compare import CompareError, compare, format_compare, load_summary, regressions
 
@@ -32,7 +32,7 @@ def here() -> int:
 
 
 def c_callable(calls):
-    return functools.partial(next, map(_core._inject_calls, itertools.repeat(calls)))
+    return functools.partial(next, map(_testhooks._inject_calls, itertools.repeat(calls)))
 
 
 wait = c_callable([("cudaStreamSynchronize", 20 * US)])

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 from machine import NO_DRIVER_REASON, driver_present
 
 # These tests are about the machine without a GPU: real start-up, no stand-ins.
@@ -172,10 +172,10 @@ def test_injected_summary_is_json_serialisable(test_clock):
     with loopscope.profile(trace=False) as prof:
         with prof.step():
             pass
-        _core._inject("kernel", [(1_000, 2_000, 0, 1, 1, "a"), (60_000, 61_000, 1, 2, 2, None)])
-        _core._inject("memcpy", [(3_000, 4_000, 0, 1, 3, "copy", 1 << 20)])
-        _core._inject("api", [(test_clock.at(1) + 1, test_clock.at(1) + 2, 2)])
-        _core._inject("sync_record", [(2_500, 2_600)])
+        _testhooks._inject("kernel", [(1_000, 2_000, 0, 1, 1, "a"), (60_000, 61_000, 1, 2, 2, None)])
+        _testhooks._inject("memcpy", [(3_000, 4_000, 0, 1, 3, "copy", 1 << 20)])
+        _testhooks._inject("api", [(test_clock.at(1) + 1, test_clock.at(1) + 2, 2)])
+        _testhooks._inject("sync_record", [(2_500, 2_600)])
     s = prof.summary()
     assert s["source"] == "injected"
     assert json.loads(json.dumps(s, allow_nan=False)) == s
@@ -197,7 +197,7 @@ def test_trace_false_reason(test_clock):
 def test_injection_without_gpu_fills_the_gpu_sections(no_gpu):
     """Injected records make the GPU sections appear even without a GPU."""
     with loopscope.profile() as prof:
-        _core._inject("kernel", [(1_000, 2_000, 0, 1, 1)])
+        _testhooks._inject("kernel", [(1_000, 2_000, 0, 1, 1)])
     s = prof.summary()
     assert s["source"] == "injected"
     assert s["gpu_error"] is None

@@ -4,7 +4,7 @@ with a hard timeout) runs scripted profiles, and rank 0's gathered figures
 are checked against a computation here, from the same scripted clocks.
 
 Scenarios, in order (the ranks' n-th profiles are matched by order):
-0. scripted: each rank's profile clock scripted (_core._set_test_clock,
+0. scripted: each rank's profile clock scripted (_testhooks._set_test_clock,
    different origins), lateness planted by extra clock reads before steps,
    the exchange clock scripted (planted offsets, a drift on rank 2, three
    rounds each with the second the shortest): exact skews and clock error.

@@ -16,7 +16,7 @@ import pytest
 
 import fill_rule
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 H200 = (0, 132, 2048, 32, 65536, 233472)  # device, SMs, threads/SM, blocks/SM, regs, smem
 MEMCPY_HTOD, PAGEABLE, PINNED = 1, 1, 2
@@ -50,23 +50,23 @@ SHAPES = [  # (grid, block, registers, shared bytes)
 @pytest.mark.parametrize("grid, block, registers, shared", SHAPES)
 def test_fill_of_one_kernel(grid, block, registers, shared):
     with loopscope.profile() as prof:
-        _core._inject("device", [H200])
-        _core._inject("kernel", [kernel(1_000, 2_000, 1, "k", grid, block, registers, shared)])
+        _testhooks._inject("device", [H200])
+        _testhooks._inject("kernel", [kernel(1_000, 2_000, 1, "k", grid, block, registers, shared)])
     assert list(prof.model.op_column("fill")) == [pytest.approx(fill_of(grid, block, registers,
                                                                           shared), rel=1e-12)]
 
 
 def test_fill_is_unknown_without_geometry_or_device_facts():
     with loopscope.profile() as prof:
-        _core._inject("kernel", [kernel(1_000, 2_000, 1, "with_grid", (8, 1, 1), (64, 1, 1)),
+        _testhooks._inject("kernel", [kernel(1_000, 2_000, 1, "with_grid", (8, 1, 1), (64, 1, 1)),
                                  kernel(3_000, 4_000, 2, "no_grid")])
-        _core._inject("memcpy", [(5_000, 6_000, 0, 7, 3)])
+        _testhooks._inject("memcpy", [(5_000, 6_000, 0, 7, 3)])
     assert list(prof.model.op_column("fill")) == [-1.0, -1.0, -1.0]  # no device facts
     with loopscope.profile() as prof:
-        _core._inject("device", [H200])
-        _core._inject("kernel", [kernel(1_000, 2_000, 1, "with_grid", (8, 1, 1), (64, 1, 1)),
+        _testhooks._inject("device", [H200])
+        _testhooks._inject("kernel", [kernel(1_000, 2_000, 1, "with_grid", (8, 1, 1), (64, 1, 1)),
                                  kernel(3_000, 4_000, 2, "no_grid")])
-        _core._inject("kernel", [(5_000, 6_000, 1, 7, 3, "other_device", 0, 8, 64)])
+        _testhooks._inject("kernel", [(5_000, 6_000, 1, 7, 3, "other_device", 0, 8, 64)])
     fills = list(prof.model.op_column("fill"))
     assert fills[0] == pytest.approx(fill_of((8, 1, 1), (64, 1, 1)))
     assert fills[1:] == [-1.0, -1.0]  # no grid; a device with no facts
@@ -77,7 +77,7 @@ def test_fill_is_unknown_without_geometry_or_device_facts():
 
 def test_kernel_geometry_columns_and_bad_geometry():
     with loopscope.profile() as prof:
-        _core._inject("kernel", [kernel(1_000, 2_000, 1, "k", (70_000, 3, 2), (32, 4, 2), 40,
+        _testhooks._inject("kernel", [kernel(1_000, 2_000, 1, "k", (70_000, 3, 2), (32, 4, 2), 40,
                                         1024), (3_000, 4_000, 0, 7, 2, "k", 0, 5, 96)])
     m = prof.model
     columns = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
@@ -91,21 +91,21 @@ def test_kernel_geometry_columns_and_bad_geometry():
                 ((1, 2, 0, 7, 1, "k", 0, (1, 2, 3, 4), 32), TypeError, "1 to 3 ints"),
                 ((1, 2, 0, 7, 1, "k", 0, 8, 32, 256), ValueError, "between 0 and 255")):
             with pytest.raises(error, match=message):
-                _core._inject("kernel", [bad])
+                _testhooks._inject("kernel", [bad])
         with pytest.raises(ValueError, match="sm_count and max_threads_per_sm"):
-            _core._inject("device", [(0, 0, 2048)])
-        _core._inject("device", [(1, 10, 1024)])
+            _testhooks._inject("device", [(0, 0, 2048)])
+        _testhooks._inject("device", [(1, 10, 1024)])
         with pytest.raises(ValueError, match="device record 1"):  # appends nothing
-            _core._inject("device", [(1, 20, 2048), (2, 0, 0)])
-        _core._inject("kernel", [(1, 2, 1, 7, 1, "k")])
+            _testhooks._inject("device", [(1, 20, 2048), (2, 0, 0)])
+        _testhooks._inject("kernel", [(1, 2, 1, 7, 1, "k")])
     assert prof.summary()["gpu"]["kernels"] == 1
     assert [(d["sm_count"], d["max_threads_per_sm"]) for d in prof.model.devices()] == [(10, 1024)]
 
 
 def test_device_facts_appear_with_the_device():
     with loopscope.profile() as prof:
-        _core._inject("device", [(0, 100, 1536), H200])  # the later facts replace the first
-        _core._inject("kernel", [kernel(1_000, 2_000, 1, "k")])
+        _testhooks._inject("device", [(0, 100, 1536), H200])  # the later facts replace the first
+        _testhooks._inject("kernel", [kernel(1_000, 2_000, 1, "k")])
     (device,) = prof.model.devices()
     assert (device["sm_count"], device["max_threads_per_sm"], device["max_blocks_per_sm"],
             device["registers_per_sm"], device["shared_bytes_per_sm"]) == H200[1:]
@@ -121,8 +121,8 @@ def test_kernels_by_name_with_their_main_shape():
         records.append(kernel(t, t + ns, corr, name, grid, block))
         t += ns + 500
     with loopscope.profile() as prof:
-        _core._inject("device", [H200])
-        _core._inject("kernel", records)
+        _testhooks._inject("device", [H200])
+        _testhooks._inject("kernel", records)
     table = prof.model.kernels()
     expected = {}
     for name, shape, ns in launches:
@@ -166,7 +166,7 @@ def graph_loop(prof, steps, host_ns, api="cudaGraphLaunch", domain=0, replays=1)
                 start = _core.now_ns()
                 launches.append((start, start + 1_000, corr, 0, domain, api))
                 corr += 1
-    _core._inject("api", launches)
+    _testhooks._inject("api", launches)
     return launches
 
 
@@ -194,18 +194,18 @@ def test_driver_graph_launches_count_when_no_runtime_one_does(test_clock):
     assert [s["readiness"]["graph_launches"] for s in prof.model.steps()] == [1, 1]
     with loopscope.profile() as prof:
         runtime = graph_loop(prof, 2, 0)
-        _core._inject("api", [(a[0] + 10, a[0] + 20, a[2] + 100, 0, 1, "cuGraphLaunch")
+        _testhooks._inject("api", [(a[0] + 10, a[0] + 20, a[2] + 100, 0, 1, "cuGraphLaunch")
                               for a in runtime])
     assert prof.model.total()["readiness"]["graph_launches"] == 2
     with loopscope.profile(), pytest.raises(ValueError, match="runtime .0. API call"):
-        _core._inject("api", [(1, 2, 1, 0, 1, "cudaGraphLaunch")])
+        _testhooks._inject("api", [(1, 2, 1, 0, 1, "cudaGraphLaunch")])
 
 
 def test_plain_launches_are_not_replays(test_clock):
     with loopscope.profile() as prof:
         with prof.step():
             now = _core.now_ns()
-            _core._inject("api", [(now, now + 1, 1), (now + 2, now + 3, 2, 0, 0,
+            _testhooks._inject("api", [(now, now + 1, 1), (now + 2, now + 3, 2, 0, 0,
                                                       "cudaLaunchKernel")])
     assert prof.model.steps()[0]["readiness"]["graph_launches"] == 0
 
@@ -214,7 +214,7 @@ def test_plain_launches_are_not_replays(test_clock):
 
 def c_callable(calls):
     """A C-only callable: the innermost Python frame of its calls is the caller's."""
-    return functools.partial(next, map(_core._inject_calls, itertools.repeat(calls)))
+    return functools.partial(next, map(_testhooks._inject_calls, itertools.repeat(calls)))
 
 
 malloc = c_callable([("cudaMalloc", 1_000)])
@@ -252,13 +252,13 @@ def test_pageable_host_to_device_copies_per_step(test_clock):
             copy_in()
         with prof.step():
             pass
-        _core._inject("memcpy", [
+        _testhooks._inject("memcpy", [
             (1_000, 2_000, 0, 7, 40, None, 64, MEMCPY_HTOD, PAGEABLE),
             (3_000, 4_000, 0, 7, 41, None, 64, MEMCPY_HTOD, PINNED),
             (5_000, 6_000, 0, 7, 42, None, 64, 2, PAGEABLE),  # device to host: not this rule
         ])
         launch = test_clock.at(2)  # the copy call's enter (reads: start 0, step enter 1)
-        _core._inject("api", [(launch, launch + 1, c) for c in (40, 41, 42)])
+        _testhooks._inject("api", [(launch, launch + 1, c) for c in (40, 41, 42)])
     steps = [s["readiness"] for s in prof.model.steps()]
     calls = prof.capture.calls()
     assert steps[0]["pageable_copies"] == 1 and steps[1]["pageable_copies"] == 0
@@ -280,8 +280,8 @@ def test_step_signatures_see_count_and_grid_changes(test_clock):
                     kernels.append(kernel(t, t + 1_000, corr, name, grid, (128, 1, 1)))
                     corr += 1
                     t += 2_000
-        _core._inject("api", apis)
-        _core._inject("kernel", kernels)
+        _testhooks._inject("api", apis)
+        _testhooks._inject("kernel", kernels)
     signatures = [s["readiness"]["signature"] for s in prof.model.steps()]
     assert signatures[0] == signatures[1]  # the same work in another order
     assert len({signatures[0], signatures[2], signatures[3]}) == 3
@@ -305,8 +305,8 @@ def test_each_sync_gets_the_gaps_it_overlapped_longest(test_clock):
         edges = [1_000_000, gaps["A"][0], gaps["A"][1], gaps["B"][0], gaps["B"][1],
                  gaps["C"][0], gaps["C"][1], 2_011_000]
         ops = [kernel(edges[i], edges[i + 1], i + 1, "k") for i in range(0, len(edges), 2)]
-        _core._inject("kernel", ops)
-        _core._inject("api", [(op[0] - 1, op[0], op[4]) for op in ops])  # launched just before
+        _testhooks._inject("kernel", ops)
+        _testhooks._inject("api", [(op[0] - 1, op[0], op[4]) for op in ops])  # launched just before
         test_clock.set(3_000_000, 1_000)  # the profile ends after the last launch: none ignored
     model = prof.model
 
@@ -331,12 +331,12 @@ def test_a_recording_keeps_what_the_new_figures_need(test_clock, tmp_path):
 
     test_clock.set(1_000_000, 7_000)
     with loopscope.profile() as prof:
-        _core._inject("device", [H200])
+        _testhooks._inject("device", [H200])
         launches = graph_loop(prof, 3, 7_000)
-        _core._inject("kernel", [kernel(2_000_000 + 20_000 * i, 2_010_000 + 20_000 * i, a[2],
+        _testhooks._inject("kernel", [kernel(2_000_000 + 20_000 * i, 2_010_000 + 20_000 * i, a[2],
                                         "k", (64, 1, 1), (256, 1, 1), 32)
                                  for i, a in enumerate(launches)])
-        _core._inject("memcpy", [(3_000_000, 3_001_000, 0, 7, 99, None, 8, MEMCPY_HTOD,
+        _testhooks._inject("memcpy", [(3_000_000, 3_001_000, 0, 7, 99, None, 8, MEMCPY_HTOD,
                                   PAGEABLE)])
     path = tmp_path / "run.loopscope.json.gz"
     prof.save_recording(path)

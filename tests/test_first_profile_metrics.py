@@ -3,14 +3,14 @@ whose sampler must be set up (the first of a process) waits for the set-up
 at its enter, bounded, and its window begins after the wait, so the samples
 cover the loop; metrics="lazy" keeps the old way (no wait); a sampler set up
 by an earlier profile is not waited for.  Synthetic samples
-(_core._fake_samples) stand in for CUPTI: `setup_ns` is when sampling begins
+(_testhooks._fake_samples) stand in for CUPTI: `setup_ns` is when sampling begins
 on the scripted clock, `setup_sleep_ns` real host time the set-up takes."""
 from __future__ import annotations
 
 import pytest
 
 import loopscope
-from loopscope import _core, _settings
+from loopscope import _core, _settings, _testhooks
 
 US = 1_000
 START = 1_000_000
@@ -21,7 +21,7 @@ SETUP = 300 * US  # lazy: sampling begins this long after the enter's first cloc
 @pytest.fixture(autouse=True)
 def _no_fakes_left():
     yield
-    _core._fake_samples([])
+    _testhooks._fake_samples([])
     _settings._cache.pop("internal", None)
 
 
@@ -33,7 +33,7 @@ def run(metrics, reused=False, sleep_ns=0):
     # Waited for, the set-up is over before the window starts: sampling
     # began at the window's first read (setup 0); lazily, SETUP after it.
     setup = SETUP if metrics == "lazy" else 0
-    _core._fake_samples(samples_from(0, 3_000_000), 1, 50 * US, setup, reused, sleep_ns)
+    _testhooks._fake_samples(samples_from(0, 3_000_000), 1, 50 * US, setup, reused, sleep_ns)
     with loopscope.profile(trace=False, syncs=False, metrics=metrics) as prof:
         for _ in range(3):
             with prof.step():
@@ -116,12 +116,12 @@ def test_a_profile_begun_before_any_cuda_context_samples_from_the_first_one(test
     context: the sampler is set up when the script makes one (CUPTI's
     resource callback), never before, and the enter does not wait."""
     test_clock.set(START, TICK)
-    _core._fake_samples(samples_from(0, 3_000_000), 1, 50 * US, 0, False, 0, True)
+    _testhooks._fake_samples(samples_from(0, 3_000_000), 1, 50 * US, 0, False, 0, True)
     with loopscope.profile(trace=False, syncs=False) as prof:
         with prof.step():
             pass
         opened_at = _core.now_ns()
-        _core._fake_context_created()  # the profiled code makes its context here
+        _testhooks._fake_context_created()  # the profiled code makes its context here
         for _ in range(3):
             with prof.step():
                 pass
@@ -138,14 +138,14 @@ def test_a_profile_begun_before_any_cuda_context_samples_from_the_first_one(test
 @pytest.mark.fake_sampler
 def test_a_profile_that_never_sees_a_cuda_context_says_so(test_clock):
     test_clock.set(START, TICK)
-    _core._fake_samples(samples_from(0, 3_000_000), 1, 50 * US, 0, False, 0, True)
+    _testhooks._fake_samples(samples_from(0, 3_000_000), 1, 50 * US, 0, False, 0, True)
     with loopscope.profile(trace=False, syncs=False) as prof:
         with prof.step():
             pass
     s = prof.summary()
     assert s["sm"] is None
     assert "no CUDA context was made" in s["metrics_error"]
-    _core._fake_context_created()  # after the stop: nobody listens any more
+    _testhooks._fake_context_created()  # after the stop: nobody listens any more
     assert not _core.active()
 
 
@@ -155,14 +155,14 @@ def test_the_profile_clock_rate_against_the_host_is_measured(rate):
     the profile clock run ~2x the host's; capture.info()["clock_rate"] is the
     ratio over the profile's window.  The scripted clock runs `rate` times its
     reference: the ratio read back is that rate."""
-    _core._set_test_clock(START, TICK, rate)
+    _testhooks._set_test_clock(START, TICK, rate)
     try:
         with loopscope.profile(trace=False, syncs=False, metrics=False) as prof:
             for _ in range(5):
                 with prof.step():
                     pass
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     info = prof._capture.info()
     assert info["clock_rate"] == pytest.approx(rate, rel=1e-4)  # whole-ns reference reads
     assert info["stop_ns"] - info["start_ns"] == pytest.approx(

@@ -7,7 +7,7 @@ import random
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 
 US = 1_000
 
@@ -169,10 +169,10 @@ def test_records_out_of_order_give_the_same_answer(run_trace):
     random.Random(4).shuffle(shuffled)
     assert shuffled != ks
     with loopscope.profile() as prof:
-        _core._inject("api", list(reversed(apis)))
-        _core._inject("kernel", shuffled[:3])
-        _core._inject("sync_record", syncs)
-        _core._inject("kernel", shuffled[3:])
+        _testhooks._inject("api", list(reversed(apis)))
+        _testhooks._inject("kernel", shuffled[:3])
+        _testhooks._inject("sync_record", syncs)
+        _testhooks._inject("kernel", shuffled[3:])
     mixed = prof.summary()
 
     assert in_order["gaps"]["count"] == 5
@@ -304,7 +304,7 @@ def test_zero_length_kernel_is_counted(run_trace):
 def test_report_shows_the_gap_figures(run_trace):
     """The text report carries the verdict and the gap line."""
     with loopscope.profile() as prof:
-        _core._inject("kernel", THREE_GAPS)
+        _testhooks._inject("kernel", THREE_GAPS)
     text = prof.report()
     assert "synthetic records" in text
     assert "Gaps: 3 (normal 1, warning 1, severe 1)" in text
@@ -346,7 +346,7 @@ def test_busy_intervals_and_bins_are_the_union_of_the_ops():
             t += rng.choice((0, length // 2, length))  # nested, overlapping, back to back
     rng.shuffle(records)
     with loopscope.profile() as prof:
-        _core._inject("kernel", records)
+        _testhooks._inject("kernel", records)
     model = prof.model
     want = merged_busy(records)
     assert len(want) > 200  # many stretches: the gaps between them are real

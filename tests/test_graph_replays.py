@@ -17,7 +17,7 @@ import pytest
 
 import fill_rule
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.files import _recording
 from loopscope.readers import _replay
 
@@ -103,8 +103,8 @@ def graph_loop(prof, durations, graph_names=None, api="cudaGraphLaunch", range_n
                 replays.append((start, device_end, launch, step, corr, name, in_range))
                 apis.append((launch, launch + 1_000, corr, 0, 0) + ((api,) if api else ()))
                 corr += 1
-    _core._inject("api", apis)
-    _core._inject("graph", [(a, b, 0, STREAM, c, name) for a, b, _, _, c, name, _ in replays])
+    _testhooks._inject("api", apis)
+    _testhooks._inject("graph", [(a, b, 0, STREAM, c, name) for a, b, _, _, c, name, _ in replays])
     return replays
 
 
@@ -160,7 +160,7 @@ def test_a_host_wait_over_a_gap_before_a_replay_makes_it_a_sync_gap(test_clock):
         replays = graph_loop(prof, [[30_000], [30_000], [30_000]])
         r0, r1, r2 = ((start, end, launch) for start, end, launch, *_ in replays)
         # a host wait inside the first gap only
-        _core._inject("sync_record", [(r0[1] + 10_000, r1[0] - 10_000, STREAM)])
+        _testhooks._inject("sync_record", [(r0[1] + 10_000, r1[0] - 10_000, STREAM)])
     assert idle_gaps([r0, r1, r2]) == [(r0[1], r1[0], r1[2]), (r1[1], r2[0], r2[2])]
     assert r1[2] >= r0[1] and r2[2] >= r1[1]  # both launched after the GPU went idle
     assert prof.summary()["gaps"]["by_cause"] == {"host": 1, "sync": 1, "other": 0}
@@ -200,8 +200,8 @@ def test_a_graph_named_like_a_collective_is_compute(test_clock):
     with loopscope.profile() as prof:
         with prof.step():
             launch = _core.now_ns()
-            _core._inject("api", [(launch, launch + 1, 1, 0, 0, "cudaGraphLaunch")])
-            _core._inject("graph", [(launch + 5_000, launch + 45_000, 0, STREAM, 1,
+            _testhooks._inject("api", [(launch, launch + 1, 1, 0, 0, "cudaGraphLaunch")])
+            _testhooks._inject("graph", [(launch + 5_000, launch + 45_000, 0, STREAM, 1,
                                      "ncclDevKernel_AllReduce_Sum_f32_RING_LL")])
     gpu = prof.summary()["gpu"]
     assert (gpu["comm_ms"], gpu["compute_ms"]) == (0.0, 0.04)
@@ -218,7 +218,7 @@ EAGER = [  # (duration ns, grid, block): launched outside graphs
 def test_mixed_profile_kernel_figures_cover_only_the_kernels(test_clock):
     test_clock.set(1_000_000, 100_000)
     with loopscope.profile() as prof:
-        _core._inject("device", [H200])
+        _testhooks._inject("device", [H200])
         ops, apis, kernels = [], [], []
         for step in range(2):
             with prof.step():
@@ -234,9 +234,9 @@ def test_mixed_profile_kernel_figures_cover_only_the_kernels(test_clock):
                     ops.append(("kernel", (start, start + duration, 0, STREAM, corr + 1 + j,
                                            f"eager_{j}", 0, grid, block)))
                     kernels.append((duration, grid, block, f"eager_{j}"))
-        _core._inject("api", apis)
+        _testhooks._inject("api", apis)
         for kind, op in ops:
-            _core._inject(kind, [op])
+            _testhooks._inject(kind, [op])
     s = prof.summary()
     gpu = s["gpu"]
     graph_ns = sum(op[1] - op[0] for kind, op in ops if kind == "graph")
@@ -264,8 +264,8 @@ def test_mixed_profile_kernel_figures_cover_only_the_kernels(test_clock):
 def test_no_replay_gives_zero_keys(test_clock):
     with loopscope.profile() as prof:
         launch = _core.now_ns()
-        _core._inject("api", [(launch, launch + 1, 1)])
-        _core._inject("kernel", [(launch + 5_000, launch + 15_000, 0, STREAM, 1, "k")])
+        _testhooks._inject("api", [(launch, launch + 1, 1)])
+        _testhooks._inject("kernel", [(launch + 5_000, launch + 15_000, 0, STREAM, 1, "k")])
     s = prof.summary()
     assert (s["gpu"]["graph_replays"], s["gpu"]["graph_replay_ms"]) == (0, 0.0)
     assert "CUDA graphs:" not in prof.report()
@@ -292,8 +292,8 @@ def test_replays_whose_launch_calls_are_not_named_still_read_replays_graph(test_
         replays = graph_loop(prof, [[30_000, 20_000], [40_000]], api=None)
         with prof.step():
             t = _core.now_ns()
-            _core._inject("api", [(t, t + 1, 99)])
-            _core._inject("kernel", [(t + 5_000, t + 15_000, 0, STREAM, 99, "eager")])
+            _testhooks._inject("api", [(t, t + 1, 99)])
+            _testhooks._inject("kernel", [(t + 5_000, t + 15_000, 0, STREAM, 99, "eager")])
     steps = prof.summary()["steps"]
     per_step = [sum(1 for r in replays if r[3] == i) for i in range(2)]
     assert per_step == [2, 1]
@@ -328,8 +328,8 @@ def test_export_writes_each_replay_on_its_stream_track(test_clock, tmp_path):
     with loopscope.profile() as prof:
         replays = graph_loop(prof, [[30_000], [40_000]])
         t = _core.now_ns()
-        _core._inject("api", [(t, t + 1, 50)])
-        _core._inject("kernel", [(t + 5_000, t + 6_000, 0, STREAM, 50, "eager")])
+        _testhooks._inject("api", [(t, t + 1, 50)])
+        _testhooks._inject("kernel", [(t + 5_000, t + 6_000, 0, STREAM, 50, "eager")])
     path = tmp_path / "t.json"
     prof.export_trace(str(path))
     data = json.loads(path.read_text())
@@ -408,11 +408,11 @@ def test_capture_lists_graph_ops_by_kind(test_clock):
 def test_bad_graph_records_are_refused_whole():
     with loopscope.profile() as prof:
         with pytest.raises(TypeError, match=r"graph record 1 must be a tuple \(start_ns, end_ns"):
-            _core._inject("graph", [(1_000, 2_000, 0, 7, 1), (3_000, 4_000, 0, 7, 2, "g", 64)])
+            _testhooks._inject("graph", [(1_000, 2_000, 0, 7, 1), (3_000, 4_000, 0, 7, 2, "g", 64)])
         with pytest.raises(ValueError, match="graph record 0 ends before it starts"):
-            _core._inject("graph", [(5_000, 4_000, 0, 7, 1)])
+            _testhooks._inject("graph", [(5_000, 4_000, 0, 7, 1)])
         with pytest.raises(TypeError, match=r"graph record 0, field 5 \(name\) must be a str"):
-            _core._inject("graph", [(1_000, 2_000, 0, 7, 1, 5)])
+            _testhooks._inject("graph", [(1_000, 2_000, 0, 7, 1, 5)])
     assert prof.capture.ops() == []
 
 
@@ -420,7 +420,7 @@ def test_a_recording_without_replays_keeps_format_version_2(test_clock, tmp_path
     test_clock.set(0, 1000)
     with loopscope.profile(metrics=False) as prof:
         with prof.step():
-            _core._inject("kernel", [(2000, 5000, 0, 7, 1, "k")])
+            _testhooks._inject("kernel", [(2000, 5000, 0, 7, 1, "k")])
     data = _recording.load(prof.save_recording(tmp_path / "rec.json.gz"))
     assert data["version"] == 2
 
@@ -431,7 +431,7 @@ def test_compare_shows_the_replays_traced_whole(test_clock):
     test_clock.set(0, 1000)
     with loopscope.profile(metrics=False) as before:
         with before.step():
-            _core._inject("kernel", [(2000, 5000, 0, 7, 1, "k"), (6000, 9000, 0, 7, 2, "k")])
+            _testhooks._inject("kernel", [(2000, 5000, 0, 7, 1, "k"), (6000, 9000, 0, 7, 2, "k")])
     prof, replays = profile_graph_loop(test_clock)
     result = loopscope.compare(before.summary(), prof.summary())
     change = result["figures"]["graph_replays"]

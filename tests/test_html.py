@@ -133,9 +133,9 @@ def test_without_matplotlib_tables_and_one_note():
         sys.modules["matplotlib"] = None          # import matplotlib -> ImportError
         warnings.simplefilter("ignore")
         import loopscope
-        from loopscope import _core
+        from loopscope import _testhooks
         from synthetic_loop import run_loop
-        _core._set_test_clock(1_000_000, 1_000)
+        _testhooks._set_test_clock(1_000_000, 1_000)
         with loopscope.profile(trace=False) as prof:
             run_loop(prof)
         print(prof._repr_html_())

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.files import _recording
 from loopscope.readers import _replay
 from loopscope.views import _pictures
@@ -57,8 +57,8 @@ def run_steps(prof, device1_step: int = 2) -> list[tuple]:
                     apis.append((launches[0], launches[0] + 1, corr))
                     kernels.append(((start, start + KERNEL, 1, 3, corr, "other_gpu"), i))
                     corr += 1
-    _core._inject("api", apis)
-    _core._inject("kernel", [k for k, _ in kernels])
+    _testhooks._inject("api", apis)
+    _testhooks._inject("kernel", [k for k, _ in kernels])
     return kernels
 
 
@@ -219,8 +219,8 @@ def test_the_view_is_bounded_whatever_the_size(test_clock, shape):
                     kernels.append((t, t + length, 0, 7, corr, "k"))
                     t += pitch
                     corr += 1
-        _core._inject("api", apis)
-        _core._inject("kernel", kernels)
+        _testhooks._inject("api", apis)
+        _testhooks._inject("kernel", kernels)
     timeline = _pictures.timeline_of(prof)
     for zoom in timeline["zooms"]:
         for kind in ("busy", "gaps", "ranges", "syncs"):
@@ -244,8 +244,8 @@ def test_gpu_work_without_steps_gets_the_whole_run_only(test_clock):
     with loopscope.profile() as prof:
         with loopscope.range("generate"):
             launch = _core.now_ns()
-        _core._inject("api", [(launch, launch + 1, 1), (launch, launch + 1, 2)])
-        _core._inject("kernel", [(launch + 1_000, launch + 2_000, 0, 7, 1, "a"),
+        _testhooks._inject("api", [(launch, launch + 1, 1), (launch, launch + 1, 2)])
+        _testhooks._inject("kernel", [(launch + 1_000, launch + 2_000, 0, 7, 1, "a"),
                                  (launch + 90_000, launch + 91_000, 0, 7, 2, "b")])
     h = prof._repr_html_()
     busy = 100 * 2 * 1_000 / 90_000  # two 1 us kernels from the first start to the last end

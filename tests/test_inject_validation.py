@@ -1,11 +1,11 @@
-"""_core._inject rejects bad input with TypeError/ValueError naming the
+"""_testhooks._inject rejects bad input with TypeError/ValueError naming the
 record and the problem, and a list that fails appends nothing."""
 from __future__ import annotations
 
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 GOOD_KERNEL = (1_000, 2_000, 0, 7, 1, "k")
 
@@ -19,36 +19,36 @@ def running():
 
 def test_outside_a_profile_raises_runtime_error():
     with pytest.raises(RuntimeError, match="no profile is running"):
-        _core._inject("kernel", [GOOD_KERNEL])
+        _testhooks._inject("kernel", [GOOD_KERNEL])
     with loopscope.profile() as prof:
         pass
     with pytest.raises(RuntimeError, match="no profile is running"):
-        _core._inject("kernel", [GOOD_KERNEL])  # after the profile stopped
+        _testhooks._inject("kernel", [GOOD_KERNEL])  # after the profile stopped
     assert prof.summary()["source"] is None
 
 
 def test_returns_the_count(running):
-    assert _core._inject("kernel", [GOOD_KERNEL, (3_000, 4_000, 0, 7, 2)]) == 2
-    assert _core._inject("kernel", ()) == 0
-    assert _core._inject("sync_record", iter([(1, 2)])) == 1  # any iterable of tuples
+    assert _testhooks._inject("kernel", [GOOD_KERNEL, (3_000, 4_000, 0, 7, 2)]) == 2
+    assert _testhooks._inject("kernel", ()) == 0
+    assert _testhooks._inject("sync_record", iter([(1, 2)])) == 1  # any iterable of tuples
 
 
 @pytest.mark.parametrize("kind", ["bogus", "Kernel", "", 1, None])
 def test_unknown_kind(running, kind):
     with pytest.raises(ValueError, match="kind must be one of 'kernel', 'memcpy', 'memset', 'graph'"):
-        _core._inject(kind, [GOOD_KERNEL])
+        _testhooks._inject(kind, [GOOD_KERNEL])
 
 
 def test_wrong_argument_count(running):
     with pytest.raises(TypeError, match="takes 2 arguments, got 1"):
-        _core._inject("kernel")
+        _testhooks._inject("kernel")
     with pytest.raises(TypeError, match="takes 2 arguments, got 3"):
-        _core._inject("kernel", [], [])
+        _testhooks._inject("kernel", [], [])
 
 
 def test_records_not_a_sequence(running):
     with pytest.raises(TypeError, match="records must be a sequence of tuples"):
-        _core._inject("kernel", 5)
+        _testhooks._inject("kernel", 5)
 
 
 # (kind, records, exception, message pattern)
@@ -75,7 +75,7 @@ BAD_SHAPES = [
 @pytest.mark.parametrize("kind, records, pattern", BAD_SHAPES)
 def test_wrong_shape_is_a_type_error(running, kind, records, pattern):
     with pytest.raises(TypeError, match=pattern):
-        _core._inject(kind, records)
+        _testhooks._inject(kind, records)
 
 
 BAD_FIELDS = [
@@ -107,29 +107,29 @@ BAD_FIELDS = [
 @pytest.mark.parametrize("kind, record, error, pattern", BAD_FIELDS)
 def test_bad_field(running, kind, record, error, pattern):
     with pytest.raises(error, match=pattern):
-        _core._inject(kind, [record])
+        _testhooks._inject(kind, [record])
 
 
 def test_message_names_the_failing_record(running):
     """The index in the message is the bad record's place in the list."""
     records = [GOOD_KERNEL, (3_000, 4_000, 0, 7, 2), (6_000, 5_000, 0, 7, 3)]
     with pytest.raises(ValueError, match=r"kernel record 2 ends before it starts"):
-        _core._inject("kernel", records)
+        _testhooks._inject("kernel", records)
 
 
 def test_failing_list_appends_nothing():
     """A list with good records before the bad one leaves the capture as it was,
     for every kind."""
     with loopscope.profile() as prof:
-        _core._inject("kernel", [(1_000, 2_000, 0, 7, 1, "k0"), (102_000, 103_000, 0, 7, 2, "k1")])
+        _testhooks._inject("kernel", [(1_000, 2_000, 0, 7, 1, "k0"), (102_000, 103_000, 0, 7, 2, "k1")])
         with pytest.raises(ValueError, match="kernel record 1"):
-            _core._inject("kernel", [(200_000, 201_000, 0, 7, 3), (5, 4, 0, 7, 4)])
+            _testhooks._inject("kernel", [(200_000, 201_000, 0, 7, 3), (5, 4, 0, 7, 4)])
         with pytest.raises(TypeError, match="memcpy record 2"):
-            _core._inject("memcpy", [(300_000, 301_000, 0, 7, 5), (400_000, 401_000, 0, 7, 6), "x"])
+            _testhooks._inject("memcpy", [(300_000, 301_000, 0, 7, 5), (400_000, 401_000, 0, 7, 6), "x"])
         with pytest.raises(ValueError, match="api record 1"):
-            _core._inject("api", [(50_000, 50_100, 2), (0, 1, 1)])
+            _testhooks._inject("api", [(50_000, 50_100, 2), (0, 1, 1)])
         with pytest.raises(TypeError, match="sync record 1"):
-            _core._inject("sync_record", [(2_000, 102_000), (1.0, 2.0)])
+            _testhooks._inject("sync_record", [(2_000, 102_000), (1.0, 2.0)])
     s = prof.summary()
     gpu, gaps = s["gpu"], s["gaps"]
     assert (gpu["kernels"], gpu["memcpys"], gpu["memsets"]) == (2, 0, 0)
@@ -143,7 +143,7 @@ def test_only_failing_lists_leave_no_gpu_sections():
     """If every injection failed, the profile reads as not injected at all."""
     with loopscope.profile() as prof:
         with pytest.raises(ValueError):
-            _core._inject("kernel", [(1_000, 2_000, 0, 7, 1), (0, 1, 0, 7, 2)])
+            _testhooks._inject("kernel", [(1_000, 2_000, 0, 7, 1), (0, 1, 0, 7, 2)])
     s = prof.summary()
     assert s["source"] is None
     assert s["gaps"] is None and s["gpu"] is None
@@ -162,15 +162,15 @@ def test_optional_fields():
     syncs = [(2_000, 3_000, 7), (7_000, 7_000)]
     pageable = (3_000, 4_000, 0, 7, 4, "DtoH", 8, 2, 1)
     with loopscope.profile() as prof:
-        assert _core._inject("kernel", [kernel]) == 1
-        assert _core._inject("memcpy", [memcpy]) == 1
-        assert _core._inject("memset", [memset]) == 1
-        assert _core._inject("api", apis) == len(apis)
-        assert _core._inject("sync_record", syncs) == len(syncs)
-        assert _core._inject("memcpy", [pageable]) == 1
+        assert _testhooks._inject("kernel", [kernel]) == 1
+        assert _testhooks._inject("memcpy", [memcpy]) == 1
+        assert _testhooks._inject("memset", [memset]) == 1
+        assert _testhooks._inject("api", apis) == len(apis)
+        assert _testhooks._inject("sync_record", syncs) == len(syncs)
+        assert _testhooks._inject("memcpy", [pageable]) == 1
         # an async copy call for each: only the pageable one made the host wait
-        _core._inject_calls([("cudaMemcpyAsync", 1_000, memcpy[4])])
-        _core._inject_calls([("cudaMemcpyAsync", 1_000, pageable[4])])
+        _testhooks._inject_calls([("cudaMemcpyAsync", 1_000, memcpy[4])])
+        _testhooks._inject_calls([("cudaMemcpyAsync", 1_000, pageable[4])])
     c = prof.capture
     # ops(): (kind, start, end, device, stream, correlation, name, bytes)
     assert sorted(c.ops()) == sorted([("kernel", *kernel, 0), ("memcpy", *memcpy[:7]),
@@ -192,9 +192,9 @@ def test_the_sample_hook_names_every_figure():
     hook's message lists exactly those the model averages."""
     _core.start(trace=False, syncs=False)
     try:
-        _core._inject("sample", [(1_000, 2_000, {"sm_active_pct": 1.0})])
+        _testhooks._inject("sample", [(1_000, 2_000, {"sm_active_pct": 1.0})])
         with pytest.raises(TypeError) as error:
-            _core._inject("sample", [(1_000,)])
+            _testhooks._inject("sample", [(1_000,)])
     finally:
         capture = _core.stop()
     listed = str(error.value).split("(figures: ")[1].split(";")[0].split()
@@ -208,6 +208,6 @@ def test_a_sample_figure_that_is_not_a_number_is_named(running):
     TypeError ('must be real number, not str') without the record."""
     with pytest.raises(TypeError, match=r"loopscope._inject: sample record 0, sm_active_pct must "
                                         r"be a number, not str"):
-        _core._inject("sample", [(1, 2, {"sm_active_pct": ""})])
+        _testhooks._inject("sample", [(1, 2, {"sm_active_pct": ""})])
     with pytest.raises(TypeError, match="must be a number, not bool"):
-        _core._inject("sample", [(1, 2, {"sm_active_pct": True})])
+        _testhooks._inject("sample", [(1, 2, {"sm_active_pct": True})])

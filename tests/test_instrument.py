@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch", reason="instrument() needs PyTorch")
 from torch import nn  # noqa: E402
 
 import loopscope  # noqa: E402
-from loopscope import _core, _instrument  # noqa: E402
+from loopscope import _core, _instrument, _testhooks  # noqa: E402
 
 # torch.jit warns about its own deprecation (used directly and by Dynamo's imports).
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
@@ -27,12 +27,12 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWar
 def _hook_stack_is_left_empty():
     """Every test leaves this thread's backward-range stack and its C range
     stack empty (checked, then reset)."""
-    open_before = _core._open_ranges()
+    open_before = _testhooks._open_ranges()
     yield
     leftover = list(_instrument._local.stack)
     _instrument._local.stack.clear()
     assert leftover == [], "the test left hook ranges open on this thread"
-    assert _core._open_ranges() == open_before, "the test left ranges open on this thread"
+    assert _testhooks._open_ranges() == open_before, "the test left ranges open on this thread"
 
 
 class Launch(nn.Module):
@@ -138,8 +138,8 @@ def inject_kernels(log, per_step: int = 10, gap_us: int = 2, step_gap_us: int = 
         apis.append((launch_ns, launch_ns + 100, i + 1))
         kernels.append((cursor, cursor + us * 1000, 0, 7, i + 1, f"k{i}"))
         cursor += us * 1000
-    _core._inject("api", apis)
-    _core._inject("kernel", kernels)
+    _testhooks._inject("api", apis)
+    _testhooks._inject("kernel", kernels)
 
 
 def run_steps(model, steps: int, **profile_options):

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.views._report import format_report
 from machine import NO_DRIVER_REASON, driver_present
 
@@ -36,11 +36,11 @@ def _analysis(kernels=(), samples=(), apis=()):
     _core.start(trace=False, syncs=False)
     try:
         if kernels:
-            _core._inject("kernel", list(kernels))
+            _testhooks._inject("kernel", list(kernels))
         if apis:
-            _core._inject("api", list(apis))
+            _testhooks._inject("api", list(apis))
         if samples:
-            _core._inject("sample", list(samples))
+            _testhooks._inject("sample", list(samples))
     finally:
         capture = _core.stop()
     model = capture.model()
@@ -123,7 +123,7 @@ def test_bad_samples_are_refused_and_nothing_is_appended(bad, error):
     _core.start(trace=False, syncs=False)
     try:
         with pytest.raises(error):
-            _core._inject("sample", [sample(1, 2, sm=1), bad])
+            _testhooks._inject("sample", [sample(1, 2, sm=1), bad])
     finally:
         capture = _core.stop()
     assert capture.info()["samples"] == 0
@@ -374,39 +374,39 @@ def test_report_shows_counters(run_trace):
 def test_decoder_thread_wakes_once_a_period():
     # 1 ms period for 60 ms: about 60 rounds; a loaded 2-core CI machine may
     # oversleep, so only "many, and not more than the period allows".
-    rounds, _, state = _core._decoder_probe(1_000_000, 60_000_000)
+    rounds, _, state = _testhooks._decoder_probe(1_000_000, 60_000_000)
     assert 10 <= rounds <= 61
     assert state == "none"  # ended and joined
 
 
 def test_stopping_the_decoder_does_not_wait_out_its_period():
-    rounds, stop_ns, _ = _core._decoder_probe(10_000_000_000, 2_000_000)
+    rounds, stop_ns, _ = _testhooks._decoder_probe(10_000_000_000, 2_000_000)
     assert rounds == 0
     assert stop_ns < 1_000_000_000  # woken at once, not after the 10 s period
 
 
 def test_idle_decoder_releases_the_counters_after_the_keep_time_and_ends():
-    _, _, state = _core._decoder_probe(1_000_000, 3_000_000, 100_000_000)
+    _, _, state = _testhooks._decoder_probe(1_000_000, 3_000_000, 100_000_000)
     assert state == "idle"
     deadline = time.monotonic() + 5
-    while _core._decoder_state() != "ended" and time.monotonic() < deadline:
+    while _testhooks._decoder_state() != "ended" and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert _core._decoder_state() == "ended"
+    assert _testhooks._decoder_state() == "ended"
     _core._release_counters()
-    assert _core._decoder_state() == "none"
+    assert _testhooks._decoder_state() == "none"
 
 
 def test_a_new_start_keeps_an_idle_decoder_from_releasing():
-    _core._decoder_probe(1_000_000, 1_000_000, 100_000_000)
-    assert _core._decoder_state() == "idle"
+    _testhooks._decoder_probe(1_000_000, 1_000_000, 100_000_000)
+    assert _testhooks._decoder_state() == "idle"
     # The next run takes the same thread over before its keep time is up,
     # and parks it for good this time (keep: 1 hour).
-    _, _, state = _core._decoder_probe(1_000_000, 300_000_000, 3_600_000_000_000)
+    _, _, state = _testhooks._decoder_probe(1_000_000, 300_000_000, 3_600_000_000_000)
     assert state == "idle"
     time.sleep(0.05)
-    assert _core._decoder_state() == "idle"
+    assert _testhooks._decoder_state() == "idle"
     _core._release_counters()
-    assert _core._decoder_state() == "none"
+    assert _testhooks._decoder_state() == "none"
 
 
 def test_release_counters_refuses_while_a_profile_runs():
@@ -418,14 +418,14 @@ def test_release_counters_refuses_while_a_profile_runs():
 def test_decoder_probe_refuses_while_a_profile_runs():
     with loopscope.profile():
         with pytest.raises(RuntimeError, match="no profile running"):
-            _core._decoder_probe(1_000_000, 1_000_000)
+            _testhooks._decoder_probe(1_000_000, 1_000_000)
 
 
 # Placing decoded samples on the activity clock (ls_samples_settle): 100 us
 # samples, partial above 1 ms, profile from 1_000_000 to 2_000_000 ns, 100 ms
 # tolerance for "another clock".
 def settle(spans, started=1_000_000, stopped=2_000_000):
-    return _core._settle_samples(spans, 1_000_000, started, stopped, 100_000_000)
+    return _testhooks._settle_samples(spans, 1_000_000, started, stopped, 100_000_000)
 
 
 def test_samples_on_the_activity_clock_stay_where_they_are():

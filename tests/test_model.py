@@ -13,7 +13,7 @@ import threading
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope._range_steps import summary_with_range_steps
 
 MAIN, WORKER, AUTOGRAD = 101, 202, 303  # thread ids of injected records
@@ -22,13 +22,13 @@ MAIN, WORKER, AUTOGRAD = 101, 202, 303  # thread ids of injected records
 def profile_of(ranges=(), apis=(), kernels=(), memcpys=(), **options):
     with loopscope.profile(**options) as prof:
         if ranges:
-            _core._inject("range", list(ranges))
+            _testhooks._inject("range", list(ranges))
         if apis:
-            _core._inject("api", list(apis))
+            _testhooks._inject("api", list(apis))
         if kernels:
-            _core._inject("kernel", list(kernels))
+            _testhooks._inject("kernel", list(kernels))
         if memcpys:
-            _core._inject("memcpy", list(memcpys))
+            _testhooks._inject("memcpy", list(memcpys))
     return prof
 
 
@@ -267,7 +267,7 @@ def test_a_window_holds_the_syncs_that_meet_it(test_clock):
     with loopscope.profile() as prof:
         for i in range(3):
             with prof.step():
-                _core._inject_calls([("cudaStreamSynchronize", 1_000)] * (i + 1))
+                _testhooks._inject_calls([("cudaStreamSynchronize", 1_000)] * (i + 1))
     model = prof.model
     every = sorted(model.syncs(), key=lambda x: x[0])
     assert len(every) == 6
@@ -355,7 +355,7 @@ def test_syncs_go_to_the_step_of_the_thread_that_waited(test_clock):
 
     def worker(prof):
         with prof.step("Worker_{i}"):
-            _core._inject_calls([("cudaStreamSynchronize", 1_000)])
+            _testhooks._inject_calls([("cudaStreamSynchronize", 1_000)])
         results["done"] = True
 
     with loopscope.profile() as prof:
@@ -363,7 +363,7 @@ def test_syncs_go_to_the_step_of_the_thread_that_waited(test_clock):
             thread = threading.Thread(target=worker, args=(prof,))
             thread.start()
             thread.join()
-            _core._inject_calls([("cudaDeviceSynchronize", 1_000)] * 2)
+            _testhooks._inject_calls([("cudaDeviceSynchronize", 1_000)] * 2)
     assert results["done"]
     steps = prof.summary()["steps"]
     assert [(st["name"], st["syncs"]) for st in steps] == [("Main_0", 2), ("Worker_1", 1)]
@@ -379,9 +379,9 @@ def test_range_steps_get_every_figure_live_steps_get(test_clock):
         for i in range(3):
             with loopscope.range("denoise"):
                 launch = _core.now_ns()
-                _core._inject("api", [(launch, launch + 1, i + 1)])
-                _core._inject_calls([("cudaStreamSynchronize", 100)] * i)
-        _core._inject("kernel", [(5_000_000 + 100_000 * i, 5_000_000 + 100_000 * i + 1_000, 0, 7,
+                _testhooks._inject("api", [(launch, launch + 1, i + 1)])
+                _testhooks._inject_calls([("cudaStreamSynchronize", 100)] * i)
+        _testhooks._inject("kernel", [(5_000_000 + 100_000 * i, 5_000_000 + 100_000 * i + 1_000, 0, 7,
                                   i + 1, f"k{i}") for i in range(3)])
     assert prof.summary()["steps"] == []
     s = summary_with_range_steps(prof, lambda name: name == "denoise")
@@ -537,7 +537,7 @@ def test_launches_and_their_ranges_whatever_order_the_records_come_in(test_clock
             rng.shuffle(ops)
         if apis_shuffled:
             rng.shuffle(records)
-        _core._set_test_clock(test_clock.start, test_clock.tick)  # the same stop each time
+        _testhooks._set_test_clock(test_clock.start, test_clock.tick)  # the same stop each time
         model = profile_of(ranges, records, ops).model
         launch = [best[k[4]][0] if k[4] in best else 2**64 - 1 for k in ops]
         assert list(model.op_column("launch_ns")) == launch

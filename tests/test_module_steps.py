@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 
 torch = pytest.importorskip("torch", reason="steps=module takes a torch.nn.Module")
 
@@ -27,7 +27,7 @@ def here() -> int:
 
 
 def c_callable(calls):
-    return functools.partial(next, map(_core._inject_calls, itertools.repeat(calls)))
+    return functools.partial(next, map(_testhooks._inject_calls, itertools.repeat(calls)))
 
 
 mask_check = c_callable([("cudaMemcpyAsync", 1_000, 0), ("cudaStreamSynchronize", 1_000)])

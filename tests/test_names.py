@@ -20,7 +20,7 @@ import subprocess
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.files import _recording
 from loopscope.readers import _replay
 from loopscope.views import _html
@@ -167,7 +167,7 @@ def test_strict_mode_names_an_installed_library_as_a_traceback_does(tmp_path, mo
     # a fake tensor whose item() is C only (no Python frame of its own), as
     # torch's: an async copy, then the stream sync that waits for it
     calls = [("cudaMemcpyAsync", 2_000, 7), ("cudaStreamSynchronize", 1_000)]
-    item = functools.partial(next, map(_core._inject_calls, itertools.repeat(calls)))
+    item = functools.partial(next, map(_testhooks._inject_calls, itertools.repeat(calls)))
     tensor = type("FakeTensor", (), {"item": item})()
     with pytest.raises(loopscope.SyncError) as info:
         with loopscope.no_sync():

@@ -21,7 +21,7 @@ import pytest
 
 import loopscope
 from machine import driver_present
-from loopscope import _core, _profile
+from loopscope import _core, _profile, _testhooks
 from loopscope.figures._syncs import display_path
 
 THIS_FILE = __file__
@@ -38,7 +38,7 @@ def c_callable(calls, release_gil=True):
     """A callable made of C functions only (no Python frame of its own) that
     injects `calls` through the switchboard; one positional argument is
     accepted and ignored (x.to("cpu"))."""
-    inject = functools.partial(_core._inject_calls, release_gil=release_gil)
+    inject = functools.partial(_testhooks._inject_calls, release_gil=release_gil)
     return functools.partial(next, map(inject, itertools.repeat(calls)))
 
 
@@ -115,7 +115,7 @@ def test_inside_a_profile_the_profile_goes_on_and_records_the_sync():
     """no_sync() inside profile(): raises at the line, leaves the profile
     running, and the profile's summary lists the sync."""
     with loopscope.profile() as prof:
-        _core._inject("memcpy", [(10, 20, 0, 7, COPY_CORR, None, 4, 2, 1)])  # pageable
+        _testhooks._inject("memcpy", [(10, 20, 0, 7, COPY_CORR, None, 4, 2, 1)])  # pageable
         with pytest.raises(loopscope.SyncError) as info:
             with loopscope.no_sync():
                 line = here() + 1
@@ -230,7 +230,7 @@ def test_one_sync_has_one_kind_in_the_report_and_in_strict_mode(judged, calls, t
 
     with loopscope.profile() as prof:
         if judged:
-            _core._inject("memcpy", [(10, 20, 0, 7, COPY_CORR, None, 4, 2, 1)])  # pageable
+            _testhooks._inject("memcpy", [(10, 20, 0, 7, COPY_CORR, None, 4, 2, 1)])  # pageable
         read_back(CopyThenWait())
     syncs = prof.summary()["syncs"]
     (site,) = syncs["sites"]
@@ -381,7 +381,7 @@ def test_runtime_async_copy_alone_is_not_stopped():
     runtime's cudaMemcpyAsync goes through), so the runtime call alone
     passes; the profile still reports it from the copy's activity record."""
     with loopscope.profile() as prof:
-        _core._inject("memcpy", [(10, 20, 0, 7, COPY_CORR, None, 4, 2, 1)])  # pageable
+        _testhooks._inject("memcpy", [(10, 20, 0, 7, COPY_CORR, None, 4, 2, 1)])  # pageable
         with loopscope.no_sync():
             line = here() + 1
             X.upload()

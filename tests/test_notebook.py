@@ -23,11 +23,11 @@ CELLS = [
     # 0: this loopscope and the synthetic loop, whatever the kernel's folder
     f"import sys, warnings\nsys.path[:0] = [{PYTHON_DIR!r}, {str(HERE)!r}]\n"
     "warnings.simplefilter('ignore')\n"
-    "import loopscope\nfrom loopscope import _core\nfrom synthetic_loop import run_loop",
+    "import loopscope\nfrom loopscope import _testhooks\nfrom synthetic_loop import run_loop",
     # 1: profile the loop on the scripted clock; show the Profile
-    "_core._set_test_clock(1_000_000, 1_000)\n"
+    "_testhooks._set_test_clock(1_000_000, 1_000)\n"
     "with loopscope.profile(trace=False) as prof:\n    run_loop(prof)\n"
-    "_core._set_test_clock(0, 0)\nprof",
+    "_testhooks._set_test_clock(0, 0)\nprof",
     # 2: the summary on its own
     "prof.summary()",
     # 3: the same view where matplotlib cannot be imported

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 CI = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-README_TEST_COMMAND = 'pip install ".[test]" && python -m pytest tests'
+README_TEST_COMMAND = 'LOOPSCOPE_TEST_HOOKS=1 pip install ".[test]" && python -m pytest tests'
 
 
 def requirement_name(requirement: str) -> str:
@@ -82,3 +82,29 @@ def test_the_wheel_lists_every_folder_of_the_package():
                and any(f.suffix in (".py", ".gz") for f in p.iterdir())}
     assert {"loopscope", "loopscope.data", "loopscope.views", "loopscope.readers"} <= folders
     assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == sorted(folders)
+
+
+# The C test hooks (issue 29): every build that runs the suite is a test build
+# (LOOPSCOPE_TEST_HOOKS=1), the release wheel is not, and CI checks that its
+# _core has none of them.
+def test_every_ci_build_that_runs_the_tests_has_the_test_hooks():
+    assert CI.count(README_TEST_COMMAND) == 1  # README's command, as README has it
+    builds = [line for line in CI.splitlines()
+              if "LOOPSCOPE_SANITIZE=1 " in line or "LOOPSCOPE_COVERAGE=1 " in line]
+    assert len(builds) == 2, builds
+    assert all("LOOPSCOPE_TEST_HOOKS=1 " in line for line in builds), builds
+    assert "export LOOPSCOPE_TEST_HOOKS" not in CI  # the wheel below is built without
+
+
+def test_the_release_wheel_is_built_without_the_test_hooks_and_ci_checks_it():
+    wheel = [line for line in CI.splitlines() if "python -m build --wheel" in line]
+    assert len(wheel) == 1 and "LOOPSCOPE_TEST_HOOKS" not in wheel[0], wheel
+    smoke = CI[CI.index('"$wheel_tree/venv/bin/python" - <<\'PY\''):]
+    smoke = smoke[:smoke.index("\nPY\n")]
+    assert 'not hasattr(core, "_inject_calls")' in smoke and "import loopscope._testhooks" in smoke
+    assert "LOOPSCOPE_TEST_HOOKS" not in str(PYPROJECT["tool"]["cibuildwheel"])
+
+
+def test_the_mutation_runner_builds_the_test_hooks():
+    runner = (ROOT / "tests" / "mutation" / "run_mutants.py").read_text(encoding="utf-8")
+    assert 'env["LOOPSCOPE_TEST_HOOKS"] = "1"' in runner

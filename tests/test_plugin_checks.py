@@ -10,7 +10,7 @@ pytest_plugins = ["pytester"]
 
 STRETCHED = '''
 import pytest
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.figures import _checks
 
 
@@ -25,7 +25,7 @@ def two_kernels(second_after_ns):
     `second_after_ns` after the first ends."""
     t = _core.now_ns()
     u = t + 1_000 + second_after_ns
-    _core._inject("kernel", [(t, t + 1_000, 0, 9, 1, "a"), (u, u + 1_000, 0, 9, 2, "b")])
+    _testhooks._inject("kernel", [(t, t + 1_000, 0, 9, 1, "a"), (u, u + 1_000, 0, 9, 2, "b")])
 
 
 @pytest.mark.loopscope(max_severe_gaps=0, max_gap_us=5)
@@ -51,7 +51,7 @@ def test_a_failed_check_fails_the_budgets_with_its_reason(inner):
 
 BASELINE = '''
 import pytest
-from loopscope import _core
+from loopscope import _core, _testhooks
 from synthetic_loop import run_loop
 
 
@@ -59,9 +59,9 @@ from synthetic_loop import run_loop
 def _ticks():
     # host times from a ticking test clock: the loop time is the same every
     # run (on the real clock a busy CI box made it 5x once, a "regression")
-    _core._set_test_clock(1_000_000, 1_000)
+    _testhooks._set_test_clock(1_000_000, 1_000)
     yield
-    _core._set_test_clock(0, 0)
+    _testhooks._set_test_clock(0, 0)
 
 
 @pytest.mark.loopscope(baseline="base.json", max_regression_pct=10)

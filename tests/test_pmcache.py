@@ -1,5 +1,5 @@
 """The PM sampling config image cached on disk (ls_pmcache), through the
-_core._pmcache test hook: no GPU needed.  A new process reads the image its
+_testhooks._pmcache test hook: no GPU needed.  A new process reads the image its
 chip, metric set, CUPTI version and counter availability made; any change
 of those reads another file, and a bad file is ignored with a sentence."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from loopscope import _core, _settings
+from loopscope import _settings, _testhooks
 
 NAMES = ["sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
          "dram__throughput.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"]
@@ -24,9 +24,9 @@ def key(folder, chip="GH100", names=NAMES, version=130001, availability=AVAIL):
 
 def test_an_image_comes_back_as_it_was_stored(tmp_path):
     folder = tmp_path / "a" / "b"  # made on the way
-    path = _core._pmcache("store", **key(folder), kept=KEPT, image=IMAGE)
+    path = _testhooks._pmcache("store", **key(folder), kept=KEPT, image=IMAGE)
     assert os.path.dirname(path) == str(folder) and os.path.basename(path).startswith("pmconfig-GH100-")
-    assert _core._pmcache("load", **key(folder)) == (1, KEPT, IMAGE, None)
+    assert _testhooks._pmcache("load", **key(folder)) == (1, KEPT, IMAGE, None)
     assert not [f for f in os.listdir(folder) if ".tmp." in f]  # written by rename
 
 
@@ -38,16 +38,16 @@ def test_an_image_comes_back_as_it_was_stored(tmp_path):
     {"availability": AVAIL[:-1] + b"\xff"},
 ])
 def test_a_new_chip_metric_set_cupti_or_availability_misses(tmp_path, change):
-    _core._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
+    _testhooks._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
     other = key(tmp_path, **change)
-    assert _core._pmcache("path", **other) != _core._pmcache("path", **key(tmp_path))
-    assert _core._pmcache("load", **other) == (0, None, None, None)
+    assert _testhooks._pmcache("path", **other) != _testhooks._pmcache("path", **key(tmp_path))
+    assert _testhooks._pmcache("load", **other) == (0, None, None, None)
 
 
 def test_a_file_of_another_key_under_this_name_is_ignored_with_a_note(tmp_path):
-    stored = _core._pmcache("store", **key(tmp_path, chip="GB100"), kept=KEPT, image=IMAGE)
-    os.replace(stored, _core._pmcache("path", **key(tmp_path)))
-    found, kept, image, note = _core._pmcache("load", **key(tmp_path))
+    stored = _testhooks._pmcache("store", **key(tmp_path, chip="GB100"), kept=KEPT, image=IMAGE)
+    os.replace(stored, _testhooks._pmcache("path", **key(tmp_path)))
+    found, kept, image, note = _testhooks._pmcache("load", **key(tmp_path))
     assert (found, kept, image) == (-1, None, None)
     assert "another chip, metric set, CUPTI or counter availability" in note
 
@@ -59,29 +59,29 @@ def test_a_file_of_another_key_under_this_name_is_ignored_with_a_note(tmp_path):
     (lambda data: b"garbage!" + data[8:], "not a loopscope PM config file"),
 ])
 def test_a_damaged_file_is_ignored_with_a_note(tmp_path, damage, words):
-    path = _core._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
+    path = _testhooks._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
     with open(path, "rb") as f:
         data = f.read()
     with open(path, "wb") as f:
         f.write(damage(data))
-    found, kept, image, note = _core._pmcache("load", **key(tmp_path))
+    found, kept, image, note = _testhooks._pmcache("load", **key(tmp_path))
     assert (found, kept, image) == (-1, None, None)
     assert words in note and path in note
 
 
 def test_storing_again_replaces_a_damaged_file(tmp_path):
-    path = _core._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
+    path = _testhooks._pmcache("store", **key(tmp_path), kept=KEPT, image=IMAGE)
     with open(path, "wb") as f:
         f.write(b"x")
-    _core._pmcache("store", **key(tmp_path), kept=[True, False, False], image=IMAGE[:100])
-    assert _core._pmcache("load", **key(tmp_path)) == (1, [True, False, False], IMAGE[:100], None)
+    _testhooks._pmcache("store", **key(tmp_path), kept=[True, False, False], image=IMAGE[:100])
+    assert _testhooks._pmcache("load", **key(tmp_path)) == (1, [True, False, False], IMAGE[:100], None)
 
 
 def test_an_unwritable_folder_is_a_note_not_a_crash(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     with pytest.raises(OSError, match="could not be made"):
-        _core._pmcache("store", **key(blocker / "sub"), kept=KEPT, image=IMAGE)
+        _testhooks._pmcache("store", **key(blocker / "sub"), kept=KEPT, image=IMAGE)
 
 
 def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
@@ -149,9 +149,9 @@ AVAIL_IMAGE = bytes((i * 13) % 256 for i in range(3000))
 
 
 def test_an_availability_image_comes_back_as_it_was_stored(tmp_path):
-    assert _core._pmavail("load", str(tmp_path), **AVAIL_KEY) == (0, None, None)
-    _core._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
-    assert _core._pmavail("load", str(tmp_path), **AVAIL_KEY) == (1, AVAIL_IMAGE, None)
+    assert _testhooks._pmavail("load", str(tmp_path), **AVAIL_KEY) == (0, None, None)
+    _testhooks._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
+    assert _testhooks._pmavail("load", str(tmp_path), **AVAIL_KEY) == (1, AVAIL_IMAGE, None)
 
 
 @pytest.mark.parametrize("change", [
@@ -162,25 +162,25 @@ def test_an_availability_image_comes_back_as_it_was_stored(tmp_path):
     {"cupti_version": 130002},
 ])
 def test_a_new_chip_device_driver_or_cupti_asks_cupti_again(tmp_path, change):
-    _core._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
-    found, image, _ = _core._pmavail("load", str(tmp_path), **dict(AVAIL_KEY, **change))
+    _testhooks._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
+    found, image, _ = _testhooks._pmavail("load", str(tmp_path), **dict(AVAIL_KEY, **change))
     assert (found, image) == (0, None)
     # ... and the unchanged key still finds its own.
-    assert _core._pmavail("load", str(tmp_path), **AVAIL_KEY)[0] == 1
+    assert _testhooks._pmavail("load", str(tmp_path), **AVAIL_KEY)[0] == 1
 
 
 def test_a_damaged_availability_file_is_ignored_with_a_sentence(tmp_path):
-    _core._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
+    _testhooks._pmavail("store", str(tmp_path), **AVAIL_KEY, image=AVAIL_IMAGE)
     (path,) = [tmp_path / f for f in os.listdir(tmp_path)]
     data = bytearray(path.read_bytes())
     data[-10] ^= 0xFF
     path.write_bytes(bytes(data))
-    found, image, note = _core._pmavail("load", str(tmp_path), **AVAIL_KEY)
+    found, image, note = _testhooks._pmavail("load", str(tmp_path), **AVAIL_KEY)
     assert (found, image) == (-1, None) and note
 
 
 def test_the_driver_identity_names_what_it_could_read():
-    text = _core._pmavail("driver", "", "", 0, "", 0)
+    text = _testhooks._pmavail("driver", "", "", 0, "", 0)
     cuda, _, module = text.partition("; ")
     assert cuda.startswith("cuda ") and module
     if not os.path.exists("/proc/driver/nvidia/version"):

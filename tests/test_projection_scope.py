@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 from loopscope.files import _recording
 from loopscope.views._report import format_report
 
@@ -51,8 +51,8 @@ def unmarked_loop(test_clock, gaps_ns):
         kernels.append((t, t + 10 * US))
         t += 10 * US
     with loopscope.profile() as prof:
-        _core._inject("api", [(a - 500, a - 400, i + 1) for i, (a, _) in enumerate(kernels)])
-        _core._inject("kernel", [(a, b, 0, 7, i + 1, "k") for i, (a, b) in enumerate(kernels)])
+        _testhooks._inject("api", [(a - 500, a - 400, i + 1) for i, (a, _) in enumerate(kernels)])
+        _testhooks._inject("kernel", [(a, b, 0, 7, i + 1, "k") for i, (a, b) in enumerate(kernels)])
     return prof.summary(), kernels
 
 
@@ -96,7 +96,7 @@ def test_without_steps_gaps_holding_less_than_half_are_not_named(test_clock):
 
 def c_callable(calls):
     """A C-only callable: its API calls' innermost Python frame is the caller's line."""
-    return functools.partial(next, map(_core._inject_calls, itertools.repeat(calls)))
+    return functools.partial(next, map(_testhooks._inject_calls, itertools.repeat(calls)))
 
 
 wait_for_gpu = c_callable([("cudaStreamSynchronize", 150 * US)])
@@ -118,10 +118,10 @@ def test_with_steps_a_sync_outside_them_wins_the_loop_nothing(test_clock):
         at = test_clock.at
         kernels = [(at(1 + 2 * i) + 5 * US, at(1 + 2 * i) + 15 * US) for i in range(3)]
         kernels.append((at(7) + 200 * US, at(7) + 210 * US))
-        _core._inject("api", [(a - 2 * US, a - 2 * US + 1, i + 1)
+        _testhooks._inject("api", [(a - 2 * US, a - 2 * US + 1, i + 1)
                               for i, (a, _) in enumerate(kernels[:3])]
                       + [(at(7) + 160 * US, at(7) + 160 * US + 1, 4)])
-        _core._inject("kernel", [(a, b, 0, 7, i + 1, "k") for i, (a, b) in enumerate(kernels)])
+        _testhooks._inject("kernel", [(a, b, 0, 7, i + 1, "k") for i, (a, b) in enumerate(kernels)])
     s = prof.summary()
     (site,) = s["syncs"]["sites"]
     assert site["steps"] == [] and site["gap_ms"] == (kernels[3][0] - kernels[2][1]) / MS

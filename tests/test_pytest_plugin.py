@@ -255,11 +255,11 @@ def test_sync_budget_fails_with_the_sync_site(inner):
     and the message points at the line that synced."""
     inner.makepyfile(test_syncs='''
         import pytest
-        from loopscope import _core
+        from loopscope import _testhooks
 
 
         def sync_here():
-            _core._inject_calls([("cudaStreamSynchronize", 20_000)])
+            _testhooks._inject_calls([("cudaStreamSynchronize", 20_000)])
 
 
         @pytest.mark.loopscope(max_syncs=0)
@@ -273,7 +273,7 @@ def test_sync_budget_fails_with_the_sync_site(inner):
     result.stdout.fnmatch_lines([
         "  FAILED max_syncs: host-device syncs 3 *",
         "Top sync sites:",
-        "  test_syncs.py:* in sync_here(): _core._inject_calls(*  [[]stream_sync] x3, blocked 0.060 ms, "
+        "  test_syncs.py:* in sync_here(): _testhooks._inject_calls(*  [[]stream_sync] x3, blocked 0.060 ms, "
         "steps 0-2",
     ])
 

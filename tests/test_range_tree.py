@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 
 
 def two_steps(clock):
@@ -33,7 +33,7 @@ def two_steps(clock):
                         pass
                     with loopscope.range("Block/MLP"):
                         pass
-        _core._inject("api", [
+        _testhooks._inject("api", [
             (t(2) + 100, t(2) + 200, 1),    # step 0 Embed
             (t(5) + 100, t(5) + 200, 2),    # step 0 MLP (first)
             (t(7) + 100, t(7) + 200, 3),    # step 0 MLP (second)
@@ -41,7 +41,7 @@ def two_steps(clock):
             (t(12) + 100, t(12) + 200, 5),  # step 1 Embed
             (t(15) + 100, t(15) + 200, 6),  # step 1 MLP (first); the second launches nothing
         ])
-        _core._inject("kernel", [
+        _testhooks._inject("kernel", [
             (3_000_000, 3_010_000, 0, 7, 1, "embed0"),
             (3_020_000, 3_040_000, 0, 7, 2, "mlp0a"),   # gap 10 us before
             (3_050_000, 3_060_000, 0, 7, 3, "mlp0b"),   # gap 10 us before
@@ -109,8 +109,8 @@ def test_nested_ranges_of_one_name_count_each_kernel_once(test_clock):
             with loopscope.range("R"):         # [t2, t5]
                 with loopscope.range("R"):     # [t3, t4]
                     pass
-        _core._inject("api", [(t(3) + 100, t(3) + 200, 1)])
-        _core._inject("kernel", [(5_000_000, 5_004_000, 0, 7, 1, "k")])
+        _testhooks._inject("api", [(t(3) + 100, t(3) + 200, 1)])
+        _testhooks._inject("kernel", [(5_000_000, 5_004_000, 0, 7, 1, "k")])
     (r,) = prof.summary()["ranges"]
     assert (r["name"], r["count"], r["host_ms"], r["kernels"], r["gpu_ms"], r["parent"]) == (
         "R", 2, 0.004, 1, 0.004, None)
@@ -154,7 +154,7 @@ def test_range_groups_unit():
         (31, 32, "S1/a/b", 7, -1, main),        # 8: under x: no step around it -> key "S1/a/b"
     ]
     with loopscope.profile() as prof:
-        assert _core._inject("range", records) == len(records)
+        assert _testhooks._inject("range", records) == len(records)
     model = prof.model
     assert [r["group"] for r in model.ranges()] == [None, 0, 1, 2, None, 0, 0, 3, 4]
     assert [r["step"] for r in model.ranges()] == [0, None, None, None, 1, None, None, None, None]

@@ -714,7 +714,7 @@ def test_collective_arrivals_read_from_the_model(test_clock):
     """Per step: the GPU start of its first collective kernel and the host
     time of that kernel's launch call (injected records, as dist_worker.py
     makes them)."""
-    from loopscope import _core
+    from loopscope import _core, _testhooks
 
     prof = loopscope.profile(trace=False, syncs=False, metrics=False, gather=False)
     device_ns, corr, expected = 5_000_000, 1, {}
@@ -724,8 +724,8 @@ def test_collective_arrivals_read_from_the_model(test_clock):
                 for name, us in (("gemm", 40), ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 30),
                                  ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 20)):
                     now = _core.now_ns()
-                    _core._inject("api", [(now, now + 1, corr)])
-                    _core._inject("kernel", [(device_ns, device_ns + us * 1000, 0, 7, corr, name)])
+                    _testhooks._inject("api", [(now, now + 1, corr)])
+                    _testhooks._inject("kernel", [(device_ns, device_ns + us * 1000, 0, 7, corr, name)])
                     if name != "gemm" and k not in expected:  # the first collective of the step
                         expected[k] = (device_ns, now)
                     device_ns += us * 1000 + 1_000

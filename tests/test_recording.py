@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.files import _recording
 from loopscope.readers import _replay
 from loopscope.__main__ import main
@@ -34,22 +34,22 @@ def rich_profile(test_clock):
                         pass
         with loopscope.range("tail"):
             pass
-        _core._inject("api", [(t(1 + 6 * i) + 10, t(1 + 6 * i) + 20, i + 1) for i in range(3)]
+        _testhooks._inject("api", [(t(1 + 6 * i) + 10, t(1 + 6 * i) + 20, i + 1) for i in range(3)]
                       + [(t(2) + 5, t(2) + 6, 1, 3)])
-        _core._inject("kernel", [
+        _testhooks._inject("kernel", [
             (2_000_000, 2_010_000, 0, 7, 1, "gemm"),
             (2_090_000, 2_100_000, 0, 7, 2, "gemm"),
             (2_103_000, 2_104_000, 0, 9, 3, "softmax"),
             (2_300_000, 2_301_000, 0, 7, 77, None),   # no launch record
         ])
-        _core._inject("memcpy", [(2_150_000, 2_160_000, 0, 7, 40, "HtoD", 4096)])
-        _core._inject("memset", [(2_200_000, 2_201_000, 0, 9, 41, None, 64)])
+        _testhooks._inject("memcpy", [(2_150_000, 2_160_000, 0, 7, 40, "HtoD", 4096)])
+        _testhooks._inject("memset", [(2_200_000, 2_201_000, 0, 9, 41, None, 64)])
         # a host wait that began in the "tail" range, before the stop (a sync
         # record that began after it would be left out), and lasted until the
         # GPU had run into its third idle gap: that gap's cause is `sync` (the
         # next op, the memcpy, has no launch record; the first two gaps' next
         # ops were queued long before: `other`)
-        _core._inject("sync_record", [SYNC_RECORD])
+        _testhooks._inject("sync_record", [SYNC_RECORD])
     return prof
 
 
@@ -120,10 +120,10 @@ def test_launch_records_keep_their_domain_and_thread(test_clock, tmp_path):
     domain and thread, so the replay picks the same one.
     _inject api records: (start, end, correlation, thread, domain)."""
     with loopscope.profile() as prof:
-        _core._inject("api", [(1_500, 1_600, 1, 5, 1),    # driver call, earlier
+        _testhooks._inject("api", [(1_500, 1_600, 1, 5, 1),    # driver call, earlier
                               (1_700, 1_800, 1, 5, 0),    # runtime call: this one
                               (1_900, 1_950, 2, 6, 1)])   # a driver call alone
-        _core._inject("kernel", [(3_000, 4_000, 0, 7, 1, "a"), (5_000, 6_000, 0, 7, 2, "b")])
+        _testhooks._inject("kernel", [(3_000, 4_000, 0, 7, 1, "a"), (5_000, 6_000, 0, 7, 2, "b")])
     assert list(prof.model.op_column("launch_ns")) == [1_700, 1_900]
     assert prof.capture.apis() == [(1_500, 1_600, 1, 5, 0, 1), (1_700, 1_800, 1, 5, 0, 0),
                                    (1_900, 1_950, 2, 6, 0, 1)]

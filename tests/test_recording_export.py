@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 from loopscope.files import _recording
 
 SAMPLES = [(1_100_000, 1_150_000, {"sm_active_pct": 40.0, "dram_throughput_pct": 12.5}),
@@ -23,10 +23,10 @@ def sampled_profile(test_clock):
     with loopscope.profile() as prof:              # start: read 0 = 1_000_000 ns
         with prof.step():                          # reads 1..2
             pass
-        _core._inject("api", [(t(1) + 100, t(1) + 200, 1), (t(1) + 300, t(1) + 400, 2)])
-        _core._inject("kernel", [(1_100_000, 1_140_000, 0, 7, 1, "a"),
+        _testhooks._inject("api", [(t(1) + 100, t(1) + 200, 1), (t(1) + 300, t(1) + 400, 2)])
+        _testhooks._inject("kernel", [(1_100_000, 1_140_000, 0, 7, 1, "a"),
                                  (1_160_000, 1_190_000, 0, 7, 2, "b")])
-        _core._inject("sample", [(a, b, v, 0) for a, b, v in SAMPLES])
+        _testhooks._inject("sample", [(a, b, v, 0) for a, b, v in SAMPLES])
     return prof
 
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 
 def test_default_step_names_and_host_times(test_clock):
@@ -69,13 +69,13 @@ def test_step_attribution_of_kernels_and_gaps(test_clock):
         with prof.step():                      # [t(3), t(6)]
             with loopscope.range("Attn"):      # [t(4), t(5)]
                 pass
-        _core._inject("api", [
+        _testhooks._inject("api", [
             (t(1) + 100, t(1) + 200, 1),       # step 0
             (t(1) + 900, t(1) + 950, 2),       # step 0
             (t(2) + 500, t(2) + 600, 4),       # between the steps
             (t(4) + 500, t(4) + 600, 3),       # step 1, inside Attn
         ])
-        _core._inject("kernel", [
+        _testhooks._inject("kernel", [
             (2_000_000, 2_010_000, 0, 7, 1, "s0a"),
             (2_020_000, 2_030_000, 0, 7, 2, "s0b"),    # gap 10 us -> step 0
             (2_040_000, 2_050_000, 0, 7, 4, "free"),   # gap 10 us -> no step
@@ -139,8 +139,8 @@ def test_ranges_nest_and_aggregate_by_name(test_clock):
                     pass
             with loopscope.range("A"):          # [t(6), t(7)]
                 pass
-        _core._inject("api", [(t(3) + 500, t(3) + 600, 1), (t(6) + 500, t(6) + 600, 2)])
-        _core._inject("kernel", [(3_000_000, 3_010_000, 0, 1, 1, "inB"),
+        _testhooks._inject("api", [(t(3) + 500, t(3) + 600, 1), (t(6) + 500, t(6) + 600, 2)])
+        _testhooks._inject("kernel", [(3_000_000, 3_010_000, 0, 1, 1, "inB"),
                                  (3_020_000, 3_030_000, 0, 1, 2, "inA")])
     s = prof.summary()
     assert [(r["name"], r["count"], r["host_ms"], r["gpu_ms"], r["kernels"]) for r in s["ranges"]] == [
@@ -330,12 +330,12 @@ def _one_step_trace(clock, kernel_starts, duration, launch_of, syncs=()):
     with loopscope.profile() as prof:
         with prof.step():   # [2_000_000, 3_000_000]
             pass
-        _core._inject("kernel", [(s, s + duration, 0, 7, i + 1, f"k{i}")
+        _testhooks._inject("kernel", [(s, s + duration, 0, 7, i + 1, f"k{i}")
                                  for i, s in enumerate(kernel_starts)])
-        _core._inject("api", [(launch_of(i, s), launch_of(i, s) + 500, i + 1)
+        _testhooks._inject("api", [(launch_of(i, s), launch_of(i, s) + 500, i + 1)
                               for i, s in enumerate(kernel_starts)])
         if syncs:
-            _core._inject("sync_record", list(syncs))
+            _testhooks._inject("sync_record", list(syncs))
     return prof
 
 

@@ -1,5 +1,5 @@
 """Sync detection without a GPU: fake CUPTI callbacks go through the real
-switchboard (`_core._inject_calls`) from real Python frames, and every
+switchboard (`_testhooks._inject_calls`) from real Python frames, and every
 summary figure is exact.
 
 How the fakes work: `FakeTensor.item` and friends are made only of C
@@ -25,7 +25,7 @@ import pytest
 
 import loopscope
 from machine import driver_present
-from loopscope import _core
+from loopscope import _testhooks
 from loopscope.figures._syncs import Resolver, format_site
 
 THIS_FILE = __file__
@@ -53,7 +53,7 @@ def copy_record(correlation_id, host_memory, copy_kind=MEMCPY_DTOH, start=10):
 
 def pageable_copies(*correlation_ids):
     """Injects records saying these async copies used pageable host memory."""
-    _core._inject("memcpy", [copy_record(c, PAGEABLE, start=10 + 20 * i)
+    _testhooks._inject("memcpy", [copy_record(c, PAGEABLE, start=10 + 20 * i)
                              for i, c in enumerate(correlation_ids)])
 
 
@@ -63,7 +63,7 @@ def c_callable(calls, *then, release_gil=True):
     tokens passed through `then` (e.g. bool, so it can serve as __bool__).
     One positional argument (x.to("cpu"), x[mask], a format spec) is taken
     and ignored: it is next()'s default for an iterator that never ends."""
-    inject = functools.partial(_core._inject_calls, release_gil=release_gil)
+    inject = functools.partial(_testhooks._inject_calls, release_gil=release_gil)
     results = map(inject, itertools.repeat(calls))
     for f in then:
         results = map(f, results)
@@ -469,7 +469,7 @@ def torch_dir():
 def torch_function(torch_dir, relative_file, source, name):
     """A real function whose code claims to live in torch's `relative_file`
     (as torch.cuda.synchronize does); it syncs from a real frame there."""
-    namespace = {"_inject_calls": _core._inject_calls}
+    namespace = {"_inject_calls": _testhooks._inject_calls}
     exec(compile(source, os.path.join(torch_dir, relative_file), "exec"), namespace)
     return eval(name, namespace)
 
@@ -629,7 +629,7 @@ def test_installed_third_party_library_is_a_user_site(user_file):
 
 class FakeCalls:
     """`FakeCalls.run(calls)`: injects any list of calls from the caller's line."""
-    run = functools.partial(_core._inject_calls)
+    run = functools.partial(_testhooks._inject_calls)
 
 
 CALLS = FakeCalls()
@@ -639,7 +639,7 @@ def syncs_of(calls, memcpys=()):
     """Summary['syncs'] of one profile that injects `calls` from one line."""
     with loopscope.profile() as prof:
         if memcpys:
-            _core._inject("memcpy", list(memcpys))
+            _testhooks._inject("memcpy", list(memcpys))
         CALLS.run(calls)
     return prof.summary()["syncs"]
 
@@ -717,7 +717,7 @@ def test_launch_on_another_thread_does_not_split_a_sync():
     launched = threading.Event()
 
     def launcher():
-        _core._inject_calls([("cudaLaunchKernel", 0)])
+        _testhooks._inject_calls([("cudaLaunchKernel", 0)])
         launched.set()
 
     with loopscope.profile() as prof:
@@ -920,10 +920,10 @@ def test_sync_overlapping_a_gap_is_its_cause(test_clock):
     test_clock.set(1_000_000, 100_000)
     wait = c_callable([("cudaStreamSynchronize", 50_000)])
     with loopscope.profile() as prof:
-        _core._inject("kernel", [(1_150_000, 1_190_000, 0, 7, 1, "k0"),
+        _testhooks._inject("kernel", [(1_150_000, 1_190_000, 0, 7, 1, "k0"),
                                  (1_260_000, 1_280_000, 0, 7, 2, "k1"),   # gap 70 us: sync
                                  (1_330_000, 1_340_000, 0, 7, 3, "k2")])  # gap 50 us: host
-        _core._inject("api", [(1_320_000, 1_321_000, 3)])
+        _testhooks._inject("api", [(1_320_000, 1_321_000, 3)])
         with prof.step():
             line = here() + 1
             wait()
@@ -1039,7 +1039,7 @@ def running():
 
 def test_inject_calls_outside_a_profile():
     with pytest.raises(RuntimeError, match=r"_inject_calls: no profile is running"):
-        _core._inject_calls([("cudaStreamSynchronize", 1)])
+        _testhooks._inject_calls([("cudaStreamSynchronize", 1)])
 
 
 @pytest.mark.parametrize("calls, error, pattern", [
@@ -1065,14 +1065,14 @@ def test_inject_calls_outside_a_profile():
 ])
 def test_bad_calls_are_clear_errors(running, calls, error, pattern):
     with pytest.raises(error, match=pattern):
-        _core._inject_calls(calls)
+        _testhooks._inject_calls(calls)
 
 
 @pytest.mark.parametrize("call", [("cudaFree", 2**64 + 5), ("cudaFree", 1, 2**64 + 7),
                                   ("cudaFree", -(2**64) + 5)])
 def test_values_past_64_bits_are_out_of_range(running, call):
     with pytest.raises(ValueError, match="out of range"):
-        _core._inject_calls([call])
+        _testhooks._inject_calls([call])
 
 
 def test_a_bad_list_dispatches_nothing():

@@ -8,7 +8,7 @@ import threading
 
 import loopscope
 import loopscope.views._trace_export
-from loopscope import _core
+from loopscope import _testhooks
 
 
 # a host wait (start, end, stream) from after the step (read 4 is its end; the
@@ -24,14 +24,14 @@ def test_trace_events_exactly(test_clock, tmp_path):
         with prof.step():                      # reads 1..4
             with loopscope.range("Attn"):      # reads 2..3
                 pass
-        _core._inject("api", [(t(2) + 100, t(2) + 600, 1, 9)])   # a launch by thread 9
-        _core._inject("kernel", [
+        _testhooks._inject("api", [(t(2) + 100, t(2) + 600, 1, 9)])   # a launch by thread 9
+        _testhooks._inject("kernel", [
             (1_010_000, 1_012_000, 0, 7, 1, "gemm"),
             (1_042_000, 1_043_000, 0, 9, 2, "softmax"),   # 30 us after gemm: a warning gap
         ])
         # 157 us later: severe; a copy to pageable memory (CUPTI kinds 2 and 1)
-        _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, None, 4096, 2, 1)])
-        _core._inject("sync_record", [SYNC])
+        _testhooks._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, None, 4096, 2, 1)])
+        _testhooks._inject("sync_record", [SYNC])
     #                                          stop: read 5
     path = prof.export_trace(tmp_path / "t.json")
     data = json.loads(open(path).read())
@@ -103,9 +103,9 @@ def test_counter_tracks_hold_the_samples_on_the_sampled_gpu(test_clock, tmp_path
                (1_150_000, 1_200_000, {"sm_active_pct": 62.25, "dram_read_gbps": 1234.5}),
                (1_200_000, 1_260_000, {"sm_active_pct": 0.1})]
     with loopscope.profile() as prof:          # start: read 0 = 1_000_000 ns
-        _core._inject("kernel", [(1_010_000, 1_012_000, 0, 7, 1, "a"),
+        _testhooks._inject("kernel", [(1_010_000, 1_012_000, 0, 7, 1, "a"),
                                  (1_020_000, 1_022_000, 3, 1, 2, "b")])
-        _core._inject("sample", [(a, b, v, 3) for a, b, v in samples])   # taken on GPU 3
+        _testhooks._inject("sample", [(a, b, v, 3) for a, b, v in samples])   # taken on GPU 3
     data = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())
     pid = {e["args"]["name"]: e["pid"] for e in data["traceEvents"]
            if e["ph"] == "M" and e["name"] == "process_name"}
@@ -152,9 +152,9 @@ def test_names_are_escaped_and_two_profiles_share_the_time_line(test_clock, tmp_
     with loopscope.profile() as first:          # start: read 0 = 1_000_000 ns
         with loopscope.range("r\u00e9\"1"):     # reads 1..2
             pass
-        _core._inject("kernel", [(1_010_000, 1_011_000, 0, 7, 1, odd)])
+        _testhooks._inject("kernel", [(1_010_000, 1_011_000, 0, 7, 1, odd)])
     with loopscope.profile() as second:         # start: read 4
-        _core._inject("kernel", [(1_020_000, 1_022_000, 1, 3, 1, "other")])
+        _testhooks._inject("kernel", [(1_020_000, 1_022_000, 1, 3, 1, "other")])
     path = tmp_path / "t.json"
     loopscope.views._trace_export.export_trace([first, second], path)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -178,8 +178,8 @@ def test_a_sample_begun_before_the_window_sets_the_time_origin(test_clock, tmp_p
     samples = [(950_000, 1_050_000, {"sm_active_pct": 30.0}),   # across the start
                (1_050_000, 1_150_000, {"sm_active_pct": 70.0})]
     with loopscope.profile() as prof:          # start: read 0 = 1_000_000 ns
-        _core._inject("kernel", [(1_010_000, 1_012_000, 0, 7, 1, "a")])
-        _core._inject("sample", [(a, b, v, 0) for a, b, v in samples])
+        _testhooks._inject("kernel", [(1_010_000, 1_012_000, 0, 7, 1, "a")])
+        _testhooks._inject("sample", [(a, b, v, 0) for a, b, v in samples])
     data = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())
     counters = sorted((e["ts"], e["args"]["%"]) for e in data["traceEvents"] if e["ph"] == "C")
     assert counters == [(0.0, 30.0), (100.0, 70.0), (200.0, 70.0)]  # time 0: 950_000 ns

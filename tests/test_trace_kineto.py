@@ -524,24 +524,24 @@ def test_a_loaded_trace_holds_its_names_and_frees_them_with_it(tmp_path):
     table churned (freed ids are reused), and they go with the profile."""
     import gc
 
-    from loopscope import _core
+    from loopscope import _core, _testhooks
     events = make_events(seed=4)
     path = write(tmp_path / "t.json", trace_doc(events))
     gc.collect()
-    base = _core._names()["count"]
+    base = _testhooks._names()["count"]
     prof = loopscope.load(path)
-    assert _core._names()["count"] > base
+    assert _testhooks._names()["count"] > base
     for j in range(5000):  # names made and freed: their ids are reused
         _core.Stepper(f"churn_{j}_{{i}}")
     kernels = sorted(e["name"] for e in events if e.get("cat") == "kernel")
     assert sorted(op[6] for op in prof.capture.ops() if op[0] == "kernel") == kernels
     steps = sorted(e["name"] for e in events if e.get("cat") == "user_annotation")
     assert [s["name"] for s in prof.summary()["steps"]] == steps
-    assert _core._names()["check"] == 0
+    assert _testhooks._names()["check"] == 0
     del prof
     gc.collect()
-    assert _core._names()["count"] == base
-    assert _core._names()["check"] == 0
+    assert _testhooks._names()["count"] == base
+    assert _testhooks._names()["check"] == 0
 
 
 def test_allocations_in_a_step_block_its_graph_capture_at_their_python_line(tmp_path):

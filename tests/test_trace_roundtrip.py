@@ -25,7 +25,7 @@ import pytest
 
 import fill_rule
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.figures._names import display_path
 
 DATA = "python/loopscope/data/demo_recording.json.gz"
@@ -43,7 +43,7 @@ SHAPES = [((50, 1, 1), (32, 4, 1), 32, 24), ((4, 22, 1), (384, 1, 1), 168, 23186
 def fake_call(calls):
     """A C-level callable that sends `calls` through the switchboard, so the
     innermost Python frame (the site) is the caller's own line."""
-    return functools.partial(next, map(_core._inject_calls, itertools.repeat(calls)))
+    return functools.partial(next, map(_testhooks._inject_calls, itertools.repeat(calls)))
 
 
 # What torch's .item() does: an async copy to pageable memory, then a stream
@@ -62,7 +62,7 @@ def build_profile(tmp_path):
     finished profile."""
     me = threading.get_ident()
     helper = me + 1  # a launching thread without ranges of its own
-    _core._set_test_clock(1_000_000, 100_000)  # host reads: 100 us apart from 1 ms
+    _testhooks._set_test_clock(1_000_000, 100_000)  # host reads: 100 us apart from 1 ms
     try:
         with loopscope.profile() as prof:
             apis = []
@@ -72,7 +72,7 @@ def build_profile(tmp_path):
                         if step < 2:
                             item(900 + step)()          # a sync: a copy, then a stream sync
                         else:                           # the same, its copy's launch recorded
-                            tokens = _core._inject_calls([("cudaMemcpyAsync", 3_000, 902),
+                            tokens = _testhooks._inject_calls([("cudaMemcpyAsync", 3_000, 902),
                                                           ("cudaStreamSynchronize", 2_000)])
                             enter = _core._live_call(tokens[0])["enter_ns"]
                             apis.append((enter, enter, 902, me))
@@ -100,21 +100,21 @@ def build_profile(tmp_path):
                 ops.append(("memcpy", (t, t + 2_000, 0, 7, 900 + step, None, 64, DTOH, PAGEABLE)))
                 t += 30_000
             ops.append(("memset", (t, t + 1_000, 1, 3, corr, None, 128)))
-            _core._inject("device", DEVICES)
+            _testhooks._inject("device", DEVICES)
             for kind in ("kernel", "memcpy", "memset"):
-                _core._inject(kind, [r for k, r in ops if k == kind])
-            _core._inject("api", apis)
-            _core._inject("sync_record", [(1_400_000, 1_460_000, 7)])
+                _testhooks._inject(kind, [r for k, r in ops if k == kind])
+            _testhooks._inject("api", apis)
+            _testhooks._inject("sync_record", [(1_400_000, 1_460_000, 7)])
             # PM samples on GPU 0, one after the other as the sampler takes
             # them, but for a pause (sample 20 lost) and a figure missing once
-            _core._inject("sample", [
+            _testhooks._inject("sample", [
                 (1_000_000 + 60_000 * k, 1_060_000 + 60_000 * k,
                  {"sm_active_pct": 20.0 + k, "dram_throughput_pct": 61.5 - k,
                   "gr_active_pct": 55.0, **({"dram_read_gbps": 800.25 + k} if k != 30 else {})},
                  0)
                 for k in range(40) if k != 20])
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     return prof
 
 
@@ -196,9 +196,9 @@ def test_a_profile_without_syncs_or_samples_says_so_again(tmp_path):
     """What the live summary could not measure, the read-back summary does
     not measure either, for the same reason."""
     with loopscope.profile() as prof:
-        _core._inject("kernel", [(1_000_000, 1_002_000, 0, 7, 1, "a"),
+        _testhooks._inject("kernel", [(1_000_000, 1_002_000, 0, 7, 1, "a"),
                                  (1_090_000, 1_092_000, 0, 7, 2, "b")])
-        _core._inject("api", [(1_050_000, 1_050_000, 2, threading.get_ident())])
+        _testhooks._inject("api", [(1_050_000, 1_050_000, 2, threading.get_ident())])
     live = prof.summary()
     assert live["syncs"] is None and live["sm"] is None
     back = loopscope.analyze(prof.export_trace(tmp_path / "t.json"))
@@ -308,10 +308,10 @@ def test_copies_keep_their_kind_and_host_memory(tmp_path):
     htod, dtoh, htoh = 1, 2, 9
     pageable, pinned, managed = 1, 2, 5
     with loopscope.profile() as prof:
-        _core._inject_calls([("cudaMemcpy", 1_000, 11)])        # waits: managed host memory
-        _core._inject_calls([("cudaMemcpyAsync", 1_000, 12)])   # does not: pinned
-        _core._inject_calls([("cudaMemcpyAsync", 1_000, 13)])   # waits: pageable
-        _core._inject("memcpy", [(5_000, 6_000, 0, 7, 11, None, 64, htod, managed),
+        _testhooks._inject_calls([("cudaMemcpy", 1_000, 11)])        # waits: managed host memory
+        _testhooks._inject_calls([("cudaMemcpyAsync", 1_000, 12)])   # does not: pinned
+        _testhooks._inject_calls([("cudaMemcpyAsync", 1_000, 13)])   # waits: pageable
+        _testhooks._inject("memcpy", [(5_000, 6_000, 0, 7, 11, None, 64, htod, managed),
                                  (7_000, 8_000, 0, 7, 12, None, 64, dtoh, pinned),
                                  (9_000, 9_500, 0, 7, 13, None, 64, htoh, pageable)])
     live = prof.summary()
@@ -373,8 +373,8 @@ def test_readiness_blockers_come_back_with_their_sites(tmp_path):
                     malloc_async(); calls.append(("cudaMallocAsync", caller_line(), None))
             made.append(calls)
         for kind in ("kernel", "memcpy"):
-            _core._inject(kind, [r for k, r in ops if k == kind])
-        _core._inject("api", apis)
+            _testhooks._inject(kind, [r for k, r in ops if k == kind])
+        _testhooks._inject("api", apis)
     live = prof.summary()
 
     here = display_path(__file__)
@@ -426,16 +426,16 @@ def test_the_counters_sampling_interval_comes_back(tmp_path, test_clock):
     us = 1_000
     samples = [(t, t + 50 * us, {"sm_active_pct": float(t // (50 * us))})
                for t in range(800 * us, 1_200 * us, 50 * us)]
-    _core._fake_samples(samples, 2, 50 * us)
+    _testhooks._fake_samples(samples, 2, 50 * us)
     test_clock.set(1_000_000, 20 * us)
     try:
         with loopscope.profile(metrics=True, metrics_decode_ms=1) as prof:
             for _ in range(3):
                 with prof.step():
                     pass
-            _core._inject("kernel", [(1_000_000, 1_002_000, 0, 7, 1, "a")])
+            _testhooks._inject("kernel", [(1_000_000, 1_002_000, 0, 7, 1, "a")])
     finally:
-        _core._fake_samples([])
+        _testhooks._fake_samples([])
     live = prof.summary()
     assert live["sm"]["interval_us"] == 50.0 and live["sm"]["samples"] > 0
     path = prof.export_trace(tmp_path / "t.json")

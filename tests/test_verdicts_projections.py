@@ -18,7 +18,7 @@ import sys
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 from loopscope.figures._names import display_path
 
 US, MS = 1_000, 1_000_000
@@ -34,7 +34,7 @@ def here() -> int:
 
 def c_callable(calls):
     """A C-only callable: its API calls' innermost Python frame is the caller's line."""
-    return functools.partial(next, map(_core._inject_calls, itertools.repeat(calls)))
+    return functools.partial(next, map(_testhooks._inject_calls, itertools.repeat(calls)))
 
 
 def fill_of(blocks, threads, registers=0, device=H200):
@@ -61,10 +61,10 @@ def busy_kernels(n, grid, block, registers=0, kernel_ns=10 * US, gap_ns=1 * US, 
 def run_busy(kernels, samples=(), device=H200):
     with loopscope.profile() as prof:
         if device:
-            _core._inject("device", [device])
-        _core._inject("kernel", kernels)
+            _testhooks._inject("device", [device])
+        _testhooks._inject("kernel", kernels)
         if samples:
-            _core._inject("sample", list(samples))
+            _testhooks._inject("sample", list(samples))
     return prof.summary()
 
 
@@ -191,8 +191,8 @@ def sync_loop(test_clock):
             ks, api = step_kernels(start, 1 + 2 * k)
             kernels += ks
             apis += api
-        _core._inject("api", apis)
-        _core._inject("kernel", kernels)
+        _testhooks._inject("api", apis)
+        _testhooks._inject("kernel", kernels)
     return prof.summary(), line, starts, kernels
 
 
@@ -247,9 +247,9 @@ def test_memory_bound_steps_projected_at_the_measured_peak(test_clock):
         start = test_clock.at(1)
         kernels = [(start + i * 11 * US, start + i * 11 * US + 10 * US, 0, 7, i + 1, "copy")
                    for i in range(5)]
-        _core._inject("api", [(start, start + 1, i + 1) for i in range(5)])
-        _core._inject("kernel", kernels)
-        _core._inject("sample", [(kernels[0][0], kernels[-1][1],
+        _testhooks._inject("api", [(start, start + 1, i + 1) for i in range(5)])
+        _testhooks._inject("kernel", kernels)
+        _testhooks._inject("sample", [(kernels[0][0], kernels[-1][1],
                                   {"sm_active_pct": 90.0, "dram_throughput_pct": 75.0,
                                    "gr_active_pct": 100.0})])
     s = prof.summary()
@@ -286,8 +286,8 @@ def graph_loop(test_clock, steps=3, graph=True):
             ks, api = step_kernels(test_clock.at(1 + 2 * k), 1 + 2 * k, graph_api=graph)
             kernels += ks
             apis += api
-        _core._inject("api", apis)
-        _core._inject("kernel", kernels)
+        _testhooks._inject("api", apis)
+        _testhooks._inject("kernel", kernels)
     return prof.summary(), apis, kernels
 
 
@@ -357,9 +357,9 @@ def test_readiness_per_step_with_lines(test_clock):
                 ks = [x[:7] + (96,) + x[8:] for x in ks]
             kernels += ks
             apis += api
-        _core._inject("api", apis + [(test_clock.at(10), test_clock.at(10) + 1, 500)])
-        _core._inject("kernel", kernels)
-        _core._inject("memcpy", [(starts[3] + 60 * US, starts[3] + 61 * US, 0, 7, 500, None, 8,
+        _testhooks._inject("api", apis + [(test_clock.at(10), test_clock.at(10) + 1, 500)])
+        _testhooks._inject("kernel", kernels)
+        _testhooks._inject("memcpy", [(starts[3] + 60 * US, starts[3] + 61 * US, 0, 7, 500, None, 8,
                                   1, 1)])
     s = prof.summary()
     status = [st["graph_readiness"]["status"] for st in s["steps"]]
@@ -408,8 +408,8 @@ def test_every_step_different_is_dynamic(test_clock):
             ks, api = step_kernels(test_clock.at(1 + 2 * k), 1 + 2 * k)
             kernels += [x[:7] + (64 + k,) + x[8:] for x in ks]
             apis += api
-        _core._inject("api", apis)
-        _core._inject("kernel", kernels)
+        _testhooks._inject("api", apis)
+        _testhooks._inject("kernel", kernels)
     steps = prof.summary()["steps"]
     assert [[b["text"] for b in st["graph_readiness"]["blockers"]] for st in steps] == [
         ["2 GPU ops, no other step alike"]] * 3

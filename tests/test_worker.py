@@ -1,6 +1,6 @@
 """loopscope's worker thread: the end of a profile runs there, after the
-user's code went on.  Synthetic PM samples (_core._fake_samples) and a
-delayed finish (_core._finish_delay) stand in for the GPU, so the hand-over
+user's code went on.  Synthetic PM samples (_testhooks._fake_samples) and a
+delayed finish (_testhooks._finish_delay) stand in for the GPU, so the hand-over
 is tested exactly: the samples of the profile's window and nothing else,
 a summary taken while the worker is busy waits and is complete, records
 launched after the stop are left out, and interpreter exit or a fork with
@@ -17,7 +17,7 @@ import time
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 # The loopscope this suite imports (in CI an installed one, not the source tree).
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
@@ -27,8 +27,8 @@ US = 1_000
 @pytest.fixture(autouse=True)
 def _no_fakes_left():
     yield
-    _core._finish_delay(0)
-    _core._fake_samples([])
+    _testhooks._finish_delay(0)
+    _testhooks._fake_samples([])
 
 
 def sample(start, end, sm):
@@ -49,14 +49,14 @@ def sample_run():
 @pytest.mark.fake_sampler
 def test_the_finish_hands_over_exactly_the_samples_of_the_window(test_clock):
     samples = sample_run()
-    _core._fake_samples(samples, 2)
+    _testhooks._fake_samples(samples, 2)
     test_clock.set(1_000_000, 20 * US)  # each clock read: 20 us later
     # "lazy": the set-up runs on the worker while the loop does (no wait at enter).
     with loopscope.profile(trace=False, syncs=False, metrics="lazy", metrics_decode_ms=1) as prof:
         for _ in range(3):
             with prof.step():
                 pass
-        assert _core._decoder_state() in ("busy", "ticking")  # opening, then decoding
+        assert _testhooks._decoder_state() in ("busy", "ticking")  # opening, then decoding
     info = prof._capture.info()
     start, stop = info["start_ns"], info["stop_ns"]
     assert (start, stop) == (1_000_000, 1_000_000 + 7 * 20 * US)
@@ -73,16 +73,16 @@ def test_the_finish_hands_over_exactly_the_samples_of_the_window(test_clock):
 @pytest.mark.fake_sampler
 def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock):
     samples = sample_run()
-    _core._fake_samples(samples, 1)
-    _core._finish_delay(400_000_000)  # the worker sleeps 0.4 s before finishing
+    _testhooks._fake_samples(samples, 1)
+    _testhooks._finish_delay(400_000_000)  # the worker sleeps 0.4 s before finishing
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
         with prof.step():
             pass
     capture = prof._capture
-    assert _core._capture_pending(capture)  # exit did not wait for the worker
+    assert _testhooks._capture_pending(capture)  # exit did not wait for the worker
     s = prof.summary()
-    assert not _core._capture_pending(capture)
+    assert not _testhooks._capture_pending(capture)
     info = capture.info()
     want = window_of(samples, info["start_ns"], info["stop_ns"])
     assert s["sm"]["samples"] == len(want) > 0
@@ -109,15 +109,15 @@ def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_c
     """The default (overlap off): the second start waits for the first
     finish, says so, and both profiles hold their window's samples."""
     samples = sample_run()
-    _core._fake_samples(samples, 1, 100_000, 0, True)
-    _core._finish_delay(200_000_000)
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
+    _testhooks._finish_delay(200_000_000)
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
         pass
-    assert _core._capture_pending(first._capture)
-    _core._finish_delay(0)
+    assert _testhooks._capture_pending(first._capture)
+    _testhooks._finish_delay(0)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
-        still_finishing = _core._capture_pending(first._capture)
+        still_finishing = _testhooks._capture_pending(first._capture)
     assert not still_finishing
     assert not second._capture.info()["continued_tracing"]
     first_info = first._capture.info()
@@ -134,21 +134,21 @@ def test_a_start_goes_on_beside_the_last_finish_and_both_profiles_are_complete(t
     are the second's, so each profile holds exactly the samples of its own
     window."""
     samples = sample_run()
-    _core._fake_samples(samples, 1, 100_000, 0, True)  # a sampler set up already
-    _core._finish_delay(200_000_000)
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)  # a sampler set up already
+    _testhooks._finish_delay(200_000_000)
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
         pass
-    assert _core._capture_pending(first._capture)
-    _core._finish_delay(0)
+    assert _testhooks._capture_pending(first._capture)
+    _testhooks._finish_delay(0)
     entered = time.perf_counter()
     with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
         took = time.perf_counter() - entered
-        still_finishing = _core._capture_pending(first._capture)
+        still_finishing = _testhooks._capture_pending(first._capture)
     assert still_finishing  # the second start did not wait for the first finish ...
     assert took < 0.1       # ... (which sleeps 0.2 s)
     assert second.summary()["overhead"]["start_phases_ms"]["wait"] == 0
-    assert not _core._capture_pending(first._capture)
+    assert not _testhooks._capture_pending(first._capture)
     for prof in (first, second):
         info = prof._capture.info()
         want = window_of(samples, info["start_ns"], info["stop_ns"])
@@ -164,12 +164,12 @@ def test_a_start_with_no_finish_in_flight_keeps_every_sample_of_its_window(test_
     """The control: the first finish done before the second start, so
     nothing is carried over; the second still gets its window's samples."""
     samples = sample_run()
-    _core._fake_samples(samples, 1, 100_000, 0, True)
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
         pass
     first.summary()  # waits for the first finish (which stopped the sampler)
-    _core._fake_samples(samples, 1, 100_000, 0, True)  # started again, as CUPTI's would be
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)  # started again, as CUPTI's would be
     with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
         pass
     for prof in (first, second):
@@ -204,14 +204,14 @@ def run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def test_interpreter_exit_with_the_worker_busy_and_a_profile_open_exits_cleanly():
     code = """
         import warnings
-        from loopscope import _core
+        from loopscope import _core, _testhooks
         warnings.simplefilter("ignore")
-        _core._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
-        _core._finish_delay(300_000_000)
+        _testhooks._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
+        _testhooks._finish_delay(300_000_000)
         _core.start(trace=False, syncs=False, metrics=True)
         pending = _core.stop()               # the worker sleeps 0.3 s on it
-        assert _core._capture_pending(pending)
-        _core._finish_delay(0)
+        assert _testhooks._capture_pending(pending)
+        _testhooks._finish_delay(0)
         _core.start(trace=False, syncs=False, metrics=True, metrics_decode_ns=1_000_000)
         print("open", _core.active(), flush=True)   # left open: the atexit path ends it
     """
@@ -224,10 +224,10 @@ def test_interpreter_exit_with_the_worker_busy_and_a_profile_open_exits_cleanly(
 def test_a_fork_while_the_worker_finishes_neither_hangs_nor_loses_the_parent():
     code = """
         import os, warnings
-        from loopscope import _core
+        from loopscope import _core, _testhooks
         warnings.simplefilter("ignore")
-        _core._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
-        _core._finish_delay(500_000_000)
+        _testhooks._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
+        _testhooks._finish_delay(500_000_000)
         _core.start(trace=False, syncs=False, metrics=True)
         capture = _core.stop()
         pid = os.fork()
@@ -248,7 +248,7 @@ def test_a_decoder_that_falls_behind_ticks_back_to_back():
     PM decode behind the GPU) is followed at once, not after another idle
     period (30 ms ticks every 20 ms: 30 ms apart, where 50 ms meant the
     backlog grew by a period each time)."""
-    starts = _core._tick_starts(20_000_000, 30_000_000, 6)
+    starts = _testhooks._tick_starts(20_000_000, 30_000_000, 6)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert len(gaps) == 5
     assert all(gap >= 30_000_000 for gap in gaps)  # a tick never overlaps the last one
@@ -256,7 +256,7 @@ def test_a_decoder_that_falls_behind_ticks_back_to_back():
 
 
 def test_ticks_quicker_than_their_period_keep_the_period():
-    starts = _core._tick_starts(20_000_000, 1_000_000, 4)
+    starts = _testhooks._tick_starts(20_000_000, 1_000_000, 4)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert len(gaps) == 3
     assert all(gap >= 20_000_000 for gap in gaps)
@@ -272,7 +272,7 @@ def test_the_ticks_decode_while_the_profile_runs_and_the_finish_only_the_tail(
     runs inside the profile and the finish decodes everything."""
     samples = sample_run()
     per_tick = 3
-    _core._fake_samples(samples, per_tick)
+    _testhooks._fake_samples(samples, per_tick)
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True,
                            metrics_decode_ms=decode_ms) as prof:
@@ -291,7 +291,7 @@ def test_the_ticks_decode_while_the_profile_runs_and_the_finish_only_the_tail(
 
 
 def test_decoder_probe_ticks_on_the_worker_thread():
-    ticks, _, state = _core._decoder_probe(1_000_000, 30_000_000)
+    ticks, _, state = _testhooks._decoder_probe(1_000_000, 30_000_000)
     assert 5 <= ticks <= 31
     assert state == "none"
 
@@ -303,12 +303,12 @@ def test_the_old_ways_for_comparison_hand_over_the_same_samples(test_clock, swit
     """The internal switches benchmarks/overhead_options.py compares: the
     finish inside stop, or a start that waits for the sampler."""
     samples = sample_run()
-    _core._fake_samples(samples, 1)
+    _testhooks._fake_samples(samples, 1)
     test_clock.set(1_000_000, 20 * US)
     _core.start(trace=False, syncs=False, metrics=True, **switches)
     capture = _core.stop()
     if not switches.get("defer", True):
-        assert not _core._capture_pending(capture)  # finished inside stop
+        assert not _testhooks._capture_pending(capture)  # finished inside stop
     info = capture.info()
     assert info["finished_on_worker"] is switches.get("defer", True)
     assert capture.samples()
@@ -321,11 +321,11 @@ def test_two_threads_waiting_for_one_capture_both_get_it_whole():
     import threading
 
     samples = [sample(1, 2, sm=5)]
-    _core._fake_samples(samples, 1)
-    _core._finish_delay(300_000_000)
+    _testhooks._fake_samples(samples, 1)
+    _testhooks._finish_delay(300_000_000)
     _core.start(trace=False, syncs=False, metrics=True)
     capture = _core.stop()
-    assert _core._capture_pending(capture)
+    assert _testhooks._capture_pending(capture)
     seen = []
     threads = [threading.Thread(target=lambda: seen.append(capture.info()["pm"]["samples"]))
                for _ in range(4)]
@@ -346,7 +346,7 @@ def test_a_profile_that_ends_before_sampling_begins_says_why_truly(test_clock, r
     how long the profile lasted."""
     setup_ns = 5_000_000
     # the one sample comes once sampling has begun, after the profile
-    _core._fake_samples([sample(6_000_000, 6_100_000, sm=40)], 1, 100_000, setup_ns, reused)
+    _testhooks._fake_samples([sample(6_000_000, 6_100_000, sm=40)], 1, 100_000, setup_ns, reused)
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
         with prof.step():
@@ -370,7 +370,7 @@ def test_a_profile_that_ends_before_sampling_begins_says_why_truly(test_clock, r
 @pytest.mark.fake_sampler
 def test_a_profile_longer_than_the_set_up_has_its_samples(test_clock):
     """The same set-up inside a longer profile: sampled, no reason given."""
-    _core._fake_samples([sample(1_000_000, 1_050_000, sm=40)], 1, 100_000, 50_000, True)
+    _testhooks._fake_samples([sample(1_000_000, 1_050_000, sm=40)], 1, 100_000, 50_000, True)
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
         with prof.step():
@@ -395,7 +395,7 @@ def test_a_finish_hands_what_began_after_its_stop_to_the_next_profile():
            (13_000, 13_100, 77, "no-launch-after-stop"),      # no launch record: by its start
            (9_990, 10_010, 88, "no-launch-across-stop")]      # began by the stop: profile 1's
     syncs = [(5_000, 5_100, 10), (11_000, 11_500, 11), (14_000, 14_500, 4_000_000_001)]
-    kept, moved, floor = _core._split_after_stop(stop, apis, ops, syncs, [4_000_000_001])
+    kept, moved, floor = _testhooks._split_after_stop(stop, apis, ops, syncs, [4_000_000_001])
     # Independently: the rule above, in plain Python.
     launches_1 = {c for s, e, c in apis if s <= stop}
     want_ops_1 = [n for s, e, c, n in ops if s <= stop or c in launches_1]
@@ -414,7 +414,7 @@ def test_a_record_that_begins_exactly_at_the_stop_stays_with_its_profile():
     """The stop is the last instant of the window: a record starting at it
     is the window's; one a nanosecond later is the next profile's."""
     stop = 5_000
-    kept, moved, _ = _core._split_after_stop(
+    kept, moved, _ = _testhooks._split_after_stop(
         stop, [(stop, stop + 10, 1), (stop + 1, stop + 10, 2)],
         [(stop, stop + 5, 9, "at"), (stop + 1, stop + 5, 9, "after-no-launch")],
         [(stop, stop + 1, 5), (stop + 1, stop + 2, 6)], [])
@@ -428,7 +428,7 @@ def test_own_ids_of_one_split_do_not_follow_into_the_next():
     (the hook forgets its synthetic ids; real ids only grow)."""
     stop = 5_000
     sync_after = [(stop + 10, stop + 20, 6)]
-    _, moved, _ = _core._split_after_stop(stop, [], [], sync_after, [6])
+    _, moved, _ = _testhooks._split_after_stop(stop, [], [], sync_after, [6])
     assert moved == ([], [], [])  # the own call goes to neither profile
-    _, moved, _ = _core._split_after_stop(stop, [], [], sync_after, [])
+    _, moved, _ = _testhooks._split_after_stop(stop, [], [], sync_after, [])
     assert moved == ([], [], [6])

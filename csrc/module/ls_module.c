@@ -1,7 +1,8 @@
 /* ls_module: the loopscope._core extension module (multi-phase init, module
  * state, heap types), and its public functions: start, stop, ranges and
- * steps, the clock.  Strict mode's functions come from ls_strict_py, the
- * test hooks from ls_test_hooks.  Python-facing functions return NULL with
+ * steps, the clock.  Strict mode's functions come from ls_strict_py, a
+ * recording's replay (_inject, _set_test_clock) from ls_inject, the test
+ * hooks from ls_test_hooks (in a test build only: LOOPSCOPE_TEST_HOOKS).  Python-facing functions return NULL with
  * an exception set on error; the capture path below them never raises. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,9 +22,12 @@
 #include "ls_site_type.h"
 #include "ls_step_type.h"
 #include "ls_graphs.h"
+#include "ls_inject.h"
 #include "ls_session.h"
 #include "ls_strict_py.h"
+#ifdef LOOPSCOPE_TEST_HOOKS /* a test build only (setup.py) */
 #include "ls_test_hooks.h"
+#endif
 #include "ls_trace_py.h"
 #include "ls_worker.h"
 
@@ -538,8 +542,12 @@ static int core_exec(PyObject *module)
         PyModule_AddIntConstant(module, "TRACE_MAX_UNIT", LS_KINETO_MAX_UNIT) != 0)
         return -1;
     if (PyModule_AddFunctions(module, ls_strict_py_methods) != 0 ||
-        PyModule_AddFunctions(module, ls_test_hook_methods) != 0)
+        PyModule_AddFunctions(module, ls_inject_methods) != 0)
         return -1;
+#ifdef LOOPSCOPE_TEST_HOOKS
+    if (PyModule_AddFunctions(module, ls_test_hook_methods) != 0)
+        return -1;
+#endif
     return 0;
 }
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core, _settings
+from loopscope import _core, _settings, _testhooks
 from loopscope.files import _inputs, _recording
 from loopscope.__main__ import main
 
@@ -310,9 +310,9 @@ def test_a_cache_folder_that_is_a_file_turns_the_cache_off(monkeypatch, tmp_path
 def test_a_fifo_in_place_of_the_cache_file_does_not_block_its_load(tmp_path):
     key = dict(folder=str(tmp_path), chip="GH100", names=["a", "b"], cupti_version=1,
                availability=bytes(range(16)))
-    path = Path(_core._pmcache("path", **key))
+    path = Path(_testhooks._pmcache("path", **key))
     with rescued_fifo(path) as rescued:
-        found, kept, image, note = _core._pmcache("load", **key)
+        found, kept, image, note = _testhooks._pmcache("load", **key)
     assert not rescued, "ls_pmcache_load blocked on the FIFO"
     assert found == -1 and image is None
     assert note == f"the cached PM config {path} is not a regular file (a FIFO, a device or a " \

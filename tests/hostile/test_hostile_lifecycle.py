@@ -3,7 +3,7 @@ while open, no_sync() around a profile, no_sync() on several threads.
 
 Nothing may stay stuck: the next profile or block must work, the user's code
 runs to its end, and each drop is said once (a LoopscopeWarning).  Syncs are
-faked through the real switchboard (_core._inject_calls) from C-level
+faked through the real switchboard (_testhooks._inject_calls) from C-level
 callables, so the innermost Python frame of a fake sync is the test's line.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import weakref
 import pytest
 
 import loopscope
-from loopscope import _core, _session
+from loopscope import _core, _session, _testhooks
 
 THIS_FILE = __file__
 SYNC = [("cudaStreamSynchronize", 1_000)]
@@ -32,7 +32,7 @@ def here() -> int:
 
 def c_callable(calls):
     """Injects `calls` through the switchboard with no Python frame of its own."""
-    inject = functools.partial(_core._inject_calls, release_gil=True)
+    inject = functools.partial(_testhooks._inject_calls, release_gil=True)
     return functools.partial(next, map(inject, itertools.repeat(calls)))
 
 
@@ -284,7 +284,7 @@ def test_a_token_that_outlived_its_session_is_reported_by_its_api_only():
         stale()
         _core.stop()
         _core.start(trace=False, syncs=True, warm_up=False)
-        _core._inject_calls([("cudaStreamSynchronize", 1_000)])  # same index, new session
+        _testhooks._inject_calls([("cudaStreamSynchronize", 1_000)])  # same index, new session
     finally:
         call = _core._strict_disarm()
         _core.stop()

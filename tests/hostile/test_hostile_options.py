@@ -9,7 +9,7 @@ import fractions
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 BOOLS = ["trace", "syncs", "driver_api", "warm_up", "metrics"]
 NUMBERS = {  # option: (lowest, highest, unit), as documented in Profile's docstring
@@ -108,5 +108,5 @@ def test_numpy_scalars_are_numbers():
     np = pytest.importorskip("numpy")
     with loopscope.profile(buffer_mb=np.float64(2), max_buffer_mb=np.int64(8),
                            gap_thresholds_us=np.array([10.0, 30.0])) as prof:
-        _core._inject("kernel", [(1_000, 2_000, 0, 7, 1)])
+        _testhooks._inject("kernel", [(1_000, 2_000, 0, 7, 1)])
     assert prof.summary()["gaps"]["thresholds_us"] == [10.0, 30.0]

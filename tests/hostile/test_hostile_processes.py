@@ -50,7 +50,7 @@ if GPU:
     X = torch.ones(256, device="cuda")
     torch.cuda.synchronize()
 import loopscope
-from loopscope import _core, _session
+from loopscope import _core, _session, _testhooks
 
 def work(n=20):
     # n kernels on the GPU, nothing on the host-only run; no CUDA call at all
@@ -149,7 +149,7 @@ CHILD_LEAVES = """
 EXIT_OPEN = """
         import atexit
         def last():
-            say(active=_core.active(), decoder=_core._decoder_state())
+            say(active=_core.active(), decoder=_testhooks._decoder_state())
         atexit.register(last)
         # atexit runs handlers last-in first-out: loopscope's (registered at
         # import) is registered again after `last`, so it runs first
@@ -157,11 +157,11 @@ EXIT_OPEN = """
         atexit.unregister(_profile._release_counters_at_exit)
         atexit.register(_profile._release_counters_at_exit)
         if not GPU:
-            _core._decoder_probe(1_000_000, 1_000_000, 60_000_000_000)  # thread stays 60 s
+            _testhooks._decoder_probe(1_000_000, 1_000_000, 60_000_000_000)  # thread stays 60 s
         prof = loopscope.profile(trace=GPU, metrics=GPU)
         prof.__enter__()
         work(200)
-        say(before=_core._decoder_state())
+        say(before=_testhooks._decoder_state())
         sys.exit(0)
     """
 
@@ -208,11 +208,11 @@ SIGINT_EXIT = """
             return real()
         setattr(owner, name, interrupted)
         if not GPU:
-            _core._decoder_probe(1_000_000, 1_000_000, 60_000_000_000)  # thread stays 60 s
+            _testhooks._decoder_probe(1_000_000, 1_000_000, 60_000_000_000)  # thread stays 60 s
         prof = loopscope.profile(trace=GPU, metrics=GPU)
         prof.__enter__()
         work()
-        say(open=True, decoder=_core._decoder_state())
+        say(open=True, decoder=_testhooks._decoder_state())
     """
 
 
@@ -221,9 +221,9 @@ SIGINT_EXIT = """
 AT_THE_VERY_END = """
 import atexit
 def _at_the_very_end():
-    from loopscope import _core
+    from loopscope import _core, _testhooks
     print("RESULT " + json.dumps({"at_the_very_end": {"active": _core.active(),
-                                                      "decoder": _core._decoder_state()}}),
+                                                      "decoder": _testhooks._decoder_state()}}),
           flush=True)
 atexit.register(_at_the_very_end)
 """

@@ -1,5 +1,5 @@
 """Property-based tests (hypothesis) over every reader of outside data that
-exists now: the test hooks (_core._inject, _core._inject_calls, also inside
+exists now: the test hooks (_testhooks._inject, _testhooks._inject_calls, also inside
 strict mode), the recording reader (_recording.load / replay), the Nsight
 Systems SQLite reader (values of any type in the columns it reads), the
 budget and pytest-marker parsing, and the command line's arguments.
@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.files import _recording
 from loopscope.readers import _replay
 from loopscope.figures._budgets import BUDGETS, BudgetError, check_budgets
@@ -78,7 +78,7 @@ def strict_views(prof) -> dict:
 
 
 # ---------------------------------------------------------------------------
-# _core._inject
+# _testhooks._inject
 
 @st.composite
 def plausible_record(draw, kind: str):
@@ -133,7 +133,7 @@ def test_inject_takes_a_list_whole_or_refuses_it_by_name(batches):
         for kind, records in batches:
             records = list(records) if not isinstance(records, (list, tuple)) else records
             try:
-                count = _core._inject(kind, records)
+                count = _testhooks._inject(kind, records)
             except (TypeError, ValueError) as error:
                 assert str(error).startswith(("loopscope._inject: ", "_inject(")), error
             else:
@@ -152,7 +152,7 @@ def test_inject_takes_a_list_whole_or_refuses_it_by_name(batches):
 
 
 # ---------------------------------------------------------------------------
-# _core._inject_calls, alone and under strict mode
+# _testhooks._inject_calls, alone and under strict mode
 
 APIS = ["cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
         "cudaMemcpyAsync", "cuMemcpyDtoH_v2", "cuMemcpyDtoHAsync_v2", "cudaLaunchKernel",
@@ -181,7 +181,7 @@ def test_inject_calls_refuses_by_name_or_reports_the_syncs(calls, strict, releas
                  else contextlib.nullcontext())
         with guard:
             try:
-                tokens = _core._inject_calls(calls, release_gil=release_gil)
+                tokens = _testhooks._inject_calls(calls, release_gil=release_gil)
             except (TypeError, ValueError) as error:
                 assert str(error).startswith("loopscope._inject_calls: "), error
                 tokens = None
@@ -200,20 +200,20 @@ def test_inject_calls_refuses_by_name_or_reports_the_syncs(calls, strict, releas
 # Recordings: load() and replay() on mutated recordings
 
 def _seed_recording() -> dict:
-    _core._set_test_clock(1_000_000, 1_000)
+    _testhooks._set_test_clock(1_000_000, 1_000)
     try:
         with loopscope.profile(syncs=False) as prof:
             for i in range(2):
                 with prof.step():
                     with loopscope.range("inner"):
                         pass
-            _core._inject("api", [(1_002_100, 1_002_600, 1, 9), (1_005_100, 1_005_600, 3, 9)])
-            _core._inject("kernel", [(1_010_000, 1_012_000, 0, 7, 1, "gemm"),
+            _testhooks._inject("api", [(1_002_100, 1_002_600, 1, 9), (1_005_100, 1_005_600, 3, 9)])
+            _testhooks._inject("kernel", [(1_010_000, 1_012_000, 0, 7, 1, "gemm"),
                                      (1_042_000, 1_043_000, 0, 9, 2, "softmax")])
-            _core._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, "DtoH", 4096)])
-            _core._inject("sync_record", [(1_150_000, 1_201_500, 7)])
+            _testhooks._inject("memcpy", [(1_200_000, 1_201_000, 0, 7, 3, "DtoH", 4096)])
+            _testhooks._inject("sync_record", [(1_150_000, 1_201_500, 7)])
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     return _recording.record(prof, command="seed")
 
 

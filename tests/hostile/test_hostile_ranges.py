@@ -13,7 +13,7 @@ import re
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 
 def steps_of(prof):
@@ -45,7 +45,7 @@ def test_1_a_stray_range_exit_inside_a_step_closes_nothing(test_clock):
     assert ranges_of(prof) == [("R", 1, 0.001)]
     o = prof.summary()["overhead"]
     assert (o["range_mismatches"], o["ranges_left_open"]) == (1, 0)
-    assert _core._open_ranges() == 0
+    assert _testhooks._open_ranges() == 0
 
 
 def test_2_exits_out_of_order_close_their_own_ranges(test_clock):
@@ -124,7 +124,7 @@ def test_3_deep_nesting_has_no_fixed_depth(test_clock, depth):
         assert by_name[f"d{i}"]["host_ms"] == (2 * depth - 1 - 2 * i) / 1000
     assert (s["overhead"]["range_mismatches"], s["overhead"]["ranges_left_open"]) == (0, 0)
     assert s["steps"][0]["host_ms"] == (2 * depth + 1) / 1000
-    assert _core._open_ranges() == 0
+    assert _testhooks._open_ranges() == 0
 
 
 def test_3c_deep_chain_with_kernels_counts_each_kernel_once_per_name(test_clock):
@@ -145,9 +145,9 @@ def test_3c_deep_chain_with_kernels_counts_each_kernel_once_per_name(test_clock)
                 r.__enter__()
             for r in reversed(ranges):              # level i left at read 2 * depth + 1 - i
                 r.__exit__(None, None, None)
-        _core._inject("api", [(t(2 + i) + 100, t(2 + i) + 200, k + 1)
+        _testhooks._inject("api", [(t(2 + i) + 100, t(2 + i) + 200, k + 1)
                               for k, i in enumerate(levels)])
-        _core._inject("kernel", [(10**9 + 10_000 * k, 10**9 + 10_000 * k + 1_000, 0, 7, k + 1, "k")
+        _testhooks._inject("kernel", [(10**9 + 10_000 * k, 10**9 + 10_000 * k + 1_000, 0, 7, k + 1, "k")
                                  for k in range(len(levels))])
     got = {r["name"]: r for r in prof.summary()["ranges"]}
     assert set(got) == set(names)
@@ -186,7 +186,7 @@ def test_3b_threads_that_end_with_ranges_open(test_clock):
     stop = records[1][4]
     assert [(r[0], r[1]) for r in records[1:4]] == [("w0/0", -1), ("w0/1", 1), ("w0/2", 2)]
     assert all(r[4] == stop for r in records[1:]) and stop == t(27)
-    assert _core._open_ranges() == 0
+    assert _testhooks._open_ranges() == 0
 
 
 @pytest.mark.parametrize("make", [
@@ -200,7 +200,7 @@ def test_4_a_nul_in_a_name_is_refused_with_a_clear_error(make):
     option and the problem named; nothing was recorded or left open."""
     with pytest.raises(ValueError, match=r"contains a NUL character \(U\+0000\).*remove it"):
         make()
-    assert _core._open_ranges() == 0
+    assert _testhooks._open_ranges() == 0
     # the run goes on: "r" is its own name
     with loopscope.profile() as prof:
         with loopscope.range("r"):
@@ -233,19 +233,19 @@ def test_5_distinct_step_names_are_freed_with_their_profile():
     process's RSS grows by no more than a fraction of one profile's names
     over the ten rounds."""
     gc.collect()
-    base = _core._names()
+    base = _testhooks._names()
     grown, rss = [], []
     for round_ in range(10):
         with loopscope.profile(trace=False, syncs=False, metrics=False) as prof:
             for j in range(100_000):
                 with prof.step(f"r{round_}_sample_{j:06d}"):
                     pass
-        grown.append(_core._names()["count"] - base["count"])
+        grown.append(_testhooks._names()["count"] - base["count"])
         last = prof._capture.range_records()[-1]
         assert last[0] == f"r{round_}_sample_099999" and last[2] == 99_999
         del prof, last
         gc.collect()
-        after = _core._names()
+        after = _testhooks._names()
         assert after["count"] == base["count"] and after["check"] == 0
         assert after["bytes"] <= base["bytes"] + (1 << 20)
         rss.append(rss_bytes())
@@ -259,19 +259,19 @@ def test_5b_a_million_default_steps_make_no_names():
     index, so the name table does not grow at all (before: +90 MiB kept);
     the records go with the capture."""
     gc.collect()
-    base = _core._names()
+    base = _testhooks._names()
     rss0 = rss_bytes()
     with loopscope.profile(trace=False, syncs=False, metrics=False) as prof:
         for _ in range(1_000_000):
             with prof.step():
                 pass
-    assert _core._names()["count"] == base["count"] + 1  # "Step_{i}", the profile's template
+    assert _testhooks._names()["count"] == base["count"] + 1  # "Step_{i}", the profile's template
     records = prof._capture.range_records()
     assert (len(records), records[-1][0], records[-1][2]) == (1_000_000, "Step_999999", 999_999)
     del records, prof
     gc.collect()
-    assert _core._names()["count"] == base["count"]
-    assert _core._names()["bytes"] <= base["bytes"] + (1 << 20)
+    assert _testhooks._names()["count"] == base["count"]
+    assert _testhooks._names()["bytes"] <= base["bytes"] + (1 << 20)
     if not UNDER_ASAN:
         assert rss_bytes() - rss0 < 24 << 20
 
@@ -281,13 +281,13 @@ def test_5c_range_objects_of_loopscope_range_are_bounded():
     past it the cache starts over (objects the user holds live on), so
     100k distinct names leave no growth behind."""
     gc.collect()
-    base = _core._names()["count"]
+    base = _testhooks._names()["count"]
     held = loopscope.range("held")
     for j in range(100_000):
         with loopscope.range(f"req_{j}"):
             pass
     gc.collect()
-    assert _core._names()["count"] - base <= 4096 + 1
+    assert _testhooks._names()["count"] - base <= 4096 + 1
     again = loopscope.range("held")   # the cache started over since: a new object
     assert again is not held and again.name == held.name == "held"
     with loopscope.profile() as prof:
@@ -305,7 +305,7 @@ def test_5d_names_stay_right_through_heavy_churn():
 
     rng = random.Random(5)
     gc.collect()
-    base = _core._names()["count"]
+    base = _testhooks._names()["count"]
     alive: dict[str, object] = {}
     expected: list[str] = []
     with loopscope.profile() as prof:
@@ -319,14 +319,14 @@ def test_5d_names_stay_right_through_heavy_churn():
                 expected.append(name)
             _core.range(f"flush{rng.randrange(10_000)}")  # churn the bounded cache
             if rng.random() < 0.002:
-                assert _core._names()["check"] == 0
+                assert _testhooks._names()["check"] == 0
     assert [rec[0] for rec in prof._capture.range_records()] == expected
-    assert _core._names()["check"] == 0
+    assert _testhooks._names()["check"] == 0
     alive.clear()
     del prof
     gc.collect()
-    assert _core._names()["count"] - base <= 4096  # only what the bounded cache still holds
-    assert _core._names()["check"] == 0
+    assert _testhooks._names()["count"] - base <= 4096  # only what the bounded cache still holds
+    assert _testhooks._names()["check"] == 0
 
 
 def test_5e_names_stay_right_while_other_threads_intern_without_the_gil():
@@ -342,7 +342,7 @@ def test_5e_names_stay_right_while_other_threads_intern_without_the_gil():
     import threading
 
     gc.collect()
-    base = _core._names()["count"]
+    base = _testhooks._names()["count"]
     texts = [f"kernel_{i % 1500}" if i % 2 else f"void gemm<{i}>(float*)" for i in range(3000)]
     other = [f"kernel_{i % 1500}" if i % 2 else f"other<{i}>" for i in range(3000)]
     done = threading.Event()
@@ -362,11 +362,11 @@ def test_5e_names_stay_right_while_other_threads_intern_without_the_gil():
         seen.append(("records", str(len(prof._capture.range_records()) == j)))
 
     churner = threading.Thread(target=churn)
-    second = threading.Thread(target=lambda: second_bad.append(_core._names_hammer(other, 300)))
+    second = threading.Thread(target=lambda: second_bad.append(_testhooks._names_hammer(other, 300)))
     churner.start()
     second.start()
     try:
-        bad = _core._names_hammer(texts, 300)
+        bad = _testhooks._names_hammer(texts, 300)
     finally:
         second.join()
         done.set()
@@ -374,10 +374,10 @@ def test_5e_names_stay_right_while_other_threads_intern_without_the_gil():
     assert (bad, second_bad) == (0, [0])
     assert seen[-1] == ("records", "True") and len(seen) > 1
     assert all(name == back for name, back in seen[:-1])
-    assert _core._names()["check"] == 0
+    assert _testhooks._names()["check"] == 0
     gc.collect()
-    assert _core._names()["count"] - base <= 4096  # only what the bounded cache still holds
-    assert _core._names()["check"] == 0
+    assert _testhooks._names()["count"] - base <= 4096  # only what the bounded cache still holds
+    assert _testhooks._names()["check"] == 0
 
 
 def test_11_a_step_whose_enter_failed_uses_no_index(test_clock):

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 from loopscope.figures import _rows
 from loopscope._summary import _ms, _us
 
@@ -55,7 +55,7 @@ def test_20k_host_only_steps_are_each_exact():
     """20,000 steps without GPU records: step k holds k % 4 clock reads of
     its own, so it lasts (1 + k % 4) ticks; syncs are not watched (None)."""
     n = 20_000
-    _core._set_test_clock(START, TICK)
+    _testhooks._set_test_clock(START, TICK)
     try:
         with loopscope.profile() as prof:
             for k in range(n):
@@ -63,7 +63,7 @@ def test_20k_host_only_steps_are_each_exact():
                     for _ in range(k % 4):
                         _core.now_ns()
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     steps = prof.summary()["steps"]
     assert len(steps) == n
     assert [(s["index"], s["name"], s["host_ms"]) for s in steps] == [
@@ -83,7 +83,7 @@ def gpu_steps_profile(n: int, shuffled: bool = False):
     at the end, in a random order."""
     apis, kernels = [], []
     corr = 1
-    _core._set_test_clock(START, TICK)
+    _testhooks._set_test_clock(START, TICK)
     try:
         with loopscope.profile() as prof:
             for k in range(n):
@@ -95,17 +95,17 @@ def gpu_steps_profile(n: int, shuffled: bool = False):
                         kernels.append((start, start + KERNEL_NS, 0, 7, corr, f"k{j}"))
                         corr += 1
                     if not shuffled:
-                        _core._inject("api", apis[-(1 + k % 3):])
-                        _core._inject("kernel", kernels[-(1 + k % 3):])
+                        _testhooks._inject("api", apis[-(1 + k % 3):])
+                        _testhooks._inject("kernel", kernels[-(1 + k % 3):])
             if shuffled:
                 rng = random.Random(12)
                 rng.shuffle(apis)
                 rng.shuffle(kernels)
                 for at in range(0, len(kernels), 997):  # several calls, kinds interleaved
-                    _core._inject("kernel", kernels[at:at + 997])
-                    _core._inject("api", apis[at:at + 997])
+                    _testhooks._inject("kernel", kernels[at:at + 997])
+                    _testhooks._inject("api", apis[at:at + 997])
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     return prof
 
 
@@ -275,17 +275,17 @@ def test_a_line_of_one_ns_has_its_busy_share():
     share is 100 %, in the step (_gap_fields over the step columns), in the
     whole run (shape_gaps) and of the GPU's span (_pct); None is only for a
     line with no time at all."""
-    _core._set_test_clock(START, TICK)
+    _testhooks._set_test_clock(START, TICK)
     try:
         with loopscope.profile() as prof:
             with prof.step():
                 t = _core.now_ns()
-                _core._inject("api", [(t - 100, t - 50, 1)])
-                _core._inject("kernel", [(t, t + 1, 0, 7, 1, "k")])
+                _testhooks._inject("api", [(t - 100, t - 50, 1)])
+                _testhooks._inject("kernel", [(t, t + 1, 0, 7, 1, "k")])
             with prof.step():  # nothing on the GPU
                 pass
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     s = prof.summary()
     one, empty = s["steps"]
     assert (one["gaps"]["busy_ms"], one["gaps"]["busy_pct"]) == (1e-06, 100.0)
@@ -307,8 +307,8 @@ def test_radix_order_is_the_sorted_order(keys):
     that pack into 64 bits, keys that do not (the runs they leave tied go
     through qsort), repeats, and keys in order already."""
     want = sorted(range(len(keys)), key=lambda i: (*keys[i], i))
-    assert _core._radix_order(keys) == want
-    assert _core._radix_order(sorted(keys)) == list(range(len(keys)))
+    assert _testhooks._radix_order(keys) == want
+    assert _testhooks._radix_order(sorted(keys)) == list(range(len(keys)))
 
 
 def test_radix_order_of_many_shuffled_keys():
@@ -318,7 +318,7 @@ def test_radix_order_of_many_shuffled_keys():
     keys = [(rng.randrange(3), rng.randrange(2**40), rng.randrange(50)) for _ in range(20_000)]
     keys += keys[:500]
     rng.shuffle(keys)
-    assert _core._radix_order(keys) == sorted(range(len(keys)), key=lambda i: (*keys[i], i))
+    assert _testhooks._radix_order(keys) == sorted(range(len(keys)), key=lambda i: (*keys[i], i))
 
 
 def streams_profile(records, shuffled: bool):
@@ -330,15 +330,15 @@ def streams_profile(records, shuffled: bool):
         rng = random.Random(3)
         rng.shuffle(apis)
         rng.shuffle(ops)
-    _core._set_test_clock(START, TICK)
+    _testhooks._set_test_clock(START, TICK)
     try:
         with loopscope.profile() as prof:
             with prof.step():
                 for at in range(0, len(ops), 700):
-                    _core._inject("api", apis[at:at + 700])
-                    _core._inject("kernel", ops[at:at + 700])
+                    _testhooks._inject("api", apis[at:at + 700])
+                    _testhooks._inject("kernel", ops[at:at + 700])
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     return prof.summary()
 
 
@@ -505,16 +505,16 @@ def test_launches_on_step_bounds_go_to_the_step_they_bound(shuffled):
         rng = random.Random(5)
         rng.shuffle(apis)
         rng.shuffle(ops)
-    _core._set_test_clock(START, TICK)
+    _testhooks._set_test_clock(START, TICK)
     try:
         with loopscope.profile() as prof:
             for _ in range(n):
                 with prof.step():
                     pass
-            _core._inject("api", apis)
-            _core._inject("kernel", ops)
+            _testhooks._inject("api", apis)
+            _testhooks._inject("kernel", ops)
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     summary = prof.summary()
     assert [s["kernels"] for s in summary["steps"]] == [4] * n
     assert summary["gpu"]["kernels"] == 5 * n

@@ -1,7 +1,7 @@
 """Issue 14, condition 10: the summary is strict JSON always, and the trace
 export takes any 32-bit device or stream id.
 
-Counter values enter through the test hook (_core._inject("sample", ...)),
+Counter values enter through the test hook (_testhooks._inject("sample", ...)),
 as real PM samples enter the records.  Averages are running means, so
 finite values never overflow; a figure derived from them that is still not
 finite (a product or a ratio beyond a float) becomes None, counted in
@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 
 BIG = sys.float_info.max  # 1.797e308
 FIGURES = ["sm_active_pct", "dram_throughput_pct", "gr_active_pct", "sm_issue",
@@ -28,9 +28,9 @@ def profile_of(kernels=(), samples=()):
     with loopscope.profile() as prof:
         with prof.step():
             if kernels:
-                _core._inject("kernel", kernels)
+                _testhooks._inject("kernel", kernels)
             if samples:
-                _core._inject("sample", samples)
+                _testhooks._inject("sample", samples)
     return prof
 
 
@@ -93,7 +93,7 @@ def test_values_that_cannot_be_counters_are_refused_at_the_hook(value):
     with loopscope.profile():
         with pytest.raises(ValueError, match=r"sample record 0, sm_active_pct is .*: must be a "
                                              r"finite number >= 0"):
-            _core._inject("sample", [(1_000, 2_000, {"sm_active_pct": value})])
+            _testhooks._inject("sample", [(1_000, 2_000, {"sm_active_pct": value})])
 
 
 def test_a_normal_summary_has_no_note():

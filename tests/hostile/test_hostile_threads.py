@@ -1,7 +1,7 @@
 """Issue 14, the CPU side of "8 Python threads launching kernels at once,
 each with its own steps": the threads, their steps (made and entered in
 each thread) and the ranges are real; the launches and kernels enter
-through `_core._inject`, shaped as CUPTI delivers them.
+through `_testhooks._inject`, shaped as CUPTI delivers them.
 
 A launch found by a launch callback names its thread by the whole
 pthread_self(), as ranges do; a launch found in CUPTI's API activity
@@ -19,7 +19,7 @@ import threading
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 THREADS, STEPS, LOW32 = 8, 5, 0xFFFFFFFF
 
@@ -47,8 +47,8 @@ def run_threads(thread_bits: int):
                             with corr_lock:
                                 c = next(corr)
                             now = _core.now_ns()
-                            _core._inject("api", [(now, now + 1, c, me)])
-                            _core._inject("kernel", [(now + 10, now + 20, 0, 7, c, "k")])
+                            _testhooks._inject("api", [(now, now + 1, c, me)])
+                            _testhooks._inject("kernel", [(now + 10, now + 20, 0, 7, c, "k")])
                             made[name] = made.get(name, 0) + 1
                         entered.wait()  # every thread is done launching in step s
             except BaseException as error:  # noqa: BLE001 (asserted below)
@@ -100,12 +100,12 @@ def test_a_32_bit_id_two_threads_share_or_a_range_names_is_left_alone():
     with loopscope.profile(trace=False) as prof:
         t0 = _core.now_ns()
         ranges = [(a, "A"), (b, "B"), (exact, "C"), (exact_alias, "D"), (one, "E")]
-        _core._inject("range", [(t0, t0 + 1000, name, -1, k, thread)
+        _testhooks._inject("range", [(t0, t0 + 1000, name, -1, k, thread)
                                 for k, (thread, name) in enumerate(ranges)])
         launches = [shared, exact, one_low]
-        _core._inject("api", [(t0 + 10, t0 + 11, c + 1, thread)
+        _testhooks._inject("api", [(t0 + 10, t0 + 11, c + 1, thread)
                               for c, thread in enumerate(launches)])
-        _core._inject("kernel", [(t0 + 20, t0 + 30, 0, 7, c + 1, "k")
+        _testhooks._inject("kernel", [(t0 + 20, t0 + 30, 0, 7, c + 1, "k")
                                  for c in range(len(launches))])
     got = {x[2]: x[3] for x in prof.capture.apis()}  # correlation id: thread id
     assert got == {1: shared, 2: exact, 3: one}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _core, _testhooks
 
 # The benchmarks' own memory figures (benchmarks/_memory.py), so the test
 # and bench_range_volume.py measure alike.
@@ -52,7 +52,7 @@ def test_100k_distinct_names_in_a_step_are_each_exact_and_quick():
     order = [f"x{k}" for k in range(n)]
     written = order + [PREFIX + name for name in reversed(order)]
     ranges = [loopscope.range(name) for name in written]
-    _core._set_test_clock(START, TICK)
+    _testhooks._set_test_clock(START, TICK)
     try:
         with loopscope.profile() as prof:
             with prof.step():
@@ -60,7 +60,7 @@ def test_100k_distinct_names_in_a_step_are_each_exact_and_quick():
                     with r:
                         _core.now_ns()
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     summary, took, grew = timed_summary(prof)
     want = {}  # key -> [count, host ticks, prefixed], in order of first use
     for name in written:
@@ -84,14 +84,14 @@ def test_distinct_names_outside_any_step_keep_their_names():
     its own name once, in order."""
     n = 20_000
     ranges = [loopscope.range(f"{PREFIX}y{k}") for k in range(n)]
-    _core._set_test_clock(START, TICK)
+    _testhooks._set_test_clock(START, TICK)
     try:
         with loopscope.profile() as prof:
             for r in ranges:
                 with r:
                     pass
     finally:
-        _core._set_test_clock(0, 0)
+        _testhooks._set_test_clock(0, 0)
     got = prof.summary()["ranges"]
     assert [(r["name"], r["count"], r["host_ms"], r["step_prefixed"]) for r in got] == [
         (f"{PREFIX}y{k}", 1, TICK / 1e6, False) for k in range(n)]
@@ -129,7 +129,7 @@ def test_ranges_of_many_threads_take_the_step_running_when_they_began(seed):
     step, records = injected_threads(rng, 25_000, 8)
     with loopscope.profile() as prof:
         for at in range(0, len(records), 50_000):
-            assert _core._inject("range", records[at:at + 50_000]) == len(records[at:at + 50_000])
+            assert _testhooks._inject("range", records[at:at + 50_000]) == len(records[at:at + 50_000])
     want = {}
     for start, end, name, _, _, _ in records[1:]:
         inside = step[0] <= start <= step[1]
@@ -180,7 +180,7 @@ def test_group_table_columns_are_the_groups_figures():
                (12, 13, "S0/a/b", 1, -1, 11), (15, 16, "b", 0, -1, 11), (30, 33, "x", -1, -1, 11),
                (31, 32, "S0/a/b", 4, -1, 11)]
     with loopscope.profile() as prof:
-        _core._inject("range", records)
+        _testhooks._inject("range", records)
     model = prof.model
     table = model.group_table()
     groups = model.groups()
@@ -232,10 +232,10 @@ def test_each_range_averages_the_samples_over_its_own_kernels(test_clock):
                 pass
             with loopscope.range("B"):  # 4 .. 5
                 pass
-        _core._inject("api", [(t(2) + 100, t(2) + 200, 1), (t(4) + 100, t(4) + 200, 2)])
-        _core._inject("kernel", [(100_000_000, 200_000_000, 0, 7, 1, "a"),
+        _testhooks._inject("api", [(t(2) + 100, t(2) + 200, 1), (t(4) + 100, t(4) + 200, 2)])
+        _testhooks._inject("kernel", [(100_000_000, 200_000_000, 0, 7, 1, "a"),
                                  (300_000_000, 400_000_000, 0, 7, 2, "b")])
-        _core._inject("sample", [(100_000_000, 200_000_000, {"sm_active_pct": 10.0}),
+        _testhooks._inject("sample", [(100_000_000, 200_000_000, {"sm_active_pct": 10.0}),
                                  (300_000_000, 400_000_000, {"sm_active_pct": 70.0})])
     s = prof.summary()
     assert [(r["name"], r["kernels"], r["sm_active_busy_pct"]) for r in s["ranges"]] == [

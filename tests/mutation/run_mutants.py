@@ -396,6 +396,7 @@ class Workspace:
         so a C mutant recompiles only its own file and relinks."""
         self.copy_tree(self.base)
         env = _clean_env()
+        env["LOOPSCOPE_TEST_HOOKS"] = "1"  # a test build: the tests call the C test hooks
         log = subprocess.run(
             [self.python, "setup.py", "-v", "build_ext", "--build-temp", str(self.base / "obj"),
              "--build-lib", str(self.base / "lib")],

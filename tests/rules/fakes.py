@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import itertools
 
-from loopscope import _core
+from loopscope import _testhooks
 
 
 def c_callable(calls, *then):
@@ -14,7 +14,7 @@ def c_callable(calls, *then):
     its API calls is the caller's line.  Each call injects `calls` through
     the switchboard (each call reads the profile clock once, at enter; its
     exit is enter + its duration); one positional argument is ignored."""
-    results = map(functools.partial(_core._inject_calls), itertools.repeat(calls))
+    results = map(functools.partial(_testhooks._inject_calls), itertools.repeat(calls))
     for f in then:
         results = map(f, results)
     return functools.partial(next, results)

@@ -11,6 +11,7 @@ import types
 import pytest
 
 import loopscope
+from loopscope import _testhooks
 from loopscope.figures._syncs import format_site
 
 from fakes import c_callable, kernel, sample
@@ -109,7 +110,7 @@ def five_sites():
         outside()
         with prof.step():
             waits[0](), waits[1](), waits[2](), waits[3](), waits[4]()
-        loopscope._core._inject("kernel", [kernel(1_000, 2_000, 1)])
+        _testhooks._inject("kernel", [kernel(1_000, 2_000, 1)])
     return prof.summary()
 
 
@@ -147,7 +148,7 @@ def counters_only(test_clock, figures, steps=(), wait_ns=1):
             with prof.step():
                 if waits:
                     wait()
-        loopscope._core._inject("sample", [sample(test_clock.at(0), test_clock.at(20), **figures)])
+        _testhooks._inject("sample", [sample(test_clock.at(0), test_clock.at(20), **figures)])
     return prof.summary()
 
 
@@ -197,7 +198,7 @@ def test_counters_only_steps_without_samples_are_not_counted(test_clock, host_ms
                 if i == 0:
                     wait()
         # the sample ends before step 2 begins
-        loopscope._core._inject("sample", [sample(test_clock.at(0), test_clock.at(5) + 1,
+        _testhooks._inject("sample", [sample(test_clock.at(0), test_clock.at(5) + 1,
                                                   sm_active_pct=5, dram_throughput_pct=2,
                                                   gr_active_pct=20)])
     s = prof.summary()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 
 from fakes import kernel
 
@@ -31,7 +31,7 @@ def test_each_device_has_its_own_process_and_gaps(test_clock, tmp_path):
                kernel(t0 + 60 * US, t0 + 70 * US, 2, "b0", device=0),
                kernel(t0 + 30 * US, t0 + 50 * US, 3, "a1", device=1)]  # inside device 0's gap
     with loopscope.profile() as prof:
-        _core._inject("kernel", kernels)
+        _testhooks._inject("kernel", kernels)
     data = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())
     x = [e for e in data["traceEvents"] if e["ph"] == "X"]
     assert sorted((e["name"], e["pid"], e["ts"], e["dur"]) for e in x if e["cat"] == "kernel") == \

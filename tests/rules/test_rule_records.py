@@ -11,7 +11,7 @@ import functools
 import pytest
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 from loopscope.views._report import format_report
 
 from fakes import kernel, sample
@@ -195,7 +195,7 @@ def test_calls_beyond_the_store_are_counted_as_dropped():
     at step ends): every call is either a sync of the summary or a dropped
     record, some are dropped, and the report says how many."""
     calls = 3_000
-    wait = functools.partial(_core._inject_calls, [("cudaDeviceSynchronize", 1_000)] * 1_000)
+    wait = functools.partial(_testhooks._inject_calls, [("cudaDeviceSynchronize", 1_000)] * 1_000)
     with loopscope.profile() as prof:
         for _ in range(calls // 1_000):
             wait()

@@ -4,7 +4,7 @@ Expected values from plain Python over the same input."""
 from __future__ import annotations
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 
 from fakes import kernel
 
@@ -49,9 +49,9 @@ def test_the_in_loop_estimate_adds_the_measured_costs():
     and its sentence says so."""
     ops, calls, ranges = 3, 4, 1
     with loopscope.profile() as prof:
-        _core._inject("kernel", [kernel(1_000 + 2_000 * i, 2_000 + 2_000 * i, i + 1)
+        _testhooks._inject("kernel", [kernel(1_000 + 2_000 * i, 2_000 + 2_000 * i, i + 1)
                                  for i in range(ops)])
-        _core._inject_calls([("cudaDeviceSynchronize", 1_000)] * calls)
+        _testhooks._inject_calls([("cudaDeviceSynchronize", 1_000)] * calls)
         for _ in range(ranges):
             with loopscope.range("r"):
                 pass

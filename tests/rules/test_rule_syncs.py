@@ -15,7 +15,7 @@ import sys
 import threading
 
 import loopscope
-from loopscope import _core
+from loopscope import _testhooks
 
 from fakes import c_callable
 
@@ -65,7 +65,7 @@ def test_a_sync_at_the_exact_end_of_a_step_belongs_to_it(test_clock):
     with loopscope.profile() as prof:
         with prof.step():
             pass
-        _core._set_test_clock(test_clock.at(2), MS)  # next read: step 0's end
+        _testhooks._set_test_clock(test_clock.at(2), MS)  # next read: step 0's end
         line = sys._getframe().f_lineno + 1
         device_sync()
         with prof.step():  # reads at(3), at(4)
@@ -84,7 +84,7 @@ def test_a_sync_at_the_exact_start_of_a_step_belongs_to_it(test_clock):
         with prof.step():  # reads at(1), at(2)
             pass
         with prof.step():  # enters at(3)
-            _core._set_test_clock(test_clock.at(3), MS)
+            _testhooks._set_test_clock(test_clock.at(3), MS)
             line = sys._getframe().f_lineno + 1
             device_sync()  # at(3) again; the step exits at(4)
     s = prof.summary()
@@ -157,9 +157,9 @@ def test_copy_methods_are_kind_memcpy():
     with loopscope.profile() as prof:
         base = sys._getframe().f_lineno
         H.cuda()
-        _core._inject_calls([("cudaLaunchKernel", 0)])
+        _testhooks._inject_calls([("cudaLaunchKernel", 0)])
         H.copy_(H)
-        _core._inject_calls([("cudaLaunchKernel", 0)])
+        _testhooks._inject_calls([("cudaLaunchKernel", 0)])
         H.pin_memory()
     s = prof.summary()["syncs"]
     got = sorted((site["line"], site["call"], site["kind"]) for site in s["sites"])
@@ -248,7 +248,7 @@ def test_a_launch_between_a_copy_and_its_wait_splits_them():
     calls = c_callable([("cudaMemcpyAsync", 2_000, 31), ("cudaLaunchKernel", 0),
                         ("cudaStreamSynchronize", WAIT_NS)])
     with loopscope.profile() as prof:
-        _core._inject("memcpy", [pageable_copy_record(31)])
+        _testhooks._inject("memcpy", [pageable_copy_record(31)])
         calls()
     s = prof.summary()["syncs"]
     assert s["count"] == 2
@@ -265,7 +265,7 @@ def test_a_copy_and_a_wait_on_different_lines_are_two_syncs():
     """A copy to pageable memory on one line, a stream sync on the next, no
     launch between: not one `.item()`, two syncs at two sites."""
     with loopscope.profile() as prof:
-        _core._inject("memcpy", [pageable_copy_record(32)])
+        _testhooks._inject("memcpy", [pageable_copy_record(32)])
         line = sys._getframe().f_lineno + 1
         copy_only()
         stream_wait()

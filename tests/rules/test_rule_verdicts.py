@@ -12,6 +12,7 @@ import types
 import pytest
 
 import loopscope
+from loopscope import _testhooks
 
 from fakes import c_callable, kernel, sample
 
@@ -111,7 +112,7 @@ def counters_only(test_clock, figures, steps=(), wait_ns=None):
                 if waits:
                     wait()
         prof_sample = sample(test_clock.at(0), test_clock.at(20), **figures)
-        loopscope._core._inject("sample", [prof_sample])
+        _testhooks._inject("sample", [prof_sample])
     return prof.summary()
 
 

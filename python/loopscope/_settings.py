@@ -27,9 +27,11 @@ LOOPSCOPE_INTERNAL
                                    its last decode; 0: the stop follows the finish
       overlap=0|1                  1: back to back, a start goes on beside the last
                                    profile's finish (tracing and sampling continue from
-                                   it); 0 (default): it waits for the worker, as before
-                                   (issue 27: exact on one H100 run, a gain only when the
-                                   GPU still runs at the exit; see RESULTS.md)
+                                   it; the finish hands its sampler over to a start posted
+                                   during its tail decode); 0 (default): it waits for the
+                                   worker, as before (issue 27, H100: back to back
+                                   1.2-1.75x, records and samples exact; off until a
+                                   sample-clock check passes under it; see RESULTS.md)
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -91,9 +92,18 @@ def inputs(scratch: Path) -> list[tuple[str, Path]]:
 def lines() -> list[str]:
     with tempfile.TemporaryDirectory(prefix="loopscope-fingerprint-") as scratch:
         out = []
-        for name, path in inputs(Path(scratch)):
-            for options, suffix in VARIANTS:
-                out.append(f"{name}{suffix}  {fingerprint(path, name, options)}")
+        # From the scratch folder: a summary names a trace's source files relative
+        # to the working folder when they lie under it (a rank trace's
+        # benchmarks/distributed_straggler.py), so the lines would depend on where
+        # the command ran.
+        here = os.getcwd()
+        os.chdir(scratch)
+        try:
+            for name, path in inputs(Path(scratch)):
+                for options, suffix in VARIANTS:
+                    out.append(f"{name}{suffix}  {fingerprint(path, name, options)}")
+        finally:
+            os.chdir(here)
         return out
 
 

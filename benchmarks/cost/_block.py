@@ -1,5 +1,5 @@
 """One profiled with-block, timed the way the cost figures read it (a
-sibling module of the benchmarks, imported by path like _memory.py).
+sibling module of the benchmarks, imported by path like scale/_memory.py).
 
 The block is enter + loop + exit, the loop ending when the GPU has done its
 work (torch.cuda.synchronize() inside the block); summary() is timed apart,

@@ -17,7 +17,7 @@ Each round times one 10-step loop (wall clock, ending in a synchronize) under:
 Three phases (Kineto never gives CUPTI's callback slot back); inside each the
 variants alternate round by round with no-profiler rounds, and each ratio is
 against its own phase's no-profiler median.  Medians of --rounds rounds.
-Usage: python benchmarks/bench_overhead.py [--rounds 30] [--graph] [--json OUT]
+Usage: python benchmarks/cost/bench_overhead.py [--rounds 30] [--graph] [--json OUT]
 """
 from __future__ import annotations
 

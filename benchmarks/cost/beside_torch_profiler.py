@@ -12,7 +12,7 @@ per-step GPU time, GPU time line against the with-block, and the clock's rate
 against the host; each torch.profiler run its CUDA kernel total (so a change
 that broke torch.profiler's own figures would show too).
 
-    python benchmarks/beside_torch_profiler.py --cycles 3
+    python benchmarks/cost/beside_torch_profiler.py --cycles 3
 
 Needs a CUDA GPU and torch (transformers for the GPT-2 part: --no-gpt2 skips).
 """

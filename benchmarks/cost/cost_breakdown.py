@@ -16,7 +16,7 @@ One JSON line per figure set goes to --json; a short table is printed.
 LOOPSCOPE_INTERNAL passes through (e.g. metrics_max_samples=N, parsed once
 per process: run the script once per value).
 
-Usage (GPU machine): python benchmarks/cost_breakdown.py [--profiles 8]
+Usage (GPU machine): python benchmarks/cost/cost_breakdown.py [--profiles 8]
         [--loops eager,graph] [--no-gpt2] [--json OUT.jsonl]
         [--save-recording DIR]
 """

@@ -6,11 +6,11 @@ profiles that loop once and prints one JSON line: SM/DRAM present, their
 coverage of the loop, the enter's time (and of it the wait for the PM
 sampler's set-up), the whole block against the bare loop.  The parent runs
 --runs processes for each loop length and prints a table.  Also, with
---run-cli, `loopscope run` on benchmarks/denoise_script.py, and with
+--run-cli, `loopscope run` on benchmarks/tour/denoise_script.py, and with
 --plugin, the pytest plugin's first test with a min_sm_active_pct budget.
 
-    python benchmarks/first_profile.py --loop-ms 20 50 100 --runs 5 --metrics true
-    python benchmarks/first_profile.py --child 50 --metrics lazy   (one run)
+    python benchmarks/cost/first_profile.py --loop-ms 20 50 100 --runs 5 --metrics true
+    python benchmarks/cost/first_profile.py --child 50 --metrics lazy   (one run)
 
 Needs a CUDA GPU and torch; prints what it measured, asserts nothing.
 """
@@ -96,7 +96,7 @@ def run_cli() -> dict:
         out = os.path.join(tmp, "run.json")
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "loopscope", "run", "--json", out,
-                               os.path.join(HERE, "denoise_script.py"), "--iterations", "300"],
+                               os.path.join(HERE, "..", "tour", "denoise_script.py"), "--iterations", "300"],
                               capture_output=True, text=True)
         wall = time.perf_counter() - t0
         if proc.returncode != 0 or not os.path.exists(out):

@@ -15,9 +15,9 @@ time, readiness states, ops by kind, and SM active.  Then the comparison the iss
 asks for: steps equal, busy within 2%, readiness equal.
 
 Usage:
-  python benchmarks/graph_mode.py [--rounds 15] [--repeat 2] [--loops graph,compiled]
+  python benchmarks/cost/graph_mode.py [--rounds 15] [--repeat 2] [--loops graph,compiled]
       [--json OUT]
-  python benchmarks/graph_mode.py --child --mode replays --loop graph   # one variant
+  python benchmarks/cost/graph_mode.py --child --mode replays --loop graph   # one variant
 """
 from __future__ import annotations
 

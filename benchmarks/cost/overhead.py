@@ -64,10 +64,10 @@ process after that many seconds) leaves them out first; the table keeps the
 order above.
 
 Usage (GPU machine):
-  python benchmarks/overhead.py [--rounds 20] [--loops eager,graph,gpt2]
+  python benchmarks/cost/overhead.py [--rounds 20] [--loops eager,graph,gpt2]
                                 [--variants a,b] [--back-to-back] [--quick]
                                 [--profiles K] [--repeats R] [--json OUT.json]
-  python benchmarks/overhead.py --dry      # lists the runs; no torch, no GPU
+  python benchmarks/cost/overhead.py --dry      # lists the runs; no torch, no GPU
 The gpt2 loop is skipped, with the reason printed, where transformers is not
 installed.  The short table comes last; --json keeps every figure (written
 after each process).  Environment variables pass through to the children

@@ -2,7 +2,7 @@
 measurement (issue 11).  Each row is loopscope.profile() on the demo loop in
 its own process, with one internal switch (LOOPSCOPE_INTERNAL, see
 python/loopscope/_settings.py) or profile option changed from today's
-defaults; rounds alternate with bare rounds as in benchmarks/overhead.py.
+defaults; rounds alternate with bare rounds as in benchmarks/cost/overhead.py.
 
   default                  today's defaults (worker finish, zeroed buffers, warm-up
                            once per process, sampler started by the worker, samples
@@ -40,9 +40,9 @@ step, coverage of the loop by samples, the worker's decode time, and the
 bare loop (to see sampling kept running between profiles).
 
 Usage (GPU machine, ~2.5 min for both loops):
-  python benchmarks/overhead_options.py [--rounds 12] [--loops eager,graph]
+  python benchmarks/cost/overhead_options.py [--rounds 12] [--loops eager,graph]
                                         [--variants a,b] [--json OUT.json]
-  python benchmarks/overhead_options.py --dry   # lists the runs; no torch, no GPU
+  python benchmarks/cost/overhead_options.py --dry   # lists the runs; no torch, no GPU
 """
 from __future__ import annotations
 

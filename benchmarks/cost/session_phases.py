@@ -6,7 +6,7 @@ time and how long summary() waited for it, PM sampling's own phases).
 
 Variants alternate round by round with bare rounds, in one process; the first
 profile of a process is timed in fresh subprocesses (`--first VARIANT`).
-Usage: python benchmarks/session_phases.py [--rounds 15] [--graph] [--json OUT]
+Usage: python benchmarks/cost/session_phases.py [--rounds 15] [--graph] [--json OUT]
 """
 from __future__ import annotations
 

@@ -14,13 +14,15 @@ Parts (each runs on its own; a failure prints its reason and the next goes on):
             median of the per-round ratios, with its 10th-90th percentile
   kineto    after torch.profiler ran: one metrics profile session, its host time and
             loop ratio (runs last: Kineto keeps CUPTI's callback slot)
-Usage: python benchmarks/bench_counters.py [--rounds 40] [--only part,part] [--json OUT]
+Usage: python benchmarks/counters/bench_counters.py [--rounds 40] [--only part,part] [--json OUT]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 import traceback
 import warnings
@@ -30,7 +32,9 @@ import torch
 import loopscope
 from loopscope.demo import build, eager_loop, graph_loop_factory
 
-from bench_overhead import timed
+# timed() is benchmarks/cost/bench_overhead.py's, imported by path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cost"))
+from bench_overhead import timed  # noqa: E402
 
 RESULTS: dict[str, object] = {}
 PARTS = []

@@ -1,5 +1,5 @@
 """One long kernel, for Nsight Compute and loopscope side by side
-(benchmarks/ncu_compare.sh).  --mode copy: a 4 GiB elementwise read+write kernel (DRAM bound);
+(benchmarks/counters/ncu_compare.sh).  --mode copy: a 4 GiB elementwise read+write kernel (DRAM bound);
 --mode mm: a bf16 16384^3 matmul (compute bound).  Two warm-up launches,
 then the measured one (ncu: --launch-skip 2 --launch-count 1).
 --loopscope prints loopscope's figures over the measured kernel's busy time."""

@@ -20,7 +20,7 @@ A second table times the demo model (18 LayerNorm-Linear-GELU-Linear
 blocks) on CPU at a small width, so the forward is overhead bound: ms per
 forward plain, with empty hook pairs, and instrumented (91 module calls a
 forward), all inside profile(trace=False) and a step.
-Usage: python benchmarks/bench_instrument.py [--rounds 30] [--calls 200] [--json OUT]
+Usage: python benchmarks/host/bench_instrument.py [--rounds 30] [--calls 200] [--json OUT]
 """
 from __future__ import annotations
 

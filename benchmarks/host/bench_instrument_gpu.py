@@ -10,20 +10,24 @@ names (Layer_<i>/LN, Layer_<i>/MLP_Up, ...):
   - the same loop replayed from a CUDA graph: kernels per step, ranges seen;
   - wall time of the eager loop: plain, instrumented, instrumented inside a
     profile (medians of --rounds rounds, alternating).
-Usage: python benchmarks/bench_instrument_gpu.py [--rounds 20] [--json OUT]
+Usage: python benchmarks/host/bench_instrument_gpu.py [--rounds 20] [--json OUT]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 
 import torch
 
 import loopscope
 from loopscope.demo import build, eager_loop, graph_loop_factory
 
-from bench_overhead import timed  # a sibling script: run as python benchmarks/<name>.py
+# timed() is benchmarks/cost/bench_overhead.py's, imported by path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cost"))
+from bench_overhead import timed  # noqa: E402
 
 BLOCKS = 18
 LEAVES = {"norm": "LN", "up": "MLP_Up", "act": "GELU", "down": "MLP_Down"}

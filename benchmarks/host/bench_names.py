@@ -5,7 +5,7 @@ asserts nothing.  With the packages installed it also times the
 alternatives that were weighed: cxxfilt (ctypes to the same runtime
 function), itanium_demangler (pure Python) and the c++filt program.
 
-    python benchmarks/bench_names.py [--rounds 2000]
+    python benchmarks/host/bench_names.py [--rounds 2000]
 """
 from __future__ import annotations
 

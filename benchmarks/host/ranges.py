@@ -23,7 +23,7 @@ rounds, with the best round beside it.  Times are the thread's CPU time
 (--clock wall: elapsed time), so other processes on a shared machine
 inflate them least.  Nothing here asserts a time.
 
-Usage: python benchmarks/ranges.py [--rounds 15] [--pairs 20000] [--modules 50]
+Usage: python benchmarks/host/ranges.py [--rounds 15] [--pairs 20000] [--modules 50]
                                    [--clock thread|wall] [--json OUT] [--quick]
 --quick: 2 rounds of 500 pairs, for CI (seconds; the figures are rough).
 """

@@ -84,8 +84,8 @@ much: a host run whose truth is beyond 10% of the planted delay cannot be
 ok, whatever loopscope reads.
 
 Usage:
-  python benchmarks/distributed_straggler.py                      # 2 and 4 GPUs, ~4 min
-  python benchmarks/distributed_straggler.py --nproc 2 --runs 2   # quicker
+  python benchmarks/ranks/distributed_straggler.py                      # 2 and 4 GPUs, ~4 min
+  python benchmarks/ranks/distributed_straggler.py --nproc 2 --runs 2   # quicker
   ... [--host-ms 1.5] [--compute-ms 4] [--steps 30] [--warmup 10] [--late-rank 1]
       [--dim 2048] [--batch 64] [--out DIR] [--no-kineto] [--json OUT] [--pin]
 Every process it starts, and every rank, runs with NCCL_NVLS_ENABLE=0,

@@ -2,9 +2,9 @@
 the summary() it reads: the bound is "the HTML bounded at any size: <= 1 s,
 <= 200 MB" (issue 14).  Synthetic records, no GPU needed:
 
-    python benchmarks/bench_html.py --kernels 10000000 --steps 10
-    python benchmarks/bench_html.py --kernels 1000000 --steps 1000000
-    python benchmarks/bench_html.py --kernels 10000000 --layout bench_summary
+    python benchmarks/scale/bench_html.py --kernels 10000000 --steps 10
+    python benchmarks/scale/bench_html.py --kernels 1000000 --steps 1000000
+    python benchmarks/scale/bench_html.py --kernels 10000000 --layout bench_summary
 
 Layout "host" (default): each step's kernels run inside its host time on
 the device (3 us kernels, 2 us apart, a 60 us gap into each step), the
@@ -32,7 +32,7 @@ from pathlib import Path
 import loopscope
 from loopscope import _core
 
-from _memory import reset_peak_rss, rss_mb  # benchmarks/_memory.py
+from _memory import reset_peak_rss, rss_mb  # benchmarks/scale/_memory.py
 
 KERNEL_NS, GAP_NS, STEP_GAP_NS = 3_000, 2_000, 60_000
 

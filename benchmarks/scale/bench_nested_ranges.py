@@ -1,8 +1,8 @@
 """summary() of deeply nested ranges (issue 14, condition 3; review item 5),
 from synthetic records (no GPU needed).  Prints the time; asserts nothing.
 
-    python benchmarks/bench_nested_ranges.py                       # depths 300, 5,000, 50,000
-    python benchmarks/bench_nested_ranges.py --depths 300 5000 --kernels-per-level 2
+    python benchmarks/scale/bench_nested_ranges.py                       # depths 300, 5,000, 50,000
+    python benchmarks/scale/bench_nested_ranges.py --depths 300 5000 --kernels-per-level 2
 
 One step holding `depth` nested ranges, named d0, d1, ... (as issue 14's
 condition 3) or, with --names cycle, cycling over three names (each name's

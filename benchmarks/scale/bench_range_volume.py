@@ -1,8 +1,8 @@
 """summary() of many ranges (issue 25, range-name volume), host only (no
 GPU needed).  Prints the figures; asserts nothing.
 
-    python benchmarks/bench_range_volume.py names [--count 1000000] [--no-step]
-    python benchmarks/bench_range_volume.py threads [--count 30000000] [--threads 8] [--step]
+    python benchmarks/scale/bench_range_volume.py names [--count 1000000] [--no-step]
+    python benchmarks/scale/bench_range_volume.py threads [--count 30000000] [--threads 8] [--step]
 
 names:   `count` ranges with distinct names (r0, r1, ...), one after the
          other inside one step (--no-step: outside any step), so summary()

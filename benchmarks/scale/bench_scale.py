@@ -4,11 +4,11 @@ nothing about time.  The bounds it is read against: summary() of 1M steps
 <= 2 s; of 10M kernel records <= 3 s and <= 1 GB above the records; the
 HTML <= 1 s and <= 200 MB at any size.
 
-    python benchmarks/bench_scale.py                  # every case below
-    python benchmarks/bench_scale.py --case steps     # 1M host-only steps
-    python benchmarks/bench_scale.py --case gpu_steps --steps 1000000
-    python benchmarks/bench_scale.py --case kernels --kernels 10000000 [--shuffled] [--streams 4]
-    python benchmarks/bench_scale.py --case graph --kernels 10000000
+    python benchmarks/scale/bench_scale.py                  # every case below
+    python benchmarks/scale/bench_scale.py --case steps     # 1M host-only steps
+    python benchmarks/scale/bench_scale.py --case gpu_steps --steps 1000000
+    python benchmarks/scale/bench_scale.py --case kernels --kernels 10000000 [--shuffled] [--streams 4]
+    python benchmarks/scale/bench_scale.py --case graph --kernels 10000000
 
 Cases: "steps": --steps host-only steps (prof.step() with nothing in it,
 as a loop without a GPU); "gpu_steps": --steps steps of one kernel each;
@@ -40,7 +40,7 @@ import sys
 import time
 import warnings
 
-from _memory import reset_peak_rss, rss_mb  # benchmarks/_memory.py
+from _memory import reset_peak_rss, rss_mb  # benchmarks/scale/_memory.py
 
 CHUNK = 100_000
 KERNEL_NS, GAP_NS, STEP_GAP_NS = 3_000, 2_000, 60_000

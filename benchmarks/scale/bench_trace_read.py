@@ -1,5 +1,5 @@
 """Time and peak memory of loopscope.analyze() on Kineto-shaped traces of
-10k, 300k and 3M kernels (benchmarks/make_kineto_trace.py), plain and gzip,
+10k, 300k and 3M kernels (benchmarks/scale/make_kineto_trace.py), plain and gzip,
 beside the obvious alternative: json.load of the file plus a plain Python
 pass that computes the same gaps.  Each measurement runs in a fresh
 process; peak RSS is that process's ru_maxrss.  CPU time (user + sys, all threads)
@@ -8,7 +8,7 @@ machine wall time depends on what else runs (the load average is printed
 too); with a reader thread beside the parser, an idle 2-core machine's wall
 time is about the main thread's CPU time.
 
-    python benchmarks/bench_trace_read.py --sizes 10000 300000 3000000 --dir /tmp/traces
+    python benchmarks/scale/bench_trace_read.py --sizes 10000 300000 3000000 --dir /tmp/traces
 
 Multi-GB files are written to --dir (check `df -h` first) and deleted at
 the end unless --keep.  Prints numbers; asserts nothing."""

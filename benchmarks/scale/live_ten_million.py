@@ -3,7 +3,7 @@ with summary()'s time, CPU time and peak memory: CUDA-graph replays of 10,000
 tiny kernels, 10 replays a step, 100 steps, metrics off (as the hostile GPU
 test, which runs this script).  Prints one JSON line.  GPU machine only.
 
-    python benchmarks/live_ten_million.py
+    python benchmarks/scale/live_ten_million.py
 """
 import argparse
 import json

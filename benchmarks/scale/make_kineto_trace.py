@@ -10,8 +10,8 @@ call; per step a ProfilerStep#N annotation, user annotations per layer and a
 cudaStreamSynchronize with its python_function stack.  Timestamps are
 relative to baseTimeNanoseconds with 3 decimals, as new traces have them.
 
-    python benchmarks/make_kineto_trace.py --kernels 3000000 /tmp/big.json
-    python benchmarks/make_kineto_trace.py --kernels 300000 --gzip /tmp/mid.json.gz
+    python benchmarks/scale/make_kineto_trace.py --kernels 3000000 /tmp/big.json
+    python benchmarks/scale/make_kineto_trace.py --kernels 300000 --gzip /tmp/mid.json.gz
 """
 from __future__ import annotations
 

@@ -3,14 +3,14 @@ a change with no behaviour change (issue 29's moves and splits) leaves every
 summary byte for byte the same.
 
 The inputs: synthetic Kineto traces of a few sizes and shapes (written by
-benchmarks/make_kineto_trace.py into a scratch folder), the recordings in
+benchmarks/scale/make_kineto_trace.py into a scratch folder), the recordings in
 benchmarks/data/, every trace under tests/data/ (analyze() is tried on each file; one it refuses gets a line with
 its error instead of a hash), and the bundled demo recording.  A line is
 `name  sha256` of json.dumps(summary, sort_keys=True), with the fields that
 time this run itself removed (they differ from run to run).
 
-    python benchmarks/summary_fingerprint.py > before.txt
-    python benchmarks/summary_fingerprint.py --check before.txt   # exit 1 on a difference
+    python benchmarks/scale/summary_fingerprint.py > before.txt
+    python benchmarks/scale/summary_fingerprint.py --check before.txt   # exit 1 on a difference
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-MAKE_TRACE = ROOT / "benchmarks" / "make_kineto_trace.py"
+ROOT = Path(__file__).resolve().parents[2]
+MAKE_TRACE = Path(__file__).resolve().parent / "make_kineto_trace.py"
 DEMO = ROOT / "python" / "loopscope" / "data" / "demo_recording.json.gz"
 TEST_DATA = ROOT / "tests" / "data"
 BENCH_DATA = ROOT / "benchmarks" / "data"  # recordings of real loops (benchmarks/data/README.md)

@@ -1,7 +1,7 @@
 """A plain PyTorch denoise loop with no profiling code in it, for the
 command line tour: each step is a torch.profiler.record_function block.
 
-    python -m loopscope run --steps denoise_step benchmarks/denoise_script.py --iterations 10
+    python -m loopscope run --steps denoise_step benchmarks/tour/denoise_script.py --iterations 10
 """
 import argparse
 

@@ -2,7 +2,7 @@
 `prof` shows as the last line of a notebook cell), taken in headless
 Chromium, for the guide's tour (docs/tour.md).  No GPU needed:
 
-    python benchmarks/notebook_screenshot.py [OUT.png]      # default docs/notebook_view.png
+    python benchmarks/tour/notebook_screenshot.py [OUT.png]      # default docs/notebook_view.png
 
 The empty bottom of the page is cropped and the colours reduced to a
 palette (Pillow, which matplotlib brings), so the file stays small."""

@@ -1,7 +1,7 @@
 """Writes the notebook view (HTML, and its pictures as PNG files) of the
 demo loop, eager and CUDA graph, for the guide's tour (docs/tour.md).  GPU machine:
 
-    python3 benchmarks/notebook_view.py OUT_FOLDER
+    python3 benchmarks/tour/notebook_view.py OUT_FOLDER
 """
 import argparse
 import base64

@@ -1,10 +1,10 @@
 """The demo denoise loop marked with NVTX ranges the way seed-style code
 marks it: a `Denoise_Step_N` range per step, `Step_N/Layer_i` and
 `Step_N/Layer_i/MLP` below it, and a planted `.item()` sync in step 1.
-The workload of benchmarks/record_nsys_fixture.sh (run under nsys); without
+The workload of benchmarks/tour/record_nsys_fixture.sh (run under nsys); without
 a GPU it says so and exits 0.
 
-    python benchmarks/nvtx_denoise.py --steps 3 --depth 4
+    python benchmarks/tour/nvtx_denoise.py --steps 3 --depth 4
 """
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 demo` on a machine without a GPU shows a real loop (and says it is a
 recording).  Run on the GPU machine, repo root:
 
-    python3 benchmarks/record_demo.py            # eager, 10 steps
-    python3 benchmarks/record_demo.py --out /tmp/x.json.gz --graph
+    python3 benchmarks/tour/record_demo.py            # eager, 10 steps
+    python3 benchmarks/tour/record_demo.py --out /tmp/x.json.gz --graph
 
 Writes python/loopscope/data/demo_recording.json.gz (kept under 200 KB)
 and prints the report of the live run and of its replay, which must agree."""
@@ -56,7 +56,7 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     _recording.save(prof, out, command=command,
                     note=f"torch {torch.__version__}, driver via CUPTI; recorded by "
-                         "benchmarks/record_demo.py")
+                         "benchmarks/tour/record_demo.py")
     size = out.stat().st_size
     print(prof.report())
     print(f"\nrecording written: {out} ({size:,} bytes)")

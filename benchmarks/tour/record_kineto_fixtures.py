@@ -5,7 +5,7 @@ has a planted `.item()` sync in step 1 and cuda_sync events on.
 demo_*.json.gz have no step markers (a profiler without a schedule records
 no ProfilerStep#N); demo_*_steps.json.gz use a schedule (ProfilerStep#N) and
 a record_function("Denoise_Step_{i}") around each step.
-Usage (GPU machine): python benchmarks/record_kineto_fixtures.py --out DIR
+Usage (GPU machine): python benchmarks/tour/record_kineto_fixtures.py --out DIR
 """
 from __future__ import annotations
 

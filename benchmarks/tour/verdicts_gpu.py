@@ -21,7 +21,7 @@ Checks (each one's figures are printed; a check that cannot run says why):
                    masking_utils.py or wherever this version has them) each
                    in all 32 steps.  Every site is printed.
 
-Usage: python benchmarks/verdicts_gpu.py [--json OUT] [--rounds 30] [--skip NAME ...]
+Usage: python benchmarks/tour/verdicts_gpu.py [--json OUT] [--rounds 30] [--skip NAME ...]
 Without a GPU it says so and exits 0 (nothing to measure)."""
 from __future__ import annotations
 

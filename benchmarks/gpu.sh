@@ -7,14 +7,14 @@
 #   beside    loopscope beside torch.profiler in one process (issue 24)
 #   first     the first profile of fresh processes, with a shared cache (issue 30)
 #   ranks     the straggler rule on 2 and 4 ranks (issue 26; needs >= 4 GPUs)
-#   cost      every row of benchmarks/overhead.py --back-to-back --quick: eager, graph, GPT-2 (issue 27; ~6-9 min)
+#   cost      every row of benchmarks/cost/overhead.py --back-to-back --quick: eager, graph, GPT-2 (issue 27; ~6-9 min)
 #   graphs    graph-level mode against per kernel: test_gpu_graph_replays.py, graph_mode.py (issue 27; ~5 min)
-#   options   benchmarks/overhead_options.py: $OPTION_VARIANTS (default: default,counters_only,activity_floor)
-#   phases    where a profile's time goes, eager and CUDA graph (benchmarks/session_phases.py)
+#   options   benchmarks/cost/overhead_options.py: $OPTION_VARIANTS (default: default,counters_only,activity_floor)
+#   phases    where a profile's time goes, eager and CUDA graph (benchmarks/cost/session_phases.py)
 #   counters  PM sampling: its GPU tests, its cost and buffer sizing (bench_counters.py), ncu_compare.sh
 #   instrument  per-layer GPU times (bench_instrument_gpu.py) and the host cost a module call
 #   summary   summary() on the demo capture, with and without per-layer ranges (bench_summary.py)
-#   verdicts  issue 15's verdicts, projections and replay floor (benchmarks/verdicts_gpu.py)
+#   verdicts  issue 15's verdicts, projections and replay floor (benchmarks/tour/verdicts_gpu.py)
 #   scale     10M live kernels (live_ten_million.py, twice), bench_scale.py's cases; BASELINE=DIR: an older tree between
 #   demo      the tour's outputs: demo eager/--graph/--layers, the demo recording, loopscope run, notebook view
 #   fixtures  the Kineto traces of tests/data/kineto (and an Nsight Systems export where nsys is on PATH)
@@ -43,23 +43,23 @@ for suite in "$@"; do
       summary+=("tests: $(tail -1 "$OUT/tests.log")" "hostile -m gpu: $(tail -1 "$OUT/hostile.log")")
       grep -E "^(FAILED|ERROR)" "$OUT/tests.log" "$OUT/hostile.log" | head -10 ;;
     beside)
-      timeout 200 python3 benchmarks/beside_torch_profiler.py --cycles 3 --out "$OUT/beside.jsonl" \
+      timeout 200 python3 benchmarks/cost/beside_torch_profiler.py --cycles 3 --out "$OUT/beside.jsonl" \
         > "$OUT/beside.txt" 2>&1
       grep -v -i warn "$OUT/beside.txt" | tail -14 ;;
     first)
-      timeout 200 python3 benchmarks/first_profile.py --loop-ms 50 --runs 4 --run-cli --plugin \
+      timeout 200 python3 benchmarks/cost/first_profile.py --loop-ms 50 --runs 4 --run-cli --plugin \
         --out "$OUT/first.jsonl" > "$OUT/first.txt" 2>&1
       tail -8 "$OUT/first.txt" ;;
     ranks)
-      timeout 500 python3 benchmarks/distributed_straggler.py --json "$OUT/straggler.json" \
+      timeout 500 python3 benchmarks/ranks/distributed_straggler.py --json "$OUT/straggler.json" \
         --out /tmp/straggler_traces > "$OUT/straggler.txt" 2>&1
       tail -45 "$OUT/straggler.txt" ;;
     cost)  # --budget-s: no process starts after 360 s (a gpt2 one may take 180 s more)
-      timeout 545 python3 benchmarks/overhead.py --back-to-back --quick --budget-s 360 --json "$OUT/overhead.json" > "$OUT/overhead.txt" 2>&1; sed -n '/rounds a variant/,$p' "$OUT/overhead.txt" ;;
+      timeout 545 python3 benchmarks/cost/overhead.py --back-to-back --quick --budget-s 360 --json "$OUT/overhead.json" > "$OUT/overhead.txt" 2>&1; sed -n '/rounds a variant/,$p' "$OUT/overhead.txt" ;;
     graphs)
       timeout 200 python3 -m pytest tests/gpu/test_gpu_graph_replays.py -q -rs -p no:cacheprovider \
         > "$OUT/graphs_tests.log" 2>&1
-      timeout 330 python3 benchmarks/graph_mode.py --rounds 12 --repeat 2 --json "$OUT/graph_mode.json" \
+      timeout 330 python3 benchmarks/cost/graph_mode.py --rounds 12 --repeat 2 --json "$OUT/graph_mode.json" \
         > "$OUT/graph_mode.txt" 2>&1
       summary+=("graphs tests: $(tail -1 "$OUT/graphs_tests.log")")
       sed -n '/^loop /,$p' "$OUT/graph_mode.txt" ;;
@@ -68,37 +68,37 @@ for suite in "$@"; do
       summary+=("whole suite: $(tail -1 "$OUT/suite.log")")
       grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | head -10 ;;
     options)
-      timeout 300 python3 benchmarks/overhead_options.py --rounds 12 --budget-s 250 \
+      timeout 300 python3 benchmarks/cost/overhead_options.py --rounds 12 --budget-s 250 \
         --variants "${OPTION_VARIANTS:-default,counters_only,activity_floor}" --json "$OUT/options.json" \
         > "$OUT/options.txt" 2>&1
       grep -E "^ +(tail|counters:)" "$OUT/options.txt" | head -12; tail -16 "$OUT/options.txt" ;;
     phases)
-      timeout 200 python3 benchmarks/session_phases.py --rounds 15 --json "$OUT/phases_eager.json" \
+      timeout 200 python3 benchmarks/cost/session_phases.py --rounds 15 --json "$OUT/phases_eager.json" \
         > "$OUT/phases_eager.txt" 2>&1
-      timeout 150 python3 benchmarks/session_phases.py --rounds 15 --graph --json "$OUT/phases_graph.json" \
+      timeout 150 python3 benchmarks/cost/session_phases.py --rounds 15 --graph --json "$OUT/phases_graph.json" \
         > "$OUT/phases_graph.txt" 2>&1
       tail -20 "$OUT/phases_eager.txt" "$OUT/phases_graph.txt" ;;
     counters)
       timeout 150 python3 -m pytest tests/gpu/test_gpu_metrics.py -q -rs -p no:cacheprovider \
         > "$OUT/counters_tests.log" 2>&1
       summary+=("counters tests: $(tail -1 "$OUT/counters_tests.log")")
-      timeout 330 python3 benchmarks/bench_counters.py --rounds "${ROUNDS:-30}" --json "$OUT/bench_counters.json" \
+      timeout 330 python3 benchmarks/counters/bench_counters.py --rounds "${ROUNDS:-30}" --json "$OUT/bench_counters.json" \
         > "$OUT/bench_counters.txt" 2>&1
       grep -E "^(eager|graph) |session ms|set-up|^metrics o" "$OUT/bench_counters.txt"
-      timeout 120 bash benchmarks/ncu_compare.sh > "$OUT/ncu_compare.txt" 2>&1
+      timeout 120 bash benchmarks/counters/ncu_compare.sh > "$OUT/ncu_compare.txt" 2>&1
       cat "$OUT/ncu_compare.txt" ;;
     instrument)
-      timeout 120 python3 benchmarks/bench_instrument_gpu.py --rounds 20 --json "$OUT/instrument_gpu.json" \
+      timeout 120 python3 benchmarks/host/bench_instrument_gpu.py --rounds 20 --json "$OUT/instrument_gpu.json" \
         > "$OUT/instrument_gpu.txt" 2>&1
-      timeout 200 python3 benchmarks/bench_instrument.py --rounds 30 --json "$OUT/instrument_cpu.json" \
+      timeout 200 python3 benchmarks/host/bench_instrument.py --rounds 30 --json "$OUT/instrument_cpu.json" \
         > "$OUT/instrument_cpu.txt" 2>&1
       tail -14 "$OUT/instrument_gpu.txt" "$OUT/instrument_cpu.txt" ;;
     summary)
-      timeout 60 python3 benchmarks/bench_summary.py > "$OUT/bench_summary.txt" 2>&1
-      timeout 60 python3 benchmarks/bench_summary.py --layers >> "$OUT/bench_summary.txt" 2>&1
+      timeout 60 python3 benchmarks/scale/bench_summary.py > "$OUT/bench_summary.txt" 2>&1
+      timeout 60 python3 benchmarks/scale/bench_summary.py --layers >> "$OUT/bench_summary.txt" 2>&1
       tail -12 "$OUT/bench_summary.txt" ;;
     verdicts)
-      timeout 120 python3 benchmarks/verdicts_gpu.py --rounds 20 --json "$OUT/verdicts_gpu.json" \
+      timeout 120 python3 benchmarks/tour/verdicts_gpu.py --rounds 20 --json "$OUT/verdicts_gpu.json" \
         > "$OUT/verdicts_gpu.txt" 2>&1
       tail -25 "$OUT/verdicts_gpu.txt" ;;
     scale)  # BASELINE: a copy of an older tree (git archive REV | tar -x -C DIR), built here once
@@ -107,14 +107,14 @@ for suite in "$@"; do
         || { tail -20 "$OUT/baseline_build.log"; exit 1; }
       for variant in new ${BASELINE:+baseline} new; do
         pp=python; [ "$variant" = baseline ] && pp="$BASELINE/python"
-        echo "live 10M $variant: $(PYTHONPATH=$pp timeout 150 python3 benchmarks/live_ten_million.py 2>&1 | tail -1)" \
+        echo "live 10M $variant: $(PYTHONPATH=$pp timeout 150 python3 benchmarks/scale/live_ten_million.py 2>&1 | tail -1)" \
           | tee -a "$OUT/scale.txt"
       done
       for case in steps gpu_steps graph kernels "kernels --streams 4"; do
         for variant in new ${BASELINE:+baseline}; do
           pp=python; [ "$variant" = baseline ] && pp="$BASELINE/python"
           echo "bench_scale $case ($variant):" >> "$OUT/scale.txt"
-          PYTHONPATH=$pp timeout 150 python3 benchmarks/bench_scale.py --case $case --no-html >> "$OUT/scale.txt" 2>&1
+          PYTHONPATH=$pp timeout 150 python3 benchmarks/scale/bench_scale.py --case $case --no-html >> "$OUT/scale.txt" 2>&1
         done
       done
       grep -E "^live|summary\(\)|^bench" "$OUT/scale.txt" | cut -c1-400 ;;
@@ -122,17 +122,17 @@ for suite in "$@"; do
       timeout 30 python3 -m loopscope demo > "$OUT/demo_eager.txt" 2>&1
       timeout 30 python3 -m loopscope demo --graph > "$OUT/demo_graph.txt" 2>&1
       timeout 30 python3 -m loopscope demo --layers > "$OUT/demo_layers.txt" 2>&1
-      timeout 120 python3 benchmarks/record_demo.py --out "$OUT/demo_recording.json.gz" > "$OUT/record_demo.txt" 2>&1
+      timeout 120 python3 benchmarks/tour/record_demo.py --out "$OUT/demo_recording.json.gz" > "$OUT/record_demo.txt" 2>&1
       timeout 120 python3 -m loopscope run --steps denoise_step --max-severe-gaps 0 --json "$OUT/run.json" \
-        --trace "$OUT/run_trace.json" benchmarks/denoise_script.py --iterations 10 > "$OUT/run.txt" 2>&1
+        --trace "$OUT/run_trace.json" benchmarks/tour/denoise_script.py --iterations 10 > "$OUT/run.txt" 2>&1
       echo "run exit status: $? (1: the budget failed, as the tour shows)" >> "$OUT/run.txt"
-      timeout 120 python3 benchmarks/notebook_view.py "$OUT" > "$OUT/notebook_view.txt" 2>&1
+      timeout 120 python3 benchmarks/tour/notebook_view.py "$OUT" > "$OUT/notebook_view.txt" 2>&1
       head -8 "$OUT/demo_eager.txt"; tail -5 "$OUT/record_demo.txt" "$OUT/run.txt" "$OUT/notebook_view.txt" ;;
     fixtures)
-      timeout 120 python3 benchmarks/record_kineto_fixtures.py --out "$OUT/kineto" > "$OUT/kineto.txt" 2>&1
+      timeout 120 python3 benchmarks/tour/record_kineto_fixtures.py --out "$OUT/kineto" > "$OUT/kineto.txt" 2>&1
       tail -5 "$OUT/kineto.txt"
       if command -v nsys > /dev/null; then
-        timeout 200 bash benchmarks/record_nsys_fixture.sh "$OUT/nsys" > "$OUT/nsys.txt" 2>&1; tail -5 "$OUT/nsys.txt"
+        timeout 200 bash benchmarks/tour/record_nsys_fixture.sh "$OUT/nsys" > "$OUT/nsys.txt" 2>&1; tail -5 "$OUT/nsys.txt"
       fi ;;
     probes)
       timeout 60 python3 benchmarks/probes/sync_probe.py --json "$OUT/sync_probe.json" > "$OUT/sync_probe.txt" 2>&1

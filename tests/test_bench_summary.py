@@ -1,4 +1,4 @@
-"""benchmarks/bench_summary.py --recording: the recording replayed as a live
+"""benchmarks/scale/bench_summary.py --recording: the recording replayed as a live
 capture makes the recording's syncs, sites and blocking calls again (the
 figures its timings are quoted for), read from the file itself."""
 from __future__ import annotations
@@ -17,12 +17,12 @@ GPT2 = ROOT / "benchmarks" / "data" / "gpt2_generate64.json.gz"
 
 @pytest.fixture
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
     try:
         import bench_summary
         yield bench_summary
     finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+        sys.path.remove(str(ROOT / "benchmarks" / "scale"))
 
 
 def test_the_gpt2_recording_replays_with_its_syncs_and_calls(bench, tmp_path):

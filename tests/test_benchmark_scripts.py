@@ -1,6 +1,6 @@
 """The GPU benchmarks of issue 11 must at least parse their arguments and
 import without a GPU (CI has none): --dry lists the runs they would make.
-benchmarks/overhead.py's timing (issue 27: rounds, back to back, GPT-2's
+benchmarks/cost/overhead.py's timing (issue 27: rounds, back to back, GPT-2's
 steps) runs here on a fake clock and a CPU module."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import loopscope
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The loopscope this suite imports (in CI an installed one, not the source tree).
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
-OVERHEAD = os.path.join(ROOT, "benchmarks", "overhead.py")
+OVERHEAD = os.path.join(ROOT, "benchmarks", "cost", "overhead.py")
 
 
 def run(script: str, *args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -42,7 +42,7 @@ def load_overhead():
 
 
 @pytest.mark.parametrize("script, loops, variants", [
-    ("overhead.py", {"eager", "graph", "gpt2"}, 9), ("overhead_options.py", {"eager", "graph"}, 22)])
+    ("cost/overhead.py", {"eager", "graph", "gpt2"}, 9), ("cost/overhead_options.py", {"eager", "graph"}, 22)])
 def test_dry_run_lists_every_variant_of_every_loop(script, loops, variants):
     result = run(script, "--dry", block=("torch",))  # no torch needed to list
     assert result.returncode == 0, result.stderr
@@ -57,7 +57,7 @@ def test_dry_run_shows_the_back_to_back_series_and_the_counts():
     """--back-to-back and --quick, as each process would run them: GPT-2
     (~0.8 s a loop) runs a third of the rounds and half of K and of the
     repeats, at least 2 each."""
-    quick = run("overhead.py", "--dry", "--back-to-back", "--quick", block=("torch",))
+    quick = run("cost/overhead.py", "--dry", "--back-to-back", "--quick", block=("torch",))
     assert quick.returncode == 0, quick.stderr
     lines = quick.stdout.strip().splitlines()
     assert len(lines) == 27
@@ -66,7 +66,7 @@ def test_dry_run_shows_the_back_to_back_series_and_the_counts():
             assert "; 2 rounds; back to back: 2 profiles x 2 repeats" in line, line
         else:
             assert "; 6 rounds; back to back: 4 profiles x 3 repeats" in line, line
-    chosen = run("overhead.py", "--dry", "--back-to-back", "--rounds", "12", "--profiles", "6",
+    chosen = run("cost/overhead.py", "--dry", "--back-to-back", "--rounds", "12", "--profiles", "6",
                  "--repeats", "4", "--loops", "graph,gpt2", "--variants", "loopscope",
                  block=("torch", "transformers"))
     assert chosen.returncode == 0, chosen.stderr
@@ -74,12 +74,12 @@ def test_dry_run_shows_the_back_to_back_series_and_the_counts():
         [" 12 rounds", " back to back: 6 profiles x 4 repeats"],
         [" 4 rounds", f" back to back: 3 profiles x 2 repeats (skipped here: transformers is "
                       f"not installed in {sys.executable} (pip install transformers))"]]
-    plain = run("overhead.py", "--dry")
+    plain = run("cost/overhead.py", "--dry")
     assert plain.returncode == 0 and "back to back" not in plain.stdout
     assert all("; 20 rounds" in line for line in plain.stdout.splitlines() if line.startswith("eager"))
 
 
-@pytest.mark.parametrize("script", ["overhead.py", "overhead_options.py"])
+@pytest.mark.parametrize("script", ["cost/overhead.py", "cost/overhead_options.py"])
 def test_an_unknown_variant_is_named(script):
     result = run(script, "--dry", "--variants", "nope")
     assert result.returncode == 2
@@ -92,7 +92,7 @@ def test_an_unknown_variant_is_named(script):
     (("--repeats", "-1"), "--repeats must be at least 1, got -1"),
 ])
 def test_overhead_names_a_bad_option(args, message):
-    result = run("overhead.py", "--dry", *args)
+    result = run("cost/overhead.py", "--dry", *args)
     assert result.returncode == 2
     assert message in result.stderr
 
@@ -307,8 +307,8 @@ def test_the_short_table_comes_last_with_every_column(monkeypatch, capsys):
     (("--case", "kernels", "--kernels", "2000", "--shuffled"), "2,000 kernels in 10 steps, shuffled"),
 ])
 def test_the_scale_benchmark_runs_small(args, shown):
-    """benchmarks/bench_scale.py (issue 14, condition 12) at a size CI
+    """benchmarks/scale/bench_scale.py (issue 14, condition 12) at a size CI
     affords: it runs each case to its end and reports what it built."""
-    result = run("bench_scale.py", *args, "--no-html")
+    result = run("scale/bench_scale.py", *args, "--no-html")
     assert result.returncode == 0, result.stderr
     assert "summary():" in result.stdout and shown in result.stdout, result.stdout

@@ -1,8 +1,10 @@
 """benchmarks/ as a newcomer finds it (issue 29), without a GPU: every script
 answers --help; benchmarks/gpu.sh names only scripts that exist, gives each
 suite one usage line and one branch, and refuses a suite it does not know
-before it builds anything; benchmarks/README.md's table lists every file of
-the folder with commands whose options the scripts know; RESULTS.md puts the
+before it builds anything; the scripts sit in subfolders by what they
+measure, none of them (nor the top) holding more than 15; benchmarks/README.md's
+tables list every file of every subfolder with commands whose options the
+scripts know; RESULTS.md puts the
 current figures first, each with its date and command.  (Its links and
 anchors are checked with the guide's, tests/test_docs.py.)"""
 from __future__ import annotations
@@ -24,6 +26,8 @@ GPU_SH = BENCH / "gpu.sh"
 # The loopscope this suite imports (in CI an installed one, not the source tree).
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parents[1])
 SOURCED = {"gpu_prologue.sh"}  # sourced by gpu.sh, never run on its own
+NOT_SCRIPTS = {"data", "history"}  # benchmark inputs and the dated log of runs
+MOST_FILES = 15  # issue 29: no folder a newcomer must read with more source files than this
 
 # Runs each script given as `SCRIPT --help` in this one process, as `python
 # SCRIPT` would (its folder first on sys.path, run as __main__), so torch is
@@ -50,14 +54,44 @@ sys.stdout.write(json.dumps(results))
 """
 
 
+def script_folders() -> list[Path]:
+    """benchmarks/ itself and each subfolder of scripts (cost/, probes/, ...)."""
+    return [BENCH] + sorted(p for p in BENCH.iterdir() if p.is_dir() and
+                            p.name not in NOT_SCRIPTS and not p.name.startswith(("_", ".")))
+
+
+def source_files(folder: Path) -> list[Path]:
+    """A folder's scripts and helpers: its files less the markdown."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix != ".md"
+                  and p.suffix != ".pyc")
+
+
 def python_scripts() -> list[Path]:
-    return sorted(p for folder in (BENCH, BENCH / "probes") for p in folder.glob("*.py")
+    return sorted(p for folder in script_folders() for p in folder.glob("*.py")
                   if not p.name.startswith("_"))
 
 
 def shell_scripts() -> list[Path]:
-    return sorted(p for folder in (BENCH, BENCH / "probes") for p in folder.glob("*.sh")
+    return sorted(p for folder in script_folders() for p in folder.glob("*.sh")
                   if p.name not in SOURCED)
+
+
+def test_the_scripts_sit_in_subfolders_of_at_most_so_many_files():
+    folders = script_folders()
+    assert {f.name for f in folders} >= {"benchmarks", "cost", "counters", "probes", "scale"}
+    sizes = {str(f.relative_to(ROOT)): len(source_files(f)) for f in folders}
+    assert {f: n for f, n in sizes.items() if n > MOST_FILES} == {}, sizes
+    # the top keeps the runner and what it sources; every benchmark is in a subfolder
+    assert [p.name for p in source_files(BENCH)] == ["gpu.sh", "gpu_prologue.sh"]
+
+
+@pytest.mark.parametrize("count, too_many", [(15, False), (16, True)])
+def test_the_folder_size_check_draws_its_line_at_fifteen(count, too_many, tmp_path):
+    """The check above against a made-up folder of 15 and of 16 scripts."""
+    for i in range(count):
+        (tmp_path / f"s{i}.py").write_text("", encoding="utf-8")
+    (tmp_path / "README.md").write_text("", encoding="utf-8")  # not a source file
+    assert (len(source_files(tmp_path)) > MOST_FILES) is too_many
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +158,7 @@ def test_gpu_sh_names_only_scripts_that_exist_and_answer_help(helps):
     assert run and run <= set(helps), sorted(run - set(helps))
     # the bare script names of the usage lines (bench_counters.py, ...)
     named = {n for line in usage_lines() for n in re.findall(r"\b\w+\.(?:py|sh)\b", line)}
-    places = (BENCH, BENCH / "probes", ROOT / "tests" / "gpu")
+    places = (*script_folders(), ROOT / "tests" / "gpu")
     assert sorted(n for n in named if not any((d / n).exists() for d in places)) == []
 
 
@@ -171,11 +205,12 @@ def readme_rows() -> list[list[str]]:
     return table_rows((BENCH / "README.md").read_text(encoding="utf-8"))
 
 
-def test_the_readme_table_lists_every_file_of_the_folder():
+def test_the_readme_tables_list_every_file_of_every_subfolder():
     listed = [name for row in readme_rows() for name in re.findall(r"`([^`]+)`", row[0])]
     assert len(listed) == len(set(listed))
-    present = {str(p.relative_to(BENCH)) for folder in (BENCH, BENCH / "probes")
-               for p in folder.iterdir() if p.is_file() and p.suffix != ".md"}
+    present = {str(p.relative_to(BENCH)) for folder in script_folders()
+               for p in source_files(folder)}
+    assert len(present) > 40  # the subfolders walked, not the top alone
     assert sorted(set(listed) - present) == [] and sorted(present - set(listed)) == []
 
 

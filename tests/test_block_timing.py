@@ -1,4 +1,4 @@
-"""benchmarks/_block.py: the one timing of a profiled with-block that the
+"""benchmarks/cost/_block.py: the one timing of a profiled with-block that the
 cost benchmarks share (enter + loop + exit, summary() apart), run here on
 the CPU with loopscope itself and a stand-in for torch.cuda."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_block():
-    path = os.path.join(ROOT, "benchmarks", "_block.py")
+    path = os.path.join(ROOT, "benchmarks", "cost", "_block.py")
     spec = importlib.util.spec_from_file_location("block_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

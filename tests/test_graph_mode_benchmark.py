@@ -1,4 +1,4 @@
-"""benchmarks/graph_mode.py (issue 27) without a GPU: its options parse and
+"""benchmarks/cost/graph_mode.py (issue 27) without a GPU: its options parse and
 its busy time (the union of the raw op intervals, the figure the GPU test
 compares between graph-level and per-kernel tracing) is right, against a
 count of covered nanoseconds done point by point."""
@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "benchmarks", "graph_mode.py")
+SCRIPT = os.path.join(ROOT, "benchmarks", "cost", "graph_mode.py")
 
 
 def load():

@@ -113,7 +113,7 @@ def test_warm_up_is_once_per_process_unless_told(monkeypatch):
     """Profile(warm_up=True) asks the core for one warm-up per process (2),
     warm_up=False for none (0); LOOPSCOPE_INTERNAL=warm_up=every restores
     the warm-up at every start (1), for the comparison in
-    benchmarks/overhead_options.py."""
+    benchmarks/cost/overhead_options.py."""
     monkeypatch.setattr(_settings, "_cache", {})
     monkeypatch.delenv("LOOPSCOPE_INTERNAL", raising=False)
     assert _settings.core_options(True)["warm_up"] == 2

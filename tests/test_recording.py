@@ -238,7 +238,7 @@ def test_demo_without_gpu_replays_the_bundled_recording(no_gpu, monkeypatch, tes
     with loopscope.profile() as prof:
         run_loop(prof)
     path = Path(prof.save_recording(tmp_path / "demo.json.gz",
-                                    command="python benchmarks/record_demo.py"))
+                                    command="python benchmarks/tour/record_demo.py"))
     data = json.loads(gzip.decompress(path.read_bytes()))
     data["meta"]["device"] = "NVIDIA H200"
     data["meta"]["devices"] = {"0": "NVIDIA H200"}
@@ -250,7 +250,7 @@ def test_demo_without_gpu_replays_the_bundled_recording(no_gpu, monkeypatch, tes
     out = capsys.readouterr().out.splitlines()
     assert out[:4] == [
         "loopscope demo: no GPU here (no GPU in this test).",
-        "RECORDING: this report analyses the records of `python benchmarks/record_demo.py`, made "
+        "RECORDING: this report analyses the records of `python benchmarks/tour/record_demo.py`, made "
         f"on NVIDIA H200 on 2026-11-21 10:00 UTC with loopscope {loopscope.__version__}; nothing "
         "ran on a GPU now.",
         "",
@@ -297,10 +297,10 @@ def test_repr_of_a_replayed_profile_counts_its_steps(test_clock, tmp_path):
 
 def test_bundled_recording_when_present():
     """The file shipped in the package (made on a GPU by
-    benchmarks/record_demo.py) reads and replays into a real loop."""
+    benchmarks/tour/record_demo.py) reads and replays into a real loop."""
     data = _recording.bundled_demo()
     if data is None:
-        pytest.skip("no bundled demo recording in this checkout (benchmarks/record_demo.py makes it on a GPU)")
+        pytest.skip("no bundled demo recording in this checkout (benchmarks/tour/record_demo.py makes it on a GPU)")
     assert _recording.DEMO_RECORDING.stat().st_size < 200_000
     prof = _replay.replay(data)
     s = prof.summary()

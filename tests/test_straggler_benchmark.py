@@ -1,4 +1,4 @@
-"""benchmarks/distributed_straggler.py (issue 26): the truth it keeps (each
+"""benchmarks/ranks/distributed_straggler.py (issue 26): the truth it keeps (each
 rank's own step timestamps), how it judges a host run against the planted
 delay and that truth, and a CPU run of the whole script (gloo, no GPU: the
 plumbing, not the figures).  Expected numbers are worked out here."""
@@ -17,7 +17,7 @@ import pytest
 import loopscope
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "benchmarks", "distributed_straggler.py")
+SCRIPT = os.path.join(ROOT, "benchmarks", "ranks", "distributed_straggler.py")
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
 
 

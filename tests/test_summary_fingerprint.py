@@ -1,4 +1,4 @@
-"""benchmarks/summary_fingerprint.py: the same summary gives the same line,
+"""benchmarks/scale/summary_fingerprint.py: the same summary gives the same line,
 run timings left out; --check exits 1 on a difference, 2 on a file it
 cannot read (issue 29's byte-for-byte check of the moves)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "summary_fingerprint.py"
+SCRIPT = ROOT / "benchmarks" / "scale" / "summary_fingerprint.py"
 DEMO = ROOT / "python" / "loopscope" / "data" / "demo_recording.json.gz"
 
 

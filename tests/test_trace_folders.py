@@ -331,7 +331,7 @@ def _median_excess_ms(folder, pattern: str, step_prefix: str, call_op: str | Non
 ])
 def test_a_real_host_straggler_read_from_its_ranks_traces(folder, pattern, step_prefix):
     """Rank 1's host spun 1.5 ms at the start of every step (2 x H100,
-    benchmarks/distributed_straggler.py).  Its host lateness is the median
+    benchmarks/ranks/distributed_straggler.py).  Its host lateness is the median
     over the steps of how much later into the step its host called the
     all_reduce than rank 0's, as the files say.  (It reads 1.64 and 1.70
     ms, not 1.5: rank 1's host also launched the step's work slower, as it

@@ -300,7 +300,7 @@ def test_decoder_probe_ticks_on_the_worker_thread():
 @pytest.mark.parametrize("switches", [{"defer": False}, {"metrics_wait_for_start": True},
                                       {"metrics_stop_in_finish": True}])
 def test_the_old_ways_for_comparison_hand_over_the_same_samples(test_clock, switches):
-    """The internal switches benchmarks/overhead_options.py compares: the
+    """The internal switches benchmarks/cost/overhead_options.py compares: the
     finish inside stop, or a start that waits for the sampler."""
     samples = sample_run()
     _testhooks._fake_samples(samples, 1)

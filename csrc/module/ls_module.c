@@ -418,7 +418,7 @@ static PyMethodDef core_methods[] = {
      " own_timestamps=True, overlap=False, graph_kernels=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
-     " Internal switches (compared by benchmarks/overhead_options.py): zeroed_buffers (hand"
+     " Internal switches (compared by benchmarks/cost/overhead_options.py): zeroed_buffers (hand"
      " CUPTI cleared activity buffers), defer (finish on the worker thread, not in stop),"
      " metrics_keep_running_ns (sampling keeps running that long after a profile),"
      " metrics_wait_for_start (start waits for the sampler's set-up and start), callbacks"

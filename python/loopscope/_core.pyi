@@ -26,7 +26,7 @@ def start(
     metrics_max_samples: int = ...,
     metrics_decode_ns: int = ...,
     graph_kernels: bool = ...,  # after prepare_graphs(): each replay's kernels this profile
-    # internal switches (_settings.py, benchmarks/overhead_options.py)
+    # internal switches (_settings.py, benchmarks/cost/overhead_options.py)
     zeroed_buffers: bool = ...,
     defer: bool = ...,
     metrics_cache_dir: str | None = ...,

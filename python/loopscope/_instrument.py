@@ -12,7 +12,7 @@ in each module's __dict__ as `_call_impl`, around torch's own
 Module._call_impl (which Module.__call__ looks up on the instance): its call
 opens the module's range, runs the module's call and closes the range, all
 in C.  The modules get no hooks, so torch keeps its no-hook fast path and a
-module call costs a fraction of a microsecond more (benchmarks/ranges.py).
+module call costs a fraction of a microsecond more (benchmarks/host/ranges.py).
 The range covers the whole module call, the user's own hooks included.
 `forward` is left alone (torch.compile looks at it).  remove() gives every
 module back exactly what it had: no `_call_impl` entry (or the one it had).

@@ -6,7 +6,7 @@ LOOPSCOPE_CACHE_DIR
     ~/.cache/loopscope.  "off" (or empty) turns the cache off.
 
 LOOPSCOPE_INTERNAL
-    Internal switches, for benchmarks/overhead_options.py to compare
+    Internal switches, for benchmarks/cost/overhead_options.py to compare
     alternatives in one GPU run; not a public interface, and they may go
     away.  Comma-separated key=value pairs:
       warm_up=every|once|none      when start pays CUPTI's lazy set-up (default once)
@@ -22,7 +22,7 @@ LOOPSCOPE_INTERNAL
                                    what activity tracing alone costs the loop
       own_timestamps=0|1           1 (default): each profile registers CUPTI's timestamp
                                    source (CLOCK_REALTIME ns); 0: whatever another tool
-                                   left (benchmarks/beside_torch_profiler.py's control)
+                                   left (benchmarks/cost/beside_torch_profiler.py's control)
       metrics_stop_in_finish=0|1   1 (default): the finish stops PM sampling before
                                    its last decode; 0: the stop follows the finish
       overlap=0|1                  1: back to back, a start goes on beside the last

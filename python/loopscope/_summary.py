@@ -619,7 +619,7 @@ _RANGE_FIGURES = {
 
 # Host cost of each thing the profile does inside the user's loop, in us, as
 # measured on an H200 host (GPU_FACTS.md: a C loop of 200,000 launches with
-# and without CUPTI; ranges from benchmarks/ranges.py): one traced GPU op
+# and without CUPTI; ranges from benchmarks/host/ranges.py): one traced GPU op
 # (kernel, copy or memset activity record), one launch call seen by a
 # callback, one blocking call (callback pair + Python stack), one range
 # (enter + exit).  PM sampling and the parsing of records run on

@@ -4,7 +4,7 @@ not wait for the GPU, work launched after the exit is not in the profile,
 and the first profile of a process neither waits for PM sampling's set-up
 nor pretends to have counters it could not have; a second process reads the
 config image from the disk cache.  Timings are printed, not asserted
-(benchmarks/overhead.py measures them)."""
+(benchmarks/cost/overhead.py measures them)."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
 """Issue 15 on a real GPU (marked gpu; skipped with a reason where no GPU is
-present; benchmarks/verdicts_gpu.py prints the same facts with figures):
+present; benchmarks/tour/verdicts_gpu.py prints the same facts with figures):
 
 - the demo loop replayed from a CUDA graph reads UNDER_FILLED, with the
   kernels' launch shapes and the device's SM count read from the driver;
@@ -77,7 +77,7 @@ def test_launch_gap_projection_predicts_the_graph_replay():
     """A model and graph of its own: a CUDA graph captured before another
     test's torch.compile(mode="reduce-overhead") (CUDA graph trees) ran was
     seen to replay into an illegal address afterwards, with or without a
-    profile around it (benchmarks/verdicts_gpu.py builds its own too)."""
+    profile around it (benchmarks/tour/verdicts_gpu.py builds its own too)."""
     model, x = build()
     for _ in range(3):
         eager_loop(model, x, 10)

@@ -189,9 +189,9 @@ def test_eight_threads_each_with_its_own_steps(after_torch_profiler):
 # ---------------------------------------------------------------------------
 # 10M kernels in one profile
 
-# benchmarks/live_ten_million.py: CUDA-graph replays of 10,000 tiny kernels,
+# benchmarks/scale/live_ten_million.py: CUDA-graph replays of 10,000 tiny kernels,
 # 10 a step, 100 steps; it prints what it measured, summary() included.
-TEN_MILLION = (Path(__file__).resolve().parents[2] / "benchmarks" /
+TEN_MILLION = (Path(__file__).resolve().parents[2] / "benchmarks" / "scale" /
                "live_ten_million.py").read_text(encoding="utf-8")
 
 

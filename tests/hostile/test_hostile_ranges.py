@@ -134,7 +134,7 @@ def test_3c_deep_chain_with_kernels_counts_each_kernel_once_per_name(test_clock)
     finds (a kernel counts once for a name however many of its ranges hold
     it).  The attribution walks each kernel's chain once (it walked the
     chain below each range of it again: cubic in the depth; timing in
-    benchmarks/bench_nested_ranges.py)."""
+    benchmarks/scale/bench_nested_ranges.py)."""
     depth, names = 5_000, ("attn", "mlp", "norm")
     levels = [0, 1, 2, 3, 1_000, 2_501, depth - 1]  # a kernel launched right after each enter
     ranges = [loopscope.range(names[i % 3]) for i in range(depth)]

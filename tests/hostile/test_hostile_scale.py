@@ -1,6 +1,6 @@
 """Hostile condition 12 (scale), the correctness half: the summary of many
 steps and many records is exactly right, whichever path builds it.  Speed is
-measured by benchmarks/bench_scale.py (these tests assert no time); the sizes
+measured by benchmarks/scale/bench_scale.py (these tests assert no time); the sizes
 here are what CI, also under ASan/UBSan, can afford.
 
 - summary["steps"] comes from the model's step columns (Model.step_table), a

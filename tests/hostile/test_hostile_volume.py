@@ -4,7 +4,7 @@ bounds here are the issue's scaled down with room for a loaded CI machine
 (1M names in <= 2 s and <= 500 MB; here 50k names of two ranges each in
 < 0.5 s and < 60 MiB: 0.08 s and +26 MiB after the fix, 0.98 s and +126
 MiB before it on this 2-core machine); the full sizes are measured by
-benchmarks/bench_range_volume.py (figures in benchmarks/RESULTS.md).
+benchmarks/scale/bench_range_volume.py (figures in benchmarks/RESULTS.md).
 Expected figures come from plain Python over the same scripted clock or
 injected records."""
 from __future__ import annotations
@@ -22,9 +22,9 @@ import pytest
 import loopscope
 from loopscope import _core, _testhooks
 
-# The benchmarks' own memory figures (benchmarks/_memory.py), so the test
+# The benchmarks' own memory figures (benchmarks/scale/_memory.py), so the test
 # and bench_range_volume.py measure alike.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "scale"))
 from _memory import reset_peak_rss, rss_mb  # noqa: E402
 
 TICK = 1_000  # scripted clock: 1 us a read
@@ -207,12 +207,12 @@ def test_group_table_columns_are_the_groups_figures():
     (("threads", "--count", "4000", "--step"), "4,000 ranges from 8 threads inside a step"),
 ])
 def test_the_volume_benchmark_runs_small(args, shown):
-    """benchmarks/bench_range_volume.py at a size CI affords: each case runs
+    """benchmarks/scale/bench_range_volume.py at a size CI affords: each case runs
     to its end and its ranges' counts add up to what it made."""
     root = Path(__file__).resolve().parents[2]
     python_dir = Path(loopscope.__file__).resolve().parents[1]
     result = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "bench_range_volume.py"), *args],
+        [sys.executable, str(root / "benchmarks" / "scale" / "bench_range_volume.py"), *args],
         capture_output=True, text=True, timeout=120,
         env=dict(os.environ, PYTHONPATH=str(python_dir)))
     assert result.returncode == 0, result.stderr

@@ -38,7 +38,7 @@ from ._names import display_path
 # The gap a CUDA-graph replay still leaves between consecutive kernels:
 # GPU_FACTS.md measured a mean of 0.55 us (the demo loop replayed from a
 # graph on an H200), benchmarks/RESULTS.md 0.76 us on the same loop; this is
-# their middle.  benchmarks/verdicts_gpu.py checks it on the GPU machine.
+# their middle.  benchmarks/tour/verdicts_gpu.py checks it on the GPU machine.
 REPLAY_GAP_FLOOR_US = 0.65
 # The most DRAM throughput a memory-bound loop reaches: GPU_FACTS.md, a
 # streaming copy on an H200 read 84% of peak (4 TB/s of the 4.8 TB/s spec).

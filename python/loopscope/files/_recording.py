@@ -2,7 +2,7 @@
 file (this module), and their replay through the test hooks so the normal C
 analysis turns them into a full summary again (_replay).  The bundled demo
 recording (data/demo_recording.json.gz, made on a GPU by
-benchmarks/record_demo.py) is how `python -m loopscope demo` shows a real
+benchmarks/tour/record_demo.py) is how `python -m loopscope demo` shows a real
 loop on a machine without a GPU.
 
 What a recording holds, and how it comes back:

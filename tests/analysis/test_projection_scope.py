@@ -32,7 +32,7 @@ US, MS = 1_000, 1_000_000
 FLOOR_US = 0.65
 SHARE = 0.5
 NAMED_AT_MOST = 3
-KINETO = Path(__file__).parent / "data" / "kineto"
+KINETO = Path(__file__).resolve().parents[1] / "data" / "kineto"
 
 
 def ms_text(ms):

@@ -35,7 +35,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available():
     pytest.skip("this torch has no torch.distributed", allow_module_level=True)
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and data
 W, N, TICK = 3, 4, 100_000
 ROUNDS = _distributed.ROUNDS
 CLOCK = [1_000_000_000, 7_000_000_000, 3_000_000_000]

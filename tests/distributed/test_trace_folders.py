@@ -174,7 +174,7 @@ def test_rank_skew_budget_on_a_folder(straggler_job, tmp_path):
 
 
 # -- real traces: two ranks of HTA's 128-rank job ------------------------------------
-DATA = __import__("pathlib").Path(__file__).parent / "data"
+DATA = __import__("pathlib").Path(__file__).resolve().parents[1] / "data"
 HTA_RANKS = {0: DATA / "public" / "hta_sampled_rank0.json.gz",
              1: DATA / "ranks" / "hta_sampled_rank1.json.gz"}
 

@@ -15,7 +15,7 @@ import pytest
 
 import loopscope
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The loopscope this suite imports (in CI an installed one, not the source tree).
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
 OVERHEAD = os.path.join(ROOT, "benchmarks", "overhead.py")

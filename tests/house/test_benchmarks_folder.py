@@ -4,7 +4,7 @@ suite one usage line and one branch, and refuses a suite it does not know
 before it builds anything; benchmarks/README.md's table lists every file of
 the folder with commands whose options the scripts know; RESULTS.md puts the
 current figures first, each with its date and command.  (Its links and
-anchors are checked with the guide's, tests/test_docs.py.)"""
+anchors are checked with the guide's, tests/house/test_docs.py.)"""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,7 @@ import pytest
 
 import loopscope
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 GPU_SH = BENCH / "gpu.sh"
 # The loopscope this suite imports (in CI an installed one, not the source tree).

@@ -11,7 +11,7 @@ import pytest
 
 tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11+")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 CI = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 README = (ROOT / "README.md").read_text(encoding="utf-8")

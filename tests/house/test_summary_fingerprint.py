@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "summary_fingerprint.py"
 DEMO = ROOT / "python" / "loopscope" / "data" / "demo_recording.json.gz"
 

@@ -16,7 +16,7 @@ import pytest
 
 from loopscope import _core
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "python" / "loopscope"
 
 

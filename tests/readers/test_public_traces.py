@@ -16,7 +16,7 @@ import pytest
 
 import loopscope
 
-DATA = Path(__file__).parent / "data" / "public"
+DATA = Path(__file__).resolve().parents[1] / "data" / "public"
 FILES = sorted(p.name for p in DATA.glob("*.json.gz"))
 
 # what each category means, old spellings (torch 1.8/1.9) beside the new

@@ -31,7 +31,7 @@ def test_missing_file(tmp_path):
 
 
 def test_directory(tmp_path):
-    # a folder is a job of per-rank traces (tests/test_trace_folders.py); load() takes a file
+    # a folder is a job of per-rank traces (tests/distributed/test_trace_folders.py); load() takes a file
     assert "a folder with no trace file in it" in _one_line_error(tmp_path)
     assert "is a directory" in _one_line_error(tmp_path, loopscope.load)
 

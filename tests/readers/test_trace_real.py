@@ -14,7 +14,7 @@ import fill_rule
 import loopscope
 from trace_fixtures import check_summary, expected
 
-DATA = Path(__file__).parent / "data" / "kineto"
+DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
 FILES = ["demo_eager.json.gz", "demo_graph.json.gz", "demo_eager_stack.json.gz",
          "demo_eager_steps.json.gz", "demo_graph_steps.json.gz"]
 

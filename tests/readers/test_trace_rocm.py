@@ -210,7 +210,7 @@ def test_an_empty_device_name_is_no_name(tmp_path):
 
 def test_public_rocm_trace_on_device_9_gets_its_name():
     from pathlib import Path
-    path = Path(__file__).parent / "data" / "public" / "tracelens_mi300x_sglang_decode.json.gz"
+    path = Path(__file__).resolve().parents[1] / "data" / "public" / "tracelens_mi300x_sglang_decode.json.gz"
     summary = loopscope.analyze(path)
     assert summary["gpu"]["device"] == "AMD Instinct MI300X"
     assert summary["gpu"]["devices"][0]["id"] == 9

@@ -27,7 +27,7 @@ from loopscope.surfaces import _cli
 cpu_only = pytest.mark.skipif(driver_present(), reason="an NVIDIA driver is present: the CLI's "
                               "profile traces for real instead of taking the synthetic records")
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and data
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
 # what the help calls the command when run as `python -m loopscope`: the
 # interpreter's name as typed (here the full path of sys.executable, shown

@@ -12,7 +12,7 @@ import pytest
 
 import loopscope
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and data
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
 KINETO = HERE / "data" / "kineto" / "demo_eager.json.gz"
 GRAPH = HERE / "data" / "kineto" / "demo_graph.json.gz"

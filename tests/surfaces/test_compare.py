@@ -23,7 +23,7 @@ from loopscope.surfaces._compare import CompareError, compare, format_compare, l
 
 from synthetic_loop import KERNEL_NS, run_loop
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and data
 US = 1_000
 
 

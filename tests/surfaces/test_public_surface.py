@@ -15,7 +15,7 @@ import pytest
 
 import loopscope
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and data
 RECORDING = Path(loopscope.__file__).parent / "data" / "demo_recording.json.gz"
 PROFILE_OPTIONS = ["trace", "syncs", "gap_thresholds_us", "step_name", "driver_api", "buffer_mb",
                    "max_buffer_mb", "warm_up", "metrics", "metrics_interval_us",

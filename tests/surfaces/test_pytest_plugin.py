@@ -20,7 +20,7 @@ import loopscope
 
 pytest_plugins = ["pytester"]
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and data
 
 # The repo's own conftest (forces trace=False, checks nothing leaks): the
 # plugin must work under it, so the inner runs use it too.

@@ -19,7 +19,7 @@ import pytest
 
 import loopscope
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
 
 

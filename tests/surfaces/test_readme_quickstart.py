@@ -12,7 +12,7 @@ import loopscope
 from loopscope.files import _recording
 from loopscope.views._report import format_report
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def quick_start() -> tuple[str, list[str]]:

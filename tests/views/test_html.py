@@ -20,7 +20,7 @@ from loopscope.views import _html
 
 from synthetic_loop import run_loop
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and data
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
 
 needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,

@@ -16,7 +16,7 @@ nbclient = pytest.importorskip("nbclient", reason="needs nbclient (the test extr
 pytest.importorskip("ipykernel", reason="needs ipykernel (the test extra)")
 pytest.importorskip("matplotlib", reason="needs matplotlib (the test extra)")
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the shared helpers and data
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
 
 CELLS = [

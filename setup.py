@@ -113,7 +113,7 @@ class BuildExt(build_ext):
 
 # csrc/ holds one folder per floor (csrc/README.md): every source of every
 # floor is compiled, and each floor is an include folder, so a file includes
-# "ls_x.h" wherever ls_x lives (tests/test_import_graph.py keeps includes
+# "ls_x.h" wherever ls_x lives (tests/house/test_import_graph.py keeps includes
 # going down the floors).
 FLOORS = sorted(str(p) for p in Path("csrc").iterdir() if p.is_dir())
 sources = sorted(str(p) for p in Path("csrc").glob("*/*.c")) + sorted(

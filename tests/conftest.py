@@ -5,7 +5,7 @@
 - `run_trace`: runs a whole profile around a set of synthetic records and
   returns its summary.
 The LoopscopeWarning "GPU tracing is off" is expected on CPU machines; it is
-ignored here and checked on its own in test_degradation.py (in subprocesses).
+ignored here and checked on its own in capture/test_degradation.py (in subprocesses).
 The suite needs a test build (LOOPSCOPE_TEST_HOOKS=1, README's test command):
 without one, the import of loopscope._testhooks below fails once, here,
 saying how to rebuild, rather than test by test.

@@ -1,4 +1,4 @@
-"""A gloo process group on CPU, for tests/test_distributed.py:
+"""A gloo process group on CPU, for tests/distributed/test_distributed.py:
 
     python dist_worker.py SPEC.json
 

@@ -1,4 +1,4 @@
-"""Synthetic per-rank Kineto traces of one job (tests/test_trace_folders.py):
+"""Synthetic per-rank Kineto traces of one job (tests/distributed/test_trace_folders.py):
 every rank runs the same steps, a 5 ms gemm then an NCCL all-reduce; a
 planted straggler's host launches its step late_us later, so its gemm ends
 and its all-reduce starts that much later, and the others' all-reduce

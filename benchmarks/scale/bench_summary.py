@@ -139,7 +139,7 @@ def _module(lines: int, sites: list[tuple[str, str]]) -> str:
 
 def _c_callable(calls, *then):
     """A callable with no Python frame of its own that makes `calls`
-    through the real switchboard (as tests/test_syncs.py's fakes)."""
+    through the real switchboard (as tests/capture/test_syncs.py's fakes)."""
     results = map(_testhooks._inject_calls, itertools.repeat(calls))
     for f in then:
         results = map(f, results)

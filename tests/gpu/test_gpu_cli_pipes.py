@@ -1,7 +1,7 @@
 """`loopscope demo | head -1` on a GPU (marked gpu; skipped with a reason
 where no GPU is present): the live demo, its output cut short by the
 reader, ends quietly with 128 + SIGPIPE, as on a machine without one
-(tests/test_cli_pipes.py)."""
+(tests/surfaces/test_cli_pipes.py)."""
 from __future__ import annotations
 
 import os

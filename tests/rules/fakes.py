@@ -1,5 +1,5 @@
 """Fakes shared by the rule tests: API calls that go through the real
-switchboard from a real Python line (see tests/test_syncs.py for the idea),
+switchboard from a real Python line (see tests/capture/test_syncs.py for the idea),
 and synthetic GPU timelines whose figures the tests work out themselves."""
 from __future__ import annotations
 

@@ -4,5 +4,5 @@ become report lines, HTML and trace events (_ranks_view).  The cross-rank
 figures themselves are figures/_ranks.py: the verdict and the budgets read
 them too.
 
-Floor 3 (tests/test_import_graph.py): may import figures/, files/, _core
+Floor 3 (tests/house/test_import_graph.py): may import figures/, files/, _core
 and _version."""

@@ -6,5 +6,5 @@ the cross-rank figures of a torch.distributed job (_ranks); with what they
 share: row dicts built in C (_rows), finite floats (_finite) and names as
 a person reads them (_names).  Nothing here draws or prints a view.
 
-Floor 2 (tests/test_import_graph.py): may import files/, _core and
+Floor 2 (tests/house/test_import_graph.py): may import files/, _core and
 _version."""

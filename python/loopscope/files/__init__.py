@@ -4,5 +4,5 @@ data is checked against its shape (_schema), and a finished profile's raw
 records are saved and loaded (_recording, the format of
 `prof.save()` and of the demo's bundled recording).
 
-Floor 1 of the package (tests/test_import_graph.py): may import only
+Floor 1 of the package (tests/house/test_import_graph.py): may import only
 loopscope._core and loopscope._version; every floor above may import it."""

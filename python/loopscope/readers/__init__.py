@@ -4,6 +4,6 @@ profile: what kind a file is (_sniff), torch.profiler / Kineto JSON
 back into a Profile (_replay), `loopscope.analyze()` / `load()` over one
 file (_analyze) and over a folder or list of per-rank traces (_job).
 
-Floor 6 (tests/test_import_graph.py): above the model and the session (a
+Floor 6 (tests/house/test_import_graph.py): above the model and the session (a
 trace read becomes a Profile and a Summary); may import them and every
 floor below them."""

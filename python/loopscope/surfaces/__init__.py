@@ -4,6 +4,6 @@ _analyze_cli; `merge` in _merge_cli) and before/after comparison
 (`loopscope.compare`, `loopscope diff`: _compare).  The pytest plugin is
 loopscope.pytest_plugin, at the top: pytest's entry point names it.
 
-Floor 7 (tests/test_import_graph.py): may import every floor below; only
+Floor 7 (tests/house/test_import_graph.py): may import every floor below; only
 the package's doors (loopscope/__init__.py, __main__.py, pytest_plugin.py)
 import it."""

@@ -4,7 +4,7 @@ HTML (_html) and its pictures (_pictures), the HTML as a page of its own
 (_html_file), and the Chrome / Perfetto trace (_trace_export).  A view only
 reads the model and the summary; it derives no gap, step or attribution.
 
-Floor 4 (tests/test_import_graph.py): may import distributed/, figures/,
+Floor 4 (tests/house/test_import_graph.py): may import distributed/, figures/,
 files/, _core and _version; the model and the session at the top of the
 package (loopscope._summary, loopscope._profile) offer these views as
 methods."""

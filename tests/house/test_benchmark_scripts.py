@@ -1,0 +1,314 @@
+"""The GPU benchmarks of issue 11 must at least parse their arguments and
+import without a GPU (CI has none): --dry lists the runs they would make.
+benchmarks/cost/overhead.py's timing (issue 27: rounds, back to back, GPT-2's
+steps) runs here on a fake clock and a CPU module."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+import loopscope
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The loopscope this suite imports (in CI an installed one, not the source tree).
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
+OVERHEAD = os.path.join(ROOT, "benchmarks", "cost", "overhead.py")
+
+
+def run(script: str, *args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """The script in a fresh Python, where importing a module in `block` fails."""
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    path = os.path.join(ROOT, "benchmarks", script)
+    if block:
+        code = (f"import runpy, sys; sys.modules.update(dict.fromkeys({list(block)!r})); "
+                f"sys.argv = [{path!r}] + {list(args)!r}; runpy.run_path({path!r}, run_name='__main__')")
+        cmd = [sys.executable, "-c", code]
+    else:
+        cmd = [sys.executable, path, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+
+
+def load_overhead():
+    spec = importlib.util.spec_from_file_location("overhead_under_test", OVERHEAD)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("script, loops, variants", [
+    ("cost/overhead.py", {"eager", "graph", "gpt2"}, 9), ("cost/overhead_options.py", {"eager", "graph"}, 22)])
+def test_dry_run_lists_every_variant_of_every_loop(script, loops, variants):
+    result = run(script, "--dry", block=("torch",))  # no torch needed to list
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == len(loops) * variants
+    assert {line.split()[0] for line in lines} == loops
+    for loop in loops:
+        assert len({line.split()[1] for line in lines if line.split()[0] == loop}) == variants
+
+
+def test_dry_run_shows_the_back_to_back_series_and_the_counts():
+    """--back-to-back and --quick, as each process would run them: GPT-2
+    (~0.8 s a loop) runs a third of the rounds and half of K and of the
+    repeats, at least 2 each."""
+    quick = run("cost/overhead.py", "--dry", "--back-to-back", "--quick", block=("torch",))
+    assert quick.returncode == 0, quick.stderr
+    lines = quick.stdout.strip().splitlines()
+    assert len(lines) == 27
+    for line in lines:
+        if line.startswith("gpt2 "):
+            assert "; 2 rounds; back to back: 2 profiles x 2 repeats" in line, line
+        else:
+            assert "; 6 rounds; back to back: 4 profiles x 3 repeats" in line, line
+    chosen = run("cost/overhead.py", "--dry", "--back-to-back", "--rounds", "12", "--profiles", "6",
+                 "--repeats", "4", "--loops", "graph,gpt2", "--variants", "loopscope",
+                 block=("torch", "transformers"))
+    assert chosen.returncode == 0, chosen.stderr
+    assert [line.split(";")[1:] for line in chosen.stdout.strip().splitlines()] == [
+        [" 12 rounds", " back to back: 6 profiles x 4 repeats"],
+        [" 4 rounds", f" back to back: 3 profiles x 2 repeats (skipped here: transformers is "
+                      f"not installed in {sys.executable} (pip install transformers))"]]
+    plain = run("cost/overhead.py", "--dry")
+    assert plain.returncode == 0 and "back to back" not in plain.stdout
+    assert all("; 20 rounds" in line for line in plain.stdout.splitlines() if line.startswith("eager"))
+
+
+@pytest.mark.parametrize("script", ["cost/overhead.py", "cost/overhead_options.py"])
+def test_an_unknown_variant_is_named(script):
+    result = run(script, "--dry", "--variants", "nope")
+    assert result.returncode == 2
+    assert "unknown variant 'nope'" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--loops", "gpt3"), "unknown loop 'gpt3'"),
+    (("--profiles", "0"), "--profiles must be at least 1, got 0"),
+    (("--repeats", "-1"), "--repeats must be at least 1, got -1"),
+])
+def test_overhead_names_a_bad_option(args, message):
+    result = run("cost/overhead.py", "--dry", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+class FakeTime:
+    """A clock that moves only when the fake work says so, and a log of that work."""
+
+    def __init__(self) -> None:
+        self.ns, self.log = 0, []
+
+    def clock(self) -> int:
+        return self.ns
+
+    def work(self, what: str, ms: float, result=None):
+        self.log.append(what)
+        self.ns += int(ms * 1e6)
+        return result
+
+    def torch(self):
+        return types.SimpleNamespace(cuda=types.SimpleNamespace(
+            synchronize=lambda: self.work("sync", 0.5)))
+
+
+def fake_profiler(t: FakeTime):
+    """loop: 10 ms bare, 11 inside a profile; enter 2 ms, exit 3, post 7
+    (a loopscope-like summary whose worker finish it waited 4 ms for)."""
+    loop = lambda handle=None: t.work("loop" if handle else "bare", 11 if handle else 10)  # noqa: E731
+    enter = lambda: t.work("enter", 2, result="handle")  # noqa: E731
+    exit_ = lambda: t.work("exit", 3)  # noqa: E731
+    post = lambda: t.work("post", 7, result={"overhead": {"finish_wait_ms": 4.0}})  # noqa: E731
+    return loop, enter, exit_, post
+
+
+def test_a_round_times_enter_loop_exit_and_post_apart():
+    overhead = load_overhead()
+    t = FakeTime()
+    loop, enter, exit_, post = fake_profiler(t)
+    row = overhead.one_round(t.torch(), loop, enter, exit_, post, clock=t.clock)
+    assert t.log == ["sync", "enter", "loop", "sync", "exit", "post"]
+    # The first sync is before the clock starts; the second ends the loop.
+    assert {k: row[k] for k in ("enter", "loop", "exit", "post", "block", "block_post")} == {
+        "enter": 2.0, "loop": 11.5, "exit": 3.0, "post": 7.0, "block": 16.5, "block_post": 23.5}
+    assert row["loopscope"]["finish_wait_ms"] == 4.0
+    assert row["loopscope"]["summary_build_ms"] == 7.0 - 4.0
+
+
+def test_back_to_back_times_k_profiles_in_a_row_against_k_bare_loops():
+    """Each repeat: K bare loops, one untimed profile, K timed profiles with
+    no post between them, then the post untimed (the drain)."""
+    overhead = load_overhead()
+    t = FakeTime()
+    loop, enter, exit_, post = fake_profiler(t)
+    k, repeats = 3, 2
+    result = overhead.back_to_back(t.torch(), loop, enter, exit_, post, k, repeats, clock=t.clock)
+    one_repeat = (["sync"] + ["bare"] * k + ["sync"]
+                  + ["sync", "enter", "loop", "exit", "sync"]
+                  + ["sync"] + ["enter", "loop", "exit"] * k + ["sync", "post"])
+    assert t.log == one_repeat * repeats
+    bare_ms = k * 10 + 0.5            # K loops and the closing sync
+    sequence_ms = k * (2 + 11 + 3) + 0.5
+    assert result["bare_sequence_ms"] == [bare_ms] * repeats
+    assert result["sequence_ms"] == [sequence_ms] * repeats
+    assert result["x"] == pytest.approx(sequence_ms / bare_ms)
+    assert result["per_profile_ms"] == pytest.approx(sequence_ms / k)
+    assert [d["finish_wait_ms"] for d in result["drains"]] == [4.0] * repeats
+
+
+def test_back_to_back_takes_the_median_of_its_repeats():
+    """The middle repeat wins, for the sequences and the bare ones alike."""
+    overhead = load_overhead()
+    t = FakeTime()
+    bare_ms = iter([10, 30, 20])            # one bare loop a repeat (K = 1)
+    loop_ms = iter([0, 50, 0, 10, 0, 40])   # the untimed lead-in, then the timed one, each repeat
+
+    def loop(handle=None):
+        t.work("loop", next(loop_ms) if handle else next(bare_ms))
+
+    enter, exit_ = (lambda: "handle"), (lambda: None)
+    result = overhead.back_to_back(types.SimpleNamespace(cuda=types.SimpleNamespace(
+        synchronize=lambda: None)), loop, enter, exit_, lambda: None, 1, 3, clock=t.clock)
+    assert result["sequence_ms"] == [50, 10, 40] and result["bare_sequence_ms"] == [10, 30, 20]
+    assert result["x"] == 40 / 20
+    assert result["drains"][0].keys() == {"drain_ms"}
+
+
+class RecordingProfile:
+    """Stands in for a profile: step() returns a context manager that logs."""
+
+    def __init__(self) -> None:
+        self.log = []
+
+    def step(self):
+        log, i = self.log, sum(1 for e in self.log if e[0] == "enter")
+
+        class Step:
+            def __enter__(self):
+                log.append(("enter", i))
+
+            def __exit__(self, *exc):
+                log.append(("exit", i))
+
+        return Step()
+
+
+def test_each_forward_of_the_module_is_one_step_while_profiled():
+    torch = pytest.importorskip("torch")
+    overhead = load_overhead()
+    module = torch.nn.Linear(2, 2)
+    prof = RecordingProfile()
+    with overhead.steps_per_forward(module, prof):
+        for _ in range(3):
+            module(torch.zeros(1, 2))
+    assert prof.log == [("enter", 0), ("exit", 0), ("enter", 1), ("exit", 1), ("enter", 2), ("exit", 2)]
+    module(torch.zeros(1, 2))  # the hooks are gone
+    assert len(prof.log) == 6 and not module._forward_pre_hooks and not module._forward_hooks
+    with overhead.steps_per_forward(module, None):  # a bare loop: nothing hooked
+        assert not module._forward_pre_hooks and not module._forward_hooks
+
+
+def test_a_forward_that_raises_still_ends_its_step():
+    torch = pytest.importorskip("torch")
+    overhead = load_overhead()
+    class Boom(torch.nn.Module):
+        # A Python error: a shape error raised inside torch's C++ aborts the
+        # process under CI's preloaded AddressSanitizer.
+        def forward(self, x):
+            raise RuntimeError("the forward failed")
+
+    module = Boom()
+    prof = RecordingProfile()
+    with pytest.raises(RuntimeError, match="the forward failed"):
+        with overhead.steps_per_forward(module, prof):
+            module(torch.zeros(1, 3))
+    assert prof.log == [("enter", 0), ("exit", 0)]
+    assert not module._forward_pre_hooks and not module._forward_hooks
+
+
+def test_gpt2_generate_is_one_step_a_new_token():
+    """The gpt2 loop on a tiny random GPT-2 on the CPU: 64 new tokens, each
+    from one forward, so 64 steps (transformers is optional here)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers", reason="the gpt2 loop needs transformers")
+    overhead = load_overhead()
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, n_positions=96,
+                                     vocab_size=64, bos_token_id=63, eos_token_id=63)
+    model, loop = overhead.build_gpt2(torch, device="cpu", config=config)
+    prof = RecordingProfile()
+    out = loop(prof)
+    assert out.shape == (1, 16 + 64)
+    assert prof.log == [(what, i) for i in range(64) for what in ("enter", "exit")]
+    assert loop().shape == (1, 16 + 64)  # bare: no steps, no hooks left
+    assert len(prof.log) == 128 and not model._forward_pre_hooks
+
+
+def test_the_gpt2_loop_is_skipped_with_its_reason_when_transformers_is_missing(
+        monkeypatch, capsys, tmp_path):
+    overhead = load_overhead()
+    real = overhead.importlib.util.find_spec
+    monkeypatch.setattr(overhead.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "transformers" else real(name, *a))
+    monkeypatch.setattr(sys, "argv", ["overhead.py", "--dry", "--loops", "gpt2",
+                                      "--variants", "loopscope"])
+    overhead.main()
+    assert "gpt2   loopscope" in capsys.readouterr().out
+    out_json = tmp_path / "out.json"
+    spawned = []
+    monkeypatch.setattr(overhead, "spawn", lambda *a: spawned.append(a))
+    monkeypatch.setattr(sys, "argv", ["overhead.py", "--loops", "gpt2", "--json", str(out_json)])
+    overhead.main()
+    printed = capsys.readouterr().out
+    assert "the gpt2 loop is skipped: transformers is not installed" in printed
+    assert printed.strip().splitlines()[-2].startswith("gpt2: skipped: transformers is not installed")
+    assert spawned == []
+    saved = json.loads(out_json.read_text())
+    assert saved["results"] == [] and "transformers is not installed" in saved["skipped_loops"]["gpt2"]
+
+
+def test_the_short_table_comes_last_with_every_column(monkeypatch, capsys):
+    """main() with the processes stood in for: the table is the last lines,
+    block, loop, block+post and back-to-back for each row."""
+    overhead = load_overhead()
+
+    def spawn(variant, loop_kind, counts, back):
+        r = {"variant": variant, "loop": loop_kind, "device": "FakeGPU", "bare_ms": 10.0,
+             "block_x": 1.25, "loop_x": 1.125, "block_post_x": 1.5, "rows": [],
+             "median": {"enter": 0.5, "exit": 0.25, "post": 2.5},
+             "first": {"block": 40.0, "enter": 30.0}}
+        if back:
+            r["back_to_back"] = {"x": 1.75, "per_profile_ms": 17.5, "bare_loop_ms": 10.0,
+                                 "profiles": counts["profiles"], "repeats": counts["repeats"],
+                                 "drains": []}
+        return r
+
+    monkeypatch.setattr(overhead, "spawn", spawn)
+    monkeypatch.setattr(sys, "argv", ["overhead.py", "--loops", "eager", "--variants",
+                                      "torch_stack,loopscope", "--back-to-back", "--quick"])
+    overhead.main()
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-3].split() == ["variant", "loop", "bare", "ms", "block", "x", "loop", "x",
+                                 "blk+post", "x", "b2b", "x", "enter", "exit", "post", "ms",
+                                 "first", "blk", "first", "ent"]
+    # The table keeps VARIANTS' order although torch_stack ran last.
+    assert lines[-2].split() == ["loopscope", "eager", "10.000", "1.250", "1.125", "1.500", "1.750",
+                                 "0.500", "0.250", "2.50", "40.0", "30.0"]
+    assert lines[-1].split()[:2] == ["torch_stack", "eager"]
+
+
+@pytest.mark.parametrize("args, shown", [
+    (("--case", "steps", "--steps", "300"), "300 steps"),
+    (("--case", "gpu_steps", "--steps", "200"), "200 kernels, 200 steps"),
+    (("--case", "kernels", "--kernels", "2000"), "2,000 kernels, 10 steps"),
+    (("--case", "kernels", "--kernels", "2000", "--shuffled"), "2,000 kernels in 10 steps, shuffled"),
+])
+def test_the_scale_benchmark_runs_small(args, shown):
+    """benchmarks/scale/bench_scale.py (issue 14, condition 12) at a size CI
+    affords: it runs each case to its end and reports what it built."""
+    result = run("scale/bench_scale.py", *args, "--no-html")
+    assert result.returncode == 0, result.stderr
+    assert "summary():" in result.stdout and shown in result.stdout, result.stdout

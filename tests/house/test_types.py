@@ -1,0 +1,84 @@
+"""Type checks, run as tests so CI runs them: mypy over python/loopscope
+(configured in pyproject.toml; the C core typed by _core.pyi), and mypy's
+stubtest, which fails when _core.pyi and the built C core disagree (a
+function, method or argument added, removed or renamed on one side only)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytest.importorskip("mypy", reason="mypy is in the test extra: pip install -e '.[test]'")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_mypy_passes_over_the_package():
+    result = run("mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success: no issues found" in result.stdout
+
+
+def test_the_stub_matches_the_c_core():
+    result = run("mypy.stubtest", "loopscope._core")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_package_ships_its_types():
+    package = ROOT / "python" / "loopscope"
+    assert (package / "py.typed").is_file()
+    assert (package / "_core.pyi").is_file()
+
+
+# The public signatures as a user's type checker sees them (issue 28): every
+# option of loopscope.profile typed (a misspelt one is an error before the run),
+# the HTML and comparison text typed as str.
+USER_CODE = '''
+import loopscope
+
+with loopscope.profile(metrics_interval_us=50.0, gap_thresholds_us=(10.0, 40.0)) as prof:
+    with prof.step():
+        pass
+page: str = prof.to_html()
+where: str = prof.save_html("view.html")
+summary = prof.summary()
+text: str = loopscope.format_compare(loopscope.compare(summary, "before.json"))
+error: type[ValueError] = loopscope.CompareError
+'''
+MISTAKES = '''
+import loopscope
+
+loopscope.profile(metrics_intervall_us=5)
+loopscope.profile(trace="yes")
+count: int = loopscope.profile().to_html()
+'''
+
+
+def test_a_users_code_type_checks_against_the_public_signatures(tmp_path):
+    (tmp_path / "good.py").write_text(USER_CODE)
+    (tmp_path / "bad.py").write_text(MISTAKES)
+    env_path = str(ROOT / "python")
+    # The user's own code under --strict; the package's insides are not the
+    # user's (test_mypy_passes_over_the_package checks them with the
+    # project's settings), as mypy treats an installed typed package.
+    good = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--strict",
+                           "--follow-imports=silent", str(tmp_path / "good.py")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "MYPYPATH": env_path})
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental",
+                          "--follow-imports=silent", str(tmp_path / "bad.py")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "MYPYPATH": env_path})
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert 'bad.py:4: error: Unexpected keyword argument "metrics_intervall_us"' in bad.stdout
+    assert 'bad.py:5: error: Argument "trace" to "Profile" has incompatible type "str"' \
+        in bad.stdout
+    assert 'bad.py:6: error: Incompatible types in assignment (expression has type "str", ' \
+        'variable has type "int")' in bad.stdout

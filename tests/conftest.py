@@ -12,10 +12,22 @@ saying how to rebuild, rather than test by test.
 """
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+# A few test modules share helpers with a test module of another folder
+# (`from test_cli import cli`): pytest puts a test's own folder on sys.path
+# only when it collects a module there, so a run of one folder alone would
+# not find the other.  Every folder of tests/ is put there up front.
+_TESTS = Path(__file__).resolve().parent
+for _folder in sorted(p for p in _TESTS.iterdir()
+                      if p.is_dir() and p.name not in ("data", "mutation", "__pycache__")):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 import loopscope
 from loopscope import _core, _testhooks

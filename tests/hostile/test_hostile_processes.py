@@ -43,6 +43,10 @@ MODES = [
 PRELUDE = """
 import json, os, signal, sys, time, warnings
 warnings.simplefilter("ignore")
+# Ctrl-C as in a terminal: a parent started in the background (nohup, `&` in a
+# script) hands its children SIGINT ignored, and Python then never raises
+# KeyboardInterrupt (the Ctrl-C tests failed so under a backgrounded CI run).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 GPU = {gpu}
 {first}
 if GPU:

@@ -27,8 +27,6 @@ import io
 import zlib
 from typing import Any
 
-from .. import _core
-
 BUSY, IDLE, SEVERE, WARNING, SM, DRAM = ("#2b95d6", "#e1e8ed", "#c23030", "#d9822b", "#0f9960",
                                          "#7157d9")
 OTHER_SEVERE, OTHER_WARNING = "#eab0b0", "#f2d0ad"  # gaps of the neighbouring steps, faded
@@ -176,8 +174,8 @@ def timeline_of(prof) -> dict[str, Any] | None:
         total = model.total()
         t0, t1 = min(t0, total["first_ns"]), max(t1, total["last_ns"])
     if len(columns["index"]):
-        t0 = min(t0, _core._column_stats(table["start_ns"])[2])
-        t1 = max(t1, _core._column_stats(table["end_ns"])[3])
+        t0 = min(t0, int(columns["start_ns"].min()))
+        t1 = max(t1, int(columns["end_ns"].max()))
     px = max((t1 - t0) // AXES_PX, 1)
     out: dict[str, Any] = {"t0": t0, "t1": t1, "gpu": gpu, "steps": columns}
     if gpu:

@@ -188,19 +188,22 @@ def child(args: argparse.Namespace) -> dict:
     }
 
 
+# Variant extras that set LOOPSCOPE_INTERNAL switches (the others set profile options).
+INTERNAL_EXTRAS = {
+    "overlap": "overlap=1,metrics_keep_running_ms=100",  # a start beside the finish, sampling kept running
+    "overlap1": "overlap=1",  # overlap alone: the start goes on beside the last finish
+    "nostop": "metrics_stop_in_finish=0",  # the finish decodes its tail with sampling on, stops after
+    "ownts0": "own_timestamps=0",  # no new registration of CUPTI's timestamp source a start
+}
+
+
 def parent(args: argparse.Namespace) -> int:
     rows = []
     for loop in args.loops.split(","):
         for rep in range(args.repeat):
             for variant in args.variants.split(","):
                 mode, *extras = variant.split("+")
-                internal = "overlap=1,metrics_keep_running_ms=100" if "overlap" in extras else ""  # (kept running)
-                if "overlap1" in extras:  # overlap alone: the start goes on beside the last finish
-                    internal = ",".join(filter(None, [internal, "overlap=1"]))
-                if "ownts0" in extras:  # no new registration of CUPTI's timestamp source a start
-                    internal = ",".join(filter(None, [internal, "own_timestamps=0"]))
-                if "nostop" in extras:  # the finish decodes its tail with sampling on, stops after
-                    internal = ",".join(filter(None, [internal, "metrics_stop_in_finish=0"]))
+                internal = ",".join(INTERNAL_EXTRAS[e] for e in extras if e in INTERNAL_EXTRAS)
                 chosen = {}
                 if "decode2" in extras:
                     chosen["metrics_decode_ms"] = 2

@@ -48,3 +48,29 @@ def test_union_of_nested_and_touching_spans():
     assert union_ns([(0, 10), (2, 3), (10, 12)]) == 12
     assert union_ns([(5, 6), (0, 1)]) == 2
     assert union_ns([]) == 0
+
+
+def test_each_variant_runs_a_child_with_its_switches_and_options(monkeypatch):
+    """MODE+EXTRA...: the extras that are LOOPSCOPE_INTERNAL switches reach the
+    child joined in the order given, the others as profile options."""
+    module = load()
+    seen = []
+
+    class Done:
+        returncode, stdout, stderr = 1, "", "no GPU here"
+
+    def run(cmd, **kwargs):
+        assert cmd[2] == "--child"
+        seen.append(dict(zip(cmd[3::2], cmd[4::2])))  # the --flag value pairs after it
+        return Done()
+
+    monkeypatch.setattr(module.subprocess, "run", run)
+    module.main(["--loops", "graph", "--repeat", "1", "--variants",
+                 "kernels,replays+overlap1+nostop,kernels+ownts0+i400+nometrics,replays+decode2"])
+    got = [(c["--mode"], c["--internal"], c["--options"]) for c in seen]
+    assert got == [
+        ("kernels", "", ""),
+        ("replays", "overlap=1,metrics_stop_in_finish=0", ""),
+        ("kernels", "own_timestamps=0", '{"metrics": false, "metrics_interval_us": 400}'),
+        ("replays", "", '{"metrics_decode_ms": 2}'),
+    ]

@@ -65,6 +65,7 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
     uint64_t latest = 0;
     for (size_t i = 0; i < kept; i++)
         latest = samples[i].end_ns > latest ? samples[i].end_ns : latest;
+    out->latest_ns = latest;
     int before = samples[0].start_ns + tolerance_ns < started_ns;
     int after = latest > stopped_ns + tolerance_ns;
     if (before || after) {
@@ -75,6 +76,13 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
         }
     }
     return kept;
+}
+
+int ls_sample_before_window(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns,
+                            uint64_t window_start_ns)
+{
+    return window_start_ns != 0 && start_ns != 0 && end_ns >= sampling_started_ns &&
+           end_ns <= window_start_ns;
 }
 
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n)

@@ -41,6 +41,7 @@ typedef struct {
     size_t partial;     /* samples dropped for spanning more than `max_span` */
     int64_t delta_ns;   /* first kept sample's start minus started_ns */
     int64_t shift_ns;   /* added to every sample: 0 when they share the clock */
+    uint64_t latest_ns; /* the latest end of a kept sample, before any shift */
 } ls_settle_result;
 
 /* Puts decoded samples (sorted) on the activity clock, in place.
@@ -54,6 +55,13 @@ typedef struct {
 size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
                          uint64_t started_ns, uint64_t stopped_ns, uint64_t tolerance_ns,
                          ls_settle_result *out);
+
+/* 1 when a decoded sample needs no evaluation: it ended by window_start_ns
+ * (0: no window, never), so the window drops it, and it lies on sampling's
+ * clock as far as can be told (a start, an end after sampling_started_ns);
+ * one that may be on another clock is left to ls_samples_settle. */
+int ls_sample_before_window(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns,
+                            uint64_t window_start_ns);
 
 /* Builds the index over sorted samples.  Returns 0, -1 when memory ran out. */
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n);

@@ -88,6 +88,7 @@ typedef struct {
     ls_pm_stats pm;            /* PM sampling's figures (valid when sampled) */
     int64_t sample_clock_delta_ns; /* first sample start minus sampling start, as decoded */
     int64_t sample_clock_shift_ns; /* added to every sample: 0 when they share the clock */
+    uint64_t sample_clock_latest_ns; /* the latest sample end the clock check saw */
     uint64_t samples_outside;  /* decoded samples outside the profile's window: left out */
     uint64_t pm_setup_ns;      /* host time the worker took to set sampling up and start it */
     uint64_t pm_began_ns;      /* CUPTI clock when sampling began for this profile */

@@ -7,6 +7,7 @@
 #include "ls_pmavail.h"
 #include "ls_pmcache.h"
 #include "ls_pmconfig.h"
+#include "ls_samples.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@ static struct {
     uint8_t *image, *pristine; /* counter data image, and a fresh copy to reset it */
     size_t image_size;
     int image_dirty;           /* decoded into since the last reset */
+    uint64_t evaluate_from_ns; /* samples ending by then are not evaluated (0: all) */
     ls_pm_stats stats;
 } pm;
 
@@ -478,11 +480,20 @@ void ls_pm_new_window(void)
     snprintf(s->config_source, sizeof s->config_source, "reused");
     s->cache_note[0] = '\0';
     s->stopped_ns = 0;
+    s->skipped = 0;
 }
 
-/* One finished sample of the image into the sink; 0, or -1 on a CUPTI error. */
+/* One finished sample of the image into the sink; 0, or -1 on a CUPTI error.
+ * No sink: a drain, nothing evaluated.  A sample that ended after sampling
+ * started but by evaluate_from_ns (before the window that runs) is not
+ * evaluated either: its ~20 us would go to a sample the window drops.  One
+ * on another clock is evaluated as before (the settle judges it). */
 static int take_sample(size_t index, ls_sample_array *sink)
 {
+    if (sink == NULL) {
+        pm.stats.skipped++;
+        return 0;
+    }
     LS_PARAMS(CUpti_PmSampling_CounterData_GetSampleInfo_Params, pi);
     pi.pPmSamplingObject = pm.object;
     pi.pCounterDataImage = pm.image;
@@ -490,6 +501,11 @@ static int take_sample(size_t index, ls_sample_array *sink)
     pi.sampleIndex = index;
     if (LS_CUPTI_CHECK(PmSamplingCounterDataGetSampleInfo(&pi)) != CUPTI_SUCCESS)
         return -1;
+    if (ls_sample_before_window(pi.startTimestamp, pi.endTimestamp, pm.stats.started_ns,
+                                pm.evaluate_from_ns)) {
+        pm.stats.skipped++;
+        return 0;
+    }
     double raw[LS_PM_NAMES];
     if (ls_pmconfig_evaluate(cached.config, pm.image, pm.image_size, index, raw) != 0) {
         pm.stats.eval_errors++;
@@ -562,8 +578,10 @@ static int restart(void)
 
 /* keep_last_reset: the image reset after the last round is left to
  * ls_pm_reset (the stop's decode: a reset there would wait the profile's
- * summary for a 13.5 MiB copy). */
-static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset)
+ * summary for a 13.5 MiB copy).  until_ns: no further round once the sink's
+ * last sample ends there or later (0: every round the buffer holds). */
+static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset,
+                  uint64_t until_ns)
 {
     if (!pm.active)
         return 0;
@@ -615,13 +633,31 @@ static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset)
         if (!full || result != 0)
             break;
         pm.stats.counter_data_full++;
+        /* With sampling on, a decode as slow as the sampling would chase
+         * it for ever (H100, 20 us: three full rounds, 200 ms past a
+         * window): what lies beyond `until_ns` waits in the buffer. */
+        if (until_ns != 0 && sink != NULL && sink->count > 0 &&
+            sink->items[sink->count - 1].end_ns >= until_ns)
+            break;
     }
     pm.stats.decodes++;
     pm.stats.decode_ns += ls_clock_monotonic_ns() - t0;
     return result;
 }
 
-int ls_pm_decode(ls_sample_array *sink) { return decode(sink, 1, 0); }
+int ls_pm_decode(ls_sample_array *sink) { return decode(sink, 1, 0, 0); }
+
+void ls_pm_evaluate_from(uint64_t t) { pm.evaluate_from_ns = t; }
+
+int ls_pm_decode_until(ls_sample_array *sink, uint64_t until_ns)
+{
+    int result = decode(sink, 1, 0, until_ns);
+    /* The latest a decoded sample can reach: the settle's bound (the
+     * profile's stop is too early by the decode's own time). */
+    if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
+        pm.stats.stopped_ns = 0;
+    return result;
+}
 
 int ls_pm_stop(ls_sample_array *sink)
 {
@@ -636,7 +672,7 @@ int ls_pm_stop(ls_sample_array *sink)
     pm.stats.stop_ns = ls_clock_monotonic_ns() - t0;
     if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
         pm.stats.stopped_ns = 0;
-    if (decode(sink, 0, 1) != 0)
+    if (decode(sink, 0, 1, 0) != 0)
         result = -1;
     lap(LS_PM_PHASE_STOP, &t0);
     pm.active = 0; /* enabled and configured still: see ls_pm_release */

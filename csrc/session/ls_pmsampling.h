@@ -65,7 +65,8 @@ typedef struct {
     char collected_names[1024];  /* the CUPTI metric names sampled, comma separated */
     char dropped[1024];          /* CUPTI metric names dropped to fit one pass, "" if none */
     uint64_t started_ns;         /* CUPTI's clock right after sampling started */
-    uint64_t stopped_ns;         /* CUPTI's clock right after it stopped */
+    uint64_t stopped_ns;         /* CUPTI's clock right after it stopped (after the tail's
+                                    decode when sampling went on) */
     uint64_t samples;            /* samples decoded */
     uint64_t overflows;          /* decodes that found the hardware buffer overflowed */
     uint64_t counter_data_full;  /* decodes that filled the counter data image */
@@ -87,6 +88,7 @@ typedef struct {
                                   * cache (ls_pmavail), not from CUPTI */
     char cache_note[1024];       /* why the disk cache was not used or written, "" if fine */
     uint32_t max_samples;        /* samples the counter data image holds */
+    uint64_t skipped;            /* decoded and not evaluated: drained, or before the window */
     char error[1024];            /* a failure after start (decode, stop), "" if none */
 } ls_pm_stats;
 
@@ -98,6 +100,16 @@ int ls_pm_start(const ls_pm_options *options, char *why, size_t why_size);
  * call failed (stats.error says which; sampling stays on, later decodes may
  * still work).  Never blocks on the GPU. */
 int ls_pm_decode(ls_sample_array *sink);
+
+/* Samples that end after sampling started (started_ns) and by `t` are not
+ * evaluated from now on (decoded and dropped): the window running began at
+ * t.  0: every sample is. */
+void ls_pm_evaluate_from(uint64_t t);
+
+/* A window's tail while sampling goes on: as ls_pm_decode, but no round
+ * after the one that reaches `until_ns`, and stats.stopped_ns becomes
+ * CUPTI's clock after the decode (the latest a decoded sample can end). */
+int ls_pm_decode_until(ls_sample_array *sink, uint64_t until_ns);
 
 /* Stops sampling and decodes the rest into `sink`.  Sampling stays enabled
  * and configured, so the next start with the same options costs one

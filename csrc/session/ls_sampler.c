@@ -159,11 +159,8 @@ int ls_sampler_stop_pending(void) { return atomic_load(&stop_pending); }
 static void stop_task(ls_task *task)
 {
     (void)task;
-    if (ls_pm_running()) {
-        ls_sample_array after = {0};
-        ls_pm_stop(&after); /* a failure is in the stats; the next start says more */
-        free(after.items);
-    }
+    if (ls_pm_running())
+        ls_pm_stop(NULL); /* drained unevaluated; a failure is in the stats */
     ls_pm_reset();
     atomic_store(&stop_pending, 0);
 }
@@ -196,8 +193,7 @@ static void open_task(ls_task *task)
         if (s.context != NULL)
             ls_cuda_use_context(s.context);
         if (ls_pm_running() && !same_sampler) {
-            ls_pm_stop(&s.samples); /* kept running with other options */
-            discard();
+            ls_pm_stop(NULL); /* kept running with other options */
         }
         int continued = ls_pm_running();
         if (continued) {
@@ -207,6 +203,7 @@ static void open_task(ls_task *task)
         } else {
             s.sampling = ls_pm_start(&s.options.pm, s.reason, sizeof s.reason) == 0;
         }
+        ls_pm_evaluate_from(s.window_start_ns); /* what came before is the window's to drop */
         s.began_ns = 0;
         if (continued)
             s.began_ns = ls_pm_stats_now()->started_ns; /* it ran before this window began */
@@ -277,27 +274,22 @@ static void idle_tick(void)
 {
     if (!ls_pm_running())
         return;
-    ls_pm_decode(&s.samples);
-    discard();
+    ls_pm_decode(NULL);
 }
 
 static void keep_running_over(void)
 {
     ls_worker_set_tick(NULL, 0);
-    if (ls_pm_running()) {
-        ls_pm_stop(&s.samples);
-        discard();
-    }
+    if (ls_pm_running())
+        ls_pm_stop(NULL);
     ls_worker_when_idle(ls_sampler_release, s.options.keep_ns);
 }
 
 void ls_sampler_release(void)
 {
     atomic_store(&sampler_set_up, 0);
-    if (ls_pm_running()) {
-        ls_pm_stop(&s.samples);
-        discard();
-    }
+    if (ls_pm_running())
+        ls_pm_stop(NULL);
     ls_pm_release();
 }
 
@@ -394,12 +386,12 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
             /* The tail, decoded while sampling goes on: the sample in
              * progress at the window's end is complete once the GPU's clock
              * has passed it (two intervals: at most 0.2 ms by default). */
-            wait_for_cupti_clock(stop_ns + 2 * s.options.pm.interval_ns);
-            ls_pm_decode(&s.samples);
+            uint64_t complete_ns = stop_ns + 2 * s.options.pm.interval_ns;
+            wait_for_cupti_clock(complete_ns);
+            ls_pm_decode_until(&s.samples, complete_ns);
             if (late)
                 next_window = !close_window();
-            c->pm = *ls_pm_stats_now();
-            c->pm.stopped_ns = stop_ns;
+            c->pm = *ls_pm_stats_now(); /* stopped_ns: the decode's end, the samples' bound */
         } else {
             if (ls_pm_stop(&s.samples) != 0 && c->stop_error[0] == '\0')
                 snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
@@ -427,6 +419,7 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
         c->pm.incomplete += settled.partial;
         c->sample_clock_delta_ns = settled.delta_ns;
         c->sample_clock_shift_ns = settled.shift_ns;
+        c->sample_clock_latest_ns = settled.latest_ns;
     }
     c->samples_outside = keep_window(a, start_ns, stop_ns);
     if (s.began_ns > stop_ns && c->pm.error[0] == '\0')

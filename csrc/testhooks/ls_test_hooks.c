@@ -36,6 +36,16 @@
 #include <string.h>
 #include <time.h>
 
+static PyObject *sample_before_window(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long start, end, started, window_start;
+    if (!PyArg_ParseTuple(args, "KKKK:_sample_before_window", &start, &end, &started,
+                          &window_start))
+        return NULL;
+    return PyBool_FromLong(ls_sample_before_window(start, end, started, window_start));
+}
+
 static PyObject *settle_samples(PyObject *module, PyObject *args)
 {
     (void)module;
@@ -998,6 +1008,9 @@ PyMethodDef ls_test_hook_methods[] = {
     {"_decoder_probe", decoder_probe, METH_VARARGS,
      "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (ticks, stop_ns, state): test hook "
      "for the worker thread's ticks."},
+    {"_sample_before_window", sample_before_window, METH_VARARGS,
+     "_sample_before_window(start_ns, end_ns, sampling_started_ns, window_start_ns) -> bool: "
+     "test hook; whether the sampler skips evaluating that sample."},
     {"_settle_samples", settle_samples, METH_VARARGS,
      "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
      "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},

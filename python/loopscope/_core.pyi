@@ -256,6 +256,8 @@ def _pmcache(
     op: str, folder: str, chip: str, names: Sequence[str], cupti_version: int,
     availability: bytes, kept: Sequence[bool] | None = ..., image: bytes | None = ...,
 ) -> Any: ...
+def _sample_before_window(start_ns: int, end_ns: int, sampling_started_ns: int,
+                          window_start_ns: int) -> bool: ...
 def _settle_samples(
     spans: Sequence[tuple[int, int]], max_span_ns: int, started_ns: int, stopped_ns: int,
     tolerance_ns: int,

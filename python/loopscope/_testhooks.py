@@ -20,7 +20,7 @@ try:
     from ._core import (_capture_pending, _decoder_probe, _decoder_state, _fake_context_created,
                         _fake_samples, _finish_delay, _ids_sort_unique, _inject_calls, _names,
                         _names_hammer, _open_ranges, _pmavail, _pmcache, _radix_order,
-                        _settle_samples, _split_after_stop, _tick_starts)
+                        _sample_before_window, _settle_samples, _split_after_stop, _tick_starts)
 except ImportError:
     raise ImportError(REBUILD) from None
 
@@ -30,4 +30,4 @@ _set_test_clock = _core._set_test_clock
 __all__ = ["_capture_pending", "_decoder_probe", "_decoder_state", "_fake_context_created",
            "_fake_samples", "_finish_delay", "_ids_sort_unique", "_inject", "_inject_calls",
            "_names", "_names_hammer", "_open_ranges", "_pmavail", "_pmcache", "_radix_order",
-           "_set_test_clock", "_settle_samples", "_split_after_stop", "_tick_starts"]
+           "_sample_before_window", "_set_test_clock", "_settle_samples", "_split_after_stop", "_tick_starts"]

@@ -97,3 +97,37 @@ def test_figures_are_rounded_as_documented(run_trace):
             s["dram"]["write_busy_gbps"]) == (
         round(figures["dram_read_gbps"], 3), round(figures["dram_write_gbps"], 3),
         round(figures["dram_read_gbps"], 3), round(figures["dram_write_gbps"], 3))
+
+
+WINDOW_START = 15_000_000
+
+
+def before_window_rule(start, end, sampling_started, window_start):
+    """The documented rule, in plain Python: a sample whose end is at or
+    before the window's start and not before sampling started (so on
+    sampling's clock as far as can be told), with a real start, is decoded
+    and not evaluated; with no window (0) every sample is evaluated."""
+    return bool(window_start) and start != 0 and sampling_started <= end <= window_start
+
+
+BEFORE_CASES = {
+    "ends-exactly-at-the-window-start": (WINDOW_START - 100, WINDOW_START),
+    "ends-a-nanosecond-into-the-window": (WINDOW_START - 100, WINDOW_START + 1),
+    "ends-exactly-when-sampling-started": (STARTED - 100, STARTED),
+    "ends-a-nanosecond-before-sampling-started": (STARTED - 100, STARTED - 1),
+    "starts-at-zero": (0, WINDOW_START - 100),
+}
+
+
+@pytest.mark.parametrize("name", BEFORE_CASES)
+def test_samples_before_the_window_at_their_edges(name):
+    start, end = BEFORE_CASES[name]
+    got = _testhooks._sample_before_window(start, end, STARTED, WINDOW_START)
+    assert got == before_window_rule(start, end, STARTED, WINDOW_START)
+    assert got == (name in ("ends-exactly-at-the-window-start",
+                            "ends-exactly-when-sampling-started"))
+
+
+def test_no_window_evaluates_every_sample():
+    assert not _testhooks._sample_before_window(STARTED, STARTED + 10, STARTED, 0)
+    assert _testhooks._sample_before_window(STARTED, STARTED + 10, STARTED, STARTED + 10)

@@ -95,7 +95,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
          * the counts were exact (one run), but it gained only where the GPU
          * still ran at the exit (eager back to back 1.55x against 1.63x,
          * the graph loop none): more runs before it becomes the default. */
-        overlap = 0, graph_kernels = 0;
+        overlap = 1, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)
      * left the finish ~20-40 samples instead of up to 100, but summary()
@@ -415,7 +415,7 @@ static PyMethodDef core_methods[] = {
      " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
      " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=2,"
      " callbacks=True, metrics_stop_in_finish=True, metrics_wait_bound_ns=2e9,"
-     " own_timestamps=True, overlap=False, graph_kernels=False)"
+     " own_timestamps=True, overlap=True, graph_kernels=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
      " Internal switches (compared by benchmarks/cost/overhead_options.py): zeroed_buffers (hand"

@@ -92,12 +92,23 @@ def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock
     assert s["overhead"]["finish_ms"] >= s["overhead"]["finish_phases_ms"]["metrics"]
 
 
+@pytest.fixture(params=["overlap=1", ""], ids=["overlap=1", "default"])
+def overlap(monkeypatch, request):
+    """overlap on: LOOPSCOPE_INTERNAL=overlap=1 (parsed once: the cache is
+    reset), and the default since issue 27's hand-over (no switch), in turn."""
+    yield from internal_switch(monkeypatch, request.param)
+
+
 @pytest.fixture
-def overlap(monkeypatch):
-    """LOOPSCOPE_INTERNAL=overlap=1 for this test (parsed once: the cache is reset)."""
+def no_overlap(monkeypatch):
+    """LOOPSCOPE_INTERNAL=overlap=0: a start waits for the last finish."""
+    yield from internal_switch(monkeypatch, "overlap=0")
+
+
+def internal_switch(monkeypatch, value):
     from loopscope import _settings
 
-    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "overlap=1")
+    monkeypatch.setenv("LOOPSCOPE_INTERNAL", value)
     _settings._cache.pop("internal", None)
     yield
     monkeypatch.delenv("LOOPSCOPE_INTERNAL")
@@ -105,9 +116,10 @@ def overlap(monkeypatch):
 
 
 @pytest.mark.fake_sampler
-def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_clock):
-    """The default (overlap off): the second start waits for the first
-    finish, says so, and both profiles hold their window's samples."""
+def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_clock,
+                                                                         no_overlap):
+    """With overlap off: the second start waits for the first finish, says
+    so, and both profiles hold their window's samples."""
     samples = sample_run()
     _testhooks._fake_samples(samples, 1, 100_000, 0, True)
     _testhooks._finish_delay(200_000_000)
@@ -128,7 +140,7 @@ def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_c
 @pytest.mark.fake_sampler
 def test_a_start_goes_on_beside_the_last_finish_and_both_profiles_are_complete(test_clock,
                                                                                overlap):
-    """Back to back with overlap=1 (issue 27): the second profile starts
+    """Back to back with overlap on (issue 27; the default): the second profile starts
     while the first still finishes on the worker (0.2 s late) and does not
     wait for it; the samples decoded by the first finish after its window
     are the second's, so each profile holds exactly the samples of its own

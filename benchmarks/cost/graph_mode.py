@@ -110,6 +110,8 @@ def child(args: argparse.Namespace) -> dict:
     # back to back: 4 profiles in a row (no summary() between) against 4 bare
     # loops; then block + summary() against one bare loop
     bare4, b2b, posted, summary_only, waits, b2b_infos = [], [], [], [], [], []
+    b2b_parts = []  # each back-to-back profile: (enter, loop, exit) seconds on the user's thread
+    posted_parts, posted_infos = [], []  # block + summary(): (enter, loop, exit, summary) seconds
     for _ in range(args.rounds // 3 or 1):
         t0 = time.perf_counter()
         for _ in range(4):
@@ -119,9 +121,14 @@ def child(args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         b2b_profiles = []
         for _ in range(4):
+            t_enter = time.perf_counter()
             with loopscope.profile(**options) as p:
+                t_in = time.perf_counter()
                 loop(10, p)
                 torch.cuda.synchronize()
+                t_out = time.perf_counter()
+            t_exit = time.perf_counter()
+            b2b_parts.append((t_in - t_enter, t_out - t_in, t_exit - t_out))
             b2b_profiles.append(p)
         b2b.append(time.perf_counter() - t0)
         for q in b2b_profiles[1:]:  # what each later enter waited for (read after the timing)
@@ -130,12 +137,16 @@ def child(args: argparse.Namespace) -> dict:
             b2b_infos.append(qi)
         t0 = time.perf_counter()
         with loopscope.profile(**options) as p:
+            t_in = time.perf_counter()
             loop(10, p)
             torch.cuda.synchronize()
+            t_out = time.perf_counter()
         t1 = time.perf_counter()
         p.summary()
         posted.append(time.perf_counter() - t0)
         summary_only.append(time.perf_counter() - t1)
+        posted_parts.append((t_in - t0, t_out - t_in, t1 - t_out, time.perf_counter() - t1))
+        posted_infos.append(p._capture.info())
     info = cap.info()
     pm = info.get("pm") or {}
     last = b2b_infos[-1] if b2b_infos else {}
@@ -169,6 +180,15 @@ def child(args: argparse.Namespace) -> dict:
         "sm_active_pct": (s.get("sm") or {}).get("active_pct"),
         "samples": info.get("samples"), "pm_interval_ns": pm.get("interval"),
         "b2b_wait_ms": statistics.median(waits) if waits else None,
+        "posted_enter_loop_exit_summary_ms": [round(statistics.median(x[i] for x in posted_parts) * 1e3, 3)
+                                              for i in range(4)] if posted_parts else None,
+        "posted_phases_ms": {kind: {k: round(statistics.median((i.get(kind) or {}).get(k, 0) for i in posted_infos) / 1e6, 3)
+                                    for k in (posted_infos[-1].get(kind) or {})}
+                             for kind in ("start_phases_ns", "stop_phases_ns", "finish_phases_ns")} if posted_infos else None,
+        "b2b_start_phases_ms": {k: round(statistics.median((i.get("start_phases_ns") or {}).get(k, 0) for i in b2b_infos) / 1e6, 3)
+                                for k in (b2b_infos[-1].get("start_phases_ns") or {})} if b2b_infos else None,
+        "b2b_enter_loop_exit_ms": [round(statistics.median(x[i] for x in b2b_parts) * 1e3, 3)
+                                   for i in range(3)] if b2b_parts else None,
         "b2b_samples": last.get("samples"),
         # each later back-to-back profile: samples kept, decoded in its window, outside it,
         # its window (ms) and the sampler's note: a window of W ms at interval I holds ~W/I
@@ -194,6 +214,7 @@ INTERNAL_EXTRAS = {
     "overlap1": "overlap=1",  # overlap alone: the start goes on beside the last finish
     "nostop": "metrics_stop_in_finish=0",  # the finish decodes its tail with sampling on, stops after
     "ownts0": "own_timestamps=0",  # no new registration of CUPTI's timestamp source a start
+    "overlap0": "overlap=0",  # a start waits for the last finish (the default before issue 27's hand-over)
 }
 
 
@@ -203,7 +224,10 @@ def parent(args: argparse.Namespace) -> int:
         for rep in range(args.repeat):
             for variant in args.variants.split(","):
                 mode, *extras = variant.split("+")
-                internal = ",".join(INTERNAL_EXTRAS[e] for e in extras if e in INTERNAL_EXTRAS)
+                internal = [INTERNAL_EXTRAS[e] for e in extras if e in INTERNAL_EXTRAS]
+                internal += [f"metrics_max_samples={e[2:]}" for e in extras
+                             if e[:2] == "ms" and e[2:].isdigit()]  # msNNN: counter data image
+                internal = ",".join(internal)
                 chosen = {}
                 if "decode2" in extras:
                     chosen["metrics_decode_ms"] = 2
@@ -212,6 +236,8 @@ def parent(args: argparse.Namespace) -> int:
                 for extra in extras:
                     if extra[:1] == "i" and extra[1:].isdigit():  # iNNN: metrics_interval_us=NNN
                         chosen["metrics_interval_us"] = int(extra[1:])
+                    if extra[:3] == "buf" and extra[3:].isdigit():  # bufNN: metrics_buffer_mb=NN
+                        chosen["metrics_buffer_mb"] = int(extra[3:])
                 options = json.dumps(chosen) if chosen else ""
                 cmd = [sys.executable, __file__, "--child", "--mode", mode, "--loop", loop,
                        "--rounds", str(args.rounds), "--internal", internal,
@@ -252,14 +278,21 @@ def parent(args: argparse.Namespace) -> int:
     # where back to back goes: each later enter's wait for the last finish,
     # and that finish's PM tail (samples decoded after the stop)
     print(f"\n{'loop':9} {'variant':16} {'interval us':>11} {'samples':>7} {'b2b wait ms':>11} "
-          f"{'finish ms':>9} {'tail samples':>12} {'tail decode ms':>14}")
+          f"{'finish ms':>9} {'tail samples':>12} {'tail decode ms':>14} {'b2b enter/loop/exit ms':>24}")
     for r in rows:
         if "bare_ms" not in r:
             continue
         interval = (r.get("pm_interval_ns") or 0) / 1e3
         print(f"{r['loop']:9} {r['variant']:16} {interval:11.0f} {r.get('b2b_samples') or 0:7d} "
               f"{r.get('b2b_wait_ms') or 0:11.2f} {r.get('b2b_finish_ms') or 0:9.2f} "
-              f"{r.get('b2b_tail_samples') or 0:12d} {r.get('b2b_tail_decode_ms') or 0:14.2f}")
+              f"{r.get('b2b_tail_samples') or 0:12d} {r.get('b2b_tail_decode_ms') or 0:14.2f} "
+              f"{str(r.get('b2b_enter_loop_exit_ms')):>24}")
+    # where block + summary() goes, and what each later back-to-back start did
+    for r in rows:
+        if "bare_ms" in r:
+            print(f"{r['loop']:9} {r['variant']:16} posted enter/loop/exit/summary ms "
+                  f"{r.get('posted_enter_loop_exit_summary_ms')}; phases {r.get('posted_phases_ms')}; "
+                  f"b2b start phases {r.get('b2b_start_phases_ms')}")
     # CUPTI's part of that profile's PM host time (ms): the stop call, DecodeData, the
     # evaluation, and the start/stop/reset phases
     print(f"\n{'loop':9} {'variant':16} {'stop':>6} {'decode':>7} {'eval':>6} {'decodes':>7} "
@@ -285,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write every variant's figures here")
     p.add_argument("--variants", default="kernels,replays",
                    help="MODE[+EXTRA...], comma-separated; MODE kernels or replays; EXTRA decode2 "
-                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), nostop (LOOPSCOPE_INTERNAL=metrics_stop_in_finish=0), overlap1 (LOOPSCOPE_INTERNAL=overlap=1), ownts0 (own_timestamps=0) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
+                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), bufNN (metrics_buffer_mb=NN), msNNN (LOOPSCOPE_INTERNAL=metrics_max_samples=NNN), nostop (LOOPSCOPE_INTERNAL=metrics_stop_in_finish=0), overlap1 (LOOPSCOPE_INTERNAL=overlap=1), overlap0 (overlap=0), ownts0 (own_timestamps=0) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
                         "metrics_keep_running_ms=100)")
     p.add_argument("--internal", default="", help=argparse.SUPPRESS)
     p.add_argument("--options", default="", help=argparse.SUPPRESS)

@@ -40,7 +40,7 @@ for suite in "$@"; do
       timeout 300 python3 -m pytest tests/gpu tests/surfaces/test_readme_quickstart.py \
         tests/surfaces/test_readme_examples.py tests/capture/test_first_profile_metrics.py \
         -q -rs -p no:cacheprovider > "$OUT/tests.log" 2>&1
-      timeout 120 python3 -m pytest tests/hostile -m gpu -q -rs -p no:cacheprovider > "$OUT/hostile.log" 2>&1
+      timeout 240 python3 -m pytest tests/hostile -m gpu -q -rs -p no:cacheprovider > "$OUT/hostile.log" 2>&1
       summary+=("tests: $(tail -1 "$OUT/tests.log")" "hostile -m gpu: $(tail -1 "$OUT/hostile.log")")
       grep -E "^(FAILED|ERROR)" "$OUT/tests.log" "$OUT/hostile.log" | head -10 ;;
     beside)

@@ -423,8 +423,9 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_XDECREF(ns);
         }
         PyObject *more_pm = ls_py_dict_of(
-            15, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
+            16, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
             "stopped_ns", U64(pm->stopped_ns), "clock_latest_ns", U64(c->sample_clock_latest_ns),
+            "skipped", U64(pm->skipped),
             "tail_samples", U64(pm->tail_samples), "tail_decode_ns", U64(pm->tail_decode_ns),
             "stop_ns", U64(pm->stop_ns),
             "restarts", U64(pm->restarts),

@@ -193,7 +193,8 @@ static void open_task(ls_task *task)
         if (s.context != NULL)
             ls_cuda_use_context(s.context);
         if (ls_pm_running() && !same_sampler) {
-            ls_pm_stop(NULL); /* kept running with other options */
+            ls_pm_stop(NULL); /* kept running with other options: nothing of it is kept */
+            discard();
         }
         int continued = ls_pm_running();
         if (continued) {

@@ -89,12 +89,13 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
         metrics_device = -1, zeroed = 1, defer = 1, callbacks = 1, own_timestamps = 1,
         stop_in_finish = 1, /* see below */
-        /* Off by default (2026-11-27, H100): a start beside the last finish
-         * first lost the new profile's running kernels to the finish's
-         * forced flush (12 of 18 counted); with completed-buffer flushes
-         * the counts were exact (one run), but it gained only where the GPU
-         * still ran at the exit (eager back to back 1.55x against 1.63x,
-         * the graph loop none): more runs before it becomes the default. */
+        /* On by default since 2026-11-27 20:50Z (H100): a start goes on
+         * beside the last finish, whose PM sampler it takes over (back to
+         * back eager 1.13x against 1.61x, graph loop 1.97x against 3.59x).
+         * It waited for the flush fix (completed buffers only: a forced
+         * flush lost the next profile's running kernels) and for the sample
+         * clock (a tail decode that chased the sampler was taken for
+         * another clock, samples 25-56 us late): RESULTS.md. */
         overlap = 1, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)

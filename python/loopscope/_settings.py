@@ -29,7 +29,7 @@ LOOPSCOPE_INTERNAL
                                    on beside the last profile's finish (tracing and
                                    sampling continue from it; the finish hands its sampler
                                    over to a start posted during its tail decode); 0: it
-                                   waits for the worker, as before (H100, 2026-11-27 21:0xZ:
+                                   waits for the worker, as before (H100, 2026-11-27 20:50Z:
                                    back to back eager 1.13x against 1.61x, graph loop 1.97x
                                    against 3.59x; see RESULTS.md)
 """

@@ -105,6 +105,21 @@ def test_clock():
 
 
 @pytest.fixture
+def internal_switches(monkeypatch):
+    """internal_switches("key=value,..."): LOOPSCOPE_INTERNAL for this test.
+    The switches are parsed once per process, so the parse is dropped when
+    they are set and again after the test (monkeypatch puts the variable back)."""
+    from loopscope import _settings
+
+    def set_to(value: str) -> None:
+        monkeypatch.setenv("LOOPSCOPE_INTERNAL", value)
+        _settings._cache.pop("internal", None)
+
+    yield set_to
+    _settings._cache.pop("internal", None)
+
+
+@pytest.fixture
 def inject():
     """inject(kind, records): _testhooks._inject that also checks the returned count."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import loopscope
-from loopscope import _core, _settings, _testhooks
+from loopscope import _core, _testhooks
 
 US = 1_000
 START = 1_000_000
@@ -22,7 +22,6 @@ SETUP = 300 * US  # lazy: sampling begins this long after the enter's first cloc
 def _no_fakes_left():
     yield
     _testhooks._fake_samples([])
-    _settings._cache.pop("internal", None)
 
 
 def samples_from(t0, t1, every=50 * US):
@@ -79,11 +78,10 @@ def test_a_sampler_set_up_earlier_is_not_waited_for(test_clock):
 
 
 @pytest.mark.fake_sampler
-def test_the_wait_is_bounded_and_says_it_timed_out(test_clock, monkeypatch):
+def test_the_wait_is_bounded_and_says_it_timed_out(test_clock, internal_switches):
     # A set-up of 0.6 s against a bound of 0.1 s: the enter goes on after the
     # bound, and the set-up finishes on the worker.
-    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "metrics_wait_bound_ms=100")
-    _settings._cache.pop("internal", None)
+    internal_switches("metrics_wait_bound_ms=100")
     test_clock.set(START, TICK)
     prof = run(True, sleep_ns=600_000_000)
     info = prof._capture.info()
@@ -93,9 +91,8 @@ def test_the_wait_is_bounded_and_says_it_timed_out(test_clock, monkeypatch):
 
 
 @pytest.mark.fake_sampler
-def test_a_wait_within_its_bound_does_not_time_out(test_clock, monkeypatch):
-    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "metrics_wait_bound_ms=2000")
-    _settings._cache.pop("internal", None)
+def test_a_wait_within_its_bound_does_not_time_out(test_clock, internal_switches):
+    internal_switches("metrics_wait_bound_ms=2000")
     test_clock.set(START, TICK)
     prof = run(True, sleep_ns=100_000_000)
     info = prof._capture.info()

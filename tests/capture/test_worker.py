@@ -93,26 +93,16 @@ def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock
 
 
 @pytest.fixture(params=["overlap=1", ""], ids=["overlap=1", "default"])
-def overlap(monkeypatch, request):
-    """overlap on: LOOPSCOPE_INTERNAL=overlap=1 (parsed once: the cache is
-    reset), and the default since issue 27's hand-over (no switch), in turn."""
-    yield from internal_switch(monkeypatch, request.param)
+def overlap(internal_switches, request):
+    """overlap on: LOOPSCOPE_INTERNAL=overlap=1, and the default since issue
+    27's hand-over (no switch), in turn."""
+    internal_switches(request.param)
 
 
 @pytest.fixture
-def no_overlap(monkeypatch):
+def no_overlap(internal_switches):
     """LOOPSCOPE_INTERNAL=overlap=0: a start waits for the last finish."""
-    yield from internal_switch(monkeypatch, "overlap=0")
-
-
-def internal_switch(monkeypatch, value):
-    from loopscope import _settings
-
-    monkeypatch.setenv("LOOPSCOPE_INTERNAL", value)
-    _settings._cache.pop("internal", None)
-    yield
-    monkeypatch.delenv("LOOPSCOPE_INTERNAL")
-    _settings._cache.pop("internal", None)
+    internal_switches("overlap=0")
 
 
 @pytest.mark.fake_sampler

@@ -36,18 +36,11 @@ def launch_pairs(x, n):
 
 
 @pytest.fixture(params=["default", "wait"])
-def mode(request, monkeypatch):
+def mode(request, internal_switches):
     """The default (overlap: a start goes on beside the last finish, issue
     27) and LOOPSCOPE_INTERNAL overlap=0 (a start waits for the worker)."""
-    from loopscope import _settings
-
-    if request.param == "wait":
-        monkeypatch.setenv("LOOPSCOPE_INTERNAL", "overlap=0")
-    else:
-        monkeypatch.delenv("LOOPSCOPE_INTERNAL", raising=False)
-    _settings._cache.pop("internal", None)
-    yield request.param
-    _settings._cache.pop("internal", None)
+    internal_switches("overlap=0" if request.param == "wait" else "")
+    return request.param
 
 
 @pytest.mark.parametrize("metrics", [True, False])
@@ -82,7 +75,7 @@ def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics, mode
         assert not any(continued), continued
 
 
-def test_windows_that_continue_a_running_sampler_keep_their_own_samples(monkeypatch):
+def test_windows_that_continue_a_running_sampler_keep_their_own_samples(internal_switches):
     """overlap=1, a loop that ends in synchronize (as the demo graph loop
     does): the finish decodes its PM tail with sampling on and hands the
     sampler to the next start (issue 27's late hand-over).  Each window must
@@ -90,42 +83,36 @@ def test_windows_that_continue_a_running_sampler_keep_their_own_samples(monkeypa
     none (a sample starting at 0 shifted them all out) and, with that fixed,
     per-kernel windows lost 58-68 samples as partial while a start registered
     CUPTI's timestamp source again under the running sampler."""
-    from loopscope import _settings
+    internal_switches("overlap=1")
+    x = torch.randn(2048, 2048, device="cuda")
 
-    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "overlap=1")
-    _settings._cache.pop("internal", None)
-    try:
-        x = torch.randn(2048, 2048, device="cuda")
+    def loop():
+        for _ in range(40):
+            x @ x
+        torch.cuda.synchronize()
 
-        def loop():
-            for _ in range(40):
-                x @ x
-            torch.cuda.synchronize()
-
+    loop()
+    with loopscope.profile() as warm:  # the sampler's set-up
         loop()
-        with loopscope.profile() as warm:  # the sampler's set-up
+    warm.summary()
+    profiles = []
+    for _ in range(6):
+        with loopscope.profile() as prof:
             loop()
-        warm.summary()
-        profiles = []
-        for _ in range(6):
-            with loopscope.profile() as prof:
-                loop()
-            profiles.append(prof)
-        infos = [p._capture.info() for p in profiles]
-        interval_ns = 100_000  # the documented default, metrics_interval_us=100
-        for k, info in enumerate(infos):
-            window_ns = info["stop_ns"] - info["start_ns"]
-            expected = window_ns / interval_ns
-            pm = info["pm"]
-            seen = " ".join(f"{key}={pm.get(key)}" for key in (
-                "samples", "tail_samples", "decodes", "overflows", "counter_data_full",
-                "incomplete", "eval_errors", "start_delay_ns", "clock_delta_ns",
-                "clock_shift_ns", "setup_ns", "stopped_ns", "started_ns"))
-            assert 0.8 * expected - 2 <= info["samples"] <= expected + 3, (
-                f"window {k}: kept {info['samples']}, expected {expected:.0f}, outside "
-                f"{info['samples_outside']}, start {info['start_ns']} stop {info['stop_ns']}; {seen}")
-        # a window that continued the last one's sampler made no cuptiPmSamplingStart
-        continued = [i["pm"]["phases_ns"]["start"] == 0 for i in infos]
-        assert sum(continued) >= 2, continued
-    finally:
-        _settings._cache.pop("internal", None)
+        profiles.append(prof)
+    infos = [p._capture.info() for p in profiles]
+    interval_ns = 100_000  # the documented default, metrics_interval_us=100
+    for k, info in enumerate(infos):
+        window_ns = info["stop_ns"] - info["start_ns"]
+        expected = window_ns / interval_ns
+        pm = info["pm"]
+        seen = " ".join(f"{key}={pm.get(key)}" for key in (
+            "samples", "tail_samples", "decodes", "overflows", "counter_data_full",
+            "incomplete", "eval_errors", "start_delay_ns", "clock_delta_ns",
+            "clock_shift_ns", "setup_ns", "stopped_ns", "started_ns"))
+        assert 0.8 * expected - 2 <= info["samples"] <= expected + 3, (
+            f"window {k}: kept {info['samples']}, expected {expected:.0f}, outside "
+            f"{info['samples_outside']}, start {info['start_ns']} stop {info['stop_ns']}; {seen}")
+    # a window that continued the last one's sampler made no cuptiPmSamplingStart
+    continued = [i["pm"]["phases_ns"]["start"] == 0 for i in infos]
+    assert sum(continued) >= 2, continued

@@ -180,15 +180,11 @@ def child(args: argparse.Namespace) -> dict:
         "sm_active_pct": (s.get("sm") or {}).get("active_pct"),
         "samples": info.get("samples"), "pm_interval_ns": pm.get("interval"),
         "b2b_wait_ms": statistics.median(waits) if waits else None,
-        "posted_enter_loop_exit_summary_ms": [round(statistics.median(x[i] for x in posted_parts) * 1e3, 3)
-                                              for i in range(4)] if posted_parts else None,
-        "posted_phases_ms": {kind: {k: round(statistics.median((i.get(kind) or {}).get(k, 0) for i in posted_infos) / 1e6, 3)
-                                    for k in (posted_infos[-1].get(kind) or {})}
-                             for kind in ("start_phases_ns", "stop_phases_ns", "finish_phases_ns")} if posted_infos else None,
-        "b2b_start_phases_ms": {k: round(statistics.median((i.get("start_phases_ns") or {}).get(k, 0) for i in b2b_infos) / 1e6, 3)
-                                for k in (b2b_infos[-1].get("start_phases_ns") or {})} if b2b_infos else None,
-        "b2b_enter_loop_exit_ms": [round(statistics.median(x[i] for x in b2b_parts) * 1e3, 3)
-                                   for i in range(3)] if b2b_parts else None,
+        "posted_enter_loop_exit_summary_ms": median_parts_ms(posted_parts),
+        "posted_phases_ms": {kind: median_phases_ms(posted_infos, kind)
+                             for kind in ("start_phases_ns", "stop_phases_ns", "finish_phases_ns")},
+        "b2b_start_phases_ms": median_phases_ms(b2b_infos, "start_phases_ns"),
+        "b2b_enter_loop_exit_ms": median_parts_ms(b2b_parts),
         "b2b_samples": last.get("samples"),
         # each later back-to-back profile: samples kept, decoded in its window, outside it,
         # its window (ms) and the sampler's note: a window of W ms at interval I holds ~W/I
@@ -206,6 +202,21 @@ def child(args: argparse.Namespace) -> dict:
         "b2b_finish_phases_ms": {k: v / 1e6 for k, v in (last.get("finish_phases_ns") or {}).items()},
         "metrics_error": s.get("metrics_error"),
     }
+
+
+def median_parts_ms(parts: list[tuple[float, ...]]) -> list[float] | None:
+    """The median of each position of equal-length tuples of seconds, in ms."""
+    return [round(statistics.median(column) * 1e3, 3) for column in zip(*parts)] if parts else None
+
+
+def median_phases_ms(infos: list[dict], kind: str) -> dict[str, float] | None:
+    """The median of each phase of the captures' info()[kind] (ns), in ms; a
+    phase one capture lacks counts as 0 there."""
+    if not infos:
+        return None
+    names = dict.fromkeys(name for i in infos for name in (i.get(kind) or {}))
+    return {name: round(statistics.median((i.get(kind) or {}).get(name, 0) for i in infos) / 1e6, 3)
+            for name in names}
 
 
 # Variant extras that set LOOPSCOPE_INTERNAL switches (the others set profile options).

@@ -76,3 +76,14 @@ def test_each_variant_runs_a_child_with_its_switches_and_options(monkeypatch):
         ("replays", "", '{"metrics_decode_ms": 2}'),
         ("replays", "overlap=1,metrics_max_samples=64", '{"metrics_buffer_mb": 8}'),
     ]
+
+
+def test_medians_of_parts_and_phases():
+    module = load()
+    assert module.median_parts_ms([(0.001, 0.004), (0.003, 0.002), (0.002, 0.009)]) == [2.0, 4.0]
+    assert module.median_parts_ms([]) is None
+    infos = [{"start_phases_ns": {"wait": 1_000_000, "metrics": 0}},
+             {"start_phases_ns": {"wait": 3_000_000, "metrics": 2_000_000}},
+             {"start_phases_ns": {"wait": 2_000_000}}]  # a phase missing counts as 0
+    assert module.median_phases_ms(infos, "start_phases_ns") == {"wait": 2.0, "metrics": 0.0}
+    assert module.median_phases_ms([], "start_phases_ns") is None

@@ -25,7 +25,16 @@ typedef CUpti_ActivityMemset3 ls_memset_record;
  * profiling thread) and a stop (the worker) may run at once back to back. */
 static pthread_mutex_t state = PTHREAD_MUTEX_INITIALIZER;
 static ls_records *sink_records; /* drains go here (the worker reads it) */
-static ls_records *next_sink;    /* a profile that continued the kinds */
+/* Profiles that continued the kinds, in order: more than one while a
+ * finish waits for the GPU (a loop that does not synchronize: the next
+ * profiles start before it hands over). */
+#define LS_NEXT_SINKS 4
+static ls_records *next_sinks[LS_NEXT_SINKS];
+static size_t next_count;
+static int sink_continued;       /* the running profile continued the last one's kinds */
+static uint64_t stop_began_ns;   /* host clock at the last stop's start */
+static int started_soon_after_stop; /* the running profile started back to back
+                                     * (ls_activity_back_to_back): its stop waits a grace */
 static int stopping;             /* a stop is turning the kinds off: no continuing */
 static pthread_cond_t stopped = PTHREAD_COND_INITIALIZER;
 static ls_api_records enabled_api;
@@ -263,7 +272,9 @@ int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, 
     }
     pthread_mutex_lock(&state);
     sink_records = sink;
-    next_sink = NULL;
+    next_count = 0;
+    sink_continued = 0;
+    started_soon_after_stop = ls_activity_back_to_back(stop_began_ns, ls_clock_monotonic_ns());
     enabled_api = api;
     enabled_zeroed = zeroed;
     pthread_mutex_unlock(&state);
@@ -306,7 +317,8 @@ void ls_activity_forget_in_child(void)
     pthread_mutex_init(&state, NULL);
     pthread_cond_init(&stopped, NULL);
     stopping = 0;
-    sink_records = next_sink = NULL;
+    sink_records = NULL;
+    next_count = 0;
     enabled_count = 0;
     /* The kind stays on in the child's CUPTI, if it has one loaded; a child
      * profiles per kernel unless it prepares again (ls_graphs). */
@@ -314,14 +326,19 @@ void ls_activity_forget_in_child(void)
     atomic_store(&graph_floor_ns, 0);
 }
 
+int ls_activity_back_to_back(uint64_t stop_began_ns, uint64_t now_ns)
+{
+    return stop_began_ns != 0 && now_ns - stop_began_ns < LS_ACTIVITY_BACK_TO_BACK_NS;
+}
+
 int ls_activity_continue(ls_records *sink, ls_api_records api, int zeroed_buffers)
 {
     pthread_mutex_lock(&state);
-    int ok = sink_records != NULL && enabled_count > 0 && next_sink == NULL && !stopping &&
-             enabled_api == api && enabled_zeroed == (zeroed_buffers ? 1 : 0);
+    int ok = sink_records != NULL && enabled_count > 0 && next_count < LS_NEXT_SINKS &&
+             !stopping && enabled_api == api && enabled_zeroed == (zeroed_buffers ? 1 : 0);
 
     if (ok)
-        next_sink = sink;
+        next_sinks[next_count++] = sink;
     pthread_mutex_unlock(&state);
     return ok ? 0 : -1;
 }
@@ -335,6 +352,14 @@ static int flush_completed(void)
     return rc;
 }
 
+/* How long the stop of a profile that continued the last one's kinds (back
+ * to back) waits for the next start to continue them in turn, before it
+ * turns them off: a loop ending in a synchronize reaches the stop ~0.3 ms
+ * before its next start (H100), which then waited ~1 ms for the forced
+ * flush and set tracing up again. */
+#define LS_ACTIVITY_NEXT_GRACE_NS 1000000ull
+#define LS_ACTIVITY_NEXT_POLL_NS 50000L
+
 int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
 {
     *next = NULL;
@@ -342,7 +367,17 @@ int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
         return 0;
     int result = 0;
     pthread_mutex_lock(&state);
-    int handing_over = next_sink != NULL;
+    stop_began_ns = ls_clock_monotonic_ns();
+    if (next_count == 0 && (sink_continued || started_soon_after_stop)) {
+        uint64_t until = stop_began_ns + LS_ACTIVITY_NEXT_GRACE_NS;
+        while (next_count == 0 && ls_clock_monotonic_ns() < until) {
+            pthread_mutex_unlock(&state);
+            struct timespec pause = {0, LS_ACTIVITY_NEXT_POLL_NS};
+            nanosleep(&pause, NULL);
+            pthread_mutex_lock(&state);
+        }
+    }
+    int handing_over = next_count > 0;
     if (!handing_over)
         stopping = 1; /* from here no start continues: it waits for the stop */
     pthread_mutex_unlock(&state);
@@ -371,8 +406,10 @@ int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
         sink_records->dropped_records += dropped;
     pthread_mutex_lock(&state);
     if (handing_over) {
-        *next = sink_records = next_sink;
-        next_sink = NULL;
+        *next = sink_records = next_sinks[0];
+        memmove(next_sinks, next_sinks + 1, (next_count - 1) * sizeof next_sinks[0]);
+        next_count--;
+        sink_continued = 1;
     } else {
         sink_records = NULL;
         stopping = 0;

@@ -31,6 +31,14 @@ typedef enum { LS_API_RECORDS_NONE = 0, LS_API_RECORDS_RUNTIME = 1, LS_API_RECOR
 int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, char *reason,
                       size_t reason_size);
 
+/* 1 when a start at now_ns (host clock) follows the last stop, begun at
+ * stop_began_ns (0: none yet), by less than LS_ACTIVITY_BACK_TO_BACK_NS:
+ * profiles back to back.  Such a profile's stop waits a short grace for
+ * the next start to continue its kinds before it turns them off (a loop
+ * that ends in a synchronize reaches the stop before its next start). */
+#define LS_ACTIVITY_BACK_TO_BACK_NS 3000000ull
+int ls_activity_back_to_back(uint64_t stop_began_ns, uint64_t now_ns);
+
 /* Parses every completed buffer into the sink.  Cheap when none is ready.
  * Returns 1 when it parsed at least one buffer. */
 int ls_activity_drain(void);

@@ -10,6 +10,7 @@
  * needs them.  Bad input raises TypeError/ValueError naming the argument. */
 #include "ls_test_hooks.h"
 
+#include "ls_activity.h"
 #include "ls_capture_type.h"
 #include "ls_cbids.h"
 #include "ls_clock.h"
@@ -44,6 +45,26 @@ static PyObject *sample_before_window(PyObject *module, PyObject *args)
                           &window_start))
         return NULL;
     return PyBool_FromLong(ls_sample_before_window(start, end, started, window_start));
+}
+
+static PyObject *activity_back_to_back(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long stop_began, now;
+    if (!PyArg_ParseTuple(args, "KK:_activity_back_to_back", &stop_began, &now))
+        return NULL;
+    return PyBool_FromLong(ls_activity_back_to_back(stop_began, now));
+}
+
+static PyObject *may_wait_for_decode(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long pending, max, oldest_stop, period, stop;
+    if (!PyArg_ParseTuple(args, "KKKKK:_may_wait_for_decode", &pending, &max, &oldest_stop,
+                          &period, &stop))
+        return NULL;
+    return PyBool_FromLong(
+        ls_samples_may_wait_for_decode((size_t)pending, (size_t)max, oldest_stop, period, stop));
 }
 
 static PyObject *settle_samples(PyObject *module, PyObject *args)
@@ -1011,6 +1032,12 @@ PyMethodDef ls_test_hook_methods[] = {
     {"_sample_before_window", sample_before_window, METH_VARARGS,
      "_sample_before_window(start_ns, end_ns, sampling_started_ns, window_start_ns) -> bool: "
      "test hook; whether the sampler skips evaluating that sample."},
+    {"_activity_back_to_back", activity_back_to_back, METH_VARARGS,
+     "_activity_back_to_back(stop_began_ns, now_ns) -> bool: test hook; whether a start at "
+     "now_ns follows the last stop closely enough to count as back to back."},
+    {"_may_wait_for_decode", may_wait_for_decode, METH_VARARGS,
+     "_may_wait_for_decode(pending, max, oldest_stop_ns, period_ns, stop_ns) -> bool: test "
+     "hook; whether a finish may leave its PM samples to a later decode."},
     {"_settle_samples", settle_samples, METH_VARARGS,
      "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
      "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},

@@ -90,14 +90,19 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
         metrics_device = -1, zeroed = 1, defer = 1, callbacks = 1, own_timestamps = 1,
         stop_in_finish = 1, /* see below */
-        /* On by default since 2026-11-27 20:50Z (H100): a start goes on
-         * beside the last finish, whose PM sampler it takes over (back to
-         * back eager 1.13x against 1.61x, graph loop 1.97x against 3.59x).
-         * It waited for the flush fix (completed buffers only: a forced
-         * flush lost the next profile's running kernels) and for the sample
-         * clock (a tail decode that chased the sampler was taken for
-         * another clock, samples 25-56 us late): RESULTS.md. */
-        overlap = 1, graph_kernels = 0,
+        /* -1 (the default): on for profiles without counters, off with them.
+         * On, a start goes on beside the last finish, whose PM sampler and
+         * tracing it takes over (2026-11-27, H100: back to back eager 1.11x
+         * against 1.61x, graph loop 1.20x against 3.59x).  But with counters
+         * the last finish's PM decode then runs beside the next profile's
+         * loop, and in a long run of profiles the loop itself slowed: 24
+         * profiles of a 14 ms matmul loop, windows 13.9 ms, then 28-32 ms
+         * (up to 63), against 14.2 ms flat with the start waiting and 13.9
+         * ms flat tracing only (benchmarks/counters/chain_windows.py,
+         * 22:58Z-23:10Z).  A profile's figures must not be loopscope's own
+         * doing, so a start with counters waits for the worker as before
+         * issue 27; LOOPSCOPE_INTERNAL=overlap=1 turns it on anyway. */
+        overlap = -1, graph_kernels = 0,
         /* Off (issue 27, H100 2026-11-27 22:21Z-22:36Z): leaving a finish's PM
          * tail to the next decode gave no back-to-back gain (graph loop 1.19x
          * against 1.18x, 30 in a row 2.71x against 2.56x: the activity
@@ -126,7 +131,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKpppp:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKpipp:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
@@ -190,7 +195,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.zeroed_buffers = zeroed;
     options.defer = defer;
     options.callbacks = callbacks;
-    options.overlap = overlap;
+    options.overlap = overlap < 0 ? !metrics : overlap != 0;
     options.graph_kernels = graph_kernels;
     options.buffer_bytes = (size_t)buffer_bytes;
     options.max_buffers = (size_t)max_buffers;
@@ -424,7 +429,7 @@ static PyMethodDef core_methods[] = {
      " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
      " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=2,"
      " callbacks=True, metrics_stop_in_finish=True, metrics_wait_bound_ns=2e9,"
-     " own_timestamps=True, overlap=True, graph_kernels=False, metrics_shared_decodes=True)"
+     " own_timestamps=True, overlap=-1 (on without metrics), graph_kernels=False, metrics_shared_decodes=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
      " Internal switches (compared by benchmarks/cost/overhead_options.py): zeroed_buffers (hand"

@@ -25,13 +25,13 @@ LOOPSCOPE_INTERNAL
                                    left (benchmarks/cost/beside_torch_profiler.py's control)
       metrics_stop_in_finish=0|1   1 (default): the finish stops PM sampling before
                                    its last decode; 0: the stop follows the finish
-      overlap=0|1                  1 (default since issue 27): back to back, a start goes
-                                   on beside the last profile's finish (tracing and
-                                   sampling continue from it; the finish hands its sampler
-                                   over to a start posted during its tail decode); 0: it
-                                   waits for the worker, as before (H100, 2026-11-27 20:50Z:
-                                   back to back eager 1.13x against 1.61x, graph loop 1.97x
-                                   against 3.59x; see RESULTS.md)
+      overlap=0|1                  back to back, a start goes on beside the last profile's
+                                   finish (tracing and sampling continue from it; the finish
+                                   hands its sampler over to a start posted during its tail
+                                   decode); 0: it waits for the worker.  Default: on for a
+                                   profile without counters, off with them (H100, 2026-11-27:
+                                   the last finish's PM decode beside the next profile's
+                                   loop slowed a long run of them 2x; see RESULTS.md)
       metrics_shared_decodes=0|1   1: back to back, a finish whose next start is posted
                                    leaves its PM tail to the next decode (a tick, the next
                                    finish, or one summary() asks for), so one DecodeData

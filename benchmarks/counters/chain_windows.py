@@ -1,0 +1,104 @@
+"""A long run of profiles back to back (issue 27): how long each profile's
+loop takes inside its window, and its finish on loopscope's worker, profile
+after profile.  The loop is a burst of 2048^2 matmuls ending in synchronize;
+each variant runs in a process of its own: the bare loop, the default
+profile, counters only (trace=False), tracing only (metrics=False).
+
+On an H100 (2026-11-27 22:59Z) the default's windows of a 14 ms loop grew to
+40 ms by the 8th of 24 profiles while each finish decoded 200-400 PM samples
+of backlog (25-40 ms of worker time): this tells which side slows the loop.
+
+Usage (GPU machine): python benchmarks/counters/chain_windows.py
+    [--profiles 24] [--matmuls 40] [--variants bare,default,counters_only,trace_only]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+OPTIONS = {"default": {}, "counters_only": {"trace": False}, "trace_only": {"metrics": False}}
+
+
+def child(args: argparse.Namespace) -> dict:
+    import torch
+
+    import loopscope
+
+    x = torch.randn(2048, 2048, device="cuda")
+
+    def loop() -> None:
+        for _ in range(args.matmuls):
+            x @ x
+        torch.cuda.synchronize()
+
+    for _ in range(3):
+        loop()
+    if args.variant == "bare":
+        times = []
+        for _ in range(args.profiles):
+            t0 = time.perf_counter()
+            loop()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return {"variant": "bare", "loop_ms": times}
+    options = OPTIONS[args.variant]
+    with loopscope.profile(**options) as warm:  # the sampler's set-up
+        loop()
+    warm.summary()
+    profiles, t0 = [], time.perf_counter()
+    for _ in range(args.profiles):
+        with loopscope.profile(**options) as prof:
+            loop()
+        profiles.append(prof)
+    chain_ms = (time.perf_counter() - t0) * 1e3
+    infos = [p._capture.info() for p in profiles]
+    return {"variant": args.variant, "chain_ms": chain_ms,
+            "window_ms": [round((i["stop_ns"] - i["start_ns"]) / 1e6, 2) for i in infos],
+            "finish_ms": [round(i["finish_ns"] / 1e6, 2) for i in infos],
+            "tail_samples": [(i.get("pm") or {}).get("tail_samples") for i in infos],
+            "samples": [i.get("samples") for i in infos]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--profiles", type=int, default=24)
+    p.add_argument("--matmuls", type=int, default=40)
+    p.add_argument("--variants", default="bare,default,counters_only,trace_only")
+    p.add_argument("--variant", help=argparse.SUPPRESS)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)), flush=True)
+        return 0
+    rows = []
+    for variant in args.variants.split(","):
+        if variant not in OPTIONS and variant != "bare":
+            p.error(f"--variants: {variant!r} is not one of bare, {', '.join(OPTIONS)}")
+        done = subprocess.run([sys.executable, __file__, "--child", "--variant", variant,
+                               "--profiles", str(args.profiles), "--matmuls", str(args.matmuls)],
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            print(f"{variant}: exit {done.returncode}\n{done.stderr[-2000:]}", flush=True)
+            continue
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    bare = next((r for r in rows if r["variant"] == "bare"), None)
+    bare_ms = statistics.median(bare["loop_ms"]) if bare else None
+    print(f"\n{'variant':14} {'first 4 windows ms':>18} {'last 8 windows ms':>17} "
+          f"{'max window':>10} {'median finish ms':>16} {'chain / bare':>12}")
+    for r in rows:
+        if r["variant"] == "bare":
+            print(f"{'bare':14} {bare_ms:18.2f}")
+            continue
+        w = r["window_ms"]
+        ratio = r["chain_ms"] / (bare_ms * len(w)) if bare_ms else float("nan")
+        print(f"{r['variant']:14} {statistics.median(w[:4]):18.2f} {statistics.median(w[-8:]):17.2f} "
+              f"{max(w):10.2f} {statistics.median(r['finish_ms']):16.2f} {ratio:12.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -35,6 +35,7 @@ static int sink_continued;       /* the running profile continued the last one's
 static uint64_t stop_began_ns;   /* host clock at the last stop's start */
 static int started_soon_after_stop; /* the running profile started back to back
                                      * (ls_activity_back_to_back): its stop waits a grace */
+static int next_may_continue;    /* the session says a next start could continue the kinds */
 static int stopping;             /* a stop is turning the kinds off: no continuing */
 static pthread_cond_t stopped = PTHREAD_COND_INITIALIZER;
 static ls_api_records enabled_api;
@@ -326,6 +327,13 @@ void ls_activity_forget_in_child(void)
     atomic_store(&graph_floor_ns, 0);
 }
 
+void ls_activity_expect_next(int may_continue)
+{
+    pthread_mutex_lock(&state);
+    next_may_continue = may_continue != 0;
+    pthread_mutex_unlock(&state);
+}
+
 int ls_activity_back_to_back(uint64_t stop_began_ns, uint64_t now_ns)
 {
     return stop_began_ns != 0 && now_ns - stop_began_ns < LS_ACTIVITY_BACK_TO_BACK_NS;
@@ -368,7 +376,7 @@ int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
     int result = 0;
     pthread_mutex_lock(&state);
     stop_began_ns = ls_clock_monotonic_ns();
-    if (next_count == 0 && (sink_continued || started_soon_after_stop)) {
+    if (next_count == 0 && next_may_continue && (sink_continued || started_soon_after_stop)) {
         uint64_t until = stop_began_ns + LS_ACTIVITY_NEXT_GRACE_NS;
         while (next_count == 0 && ls_clock_monotonic_ns() < until) {
             pthread_mutex_unlock(&state);

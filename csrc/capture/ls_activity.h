@@ -39,6 +39,11 @@ int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, 
 #define LS_ACTIVITY_BACK_TO_BACK_NS 3000000ull
 int ls_activity_back_to_back(uint64_t stop_began_ns, uint64_t now_ns);
 
+/* At each start: whether a next start could continue this profile's kinds
+ * (overlap on, and what it needs).  Without it the stop never waits the
+ * grace: the next start waits for the finish anyway. */
+void ls_activity_expect_next(int may_continue);
+
 /* Parses every completed buffer into the sink.  Cheap when none is ready.
  * Returns 1 when it parsed at least one buffer. */
 int ls_activity_drain(void);

@@ -324,6 +324,8 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
                     ls_finish_in_flight() > 0 &&
                     ls_activity_continue(ls_finish_sink(session.job), LS_API_RECORDS_NONE,
                                          o->zeroed_buffers) == 0;
+    /* Only such a profile's stop waits for the next start (ls_activity). */
+    ls_activity_expect_next(o->trace && claim == LS_SUBSCRIBER_OK && may_continue(o));
     if (continued) {
         c->timestamp_source = session.timestamp_source;
         c->continued_tracing = 1;

@@ -10,6 +10,7 @@ of backlog (25-40 ms of worker time): this tells which side slows the loop.
 
 Usage (GPU machine): python benchmarks/counters/chain_windows.py
     [--profiles 24] [--matmuls 40] [--variants bare,default,counters_only,trace_only]
+    [--options JSON]  (LOOPSCOPE_INTERNAL passes through to each process)
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def child(args: argparse.Namespace) -> dict:
             loop()
             times.append((time.perf_counter() - t0) * 1e3)
         return {"variant": "bare", "loop_ms": times}
-    options = OPTIONS[args.variant]
+    options = {**OPTIONS[args.variant], **json.loads(args.options)}
     with loopscope.profile(**options) as warm:  # the sampler's set-up
         loop()
     warm.summary()
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profiles", type=int, default=24)
     p.add_argument("--matmuls", type=int, default=40)
     p.add_argument("--variants", default="bare,default,counters_only,trace_only")
+    p.add_argument("--options", default="{}",
+                   help='profile options for every variant, as JSON (e.g. \'{"metrics_interval_us": 1000}\')')
     p.add_argument("--variant", help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -78,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         if variant not in OPTIONS and variant != "bare":
             p.error(f"--variants: {variant!r} is not one of bare, {', '.join(OPTIONS)}")
         done = subprocess.run([sys.executable, __file__, "--child", "--variant", variant,
-                               "--profiles", str(args.profiles), "--matmuls", str(args.matmuls)],
+                               "--profiles", str(args.profiles), "--matmuls", str(args.matmuls),
+                               "--options", args.options],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             print(f"{variant}: exit {done.returncode}\n{done.stderr[-2000:]}", flush=True)

@@ -192,12 +192,9 @@ def child(args: argparse.Namespace) -> dict:
                       round(((q.get("stop_ns") or 0) - (q.get("start_ns") or 0)) / 1e6, 3),
                       (q.get("pm") or {}).get("error") or q.get("metrics_reason"),
                       {k: (q.get("pm") or {}).get(k) for k in ("clock_delta_ns", "clock_shift_ns", "started_ns", "incomplete",
-                                                               "start_delay_ns", "tail_samples", "deferred",
-                                                               "handed_over_after_ns")})
+                                                               "start_delay_ns", "tail_samples")})
                      for q in b2b_infos], "b2b_tail_samples": last_pm.get("tail_samples"),
         "b2b_tail_decode_ms": (last_pm.get("tail_decode_ns") or 0) / 1e6,
-        # later back-to-back profiles whose samples a later decode handed over
-        "b2b_deferred": sum(1 for q in b2b_infos if (q.get("pm") or {}).get("deferred")),
         "b2b_finish_ms": (last.get("finish_ns") or 0) / 1e6,
         "b2b_pm": {k: last_pm.get(k) for k in ("stop_ns", "decode_data_ns", "evaluate_ns", "decodes",
                                                "phases_ns", "max_samples", "counter_data_bytes",
@@ -229,7 +226,6 @@ INTERNAL_EXTRAS = {
     "nostop": "metrics_stop_in_finish=0",  # the finish decodes its tail with sampling on, stops after
     "ownts0": "own_timestamps=0",  # no new registration of CUPTI's timestamp source a start
     "overlap0": "overlap=0",  # a start waits for the last finish (the default before issue 27's hand-over)
-    "shared0": "metrics_shared_decodes=0",  # each finish decodes its own PM tail (before shared decodes)
 }
 
 
@@ -293,8 +289,7 @@ def parent(args: argparse.Namespace) -> int:
     # where back to back goes: each later enter's wait for the last finish,
     # and that finish's PM tail (samples decoded after the stop)
     print(f"\n{'loop':9} {'variant':16} {'interval us':>11} {'samples':>7} {'b2b wait ms':>11} "
-          f"{'finish ms':>9} {'tail samples':>12} {'tail decode ms':>14} {'deferred':>8} "
-          f"{'b2b enter/loop/exit ms':>24}")
+          f"{'finish ms':>9} {'tail samples':>12} {'tail decode ms':>14} {'b2b enter/loop/exit ms':>24}")
     for r in rows:
         if "bare_ms" not in r:
             continue
@@ -302,7 +297,7 @@ def parent(args: argparse.Namespace) -> int:
         print(f"{r['loop']:9} {r['variant']:16} {interval:11.0f} {r.get('b2b_samples') or 0:7d} "
               f"{r.get('b2b_wait_ms') or 0:11.2f} {r.get('b2b_finish_ms') or 0:9.2f} "
               f"{r.get('b2b_tail_samples') or 0:12d} {r.get('b2b_tail_decode_ms') or 0:14.2f} "
-              f"{r.get('b2b_deferred') or 0:8d} {str(r.get('b2b_enter_loop_exit_ms')):>24}")
+              f"{str(r.get('b2b_enter_loop_exit_ms')):>24}")
     # where block + summary() goes, and what each later back-to-back start did
     for r in rows:
         if "bare_ms" in r:
@@ -334,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write every variant's figures here")
     p.add_argument("--variants", default="kernels,replays",
                    help="MODE[+EXTRA...], comma-separated; MODE kernels or replays; EXTRA decode2 "
-                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), bufNN (metrics_buffer_mb=NN), msNNN (LOOPSCOPE_INTERNAL=metrics_max_samples=NNN), nostop (LOOPSCOPE_INTERNAL=metrics_stop_in_finish=0), overlap1 (LOOPSCOPE_INTERNAL=overlap=1), overlap0 (overlap=0), shared0 (metrics_shared_decodes=0), ownts0 (own_timestamps=0) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
+                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), bufNN (metrics_buffer_mb=NN), msNNN (LOOPSCOPE_INTERNAL=metrics_max_samples=NNN), nostop (LOOPSCOPE_INTERNAL=metrics_stop_in_finish=0), overlap1 (LOOPSCOPE_INTERNAL=overlap=1), overlap0 (overlap=0), ownts0 (own_timestamps=0) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
                         "metrics_keep_running_ms=100)")
     p.add_argument("--internal", default="", help=argparse.SUPPRESS)
     p.add_argument("--options", default="", help=argparse.SUPPRESS)

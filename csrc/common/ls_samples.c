@@ -85,14 +85,6 @@ int ls_sample_before_window(uint64_t start_ns, uint64_t end_ns, uint64_t samplin
            end_ns <= window_start_ns;
 }
 
-int ls_samples_may_wait_for_decode(size_t pending, size_t max, uint64_t oldest_stop_ns,
-                                   uint64_t period_ns, uint64_t stop_ns)
-{
-    if (pending >= max)
-        return 0;
-    return pending == 0 || stop_ns <= oldest_stop_ns + period_ns;
-}
-
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n)
 {
     index->items = sorted;

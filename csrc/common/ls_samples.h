@@ -63,14 +63,6 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
 int ls_sample_before_window(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns,
                             uint64_t window_start_ns);
 
-/* 1 when a finish whose window ends at stop_ns may leave its samples to a
- * later decode (back to back, ls_sampler) with `pending` windows waiting
- * already, the oldest ending at oldest_stop_ns: there is room for one more
- * (at most `max`), and the oldest has waited no longer than one decode
- * period (else this finish decodes, for all of them). */
-int ls_samples_may_wait_for_decode(size_t pending, size_t max, uint64_t oldest_stop_ns,
-                                   uint64_t period_ns, uint64_t stop_ns);
-
 /* Builds the index over sorted samples.  Returns 0, -1 when memory ran out. */
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n);
 void ls_sample_index_free(ls_sample_index *index);

@@ -79,8 +79,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                                "defer", "metrics_cache_dir", "metrics_keep_ns",
                                "metrics_keep_running_ns", "metrics_wait_for_start",
                                "callbacks", "metrics_stop_in_finish", "metrics_wait_bound_ns",
-                               "own_timestamps", "overlap", "graph_kernels",
-                               "metrics_shared_decodes", NULL};
+                               "own_timestamps", "overlap", "graph_kernels", NULL};
     /* Warm-up once per process by default (issue 11, H200): with CUPTI's
      * buffers handed over zeroed, step 0's largest gap after the first
      * profile was the same without a warm-up (warm_up_none 96.9 us, once
@@ -102,13 +101,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
          * 22:58Z-23:10Z).  A profile's figures must not be loopscope's own
          * doing, so a start with counters waits for the worker as before
          * issue 27; LOOPSCOPE_INTERNAL=overlap=1 turns it on anyway. */
-        overlap = -1, graph_kernels = 0,
-        /* Off (issue 27, H100 2026-11-27 22:21Z-22:36Z): leaving a finish's PM
-         * tail to the next decode gave no back-to-back gain (graph loop 1.19x
-         * against 1.18x, 30 in a row 2.71x against 2.56x: the activity
-         * hand-over's settle bounds those), and in 3 of 4 runs of a 14 ms
-         * loop's chain the last window kept 30-107 of ~140 samples. */
-        shared_decodes = 0;
+        overlap = -1, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)
      * left the finish ~20-40 samples instead of up to 100, but summary()
@@ -131,14 +124,14 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKpipp:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKpip:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
                                      &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
                                      &keep_running_ns, &wait_for_start, &callbacks,
                                      &stop_in_finish, &wait_bound_ns, &own_timestamps, &overlap,
-                                     &graph_kernels, &shared_decodes))
+                                     &graph_kernels))
         return NULL;
     if (wait_for_start < LS_SAMPLER_WAIT_NEVER || wait_for_start > LS_SAMPLER_WAIT_SETUP ||
         wait_bound_ns > 60000000000ull) {
@@ -209,7 +202,6 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.pm_wait_bound_ns = wait_bound_ns;
     options.own_timestamps = own_timestamps;
     options.pm_stop_in_finish = stop_in_finish;
-    options.pm_shared_decodes = shared_decodes;
     ls_session_state state;
     uint64_t waited = 0;
     /* The last profile's finish may still run on the worker.  Back to back,
@@ -429,7 +421,7 @@ static PyMethodDef core_methods[] = {
      " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
      " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=2,"
      " callbacks=True, metrics_stop_in_finish=True, metrics_wait_bound_ns=2e9,"
-     " own_timestamps=True, overlap=-1 (on without metrics), graph_kernels=False, metrics_shared_decodes=False)"
+     " own_timestamps=True, overlap=-1 (on without metrics), graph_kernels=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
      " Internal switches (compared by benchmarks/cost/overhead_options.py): zeroed_buffers (hand"
@@ -437,8 +429,7 @@ static PyMethodDef core_methods[] = {
      " metrics_keep_running_ns (sampling keeps running that long after a profile),"
      " metrics_wait_for_start (start waits for the sampler's set-up and start), callbacks"
      " (False: activity records only, the floor of tracing's cost), metrics_stop_in_finish"
-     " (the finish stops sampling before its last decode), metrics_shared_decodes (back to back,"
-     " a finish leaves its PM tail to the next decode)."},
+     " (the finish stops sampling before its last decode)."},
     {"stop", core_stop, METH_NOARGS,
      "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "
      "and the Capture waits for that the first time a result is asked for."},

@@ -423,9 +423,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_XDECREF(ns);
         }
         PyObject *more_pm = ls_py_dict_of(
-            18, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
-            "deferred", PyBool_FromLong(pm->deferred),
-            "handed_over_after_ns", U64(pm->handed_over_after_ns),
+            16, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
             "stopped_ns", U64(pm->stopped_ns), "clock_latest_ns", U64(c->sample_clock_latest_ns),
             "skipped", U64(pm->skipped),
             "tail_samples", U64(pm->tail_samples), "tail_decode_ns", U64(pm->tail_decode_ns),

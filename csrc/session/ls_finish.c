@@ -371,8 +371,6 @@ static void filter_window(ls_capture *c)
  * capture's samples and figures), and summary() waits for the slower. */
 typedef struct {
     ls_capture *capture;
-    ls_task *job;    /* to park, when the sampler leaves the window pending */
-    int pending;     /* what ls_sampler_finish returned */
     uint64_t ns;
 } ls_counters_end;
 
@@ -380,8 +378,8 @@ static void *end_counters(void *arg)
 {
     ls_counters_end *end = (ls_counters_end *)arg;
     uint64_t t0 = ls_clock_monotonic_ns();
-    end->pending = ls_sampler_finish(end->capture->records.start_ns,
-                                     end->capture->records.stop_ns, end->capture, end->job);
+    ls_sampler_finish(end->capture->records.start_ns, end->capture->records.stop_ns,
+                      end->capture);
     end->ns = ls_clock_monotonic_ns() - t0;
     return NULL;
 }
@@ -397,9 +395,7 @@ static void finish_run(ls_task *task)
         nanosleep(&pause, NULL);
         t0 = ls_clock_monotonic_ns();
     }
-    /* Only a finish on the worker may leave its samples to a later decode
-     * (its job parked there); one on the user's thread hands them over. */
-    ls_counters_end counters = {c, job->on_worker ? &job->task : NULL, 0, 0};
+    ls_counters_end counters = {c, 0};
     ls_records *next = NULL; /* the sink of a profile that continued tracing */
     pthread_t counters_thread;
     int counters_beside = 0;
@@ -434,8 +430,7 @@ static void finish_run(ls_task *task)
             snprintf(c->stop_error, sizeof c->stop_error, "%s", activity_error);
     }
     if (job->plan.sampling && !counters_beside) {
-        counters.pending = ls_sampler_finish(c->records.start_ns, c->records.stop_ns, c,
-                                             counters.job);
+        ls_sampler_finish(c->records.start_ns, c->records.stop_ns, c);
         lap(c, LS_FINISH_METRICS, &t0);
     }
     merge_activity(&c->records, &job->activity);
@@ -451,8 +446,6 @@ static void finish_run(ls_task *task)
     lap(c, LS_FINISH_RECORDS, &t0);
     c->finish_ns = ls_clock_monotonic_ns() - begun;
     c->finished_on_worker = job->on_worker;
-    /* Its samples come with a later decode, which unparks the job. */
-    job->task.park = counters.pending;
     if (job->on_worker)
         atomic_fetch_sub(&in_flight, 1);
 }
@@ -492,14 +485,7 @@ int ls_finish_done(ls_finish *job) { return ls_worker_done(&job->task); }
 
 void ls_finish_hold(ls_finish *job) { ls_worker_hold(&job->task); }
 
-void ls_finish_wait(ls_finish *job)
-{
-    /* A finish that parked waits for a decode: ask for one now, not at
-     * the next profile's tick or finish. */
-    if (ls_worker_wait_while_running(&job->task))
-        ls_sampler_flush();
-    ls_worker_wait(&job->task);
-}
+void ls_finish_wait(ls_finish *job) { ls_worker_wait(&job->task); }
 
 void ls_finish_take(ls_finish *job, ls_capture *out, uint64_t wait_ns)
 {

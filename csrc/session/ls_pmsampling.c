@@ -45,7 +45,6 @@ static struct {
     int image_dirty;           /* decoded into since the last reset */
     uint64_t evaluate_from_ns; /* samples ending by then are not evaluated (0: all) */
     ls_pm_stats stats;
-    ls_pm_trouble before_window; /* the trouble of the windows ls_pm_new_window zeroed */
 } pm;
 
 /* The config of the last chip sampled, kept for the next profile: building
@@ -378,7 +377,6 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
         snprintf(why, why_size, "PM sampling is already running");
         return -1;
     }
-    pm.before_window = ls_pm_trouble_so_far(); /* the last run's, kept across the zeroing */
     memset(&pm.stats, 0, sizeof pm.stats);
     const char *missing = ls_cupti_pm_missing();
     if (missing != NULL) {
@@ -469,21 +467,9 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
 
 int ls_pm_running(void) { return pm.active; }
 
-ls_pm_trouble ls_pm_trouble_so_far(void)
-{
-    ls_pm_trouble t = pm.before_window;
-    t.overflows += pm.stats.overflows;
-    t.counter_data_full += pm.stats.counter_data_full;
-    t.eval_errors += pm.stats.eval_errors;
-    t.restarts += pm.stats.restarts;
-    t.reconfigures += pm.stats.reconfigures;
-    return t;
-}
-
 void ls_pm_new_window(void)
 {
     ls_pm_stats *s = &pm.stats;
-    pm.before_window = ls_pm_trouble_so_far();
     s->samples = s->overflows = s->counter_data_full = s->incomplete = s->eval_errors = 0;
     s->decodes = s->decode_ns = s->decode_data_ns = s->evaluate_ns = 0;
     s->tail_samples = s->tail_decode_ns = s->stop_ns = 0;

@@ -89,9 +89,6 @@ typedef struct {
     char cache_note[1024];       /* why the disk cache was not used or written, "" if fine */
     uint32_t max_samples;        /* samples the counter data image holds */
     uint64_t skipped;            /* decoded and not evaluated: drained, or before the window */
-    int deferred;                /* 1: a later decode handed the window's samples over (back
-                                  * to back, ls_sampler), not the window's own finish */
-    uint64_t handed_over_after_ns; /* host time from the finish to that hand-over */
     char error[1024];            /* a failure after start (decode, stop), "" if none */
 } ls_pm_stats;
 
@@ -132,15 +129,6 @@ int ls_pm_running(void);
  * current run (samples, decodes, costs, phases, error) so they count for
  * the new profile only; the sampler's identity (chip, figures) stays. */
 void ls_pm_new_window(void);
-
-/* What went wrong in decodes since the process began (ls_pm_new_window
- * does not zero these): a window whose samples a later decode hands over
- * (ls_sampler) adds what happened meanwhile to its own figures. */
-typedef struct {
-    uint64_t overflows, counter_data_full, eval_errors, restarts, reconfigures;
-} ls_pm_trouble;
-
-ls_pm_trouble ls_pm_trouble_so_far(void);
 
 /* Disables sampling (the counters are free for other profilers again) and
  * frees the counter data image; stops first if running.  Safe to repeat. */

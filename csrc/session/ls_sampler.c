@@ -26,8 +26,8 @@
 /* What ls_sampler_open hands to the worker, one slot a start: back to back
  * a start may come while the last start's open task still waits behind a
  * finish (a long tail decode, or a finish waiting for the GPU), and need
- * not wait for it.  A slot is
- * written only while its task is not queued or running. */
+ * not wait for it.  A slot is written only while its task is not queued or
+ * running. */
 #define LS_OPENINGS 4
 typedef struct {
     ls_task task; /* first: the worker sees the slot as its task */
@@ -49,34 +49,11 @@ static struct {
     char reason[1024];          /* why not, when it failed */
     uint64_t setup_ns;          /* host time of the open task */
     uint64_t began_ns;          /* CUPTI clock when sampling began for the window */
-    ls_sample_array samples;    /* decoded for the window (and for the pending ones) */
+    ls_sample_array samples;    /* decoded for the window */
     ls_sample_array carry;      /* decoded after the last window, for the next */
     uint64_t kept_running_for;  /* keep_running_ns of the last finish */
     uint64_t window;            /* its number (windows_posted) */
-    int continued;              /* the window continued a running sampler (back to back) */
-    uint64_t trimmed;           /* samples dropped from the front of `samples` so far: a
-                                 * sample's number is trimmed + its index */
 } s;
-
-/* Shared decodes (issue 27): windows that finished while the next one was
- * posted already, in time order, whose samples the next decode that passes
- * their end hands over.  They share s.samples with the open window. */
-#define LS_MAX_PENDING_WINDOWS 8
-typedef struct {
-    ls_capture *capture;
-    ls_task *job;               /* parked by its finish until the hand-over */
-    uint64_t start_ns, stop_ns; /* the window, profile clock */
-    uint64_t complete_ns;       /* its last sample is complete once the GPU's clock passes this */
-    uint64_t finished_at_ns;    /* host clock at its finish */
-    uint64_t first_later;       /* number of the first sample decoded after its finish */
-    uint64_t setup_ns, began_ns;
-    ls_pm_stats stats;          /* its figures at its finish */
-    ls_pm_trouble trouble;      /* decode trouble so far, then */
-} ls_pending_window;
-
-static ls_pending_window pending[LS_MAX_PENDING_WINDOWS];
-static size_t pending_count;
-static _Atomic int flush_posted;
 
 /* Back to back (issue 27): every start numbers its window (the count of
  * windows posted); a finish asks whether one was posted after its own (a
@@ -84,9 +61,6 @@ static _Atomic int flush_posted;
  * while it stops sampling (a start then waits for that finish). */
 #define LS_WINDOWS_CLOSED (1ull << 63)
 static _Atomic uint64_t windows_posted;
-
-/* The number of the window posted last (closed or not). */
-static uint64_t last_window_posted(void) { return atomic_load(&windows_posted) & ~LS_WINDOWS_CLOSED; }
 
 /* The test source, and the figures it reports in place of CUPTI's. */
 static struct {
@@ -112,7 +86,6 @@ static void discard(void)
 {
     free(s.samples.items);
     memset(&s.samples, 0, sizeof s.samples);
-    s.trimmed = 0;
 }
 
 /* The window's samples begin with those carried over from the finish of
@@ -183,7 +156,6 @@ static void fake_start(void)
 }
 
 static void keep_running_over(void);
-static void stop_into_pending(void);
 
 /* After a finish: stops sampling if it still runs (the samples after the
  * window are decoded and dropped), and resets the counter data image (a
@@ -195,7 +167,8 @@ int ls_sampler_stop_pending(void) { return atomic_load(&stop_pending); }
 static void stop_task(ls_task *task)
 {
     (void)task;
-    stop_into_pending(); /* drained unevaluated (no window is pending here) */
+    if (ls_pm_running())
+        ls_pm_stop(NULL); /* drained unevaluated; a failure is in the stats */
     ls_pm_reset();
     atomic_store(&stop_pending, 0);
 }
@@ -213,10 +186,7 @@ static void open_task(ls_task *task)
     s.window = opening->window;
     s.opened = 1;
     s.sampling = 0;
-    s.continued = 0;
-    if (pending_count == 0)
-        take_carry(s.window_start_ns);
-    /* (else the samples are shared with the pending windows; nothing was carried) */
+    take_carry(s.window_start_ns);
     s.reason[0] = '\0';
     if (fake.items != NULL) {
         if (fake.setup_sleep_ns > 0) {
@@ -231,13 +201,10 @@ static void open_task(ls_task *task)
         if (s.context != NULL)
             ls_cuda_use_context(s.context);
         if (ls_pm_running() && !same_sampler) {
-            /* Kept running with other options: nothing of it is kept, but
-             * what pending windows still need. */
-            stop_into_pending();
+            ls_pm_stop(NULL); /* kept running with other options: nothing of it is kept */
             discard();
         }
         int continued = ls_pm_running();
-        s.continued = continued;
         if (continued) {
             /* Kept running since the last profile: only its figures restart. */
             ls_pm_new_window();
@@ -245,11 +212,7 @@ static void open_task(ls_task *task)
         } else {
             s.sampling = ls_pm_start(&s.options.pm, s.reason, sizeof s.reason) == 0;
         }
-        /* What came before is the window's to drop, but a pending window's tail. */
-        uint64_t from = s.window_start_ns;
-        if (pending_count > 0 && pending[0].start_ns < from)
-            from = pending[0].start_ns;
-        ls_pm_evaluate_from(from);
+        ls_pm_evaluate_from(s.window_start_ns); /* what came before is the window's to drop */
         s.began_ns = 0;
         if (continued)
             s.began_ns = ls_pm_stats_now()->started_ns; /* it ran before this window began */
@@ -317,129 +280,14 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
                                                                 : LS_SAMPLER_WAIT_TIMED_OUT;
 }
 
-/* The fake source's "clock": the end of the last sample it handed over
- * (everything is decoded once it has none left). */
-static uint64_t fake_frontier(void)
-{
-    if (fake.next >= fake.count)
-        return UINT64_MAX;
-    return fake.next > 0 ? fake.items[fake.next - 1].end_ns : 0;
-}
-
-static void settle_and_hand_over(ls_capture *c, ls_sample_array *a, uint64_t start_ns,
-                                 uint64_t stop_ns, uint64_t setup_ns, uint64_t began_ns);
-
-/* A pending window's samples, from those decoded so far (the overlapping
- * ones, as a window continued from a carry gets them), its figures at its
- * finish plus the trouble since, with `bound` as the samples' latest end;
- * then its finish is done (unparked). */
-static void hand_over_pending(ls_pending_window *p, uint64_t bound)
-{
-    ls_capture *c = p->capture;
-    ls_sample_array got = {0};
-    uint64_t later = 0, lost = 0;
-    for (size_t i = 0; i < s.samples.count; i++) {
-        const ls_sample *x = &s.samples.items[i];
-        if (x->end_ns <= p->start_ns || x->start_ns >= p->stop_ns)
-            continue;
-        ls_sample *slot = ls_samples_append(&got);
-        if (slot == NULL) {
-            lost++;
-            continue;
-        }
-        *slot = *x;
-        if (s.trimmed + i >= p->first_later)
-            later++;
-    }
-    c->pm = p->stats;
-    if (fake.items == NULL) {
-        ls_pm_trouble now = ls_pm_trouble_so_far();
-        c->pm.overflows += now.overflows - p->trouble.overflows;
-        c->pm.counter_data_full += now.counter_data_full - p->trouble.counter_data_full;
-        c->pm.eval_errors += now.eval_errors - p->trouble.eval_errors;
-        c->pm.restarts += now.restarts - p->trouble.restarts;
-        c->pm.reconfigures += now.reconfigures - p->trouble.reconfigures;
-        if (c->pm.error[0] == '\0') /* a failure since may have cost this window's tail */
-            snprintf(c->pm.error, sizeof c->pm.error, "%s", ls_pm_stats_now()->error);
-    }
-    c->pm.eval_errors += lost;
-    c->pm.stopped_ns = bound;
-    c->pm.tail_samples = later;
-    c->pm.tail_decode_ns = 0;
-    c->pm.deferred = 1;
-    c->pm.handed_over_after_ns = ls_clock_monotonic_ns() - p->finished_at_ns;
-    settle_and_hand_over(c, &got, p->start_ns, p->stop_ns, p->setup_ns, p->began_ns);
-    /* After the injected ones (test hook), which the finish sorted already. */
-    ls_samples_sort(c->records.samples.items, c->records.samples.count);
-    ls_worker_unpark(p->job);
-}
-
-/* Hands over every pending window whose end is complete by `frontier` (the
- * GPU's clock before the decode just made; the fake's: its last sample's
- * end), in time order; `bound`: CUPTI's clock after that decode. */
-static void hand_over_ready(uint64_t frontier, uint64_t bound)
-{
-    size_t done = 0;
-    while (done < pending_count && pending[done].complete_ns <= frontier) {
-        ls_pending_window *p = &pending[done];
-        hand_over_pending(p, fake.items != NULL ? p->stop_ns : bound);
-        done++;
-    }
-    memmove(pending, pending + done, (pending_count - done) * sizeof pending[0]);
-    pending_count -= done;
-}
-
-/* While a window is open: drops the samples that neither it nor a pending
- * window can use (they end before both began). */
-static void trim_samples(void)
-{
-    if (!s.opened)
-        return;
-    uint64_t keep_from = s.window_start_ns;
-    if (pending_count > 0 && pending[0].start_ns < keep_from)
-        keep_from = pending[0].start_ns;
-    size_t gone = 0;
-    while (gone < s.samples.count && s.samples.items[gone].end_ns <= keep_from)
-        gone++;
-    if (gone == 0)
-        return;
-    memmove(s.samples.items, s.samples.items + gone,
-            (s.samples.count - gone) * sizeof s.samples.items[0]);
-    s.samples.count -= gone;
-    s.trimmed += gone;
-}
-
-/* Stops a running sampler, handing its last samples to the pending
- * windows first (a sampler switched for other options, the release). */
-static void stop_into_pending(void)
-{
-    if (pending_count == 0) {
-        if (ls_pm_running())
-            ls_pm_stop(NULL); /* drained unevaluated; a failure is in the stats */
-        return;
-    }
-    ls_pm_stop(&s.samples);
-    hand_over_ready(UINT64_MAX, ls_pm_stats_now()->stopped_ns);
-}
-
 void ls_sampler_tick(void)
 {
     if (!s.opened || !s.sampling)
         return;
-    if (fake.items != NULL) {
+    if (fake.items != NULL)
         fake_decode(fake.per_tick);
-        hand_over_ready(fake_frontier(), 0);
-        trim_samples();
-        return;
-    }
-    uint64_t frontier = 0, bound = 0;
-    int waiting = pending_count > 0 && ls_cupti.GetTimestamp != NULL &&
-                  ls_cupti.GetTimestamp(&frontier) == CUPTI_SUCCESS;
-    ls_pm_decode(&s.samples); /* a failure is in the stats */
-    if (waiting && ls_cupti.GetTimestamp(&bound) == CUPTI_SUCCESS) {
-        hand_over_ready(frontier, bound);
-        trim_samples();
-    }
+    else
+        ls_pm_decode(&s.samples); /* a failure is in the stats */
 }
 
 /* Between profiles, while kept running: decode and drop. */
@@ -453,14 +301,16 @@ static void idle_tick(void)
 static void keep_running_over(void)
 {
     ls_worker_set_tick(NULL, 0);
-    stop_into_pending();
+    if (ls_pm_running())
+        ls_pm_stop(NULL);
     ls_worker_when_idle(ls_sampler_release, s.options.keep_ns);
 }
 
 void ls_sampler_release(void)
 {
     atomic_store(&sampler_set_up, 0);
-    stop_into_pending();
+    if (ls_pm_running())
+        ls_pm_stop(NULL);
     ls_pm_release();
 }
 
@@ -479,38 +329,6 @@ static void wait_for_cupti_clock(uint64_t t)
     }
 }
 
-/* A waiter's decode: every pending window handed over now. */
-static void flush_task(ls_task *task)
-{
-    (void)task;
-    if (pending_count > 0) {
-        if (fake.items != NULL) {
-            fake_decode(fake.count);
-            hand_over_ready(UINT64_MAX, 0);
-        } else {
-            uint64_t until = pending[pending_count - 1].complete_ns;
-            wait_for_cupti_clock(until);
-            ls_pm_decode_until(&s.samples, until); /* sets stopped_ns: the bound */
-            hand_over_ready(UINT64_MAX, ls_pm_stats_now()->stopped_ns);
-        }
-        trim_samples();
-    }
-    atomic_store(&flush_posted, 0); /* last: a pending window is added only on the worker */
-}
-
-void ls_sampler_flush(void)
-{
-    static ls_task flush;
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&flush_posted, &expected, 1))
-        return; /* posted and not yet done: it hands over every pending window */
-    memset(&flush, 0, sizeof flush);
-    flush.run = flush_task;
-    char no_thread[64];
-    if (ls_worker_post(&flush, no_thread, sizeof no_thread) != 0)
-        atomic_store(&flush_posted, 0); /* no worker thread: nothing can be parked */
-}
-
 /* Samples overlapping [start_ns, stop_ns] stay; returns how many went. */
 static size_t keep_window(ls_sample_array *a, uint64_t start_ns, uint64_t stop_ns)
 {
@@ -526,67 +344,20 @@ static size_t keep_window(ls_sample_array *a, uint64_t start_ns, uint64_t stop_n
 /* Why no sample covers a window that ended before sampling began: the
  * sampler's first set-up in the process, or (set up already) a start on the
  * worker thread that came after a short profile's end. */
-static void late_start_reason(ls_capture *c, uint64_t start_ns, uint64_t stop_ns,
-                              uint64_t setup_ns, uint64_t began_ns)
+static void late_start_reason(ls_capture *c, uint64_t start_ns, uint64_t stop_ns)
 {
     if (!c->pm.sampler_reused)
         snprintf(c->pm.error, sizeof c->pm.error,
                  "PM sampling was still being set up when the profile ended (the first use in "
                  "a process sets it up on loopscope's worker thread: %.0f ms here), so no "
                  "sample covers this profile; the next profiles reuse the set-up",
-                 (double)setup_ns / 1e6);
+                 (double)s.setup_ns / 1e6);
     else
         snprintf(c->pm.error, sizeof c->pm.error,
                  "PM sampling began %.3f ms after the profile started, after its end (it "
                  "lasted %.3f ms): the sampler, set up by an earlier profile, is started on "
                  "loopscope's worker thread, so no sample covers a profile this short",
-                 (double)(began_ns - start_ns) / 1e6, (double)(stop_ns - start_ns) / 1e6);
-}
-
-/* The samples `a` (emptied) of the window [start_ns, stop_ns] into c: sorted,
- * settled on the activity clock against c->pm's start and bound, cut to the
- * window, with c's sampling figures. */
-static void settle_and_hand_over(ls_capture *c, ls_sample_array *a, uint64_t start_ns,
-                                 uint64_t stop_ns, uint64_t setup_ns, uint64_t began_ns)
-{
-    c->sampled = 1;
-    c->pm_setup_ns = setup_ns;
-    c->pm_began_ns = began_ns;
-    c->records.sample_device = (uint32_t)c->pm.device;
-    ls_samples_sort(a->items, a->count);
-    if (a->count > 0 && c->pm.started_ns != 0) {
-        ls_settle_result settled;
-        uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
-        uint64_t started = c->pm.started_ns;
-        a->count = ls_samples_settle(a->items, a->count, longest, started,
-                                     c->pm.stopped_ns ? c->pm.stopped_ns : UINT64_MAX / 2,
-                                     LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
-        c->pm.incomplete += settled.partial;
-        c->sample_clock_delta_ns = settled.delta_ns;
-        c->sample_clock_shift_ns = settled.shift_ns;
-        c->sample_clock_latest_ns = settled.latest_ns;
-    }
-    c->samples_outside = keep_window(a, start_ns, stop_ns);
-    if (began_ns > stop_ns && c->pm.error[0] == '\0')
-        late_start_reason(c, start_ns, stop_ns, setup_ns, began_ns);
-    /* Hand the samples over: the capture's array takes `a`'s. */
-    ls_sample_array *into = &c->records.samples;
-    if (into->count == 0) {
-        free(into->items);
-        *into = *a;
-        memset(a, 0, sizeof *a);
-        return;
-    }
-    for (size_t i = 0; i < a->count; i++) {
-        ls_sample *slot = ls_samples_append(into);
-        if (slot == NULL) {
-            c->records.dropped_records += a->count - i;
-            break;
-        }
-        *slot = a->items[i];
-    }
-    free(a->items);
-    memset(a, 0, sizeof *a);
+                 (double)(s.began_ns - start_ns) / 1e6, (double)(stop_ns - start_ns) / 1e6);
 }
 
 /* 1 when no start posted a window after this one: the count stays closed
@@ -603,75 +374,17 @@ static void reopen_window(void)
     atomic_fetch_and(&windows_posted, ~LS_WINDOWS_CLOSED);
 }
 
-/* How long a finish whose window continued a running sampler (back to
- * back) waits for the next start before it decodes its own tail: the
- * user's exit and next enter take ~0.3-0.5 ms, a decode 2-5 ms. */
-#define LS_NEXT_START_GRACE_NS 1000000ull
-#define LS_NEXT_START_POLL_NS 50000ull
-
-static int next_posted(void) { return last_window_posted() > s.window; }
-
-/* 1 when this finish may leave its tail to a later decode: shared decodes
- * on, a job to park, room, the oldest pending window younger than a decode
- * period (else this finish decodes for it), and a next window posted
- * (waited for a short grace when this one continued a running sampler). */
-static int may_share_decode(uint64_t stop_ns, ls_task *job)
-{
-    if (job == NULL || !s.options.late_hand_over || !s.options.shared_decodes)
-        return 0;
-    uint64_t oldest_stop = pending_count > 0 ? pending[0].stop_ns : 0;
-    if (!ls_samples_may_wait_for_decode(pending_count, LS_MAX_PENDING_WINDOWS, oldest_stop,
-                                        s.options.pm.decode_period_ns, stop_ns))
-        return 0;
-    if (s.continued && !next_posted()) {
-        uint64_t until = ls_clock_monotonic_ns() + LS_NEXT_START_GRACE_NS;
-        struct timespec pause = {0, (long)LS_NEXT_START_POLL_NS};
-        while (!next_posted() && ls_clock_monotonic_ns() < until)
-            nanosleep(&pause, NULL);
-    }
-    return next_posted();
-}
-
-static void leave_pending(uint64_t start_ns, uint64_t stop_ns, ls_capture *c, ls_task *job)
-{
-    ls_pending_window *p = &pending[pending_count++];
-    memset(p, 0, sizeof *p);
-    p->capture = c;
-    p->job = job;
-    p->start_ns = start_ns;
-    p->stop_ns = stop_ns;
-    uint64_t interval = fake.items != NULL ? fake.interval_ns : s.options.pm.interval_ns;
-    p->complete_ns = stop_ns + 2 * interval;
-    p->finished_at_ns = ls_clock_monotonic_ns();
-    p->first_later = s.trimmed + s.samples.count;
-    p->setup_ns = s.setup_ns;
-    p->began_ns = s.began_ns;
-    if (fake.items != NULL) {
-        p->stats = fake.stats;
-    } else {
-        p->stats = *ls_pm_stats_now();
-        p->trouble = ls_pm_trouble_so_far();
-    }
-}
-
-int ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c, ls_task *job)
+void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
 {
     if (!s.opened)
-        return 0;
+        return;
     s.opened = 0;
     if (!s.sampling) {
         snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s",
                  s.reason[0] ? s.reason : "PM sampling did not start");
         c->sampled = 0;
-        stop_into_pending();
         ls_pm_release(); /* a failed start leaves nothing worth keeping */
-        return 0;
-    }
-    if (may_share_decode(stop_ns, job)) {
-        /* Back to back: the next window's decodes hand this one over. */
-        leave_pending(start_ns, stop_ns, c, job);
-        s.kept_running_for = 0;
-        return 1;
+        return;
     }
     uint64_t keep_running = fake.items != NULL ? 0 : s.options.keep_running_ns;
     size_t decoded_before = s.samples.count;
@@ -679,7 +392,6 @@ int ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c, ls_tas
     int next_window = 0;
     if (fake.items != NULL) {
         fake_decode(fake.count);
-        hand_over_ready(UINT64_MAX, 0);
         next_window = !close_window();
         c->pm = fake.stats;
         c->pm.stopped_ns = stop_ns;
@@ -687,8 +399,8 @@ int ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c, ls_tas
         /* A profile started by now (back to back) keeps sampling running;
          * otherwise it stops before the last decode, as it always did.  With
          * a late hand-over the question is asked after the tail's decode: a
-         * loop that ends in a synchronize reaches this finish before its next
-         * start is posted, and the decode is what gives it the time. */
+         * loop that ends in a synchronize reaches this finish before its
+         * next start is posted, and the decode is what gives it the time. */
         int late = s.options.late_hand_over;
         next_window = late ? 0 : !close_window();
         if (late || next_window || keep_running > 0 || !s.options.stop_in_finish) {
@@ -707,18 +419,52 @@ int ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c, ls_tas
                          ls_pm_stats_now()->error);
             c->pm = *ls_pm_stats_now();
         }
-        /* The pending windows end before this one: its decode passed them. */
-        hand_over_ready(UINT64_MAX, c->pm.stopped_ns);
     }
     c->pm.tail_samples = s.samples.count - decoded_before;
     if (next_window)
         carry_after(stop_ns); /* before the settling below drops them as late */
     c->pm.tail_decode_ns = ls_clock_monotonic_ns() - tail_t0;
-    settle_and_hand_over(c, &s.samples, start_ns, stop_ns, s.setup_ns, s.began_ns);
-    s.trimmed = 0;
+    c->sampled = 1;
+    c->pm_setup_ns = s.setup_ns;
+    c->pm_began_ns = s.began_ns;
+    c->records.sample_device = (uint32_t)c->pm.device;
+    ls_sample_array *a = &s.samples;
+    ls_samples_sort(a->items, a->count);
+    if (a->count > 0 && c->pm.started_ns != 0) {
+        ls_settle_result settled;
+        uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
+        uint64_t started = c->pm.started_ns;
+        a->count = ls_samples_settle(a->items, a->count, longest, started,
+                                     c->pm.stopped_ns ? c->pm.stopped_ns : UINT64_MAX / 2,
+                                     LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
+        c->pm.incomplete += settled.partial;
+        c->sample_clock_delta_ns = settled.delta_ns;
+        c->sample_clock_shift_ns = settled.shift_ns;
+        c->sample_clock_latest_ns = settled.latest_ns;
+    }
+    c->samples_outside = keep_window(a, start_ns, stop_ns);
+    if (s.began_ns > stop_ns && c->pm.error[0] == '\0')
+        late_start_reason(c, start_ns, stop_ns);
+    /* Hand the samples over: the capture's array takes the worker's. */
+    ls_sample_array *into = &c->records.samples;
+    if (into->count == 0) {
+        free(into->items);
+        *into = *a;
+        memset(a, 0, sizeof *a);
+    } else {
+        for (size_t i = 0; i < a->count; i++) {
+            ls_sample *slot = ls_samples_append(into);
+            if (slot == NULL) {
+                c->records.dropped_records += a->count - i;
+                break;
+            }
+            *slot = a->items[i];
+        }
+        discard();
+    }
     s.kept_running_for = keep_running;
     if (next_window)
-        return 0; /* its open task follows on the worker and finds sampling on */
+        return; /* its open task follows on the worker and finds sampling on */
     /* The stop task and the release below are posted before the window
      * reopens: a start that waited for this finish finds them queued
      * ahead of its open task. */
@@ -741,13 +487,6 @@ int ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c, ls_tas
         ls_worker_when_idle(ls_sampler_release, s.options.keep_ns);
     }
     reopen_window();
-    return 0;
-}
-
-void ls_sampler_forget_in_child(void)
-{
-    pending_count = 0; /* their jobs were the parent's worker's (ls_worker fails them) */
-    atomic_store(&flush_posted, 0);
 }
 
 int ls_sampler_fake_no_context(void) { return fake.items != NULL && fake.no_context; }

@@ -27,7 +27,6 @@
 
 #include "ls_pmsampling.h"
 #include "ls_capture.h"
-#include "ls_worker.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,11 +47,6 @@ typedef struct {
                                 * and only then decides whether a next window continues it,
                                 * so a start posted during that decode (2-3 ms on an H100)
                                 * needs no stop, start or image reset */
-    int shared_decodes;        /* 1 (with late_hand_over; off by default): a finish whose next start is
-                                * posted already leaves its tail to a later decode (a
-                                * tick, the next finish, or one a waiter asks for), so
-                                * one DecodeData (1.6-4.8 ms on an H100) serves several
-                                * short profiles back to back */
 } ls_sampler_options;
 
 enum {
@@ -88,31 +82,14 @@ void ls_sampler_tick(void);
  * kept running, drains) sampling, and moves the samples overlapping
  * [start_ns, stop_ns] into c->records.samples, sorted and settled on the
  * activity clock; fills c->sampled, c->pm, c->metrics_reason and the clock
- * figures.  Then schedules the release (ls_worker_when_idle).
- *
- * With o->shared_decodes, a `job` to park (NULL: none, the finish runs on
- * the user's thread) and a next window posted already (back to back), it
- * may instead leave the window pending and return 1: the caller then parks
- * `job` (ls_worker's park), and the first decode that passes the window's
- * end + 2 intervals (a tick of the next profile, its finish, or
- * ls_sampler_flush) hands the samples over as above, sorts c's samples and
- * unparks `job`.  Returns 0 when the window was handed over here. */
-int ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c, ls_task *job);
-
-/* With no GIL, from a thread about to wait for a parked finish (summary()
- * of a profile whose next one runs): posts a decode that hands every
- * pending window over, so the wait ends after one decode, not at the next
- * tick.  Does nothing when none is pending or one is posted already. */
-void ls_sampler_flush(void);
+ * figures.  Then schedules the release (ls_worker_when_idle). */
+void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c);
 
 /* 1 while the stop that follows a finish (sampling's stop, the image
  * reset) is posted and not done: a start that will not continue the
  * sampler waits for it before its window begins (ls_session_should_wait),
  * or the window's first milliseconds go unsampled. */
 int ls_sampler_stop_pending(void);
-
-/* In a forked child: the pending windows were the parent's. */
-void ls_sampler_forget_in_child(void);
 
 /* On the worker (or with no worker thread, anywhere): stops and disables
  * sampling, giving the counters back.  Safe to repeat. */

@@ -97,7 +97,6 @@ static void forget_in_child(void)
      * cannot trust what that thread left (ls_worker forgets its tasks). */
     session.job = NULL;
     ls_finish_forget_in_child();
-    ls_sampler_forget_in_child();
     ls_activity_forget_in_child();
     ls_clock_use(LS_CLOCK_MONOTONIC);
 }
@@ -201,8 +200,7 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
         }
     }
     ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
-                             o->pm_wait_bound_ns, o->pm_stop_in_finish, 0, 0,
-                             o->pm_shared_decodes};
+                             o->pm_wait_bound_ns, o->pm_stop_in_finish, 0, 0};
     session.sampling = 1;
     c->sampled = 1; /* until the worker says otherwise */
     c->metrics_reason[0] = '\0';

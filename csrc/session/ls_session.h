@@ -46,7 +46,6 @@ typedef struct {
     int own_timestamps;      /* register loopscope's CUPTI timestamp source (ls_clock.h);
                               * 0 only to measure what another tool's source does */
     int pm_stop_in_finish;   /* the finish stops sampling before its last decode */
-    int pm_shared_decodes;   /* back to back, one decode hands several windows over */
     int graph_kernels;       /* graph-level mode on (ls_graphs): this profile records
                               * each replay's kernels instead (issue 27) */
 } ls_session_options;

@@ -21,7 +21,6 @@ static struct {
     int ending;          /* shutdown asked */
     ls_task *head, *tail;
     ls_task *running;
-    ls_task *parked;     /* ran, not done yet (ls_worker_unpark), linked by next */
     ls_tick_fn tick;
     uint64_t period_ns, next_tick_ns;
     int ticking_now;     /* a tick runs, without the lock */
@@ -51,14 +50,14 @@ static void forget_in_child(void)
         pthread_cond_init(&w.wake, &attr);
         pthread_condattr_destroy(&attr);
     }
-    ls_task *lost[3] = {w.running, w.head, w.parked};
-    for (int k = 0; k < 3; k++)
+    ls_task *lost[2] = {w.running, w.head};
+    for (int k = 0; k < 2; k++)
         for (ls_task *t = lost[k]; t != NULL; t = k ? t->next : NULL) {
             t->failed = 1;
             t->state = LS_TASK_DONE;
             t->waiters = 0;
         }
-    w.head = w.tail = w.running = w.parked = NULL;
+    w.head = w.tail = w.running = NULL;
     w.exists = w.ended = w.ending = w.ticking_now = 0;
     w.tick = NULL;
     w.when_idle = NULL;
@@ -82,22 +81,16 @@ static void init_once(void)
     pthread_atfork(lock_for_fork, unlock_after_fork, forget_in_child);
 }
 
-/* Runs `task` outside the lock and marks it done (or disposes of it, or
- * parks it when run() asked to). */
+/* Runs `task` outside the lock and marks it done (or disposes of it). */
 static void run_task(ls_task *task)
 {
     w.running = task;
     task->state = LS_TASK_RUNNING;
-    task->park = 0;
     pthread_mutex_unlock(&w.lock);
     task->run(task);
     pthread_mutex_lock(&w.lock);
     w.running = NULL;
-    if (task->park) {
-        task->state = LS_TASK_PARKED;
-        task->next = w.parked;
-        w.parked = task;
-    } else if (task->dispose != NULL) {
+    if (task->dispose != NULL) {
         ls_task_fn dispose = task->dispose;
         pthread_mutex_unlock(&w.lock);
         dispose(task);
@@ -268,52 +261,6 @@ int ls_worker_wait_for(ls_task *task, uint64_t timeout_ns)
     pthread_cond_broadcast(&w.done);
     pthread_mutex_unlock(&w.lock);
     return done;
-}
-
-void ls_worker_unpark(ls_task *task)
-{
-    pthread_mutex_lock(&w.lock);
-    if (task->state != LS_TASK_PARKED) {
-        pthread_mutex_unlock(&w.lock);
-        return;
-    }
-    for (ls_task **at = &w.parked; *at != NULL; at = &(*at)->next)
-        if (*at == task) {
-            *at = task->next;
-            break;
-        }
-    task->next = NULL;
-    task->park = 0;
-    if (task->dispose != NULL) {
-        ls_task_fn dispose = task->dispose;
-        task->state = LS_TASK_DONE;
-        pthread_mutex_unlock(&w.lock);
-        dispose(task);
-        pthread_mutex_lock(&w.lock);
-    } else {
-        task->state = LS_TASK_DONE;
-    }
-    pthread_cond_broadcast(&w.done);
-    pthread_mutex_unlock(&w.lock);
-}
-
-int ls_worker_wait_while_running(ls_task *task)
-{
-    pthread_mutex_lock(&w.lock);
-    while (task->state != LS_TASK_DONE && task->state != LS_TASK_NEW &&
-           task->state != LS_TASK_PARKED)
-        pthread_cond_wait(&w.done, &w.lock);
-    int parked = task->state == LS_TASK_PARKED;
-    pthread_mutex_unlock(&w.lock);
-    return parked;
-}
-
-int ls_worker_parked(ls_task *task)
-{
-    pthread_mutex_lock(&w.lock);
-    int parked = task->state == LS_TASK_PARKED;
-    pthread_mutex_unlock(&w.lock);
-    return parked;
 }
 
 int ls_worker_done(ls_task *task)

@@ -30,12 +30,9 @@ struct ls_task {
     int state;           /* LS_TASK_*, under the worker's lock */
     int failed;          /* 1 when it never ran: the process forked meanwhile */
     int waiters;         /* threads inside ls_worker_wait */
-    int park;            /* set by run(): not done when run() returns, but parked
-                          * until ls_worker_unpark (a finish whose PM samples a
-                          * later decode hands over) */
 };
 
-enum { LS_TASK_NEW = 0, LS_TASK_QUEUED, LS_TASK_RUNNING, LS_TASK_DONE, LS_TASK_PARKED };
+enum { LS_TASK_NEW = 0, LS_TASK_QUEUED, LS_TASK_RUNNING, LS_TASK_DONE };
 
 /* Queues `task` (making the thread if there is none).  Returns 0, or -1
  * with a sentence in `why` when no thread can be made: the caller then
@@ -56,18 +53,6 @@ void ls_worker_wait(ls_task *task);
  * alive until it is done: a static task, or one settled later). */
 int ls_worker_wait_for(ls_task *task, uint64_t timeout_ns);
 
-/* Marks a parked task done (or disposes of it, if abandoned meanwhile),
- * waking its waiters.  From any thread; nothing happens for a task that is
- * not parked. */
-void ls_worker_unpark(ls_task *task);
-
-/* After ls_worker_hold: blocks until `task` is done or parked; returns 1
- * when parked (the hold stays: ls_worker_wait follows). */
-int ls_worker_wait_while_running(ls_task *task);
-
-/* 1 while `task` is parked (ran, and waits for ls_worker_unpark). */
-int ls_worker_parked(ls_task *task);
-
 /* 1 when `task` is done (ran, or failed). */
 int ls_worker_done(ls_task *task);
 
@@ -80,8 +65,7 @@ void ls_worker_settle(ls_task *task);
  * done instead (from the worker thread). */
 int ls_worker_abandon(ls_task *task, ls_task_fn dispose);
 
-/* Blocks until no task is queued or running and no tick is running
- * (parked tasks do not count). */
+/* Blocks until no task is queued or running and no tick is running. */
 void ls_worker_wait_idle(void);
 
 /* Calls tick() every period_ns on the worker while set, at a fixed rate

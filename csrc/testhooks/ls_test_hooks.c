@@ -56,17 +56,6 @@ static PyObject *activity_back_to_back(PyObject *module, PyObject *args)
     return PyBool_FromLong(ls_activity_back_to_back(stop_began, now));
 }
 
-static PyObject *may_wait_for_decode(PyObject *module, PyObject *args)
-{
-    (void)module;
-    unsigned long long pending, max, oldest_stop, period, stop;
-    if (!PyArg_ParseTuple(args, "KKKKK:_may_wait_for_decode", &pending, &max, &oldest_stop,
-                          &period, &stop))
-        return NULL;
-    return PyBool_FromLong(
-        ls_samples_may_wait_for_decode((size_t)pending, (size_t)max, oldest_stop, period, stop));
-}
-
 static PyObject *settle_samples(PyObject *module, PyObject *args)
 {
     (void)module;
@@ -1035,9 +1024,6 @@ PyMethodDef ls_test_hook_methods[] = {
     {"_activity_back_to_back", activity_back_to_back, METH_VARARGS,
      "_activity_back_to_back(stop_began_ns, now_ns) -> bool: test hook; whether a start at "
      "now_ns follows the last stop closely enough to count as back to back."},
-    {"_may_wait_for_decode", may_wait_for_decode, METH_VARARGS,
-     "_may_wait_for_decode(pending, max, oldest_stop_ns, period_ns, stop_ns) -> bool: test "
-     "hook; whether a finish may leave its PM samples to a later decode."},
     {"_settle_samples", settle_samples, METH_VARARGS,
      "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
      "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},

@@ -32,12 +32,6 @@ LOOPSCOPE_INTERNAL
                                    profile without counters, off with them (H100, 2026-11-27:
                                    the last finish's PM decode beside the next profile's
                                    loop slowed a long run of them 2x; see RESULTS.md)
-      metrics_shared_decodes=0|1   1: back to back, a finish whose next start is posted
-                                   leaves its PM tail to the next decode (a tick, the next
-                                   finish, or one summary() asks for), so one DecodeData
-                                   serves several short profiles; 0 (default): each finish
-                                   decodes its own tail (H100 2026-11-27: no measured gain,
-                                   and a chain's last window lost samples; see RESULTS.md)
 """
 from __future__ import annotations
 
@@ -48,7 +42,7 @@ from typing import Any
 
 _WARM_UP = {"none": 0, "every": 1, "once": 2}
 _FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks",
-          "metrics_stop_in_finish", "own_timestamps", "overlap", "metrics_shared_decodes")
+          "metrics_stop_in_finish", "own_timestamps", "overlap")
 _MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns",
        "metrics_wait_bound_ms": "metrics_wait_bound_ns"}
 

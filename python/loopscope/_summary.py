@@ -654,10 +654,6 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
         "decode_ms": _ms(pm.get("decode_ns", 0)),
         "tail_samples": pm.get("tail_samples", 0),
         "tail_decode_ms": _ms(pm.get("tail_decode_ns", 0)),
-        # Back to back: a later decode handed this profile's samples over
-        # (its finish left them pending), this long after the finish.
-        "tail_deferred": bool(pm.get("deferred")),
-        "tail_handed_over_after_ms": _ms(pm.get("handed_over_after_ns", 0)),
         "metrics_setup_ms": _ms(pm.get("setup_ns", 0)),
         # The enter's wait for the sampler's first set-up (metrics=True; 0
         # with "lazy" or once set up), and whether it reached its bound.

@@ -177,7 +177,7 @@ def assert_holds_its_window(prof, samples):
     assert got == [(s, e, v["sm_active_pct"]) for s, e, v in want]
 
 
-def back_to_back(n, samples, keep_first=True):
+def back_to_back(n, samples):
     """n profiles in a row, each finish delayed 0.15 s but the last, so the next
     start is posted before the finish reaches its samples (as back to back on a
     GPU, where the finish waits for the GPU's clock)."""
@@ -187,86 +187,30 @@ def back_to_back(n, samples, keep_first=True):
         _testhooks._finish_delay(150_000_000 if i < n - 1 else 0)
         with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
             pass
-        profs.append(prof if keep_first or i > 0 else None)
+        profs.append(prof)
     _testhooks._finish_delay(0)
     return profs
 
 
-@pytest.fixture
-def shared_decodes(internal_switches):
-    """LOOPSCOPE_INTERNAL=metrics_shared_decodes=1 (off by default: no gain measured
-    on an H100, and a GPU chain's last window lost samples; RESULTS.md)."""
-    internal_switches("overlap=1,metrics_shared_decodes=1")
-
-
 @pytest.mark.fake_sampler
-def test_back_to_back_finishes_share_one_decode_and_each_keeps_its_window(test_clock,
-                                                                          shared_decodes):
-    """Shared decodes (issue 27, an internal switch): a finish whose next start is posted
-    leaves its samples pending; the last finish's decode hands every window its
-    own samples, none of a neighbour's."""
-    samples = long_sample_run()
-    test_clock.set(1_000_000, 20 * US)
-    first, second, third = back_to_back(3, samples)
-    assert _testhooks._capture_pending(first._capture)  # parked until a decode passes it
-    third.summary()
-    for prof in (first, second, third):
-        assert_holds_its_window(prof, samples)
-    deferred = [p._capture.info()["pm"]["deferred"] for p in (first, second, third)]
-    assert deferred == [True, True, False]
-    overhead = first.summary()["overhead"]
-    assert overhead["tail_deferred"] is True and overhead["tail_handed_over_after_ms"] > 0
-    infos = [p._capture.info() for p in (first, second, third)]
-    assert infos[0]["stop_ns"] < infos[1]["start_ns"] < infos[1]["stop_ns"] < infos[2]["start_ns"]
-
-
-@pytest.mark.fake_sampler
-def test_summary_of_a_pending_profile_while_the_next_runs_asks_for_the_decode(test_clock,
-                                                                             shared_decodes):
-    """summary() of a profile whose samples wait for the next one's decode does
-    not wait for that profile: it asks the worker for a decode now, and both
-    profiles keep exactly their own windows."""
-    samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
-    test_clock.set(1_000_000, 20 * US)
-    _testhooks._finish_delay(150_000_000)
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
-        pass
-    _testhooks._finish_delay(0)
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
-        waited = time.perf_counter()
-        first_summary = first.summary()
-        waited = time.perf_counter() - waited
-        assert not _testhooks._capture_pending(first._capture)
-        assert _testhooks._decoder_state() != "none"
-    assert waited < 5  # the 0.15 s finish and one decode, not the second profile's end
-    assert first._capture.info()["pm"]["deferred"] is True
-    assert first_summary["sm"]["samples"] == len(first._capture.samples())
-    for prof in (first, second):
-        assert_holds_its_window(prof, samples)
-
-
-@pytest.mark.fake_sampler
-@pytest.mark.parametrize("switch", ["overlap=1", "overlap=1,metrics_shared_decodes=0"],
-                         ids=["default", "off"])
-def test_without_shared_decodes_each_finish_decodes_its_own_tail(test_clock,
-                                                                  internal_switches, switch):
-    """The control, overlap on and shared decodes off (their default): no window
-    waits for another's decode, and each still holds exactly its own samples."""
-    internal_switches(switch)
+def test_three_profiles_back_to_back_each_keep_exactly_their_window(test_clock, overlap):
+    """Three in a row with overlap on, each finish delayed until the next start is
+    posted: no start waits (each continues the sampler, numbered after the
+    last), each finish carries its samples after the stop over to the next
+    window, and each profile holds exactly its own."""
     samples = long_sample_run()
     test_clock.set(1_000_000, 20 * US)
     profs = back_to_back(3, samples)
     profs[-1].summary()
     for prof in profs:
         assert_holds_its_window(prof, samples)
-        assert prof._capture.info()["pm"]["deferred"] is False
+    assert [p.summary()["overhead"]["start_phases_ms"]["wait"] for p in profs[1:]] == [0, 0]
 
 
 @pytest.mark.fake_sampler
 def test_starts_do_not_wait_for_earlier_opens_queued_behind_a_slow_finish(test_clock,
                                                                           overlap):
-    """Back to back behind a slow finish (0.4 s, as a long shared decode): the
+    """Back to back behind a slow finish (0.4 s, as a long tail decode): the
     second start's open task waits behind it on the worker, and the third start
     does not wait for that open (each start has its own slot); all three
     profiles hold exactly their own windows."""
@@ -288,23 +232,6 @@ def test_starts_do_not_wait_for_earlier_opens_queued_behind_a_slow_finish(test_c
     assert max(took) < 0.2, took                         # ... and no start waited for it
     profs[-1].summary()
     for prof in profs:
-        assert_holds_its_window(prof, samples)
-
-
-@pytest.mark.fake_sampler
-def test_a_pending_profile_nobody_reads_is_freed_and_the_next_is_whole(test_clock,
-                                                                       shared_decodes):
-    """A profile object dropped while its samples still wait (a loop that never
-    reads it) is freed by the decode that hands them over; the next profiles are
-    whole (ASan in CI watches the freeing)."""
-    samples = long_sample_run()
-    test_clock.set(1_000_000, 20 * US)
-    profs = back_to_back(3, samples, keep_first=False)
-    assert profs[0] is None
-    import gc
-    gc.collect()
-    profs[-1].summary()
-    for prof in profs[1:]:
         assert_holds_its_window(prof, samples)
 
 

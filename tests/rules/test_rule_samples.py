@@ -133,30 +133,6 @@ def test_no_window_evaluates_every_sample():
     assert _testhooks._sample_before_window(STARTED, STARTED + 10, STARTED, STARTED + 10)
 
 
-# Back to back (issue 27): a finish may leave its samples to a later decode
-# while fewer than MAX windows wait and the oldest has waited no longer than
-# one decode period; the rule in plain Python, checked on each side of both edges.
-MAX_PENDING, PERIOD, OLDEST_STOP = 8, 10_000_000, 50_000_000
-
-
-def may_wait_rule(pending, stop):
-    if pending >= MAX_PENDING:
-        return False
-    return pending == 0 or stop - OLDEST_STOP <= PERIOD
-
-
-@pytest.mark.parametrize("pending, stop", [
-    (0, OLDEST_STOP + 10 * PERIOD),          # none waits: any age is fine
-    (1, OLDEST_STOP + PERIOD),               # the oldest waited exactly a period: may
-    (1, OLDEST_STOP + PERIOD + 1),           # a nanosecond more: this finish decodes
-    (MAX_PENDING - 1, OLDEST_STOP + 1),      # room for one more
-    (MAX_PENDING, OLDEST_STOP + 1),          # full
-])
-def test_a_finish_leaves_its_samples_to_a_later_decode_only_within_its_bounds(pending, stop):
-    got = _testhooks._may_wait_for_decode(pending, MAX_PENDING, OLDEST_STOP, PERIOD, stop)
-    assert got is may_wait_rule(pending, stop)
-
-
 # Back to back (issue 27): a start less than 3 ms after the last stop began
 # makes its own stop wait a grace for the next start; the rule in plain Python,
 # checked on each side of the edge and for a process's first start.

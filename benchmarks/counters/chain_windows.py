@@ -7,6 +7,9 @@ profile, counters only (trace=False), tracing only (metrics=False).
 On an H100 (2026-11-27 22:59Z) the default's windows of a 14 ms loop grew to
 40 ms by the 8th of 24 profiles while each finish decoded 200-400 PM samples
 of backlog (25-40 ms of worker time): this tells which side slows the loop.
+issue_ms (host time to enqueue the matmuls, before the synchronize) and
+max_launch_ms (the longest single enqueue) tell a blocked host thread from a
+slower GPU.
 
 Usage (GPU machine): python benchmarks/counters/chain_windows.py
     [--profiles 24] [--matmuls 40] [--variants bare,default,counters_only,trace_only]
@@ -30,10 +33,18 @@ def child(args: argparse.Namespace) -> dict:
     import loopscope
 
     x = torch.randn(2048, 2048, device="cuda")
+    issue_ms: list[float] = []      # host time to enqueue the matmuls
+    max_launch_ms: list[float] = [] # the longest single enqueue
 
     def loop() -> None:
+        t0 = t = time.perf_counter()
+        longest = 0.0
         for _ in range(args.matmuls):
             x @ x
+            now = time.perf_counter()
+            longest, t = max(longest, now - t), now
+        issue_ms.append(round((t - t0) * 1e3, 3))
+        max_launch_ms.append(round(longest * 1e3, 3))
         torch.cuda.synchronize()
 
     for _ in range(3):
@@ -44,11 +55,13 @@ def child(args: argparse.Namespace) -> dict:
             t0 = time.perf_counter()
             loop()
             times.append((time.perf_counter() - t0) * 1e3)
-        return {"variant": "bare", "loop_ms": times}
+        return {"variant": "bare", "loop_ms": times, "issue_ms": issue_ms[3:],
+                "max_launch_ms": max_launch_ms[3:]}
     options = {**OPTIONS[args.variant], **json.loads(args.options)}
     with loopscope.profile(**options) as warm:  # the sampler's set-up
         loop()
     warm.summary()
+    del issue_ms[:], max_launch_ms[:]
     profiles, t0 = [], time.perf_counter()
     for _ in range(args.profiles):
         with loopscope.profile(**options) as prof:
@@ -60,7 +73,8 @@ def child(args: argparse.Namespace) -> dict:
             "window_ms": [round((i["stop_ns"] - i["start_ns"]) / 1e6, 2) for i in infos],
             "finish_ms": [round(i["finish_ns"] / 1e6, 2) for i in infos],
             "tail_samples": [(i.get("pm") or {}).get("tail_samples") for i in infos],
-            "samples": [i.get("samples") for i in infos]}
+            "samples": [i.get("samples") for i in infos],
+            "issue_ms": issue_ms, "max_launch_ms": max_launch_ms}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,15 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     bare = next((r for r in rows if r["variant"] == "bare"), None)
     bare_ms = statistics.median(bare["loop_ms"]) if bare else None
     print(f"\n{'variant':14} {'first 4 windows ms':>18} {'last 8 windows ms':>17} "
-          f"{'max window':>10} {'median finish ms':>16} {'chain / bare':>12}")
+          f"{'max window':>10} {'median finish ms':>16} {'chain / bare':>12} "
+          f"{'issue ms (last 8)':>17} {'max launch ms':>13}")
     for r in rows:
         if r["variant"] == "bare":
-            print(f"{'bare':14} {bare_ms:18.2f}")
+            print(f"{'bare':14} {bare_ms:18.2f} {'':17} {'':10} {'':16} {'':12} "
+                  f"{statistics.median(r['issue_ms'][-8:]):17.2f} {max(r['max_launch_ms']):13.2f}")
             continue
         w = r["window_ms"]
         ratio = r["chain_ms"] / (bare_ms * len(w)) if bare_ms else float("nan")
         print(f"{r['variant']:14} {statistics.median(w[:4]):18.2f} {statistics.median(w[-8:]):17.2f} "
-              f"{max(w):10.2f} {statistics.median(r['finish_ms']):16.2f} {ratio:12.2f}")
+              f"{max(w):10.2f} {statistics.median(r['finish_ms']):16.2f} {ratio:12.2f} "
+              f"{statistics.median(r['issue_ms'][-8:]):17.2f} {max(r['max_launch_ms']):13.2f}")
     return 0
 
 

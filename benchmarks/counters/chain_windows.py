@@ -8,8 +8,8 @@ On an H100 (2026-11-27 22:59Z) the default's windows of a 14 ms loop grew to
 40 ms by the 8th of 24 profiles while each finish decoded 200-400 PM samples
 of backlog (25-40 ms of worker time): this tells which side slows the loop.
 issue_ms (host time to enqueue the matmuls, before the synchronize) and
-max_launch_ms (the longest single enqueue) tell a blocked host thread from a
-slower GPU.
+max_launch_ms (the longest single enqueue) and gpu_ms (CUDA events around
+the matmuls) tell a blocked host thread from a slower GPU.
 
 Usage (GPU machine): python benchmarks/counters/chain_windows.py
     [--profiles 24] [--matmuls 40] [--variants bare,default,counters_only,trace_only]
@@ -35,17 +35,22 @@ def child(args: argparse.Namespace) -> dict:
     x = torch.randn(2048, 2048, device="cuda")
     issue_ms: list[float] = []      # host time to enqueue the matmuls
     max_launch_ms: list[float] = [] # the longest single enqueue
+    gpu_ms: list[float] = []        # CUDA events around the matmuls
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def loop() -> None:
         t0 = t = time.perf_counter()
+        begin.record()
         longest = 0.0
         for _ in range(args.matmuls):
             x @ x
             now = time.perf_counter()
             longest, t = max(longest, now - t), now
+        end.record()
         issue_ms.append(round((t - t0) * 1e3, 3))
         max_launch_ms.append(round(longest * 1e3, 3))
         torch.cuda.synchronize()
+        gpu_ms.append(round(begin.elapsed_time(end), 3))
 
     for _ in range(3):
         loop()
@@ -56,12 +61,12 @@ def child(args: argparse.Namespace) -> dict:
             loop()
             times.append((time.perf_counter() - t0) * 1e3)
         return {"variant": "bare", "loop_ms": times, "issue_ms": issue_ms[3:],
-                "max_launch_ms": max_launch_ms[3:]}
+                "max_launch_ms": max_launch_ms[3:], "gpu_ms": gpu_ms[3:]}
     options = {**OPTIONS[args.variant], **json.loads(args.options)}
     with loopscope.profile(**options) as warm:  # the sampler's set-up
         loop()
     warm.summary()
-    del issue_ms[:], max_launch_ms[:]
+    del issue_ms[:], max_launch_ms[:], gpu_ms[:]
     profiles, t0 = [], time.perf_counter()
     for _ in range(args.profiles):
         with loopscope.profile(**options) as prof:
@@ -74,7 +79,7 @@ def child(args: argparse.Namespace) -> dict:
             "finish_ms": [round(i["finish_ns"] / 1e6, 2) for i in infos],
             "tail_samples": [(i.get("pm") or {}).get("tail_samples") for i in infos],
             "samples": [i.get("samples") for i in infos],
-            "issue_ms": issue_ms, "max_launch_ms": max_launch_ms}
+            "issue_ms": issue_ms, "max_launch_ms": max_launch_ms, "gpu_ms": gpu_ms}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,7 +49,12 @@ def child(args: argparse.Namespace) -> dict:
         end.record()
         issue_ms.append(round((t - t0) * 1e3, 3))
         max_launch_ms.append(round(longest * 1e3, 3))
-        torch.cuda.synchronize()
+        if args.sync == "device":
+            torch.cuda.synchronize()
+        elif args.sync == "stream":
+            torch.cuda.current_stream().synchronize()
+        else:
+            end.synchronize()
         gpu_ms.append(round(begin.elapsed_time(end), 3))
 
     for _ in range(3):
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default="bare,default,counters_only,trace_only")
     p.add_argument("--options", default="{}",
                    help='profile options for every variant, as JSON (e.g. \'{"metrics_interval_us": 1000}\')')
+    p.add_argument("--sync", choices=("device", "stream", "event"), default="device",
+                   help="how the loop ends: torch.cuda.synchronize(), the stream's or the end event's")
     p.add_argument("--variant", help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -101,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--variants: {variant!r} is not one of bare, {', '.join(OPTIONS)}")
         done = subprocess.run([sys.executable, __file__, "--child", "--variant", variant,
                                "--profiles", str(args.profiles), "--matmuls", str(args.matmuls),
+                               "--sync", args.sync,
                                "--options", args.options],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:

@@ -56,19 +56,25 @@ enum {
                                  * profile of a process, or after the sampler was released) */
 };
 
-/* What ls_sampler_open did. */
-enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT = 2 };
+/* What ls_sampler_open did.  LS_SAMPLER_WAITED_FOR_WORKER: it did not wait
+ * for its own set-up, but for the worker before posting it (a slot still
+ * held by an open LS_OPENINGS starts ago, or the last finish's stop): the
+ * window begins after that wait, never before (issue 27). */
+enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT = 2,
+       LS_SAMPLER_WAITED_FOR_WORKER = 3 };
 
 /* 1 when the test source is installed (no driver or CUPTI needed then). */
 int ls_sampler_is_fake(void);
 
 /* With the GIL, at a profile's start: posts the set-up and start for a
- * window beginning at start_ns (profile clock) on the CUDA context
+ * window beginning at start_ns (profile clock; read again after a wait for
+ * the worker, LS_SAMPLER_WAITED_FOR_WORKER) on the CUDA context
  * `context` (NULL: none).  Where no worker thread can be made it does them
  * here, and `note` says so (else it is made "").  Waits for them as
  * o->wait_for_start says, at most o->wait_bound_ns; returns
  * LS_SAMPLER_NO_WAIT, LS_SAMPLER_WAITED (done: sampling began, or failed
- * with its reason) or LS_SAMPLER_WAIT_TIMED_OUT (it goes on on the worker).  Never waits with `no_wait` (inside a CUPTI callback). */
+ * with its reason), LS_SAMPLER_WAIT_TIMED_OUT (it goes on on the worker) or
+ * LS_SAMPLER_WAITED_FOR_WORKER.  Never waits with `no_wait` (inside a CUPTI callback). */
 int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
                     size_t note_size, int no_wait);
 

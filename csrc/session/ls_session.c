@@ -474,12 +474,20 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     session.capture.start_reference_ns = ls_clock_reference_ns();
     t0 = ls_clock_monotonic_ns();
     int opened = start_metrics(options, &session.capture, start_ns);
-    if (opened != LS_SAMPLER_NO_WAIT) {
-        /* The start waited for the sampler's set-up: the profile begins
-         * after the wait (so after sampling began, when it did), and the
-         * wait is no part of the window the samples must cover. */
+    if (opened == LS_SAMPLER_WAITED_FOR_WORKER) {
+        /* It waited for earlier profiles' work on the worker: the start's
+         * wait, as the one for the last finish is. */
+        phase[LS_START_WAIT] += ls_clock_monotonic_ns() - t0;
+        t0 = ls_clock_monotonic_ns();
+    } else if (opened != LS_SAMPLER_NO_WAIT) {
         session.capture.pm_wait_ns = ls_clock_monotonic_ns() - t0;
         session.capture.pm_wait_timed_out = opened == LS_SAMPLER_WAIT_TIMED_OUT;
+    }
+    if (opened != LS_SAMPLER_NO_WAIT) {
+        /* The start waited (for the sampler's set-up, or for the worker):
+         * the profile begins after the wait (so after sampling began, when
+         * it did), and the wait is no part of the window the samples must
+         * cover. */
         start_ns = ls_clock_now();
         session.capture.start_reference_ns = ls_clock_reference_ns();
     }

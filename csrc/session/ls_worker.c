@@ -289,12 +289,16 @@ int ls_worker_abandon(ls_task *task, ls_task_fn dispose)
     return now;
 }
 
-void ls_worker_wait_idle(void)
+int ls_worker_wait_idle(void)
 {
+    int waited = 0;
     pthread_mutex_lock(&w.lock);
-    while (w.head != NULL || w.running != NULL || w.ticking_now)
+    while (w.head != NULL || w.running != NULL || w.ticking_now) {
+        waited = 1;
         pthread_cond_wait(&w.done, &w.lock);
+    }
     pthread_mutex_unlock(&w.lock);
+    return waited;
 }
 
 void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns)

@@ -65,8 +65,9 @@ void ls_worker_settle(ls_task *task);
  * done instead (from the worker thread). */
 int ls_worker_abandon(ls_task *task, ls_task_fn dispose);
 
-/* Blocks until no task is queued or running and no tick is running. */
-void ls_worker_wait_idle(void);
+/* Blocks until no task is queued or running and no tick is running;
+ * returns 1 when it had to wait, 0 when the worker was idle already. */
+int ls_worker_wait_idle(void);
 
 /* Calls tick() every period_ns on the worker while set, at a fixed rate
  * (period_ns after the last tick began; at once when that has passed);

@@ -236,6 +236,46 @@ def test_starts_do_not_wait_for_earlier_opens_queued_behind_a_slow_finish(test_c
 
 
 @pytest.mark.fake_sampler
+def test_a_start_that_waits_for_its_slot_begins_its_window_after_the_wait(overlap):
+    """On the real clock: the first finish sleeps 0.4 s, so the opens of the
+    next profiles queue behind it; the sixth start finds its slot (the
+    second profile's, LS_OPENINGS starts before) still queued and waits.
+    That wait is the start's, not the profile's: its window holds only
+    what ran inside the with-block (H100, 24 profiles in a row: counted in
+    the window, it made a 14 ms loop read 28 ms)."""
+    now = time.monotonic_ns()
+    # 1 ms samples from 5 ms before now to 0.48 s after (the last window ends
+    # ~0.41 s after: within the settle's 0.1 s, samples on the profile's clock).
+    samples = [sample(t, t + 1_000 * US, sm=i) for i, t in
+               enumerate(range(now - 5_000 * US, now + 480_000 * US, 1_000 * US))]
+    _testhooks._fake_samples(samples, 1, 1_000_000, 0, True)  # a sampler set up already
+    _testhooks._finish_delay(400_000_000)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
+        pass
+    _testhooks._finish_delay(0)
+    profs, entered_s, inside_s = [first], [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
+            t1 = time.perf_counter()
+            time.sleep(0.005)  # the profiled loop
+        inside_s.append(time.perf_counter() - t1)
+        entered_s.append(t1 - t0)
+        profs.append(prof)
+    profs[-1].summary()
+    assert max(entered_s[:3]) < 0.2, entered_s  # slots free: no wait ...
+    assert entered_s[4] > 0.2, entered_s          # ... the sixth waited for its slot
+    last = profs[-1]._capture.info()
+    window_s = (last["stop_ns"] - last["start_ns"]) / 1e9
+    assert window_s < inside_s[4] + 0.05, (window_s, inside_s[4])
+    assert window_s < 0.1
+    waited_ms = profs[-1].summary()["overhead"]["start_phases_ms"]["wait"]
+    assert waited_ms > 150, waited_ms  # reported as the start's wait
+    for prof in profs:
+        assert_holds_its_window(prof, samples)
+
+
+@pytest.mark.fake_sampler
 def test_a_start_with_no_finish_in_flight_keeps_every_sample_of_its_window(test_clock,
                                                                            overlap):
     """The control: the first finish done before the second start, so

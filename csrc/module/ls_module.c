@@ -89,19 +89,17 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
         metrics_device = -1, zeroed = 1, defer = 1, callbacks = 1, own_timestamps = 1,
         stop_in_finish = 1, /* see below */
-        /* -1 (the default): on for profiles without counters, off with them.
-         * On, a start goes on beside the last finish, whose PM sampler and
-         * tracing it takes over (2026-11-27, H100: back to back eager 1.11x
-         * against 1.61x, graph loop 1.20x against 3.59x).  But with counters
-         * the last finish's PM decode then runs beside the next profile's
-         * loop, and in a long run of profiles the loop itself slowed: 24
-         * profiles of a 14 ms matmul loop, windows 13.9 ms, then 28-32 ms
-         * (up to 63), against 14.2 ms flat with the start waiting and 13.9
-         * ms flat tracing only (benchmarks/counters/chain_windows.py,
-         * 22:58Z-23:10Z).  A profile's figures must not be loopscope's own
-         * doing, so a start with counters waits for the worker as before
-         * issue 27; LOOPSCOPE_INTERNAL=overlap=1 turns it on anyway. */
-        overlap = -1, graph_kernels = 0;
+        /* On (the default): a start goes on beside the last finish, whose
+         * PM sampler and tracing it takes over (H100, 2026-11-28 00:49Z,
+         * 4 in a row: eager 1.20x against 1.55x waiting, the CUDA-graph
+         * loop 1.23x against 3.66x, counters only 1.00x and 1.03x against
+         * 1.62x and 2.01x).  It was off with counters for a night: 24
+         * profiles of a 14 ms loop read 28 ms windows, which was the
+         * start's wait for its open slot counted inside the window (CUDA
+         * events read 13.7 ms); with that wait before the window they stay
+         * flat (14.0 ms), benchmarks/counters/chain_windows.py.  0
+         * (LOOPSCOPE_INTERNAL=overlap=0): every start waits for the worker. */
+        overlap = 1, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)
      * left the finish ~20-40 samples instead of up to 100, but summary()
@@ -124,7 +122,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKpip:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKppp:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
                                      &metrics_buffer_bytes, &metrics_device, &max_samples,
@@ -188,7 +186,7 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.zeroed_buffers = zeroed;
     options.defer = defer;
     options.callbacks = callbacks;
-    options.overlap = overlap < 0 ? !metrics : overlap != 0;
+    options.overlap = overlap != 0;
     options.graph_kernels = graph_kernels;
     options.buffer_bytes = (size_t)buffer_bytes;
     options.max_buffers = (size_t)max_buffers;
@@ -421,7 +419,7 @@ static PyMethodDef core_methods[] = {
      " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
      " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=2,"
      " callbacks=True, metrics_stop_in_finish=True, metrics_wait_bound_ns=2e9,"
-     " own_timestamps=True, overlap=-1 (on without metrics), graph_kernels=False)"
+     " own_timestamps=True, overlap=True, graph_kernels=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
      " Internal switches (compared by benchmarks/cost/overhead_options.py): zeroed_buffers (hand"

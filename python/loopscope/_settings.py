@@ -28,10 +28,10 @@ LOOPSCOPE_INTERNAL
       overlap=0|1                  back to back, a start goes on beside the last profile's
                                    finish (tracing and sampling continue from it; the finish
                                    hands its sampler over to a start posted during its tail
-                                   decode); 0: it waits for the worker.  Default: on for a
-                                   profile without counters, off with them (H100, 2026-11-27:
-                                   the last finish's PM decode beside the next profile's
-                                   loop slowed a long run of them 2x; see RESULTS.md)
+                                   decode); 0: it waits for the worker.  Default: on
+                                   (H100, 2026-11-28: back to back 1.20x eager and 1.23x
+                                   on the CUDA-graph loop against 1.55x and 3.66x waiting;
+                                   see RESULTS.md)
 """
 from __future__ import annotations
 

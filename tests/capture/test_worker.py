@@ -92,25 +92,22 @@ def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock
     assert s["overhead"]["finish_ms"] >= s["overhead"]["finish_phases_ms"]["metrics"]
 
 
-@pytest.fixture
-def overlap(internal_switches):
-    """overlap on: LOOPSCOPE_INTERNAL=overlap=1 (the default only for profiles
-    without counters, which need CUPTI's tracing: the GPU tests have them)."""
-    internal_switches("overlap=1")
-
-
-@pytest.fixture(params=["overlap=0", ""], ids=["overlap=0", "default"])
-def no_overlap(internal_switches, request):
-    """A start waits for the last finish: LOOPSCOPE_INTERNAL=overlap=0, and the
-    default for a profile with counters (since 2026-11-27 23:10Z: beside the
-    next profile's loop, the last finish's PM decode slowed it)."""
+@pytest.fixture(params=["", "overlap=1"], ids=["default", "overlap=1"])
+def overlap(internal_switches, request):
+    """overlap on: the default, and LOOPSCOPE_INTERNAL=overlap=1."""
     internal_switches(request.param)
+
+
+@pytest.fixture
+def no_overlap(internal_switches):
+    """A start waits for the last finish: LOOPSCOPE_INTERNAL=overlap=0."""
+    internal_switches("overlap=0")
 
 
 @pytest.mark.fake_sampler
 def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_clock,
                                                                          no_overlap):
-    """With overlap off (the default with counters): the second start waits
+    """With overlap off (LOOPSCOPE_INTERNAL=overlap=0): the second start waits
     for the first finish, says so, and both profiles hold their window's
     samples."""
     samples = sample_run()

@@ -273,6 +273,38 @@ def test_a_start_that_waits_for_its_slot_begins_its_window_after_the_wait(overla
 
 
 @pytest.mark.fake_sampler
+def test_a_start_that_starts_sampling_anew_after_a_wait_begins_its_window_once_it_runs(overlap):
+    """On the real clock: the second profile samples at another interval, so
+    it cannot continue the first's sampler; it waits for the first finish
+    (0.3 s) and then for its own sampler's start on the worker (0.2 s, a
+    slow cuptiPmSamplingStart): its window begins after both, so no part of
+    it goes unsampled (H100, 24 in a row: a 3.7 ms window that began 1.3 ms
+    before its sampling kept 25 of 37 samples).  Every open sleeps 0.2 s, the
+    first's too, queued before the first finish: the window begins 0.3 + 0.2
+    + 0.2 s after the enter, or 0.5 s when its own open runs inside it."""
+    now = time.monotonic_ns()
+    samples = [sample(t, t + 1_000 * US, sm=i) for i, t in
+               enumerate(range(now - 5_000 * US, now + 1_000_000 * US, 1_000 * US))]
+    _testhooks._fake_samples(samples, 1, 1_000_000, 0, True, 200_000_000)  # each open: 0.2 s
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as warm:
+        pass
+    warm.summary()
+    _testhooks._finish_delay(300_000_000)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
+        pass
+    _testhooks._finish_delay(0)
+    entered_ns = time.monotonic_ns()
+    with loopscope.profile(trace=False, syncs=False, metrics=True,
+                           metrics_interval_us=200) as second:
+        pass
+    begun_s = (second._capture.info()["start_ns"] - entered_ns) / 1e9
+    assert begun_s >= 0.3 + 0.2 + 0.2 - 0.1, begun_s  # after the finish and its sampler's start
+    assert begun_s < 1.5, begun_s
+    second.summary()
+    assert not _testhooks._capture_pending(first._capture)
+
+
+@pytest.mark.fake_sampler
 def test_a_start_with_no_finish_in_flight_keeps_every_sample_of_its_window(test_clock,
                                                                            overlap):
     """The control: the first finish done before the second start, so

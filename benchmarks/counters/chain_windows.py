@@ -4,12 +4,13 @@ after profile.  The loop is a burst of 2048^2 matmuls ending in synchronize;
 each variant runs in a process of its own: the bare loop, the default
 profile, counters only (trace=False), tracing only (metrics=False).
 
-On an H100 (2026-11-27 22:59Z) the default's windows of a 14 ms loop grew to
-40 ms by the 8th of 24 profiles while each finish decoded 200-400 PM samples
-of backlog (25-40 ms of worker time): this tells which side slows the loop.
-issue_ms (host time to enqueue the matmuls, before the synchronize) and
+issue_ms (host time to enqueue the matmuls, before the synchronize),
 max_launch_ms (the longest single enqueue) and gpu_ms (CUDA events around
-the matmuls) tell a blocked host thread from a slower GPU.
+the matmuls) tell a blocked host thread or a slower GPU from a window that
+holds something else.  On an H100 (2026-11-27 22:59Z) the windows of a 14 ms
+loop grew to 40 ms by the 8th of 24 profiles; on 2026-11-28 (00:33Z) gpu_ms
+stayed 13.7 ms and issue_ms under 1.2 ms in 28 ms windows: the window held a
+start's wait for the worker (fixed since; they now stay flat).
 
 Usage (GPU machine): python benchmarks/counters/chain_windows.py
     [--profiles 24] [--matmuls 40] [--variants bare,default,counters_only,trace_only]

@@ -1,7 +1,8 @@
 /* ls_sampler: see ls_sampler.h.  Everything below the open call runs on the
  * worker thread (one task or tick at a time), so the state needs no lock of
- * its own; the open call and the test hook touch it only while the worker
- * is idle (a profile's start waits for the last finish). */
+ * its own.  The open call, on the profiling thread beside the worker (back
+ * to back), touches only its own opening slot and atomics; the test hook
+ * installs the fake source before any profile runs. */
 #define _POSIX_C_SOURCE 200809L
 #include "ls_sampler.h"
 
@@ -264,10 +265,14 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
         do
             window = (seen & ~LS_WINDOWS_CLOSED) + 1;
         while (!atomic_compare_exchange_weak(&windows_posted, &seen, window));
-        /* Back to back, yet sampling starts anew on the worker (the last
-         * finish closed the count, or the sampler differs): the window
-         * begins once it runs, not ~1 ms before (H100, 2026-11-28 00:58Z:
-         * a 3.7 ms window of 24 in a row kept 25 of 37 samples). */
+        /* Sampling starts anew on the worker (the last finish closed the
+         * count, or the sampler differs).  A start that waited for the
+         * worker anyway also waits the ~0.6-1.3 ms of that start, so its
+         * window begins with sampling (H100, 2026-11-28 00:58Z: a 3.7 ms
+         * window of 24 in a row, begun 1.3 ms early, kept 25 of 37
+         * samples).  One that did not wait leaves it beside the loop, as a
+         * single profile always has: its coverage says so, and the enter
+         * stays cheap. */
         if (waited_for_worker)
             wait = 1;
     }

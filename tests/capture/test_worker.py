@@ -232,6 +232,14 @@ def test_starts_do_not_wait_for_earlier_opens_queued_behind_a_slow_finish(test_c
         assert_holds_its_window(prof, samples)
 
 
+def samples_from_now(until_ms):
+    """For the real clock: 1 ms samples from 5 ms before now to until_ms after,
+    numbered by their SM %."""
+    now = time.monotonic_ns()
+    return [sample(t, t + 1_000 * US, sm=i) for i, t in
+            enumerate(range(now - 5_000 * US, now + until_ms * 1_000 * US, 1_000 * US))]
+
+
 @pytest.mark.fake_sampler
 def test_a_start_that_waits_for_its_slot_begins_its_window_after_the_wait(overlap):
     """On the real clock: the first finish sleeps 0.4 s, so the opens of the
@@ -240,11 +248,9 @@ def test_a_start_that_waits_for_its_slot_begins_its_window_after_the_wait(overla
     That wait is the start's, not the profile's: its window holds only
     what ran inside the with-block (H100, 24 profiles in a row: counted in
     the window, it made a 14 ms loop read 28 ms)."""
-    now = time.monotonic_ns()
-    # 1 ms samples from 5 ms before now to 0.48 s after (the last window ends
-    # ~0.41 s after: within the settle's 0.1 s, samples on the profile's clock).
-    samples = [sample(t, t + 1_000 * US, sm=i) for i, t in
-               enumerate(range(now - 5_000 * US, now + 480_000 * US, 1_000 * US))]
+    # To 0.48 s (the last window ends ~0.41 s after now: within the settle's
+    # 0.1 s, so the samples are taken to be on the profile's clock).
+    samples = samples_from_now(480)
     _testhooks._fake_samples(samples, 1, 1_000_000, 0, True)  # a sampler set up already
     _testhooks._finish_delay(400_000_000)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
@@ -282,9 +288,7 @@ def test_a_start_that_starts_sampling_anew_after_a_wait_begins_its_window_once_i
     before its sampling kept 25 of 37 samples).  Every open sleeps 0.2 s, the
     first's too, queued before the first finish: the window begins 0.3 + 0.2
     + 0.2 s after the enter, or 0.5 s when its own open runs inside it."""
-    now = time.monotonic_ns()
-    samples = [sample(t, t + 1_000 * US, sm=i) for i, t in
-               enumerate(range(now - 5_000 * US, now + 1_000_000 * US, 1_000 * US))]
+    samples = samples_from_now(1_000)
     _testhooks._fake_samples(samples, 1, 1_000_000, 0, True, 200_000_000)  # each open: 0.2 s
     with loopscope.profile(trace=False, syncs=False, metrics=True) as warm:
         pass

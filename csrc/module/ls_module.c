@@ -9,6 +9,7 @@
 
 #include "ls_capture_type.h"
 #include "ls_clock.h"
+#include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_demangle.h"
 #include "ls_finish.h"
@@ -407,9 +408,56 @@ static PyObject *core_graphs_prepared(PyObject *module, PyObject *unused)
     return PyBool_FromLong(ls_graphs_prepared());
 }
 
+/* cupti_load(candidates) -> dict: loads CUPTI as a profile would (the copy
+ * already in the process, else the first usable candidate) and says what
+ * it got: {ok, path, version, major, how, pm_missing, error}.  For
+ * loopscope.doctor(); a profile loads it the same way at its start. */
+static PyObject *core_cupti_load(PyObject *module, PyObject *paths)
+{
+    (void)module;
+    PyObject *seq = NULL;
+    Py_ssize_t n = 0;
+    const char **candidates = cupti_paths_of(paths, &seq, &n);
+    if (candidates == NULL)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ls_cupti_load(candidates, (size_t)n);
+    Py_END_ALLOW_THREADS
+    free(candidates);
+    Py_DECREF(seq);
+    uint32_t version = ls_cupti_version();
+    const char *missing = rc == 0 ? ls_cupti_pm_missing() : NULL;
+    return Py_BuildValue("{s:O,s:z,s:I,s:i,s:z,s:z,s:z}", "ok", rc == 0 ? Py_True : Py_False,
+                         "path", rc == 0 ? ls_cupti_path() : NULL, "version",
+                         (unsigned int)version, "major", ls_cupti_version_major(version), "how",
+                         rc == 0 ? ls_cupti_how() : NULL, "pm_missing", missing, "error",
+                         rc == 0 ? NULL : ls_cupti_error());
+}
+
+static PyObject *core_cupti_loaded(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyBool_FromLong(ls_cupti_loaded());
+}
+
+static PyObject *core_driver_cuda_version(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromLong(ls_cuda_driver_version());
+}
+
 static PyMethodDef core_methods[] = {
     {"prepare_graphs", core_prepare_graphs, METH_O,
      "prepare_graphs(cupti_paths) -> None, or why graph-level mode could not be turned on."},
+    {"cupti_load", core_cupti_load, METH_O,
+     "cupti_load(candidates) -> {ok, path, version, major, how, pm_missing, error}: CUPTI "
+     "loaded as a profile loads it."},
+    {"cupti_loaded", core_cupti_loaded, METH_NOARGS, "True once CUPTI is loaded here."},
+    {"driver_cuda_version", core_driver_cuda_version, METH_NOARGS,
+     "The loaded driver's CUDA version (13000 for 13.0); 0 when no driver is loaded."},
     {"graphs_prepared", core_graphs_prepared, METH_NOARGS,
      "True once graph-level mode is on in this process."},
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,

@@ -2,12 +2,13 @@
 #define _GNU_SOURCE
 #include "ls_cupti.h"
 
+#include "ls_cuda.h"
+
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-
-#define LS_CUPTI_SONAME "libcupti.so.13"
 
 ls_cupti_api ls_cupti;
 
@@ -17,6 +18,8 @@ static char cupti_path[1024];
  * caller reads the message of its own last failure. */
 static _Thread_local char cupti_error[1024];
 static const char *pm_missing = "cuptiPmSamplingEnable";
+static uint32_t cupti_version; /* cuptiGetVersion of the adopted library */
+static char cupti_how[64];     /* why this copy: "already loaded" or "candidate N" */
 
 const char *ls_cupti_error(void) { return cupti_error; }
 void ls_cupti_clear_error(void) { cupti_error[0] = '\0'; }
@@ -154,21 +157,56 @@ int ls_cupti_load_nvperf(char *why, size_t why_size)
     return 0;
 }
 
-static int adopt(void *handle, const char *how)
+uint32_t ls_cupti_version(void) { return cupti_handle != NULL ? cupti_version : 0; }
+const char *ls_cupti_how(void) { return cupti_how; }
+
+int ls_cupti_version_major(uint32_t version)
+{
+    if (version >= 100000)
+        return (int)(version / 10000); /* 130001: 13.0 (CUPTI 13's xxyyzz) */
+    return version >= 18 ? 12 : 0; /* API 18 (12.0) to 28 (12.9): CUDA 12 */
+}
+
+/* One line per refused candidate, kept for the final error. */
+static void note_refusal(char *tried, size_t size, const char *path, const char *why)
+{
+    size_t used = strlen(tried);
+    if (used + 4 < size)
+        snprintf(tried + used, size - used, "%s%s: %s", used ? "; " : "", path, why);
+}
+
+/* Takes `handle` as the CUPTI in use if it has every required symbol and is
+ * a CUPTI loopscope can drive (CUDA 12.0 or newer, and a 13.x only on a
+ * driver of CUDA 13 or newer when the driver says).  Returns 0, or -1 with
+ * the reason in `why` and `handle` closed unless `keep_open`. */
+static int adopt(void *handle, const char *how, int keep_open, char *why, size_t why_size)
 {
     ls_cupti_api api;
     memset(&api, 0, sizeof api);
     const char *missing = resolve_symbols(handle, &api);
-    if (missing != NULL) {
-        snprintf(cupti_error, sizeof cupti_error,
-                 "%s lacks the symbol %s: CUPTI too old for loopscope (needs CUDA 13)",
-                 how, missing);
-        dlclose(handle);
+    uint32_t version = 0;
+    if (missing != NULL)
+        snprintf(why, why_size, "lacks the symbol %s (not a CUPTI loopscope can use)", missing);
+    else if (api.GetVersion(&version) != CUPTI_SUCCESS || ls_cupti_version_major(version) < 12)
+        snprintf(why, why_size, "CUPTI API version %u is older than CUDA 12.0's (18)",
+                 (unsigned)version);
+    else if (ls_cupti_version_major(version) >= 13 && ls_cuda_driver_version() > 0 &&
+             ls_cuda_driver_version() < 13000)
+        snprintf(why, why_size, "CUPTI %d needs a driver of CUDA 13 (580 or newer); this "
+                 "driver runs CUDA %d.%d", ls_cupti_version_major(version),
+                 ls_cuda_driver_version() / 1000, ls_cuda_driver_version() % 1000 / 10);
+    else
+        why[0] = '\0';
+    if (why[0] != '\0') {
+        if (!keep_open)
+            dlclose(handle);
         return -1;
     }
     pm_missing = resolve_pm_symbols(handle, &api);
     ls_cupti = api;
     cupti_handle = handle;
+    cupti_version = version;
+    snprintf(cupti_how, sizeof cupti_how, "%s", how);
     pthread_once(&fork_once, watch_forks);
     /* Where the library really lives, for the summary and for bug reports. */
     Dl_info info;
@@ -177,6 +215,30 @@ static int adopt(void *handle, const char *how)
     else
         snprintf(cupti_path, sizeof cupti_path, "%s", how);
     return 0;
+}
+
+/* dl_iterate_phdr visitor: the first mapped object named libcupti.so*. */
+static int find_mapped(struct dl_phdr_info *info, size_t size, void *out)
+{
+    (void)size;
+    const char *name = info->dlpi_name;
+    if (name == NULL || name[0] == '\0')
+        return 0;
+    const char *base = strrchr(name, '/');
+    base = base != NULL ? base + 1 : name;
+    if (strncmp(base, "libcupti.so", 11) != 0)
+        return 0;
+    snprintf((char *)out, 1024, "%s", name);
+    return 1;
+}
+
+int ls_cupti_mapped(char *path, size_t size)
+{
+    char found[1024] = "";
+    dl_iterate_phdr(find_mapped, found);
+    if (path != NULL && size > 0)
+        snprintf(path, size, "%s", found);
+    return found[0] != '\0';
 }
 
 int ls_cupti_load(const char *const *candidates, size_t n)
@@ -189,23 +251,46 @@ int ls_cupti_load(const char *const *candidates, size_t n)
     }
     if (cupti_handle != NULL)
         return 0;
-    /* 1. The copy already in the process (torch loads its own at import). */
-    void *handle = dlopen(LS_CUPTI_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (handle != NULL)
-        return adopt(handle, LS_CUPTI_SONAME);
-    /* 2. The caller's candidates: the copy torch would load comes first. */
-    for (size_t i = 0; i < n; i++) {
-        handle = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
-        if (handle != NULL)
-            return adopt(handle, candidates[i]);
+    char why[512];
+    /* 1. A CUPTI already in the process (torch's profiler loads its own at
+     * import), whatever its major version: two CUPTIs must never meet. */
+    char mapped[1024];
+    if (ls_cupti_mapped(mapped, sizeof mapped)) {
+        void *handle = dlopen(mapped, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        if (handle != NULL && adopt(handle, "already loaded in this process", 1, why,
+                                    sizeof why) == 0)
+            return 0;
+        snprintf(cupti_error, sizeof cupti_error,
+                 "this process already holds a CUPTI loopscope cannot use (%.400s: %.300s); "
+                 "loopscope"
+                 " will not load a second one beside it", mapped,
+                 handle != NULL ? why : "it could not be opened again");
+        return -1;
     }
-    /* 3. The dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache). */
-    handle = dlopen(LS_CUPTI_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (handle != NULL)
-        return adopt(handle, LS_CUPTI_SONAME);
-    const char *why = dlerror();
-    snprintf(cupti_error, sizeof cupti_error,
-             "CUPTI (%s) could not be opened: %s; searched %zu candidate path(s) and the "
-             "loader path", LS_CUPTI_SONAME, why ? why : "not found", n);
+    /* 2. The caller's candidates, best first (_cupti_paths: beside the
+     * process's CUDA runtime, the pip wheels, the toolkits, then bare
+     * sonames for the loader's own search). */
+    char tried[sizeof cupti_error - 128] = "";
+    for (size_t i = 0; i < n; i++) {
+        void *handle = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+        if (handle == NULL) {
+            const char *err = dlerror();
+            note_refusal(tried, sizeof tried, candidates[i], err ? err : "cannot be opened");
+            continue;
+        }
+        char how[64];
+        snprintf(how, sizeof how, "candidate %zu of %zu", i + 1, n);
+        if (adopt(handle, how, 0, why, sizeof why) == 0)
+            return 0;
+        note_refusal(tried, sizeof tried, candidates[i], why);
+    }
+    if (n == 0)
+        snprintf(cupti_error, sizeof cupti_error,
+                 "no CUPTI library was found (libcupti.so.12 or .13): install the "
+                 "nvidia-cuda-cupti-cu12 wheel (CUDA 12) or nvidia-cuda-cupti (CUDA 13), as "
+                 "torch's CUDA wheels do, or a CUDA toolkit");
+    else
+        snprintf(cupti_error, sizeof cupti_error, "no usable CUPTI among %zu candidate(s): %.880s",
+                 n, tried);
     return -1;
 }

@@ -2,8 +2,15 @@
  *
  * The extension never links libcupti: importing loopscope must work on a
  * machine with no GPU.  ls_cupti_load() fills a table of function pointers
- * from the first library that opens (the copy torch already loaded is tried
- * first, so two CUPTI copies never meet in one process).
+ * from the first library that opens (the copy already in the process is
+ * taken first, so two CUPTI copies never meet in one process).
+ *
+ * One build drives CUPTI 12 (CUDA 12.0 and newer) and CUPTI 13: the headers
+ * are CUDA 13's, every record field and callback id read has the same
+ * offset and value in both (tests/capture/test_cupti_stacks.py compiles the
+ * check against 12.0, 12.6, 12.9 and 13 headers), and where a parameter
+ * struct grew in 13, its callers pass the size the loaded version knows
+ * (ls_cupti_version()).  PM sampling needs CUPTI 12.6 (API 24) or newer.
  */
 #ifndef LS_CUPTI_H
 #define LS_CUPTI_H
@@ -83,11 +90,32 @@ typedef struct {
 /* The table; valid only after ls_cupti_load() returned 0. */
 extern ls_cupti_api ls_cupti;
 
-/* Opens CUPTI.  Tries an already-loaded "libcupti.so.13", then each of the
- * `n` candidate paths in order, then the soname through the normal search.
- * Returns 0 on success (idempotent), -1 on failure with a reason readable
- * through ls_cupti_error().  Never raises, never exits. */
+/* Opens CUPTI.  A CUPTI already mapped in the process (any libcupti.so*)
+ * is the only one it may use: it is adopted, or the load fails saying why.
+ * Otherwise each of the `n` candidates (paths, or bare sonames for the
+ * loader's search) is tried in order; a candidate that does not open, lacks
+ * a required symbol, is older than CUDA 12.0, or is a CUPTI 13 on a driver
+ * that says it runs only CUDA 12, is closed again and the next is tried.
+ * Returns 0 on success (idempotent), -1 on failure with a reason naming
+ * every candidate tried, readable through ls_cupti_error().  Never raises,
+ * never exits. */
 int ls_cupti_load(const char *const *candidates, size_t n);
+
+/* 1 and the path of the first libcupti.so* mapped in the process (loaded by
+ * anyone), 0 and "" when there is none. */
+int ls_cupti_mapped(char *path, size_t size);
+
+/* cuptiGetVersion of the library in use (0 before a load): CUDA 12 gives
+ * 18 (12.0) to 28 (12.9), CUDA 13 gives xxyyzz (130001). */
+uint32_t ls_cupti_version(void);
+
+/* The CUDA major version of a CUPTI API version: 12, 13, ...; 0 when older
+ * than CUDA 12.0. */
+int ls_cupti_version_major(uint32_t version);
+
+/* How the library in use was chosen: "already loaded in this process" or
+ * "candidate i of n"; "" before a load. */
+const char *ls_cupti_how(void);
 
 /* 1 once the table is filled (0 again in a process forked after that: it
  * must not call CUPTI, and ls_cupti_load says so). */

@@ -62,8 +62,13 @@ void host_free(CUpti_Profiler_Host_Object *host, uint64_t *host_ns)
 CUptiResult host_new(const char *chip, const uint8_t *availability,
                      CUpti_Profiler_Host_Object **host)
 {
-    auto p = params<CUpti_Profiler_Host_Initialize_Params>(
-        CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
+    // CUPTI 13 appended pSinglePassMetricSetName; CUPTI 12 knows the struct
+    // up to pHostObject, and is given that size.
+    size_t size = ls_cupti_version_major(ls_cupti_version()) >= 13
+                      ? CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE
+                      : CUPTI_PROFILER_STRUCT_SIZE(CUpti_Profiler_Host_Initialize_Params,
+                                                   pHostObject);
+    auto p = params<CUpti_Profiler_Host_Initialize_Params>(size);
     p.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
     p.pChipName = chip;
     p.pCounterAvailabilityImage = availability;

@@ -380,8 +380,12 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
     memset(&pm.stats, 0, sizeof pm.stats);
     const char *missing = ls_cupti_pm_missing();
     if (missing != NULL) {
-        snprintf(why, why_size, "this CUPTI (%s) has no PM sampling API (%s is missing; "
-                 "CUDA 12.6 or newer is needed)", ls_cupti_path(), missing);
+        uint32_t v = ls_cupti_version();
+        snprintf(why, why_size, "SM and DRAM need CUPTI 12.6 or later: this process's CUPTI "
+                 "(%s, API version %u) has no PM sampling (%s is missing); kernels, gaps and "
+                 "syncs are traced. Fix: a CUDA 12.6+ or 13 stack (torch's cu126 or newer "
+                 "wheels bring one), or nvidia-cuda-cupti-cu12>=12.6", ls_cupti_path(),
+                 (unsigned)v, missing);
         return -1;
     }
     uint64_t t0 = ls_clock_monotonic_ns();

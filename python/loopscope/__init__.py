@@ -17,10 +17,13 @@ trace, an Nsight Systems SQLite export or a saved loopscope profile;
 `loopscope.prepare()`, before the first CUDA call, traces each CUDA-graph replay
 as one span in every later profile (graph-level mode, for loops of graph replays);
 `loopscope.compare(before, after)` compares two summaries, profiles or files
-(`loopscope.format_compare(result)`: the same as `loopscope diff` prints).
+(`loopscope.format_compare(result)`: the same as `loopscope diff` prints);
+`loopscope.doctor()` says what this machine's stack (driver, CUDA runtime, CUPTI, PM
+sampling per GPU) gives loopscope, and what will not work and why.
 """
 from .readers._analyze import load
 from .surfaces._compare import CompareError, compare, format_compare
+from .surfaces._doctor import doctor
 from .readers._job import analyze
 from ._core import range  # noqa: A004  (the public name is part of the contract)
 from ._instrument import InstrumentHandle, instrument
@@ -32,5 +35,5 @@ from .figures._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [
     "CompareError", "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError",
-    "TraceError", "analyze", "compare", "format_compare", "instrument", "load", "no_sync", "prepare", "profile", "range", "__version__",
+    "TraceError", "analyze", "compare", "doctor", "format_compare", "instrument", "load", "no_sync", "prepare", "profile", "range", "__version__",
 ]

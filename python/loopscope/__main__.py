@@ -1,5 +1,6 @@
 """Command line: `loopscope demo`, `loopscope run`, `loopscope diff` (_cli.py),
-`loopscope analyze` (_analyze_cli.py), `loopscope merge` (_merge_cli.py); the same as `python -m loopscope ...`."""
+`loopscope analyze` (_analyze_cli.py), `loopscope merge` (_merge_cli.py), `loopscope doctor`
+(_doctor.py); the same as `python -m loopscope ...`."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,7 @@ import sys
 
 from . import __version__, instrument, profile
 from .surfaces._analyze_cli import add_analyze_parser, analyze_command
+from .surfaces._doctor import add_doctor_parser, doctor_command
 from .surfaces._merge_cli import add_merge_parser, merge_command
 from .surfaces._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_parser,
                             add_run_parser, check_outputs, demo_recording, diff_command,
@@ -81,7 +83,8 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
         prog=prog,
         description="Profile PyTorch GPU loops: launch gaps, syncs, verdict.",
         epilog="examples:\n  %(prog)s demo\n  %(prog)s run train.py --epochs 1\n"
-        "  %(prog)s analyze trace.json.gz\n  %(prog)s diff before.json after.json\n\n"
+        "  %(prog)s analyze trace.json.gz\n  %(prog)s diff before.json after.json\n"
+        "  %(prog)s doctor              # what this machine's stack gives loopscope\n\n"
         "'%(prog)s COMMAND --help' explains each command.\n\n"
         f"A reader that stops early (| head) ends a command with status {EXIT_CLOSED_PIPE}, "
         "as SIGPIPE would.",
@@ -107,6 +110,7 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
     add_analyze_parser(sub)
     add_diff_parser(sub)
     add_merge_parser(sub)
+    add_doctor_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
@@ -120,6 +124,8 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
         return diff_command(args, sub.choices["diff"])
     if args.command == "merge":
         return merge_command(args, sub.choices["merge"])
+    if args.command == "doctor":
+        return doctor_command(args)
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

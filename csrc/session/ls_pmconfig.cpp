@@ -4,6 +4,7 @@
 #include "ls_cupti.h"
 extern "C" {
 #include "ls_clock.h"
+#include "ls_metric_choice.h"
 }
 
 #include <cupti_profiler_host.h>
@@ -162,6 +163,35 @@ ls_pmconfig *config_new(const char *chip, const uint8_t *availability, size_t av
 
 } // namespace
 
+// The oracle of ls_metric_choose: builds the host object and config image of
+// the names kept, and says whether they fit one pass.
+struct fits_ctx {
+    const char *chip;
+    const uint8_t *availability;
+    const char *const *names;
+    ls_pmconfig *c;
+    uint64_t *host_ns, *image_ns;
+    CUptiResult status;
+};
+
+int fits_one_pass(const unsigned char *keep, size_t n, void *opaque)
+{
+    fits_ctx *x = static_cast<fits_ctx *>(opaque);
+    ls_pmconfig *c = x->c;
+    c->count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (keep[i])
+            c->names[c->count++] = x->names[i];
+    host_free(c->host, x->host_ns);
+    c->host = nullptr;
+    x->status = host_with(x->chip, x->availability, c->names, c->count, &c->host, x->host_ns);
+    if (x->status == CUPTI_SUCCESS)
+        x->status = make_image(c, x->image_ns);
+    if (x->status != CUPTI_SUCCESS)
+        return -1;
+    return c->passes == 1 ? 1 : 0;
+}
+
 extern "C" int ls_pmconfig_create(const char *chip, const uint8_t *availability,
                                   size_t availability_size, const char *const *names, size_t n,
                                   size_t required, unsigned char *kept, ls_pmconfig **out,
@@ -169,73 +199,65 @@ extern "C" int ls_pmconfig_create(const char *chip, const uint8_t *availability,
 {
     *out = nullptr;
     ls_pmconfig *c = config_new(chip, availability, availability_size, n);
-    if (c == nullptr) {
+    unsigned char *known = static_cast<unsigned char *>(malloc(n ? n : 1));
+    if (c == nullptr || known == nullptr) {
+        ls_pmconfig_free(c);
+        free(known);
         snprintf(why, why_size, "out of memory building the PM sampling config");
         return -1;
     }
-    const char **list = c->names;
-    uint64_t *host_ns = times ? &times->host_ns : nullptr;
-    uint64_t *image_ns = times ? &times->image_ns : nullptr;
+    fits_ctx x = {chip, availability, names, c, times ? &times->host_ns : nullptr,
+                  times ? &times->image_ns : nullptr, CUPTI_SUCCESS};
+    // 1. Names this chip does not know: found one by one, only if the set fails.
+    memset(known, 1, n);
+    CUpti_Profiler_Host_Object *probe = nullptr;
     for (size_t i = 0; i < n; i++)
-        kept[i] = 1;
-    // 1. Names this chip does not know: find them one by one, only if the set fails.
-    size_t count = 0;
-    for (size_t i = 0; i < n; i++)
-        list[count++] = names[i];
-    CUptiResult status = host_with(chip, availability, list, count, &c->host, host_ns);
-    if (is_bad_name(status)) {
-        count = 0;
-        for (size_t i = 0; i < n; i++) {
-            CUpti_Profiler_Host_Object *probe = nullptr;
+        c->names[i] = names[i];
+    x.status = host_with(chip, availability, c->names, n, &probe, x.host_ns);
+    host_free(probe, x.host_ns);
+    if (is_bad_name(x.status)) {
+        x.status = CUPTI_SUCCESS;
+        for (size_t i = 0; i < n && x.status == CUPTI_SUCCESS; i++) {
             const char *single = names[i];
-            CUptiResult one = host_with(chip, availability, &single, 1, &probe, host_ns);
-            host_free(probe, host_ns);
-            if (one == CUPTI_SUCCESS)
-                list[count++] = names[i];
-            else if (is_bad_name(one))
-                kept[i] = 0;
-            else {
-                status = one;
-                break;
-            }
+            CUptiResult one = host_with(chip, availability, &single, 1, &probe, x.host_ns);
+            host_free(probe, x.host_ns);
+            if (is_bad_name(one))
+                known[i] = 0;
+            else if (one != CUPTI_SUCCESS)
+                x.status = one;
         }
-        if (count > 0 && (is_bad_name(status) || status == CUPTI_SUCCESS))
-            status = host_with(chip, availability, list, count, &c->host, host_ns);
     }
-    // 2. Drop the least important name while the set needs more than one pass.
-    while (status == CUPTI_SUCCESS) {
-        status = make_image(c, image_ns);
-        if (status != CUPTI_SUCCESS || c->passes == 1)
-            break;
-        size_t last = count - 1;
-        for (size_t i = n; i-- > 0;)
-            if (kept[i] && names[i] == list[last]) {
-                kept[i] = 0;
-                break;
-            }
-        host_free(c->host, host_ns);
-        c->host = nullptr;
-        if (--count == 0)
-            break;
-        status = host_with(chip, availability, list, count, &c->host, host_ns);
+    // 2. The most important set that fits one pass (ls_metric_choice), then
+    // its config built once more if the last question was about another set.
+    int count = -1;
+    if (x.status == CUPTI_SUCCESS)
+        count = ls_metric_choose(known, n, fits_one_pass, &x, kept);
+    free(known);
+    if (count > 0) {
+        size_t asked = c->count;
+        size_t want = 0;
+        for (size_t i = 0; i < n; i++)
+            want += kept[i];
+        bool same = asked == want;
+        for (size_t i = 0, j = 0; same && i < n; i++)
+            if (kept[i])
+                same = c->names[j++] == names[i];
+        if (!same && fits_one_pass(kept, n, &x) != 1)
+            count = -1;
     }
-    c->count = count;
-    bool required_kept = true;
+    bool required_kept = count > 0;
     for (size_t i = 0; i < required && i < n; i++)
         required_kept = required_kept && kept[i];
-    if (status == CUPTI_SUCCESS && c->passes == 1 && required_kept) {
+    if (count > 0 && required_kept) {
         *out = c;
         return 0;
     }
-    if (status != CUPTI_SUCCESS)
+    if (count < 0 || x.status != CUPTI_SUCCESS)
         snprintf(why, why_size, "the PM sampling config for chip %s could not be built: %s",
                  chip, ls_cupti_error()[0] ? ls_cupti_error() : "CUPTI refused the metric set");
-    else if (!required_kept)
+    else
         snprintf(why, why_size, "chip %s cannot sample %s in one pass (or does not know it)",
                  chip, names[0]);
-    else
-        snprintf(why, why_size, "chip %s needs %zu passes for the PM sampling metrics; PM "
-                 "sampling allows one", chip, c->passes);
     ls_pmconfig_free(c);
     return -1;
 }

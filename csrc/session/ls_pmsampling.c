@@ -17,8 +17,7 @@
 #define LS_PM_REQUIRED 2
 #define LS_PM_MAX_ROUNDS 64 /* decode rounds per call: bounds a decode's cost */
 
-/* The CUPTI metrics of the figures (ls_metrics: most important first, so
- * drops for a single pass start from the end); figure i is cupti_names[i]. */
+/* The CUPTI metrics of the figures (ls_metrics); figure i is cupti_names[i]. */
 static const char *const cupti_names[] = {
 #define LS_CUPTI_NAME(id, name, cupti, rate) cupti,
     LS_METRIC_TABLE(LS_CUPTI_NAME)
@@ -30,6 +29,31 @@ static const unsigned char rates[] = {
 #undef LS_IS_RATE
 };
 #define LS_PM_NAMES (sizeof cupti_names / sizeof cupti_names[0])
+
+/* The figures in order of importance, for the choice of what fits one pass
+ * (ls_metric_choice): a lesser metric is dropped first.  The tensor pipe
+ * comes before issue rate, occupancy and PCIe: without it COMPUTE_BOUND
+ * cannot tell whether the tensor cores are in use. */
+static const int priority[] = {
+    LS_M_SM_ACTIVE, LS_M_DRAM_THROUGHPUT, LS_M_GR_ACTIVE, LS_M_DRAM_READ_GBPS,
+    LS_M_DRAM_WRITE_GBPS, LS_M_TENSOR_ACTIVE, LS_M_SM_ISSUE, LS_M_WARP_OCCUPANCY,
+    LS_M_PCIE_READ_GBPS, LS_M_PCIE_WRITE_GBPS,
+};
+_Static_assert(sizeof priority / sizeof priority[0] == LS_METRICS,
+               "every figure has its place in the order of importance");
+
+/* The CUPTI names in order of importance (string literals: stable pointers). */
+static void ordered_names(const char **out)
+{
+    for (size_t i = 0; i < LS_PM_NAMES; i++)
+        out[i] = cupti_names[priority[i]];
+}
+
+size_t ls_pm_ordered_names(const char **out)
+{
+    ordered_names(out);
+    return LS_PM_NAMES;
+}
 
 static int is_rate(int id) { return rates[id]; }
 
@@ -52,7 +76,7 @@ static struct {
 static struct {
     ls_pmconfig *config;
     char chip[64];
-    unsigned char kept[LS_PM_NAMES];
+    unsigned char kept[LS_PM_NAMES]; /* in order of importance (priority[]) */
 } cached;
 
 static int profiler_initialized;
@@ -225,7 +249,9 @@ static int config_for(const ls_pm_options *o, int device, const char *chip,
     }
     uint32_t version = 0;
     LS_CUPTI_CHECK(GetVersion(&version));
-    ls_pmcache_key key = {chip, cupti_names, LS_PM_NAMES, version, avail, avail_size};
+    const char *names[LS_PM_NAMES];
+    ordered_names(names);
+    ls_pmcache_key key = {chip, names, LS_PM_NAMES, version, avail, avail_size};
     char *note = pm.stats.cache_note;
     size_t note_size = sizeof pm.stats.cache_note;
     if (o->cache_dir[0] != '\0') {
@@ -234,7 +260,7 @@ static int config_for(const ls_pm_options *o, int device, const char *chip,
         int found = ls_pmcache_load(o->cache_dir, &key, cached.kept, &image, &image_size, note,
                                     note_size);
         if (found == 1 &&
-            ls_pmconfig_from_image(chip, avail, avail_size, cupti_names, LS_PM_NAMES,
+            ls_pmconfig_from_image(chip, avail, avail_size, names, LS_PM_NAMES,
                                    cached.kept, image, image_size, &cached.config, note,
                                    note_size) == 0)
             snprintf(pm.stats.config_source, sizeof pm.stats.config_source, "cache");
@@ -244,7 +270,7 @@ static int config_for(const ls_pm_options *o, int device, const char *chip,
     int rc = 0;
     if (cached.config == NULL) {
         ls_pmconfig_times times = {0, 0};
-        rc = ls_pmconfig_create(chip, avail, avail_size, cupti_names, LS_PM_NAMES,
+        rc = ls_pmconfig_create(chip, avail, avail_size, names, LS_PM_NAMES,
                                 LS_PM_REQUIRED, cached.kept, &cached.config, &times, why,
                                 why_size);
         pm.stats.phase_ns[LS_PM_PHASE_HOST] += times.host_ns;
@@ -306,7 +332,8 @@ static void list_names(const unsigned char *kept, int want, char *out, size_t n)
     for (size_t i = 0; i < LS_PM_NAMES; i++) {
         if (kept[i] != want)
             continue;
-        int w = snprintf(out + used, n - used, "%s%s", used ? ", " : "", cupti_names[i]);
+        int w = snprintf(out + used, n - used, "%s%s", used ? ", " : "",
+                         cupti_names[priority[i]]);
         if (w < 0 || (size_t)w >= n - used)
             break;
         used += (size_t)w;
@@ -417,9 +444,9 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
         return -1;
     pm.kept = 0;
     for (size_t i = 0; i < LS_PM_NAMES; i++)
-        if (cached.kept[i]) {
-            pm.ids[pm.kept++] = (int)i;
-            pm.stats.collected[i] = 1;
+        if (cached.kept[i]) { /* the config evaluates its names in this order */
+            pm.ids[pm.kept++] = priority[i];
+            pm.stats.collected[priority[i]] = 1;
         }
     list_names(cached.kept, 1, pm.stats.collected_names, sizeof pm.stats.collected_names);
     list_names(cached.kept, 0, pm.stats.dropped, sizeof pm.stats.dropped);

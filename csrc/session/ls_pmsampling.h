@@ -145,4 +145,9 @@ const char *ls_pm_phase_name(int phase);
 /* The figures of the current or last sampling run. */
 const ls_pm_stats *ls_pm_stats_now(void);
 
+/* The CUPTI metric names of the figures in order of importance, the order
+ * in which the single-pass choice keeps them (ls_metric_choice): writes
+ * LS_METRICS pointers to static strings into out, returns their count. */
+size_t ls_pm_ordered_names(const char **out);
+
 #endif

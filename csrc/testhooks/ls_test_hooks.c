@@ -22,6 +22,9 @@
 #include "ls_nvtx.h"
 #include "ls_pmavail.h"
 #include "ls_pmcache.h"
+#include "ls_pmsampling.h"
+#include "ls_metric_choice.h"
+#include "ls_metrics.h"
 #include "ls_pyvalues.h"
 #include "ls_radix.h"
 #include "ls_rangestack.h"
@@ -784,6 +787,76 @@ static int read_key(PyObject *chip, PyObject *names, unsigned long version, Py_b
     return 0;
 }
 
+/* _choose_metrics(known, fits) -> [kept names]: the single-pass choice of
+ * PM sampling (ls_metric_choose over the product's order of importance,
+ * ls_pm_ordered_names) with a Python oracle: fits(list of names) -> 1 (one
+ * pass), 0 (more), -1 (cannot tell); `known`: the names the chip has. */
+typedef struct {
+    PyObject *fits;
+    const char **names;
+    int failed;
+} choose_ctx;
+
+static int python_fits(const unsigned char *keep, size_t n, void *opaque)
+{
+    choose_ctx *x = opaque;
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        if (!keep[i])
+            continue;
+        PyObject *name = PyUnicode_FromString(x->names[i]);
+        if (name == NULL || PyList_Append(list, name) != 0)
+            Py_CLEAR(list);
+        Py_XDECREF(name);
+    }
+    PyObject *got = list != NULL ? PyObject_CallOneArg(x->fits, list) : NULL;
+    Py_XDECREF(list);
+    long answer = got != NULL ? PyLong_AsLong(got) : -1;
+    Py_XDECREF(got);
+    if (PyErr_Occurred()) {
+        x->failed = 1;
+        return -1;
+    }
+    return answer == 1 ? 1 : answer == 0 ? 0 : -1;
+}
+
+static PyObject *choose_metrics(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *known_names, *fits;
+    if (!PyArg_ParseTuple(args, "OO:_choose_metrics", &known_names, &fits))
+        return NULL;
+    const char *names[LS_METRICS];
+    size_t n = ls_pm_ordered_names(names);
+    unsigned char known[LS_METRICS], keep[LS_METRICS];
+    for (size_t i = 0; i < n; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]);
+        int has = name != NULL ? PySequence_Contains(known_names, name) : -1;
+        Py_XDECREF(name);
+        if (has < 0)
+            return NULL;
+        known[i] = (unsigned char)has;
+    }
+    choose_ctx x = {fits, names, 0};
+    int count = ls_metric_choose(known, n, python_fits, &x, keep);
+    if (x.failed)
+        return NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "_choose_metrics: the oracle could not tell");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out != NULL && i < n; i++) {
+        if (!keep[i])
+            continue;
+        PyObject *name = PyUnicode_FromString(names[i]);
+        if (name == NULL || PyList_Append(out, name) != 0)
+            Py_CLEAR(out);
+        Py_XDECREF(name);
+    }
+    return out;
+}
+
 /* _pmavail(op, folder, chip, device, driver, cupti_version, image=None):
  * the counter availability cache of ls_pmavail by an explicit key.
  * "store" -> None; "load" -> (found, image or None, note or None);
@@ -1062,6 +1135,9 @@ PyMethodDef ls_test_hook_methods[] = {
      "kept, image, note), 'path' -> path."},
     {"_fake_context_created", fake_context_created, METH_NOARGS,
      "_fake_context_created(): test hook, CUPTI's resource callback for a new CUDA context."},
+    {"_choose_metrics", choose_metrics, METH_VARARGS,
+     "_choose_metrics(known, fits) -> kept names: test hook, PM sampling's single-pass "
+     "choice in its order of importance, over a Python oracle fits(names) -> 1/0/-1."},
     {"_pmavail", (PyCFunction)(void (*)(void))pmavail, METH_VARARGS | METH_KEYWORDS,
      "_pmavail(op, folder, chip, device, driver, cupti_version, image=None): test hook, the "
      "counter availability cache (ls_pmavail)."},

@@ -19,9 +19,10 @@
 #   demo      the tour's outputs: demo eager/--graph/--layers, the demo recording, loopscope run, notebook view
 #   fixtures  the Kineto traces of tests/data/kineto (and an Nsight Systems export where nsys is on PATH)
 #   probes    the probes of finished decisions (benchmarks/probes/): syncs, PM, first gap, summary(), CUPTI calls
+#   stacks    CUDA 12 (wheels in $WHEELS: nvidia-cuda-runtime-cu12, nvidia-cuda-cupti-cu12) and CUDA 13 (benchmarks/stacks/stacks.sh)
 # Multi-GPU kinds: NVLink multicast stays off (NCCL_NVLS_ENABLE=0 ...).
 set -u -o pipefail
-SUITES="tests suite beside first ranks cost graphs options phases counters instrument summary verdicts scale demo fixtures probes"
+SUITES="stacks tests suite beside first ranks cost graphs options phases counters instrument summary verdicts scale demo fixtures probes"
 case "${1:-}" in
   -h|--help) sed -n '2,/^# Multi-GPU/s/^# \{0,1\}//p' "$0"; exit 0 ;;
   "") echo "usage: bash benchmarks/gpu.sh SUITE [SUITE ...] (one of: $SUITES; --help says what each runs)"; exit 2 ;;
@@ -36,6 +37,8 @@ source benchmarks/gpu_prologue.sh "$OUT"
 summary=()
 for suite in "$@"; do
   case "$suite" in
+    stacks)
+      bash benchmarks/stacks/stacks.sh "${WHEELS:-.whl}" "$OUT" 2>&1 | grep -v "^20..-\|^NVIDIA\|^torch " | tail -40 ;;
     tests)
       timeout 300 python3 -m pytest tests/gpu tests/surfaces/test_readme_quickstart.py \
         tests/surfaces/test_readme_examples.py tests/capture/test_first_profile_metrics.py \

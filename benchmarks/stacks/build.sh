@@ -6,6 +6,7 @@
 #   bash build.sh 13 - OUT_DIR           against the toolkit's CUDA 13 runtime
 # -> OUT_DIR/libkstack.so
 set -eu
+case "${1:-}" in -h|--help|"") sed -n '2,/^set /s/^# \{0,1\}//p' "$0" | grep -v '^set '; [ -n "${1:-}" ]; exit $? ;; esac
 major=$1; wheels=$2; out=$3; mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$major" = 12 ]; then

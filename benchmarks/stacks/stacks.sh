@@ -5,6 +5,7 @@
 # Usage (GPU machine, repo root; the cu12 runtime and CUPTI wheels in WHEELS):
 #   bash benchmarks/stacks/stacks.sh WHEELS OUTDIR
 set -u -o pipefail
+case "${1:-}" in -h|--help|"") sed -n '2,/^set /s/^# \{0,1\}//p' "$0" | grep -v '^set '; [ -n "${1:-}" ]; exit $? ;; esac
 wheels=$1; out=$2; mkdir -p "$out"
 source benchmarks/gpu_prologue.sh "$out"
 export LOOPSCOPE_CACHE_DIR=/tmp/loopscope-stacks-cache  # not under $out: 8 files come back

@@ -104,6 +104,12 @@ def test_a_cuda_12_driver_leaves_cupti_13_out_and_says_why(trees):
                            "driver 570.86.15 runs CUDA 12.8"),)
 
 
+def test_a_cuda_13_0_driver_keeps_cupti_13(trees):
+    p = plan(facts(trees, driver="580.65.06", driver_cuda=13000))
+    assert p.majors == (13, 12) and p.left_out == ()
+    assert p.candidates[0] == trees["w13"]
+
+
 @pytest.mark.parametrize("driver, cuda", [("580.65.06", 13000), ("580.159.04", 13000),
                                           ("580.64.99", 12090), ("575.51.03", 12090),
                                           ("535.54.03", 12020), ("535.54.02", 12010),
@@ -159,6 +165,7 @@ def fakes(tmp_path_factory):
     src.write_text(FAKE_CUPTI)
     out = {}
     for name, soname, version in (("v12", "libcupti.so.12", 28), ("v13", "libcupti.so.13", 130001),
+                                  ("v120", "libcupti.so.12", 18), ("v118", "libcupti.so.11", 17),
                                   ("old", "libcupti.so.11", 15)):
         path = root / name / soname
         path.parent.mkdir()
@@ -209,6 +216,14 @@ def test_a_broken_file_and_a_too_old_cupti_are_passed_over_and_named(fakes):
     assert not got["ok"] and got["path"] is None
     assert fakes["broken"] in got["error"] and fakes["old"] in got["error"]
     assert "older than CUDA 12.0" in got["error"]
+
+
+def test_cuda_12_0s_api_18_is_the_oldest_taken(fakes):
+    # CUPTI_API_VERSION is 18 in CUDA 12.0's cupti_version.h (12.0.146); 17 is older
+    got = load_in_child([fakes["v118"], fakes["v120"]])
+    assert got["ok"] and got["path"] == fakes["v120"] and got["major"] == 12
+    assert load_in_child([fakes["v118"]])["error"].endswith(
+        "CUPTI API version 17 is older than CUDA 12.0's (18)")
 
 
 def test_a_mapped_cupti_loopscope_cannot_use_is_never_doubled(fakes):

@@ -349,3 +349,23 @@ def test_doctor_on_a_cpu_machine_with_the_cuda_12_cupti_wheel(tmp_path):
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert text.returncode == 1
     assert "libcupti.so.12 (API 28, CUDA 12.9" in text.stdout and "driver:      none" in text.stdout
+
+
+@NEED_WHEELS
+def test_doctor_as_a_process_on_a_cuda_12_runtime_names_the_cupti_beside_it(tmp_path):
+    site = next(Path(WHEELS).glob("*12.9*"))
+    runtime = site / "nvidia/cuda_runtime/lib/libcudart.so.12"
+    done = subprocess.run([sys.executable, "-m", "loopscope", "doctor", "--no-torch", "--runtime",
+                           str(runtime), "--json", "-"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)  # no PYTHONPATH: found beside the runtime
+    d = json.loads(done.stdout)
+    assert d["runtime"]["loaded"] == str(runtime)
+    assert d["cupti"]["path"] == str(site / "nvidia/cuda_cupti/lib/libcupti.so.12")
+    assert d["cupti"]["order"].startswith("the CUDA runtime loaded in this process")
+
+
+def test_doctor_names_a_runtime_it_cannot_load(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "loopscope", "doctor", "--runtime",
+                           str(tmp_path / "nothing.so")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("loopscope doctor: error: --runtime ") and "nothing.so" in done.stderr

@@ -32,6 +32,7 @@ examples:
   %(prog)s
   %(prog)s --json -          # the same as a JSON object on stdout
   %(prog)s --no-torch        # without importing torch (a CuPy or JAX process)
+  %(prog)s --no-torch --runtime /path/to/libcudart.so.12   # as a process on that runtime
 
 exit status: 0 everything loopscope measures is available here; 1 something
 is not (each problem is listed with its fix); 2 usage error."""
@@ -234,9 +235,20 @@ def add_doctor_parser(sub: Any) -> None:
                    "and nothing else there)")
     p.add_argument("--no-torch", action="store_true",
                    help="do not import torch (and skip the per-GPU counters check)")
+    p.add_argument("--runtime", metavar="LIBCUDART",
+                   help="load this CUDA runtime first, as your program does (a libcudart.so.N "
+                   "of a CUDA 12 application without torch): the answer is then that process's")
 
 
 def doctor_command(args: argparse.Namespace) -> int:
+    if args.runtime:
+        import ctypes
+
+        try:
+            ctypes.CDLL(args.runtime, mode=ctypes.RTLD_GLOBAL)
+        except OSError as error:
+            print(f"loopscope doctor: error: --runtime {args.runtime}: {error}", file=sys.stderr)
+            return 2
     d = doctor(torch=not args.no_torch)
     text = json.dumps(d, indent=2)
     if args.json == "-":

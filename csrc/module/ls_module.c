@@ -442,6 +442,13 @@ static PyObject *core_cupti_loaded(PyObject *module, PyObject *unused)
     return PyBool_FromLong(ls_cupti_loaded());
 }
 
+static PyObject *core_driver_present(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyBool_FromLong(ls_cuda_driver_present());
+}
+
 static PyObject *core_driver_cuda_version(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -456,6 +463,8 @@ static PyMethodDef core_methods[] = {
      "cupti_load(candidates) -> {ok, path, version, major, how, pm_missing, error}: CUPTI "
      "loaded as a profile loads it."},
     {"cupti_loaded", core_cupti_loaded, METH_NOARGS, "True once CUPTI is loaded here."},
+    {"driver_present", core_driver_present, METH_NOARGS,
+     "True when libcuda.so.1 can be opened (a profile loads CUPTI only then)."},
     {"driver_cuda_version", core_driver_cuda_version, METH_NOARGS,
      "The loaded driver's CUDA version (13000 for 13.0); 0 when no driver is loaded."},
     {"graphs_prepared", core_graphs_prepared, METH_NOARGS,

@@ -208,7 +208,9 @@ def plan(f: Facts) -> Plan:
 
 def candidates() -> tuple[str, ...]:
     """For the C core at each profile start: nothing once CUPTI is loaded
-    (the core keeps the one it has), else the plan for this process now."""
-    if _core.cupti_loaded():
+    (the core keeps the one it has) or where there is no driver (the core
+    loads none then), else the plan for this process now (~2 ms in a torch
+    process: /proc/self/maps, torch's version.py)."""
+    if _core.cupti_loaded() or not _core.driver_present():
         return ()
     return plan(facts()).candidates

@@ -172,6 +172,9 @@ def plan(f: Facts) -> Plan:
     """The candidates for these facts, best first, and what was left out."""
     runtime_major = major_of(f.runtime) if f.runtime else None
     torch_major = int(f.torch_cuda.split(".")[0]) if f.torch_cuda else None
+    # a CUDA 11 runtime or torch build decides nothing: loopscope reads CUPTI 12 and 13 only
+    runtime_major = runtime_major if runtime_major in MAJORS else None
+    torch_major = torch_major if torch_major in MAJORS else None
     if runtime_major:
         first, why = runtime_major, f"the CUDA runtime loaded in this process ({f.runtime})"
     elif torch_major:

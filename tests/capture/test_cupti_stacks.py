@@ -84,6 +84,12 @@ def test_a_loaded_cuda_12_runtime_puts_its_own_cupti_first(trees):
     assert "runtime loaded" in p.why_order
 
 
+def test_a_cuda_11_runtime_decides_nothing(trees, tmp_path):
+    old = touch(tmp_path / "cuda-11.8/lib64/libcudart.so.11.0")
+    p = plan(facts(trees, runtime=old, torch_cuda="11.8", driver="580.159.04", driver_cuda=13000))
+    assert p.majors == (13, 12) and not any(".so.11" in c for c in p.candidates)
+
+
 def test_torch_cuda_12_build_decides_before_the_driver(trees):
     p = plan(facts(trees, torch_cuda="12.8", driver="580.159.04", driver_cuda=13000))
     assert p.majors == (12, 13) and "12.8" in p.why_order

@@ -161,8 +161,6 @@ ls_pmconfig *config_new(const char *chip, const uint8_t *availability, size_t av
     return c;
 }
 
-} // namespace
-
 // The oracle of ls_metric_choose: builds the host object and config image of
 // the names kept, and says whether they fit one pass.
 struct fits_ctx {
@@ -191,6 +189,8 @@ int fits_one_pass(const unsigned char *keep, size_t n, void *opaque)
         return -1;
     return c->passes == 1 ? 1 : 0;
 }
+
+} // namespace
 
 extern "C" int ls_pmconfig_create(const char *chip, const uint8_t *availability,
                                   size_t availability_size, const char *const *names, size_t n,

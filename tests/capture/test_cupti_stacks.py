@@ -375,3 +375,21 @@ def test_doctor_names_a_runtime_it_cannot_load(tmp_path):
                            str(tmp_path / "nothing.so")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.startswith("loopscope doctor: error: --runtime ") and "nothing.so" in done.stderr
+
+
+@NEED_WHEELS
+@pytest.mark.parametrize("cuda, api, pm", [("12.0", 18, False), ("12.6", 24, True)])
+def test_a_real_cupti_before_12_6_traces_and_says_sm_dram_need_12_6(tmp_path, cuda, api, pm):
+    # NVIDIA's own libcupti.so.12 of CUDA 12.0 (no PM sampling API) and 12.6 (the first with it)
+    site = Path(WHEELS) / f"cu12-{cuda}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "loopscope", "doctor", "--no-torch", "--json", "-"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    d = json.loads(done.stdout)
+    assert d["cupti"]["path"] == str(site / "nvidia/cuda_cupti/lib/libcupti.so.12")
+    assert (d["cupti"]["version"], d["cupti"]["cuda"]) == (api, cuda)
+    assert d["cupti"]["pm_sampling"] is pm
+    said = [p for p in d["problems"] if p.startswith("SM and DRAM need CUPTI 12.6 or later")]
+    assert len(said) == (0 if pm else 1)
+    if not pm:
+        assert "cuptiPmSamplingEnable" in said[0] and "nvidia-cuda-cupti-cu12>=12.6" in said[0]

@@ -207,9 +207,16 @@ def test_projections_exact(test_clock):
     assert len(sync_gaps) == 1
     assert s["loop"] == {"from": "steps", "ms": loop_ns / MS, "busy_ms": busy_ns / MS,
                          "idle_ms": sum(b - a for a, b in gaps) / MS,
-                         "sync_idle_ms": sync_idle_ns / MS, "ops": 6, "kernels": 6}
+                         "sync_idle_ms": sync_idle_ns / MS, "ops": 6, "kernels": 6,
+                         "start_ns": starts[0], "end_ns": starts[0] + loop_ns,
+                         "host_ms": (test_clock.at(7) - starts[0]) / MS,
+                         "gpu_floor_ms": busy_ns / MS,  # one device, every kernel inside
+                         "host_ranges_ms": 0.0, "host_ranges": []}
     launch = busy_ns + FLOOR_US * US * len(kernels) + sync_idle_ns
-    without_sync = loop_ns - sync_idle_ns
+    # the sync gap (255 us) outlasts the 150 us the host waited: removing
+    # the sync wins only the wait (issue 39: the host's own work stays)
+    assert sync_idle_ns > 150 * US
+    without_sync = loop_ns - 150 * US
     p = s["diagnosis"]["projections"]
     assert [x["kind"] for x in p] == ["launch_gaps", "sync_site"]  # the longer saving first
     assert p[0]["current_ms"] == loop_ns / MS
@@ -222,6 +229,17 @@ def test_projections_exact(test_clock):
     assert p[1]["projected_ms"] == without_sync / MS
     assert p[1]["speedup"] == round(loop_ns / without_sync, 3)
     assert p[1]["site"]["line"] == line and p[1]["site"]["gap_ms"] == sync_idle_ns / MS
+    assert p[1]["site"]["cost_ms"] == 150 * US / MS
+    assert p[1]["floors"] == {"host_ms": without_sync / MS, "gpu_busy_ms": busy_ns / MS,
+                              "kernels_change": False,
+                              "host": "the steps' host time less the 0.150 ms the host was "
+                                      "blocked in these syncs"}
+    assert p[1]["basis"].endswith(
+        "removing them wins at most the time the host waited in each: the other "
+        f"{(sync_idle_ns - 150 * US) / MS:.3f} ms of that idle the host spent on its own work "
+        "before its next launch (Python and launches between the wait and the next GPU op); "
+        f"floors: the host's own work {without_sync / MS:.3f} ms (the steps' host time less "
+        f"the 0.150 ms the host was blocked in these syncs), the GPU busy {busy_ns / MS:.3f} ms")
     assert p[1]["text"].startswith(f"removing the sync at {display_path(THIS_FILE)}:{line} "
                                    "(wait_for_gpu()) would make this loop ~")
     (site,) = s["syncs"]["sites"]
@@ -245,7 +263,10 @@ def test_memory_bound_steps_projected_at_the_measured_peak(test_clock):
         with prof.step():
             pass
         start = test_clock.at(1)
-        kernels = [(start + i * 11 * US, start + i * 11 * US + 10 * US, 0, 7, i + 1, "copy")
+        # 30 us copies 31 us apart: the GPU runs on 54 us after the step's
+        # host time (100 us) ended, so faster kernels shorten the loop (the
+        # host's own work, a floor since issue 39, stays below it)
+        kernels = [(start + i * 31 * US, start + i * 31 * US + 30 * US, 0, 7, i + 1, "copy")
                    for i in range(5)]
         _testhooks._inject("api", [(start, start + 1, i + 1) for i in range(5)])
         _testhooks._inject("kernel", kernels)
@@ -254,8 +275,9 @@ def test_memory_bound_steps_projected_at_the_measured_peak(test_clock):
                                    "gr_active_pct": 100.0})])
     s = prof.summary()
     assert s["steps"][0]["verdict"] == "MEMORY_BOUND"
-    busy_ns = 5 * 10 * US
+    busy_ns = 5 * 30 * US
     loop_ns = max(test_clock.at(2), kernels[-1][1]) - start
+    assert loop_ns - busy_ns * (1 - 75 / 84) > test_clock.at(2) - start  # above the host floor
     saved = busy_ns * (1 - 75 / 84)
     (memory,) = [p for p in s["diagnosis"]["projections"] if p["kind"] == "memory_bound"]
     assert memory["current_ms"] == loop_ns / MS
@@ -263,6 +285,11 @@ def test_memory_bound_steps_projected_at_the_measured_peak(test_clock):
     assert memory["speedup"] == round(loop_ns / (loop_ns - saved), 3)
     assert memory["text"].startswith("the 1 memory-bound steps at the measured peak DRAM "
                                      "throughput would")
+    assert memory["floors"] == {"host_ms": (test_clock.at(2) - start) / MS,
+                                "gpu_busy_ms": busy_ns / MS, "kernels_change": True,
+                                "host": "the steps' host time less the 0.000 ms the host was "
+                                        "blocked in syncs"}
+    assert "this changes the kernels" in memory["basis"]
 
 
 def test_no_projection_without_a_gpu_time_line():

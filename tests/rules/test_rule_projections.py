@@ -22,12 +22,53 @@ def summary(loop_ms: float, site_gaps_ms: list[float]) -> dict:
     projection saves only launch gaps), and one sync site per gap given:
     site k at loop.py:10+k, one item() sync whose gap in steps is that figure."""
     sites = [{"file": "/work/loop.py", "line": 10 + k, "function": "train", "code": "x.item()",
-              "call": "x.item()", "kind": "item", "count": 1, "blocked_ms": 0.25,
+              "call": "x.item()", "kind": "item", "count": 1, "blocked_ms": 100.0,
               "gap_ms": gap, "gap_in_steps_ms": gap, "apis": {}, "steps": [0]}
              for k, gap in enumerate(site_gaps_ms)]
     return {"loop": {"from": "steps", "ms": loop_ms, "busy_ms": loop_ms / 2, "idle_ms": loop_ms / 2,
                      "sync_idle_ms": 0.0, "ops": 10, "kernels": 10},
             "gaps": {"worst": []}, "syncs": {"sites": sites}, "steps": [], "graphs": None}
+
+
+def floored(loop_ms: float, gpu_ms: float, cost_ms: float, blocked_ms: float) -> dict:
+    """One site whose syncs caused cost_ms of idle up to the next launch
+    (each capped by its own wait, _syncs.build_syncs) and blocked the host
+    blocked_ms, in a loop whose steps' host time is the loop and whose GPU
+    was busy gpu_ms in its window."""
+    s = summary(loop_ms, [cost_ms])
+    s["loop"].update(host_ms=loop_ms, gpu_floor_ms=gpu_ms, busy_ms=gpu_ms)
+    s["syncs"]["sites"][0].update(cost_in_steps_ms=cost_ms, blocked_in_steps_ms=blocked_ms,
+                                  blocked_ms=blocked_ms)
+    return s
+
+
+@pytest.mark.parametrize("cost_ms, blocked_ms, saved_ms", [
+    (2.0, 1.0, 1.0),    # the host waited 1 ms: the other 1 ms of idle was its own work
+    (2.0, 2.0, 2.0),    # on the floor
+    (2.0, 3.0, 2.0)])   # the wait outlasted the idle: the idle is the win
+def test_removing_syncs_never_goes_below_the_hosts_own_work(cost_ms, blocked_ms, saved_ms):
+    """Issue 39: the loop (20 ms of host time) less the time blocked in the
+    site's syncs is the host's own work, which stays."""
+    (p,) = sync_projections(floored(20.0, 1.0, cost_ms, blocked_ms))
+    assert p["saved_ms"] == saved_ms
+    assert p["projected_ms"] >= 20.0 - blocked_ms
+    assert p["floors"]["host_ms"] == 20.0 - blocked_ms
+    assert f"floors: the host's own work {20.0 - blocked_ms:.1f} ms" in p["basis"]
+
+
+@pytest.mark.parametrize("gpu_ms, saved_ms", [(9.0, 1.0), (7.0, 2.0), (8.0, 2.0)])
+def test_no_projection_goes_below_the_gpu_busy_time(gpu_ms, saved_ms):
+    """A 10 ms loop, a site costing 2 ms with 5 ms of waits: the GPU busy
+    9 ms leaves 1 ms to win; at 8 ms the win just fits; at 7 ms it is whole.
+    The CUDA-graph projection is held at the GPU's busy time too."""
+    s = floored(10.0, gpu_ms, 2.0, 5.0)
+    (p,) = sync_projections(s)
+    assert p["saved_ms"] == saved_ms
+    assert p["floors"]["gpu_busy_ms"] == gpu_ms
+    s["loop"]["busy_ms"] = 0.0  # a graph formula that would fall below the window's busy time
+    graph = next(x for x in _projections.project(s, "CPU_LAUNCH_BOUND")
+                 if x["kind"] == "launch_gaps")
+    assert graph["projected_ms"] == gpu_ms
 
 
 def sync_projections(s: dict) -> list[dict]:

@@ -9,6 +9,8 @@ that never do).  The documented numbers are written here, never imported:
 1.05x, three sites, the shown digits."""
 from __future__ import annotations
 
+import html
+
 import pytest
 
 from loopscope.figures import _projections
@@ -135,3 +137,42 @@ def test_without_steps_at_most_three_longest_gaps_are_named(gaps_ms, named):
     assert launch["text"].endswith(
         f"(no steps marked: every gap of the GPU time line counts{longest}; mark steps to "
         "project the loop alone)")
+
+
+@pytest.mark.parametrize("gap_ms, shown", [(10.0, "50% of this saving"),
+                                           (20.0, "100% of this saving"),
+                                           (30.0, "more than this whole saving")])
+def test_a_gap_longer_than_the_saving_is_no_share_over_100(gap_ms, shown):
+    """Issue 39: "1180% of this saving" read as a slip.  No steps, a 40 ms
+    time line busy 20 ms: the graph saves 20 ms less the replay gaps; a
+    named gap up to the saving is a share of it, a longer one is "more
+    than this whole saving"."""
+    s = summary(40.0, [])
+    s["loop"].update({"from": "gpu", "busy_ms": 20.0, "ops": 0})
+    s["gaps"]["worst"] = [{"duration_us": gap_ms * 1e3}]
+    (launch,) = [p for p in _projections.project(s, "CPU_LAUNCH_BOUND")
+                 if p["kind"] == "launch_gaps"]
+    assert launch["saved_ms"] == 20.0
+    assert f", the longest ({gap_ms:.1f} ms) too, {shown}, which may lie" in launch["text"]
+
+
+@pytest.mark.parametrize("saved_ms, listed", [(0.5, True), (0.49, False)])
+def test_only_notable_wins_are_listed_under_what_it_would_win(saved_ms, listed):
+    """Issue 39: wins of 1.00x were listed under "What it would win".  A
+    projection under 1.05x stays in the summary but the report and the HTML
+    list it only as a count."""
+    from loopscope.views import _html, _report
+    s = summary(10.5, [saved_ms])
+    s["loop"].update(busy_ms=10.0, sync_idle_ms=0.3)  # the CUDA graph wins little too
+    projections = _projections.project(s, "SYNC_BOUND")
+    s["diagnosis"] = {"verdict": "SYNC_BOUND", "projections": projections, "reasons": [],
+                      "actions": []}
+    site = next(p for p in projections if p["kind"] == "sync_site")
+    assert site["notable"] is listed
+    lines = _report._projection_lines(s)
+    assert (f"  * {site['text']}" in lines) is listed
+    little = sum(not p["notable"] for p in projections)
+    assert lines[-1] == ("  " + ("" if listed else "nothing notable: ")
+                         + f"{little} change{'' if little == 1 else 's'} would win little "
+                         "(summary['diagnosis']['projections'])")
+    assert (html.escape(site["text"]) in _html._verdict(s)) is listed

@@ -121,6 +121,8 @@ def _entry(kind: str, what: str, current: float, saved: float, basis: str,
         "projected_ms": round(projected, 6),
         "saved_ms": round(saved, 6),
         "speedup": None if speedup is None else round(speedup, 3),
+        # worth listing under "What it would win" (the views leave the rest out)
+        "notable": speedup is None or speedup >= NOTABLE_SPEEDUP,
         "text": f"{what} {gain}: {ms_text(current)} -> {ms_text(projected)} ms" + caveat,
         "basis": basis,
         "floors": floors,

@@ -308,6 +308,10 @@ class Resolver:
         self._internal = _internal_prefixes()
         self._sources = _Sources()
         self._memo: dict[tuple, Site] = {}
+        # A trace's threads named by a string ("tid": "25738") are carried as
+        # that string's hash: the name, where the reader gave one, is what
+        # every view shows (the summary's sites and the reasons quoting them)
+        self.thread_names: dict[Any, Any] = {}
 
     def _is_internal(self, file: str | None) -> bool:
         """torch, loopscope and the standard library; an installed library
@@ -447,7 +451,8 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
             entry = sites[key] = {
                 "file": site.file, "line": site.line, "function": site.function,
                 "code": site.code, "call": site.call, "kind": site.kind, "count": 0,
-                "blocked_ms": 0.0, "steps": [], "thread_id": thread_id, "apis": {},
+                "blocked_ms": 0.0, "steps": [],
+                "thread_id": resolver.thread_names.get(thread_id, thread_id), "apis": {},
                 "first_ns": start_ns, "gap_ms": 0.0, "gap_in_steps_ms": 0.0,
                 "blocked_in_steps_ms": 0.0, "cost_ms": 0.0, "cost_in_steps_ms": 0.0,
             }

@@ -66,7 +66,8 @@ def shape_gaps(raw: dict[str, Any], thresholds_us: tuple[float, float], busy_ns:
 
 # The model's gap figures (a gaps dict's keys) in the order of GAP_STEP_COLUMNS.
 _RAW_GAP_KEYS = ("count", "normal", "warning", "severe", "total_ns", "p50_ns", "p99_ns",
-                 "max_ns", "host", "sync", "other", "host_ns", "sync_ns", "other_ns")
+                 "max_ns", "host", "sync", "other", "host_ns", "sync_ns", "other_ns",
+                 "sync_overlap_ns")
 
 
 def shape_gaps_many(raws: Sequence[dict[str, Any]], thresholds_us,
@@ -105,6 +106,10 @@ def _gap_fields(cols: dict[str, Any], thresholds_us) -> dict[str, _rows.Field]:
             "host": _rows.exported("host_ms", _rows.scaled(cols["gap_host_ns"], 1e6)),
             "sync": _rows.exported("sync_ms", _rows.scaled(cols["gap_sync_ns"], 1e6)),
             "other": _rows.scaled(cols["gap_other_ns"], 1e6)}, shared=False),
+        # The gaps a sync overlapped, whole: idle_by_cause_ms["sync"] keeps only
+        # what the host still waited in the sync, "host" the rest (its own
+        # work before the next launch, which removing the sync leaves)
+        "idle_sync_overlapped_ms": _rows.scaled(cols["gap_sync_overlap_ns"], 1e6),
     }
 
 
@@ -279,7 +284,7 @@ def _loop(cols: dict[str, Any], total: dict[str, Any], model=None) -> dict[str, 
     window (_gpu_floor_ms); host_ranges(_ms): see _host_ranges."""
     if len(cols["index"]):
         stats: dict[str, Any] = {name: _core._column_stats(cols[name]) for name in (
-            "start_ns", "end_ns", "last_ns", "busy_ns", "idle_ns", "gap_sync_ns", "kernels",
+            "start_ns", "end_ns", "last_ns", "busy_ns", "idle_ns", "gap_sync_overlap_ns", "kernels",
             "memcpys", "memsets", "graphs")}  # (count, sum, min, max): no int per item
         start = stats["start_ns"][2]
         end = max(stats["end_ns"][3], stats["last_ns"][3])
@@ -289,7 +294,7 @@ def _loop(cols: dict[str, Any], total: dict[str, Any], model=None) -> dict[str, 
             "ms": _ms(max(end - start, 0)),
             "busy_ms": _ms(stats["busy_ns"][1]),
             "idle_ms": _ms(stats["idle_ns"][1]),
-            "sync_idle_ms": _ms(stats["gap_sync_ns"][1]),
+            "sync_idle_ms": _ms(stats["gap_sync_overlap_ns"][1]),
             "ops": kernels + stats["memcpys"][1] + stats["memsets"][1] + stats["graphs"][1],
             "kernels": kernels,
             "start_ns": start,
@@ -303,7 +308,7 @@ def _loop(cols: dict[str, Any], total: dict[str, Any], model=None) -> dict[str, 
         "ms": _ms(max(total["last_ns"] - total["first_ns"], 0)),
         "busy_ms": _ms(total["busy_ns"]),
         "idle_ms": _ms(total["gaps"]["total_ns"]),
-        "sync_idle_ms": _ms(total["gaps"]["sync_ns"]),
+        "sync_idle_ms": _ms(total["gaps"]["sync_overlap_ns"]),
         "ops": total["kernels"] + total["memcpys"] + total["memsets"] + total["graphs"],
         "kernels": total["kernels"],
         "start_ns": total["first_ns"],
@@ -536,7 +541,7 @@ class RangeSteps(NamedTuple):
 HOST_STEP_COLUMNS = ("index", "name", "start_ns", "end_ns", "syncs")
 GAP_STEP_COLUMNS = ("gap_count", "gap_normal", "gap_warning", "gap_severe", "idle_ns",
                     "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host", "gap_sync", "gap_other",
-                    "gap_host_ns", "gap_sync_ns", "gap_other_ns")
+                    "gap_host_ns", "gap_sync_ns", "gap_other_ns", "gap_sync_overlap_ns")
 GPU_STEP_COLUMNS = ("first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets", "graphs",
                     "comm_ns", "compute_ns", "kernel_ns", "shaped_ns", "filled_ns")
 READINESS_STEP_COLUMNS = ("graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",

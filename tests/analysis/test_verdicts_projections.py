@@ -217,6 +217,14 @@ def test_projections_exact(test_clock):
     # the sync wins only the wait (issue 39: the host's own work stays)
     assert sync_idle_ns > 150 * US
     without_sync = loop_ns - 150 * US
+    # the idle split by the same accounting: of the 255 us gap the sync
+    # overlapped, the host waited 150 us; the rest was its own work
+    host_ns = sum(b - a for a, b in gaps) - sync_idle_ns
+    assert s["gaps"]["by_cause"]["sync"] == 1
+    assert s["gaps"]["idle_sync_overlapped_ms"] == sync_idle_ns / MS
+    assert s["gaps"]["idle_by_cause_ms"] == {
+        "sync": 150 * US / MS, "host": pytest.approx((host_ns + sync_idle_ns - 150 * US) / MS),
+        "other": 0.0}
     p = s["diagnosis"]["projections"]
     assert [x["kind"] for x in p] == ["launch_gaps", "sync_site"]  # the longer saving first
     assert p[0]["current_ms"] == loop_ns / MS
@@ -456,3 +464,41 @@ def test_collectives_are_not_judged_for_fill():
     top = {k["name"]: k for k in s["top_kernels"]}
     assert top["ncclDevKernel_AllReduce_Sum_bf16_RING_LL"]["share_pct"] == round(
         100 * 100 / 120, 2)  # of all kernel time, collectives included
+
+
+# -- issue 39: the host busy in a named range that launches nothing ------------------
+
+@pytest.mark.parametrize("gap_us, named", [(200, True), (201, False)])
+def test_a_late_launch_inside_a_data_loading_range_names_the_range(test_clock, gap_us, named):
+    """One step [1.1, 1.4] ms (scripted clock reads 1-4) holding a range
+    "DataLoader" [1.2, 1.3] ms that launches nothing.  Kernel 1 runs
+    1.110-1.120 ms; kernel 2 is launched after the GPU went idle and starts
+    gap_us later: one host-late gap.  100 us of it lies inside the range:
+    exactly half of the late-launch idle (200 us) names the range as the
+    action, a CUDA graph otherwise (201 us: just under half)."""
+    test_clock.set(1 * MS, TICK)
+    with loopscope.profile() as prof:
+        with prof.step():
+            with loopscope.range("DataLoader"):
+                pass
+        step = test_clock.at(1)
+        k1 = (step + 10 * US, step + 20 * US, 0, 7, 1, "k1", 0, 64, 128)
+        k2_start = k1[1] + gap_us * US
+        k2 = (k2_start, k2_start + 10 * US, 0, 7, 2, "k2", 0, 64, 128)
+        _testhooks._inject("api", [(step + 5 * US, step + 5 * US + 1, 1),
+                                   (k2_start - 5 * US, k2_start - 5 * US + 1, 2)])
+        _testhooks._inject("kernel", [k1, k2])
+    s = prof.summary()
+    inside_us = (test_clock.at(3) - test_clock.at(2)) / US
+    assert inside_us == 100
+    assert s["gaps"]["idle_by_cause_ms"]["host"] == gap_us * US / MS
+    assert s["loop"]["host_ranges"] == [{"name": "DataLoader", "host_ms": 0.1,
+                                         "idle_ms": inside_us * US / MS}]
+    d = s["diagnosis"]
+    assert d["verdict"] == "CPU_LAUNCH_BOUND"
+    assert (inside_us >= 0.5 * gap_us) == named
+    assert d["actions"][0].startswith("the host is busy in DataLoader while the GPU waits") \
+        == named
+    assert d["actions"][0].startswith("capture the step in a CUDA graph") != named
+    assert (f"{100 * inside_us / gap_us:.1f}% of the idle lies inside DataLoader, host work "
+            "that launches nothing (0.100 ms of host time)") in d["reasons"][1]

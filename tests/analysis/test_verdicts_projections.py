@@ -502,3 +502,69 @@ def test_a_late_launch_inside_a_data_loading_range_names_the_range(test_clock, g
     assert d["actions"][0].startswith("capture the step in a CUDA graph") != named
     assert (f"{100 * inside_us / gap_us:.1f}% of the idle lies inside DataLoader, host work "
             "that launches nothing (0.100 ms of host time)") in d["reasons"][1]
+
+
+# -- issue 39: a sync's cost is capped by its own wait, sync by sync ----------------
+
+wait_100us = c_callable([("cudaStreamSynchronize", 100 * US)])
+
+
+def test_one_wait_is_charged_once_across_the_gaps_it_overlapped(test_clock):
+    """One step [1.3, 1.5] ms with a 100 us stream sync entered at 1.4 ms.
+    Kernels 1.301-1.39, 1.45-1.46 (launched at 1.42) and 1.52-1.53
+    (launched at 1.47): the two 60 us gaps between them both overlap the
+    sync.  Together they outlast its wait: 100 us of their 120 us is the
+    sync's (60 + the 40 us left of the wait), the rest the host's."""
+    test_clock.set(1 * MS, TICK)
+    with loopscope.profile() as prof:
+        with prof.step():  # reads 1-2
+            pass
+        with prof.step():  # reads 3-5, the sync at 4
+            wait_100us()
+        t = test_clock.at(3)
+        kernels = [(t + 1 * US, t + 90 * US, 0, 7, 1, "k1"),
+                   (t + 150 * US, t + 160 * US, 0, 7, 2, "k2"),
+                   (t + 220 * US, t + 230 * US, 0, 7, 3, "k3")]
+        _testhooks._inject("api", [(t + 500, t + 501, 1), (t + 120 * US, t + 120 * US + 1, 2),
+                                   (t + 170 * US, t + 170 * US + 1, 3)])
+        _testhooks._inject("kernel", kernels)
+    s = prof.summary()
+    sync = (test_clock.at(4), test_clock.at(4) + 100 * US)
+    gaps = [(a[1], b[0]) for a, b in zip(kernels, kernels[1:])]
+    assert all(a < sync[1] and b > sync[0] for a, b in gaps)  # both overlap the sync
+    overlapped = sum(b - a for a, b in gaps)
+    assert overlapped == 120 * US
+    assert s["gaps"]["by_cause"] == {"host": 0, "sync": 2, "other": 0}
+    assert s["gaps"]["idle_sync_overlapped_ms"] == overlapped / MS
+    assert s["gaps"]["idle_by_cause_ms"] == {"sync": 100 * US / MS,
+                                             "host": (overlapped - 100 * US) / MS, "other": 0.0}
+
+
+def test_a_site_wins_the_sum_of_each_syncs_capped_cost(test_clock):
+    """One line's sync in two steps, 100 us each (1.2-1.3 and 1.5-1.6 ms):
+    in step 0 it overlaps a 155 us gap (it wins its 100 us wait), in step 1
+    a 10 us gap (it wins 10 us).  The site wins 110 us: each sync capped by
+    its own wait, not the site's 165 us of gaps against its 200 us of
+    waits."""
+    test_clock.set(1 * MS, TICK)
+    with loopscope.profile() as prof:
+        for _ in range(2):
+            with prof.step():  # reads 1-3 (the sync at 2), then 4-6 (at 5)
+                line = here() + 1
+                wait_100us()
+        a, b = test_clock.at(1), test_clock.at(4)
+        kernels = [(a + 1 * US, a + 50 * US, 0, 7, 1, "k0"),
+                   (a + 205 * US, a + 215 * US, 0, 7, 2, "k1"),
+                   (b + 1 * US, b + 190 * US, 0, 7, 3, "k2"),
+                   (b + 200 * US, b + 210 * US, 0, 7, 4, "k3")]
+        _testhooks._inject("api", [(a + 500, a + 501, 1), (a + 150 * US, a + 150 * US + 1, 2),
+                                   (b + 500, b + 501, 3), (b + 195 * US, b + 195 * US + 1, 4)])
+        _testhooks._inject("kernel", kernels)
+    s = prof.summary()
+    (site,) = s["syncs"]["sites"]
+    gap0, gap1 = 155 * US, 10 * US
+    assert (site["line"], site["count"], site["gap_in_steps_ms"]) == (line, 2, (gap0 + gap1) / MS)
+    cost = min(gap0, 100 * US) + min(gap1, 100 * US)
+    assert site["cost_in_steps_ms"] == cost / MS
+    (p,) = [x for x in s["diagnosis"]["projections"] if x["kind"] == "sync_site"]
+    assert p["saved_ms"] == pytest.approx(cost / MS, abs=1e-6)

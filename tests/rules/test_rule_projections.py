@@ -32,13 +32,15 @@ def summary(loop_ms: float, site_gaps_ms: list[float]) -> dict:
             "gaps": {"worst": []}, "syncs": {"sites": sites}, "steps": [], "graphs": None}
 
 
-def floored(loop_ms: float, gpu_ms: float, cost_ms: float, blocked_ms: float) -> dict:
+def floored(loop_ms: float, gpu_ms: float, cost_ms: float, blocked_ms: float,
+            drain_ms: float = 0.0) -> dict:
     """One site whose syncs caused cost_ms of idle up to the next launch
     (each capped by its own wait, _syncs.build_syncs) and blocked the host
-    blocked_ms, in a loop whose steps' host time is the loop and whose GPU
-    was busy gpu_ms in its window."""
+    blocked_ms, in a loop whose steps' host time is the loop less drain_ms
+    (the GPU's work after the last step) and whose GPU was busy gpu_ms in
+    its window."""
     s = summary(loop_ms, [cost_ms])
-    s["loop"].update(host_ms=loop_ms, gpu_floor_ms=gpu_ms, busy_ms=gpu_ms)
+    s["loop"].update(host_ms=loop_ms - drain_ms, gpu_floor_ms=gpu_ms, busy_ms=gpu_ms)
     s["syncs"]["sites"][0].update(cost_in_steps_ms=cost_ms, blocked_in_steps_ms=blocked_ms,
                                   blocked_ms=blocked_ms)
     return s
@@ -53,6 +55,11 @@ def test_removing_syncs_never_goes_below_the_hosts_own_work(cost_ms, blocked_ms,
     site's syncs is the host's own work, which stays."""
     (p,) = sync_projections(floored(20.0, 1.0, cost_ms, blocked_ms))
     assert p["saved_ms"] == saved_ms
+    # the GPU drains 0.5 ms after the steps: the host floor is lower by as
+    # much, but a site still wins no more than its waits
+    (drained,) = sync_projections(floored(20.0, 1.0, cost_ms, blocked_ms, drain_ms=0.5))
+    assert drained["saved_ms"] == saved_ms
+    assert drained["floors"]["host_ms"] == 19.5 - blocked_ms
     assert p["projected_ms"] >= 20.0 - blocked_ms
     assert p["floors"]["host_ms"] == 20.0 - blocked_ms
     assert f"floors: the host's own work {20.0 - blocked_ms:.1f} ms" in p["basis"]

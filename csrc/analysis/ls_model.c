@@ -41,6 +41,7 @@ void ls_model_free(ls_model *m)
     free(m->call_step);
     free(m->api_step);
     free(m->sync_gap_ns);
+    free(m->gap_waited_ns);
     ls_readiness_free(&m->readiness);
     ls_kernels_free(&m->kernels);
     free(m->gaps);

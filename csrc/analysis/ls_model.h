@@ -81,7 +81,11 @@ extern const uint64_t ls_model_hist_edges_ns[LS_HIST_BINS];
 typedef struct {
     uint64_t count, by_class[LS_CLASS_COUNT];
     uint64_t by_cause[LS_CAUSE_COUNT];
-    uint64_t by_cause_ns[LS_CAUSE_COUNT]; /* idle time per cause */
+    uint64_t by_cause_ns[LS_CAUSE_COUNT]; /* idle time per cause; of a sync-caused gap only
+                                             what the host still waited in its sync counts
+                                             as sync, the rest (its own work before the
+                                             next launch) as host (ls_model_sync_gaps) */
+    uint64_t sync_overlap_ns;             /* the sync-caused gaps' idle time, whole */
     uint64_t total_ns, max_ns, p50_ns, p99_ns; /* nearest-rank percentiles */
     uint64_t histogram[LS_HIST_BINS];
     uint64_t merged; /* idle intervals of at most records->merge_idle_upto_ns, not
@@ -176,6 +180,10 @@ typedef struct {
     uint64_t *sync_gap_ns;  /* per sync: idle time of the gaps it overlapped most (of all
                                the syncs overlapping a sync-caused gap, the one overlapping
                                it longest, the earlier on a tie, gets that gap) */
+    uint64_t *gap_waited_ns; /* per gap: of a sync-caused one, the idle charged to its sync
+                                (no more than the host was blocked in it, less what its
+                                earlier gaps took); NULL until ls_model_sync_gaps or
+                                without a sync-caused gap */
     int32_t *call_step;     /* per call (records->calls): its step, -1 when none */
     int32_t *api_step;      /* per API record: its step, set for graph launches only (read
                                by the readiness only: NULL once the model is built) */

@@ -333,8 +333,42 @@ int ls_model_fill_and_comm(ls_ctx *c)
     return 0;
 }
 
+/* The device timeline of gap g (its device's, found from the last one
+ * looked up: the gaps come device by device). */
+static ls_timeline *device_of_gap(ls_model *m, const ls_gap *g, size_t *last)
+{
+    if (*last < m->device_count && m->devices[*last].line.device_id == g->device_id)
+        return &m->devices[*last];
+    for (size_t d = 0; d < m->device_count; d++)
+        if (m->devices[d].line.device_id == g->device_id) {
+            *last = d;
+            return &m->devices[d];
+        }
+    return NULL;
+}
+
+/* Charges sync-caused gap g (its sync `k`) against what the host still
+ * had of its wait (budget[k]): that much of the gap was the sync's, the
+ * rest the host's own work before its next launch, which removing the
+ * sync leaves in place (issue 39).  The device's statistics, made before
+ * the charges, move that rest from sync to host. */
+static void charge_gap(ls_model *m, size_t g, uint64_t *budget, size_t *last_device)
+{
+    const ls_gap *gap = &m->gaps[g];
+    uint64_t d = gap->end_ns - gap->start_ns;
+    uint64_t waited = d < *budget ? d : *budget;
+    *budget -= waited;
+    m->gap_waited_ns[g] = waited;
+    ls_timeline *device = device_of_gap(m, gap, last_device);
+    if (device != NULL && device->gaps.by_cause_ns[LS_CAUSE_SYNC] >= d - waited) {
+        device->gaps.by_cause_ns[LS_CAUSE_SYNC] -= d - waited;
+        device->gaps.by_cause_ns[LS_CAUSE_HOST] += d - waited;
+    }
+}
+
 /* sync_gap_ns: each sync-caused gap's idle time goes to the sync that
- * overlapped it longest (see ls_model.h). */
+ * overlapped it longest (see ls_model.h); gap_waited_ns: the part of it
+ * the host was still blocked for (charge_gap). */
 int ls_model_sync_gaps(ls_ctx *c)
 {
     ls_model *m = c->m;
@@ -342,11 +376,19 @@ int ls_model_sync_gaps(ls_ctx *c)
     size_t n = w->count;
     ls_key *keys = ls_bulk_malloc(room_for(n) * sizeof *keys);
     uint64_t *max_end = ls_bulk_malloc(room_for(n) * sizeof *max_end);
-    if (keys == NULL || max_end == NULL) {
+    uint64_t *budget = ls_bulk_malloc(room_for(n) * sizeof *budget);
+    if (n > 0 && m->gap_count > 0)
+        m->gap_waited_ns = ls_bulk_calloc(room_for(m->gap_count), sizeof *m->gap_waited_ns);
+    if (keys == NULL || max_end == NULL || budget == NULL ||
+        (n > 0 && m->gap_count > 0 && m->gap_waited_ns == NULL)) {
         free(keys);
         free(max_end);
+        free(budget);
         return -1;
     }
+    for (size_t i = 0; i < n; i++)
+        budget[i] = w->items[i].blocked_ns;
+    size_t last_device = 0;
     for (size_t i = 0; i < n; i++)
         keys[i] = (ls_key){w->items[i].start_ns, w->items[i].end_ns, 0, (uint32_t)i};
     ls_model_sort_keys(keys, n);
@@ -374,10 +416,15 @@ int ls_model_sync_gaps(ls_ctx *c)
                 best = k;
             }
         }
-        if (best < n)
+        if (best < n) {
             m->sync_gap_ns[keys[best].index] += gap->end_ns - gap->start_ns;
+            charge_gap(m, g, &budget[keys[best].index], &last_device);
+        } else if (m->gap_waited_ns != NULL) { /* no sync overlaps it after all: all the sync's */
+            m->gap_waited_ns[g] = gap->end_ns - gap->start_ns;
+        }
     }
     free(keys);
     free(max_end);
+    free(budget);
     return 0;
 }

@@ -84,6 +84,17 @@ static uint64_t select_rank(uint64_t *v, size_t n, size_t k)
     return v[k];
 }
 
+uint64_t ls_model_gap_waited(const ls_model *m, const ls_gap *g)
+{
+    uint64_t d = g->end_ns - g->start_ns;
+    if (g->cause != LS_CAUSE_SYNC || m->gap_waited_ns == NULL)
+        return d;
+    uintptr_t at = (uintptr_t)g, first = (uintptr_t)m->gaps;
+    if (at < first || at >= first + m->gap_count * sizeof *g) /* a stream's own gap */
+        return d;
+    return m->gap_waited_ns[(at - first) / sizeof *g];
+}
+
 /* Adds gap g to statistics s (zeroed when they start), its duration to
  * c->scratch[s->count]; gap_stats_finish then takes the percentiles. */
 static void gap_stats_add(const ls_ctx *c, ls_gap_stats *s, const ls_gap *g)
@@ -95,7 +106,14 @@ static void gap_stats_add(const ls_ctx *c, ls_gap_stats *s, const ls_gap *g)
         s->max_ns = d;
     s->by_class[g->gap_class]++;
     s->by_cause[g->cause]++;
-    s->by_cause_ns[g->cause] += d;
+    if (g->cause == LS_CAUSE_SYNC) {
+        uint64_t waited = ls_model_gap_waited(c->m, g);
+        s->sync_overlap_ns += d;
+        s->by_cause_ns[LS_CAUSE_SYNC] += waited;
+        s->by_cause_ns[LS_CAUSE_HOST] += d - waited;
+    } else {
+        s->by_cause_ns[g->cause] += d;
+    }
     s->histogram[hist_bin(d)]++;
 }
 

@@ -19,6 +19,11 @@ typedef struct {
     int sampled;           /* keep the sampled device's intervals in ctx->intervals */
 } ls_sweep_out;
 
+/* Of gap g's idle, what its sync charged as the host's wait (see
+ * ls_model.h gap_waited_ns): the whole gap when no sync caused it, before
+ * the charges are made, or for a gap that is not one of m->gaps. */
+uint64_t ls_model_gap_waited(const ls_model *m, const ls_gap *g);
+
 /* Statistics of the gaps gaps[idx[i]] (or gaps[i] when idx is NULL). */
 void ls_model_gap_stats(const ls_ctx *c, const ls_gap *gaps, const uint32_t *idx, size_t n,
                         ls_gap_stats *s);

@@ -602,6 +602,20 @@ static int core_exec(PyObject *module)
     if (PyModule_AddIntConstant(module, "TRACE_MAX_NAME", LS_KINETO_MAX_NAME) != 0 ||
         PyModule_AddIntConstant(module, "TRACE_MAX_UNIT", LS_KINETO_MAX_UNIT) != 0)
         return -1;
+    /* the one list of reasons a reader skips a record for its times (ls_tbuild.h) */
+    PyObject *reasons = PyTuple_New(LS_TB_TIME_REASONS);
+    for (int i = 0; reasons != NULL && i < LS_TB_TIME_REASONS; i++) {
+        PyObject *text = PyUnicode_FromString(ls_tb_time_reason_text[i]);
+        if (text == NULL)
+            Py_CLEAR(reasons);
+        else
+            PyTuple_SET_ITEM(reasons, i, text);
+    }
+    int added = reasons != NULL &&
+                PyModule_AddObjectRef(module, "TIME_SKIP_REASONS", reasons) == 0;
+    Py_XDECREF(reasons);
+    if (!added)
+        return -1;
     if (PyModule_AddFunctions(module, ls_strict_py_methods) != 0 ||
         PyModule_AddFunctions(module, ls_inject_methods) != 0)
         return -1;

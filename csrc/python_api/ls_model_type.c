@@ -87,7 +87,7 @@ static PyObject *gap_stats_dict(const ls_gap_stats *s)
     if (hist == NULL)
         return NULL;
     return ls_py_dict_of(
-        16, "count", U64(s->count), "normal", U64(s->by_class[LS_CLASS_NORMAL]), "warning",
+        17, "sync_overlap_ns", U64(s->sync_overlap_ns), "count", U64(s->count), "normal", U64(s->by_class[LS_CLASS_NORMAL]), "warning",
         U64(s->by_class[LS_CLASS_WARNING]), "severe", U64(s->by_class[LS_CLASS_SEVERE]), "host",
         U64(s->by_cause[LS_CAUSE_HOST]), "sync", U64(s->by_cause[LS_CAUSE_SYNC]), "other",
         U64(s->by_cause[LS_CAUSE_OTHER]), "total_ns", U64(s->total_ns), "max_ns",
@@ -903,7 +903,7 @@ static const char *const step_column_names[] = {
     "gap_severe", "gap_host", "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
     "gap_max_ns", "gap_p50_ns", "gap_p99_ns", "graph_launches", "replay_host_ns",
     "replay_pairs", "memory_calls", "first_memory_call", "stream_ordered", "pageable_copies",
-    "first_pageable_op", "first_pageable_call", "ops", "signature",
+    "first_pageable_op", "first_pageable_call", "ops", "signature", "gap_sync_overlap_ns",
 };
 #define STEP_COLUMNS COLUMNS(step_column_names)
 
@@ -944,6 +944,7 @@ static void step_values(const ls_model_object *self, size_t s, uint64_t *out)
         g->p99_ns, r->graph_launches, r->replay_host_ns, r->replay_pairs, r->memory_calls,
         (uint64_t)r->first_memory_call, r->stream_ordered, r->pageable_copies,
         (uint64_t)r->first_pageable_op, (uint64_t)r->first_pageable_call, r->ops, r->signature,
+        g->sync_overlap_ns,
     };
     _Static_assert(sizeof values / sizeof values[0] == STEP_COLUMNS, "one value a column");
     memcpy(out, values, sizeof values);
@@ -1107,7 +1108,7 @@ static const char *const group_column_names[] = {
     "first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets", "graphs", "graph_ns",
     "compute_ns", "comm_ns", "kernel_ns", "shaped_ns", "filled_ns", "gap_count", "gap_normal",
     "gap_warning", "gap_severe", "idle_ns", "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host",
-    "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns",
+    "gap_sync", "gap_other", "gap_host_ns", "gap_sync_ns", "gap_other_ns", "gap_sync_overlap_ns",
 };
 #define GROUP_COLUMNS COLUMNS(group_column_names)
 _Static_assert(GROUP_COLUMNS <= 64 && STEP_COLUMNS <= 64, "column_table takes 64 columns");
@@ -1129,7 +1130,7 @@ static void group_values(const ls_model_object *self, size_t g, uint64_t *out)
         s->by_class[LS_CLASS_WARNING], s->by_class[LS_CLASS_SEVERE], s->total_ns, s->p50_ns,
         s->p99_ns, s->max_ns, s->by_cause[LS_CAUSE_HOST], s->by_cause[LS_CAUSE_SYNC],
         s->by_cause[LS_CAUSE_OTHER], s->by_cause_ns[LS_CAUSE_HOST],
-        s->by_cause_ns[LS_CAUSE_SYNC], s->by_cause_ns[LS_CAUSE_OTHER],
+        s->by_cause_ns[LS_CAUSE_SYNC], s->by_cause_ns[LS_CAUSE_OTHER], s->sync_overlap_ns,
     };
     _Static_assert(sizeof values / sizeof values[0] == GROUP_COLUMNS, "one value a column");
     memcpy(out, values, sizeof values);
@@ -1339,7 +1340,8 @@ static PyMethodDef model_methods[] = {
      "gap_max_ns, gap_p50_ns, gap_p99_ns; its readiness: graph_launches, replay_host_ns, "
      "replay_pairs, memory_calls, first_memory_call, stream_ordered, pageable_copies, "
      "first_pageable_op, first_pageable_call (int64, -1: none), ops, signature (the rest "
-     "uint64); and 'name': a list of the steps' names.  A million steps without a dict per "
+     "uint64); gap_sync_overlap_ns (the sync-caused gaps' whole idle: gap_sync_ns keeps what "
+     "the host waited in its sync, gap_host_ns the rest); and 'name': a list of the steps' names.  A million steps without a dict per "
      "step."},
     {"group_table", model_group_table, METH_VARARGS,
      "group_table(columns=None) -> {column: memoryview} of those columns (all when None), one "
@@ -1349,7 +1351,7 @@ static PyMethodDef model_methods[] = {
      "kernel_ns, shaped_ns, "
      "filled_ns; its gaps: gap_count, gap_normal, gap_warning, gap_severe, idle_ns, gap_p50_ns, "
      "gap_p99_ns, gap_max_ns, gap_host, gap_sync, gap_other, gap_host_ns, gap_sync_ns, "
-     "gap_other_ns; and 'name': a list of the groups' names.  A million names without a dict "
+     "gap_other_ns, gap_sync_overlap_ns; and 'name': a list of the groups' names.  A million names without a dict "
      "per group."},
     {"group_metrics", model_group_metrics, METH_NOARGS,
      "group_metrics() -> per group (as groups()) its 'metrics' dict, or None without samples."},

@@ -266,11 +266,11 @@ static int add_row(ls_tbuild *b, ls_row_kind kind, PyObject *row)
         return -1;
     ls_tbuild_seen(b, cls);
     if (!has[0] || !has[1]) {
-        ls_tbuild_skip(b, cls, "no start or end time");
+        ls_tbuild_skip_times(b, cls, LS_TB_TIME_NO_START_END);
         return 0;
     }
     if (kind != R_POINT && v[1] < v[0]) {
-        ls_tbuild_skip(b, cls, "ends before it starts");
+        ls_tbuild_skip_times(b, cls, LS_TB_TIME_ENDS_BEFORE);
         return 0;
     }
     int rc = 0;
@@ -452,15 +452,20 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
     const ls_kineto *k = &r->kineto;
     const ls_tbuild *b = &k->build;
     /* Per class of event: how many were seen, skipped, and the first reason. */
+    /* skipped_times: of those skipped, how many for their times (ls_tb_time_reason). */
     PyObject *seen = PyDict_New(), *skipped = PyDict_New(), *why = PyDict_New();
-    int failed = seen == NULL || skipped == NULL || why == NULL;
+    PyObject *timed = PyDict_New();
+    int failed = seen == NULL || skipped == NULL || why == NULL || timed == NULL;
     for (int c = 0; !failed && c < LS_TB_CLASSES; c++) {
         const char *name = ls_tbuild_class_name((ls_tb_class)c);
-        PyObject *n = U64(b->seen[c]), *s = U64(b->skipped[c]);
-        failed = n == NULL || s == NULL || (b->seen[c] && PyDict_SetItemString(seen, name, n)) ||
-                 (b->skipped[c] && PyDict_SetItemString(skipped, name, s));
+        PyObject *n = U64(b->seen[c]), *s = U64(b->skipped[c]), *t = U64(b->skipped_times[c]);
+        failed = n == NULL || s == NULL || t == NULL ||
+                 (b->seen[c] && PyDict_SetItemString(seen, name, n)) ||
+                 (b->skipped[c] && PyDict_SetItemString(skipped, name, s)) ||
+                 (b->skipped_times[c] && PyDict_SetItemString(timed, name, t));
         Py_XDECREF(n);
         Py_XDECREF(s);
+        Py_XDECREF(t);
         if (!failed && b->why[c][0]) {
             PyObject *w = PyUnicode_DecodeUTF8(b->why[c], (Py_ssize_t)strlen(b->why[c]), "replace");
             failed = w == NULL || PyDict_SetItemString(why, name, w);
@@ -471,6 +476,7 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
         Py_XDECREF(seen);
         Py_XDECREF(skipped);
         Py_XDECREF(why);
+        Py_XDECREF(timed);
         return NULL;
     }
     PyObject *devices = PyList_New(0);
@@ -497,7 +503,7 @@ PyObject *ls_trace_stats(PyObject *module, PyObject *capsule)
         4, "kernels", U64(b->kernels), "missing", U64(b->geometry_missing), "bad",
         U64(b->geometry_bad), "why", ls_py_text_or_none(b->geometry_why[0] ? b->geometry_why : NULL));
     return ls_py_dict_of(
-        20, "thread_names", thread_names, "kernel_geometry", geometry, "facts_bad", U64(b->facts_bad), "frames_dropped", U64(b->frames_dropped), "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
+        21, "skipped_times", timed, "thread_names", thread_names, "kernel_geometry", geometry, "facts_bad", U64(b->facts_bad), "frames_dropped", U64(b->frames_dropped), "seen", seen, "skipped", skipped, "why", why, "events", U64(k->events), "offset_ns",
         PyLong_FromLongLong(b->offset_ns), "shift_ns", U64(b->shift_ns), "frames_used",
         U64(b->frames_used), "devices", devices, "ops", U64(b->rec.ops.count), "apis",
         U64(b->rec.apis.count), "calls", U64(b->rec.calls.count), "ranges",

@@ -562,7 +562,7 @@ static int add_counter(ls_kineto *k, const ls_event *ev, const ls_json_string *s
     ls_tbuild *b = &k->build;
     int64_t ts;
     if (!ev->has_ts || ls_json_number_scaled(&ev->ts, 3, &ts) != 0) {
-        ls_tbuild_skip(b, LS_TB_COUNTER, "no usable ts");
+        ls_tbuild_skip_times(b, LS_TB_COUNTER, LS_TB_TIME_NO_TS);
         return 0;
     }
     uint32_t device = 0;
@@ -631,6 +631,11 @@ static int gpu_process(ls_kineto *k, const ls_event *ev)
         ls_tbuild_skip(b, (cls), (why));   \
         return 0;                          \
     } while (0)
+#define SKIP_TIMES(cls, why)                     \
+    do {                                         \
+        ls_tbuild_skip_times(b, (cls), (why));   \
+        return 0;                                \
+    } while (0)
 
 /* Records of one parsed event: 0, or -2 when memory ran out. */
 static int dispatch(ls_kineto *k, const ls_event *ev)
@@ -666,11 +671,11 @@ static int dispatch(ls_kineto *k, const ls_event *ev)
         SKIP(cls, ev->has_ph ? "ph is not \"X\" (a complete event)" : "no ph");
     int64_t ts, dur;
     if (!ev->has_ts || ls_json_number_scaled(&ev->ts, 3, &ts) != 0)
-        SKIP(cls, "no usable ts");
+        SKIP_TIMES(cls, LS_TB_TIME_NO_TS);
     if (!ev->has_dur || ls_json_number_scaled(&ev->dur, 3, &dur) != 0)
-        SKIP(cls, "no usable dur");
+        SKIP_TIMES(cls, LS_TB_TIME_NO_DUR);
     if (dur < 0)
-        SKIP(cls, "a negative dur");
+        SKIP_TIMES(cls, LS_TB_TIME_NEGATIVE_DUR);
     int64_t end = ts + dur;
     size_t len = 0;
     const char *name = NULL;

@@ -27,6 +27,11 @@ static const char *const class_names[LS_TB_CLASSES] = {
     "counter", "metadata", "other",
 };
 
+const char *const ls_tb_time_reason_text[LS_TB_TIME_REASONS] = {
+    "no usable ts", "no usable dur", "a negative dur", "no start or end time",
+    "ends before it starts", "a time 2**61 ns or more from the trace's start",
+};
+
 const char *ls_tbuild_class_name(ls_tb_class c)
 {
     return (unsigned)c < LS_TB_CLASSES ? class_names[c] : "?";
@@ -55,6 +60,12 @@ void ls_tbuild_skip(ls_tbuild *b, ls_tb_class c, const char *reason)
     b->skipped[c]++;
     if (b->why[c][0] == '\0')
         snprintf(b->why[c], sizeof b->why[c], "%s", reason);
+}
+
+void ls_tbuild_skip_times(ls_tbuild *b, ls_tb_class c, ls_tb_time_reason why)
+{
+    b->skipped_times[c]++;
+    ls_tbuild_skip(b, c, ls_tb_time_reason_text[why]);
 }
 
 static int fail(ls_tbuild *b)
@@ -93,8 +104,7 @@ static int times_ok(ls_tbuild *b, ls_tb_class cls, int64_t start, int64_t end)
 {
     if (start > -TIME_LIMIT && end < TIME_LIMIT && end >= start)
         return 1;
-    ls_tbuild_skip(b, cls, end < start ? "ends before it starts"
-                                       : "a time 2**61 ns or more from the trace's start");
+    ls_tbuild_skip_times(b, cls, end < start ? LS_TB_TIME_ENDS_BEFORE : LS_TB_TIME_TOO_FAR);
     return 0;
 }
 

@@ -34,6 +34,20 @@ typedef enum {
 /* The class's name as a file calls it ("kernel", "cuda_runtime", ...). */
 const char *ls_tbuild_class_name(ls_tb_class c);
 
+/* Why an event's times cannot be used: the one list every reader skips by
+ * (ls_tbuild_skip_times); the texts are ls_tb_time_reason_text. */
+typedef enum {
+    LS_TB_TIME_NO_TS,          /* Kineto: no ts, or one that is not a number */
+    LS_TB_TIME_NO_DUR,         /* Kineto: no dur, or one that is not a number */
+    LS_TB_TIME_NEGATIVE_DUR,   /* Kineto: dur < 0 */
+    LS_TB_TIME_NO_START_END,   /* Nsight Systems: a row with no start or no end */
+    LS_TB_TIME_ENDS_BEFORE,    /* an end before the start */
+    LS_TB_TIME_TOO_FAR,        /* 2**61 ns or more from the file's zero */
+    LS_TB_TIME_REASONS
+} ls_tb_time_reason;
+
+extern const char *const ls_tb_time_reason_text[LS_TB_TIME_REASONS];
+
 /* A host interval: a range, a Python function or a CPU op. */
 typedef struct {
     int64_t start, end;
@@ -92,6 +106,7 @@ typedef struct {
     uint8_t *api_alias;        /* per string id: ls_cbid_alias_of the name */
     size_t api_cache;
     uint64_t seen[LS_TB_CLASSES], skipped[LS_TB_CLASSES];
+    uint64_t skipped_times[LS_TB_CLASSES]; /* of skipped: for their times */
     uint64_t kernels;          /* kernels added (ls_tbuild_op) */
     uint64_t geometry_missing, geometry_bad; /* of them: no geometry kept, and why */
     char geometry_why[LS_TB_REASON];         /* the first reason one was bad */
@@ -115,6 +130,12 @@ static inline void ls_tbuild_seen(ls_tbuild *b, ls_tb_class c) { b->seen[c]++; }
 
 /* Counts a skipped event and keeps the first reason per class. */
 void ls_tbuild_skip(ls_tbuild *b, ls_tb_class c, const char *reason);
+
+/* Counts an event skipped for its times, for one of the reasons of this
+ * list (also in skipped_times[c]; its text is ls_tb_time_reason_text[why]).
+ * One list for every reader, so the durations check counts these records
+ * by their kind, never by a reader's wording (issue 39). */
+void ls_tbuild_skip_times(ls_tbuild *b, ls_tb_class c, ls_tb_time_reason why);
 
 /* A kernel's launch geometry as a file gives it, before any check: the
  * parts present (LS_TB_GRID, ...) and their values, -1 for a value that

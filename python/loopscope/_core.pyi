@@ -9,6 +9,7 @@ from typing import Any, Literal, final
 
 TRACE_MAX_NAME: int  # bytes of one name a trace reader keeps (longer: cut, with a note)
 TRACE_MAX_UNIT: int  # bytes of one Kineto event or top-level member (longer: refused)
+TIME_SKIP_REASONS: tuple[str, ...]  # why a reader skips a record for its times (one list)
 
 
 def start(

@@ -66,7 +66,8 @@ def shape_gaps(raw: dict[str, Any], thresholds_us: tuple[float, float], busy_ns:
 
 # The model's gap figures (a gaps dict's keys) in the order of GAP_STEP_COLUMNS.
 _RAW_GAP_KEYS = ("count", "normal", "warning", "severe", "total_ns", "p50_ns", "p99_ns",
-                 "max_ns", "host", "sync", "other", "host_ns", "sync_ns", "other_ns")
+                 "max_ns", "host", "sync", "other", "host_ns", "sync_ns", "other_ns",
+                 "sync_overlap_ns")
 
 
 def shape_gaps_many(raws: Sequence[dict[str, Any]], thresholds_us,
@@ -105,6 +106,10 @@ def _gap_fields(cols: dict[str, Any], thresholds_us) -> dict[str, _rows.Field]:
             "host": _rows.exported("host_ms", _rows.scaled(cols["gap_host_ns"], 1e6)),
             "sync": _rows.exported("sync_ms", _rows.scaled(cols["gap_sync_ns"], 1e6)),
             "other": _rows.scaled(cols["gap_other_ns"], 1e6)}, shared=False),
+        # The gaps a sync overlapped, whole: idle_by_cause_ms["sync"] keeps only
+        # what the host still waited in the sync, "host" the rest (its own
+        # work before the next launch, which removing the sync leaves)
+        "idle_sync_overlapped_ms": _rows.scaled(cols["gap_sync_overlap_ns"], 1e6),
     }
 
 
@@ -197,13 +202,89 @@ def _top_kernels(kernels: list[dict[str, Any]], kernel_ns: int) -> list[dict[str
     return out
 
 
-def _loop(cols: dict[str, Any], total: dict[str, Any]) -> dict[str, Any]:
+def _gpu_floor_ms(model, start_ns: int, end_ns: int) -> float:
+    """The GPU busy time of the loop's window [start_ns, end_ns] on its
+    busiest device (the model's busy intervals, whoever launched them): no
+    change that keeps the kernels makes the loop shorter (_projections)."""
+    if model is None or end_ns <= start_ns:
+        return 0.0
+    return _ms(max((model.busy_bins(start_ns, end_ns, 1, device=d["device"])[0]
+                    for d in model.devices()), default=0))
+
+
+# How many gaps and range instances of the loop's window are read to place
+# its idle time in the host's own ranges (_host_ranges): the longest gaps
+# hold the idle that matters, and a window query costs what it returns.
+HOST_RANGE_GAPS = 20000
+HOST_RANGE_INSTANCES = 20000
+HOST_RANGES_NAMED = 3
+
+
+def _union_ns(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            if b > merged[-1][1]:
+                merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _host_ranges(model, start_ns: int, end_ns: int) -> tuple[float, list[dict[str, Any]]]:
+    """The host's own work in the loop's window: named ranges that launch
+    no GPU work (data loading, a checkpoint, logging), which neither a CUDA
+    graph nor removing a sync takes away.  Returns the time the host spent
+    in any of them (their union, clipped to the window) and, per name, its
+    time and the GPU idle time that lies inside it (the longest gaps of the
+    window), most idle first."""
+    if model is None or end_ns <= start_ns or not model.group_count:
+        return 0.0, []
+    quiet = {g["name"] for g in model.groups()
+             if not (g["kernels"] or g["memcpys"] or g["memsets"] or g["graphs"])}
+    if not quiet:
+        return 0.0, []
+    w = model.window(start_ns, end_ns, limit=HOST_RANGE_INSTANCES, min_class="normal",
+                     kinds=("ranges",))
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for _, a, b, _, _, step, _, group in w["ranges"]:
+        if step is None and group in quiet:
+            spans.setdefault(group, []).append((max(a, start_ns), min(b, end_ns)))
+    if not spans:
+        return 0.0, []
+    gaps = model.window(start_ns, end_ns, limit=HOST_RANGE_GAPS, min_class="warning",
+                        kinds=("gaps",))["gaps"]
+    idle = sorted((g["start_ns"], g["start_ns"] + g["duration_ns"]) for g in gaps)
+    starts = [a for a, _ in idle]
+    out: list[dict[str, Any]] = []
+    for name, parts in spans.items():
+        merged = _union_ns(parts)
+        inside = 0
+        for a, b in merged:
+            for ga, gb in idle[max(bisect_left(starts, a) - 1, 0):bisect_left(starts, b)]:
+                inside += max(0, min(b, gb) - max(a, ga))
+        out.append({"name": name, "host_ms": _ms(sum(b - a for a, b in merged)),
+                    "idle_ms": _ms(inside)})
+    out.sort(key=lambda r: (-r["idle_ms"], -r["host_ms"], r["name"]))
+    everything = _union_ns([p for parts in spans.values() for p in parts])
+    return _ms(sum(b - a for a, b in everything)), out[:HOST_RANGES_NAMED]
+
+
+def _host_work(model, start_ns: int, end_ns: int) -> dict[str, Any]:
+    host_ms, ranges = _host_ranges(model, start_ns, end_ns)
+    return {"host_ranges_ms": host_ms, "host_ranges": ranges}
+
+
+def _loop(cols: dict[str, Any], total: dict[str, Any], model=None) -> dict[str, Any]:
     """summary["loop"]: the loop's window and what the GPU did in it (see
     _projections): the steps (their columns, see _steps), or without steps
-    the GPU's time line."""
+    the GPU's time line.  start_ns/end_ns: the window; host_ms: the steps'
+    own span (first start to last end; None without steps), where the host
+    did its work; gpu_floor_ms: the busiest device's busy time in the
+    window (_gpu_floor_ms); host_ranges(_ms): see _host_ranges."""
     if len(cols["index"]):
         stats: dict[str, Any] = {name: _core._column_stats(cols[name]) for name in (
-            "start_ns", "end_ns", "last_ns", "busy_ns", "idle_ns", "gap_sync_ns", "kernels",
+            "start_ns", "end_ns", "last_ns", "busy_ns", "idle_ns", "gap_sync_overlap_ns", "kernels",
             "memcpys", "memsets", "graphs")}  # (count, sum, min, max): no int per item
         start = stats["start_ns"][2]
         end = max(stats["end_ns"][3], stats["last_ns"][3])
@@ -213,18 +294,28 @@ def _loop(cols: dict[str, Any], total: dict[str, Any]) -> dict[str, Any]:
             "ms": _ms(max(end - start, 0)),
             "busy_ms": _ms(stats["busy_ns"][1]),
             "idle_ms": _ms(stats["idle_ns"][1]),
-            "sync_idle_ms": _ms(stats["gap_sync_ns"][1]),
+            "sync_idle_ms": _ms(stats["gap_sync_overlap_ns"][1]),
             "ops": kernels + stats["memcpys"][1] + stats["memsets"][1] + stats["graphs"][1],
             "kernels": kernels,
+            "start_ns": start,
+            "end_ns": end,
+            "host_ms": _ms(max(stats["end_ns"][3] - start, 0)),  # the steps' own span
+            "gpu_floor_ms": _gpu_floor_ms(model, start, end),
+            **_host_work(model, start, end),
         }
     return {
         "from": "gpu",
         "ms": _ms(max(total["last_ns"] - total["first_ns"], 0)),
         "busy_ms": _ms(total["busy_ns"]),
         "idle_ms": _ms(total["gaps"]["total_ns"]),
-        "sync_idle_ms": _ms(total["gaps"]["sync_ns"]),
+        "sync_idle_ms": _ms(total["gaps"]["sync_overlap_ns"]),
         "ops": total["kernels"] + total["memcpys"] + total["memsets"] + total["graphs"],
         "kernels": total["kernels"],
+        "start_ns": total["first_ns"],
+        "end_ns": total["last_ns"],
+        "host_ms": None,  # no steps: the host's part of the time line is not known
+        "gpu_floor_ms": _gpu_floor_ms(model, total["first_ns"], total["last_ns"]),
+        **_host_work(model, total["first_ns"], total["last_ns"]),
     }
 
 
@@ -450,7 +541,7 @@ class RangeSteps(NamedTuple):
 HOST_STEP_COLUMNS = ("index", "name", "start_ns", "end_ns", "syncs")
 GAP_STEP_COLUMNS = ("gap_count", "gap_normal", "gap_warning", "gap_severe", "idle_ns",
                     "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host", "gap_sync", "gap_other",
-                    "gap_host_ns", "gap_sync_ns", "gap_other_ns")
+                    "gap_host_ns", "gap_sync_ns", "gap_other_ns", "gap_sync_overlap_ns")
 GPU_STEP_COLUMNS = ("first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "memsets", "graphs",
                     "comm_ns", "compute_ns", "kernel_ns", "shaped_ns", "filled_ns")
 READINESS_STEP_COLUMNS = ("graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
@@ -759,7 +850,7 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     step_names = _step_name_lookup(cols["index"], [s["name"] for s in step_list])
     if gpu and model is not None:
         total = model.total()
-        summary["loop"] = _loop(cols, total)
+        summary["loop"] = _loop(cols, total, model)
         summary["graphs"] = _graphs(total, step_list)
         kernels = model.kernels()
         summary["top_kernels"] = _top_kernels(kernels[:TOP_KERNELS],

@@ -21,6 +21,7 @@ from loopscope.surfaces._compare import compare, regressions
 from loopscope.views._html import render
 from loopscope.views._report import format_report, short_text
 from loopscope._summary import build_summary
+from trace_fixtures import trace_doc, write
 
 # CI runs the suite again with ASan preloaded, where matplotlib cannot load.
 UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
@@ -281,14 +282,80 @@ def test_trace_steps_check_counts_profiler_steps():
     assert {c["name"]: c for c in got}["steps"]["ok"] is True
 
 
-def test_trace_durations_read_the_records_skipped_for_their_times():
-    stats = {"skipped": {"kernel": 4, "counter": 2},
-             "why": {"kernel": "ends before it starts", "counter": "no usable ts"}}
-    got = {c["name"]: c for c in _checks.trace_checks({"steps": []}, stats, [], None)}
-    assert got["durations"]["ok"] is False and "4 GPU op record(s)" in got["durations"]["detail"]
-    stats = {"skipped": {"counter": 2}, "why": {"counter": "no usable ts"}}
-    got = {c["name"]: c for c in _checks.trace_checks({"steps": []}, stats, [], None)}
-    assert got["durations"]["ok"] is True
+def _kineto_with(tmp_path, bad: dict) -> dict:
+    """A Kineto trace of two good kernels and a third whose fields are
+    `bad` (merged over a good kernel's), read by loopscope.analyze."""
+    def kernel(at, corr, over=None):
+        k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": at, "dur": 5.0,
+             "args": {"device": 0, "stream": 7, "correlation": corr}}
+        k.update(over or {})
+        return {key: v for key, v in k.items() if v is not None}
+    events = [kernel(10.0, 1), kernel(30.0, 2), kernel(50.0, 3, bad)]
+    path = write(tmp_path / "t.json", trace_doc(events))
+    return loopscope.analyze(path)
+
+
+@pytest.mark.parametrize("bad, reason", [
+    ({"dur": -3.0}, "a negative dur"),
+    ({"dur": None}, "no usable dur"),
+    ({"dur": "soon"}, "no usable dur"),
+    ({"ts": None}, "no usable ts")])
+def test_every_kineto_op_dropped_for_its_times_fails_durations(tmp_path, bad, reason):
+    """Issue 39: the Kineto reader's reasons ("a negative dur", "no usable
+    dur/ts") once passed the check, which knew only older wording.  The
+    reader now counts such records under the one shared list of reasons
+    (_core.TIME_SKIP_REASONS); the check reads the count, not the text."""
+    assert reason in _core.TIME_SKIP_REASONS
+    summary = _kineto_with(tmp_path, bad)
+    assert summary["gpu"]["kernels"] == 2
+    assert summary["trace"]["skip_reasons"] == {"kernel": reason}
+    got = checks_by_name(summary)["durations"]
+    assert got["ok"] is False
+    assert got["detail"].startswith(f"1 GPU op record(s) were left out as invalid (kernel: "
+                                    f"{reason})")
+
+
+def test_an_op_dropped_for_another_reason_passes_durations(tmp_path):
+    """A kernel with no device is skipped too, but not for its times: the
+    durations check is about times only."""
+    summary = _kineto_with(tmp_path, {"pid": "gpu", "args": {"stream": 7, "correlation": 3}})
+    assert summary["trace"]["skipped"] == {"kernel": 1}
+    assert checks_by_name(summary)["durations"]["ok"] is True
+
+
+@pytest.mark.parametrize("start, end, reason", [
+    (None, 60_000, "no start or end time"), (50_000, None, "no start or end time"),
+    (50_000, 40_000, "ends before it starts")])
+def test_every_nsys_row_dropped_for_its_times_fails_durations(tmp_path, start, end, reason):
+    """The same for Nsight Systems rows (a kernel row with no start or no
+    end, or an end before its start)."""
+    import sqlite3
+    path = tmp_path / "k.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT NOT NULL,"
+        " contextId INT NOT NULL, streamId INT NOT NULL, correlationId INT, globalPid INT,"
+        " demangledName INT NOT NULL, shortName INT NOT NULL);"
+        "INSERT INTO StringIds VALUES (1, 'k');"
+        "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.11.1');")
+    for row in [(10_000, 15_000, 1), (30_000, 35_000, 2), (start, end, 3)]:
+        db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,0,1,7,?,1,1,1)", row)
+    db.commit()
+    db.close()
+    assert reason in _core.TIME_SKIP_REASONS
+    summary = loopscope.analyze(path)
+    assert summary["gpu"]["kernels"] == 2
+    got = checks_by_name(summary)["durations"]
+    assert got["ok"] is False and f"(kernel: {reason})" in got["detail"]
+
+
+def test_the_time_reasons_are_one_list():
+    """Every reader skips for its times by one list; a reason is named
+    once in it."""
+    reasons = _core.TIME_SKIP_REASONS
+    assert len(set(reasons)) == len(reasons) and all(reasons)
 
 
 # -- the regression gates ------------------------------------------------------------

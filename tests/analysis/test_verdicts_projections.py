@@ -207,9 +207,24 @@ def test_projections_exact(test_clock):
     assert len(sync_gaps) == 1
     assert s["loop"] == {"from": "steps", "ms": loop_ns / MS, "busy_ms": busy_ns / MS,
                          "idle_ms": sum(b - a for a, b in gaps) / MS,
-                         "sync_idle_ms": sync_idle_ns / MS, "ops": 6, "kernels": 6}
+                         "sync_idle_ms": sync_idle_ns / MS, "ops": 6, "kernels": 6,
+                         "start_ns": starts[0], "end_ns": starts[0] + loop_ns,
+                         "host_ms": (test_clock.at(7) - starts[0]) / MS,
+                         "gpu_floor_ms": busy_ns / MS,  # one device, every kernel inside
+                         "host_ranges_ms": 0.0, "host_ranges": []}
     launch = busy_ns + FLOOR_US * US * len(kernels) + sync_idle_ns
-    without_sync = loop_ns - sync_idle_ns
+    # the sync gap (255 us) outlasts the 150 us the host waited: removing
+    # the sync wins only the wait (issue 39: the host's own work stays)
+    assert sync_idle_ns > 150 * US
+    without_sync = loop_ns - 150 * US
+    # the idle split by the same accounting: of the 255 us gap the sync
+    # overlapped, the host waited 150 us; the rest was its own work
+    host_ns = sum(b - a for a, b in gaps) - sync_idle_ns
+    assert s["gaps"]["by_cause"]["sync"] == 1
+    assert s["gaps"]["idle_sync_overlapped_ms"] == sync_idle_ns / MS
+    assert s["gaps"]["idle_by_cause_ms"] == {
+        "sync": 150 * US / MS, "host": pytest.approx((host_ns + sync_idle_ns - 150 * US) / MS),
+        "other": 0.0}
     p = s["diagnosis"]["projections"]
     assert [x["kind"] for x in p] == ["launch_gaps", "sync_site"]  # the longer saving first
     assert p[0]["current_ms"] == loop_ns / MS
@@ -222,6 +237,17 @@ def test_projections_exact(test_clock):
     assert p[1]["projected_ms"] == without_sync / MS
     assert p[1]["speedup"] == round(loop_ns / without_sync, 3)
     assert p[1]["site"]["line"] == line and p[1]["site"]["gap_ms"] == sync_idle_ns / MS
+    assert p[1]["site"]["cost_ms"] == 150 * US / MS
+    assert p[1]["floors"] == {"host_ms": without_sync / MS, "gpu_busy_ms": busy_ns / MS,
+                              "kernels_change": False,
+                              "host": "the steps' host time less the 0.150 ms the host was "
+                                      "blocked in these syncs"}
+    assert p[1]["basis"].endswith(
+        "removing them wins at most the time the host waited in each: the other "
+        f"{(sync_idle_ns - 150 * US) / MS:.3f} ms of that idle the host spent on its own work "
+        "before its next launch (Python and launches between the wait and the next GPU op); "
+        f"floors: the host's own work {without_sync / MS:.3f} ms (the steps' host time less "
+        f"the 0.150 ms the host was blocked in these syncs), the GPU busy {busy_ns / MS:.3f} ms")
     assert p[1]["text"].startswith(f"removing the sync at {display_path(THIS_FILE)}:{line} "
                                    "(wait_for_gpu()) would make this loop ~")
     (site,) = s["syncs"]["sites"]
@@ -245,7 +271,10 @@ def test_memory_bound_steps_projected_at_the_measured_peak(test_clock):
         with prof.step():
             pass
         start = test_clock.at(1)
-        kernels = [(start + i * 11 * US, start + i * 11 * US + 10 * US, 0, 7, i + 1, "copy")
+        # 30 us copies 31 us apart: the GPU runs on 54 us after the step's
+        # host time (100 us) ended, so faster kernels shorten the loop (the
+        # host's own work, a floor since issue 39, stays below it)
+        kernels = [(start + i * 31 * US, start + i * 31 * US + 30 * US, 0, 7, i + 1, "copy")
                    for i in range(5)]
         _testhooks._inject("api", [(start, start + 1, i + 1) for i in range(5)])
         _testhooks._inject("kernel", kernels)
@@ -254,8 +283,9 @@ def test_memory_bound_steps_projected_at_the_measured_peak(test_clock):
                                    "gr_active_pct": 100.0})])
     s = prof.summary()
     assert s["steps"][0]["verdict"] == "MEMORY_BOUND"
-    busy_ns = 5 * 10 * US
+    busy_ns = 5 * 30 * US
     loop_ns = max(test_clock.at(2), kernels[-1][1]) - start
+    assert loop_ns - busy_ns * (1 - 75 / 84) > test_clock.at(2) - start  # above the host floor
     saved = busy_ns * (1 - 75 / 84)
     (memory,) = [p for p in s["diagnosis"]["projections"] if p["kind"] == "memory_bound"]
     assert memory["current_ms"] == loop_ns / MS
@@ -263,6 +293,11 @@ def test_memory_bound_steps_projected_at_the_measured_peak(test_clock):
     assert memory["speedup"] == round(loop_ns / (loop_ns - saved), 3)
     assert memory["text"].startswith("the 1 memory-bound steps at the measured peak DRAM "
                                      "throughput would")
+    assert memory["floors"] == {"host_ms": (test_clock.at(2) - start) / MS,
+                                "gpu_busy_ms": busy_ns / MS, "kernels_change": True,
+                                "host": "the steps' host time less the 0.000 ms the host was "
+                                        "blocked in syncs"}
+    assert "this changes the kernels" in memory["basis"]
 
 
 def test_no_projection_without_a_gpu_time_line():
@@ -429,3 +464,107 @@ def test_collectives_are_not_judged_for_fill():
     top = {k["name"]: k for k in s["top_kernels"]}
     assert top["ncclDevKernel_AllReduce_Sum_bf16_RING_LL"]["share_pct"] == round(
         100 * 100 / 120, 2)  # of all kernel time, collectives included
+
+
+# -- issue 39: the host busy in a named range that launches nothing ------------------
+
+@pytest.mark.parametrize("gap_us, named", [(200, True), (201, False)])
+def test_a_late_launch_inside_a_data_loading_range_names_the_range(test_clock, gap_us, named):
+    """One step [1.1, 1.4] ms (scripted clock reads 1-4) holding a range
+    "DataLoader" [1.2, 1.3] ms that launches nothing.  Kernel 1 runs
+    1.110-1.120 ms; kernel 2 is launched after the GPU went idle and starts
+    gap_us later: one host-late gap.  100 us of it lies inside the range:
+    exactly half of the late-launch idle (200 us) names the range as the
+    action, a CUDA graph otherwise (201 us: just under half)."""
+    test_clock.set(1 * MS, TICK)
+    with loopscope.profile() as prof:
+        with prof.step():
+            with loopscope.range("DataLoader"):
+                pass
+        step = test_clock.at(1)
+        k1 = (step + 10 * US, step + 20 * US, 0, 7, 1, "k1", 0, 64, 128)
+        k2_start = k1[1] + gap_us * US
+        k2 = (k2_start, k2_start + 10 * US, 0, 7, 2, "k2", 0, 64, 128)
+        _testhooks._inject("api", [(step + 5 * US, step + 5 * US + 1, 1),
+                                   (k2_start - 5 * US, k2_start - 5 * US + 1, 2)])
+        _testhooks._inject("kernel", [k1, k2])
+    s = prof.summary()
+    inside_us = (test_clock.at(3) - test_clock.at(2)) / US
+    assert inside_us == 100
+    assert s["gaps"]["idle_by_cause_ms"]["host"] == gap_us * US / MS
+    assert s["loop"]["host_ranges"] == [{"name": "DataLoader", "host_ms": 0.1,
+                                         "idle_ms": inside_us * US / MS}]
+    d = s["diagnosis"]
+    assert d["verdict"] == "CPU_LAUNCH_BOUND"
+    assert (inside_us >= 0.5 * gap_us) == named
+    assert d["actions"][0].startswith("the host is busy in DataLoader while the GPU waits") \
+        == named
+    assert d["actions"][0].startswith("capture the step in a CUDA graph") != named
+    assert (f"{100 * inside_us / gap_us:.1f}% of the idle lies inside DataLoader, host work "
+            "that launches nothing (0.100 ms of host time)") in d["reasons"][1]
+
+
+# -- issue 39: a sync's cost is capped by its own wait, sync by sync ----------------
+
+wait_100us = c_callable([("cudaStreamSynchronize", 100 * US)])
+
+
+def test_one_wait_is_charged_once_across_the_gaps_it_overlapped(test_clock):
+    """One step [1.3, 1.5] ms with a 100 us stream sync entered at 1.4 ms.
+    Kernels 1.301-1.39, 1.45-1.46 (launched at 1.42) and 1.52-1.53
+    (launched at 1.47): the two 60 us gaps between them both overlap the
+    sync.  Together they outlast its wait: 100 us of their 120 us is the
+    sync's (60 + the 40 us left of the wait), the rest the host's."""
+    test_clock.set(1 * MS, TICK)
+    with loopscope.profile() as prof:
+        with prof.step():  # reads 1-2
+            pass
+        with prof.step():  # reads 3-5, the sync at 4
+            wait_100us()
+        t = test_clock.at(3)
+        kernels = [(t + 1 * US, t + 90 * US, 0, 7, 1, "k1"),
+                   (t + 150 * US, t + 160 * US, 0, 7, 2, "k2"),
+                   (t + 220 * US, t + 230 * US, 0, 7, 3, "k3")]
+        _testhooks._inject("api", [(t + 500, t + 501, 1), (t + 120 * US, t + 120 * US + 1, 2),
+                                   (t + 170 * US, t + 170 * US + 1, 3)])
+        _testhooks._inject("kernel", kernels)
+    s = prof.summary()
+    sync = (test_clock.at(4), test_clock.at(4) + 100 * US)
+    gaps = [(a[1], b[0]) for a, b in zip(kernels, kernels[1:])]
+    assert all(a < sync[1] and b > sync[0] for a, b in gaps)  # both overlap the sync
+    overlapped = sum(b - a for a, b in gaps)
+    assert overlapped == 120 * US
+    assert s["gaps"]["by_cause"] == {"host": 0, "sync": 2, "other": 0}
+    assert s["gaps"]["idle_sync_overlapped_ms"] == overlapped / MS
+    assert s["gaps"]["idle_by_cause_ms"] == {"sync": 100 * US / MS,
+                                             "host": (overlapped - 100 * US) / MS, "other": 0.0}
+
+
+def test_a_site_wins_the_sum_of_each_syncs_capped_cost(test_clock):
+    """One line's sync in two steps, 100 us each (1.2-1.3 and 1.5-1.6 ms):
+    in step 0 it overlaps a 155 us gap (it wins its 100 us wait), in step 1
+    a 10 us gap (it wins 10 us).  The site wins 110 us: each sync capped by
+    its own wait, not the site's 165 us of gaps against its 200 us of
+    waits."""
+    test_clock.set(1 * MS, TICK)
+    with loopscope.profile() as prof:
+        for _ in range(2):
+            with prof.step():  # reads 1-3 (the sync at 2), then 4-6 (at 5)
+                line = here() + 1
+                wait_100us()
+        a, b = test_clock.at(1), test_clock.at(4)
+        kernels = [(a + 1 * US, a + 50 * US, 0, 7, 1, "k0"),
+                   (a + 205 * US, a + 215 * US, 0, 7, 2, "k1"),
+                   (b + 1 * US, b + 190 * US, 0, 7, 3, "k2"),
+                   (b + 200 * US, b + 210 * US, 0, 7, 4, "k3")]
+        _testhooks._inject("api", [(a + 500, a + 501, 1), (a + 150 * US, a + 150 * US + 1, 2),
+                                   (b + 500, b + 501, 3), (b + 195 * US, b + 195 * US + 1, 4)])
+        _testhooks._inject("kernel", kernels)
+    s = prof.summary()
+    (site,) = s["syncs"]["sites"]
+    gap0, gap1 = 155 * US, 10 * US
+    assert (site["line"], site["count"], site["gap_in_steps_ms"]) == (line, 2, (gap0 + gap1) / MS)
+    cost = min(gap0, 100 * US) + min(gap1, 100 * US)
+    assert site["cost_in_steps_ms"] == cost / MS
+    (p,) = [x for x in s["diagnosis"]["projections"] if x["kind"] == "sync_site"]
+    assert p["saved_ms"] == pytest.approx(cost / MS, abs=1e-6)

@@ -1123,3 +1123,19 @@ def test_the_latest_host_is_the_largest_median_excess_over_the_others(seed):
         into[o][k] for o in range(world) if o != r) for k in steps) for r in range(world)]
     assert excess[_ranks._latest_host(ranks, steps)] == max(excess)
     assert _ranks._latest_host(ranks[:1], steps) is None
+
+
+def test_step_names_in_the_rank_table_are_never_cut_silently(rank0_summary):
+    """Issue 39: the per-step table cut names to 14 characters, so
+    "ProfilerStep#10" printed as "ProfilerStep#1" (another step's name).
+    The column now widens to the longest name; a name past 40 characters
+    is clipped with "..."."""
+    _, summary = rank0_summary
+    summary = copy.deepcopy(summary)
+    rows = summary["skew"]["steps"]
+    long_name = "Denoise_Step_" + "x" * 60
+    rows[0]["name"], rows[1]["name"] = "ProfilerStep#10", long_name
+    text = loopscope.distributed._ranks_view.table_lines(summary)
+    head = next(i for i, line in enumerate(text) if "start skew us" in line)
+    assert text[head + 1].split()[:2] == [str(rows[0]["index"]), "ProfilerStep#10"]
+    assert text[head + 2].split()[1] == long_name[:37] + "..."

@@ -168,13 +168,14 @@ def test_step_columns_agree_with_the_step_dicts():
     fields = {"idle_ns": ("gaps", "total_ns"), "gap_count": ("gaps", "count")}
     for cause in ("normal", "warning", "severe", "host", "sync", "other"):
         fields[f"gap_{cause}"] = ("gaps", cause)
-    for name in ("host_ns", "sync_ns", "other_ns", "max_ns", "p50_ns", "p99_ns"):
+    for name in ("host_ns", "sync_ns", "other_ns", "max_ns", "p50_ns", "p99_ns",
+                 "sync_overlap_ns"):
         fields[f"gap_{name}"] = ("gaps", name)
     readiness = ("graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
                  "first_memory_call", "stream_ordered", "pageable_copies", "first_pageable_op",
                  "first_pageable_call", "ops", "signature")
     fields.update({name: ("readiness", name) for name in readiness})
-    assert len(table) == 45  # 44 columns and the names
+    assert len(table) == 46  # 45 columns and the names
     for column, values in table.items():
         if column in fields:
             outer, inner = fields[column]
@@ -222,6 +223,7 @@ def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
             "by_cause": {"host": g["host"], "sync": g["sync"], "other": g["other"]},
             "idle_by_cause_ms": {"host": g["host_ns"] / 1e6, "sync": g["sync_ns"] / 1e6,
                                  "other": g["other_ns"] / 1e6},
+            "idle_sync_overlapped_ms": g["sync_overlap_ns"] / 1e6,
         }
         blockers = [] if k % 3 == 0 else [{
             "kind": "dynamic_shapes", "count": 1, "where": None, "code": None,

@@ -267,12 +267,17 @@ def test_rocm_host_waits_are_syncs():
     assert summary["gpu"]["ops_without_launch_record"] == 0  # hipLaunchKernel & co. launch
 
 
-def test_a_rocm_host_blocked_in_copies_is_sync_bound():
+def test_a_rocm_host_blocked_in_copies_is_seen_and_its_data_loader_named():
     """MI300X: 80 blocking hipMemcpyWithStream hold the host 180.8 ms; read as
-    CUDA-only names saw none of it and blamed late launches, and 4,170 of
-    its idle intervals are 1 ns artefacts."""
+    CUDA-only names saw none of it, and 4,170 of its idle intervals are 1 ns
+    artefacts.  The long gaps those copies overlapped lie inside
+    enumerate(DataLoader) (issue 39): the host waited in the copies for a
+    sliver of them, so the loop is launch bound, its action the data loader."""
     summary = loopscope.analyze(DATA / "tracelens_mi300_owlv2.json.gz")
-    assert summary["diagnosis"]["verdict"] == "SYNC_BOUND"
+    d = summary["diagnosis"]
+    assert d["verdict"] == "CPU_LAUNCH_BOUND"
+    assert d["actions"][0].startswith("the host is busy in "
+                                      "enumerate(DataLoader)#_SingleProcessDataLoaderIter")
     assert summary["gaps"]["merged_below_resolution"] == 4170
     assert round(summary["syncs"]["blocked_ms"], 1) == 180.8
     assert summary["syncs"]["sites"] and "hipMemcpyWithStream" in {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -595,3 +596,10 @@ def test_a_thread_named_by_a_string_is_shown_by_its_name(tmp_path):
 
     lines = [format_site(s) for s in summary["syncs"]["sites"]]
     assert any(line.startswith("thread python thread (no Python frame)") for line in lines)
+    # Issue 39: the reasons and actions that quote a site (the headline's
+    # "most costly") said the hash while the sync list said the name: one
+    # thread, one name, everywhere the summary shows it.
+    shown = " ".join(summary["diagnosis"]["reasons"] + summary["diagnosis"]["actions"])
+    assert "thread python thread (no Python frame)" in shown
+    numbers = {int(w) for w in re.findall(r"thread (\d+)", shown)}
+    assert numbers <= {7}, numbers

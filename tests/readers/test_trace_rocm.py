@@ -215,3 +215,30 @@ def test_public_rocm_trace_on_device_9_gets_its_name():
     assert summary["gpu"]["device"] == "AMD Instinct MI300X"
     assert summary["gpu"]["devices"][0]["id"] == 9
     assert summary["gpu"]["devices"][0]["sm_count"] == 304
+
+
+def test_hip_sync_aliases_each_have_their_kind(tmp_path):
+    """Issue 39: the HIP waits asserted kind by kind, not only as a total.
+    The kinds, by what each call waits for (HIP's manual): a stream, an
+    event, the whole device (hipDeviceSynchronize, hipCtxSynchronize), a
+    copy to or from host memory (hipMemcpy, hipMemcpyWithStream, a
+    pageable hipMemcpyAsync), and hipFree (it waits for the device too)."""
+    expected = {"hipStreamSynchronize": "stream_sync", "hipEventSynchronize": "event_sync",
+                "hipDeviceSynchronize": "synchronize", "hipCtxSynchronize": "synchronize",
+                "hipMemcpy": "memcpy", "hipMemcpyWithStream": "memcpy",
+                "hipMemcpyAsync": "memcpy", "hipFree": "other"}
+    events, t = [], 0
+    for i, name in enumerate(expected):
+        events += [call("hipLaunchKernel", t, 100, 100 + i), kernel(t + 1000, 100, 100 + i)]
+        t += 10_000
+        events.append(call(name, t, 2000, 200 + i))
+        if "Memcpy" in name:
+            events.append(copy(t + 500, 1000, 200 + i, "Memcpy DtoH (Device -> Pageable)"))
+        t += 10_000
+    summary = loopscope.analyze(write(tmp_path, events))
+    got = {api: site["kind"] for site in summary["syncs"]["sites"] for api in site["apis"]}
+    assert got == expected
+    counted: dict[str, int] = {}
+    for kind in expected.values():
+        counted[kind] = counted.get(kind, 0) + 1
+    assert summary["syncs"]["by_kind"] == counted

@@ -9,6 +9,8 @@ that never do).  The documented numbers are written here, never imported:
 1.05x, three sites, the shown digits."""
 from __future__ import annotations
 
+import html
+
 import pytest
 
 from loopscope.figures import _projections
@@ -22,12 +24,60 @@ def summary(loop_ms: float, site_gaps_ms: list[float]) -> dict:
     projection saves only launch gaps), and one sync site per gap given:
     site k at loop.py:10+k, one item() sync whose gap in steps is that figure."""
     sites = [{"file": "/work/loop.py", "line": 10 + k, "function": "train", "code": "x.item()",
-              "call": "x.item()", "kind": "item", "count": 1, "blocked_ms": 0.25,
+              "call": "x.item()", "kind": "item", "count": 1, "blocked_ms": 100.0,
               "gap_ms": gap, "gap_in_steps_ms": gap, "apis": {}, "steps": [0]}
              for k, gap in enumerate(site_gaps_ms)]
     return {"loop": {"from": "steps", "ms": loop_ms, "busy_ms": loop_ms / 2, "idle_ms": loop_ms / 2,
                      "sync_idle_ms": 0.0, "ops": 10, "kernels": 10},
             "gaps": {"worst": []}, "syncs": {"sites": sites}, "steps": [], "graphs": None}
+
+
+def floored(loop_ms: float, gpu_ms: float, cost_ms: float, blocked_ms: float,
+            drain_ms: float = 0.0) -> dict:
+    """One site whose syncs caused cost_ms of idle up to the next launch
+    (each capped by its own wait, _syncs.build_syncs) and blocked the host
+    blocked_ms, in a loop whose steps' host time is the loop less drain_ms
+    (the GPU's work after the last step) and whose GPU was busy gpu_ms in
+    its window."""
+    s = summary(loop_ms, [cost_ms])
+    s["loop"].update(host_ms=loop_ms - drain_ms, gpu_floor_ms=gpu_ms, busy_ms=gpu_ms)
+    s["syncs"]["sites"][0].update(cost_in_steps_ms=cost_ms, blocked_in_steps_ms=blocked_ms,
+                                  blocked_ms=blocked_ms)
+    return s
+
+
+@pytest.mark.parametrize("cost_ms, blocked_ms, saved_ms", [
+    (2.0, 1.0, 1.0),    # the host waited 1 ms: the other 1 ms of idle was its own work
+    (2.0, 2.0, 2.0),    # on the floor
+    (2.0, 3.0, 2.0)])   # the wait outlasted the idle: the idle is the win
+def test_removing_syncs_never_goes_below_the_hosts_own_work(cost_ms, blocked_ms, saved_ms):
+    """Issue 39: the loop (20 ms of host time) less the time blocked in the
+    site's syncs is the host's own work, which stays."""
+    (p,) = sync_projections(floored(20.0, 1.0, cost_ms, blocked_ms))
+    assert p["saved_ms"] == saved_ms
+    # the GPU drains 0.5 ms after the steps: the host floor is lower by as
+    # much, but a site still wins no more than its waits
+    (drained,) = sync_projections(floored(20.0, 1.0, cost_ms, blocked_ms, drain_ms=0.5))
+    assert drained["saved_ms"] == saved_ms
+    assert drained["floors"]["host_ms"] == 19.5 - blocked_ms
+    assert p["projected_ms"] >= 20.0 - blocked_ms
+    assert p["floors"]["host_ms"] == 20.0 - blocked_ms
+    assert f"floors: the host's own work {20.0 - blocked_ms:.1f} ms" in p["basis"]
+
+
+@pytest.mark.parametrize("gpu_ms, saved_ms", [(9.0, 1.0), (7.0, 2.0), (8.0, 2.0)])
+def test_no_projection_goes_below_the_gpu_busy_time(gpu_ms, saved_ms):
+    """A 10 ms loop, a site costing 2 ms with 5 ms of waits: the GPU busy
+    9 ms leaves 1 ms to win; at 8 ms the win just fits; at 7 ms it is whole.
+    The CUDA-graph projection is held at the GPU's busy time too."""
+    s = floored(10.0, gpu_ms, 2.0, 5.0)
+    (p,) = sync_projections(s)
+    assert p["saved_ms"] == saved_ms
+    assert p["floors"]["gpu_busy_ms"] == gpu_ms
+    s["loop"]["busy_ms"] = 0.0  # a graph formula that would fall below the window's busy time
+    graph = next(x for x in _projections.project(s, "CPU_LAUNCH_BOUND")
+                 if x["kind"] == "launch_gaps")
+    assert graph["projected_ms"] == gpu_ms
 
 
 def sync_projections(s: dict) -> list[dict]:
@@ -94,3 +144,42 @@ def test_without_steps_at_most_three_longest_gaps_are_named(gaps_ms, named):
     assert launch["text"].endswith(
         f"(no steps marked: every gap of the GPU time line counts{longest}; mark steps to "
         "project the loop alone)")
+
+
+@pytest.mark.parametrize("gap_ms, shown", [(10.0, "50% of this saving"),
+                                           (20.0, "100% of this saving"),
+                                           (30.0, "more than this whole saving")])
+def test_a_gap_longer_than_the_saving_is_no_share_over_100(gap_ms, shown):
+    """Issue 39: "1180% of this saving" read as a slip.  No steps, a 40 ms
+    time line busy 20 ms: the graph saves 20 ms less the replay gaps; a
+    named gap up to the saving is a share of it, a longer one is "more
+    than this whole saving"."""
+    s = summary(40.0, [])
+    s["loop"].update({"from": "gpu", "busy_ms": 20.0, "ops": 0})
+    s["gaps"]["worst"] = [{"duration_us": gap_ms * 1e3}]
+    (launch,) = [p for p in _projections.project(s, "CPU_LAUNCH_BOUND")
+                 if p["kind"] == "launch_gaps"]
+    assert launch["saved_ms"] == 20.0
+    assert f", the longest ({gap_ms:.1f} ms) too, {shown}, which may lie" in launch["text"]
+
+
+@pytest.mark.parametrize("saved_ms, listed", [(0.5, True), (0.49, False)])
+def test_only_notable_wins_are_listed_under_what_it_would_win(saved_ms, listed):
+    """Issue 39: wins of 1.00x were listed under "What it would win".  A
+    projection under 1.05x stays in the summary but the report and the HTML
+    list it only as a count."""
+    from loopscope.views import _html, _report
+    s = summary(10.5, [saved_ms])
+    s["loop"].update(busy_ms=10.0, sync_idle_ms=0.3)  # the CUDA graph wins little too
+    projections = _projections.project(s, "SYNC_BOUND")
+    s["diagnosis"] = {"verdict": "SYNC_BOUND", "projections": projections, "reasons": [],
+                      "actions": []}
+    site = next(p for p in projections if p["kind"] == "sync_site")
+    assert site["notable"] is listed
+    lines = _report._projection_lines(s)
+    assert (f"  * {site['text']}" in lines) is listed
+    little = sum(not p["notable"] for p in projections)
+    assert lines[-1] == ("  " + ("" if listed else "nothing notable: ")
+                         + f"{little} change{'' if little == 1 else 's'} would win little "
+                         "(summary['diagnosis']['projections'])")
+    assert (html.escape(site["text"]) in _html._verdict(s)) is listed

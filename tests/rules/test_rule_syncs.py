@@ -390,3 +390,32 @@ def test_a_truth_test_over_two_lines_shows_the_whole_tested_expression():
     got = sorted((s["line"] - base, s["code"], s["call"], s["kind"])
                  for s in prof.summary()["syncs"]["sites"])
     assert got == [(1, "if Truthy(", "Truthy( )", "bool"), (4, "while Truthy(", "Truthy( )", "bool")]
+
+
+class DataDependent:
+    """A tensor-like object whose data-dependent ops wait for the device,
+    each a C-level call (no Python frame of its own), as torch's are."""
+    masked_select = nonzero = argwhere = bincount = repeat_interleave = unique = \
+        c_callable([("cudaDeviceSynchronize", WAIT_NS)])
+    __getitem__ = c_callable([("cudaDeviceSynchronize", WAIT_NS)])
+
+
+def test_data_dependent_ops_are_kind_nonzero_each():
+    """Issue 39, kind by kind: an op whose output size depends on the GPU's
+    data must wait for it: masked_select, nonzero, argwhere, bincount,
+    repeat_interleave, and boolean-mask indexing x[mask] are each one sync
+    of kind "nonzero" at its own line."""
+    x, mask = DataDependent(), [True, False]
+    with loopscope.profile() as prof:
+        base = sys._getframe().f_lineno
+        x.masked_select(mask)
+        x.nonzero()
+        x.argwhere()
+        x.bincount()
+        x.repeat_interleave(mask)
+        x[mask]
+    got = sorted((s["line"] - base, s["call"], s["kind"]) for s in prof.summary()["syncs"]["sites"])
+    assert got == [(1, "x.masked_select(mask)", "nonzero"), (2, "x.nonzero()", "nonzero"),
+                   (3, "x.argwhere()", "nonzero"), (4, "x.bincount()", "nonzero"),
+                   (5, "x.repeat_interleave(mask)", "nonzero"), (6, "x[mask]", "nonzero")]
+    assert prof.summary()["syncs"]["by_kind"] == {"nonzero": 6}

@@ -172,3 +172,23 @@ def test_counters_only_launch_corroboration(test_clock, sm, dram):
     assert s["diagnosis"]["verdict"] == "CPU_LAUNCH_BOUND"
     line = "SM active < 30% and DRAM < 50% over the loop: the GPU mostly waits"
     assert (line in s["diagnosis"]["reasons"]) == (sm < 30 and dram < 50)
+
+
+@pytest.mark.parametrize("tensor", [None, 12.0])
+def test_compute_bound_advises_tensor_cores_only_where_measured(test_clock, tensor):
+    """Issue 39: COMPUTE_BOUND said "use tensor cores at lower precision" with
+    tensor activity unmeasured (a loop already in fp16).  Unmeasured, the
+    action says it is unknown and why; measured, it gives the figure first."""
+    figures = dict(sm_active_pct=95, dram_throughput_pct=3, gr_active_pct=100)
+    if tensor is not None:
+        figures["tensor_active_pct"] = tensor
+    s = counters_only(test_clock, figures)
+    d = s["diagnosis"]
+    assert d["verdict"] == "COMPUTE_BOUND"
+    action = d["actions"][0]
+    if tensor is None:
+        assert "tensor-core activity is unknown: no tensor-pipe counter" in action
+        assert "use tensor cores at lower precision" not in action
+    else:
+        assert action.startswith("tensor cores active 12.0% while the GPU works: the SMs are "
+                                 "saturated: use tensor cores at lower precision")

@@ -7,7 +7,13 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..figures._names import clip
 from ..figures._ranks import above_error, backlog_text, balance_text, straggler_text
+
+# The step-name column of the per-step table: as wide as the longest name
+# shown, at most STEP_NAME_MAX (a longer one is clipped with "..."; a name
+# cut silently at 14 made "ProfilerStep#10" read "ProfilerStep#1").
+STEP_NAME_MIN, STEP_NAME_MAX = 14, 40
 
 MAX_STEP_ROWS = 24
 MAX_RANK_COLUMNS = 8  # per-rank cells in the step table up to this many ranks
@@ -118,17 +124,18 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
     rows = skew["steps"]
     if rows:
         per_rank = skew["world_size"] <= MAX_RANK_COLUMNS
-        head = (f"{'step':>5} {'name':<14} {'start skew us':>13} {'end skew us':>11} "
+        shown, hidden = _shown_steps(rows)
+        width = min(max([STEP_NAME_MIN] + [len(str(r["name"])) for r in shown]), STEP_NAME_MAX)
+        head = (f"{'step':>5} {'name':<{width}} {'start skew us':>13} {'end skew us':>11} "
                 f"{'last start':>10} {'last end':>8} {'last arrival':>12}")
         if per_rank:
             head += "  " + " ".join(f"{'rank ' + str(r):>15}" for r in range(skew["world_size"]))
         lines += ["", "Per step" + (" (per rank: host ms, or host ms/wait ms with the collectives "
                                     "timed)" if per_rank else "") + ":", head]
-        shown, hidden = _shown_steps(rows)
         for i, row in enumerate(shown):
             if hidden and i == MAX_STEP_ROWS - 4:
                 lines.append(f"{'...':>5} ({hidden} more steps)")
-            line = (f"{row['index']:>5} {row['name'][:14]:<14} "
+            line = (f"{row['index']:>5} {clip(str(row['name']), width):<{width}} "
                     f"{_skew(row['start_skew_us'], skew):>13} {_skew(row['end_skew_us'], skew):>11} "
                     f"{_f(row['last_start_rank'], 'd'):>10} {_f(row['last_end_rank'], 'd'):>8} "
                     f"{_f(row['last_arrival_rank'], 'd'):>12}")

@@ -251,7 +251,8 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model,
     return out
 
 
-_OP_CLASSES = ("kernel", "gpu_memcpy", "gpu_memset")
+# The reader's classes of GPU op records (ls_tbuild.c's class names).
+_OP_CLASSES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_graph")
 
 
 def trace_checks(summary: dict[str, Any], stats: dict[str, Any], ranges: Sequence[tuple],
@@ -259,12 +260,14 @@ def trace_checks(summary: dict[str, Any], stats: dict[str, Any], ranges: Sequenc
     """The checks of a trace read offline (Kineto JSON, Nsight Systems):
     durations and drops from what the reader skipped, steps from the trace's
     step markers (ProfilerStep#N) or the steps= pattern given."""
-    skipped = stats.get("skipped") or {}
+    # Records skipped for their times, counted by the reader under the one
+    # list of reasons every reader uses (_core.TIME_SKIP_REASONS): never by
+    # matching its wording.  The first reason per class is given beside.
+    for_times = stats.get("skipped_times") or {}
     why = stats.get("why") or {}
-    timed = [c for c in _OP_CLASSES if skipped.get(c)
-             and why.get(c) in ("ends before it starts", "no start or end time")]
-    out = [durations_check(sum(skipped[c] for c in timed),
-                           "; ".join(f"{c}: {why[c]}" for c in timed) or None),
+    timed = [c for c in _OP_CLASSES if for_times.get(c)]
+    out = [durations_check(sum(for_times[c] for c in timed),
+                           "; ".join(f"{c}: {why.get(c) or 'its times'}" for c in timed) or None),
            drops_check(summary.get("dropped_records") or 0)]
     if pattern is None:
         markers = sum(1 for r in ranges if PROFILER_STEP.match(r[0] or ""))

@@ -76,6 +76,9 @@ FILL_KNOWN_MIN_PCT = 50.0
 UNDER_FILLED_SM_BELOW_PCT = 60.0
 UNDER_FILLED_WARPS_BELOW_PCT = 25.0
 FILL_KERNELS_NAMED = 3  # the kernels named in UNDER_FILLED's reasons
+# CPU_LAUNCH_BOUND names a launch-free host range (data loading) instead of
+# a CUDA graph when at least this share of the late-launch idle lies in it.
+HOST_RANGE_SHARE = 0.5
 
 ACTIONS = {
     "CPU_LAUNCH_BOUND": (
@@ -238,8 +241,25 @@ def _sync_lines(syncs: dict[str, Any] | None, reasons: list[str], actions: list[
         actions.append(line)
 
 
-def _action(verdict: str, dram: dict[str, Any] | None) -> str:
+def _compute_action(sm: dict[str, Any] | None) -> str:
+    """COMPUTE_BOUND's action: tensor cores at lower precision only where
+    the counters say they idle; where tensor activity was not measured, it
+    says so and why instead of advising a precision already in use."""
+    tensor = (sm or {}).get("tensor_active_busy_pct")
+    if tensor is None:
+        return (f"the SMs are busy (SM active {_f((sm or {}).get('active_busy_pct'))}% while the "
+                "GPU works), but tensor-core activity is unknown: no tensor-pipe counter "
+                "(sm__pipe_tensor_cycles_active) was sampled in this profile, so whether the "
+                "kernels already use tensor cores (fp16/bf16 GEMMs do) is not measured; profile "
+                "the longest kernels with ncu before changing precision, avoid recomputation, "
+                "or do fewer steps")
+    return f"tensor cores active {_f(tensor)}% while the GPU works: " + ACTIONS["COMPUTE_BOUND"]
+
+
+def _action(verdict: str, dram: dict[str, Any] | None, sm: dict[str, Any] | None = None) -> str:
     """The verdict's action (graph replays and kernel fill refine it in diagnose)."""
+    if verdict == "COMPUTE_BOUND":
+        return _compute_action(sm)
     if verdict == "MEMORY_BOUND" and dram is not None:
         return (f"DRAM runs at {_f(dram['throughput_busy_pct'])}% of peak while the GPU works: "
                 + ACTIONS[verdict])
@@ -272,7 +292,7 @@ def _diagnose_counters_only(summary: dict[str, Any]) -> dict[str, Any]:
     if steps:
         flagged = sum(1 for s in steps if s["verdict"] == verdict)
         reasons.append(f"{flagged} of {len(steps)} steps read {verdict}")
-    actions = [_action(verdict, dram)]
+    actions = [_action(verdict, dram, sm)]
     _sync_lines(syncs, reasons, actions)
     evidence = {"busy_pct": gr, "busy_from": "gr_active", "idle_ms": _r(idle_ms),
                 "sync_share_of_idle_pct": None if share is None else round(100 * share, 1),
@@ -329,7 +349,7 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
         f"GPU busy {_f(busy)}% of its time line ({gaps['busy_ms']:.3f} ms busy, "
         f"{idle:.3f} ms idle in {gaps['count']} gaps)",
         f"idle time by cause: host launch late {share['host']}%, host sync {share['sync']}%, "
-        f"other {share['other']}%",
+        f"other {share['other']}%" + _idle_detail(summary, gaps),
         f"gaps: {gaps['severe']} severe (> {gaps['thresholds_us'][1]:g} us), {gaps['warning']} "
         f"warning, {gaps['normal']} normal" + (
             f"; mean {gaps['mean_us']:.2f} us, p99 {gaps['p99_us']:.2f} us, "
@@ -348,7 +368,8 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
         reasons += _disagreements(summary, verdict, verdicts,
                                   _why(verdict, busy, idle, by_cause))
     graph_advice = _graph_advice(summary) if verdict == "CPU_LAUNCH_BOUND" else None
-    actions = [graph_advice or _action(verdict, dram)]
+    host_work = _host_range_advice(summary, verdict, by_cause)
+    actions = [host_work or graph_advice or _action(verdict, dram, sm)]
     if graph_advice:
         reasons.append(_replay_reason(summary))
     if verdict == "UNDER_FILLED" and gpu.get("fill_pct") is not None:
@@ -373,6 +394,55 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
     }
     evidence.update(_counter_evidence(sm, dram))
     return {"verdict": verdict, "reasons": reasons, "actions": actions, "evidence": evidence}
+
+
+def _top_host_range(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The launch-free host range holding the most of the loop's idle time
+    (summary["loop"]["host_ranges"]), or None."""
+    named = [r for r in (summary.get("loop") or {}).get("host_ranges") or [] if r["idle_ms"] > 0]
+    return named[0] if named else None
+
+
+def _idle_detail(summary: dict[str, Any], gaps: dict[str, Any]) -> str:
+    """What the idle split leaves unsaid: how much of the gaps a sync
+    overlapped the host spent waiting in it (the rest, its own work, is
+    counted as host time: what removing the sync would leave), and the
+    launch-free host range the idle lay in."""
+    idle = gaps["idle_ms"]
+    if not idle:
+        return ""
+    out = ""
+    overlapped = gaps.get("idle_sync_overlapped_ms")
+    waited = gaps["idle_by_cause_ms"]["sync"]
+    if overlapped is not None and overlapped - waited > 1e-6:
+        out += (f"; gaps a sync overlapped hold {100 * overlapped / idle:.1f}% of the idle, the "
+                f"host waited in the sync for {100 * waited / idle:.1f}% and spent the rest on "
+                "its own work before its next launch")
+    top = _top_host_range(summary)
+    if top is not None:
+        out += (f"; {100 * top['idle_ms'] / idle:.1f}% of the idle lies inside "
+                f"{clip(top['name'], 60)}, host work that launches nothing "
+                f"({top['host_ms']:.3f} ms of host time)")
+    return out
+
+
+def _host_range_advice(summary: dict[str, Any], verdict: str,
+                       by_cause: dict[str, float]) -> str | None:
+    """CPU_LAUNCH_BOUND's action when the host was late because it was busy
+    in a named range that launches nothing (data loading, a checkpoint):
+    at least HOST_RANGE_SHARE of the late-launch idle lies inside it, so a
+    CUDA graph would not help; making that work faster or overlapping it
+    would."""
+    top = _top_host_range(summary)
+    host = by_cause.get("host") or 0.0
+    if verdict != "CPU_LAUNCH_BOUND" or top is None or not host or \
+            top["idle_ms"] < HOST_RANGE_SHARE * host:
+        return None
+    return (f"the host is busy in {clip(top['name'], 60)} while the GPU waits "
+            f"({top['idle_ms']:.3f} ms of the {host:.3f} ms the GPU waited for a late launch; "
+            f"{top['host_ms']:.3f} ms of host time in all): make that work faster or run it "
+            "alongside the GPU (DataLoader num_workers, prefetching, pinned memory, a "
+            "background thread); a CUDA graph would not remove it")
 
 
 def _why(verdict: str, busy: float | None, idle_ms: float, by_cause: dict[str, float]) -> str:

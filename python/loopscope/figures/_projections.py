@@ -27,13 +27,31 @@ hold most of the saving (LONG_GAP_SHARE), for they may lie outside any loop.
 - memory_bound: the memory-bound steps (MEMORY_BOUND) at DRAM_ACHIEVABLE_PCT
   of peak DRAM throughput: each one's busy time scaled by its DRAM
   throughput over that figure.
-A projection never exceeds the loop's time (projected <= current)."""
+A projection never exceeds the loop's time (projected <= current), and
+never crosses a physical floor (PRODUCT.md), both stated in its basis and in
+its "floors":
+
+- the GPU's busy time in the loop's window, on its busiest device
+  (loop["gpu_floor_ms"]): nothing that keeps the kernels makes the loop
+  shorter.  Only memory_bound changes the kernels; it says so and may go
+  below it.
+- the host's own work: removing syncs leaves the loop no shorter than its
+  time less the time the host was blocked in those syncs (data loading,
+  Python and launches stay), so a sync site wins at most, per sync, the
+  idle it caused up to the host's next launch capped by its blocked time
+  (the site's cost_in_steps_ms, _syncs.build_syncs).  The idle beyond that
+  was the host's own work: the basis says so, and names the launch-free
+  host range it lay in (loop["host_ranges"]).  A CUDA graph removes the
+  launches and the Python between them, but not the host's time in ranges
+  that launch nothing (loop["host_ranges_ms"]: data loading and the like).
+  memory_bound keeps the host's own work too: the loop less all its
+  blocked time."""
 from __future__ import annotations
 
 from itertools import compress, count
 from typing import Any
 
-from ._names import display_path
+from ._names import clip, display_path
 
 # The gap a CUDA-graph replay still leaves between consecutive kernels:
 # GPU_FACTS.md measured a mean of 0.55 us (the demo loop replayed from a
@@ -50,6 +68,7 @@ NOTABLE_SPEEDUP = 1.05  # below this a projection says there is little to win
 # 11.6 ms were 87% of a "50x faster" claimed for a 29 ms time line).
 LONG_GAP_SHARE = 0.5
 LONG_GAPS_NAMED = 3
+RANGE_NAME_CHARS = 60  # a host range's name in a basis
 
 
 def ms_text(ms: float) -> str:
@@ -63,9 +82,30 @@ def ms_text(ms: float) -> str:
     return f"{ms:.3f}"
 
 
+def _floors(host_ms: float, host_text: str, gpu_ms: float, kernels_change: bool = False
+            ) -> dict[str, Any]:
+    """A projection's two floors (see the module's doc): host_ms, the
+    host's own work that stays (host_text: what it is), and gpu_ms, the
+    GPU's busy time, which binds unless the change is to the kernels."""
+    return {"host_ms": round(max(host_ms, 0.0), 6), "host": host_text,
+            "gpu_busy_ms": round(gpu_ms, 6), "kernels_change": kernels_change}
+
+
+def _floor_text(f: dict[str, Any]) -> str:
+    gpu = (f"the GPU busy {ms_text(f['gpu_busy_ms'])} ms binds only kernels left as they are: "
+           "this changes the kernels" if f["kernels_change"]
+           else f"the GPU busy {ms_text(f['gpu_busy_ms'])} ms")
+    return f"; floors: the host's own work {ms_text(f['host_ms'])} ms ({f['host']}), {gpu}"
+
+
 def _entry(kind: str, what: str, current: float, saved: float, basis: str,
-           scope: str = "this loop", caveat: str = "", **more: Any) -> dict[str, Any]:
+           scope: str = "this loop", caveat: str = "", floors: dict[str, Any] | None = None,
+           **more: Any) -> dict[str, Any]:
     saved = min(max(saved, 0.0), current)
+    if floors is not None:
+        floor = max(floors["host_ms"], 0.0 if floors["kernels_change"] else floors["gpu_busy_ms"])
+        saved = max(min(saved, current - floor), 0.0)
+        basis += _floor_text(floors)
     projected = current - saved
     speedup = current / projected if projected > 0 else None
     if speedup is None:
@@ -81,8 +121,11 @@ def _entry(kind: str, what: str, current: float, saved: float, basis: str,
         "projected_ms": round(projected, 6),
         "saved_ms": round(saved, 6),
         "speedup": None if speedup is None else round(speedup, 3),
+        # worth listing under "What it would win" (the views leave the rest out)
+        "notable": speedup is None or speedup >= NOTABLE_SPEEDUP,
         "text": f"{what} {gain}: {ms_text(current)} -> {ms_text(projected)} ms" + caveat,
         "basis": basis,
+        "floors": floors,
         **more,
     }
 
@@ -102,9 +145,37 @@ def _scope(loop: dict[str, Any], gaps: dict[str, Any], saved: float) -> tuple[st
         kept.append(ms)
     if kept and saved > 0 and sum(kept) >= LONG_GAP_SHARE * saved:
         named = ", ".join(ms_text(ms) for ms in kept)
-        caveat += (f", the longest ({named} ms) too, {100 * sum(kept) / saved:.0f}% of this "
-                   "saving, which may lie outside any loop")
+        share = (f"{100 * sum(kept) / saved:.0f}% of this saving" if sum(kept) <= saved
+                 else "more than this whole saving")  # a share over 100% reads as a slip
+        caveat += f", the longest ({named} ms) too, {share}, which may lie outside any loop"
     return "the profiled time line", caveat + "; mark steps to project the loop alone)"
+
+
+def _gpu_floor(loop: dict[str, Any]) -> float:
+    """The GPU busy time of the loop's window (a summary saved before the
+    floors had only the busy time of the loop's own ops)."""
+    return max(loop.get("gpu_floor_ms") or 0.0, 0.0) or loop["busy_ms"]
+
+
+def _host_span(loop: dict[str, Any]) -> float:
+    """The time the host worked through the loop: the steps' own span (the
+    loop may run on after the last step while the GPU drains), or without
+    steps the whole time line."""
+    host = loop.get("host_ms")
+    return loop["ms"] if host is None else min(host, loop["ms"])
+
+
+def _span_name(loop: dict[str, Any]) -> str:
+    return "the steps' host time" if loop.get("host_ms") is not None else "the time line"
+
+
+def _host_ranges_text(loop: dict[str, Any]) -> str:
+    """The launch-free host ranges of the loop, for a graph's host floor."""
+    named = loop.get("host_ranges") or []
+    if not named:
+        return "no range that launches nothing was marked in the loop"
+    return "its time in ranges that launch nothing: " + ", ".join(
+        f"{clip(r['name'], RANGE_NAME_CHARS)} {ms_text(r['host_ms'])} ms" for r in named)
 
 
 def _launch_gaps(loop: dict[str, Any], graphs: dict[str, Any] | None,
@@ -114,12 +185,14 @@ def _launch_gaps(loop: dict[str, Any], graphs: dict[str, Any] | None,
     replaying = bool(graphs and graphs["steps_replaying"])
     basis = (f"GPU busy {ms_text(loop['busy_ms'])} ms + {REPLAY_GAP_FLOOR_US:g} us replay gap x "
              f"{loop['ops']} GPU ops + {ms_text(loop['sync_idle_ms'])} ms idle in syncs")
+    floors = _floors(loop.get("host_ranges_ms") or 0.0, _host_ranges_text(loop),
+                     _gpu_floor(loop))
     scope, caveat = _scope(loop, gaps, loop["ms"] - projected)
     if replaying:
         return _entry("replay_gaps", "cutting the host time between CUDA-graph replays",
-                      loop["ms"], loop["ms"] - projected, basis, scope, caveat)
+                      loop["ms"], loop["ms"] - projected, basis, scope, caveat, floors)
     return _entry("launch_gaps", "a CUDA graph (no launch gaps)", loop["ms"],
-                  loop["ms"] - projected, basis, scope, caveat)
+                  loop["ms"] - projected, basis, scope, caveat, floors)
 
 
 def _site_what(site: dict[str, Any], code: str | None) -> str:
@@ -140,27 +213,62 @@ def _sync_sites(loop: dict[str, Any], syncs: dict[str, Any] | None,
     if not syncs:
         return []
     # with steps, what the syncs made inside them caused (see the doc)
-    key = "gap_in_steps_ms" if loop["from"] == "steps" else "gap_ms"
+    in_steps = loop["from"] == "steps"
+    key = "gap_in_steps_ms" if in_steps else "gap_ms"
+    # what removing them wins: per sync, capped by its blocked time (a
+    # summary saved before the floors: the idle alone, capped below)
+    cost_key = "cost_in_steps_ms" if in_steps else "cost_ms"
+    blocked_key = "blocked_in_steps_ms" if in_steps else "blocked_ms"
+
+    def cost(s: dict[str, Any]) -> float:
+        return min(s.get(cost_key, s[key]), s.get(blocked_key, s["blocked_ms"]))
+
     costly = sorted((s for s in syncs["sites"] if s.get(key)),
-                    key=lambda s: -s[key])[:SYNC_SITES]
+                    key=lambda s: (-cost(s), -s[key]))[:SYNC_SITES]
     out = []
     for site in costly:
         code = site.get("call") or site.get("code")
         outside = round(site.get("gap_ms", 0.0) - site[key], 6)
         its = "its sync" if site["count"] == 1 else f"its {site['count']} syncs"
-        basis = (f"the GPU idled {ms_text(site[key])} ms in gaps {its} caused" + (" inside steps" if key == "gap_in_steps_ms" else "")
-                 + f"; the host was blocked {ms_text(site['blocked_ms'])} ms in them")
+        blocked = site.get(blocked_key, site["blocked_ms"])
+        basis = (f"the GPU idled {ms_text(site[key])} ms in gaps {its} caused"
+                 + (" inside steps" if in_steps else "")
+                 + f"; the host was blocked {ms_text(blocked)} ms in them")
         if outside > 0:
             basis += f" ({ms_text(outside)} ms of gaps outside steps left out)"
+        won = cost(site)
+        if site[key] - won > 1e-6:
+            basis += _own_work_text(loop, site[key] - won)
         scope, caveat = _scope(loop, {}, site[key])
         if caveat:  # a site's own syncs, wherever they were
             caveat = " (no steps marked: its syncs anywhere on the time line count)"
+        floors = _floors(_host_span(loop) - blocked, f"{_span_name(loop)} less the "
+                         f"{ms_text(blocked)} ms the host was blocked in these syncs",
+                         _gpu_floor(loop))
         out.append(_entry(
-            "sync_site", _site_what(site, code), loop["ms"], site[key], basis, scope, caveat,
+            "sync_site", _site_what(site, code), loop["ms"], won, basis, scope, caveat, floors,
             site={"file": site.get("file"), "line": site.get("line"), "code": code,
                   "kind": site["kind"], "count": site["count"],
-                  "blocked_ms": site["blocked_ms"], "gap_ms": site[key]}))
+                  "blocked_ms": blocked, "gap_ms": site[key], "cost_ms": round(won, 6)}))
     return out
+
+
+def _own_work_text(loop: dict[str, Any], beyond_ms: float) -> str:
+    """Why a sync site wins less than the idle its syncs were charged
+    with: the host went on with its own work after each wait, and where
+    the loop's idle lies inside a launch-free host range, which one."""
+    text = (f"; removing them wins at most the time the host waited in each: the other "
+            f"{ms_text(beyond_ms)} ms of that idle the host spent on its own work before its "
+            "next launch")
+    named = [r for r in loop.get("host_ranges") or [] if r["idle_ms"] > 0]
+    if named and loop.get("idle_ms"):
+        top = named[0]
+        text += (f" ({100 * top['idle_ms'] / loop['idle_ms']:.0f}% of the loop's idle time lies "
+                 f"inside {clip(top['name'], RANGE_NAME_CHARS)}, {ms_text(top['host_ms'])} ms "
+                 "of host time: make that faster or overlap it)")
+    else:
+        text += " (Python and launches between the wait and the next GPU op)"
+    return text
 
 
 def _memory_bound(summary: dict[str, Any], loop: dict[str, Any], verdict: str,
@@ -181,9 +289,16 @@ def _memory_bound(summary: dict[str, Any], loop: dict[str, Any], verdict: str,
     what = (f"the {len(steps)} memory-bound steps at the measured peak DRAM throughput"
             if steps else "the loop at the measured peak DRAM throughput")
     busy = sum(ms for ms, _ in parts)
+    syncs = summary.get("syncs") or {}
+    blocked = (syncs.get("blocked_in_steps_ms", syncs.get("blocked_ms", 0.0))
+               if loop["from"] == "steps" else syncs.get("blocked_ms", 0.0)) or 0.0
+    floors = _floors(_host_span(loop) - blocked, f"{_span_name(loop)} less the "
+                     f"{ms_text(blocked)} ms the host was blocked in syncs", _gpu_floor(loop),
+                     kernels_change=True)
     return [_entry("memory_bound", what, loop["ms"], saved,
                    f"{ms_text(busy)} ms of GPU busy time at {DRAM_ACHIEVABLE_PCT:g}% of peak DRAM "
-                   "throughput (what a streaming copy reaches) instead of its measured share")]
+                   "throughput (what a streaming copy reaches) instead of its measured share",
+                   floors=floors)]
 
 
 def project(summary: dict[str, Any], verdict: str, step_verdicts: list[str] | None = None

@@ -308,6 +308,10 @@ class Resolver:
         self._internal = _internal_prefixes()
         self._sources = _Sources()
         self._memo: dict[tuple, Site] = {}
+        # A trace's threads named by a string ("tid": "25738") are carried as
+        # that string's hash: the name, where the reader gave one, is what
+        # every view shows (the summary's sites and the reasons quoting them)
+        self.thread_names: dict[Any, Any] = {}
 
     def _is_internal(self, file: str | None) -> bool:
         """torch, loopscope and the standard library; an installed library
@@ -422,13 +426,17 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
     named by the one rule strict mode uses (Resolver.sync_site). sync_gaps
     (Model.sync_gaps(), parallel to syncs): the GPU idle time each sync
     caused, summed per site as gap_ms (gap_in_steps_ms: of the syncs made
-    inside steps); resolver: how stacks become sites (a
-    trace file's need their own, see _analyze)."""
+    inside steps); cost_ms (cost_in_steps_ms): what removing them could
+    win, per sync the idle it caused up to the host's next launch but no
+    more than the host was blocked in it (the rest of that idle the host
+    spent on its own work, which stays: _projections); resolver: how
+    stacks become sites (a trace file's need their own, see _analyze)."""
     resolver = resolver or Resolver()
     sites: dict[tuple, dict[str, Any]] = {}
     entry_of: list[dict[str, Any]] = [{}] * len(syncs)  # per model sync: its site's entry
     by_kind: dict[str, int] = {}
     blocked_ns = 0
+    blocked_in_steps_ns = 0
     in_steps = 0
     gaps = sync_gaps if sync_gaps is not None else [0] * len(syncs)
     before = _calls_before(calls, {ids[0] for *_, ids in syncs})
@@ -443,8 +451,10 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
             entry = sites[key] = {
                 "file": site.file, "line": site.line, "function": site.function,
                 "code": site.code, "call": site.call, "kind": site.kind, "count": 0,
-                "blocked_ms": 0.0, "steps": [], "thread_id": thread_id, "apis": {},
+                "blocked_ms": 0.0, "steps": [],
+                "thread_id": resolver.thread_names.get(thread_id, thread_id), "apis": {},
                 "first_ns": start_ns, "gap_ms": 0.0, "gap_in_steps_ms": 0.0,
+                "blocked_in_steps_ms": 0.0, "cost_ms": 0.0, "cost_in_steps_ms": 0.0,
             }
         entry_of[index] = entry
         entry["count"] += 1
@@ -452,6 +462,11 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
         entry["gap_ms"] += gap_ns / 1e6
         # what a step loop would win (see _projections)
         entry["gap_in_steps_ms"] += (0 if step is None else gap_ns) / 1e6
+        cost_ns = min(gap_ns, blocked)
+        entry["cost_ms"] += cost_ns / 1e6
+        entry["cost_in_steps_ms"] += (0 if step is None else cost_ns) / 1e6
+        entry["blocked_in_steps_ms"] += (0 if step is None else blocked) / 1e6
+        blocked_in_steps_ns += 0 if step is None else blocked
         if step is not None and step not in entry["steps"]:
             entry["steps"].append(step)
         for i in call_ids:
@@ -466,11 +481,14 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
         s["gap_ms"] = round(s["gap_ms"], 6)
         s["gap_in_steps_ms"] = round(s["gap_in_steps_ms"], 6)
+        for figure in ("blocked_in_steps_ms", "cost_ms", "cost_in_steps_ms"):
+            s[figure] = round(s[figure], 6)
         s["steps"].sort()
     position = {id(s): k for k, s in enumerate(ordered)}
     section = SyncSection({
         "count": len(syncs),
         "blocked_ms": round(blocked_ns / 1e6, 6),
+        "blocked_in_steps_ms": round(blocked_in_steps_ns / 1e6, 6),
         "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
         "sites": ordered,
         "in_steps": in_steps,

@@ -302,6 +302,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     step_count = sum(1 for s in step_of if s >= 0)
     resolver = (ExportResolver(own["sync_sites"], own["call_sites"]) if own is not None
                 else TraceResolver())
+    resolver.thread_names = stats.get("thread_names") or {}
     summary = build_summary(capture, state, thresholds, prof._host_ns, None, source=kind,
                             resolver=resolver)
     if own is not None and summary["sm"] is not None:  # the interval the export recorded
@@ -353,12 +354,6 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         if own:
             syncs["sites_from"] = "loopscope export"
             syncs["sites_unknown"] = None
-        # A thread the trace names by a string ("tid": "python thread") is
-        # carried as that string's hash: its sites say the name.
-        thread_names = stats.get("thread_names") or {}
-        for site in syncs.get("sites") or []:
-            if site.get("thread_id") in thread_names:
-                site["thread_id"] = thread_names[site["thread_id"]]
         if stats["frames_dropped"]:
             syncs["sites_unknown"] = (
                 f"the trace has more Python frames than loopscope keeps ({stats['frames_dropped']:,} "

@@ -99,8 +99,8 @@ def _verdict(summary: dict[str, Any]) -> str:
     ]
     if d.get("actions"):
         out.append(f'<div style="margin:2px 0"><b>Next:</b> {_e(d["actions"][0])}</div>')
-    projections = d.get("projections") or []
-    if projections:
+    projections = [p for p in d.get("projections") or [] if p.get("notable", True)]
+    if projections:  # wins worth the name only (a 1.00x is no win)
         out.append('<div style="margin:2px 0"><b>What it would win:</b> '
                    + "; ".join(_e(p["text"]) for p in projections[:3]) + "</div>")
     out.append('<ul style="margin:2px 0 2px 18px;padding:0">')

@@ -97,11 +97,17 @@ def _projection_lines(summary: dict[str, Any]) -> list[str]:
     projections = summary["diagnosis"].get("projections") or []
     if not projections:
         return []
+    worth = [p for p in projections if p.get("notable", True)]  # a win, not a 1.00x
+    little = len(projections) - len(worth)
     lines = ["What it would win:"]
-    lines += [f"  * {p['text']}" for p in projections[:MAX_PROJECTIONS]]
-    if len(projections) > MAX_PROJECTIONS:
-        lines.append(f"  ... {len(projections) - MAX_PROJECTIONS} more in "
+    lines += [f"  * {p['text']}" for p in worth[:MAX_PROJECTIONS]]
+    if len(worth) > MAX_PROJECTIONS:
+        lines.append(f"  ... {len(worth) - MAX_PROJECTIONS} more in "
                      "summary['diagnosis']['projections']")
+    if little:
+        lines.append(f"  {'nothing notable: ' if not worth else ''}{little} "
+                     f"{'change' if little == 1 else 'changes'} would win little "
+                     "(summary['diagnosis']['projections'])")
     return lines
 
 

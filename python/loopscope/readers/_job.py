@@ -2,8 +2,9 @@
 `loopscope.analyze([FILE, ...])`, `loopscope analyze DIR`.
 
 Each trace is read by the same reader as one file (_analyze.load), in its
-own process (a pool of up to the cores, one rank per process at a time, a
-fresh process per rank so its memory goes back), and boiled down to the
+own process (up to the cores at a time, a fresh process per rank so its
+memory goes back; a fresh interpreter that runs nothing of the caller's, so a
+script needs no `if __name__ == "__main__":` guard: _WORKER_BOOT), and boiled down to the
 rank's compact summary (_ranks.compact, as a live rank sends rank 0), with
 each step's arrival at its collectives.  The compacts are merged by the
 same rule as live (_ranks.merge), on the traces' own clock (a Kineto
@@ -33,11 +34,14 @@ from __future__ import annotations
 import concurrent.futures as futures
 import gzip
 import json
-import multiprocessing
 import os
+import pickle
 import re
+import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -183,11 +187,104 @@ def _pool_size(workers: int | None, files: int) -> int:
     return max(1, min(workers, files))
 
 
+# How a worker starts: a fresh interpreter (`python -c`) that reads its task
+# from stdin and imports only loopscope.  multiprocessing's spawn and
+# forkserver re-run the caller's __main__ in every worker (a script with no
+# `if __name__ == "__main__":` guard starts the pool again and the pool
+# breaks; a script read from stdin has no file to re-run), and fork copies a
+# process whose threads may hold locks; this runs nothing of the caller's.
+_WORKER_BOOT = ("import sys, pickle; task = pickle.load(sys.stdin.buffer); "
+                "sys.path[:] = task['sys_path']; "
+                "from loopscope.readers._job import _worker_main; _worker_main(task)")
+_WORKER_LAST_WORDS = 2000  # characters of a dead worker's stderr quoted in the error
+
+
+def _worker_main(task: dict[str, Any]) -> None:
+    """A worker process: reads one rank (read_rank) and writes its result,
+    pickled, to stdout: ("ok", result) or ("error", exception); anything
+    the reader prints goes to stderr, so stdout holds the result alone."""
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr
+    try:
+        reply: tuple[str, Any] = ("ok", read_rank(*task["args"]))
+    except Exception as e:  # noqa: BLE001 - sent back, raised in the caller
+        try:
+            pickle.dumps(e)
+            reply = ("error", e)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle
+            reply = ("error", RuntimeError(f"{type(e).__name__}: {e}"))
+    pickle.dump(reply, out)
+    out.flush()
+
+
+def _died(path: Path, returncode: int, stderr: bytes) -> str:
+    """Why a worker gave no result, naming the file and its rank (from the
+    name, where it has one) and the cause: the signal, or the exit status
+    with the end of what it wrote on stderr."""
+    rank = rank_in_name(path)
+    who = f"{path} (rank {rank})" if rank is not None else str(path)
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        cause = f"was killed by {name}"
+        if -returncode == getattr(signal, "SIGKILL", None):
+            cause += " (the kernel's out-of-memory killer sends it when memory runs out)"
+    else:
+        cause = f"exited with status {returncode}"
+    words = stderr.decode(errors="replace").strip()[-_WORKER_LAST_WORDS:]
+    return (f"{who}: the process reading it {cause} before giving a result"
+            + (f"; its last words: {words}" if words else ""))
+
+
+class _Workers:
+    """Worker processes (_WORKER_BOOT), one per rank, `size` at a time:
+    each waited for on a thread, which is idle in a pipe read.  stop()
+    kills those still running (an error or Ctrl-C in the caller)."""
+
+    def __init__(self) -> None:
+        self.running: set[subprocess.Popen] = set()
+        self.lock = threading.Lock()  # guards running
+        self.stopped = False
+
+    def read(self, path: Path, args: tuple) -> dict[str, Any]:
+        task = pickle.dumps({"sys_path": list(sys.path), "args": args})
+        with self.lock:
+            if self.stopped:
+                raise futures.CancelledError()
+            proc = subprocess.Popen([sys.executable, "-c", _WORKER_BOOT], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.running.add(proc)
+        try:
+            out, err = proc.communicate(task)
+        finally:
+            with self.lock:
+                self.running.discard(proc)
+        if self.stopped:
+            raise futures.CancelledError()
+        try:
+            kind, value = pickle.loads(out)
+        except Exception:  # noqa: BLE001 - no result: the process died
+            raise TraceError(_died(path, proc.returncode, err)) from None
+        if kind == "error":
+            raise value
+        return value
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            for proc in self.running:
+                proc.kill()
+
+
 def read_ranks(paths: list[Path], *, steps, device, thresholds, workers: int | None = None,
                progress: bool = True) -> list[dict[str, Any]]:
-    """Every file read by read_rank, in a pool of `workers` processes (1:
-    here, in this process); the full summary is kept for the lowest rank
-    only (memory: one rank's summary at a time)."""
+    """Every file read by read_rank, in `workers` processes at a time, a
+    fresh one per rank so its memory goes back (1: here, in this process);
+    the full summary is kept for the lowest rank only (memory: one rank's
+    summary at a time).  A worker that dies raises TraceError naming the
+    file, its rank and the cause (_died)."""
     bar = _Progress(len(paths), progress)
     size = _pool_size(workers, len(paths))
     results: list[dict[str, Any]] = []
@@ -208,20 +305,17 @@ def read_ranks(paths: list[Path], *, steps, device, thresholds, workers: int | N
         for p in paths:
             keep(read_rank(str(p), steps, device, thresholds, True))
         return results
-    context = multiprocessing.get_context("spawn")  # no state of this process carried over
-    if sys.version_info >= (3, 11):  # a fresh process per rank: its memory goes back
-        pool = futures.ProcessPoolExecutor(max_workers=size, mp_context=context,
-                                           max_tasks_per_child=1)
-    else:
-        pool = futures.ProcessPoolExecutor(max_workers=size, mp_context=context)
-    with pool:
-        jobs = [pool.submit(read_rank, str(p), steps, device, thresholds, True) for p in paths]
+    procs = _Workers()
+    with futures.ThreadPoolExecutor(max_workers=size) as pool:
+        jobs = [pool.submit(procs.read, p, (str(p), steps, device, thresholds, True))
+                for p in paths]
         try:
             for job in futures.as_completed(jobs):
                 keep(job.result())
         except BaseException:
             for job in jobs:
                 job.cancel()
+            procs.stop()
             raise
     return results
 

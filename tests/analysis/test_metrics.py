@@ -494,8 +494,14 @@ def test_coverage_says_how_much_of_the_loop_the_samples_cover(run_trace):
     assert half["sm"]["coverage_pct"] == round(100 * 500 / 1009, 2)
     from loopscope.views._report import format_report
 
-    assert "cover only 50% of the loop" in format_report(half)
-    assert "cover only" not in format_report(full)
+    # said once, by the failed coverage check on top (issue 41: it was said twice)
+    text = format_report(half)
+    assert text.count("WARNING") == 1
+    assert f"WARNING (coverage): PM samples cover {round(100 * 500 / 1009, 2):g}% of the " \
+           "profile" in text
+    assert "cover only" not in text and "WARNING" not in format_report(full)
+    checks = [c for c in half["checks"] if c["name"] != "coverage"]  # a summary made without
+    assert "cover only 50% of the loop" in format_report(dict(half, checks=checks))  # checks
 
 
 def test_no_counters_reason_names_overflows_before_a_short_loop():

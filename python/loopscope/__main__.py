@@ -11,7 +11,8 @@ from .surfaces._analyze_cli import add_analyze_parser, analyze_command
 from .surfaces._merge_cli import add_merge_parser, merge_command
 from .surfaces._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_parser,
                             add_run_parser, check_outputs, demo_recording, diff_command,
-                            run_command, silence_stdout, write_json)
+                            route_stdout, run_command, save_summary, silence_stdout,
+                            unroute_stdout)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
@@ -31,7 +32,7 @@ def _demo(args: argparse.Namespace) -> int:
         instrument(model)  # one range per block and per layer, under each step
     print(f"loopscope demo on {detail}: {args.steps} denoise steps, 18 MLP blocks, "
           f"{'CUDA graph replay' if args.graph else 'eager'}"
-          f"{', per-layer ranges' if args.layers else ''}")
+          f"{', per-layer ranges' if args.layers else ''}", file=sys.stderr)  # a notice
     loop = graph_loop_factory(model, x) if args.graph else None
     run = (lambda prof=None: loop(args.steps, prof)) if loop else (
         lambda prof=None: eager_loop(model, x, args.steps, prof))
@@ -41,10 +42,8 @@ def _demo(args: argparse.Namespace) -> int:
     with profile() as prof:
         run(prof)
     print(prof.report())
-    if args.json:
-        if not write_json("--json", args.json, prof.summary()):
-            return EXIT_BUDGET
-        print(f"summary written to {args.json}")
+    if args.json and not save_summary(args.json, prof.summary()):
+        return EXIT_BUDGET
     return 0
 
 
@@ -87,7 +86,7 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
         "as SIGPIPE would.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"loopscope {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"loopscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser(
         "demo",
@@ -102,12 +101,22 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
     demo.add_argument("--graph", action="store_true", help="replay each step from a CUDA graph")
     demo.add_argument("--layers", action="store_true",
                       help="loopscope.instrument() the model: per-layer ranges and GPU times")
-    demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON")
+    demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON (-: stdout, "
+                      "JSON alone there)")
     add_run_parser(sub)
     add_analyze_parser(sub)
     add_diff_parser(sub)
     add_merge_parser(sub)
     args = parser.parse_args(argv)
+    if not route_stdout(sub.choices[args.command].prog, args):  # `--json -`: JSON alone there
+        return EXIT_USAGE
+    try:
+        return _dispatch(parser, sub, args)
+    finally:
+        unroute_stdout()
+
+
+def _dispatch(parser: argparse.ArgumentParser, sub, args: argparse.Namespace) -> int:
     if args.command == "demo":
         if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
             return EXIT_USAGE

@@ -88,6 +88,22 @@ def _peek(path: Path) -> bytes:
         return f.read(256)
 
 
+def _summary_head(compact: bytes) -> bool:
+    return compact.startswith((b'[{"schema":', b'{"schema":'))
+
+
+def is_saved_summary(path: str | os.PathLike, lists: bool = True) -> bool:
+    """Whether a file holds a saved summary (or, with `lists`, a list of
+    them), as `run --json`, `analyze --json` or a pytest baseline writes;
+    False for a trace, or a file that cannot be read (its reader says why)."""
+    try:
+        head = _peek(Path(path)).lstrip()
+    except (TraceError, OSError, EOFError, zlib.error):
+        return False
+    compact = head.replace(b" ", b"").replace(b"\n", b"")
+    return _summary_head(compact) and (lists or not compact.startswith(b"["))
+
+
 def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     """The summary of a file: a saved summary (JSON, as `run --json` or a
     pytest baseline writes it) as it is; any other file through
@@ -101,7 +117,7 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     except (OSError, EOFError, zlib.error) as error:
         raise CompareError(f"cannot read {path}: {error}") from None
     compact = head.replace(b" ", b"").replace(b"\n", b"")
-    if compact.startswith((b'[{"schema":', b'{"schema":')):
+    if _summary_head(compact):
         try:
             data = read_json(path)  # bounded: a cap on the inflated text, nesting, memory
         except TraceError as error:

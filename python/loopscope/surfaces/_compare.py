@@ -391,14 +391,35 @@ def _number(value: float, unit: str) -> str:
     return (ms_text(value) if unit == " ms" else f"{value:g}") + unit
 
 
-def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
+def _not_here(name: str, here: dict[str, Any] | None) -> str | None:
+    """Why the after side (this run, `here`) could not measure a figure:
+    the reason its summary gives for the section the figure is read from
+    (no driver, tracing off), or None."""
+    if here is None:
+        return None
+    section = FIGURES[name][2][0]
+    reason = here.get("syncs_error") if section == "syncs" else here.get("gpu_error")
+    return reason if isinstance(reason, str) and reason else None
+
+
+def regressions(result: dict[str, Any], max_pct: float,
+                here: dict[str, Any] | None = None) -> Regressions:
     """Which of REGRESSION_FIGURES got worse by more than max_pct (and more
-    than its noise floor) from before to after."""
+    than its noise floor) from before to after.  `here`: the after side's
+    summary when it is this run (a pytest baseline): a figure it could not
+    measure, with the reason its summary gives (no GPU here), is not
+    measured, not failed, so the caller skips when nothing else was
+    compared; without `here` (diff) a gate that compared nothing fails."""
     out = Regressions(max_pct)
     checks = result.get("checks") or {}
+    not_here: dict[str, list[str]] = {}  # reason -> figures: each reason said once
     for name in REGRESSION_FIGURES:
         what, unit, _, _ = FIGURES[name]
         c = result["figures"][name]
+        reason = _not_here(name, here) if c["after"] is None else None
+        if reason is not None:
+            not_here.setdefault(reason, []).append(name)
+            continue
         refused = [f"{side}: {why}" for side in ("before", "after")
                    if (why := refusal({"checks": checks.get(side)}, name)) is not None]
         if refused:  # a figure a failed self-check cannot vouch for never passes
@@ -425,7 +446,9 @@ def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
             out.failed.append(line)
         else:
             out.checked.append(line)
-    if not out.checked and not out.failed:  # a gate that compared nothing must not pass
+    out.unavailable += [f"{', '.join(names)} here ({reason})" for reason, names in not_here.items()]
+    if not out.checked and not out.failed and not (here is not None and out.unavailable):
+        # a gate that compared nothing must not pass (a pytest baseline skips instead)
         out.failed.append("no figure was measured on both sides: nothing was compared")
     return out
 

@@ -49,13 +49,17 @@ from typing import Any, Callable, Iterable
 from ..figures import _ranks
 from . import _analyze
 from ..figures._diagnosis import diagnose_ranks
-from ..files._inputs import parse_json, read_text
+from ..files._inputs import input_problem, parse_json, read_text
 from .._options import check_thresholds
 from ._sniff import TraceError
 
 RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
 RANKS_FILE_VERSION = 1
+# The largest world a job read offline may have: a rank or world size above it (a
+# damaged distributedInfo, a stray number in a file name) is refused, never a list
+# of a billion missing ranks.  Twice the largest jobs run today (~100k GPUs).
+MAX_WORLD_SIZE = 1 << 18
 UNKNOWN_HOST = "not in the trace"  # Kineto traces name no host
 
 
@@ -85,13 +89,24 @@ def analyze(path: str | os.PathLike | list, *, steps: str | None = None,
 def trace_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """The trace files of a job: each path a file, or a folder whose files
     ending in .json, .json.gz or .sqlite are taken (not its subfolders).
-    TraceError naming the path when there is none."""
+    TraceError naming the path when there is none, or naming an entry of
+    a folder named like a trace that is no readable file (a dangling
+    symlink, a FIFO, a device): skipping it would read a smaller job."""
     out: list[Path] = []
     for given in paths:
         p = Path(given)
         if p.is_dir():
-            found = sorted(f for f in p.iterdir()
-                           if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+            named = sorted(f for f in p.iterdir()
+                           if f.name.endswith(TRACE_SUFFIXES) and not f.is_dir())
+            for f in named:
+                problem = ("is a symlink to nothing (its target does not exist)"
+                           if f.is_symlink() and not f.exists() else input_problem(f))
+                if problem is not None:
+                    raise TraceError(f"{f}: {problem}; named like a trace in the job's folder "
+                                     "{p}, so the job cannot be read without it (move it out, "
+                                     "or give the trace files one by one with --ranks)"
+                                     .replace("{p}", str(p)))
+            found = named
             if not found:
                 raise TraceError(f"{p}: a folder with no trace file in it (looked for names "
                                  f"ending in {', '.join(TRACE_SUFFIXES)})")
@@ -120,11 +135,14 @@ def read_rank(path: str, steps: str | None, device: int | None,
     summary = dict(prof.summary())
     dist = (summary.get("trace") or {}).get("distributed")
     rank, world, rank_from = summary.get("rank"), summary.get("world_size"), "distributedInfo"
+    if isinstance(rank, bool) or (isinstance(rank, int) and rank < 0):
+        raise TraceError(f"{p}: distributedInfo.rank is {rank!r}: a rank is a whole number >= 0")
     if not isinstance(rank, int):
         rank, world, rank_from = rank_in_name(p), None, "file name"
     if rank is None:
         raise TraceError(f"{p}: which rank it is cannot be told: no distributedInfo.rank in "
                          "it and no 'rank<N>' in its name")
+    _check_world(max(rank + 1, world if isinstance(world, int) else 0), lambda: str(p))
     step_times: dict[int, tuple[int, int]] = {}
     for _name, _parent, step, start, end in prof.capture.range_records():
         if step is not None:
@@ -332,13 +350,23 @@ def _ranked(results: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return by_rank
 
 
+def _check_world(world: int, where: Callable[[], str]) -> None:
+    """TraceError when a job's world (highest rank + 1, or a world size
+    read) is above MAX_WORLD_SIZE; where() names the file that said so."""
+    if world > MAX_WORLD_SIZE:
+        raise TraceError(f"{where()}: a job of {world:,} ranks, more than the {MAX_WORLD_SIZE:,} "
+                         "loopscope reads (a damaged rank number or world size?)")
+
+
 def job_summary(compacts: dict[int, dict[str, Any]], *, world_size: int | None,
                 backend: str | None, base: dict[str, Any] | None,
                 paths: dict[int, str], read: dict[str, Any]) -> dict[str, Any]:
     """The job's summary: `base` (the lowest rank's own summary, or None
     when only compacts are known, as in a merge) with ranks, skew,
-    distributed and job; rank 0's cross-rank verdict."""
+    distributed and job; rank 0's cross-rank verdict.  TraceError when the
+    world is larger than MAX_WORLD_SIZE."""
     world = max([world_size or 0, max(compacts) + 1])
+    _check_world(world, lambda: "the job")  # each file was checked as it was read
     ranks_list: list[dict[str, Any] | None] = [compacts.get(r) for r in range(world)]
     missing = {r: "no trace of it was read" for r in range(world) if r not in compacts}
     skew = _ranks.merge(ranks_list, {}, missing, backend, shared_clock=True)

@@ -1,0 +1,110 @@
+"""Issue 41's hostile inputs: files a job, a merge, a recording, a summary
+or a baseline may be, each read to a clear error naming the file and the
+problem (exit 2 on the command line), never a traceback, a silently wrong
+figure or memory without bound."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import loopscope
+from loopscope.readers import _job
+from loopscope.readers._sniff import TraceError
+
+from rank_traces import rank_doc, plan, write_job
+
+HERE = Path(__file__).resolve().parents[1]
+PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
+
+
+def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore::RuntimeWarning")
+    env["PYTHONPATH"] = os.pathsep.join([PYTHON_DIR, str(HERE), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "loopscope", *args], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=cwd)
+
+
+def assert_usage_error(done: subprocess.CompletedProcess, *texts: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    for text in texts:
+        assert text in done.stderr, done.stderr
+
+
+# -- a rank folder holding what is no trace file --------------------------------------
+@pytest.mark.parametrize("kind", ["dangling", "fifo", "device"])
+def test_a_rank_named_entry_that_is_no_file_is_named(tmp_path, kind):
+    write_job(tmp_path, 2, 2, {})
+    odd = tmp_path / "rank2.json.gz"
+    if kind == "dangling":
+        odd.symlink_to(tmp_path / "gone.json.gz")
+        said = "is a symlink to nothing"
+    elif kind == "fifo":
+        os.mkfifo(odd)
+        said = "is a FIFO"
+    else:
+        odd.symlink_to("/dev/zero")
+        said = "is a character device"
+    with pytest.raises(TraceError, match=f"rank2.json.gz: {said}"):
+        loopscope.analyze(tmp_path, workers=1, progress=False)
+    assert_usage_error(cli("analyze", str(tmp_path)), f"rank2.json.gz: {said}",
+                       "named like a trace in the job's folder")
+
+
+def test_files_not_named_like_traces_are_still_left_alone(tmp_path):
+    write_job(tmp_path, 2, 2, {})
+    os.mkfifo(tmp_path / "notes.fifo")
+    (tmp_path / "other").symlink_to(tmp_path / "gone")
+    s = loopscope.analyze(tmp_path, workers=1, progress=False)
+    assert s["world_size"] == 2
+
+
+# -- a rank or world size of 1e9 --------------------------------------------------------
+def one_rank(folder: Path, rank: int, world: int, name: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = rank_doc(0, 1, 2, plan(1, 2, {}), base_shift_ns=0, distributed=True)
+    doc["distributedInfo"].update(rank=rank, world_size=world)
+    path = folder / (name or f"rank{rank}.json.gz")
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+def test_a_world_of_a_billion_ranks_is_refused_at_once(tmp_path):
+    limit = _job.MAX_WORLD_SIZE
+    assert limit == 1 << 18  # the documented figure; the cases below sit on each side of it
+    one_rank(tmp_path / "wide", 0, 10**9)
+    with pytest.raises(TraceError, match=r"rank0.json.gz: a job of 1,000,000,000 ranks"):
+        loopscope.analyze(tmp_path / "wide", workers=1, progress=False)
+    one_rank(tmp_path / "high", 10**9, 10**9 + 1)
+    assert_usage_error(cli("analyze", str(tmp_path / "high")), "a job of 1,000,000,001 ranks")
+    # a rank number in a file name (no distributedInfo) is the same
+    named = tmp_path / "named"
+    one_rank(named, 0, 1, name="trace_rank1000000000.json.gz")
+    doc = json.loads(gzip.decompress((named / "trace_rank1000000000.json.gz").read_bytes()))
+    del doc["distributedInfo"]
+    (named / "trace_rank1000000000.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with pytest.raises(TraceError, match="a job of 1,000,000,001 ranks"):
+        loopscope.analyze(named, workers=1, progress=False)
+
+
+@pytest.mark.parametrize("world, ok", [(1 << 18, True), ((1 << 18) + 1, False)])
+def test_the_world_size_limit_on_each_side(tmp_path, world, ok):
+    one_rank(tmp_path, 0, world)
+    if ok:
+        s = loopscope.analyze(tmp_path, workers=1, progress=False)
+        assert s["world_size"] == world and len(s["ranks"]) == world
+    else:
+        with pytest.raises(TraceError, match=f"a job of {world:,} ranks"):
+            loopscope.analyze(tmp_path, workers=1, progress=False)
+
+
+def test_a_negative_or_boolean_rank_is_refused(tmp_path):
+    one_rank(tmp_path / "neg", -3, 4, name="a.json.gz")
+    with pytest.raises(TraceError, match=r"distributedInfo.rank is -3"):
+        loopscope.analyze(tmp_path / "neg", workers=1, progress=False)

@@ -108,3 +108,79 @@ def test_a_negative_or_boolean_rank_is_refused(tmp_path):
     one_rank(tmp_path / "neg", -3, 4, name="a.json.gz")
     with pytest.raises(TraceError, match=r"distributedInfo.rank is -3"):
         loopscope.analyze(tmp_path / "neg", workers=1, progress=False)
+
+
+# -- loopscope merge: an untouched ranks file gated, damaged ranks files ---------------
+@pytest.fixture(scope="module")
+def ranks_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("job")
+    write_job(folder, 2, 2, {})
+    out = folder.parent / f"{folder.name}.ranks.json"
+    made = cli("analyze", str(folder), "--ranks-out", str(out))
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+def test_an_untouched_ranks_file_is_gated_by_max_rank_skew(ranks_file):
+    # before: KeyError 'gaps' (the budget read the rank's own gaps a merge has not)
+    met = cli("merge", str(ranks_file), "--max-rank-skew-us", "100")
+    assert met.returncode == 0, met.stderr
+    assert "budgets met: max_rank_skew_us" in met.stderr
+
+
+def leaves(value, where=()):
+    """Every place in a JSON document: (path of keys/indices, value)."""
+    yield where, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from leaves(v, where + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:2]):  # the first two items stand for the rest
+            yield from leaves(v, where + (i,))
+
+
+def damaged(doc, where, value):
+    out = json.loads(json.dumps(doc))
+    target = out
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    return out
+
+
+def test_every_damaged_place_of_a_ranks_file_is_named_or_read(ranks_file, tmp_path, capsys):
+    """Each place of a real ranks file replaced by a value of another kind:
+    the merge reads it or exits 2 naming the file (before: KeyError,
+    TypeError, AttributeError or ValueError tracebacks)."""
+    from loopscope.__main__ import main
+
+    doc = json.loads(ranks_file.read_text())
+    places = [w for w, _ in leaves(doc) if w and w[0] != "loopscope_ranks"]
+    assert len(places) > 60
+    bad = tmp_path / "bad.json"
+    refused = 0
+    for where in places:
+        for value in ("x", -1, 1.5, None, [], {}, True):
+            bad.write_text(json.dumps(damaged(doc, where, value)))
+            status = main(["merge", str(bad), "--max-rank-skew-us", "100"])
+            said = capsys.readouterr()
+            assert status in (0, 1, 2), (where, value)
+            if status == 2:
+                refused += 1
+                assert said.err.startswith(("loopscope: the ranks files hold no rank",
+                                            f"loopscope: {bad}: ")), (where, value, said.err)
+    assert refused > len(places)  # most kinds of damage are refused by name
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda d: d["ranks"][0].pop("steps"), "ranks[0] has no 'steps'"),
+    (lambda d: d["ranks"][0]["steps"][0].update(host_ms="19"), "ranks[0].steps[0].host_ms is '19'"),
+    (lambda d: d["ranks"][1].update(time_base=5), "ranks[1].time_base is 5"),
+    (lambda d: d.update(paths=[]), "paths is []"),
+])
+def test_a_damaged_ranks_file_names_the_place(ranks_file, tmp_path, change, said):
+    doc = json.loads(ranks_file.read_text())
+    change(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert_usage_error(cli("merge", str(bad)), f"{bad}: a damaged ranks file: {said}")

@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterable
 from ..figures import _ranks
 from . import _analyze
 from ..figures._diagnosis import diagnose_ranks
+from ..files import _schema as schema
 from ..files._inputs import input_problem, parse_json, read_text
 from .._options import check_thresholds
 from ._sniff import TraceError
@@ -432,6 +433,36 @@ def write_ranks(path: str, summary: dict[str, Any]) -> None:
     Path(path).write_bytes(text)
 
 
+# What a ranks file's compacts hold (_ranks.compact, with read_rank's time_base and
+# path), checked before the merge reads them: a damaged file is named, never a
+# KeyError or TypeError from deep in the merge.
+_N = schema.Optional(schema.NUM)
+_STEP_SHAPE = {"index": schema.COUNT, "name": str, "start_ns": _N, "end_ns": _N,
+               "arrive_ns": _N, "call_ns": _N, "done_ns": _N, "host_ms": _N, "gpu_ms": _N,
+               "comm_ms": _N, "compute_ms": _N, "syncs": schema.Optional(schema.COUNT),
+               "idle_host_ms": _N, "idle_sync_ms": _N, "verdict": schema.Optional(str)}
+_COMPACT_SHAPE = {
+    "rank": schema.COUNT, "world_size": schema.Optional(schema.COUNT),
+    "host": schema.Optional(str), "devices": schema.Optional([schema.NUM]),
+    "gpus": schema.Optional([str]), "device": schema.Optional(str),
+    "source": schema.Optional(str), "gpu_error": schema.Optional(str), "host_ms": _N,
+    "busy_pct": _N, "gpu_busy_ms": _N, "comm_ms": _N, "compute_ms": _N, "comm_pct": _N,
+    "syncs": schema.Optional(schema.COUNT), "sync_blocked_ms": _N,
+    "verdict": schema.Optional(str), "cause": schema.Optional(str),
+    "steps": [_STEP_SHAPE],
+    "clock": schema.Optional({"profile_ns": [schema.NUM], "exchange_ns": [schema.NUM]}),
+    "raised": schema.Optional(str),
+    "failed_checks": schema.Optional([{"name": schema.Optional(str),
+                                       "detail": schema.Optional(str)}]),
+    "time_base": schema.Optional({"kind": str, "shift_ns": schema.NUM}),
+    "path": schema.Optional(str)}
+
+
+def _filled(value: dict[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
+    """A checked dict with every key of its shape (an absent optional one None)."""
+    return {**{k: None for k in shape}, **value}
+
+
 def _read_ranks_file(path: Path) -> dict[str, Any]:
     # bounded (_inputs): a cap on the inflated text, no unbounded nesting; TraceError names path
     doc = parse_json(path, read_text(path), "not a loopscope ranks file (not JSON)")
@@ -439,10 +470,20 @@ def _read_ranks_file(path: Path) -> dict[str, Any]:
             or not isinstance(doc.get("ranks"), list):
         raise TraceError(f"{path}: not a loopscope ranks file (write one with `loopscope "
                          "analyze DIR --ranks-out FILE`)")
+    try:
+        schema.check(doc.get("world_size"), schema.Optional(schema.COUNT), "world_size")
+        schema.check(doc.get("backend"), schema.Optional(str), "backend")
+        schema.check(doc.get("paths"), schema.Optional(schema.MapOf(str)), "paths")
+        schema.check(doc["ranks"], [_COMPACT_SHAPE], "ranks")
+    except schema.SchemaError as error:
+        raise TraceError(f"{path}: a damaged ranks file: {error}") from None
+    doc["ranks"] = [dict(_filled(c, _COMPACT_SHAPE),
+                         steps=[_filled(s, _STEP_SHAPE) for s in c["steps"]])
+                    for c in doc["ranks"]]
+    doc["paths"] = doc.get("paths") or {}
     for c in doc["ranks"]:
-        if not isinstance(c, dict) or not isinstance(c.get("rank"), int) or c["rank"] < 0 \
-                or not isinstance(c.get("steps"), list):
-            raise TraceError(f"{path}: a rank entry is not a compact summary")
+        _check_world(max(c["rank"] + 1, c["world_size"] or 0, doc.get("world_size") or 0),
+                     lambda: str(path))
     return doc
 
 

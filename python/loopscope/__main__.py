@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from . import __version__, instrument, profile
+from . import __version__, _settings, instrument, profile
 from .surfaces._analyze_cli import add_analyze_parser, analyze_command
 from .surfaces._merge_cli import add_merge_parser, merge_command
 from .surfaces._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_parser,
@@ -108,6 +108,12 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
     add_diff_parser(sub)
     add_merge_parser(sub)
     args = parser.parse_args(argv)
+    try:  # a benchmark switch left set wrongly: named before any work (not a traceback)
+        _settings.internal()
+    except ValueError as error:
+        print(f"{sub.choices[args.command].prog}: error: {error} (an internal switch for "
+              "loopscope's benchmarks: unset LOOPSCOPE_INTERNAL)", file=sys.stderr)
+        return EXIT_USAGE
     if not route_stdout(sub.choices[args.command].prog, args):  # `--json -`: JSON alone there
         return EXIT_USAGE
     try:

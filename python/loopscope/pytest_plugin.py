@@ -231,11 +231,19 @@ class _ProfiledTest:
             if problem is not None:  # a folder or a FIFO where the baseline goes
                 return [f"loopscope: cannot write the baseline {path}: {problem}"]
             folder = os.path.dirname(os.path.abspath(path))
-            os.makedirs(folder, exist_ok=True)
             tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-            with open(tmp, "w") as f:
-                json.dump(self.final_summary(), f, indent=1, default=str)
-            os.replace(tmp, path)
+            try:  # a part of the path that is a file, a folder not writable: said, no traceback
+                os.makedirs(folder, exist_ok=True)
+                with open(tmp, "w") as f:
+                    json.dump(self.final_summary(), f, indent=1, default=str)
+                os.replace(tmp, path)
+            except OSError as error:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                why = error.strerror or str(error)
+                if isinstance(error, (FileExistsError, NotADirectoryError)):
+                    why = "a part of the path is a file, not a folder"
+                return [f"loopscope: cannot write the baseline {path}: {why}"]
             self.baseline_note = f"baseline written to {path}"
             return []
         if not os.path.lexists(path):  # anything else there is refused by name below

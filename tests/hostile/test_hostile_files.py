@@ -20,6 +20,7 @@ from loopscope.readers._sniff import TraceError
 from rank_traces import rank_doc, plan, write_job
 
 HERE = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
 PYTHON_DIR = str(Path(loopscope.__file__).resolve().parent.parent)
 
 
@@ -184,3 +185,149 @@ def test_a_damaged_ranks_file_names_the_place(ranks_file, tmp_path, change, said
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     assert_usage_error(cli("merge", str(bad)), f"{bad}: a damaged ranks file: {said}")
+
+
+# -- a saved summary whose checks are tampered -------------------------------------------
+@pytest.fixture(scope="module")
+def saved_summary(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("summary")
+    out = folder / "run.json"
+    made = cli("analyze", str(HERE / "data" / "kineto" / "demo_eager.json.gz"), "--json", str(out))
+    assert made.returncode == 0, made.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("checks, place", [
+    (5, "summary['checks'] is 5"),
+    (True, "summary['checks'] is True"),
+    ([{"name": "durations", "ok": "false", "detail": "tampered"}],
+     "summary['checks'][0].ok is 'false'"),
+    (["junk"], "summary['checks'][0] is 'junk'"),
+    ([{"name": "x", "detail": "no ok"}], "summary['checks'][0] has no 'ok'"),
+])
+def test_tampered_checks_stop_every_gate_by_name(saved_summary, tmp_path, checks, place):
+    bad = tmp_path / "tampered.json"
+    bad.write_text(json.dumps(dict(saved_summary, checks=checks)))
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(saved_summary))
+    said = f"its self-checks are damaged, so no gate can trust it: {place}"
+    assert_usage_error(cli("diff", str(good), str(bad), "--max-regression-pct", "10"), said)
+    assert_usage_error(cli("diff", str(bad), str(good), "--max-regression-pct", "10"), said)
+    assert_usage_error(cli("analyze", str(bad), "--max-severe-gaps", "100"), said)
+    with pytest.raises(ValueError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        loopscope.compare(saved_summary, dict(saved_summary, checks=checks))
+
+
+def test_untampered_checks_still_gate(saved_summary, tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(saved_summary))
+    assert cli("diff", str(good), str(good), "--max-regression-pct", "10").returncode == 0
+    failed = [dict(c, ok=False) for c in saved_summary["checks"][:1]]
+    bad = tmp_path / "failed.json"
+    bad.write_text(json.dumps(dict(saved_summary, checks=failed)))
+    done = cli("diff", str(good), str(bad), "--max-regression-pct", "10")
+    assert done.returncode == 1 and "refused" in done.stderr  # a failed check never passes
+
+
+# -- diff and pytest baselines: summaries damaged anywhere compare() reads ---------------
+def test_every_damaged_place_of_a_summary_is_named_or_compared(saved_summary):
+    """Each place of a real summary (steps, sync sites, kernel table,
+    projections, figures, checks; the first two items of each list)
+    replaced by a value of another kind: compare() and its regression gate
+    work or raise ValueError naming the side (before: KeyError, TypeError,
+    AttributeError)."""
+    from loopscope.surfaces._compare import compare, format_compare, regressions
+
+    places = [w for w, _ in leaves(saved_summary) if w]
+    assert len(places) > 200
+    refused = 0
+    for where in places:
+        for value in ("x", -1, None, [], {}, True, [1, 2], [{}]):
+            bad = damaged(saved_summary, where, value)
+            for before, after in ((saved_summary, bad), (bad, saved_summary)):
+                try:
+                    result = compare(before, after)
+                except ValueError as error:
+                    refused += 1
+                    assert str(error).startswith("compare: "), (where, value, error)
+                    continue
+                format_compare(result)
+                regressions(result, 10)
+    assert refused > 100
+
+
+BASELINE_TESTS = '''
+import pytest
+from synthetic_loop import run_loop
+
+
+@pytest.mark.loopscope(baseline="baseline.json")
+def test_loop(loopscope_profile, test_clock):
+    run_loop(loopscope_profile)
+
+
+@pytest.mark.loopscope(baseline="a_file/under.json")
+def test_under_a_file(loopscope_profile, test_clock):
+    run_loop(loopscope_profile)
+'''
+
+
+@pytest.mark.parametrize("steps, said", [
+    ([{}], "summary['steps'][0] has no 'index'"),
+    ([1, 2], "summary['steps'][0] is 1"),
+])
+def test_a_damaged_baseline_and_one_under_a_file_fail_by_name(pytester, monkeypatch, steps,
+                                                               said):
+    from test_pytest_plugin import CONFTEST, plugin_args
+
+    monkeypatch.setenv("PYTHONPATH", PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pytester.makepyfile(synthetic_loop=(HERE / "synthetic_loop.py").read_text())
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_base=BASELINE_TESTS)
+    (pytester.path / "a_file").write_text("a file where a folder would go")
+
+    def run(*args):
+        return pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", *args)
+
+    written = run("--loopscope-update-baseline")
+    written.assert_outcomes(passed=1, failed=1)
+    written.stdout.fnmatch_lines(["*cannot write the baseline *a_file/under.json: a part of "
+                                  "the path is a file, not a folder*"])
+    assert "Traceback" not in written.stdout.str() and "FileExistsError" not in written.stdout.str()
+    base = json.loads((pytester.path / "baseline.json").read_text())
+    (pytester.path / "baseline.json").write_text(json.dumps(dict(base, steps=steps)))
+    checked = run("-k", "test_loop")
+    checked.assert_outcomes(failed=1)
+    checked.stdout.fnmatch_lines(["*cannot compare with the baseline *baseline.json: compare: "
+                                  "*baseline.json is a damaged summary: *"])
+    assert f"is a damaged summary: {said}" in checked.stdout.str()  # [ ] are no fnmatch text
+    assert "KeyError" not in checked.stdout.str() and "TypeError" not in checked.stdout.str()
+
+
+# -- LOOPSCOPE_INTERNAL garbage -------------------------------------------------------------
+@pytest.mark.parametrize("command", [
+    ("run", "{script}"), ("demo",), ("analyze", str(HERE / "data" / "kineto" / "demo_eager.json.gz")),
+])
+def test_a_bad_internal_switch_is_named_by_every_command(tmp_path, monkeypatch, command):
+    script = tmp_path / "plain.py"
+    script.write_text("pass\n")
+    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "garbage")
+    done = cli(*(part.format(script=script) for part in command))
+    assert_usage_error(done, "error: LOOPSCOPE_INTERNAL: 'garbage' is not key=value",
+                       "unset LOOPSCOPE_INTERNAL")
+    assert "damaged" not in done.stderr
+
+
+def test_a_bad_internal_switch_is_not_a_damaged_recording(monkeypatch):
+    from loopscope import _settings
+    from loopscope.files import _recording
+    from loopscope.readers._replay import replay
+
+    data = _recording.bundled_demo()
+    if data is None:
+        pytest.skip("no bundled demo recording in this checkout")
+    monkeypatch.setitem(_settings._cache, "internal", None)
+    monkeypatch.delitem(_settings._cache, "internal")
+    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "overlap=2")
+    with pytest.raises(ValueError, match=r"^LOOPSCOPE_INTERNAL: 'overlap=2' must be 0 or 1$"):
+        replay(data)

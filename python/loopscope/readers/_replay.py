@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .. import _core
+from .. import _core, _settings
 from ..figures._diagnosis import diagnose, diagnose_step
 from ..files._inputs import cut_name
 from .._profile import Profile
@@ -108,6 +108,7 @@ def replay(data: dict[str, Any]) -> Profile:
     no profile is left running."""
     if _core.active():
         raise RuntimeError("a loopscope profile is running: replay the recording after it")
+    _settings.internal()  # a bad LOOPSCOPE_INTERNAL is its own ValueError, not a damaged recording
     try:
         check_shape(data)
         return _replay(data)

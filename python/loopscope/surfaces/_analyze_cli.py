@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from ._compare import CompareError, is_saved_summary, load_summary
+from ._compare import CompareError, check_checks, is_saved_summary, load_summary
 from ._cli import (EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say, check_outputs, report_budgets,
                    save_summary)
 
@@ -156,6 +156,7 @@ def _saved_summary(path: str, steps: str | None, device: int | None) -> tuple[di
                          "of a trace, give the trace instead")
     try:
         summary = load_summary(path)
+        check_checks(summary, path)
     except CompareError as error:
         raise TraceError(str(error)) from None
     try:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..figures._checks import refusal
+from ..files import _schema as schema
 from ..files._inputs import TraceError, open_input, read_json
 from ..figures._names import clip, demangled_name, display_path, kernel_name
 from ..figures._projections import ms_text
@@ -161,12 +162,54 @@ def _one_summary(path: Path, data: Any) -> dict[str, Any]:
     return data[0]
 
 
+# A summary's self-checks: None (made before checks) or a list of {name, ok, detail}
+# with a real bool `ok`: a tampered list ("ok": "false", 5, junk entries) would
+# raise deep in a gate, or pass it.
+CHECKS_SHAPE = schema.Optional([{"name": str, "ok": bool, "detail": str}])
+
+
+# What compare() reads of each step: a baseline's steps of another shape ([{}],
+# [1, 2]) are named, never a KeyError or TypeError.
+STEP_SHAPE = {"index": schema.COUNT, "name": str, "verdict": schema.Optional(str),
+              **{key: schema.Optional(schema.NUM) for key in STEP_FIGURES}}
+
+
+# ... and of the parts beside the steps (sync sites, the kernel table, projections)
+_O = schema.Optional
+PARTS_SHAPE = {
+    "syncs": _O({"sites": [{"kind": str, "count": schema.COUNT, "blocked_ms": schema.NUM,
+                            "file": _O(str), "line": _O(schema.COUNT), "function": _O(str),
+                            "call": _O(str), "code": _O(str)}]}),
+    "top_kernels": _O([{"name": str, "total_ms": schema.NUM, "count": schema.COUNT}]),
+    "diagnosis": {"verdict": str, "projections": _O([{"text": str}])},
+}
+
+
+def check_checks(summary: dict[str, Any], where: str) -> None:
+    """CompareError naming `where` and the place when summary["checks"] is
+    not a list of {name, ok (a bool), detail}."""
+    try:
+        schema.check(summary.get("checks"), CHECKS_SHAPE, "summary['checks']")
+    except schema.SchemaError as error:
+        raise CompareError(f"{where}: its self-checks are damaged, so no gate can trust it: "
+                           f"{error}") from None
+
+
 def _checked(summary: Any, side: str) -> dict[str, Any]:
     """The summary, when it has what compare() reads (a verdict, a step
-    list); else CompareError naming the side and what it lacks."""
+    list, self-checks of the right shape); else CompareError naming the
+    side and what it lacks."""
     if not isinstance(summary, dict):
         raise CompareError(f"compare: {side} is not a loopscope summary (a "
                            f"{type(summary).__name__}, not a dict)")
+    check_checks(summary, f"compare: {side}")
+    if isinstance(summary.get("steps"), list):
+        try:
+            schema.check(summary["steps"], [STEP_SHAPE], "summary['steps']")
+            if isinstance(summary.get("diagnosis"), dict):
+                schema.check(summary, PARTS_SHAPE, "summary")
+        except schema.SchemaError as error:
+            raise CompareError(f"compare: {side} is a damaged summary: {error}") from None
     diagnosis = summary.get("diagnosis")
     missing = [key for key, ok in (
         ("diagnosis", isinstance(diagnosis, dict) and "verdict" in diagnosis),

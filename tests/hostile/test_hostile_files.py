@@ -331,3 +331,98 @@ def test_a_bad_internal_switch_is_not_a_damaged_recording(monkeypatch):
     monkeypatch.setenv("LOOPSCOPE_INTERNAL", "overlap=2")
     with pytest.raises(ValueError, match=r"^LOOPSCOPE_INTERNAL: 'overlap=2' must be 0 or 1$"):
         replay(data)
+
+
+# -- recordings: op kinds and names out of their tables; an op of 10^15 ns ----------------
+@pytest.fixture
+def recording(tmp_path, test_clock):
+    from loopscope.files import _recording
+    from synthetic_loop import run_loop
+
+    with loopscope.profile() as prof:
+        run_loop(prof)
+    path = prof.save_recording(tmp_path / "r.json.gz")
+    test_clock.set(0, 0)
+    return _recording.load(path)
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("kind", -1, "op kind -1 is none of 0-3 (kernel, memcpy, memset, graph)"),
+    ("kind", -3, "op kind -3 is none of 0-3"),
+    ("kind", -4, "op kind -4 is none of 0-3"),
+    ("kind", 4, "op kind 4 is none of 0-3"),
+    ("name", -2, "op name -2 is no index into the"),
+])
+def test_a_recorded_index_out_of_its_table_is_damage(recording, column, value, said):
+    from loopscope.files._recording import RecordingError
+    from loopscope.readers._replay import replay
+
+    recording["ops"][column][0] = value
+    with pytest.raises(RecordingError) as error:
+        replay(recording)
+    assert str(error.value).startswith(f"the recording's records are damaged (ValueError: {said}")
+
+
+def window_ms(recording):
+    return recording["profile"]["stop_ns"] / 1e6
+
+
+@pytest.fixture
+def live_recording():
+    """The bundled demo recording: live CUPTI records, on its window's clock."""
+    from loopscope.files import _recording
+
+    data = _recording.bundled_demo()
+    if data is None:
+        pytest.skip("no bundled demo recording in this checkout")
+    assert data["meta"]["source"] == "cupti"
+    return data
+
+
+def test_an_injected_recording_keeps_its_own_time_line(recording):
+    from loopscope.readers._replay import replay
+
+    assert recording["meta"]["source"] == "injected"
+    s = replay(recording).summary()
+    assert all(c["ok"] for c in s["checks"])  # no timeline check: not the window's clock
+
+
+def test_an_op_far_outside_the_recorded_window_fails_the_timeline(live_recording):
+    recording = live_recording
+    from loopscope.figures._budgets import evaluate
+    from loopscope.readers._replay import replay
+
+    ok = replay(json.loads(json.dumps(recording))).summary()
+    assert all(c["ok"] for c in ok["checks"])  # the recording as made: its window holds it
+    recording["ops"]["duration"][0] = 10**15  # 10^15 ns in a profile of a few ms
+    s = replay(recording).summary()
+    timeline = [c for c in s["checks"] if c["name"] == "timeline"]
+    assert len(timeline) == 1 and timeline[0]["ok"] is False
+    assert "the recording is damaged or was edited" in timeline[0]["detail"]
+    assert f"outside its profile window ({window_ms(recording):.3f} ms)" in timeline[0]["detail"]
+    verdict = evaluate(s, {"max_severe_gaps": 100.0, "min_busy_pct": 0.0})
+    assert [o.name for o in verdict.failed] == ["max_severe_gaps", "min_busy_pct"]
+    assert not verdict.met  # no gate passes on it
+    assert "refused, check timeline failed: the recording's GPU time line" in verdict.message()
+    assert evaluate(ok, {"max_severe_gaps": 100.0, "min_busy_pct": 0.0}).met  # as made: met
+
+
+@pytest.mark.parametrize("past_ms, ok", [(0.9, True), (1.1, False)])
+def test_the_replayed_timeline_slack_on_each_side(live_recording, past_ms, ok):
+    """The live check's slack (1 ms + 2% of the window) around the recorded
+    window, worked out here from the recording's own columns."""
+    from loopscope.readers._replay import replay
+
+    recording = live_recording
+    ops = recording["ops"]
+    starts, t = [], 0
+    for d in ops["start"]:  # delta-encoded
+        t += d
+        starts.append(t)
+    stop = recording["profile"]["stop_ns"]
+    slack = 1_000_000 + 0.02 * stop
+    last = len(starts) - 1
+    want_end = stop + slack + (past_ms - 1.0) * 1e6  # 0.1 ms inside or past the slack
+    ops["duration"][last] = int(want_end - starts[last])
+    s = replay(recording).summary()
+    assert any(c["name"] == "timeline" and not c["ok"] for c in s["checks"]) is (not ok)

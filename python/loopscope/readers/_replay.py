@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .. import _core, _settings
+from ..figures._checks import LIVE_SOURCES, timeline_check
 from ..figures._diagnosis import diagnose, diagnose_step
 from ..files._inputs import cut_name
 from .._profile import Profile
@@ -40,6 +41,19 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
         for shape in shapes:
             if len(shape) != 8 or not all(isinstance(v, int) for v in shape):
                 raise ValueError(f"shape {list(shape)!r}: 8 integers expected")
+
+        for row in ops:  # indices into tables: a negative one would read from the end
+            k, name, shape = row[0], row[6], row[8]
+            if not 0 <= k < len(OP_KINDS):
+                raise ValueError(f"op kind {k} is none of 0-{len(OP_KINDS) - 1} "
+                                 f"({', '.join(OP_KINDS)})")
+            if not -1 <= name < len(names):
+                raise ValueError(f"op name {name} is no index into the {len(names)} names")
+            if not -1 <= shape < len(shapes):
+                raise ValueError(f"op shape {shape} is no index into the {len(shapes)} shapes")
+        for row in ranges:
+            if not -1 <= row[2] < len(names):
+                raise ValueError(f"range name {row[2]} is no index into the {len(names)} names")
 
         def op(k, s, d, device, stream, corr, name, nbytes, shape, copy_kind, host_memory):
             row = (k, base + s, base + s + d, device, stream, corr,
@@ -173,15 +187,39 @@ def _replay(data: dict[str, Any]) -> Profile:
     finally:
         _core._set_test_clock(0, 0)
     summary = prof.summary()
-    _restore(summary, data)
+    # records of a live profile share its window's clock; injected test records keep their own
+    live = data["meta"].get("source") in LIVE_SOURCES | {None}
+    _restore(summary, data, _replayed_timeline(ops, base, base + data["profile"]["stop_ns"])
+             if live else None)
     return prof
 
 
-def _restore_checks(summary: dict[str, Any], recorded: list[dict[str, Any]] | None) -> None:
+def _replayed_timeline(ops: list[tuple], start_ns: int, stop_ns: int) -> dict[str, Any] | None:
+    """The timeline check over the replayed ops against the recording's own
+    window, when it fails (an op of 10^15 ns in a 15 ms profile: a damaged
+    or edited file, whose busy time would read 10^9 ms); None when it holds
+    or there is no op."""
+    if not ops:
+        return None
+    first, last = min(o[1] for o in ops), max(o[2] for o in ops)
+    check = timeline_check(first, last, start_ns, stop_ns)
+    if check["ok"]:
+        return None
+    where = check["detail"].split(") ", 1)[1].split(", outside")[0]
+    check["detail"] = (f"the recording's GPU time line ({(last - first) / 1e6:.3f} ms) {where}, "
+                       f"outside its profile window ({(stop_ns - start_ns) / 1e6:.3f} ms): the "
+                       "recording is damaged or was edited; its GPU times, gaps and busy "
+                       "figures are not trustworthy")
+    return check
+
+
+def _restore_checks(summary: dict[str, Any], recorded: list[dict[str, Any]] | None,
+                    timeline: dict[str, Any] | None = None) -> None:
     """The self-checks made when the profile was recorded come back, marked
     so: the live ones the replay cannot make (timeline, clock_rate), and any
     recorded failure in place of the replay's check of that name (the
-    replay's records were all kept, the recorded profile's were not)."""
+    replay's records were all kept, the recorded profile's were not); a
+    failed timeline of the replayed ops (_replayed_timeline) over all."""
     at = {c["name"]: i for i, c in enumerate(summary["checks"])}
     for c in recorded or ():
         entry = {"name": c["name"], "ok": c["ok"], "detail": f"as recorded: {c['detail']}"}
@@ -189,16 +227,19 @@ def _restore_checks(summary: dict[str, Any], recorded: list[dict[str, Any]] | No
             summary["checks"].append(entry)
         elif not c["ok"]:
             summary["checks"][at[c["name"]]] = entry
+    if timeline is not None:
+        summary["checks"] = [c for c in summary["checks"] if c["name"] != "timeline"] + [timeline]
 
 
-def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
+def _restore(summary: dict[str, Any], data: dict[str, Any],
+             timeline: dict[str, Any] | None = None) -> None:
     """Puts back what the records cannot rebuild (see _recording's doc)."""
     meta, recorded = data["meta"], data["profile"]
     summary["source"] = "recording"
     summary["host_ms"] = recorded["host_ms"]
     summary["cupti_note"] = recorded["cupti_note"]
     summary["dropped_records"] = recorded["dropped_records"]
-    _restore_checks(summary, recorded.get("checks"))
+    _restore_checks(summary, recorded.get("checks"), timeline)
     # the recorded costs; a figure the recording lacks keeps the replay's own
     replayed = summary["overhead"]
     summary["overhead"] = {**replayed, **recorded["overhead"]}

@@ -354,3 +354,26 @@ def test_analyze_fails_the_gate_on_a_budget_it_could_not_measure(tmp_path):
     assert "NOT CHECKED: max_syncs: not measured" in result.stderr
     met = cli("analyze", str(path), "--max-severe-gaps", "5")
     assert met.returncode == 0 and "budgets met" in met.stderr
+
+
+@pytest.mark.skipif(driver_present(), reason="an NVIDIA driver is here: the demo asks torch")
+def test_demo_without_a_driver_never_imports_torch():
+    """Issue 41: on a CPU machine with torch installed the demo took 2.5-3 s
+    and 654 MB to learn there was no GPU (torch imported to ask)."""
+    probe = textwrap.dedent("""
+        import contextlib, io, sys
+        from loopscope.__main__ import main
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(["demo"])
+        print(status, "torch" in sys.modules, err.getvalue().splitlines()[0])
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PYTHON_DIR, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    status, imported, first = done.stdout.strip().split(" ", 2)
+    assert (status, imported) == ("0", "False")
+    from machine import NO_DRIVER_REASON
+
+    assert first == f"loopscope demo: no GPU here ({NO_DRIVER_REASON})."

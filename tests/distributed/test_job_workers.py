@@ -108,3 +108,54 @@ def test_signal_names_are_those_of_the_platform():
     msg = _job._died(_job.Path("t/rank5.json"), -int(signal.SIGTERM), b"")
     assert msg == "t/rank5.json (rank 5): the process reading it was killed by SIGTERM " \
                   "before giving a result"
+
+
+# -- item 10: traces that cannot be of one job ---------------------------------------------
+def test_ranks_far_apart_are_named_as_not_one_job(tmp_path):
+    from rank_traces import PERIOD_NS
+
+    steps = 2
+    window = steps * PERIOD_NS - 1_000_000  # a rank's steps: ProfilerStep#0 start to the last end
+    days = 630 * 86_400 * 10**9
+    write_job(tmp_path, 2, steps, {}, clock={1: window + days})
+    s = loopscope.analyze(tmp_path, workers=1, progress=False)
+    said = ("rank 1's steps begin 630.0 days after rank 0's end, by their traces' clocks: they "
+            "cannot be of one job")
+    assert s["job"]["apart"].startswith(said)
+    text = loopscope.views._report.format_report(s)
+    assert f"WARNING: {said}" in text
+    ranks_file = tmp_path.parent / f"{tmp_path.name}.ranks.json"
+    _job.write_ranks(str(ranks_file), s)
+    merged = _job.merge_files([ranks_file])
+    assert merged["job"]["apart"].startswith(said)
+
+
+@pytest.mark.parametrize("gap_s, named", [(59, False), (61, True)])
+def test_the_one_job_limit_on_each_side(tmp_path, gap_s, named):
+    from rank_traces import PERIOD_NS
+
+    steps = 2
+    window = steps * PERIOD_NS - 1_000_000
+    write_job(tmp_path, 2, steps, {}, clock={1: window + gap_s * 10**9})
+    s = loopscope.analyze(tmp_path, workers=1, progress=False)
+    assert (s["job"]["apart"] is not None) is named
+    if named:
+        assert s["job"]["apart"].startswith("rank 1's steps begin 61.0 s after rank 0's end")
+
+
+def test_merge_json_is_read_by_diff(tmp_path):
+    folder = tmp_path / "job"
+    write_job(folder, 2, 2, {})
+    ranks = tmp_path / "r.json"
+    assert _job.write_ranks(str(ranks), loopscope.analyze(folder, workers=1,
+                                                          progress=False)) is None
+    out = tmp_path / "m.json"
+    env_run = [sys.executable, "-m", "loopscope"]
+    merged = subprocess.run(env_run + ["merge", str(ranks), "--json", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert merged.returncode == 0, merged.stderr
+    assert merged.stdout.startswith("loopscope: the ranks of a job")  # the ranks' view
+    done = subprocess.run(env_run + ["diff", str(out), str(out)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"loopscope diff: {out} -> {out}" in done.stdout

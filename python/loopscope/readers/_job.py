@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterable
 from ..figures import _ranks
 from . import _analyze
 from ..figures._diagnosis import diagnose_ranks
+from .._summary import SCHEMA_VERSION
 from ..files import _schema as schema
 from ..files._inputs import input_problem, parse_json, read_text
 from .._options import check_thresholds
@@ -61,6 +62,10 @@ RANKS_FILE_VERSION = 1
 # damaged distributedInfo, a stray number in a file name) is refused, never a list
 # of a billion missing ranks.  Twice the largest jobs run today (~100k GPUs).
 MAX_WORLD_SIZE = 1 << 18
+# Ranks of one job profile at the same time: traces whose profiled steps lie
+# further apart than this on their own clocks are named as not one job's
+# (two runs in one folder, or hosts whose clocks disagree by that much).
+JOB_APART_NS = 60_000_000_000
 UNKNOWN_HOST = "not in the trace"  # Kineto traces name no host
 
 
@@ -359,6 +364,38 @@ def _check_world(world: int, where: Callable[[], str]) -> None:
                          "loopscope reads (a damaged rank number or world size?)")
 
 
+def _span_text(ns: float) -> str:
+    s = ns / 1e9
+    for unit, size in (("days", 86_400), ("hours", 3_600), ("minutes", 60)):
+        if s >= 2 * size:
+            return f"{s / size:.1f} {unit}"
+    return f"{s:.1f} s"
+
+
+def apart(compacts: dict[int, dict[str, Any]]) -> str | None:
+    """A sentence when the ranks' profiled steps, on their files' own clocks
+    (time_base), fall into windows more than JOB_APART_NS apart: those
+    traces cannot be of one job.  None otherwise, or where no clock is shared."""
+    windows = []
+    for r, c in compacts.items():
+        base = c.get("time_base")
+        times = [(s["start_ns"], s["end_ns"]) for s in c.get("steps") or ()
+                 if s.get("start_ns") is not None and s.get("end_ns") is not None]
+        if base and times:
+            shift = base["shift_ns"]
+            windows.append((min(a for a, _ in times) - shift, max(b for _, b in times) - shift, r))
+    reach: tuple[float, int] | None = None  # the latest end so far, and whose
+    for start, end, r in sorted(windows):
+        if reach is not None and start - reach[0] > JOB_APART_NS:
+            return (f"rank {r}'s steps begin {_span_text(start - reach[0])} after rank "
+                    f"{reach[1]}'s end, by their traces' clocks: they cannot be of one job (two "
+                    "runs in one folder, or hosts whose clocks disagree by that much); the "
+                    "cross-rank figures compare different runs")
+        if reach is None or end > reach[0]:
+            reach = (end, r)
+    return None
+
+
 def job_summary(compacts: dict[int, dict[str, Any]], *, world_size: int | None,
                 backend: str | None, base: dict[str, Any] | None,
                 paths: dict[int, str], read: dict[str, Any]) -> dict[str, Any]:
@@ -387,7 +424,7 @@ def job_summary(compacts: dict[int, dict[str, Any]], *, world_size: int | None,
         "notes": [], "exchange_ms": {},
     }
     summary["job"] = dict(read, paths={str(r): paths[r] for r in sorted(paths)},
-                          clock=skew["clock"]["method"])
+                          clock=skew["clock"]["method"], apart=apart(compacts))
     if "diagnosis" in summary:
         summary["diagnosis"] = diagnose_ranks(summary)
     return summary
@@ -513,6 +550,14 @@ def merge_files(paths: Iterable[str | os.PathLike],
             on_file(str(f))
     if not compacts:
         raise TraceError("the ranks files hold no rank")
+    # no rank's own summary: a summary of the ranks alone (its steps are the
+    # ranks' table's), with the lowest rank's own verdict as the cross-rank
+    # diagnosis starts from, so `loopscope diff` reads a merge as any summary
+    low = compacts[min(compacts)]
+    base = {"schema": SCHEMA_VERSION, "source": "ranks files", "steps": [],
+            "diagnosis": {"verdict": low.get("verdict") or "UNKNOWN",
+                          "reasons": [f"rank {low['rank']}'s own verdict, from its ranks file"],
+                          "actions": []}}
     return job_summary(compacts, world_size=max(worlds) if worlds else None,
-                       backend=backends.pop() if len(backends) == 1 else None, base=None,
+                       backend=backends.pop() if len(backends) == 1 else None, base=base,
                        paths=paths_of, read={"files": len(files), "merged": True})

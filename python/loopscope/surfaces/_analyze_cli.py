@@ -204,7 +204,7 @@ def report_job(summary, budgets: dict[str, float], steps: str | None) -> int:
     from ..distributed._ranks_view import head_lines, table_lines
     from ..views._report import format_report
 
-    if "diagnosis" in summary:
+    if not (summary.get("job") or {}).get("merged"):  # a rank's own summary is there
         print(format_report(summary))
     else:
         print("\n".join(["loopscope: the ranks of a job"] + head_lines(summary)

@@ -69,7 +69,9 @@ JOB_APART_NS = 60_000_000_000
 UNKNOWN_HOST = "not in the trace"  # Kineto traces name no host
 
 
-def analyze(path: str | os.PathLike | list, *, steps: str | None = None,
+def analyze(path: str | os.PathLike[str] | list[str | os.PathLike[str]]
+            | tuple[str | os.PathLike[str], ...], *,
+            steps: str | None = None,
             device: int | None = None, gap_thresholds_us: tuple[float, float] = (20.0, 50.0),
             progress: bool = True, workers: int | None = None) -> dict[str, Any]:
     """The summary dict of a trace file, the same as a live profile's
@@ -92,7 +94,7 @@ def analyze(path: str | os.PathLike | list, *, steps: str | None = None,
 
 
 # -- which files ------------------------------------------------------------------
-def trace_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The trace files of a job: each path a file, or a folder whose files
     ending in .json, .json.gz or .sqlite are taken (not its subfolders).
     TraceError naming the path when there is none, or naming an entry of
@@ -268,11 +270,11 @@ class _Workers:
     kills those still running (an error or Ctrl-C in the caller)."""
 
     def __init__(self) -> None:
-        self.running: set[subprocess.Popen] = set()
+        self.running: set[subprocess.Popen[bytes]] = set()
         self.lock = threading.Lock()  # guards running
         self.stopped = False
 
-    def read(self, path: Path, args: tuple) -> dict[str, Any]:
+    def read(self, path: Path, args: tuple[Any, ...]) -> dict[str, Any]:
         task = pickle.dumps({"sys_path": list(sys.path), "args": args})
         with self.lock:
             if self.stopped:
@@ -293,7 +295,8 @@ class _Workers:
             raise TraceError(_died(path, proc.returncode, err)) from None
         if kind == "error":
             raise value
-        return value
+        result: dict[str, Any] = value
+        return result
 
     def stop(self) -> None:
         with self.lock:
@@ -302,7 +305,8 @@ class _Workers:
                 proc.kill()
 
 
-def read_ranks(paths: list[Path], *, steps, device, thresholds, workers: int | None = None,
+def read_ranks(paths: list[Path], *, steps: str | None, device: int | None,
+               thresholds: tuple[float, float], workers: int | None = None,
                progress: bool = True) -> list[dict[str, Any]]:
     """Every file read by read_rank, in `workers` processes at a time, a
     fresh one per rank so its memory goes back (1: here, in this process);
@@ -430,8 +434,9 @@ def job_summary(compacts: dict[int, dict[str, Any]], *, world_size: int | None,
     return summary
 
 
-def read_job(paths: Iterable[str | os.PathLike], *, steps=None, device=None,
-             thresholds=(20.0, 50.0), workers: int | None = None,
+def read_job(paths: Iterable[str | os.PathLike[str]], *, steps: str | None = None,
+             device: int | None = None, thresholds: tuple[float, float] = (20.0, 50.0),
+             workers: int | None = None,
              progress: bool = True) -> dict[str, Any]:
     """The summary of a job from its per-rank traces (see the module doc)."""
     files = trace_files(paths)
@@ -524,7 +529,7 @@ def _read_ranks_file(path: Path) -> dict[str, Any]:
     return doc
 
 
-def merge_files(paths: Iterable[str | os.PathLike],
+def merge_files(paths: Iterable[str | os.PathLike[str]],
                 on_file: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The job summary (no rank's own summary: ranks, skew, distributed,
     job) of ranks files written by --ranks-out.  TraceError naming the file

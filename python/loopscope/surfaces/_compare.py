@@ -33,7 +33,7 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..figures._checks import refusal
 from ..files import _schema as schema
@@ -93,7 +93,7 @@ def _summary_head(compact: bytes) -> bool:
     return compact.startswith((b'[{"schema":', b'{"schema":'))
 
 
-def is_saved_summary(path: str | os.PathLike, lists: bool = True) -> bool:
+def is_saved_summary(path: str | os.PathLike[str], lists: bool = True) -> bool:
     """Whether a file holds a saved summary (or, with `lists`, a list of
     them), as `run --json`, `analyze --json` or a pytest baseline writes;
     False for a trace, or a file that cannot be read (its reader says why)."""
@@ -105,7 +105,7 @@ def is_saved_summary(path: str | os.PathLike, lists: bool = True) -> bool:
     return _summary_head(compact) and (lists or not compact.startswith(b"["))
 
 
-def load_summary(path: str | os.PathLike) -> dict[str, Any]:
+def load_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The summary of a file: a saved summary (JSON, as `run --json` or a
     pytest baseline writes it) as it is; any other file through
     loopscope.analyze when this loopscope has it, else a loopscope
@@ -133,7 +133,8 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     analyze = getattr(sys.modules.get("loopscope"), "analyze", None)
     if analyze is not None:
         try:
-            return analyze(path)
+            found: dict[str, Any] = analyze(path)
+            return found
         except ValueError as error:  # TraceError: says what the file is and why not
             raise CompareError(f"{path} is neither a loopscope summary nor a trace loopscope "
                                f"reads: {error}") from None
@@ -159,7 +160,8 @@ def _one_summary(path: Path, data: Any) -> dict[str, Any]:
         raise CompareError(f"{path} holds {len(data)} summaries (a list, as `analyze --json` of "
                            "several files writes): diff compares one summary with one; write "
                            "each file's summary on its own (analyze --json OUT FILE)")
-    return data[0]
+    first: dict[str, Any] = data[0]
+    return first
 
 
 # A summary's self-checks: None (made before checks) or a list of {name, ok, detail}
@@ -257,7 +259,8 @@ def _change(before: float | None, after: float | None, lower_is_better: bool
             "better": better}
 
 
-def _pairing(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[str, list[tuple]]:
+def _pairing(old: list[dict[str, Any]], new: list[dict[str, Any]]
+             ) -> tuple[str, list[tuple[Any, Any]]]:
     """How the steps of two runs pair up: by name when each side's names
     are unique and the sides share one (Step_3 with Step_3, whatever their
     order or count); else by index.  Returns (how, [(before, after)])."""
@@ -290,16 +293,16 @@ def _steps(before: dict[str, Any], after: dict[str, Any]
     return out, pairing
 
 
-def _site_key(site: dict[str, Any]) -> tuple:
+def _site_key(site: dict[str, Any]) -> tuple[Any, ...]:
     file = os.path.basename(site["file"]) if site.get("file") else None
     return (file, site.get("function"), site.get("call") or site.get("code"), site["kind"])
 
 
-def _sites_by_key(sites: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+def _sites_by_key(sites: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Sites by (file, function, code, kind, n): the n-th such site by line,
     so two alike calls in one function stay apart and a line that moved
     still matches."""
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for site in sites:
         groups.setdefault(_site_key(site), []).append(site)
     out = {}
@@ -348,7 +351,7 @@ def _kernels(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, An
     if a is None or b is None:
         return None
 
-    def lookup(table: list[dict[str, Any]]):
+    def lookup(table: list[dict[str, Any]]) -> Callable[[str], dict[str, Any] | None]:
         complete = len(table) < TOP_KERNELS
         by_key: dict[str, dict[str, Any]] = {}
         for k in table:  # two spellings of one kernel on one side: one entry

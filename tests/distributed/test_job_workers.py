@@ -159,3 +159,11 @@ def test_merge_json_is_read_by_diff(tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"loopscope diff: {out} -> {out}" in done.stdout
+
+
+def test_without_an_interpreter_to_start_the_ranks_are_read_here(job_folder, monkeypatch):
+    # an embedded Python (sys.executable empty) cannot start workers: read in-process
+    monkeypatch.setattr(sys, "executable", "")
+    monkeypatch.setattr(_job, "_WORKER_BOOT", "raise SystemExit(3)")  # never used
+    s = loopscope.analyze(job_folder, workers=2, progress=False)
+    assert [c["rank"] for c in s["ranks"]] == [0, 1, 2]

@@ -329,7 +329,7 @@ def read_ranks(paths: list[Path], *, steps: str | None, device: int | None,
         results.append(result)
         bar.tick(f"rank {rank}: {result['path']}")
 
-    if size == 1:
+    if size == 1 or not sys.executable:  # no interpreter to start (embedded): here
         for p in paths:
             keep(read_rank(str(p), steps, device, thresholds, True))
         return results

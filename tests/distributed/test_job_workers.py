@@ -167,3 +167,14 @@ def test_without_an_interpreter_to_start_the_ranks_are_read_here(job_folder, mon
     monkeypatch.setattr(_job, "_WORKER_BOOT", "raise SystemExit(3)")  # never used
     s = loopscope.analyze(job_folder, workers=2, progress=False)
     assert [c["rank"] for c in s["ranks"]] == [0, 1, 2]
+
+
+def test_a_worker_that_cannot_be_started_is_said(job_folder, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(_job.subprocess, "Popen", refuse)
+    with pytest.raises(TraceError, match=r"rank\d\.json\.gz: no process could be started to "
+                                         r"read it \(Resource temporarily unavailable\); "
+                                         r"--workers 1 reads the ranks one by one"):
+        loopscope.analyze(job_folder, workers=2, progress=False)

@@ -279,8 +279,14 @@ class _Workers:
         with self.lock:
             if self.stopped:
                 raise futures.CancelledError()
-            proc = subprocess.Popen([sys.executable, "-c", _WORKER_BOOT], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                proc = subprocess.Popen([sys.executable, "-c", _WORKER_BOOT],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+            except OSError as error:  # no process to be had (limits, memory)
+                raise TraceError(f"{path}: no process could be started to read it "
+                                 f"({error.strerror or error}); --workers 1 reads the ranks "
+                                 "one by one in this process") from None
             self.running.add(proc)
         try:
             out, err = proc.communicate(task)

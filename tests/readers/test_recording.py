@@ -373,3 +373,18 @@ def test_an_overhead_figure_made_an_object_is_refused(test_clock):
     with pytest.raises(_recording.RecordingError, match="overhead.drain_ms is an object"):
         _replay.replay(bad)
     assert not _core.active()
+
+
+def test_ops_injected_in_chunks_give_the_same_summary(test_clock, tmp_path, monkeypatch):
+    """Issue 41: a replay hands its ops to the C core in chunks (no second
+    copy of millions of rows); chunks of 2 rows, across every run of one
+    kind, give the summary of one chunk per run."""
+    prof = rich_profile(test_clock)
+    path = Path(prof.save_recording(tmp_path / "rec.json.gz"))
+    test_clock.set(0, 0)
+    whole = _replay.replay(_recording.load(path)).summary()
+    monkeypatch.setattr(_replay, "INJECT_CHUNK", 2)
+    test_clock.set(0, 0)
+    chunked = _replay.replay(_recording.load(path)).summary()
+    assert comparable(chunked) == comparable(whole)
+    assert chunked["gpu"]["kernels"] == whole["gpu"]["kernels"] > 2  # more than one chunk

@@ -7,13 +7,14 @@ import argparse
 import os
 import sys
 
-from . import __version__, instrument, profile
+from . import __version__, _settings, instrument, profile
 from .surfaces._analyze_cli import add_analyze_parser, analyze_command
 from .surfaces._doctor import add_doctor_parser, doctor_command
 from .surfaces._merge_cli import add_merge_parser, merge_command
 from .surfaces._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_parser,
                             add_run_parser, check_outputs, demo_recording, diff_command,
-                            run_command, silence_stdout, write_json)
+                            route_stdout, run_command, save_summary, silence_stdout,
+                            unroute_stdout)
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
@@ -33,7 +34,7 @@ def _demo(args: argparse.Namespace) -> int:
         instrument(model)  # one range per block and per layer, under each step
     print(f"loopscope demo on {detail}: {args.steps} denoise steps, 18 MLP blocks, "
           f"{'CUDA graph replay' if args.graph else 'eager'}"
-          f"{', per-layer ranges' if args.layers else ''}")
+          f"{', per-layer ranges' if args.layers else ''}", file=sys.stderr)  # a notice
     loop = graph_loop_factory(model, x) if args.graph else None
     run = (lambda prof=None: loop(args.steps, prof)) if loop else (
         lambda prof=None: eager_loop(model, x, args.steps, prof))
@@ -43,10 +44,8 @@ def _demo(args: argparse.Namespace) -> int:
     with profile() as prof:
         run(prof)
     print(prof.report())
-    if args.json:
-        if not write_json("--json", args.json, prof.summary()):
-            return EXIT_BUDGET
-        print(f"summary written to {args.json}")
+    if args.json and not save_summary(args.json, prof.summary()):
+        return EXIT_BUDGET
     return 0
 
 
@@ -90,7 +89,7 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
         "as SIGPIPE would.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"loopscope {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"loopscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser(
         "demo",
@@ -105,13 +104,29 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
     demo.add_argument("--graph", action="store_true", help="replay each step from a CUDA graph")
     demo.add_argument("--layers", action="store_true",
                       help="loopscope.instrument() the model: per-layer ranges and GPU times")
-    demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON")
+    demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON (-: stdout, "
+                      "JSON alone there)")
     add_run_parser(sub)
     add_analyze_parser(sub)
     add_diff_parser(sub)
     add_merge_parser(sub)
     add_doctor_parser(sub)
     args = parser.parse_args(argv)
+    try:  # a benchmark switch left set wrongly: named before any work (not a traceback)
+        _settings.internal()
+    except ValueError as error:
+        print(f"{sub.choices[args.command].prog}: error: {error} (an internal switch for "
+              "loopscope's benchmarks: unset LOOPSCOPE_INTERNAL)", file=sys.stderr)
+        return EXIT_USAGE
+    if not route_stdout(sub.choices[args.command].prog, args):  # `--json -`: JSON alone there
+        return EXIT_USAGE
+    try:
+        return _dispatch(parser, sub, args)
+    finally:
+        unroute_stdout()
+
+
+def _dispatch(parser: argparse.ArgumentParser, sub, args: argparse.Namespace) -> int:
     if args.command == "demo":
         if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
             return EXIT_USAGE

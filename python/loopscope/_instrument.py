@@ -101,14 +101,14 @@ def _backward_hooks(site: Any, is_compiling: Any) -> tuple[Any, Any]:
     post hooks never ran)."""
     local = _local
 
-    def pre(module, grad_output):
+    def pre(module: Any, grad_output: Any) -> None:
         if is_compiling():
             return None
         if site.enter():
             local.stack.append(site)
         return None
 
-    def post(module, grad_input, grad_output):
+    def post(module: Any, grad_input: Any, grad_output: Any) -> None:
         if is_compiling():
             return None
         stack = local.stack
@@ -178,7 +178,7 @@ class InstrumentHandle:
     def __enter__(self) -> "InstrumentHandle":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         self.remove()
         return False
 

@@ -282,7 +282,7 @@ class Profile:
                                    "after_start": _enter_clock_ns() - started}
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         if self._exited:  # a second exit: the profile stopped at the first; nothing failed
             warnings.warn("loopscope: Profile.__exit__ was called again after the profile had "
                           "stopped: ignored (the profile and its records are as the first exit "
@@ -398,12 +398,13 @@ class Profile:
         """The summary as readable text, verdict first."""
         return format_report(self.summary())
 
-    def export_trace(self, path) -> str:
+    def export_trace(self, path: str | os.PathLike[str]) -> str:
         """Writes a Chrome/Perfetto JSON trace (steps, ranges, GPU ops, host
         syncs, launch gaps); returns the path."""
         return export_trace([self], path)
 
-    def save_recording(self, path, *, command: str | None = None) -> str:
+    def save_recording(self, path: str | os.PathLike[str], *,
+                       command: str | None = None) -> str:
         """Writes the raw records to a JSON(.gz) recording that
         loopscope can analyse again later, anywhere (see _recording)."""
         return str(save(self, path, command=command))
@@ -414,7 +415,7 @@ class Profile:
         self._require_finished()
         return profile_html(self)
 
-    def save_html(self, path: str | os.PathLike) -> str:
+    def save_html(self, path: str | os.PathLike[str]) -> str:
         """Writes the notebook view as an HTML page a browser opens; returns
         the path.  OSError (HtmlFileError) naming the file when it cannot."""
         self._require_finished()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from . import _session
 from .figures._names import display_path
@@ -29,8 +29,9 @@ class SyncError(RuntimeError):
 
     Attributes: file, line, function, code, kind, api."""
 
-    def __init__(self, message: str, *, file=None, line=None, function=None, code=None,
-                 kind=None, api=None) -> None:
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 function: str | None = None, code: str | None = None,
+                 kind: str | None = None, api: str | None = None) -> None:
         super().__init__(message)
         self.file, self.line, self.function = file, line, function
         self.code, self.kind, self.api = code, kind, api
@@ -55,12 +56,12 @@ def _check_allow(allow: Iterable[str] | str | None) -> frozenset[str]:
     return kinds
 
 
-def _weak_handler(block: "no_sync"):
+def _weak_handler(block: "no_sync") -> Callable[[dict[str, Any]], None]:
     """The handler strict mode calls on the main thread, holding the block
     weakly, so a block dropped while open can be collected (and closed)."""
     ref = weakref.ref(block)
 
-    def on_sync(call: dict) -> None:
+    def on_sync(call: dict[str, Any]) -> None:
         live = ref()
         if live is not None:
             live._on_sync(call)
@@ -101,7 +102,7 @@ class no_sync:
                 raise
         return self
 
-    def _error(self, call: dict | None) -> SyncError | None:
+    def _error(self, call: dict[str, Any] | None) -> SyncError | None:
         if call is None:
             return None
         site = Resolver().sync_site(call, call.get("before", ()))  # as the report names it
@@ -120,12 +121,12 @@ class no_sync:
         return SyncError(message, file=site.file, line=site.line, function=site.function,
                          code=site.code, kind=site.kind, api=call["api"])
 
-    def _on_sync(self, call: dict) -> None:
+    def _on_sync(self, call: dict[str, Any]) -> None:
         error = self._error(call)
         if error is not None:
             raise error
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         ident = threading.get_ident()
         calls = _session.exit_block() if ident in self._threads else []
         self._threads.discard(ident)

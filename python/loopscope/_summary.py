@@ -402,6 +402,9 @@ def _sm_dram(fig: dict[str, Any] | None, info: dict[str, Any]) -> tuple[Any, Any
     span, busy = fig["span"], fig["busy"]
     pm = info.get("pm") or {}
     interval = pm.get("interval")
+    # coverage is judged over the GPU's busy time where ops tell it (GR active
+    # would read the samples' own coverage back)
+    cover = busy if fig["busy_from"] == "ops" and busy.get("window_ns") else span
     sm = {
         "active_pct": _r(span["sm_active_pct"]),
         "active_busy_pct": _r(busy["sm_active_pct"]),
@@ -413,10 +416,16 @@ def _sm_dram(fig: dict[str, Any] | None, info: dict[str, Any]) -> tuple[Any, Any
         "tensor_active_pct": _r(span["tensor_active_pct"]),
         "tensor_active_busy_pct": _r(busy["tensor_active_pct"]),
         "samples": span["samples"],
-        # How much of the loop the samples cover: short of 100 when samples were
-        # lost to an overflow or the loop was shorter than one interval.
-        "coverage_pct": (_r(min(100.0, 100.0 * fig["covered_ns"] / fig["window_ns"]))
-                         if fig["window_ns"] else None),
+        # How much of the time the GPU had work the samples cover (of the whole
+        # loop where busy time is itself read from the counters): short of 100
+        # when samples were lost to an overflow or the loop was shorter than
+        # one interval.  Time with no GPU work before sampling began (a model
+        # built inside the profile) is in span_coverage_pct only (issue 41).
+        "coverage_pct": (_r(min(100.0, 100.0 * cover["covered_ns"] / cover["window_ns"]))
+                         if cover["window_ns"] else None),
+        "coverage_of": "the GPU's busy time" if cover is busy else "the loop",
+        "span_coverage_pct": (_r(min(100.0, 100.0 * fig["covered_ns"] / fig["window_ns"]))
+                              if fig["window_ns"] else None),
         "busy_from": fig["busy_from"],
         "interval_us": (round(interval / 1e3, 3) if interval and pm.get("trigger") == "gpu_time"
                         else None),

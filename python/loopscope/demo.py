@@ -92,8 +92,31 @@ def graph_loop_factory(model, x) -> Callable[..., Any]:
     return loop
 
 
+NO_DRIVER = "no NVIDIA GPU driver on this machine (libcuda.so.1 cannot be opened)"
+
+
+def _driver_missing() -> bool:
+    """True when, on Linux, the NVIDIA driver library cannot be opened: no
+    GPU for CUDA, told in a millisecond, where importing torch to ask takes
+    seconds and hundreds of MB (issue 41)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False  # another platform: torch tells
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return True
+    return False
+
+
 def gpu_available() -> tuple[bool, str]:
-    """(True, device name) or (False, the plain reason)."""
+    """(True, device name) or (False, the plain reason).  Without the
+    driver, torch is not imported."""
+    if _driver_missing():
+        return False, NO_DRIVER
     try:
         import torch
     except ImportError:

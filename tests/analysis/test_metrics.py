@@ -487,15 +487,26 @@ def test_coverage_says_how_much_of_the_loop_the_samples_cover(run_trace):
     kernels, samples = busy_loop(95.0, 2.0)
     # The loop spans 10 kernels of 100 us and 9 gaps of 1 us: 1009 us, of
     # which the samples cover the kernels' 1000 us.
+    # Coverage is judged over the time the GPU had work (the kernels' 1000 us, issue
+    # 41); the whole window's share is span_coverage_pct.
     full = run_trace(kernels=kernels, samples=samples)
-    assert full["sm"]["coverage_pct"] == round(100 * 1000 / 1009, 2)
+    assert full["sm"]["coverage_pct"] == 100.0
+    assert full["sm"]["coverage_of"] == "the GPU's busy time"
+    assert full["sm"]["span_coverage_pct"] == round(100 * 1000 / 1009, 2)
     # Samples lost to an overflow: only the first five kernels are covered.
     half = run_trace(kernels=kernels, samples=samples[:5])
-    assert half["sm"]["coverage_pct"] == round(100 * 500 / 1009, 2)
+    assert half["sm"]["coverage_pct"] == round(100 * 500 / 1000, 2)
+    assert half["sm"]["span_coverage_pct"] == round(100 * 500 / 1009, 2)
     from loopscope.views._report import format_report
 
-    assert "cover only 50% of the loop" in format_report(half)
-    assert "cover only" not in format_report(full)
+    # said once, by the failed coverage check on top (issue 41: it was said twice)
+    text = format_report(half)
+    assert text.count("WARNING") == 1
+    assert f"WARNING (coverage): PM samples cover {round(100 * 500 / 1000, 2):g}% of the " \
+           "GPU's busy time" in text
+    assert "cover only" not in text and "WARNING" not in format_report(full)
+    checks = [c for c in half["checks"] if c["name"] != "coverage"]  # a summary made without
+    assert "cover only 50% of the loop" in format_report(dict(half, checks=checks))  # checks
 
 
 def test_no_counters_reason_names_overflows_before_a_short_loop():

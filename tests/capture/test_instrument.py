@@ -767,4 +767,4 @@ def test_demo_command_takes_layers(capsys):
     from loopscope.__main__ import main
 
     assert main(["demo", "--layers"]) == 0
-    assert "no GPU here" in capsys.readouterr().out
+    assert "no GPU here" in capsys.readouterr().err

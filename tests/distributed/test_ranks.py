@@ -428,6 +428,10 @@ def test_options_and_output_paths():
     assert _distributed.output_paths("o.json", None) == ["o.json"]
     assert _distributed.output_paths("o.json", (0, 2)) == ["o.rank0.json", "o.json"]
     assert _distributed.output_paths("o.json", (1, 2)) == ["o.rank1.json"]
+    # --json - under torchrun (issue 41): rank 0's job summary on stdout, nothing else
+    assert _distributed.output_paths("-", (0, 2)) == ["-"]
+    assert _distributed.output_paths("-", (1, 2)) == []
+    assert _distributed.output_paths("-", None) == ["-"]
 
 
 def test_launcher_rank(monkeypatch):

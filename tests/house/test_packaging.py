@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 CI = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-README_TEST_COMMAND = 'LOOPSCOPE_TEST_HOOKS=1 pip install ".[test]" && python -m pytest tests'
+README_TEST_COMMAND = ('(command -v nvidia-smi >/dev/null || pip install torch --index-url '
+                       'https://download.pytorch.org/whl/cpu) && LOOPSCOPE_TEST_HOOKS=1 pip install '
+                       '".[test]" && python -m pytest tests')
 
 
 def requirement_name(requirement: str) -> str:
@@ -108,3 +110,44 @@ def test_the_release_wheel_is_built_without_the_test_hooks_and_ci_checks_it():
 def test_the_mutation_runner_builds_the_test_hooks():
     runner = (ROOT / "tests" / "mutation" / "run_mutants.py").read_text(encoding="utf-8")
     assert 'env["LOOPSCOPE_TEST_HOOKS"] = "1"' in runner
+
+
+# Issue 41, item 4: README's test command pulled a CUDA torch (~3 GB) onto a CPU
+# machine.  It installs the CPU build first where there is no nvidia-smi.
+def run_readme_command(tmp_path: Path, gpu: bool) -> list[str]:
+    """README's test command in a shell whose pip and python are fakes that
+    write their arguments down (and nvidia-smi, when `gpu`): the pip calls."""
+    import os
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    for tool in ("pip", "python") + (("nvidia-smi",) if gpu else ()):
+        fake = bin_dir / tool
+        fake.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{log}"\n')
+        fake.chmod(0o755)
+    done = subprocess.run(["/bin/sh", "-c", README_TEST_COMMAND], cwd=tmp_path,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [line for line in log.read_text().splitlines() if not line.startswith("nvidia")]
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu-machine", "gpu-machine"])
+def test_readmes_test_command_installs_the_cpu_torch_first_without_a_gpu(tmp_path, gpu):
+    if not Path("/bin/sh").exists():
+        pytest.skip("no /bin/sh here")
+    calls = run_readme_command(tmp_path, gpu)
+    cpu_torch = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    assert calls == ([] if gpu else [cpu_torch]) + [
+        'pip install .[test]', "python -m pytest tests"]
+
+
+def test_readme_holds_two_set_up_commands_and_ci_runs_the_test_one():
+    set_up = README.split("<!-- --8<-- [start:set-up] -->")[1].split("<!-- --8<-- [end:set-up]")[0]
+    commands = [line.strip() for line in set_up.splitlines() if line.startswith("    ")]
+    assert commands == ["pip install . && python -m loopscope demo   # or `loopscope demo`; "
+                        "--graph: CUDA graph replay; --layers: per-layer ranges",
+                        README_TEST_COMMAND]
+    assert CI.count(README_TEST_COMMAND) == 1

@@ -82,3 +82,35 @@ def test_a_users_code_type_checks_against_the_public_signatures(tmp_path):
         in bad.stdout
     assert 'bad.py:6: error: Incompatible types in assignment (expression has type "str", ' \
         'variable has type "int")' in bad.stdout
+
+
+# Issue 41, item 9: the modules that define the public API (every name of
+# loopscope.__all__, and the C core's stub) pass mypy --strict, as a user's
+# strict checker reads them; the rest of the package keeps the project's settings.
+def public_api_files() -> list[str]:
+    import importlib
+
+    import loopscope
+
+    modules = {"loopscope"}
+    for name in loopscope.__all__:
+        value = getattr(loopscope, name)
+        modules.add(getattr(value, "__module__", None) or "loopscope._version")
+    if "loopscope.figures._syncs" not in modules:  # SYNC_KINDS: a frozenset, no __module__
+        modules.add("loopscope.figures._syncs")
+    files = []
+    for module in sorted(modules):
+        if module == "loopscope._core":
+            files.append("python/loopscope/_core.pyi")
+            continue
+        path = Path(importlib.import_module(module).__file__ or "")
+        files.append(str(path.relative_to(ROOT)))
+    return files
+
+
+def test_the_public_api_passes_mypy_strict():
+    files = public_api_files()
+    assert "python/loopscope/_profile.py" in files and "python/loopscope/_core.pyi" in files
+    result = run("mypy", "--strict", "--follow-imports=silent", "--no-incremental", *files)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Success: no issues found in {len(files)} source files" in result.stdout

@@ -4,12 +4,15 @@ figures checked against plain Python over the same rows."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import sqlite3
 
 import pytest
 
 import fill_rule
 import loopscope
+from loopscope.readers._sniff import TraceError
 from trace_fixtures import check_summary, figures
 
 SCHEMA = """
@@ -350,3 +353,29 @@ def test_a_time_beyond_the_records_is_skipped_and_counted(tmp_path):
     assert summary["gpu"]["kernels"] == 2
     assert summary["trace"]["skipped"] == {"kernel": 1}
     assert "2**61" in summary["trace"]["skip_reasons"]["kernel"]
+
+
+@pytest.mark.parametrize("strings", ["missing", "empty"])
+def test_an_export_whose_names_are_gone_names_string_ids(tmp_path, strings):
+    """Issue 41: without StringIds the 8 runtime calls read as 0 syncs, the
+    steps were lost and --max-syncs 0 passed."""
+    ex = seed_style_export(tmp_path / "r.sqlite", steps=2)
+    calls = ex.db.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    assert calls == 2 * 3 * 2 + 2  # two launches per MLP, a sync per step
+    ex.db.execute("DROP TABLE StringIds" if strings == "missing" else "DELETE FROM StringIds")
+    ex.close()
+    state = "has no StringIds table" if strings == "missing" else "has an empty StringIds table"
+    with pytest.raises(TraceError, match=f"r.sqlite: {state}, which names the rows of "
+                                         "CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_KERNEL, "
+                                         "NVTX_EVENTS"):
+        loopscope.analyze(ex.path)
+    done = subprocess.run([sys.executable, "-m", "loopscope", "analyze", str(ex.path),
+                           "--max-syncs", "0"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and state in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_export_that_names_nothing_through_string_ids_needs_none(tmp_path):
+    ex = Export(tmp_path / "k.sqlite", tables={"META_DATA_EXPORT", "NVTX_EVENTS"})
+    ex.nvtx(1_000, 50_000, "Step_0")  # its text in the row itself
+    ex.close()
+    assert len(loopscope.analyze(ex.path)["steps"]) == 1

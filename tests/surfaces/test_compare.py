@@ -18,6 +18,7 @@ import pytest
 
 import loopscope
 from loopscope import _testhooks
+from machine import driver_present
 from loopscope.__main__ import main
 from loopscope.surfaces._compare import CompareError, compare, format_compare, load_summary, regressions
 
@@ -361,3 +362,61 @@ def test_up_to_24_left_over_names_are_listed_then_a_count(extra, tail):
                 if x.startswith("  only before"))
     first_24 = ", ".join(f"Step_{i}" for i in range(5, 5 + 24))
     assert line == f"  only before ({extra}): {first_24}{tail}"
+
+
+GPU_OR_CPU_TESTS = '''
+import os
+import pytest
+from synthetic_loop import run_loop
+
+
+@pytest.mark.real_tracing  # the profile's own start: on a CPU runner it finds no driver
+@pytest.mark.loopscope(baseline="baselines/loop.json", max_regression_pct=10)
+def test_loop(loopscope_profile, test_clock):
+    if os.environ.get("LOOP_ON") == "gpu":  # the GPU machine the baseline was written on
+        run_loop(loopscope_profile)
+'''
+
+
+@pytest.mark.skipif(driver_present(), reason="an NVIDIA driver is present: this machine "
+                    "measures the figures, it is no CPU-only runner")
+def test_a_gpu_baseline_checked_on_a_cpu_runner_skips_with_the_reason(pytester, monkeypatch):
+    """Issue 41, item 5: nothing regressed, nothing could be measured here."""
+    from test_pytest_plugin import CONFTEST, plugin_args
+    from machine import NO_DRIVER_REASON
+
+    python_dir = str(Path(loopscope.__file__).resolve().parent.parent)
+    monkeypatch.setenv("PYTHONPATH", python_dir + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pytester.makepyfile(synthetic_loop=(HERE / "synthetic_loop.py").read_text())
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_base=GPU_OR_CPU_TESTS)
+
+    def run(*args):
+        return pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", "-rs",
+                                             *args)
+
+    monkeypatch.setenv("LOOP_ON", "gpu")
+    run("--loopscope-update-baseline").assert_outcomes(passed=1)
+    baseline = json.loads((pytester.path / "baselines" / "loop.json").read_text())
+    assert baseline["gaps"]["severe"] == 2  # measured there (the synthetic loop's 2 x 80 us)
+    monkeypatch.setenv("LOOP_ON", "cpu")
+    here = run()
+    here.assert_outcomes(skipped=1)
+    here.stdout.fnmatch_lines([f"*loopscope baseline not checked: not measured: loop_ms, idle_ms, "
+                               f"severe_gaps, syncs, sync_blocked_ms here ({NO_DRIVER_REASON})"])
+    assert "REGRESSED" not in here.stdout.str()
+
+
+def test_diff_that_compared_nothing_still_fails():
+    from loopscope.surfaces._compare import regressions
+
+    nothing = {name: {"before": None, "after": None, "delta_pct": None}
+               for name in ("loop_ms", "idle_ms", "severe_gaps", "syncs", "sync_blocked_ms")}
+    out = regressions({"figures": nothing}, 10)
+    assert out.failed == ["no figure was measured on both sides: nothing was compared"]
+    # this run said why it measured nothing: not measured, not failed
+    here = {"gpu_error": "no GPU", "syncs_error": "no GPU either"}
+    out = regressions({"figures": nothing}, 10, here=here)
+    assert out.failed == []
+    assert out.unavailable == ["loop_ms, idle_ms, severe_gaps here (no GPU)",
+                               "syncs, sync_blocked_ms here (no GPU either)"]

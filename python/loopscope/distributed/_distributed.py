@@ -488,10 +488,12 @@ def output_paths(path: str, where: tuple[int, int] | None) -> list[str]:
     """Where `loopscope run` writes an output named `path`: there alone
     without a job of several ranks; else the rank's own file, and on rank 0
     also `path` itself (rank 0's summary holds every rank's).  Never two
-    ranks into one file."""
+    ranks into one file; stdout (`-`) gets rank 0's alone."""
     if where is None:
         return [path]
     rank = where[0]
+    if path == "-":  # stdout (`--json -`): rank 0's job summary alone, no file named "-.rankN"
+        return [path] if rank == 0 else []
     return [rank_path(path, rank)] + ([path] if rank == 0 else [])
 
 

@@ -74,6 +74,9 @@ def head_lines(summary: dict[str, Any]) -> list[str]:
         return []
     skew = summary.get("skew")
     lines = []
+    far = (summary.get("job") or {}).get("apart")  # traces read offline of several runs
+    if far:
+        lines.append(f"WARNING: {far}")
     if skew and skew["straggler"]:
         lines.append("STRAGGLER: " + straggler_text(skew["straggler"]))
     elif skew and skew.get("balance"):

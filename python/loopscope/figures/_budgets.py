@@ -176,7 +176,8 @@ def _sum(values: list[Any]) -> float | None:
 
 def _measure(name: str, summary: dict[str, Any], steps: list[dict[str, Any]] | None) -> Outcome:
     """The measured value of one budget (limit filled in by the caller)."""
-    gaps, syncs = summary["gaps"], summary["syncs"]
+    # .get: a job merged from ranks files has no rank's own gaps or syncs
+    gaps, syncs = summary.get("gaps"), summary.get("syncs")
     no_gpu = f"no GPU timeline: {summary.get('gpu_error') or 'not traced'}"
     no_syncs = f"sync detection unavailable: {summary.get('syncs_error') or 'not collected'}"
     out = Outcome(name, 0.0, None)

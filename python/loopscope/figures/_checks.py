@@ -168,13 +168,20 @@ def sample_drops_check(losses: int) -> dict[str, Any]:
                   "metrics_interval_us")
 
 
-def coverage_check(coverage_pct: float | None, reason: str | None) -> dict[str, Any]:
-    """The share of the profile the PM samples cover (None: no sample)."""
+def coverage_check(coverage_pct: float | None, reason: str | None,
+                   of: str = "the profile", span_pct: float | None = None) -> dict[str, Any]:
+    """The share of `of` (the GPU's busy time, or the profile) the PM
+    samples cover (None: no sample); span_pct, the share of the whole
+    window, is said beside it when lower: the rest had no GPU work."""
+    rest = ""
+    if span_pct is not None and coverage_pct is not None and span_pct < coverage_pct:
+        rest = (f" ({span_pct:g}% of the whole profile: the time not covered had no GPU "
+                "work, e.g. set-up before the first kernel)")
     if coverage_pct is not None and coverage_pct >= MIN_COVERAGE_PCT:
-        return _check("coverage", True, f"PM samples cover {coverage_pct:g}% of the profile")
+        return _check("coverage", True, f"PM samples cover {coverage_pct:g}% of {of}{rest}")
     shown = "no sample" if coverage_pct is None else f"{coverage_pct:g}%"
     return _check("coverage", False,
-                  f"PM samples cover {shown} of the profile (at least {MIN_COVERAGE_PCT:g}% "
+                  f"PM samples cover {shown} of {of}{rest} (at least {MIN_COVERAGE_PCT:g}% "
                   f"wanted){': ' + reason if reason else ''}: SM and DRAM figures describe "
                   "part of the loop only; profile more steps or lower metrics_interval_us")
 
@@ -244,7 +251,9 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model,
         out.append(sample_drops_check(pm.get("overflows", 0)))
         sm = summary.get("sm")
         out.append(coverage_check(sm.get("coverage_pct") if sm else None,
-                                  summary.get("metrics_error")))
+                                  summary.get("metrics_error"),
+                                  sm.get("coverage_of") or "the profile" if sm else "the profile",
+                                  sm.get("span_coverage_pct") if sm else None))
     declared = (state or {}).get("steps_declared")  # what the profile was told, if anything
     if declared is not None:
         out.append(steps_check(True, len(summary.get("steps") or ()), declared))

@@ -307,7 +307,7 @@ class Resolver:
     def __init__(self) -> None:
         self._internal = _internal_prefixes()
         self._sources = _Sources()
-        self._memo: dict[tuple, Site] = {}
+        self._memo: dict[tuple[Any, ...], Site] = {}
         # A trace's threads named by a string ("tid": "25738") are carried as
         # that string's hash: the name, where the reader gave one, is what
         # every view shows (the summary's sites and the reasons quoting them)
@@ -408,7 +408,7 @@ def _calls_before(calls: list[dict[str, Any]], wanted: set[int]) -> dict[int, li
     return out
 
 
-class SyncSection(dict):
+class SyncSection(dict[str, Any]):
     """summary["syncs"]: a plain dict that also knows, outside the dict, the
     site of each of the model's syncs (`site_of[i]`: the index in
     ["sites"] of Model.syncs()[i]), for the views that show single syncs
@@ -419,7 +419,7 @@ class SyncSection(dict):
     resolver: "Resolver"
 
 
-def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies: int,
+def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unknown_copies: int,
                 sync_gaps: list[int] | None = None,
                 resolver: Resolver | None = None) -> SyncSection:
     """summary["syncs"] from the model's syncs (Model.syncs()): their sites,
@@ -432,7 +432,7 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple], unknown_copies:
     spent on its own work, which stays: _projections); resolver: how
     stacks become sites (a trace file's need their own, see _analyze)."""
     resolver = resolver or Resolver()
-    sites: dict[tuple, dict[str, Any]] = {}
+    sites: dict[tuple[Any, ...], dict[str, Any]] = {}
     entry_of: list[dict[str, Any]] = [{}] * len(syncs)  # per model sync: its site's entry
     by_kind: dict[str, int] = {}
     blocked_ns = 0

@@ -42,7 +42,7 @@ class TraceError(ValueError):
     """A trace file loopscope cannot read: one line naming the file and the problem."""
 
 
-def fail(path: str | os.PathLike, problem: str) -> TraceError:
+def fail(path: str | os.PathLike[str], problem: str) -> TraceError:
     return TraceError(f"{path}: {problem}")
 
 
@@ -75,7 +75,7 @@ def _stat_problem(error: OSError) -> str:
     return f"cannot be read ({error.strerror or error})"
 
 
-def input_problem(path: str | os.PathLike) -> str | None:
+def input_problem(path: str | os.PathLike[str]) -> str | None:
     """Why `path` is not a readable regular file (what it is instead), or
     None when it is one."""
     try:
@@ -89,7 +89,7 @@ def input_problem(path: str | os.PathLike) -> str | None:
     return problem
 
 
-def check_input(path: str | os.PathLike) -> Path:
+def check_input(path: str | os.PathLike[str]) -> Path:
     """The path as a Path, or TraceError naming it and what it is when it
     is not a readable regular file."""
     problem = input_problem(path)
@@ -98,7 +98,7 @@ def check_input(path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def open_input(path: str | os.PathLike) -> BinaryIO:
+def open_input(path: str | os.PathLike[str]) -> BinaryIO:
     """The checked file opened for reading in binary, without blocking on a
     FIFO that replaced it after the check; TraceError as check_input."""
     check_input(path)
@@ -114,7 +114,7 @@ def open_input(path: str | os.PathLike) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def output_problem(path: str | os.PathLike) -> str | None:
+def output_problem(path: str | os.PathLike[str]) -> str | None:
     """Why `path` cannot be written as an output file (checked before the
     work that produces it and before it is opened), or None."""
     text = os.fspath(path)
@@ -143,7 +143,7 @@ def output_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-def check_output(path: str | os.PathLike) -> Path:
+def check_output(path: str | os.PathLike[str]) -> Path:
     """The path as a Path, or TraceError naming it and the problem."""
     problem = output_problem(path)
     if problem is not None:
@@ -191,19 +191,19 @@ def max_trace_bytes() -> int:
     return _env_cap("LOOPSCOPE_MAX_TRACE_GB", MAX_TRACE_GB, 1 << 30)
 
 
-def trace_cap_error(path: str | os.PathLike, cap: int) -> TraceError:
+def trace_cap_error(path: str | os.PathLike[str], cap: int) -> TraceError:
     return fail(path, f"its content passes the cap of {cap:,} bytes ({cap / (1 << 30):g} GiB) "
                       f"at offset {cap:,} of the decompressed content: refused (a larger trace "
                       "can be read with LOOPSCOPE_MAX_TRACE_GB set higher)")
 
 
-def _cap_error(path: str | os.PathLike, offset: int, cap: int) -> TraceError:
+def _cap_error(path: str | os.PathLike[str], offset: int, cap: int) -> TraceError:
     return fail(path, f"its JSON text passes the cap of {cap:,} bytes ({cap / (1 << 20):g} MiB) "
                       f"at offset {offset:,} of the decompressed content: refused (a larger file "
                       "can be read with LOOPSCOPE_MAX_JSON_MB set higher)")
 
 
-def read_text(path: str | os.PathLike, cap: int | None = None) -> bytes:
+def read_text(path: str | os.PathLike[str], cap: int | None = None) -> bytes:
     """The file's content (gzip inflated), at most `cap` bytes (default
     max_json_bytes()); TraceError past the cap or for damaged gzip.  The
     text is kept as a list of chunks until it is whole (no growing buffer
@@ -258,7 +258,7 @@ def read_text(path: str | os.PathLike, cap: int | None = None) -> bytes:
                              "content") from None
 
 
-def parse_json(path: str | os.PathLike, text: bytes, not_json: str = "is not valid JSON") -> Any:
+def parse_json(path: str | os.PathLike[str], text: bytes, not_json: str = "is not valid JSON") -> Any:
     """json.loads of a file's text; TraceError (naming the file) for text
     that is no JSON (`not_json` says what the file then is), nested deeper
     than the parser follows, or too large for the memory left."""
@@ -273,6 +273,6 @@ def parse_json(path: str | os.PathLike, text: bytes, not_json: str = "is not val
         raise fail(path, f"{not_json} ({error})") from None
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike[str]) -> Any:
     """The JSON value of a (gzip or plain) file, read with the bounds above."""
     return parse_json(path, read_text(path))

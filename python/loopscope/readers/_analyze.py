@@ -68,7 +68,7 @@ NO_STACKS = {
 }
 
 
-def steps_from_ranges(ranges: list[tuple], pattern: re.Pattern) -> list[int]:
+def steps_from_ranges(ranges: list[tuple[Any, ...]], pattern: re.Pattern[str]) -> list[int]:
     """The step index of each range (-1: not a step), ranges given as
     (name, parent, start_ns, end_ns, thread) in the order they began: the
     outermost ranges whose names match `pattern`, numbered in that order.
@@ -186,7 +186,7 @@ class ExportResolver(Resolver):
 
 
 # -- reading -------------------------------------------------------------------
-def _pattern(steps: Any) -> re.Pattern | None:
+def _pattern(steps: Any) -> re.Pattern[str] | None:
     if steps is None:
         return None
     if isinstance(steps, re.Pattern):
@@ -207,7 +207,8 @@ def _check_device(device: Any) -> int | None:
     return device
 
 
-def _load_recording(path: Path, thresholds, steps, device) -> Profile:
+def _load_recording(path: Path, thresholds: tuple[float, float], steps: re.Pattern[str] | None,
+                    device: int | None) -> Profile:
     from ..files._recording import RecordingError, load as load_recording
     from ._replay import replay
 
@@ -224,7 +225,7 @@ def _load_recording(path: Path, thresholds, steps, device) -> Profile:
         raise RuntimeError(f"cannot load {path} now: {error}") from None
 
 
-def load(path: str | os.PathLike, *, steps: str | None = None, device: int | None = None,
+def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int | None = None,
          gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True) -> Profile:
     """A finished Profile (summary(), report(), HTML, export_trace()) from a
     trace file: a torch.profiler / Kineto JSON trace (plain or gzip), an
@@ -318,7 +319,7 @@ def load(path: str | os.PathLike, *, steps: str | None = None, device: int | Non
     return prof
 
 
-def analyze(path: str | os.PathLike, *, steps: str | None = None, device: int | None = None,
+def analyze(path: str | os.PathLike[str], *, steps: str | None = None, device: int | None = None,
             gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True
             ) -> dict[str, Any]:
     """The summary dict of a trace file, the same as a live profile's
@@ -334,7 +335,7 @@ class _NoTerminal:
 
 
 def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: dict[str, Any],
-           stats: dict[str, Any], names: dict[int, str], pattern: re.Pattern | None,
+           stats: dict[str, Any], names: dict[int, str], pattern: re.Pattern[str] | None,
            device: int | None, read_s: float, steps: int, own: bool = False) -> None:
     """What the summary says about the file; device names from it."""
     gpu = summary.get("gpu")

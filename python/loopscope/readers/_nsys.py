@@ -10,7 +10,8 @@ when it has rows, and the summary names those that were missing):
   CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER            API calls (launches, syncs)
   CUPTI_ACTIVITY_KIND_SYNCHRONIZATION              host sync intervals
   NVTX_EVENTS (eventType 59 push/pop, 60 start/end) ranges and steps
-  StringIds                                        names
+  StringIds                                        names (required when rows are
+      named through it: missing or empty, the export is refused naming it)
   GPU_METRICS + TARGET_INFO_GPU_METRICS            SM / DRAM / GR / tensor %
   TARGET_INFO_GPU                                  device names; smCount,
       maxWarpsPerSm x threadsPerWarp, maxBlocksPerSm, maxRegistersPerSm,
@@ -107,6 +108,34 @@ class _Reader:
         ).fetchone()[0] if self.strings else 0
         self.string_table = ("(SELECT id, MIN(value) AS value FROM StringIds GROUP BY id)"
                              if self.duplicate_ids else "StringIds")
+
+    def check_strings(self) -> None:
+        """TraceError naming StringIds when it is missing or empty while rows
+        are named through it: API calls without names are neither launches
+        nor syncs ('0 host-device syncs' with the calls there), ranges
+        without names make no steps, and a gate would pass on that."""
+        if self.strings and self.db.execute("SELECT 1 FROM StringIds LIMIT 1").fetchone():
+            return
+        named = []
+        for table, column in (("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"),
+                              ("CUPTI_ACTIVITY_KIND_DRIVER", "nameId"),
+                              ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"),
+                              ("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
+                              ("NVTX_EVENTS", "textId")):
+            if table not in self.tables or table in named \
+                    or column not in _columns(self.db, table):
+                continue
+            plain = " AND text IS NULL" if table == "NVTX_EVENTS" and "text" in _columns(
+                self.db, table) else ""
+            if self.db.execute(f"SELECT 1 FROM {table} WHERE {column} IS NOT NULL{plain} "
+                               "LIMIT 1").fetchone():
+                named.append(table)
+        if named:
+            state = "has an empty StringIds table" if self.strings else "has no StringIds table"
+            raise fail(self.path, f"{state}, which names the rows of {', '.join(named)}: "
+                                  "without it API calls are neither launches nor syncs, kernels "
+                                  "and ranges have no names and steps cannot be found; export "
+                                  "the report again (`nsys export --type sqlite`)")
 
     def need(self, table: str, *columns: str) -> set[str]:
         have = _columns(self.db, table)
@@ -371,6 +400,7 @@ def read(reader, path: Path, shown_as: Path | None = None) -> dict[str, Any]:
             raise fail(path, f"is an SQLite database but not an Nsight Systems export (it has "
                              f"{shown}; `nsys export --type sqlite` makes one)")
         version = r.schema_version()
+        r.check_strings()
         r.ops()
         r.apis()
         r.ranges()

@@ -4,9 +4,10 @@ them into a full summary again; what no record can rebuild is put back as
 recorded."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
-from .. import _core
+from .. import _core, _settings
+from ..figures._checks import LIVE_SOURCES, timeline_check
 from ..figures._diagnosis import diagnose, diagnose_step
 from ..files._inputs import cut_name
 from .._profile import Profile
@@ -20,18 +21,82 @@ API_COLUMNS = ("start", "duration", "correlation", "thread", "domain", "cbid")
 from ..files._schema import SchemaError
 
 
-def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
-    """(ops, apis, sync records, ranges) of a recording, decoded and checked."""
+class OpRows:
+    """A recording's ops, decoded, checked and made into _inject's rows a
+    chunk of INJECT_CHUNK at a time (chunks()): a replay of millions of ops
+    never holds their rows all at once.  A damaged row raises ValueError
+    (replay() turns it into RecordingError) when its chunk is made."""
+
+    def __init__(self, data: dict[str, Any], names: list[Any], shapes: list[tuple[int, ...]],
+                 base: int) -> None:
+        table = data["ops"]
+        self.columns = [table[k] if k in table or k not in OPTIONAL_OP_COLUMNS else None
+                        for k in OP_COLUMNS]  # KeyError: a column the file must have
+        lengths = {len(c) for c in self.columns if c is not None}
+        if len(lengths) > 1:
+            raise RecordingError(f"the recording's columns differ in length: {sorted(lengths)}")
+        self.length = lengths.pop() if lengths else 0
+        self.names, self.shapes, self.base = names, shapes, base
+
+    def __len__(self) -> int:
+        return self.length
+
+    def chunks(self, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows (kind, start, end, ...) in the recorded order, `size` at a time."""
+        defaults = [OPTIONAL_OP_COLUMNS.get(k) for k in OP_COLUMNS]
+        delta = [k in ("start", "correlation") for k in OP_COLUMNS]
+        acc = [0] * len(OP_COLUMNS)  # the delta columns' running sums
+        for i in range(0, self.length, size):
+            n = min(size, self.length - i)
+            parts = []
+            for j, column in enumerate(self.columns):
+                part: list[Any] = column[i:i + n] if column is not None else [defaults[j]] * n
+                if delta[j]:
+                    decoded, total = [], acc[j]
+                    for v in part:
+                        total += v  # TypeError for a value that is no number: damaged
+                        decoded.append(total)
+                    acc[j], part = total, decoded
+                parts.append(part)
+            yield [self._op(row) for row in zip(*parts)]
+
+    def _op(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(row) != 11 or not all(isinstance(v, int) for v in row):
+            raise ValueError(f"ops record {row!r}: 11 integers expected")
+        k, s, d, device, stream, corr, name, nbytes, shape, copy_kind, host_memory = row
+        # indices into tables: a negative one would read from the end
+        if not 0 <= k < len(OP_KINDS):
+            raise ValueError(f"op kind {k} is none of 0-{len(OP_KINDS) - 1} "
+                             f"({', '.join(OP_KINDS)})")
+        if not -1 <= name < len(self.names):
+            raise ValueError(f"op name {name} is no index into the {len(self.names)} names")
+        if not -1 <= shape < len(self.shapes):
+            raise ValueError(f"op shape {shape} is no index into the {len(self.shapes)} shapes")
+        base = self.base
+        out = (k, base + s, base + s + d, device, stream, corr,
+               self.names[name] if name >= 0 else None, nbytes)
+        if OP_KINDS[k] == "kernel" and shape >= 0:
+            g = self.shapes[shape]
+            return out + (tuple(g[0:3]), tuple(g[3:6]), g[6], g[7])
+        if OP_KINDS[k] == "memcpy" and (copy_kind or host_memory):
+            return out + (copy_kind, host_memory)
+        if OP_KINDS[k] == "graph":  # a replay has no bytes
+            return out[:7]
+        return out
+
+
+def _rows(data: dict[str, Any]) -> tuple[OpRows, list[Any], list[Any], list[Any]]:
+    """(ops, apis, sync records, ranges) of a recording, decoded and checked
+    (the ops as they are injected: OpRows)."""
     try:
         base = data["profile"]["start_ns"]
-        ops = columns(data["ops"], ("start", "correlation"), OP_COLUMNS, OPTIONAL_OP_COLUMNS)
         if data["version"] == 1:  # no domain: every record was a runtime call
             data["apis"].setdefault("domain", [0] * len(data["apis"].get("start", [])))
         apis = columns(data["apis"], ("start", "correlation"), API_COLUMNS, OPTIONAL_API_COLUMNS)
         sync_records = columns(data["sync_records"], ("start",))
         ranges = columns(data["ranges"], ("start",))
-        for table, rows, width in (("ops", ops, 11), ("apis", apis, 6),
-                                   ("sync_records", sync_records, 3), ("ranges", ranges, 6)):
+        for table, rows, width in (("apis", apis, 6), ("sync_records", sync_records, 3),
+                                   ("ranges", ranges, 6)):
             for row in rows:
                 if len(row) != width or not all(isinstance(v, int) for v in row):
                     raise ValueError(f"{table} record {row!r}: {width} integers expected")
@@ -40,18 +105,10 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
         for shape in shapes:
             if len(shape) != 8 or not all(isinstance(v, int) for v in shape):
                 raise ValueError(f"shape {list(shape)!r}: 8 integers expected")
-
-        def op(k, s, d, device, stream, corr, name, nbytes, shape, copy_kind, host_memory):
-            row = (k, base + s, base + s + d, device, stream, corr,
-                   names[name] if name >= 0 else None, nbytes)
-            if OP_KINDS[k] == "kernel" and shape >= 0:
-                g = shapes[shape]
-                return row + (tuple(g[0:3]), tuple(g[3:6]), g[6], g[7])
-            if OP_KINDS[k] == "memcpy" and (copy_kind or host_memory):
-                return row + (copy_kind, host_memory)
-            if OP_KINDS[k] == "graph":  # a replay has no bytes
-                return row[:7]
-            return row
+        ops = OpRows(data, names, shapes, base)
+        for row in ranges:
+            if not -1 <= row[2] < len(names):
+                raise ValueError(f"range name {row[2]} is no index into the {len(names)} names")
 
         # Version 1 stored no thread with a launch (0: unknown); its
         # launches were made on the profile's one host thread when its
@@ -61,7 +118,7 @@ def _rows(data: dict[str, Any]) -> tuple[list, list, list, list]:
             thread_of = range_threads.pop()
             apis = [row[:3] + (row[3] or thread_of,) + row[4:] for row in apis]
         return (
-            [op(*row) for row in ops],
+            ops,
             [(base + s, base + s + d, corr, thread, domain) + ((cbid,) if cbid else ())
              for s, d, corr, thread, domain, cbid in apis],
             # a wait that ended before the start is the warm-up's own
@@ -108,6 +165,7 @@ def replay(data: dict[str, Any]) -> Profile:
     no profile is left running."""
     if _core.active():
         raise RuntimeError("a loopscope profile is running: replay the recording after it")
+    _settings.internal()  # a bad LOOPSCOPE_INTERNAL is its own ValueError, not a damaged recording
     try:
         check_shape(data)
         return _replay(data)
@@ -129,30 +187,41 @@ def _inject_or_refuse(kind: str, rows: list[tuple], what: str) -> None:
         raise RecordingError(f"the recording's {what} are damaged: {error}") from None
 
 
-def inject_records(data: dict[str, Any], ops: list[tuple], apis: list[tuple],
+INJECT_CHUNK = 1 << 16  # op rows handed to _inject at a time
+
+
+def inject_records(data: dict[str, Any], ops: OpRows, apis: list[tuple],
                    sync_records: list[tuple], samples: list[tuple],
-                   ranges: Sequence[tuple] = ()) -> None:
+                   ranges: Sequence[tuple] = ()) -> tuple[int, int] | None:
     """Puts a recording's records (from _rows and _samples) into the
-    running profile; bench_summary.py's live-like replay uses it too."""
+    running profile; bench_summary.py's live-like replay uses it too.
+    Returns the ops' span (first start, last end), None without an op."""
     facts = [(int(device), *values)
              for device, values in data["meta"].get("device_facts", {}).items()]
     if facts:
         _inject_or_refuse("device", facts, "device facts")
     if ranges:
         _inject_or_refuse("range", list(ranges), "ranges")
-    # in the recorded order (runs of one kind), so ties sort as they did
-    run: list[tuple] = []
-    for i, (k, *op) in enumerate(ops):
-        run.append(tuple(op))
-        if i + 1 == len(ops) or ops[i + 1][0] != k:
-            _core._inject(OP_KINDS[k], run)
-            run = []
+    # in the recorded order (runs of one kind, a chunk of rows at a time: never all
+    # of them at once), so ties sort as they did
+    first: int | None = None
+    last: int | None = None
+    for chunk in ops.chunks(INJECT_CHUNK):
+        start = 0
+        for i, row in enumerate(chunk):
+            if i + 1 == len(chunk) or chunk[i + 1][0] != row[0]:
+                _core._inject(OP_KINDS[row[0]], [o[1:] for o in chunk[start:i + 1]])
+                start = i + 1
+        low, high = min(o[1] for o in chunk), max(o[2] for o in chunk)
+        first = low if first is None else min(first, low)
+        last = high if last is None else max(last, high)
     if apis:
         _core._inject("api", apis)
     if sync_records:
         _core._inject("sync_record", sync_records)
     if samples:
         _inject_or_refuse("sample", samples, "samples")
+    return None if first is None or last is None else (first, last)
 
 
 def _replay(data: dict[str, Any]) -> Profile:
@@ -165,22 +234,45 @@ def _replay(data: dict[str, Any]) -> Profile:
         _core._set_test_clock(base, 1)
         prof.__enter__()
         try:
-            inject_records(data, ops, apis, sync_records, samples, ranges)
+            span = inject_records(data, ops, apis, sync_records, samples, ranges)
         finally:
             _core._set_test_clock(base + data["profile"]["stop_ns"], 1)
             prof.__exit__(None, None, None)
     finally:
         _core._set_test_clock(0, 0)
     summary = prof.summary()
-    _restore(summary, data)
+    # records of a live profile share its window's clock; injected test records keep their own
+    live = data["meta"].get("source") in LIVE_SOURCES | {None}
+    _restore(summary, data, _replayed_timeline(span, base, base + data["profile"]["stop_ns"])
+             if live and span is not None else None)
     return prof
 
 
-def _restore_checks(summary: dict[str, Any], recorded: list[dict[str, Any]] | None) -> None:
+def _replayed_timeline(span: tuple[int, int], start_ns: int,
+                       stop_ns: int) -> dict[str, Any] | None:
+    """The timeline check over the replayed ops' span (first start, last
+    end) against the recording's own window, when it fails (an op of 10^15
+    ns in a 15 ms profile: a damaged or edited file, whose busy time would
+    read 10^9 ms); None when it holds."""
+    first, last = span
+    check = timeline_check(first, last, start_ns, stop_ns)
+    if check["ok"]:
+        return None
+    where = check["detail"].split(") ", 1)[1].split(", outside")[0]
+    check["detail"] = (f"the recording's GPU time line ({(last - first) / 1e6:.3f} ms) {where}, "
+                       f"outside its profile window ({(stop_ns - start_ns) / 1e6:.3f} ms): the "
+                       "recording is damaged or was edited; its GPU times, gaps and busy "
+                       "figures are not trustworthy")
+    return check
+
+
+def _restore_checks(summary: dict[str, Any], recorded: list[dict[str, Any]] | None,
+                    timeline: dict[str, Any] | None = None) -> None:
     """The self-checks made when the profile was recorded come back, marked
     so: the live ones the replay cannot make (timeline, clock_rate), and any
     recorded failure in place of the replay's check of that name (the
-    replay's records were all kept, the recorded profile's were not)."""
+    replay's records were all kept, the recorded profile's were not); a
+    failed timeline of the replayed ops (_replayed_timeline) over all."""
     at = {c["name"]: i for i, c in enumerate(summary["checks"])}
     for c in recorded or ():
         entry = {"name": c["name"], "ok": c["ok"], "detail": f"as recorded: {c['detail']}"}
@@ -188,16 +280,19 @@ def _restore_checks(summary: dict[str, Any], recorded: list[dict[str, Any]] | No
             summary["checks"].append(entry)
         elif not c["ok"]:
             summary["checks"][at[c["name"]]] = entry
+    if timeline is not None:
+        summary["checks"] = [c for c in summary["checks"] if c["name"] != "timeline"] + [timeline]
 
 
-def _restore(summary: dict[str, Any], data: dict[str, Any]) -> None:
+def _restore(summary: dict[str, Any], data: dict[str, Any],
+             timeline: dict[str, Any] | None = None) -> None:
     """Puts back what the records cannot rebuild (see _recording's doc)."""
     meta, recorded = data["meta"], data["profile"]
     summary["source"] = "recording"
     summary["host_ms"] = recorded["host_ms"]
     summary["cupti_note"] = recorded["cupti_note"]
     summary["dropped_records"] = recorded["dropped_records"]
-    _restore_checks(summary, recorded.get("checks"))
+    _restore_checks(summary, recorded.get("checks"), timeline)
     # the recorded costs; a figure the recording lacks keeps the replay's own
     replayed = summary["overhead"]
     summary["overhead"] = {**replayed, **recorded["overhead"]}

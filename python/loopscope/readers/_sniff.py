@@ -28,7 +28,7 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 SUMMARY_KEY = b'{"schema":'  # a saved summary dict (a Kineto trace has "schemaVersion")
 
 
-def check_path(path: str | os.PathLike) -> Path:
+def check_path(path: str | os.PathLike[str]) -> Path:
     """The path as a Path, or TraceError when it is not a readable file."""
     return check_input(path)
 
@@ -49,7 +49,7 @@ def _head(path: Path) -> tuple[bytes, bool]:
         raise fail(path, f"is gzip, but its data is damaged ({error})") from None
 
 
-def sniff(path: str | os.PathLike) -> tuple[str, bool]:
+def sniff(path: str | os.PathLike[str]) -> tuple[str, bool]:
     """(kind, gzip) of a trace file; TraceError for anything else."""
     p = check_path(path)
     head, gz = _head(p)

@@ -2,22 +2,29 @@
 already have (torch.profiler / Kineto JSON, Nsight Systems SQLite, saved
 loopscope profiles), with the budgets and exit codes of `run`.
 
-Exit status: 0 ok; 1 a budget failed; 2 usage error or a file that cannot
-be read (each named on one line; the other files are still reported)."""
+A saved summary (`run --json`, `analyze --json` of one file) is reported
+and judged as saved (_saved_summary): a gate on a CI artifact.
+
+Exit status: 0 ok; 1 a budget failed or could not be checked; 2 usage error
+or a file that cannot be read (each named on one line; the other files are
+still reported)."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 
+from ._compare import CompareError, check_checks, is_saved_summary, load_summary
 from ._cli import (EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say, check_outputs, report_budgets,
                    save_summary)
 
 DESCRIPTION = """\
 Prints the loopscope report of trace files you already have: a torch.profiler
 (Kineto) Chrome trace (.json or .json.gz), an Nsight Systems SQLite export
-(nsys export --type sqlite), or a saved loopscope profile.  The format is told
-from the content.  No GPU is needed.
+(nsys export --type sqlite), or a saved loopscope profile; or of a saved
+summary (the JSON that `run --json` or `analyze --json` writes), whose report
+and budgets are those of its figures as saved.  The format is told from the
+content.  No GPU is needed.
 
 Steps are the outermost ranges whose names match --steps (default: torch's
 ProfilerStep#N, loopscope's Step_N, names ending in _Step_N).
@@ -34,10 +41,12 @@ examples:
   python -m loopscope analyze node3/ --ranks-out node3.ranks.json.gz   # then: merge
   python -m loopscope analyze report.sqlite --steps 'Denoise_Step_\\d+'
   python -m loopscope analyze run.json --max-syncs 0 --max-severe-gaps 0   # CI gate
+      (run.json: what `loopscope run --json run.json script.py` wrote)
 
-exit status: 0 ok; 1 a budget failed; 2 usage error or an unreadable file.
-A budget that the file cannot measure (no GPU events, no API calls) is
-printed as NOT CHECKED and does not fail."""
+exit status: 0 ok; 1 a budget failed or could not be checked; 2 usage error
+or an unreadable file.  A budget that the file cannot measure (no GPU
+events, no API calls) is printed as NOT CHECKED and the gate fails (exit 1):
+a budget is never met by a figure that was not measured."""
 
 
 def add_analyze_parser(sub) -> None:
@@ -58,7 +67,7 @@ def add_analyze_parser(sub) -> None:
                    help="budget (a job): fail (exit 1) when the ranks' step starts or ends "
                         "are further apart than US microseconds")
     p.add_argument("--json", metavar="OUT", help="write the summary dict as JSON to OUT "
-                   "(a list of them for several files)")
+                   "(a list of them for several files; -: stdout, JSON alone there)")
     p.add_argument("--steps", metavar="REGEX", help="ranges whose names match REGEX are the steps")
     p.add_argument("--device", metavar="N", type=_count, help="analyse only GPU N")
     p.add_argument("--max-syncs", metavar="N", type=_count,
@@ -92,20 +101,30 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         parser.error("--ranks-out and --workers apply to a job: a folder, or files with --ranks")
     summaries, failed, unreadable = [], False, False
     for i, path in enumerate(args.paths):
-        try:
-            prof = load(path, steps=args.steps, device=args.device)
-        except TraceError as error:
-            print(f"loopscope: {error}", file=sys.stderr)
-            unreadable = True
-            continue
-        summary = prof.summary()
+        if is_saved_summary(path, lists=False):  # a list: the reader says what to do
+            try:
+                summary, text = _saved_summary(path, args.steps, args.device)
+            except TraceError as error:
+                print(f"loopscope: {error}", file=sys.stderr)
+                unreadable = True
+                continue
+        else:
+            try:
+                prof = load(path, steps=args.steps, device=args.device)
+            except TraceError as error:
+                print(f"loopscope: {error}", file=sys.stderr)
+                unreadable = True
+                continue
+            summary = prof.summary()
+            text = format_report(summary)
+            if summary.get("recording"):
+                from ..views._report import describe_recording
+                described = describe_recording(summary)
+                text = f"{described}\n{text}" if described else text
         summaries.append(summary)
         if len(args.paths) > 1:
             print(f"\n=== {path} ===")
-        if summary.get("recording"):
-            from ..views._report import describe_recording
-            print(describe_recording(summary))
-        print(format_report(summary))
+        print(text)
         if args.steps is not None and not summary["steps"]:
             names = sorted({r["name"] for r in summary["ranges"]})
             _say(f"{path}: no range name matched --steps {args.steps!r} (range names: "
@@ -121,6 +140,34 @@ def analyze_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     if unreadable:
         return EXIT_USAGE
     return EXIT_BUDGET if failed else EXIT_OK
+
+
+def _saved_summary(path: str, steps: str | None, device: int | None) -> tuple[dict, str]:
+    """(summary, report text) of a saved summary file, its figures as saved
+    (no trace to re-cut: --device is refused; --steps selects among its
+    steps for the budgets).  TraceError naming the file when it is no
+    summary, or one too damaged to report."""
+    from ..figures._budgets import evaluate
+    from ..readers._sniff import TraceError
+    from ..views._report import format_report
+
+    if device is not None:
+        raise TraceError(f"{path}: a saved summary (its figures as saved): --device picks a GPU "
+                         "of a trace, give the trace instead")
+    try:
+        summary = load_summary(path)
+        check_checks(summary, path)
+    except CompareError as error:
+        raise TraceError(str(error)) from None
+    try:
+        text = format_report(summary)
+        evaluate(summary, {"max_syncs": 0.0, "max_severe_gaps": 0.0}, steps)  # reads every part
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        raise TraceError(f"{path}: a loopscope summary, but damaged (a part the report reads "
+                         f"is missing or of the wrong kind: {type(error).__name__} "
+                         f"{str(error)[:80]})") from None
+    _say(f"{path}: a saved summary, its figures as saved")
+    return summary, text
 
 
 def _job_command(args: argparse.Namespace, parser: argparse.ArgumentParser,
@@ -157,7 +204,7 @@ def report_job(summary, budgets: dict[str, float], steps: str | None) -> int:
     from ..distributed._ranks_view import head_lines, table_lines
     from ..views._report import format_report
 
-    if "diagnosis" in summary:
+    if not (summary.get("job") or {}).get("merged"):  # a rank's own summary is there
         print(format_report(summary))
     else:
         print("\n".join(["loopscope: the ranks of a job"] + head_lines(summary)

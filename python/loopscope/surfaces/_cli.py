@@ -15,7 +15,8 @@ How `run` profiles a script:
   torch.profiler.record_function blocks.
 - Budgets (--max-syncs, --max-severe-gaps): a failed budget exits 1 with the
   evidence; a budget whose metric was not measured is reported as NOT
-  CHECKED and does not fail the run; one whose figure a failed self-check
+  CHECKED and fails the gate too (exit 1: a gate never passes on a figure
+  that was not measured); one whose figure a failed self-check
   (summary["checks"]) cannot vouch for fails.
 - A script that ends in os._exit(N) (distributed jobs do) still gets its
   report, files and budgets: os._exit raises on the main thread while the
@@ -33,11 +34,14 @@ is passed on."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
 import runpy
+import shutil
 import sys
+import tempfile
 import threading
 import traceback
 import warnings
@@ -81,12 +85,13 @@ rank 0 also writes OUT, whose summary holds every rank's (summary["ranks"],
 summary["skew"]: skews, waits, the straggler).  Rank 0 prints the report
 with the ranks; the other ranks print one line.
 
-exit status: 0 ok; 1 a budget failed or the script raised (or --json/--trace
-could not be written: the report is printed first); 2 usage error (also an
-output folder that does not exist or is not writable, found before the
-script runs); a script's own non-zero exit status is passed on.  A budget that could not
-be measured here (no GPU, sync detection unavailable) is printed as NOT
-CHECKED and does not fail the run."""
+exit status: 0 ok; 1 a budget failed or could not be checked, or the script
+raised (or --json/--trace could not be written: the report is printed
+first); 2 usage error (also an output folder that does not exist or is not
+writable, found before the script runs); a script's own non-zero exit status
+is passed on.  A budget that could not be measured here (no GPU, sync
+detection unavailable) is printed as NOT CHECKED and the gate fails (exit 1):
+a budget is never met by a figure that was not measured."""
 
 
 def add_run_parser(sub) -> None:
@@ -98,9 +103,11 @@ def add_run_parser(sub) -> None:
                      help="ranges whose names match REGEX are the steps (when the script "
                           "has no prof.step() of its own)")
     run.add_argument("--json", metavar="OUT", help="write the summary dict as JSON to OUT "
-                     "(a list of them when the script ran several profiles)")
+                     "(a list of them when the script ran several profiles; -: stdout, JSON "
+                     "alone there: the report and the script's prints go to stderr)")
     run.add_argument("--trace", metavar="OUT",
-                     help="write a Chrome/Perfetto trace (ranges, GPU ops, syncs, gaps) to OUT")
+                     help="write a Chrome/Perfetto trace (ranges, GPU ops, syncs, gaps) to OUT "
+                          "(-: stdout, the trace alone there)")
     run.add_argument("--max-syncs", metavar="N", type=_count,
                      help="budget: fail (exit 1) with more than N host-device syncs")
     run.add_argument("--max-severe-gaps", metavar="N", type=_count,
@@ -133,18 +140,71 @@ def check_outputs(prog: str, outputs: dict[str, str | None]) -> bool:
     True when all can."""
     ok = True
     for option, path in outputs.items():
-        problem = None if path is None else output_problem(path)
+        problem = None if path in (None, STDOUT) else output_problem(path)
         if problem is not None:
             print(f"{prog}: error: {option} {path}: {problem}", file=sys.stderr, flush=True)
             ok = False
     return ok
 
 
+# -- stdout: JSON alone, or the report ------------------------------------------
+STDOUT = "-"  # an output option's value that means stdout
+STDOUT_OPTIONS = ("--json", "--trace")  # the outputs that may go to stdout (one at a time)
+_stdout_for_output: list[Any] = []  # the real stdout while an output goes there (route_stdout)
+
+
+def names_stdout(path: str | None) -> bool:
+    """Whether an output path is this process's stdout: `-`, or a name of
+    the same file (/dev/stdout, /proc/self/fd/1)."""
+    if path == STDOUT:
+        return True
+    if not path:
+        return False
+    try:
+        st, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False  # no such file, or a stdout with no file (captured in a test)
+    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
+
+
+def route_stdout(prog: str, args: argparse.Namespace) -> bool:
+    """Before a command runs: when one output option names stdout (`-`,
+    /dev/stdout), it becomes `-`, and everything else the command prints
+    (report, notices, a script's own prints) goes to stderr, so stdout holds
+    that output alone.  False (said in one line) when two outputs or an
+    option that writes only files name stdout."""
+    named = [o for o in ("--json", "--trace", "--ranks-out")
+             if names_stdout(getattr(args, o[2:].replace("-", "_"), None))]
+    if not named:
+        return True
+    if len(named) > 1 or named[0] not in STDOUT_OPTIONS:
+        print(f"{prog}: error: {' and '.join(named)} name stdout: "
+              + ("only one output can go there" if len(named) > 1 else
+                 f"{named[0]} writes a file; give it a file name"), file=sys.stderr)
+        return False
+    setattr(args, named[0][2:].replace("-", "_"), STDOUT)
+    _stdout_for_output[:] = [sys.stdout]
+    sys.stdout = sys.stderr
+    return True
+
+
+def unroute_stdout() -> None:
+    """After the command: stdout back as it was."""
+    if _stdout_for_output:
+        sys.stdout = _stdout_for_output.pop()
+
+
 def write_output(option: str, path: str, write: Callable[[str], Any]) -> bool:
     """write(tmp) writes the file at a temporary path beside `path`, which
-    then replaces `path` (no half-written file is ever left).  A failure is
-    said in one line (the report is out already); False then."""
-    folder = os.path.dirname(os.path.abspath(path))
+    then replaces `path` (no half-written file is ever left); for `-`
+    (route_stdout), the temporary file is copied to the real stdout.  A
+    failure is said in one line (the report is out already); False then."""
+    if path == STDOUT:
+        return _write_stdout(option, write)
+    # through symlinks: the file they name is replaced, never the link itself (a
+    # replaced /dev/stdout or /dev/stderr link, written as root, breaks the machine)
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
         write(tmp)
@@ -160,6 +220,27 @@ def write_output(option: str, path: str, write: Callable[[str], Any]) -> bool:
         return False
 
 
+def _write_stdout(option: str, write: Callable[[str], Any]) -> bool:
+    out = _stdout_for_output[0] if _stdout_for_output else sys.stdout
+    fd, tmp = tempfile.mkstemp(prefix="loopscope-", suffix=".out")
+    os.close(fd)
+    try:
+        write(tmp)
+        out.flush()
+        with open(tmp, "rb") as f:
+            shutil.copyfileobj(f, getattr(out, "buffer", None) or out)
+        out.flush()
+        return True
+    except (OSError, ValueError, TypeError) as error:
+        if isinstance(error, BrokenPipeError):
+            raise  # the reader stopped early: main() ends quietly
+        detail = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        _say(f"could not write {option} to stdout: {detail}")
+        return False
+    finally:
+        os.unlink(tmp)
+
+
 def write_json(option: str, path: str, data: Any) -> bool:
     def write(tmp: str) -> None:
         with open(tmp, "w") as f:
@@ -169,11 +250,11 @@ def write_json(option: str, path: str, data: Any) -> bool:
 
 
 def save_summary(path: str, data: Any) -> bool:
-    """--json: writes the summary (or list of them) and says so; False when
-    it could not (write_output has said why)."""
+    """--json: writes the summary (or list of them) and says so (on stderr);
+    False when it could not (write_output has said why)."""
     if not write_json("--json", path, data):
         return False
-    _say(f"summary written to {path}")
+    _say(f"summary written to {path if path != STDOUT else 'stdout'}")
     return True
 
 
@@ -533,7 +614,8 @@ def add_diff_parser(sub) -> None:
         description=DIFF_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     diff.add_argument("before", help="the profile before the change")
     diff.add_argument("after", help="the profile after it")
-    diff.add_argument("--json", metavar="OUT", help="write the comparison as JSON to OUT")
+    diff.add_argument("--json", metavar="OUT", help="write the comparison as JSON to OUT (-: stdout, "
+                      "JSON alone there)")
     diff.add_argument("--max-regression-pct", metavar="PCT", type=_percent,
                       help="fail (exit 1) when the loop time, idle time, severe gaps or syncs "
                            "got worse by more than PCT percent")
@@ -617,28 +699,27 @@ def demo_recording(reason: str, json_path: str | None = None, *, graph: bool = F
         data = bundled_demo()
     except RecordingError as error:
         print(f"loopscope demo: no GPU here ({reason}), and the bundled recording is "
-              f"unreadable: {error}")
+              f"unreadable: {error}", file=sys.stderr)
         return EXIT_OK
     if data is None:
-        print(f"loopscope demo: no GPU here ({reason}).")
-        print("The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run.")
+        print(f"loopscope demo: no GPU here ({reason}).", file=sys.stderr)
+        print("The demo profiles a 10-step denoise loop on an NVIDIA GPU; nothing to run.",
+              file=sys.stderr)
         return EXIT_OK
     try:
         prof = replay(data)
     except RecordingError as error:
         print(f"loopscope demo: no GPU here ({reason}), and the bundled recording cannot be "
-              f"replayed: {error}")
+              f"replayed: {error}", file=sys.stderr)
         return EXIT_OK
     summary = prof.summary()
-    print(f"loopscope demo: no GPU here ({reason}).")
+    # notices on stderr: stdout holds the report alone (`loopscope demo | head -1`)
+    print(f"loopscope demo: no GPU here ({reason}).", file=sys.stderr)
     instead = _not_shown(data["meta"].get("command"), len(summary["steps"]), graph, layers, steps)
     if instead:
-        print(instead)
-    print(describe_recording(summary))
-    print()
+        print(instead, file=sys.stderr)
+    print(describe_recording(summary), file=sys.stderr)
     print(prof.report())
-    if json_path:
-        if not write_json("--json", json_path, summary):
-            return EXIT_BUDGET
-        print(f"summary written to {json_path}")
+    if json_path and not save_summary(json_path, summary):
+        return EXIT_BUDGET
     return EXIT_OK

@@ -33,9 +33,10 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..figures._checks import refusal
+from ..files import _schema as schema
 from ..files._inputs import TraceError, open_input, read_json
 from ..figures._names import clip, demangled_name, display_path, kernel_name
 from ..figures._projections import ms_text
@@ -88,7 +89,23 @@ def _peek(path: Path) -> bytes:
         return f.read(256)
 
 
-def load_summary(path: str | os.PathLike) -> dict[str, Any]:
+def _summary_head(compact: bytes) -> bool:
+    return compact.startswith((b'[{"schema":', b'{"schema":'))
+
+
+def is_saved_summary(path: str | os.PathLike[str], lists: bool = True) -> bool:
+    """Whether a file holds a saved summary (or, with `lists`, a list of
+    them), as `run --json`, `analyze --json` or a pytest baseline writes;
+    False for a trace, or a file that cannot be read (its reader says why)."""
+    try:
+        head = _peek(Path(path)).lstrip()
+    except (TraceError, OSError, EOFError, zlib.error):
+        return False
+    compact = head.replace(b" ", b"").replace(b"\n", b"")
+    return _summary_head(compact) and (lists or not compact.startswith(b"["))
+
+
+def load_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The summary of a file: a saved summary (JSON, as `run --json` or a
     pytest baseline writes it) as it is; any other file through
     loopscope.analyze when this loopscope has it, else a loopscope
@@ -101,7 +118,7 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     except (OSError, EOFError, zlib.error) as error:
         raise CompareError(f"cannot read {path}: {error}") from None
     compact = head.replace(b" ", b"").replace(b"\n", b"")
-    if compact.startswith((b'[{"schema":', b'{"schema":')):
+    if _summary_head(compact):
         try:
             data = read_json(path)  # bounded: a cap on the inflated text, nesting, memory
         except TraceError as error:
@@ -116,7 +133,8 @@ def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     analyze = getattr(sys.modules.get("loopscope"), "analyze", None)
     if analyze is not None:
         try:
-            return analyze(path)
+            found: dict[str, Any] = analyze(path)
+            return found
         except ValueError as error:  # TraceError: says what the file is and why not
             raise CompareError(f"{path} is neither a loopscope summary nor a trace loopscope "
                                f"reads: {error}") from None
@@ -142,15 +160,58 @@ def _one_summary(path: Path, data: Any) -> dict[str, Any]:
         raise CompareError(f"{path} holds {len(data)} summaries (a list, as `analyze --json` of "
                            "several files writes): diff compares one summary with one; write "
                            "each file's summary on its own (analyze --json OUT FILE)")
-    return data[0]
+    first: dict[str, Any] = data[0]
+    return first
+
+
+# A summary's self-checks: None (made before checks) or a list of {name, ok, detail}
+# with a real bool `ok`: a tampered list ("ok": "false", 5, junk entries) would
+# raise deep in a gate, or pass it.
+CHECKS_SHAPE = schema.Optional([{"name": str, "ok": bool, "detail": str}])
+
+
+# What compare() reads of each step: a baseline's steps of another shape ([{}],
+# [1, 2]) are named, never a KeyError or TypeError.
+STEP_SHAPE = {"index": schema.COUNT, "name": str, "verdict": schema.Optional(str),
+              **{key: schema.Optional(schema.NUM) for key in STEP_FIGURES}}
+
+
+# ... and of the parts beside the steps (sync sites, the kernel table, projections)
+_O = schema.Optional
+PARTS_SHAPE = {
+    "syncs": _O({"sites": [{"kind": str, "count": schema.COUNT, "blocked_ms": schema.NUM,
+                            "file": _O(str), "line": _O(schema.COUNT), "function": _O(str),
+                            "call": _O(str), "code": _O(str)}]}),
+    "top_kernels": _O([{"name": str, "total_ms": schema.NUM, "count": schema.COUNT}]),
+    "diagnosis": {"verdict": str, "projections": _O([{"text": str}])},
+}
+
+
+def check_checks(summary: dict[str, Any], where: str) -> None:
+    """CompareError naming `where` and the place when summary["checks"] is
+    not a list of {name, ok (a bool), detail}."""
+    try:
+        schema.check(summary.get("checks"), CHECKS_SHAPE, "summary['checks']")
+    except schema.SchemaError as error:
+        raise CompareError(f"{where}: its self-checks are damaged, so no gate can trust it: "
+                           f"{error}") from None
 
 
 def _checked(summary: Any, side: str) -> dict[str, Any]:
     """The summary, when it has what compare() reads (a verdict, a step
-    list); else CompareError naming the side and what it lacks."""
+    list, self-checks of the right shape); else CompareError naming the
+    side and what it lacks."""
     if not isinstance(summary, dict):
         raise CompareError(f"compare: {side} is not a loopscope summary (a "
                            f"{type(summary).__name__}, not a dict)")
+    check_checks(summary, f"compare: {side}")
+    if isinstance(summary.get("steps"), list):
+        try:
+            schema.check(summary["steps"], [STEP_SHAPE], "summary['steps']")
+            if isinstance(summary.get("diagnosis"), dict):
+                schema.check(summary, PARTS_SHAPE, "summary")
+        except schema.SchemaError as error:
+            raise CompareError(f"compare: {side} is a damaged summary: {error}") from None
     diagnosis = summary.get("diagnosis")
     missing = [key for key, ok in (
         ("diagnosis", isinstance(diagnosis, dict) and "verdict" in diagnosis),
@@ -198,7 +259,8 @@ def _change(before: float | None, after: float | None, lower_is_better: bool
             "better": better}
 
 
-def _pairing(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[str, list[tuple]]:
+def _pairing(old: list[dict[str, Any]], new: list[dict[str, Any]]
+             ) -> tuple[str, list[tuple[Any, Any]]]:
     """How the steps of two runs pair up: by name when each side's names
     are unique and the sides share one (Step_3 with Step_3, whatever their
     order or count); else by index.  Returns (how, [(before, after)])."""
@@ -231,16 +293,16 @@ def _steps(before: dict[str, Any], after: dict[str, Any]
     return out, pairing
 
 
-def _site_key(site: dict[str, Any]) -> tuple:
+def _site_key(site: dict[str, Any]) -> tuple[Any, ...]:
     file = os.path.basename(site["file"]) if site.get("file") else None
     return (file, site.get("function"), site.get("call") or site.get("code"), site["kind"])
 
 
-def _sites_by_key(sites: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+def _sites_by_key(sites: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Sites by (file, function, code, kind, n): the n-th such site by line,
     so two alike calls in one function stay apart and a line that moved
     still matches."""
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for site in sites:
         groups.setdefault(_site_key(site), []).append(site)
     out = {}
@@ -289,7 +351,7 @@ def _kernels(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, An
     if a is None or b is None:
         return None
 
-    def lookup(table: list[dict[str, Any]]):
+    def lookup(table: list[dict[str, Any]]) -> Callable[[str], dict[str, Any] | None]:
         complete = len(table) < TOP_KERNELS
         by_key: dict[str, dict[str, Any]] = {}
         for k in table:  # two spellings of one kernel on one side: one entry
@@ -375,14 +437,35 @@ def _number(value: float, unit: str) -> str:
     return (ms_text(value) if unit == " ms" else f"{value:g}") + unit
 
 
-def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
+def _not_here(name: str, here: dict[str, Any] | None) -> str | None:
+    """Why the after side (this run, `here`) could not measure a figure:
+    the reason its summary gives for the section the figure is read from
+    (no driver, tracing off), or None."""
+    if here is None:
+        return None
+    section = FIGURES[name][2][0]
+    reason = here.get("syncs_error") if section == "syncs" else here.get("gpu_error")
+    return reason if isinstance(reason, str) and reason else None
+
+
+def regressions(result: dict[str, Any], max_pct: float,
+                here: dict[str, Any] | None = None) -> Regressions:
     """Which of REGRESSION_FIGURES got worse by more than max_pct (and more
-    than its noise floor) from before to after."""
+    than its noise floor) from before to after.  `here`: the after side's
+    summary when it is this run (a pytest baseline): a figure it could not
+    measure, with the reason its summary gives (no GPU here), is not
+    measured, not failed, so the caller skips when nothing else was
+    compared; without `here` (diff) a gate that compared nothing fails."""
     out = Regressions(max_pct)
     checks = result.get("checks") or {}
+    not_here: dict[str, list[str]] = {}  # reason -> figures: each reason said once
     for name in REGRESSION_FIGURES:
         what, unit, _, _ = FIGURES[name]
         c = result["figures"][name]
+        reason = _not_here(name, here) if c["after"] is None else None
+        if reason is not None:
+            not_here.setdefault(reason, []).append(name)
+            continue
         refused = [f"{side}: {why}" for side in ("before", "after")
                    if (why := refusal({"checks": checks.get(side)}, name)) is not None]
         if refused:  # a figure a failed self-check cannot vouch for never passes
@@ -409,7 +492,9 @@ def regressions(result: dict[str, Any], max_pct: float) -> Regressions:
             out.failed.append(line)
         else:
             out.checked.append(line)
-    if not out.checked and not out.failed:  # a gate that compared nothing must not pass
+    out.unavailable += [f"{', '.join(names)} here ({reason})" for reason, names in not_here.items()]
+    if not out.checked and not out.failed and not (here is not None and out.unavailable):
+        # a gate that compared nothing must not pass (a pytest baseline skips instead)
         out.failed.append("no figure was measured on both sides: nothing was compared")
     return out
 

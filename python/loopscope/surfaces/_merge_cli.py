@@ -29,7 +29,8 @@ def add_merge_parser(sub) -> None:
                        description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="RANKS_FILE", help="ranks files")
-    p.add_argument("--json", metavar="OUT", help="write the job's summary as JSON to OUT")
+    p.add_argument("--json", metavar="OUT", help="write the job's summary as JSON to OUT (-: stdout, "
+                   "JSON alone there)")
     p.add_argument("--max-rank-skew-us", metavar="US", type=float,
                    help="budget: fail (exit 1) when the ranks' step starts or ends are further "
                         "apart than US microseconds")

@@ -261,7 +261,8 @@ def _counter_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"WARNING: the PM sampling buffer overflowed {m['overflows']} time(s): samples "
                      "were lost; raise metrics_buffer_mb or metrics_interval_us")
     coverage = sm.get("coverage_pct")
-    if coverage is not None and coverage < MIN_COVERAGE_PCT:
+    said = any(c.get("name") == "coverage" for c in failed_checks(summary))  # WARNING on top
+    if coverage is not None and coverage < MIN_COVERAGE_PCT and not said:
         lines.append(f"WARNING: the counter samples cover only {coverage:.0f}% of the loop; the "
                      "figures above describe that part")
     return lines
@@ -288,7 +289,9 @@ def format_report(summary: dict[str, Any]) -> str:
     out.extend(rank_head_lines(summary))  # torch.distributed: the straggler first
     out.append(_verdict_line(summary))
     out.extend(_projection_lines(summary))
-    for reason in summary["diagnosis"]["reasons"]:
+    reasons = summary["diagnosis"]["reasons"]
+    # without a GPU time line the verdict line gives the first reason: not again here
+    for reason in reasons[1:] if gaps is None and reasons else reasons:
         out.append(f"  - {reason}")
     if gaps is not None:
         out.append("")
@@ -334,11 +337,14 @@ def format_report(summary: dict[str, Any]) -> str:
         out.append(f"Note: {summary['cupti_note']}")
     if summary.get("non_finite_note"):
         out.append(f"Note: {summary['non_finite_note']}")
-    if summary["gpu_error"]:
-        out.append(f"GPU sections missing: {summary['gpu_error']}")
-    if summary.get("syncs") is None and summary.get("syncs_error"):
+    # one line per reason: without a driver, one reason stops all three sections
+    gpu_error = summary["gpu_error"]
+    if gpu_error:
+        out.append(f"GPU sections missing: {gpu_error}")
+    if summary.get("syncs") is None and summary.get("syncs_error") \
+            and summary["syncs_error"] != gpu_error:
         out.append(f"Syncs: not watched: {summary['syncs_error']}")
-    if summary["sm"] is None:
+    if summary["sm"] is None and summary["metrics_error"] != gpu_error:
         out.append(f"SM/DRAM: {summary['metrics_error']}")
     o = summary["overhead"]
     if summary.get("trace"):  # read from a file: no profiler ran, say what was read

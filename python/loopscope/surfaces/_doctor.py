@@ -12,7 +12,6 @@ what a user pastes into an issue.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -20,6 +19,7 @@ from typing import Any
 
 from .. import _core, _cupti_paths
 from .._version import __version__
+from ._cli import write_json
 
 DESCRIPTION = """\
 Says what this machine's stack gives loopscope: the driver and the CUDA it
@@ -231,8 +231,8 @@ def add_doctor_parser(sub: Any) -> None:
     p = sub.add_parser("doctor", help="what this machine's stack gives loopscope (for bug "
                        "reports)", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", metavar="OUT", help="write the dict as JSON to OUT ('-': stdout, "
-                   "and nothing else there)")
+    p.add_argument("--json", metavar="OUT", help="also write the dict as JSON to OUT ('-': "
+                   "stdout, JSON alone there; the text then goes to stderr)")
     p.add_argument("--no-torch", action="store_true",
                    help="do not import torch (and skip the per-GPU counters check)")
     p.add_argument("--runtime", metavar="LIBCUDART",
@@ -250,17 +250,7 @@ def doctor_command(args: argparse.Namespace) -> int:
             print(f"loopscope doctor: error: --runtime {args.runtime}: {error}", file=sys.stderr)
             return 2
     d = doctor(torch=not args.no_torch)
-    text = json.dumps(d, indent=2)
-    if args.json == "-":
-        print(text)
-    else:
-        print(format_doctor(d))
-        if args.json:
-            try:
-                with open(args.json, "w") as f:
-                    f.write(text + "\n")
-            except OSError as error:
-                print(f"loopscope doctor: error: --json {args.json}: {error.strerror}",
-                      file=sys.stderr)
-                return 2
+    print(format_doctor(d))  # on stderr when --json names stdout (route_stdout)
+    if args.json and not write_json("--json", args.json, d):
+        return 2
     return 0 if d["ok"] else 1

@@ -889,10 +889,12 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
         add_sync_blockers(step_list, summary["syncs"], readiness)
     summary["graph_readiness"] = overview(step_list, readiness) if readiness is not None else None
     summary["ranges"] = _ranges(model, gpu, thresholds_us)
+    # before the diagnosis: the projections' host floor takes out what the
+    # profile added inside the loop (its in_loop_estimate_ms, _projections)
+    summary["overhead"] = overhead_section(info, state)
     summary["diagnosis"] = diagnose(summary, step_verdicts)
     summary["non_finite_note"] = note(non_finite[0])
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
-    summary["overhead"] = overhead_section(info, state)
     # Launch and sync records that began after the profile stopped: the
     # worker's finish leaves out what it can place after the stop (counted in
     # info), the model ignores the rest (injected records keep their own

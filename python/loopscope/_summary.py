@@ -759,6 +759,10 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
         "records": ops + info.get("apis", 0) + info.get("sync_records", 0) + calls,
         "ranges": ranges,
         "in_loop_estimate_ms": round(estimate_us / 1e3, 3),
+        # whether loopscope's capture ran inside the loop, so that the estimate
+        # is part of its host time (live, injected, a loopscope trace export
+        # read back; state["loopscope_capture"] False: another profiler's trace)
+        "in_loop_captured": bool((state or {}).get("loopscope_capture", True)),
         "in_loop_estimate": (
             f"{ops} GPU ops x {cost['op']} us + {launches} launch callbacks x "
             f"{cost['launch_callback']} us + {calls} blocking calls x {cost['blocking_call']} us"

@@ -55,8 +55,9 @@ its "floors":
   stack (nothing ties it to the site) and, live, no duration.  The capture's
   cost is an estimate (summary["overhead"]["in_loop_estimate_ms"], counts
   of the whole profile times the costs measured in a C loop), taken out
-  only of a profile loopscope captured; a trace file's recorder cost its
-  loop what this code cannot know, and the floor says so."""
+  only where loopscope's capture ran in the loop (overhead's
+  in_loop_captured: live, injected, a loopscope export read back); another
+  profiler cost its loop what this code cannot know, and the floor says so."""
 from __future__ import annotations
 
 from itertools import compress, count
@@ -168,19 +169,15 @@ def _gpu_floor(loop: dict[str, Any]) -> float:
     return max(loop.get("gpu_floor_ms") or 0.0, 0.0) or loop["busy_ms"]
 
 
-# Sources whose host time loopscope's own capture inflated (summary["source"]):
-# a live profile, and records injected as one (tests, a recording's replay).
-OWN_CAPTURE = ("cupti", "injected")
-
-
 def _profiler_ms(summary: dict[str, Any]) -> float | None:
     """What loopscope's capture added to the host's time in the loop, as
     summary["overhead"] estimates it (its in_loop_estimate_ms: counts of
-    the whole profile, so no less than the loop's share); None for a trace
-    another profiler recorded (its cost is unknown here)."""
-    if summary.get("source") not in OWN_CAPTURE:
+    the whole profile, so no less than the loop's share); None where
+    another profiler recorded the loop (its cost is unknown here)."""
+    overhead = summary.get("overhead") or {}
+    if not overhead.get("in_loop_captured"):
         return None
-    return max((summary.get("overhead") or {}).get("in_loop_estimate_ms") or 0.0, 0.0)
+    return max(overhead.get("in_loop_estimate_ms") or 0.0, 0.0)
 
 
 def _host_floor(loop: dict[str, Any], blocked: float, profiler: float | None, syncs: str,

@@ -3,9 +3,20 @@
 A torch loop of matmuls with planted `.item()` syncs and a DataLoader-like
 host stall (time.sleep inside loopscope.range("DataLoader")) is profiled;
 the projection for removing the syncs (and the CUDA-graph projection) is
-recorded with both floors its basis states.  Then the same loop runs with
-the change made, without a profiler, and its wall time is measured (the
-median of --rounds runs): the projection is judged against it.
+recorded with both floors its basis states.  Then the same loop runs
+without a profiler twice, as it is (bare_current_ms) and with the change
+made (measured_ms), each the median of --rounds runs.
+
+Apples to apples: the projection speaks of the profiled loop, whose host
+time holds the profiler's own cost, so it is judged by its ratio
+(projected_ms / current_ms) against the measured ratio (measured_ms /
+bare_current_ms): ratio_error.  The floor is judged against the measured
+loop with the change made (measured_ms >= floor_ms).  inflation is
+current_ms / bare_current_ms: what profiling added to this loop, beside
+the capture's own estimate (profiler_ms, subtracted from the host floor);
+unaccounted_ms is what profiling added beyond that estimate
+(current_ms - bare_current_ms - profiler_ms): while it is positive, the
+host floor still holds some of the profiler's cost.
 
 Variants (each printed with its figures; --only picks some):
   syncs       the loop with ITEMS_PER_STEP .item() syncs a step, against the
@@ -19,8 +30,8 @@ Variants (each printed with its figures; --only picks some):
               the measured replay (skipped where capture fails, with why).
 
 The expected outcome: every measured time at or above each projection's
-floors (summary projections' "floors"), and the projection within
---tolerance of the measurement where nothing outside loopscope's view
+floors (summary projections' "floors"), and the projected ratio within
+--tolerance of the measured one where nothing outside loopscope's view
 changes (no_stall, graph).  One line per variant; --json writes them all.
 
 Usage: python benchmarks/tour/projection_check.py [--steps 20] [--rounds 7]
@@ -113,30 +124,49 @@ def _projection(summary: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((p for p in summary["diagnosis"]["projections"] if p["kind"] == kind), None)
 
 
-def judge(name: str, p: dict[str, Any] | None, measured_ms: float, tolerance: float,
-          close: bool) -> dict[str, Any]:
+def judge(name: str, p: dict[str, Any] | None, bare_ms: float, measured_ms: float,
+          tolerance: float, close: bool) -> dict[str, Any]:
+    """A projection against the loop measured without the profiler, as it
+    is (bare_ms) and with the change made (measured_ms): the ratios, and
+    the floor against measured_ms (see the module's doc)."""
     if p is None:
         return {"variant": name, "ok": False, "why": "no such projection"}
     floors = p.get("floors") or {}
     floor = max(floors.get("host_ms") or 0.0,
                 0.0 if floors.get("kernels_change") else floors.get("gpu_busy_ms") or 0.0)
-    error = (p["projected_ms"] - measured_ms) / measured_ms if measured_ms else None
-    ok = measured_ms >= floor * (1 - tolerance) and (not close or abs(error) <= tolerance)
-    return {"variant": name, "ok": ok, "current_ms": p["current_ms"],
-            "projected_ms": p["projected_ms"], "measured_ms": round(measured_ms, 3),
-            "floor_ms": round(floor, 3), "error": None if error is None else round(error, 3),
+    projected_ratio = p["projected_ms"] / p["current_ms"] if p["current_ms"] else None
+    measured_ratio = measured_ms / bare_ms if bare_ms else None
+    error = (None if projected_ratio is None or not measured_ratio
+             else (projected_ratio - measured_ratio) / measured_ratio)
+    profiler = floors.get("profiler_ms")
+    floor_holds = measured_ms >= floor * (1 - tolerance)
+    ok = floor_holds and (not close or (error is not None and abs(error) <= tolerance))
+    return {"variant": name, "ok": ok, "floor_holds": floor_holds,
+            "current_ms": p["current_ms"], "projected_ms": p["projected_ms"],
+            "bare_current_ms": round(bare_ms, 3), "measured_ms": round(measured_ms, 3),
+            "projected_ratio": _rounded(projected_ratio), "measured_ratio": _rounded(measured_ratio),
+            "ratio_error": _rounded(error), "floor_ms": round(floor, 3),
+            "profiler_ms": profiler,
+            "inflation": _rounded(p["current_ms"] / bare_ms if bare_ms else None),
+            "unaccounted_ms": _rounded(p["current_ms"] - bare_ms - (profiler or 0.0)),
             "text": p["text"], "basis": p["basis"]}
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
 
 
 def check_syncs(args, stall_ms: float, name: str, close: bool) -> dict[str, Any]:
     weights, x = build(args.size, args.layers)
     stall = stall_ms / 1e3
-    summary = profiled(step_fn(weights, x, syncs=True), args.steps, stall)
+    current = step_fn(weights, x, syncs=True)
+    summary = profiled(current, args.steps, stall)
     p = _projection(summary, "sync_site")
+    bare = wall_ms(lambda: run_loop(current, args.steps, stall), args.rounds)
     changed = step_fn(weights, x, syncs=False)
     run_loop(changed, 2, stall)
     measured = wall_ms(lambda: run_loop(changed, args.steps, stall), args.rounds)
-    out = judge(name, p, measured, args.tolerance, close)
+    out = judge(name, p, bare, measured, args.tolerance, close)
     out["verdict"] = summary["diagnosis"]["verdict"]
     return out
 
@@ -148,6 +178,7 @@ def check_graph(args) -> dict[str, Any]:
     eager = step_fn(weights, x, syncs=False)
     summary = profiled(eager, args.steps, 0.0)
     p = _projection(summary, "launch_gaps")
+    bare = wall_ms(lambda: run_loop(eager, args.steps, 0.0), args.rounds)
     try:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -162,7 +193,7 @@ def check_graph(args) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - said, not hidden
         return {"variant": "graph", "ok": None, "why": f"capture failed: {exc!r}"}
     measured = wall_ms(graph.replay, args.rounds)
-    return judge("graph", p, measured, args.tolerance, close=True)
+    return judge("graph", p, bare, measured, args.tolerance, close=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,13 +202,15 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--steps", type=int, default=20, help="steps a loop (default 20)")
     parser.add_argument("--rounds", type=int, default=7,
-                        help="timed runs of the changed loop, median taken (default 7)")
+                        help="timed runs of each unprofiled loop (as it is, and changed), "
+                             "median taken (default 7)")
     parser.add_argument("--stall-ms", type=float, default=30.0,
                         help="the DataLoader-like host stall per step, ms (default 30)")
     parser.add_argument("--size", type=int, default=2048, help="matrix side (default 2048)")
     parser.add_argument("--layers", type=int, default=16, help="matmuls a step (default 16)")
     parser.add_argument("--tolerance", type=float, default=0.2,
-                        help="allowed projection error where it should hold (default 0.2)")
+                        help="allowed error of the projected ratio against the measured one "
+                             "where it should hold, and of the floor (default 0.2)")
     parser.add_argument("--only", default=",".join(VARIANTS),
                         help=f"variants to run, comma-separated (default {','.join(VARIANTS)})")
     parser.add_argument("--json", metavar="OUT", help="write every variant's figures here")
@@ -204,8 +237,14 @@ def main(argv: list[str] | None = None) -> int:
             results.append(check_graph(args))
         r = results[-1]
         print(f"{r['variant']:<9} ok={r['ok']}  " + "  ".join(
-            f"{k}={r[k]}" for k in ("current_ms", "projected_ms", "measured_ms", "floor_ms",
-                                    "error", "verdict", "why") if k in r))
+            f"{k}={r[k]}" for k in ("current_ms", "projected_ms", "bare_current_ms",
+                                    "measured_ms", "verdict", "why") if k in r))
+        if "ratio_error" in r:
+            print(f"          ratio projected={r['projected_ratio']} measured={r['measured_ratio']}"
+                  f" error={r['ratio_error']}; floor {r['floor_ms']} ms vs measured "
+                  f"{r['measured_ms']} ms: {'holds' if r['floor_holds'] else 'CROSSED'}; "
+                  f"inflation {r['inflation']}x (profiler_ms estimated {r['profiler_ms']}, "
+                  f"unaccounted_ms {r['unaccounted_ms']})")
         if "text" in r:
             print(f"          {r['text']}\n          basis: {r['basis']}")
     if args.json:

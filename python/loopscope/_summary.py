@@ -768,6 +768,10 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
         "records": ops + info.get("apis", 0) + info.get("sync_records", 0) + calls,
         "ranges": ranges,
         "in_loop_estimate_ms": round(estimate_us / 1e3, 3),
+        # whether loopscope's capture ran inside the loop, so that the estimate
+        # is part of its host time (live, injected, a loopscope trace export
+        # read back; state["loopscope_capture"] False: another profiler's trace)
+        "in_loop_captured": bool((state or {}).get("loopscope_capture", True)),
         "in_loop_estimate": (
             f"{ops} GPU ops x {cost['op']} us + {launches} launch callbacks x "
             f"{cost['launch_callback']} us + {calls} blocking calls x {cost['blocking_call']} us"
@@ -898,10 +902,12 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
         add_sync_blockers(step_list, summary["syncs"], readiness)
     summary["graph_readiness"] = overview(step_list, readiness) if readiness is not None else None
     summary["ranges"] = _ranges(model, gpu, thresholds_us)
+    # before the diagnosis: the projections' host floor takes out what the
+    # profile added inside the loop (its in_loop_estimate_ms, _projections)
+    summary["overhead"] = overhead_section(info, state)
     summary["diagnosis"] = diagnose(summary, step_verdicts)
     summary["non_finite_note"] = note(non_finite[0])
     summary["dropped_records"] = info.get("dropped_records", 0) if capture else None
-    summary["overhead"] = overhead_section(info, state)
     # Launch and sync records that began after the profile stopped: the
     # worker's finish leaves out what it can place after the stop (counted in
     # info), the model ignores the rest (injected records keep their own

@@ -25,6 +25,15 @@ US, MS = 1_000, 1_000_000
 TICK = 100 * US            # the scripted clock's tick in these tests
 H200 = (0, 132, 2048, 32, 65536, 233472)
 FLOOR_US = 0.65            # documented replay gap per GPU op
+# the profile's own host cost per thing inside the loop (_summary.IN_LOOP_COST_US)
+COST_US = {"op": 0.65, "launch_callback": 0.11, "blocking_call": 2.0, "range": 0.25}
+
+
+def capture_ms(ops: int, calls: int, ranges: int) -> float:
+    """The in-loop estimate of injected records (no launch callback: injected
+    kernels have none), rounded to us as summary["overhead"] carries it."""
+    us = ops * COST_US["op"] + calls * COST_US["blocking_call"] + ranges * COST_US["range"]
+    return round(us / 1e3, 3)
 THIS_FILE = __file__
 
 
@@ -238,16 +247,24 @@ def test_projections_exact(test_clock):
     assert p[1]["speedup"] == round(loop_ns / without_sync, 3)
     assert p[1]["site"]["line"] == line and p[1]["site"]["gap_ms"] == sync_idle_ns / MS
     assert p[1]["site"]["cost_ms"] == 150 * US / MS
-    assert p[1]["floors"] == {"host_ms": without_sync / MS, "gpu_busy_ms": busy_ns / MS,
-                              "kernels_change": False,
+    # issue 39: the host floor also takes out what the capture added (6
+    # kernels, the one blocking call, 3 steps): 6.65 us, 0.007 ms
+    capture = capture_ms(ops=6, calls=1, ranges=3)
+    assert s["overhead"]["in_loop_estimate_ms"] == capture == 0.007
+    host_floor = round(without_sync / MS - capture, 6)
+    assert p[1]["floors"] == {"host_ms": host_floor, "gpu_busy_ms": busy_ns / MS,
+                              "kernels_change": False, "blocked_ms": 0.15,
+                              "profiler_ms": capture,
                               "host": "the steps' host time less the 0.150 ms the host was "
-                                      "blocked in these syncs"}
+                                      "blocked in these syncs (their calls' whole time) and "
+                                      "the 0.007 ms loopscope's capture added (estimated)"}
     assert p[1]["basis"].endswith(
         "removing them wins at most the time the host waited in each: the other "
         f"{(sync_idle_ns - 150 * US) / MS:.3f} ms of that idle the host spent on its own work "
         "before its next launch (Python and launches between the wait and the next GPU op); "
-        f"floors: the host's own work {without_sync / MS:.3f} ms (the steps' host time less "
-        f"the 0.150 ms the host was blocked in these syncs), the GPU busy {busy_ns / MS:.3f} ms")
+        f"floors: the host's own work {host_floor:.3f} ms (the steps' host time less "
+        "the 0.150 ms the host was blocked in these syncs (their calls' whole time) and the "
+        f"0.007 ms loopscope's capture added (estimated)), the GPU busy {busy_ns / MS:.3f} ms")
     assert p[1]["text"].startswith(f"removing the sync at {display_path(THIS_FILE)}:{line} "
                                    "(wait_for_gpu()) would make this loop ~")
     (site,) = s["syncs"]["sites"]
@@ -293,10 +310,14 @@ def test_memory_bound_steps_projected_at_the_measured_peak(test_clock):
     assert memory["speedup"] == round(loop_ns / (loop_ns - saved), 3)
     assert memory["text"].startswith("the 1 memory-bound steps at the measured peak DRAM "
                                      "throughput would")
-    assert memory["floors"] == {"host_ms": (test_clock.at(2) - start) / MS,
+    capture = capture_ms(ops=5, calls=0, ranges=1)  # 3.5 us
+    assert memory["floors"] == {"host_ms": pytest.approx((test_clock.at(2) - start) / MS
+                                                         - capture, abs=1e-6),
                                 "gpu_busy_ms": busy_ns / MS, "kernels_change": True,
+                                "blocked_ms": 0.0, "profiler_ms": capture,
                                 "host": "the steps' host time less the 0.000 ms the host was "
-                                        "blocked in syncs"}
+                                        "blocked in syncs (their calls' whole time) and the "
+                                        "0.004 ms loopscope's capture added (estimated)"}
     assert "this changes the kernels" in memory["basis"]
 
 

@@ -312,3 +312,42 @@ def test_the_scale_benchmark_runs_small(args, shown):
     result = run("scale/bench_scale.py", *args, "--no-html")
     assert result.returncode == 0, result.stderr
     assert "summary():" in result.stdout and shown in result.stdout, result.stdout
+
+
+PROJECTION_CHECK = os.path.join(ROOT, "benchmarks", "tour", "projection_check.py")
+
+
+def load_projection_check():
+    spec = importlib.util.spec_from_file_location("projection_check_under_test",
+                                                  PROJECTION_CHECK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # imports no torch: a GPU-free machine can load it
+    return module
+
+
+def test_projection_check_runs_without_a_gpu():
+    assert "bare_current_ms" in run("tour/projection_check.py", "--help").stdout
+    result = run("tour/projection_check.py", "--only", "no_stall")
+    assert result.returncode == 0, result.stderr
+    assert "nothing to measure" in result.stdout
+
+
+@pytest.mark.parametrize("measured_ms, ok, floor_holds", [
+    (10.0, True, True),     # ratio 10/12 against 20/24: exact; above the 9 ms floor
+    (7.2, False, True),     # ratio 0.6 against 0.833: 39% off; 7.2 = 9 x (1 - 0.2) holds
+    (7.1, False, False)])   # below the floor by more than the tolerance
+def test_projection_check_judges_ratios_and_the_floor_against_bare_loops(
+        measured_ms, ok, floor_holds):
+    """Issue 39: a projection of the profiled loop (24 -> 20 ms) is judged by
+    its ratio against the bare loops' (12 ms as it is, measured_ms changed),
+    and its floor (host 9 ms, above the GPU's 5) against the changed loop."""
+    m = load_projection_check()
+    p = {"current_ms": 24.0, "projected_ms": 20.0, "text": "t", "basis": "b",
+         "floors": {"host_ms": 9.0, "gpu_busy_ms": 5.0, "kernels_change": False,
+                    "profiler_ms": 1.5}}
+    r = m.judge("no_stall", p, 12.0, measured_ms, tolerance=0.2, close=True)
+    assert (r["ok"], r["floor_holds"]) == (ok, floor_holds)
+    assert r["projected_ratio"] == round(20 / 24, 3)
+    assert r["measured_ratio"] == round(measured_ms / 12.0, 3)
+    assert r["ratio_error"] == round((20 / 24 - measured_ms / 12) / (measured_ms / 12), 3)
+    assert (r["floor_ms"], r["inflation"], r["unaccounted_ms"]) == (9.0, 2.0, 24 - 12 - 1.5)

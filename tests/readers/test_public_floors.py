@@ -122,7 +122,11 @@ def test_every_projection_states_both_floors(pair):
     name, summary, _ = pair
     for p in summary["diagnosis"]["projections"]:
         f = p["floors"]
-        assert set(f) == {"host_ms", "host", "gpu_busy_ms", "kernels_change"}, name
+        assert {"host_ms", "host", "gpu_busy_ms", "kernels_change"} <= set(f), name
+        if p["kind"] in ("sync_site", "memory_bound"):
+            # a trace another profiler recorded: its cost stays in the host
+            # floor, said so (loopscope's own capture is taken out: issue 39)
+            assert f["profiler_ms"] is None and "is unknown, left in" in f["host"], name
         assert "floors: the host's own work" in p["basis"], (name, p["basis"])
         assert "the GPU busy" in p["basis"].split("floors:")[1], (name, p["basis"])
 

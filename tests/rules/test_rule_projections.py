@@ -65,6 +65,53 @@ def test_removing_syncs_never_goes_below_the_hosts_own_work(cost_ms, blocked_ms,
     assert f"floors: the host's own work {20.0 - blocked_ms:.1f} ms" in p["basis"]
 
 
+# Issue 39, the H200 run of benchmarks/tour/projection_check.py: the profiled
+# host time holds the capture's own cost, which the loop without the profiler
+# never pays.  Where loopscope's capture ran in the loop (overhead's
+# in_loop_captured) its estimate (in_loop_estimate_ms) leaves the host
+# floor; a trace another profiler recorded cannot, and says so.
+@pytest.mark.parametrize("captured, estimate_ms, profiler_ms", [
+    (True, 1.0, 1.0), (True, 0.0, 0.0), (False, 1.0, None), (None, 1.0, None)])
+def test_the_host_floor_leaves_out_what_the_capture_added(captured, estimate_ms, profiler_ms):
+    """A 10 ms loop whose host worked all of it and waited in no sync, one
+    memory-bound step of 6 ms busy at 42% of peak DRAM throughput: half of
+    84%, so 3 ms to win at the peak.  The host's own work (10 ms) holds it
+    to nothing, unless the capture added estimate_ms of it: then exactly
+    that much is won."""
+    s = floored(10.0, 6.0, 0.0, 0.0)  # a site with no cost: no sync projection
+    s["steps"] = [{"gpu_ms": 6.0, "dram_busy_pct": 42.0, "verdict": "MEMORY_BOUND"}]
+    s["overhead"] = {"in_loop_estimate_ms": estimate_ms}
+    if captured is not None:  # None: a summary saved before the flag
+        s["overhead"]["in_loop_captured"] = captured
+    (p,) = [x for x in _projections.project(s, "MEMORY_BOUND") if x["kind"] == "memory_bound"]
+    taken = profiler_ms or 0.0
+    assert p["floors"]["host_ms"] == 10.0 - taken
+    assert p["floors"]["profiler_ms"] == profiler_ms and p["floors"]["blocked_ms"] == 0.0
+    assert p["saved_ms"] == taken  # 3 ms were there to win; the floor leaves this
+    if profiler_ms is None:
+        assert ("the cost of the profiler that recorded it is unknown, left in"
+                in p["floors"]["host"])
+    else:
+        shown = {1.0: "1.00", 0.0: "0.000"}[taken]  # 3-4 significant digits
+        assert p["floors"]["host"].endswith(
+            f"and the {shown} ms loopscope's capture added (estimated)")
+
+
+@pytest.mark.parametrize("captured, floor_ms", [(True, 20.0 - 1.0 - 0.25),
+                                                (False, 20.0 - 1.0)])
+def test_a_sync_sites_host_floor_states_both_subtractions(captured, floor_ms):
+    """A site blocking 1 ms (its calls' whole time) in a 20 ms loop, the
+    capture's cost estimated at 0.25 ms: the stated floor is 18.75 ms live,
+    19 ms from a trace file; what the site wins (its waits) is the same."""
+    s = floored(20.0, 1.0, 2.0, 1.0)
+    s["overhead"] = {"in_loop_estimate_ms": 0.25, "in_loop_captured": captured}
+    (p,) = sync_projections(s)
+    assert p["saved_ms"] == 1.0
+    assert p["floors"]["host_ms"] == floor_ms and p["floors"]["blocked_ms"] == 1.0
+    assert f"floors: the host's own work {floor_ms:.1f} ms (the steps' host time less the " \
+           "1.00 ms the host was blocked in these syncs (their calls' whole time)" in p["basis"]
+
+
 @pytest.mark.parametrize("gpu_ms, saved_ms", [(9.0, 1.0), (7.0, 2.0), (8.0, 2.0)])
 def test_no_projection_goes_below_the_gpu_busy_time(gpu_ms, saved_ms):
     """A 10 ms loop, a site costing 2 ms with 5 ms of waits: the GPU busy

@@ -37,7 +37,8 @@ its "floors":
   below it.
 - the host's own work: removing syncs leaves the loop no shorter than its
   time less the time the host was blocked in those syncs (data loading,
-  Python and launches stay), so a sync site wins at most, per sync, the
+  Python and launches stay) and less what loopscope's own capture added to
+  the host's time (_profiler_ms), so a sync site wins at most, per sync, the
   idle it caused up to the host's next launch capped by its blocked time
   (the site's cost_in_steps_ms, _syncs.build_syncs).  The idle beyond that
   was the host's own work: the basis says so, and names the launch-free
@@ -45,7 +46,18 @@ its "floors":
   launches and the Python between them, but not the host's time in ranges
   that launch nothing (loop["host_ranges_ms"]: data loading and the like).
   memory_bound keeps the host's own work too: the loop less all its
-  blocked time."""
+  blocked time and the capture's cost.
+  The blocked time of a sync is the union of its calls, enter to exit (the
+  copy and the wait of an `.item()`, the stack capture at the enter
+  included): the host time of the calls a sync site issues is subtracted
+  with it.  What the site does outside those calls (its Python, the launch
+  of a `y.sum()` before `.item()`) is not: a launch record carries no
+  stack (nothing ties it to the site) and, live, no duration.  The capture's
+  cost is an estimate (summary["overhead"]["in_loop_estimate_ms"], counts
+  of the whole profile times the costs measured in a C loop), taken out
+  only where loopscope's capture ran in the loop (overhead's
+  in_loop_captured: live, injected, a loopscope export read back); another
+  profiler cost its loop what this code cannot know, and the floor says so."""
 from __future__ import annotations
 
 from itertools import compress, count
@@ -157,6 +169,35 @@ def _gpu_floor(loop: dict[str, Any]) -> float:
     return max(loop.get("gpu_floor_ms") or 0.0, 0.0) or loop["busy_ms"]
 
 
+def _profiler_ms(summary: dict[str, Any]) -> float | None:
+    """What loopscope's capture added to the host's time in the loop, as
+    summary["overhead"] estimates it (its in_loop_estimate_ms: counts of
+    the whole profile, so no less than the loop's share); None where
+    another profiler recorded the loop (its cost is unknown here)."""
+    overhead = summary.get("overhead") or {}
+    if not overhead.get("in_loop_captured"):
+        return None
+    return max(overhead.get("in_loop_estimate_ms") or 0.0, 0.0)
+
+
+def _host_floor(loop: dict[str, Any], blocked: float, profiler: float | None, syncs: str,
+                gpu_ms: float, kernels_change: bool = False) -> dict[str, Any]:
+    """The floors of a change that keeps the host's own work: the host's
+    time in the loop less `blocked` (the time blocked in `syncs`, the
+    calls' whole time) and less `profiler` (_profiler_ms), each stated."""
+    text = (f"{_span_name(loop)} less the {ms_text(blocked)} ms the host was blocked in "
+            f"{syncs} (their calls' whole time)")
+    if profiler is None:
+        text += "; the cost of the profiler that recorded it is unknown, left in"
+    else:
+        text += f" and the {ms_text(profiler)} ms loopscope's capture added (estimated)"
+    floors = _floors(_host_span(loop) - blocked - (profiler or 0.0), text, gpu_ms,
+                     kernels_change)
+    floors.update(blocked_ms=round(blocked, 6),
+                  profiler_ms=None if profiler is None else round(profiler, 6))
+    return floors
+
+
 def _host_span(loop: dict[str, Any]) -> float:
     """The time the host worked through the loop: the steps' own span (the
     loop may run on after the last step while the GPU drains), or without
@@ -209,7 +250,7 @@ def _site_what(site: dict[str, Any], code: str | None) -> str:
 
 
 def _sync_sites(loop: dict[str, Any], syncs: dict[str, Any] | None,
-                gaps: dict[str, Any]) -> list[dict[str, Any]]:
+                gaps: dict[str, Any], profiler: float | None = None) -> list[dict[str, Any]]:
     if not syncs:
         return []
     # with steps, what the syncs made inside them caused (see the doc)
@@ -242,9 +283,7 @@ def _sync_sites(loop: dict[str, Any], syncs: dict[str, Any] | None,
         scope, caveat = _scope(loop, {}, site[key])
         if caveat:  # a site's own syncs, wherever they were
             caveat = " (no steps marked: its syncs anywhere on the time line count)"
-        floors = _floors(_host_span(loop) - blocked, f"{_span_name(loop)} less the "
-                         f"{ms_text(blocked)} ms the host was blocked in these syncs",
-                         _gpu_floor(loop))
+        floors = _host_floor(loop, blocked, profiler, "these syncs", _gpu_floor(loop))
         out.append(_entry(
             "sync_site", _site_what(site, code), loop["ms"], won, basis, scope, caveat, floors,
             site={"file": site.get("file"), "line": site.get("line"), "code": code,
@@ -292,9 +331,8 @@ def _memory_bound(summary: dict[str, Any], loop: dict[str, Any], verdict: str,
     syncs = summary.get("syncs") or {}
     blocked = (syncs.get("blocked_in_steps_ms", syncs.get("blocked_ms", 0.0))
                if loop["from"] == "steps" else syncs.get("blocked_ms", 0.0)) or 0.0
-    floors = _floors(_host_span(loop) - blocked, f"{_span_name(loop)} less the "
-                     f"{ms_text(blocked)} ms the host was blocked in syncs", _gpu_floor(loop),
-                     kernels_change=True)
+    floors = _host_floor(loop, blocked, _profiler_ms(summary), "syncs", _gpu_floor(loop),
+                         kernels_change=True)
     return [_entry("memory_bound", what, loop["ms"], saved,
                    f"{ms_text(busy)} ms of GPU busy time at {DRAM_ACHIEVABLE_PCT:g}% of peak DRAM "
                    "throughput (what a streaming copy reaches) instead of its measured share",
@@ -310,7 +348,7 @@ def project(summary: dict[str, Any], verdict: str, step_verdicts: list[str] | No
     if not loop or not loop["ms"] or summary.get("gaps") is None:
         return []
     out = [_launch_gaps(loop, summary.get("graphs"), summary["gaps"])]
-    out += _sync_sites(loop, summary.get("syncs"), summary["gaps"])
+    out += _sync_sites(loop, summary.get("syncs"), summary["gaps"], _profiler_ms(summary))
     out += _memory_bound(summary, loop, verdict, step_verdicts)
     out.sort(key=lambda p: -p["saved_ms"])
     return out

@@ -291,8 +291,11 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     if own is not None:  # why the exported profile had none
         syncs_reason = own["syncs_error"] or (None if has_apis else syncs_reason)
         metrics_reason = None if stats["samples"] else (own["metrics_error"] or metrics_reason)
+    # loopscope_capture: a loopscope export's loop paid loopscope's capture
+    # (summary overhead's in_loop_captured); another profiler's, its own
     state: dict[str, Any] = {"reason": reason, "syncs_reason": syncs_reason,
-                             "metrics_reason": metrics_reason, "instrument_mismatches": 0}
+                             "metrics_reason": metrics_reason, "instrument_mismatches": 0,
+                             "loopscope_capture": own is not None}
     capture = _core._trace_capture(reader, step_of, reason, syncs_reason, metrics_reason, None)
     read_s = time.perf_counter() - t0
     info = capture.info()

@@ -741,6 +741,11 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
     cost = IN_LOOP_COST_US
     estimate_us = (ops * cost["op"] + launches * cost["launch_callback"]
                    + calls * cost["blocking_call"] + ranges * cost["range"])
+    # a loopscope export read back: the live profile's own estimate (its
+    # counts are not all in the file), so both give the same projections
+    carried = (state or {}).get("in_loop_estimate_ms")
+    if carried is not None:
+        estimate_us = carried * 1e3
     return {
         "start_ms": _ms(sum(start.values())),
         # The whole __enter__ on the user's thread: Python before the C core's

@@ -49,7 +49,8 @@ def test_trace_events_exactly(test_clock, tmp_path):
         "verdicts": [summary["diagnosis"]["verdict"]], "sources": ["injected"],
         "span_ns": [0, t(5) - t(0)], "sync_sites": [], "call_sites": [],
         "syncs_error": summary["syncs_error"], "metrics_error": summary["metrics_error"],
-        "metrics_interval_us": None}  # no counters sampled
+        "metrics_interval_us": None,  # no counters sampled
+        "in_loop_estimate_ms": summary["overhead"]["in_loop_estimate_ms"]}
     x = [(e["cat"], e["name"], e["pid"], e["tid"], e["ts"], e["dur"])
          for e in data["traceEvents"] if e["ph"] == "X"]
     assert x == [

@@ -140,6 +140,12 @@ def test_export_read_back_gives_the_live_summary(tmp_path):
     for key in SAME:
         assert back[key] == live[key], key
     assert without_thread_ids(back["syncs"]) == without_thread_ids(live["syncs"])
+    # what the capture added inside the loop travels with the export, so the
+    # projections' host floors read back the same (on a GPU the live counts
+    # hold records outside the window that the file does not)
+    data = json.loads(open(path).read())
+    assert data["otherData"]["in_loop_estimate_ms"] == live["overhead"]["in_loop_estimate_ms"] > 0
+    assert back["overhead"]["in_loop_estimate_ms"] == live["overhead"]["in_loop_estimate_ms"]
     assert back["trace"]["producer"] == "loopscope"
     assert back["syncs"]["sites_from"] == "loopscope export"
     assert back["trace"]["kernel_geometry"] == {
@@ -449,3 +455,19 @@ def test_the_counters_sampling_interval_comes_back(tmp_path, test_clock):
     assert again["sm"]["interval_us"] is None
     assert {k: v for k, v in again["sm"].items() if k != "interval_us"} == \
         {k: v for k, v in live["sm"].items() if k != "interval_us"}
+
+
+def test_the_read_back_takes_the_live_estimate_of_the_captures_cost(tmp_path):
+    # the live counts (records outside the window, launch callbacks) are not all
+    # in the file, so the reader takes the estimate the export carries, not a
+    # recount: a file saying 7.5 ms reads back 7.5 ms, and its host floors with it
+    prof = build_profile(tmp_path)
+    path = prof.export_trace(tmp_path / "t.json")
+    data = json.loads(open(path).read())
+    data["otherData"]["in_loop_estimate_ms"] = 7.5
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    back = loopscope.analyze(edited)
+    assert back["overhead"]["in_loop_estimate_ms"] == 7.5
+    floors = [p["floors"] for p in back["diagnosis"]["projections"] if "profiler_ms" in p.get("floors", {})]
+    assert floors and all(f["profiler_ms"] == 7.5 for f in floors)

@@ -295,7 +295,8 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     # (summary overhead's in_loop_captured); another profiler's, its own
     state: dict[str, Any] = {"reason": reason, "syncs_reason": syncs_reason,
                              "metrics_reason": metrics_reason, "instrument_mismatches": 0,
-                             "loopscope_capture": own is not None}
+                             "loopscope_capture": own is not None,
+                             "in_loop_estimate_ms": own["in_loop_estimate_ms"] if own else None}
     capture = _core._trace_capture(reader, step_of, reason, syncs_reason, metrics_reason, None)
     read_s = time.perf_counter() - t0
     info = capture.info()

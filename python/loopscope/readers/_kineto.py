@@ -192,7 +192,7 @@ def own_export(meta: dict[str, Any]) -> dict[str, Any] | None:
     """What loopscope's own export (otherData.producer == "loopscope" and
     export_version >= 1, see _trace_export) carries for its reader: {"span_ns": [start, end] or
     None, "sync_sites": [...], "call_sites": [...], "syncs_error", "metrics_error",
-    "metrics_interval_us": a positive number or None}; None for
+    "metrics_interval_us" and "in_loop_estimate_ms": a positive number or None}; None for
     any other trace.  Members that are missing or malformed read as absent."""
     other = meta.get("otherData")
     # exports before export_version 1 carried none of it: read as any trace
@@ -210,7 +210,8 @@ def own_export(meta: dict[str, Any]) -> dict[str, Any] | None:
     return {"span_ns": span, "sync_sites": sites, "call_sites": call_sites,
             "syncs_error": _text_or_none(other.get("syncs_error")),
             "metrics_error": _text_or_none(other.get("metrics_error")),
-            "metrics_interval_us": _positive_or_none(other.get("metrics_interval_us"))}
+            "metrics_interval_us": _positive_or_none(other.get("metrics_interval_us")),
+            "in_loop_estimate_ms": _positive_or_none(other.get("in_loop_estimate_ms"))}
 
 
 def _text_or_none(value: Any) -> str | None:

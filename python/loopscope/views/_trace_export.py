@@ -308,6 +308,11 @@ def export_trace(profiles: list[Any], path: str | os.PathLike,
             # approach it (a sample's clock is the GPU's)
             "metrics_interval_us": next((s["sm"]["interval_us"] for s in summaries
                                          if (s.get("sm") or {}).get("interval_us")), None),
+            # what the capture added inside the loop, as the live profiles
+            # estimated it from their own counts (the reader cannot recount
+            # them: an export holds the window's records only)
+            "in_loop_estimate_ms": round(sum((s.get("overhead") or {}).get(
+                "in_loop_estimate_ms") or 0.0 for s in summaries), 3),
         }
         # Kineto's members: the time origin of `ts`, the devices' names and
         # what decides how much of them a kernel can fill

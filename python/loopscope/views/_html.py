@@ -13,6 +13,7 @@ shows a bounded number of rows and pictures whatever the run's size."""
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from ..figures._budgets import step_list
@@ -40,6 +41,28 @@ VERDICT_COLOURS = {
     "COMMUNICATION_WAIT": "#d9822b",
     "UNDER_FILLED": "#d9822b",
 }
+
+# A kernel name breaks only between its parts, never inside an identifier
+# (issue 41, item 8: `overflow-wrap:anywhere` made `vectorized_elementwise_kerne`
+# / `l<...>` at 900 px): a break chance (<wbr>) after `::` and `,`, before
+# `<` and `(`.  Its box takes at most 30% of the window (two name columns and
+# the figures beside them fit 900 px); a part wider than that ends in an
+# ellipsis there (the whole name is the box's title): at 1,400 px the demo's
+# names are whole on one line each.
+_NAME_BOX = "max-width:30vw;overflow:hidden;text-overflow:ellipsis"
+_NAME_SPLIT = re.compile(r"(::|,|<|\()")
+
+
+def breakable_name(name: str) -> str:
+    """`name` as HTML that a narrow page breaks only between its parts."""
+    out = []
+    for k, piece in enumerate(_NAME_SPLIT.split(name)):
+        if k % 2:  # a separator
+            out.append(f"{_e(piece)}<wbr>" if piece in ("::", ",") else f"<wbr>{_e(piece)}")
+        else:
+            out.append(_e(piece))
+    return "".join(out)
+
 
 _TABLE = "border-collapse:collapse;font-size:12px;margin:4px 0 10px 0"
 _TH = "text-align:right;padding:2px 8px;border-bottom:1px solid #8a9ba8;font-weight:600"
@@ -230,13 +253,14 @@ def _worst_gaps(summary: dict[str, Any]) -> str:
     def op(name: str | None) -> str:
         if not name:
             return "-"
-        return f'<span title="{_e(demangled_name(name))}">{_e(kernel_name(name))}</span>'
+        return (f'<div title="{_e(demangled_name(name))}" style="{_NAME_BOX}">'
+                f'{breakable_name(kernel_name(name) or name)}</div>')
 
     rows = [[_f(g["duration_us"], ".1f"), _e(g["cause"]), _e(g["step_name"] or "outside steps"),
              _e(g["stream"]), op(g.get("after")), op(g.get("before"))]
             for g in worst[:MAX_WORST_GAPS]]
     head = ["gap us", "cause", "step", "stream", "after", "before"]
-    return _h("Worst gaps") + _table(head, rows, left=(1, 2, 4, 5), wrap=(4, 5))
+    return _h("Worst gaps") + _table(head, rows, left=(1, 2, 4, 5))  # names: breakable_name
 
 
 def _histogram_table(gaps: dict[str, Any]) -> str:

@@ -9,10 +9,15 @@ const uint64_t ls_model_hist_edges_ns[LS_HIST_BINS] = {
     0, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 10000000,
 };
 
-/* A model without ops keeps no range or group line: these read as an
+/* A model without ops keeps no step, range or group line: these read as an
  * empty sweep's (no device, no stream). */
 static const ls_timeline empty_timeline = {
     .line = {.device_id = LS_MODEL_NO_ID, .stream_id = LS_MODEL_NO_ID}};
+
+const ls_timeline *ls_model_step_line(const ls_model *m, size_t s)
+{
+    return m->step_lines != NULL ? &m->step_lines[s] : &empty_timeline;
+}
 
 const ls_line *ls_model_range_line(const ls_model *m, size_t i)
 {

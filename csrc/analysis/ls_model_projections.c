@@ -187,22 +187,30 @@ int ls_model_project_steps(ls_ctx *c, const uint32_t *by_device, ls_buckets *ops
     ls_model *m = c->m;
     const ls_records *r = c->r;
     size_t ns = m->steps.count, nops = r->ops.count;
-    m->step_lines = ls_bulk_calloc(room_for(ns), sizeof *m->step_lines);
+    /* Without ops every step line is an empty sweep's: none is kept
+     * (ls_model_step_line), where a million steps would write 313 MiB. */
+    int lines = nops > 0 || m->gap_count > 0;
+    m->step_lines = lines ? ls_bulk_calloc(room_for(ns), sizeof *m->step_lines) : NULL;
     m->step_syncs = ls_bulk_calloc(room_for(ns), sizeof *m->step_syncs);
     if (m->has_samples)
         m->step_metrics = ls_bulk_calloc(room_for(ns), sizeof *m->step_metrics);
     ls_buckets gaps = {0};
     int result = -1;
-    if (!m->step_lines || !m->step_syncs || (m->has_samples && !m->step_metrics))
+    if ((lines && !m->step_lines) || !m->step_syncs || (m->has_samples && !m->step_metrics))
         goto done;
     if (bucket_single(by_device, nops, m->op_step, sizeof *m->op_step, ns, ops) != 0 ||
         bucket_single(NULL, m->gap_count, &m->gaps[0].step, sizeof *m->gaps, ns, &gaps) != 0)
         goto done;
     for (size_t s = 0; s < ns; s++) {
-        ls_timeline *t = &m->step_lines[s];
-        ls_model_sweep_devices(c, ops->items + ops->first[s], ops->first[s + 1] - ops->first[s],
-                               &t->line, &(ls_sweep_out){NULL, NULL, NULL, m->has_samples});
-        bucket_gap_stats(c, &gaps, s, &t->gaps);
+        if (lines) {
+            ls_timeline *t = &m->step_lines[s];
+            ls_model_sweep_devices(c, ops->items + ops->first[s],
+                                   ops->first[s + 1] - ops->first[s], &t->line,
+                                   &(ls_sweep_out){NULL, NULL, NULL, m->has_samples});
+            bucket_gap_stats(c, &gaps, s, &t->gaps);
+        } else if (m->has_samples) {
+            c->interval_count = 0; /* an empty sweep's: no busy interval to average over */
+        }
         if (m->has_samples && m->steps.range_of[s] != LS_MODEL_NO_ID) {
             const ls_range *range = &r->ranges.items[m->steps.range_of[s]];
             ls_model_average_window(c, range->start_ns, range->end_ns, &m->step_metrics[s]);

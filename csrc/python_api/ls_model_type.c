@@ -353,7 +353,7 @@ static PyObject *step_dict(ls_model_object *self, size_t s)
 {
     const ls_model *m = &self->model;
     const ls_range *range = &self->capture->records.ranges.items[m->steps.range_of[s]];
-    const ls_timeline *t = &m->step_lines[s];
+    const ls_timeline *t = ls_model_step_line(m, s);
     PyObject *d = line_dict(&t->line, &t->gaps);
     d = with_items(d, ls_py_dict_of(
         7, "index", U64(s), "range", U64(m->steps.range_of[s]), "name",
@@ -929,8 +929,8 @@ static void step_values(const ls_model_object *self, size_t s, uint64_t *out)
 {
     const ls_model *m = &self->model;
     const ls_range *range = &self->capture->records.ranges.items[m->steps.range_of[s]];
-    const ls_line *l = &m->step_lines[s].line;
-    const ls_gap_stats *g = &m->step_lines[s].gaps;
+    const ls_line *l = &ls_model_step_line(m, s)->line;
+    const ls_gap_stats *g = &ls_model_step_line(m, s)->gaps;
     const ls_step_readiness *r = &m->readiness.steps[s];
     const uint64_t values[] = {
         s, range->start_ns, range->end_ns, l->first_ns, l->last_ns, l->busy_ns, g->total_ns,

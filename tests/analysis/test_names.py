@@ -203,8 +203,10 @@ def test_report_budgets_html_and_trace_show_short_names(demo, tmp_path, monkeypa
     # the ASan run of CI)
     monkeypatch.setattr(_html, "_matplotlib", lambda: None)
     page = _html.render(summary)
-    assert (f'<span title="{LAYER_NORM_TEXT.replace("<", "&lt;").replace(">", "&gt;")}">'
-            "at::native::vectorized_layer_norm_kernel&lt;...&gt;</span>") in page
+    # whole name on hover; breaks only between its parts (issue 41, item 8)
+    assert (f'<div title="{LAYER_NORM_TEXT.replace("<", "&lt;").replace(">", "&gt;")}" '
+            f'style="{_html._NAME_BOX}">'
+            "at::<wbr>native::<wbr>vectorized_layer_norm_kernel<wbr>&lt;...&gt;</div>") in page
     events = json.loads(open(prof.export_trace(tmp_path / "t.json")).read())["traceEvents"]
     norms = [e for e in events if e.get("cat") == "kernel" and "layer_norm" in e["name"]]
     assert norms and {e["name"] for e in norms} == {"at::native::vectorized_layer_norm_kernel<...>"}

@@ -233,3 +233,69 @@ def test_a_screenshot_at_900_px_keeps_the_pictures_right_edges(views):
     busy = (abs(rgb - [int(_pictures.BUSY[i:i + 2], 16) for i in (1, 3, 5)]) <= 8).all(axis=2)
     columns = busy.any(axis=0).nonzero()[0]
     assert columns.size and columns.max() < 900 - 20   # blue bars end before the page edge
+
+
+# -- kernel names break between their parts only (issue 41, item 8) -------------
+
+# Run in the page once it has loaded: each kernel name of the Worst gaps
+# table, where the browser broke its lines (the characters on either side of
+# each break, read from the characters' boxes) and whether its box cut it.
+NAMES = """<script>
+window.addEventListener("load", () => {
+  const out = document.createElement("pre");
+  out.id = "names";
+  const heading = [...document.querySelectorAll("h4")].find(h => h.textContent === "Worst gaps");
+  const table = heading.nextElementSibling.querySelector("table");
+  const names = [...table.querySelectorAll("div[title]")].map(div => {
+    const walker = document.createTreeWalker(div, NodeFilter.SHOW_TEXT);
+    const breaks = [];
+    let top = null, last = null;
+    for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+      for (let i = 0; i < t.data.length; i++) {
+        const r = document.createRange();
+        r.setStart(t, i); r.setEnd(t, i + 1);
+        const box = r.getClientRects()[0];
+        if (!box) continue;
+        if (top !== null && box.top > top + 2) breaks.push([last, t.data[i]]);
+        top = box.top; last = t.data[i];
+      }
+    }
+    return {text: div.textContent, title: div.title, breaks: breaks,
+            cut: div.scrollWidth > div.clientWidth + 1};
+  });
+  const box = table.parentElement;
+  out.textContent = JSON.stringify({names: names, width: window.innerWidth,
+                                    table_cut: box.scrollWidth > box.clientWidth + 1});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.parametrize("width", [900, 1400])
+def test_kernel_names_break_between_their_parts_only(demo, tmp_path, width):
+    from loopscope.figures._names import demangled_name, kernel_name
+
+    summary, view = demo
+    page = tmp_path / "names.html"
+    page.write_text('<!doctype html><html><head><meta charset="utf-8"></head><body>' + view
+                    + NAMES + "</body></html>", encoding="utf-8")
+    dom = chromium(page, "--dump-dom", f"--window-size={width},3000").stdout
+    found = re.search(r'<pre id="names">(.*?)</pre>', dom, re.S)
+    assert found, "the page's script did not run: " + dom[-500:]
+    seen = json.loads(html.unescape(found.group(1)))
+    assert seen["width"] == width and not seen["table_cut"]
+    worst = summary["gaps"]["worst"][:_html.MAX_WORST_GAPS]
+    want = [(kernel_name(g[k]), demangled_name(g[k])) for g in worst for k in ("after", "before")]
+    assert [(n["text"], n["title"]) for n in seen["names"]] == want
+    for n in seen["names"]:  # a line ends after `::` or `,`, or the next begins with `<` or `(`
+        for before, after in n["breaks"]:
+            assert before in ":," or after in "<(", (width, n["text"], before, after)
+    breaks = sum(len(n["breaks"]) for n in seen["names"])
+    cut = [n["text"] for n in seen["names"] if n["cut"]]
+    if width == 900:
+        # the demo's at::native:: names wrap between parts; a part wider than
+        # its box (the nvjet GEMMs' 51 characters) ends in an ellipsis there
+        assert breaks > 0
+        assert cut and all("::" not in name for name in cut)
+    else:  # room for every name whole, on one line
+        assert (breaks, cut) == (0, [])

@@ -264,11 +264,17 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model,
 _OP_CLASSES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_graph")
 
 
+def step_markers(ranges: Sequence[tuple]) -> int:
+    """How many of a trace's ranges (name first) are ProfilerStep#N markers."""
+    return sum(1 for r in ranges if PROFILER_STEP.match(r[0] or ""))
+
+
 def trace_checks(summary: dict[str, Any], stats: dict[str, Any], ranges: Sequence[tuple],
-                 pattern: re.Pattern | None) -> list[dict[str, Any]]:
+                 pattern: re.Pattern | None, markers: int | None = None) -> list[dict[str, Any]]:
     """The checks of a trace read offline (Kineto JSON, Nsight Systems):
     durations and drops from what the reader skipped, steps from the trace's
-    step markers (ProfilerStep#N) or the steps= pattern given."""
+    step markers (ProfilerStep#N; `markers`: their count when the ranges
+    were counted already and given back) or the steps= pattern given."""
     # Records skipped for their times, counted by the reader under the one
     # list of reasons every reader uses (_core.TIME_SKIP_REASONS): never by
     # matching its wording.  The first reason per class is given beside.
@@ -279,7 +285,8 @@ def trace_checks(summary: dict[str, Any], stats: dict[str, Any], ranges: Sequenc
                            "; ".join(f"{c}: {why.get(c) or 'its times'}" for c in timed) or None),
            drops_check(summary.get("dropped_records") or 0)]
     if pattern is None:
-        markers = sum(1 for r in ranges if PROFILER_STEP.match(r[0] or ""))
+        if markers is None:
+            markers = step_markers(ranges)
         declared, what = markers > 0, f"the trace has {markers:,} ProfilerStep#N range(s)"
     else:
         declared, what = True, f"steps={pattern.pattern!r} was given"

@@ -38,7 +38,7 @@ from . import _kineto
 from .._options import check_thresholds
 from .._profile import Profile
 from ._sniff import TraceError, check_path, fail, sniff
-from ..figures._checks import trace_checks
+from ..figures._checks import step_markers, trace_checks
 from .._summary import Summary, build_summary
 from ..figures._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
 
@@ -298,13 +298,18 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
                              "loopscope_capture": own is not None,
                              "in_loop_estimate_ms": own["in_loop_estimate_ms"] if own else None}
     capture = _core._trace_capture(reader, step_of, reason, syncs_reason, metrics_reason, None)
+    step_count = sum(1 for s in step_of if s >= 0)
+    # The range tuples and step numbers are in the capture now: given back
+    # before the summary's rows are made, so a million steps never hold both
+    # (~300 MB at a million ProfilerStep#N ranges).
+    markers = step_markers(ranges) if pattern is None else None
+    del ranges, step_of
     read_s = time.perf_counter() - t0
     info = capture.info()
     prof = Profile(trace=False, syncs=False, metrics=False, gap_thresholds_us=thresholds)
     prof._state = state
     prof._capture = capture
     prof._host_ns = max(0, info["stop_ns"] - info["start_ns"])
-    step_count = sum(1 for s in step_of if s >= 0)
     resolver = (ExportResolver(own["sync_sites"], own["call_sites"]) if own is not None
                 else TraceResolver())
     resolver.thread_names = stats.get("thread_names") or {}
@@ -317,7 +322,7 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
            own=own is not None)
     summary["trace"]["device_match"] = device_match
     summary["trace"]["merge_idle_upto_ns"] = merge
-    summary["checks"] += trace_checks(summary, stats, ranges, pattern)
+    summary["checks"] += trace_checks(summary, stats, (), pattern, markers)
     prof._summary = Summary(summary)
     prof._summary.owner = weakref.ref(prof)  # its HTML draws the trace's time line
     return prof

@@ -13,13 +13,15 @@ shows a bounded number of rows and pictures whatever the run's size."""
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from ..figures._budgets import step_list
 from ..figures._checks import warning_lines
 from ..figures._names import demangled_name, display_path, kernel_name
 from ._pictures import SEVERE, histogram_picture, timeline_of, timeline_pictures
-from ._report import _shown_ranges, describe_recording, gap_stats_text, short_text
+from ._report import (Said, _shown_ranges, describe_recording, gap_stats_text,
+                      missing_sections, short_text)
 
 from ..distributed._ranks_view import ranks_head_html, ranks_html
 
@@ -39,6 +41,28 @@ VERDICT_COLOURS = {
     "COMMUNICATION_WAIT": "#d9822b",
     "UNDER_FILLED": "#d9822b",
 }
+
+# A kernel name breaks only between its parts, never inside an identifier
+# (issue 41, item 8: `overflow-wrap:anywhere` made `vectorized_elementwise_kerne`
+# / `l<...>` at 900 px): a break chance (<wbr>) after `::` and `,`, before
+# `<` and `(`.  Its box takes at most 30% of the window (two name columns and
+# the figures beside them fit 900 px); a part wider than that ends in an
+# ellipsis there (the whole name is the box's title): at 1,400 px the demo's
+# names are whole on one line each.
+_NAME_BOX = "max-width:30vw;overflow:hidden;text-overflow:ellipsis"
+_NAME_SPLIT = re.compile(r"(::|,|<|\()")
+
+
+def breakable_name(name: str) -> str:
+    """`name` as HTML that a narrow page breaks only between its parts."""
+    out = []
+    for k, piece in enumerate(_NAME_SPLIT.split(name)):
+        if k % 2:  # a separator
+            out.append(f"{_e(piece)}<wbr>" if piece in ("::", ",") else f"<wbr>{_e(piece)}")
+        else:
+            out.append(_e(piece))
+    return "".join(out)
+
 
 _TABLE = "border-collapse:collapse;font-size:12px;margin:4px 0 10px 0"
 _TH = "text-align:right;padding:2px 8px;border-bottom:1px solid #8a9ba8;font-weight:600"
@@ -89,7 +113,8 @@ def _table(head: list[str], rows: list[list[str]], left: tuple[int, ...] = (),
 
 
 # -- sections ------------------------------------------------------------
-def _verdict(summary: dict[str, Any]) -> str:
+def _verdict(summary: dict[str, Any], said: Said | None = None) -> str:
+    said = said or Said(summary)
     d = summary["diagnosis"]
     colour = VERDICT_COLOURS.get(d["verdict"], "#5c7080")
     out = [
@@ -104,7 +129,7 @@ def _verdict(summary: dict[str, Any]) -> str:
         out.append('<div style="margin:2px 0"><b>What it would win:</b> '
                    + "; ".join(_e(p["text"]) for p in projections[:3]) + "</div>")
     out.append('<ul style="margin:2px 0 2px 18px;padding:0">')
-    out += [f"<li>{_e(r)}</li>" for r in d["reasons"]]
+    out += [f"<li>{_e(said.line(r, 'the verdict above'))}</li>" for r in d["reasons"]]
     out.append("</ul></div>")
     return "".join(out)
 
@@ -193,11 +218,13 @@ def _ranges(summary: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _sites(summary: dict[str, Any]) -> str:
+def _sites(summary: dict[str, Any], said: Said | None = None) -> str:
+    said = said or Said(summary)
     syncs = summary["syncs"]
     if syncs is None:
         reason = summary.get("syncs_error") or "sync detection is not available in this build"
-        return _h("Sync sites") + f'<div style="{_NOTE}">Not measured: {_e(reason)}</div>'
+        return _h("Sync sites") + (f'<div style="{_NOTE}">'
+                                   f'{_e(said.line(f"Not measured: {reason}", "Sync sites"))}</div>')
     sites = syncs.get("sites") or []
     if not sites:
         return _h("Sync sites") + f'<div style="{_NOTE}">No host-device sync inside the profile.</div>'
@@ -226,13 +253,14 @@ def _worst_gaps(summary: dict[str, Any]) -> str:
     def op(name: str | None) -> str:
         if not name:
             return "-"
-        return f'<span title="{_e(demangled_name(name))}">{_e(kernel_name(name))}</span>'
+        return (f'<div title="{_e(demangled_name(name))}" style="{_NAME_BOX}">'
+                f'{breakable_name(kernel_name(name) or name)}</div>')
 
     rows = [[_f(g["duration_us"], ".1f"), _e(g["cause"]), _e(g["step_name"] or "outside steps"),
              _e(g["stream"]), op(g.get("after")), op(g.get("before"))]
             for g in worst[:MAX_WORST_GAPS]]
     head = ["gap us", "cause", "step", "stream", "after", "before"]
-    return _h("Worst gaps") + _table(head, rows, left=(1, 2, 4, 5), wrap=(4, 5))
+    return _h("Worst gaps") + _table(head, rows, left=(1, 2, 4, 5))  # names: breakable_name
 
 
 def _histogram_table(gaps: dict[str, Any]) -> str:
@@ -244,14 +272,18 @@ def _histogram_table(gaps: dict[str, Any]) -> str:
     return _table(["gap us", "count"], rows)
 
 
-def _notes(summary: dict[str, Any], extra: list[str]) -> str:
+def _notes(summary: dict[str, Any], extra: list[str], said: Said | None = None) -> str:
+    said = said or Said(summary)
     notes = list(extra)
-    if summary.get("gpu_error"):
-        notes.append(f"GPU sections missing: {summary['gpu_error']}")
+    gpu_error = summary.get("gpu_error")
+    if gpu_error:
+        notes.append(said.line(f"GPU sections missing ({missing_sections(summary)}): {gpu_error}",
+                               "the GPU sections missing note"))
     if summary.get("cupti_note"):
         notes.append(f"Note: {summary['cupti_note']}")
-    if summary["sm"] is None and summary.get("metrics_error"):
-        notes.append(f"SM/DRAM: {summary['metrics_error']}")
+    if summary["sm"] is None and summary.get("metrics_error") \
+            and summary["metrics_error"] != gpu_error:
+        notes.append(said.line(f"SM/DRAM: {summary['metrics_error']}", "the SM/DRAM note"))
     if summary.get("dropped_records"):
         notes.append(f"{summary['dropped_records']} records were dropped: the figures miss them")
     return "".join(f'<div style="{_NOTE}">{_e(n)}</div>' for n in notes)
@@ -269,16 +301,18 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     recording = describe_recording(summary)
     if recording:
         out.append(f'<div style="background:#fff3cd;padding:3px 8px;font-size:12px">{_e(recording)}</div>')
+    said = Said(summary)  # each reason once; a later line refers to the first
     for line in warning_lines(summary):  # a failed self-check before any figure
+        said.line(line, f"the {line.split(':', 1)[0]} line at the top")
         out.append(f'<div style="background:#f8d7da;color:#721c24;padding:3px 8px;'
                    f'font-size:13px;font-weight:bold">{_e(line)}</div>')
     out.append(ranks_head_html(summary))  # torch.distributed: the straggler first
-    out.append(_verdict(summary))
+    out.append(_verdict(summary, said))
     out.append(_figures(summary))
     out.append(_steps(summary))
     out.append(_ranges(summary))
     out.append(ranks_html(summary))  # torch.distributed: ranks, and ranks x steps
-    out.append(_sites(summary))
+    out.append(_sites(summary, said))
     out.append(_worst_gaps(summary))
     Figure = _matplotlib()
     notes = []
@@ -296,7 +330,7 @@ def render(summary: dict[str, Any], timeline: dict[str, Any] | None = None) -> s
     if Figure is not None and timeline is None and summary["steps"]:
         notes.append("no time line: a summary on its own does not hold the records; display "
                      "the profile (prof) for the time line and the zooms")
-    out.append(_notes(summary, notes))
+    out.append(_notes(summary, notes, said))
     out.append("</div>")
     return "".join(out)
 

@@ -23,6 +23,40 @@ NAME_WIDTH = 44
 HEAVIEST_HIDDEN = 5
 
 
+class Said:
+    """The summary's reasons for a missing section (gpu_error, syncs_error,
+    metrics_error) given once each (issue 41, item 6): line(text, place)
+    gives `text` back and notes `place` for each reason it gives; a later
+    line that would end in a reason already given refers to its place
+    instead ("SM/DRAM: see the WARNING (coverage) line above")."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        self.reasons = [r for r in dict.fromkeys(summary.get(key) for key in (
+            "gpu_error", "syncs_error", "metrics_error")) if isinstance(r, str) and r]
+        self.where: dict[str, str] = {}
+
+    def line(self, text: str, place: str) -> str:
+        for reason in self.reasons:
+            if reason in self.where and text.endswith(reason) and text != reason:
+                head = text[: -len(reason)].rstrip().rstrip(":")
+                return f"{head}: see {self.where[reason]}"
+        for reason in self.reasons:
+            if reason in text:
+                self.where.setdefault(reason, place)
+        return text
+
+
+def missing_sections(summary: dict[str, Any]) -> str:
+    """The sections that gpu_error leaves out, for its one line."""
+    gpu_error = summary.get("gpu_error")
+    names = ["GPU time line"]
+    if summary.get("syncs") is None and summary.get("syncs_error") == gpu_error:
+        names.append("syncs")
+    if summary.get("sm") is None and summary.get("metrics_error") == gpu_error:
+        names.append("SM/DRAM")
+    return ", ".join(names)
+
+
 def _fmt(value: Any, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -285,14 +319,16 @@ def format_report(summary: dict[str, Any]) -> str:
     device = gpu["device"] if gpu and gpu["device"] else ("synthetic records" if summary["source"] == "injected" else None)
     out[0] += f" - {device}" if device else ""
     out[0] += f" - {len(summary['steps'])} steps, host {summary['host_ms']:.3f} ms"
-    out.extend(warning_lines(summary))  # a failed self-check before any figure
+    said = Said(summary)  # each reason once; a later line refers to the first
+    for line in warning_lines(summary):  # a failed self-check before any figure
+        out.append(said.line(line, f"the {line.split(':', 1)[0]} line above"))
     out.extend(rank_head_lines(summary))  # torch.distributed: the straggler first
-    out.append(_verdict_line(summary))
+    out.append(said.line(_verdict_line(summary), "the verdict line above"))
     out.extend(_projection_lines(summary))
     reasons = summary["diagnosis"]["reasons"]
     # without a GPU time line the verdict line gives the first reason: not again here
     for reason in reasons[1:] if gaps is None and reasons else reasons:
-        out.append(f"  - {reason}")
+        out.append(said.line(f"  - {reason}", "the verdict's reasons above"))
     if gaps is not None:
         out.append("")
         out.append(
@@ -337,15 +373,18 @@ def format_report(summary: dict[str, Any]) -> str:
         out.append(f"Note: {summary['cupti_note']}")
     if summary.get("non_finite_note"):
         out.append(f"Note: {summary['non_finite_note']}")
-    # one line per reason: without a driver, one reason stops all three sections
+    # one line per reason: without a driver, one reason stops all three
+    # sections; a reason given above is referred to, not said again
     gpu_error = summary["gpu_error"]
     if gpu_error:
-        out.append(f"GPU sections missing: {gpu_error}")
+        out.append(said.line(f"GPU sections missing ({missing_sections(summary)}): {gpu_error}",
+                             "the GPU sections missing line"))
     if summary.get("syncs") is None and summary.get("syncs_error") \
             and summary["syncs_error"] != gpu_error:
-        out.append(f"Syncs: not watched: {summary['syncs_error']}")
+        out.append(said.line(f"Syncs: not watched: {summary['syncs_error']}",
+                             "the Syncs line above"))
     if summary["sm"] is None and summary["metrics_error"] != gpu_error:
-        out.append(f"SM/DRAM: {summary['metrics_error']}")
+        out.append(said.line(f"SM/DRAM: {summary['metrics_error']}", "the SM/DRAM line"))
     o = summary["overhead"]
     if summary.get("trace"):  # read from a file: no profiler ran, say what was read
         out.extend(trace_lines(summary))

@@ -103,8 +103,13 @@ def public_api_files() -> list[str]:
         if module == "loopscope._core":
             files.append("python/loopscope/_core.pyi")
             continue
+        # the source tree's file, by module name: in CI the package imported is
+        # an installed copy, outside this tree
         path = Path(importlib.import_module(module).__file__ or "")
-        files.append(str(path.relative_to(ROOT)))
+        tail = path.name if path.name != "__init__.py" else "__init__.py"
+        relative = Path("python", *module.split(".")[:-1 if tail != "__init__.py" else None])
+        files.append(str(relative / tail))
+        assert (ROOT / files[-1]).is_file(), files[-1]
     return files
 
 

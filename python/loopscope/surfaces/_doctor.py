@@ -83,7 +83,15 @@ def _gpu_metrics(torch: Any) -> list[dict[str, Any]]:
     the metrics kept in one pass, those left out, or why there are none."""
     from .._profile import profile
 
-    gpus = []
+    current = torch.cuda.current_device()  # loopscope.doctor() in a user's process: put back
+    try:
+        return _each_gpu(torch, profile)
+    finally:
+        torch.cuda.set_device(current)
+
+
+def _each_gpu(torch: Any, profile: Any) -> list[dict[str, Any]]:
+    gpus: list[dict[str, Any]] = []
     for index in range(torch.cuda.device_count()):
         torch.cuda.set_device(index)
         a = torch.randn(2048, 2048, device="cuda")

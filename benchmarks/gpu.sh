@@ -19,10 +19,11 @@
 #   demo      the tour's outputs: demo eager/--graph/--layers, the demo recording, loopscope run, notebook view
 #   fixtures  the Kineto traces of tests/data/kineto (and an Nsight Systems export where nsys is on PATH)
 #   probes    the probes of finished decisions (benchmarks/probes/): syncs, PM, first gap, summary(), CUPTI calls
+#   sampler   one PM sampler a process (issue 43): back-to-back and counter tests, lifetime_sampler.py
 #   stacks    CUDA 12 (wheels in $WHEELS: nvidia-cuda-runtime-cu12, nvidia-cuda-cupti-cu12) and CUDA 13 (benchmarks/stacks/stacks.sh)
 # Multi-GPU kinds: NVLink multicast stays off (NCCL_NVLS_ENABLE=0 ...).
 set -u -o pipefail
-SUITES="stacks tests suite beside first ranks cost graphs options phases counters instrument summary verdicts scale demo fixtures probes"
+SUITES="sampler stacks tests suite beside first ranks cost graphs options phases counters instrument summary verdicts scale demo fixtures probes"
 case "${1:-}" in
   -h|--help) sed -n '2,/^# Multi-GPU/s/^# \{0,1\}//p' "$0"; exit 0 ;;
   "") echo "usage: bash benchmarks/gpu.sh SUITE [SUITE ...] (one of: $SUITES; --help says what each runs)"; exit 2 ;;
@@ -37,6 +38,14 @@ source benchmarks/gpu_prologue.sh "$OUT"
 summary=()
 for suite in "$@"; do
   case "$suite" in
+    sampler)
+      timeout 240 python3 -m pytest tests/gpu/test_gpu_back_to_back.py tests/gpu/test_gpu_metrics.py \
+        -q -rs -p no:cacheprovider > "$OUT/sampler_tests.log" 2>&1
+      summary+=("sampler tests: $(tail -1 "$OUT/sampler_tests.log")")
+      grep -E "^(FAILED|ERROR|E  )" "$OUT/sampler_tests.log" | head -12
+      timeout 330 python3 benchmarks/cost/lifetime_sampler.py --variants "${SAMPLER_VARIANTS:-b2b,b2b_summary,counters,alternating,graph,mem_compute,gpt2}" \
+        --json "$OUT/lifetime_sampler.json" > "$OUT/lifetime_sampler.txt" 2>&1
+      tail -20 "$OUT/lifetime_sampler.txt" ;;
     stacks)
       bash benchmarks/stacks/stacks.sh "${WHEELS:-.whl}" "$OUT" 2>&1 | grep -v "^20..-\|^NVIDIA\|^torch " | tail -40 ;;
     tests)

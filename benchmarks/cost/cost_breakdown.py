@@ -13,8 +13,8 @@ cProfile's top functions of summary() printed; the recording saved
 (--save-recording) for replay on a CPU machine.
 
 One JSON line per figure set goes to --json; a short table is printed.
-LOOPSCOPE_INTERNAL passes through (e.g. metrics_max_samples=N, parsed once
-per process: run the script once per value).
+LOOPSCOPE_INTERNAL passes through (callbacks=0 or own_timestamps=0, parsed
+once per process: run the script once per value).
 
 Usage (GPU machine): python benchmarks/cost/cost_breakdown.py [--profiles 8]
         [--loops eager,graph] [--no-gpt2] [--json OUT.jsonl]

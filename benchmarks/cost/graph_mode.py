@@ -220,12 +220,11 @@ def median_phases_ms(infos: list[dict], kind: str) -> dict[str, float] | None:
 
 
 # Variant extras that set LOOPSCOPE_INTERNAL switches (the others set profile options).
+# (overlap, overlap0/1, nostop and msNNN went with their switches, issue 43: a
+# start goes on beside the last finish, and the PM sampler runs across profiles.)
 INTERNAL_EXTRAS = {
-    "overlap": "overlap=1,metrics_keep_running_ms=100",  # a start beside the finish, sampling kept running
-    "overlap1": "overlap=1",  # overlap alone: the start goes on beside the last finish
-    "nostop": "metrics_stop_in_finish=0",  # the finish decodes its tail with sampling on, stops after
     "ownts0": "own_timestamps=0",  # no new registration of CUPTI's timestamp source a start
-    "overlap0": "overlap=0",  # a start waits for the last finish (the default before issue 27's hand-over)
+    "nocallbacks": "callbacks=0",  # activity records only: the floor of tracing's cost
 }
 
 
@@ -235,10 +234,7 @@ def parent(args: argparse.Namespace) -> int:
         for rep in range(args.repeat):
             for variant in args.variants.split(","):
                 mode, *extras = variant.split("+")
-                internal = [INTERNAL_EXTRAS[e] for e in extras if e in INTERNAL_EXTRAS]
-                internal += [f"metrics_max_samples={e[2:]}" for e in extras
-                             if e[:2] == "ms" and e[2:].isdigit()]  # msNNN: counter data image
-                internal = ",".join(internal)
+                internal = ",".join(INTERNAL_EXTRAS[e] for e in extras if e in INTERNAL_EXTRAS)
                 chosen = {}
                 if "decode2" in extras:
                     chosen["metrics_decode_ms"] = 2
@@ -329,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write every variant's figures here")
     p.add_argument("--variants", default="kernels,replays",
                    help="MODE[+EXTRA...], comma-separated; MODE kernels or replays; EXTRA decode2 "
-                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), bufNN (metrics_buffer_mb=NN), msNNN (LOOPSCOPE_INTERNAL=metrics_max_samples=NNN), nostop (LOOPSCOPE_INTERNAL=metrics_stop_in_finish=0), overlap1 (LOOPSCOPE_INTERNAL=overlap=1), overlap0 (overlap=0), ownts0 (own_timestamps=0) or overlap (LOOPSCOPE_INTERNAL=overlap=1,"
-                        "metrics_keep_running_ms=100)")
+                        "(metrics_decode_ms=2), nometrics (metrics=False), iNNN (metrics_interval_us=NNN), "
+                        "bufNN (metrics_buffer_mb=NN), ownts0 (LOOPSCOPE_INTERNAL=own_timestamps=0) "
+                        "or nocallbacks (LOOPSCOPE_INTERNAL=callbacks=0)")
     p.add_argument("--internal", default="", help=argparse.SUPPRESS)
     p.add_argument("--options", default="", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=240, help="seconds a process may take")

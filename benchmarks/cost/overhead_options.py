@@ -5,26 +5,12 @@ python/loopscope/_settings.py) or profile option changed from today's
 defaults; rounds alternate with bare rounds as in benchmarks/cost/overhead.py.
 
   default                  today's defaults (worker finish, zeroed buffers, warm-up
-                           once per process, sampler started by the worker, samples
-                           decoded every 10 ms, the sampler's stop inside the finish)
-  old_defaults             warm-up at every start (the defaults before issue 11's
-                           last round, less the code table's reset)
-  warm_up_every            warm-up at every start (the old default)
-  warm_up_none             no warm-up: CUPTI's lazy set-up lands in step 0 of the
-                           first profile
-  stop_after_finish        the stop left to a task after the finish (tried 17:27Z, not default)
+                           once per process, one PM sampler for the life of the
+                           process, samples decoded every 10 ms)
   decode_10ms              the worker decodes every 10 ms (the default period)
   decode_2ms               the worker decodes every 2 ms
   decode_5ms               the worker decodes every 5 ms
   decode_1ms               the worker decodes every 1 ms
-  cupti_clears             CUPTI clears each new activity buffer itself (the old way)
-  cupti_clears_no_warm_up  ... and no warm-up: the first-launch cost shows in step 0
-  finish_in_exit           exit waits for the finish (the old way)
-  sampler_start_in_enter   enter waits for the sampler's start (the old way)
-  sampler_keeps_running    sampling keeps running 1 s after a profile: no start
-                           at enter, but the bare rounds run while it samples
-  small_image              a 64-sample counter data image (smaller resets)
-  image_128                a 128-sample counter data image
   hw_buffer_16mb           a 16 MiB hardware buffer for the samples (default 64 MiB)
   hw_buffer_8mb            an 8 MiB hardware buffer
   interval_200us           a sample every 200 us (half the decode work)
@@ -59,23 +45,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _block import timed_block  # noqa: E402
 from overhead import DEMO_LOOPS, build_loop, timed_bare  # noqa: E402
 
+# The alternatives that lost (warm-up at every start or none, CUPTI clearing its
+# own buffers, the finish inside exit, the sampler stopped and started per
+# profile, smaller counter data images) were deleted with their switches
+# (issue 43); RESULTS.md and benchmarks/history keep what they measured.
 OPTIONS: dict[str, tuple[str, dict]] = {
     "default": ("", {}),
-    "old_defaults": ("warm_up=every", {}),
-    "warm_up_every": ("warm_up=every", {}),
-    "warm_up_none": ("warm_up=none", {}),
-    "stop_after_finish": ("metrics_stop_in_finish=0", {}),
     "decode_10ms": ("", {"metrics_decode_ms": 10}),
     "decode_1ms": ("", {"metrics_decode_ms": 1}),
     "decode_2ms": ("", {"metrics_decode_ms": 2}),
     "decode_5ms": ("", {"metrics_decode_ms": 5}),
-    "cupti_clears": ("zeroed_buffers=0", {}),
-    "cupti_clears_no_warm_up": ("zeroed_buffers=0,warm_up=none", {}),
-    "finish_in_exit": ("defer=0", {}),
-    "sampler_start_in_enter": ("metrics_wait_for_start=1", {}),
-    "sampler_keeps_running": ("metrics_keep_running_ms=1000", {}),
-    "small_image": ("metrics_max_samples=64", {}),
-    "image_128": ("metrics_max_samples=128", {}),
     "hw_buffer_16mb": ("", {"metrics_buffer_mb": 16}),
     "hw_buffer_8mb": ("", {"metrics_buffer_mb": 8}),
     "interval_200us": ("", {"metrics_interval_us": 200}),

@@ -7,13 +7,12 @@ first kernel's start ("rise") and the last one ends from the last kernel's end
 samples around the rise.  Each variant runs in its own process:
 
   default     profiles one after another, summary() after each (the defaults)
-  overlap     the same under LOOPSCOPE_INTERNAL=overlap=1 (overlap0: overlap=0)
   ready       the GPU test's order: a counters-only profile and its summary(),
-              then the measured one (+overlap: overlap=1, +overlap0: overlap=0)
-  keep        overlap=1 with sampling kept running 3 s between profiles 0.3 s
-              apart: one sampler across every profile (a clock that drifts
-              from the kernels' shows as a rise that grows with the time since
-              the sampler started)
+              then the measured one
+  keep        profiles 0.3 s apart: one sampler across every profile, as every
+              variant has since issue 43 (a clock that drifts from the
+              kernels' shows as a rise that grows with the time since the
+              sampler started)
 
 GPU only.  Prints one JSON line a profile, then a table.
 """
@@ -29,9 +28,7 @@ import time
 
 INTERVAL_US = 20
 
-INTERNAL = {"default": "", "overlap": "overlap=1", "overlap0": "overlap=0", "ready": "",
-            "ready+overlap": "overlap=1", "ready+overlap0": "overlap=0",
-            "keep": "overlap=1,metrics_keep_running_ms=3000"}
+INTERNAL = {"default": "", "ready": "", "keep": ""}  # LOOPSCOPE_INTERNAL of each variant
 
 
 def burst(torch, a, c, n: int) -> None:
@@ -112,7 +109,7 @@ def child(variant: str, profiles: int, matmuls: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--variants", default="default,overlap,ready,ready+overlap,keep",
+    p.add_argument("--variants", default="default,ready,keep",
                    help="comma-separated: " + ", ".join(INTERNAL))
     p.add_argument("--profiles", type=int, default=6, help="profiles a variant")
     p.add_argument("--matmuls", type=int, default=30, help="8192^2 bf16 matmuls a burst")

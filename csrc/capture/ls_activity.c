@@ -38,6 +38,18 @@ static int started_soon_after_stop; /* the running profile started back to back
 static int next_may_continue;    /* the session says a next start could continue the kinds */
 static int stopping;             /* a stop is turning the kinds off: no continuing */
 static pthread_cond_t stopped = PTHREAD_COND_INITIALIZER;
+/* A start continued the kinds (ls_activity_continue): a stop waiting its
+ * grace for one wakes at once.  CLOCK_MONOTONIC (set up once). */
+static pthread_cond_t continued;
+static pthread_once_t continued_once = PTHREAD_ONCE_INIT;
+static void init_continued(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&continued, &attr);
+    pthread_condattr_destroy(&attr);
+}
 static ls_api_records enabled_api;
 static int enabled_zeroed;
 static CUpti_ActivityKind enabled[8];
@@ -345,8 +357,11 @@ int ls_activity_continue(ls_records *sink, ls_api_records api, int zeroed_buffer
     int ok = sink_records != NULL && enabled_count > 0 && next_count < LS_NEXT_SINKS &&
              !stopping && enabled_api == api && enabled_zeroed == (zeroed_buffers ? 1 : 0);
 
-    if (ok)
+    if (ok) {
         next_sinks[next_count++] = sink;
+        pthread_once(&continued_once, init_continued);
+        pthread_cond_broadcast(&continued);
+    }
     pthread_mutex_unlock(&state);
     return ok ? 0 : -1;
 }
@@ -366,7 +381,6 @@ static int flush_completed(void)
  * before its next start (H100), which then waited ~1 ms for the forced
  * flush and set tracing up again. */
 #define LS_ACTIVITY_NEXT_GRACE_NS 1000000ull
-#define LS_ACTIVITY_NEXT_POLL_NS 50000L
 
 int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
 {
@@ -377,13 +391,13 @@ int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
     pthread_mutex_lock(&state);
     stop_began_ns = ls_clock_monotonic_ns();
     if (next_count == 0 && next_may_continue && (sink_continued || started_soon_after_stop)) {
+        /* Woken by the continue itself (no poll): the grace is a bound. */
+        pthread_once(&continued_once, init_continued);
         uint64_t until = stop_began_ns + LS_ACTIVITY_NEXT_GRACE_NS;
-        while (next_count == 0 && ls_clock_monotonic_ns() < until) {
-            pthread_mutex_unlock(&state);
-            struct timespec pause = {0, LS_ACTIVITY_NEXT_POLL_NS};
-            nanosleep(&pause, NULL);
-            pthread_mutex_lock(&state);
-        }
+        struct timespec at = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
+        while (next_count == 0 && ls_clock_monotonic_ns() < until)
+            if (pthread_cond_timedwait(&continued, &state, &at) != 0)
+                break;
     }
     int handing_over = next_count > 0;
     if (!handing_over)

@@ -78,11 +78,15 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
     return kept;
 }
 
-int ls_sample_before_window(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns,
-                            uint64_t window_start_ns)
+int ls_sample_overlaps(uint64_t start_ns, uint64_t end_ns, uint64_t window_start_ns,
+                       uint64_t window_stop_ns)
 {
-    return window_start_ns != 0 && start_ns != 0 && end_ns >= sampling_started_ns &&
-           end_ns <= window_start_ns;
+    return end_ns > window_start_ns && (window_stop_ns == 0 || start_ns < window_stop_ns);
+}
+
+int ls_sample_off_clock(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns)
+{
+    return start_ns == 0 || end_ns < sampling_started_ns;
 }
 
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n)

@@ -56,12 +56,16 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
                          uint64_t started_ns, uint64_t stopped_ns, uint64_t tolerance_ns,
                          ls_settle_result *out);
 
-/* 1 when a decoded sample needs no evaluation: it ended by window_start_ns
- * (0: no window, never), so the window drops it, and it lies on sampling's
- * clock as far as can be told (a start, an end after sampling_started_ns);
- * one that may be on another clock is left to ls_samples_settle. */
-int ls_sample_before_window(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns,
-                            uint64_t window_start_ns);
+/* 1 when a sample overlaps a profile's window: it ends after the window's
+ * start and starts before its stop (window_stop_ns 0: still open). */
+int ls_sample_overlaps(uint64_t start_ns, uint64_t end_ns, uint64_t window_start_ns,
+                       uint64_t window_stop_ns);
+
+/* 1 when a sample may lie on another clock than the windows: no start, or
+ * an end before sampling began (impossible on sampling's own clock).  The
+ * sampler evaluates such a sample for every live window and leaves it to
+ * ls_samples_settle at each finish. */
+int ls_sample_off_clock(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns);
 
 /* Builds the index over sorted samples.  Returns 0, -1 when memory ran out. */
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n);

@@ -76,67 +76,41 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
                                "cupti_paths", "warm_up", "syncs", "metrics",
                                "metrics_interval_ns", "metrics_buffer_bytes", "metrics_device",
-                               "metrics_max_samples", "metrics_decode_ns", "zeroed_buffers",
-                               "defer", "metrics_cache_dir", "metrics_keep_ns",
-                               "metrics_keep_running_ns", "metrics_wait_for_start",
-                               "callbacks", "metrics_stop_in_finish", "metrics_wait_bound_ns",
-                               "own_timestamps", "overlap", "graph_kernels", NULL};
+                               "metrics_decode_ns", "metrics_cache_dir",
+                               "metrics_wait_for_start", "callbacks", "own_timestamps",
+                               "graph_kernels", NULL};
     /* Warm-up once per process by default (issue 11, H200): with CUPTI's
      * buffers handed over zeroed, step 0's largest gap after the first
      * profile was the same without a warm-up (warm_up_none 96.9 us, once
      * 95.9 us, at every start 84.9 us: noise), while the one at every start
      * cost 0.36-0.42 ms of each enter; the first profile of a process still
-     * showed a bubble without one (eager step 0: 206 us none, 114 us once). */
+     * showed a bubble without one (eager step 0: 206 us none, 114 us once).
+     * Back to back, a start goes on beside the last finish (issue 27) and
+     * the PM sampler runs on across profiles (issue 43): ls_handover. */
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
-        metrics_device = -1, zeroed = 1, defer = 1, callbacks = 1, own_timestamps = 1,
-        stop_in_finish = 1, /* see below */
-        /* On (the default): a start goes on beside the last finish, whose
-         * PM sampler and tracing it takes over (H100, 2026-11-28 00:49Z,
-         * 4 in a row: eager 1.20x against 1.55x waiting, the CUDA-graph
-         * loop 1.23x against 3.66x, counters only 1.00x and 1.03x against
-         * 1.62x and 2.01x).  It was off with counters for a night: 24
-         * profiles of a 14 ms loop read 28 ms windows, which was the
-         * start's wait for its open slot counted inside the window (CUDA
-         * events read 13.7 ms); with that wait before the window they stay
-         * flat (14.0 ms), benchmarks/counters/chain_windows.py.  0
-         * (LOOPSCOPE_INTERNAL=overlap=0): every start waits for the worker. */
-        overlap = 1, graph_kernels = 0;
+        metrics_device = -1, callbacks = 1, own_timestamps = 1, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
     /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)
-     * left the finish ~20-40 samples instead of up to 100, but summary()
-     * still waited 14-16 ms with the stop in the finish, and at a 20 us
+     * left the finish ~20-40 samples instead of up to 100, and at a 20 us
      * interval the 2 ms ticks fell behind and the samples of the loop's
-     * last ~6 ms were lost (coverage 47%); 10 ms passed every counter test.
-     * The finish stops sampling before its last decode (stop_in_finish):
-     * with the stop left to a later task (H200, 17:27Z) the next profile's
-     * samples were read on a misaligned clock (shift 5-7 s: no sample in
-     * its window, the counter tests failed) and the CUDA-graph loop paid
-     * 1.16-1.17x inside the profile against 1.07x with the stop in the
-     * finish; correct counters first, the ~5 ms stop is waited for. */
+     * last ~6 ms were lost (coverage 47%); 10 ms passed every counter test. */
     /* The first profile of a process waits for the sampler's set-up (issue
      * 30: without it a script's one profile read no SM or DRAM at all), at
-     * most 2 s (the set-up took 0.39-0.5 s on H100s with a warm cache). */
+     * most LS_PM_WAIT_BOUND_NS. */
     int wait_for_start = LS_SAMPLER_WAIT_SETUP;
-    unsigned long long wait_bound_ns = 2000000000ull;
     unsigned long long interval_ns = 100000, decode_ns = 10000000;
-    unsigned long long keep_ns = 3000000000ull, keep_running_ns = 0;
-    unsigned int max_samples = 0; /* 0: sized for the decode period */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniIKppzKKippKppp:start", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniKzippp:start", keywords,
                                      &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
                                      &warm_up, &syncs, &metrics, &interval_ns,
-                                     &metrics_buffer_bytes, &metrics_device, &max_samples,
-                                     &decode_ns, &zeroed, &defer, &cache_dir, &keep_ns,
-                                     &keep_running_ns, &wait_for_start, &callbacks,
-                                     &stop_in_finish, &wait_bound_ns, &own_timestamps, &overlap,
+                                     &metrics_buffer_bytes, &metrics_device, &decode_ns,
+                                     &cache_dir, &wait_for_start, &callbacks, &own_timestamps,
                                      &graph_kernels))
         return NULL;
-    if (wait_for_start < LS_SAMPLER_WAIT_NEVER || wait_for_start > LS_SAMPLER_WAIT_SETUP ||
-        wait_bound_ns > 60000000000ull) {
+    if (wait_for_start < LS_SAMPLER_WAIT_NEVER || wait_for_start > LS_SAMPLER_WAIT_SETUP) {
         PyErr_Format(PyExc_ValueError, "metrics_wait_for_start must be 0 (never), 1 (every "
-                     "start) or 2 (when the sampler must be set up), and metrics_wait_bound_ns "
-                     "at most 6e10 (got %d, %llu)", wait_for_start, wait_bound_ns);
+                     "start) or 2 (when the sampler must be set up), got %d", wait_for_start);
         return NULL;
     }
     if (buffer_bytes < 65536 || max_buffers < 1) {
@@ -145,12 +119,10 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (interval_ns < 1000 || interval_ns > 1000000000ull || metrics_buffer_bytes < (1 << 20) ||
-        (max_samples != 0 && max_samples < 16) || decode_ns < 1000000ull ||
-        decode_ns > 10000000000ull) {
+        decode_ns < 1000000ull || decode_ns > 10000000000ull) {
         PyErr_Format(PyExc_ValueError, "need 1000 <= metrics_interval_ns <= 1e9, "
-                     "metrics_buffer_bytes >= 1 MiB, metrics_max_samples 0 (auto) or >= 16 "
-                     "and 1e6 <= metrics_decode_ns <= 1e10 (got %llu, %zd, %u, %llu)",
-                     interval_ns, metrics_buffer_bytes, max_samples, decode_ns);
+                     "metrics_buffer_bytes >= 1 MiB and 1e6 <= metrics_decode_ns <= 1e10 "
+                     "(got %llu, %zd, %llu)", interval_ns, metrics_buffer_bytes, decode_ns);
         return NULL;
     }
     if (warm_up < LS_WARM_UP_NONE || warm_up > LS_WARM_UP_ONCE) {
@@ -158,8 +130,8 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                      "per process), got %d", warm_up);
         return NULL;
     }
-    ls_pm_options pm = {metrics_device, interval_ns, (size_t)metrics_buffer_bytes, max_samples,
-                        decode_ns, ""};
+    ls_pm_options pm = {metrics_device, interval_ns, (size_t)metrics_buffer_bytes, 0, decode_ns,
+                        ""}; /* 0 samples: the image sized for a decode period */
     if (cache_dir != NULL && strlen(cache_dir) >= sizeof pm.cache_dir) {
         PyErr_Format(PyExc_ValueError, "metrics_cache_dir is longer than %zu bytes",
                      sizeof pm.cache_dir - 1);
@@ -184,10 +156,9 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.syncs = syncs;
     options.driver_api = driver_api;
     options.warm_up = (ls_warm_up)warm_up;
-    options.zeroed_buffers = zeroed;
-    options.defer = defer;
+    options.zeroed_buffers = 1; /* CUPTI's buffers handed over cleared (issue 11) */
+    options.defer = 1;          /* the finish runs on the worker */
     options.callbacks = callbacks;
-    options.overlap = overlap != 0;
     options.graph_kernels = graph_kernels;
     options.buffer_bytes = (size_t)buffer_bytes;
     options.max_buffers = (size_t)max_buffers;
@@ -195,12 +166,8 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     options.cupti_path_count = (size_t)n;
     options.metrics = metrics;
     options.pm = pm;
-    options.pm_keep_ns = keep_ns;
-    options.pm_keep_running_ns = keep_running_ns;
     options.pm_wait_for_start = wait_for_start;
-    options.pm_wait_bound_ns = wait_bound_ns;
     options.own_timestamps = own_timestamps;
-    options.pm_stop_in_finish = stop_in_finish;
     ls_session_state state;
     uint64_t waited = 0;
     /* The last profile's finish may still run on the worker.  Back to back,
@@ -472,19 +439,15 @@ static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
      " warm_up=2, syncs=True, metrics=False, metrics_interval_ns=100000,"
-     " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_max_samples=0 (auto),"
-     " metrics_decode_ns=10000000, zeroed_buffers=True, defer=True, metrics_cache_dir=None,"
-     " metrics_keep_ns=3e9, metrics_keep_running_ns=0, metrics_wait_for_start=2,"
-     " callbacks=True, metrics_stop_in_finish=True, metrics_wait_bound_ns=2e9,"
-     " own_timestamps=True, overlap=True, graph_kernels=False)"
+     " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_decode_ns=10000000,"
+     " metrics_cache_dir=None, metrics_wait_for_start=2, callbacks=True, own_timestamps=True,"
+     " graph_kernels=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
      " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
-     " Internal switches (compared by benchmarks/cost/overhead_options.py): zeroed_buffers (hand"
-     " CUPTI cleared activity buffers), defer (finish on the worker thread, not in stop),"
-     " metrics_keep_running_ns (sampling keeps running that long after a profile),"
-     " metrics_wait_for_start (start waits for the sampler's set-up and start), callbacks"
-     " (False: activity records only, the floor of tracing's cost), metrics_stop_in_finish"
-     " (the finish stops sampling before its last decode)."},
+     " metrics_wait_for_start: 0 never, 1 always, 2 when sampling does not run."
+     " For diagnosis only (LOOPSCOPE_INTERNAL): callbacks (False: activity records only,"
+     " the floor of tracing's cost) and own_timestamps (False: whatever timestamp source"
+     " another tool left)."},
     {"stop", core_stop, METH_NOARGS,
      "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "
      "and the Capture waits for that the first time a result is asked for."},

@@ -7,7 +7,10 @@
 #include <time.h>
 
 static ls_clock_mode base_mode = LS_CLOCK_MONOTONIC;
-static uint64_t test_next, test_tick;
+#include <stdatomic.h>
+
+static _Atomic uint64_t test_next;
+static uint64_t test_tick;
 static double test_rate = 1.0;
 
 void ls_clock_use(ls_clock_mode mode)
@@ -39,6 +42,8 @@ static uint64_t CUPTIAPI realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t ls_clock_realtime_ns(void) { return realtime_ns(); }
+
 int ls_clock_own_cupti_timestamps(void)
 {
     if (ls_cupti.ActivityRegisterTimestampCallback == NULL)
@@ -50,11 +55,8 @@ ls_clock_mode ls_clock_mode_now(void) { return test_tick ? LS_CLOCK_TEST : base_
 
 uint64_t ls_clock_now(void)
 {
-    if (test_tick != 0) {
-        uint64_t t = test_next;
-        test_next += test_tick;
-        return t;
-    }
+    if (test_tick != 0)
+        return atomic_fetch_add(&test_next, test_tick);
     if (base_mode == LS_CLOCK_CUPTI) {
         uint64_t t = 0;
         /* No check macro here: this runs on every range edge, and a failure
@@ -63,6 +65,20 @@ uint64_t ls_clock_now(void)
         return t;
     }
     return ls_clock_monotonic_ns();
+}
+
+void ls_clock_pass_test(uint64_t t)
+{
+    if (test_tick == 0)
+        return;
+    uint64_t now = atomic_load(&test_next);
+    while (now < t && !atomic_compare_exchange_weak(&test_next, &now, t))
+        ;
+}
+
+uint64_t ls_clock_peek(void)
+{
+    return test_tick != 0 ? atomic_load(&test_next) : ls_clock_now();
 }
 
 uint64_t ls_clock_monotonic_ns(void)

@@ -21,6 +21,15 @@ ls_clock_mode ls_clock_mode_now(void);
 /* Current time in ns on the selected clock; never fails (0 if CUPTI errs). */
 uint64_t ls_clock_now(void);
 
+/* ls_clock_now, but a test clock is read without advancing it (for the
+ * worker thread's test source, beside the scripted reads). */
+uint64_t ls_clock_peek(void);
+
+/* Under a test clock: its time moves on to t at least (the worker's test
+ * source waiting for a time to pass, as a real finish waits for the GPU's
+ * clock).  Otherwise nothing. */
+void ls_clock_pass_test(uint64_t t);
+
 /* CLOCK_MONOTONIC in ns, whatever the selected clock: for host costs and
  * deadlines, which must not follow the test clock or CUPTI. */
 uint64_t ls_clock_monotonic_ns(void);
@@ -34,6 +43,9 @@ uint64_t ls_clock_monotonic_ns(void);
  * -1 when CUPTI refused (the message in ls_cupti_error()).  Requires
  * ls_cupti_load(). */
 int ls_clock_own_cupti_timestamps(void);
+
+/* CLOCK_REALTIME in ns: the source ls_clock_own_cupti_timestamps registers. */
+uint64_t ls_clock_realtime_ns(void);
 
 /* The host clock that the selected clock's rate is checked against:
  * CLOCK_MONOTONIC under CUPTI; under the test clock its last value divided by

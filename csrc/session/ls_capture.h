@@ -92,6 +92,7 @@ typedef struct {
     uint64_t samples_outside;  /* decoded samples outside the profile's window: left out */
     uint64_t pm_setup_ns;      /* host time the worker took to set sampling up and start it */
     uint64_t pm_began_ns;      /* CUPTI clock when sampling began for this profile */
+    int pm_window;             /* its window on the sampler (ls_sampler), -1: none */
     uint64_t pm_wait_ns;       /* host time start waited for the sampler's set-up */
     int pm_wait_timed_out;     /* 1 when that wait reached its bound */
     uint64_t start_reference_ns; /* the host reference clock beside records.start_ns */

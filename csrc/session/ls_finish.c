@@ -74,8 +74,6 @@ static void profile_tick(void)
             job->drain_ns += ls_clock_monotonic_ns() - t0;
         }
     }
-    if (job->tick_sampling)
-        ls_sampler_tick();
 }
 
 void ls_finish_begin(ls_finish *job, int tracing, int sampling, uint64_t period_ns)
@@ -83,7 +81,8 @@ void ls_finish_begin(ls_finish *job, int tracing, int sampling, uint64_t period_
     job->tick_tracing = tracing;
     job->tick_sampling = sampling;
     atomic_store(&current, job);
-    if (tracing || sampling)
+    /* The sampler has its own tick, for as long as sampling runs. */
+    if (tracing)
         ls_worker_set_tick(profile_tick, period_ns);
 }
 
@@ -378,8 +377,8 @@ static void *end_counters(void *arg)
 {
     ls_counters_end *end = (ls_counters_end *)arg;
     uint64_t t0 = ls_clock_monotonic_ns();
-    ls_sampler_finish(end->capture->records.start_ns, end->capture->records.stop_ns,
-                      end->capture);
+    ls_sampler_finish(end->capture->pm_window, end->capture->records.start_ns,
+                      end->capture->records.stop_ns, end->capture);
     end->ns = ls_clock_monotonic_ns() - t0;
     return NULL;
 }
@@ -430,7 +429,7 @@ static void finish_run(ls_task *task)
             snprintf(c->stop_error, sizeof c->stop_error, "%s", activity_error);
     }
     if (job->plan.sampling && !counters_beside) {
-        ls_sampler_finish(c->records.start_ns, c->records.stop_ns, c);
+        ls_sampler_finish(c->pm_window, c->records.start_ns, c->records.stop_ns, c);
         lap(c, LS_FINISH_METRICS, &t0);
     }
     merge_activity(&c->records, &job->activity);

@@ -67,7 +67,6 @@ static struct {
     uint8_t *image, *pristine; /* counter data image, and a fresh copy to reset it */
     size_t image_size;
     int image_dirty;           /* decoded into since the last reset */
-    uint64_t evaluate_from_ns; /* samples ending by then are not evaluated (0: all) */
     ls_pm_stats stats;
 } pm;
 
@@ -498,31 +497,17 @@ int ls_pm_start(const ls_pm_options *o, char *why, size_t why_size)
 
 int ls_pm_running(void) { return pm.active; }
 
-void ls_pm_new_window(void)
-{
-    ls_pm_stats *s = &pm.stats;
-    s->samples = s->overflows = s->counter_data_full = s->incomplete = s->eval_errors = 0;
-    s->decodes = s->decode_ns = s->decode_data_ns = s->evaluate_ns = 0;
-    s->tail_samples = s->tail_decode_ns = s->stop_ns = 0;
-    s->restarts = s->reconfigures = 0;
-    memset(s->phase_ns, 0, sizeof s->phase_ns);
-    s->error[0] = '\0';
-    s->sampler_reused = s->config_reused = 1;
-    snprintf(s->config_source, sizeof s->config_source, "reused");
-    s->cache_note[0] = '\0';
-    s->stopped_ns = 0;
-    s->skipped = 0;
-}
+void ls_pm_clear_error(void) { pm.stats.error[0] = '\0'; }
 
 /* One finished sample of the image into the sink; 0, or -1 on a CUPTI error.
- * No sink: a drain, nothing evaluated.  A sample that ended after sampling
- * started but by evaluate_from_ns (before the window that runs) is not
- * evaluated either: its ~20 us would go to a sample the window drops.  One
- * on another clock is evaluated as before (the settle judges it). */
-static int take_sample(size_t index, ls_sample_array *sink)
+ * With no `want`, a drain: nothing is read or evaluated.  Else only what
+ * want() accepts by its times is evaluated (~20-80 us each): a sample no
+ * profile's window covers costs one GetSampleInfo. */
+static int take_sample(size_t index, ls_sample_array *sink, ls_pm_want_fn want, void *arg,
+                       ls_pm_cost *cost)
 {
-    if (sink == NULL) {
-        pm.stats.skipped++;
+    if (want == NULL || sink == NULL) {
+        cost->skipped++;
         return 0;
     }
     LS_PARAMS(CUpti_PmSampling_CounterData_GetSampleInfo_Params, pi);
@@ -532,19 +517,18 @@ static int take_sample(size_t index, ls_sample_array *sink)
     pi.sampleIndex = index;
     if (LS_CUPTI_CHECK(PmSamplingCounterDataGetSampleInfo(&pi)) != CUPTI_SUCCESS)
         return -1;
-    if (ls_sample_before_window(pi.startTimestamp, pi.endTimestamp, pm.stats.started_ns,
-                                pm.evaluate_from_ns)) {
-        pm.stats.skipped++;
+    if (!want(pi.startTimestamp, pi.endTimestamp, arg)) {
+        cost->skipped++;
         return 0;
     }
     double raw[LS_PM_NAMES];
     if (ls_pmconfig_evaluate(cached.config, pm.image, pm.image_size, index, raw) != 0) {
-        pm.stats.eval_errors++;
+        cost->eval_errors++;
         return 0;
     }
     ls_sample *s = ls_samples_append(sink);
     if (s == NULL) {
-        pm.stats.eval_errors++;
+        cost->eval_errors++;
         return 0;
     }
     s->start_ns = pi.startTimestamp;
@@ -560,7 +544,7 @@ static int take_sample(size_t index, ls_sample_array *sink)
         else
             s->values[id] = raw[k];
     }
-    pm.stats.samples++;
+    cost->evaluated++;
     return 0;
 }
 
@@ -607,16 +591,18 @@ static int restart(void)
     return 0;
 }
 
-/* keep_last_reset: the image reset after the last round is left to
- * ls_pm_reset (the stop's decode: a reset there would wait the profile's
- * summary for a 13.5 MiB copy).  until_ns: no further round once the sink's
- * last sample ends there or later (0: every round the buffer holds). */
-static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset,
-                  uint64_t until_ns)
+int ls_pm_decode(ls_sample_array *sink, ls_pm_want_fn want, void *arg, uint64_t until_ns,
+                 ls_pm_cost *out)
 {
-    if (!pm.active)
+    ls_pm_cost cost;
+    memset(&cost, 0, sizeof cost);
+    if (!pm.active) {
+        if (out != NULL)
+            *out = cost;
         return 0;
+    }
     uint64_t t0 = ls_clock_monotonic_ns();
+    uint64_t restarts = pm.stats.restarts, reconfigures = pm.stats.reconfigures;
     int result = 0;
     for (int round = 0; round < LS_PM_MAX_ROUNDS; round++) {
         LS_PARAMS(CUpti_PmSampling_DecodeData_Params, pd);
@@ -625,10 +611,10 @@ static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset,
         pd.counterDataImageSize = pm.image_size;
         uint64_t t1 = ls_clock_monotonic_ns();
         CUptiResult st = LS_CUPTI_CHECK(PmSamplingDecodeData(&pd));
-        pm.stats.decode_data_ns += ls_clock_monotonic_ns() - t1;
+        cost.decode_data_ns += ls_clock_monotonic_ns() - t1;
         if (pd.overflow || st == CUPTI_ERROR_OUT_OF_MEMORY)
-            pm.stats.overflows++;
-        if (st == CUPTI_ERROR_OUT_OF_MEMORY && may_restart) {
+            cost.overflows++;
+        if (st == CUPTI_ERROR_OUT_OF_MEMORY) {
             result = restart(); /* on failure the error is noted and sampling is off */
             break;
         }
@@ -647,14 +633,14 @@ static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset,
         }
         uint64_t t2 = ls_clock_monotonic_ns();
         for (size_t i = 0; i < pc.numCompletedSamples && result == 0; i++)
-            if (take_sample(i, sink) != 0) {
+            if (take_sample(i, sink, want, arg, &cost) != 0) {
                 note_error(ls_cupti_error());
                 result = -1;
             }
-        pm.stats.evaluate_ns += ls_clock_monotonic_ns() - t2;
+        cost.evaluate_ns += ls_clock_monotonic_ns() - t2;
         int full = pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
         pm.image_dirty = 1;
-        if ((pc.numCompletedSamples > 0 || full) && (full || !keep_last_reset)) {
+        if (pc.numCompletedSamples > 0 || full) {
             /* Reset the image for the next decode (as NVIDIA's sample does).
              * A sample still in progress is not lost: the next decode
              * finishes it (H200: 30,739 samples in 3.074 s at 100 us over
@@ -663,7 +649,7 @@ static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset,
         }
         if (!full || result != 0)
             break;
-        pm.stats.counter_data_full++;
+        cost.counter_data_full++;
         /* With sampling on, a decode as slow as the sampling would chase
          * it for ever (H100, 20 us: three full rounds, 200 ms past a
          * window): what lies beyond `until_ns` waits in the buffer. */
@@ -671,26 +657,26 @@ static int decode(ls_sample_array *sink, int may_restart, int keep_last_reset,
             sink->items[sink->count - 1].end_ns >= until_ns)
             break;
     }
-    pm.stats.decodes++;
-    pm.stats.decode_ns += ls_clock_monotonic_ns() - t0;
+    cost.decodes = 1;
+    cost.decode_ns = ls_clock_monotonic_ns() - t0;
+    cost.restarts = pm.stats.restarts - restarts;
+    cost.reconfigures = pm.stats.reconfigures - reconfigures;
+    ls_pm_stats *st = &pm.stats;
+    st->decodes++;
+    st->decode_ns += cost.decode_ns;
+    st->decode_data_ns += cost.decode_data_ns;
+    st->evaluate_ns += cost.evaluate_ns;
+    st->samples += cost.evaluated;
+    st->skipped += cost.skipped;
+    st->overflows += cost.overflows;
+    st->counter_data_full += cost.counter_data_full;
+    st->eval_errors += cost.eval_errors;
+    if (out != NULL)
+        *out = cost;
     return result;
 }
 
-int ls_pm_decode(ls_sample_array *sink) { return decode(sink, 1, 0, 0); }
-
-void ls_pm_evaluate_from(uint64_t t) { pm.evaluate_from_ns = t; }
-
-int ls_pm_decode_until(ls_sample_array *sink, uint64_t until_ns)
-{
-    int result = decode(sink, 1, 0, until_ns);
-    /* The latest a decoded sample can reach: the settle's bound (the
-     * profile's stop is too early by the decode's own time). */
-    if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
-        pm.stats.stopped_ns = 0;
-    return result;
-}
-
-int ls_pm_stop(ls_sample_array *sink)
+int ls_pm_stop(void)
 {
     if (!pm.active)
         return 0;
@@ -701,12 +687,11 @@ int ls_pm_stop(ls_sample_array *sink)
         result = -1;
     }
     pm.stats.stop_ns = ls_clock_monotonic_ns() - t0;
-    if (LS_CUPTI_CHECK(GetTimestamp(&pm.stats.stopped_ns)) != CUPTI_SUCCESS)
-        pm.stats.stopped_ns = 0;
-    if (decode(sink, 0, 1, 0) != 0)
-        result = -1;
-    lap(LS_PM_PHASE_STOP, &t0);
     pm.active = 0; /* enabled and configured still: see ls_pm_release */
+    /* What was sampled since the last decode is nobody's: it goes with the
+     * image's reset, and the next start finds the image clean. */
+    reset_image();
+    lap(LS_PM_PHASE_STOP, &t0);
     return result;
 }
 

@@ -96,39 +96,44 @@ typedef struct {
  * sentence in `why` (everything acquired is released again). */
 int ls_pm_start(const ls_pm_options *options, char *why, size_t why_size);
 
-/* Decodes every finished sample into `sink`.  Returns 0, or -1 when a CUPTI
- * call failed (stats.error says which; sampling stays on, later decodes may
- * still work).  Never blocks on the GPU. */
-int ls_pm_decode(ls_sample_array *sink);
+/* Whether a decoded sample, by its CUPTI times, is to be evaluated. */
+typedef int (*ls_pm_want_fn)(uint64_t start_ns, uint64_t end_ns, void *arg);
 
-/* Samples that end after sampling started (started_ns) and by `t` are not
- * evaluated from now on (decoded and dropped): the window running began at
- * t.  0: every sample is. */
-void ls_pm_evaluate_from(uint64_t t);
+/* What one ls_pm_decode call cost and found (the stats add it up). */
+typedef struct {
+    uint64_t decodes, decode_ns;  /* 1, and its host time */
+    uint64_t decode_data_ns;      /* of which in cuptiPmSamplingDecodeData */
+    uint64_t evaluate_ns;         /* of which reading and evaluating samples */
+    uint64_t evaluated, skipped;  /* samples evaluated into the sink; let go unevaluated */
+    uint64_t overflows, counter_data_full, eval_errors;
+    uint64_t restarts, reconfigures; /* to recover from an overflow */
+} ls_pm_cost;
 
-/* A window's tail while sampling goes on: as ls_pm_decode, but no round
- * after the one that reaches `until_ns`, and stats.stopped_ns becomes
- * CUPTI's clock after the decode (the latest a decoded sample can end). */
-int ls_pm_decode_until(ls_sample_array *sink, uint64_t until_ns);
+/* Decodes every finished sample; those want(start, end, arg) accepts are
+ * evaluated into `sink`, the rest let go (with no `want`, unread).  No
+ * round after one whose last sample reaches until_ns (0: every round the
+ * buffer holds).  *cost (may be NULL) gets what it cost.  Returns 0, or -1
+ * when a CUPTI call failed (stats.error says which; sampling stays on,
+ * later decodes may still work).  Never blocks on the GPU. */
+int ls_pm_decode(ls_sample_array *sink, ls_pm_want_fn want, void *arg, uint64_t until_ns,
+                 ls_pm_cost *cost);
 
-/* Stops sampling and decodes the rest into `sink`.  Sampling stays enabled
- * and configured, so the next start with the same options costs one
- * cuptiPmSamplingStart (enabling and configuring cost ~150 ms on an H200);
- * ls_pm_release gives the counters back.  Returns 0, or -1 when a call
- * failed (stats.error). */
-int ls_pm_stop(ls_sample_array *sink);
+/* Stops sampling, dropping what was not decoded yet, and resets the
+ * counter data image.  Sampling stays enabled and configured, so the next
+ * start with the same options costs one cuptiPmSamplingStart (enabling and
+ * configuring cost ~150 ms on an H200); ls_pm_release gives the counters
+ * back.  Returns 0, or -1 when the stop failed (stats.error). */
+int ls_pm_stop(void);
 
-/* After a stop: resets the counter data image for the next start, unless
- * it is clean already (a start does it too if nobody did). */
+/* Resets the counter data image unless it is clean already (a start does
+ * it too if nobody did). */
 void ls_pm_reset(void);
+
+/* Forgets stats.error, once its windows have it. */
+void ls_pm_clear_error(void);
 
 /* 1 while sampling runs (started, not stopped). */
 int ls_pm_running(void);
-
-/* Sampling keeps running into a new profile: zeroes the figures of the
- * current run (samples, decodes, costs, phases, error) so they count for
- * the new profile only; the sampler's identity (chip, figures) stays. */
-void ls_pm_new_window(void);
 
 /* Disables sampling (the counters are free for other profilers again) and
  * frees the counter data image; stops first if running.  Safe to repeat. */

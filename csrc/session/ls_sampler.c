@@ -1,8 +1,14 @@
-/* ls_sampler: see ls_sampler.h.  Everything below the open call runs on the
- * worker thread (one task or tick at a time), so the state needs no lock of
- * its own.  The open call, on the profiling thread beside the worker (back
- * to back), touches only its own opening slot and atomics; the test hook
- * installs the fake source before any profile runs. */
+/* ls_sampler: see ls_sampler.h.
+ *
+ * Who touches what.  The window table and the sampler's state are under
+ * `lock`: opens and closes come from the profiling thread (an open also
+ * from CUDA's resource callback), frees and the set-up's outcome from the
+ * worker.  A window's samples and costs belong to the decoding side: the
+ * worker's sampler tick, or the finish's tail decode (on a thread beside
+ * the worker's finish task, while no tick runs); they are touched only
+ * between a slot's open and its free, and an open finds them empty.  The
+ * lock is never held across a CUPTI call: it orders before the worker's
+ * own lock, never after. */
 #define _POSIX_C_SOURCE 200809L
 #include "ls_sampler.h"
 
@@ -13,6 +19,7 @@
 #include "ls_worker.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,123 +31,255 @@
 #define LS_SAMPLE_CLOCK_TOLERANCE_NS 100000000ull
 #define LS_SAMPLE_PARTIAL_FACTOR 10
 
-/* What ls_sampler_open hands to the worker, one slot a start: back to back
- * a start may come while the last start's open task still waits behind a
- * finish (a long tail decode, or a finish waiting for the GPU), and need
- * not wait for it.  A slot is written only while its task is not queued or
- * running. */
-#define LS_OPENINGS 4
-typedef struct {
-    ls_task task; /* first: the worker sees the slot as its task */
-    ls_sampler_options options;
-    void *context;
-    uint64_t start_ns;
-    uint64_t window;  /* its number (windows_posted) */
-} ls_opening;
+enum { LS_WINDOW_FREE = 0, LS_WINDOW_OPEN, LS_WINDOW_CLOSED };
+enum { LS_STATE_OFF = 0, LS_STATE_STARTING, LS_STATE_RUNNING, LS_STATE_STOPPED };
 
-static ls_opening openings[LS_OPENINGS];
-static unsigned next_opening; /* the opening thread's (with the GIL) */
+typedef struct {
+    /* under the lock */
+    int state;                /* LS_WINDOW_* */
+    uint64_t start_ns, stop_ns;
+    int began;                /* sampling ran for it (from began_ns) */
+    uint64_t began_ns;        /* CUPTI clock when sampling began (before start_ns when
+                               * the sampler ran already) */
+    int reused;               /* the sampler ran when it opened */
+    int first_setup;          /* it waited for the process's first set-up */
+    uint64_t setup_ns;        /* host time of the set-up it waited for */
+    int failed;               /* that set-up failed: reason says why */
+    char reason[1024];
+    /* the decoding side's */
+    ls_sample_array samples;
+    ls_pm_cost cost;          /* decodes made while it was live */
+    char error[1024];         /* the first decode failure while it was live, "" if none */
+} ls_window;
 
 static struct {
-    ls_sampler_options options; /* of the current (or last) window */
+    pthread_mutex_t lock;
+    pthread_cond_t changed;   /* a slot freed, a set-up ended */
+    ls_window w[LS_SAMPLER_WINDOWS];
+    int state;                /* LS_STATE_* */
+    ls_sampler_options want;  /* what the next set-up starts */
+    ls_sampler_options running; /* what runs */
     void *context;
-    uint64_t window_start_ns;   /* profile clock */
-    int opened;                 /* a window is open: its open task ran */
-    int sampling;               /* the open task started (or found running) sampling */
-    char reason[1024];          /* why not, when it failed */
-    uint64_t setup_ns;          /* host time of the open task */
-    uint64_t began_ns;          /* CUPTI clock when sampling began for the window */
-    ls_sample_array samples;    /* decoded for the window */
-    ls_sample_array carry;      /* decoded after the last window, for the next */
-    uint64_t kept_running_for;  /* keep_running_ns of the last finish */
-    uint64_t window;            /* its number (windows_posted) */
-} s;
+    int setup_posted;         /* the set-up task is queued or running */
+    int ever_ran;             /* sampling ran once in this process */
+    uint64_t test_keep_running_ns, test_keep_ns; /* test hook: the idle times, 0: default */
+    uint64_t test_wait_bound_ns;                 /* test hook: an open's wait, 0: default */
+    uint64_t started_ns;      /* CUPTI clock when sampling started */
+} s = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
-/* Back to back (issue 27): every start numbers its window (the count of
- * windows posted); a finish asks whether one was posted after its own (a
- * start that continues its sampler), and when none was, closes the count
- * while it stops sampling (a start then waits for that finish). */
-#define LS_WINDOWS_CLOSED (1ull << 63)
-static _Atomic uint64_t windows_posted;
+/* Held by whoever calls into ls_pmsampling or touches a window's samples:
+ * the worker's tick and tasks, the finish's tail (on a thread beside the
+ * worker's finish task), a finish run on the profiling thread where no
+ * worker runs.  Taken before `lock`, never after. */
+static pthread_mutex_t decoding = PTHREAD_MUTEX_INITIALIZER;
+
+/* Opens so far: a decode that saw fewer looks at the table again. */
+static _Atomic uint64_t opens;
+
+static ls_task setup_task;
 
 /* The test source, and the figures it reports in place of CUPTI's. */
 static struct {
     ls_sample *items;
     size_t count, next, per_tick;
     uint64_t interval_ns;
-    uint64_t setup_ns; /* sampling begins this long after the window starts */
-    int reused;        /* as a sampler set up by an earlier profile */
-    uint64_t setup_sleep_ns; /* real host time the open task sleeps: a slow set-up */
-    int no_context;    /* a profile's start finds no CUDA context */
+    uint64_t setup_ns;       /* sampling begins this long after the window starts */
+    int reused;              /* as a sampler running since before any window */
+    uint64_t setup_sleep_ns; /* real host time the set-up sleeps: a slow set-up */
+    int no_context;          /* a profile's start finds no CUDA context */
     ls_pm_stats stats;
 } fake;
 
 int ls_sampler_is_fake(void) { return fake.items != NULL; }
+int ls_sampler_fake_no_context(void) { return fake.items != NULL && fake.no_context; }
 
-/* 1 while a sampler is set up (enabled and configured) in this process:
- * written on the worker, read by the opening thread to decide whether to
- * wait for a set-up. */
-static _Atomic int sampler_set_up;
+static int live(const ls_window *w) { return w->state != LS_WINDOW_FREE; }
 
-
-static void discard(void)
+static int any_live_locked(void)
 {
-    free(s.samples.items);
-    memset(&s.samples, 0, sizeof s.samples);
+    for (int k = 0; k < LS_SAMPLER_WINDOWS; k++)
+        if (live(&s.w[k]))
+            return 1;
+    return 0;
 }
 
-/* The window's samples begin with those carried over from the finish of
- * the profile before that end after `start_ns` (decoded there while this
- * profile already ran). */
-static void take_carry(uint64_t start_ns)
+/* A child forked while the worker held the lock would find it held for
+ * ever; the parent's windows and sampler are not the child's (CUDA cannot
+ * be used after a fork). */
+static void lock_for_fork(void) { pthread_mutex_lock(&s.lock); }
+static void unlock_after_fork(void) { pthread_mutex_unlock(&s.lock); }
+/* (`decoding` may be held across fork by a decode: the child makes it anew.) */
+static void forget_in_child(void)
 {
-    discard();
-    size_t kept = 0;
-    for (size_t i = 0; i < s.carry.count; i++)
-        if (s.carry.items[i].end_ns > start_ns)
-            s.carry.items[kept++] = s.carry.items[i];
-    s.carry.count = kept;
-    s.samples = s.carry;
-    memset(&s.carry, 0, sizeof s.carry);
-}
-
-/* Moves the samples that end after `stop_ns` from the window's to the
- * carry (the next profile's). */
-static void carry_after(uint64_t stop_ns)
-{
-    free(s.carry.items);
-    memset(&s.carry, 0, sizeof s.carry);
-    size_t kept = 0;
-    for (size_t i = 0; i < s.samples.count; i++) {
-        const ls_sample *x = &s.samples.items[i];
-        if (x->end_ns > stop_ns) {
-            ls_sample *slot = ls_samples_append(&s.carry);
-            if (slot != NULL)
-                *slot = *x;
-        }
-        if (x->start_ns < stop_ns)
-            s.samples.items[kept++] = *x;
+    pthread_mutex_init(&decoding, NULL);
+    pthread_mutex_init(&s.lock, NULL);
+    pthread_cond_init(&s.changed, NULL);
+    for (int k = 0; k < LS_SAMPLER_WINDOWS; k++) {
+        free(s.w[k].samples.items);
+        memset(&s.w[k], 0, sizeof s.w[k]);
     }
-    s.samples.count = kept;
+    s.state = LS_STATE_OFF;
+    s.setup_posted = 0;
+    memset(&setup_task, 0, sizeof setup_task);
+}
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void watch_forks(void) { pthread_atfork(lock_for_fork, unlock_after_fork, forget_in_child); }
+
+/* ---- decoding, on the worker ------------------------------------------ */
+
+/* The live windows as a decode sees them. */
+typedef struct {
+    int n;
+    int slot[LS_SAMPLER_WINDOWS];
+    uint64_t start_ns[LS_SAMPLER_WINDOWS], stop_ns[LS_SAMPLER_WINDOWS]; /* stop 0: open */
+    uint64_t opens;       /* `opens` when taken */
+    uint64_t started_ns;  /* the sampler's start */
+} ls_live;
+
+static void take_live(ls_live *v)
+{
+    pthread_mutex_lock(&s.lock);
+    v->n = 0;
+    v->opens = atomic_load(&opens);
+    v->started_ns = s.started_ns;
+    for (int k = 0; k < LS_SAMPLER_WINDOWS; k++)
+        if (live(&s.w[k])) {
+            v->slot[v->n] = k;
+            v->start_ns[v->n] = s.w[k].start_ns;
+            v->stop_ns[v->n] = s.w[k].state == LS_WINDOW_CLOSED ? s.w[k].stop_ns : 0;
+            v->n++;
+        }
+    pthread_mutex_unlock(&s.lock);
 }
 
-/* Hands over the next n synthetic samples as a decode would. */
-static void fake_decode(size_t n)
+static int overlaps(const ls_live *v, int i, uint64_t start, uint64_t end)
 {
-    ls_pm_stats *st = &fake.stats;
-    for (; n > 0 && fake.next < fake.count; n--, fake.next++) {
-        ls_sample *slot = ls_samples_append(&s.samples);
-        if (slot == NULL) {
-            st->eval_errors++;
+    return ls_sample_overlaps(start, end, v->start_ns[i], v->stop_ns[i]);
+}
+
+static int off_clock(const ls_live *v, uint64_t start, uint64_t end)
+{
+    return ls_sample_off_clock(start, end, v->started_ns);
+}
+
+/* ls_pm_want_fn: a sample is evaluated when a live window may hold it. */
+static int wanted(uint64_t start, uint64_t end, void *arg)
+{
+    ls_live *v = (ls_live *)arg;
+    if (atomic_load(&opens) != v->opens)
+        take_live(v); /* a window opened while this decode ran */
+    if (v->n == 0)
+        return 0;
+    if (off_clock(v, start, end))
+        return 1;
+    for (int i = 0; i < v->n; i++)
+        if (overlaps(v, i, start, end))
+            return 1;
+    return 0;
+}
+
+static void add_cost(ls_pm_cost *to, const ls_pm_cost *c)
+{
+    to->decodes += c->decodes;
+    to->decode_ns += c->decode_ns;
+    to->decode_data_ns += c->decode_data_ns;
+    to->evaluate_ns += c->evaluate_ns;
+    to->evaluated += c->evaluated;
+    to->skipped += c->skipped;
+    to->overflows += c->overflows;
+    to->counter_data_full += c->counter_data_full;
+    to->eval_errors += c->eval_errors;
+    to->restarts += c->restarts;
+    to->reconfigures += c->reconfigures;
+}
+
+/* The test source's decode: in order, at most `limit` samples, those that
+ * ended by `now_ns`, evaluated (copied) only when a live window wants them. */
+static void fake_decode(ls_sample_array *sink, ls_live *v, size_t limit, uint64_t now_ns,
+                        ls_pm_cost *cost)
+{
+    memset(cost, 0, sizeof *cost);
+    for (; limit > 0 && fake.next < fake.count; limit--, fake.next++) {
+        const ls_sample *x = &fake.items[fake.next];
+        if (x->end_ns > now_ns)
+            break;
+        if (!wanted(x->start_ns, x->end_ns, v)) {
+            cost->skipped++;
             continue;
         }
-        *slot = fake.items[fake.next];
-        st->samples++;
+        ls_sample *slot = ls_samples_append(sink);
+        if (slot == NULL) {
+            cost->eval_errors++;
+            continue;
+        }
+        *slot = *x;
+        cost->evaluated++;
     }
+    cost->decodes = 1;
+    ls_pm_stats *st = &fake.stats;
     st->decodes++;
+    st->samples += cost->evaluated;
+    st->skipped += cost->skipped;
 }
 
-static void fake_start(void)
+/* Decodes what the sampler holds (no round past until_ns; 0: all) into
+ * every live window the samples overlap.  The windows live at any moment
+ * of the decode share its cost. */
+static void decode_for_windows(uint64_t until_ns)
+{
+    ls_live v;
+    take_live(&v);
+    ls_sample_array got = {0};
+    ls_pm_cost cost;
+    if (fake.items != NULL)
+        fake_decode(&got, &v, until_ns ? fake.count : fake.per_tick,
+                    until_ns && until_ns < ls_clock_peek() ? until_ns : ls_clock_peek(), &cost);
+    else
+        ls_pm_decode(&got, wanted, &v, until_ns, &cost); /* a failure is in the stats */
+    take_live(&v); /* the windows opened meanwhile are the decode's too */
+    /* A failure belongs to the windows that were live for it. */
+    const char *error = fake.items != NULL ? "" : ls_pm_stats_now()->error;
+    for (int i = 0; error[0] != '\0' && i < v.n; i++) {
+        ls_window *w = &s.w[v.slot[i]];
+        if (w->error[0] == '\0')
+            snprintf(w->error, sizeof w->error, "%s", error);
+    }
+    if (error[0] != '\0')
+        ls_pm_clear_error();
+    uint64_t dropped = 0;
+    for (int i = 0; i < v.n; i++) {
+        ls_window *w = &s.w[v.slot[i]];
+        add_cost(&w->cost, &cost);
+        for (size_t j = 0; j < got.count; j++) {
+            const ls_sample *x = &got.items[j];
+            if (!overlaps(&v, i, x->start_ns, x->end_ns) && !off_clock(&v, x->start_ns, x->end_ns))
+                continue;
+            ls_sample *slot = ls_samples_append(&w->samples);
+            if (slot != NULL)
+                *slot = *x;
+            else
+                dropped++;
+        }
+        w->cost.eval_errors += dropped;
+        dropped = 0;
+    }
+    free(got.items);
+}
+
+/* The sampler's tick (LS_TICK_SAMPLER), every decode period while sampling
+ * runs, between profiles too. */
+static void sampler_tick(void)
+{
+    pthread_mutex_lock(&decoding);
+    decode_for_windows(0);
+    pthread_mutex_unlock(&decoding);
+}
+
+/* ---- the sampler's life, on the worker -------------------------------- */
+
+static void sampler_idle(void);
+
+static void fake_start(uint64_t started_ns)
 {
     ls_pm_stats *st = &fake.stats;
     memset(st, 0, sizeof *st);
@@ -148,196 +287,277 @@ static void fake_start(void)
     snprintf(st->config_source, sizeof st->config_source, "test");
     st->time_trigger = 1;
     st->interval = fake.interval_ns;
-    st->sampler_reused = st->config_reused = fake.reused;
-    st->started_ns = s.window_start_ns + fake.setup_ns;
+    st->started_ns = started_ns;
     for (size_t i = 0; i < fake.count; i++)
         for (int j = 0; j < LS_METRICS; j++)
             if (!isnan(fake.items[i].values[j]))
                 st->collected[j] = 1;
 }
 
-static void keep_running_over(void);
-
-/* After a finish: stops sampling if it still runs (the samples after the
- * window are decoded and dropped), and resets the counter data image (a
- * 2-14 MiB copy) for the next start.  The summary waits for neither. */
-static _Atomic int stop_pending; /* a stop task is posted and not yet done */
-
-int ls_sampler_stop_pending(void) { return atomic_load(&stop_pending); }
-
-static void stop_task(ls_task *task)
+/* Sets sampling up (or starts it again, or anew with other options). */
+static void setup_run(ls_task *task)
 {
     (void)task;
-    if (ls_pm_running())
-        ls_pm_stop(NULL); /* drained unevaluated; a failure is in the stats */
-    ls_pm_reset();
-    atomic_store(&stop_pending, 0);
-}
+    pthread_mutex_lock(&s.lock);
+    ls_sampler_options o = s.want;
+    void *context = s.context;
+    uint64_t first_start = UINT64_MAX; /* of the windows waiting for it */
+    for (int k = 0; k < LS_SAMPLER_WINDOWS; k++)
+        if (live(&s.w[k]) && !s.w[k].began && s.w[k].start_ns < first_start)
+            first_start = s.w[k].start_ns;
+    s.state = LS_STATE_STARTING;
+    pthread_mutex_unlock(&s.lock);
 
-static void open_task(ls_task *task)
-{
-    const ls_opening *opening = (const ls_opening *)task;
     uint64_t t0 = ls_clock_monotonic_ns();
-    ls_worker_when_idle(NULL, 0); /* this profile holds the sampler */
-    const ls_pm_options *was = &s.options.pm, *now = &opening->options.pm;
-    int same_sampler = ls_pm_same_sampler(was, now);
-    s.options = opening->options;
-    s.context = opening->context;
-    s.window_start_ns = opening->start_ns;
-    s.window = opening->window;
-    s.opened = 1;
-    s.sampling = 0;
-    take_carry(s.window_start_ns);
-    s.reason[0] = '\0';
+    char why[1024] = "";
+    int ok = 1;
+    uint64_t started = 0;
     if (fake.items != NULL) {
         if (fake.setup_sleep_ns > 0) {
             struct timespec pause = {(time_t)(fake.setup_sleep_ns / 1000000000ull),
                                      (long)(fake.setup_sleep_ns % 1000000000ull)};
             nanosleep(&pause, NULL);
         }
-        fake_start();
-        s.sampling = 1;
-        s.began_ns = s.window_start_ns + fake.setup_ns;
+        started = (first_start == UINT64_MAX ? 0 : first_start) + fake.setup_ns;
+        fake_start(started);
     } else {
-        if (s.context != NULL)
-            ls_cuda_use_context(s.context);
-        if (ls_pm_running() && !same_sampler) {
-            ls_pm_stop(NULL); /* kept running with other options: nothing of it is kept */
-            discard();
-        }
-        int continued = ls_pm_running();
-        if (continued) {
-            /* Kept running since the last profile: only its figures restart. */
-            ls_pm_new_window();
-            s.sampling = 1;
+        if (context != NULL)
+            ls_cuda_use_context(context);
+        pthread_mutex_lock(&decoding);
+        if (ls_pm_running())
+            ls_pm_stop(); /* running with other options: started anew */
+        ok = ls_pm_start(&o.pm, why, sizeof why) == 0;
+        if (ok)
+            started = ls_pm_stats_now()->started_ns;
+        else
+            ls_pm_release(); /* a failed start leaves nothing worth keeping */
+        pthread_mutex_unlock(&decoding);
+    }
+    uint64_t setup_ns = fake.items != NULL ? fake.setup_ns : ls_clock_monotonic_ns() - t0;
+
+    pthread_mutex_lock(&s.lock);
+    s.setup_posted = 0;
+    s.state = ok ? LS_STATE_RUNNING : LS_STATE_OFF;
+    if (ok) {
+        s.running = o;
+        s.started_ns = started;
+        s.ever_ran = 1;
+    }
+    for (int k = 0; k < LS_SAMPLER_WINDOWS; k++) {
+        ls_window *w = &s.w[k];
+        if (!live(w) || w->began || w->failed)
+            continue;
+        w->setup_ns = setup_ns;
+        if (ok) {
+            w->began = 1;
+            w->began_ns = started;
         } else {
-            s.sampling = ls_pm_start(&s.options.pm, s.reason, sizeof s.reason) == 0;
+            w->failed = 1;
+            snprintf(w->reason, sizeof w->reason, "%s", why[0] ? why : "PM sampling did not start");
         }
-        ls_pm_evaluate_from(s.window_start_ns); /* what came before is the window's to drop */
-        s.began_ns = 0;
-        if (continued)
-            s.began_ns = ls_pm_stats_now()->started_ns; /* it ran before this window began */
-        else if (s.sampling && ls_cupti.GetTimestamp != NULL)
-            ls_cupti.GetTimestamp(&s.began_ns);
-        atomic_store(&sampler_set_up, s.sampling);
     }
-    s.setup_ns = fake.items != NULL ? fake.setup_ns : ls_clock_monotonic_ns() - t0;
+    int idle = !any_live_locked();
+    uint64_t keep_running_ns = s.test_keep_running_ns ? s.test_keep_running_ns : o.keep_running_ns;
+    pthread_cond_broadcast(&s.changed);
+    pthread_mutex_unlock(&s.lock);
+    if (ok)
+        ls_worker_set_tick_in(LS_TICK_SAMPLER, sampler_tick, o.pm.decode_period_ns);
+    if (idle)
+        ls_worker_when_idle(sampler_idle, keep_running_ns);
 }
 
-int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
-                    size_t note_size, int no_wait)
+/* keep_running_ns after the last window: stopped (its tick ends); keep_ns
+ * after that: disabled.  A window opened meanwhile keeps it as it is. */
+static void sampler_idle(void)
 {
-    int set_up = fake.items != NULL ? fake.reused : atomic_load(&sampler_set_up);
-    int wait = !no_wait && (o->wait_for_start == LS_SAMPLER_WAIT_ALWAYS ||
-                            (o->wait_for_start == LS_SAMPLER_WAIT_SETUP && !set_up));
-    note[0] = '\0';
-    /* Continuing: numbered after the window before, unless its finish
-     * closed the count (it stops sampling: this window waits for it).
-     * Numbered before any wait for a slot below, so that the finishes that
-     * run meanwhile see this window coming and keep sampling for it. */
-    int continuing = 0;
-    uint64_t window = 0;
-    if (!no_wait && o->continue_running) {
-        uint64_t seen = atomic_load(&windows_posted);
-        while (!(seen & LS_WINDOWS_CLOSED) && !continuing)
-            if (atomic_compare_exchange_weak(&windows_posted, &seen, seen + 1)) {
-                continuing = 1;
-                window = seen + 1;
-            }
+    pthread_mutex_lock(&s.lock);
+    if (any_live_locked() || s.setup_posted) {
+        pthread_mutex_unlock(&s.lock);
+        return; /* the last window's finish calls again */
     }
-    /* This slot's last open task (LS_OPENINGS starts ago) may still wait
-     * behind a finish: the slot is its until it ran. */
-    ls_opening *opening = &openings[next_opening++ % LS_OPENINGS];
-    int waited_for_worker = 0;
-    if (!ls_worker_done(&opening->task) && opening->task.state != LS_TASK_NEW) {
-        ls_worker_hold(&opening->task);
-        ls_worker_wait(&opening->task);
-        waited_for_worker = 1;
+    int state = s.state;
+    uint64_t keep_ns = s.test_keep_ns ? s.test_keep_ns : s.running.keep_ns;
+    if (state == LS_STATE_RUNNING)
+        s.state = LS_STATE_STOPPED;
+    else if (state == LS_STATE_STOPPED)
+        s.state = LS_STATE_OFF;
+    pthread_mutex_unlock(&s.lock);
+    if (state == LS_STATE_RUNNING) {
+        ls_worker_set_tick_in(LS_TICK_SAMPLER, NULL, 0);
+        pthread_mutex_lock(&decoding);
+        if (fake.items == NULL)
+            ls_pm_stop();
+        pthread_mutex_unlock(&decoding);
+        ls_worker_when_idle(sampler_idle, keep_ns);
+    } else if (state == LS_STATE_STOPPED && fake.items == NULL) {
+        pthread_mutex_lock(&decoding);
+        ls_pm_release();
+        pthread_mutex_unlock(&decoding);
     }
-    if (!continuing) {
-        /* Sampling starts anew: not before the last finish, its stop and
-         * the image reset are done (queued ahead, they would delay this
-         * window's first sample), as before.  (From the resource callback,
-         * no_wait, nothing is in flight: a first profile.) */
-        if (!no_wait && ls_worker_wait_idle())
-            waited_for_worker = 1;
-        uint64_t seen = atomic_load(&windows_posted);
-        do
-            window = (seen & ~LS_WINDOWS_CLOSED) + 1;
-        while (!atomic_compare_exchange_weak(&windows_posted, &seen, window));
-        /* Sampling starts anew on the worker (the last finish closed the
-         * count, or the sampler differs).  A start that waited for the
-         * worker anyway also waits the ~0.6-1.3 ms of that start, so its
-         * window begins with sampling (H100, 2026-11-28 00:58Z: a 3.7 ms
-         * window of 24 in a row, begun 1.3 ms early, kept 25 of 37
-         * samples).  One that did not wait leaves it beside the loop, as a
-         * single profile always has: its coverage says so, and the enter
-         * stays cheap. */
-        if (waited_for_worker)
-            wait = 1;
-    }
-    memset(opening, 0, sizeof *opening);
-    opening->options = *o;
-    opening->context = context;
-    opening->start_ns = start_ns;
-    opening->window = window;
-    opening->task.run = open_task;
-    /* A wait here is the worker's, not the profile's (H100, 24 profiles of
-     * a 14 ms loop in a row: counted in the window, it grew to 28 ms while
-     * the GPU's work stayed 13.7 ms): the window begins after it. */
-    if (waited_for_worker)
-        opening->start_ns = ls_clock_now();
-    char no_thread[200];
-    if (ls_worker_post(&opening->task, no_thread, sizeof no_thread) != 0) {
-        snprintf(note, note_size, "%s: PM sampling was set up on the profiling thread and "
-                 "samples are decoded at the profile's end only", no_thread);
-        open_task(&opening->task);
-        return wait ? LS_SAMPLER_WAITED
-                    : waited_for_worker ? LS_SAMPLER_WAITED_FOR_WORKER : LS_SAMPLER_NO_WAIT;
-    }
-    if (!wait)
-        return waited_for_worker ? LS_SAMPLER_WAITED_FOR_WORKER : LS_SAMPLER_NO_WAIT;
-    ls_worker_hold(&opening->task);
-    return ls_worker_wait_for(&opening->task, o->wait_bound_ns) ? LS_SAMPLER_WAITED
-                                                                : LS_SAMPLER_WAIT_TIMED_OUT;
-}
-
-void ls_sampler_tick(void)
-{
-    if (!s.opened || !s.sampling)
-        return;
-    if (fake.items != NULL)
-        fake_decode(fake.per_tick);
-    else
-        ls_pm_decode(&s.samples); /* a failure is in the stats */
-}
-
-/* Between profiles, while kept running: decode and drop. */
-static void idle_tick(void)
-{
-    if (!ls_pm_running())
-        return;
-    ls_pm_decode(NULL);
-}
-
-static void keep_running_over(void)
-{
-    ls_worker_set_tick(NULL, 0);
-    if (ls_pm_running())
-        ls_pm_stop(NULL);
-    ls_worker_when_idle(ls_sampler_release, s.options.keep_ns);
 }
 
 void ls_sampler_release(void)
 {
-    atomic_store(&sampler_set_up, 0);
-    if (ls_pm_running())
-        ls_pm_stop(NULL);
-    ls_pm_release();
+    pthread_mutex_lock(&s.lock);
+    s.state = LS_STATE_OFF;
+    pthread_mutex_unlock(&s.lock);
+    ls_worker_set_tick_in(LS_TICK_SAMPLER, NULL, 0);
+    pthread_mutex_lock(&decoding);
+    if (fake.items == NULL)
+        ls_pm_release();
+    pthread_mutex_unlock(&decoding);
 }
 
+/* ---- windows, on the profiling thread --------------------------------- */
+
+int ls_sampler_running(void)
+{
+    pthread_mutex_lock(&s.lock);
+    int running = s.state == LS_STATE_RUNNING;
+    pthread_mutex_unlock(&s.lock);
+    return running;
+}
+
+/* Under the lock: whether the running sampler serves options b. */
+static int same_sampler_locked(const ls_sampler_options *b)
+{
+    if (fake.items != NULL) {
+        /* The test source knows its interval only; installed as running,
+         * it takes the first window's. */
+        if (s.running.pm.interval_ns == 0)
+            s.running.pm.interval_ns = b->pm.interval_ns;
+        return s.running.pm.interval_ns == b->pm.interval_ns;
+    }
+    return ls_pm_same_sampler(&s.running.pm, &b->pm);
+}
+
+/* Waits on `changed` until pred() or the bound; 1 when pred() held. */
+static int wait_locked(int (*pred)(int), int arg, uint64_t bound_ns)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now); /* `changed` runs on the default clock */
+    uint64_t at = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + bound_ns;
+    struct timespec until = {(time_t)(at / 1000000000ull), (long)(at % 1000000000ull)};
+    while (!pred(arg))
+        if (pthread_cond_timedwait(&s.changed, &s.lock, &until) != 0)
+            return pred(arg);
+    return 1;
+}
+
+static int free_slot_locked(void)
+{
+    for (int k = 0; k < LS_SAMPLER_WINDOWS; k++)
+        if (!live(&s.w[k]))
+            return k;
+    return -1;
+}
+
+static int has_free_slot(int unused) { (void)unused; return free_slot_locked() >= 0; }
+static int set_up_for(int k) { return s.w[k].began || s.w[k].failed || !live(&s.w[k]); }
+
+int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
+                    size_t note_size, int no_wait, int *window)
+{
+    pthread_once(&fork_once, watch_forks);
+    note[0] = '\0';
+    *window = -1;
+    int result = LS_SAMPLER_NO_WAIT;
+    pthread_mutex_lock(&s.lock);
+    uint64_t bound_ns = s.test_wait_bound_ns ? s.test_wait_bound_ns : o->wait_bound_ns;
+    int k = free_slot_locked();
+    if (k < 0 && !no_wait) {
+        /* Every slot waits for a finish (a GPU far behind the host): the
+         * window begins once one is free, after this wait. */
+        if (wait_locked(has_free_slot, 0, bound_ns))
+            k = free_slot_locked();
+        result = LS_SAMPLER_WAITED_FOR_SLOT; /* the session moves the window's start */
+    }
+    if (k < 0) {
+        pthread_mutex_unlock(&s.lock);
+        snprintf(note, note_size, "no SM or DRAM for this profile: the %d profiles before it "
+                 "still wait for their finish on loopscope's worker thread", LS_SAMPLER_WINDOWS);
+        return result;
+    }
+    ls_window *w = &s.w[k];
+    free(w->samples.items);
+    memset(w, 0, sizeof *w);
+    w->state = LS_WINDOW_OPEN;
+    w->start_ns = start_ns;
+    atomic_fetch_add(&opens, 1);
+    *window = k;
+    if (s.state == LS_STATE_RUNNING && same_sampler_locked(o)) {
+        /* The common case, back to back or not: sampling runs. */
+        w->began = 1;
+        w->reused = 1;
+        w->began_ns = s.started_ns;
+        pthread_mutex_unlock(&s.lock);
+        return result;
+    }
+    /* Sampling must start (first use, after an idle stop, or other options). */
+    w->first_setup = !s.ever_ran;
+    int must_wait = !no_wait && (o->wait_for_start == LS_SAMPLER_WAIT_ALWAYS ||
+                                 o->wait_for_start == LS_SAMPLER_WAIT_SETUP);
+    s.want = *o;
+    if (context != NULL)
+        s.context = context;
+    int post = !s.setup_posted;
+    s.setup_posted = 1;
+    pthread_mutex_unlock(&s.lock);
+    if (post) {
+        char no_thread[200];
+        memset(&setup_task, 0, sizeof setup_task);
+        setup_task.run = setup_run;
+        if (ls_worker_post(&setup_task, no_thread, sizeof no_thread) != 0) {
+            if (no_wait) {
+                pthread_mutex_lock(&s.lock);
+                s.setup_posted = 0;
+                w->failed = 1;
+                snprintf(w->reason, sizeof w->reason, "%s: PM sampling could not be set up",
+                         no_thread);
+                pthread_mutex_unlock(&s.lock);
+                return result;
+            }
+            snprintf(note, note_size, "%s: PM sampling was set up on the profiling thread and "
+                     "samples are decoded at the profile's end only", no_thread);
+            setup_run(&setup_task);
+            return LS_SAMPLER_WAITED;
+        }
+    }
+    if (!must_wait)
+        return result;
+    pthread_mutex_lock(&s.lock);
+    int done = wait_locked(set_up_for, k, bound_ns);
+    pthread_mutex_unlock(&s.lock);
+    return done ? LS_SAMPLER_WAITED : LS_SAMPLER_WAIT_TIMED_OUT;
+}
+
+void ls_sampler_move_start(int window, uint64_t start_ns)
+{
+    if (window < 0 || window >= LS_SAMPLER_WINDOWS)
+        return;
+    pthread_mutex_lock(&s.lock);
+    if (s.w[window].state == LS_WINDOW_OPEN)
+        s.w[window].start_ns = start_ns;
+    pthread_mutex_unlock(&s.lock);
+}
+
+void ls_sampler_close(int window, uint64_t stop_ns)
+{
+    if (window < 0 || window >= LS_SAMPLER_WINDOWS)
+        return;
+    pthread_mutex_lock(&s.lock);
+    if (s.w[window].state == LS_WINDOW_OPEN) {
+        s.w[window].state = LS_WINDOW_CLOSED;
+        s.w[window].stop_ns = stop_ns;
+    }
+    pthread_mutex_unlock(&s.lock);
+}
+
+/* ---- the finish, on the worker ---------------------------------------- */
+
 /* Waits until CUPTI's clock passes t, so the sample in progress at the
- * window's end is complete before a decode that does not stop sampling. */
+ * window's end is complete before the tail's decode (a deadline on the
+ * GPU's clock: at most two intervals). */
 static void wait_for_cupti_clock(uint64_t t)
 {
     for (int i = 0; i < 100; i++) {
@@ -363,101 +583,130 @@ static size_t keep_window(ls_sample_array *a, uint64_t start_ns, uint64_t stop_n
     return gone;
 }
 
-/* Why no sample covers a window that ended before sampling began: the
- * sampler's first set-up in the process, or (set up already) a start on the
- * worker thread that came after a short profile's end. */
-static void late_start_reason(ls_capture *c, uint64_t start_ns, uint64_t stop_ns)
+/* Why no sample covers a window that ended before sampling began. */
+static void late_start_reason(ls_capture *c, const ls_window *w, uint64_t start_ns,
+                              uint64_t stop_ns)
 {
-    if (!c->pm.sampler_reused)
+    if (w->first_setup)
         snprintf(c->pm.error, sizeof c->pm.error,
                  "PM sampling was still being set up when the profile ended (the first use in "
                  "a process sets it up on loopscope's worker thread: %.0f ms here), so no "
                  "sample covers this profile; the next profiles reuse the set-up",
-                 (double)s.setup_ns / 1e6);
+                 (double)w->setup_ns / 1e6);
     else
         snprintf(c->pm.error, sizeof c->pm.error,
                  "PM sampling began %.3f ms after the profile started, after its end (it "
-                 "lasted %.3f ms): the sampler, set up by an earlier profile, is started on "
-                 "loopscope's worker thread, so no sample covers a profile this short",
-                 (double)(s.began_ns - start_ns) / 1e6, (double)(stop_ns - start_ns) / 1e6);
+                 "lasted %.3f ms): it was started again on loopscope's worker thread (it had "
+                 "stopped after a while without a profile, or ran with other options), so no "
+                 "sample covers a profile this short",
+                 (double)(w->began_ns - start_ns) / 1e6, (double)(stop_ns - start_ns) / 1e6);
 }
 
-/* 1 when no start posted a window after this one: the count stays closed
- * until this finish ends (reopen_window); 0 when one did. */
-static int close_window(void)
+/* Frees the slot; with no window left, the idle clock starts. */
+static void free_window(int k)
 {
-    uint64_t expected = s.window;
-    return atomic_compare_exchange_strong(&windows_posted, &expected,
-                                          s.window | LS_WINDOWS_CLOSED);
+    pthread_mutex_lock(&s.lock);
+    ls_window *w = &s.w[k];
+    free(w->samples.items);
+    memset(&w->samples, 0, sizeof w->samples);
+    w->state = LS_WINDOW_FREE;
+    int idle = !any_live_locked() && !s.setup_posted;
+    uint64_t keep_running_ns =
+        s.test_keep_running_ns ? s.test_keep_running_ns : s.running.keep_running_ns;
+    pthread_cond_broadcast(&s.changed);
+    pthread_mutex_unlock(&s.lock);
+    if (idle)
+        ls_worker_when_idle(sampler_idle, keep_running_ns);
 }
 
-static void reopen_window(void)
+static void window_figures(ls_capture *c, const ls_window *w)
 {
-    atomic_fetch_and(&windows_posted, ~LS_WINDOWS_CLOSED);
+    c->pm = fake.items != NULL ? fake.stats : *ls_pm_stats_now();
+    ls_pm_stats *pm = &c->pm;
+    pm->samples = w->cost.evaluated;
+    pm->skipped = w->cost.skipped;
+    pm->decodes = w->cost.decodes;
+    pm->decode_ns = w->cost.decode_ns;
+    pm->decode_data_ns = w->cost.decode_data_ns;
+    pm->evaluate_ns = w->cost.evaluate_ns;
+    pm->overflows = w->cost.overflows;
+    pm->counter_data_full = w->cost.counter_data_full;
+    pm->eval_errors = w->cost.eval_errors;
+    pm->restarts = w->cost.restarts;
+    pm->reconfigures = w->cost.reconfigures;
+    pm->error[0] = '\0';
+    pm->sampler_reused = w->reused;
+    if (w->reused) {
+        /* Its set-up was an earlier profile's. */
+        memset(pm->phase_ns, 0, sizeof pm->phase_ns);
+        pm->config_reused = 1;
+        snprintf(pm->config_source, sizeof pm->config_source, "%s",
+                 fake.items != NULL ? "test" : "reused");
+        pm->cache_note[0] = '\0';
+    }
 }
 
-void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
+void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
 {
-    if (!s.opened)
-        return;
-    s.opened = 0;
-    if (!s.sampling) {
-        snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s",
-                 s.reason[0] ? s.reason : "PM sampling did not start");
+    if (window < 0 || window >= LS_SAMPLER_WINDOWS) {
         c->sampled = 0;
-        ls_pm_release(); /* a failed start leaves nothing worth keeping */
         return;
     }
-    uint64_t keep_running = fake.items != NULL ? 0 : s.options.keep_running_ns;
-    size_t decoded_before = s.samples.count;
-    uint64_t tail_t0 = ls_clock_monotonic_ns();
-    int next_window = 0;
-    if (fake.items != NULL) {
-        fake_decode(fake.count);
-        next_window = !close_window();
-        c->pm = fake.stats;
-        c->pm.stopped_ns = stop_ns;
-    } else {
-        /* A profile started by now (back to back) keeps sampling running;
-         * otherwise it stops before the last decode, as it always did.  With
-         * a late hand-over the question is asked after the tail's decode: a
-         * loop that ends in a synchronize reaches this finish before its
-         * next start is posted, and the decode is what gives it the time. */
-        int late = s.options.late_hand_over;
-        next_window = late ? 0 : !close_window();
-        if (late || next_window || keep_running > 0 || !s.options.stop_in_finish) {
-            /* The tail, decoded while sampling goes on: the sample in
-             * progress at the window's end is complete once the GPU's clock
-             * has passed it (two intervals: at most 0.2 ms by default). */
-            uint64_t complete_ns = stop_ns + 2 * s.options.pm.interval_ns;
-            wait_for_cupti_clock(complete_ns);
-            ls_pm_decode_until(&s.samples, complete_ns);
-            if (late)
-                next_window = !close_window();
-            c->pm = *ls_pm_stats_now(); /* stopped_ns: the decode's end, the samples' bound */
-        } else {
-            if (ls_pm_stop(&s.samples) != 0 && c->stop_error[0] == '\0')
-                snprintf(c->stop_error, sizeof c->stop_error, "PM sampling: %.1000s",
-                         ls_pm_stats_now()->error);
-            c->pm = *ls_pm_stats_now();
-        }
+    ls_window *w = &s.w[window];
+    pthread_mutex_lock(&s.lock);
+    int began = w->began, failed = w->failed;
+    int running = s.state == LS_STATE_RUNNING;
+    uint64_t interval = s.running.pm.interval_ns;
+    pthread_mutex_unlock(&s.lock);
+    if (failed || !began) {
+        snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s",
+                 failed ? w->reason
+                        : "PM sampling was still being set up on loopscope's worker thread "
+                          "when the profile was finished");
+        c->sampled = 0;
+        free_window(window);
+        return;
     }
-    c->pm.tail_samples = s.samples.count - decoded_before;
-    if (next_window)
-        carry_after(stop_ns); /* before the settling below drops them as late */
-    c->pm.tail_decode_ns = ls_clock_monotonic_ns() - tail_t0;
+    pthread_mutex_lock(&decoding);
+    size_t before = w->samples.count;
+    uint64_t t0 = ls_clock_monotonic_ns();
+    uint64_t stopped = stop_ns;
+    if (running) {
+        /* The tail, decoded while sampling goes on: the sample in progress
+         * at the window's end is complete once the GPU's clock has passed
+         * it (two intervals: at most 0.2 ms by default). */
+        uint64_t complete_ns = stop_ns + 2 * interval;
+        if (fake.items == NULL)
+            wait_for_cupti_clock(complete_ns);
+        else
+            ls_clock_pass_test(complete_ns); /* the test clock's time passes as the GPU's */
+        decode_for_windows(complete_ns);
+        if (fake.items == NULL &&
+            (ls_cupti.GetTimestamp == NULL || ls_cupti.GetTimestamp(&stopped) != CUPTI_SUCCESS))
+            stopped = 0;
+    }
+    window_figures(c, w);
+    if (w->error[0] != '\0')
+        snprintf(c->pm.error, sizeof c->pm.error, "%s", w->error);
+    c->pm.tail_samples = w->samples.count - before;
+    c->pm.tail_decode_ns = ls_clock_monotonic_ns() - t0;
+    c->pm.stop_ns = 0; /* sampling goes on: no stop is paid */
+    c->pm.stopped_ns = stopped; /* the latest a decoded sample can end */
     c->sampled = 1;
-    c->pm_setup_ns = s.setup_ns;
-    c->pm_began_ns = s.began_ns;
+    c->pm_setup_ns = w->setup_ns;
+    c->pm_began_ns = w->began_ns;
     c->records.sample_device = (uint32_t)c->pm.device;
-    ls_sample_array *a = &s.samples;
+    ls_sample_array *a = &w->samples;
     ls_samples_sort(a->items, a->count);
-    if (a->count > 0 && c->pm.started_ns != 0) {
+    if (a->count > 0) {
+        /* On the activity clock the window's samples lie around its edges
+         * (one interval either side); reaching beyond the tolerance, they
+         * are on another clock and are moved onto this one. */
+        uint64_t from = w->began_ns > start_ns ? w->began_ns : start_ns;
         ls_settle_result settled;
         uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
-        uint64_t started = c->pm.started_ns;
-        a->count = ls_samples_settle(a->items, a->count, longest, started,
-                                     c->pm.stopped_ns ? c->pm.stopped_ns : UINT64_MAX / 2,
+        a->count = ls_samples_settle(a->items, a->count, longest, from,
+                                     stopped ? stopped : UINT64_MAX / 2,
                                      LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
         c->pm.incomplete += settled.partial;
         c->sample_clock_delta_ns = settled.delta_ns;
@@ -465,9 +714,9 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
         c->sample_clock_latest_ns = settled.latest_ns;
     }
     c->samples_outside = keep_window(a, start_ns, stop_ns);
-    if (s.began_ns > stop_ns && c->pm.error[0] == '\0')
-        late_start_reason(c, start_ns, stop_ns);
-    /* Hand the samples over: the capture's array takes the worker's. */
+    if (w->began_ns > stop_ns && c->pm.error[0] == '\0')
+        late_start_reason(c, w, start_ns, stop_ns);
+    /* Hand the samples over: the capture's array takes the window's. */
     ls_sample_array *into = &c->records.samples;
     if (into->count == 0) {
         free(into->items);
@@ -482,42 +731,56 @@ void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c)
             }
             *slot = a->items[i];
         }
-        discard();
     }
-    s.kept_running_for = keep_running;
-    if (next_window)
-        return; /* its open task follows on the worker and finds sampling on */
-    /* The stop task and the release below are posted before the window
-     * reopens: a start that waited for this finish finds them queued
-     * ahead of its open task. */
-    if (fake.items == NULL && keep_running == 0) {
-        /* The stop and the image reset come after this finish, so the
-         * summary waiting for it waits for neither; the next start (which
-         * waits for the worker) finds sampling stopped and the image clean. */
-        static ls_task after;
-        memset(&after, 0, sizeof after);
-        after.run = stop_task;
-        atomic_store(&stop_pending, 1);
-        char no_thread[64];
-        if (ls_worker_post(&after, no_thread, sizeof no_thread) != 0)
-            stop_task(&after);
-    }
-    if (keep_running > 0) {
-        ls_worker_set_tick(idle_tick, s.options.pm.decode_period_ns);
-        ls_worker_when_idle(keep_running_over, keep_running);
-    } else {
-        ls_worker_when_idle(ls_sampler_release, s.options.keep_ns);
-    }
-    reopen_window();
+    pthread_mutex_unlock(&decoding);
+    free_window(window);
 }
 
-int ls_sampler_fake_no_context(void) { return fake.items != NULL && fake.no_context; }
+/* ---- tests ------------------------------------------------------------ */
+
+void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns)
+{
+    pthread_mutex_lock(&s.lock);
+    s.test_keep_running_ns = keep_running_ns;
+    s.test_keep_ns = keep_ns;
+    s.test_wait_bound_ns = wait_bound_ns;
+    pthread_mutex_unlock(&s.lock);
+}
+
+const char *ls_sampler_state(int *live_windows)
+{
+    static const char *const names[] = {"off", "starting", "running", "stopped"};
+    pthread_mutex_lock(&s.lock);
+    int n = 0;
+    for (int k = 0; k < LS_SAMPLER_WINDOWS; k++)
+        n += live(&s.w[k]);
+    const char *name = names[s.state];
+    pthread_mutex_unlock(&s.lock);
+    if (live_windows != NULL)
+        *live_windows = n;
+    return name;
+}
 
 int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns,
                     uint64_t setup_ns, int reused, uint64_t setup_sleep_ns, int no_context)
 {
+    ls_worker_set_tick_in(LS_TICK_SAMPLER, NULL, 0);
+    ls_worker_when_idle(NULL, 0);
+    int was_fake = fake.items != NULL;
     free(fake.items);
     memset(&fake, 0, sizeof fake);
+    pthread_mutex_lock(&s.lock);
+    for (int k = 0; k < LS_SAMPLER_WINDOWS; k++) {
+        free(s.w[k].samples.items);
+        memset(&s.w[k], 0, sizeof s.w[k]);
+    }
+    s.setup_posted = 0;
+    s.ever_ran = reused != 0;
+    /* A real sampler left running by an earlier profile stays as it is
+     * for the fake's removal; the fake's own state goes with it. */
+    if (was_fake || n > 0)
+        s.state = LS_STATE_OFF;
+    pthread_mutex_unlock(&s.lock);
     if (n == 0)
         return 0;
     fake.items = malloc(n * sizeof *fake.items);
@@ -531,5 +794,19 @@ int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_
     fake.reused = reused != 0;
     fake.setup_sleep_ns = setup_sleep_ns;
     fake.no_context = no_context != 0;
+    if (fake.reused) {
+        /* Running since before any window, as a sampler an earlier profile
+         * of the process set up. */
+        fake_start(0);
+        pthread_mutex_lock(&s.lock);
+        s.state = LS_STATE_RUNNING;
+        s.started_ns = 0;
+        memset(&s.running, 0, sizeof s.running);
+        s.running.pm.interval_ns = 0; /* the first window's */
+        s.running.keep_running_ns = 5000000000ull;
+        s.running.keep_ns = 3000000000ull;
+        pthread_mutex_unlock(&s.lock);
+        ls_worker_set_tick_in(LS_TICK_SAMPLER, sampler_tick, 10000000ull);
+    }
     return 0;
 }

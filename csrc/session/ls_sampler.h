@@ -1,27 +1,29 @@
-/* ls_sampler: the PM sampler's life across profiles, run on loopscope's
- * worker thread (ls_worker), so the user's thread never waits for it.
+/* ls_sampler: one PM sampler for the life of the process (issue 43), and
+ * each profile a window on its stream of samples.
  *
- * A profile opens a window at its start: the worker sets sampling up when
- * needed (the first use in a process takes ~0.3-0.5 s on an H200; the
- * config image comes from the disk cache after the first process) and
- * starts it.  Samples then cover the profile from the moment sampling runs;
- * the summary's coverage says how much, and a profile that ended before
- * the set-up did gets a sentence saying so.  While the profile runs, each
- * worker tick decodes what the hardware buffer holds (the ticks keep a
- * fixed rate, so a decoder that falls behind decodes back to back and the
- * stop finds only the last period's samples).  The profile's finish
- * (ls_finish, on the worker) waits until the GPU's clock passes the
- * window's end, decodes that tail while sampling goes on, and hands over
- * exactly the samples that overlap the profile's window, on the activity
- * clock; cuptiPmSamplingStop (and dropping what was sampled after the
- * window) follows as a task of its own, so summary() never waits for it.  Sampling stays enabled keep_ns after a profile (the next
- * one then costs one cuptiPmSamplingStart on the worker); with
- * keep_running_ns it even keeps running that long, the worker decoding and
- * dropping what it samples between profiles, so the next profile needs no
- * start at all.
+ * The first profile that wants counters sets sampling up on loopscope's
+ * worker (ls_worker; ~0.3-0.5 s on an H200 the first time in a process, the
+ * config image then comes from the disk cache) and starts it.  From then on
+ * sampling runs: no stop, no image reset and no start between profiles.  A
+ * profile's start opens a window (a slot and a time stamp: no wait, no
+ * task); the sampler's own tick on the worker decodes the hardware buffer
+ * every decode period and evaluates only the samples that overlap a live
+ * window (open, or closed with its finish still to come), appending each to
+ * every window it overlaps: back to back, the sample across two profiles'
+ * edge goes to both, and none is lost or doubled within one.  The rest are
+ * let go unevaluated.  A profile's finish (ls_finish, on the worker) waits
+ * until the GPU's clock passes its stop (two intervals), decodes that tail
+ * once, and takes exactly the samples overlapping its window.
+ *
+ * Sampling ends at the process's exit, or, to give the CPU and the counters
+ * back in a process that stopped profiling, keep_running_ns after the last
+ * window (it is stopped: the next window costs one cuptiPmSamplingStart,
+ * which its start waits for) and keep_ns after that (disabled: the counters
+ * are free for other profilers; the next window sets it up again).
  *
  * A test source (ls_sampler_fake) stands in for CUPTI with synthetic
- * samples, so the hand-over is tested without a GPU. */
+ * samples that keep coming across windows, so the windowing is tested
+ * without a GPU. */
 #ifndef LS_SAMPLER_H
 #define LS_SAMPLER_H
 
@@ -33,87 +35,94 @@
 
 typedef struct {
     ls_pm_options pm;
-    uint64_t keep_ns;          /* sampling stays enabled this long after a profile */
-    uint64_t keep_running_ns;  /* ... and running this long (0: stopped at its finish) */
-    int wait_for_start;        /* LS_SAMPLER_WAIT_*: when the opening thread waits for
-                                * the set-up and start */
+    uint64_t keep_running_ns;  /* sampling runs this long after the last window ... */
+    uint64_t keep_ns;          /* ... and then stays enabled this long */
+    int wait_for_start;        /* LS_SAMPLER_WAIT_*: when an open waits for the sampler */
     uint64_t wait_bound_ns;    /* and for how long at most */
-    int stop_in_finish;        /* 1: the finish stops sampling before its last decode (the
-                                * old way); 0: it decodes up to the window's end while
-                                * sampling runs on, and the stop follows the finish */
-    int continue_running;      /* 1: a finish is in flight with a sampler of these options:
-                                * this window continues its sampling (back to back) */
-    int late_hand_over;        /* 1 (overlap): the finish decodes its tail with sampling on
-                                * and only then decides whether a next window continues it,
-                                * so a start posted during that decode (2-3 ms on an H100)
-                                * needs no stop, start or image reset */
 } ls_sampler_options;
 
 enum {
     LS_SAMPLER_WAIT_NEVER = 0,  /* the set-up runs on the worker while the profile runs */
-    LS_SAMPLER_WAIT_ALWAYS = 1, /* every open waits for its start */
-    LS_SAMPLER_WAIT_SETUP = 2,  /* an open waits when the sampler must be set up (the first
-                                 * profile of a process, or after the sampler was released) */
+    LS_SAMPLER_WAIT_ALWAYS = 1, /* every open that needs the worker waits for it */
+    LS_SAMPLER_WAIT_SETUP = 2,  /* an open waits when sampling is not running (the first
+                                 * profile of a process, or after an idle stop) */
 };
 
-/* What ls_sampler_open did.  LS_SAMPLER_WAITED_FOR_WORKER: it did not wait
- * for its own set-up, but for the worker before posting it (a slot still
- * held by an open LS_OPENINGS starts ago, or the last finish's stop): the
- * window begins after that wait, never before (issue 27). */
+/* What ls_sampler_open did.  LS_SAMPLER_WAITED_FOR_SLOT: every window slot
+ * was held by a finish still to come (LS_SAMPLER_WINDOWS of them), and it
+ * waited for one: the window begins after that wait. */
 enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT = 2,
-       LS_SAMPLER_WAITED_FOR_WORKER = 3 };
+       LS_SAMPLER_WAITED_FOR_SLOT = 3 };
+
+#define LS_SAMPLER_WINDOWS 8
+
+/* Sampling runs this long after the last window closed (a training script
+ * that profiles every few hundred steps never stops it), then stays
+ * enabled this long; the first open of a process waits at most this long
+ * for the set-up (it took 0.39-0.5 s on H100s with a warm cache). */
+#define LS_PM_KEEP_RUNNING_NS 5000000000ull
+#define LS_PM_KEEP_NS 3000000000ull
+#define LS_PM_WAIT_BOUND_NS 2000000000ull
 
 /* 1 when the test source is installed (no driver or CUPTI needed then). */
 int ls_sampler_is_fake(void);
 
-/* With the GIL, at a profile's start: posts the set-up and start for a
- * window beginning at start_ns (profile clock; read again after a wait for
- * the worker, LS_SAMPLER_WAITED_FOR_WORKER) on the CUDA context
- * `context` (NULL: none).  Where no worker thread can be made it does them
- * here, and `note` says so (else it is made "").  Waits for them as
- * o->wait_for_start says, at most o->wait_bound_ns; returns
- * LS_SAMPLER_NO_WAIT, LS_SAMPLER_WAITED (done: sampling began, or failed
- * with its reason), LS_SAMPLER_WAIT_TIMED_OUT (it goes on on the worker) or
- * LS_SAMPLER_WAITED_FOR_WORKER.  Never waits with `no_wait` (inside a CUPTI callback). */
+/* At a profile's start: opens a window beginning at start_ns (profile
+ * clock) and sets *window (-1 when none could be had: `note` says why).
+ * When sampling does not run with these options, posts its set-up (start,
+ * or restart) to the worker on the CUDA context `context` (NULL: none)
+ * and waits for it as o->wait_for_start says, at most o->wait_bound_ns.
+ * Where no worker thread can be made it sets up here and `note` says so.
+ * With `no_wait` (inside a CUPTI callback) it never waits and never sets
+ * up here.  Returns LS_SAMPLER_* (what it waited for). */
 int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *context, char *note,
-                    size_t note_size, int no_wait);
+                    size_t note_size, int no_wait, int *window);
 
+/* After a start that waited: the window begins at start_ns instead. */
+void ls_sampler_move_start(int window, uint64_t start_ns);
 
+/* At a profile's stop: the window ends at stop_ns (its samples keep coming
+ * until its finish). */
+void ls_sampler_close(int window, uint64_t stop_ns);
 
-/* On the worker, at each tick of a running profile: decodes what the
- * hardware buffer holds into the window's samples. */
-void ls_sampler_tick(void);
+/* On the worker, in the profile's finish: decodes the window's tail and
+ * moves the samples overlapping [start_ns, stop_ns] into
+ * c->records.samples, sorted and settled on the activity clock; fills
+ * c->sampled, c->pm (the sampler's figures, its costs while the window was
+ * live), c->metrics_reason and the clock figures; frees the slot.  window
+ * -1: no window was opened (c->metrics_reason must say why). */
+void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_capture *c);
 
-/* On the worker, in the finish of the window opened last: stops (or, when
- * kept running, drains) sampling, and moves the samples overlapping
- * [start_ns, stop_ns] into c->records.samples, sorted and settled on the
- * activity clock; fills c->sampled, c->pm, c->metrics_reason and the clock
- * figures.  Then schedules the release (ls_worker_when_idle). */
-void ls_sampler_finish(uint64_t start_ns, uint64_t stop_ns, ls_capture *c);
+/* 1 while sampling runs. */
+int ls_sampler_running(void);
 
-/* 1 while the stop that follows a finish (sampling's stop, the image
- * reset) is posted and not done: a start that will not continue the
- * sampler waits for it before its window begins (ls_session_should_wait),
- * or the window's first milliseconds go unsampled. */
-int ls_sampler_stop_pending(void);
-
-/* On the worker (or with no worker thread, anywhere): stops and disables
- * sampling, giving the counters back.  Safe to repeat. */
+/* Stops and disables sampling, giving the counters back; waits for nothing
+ * (call it on the worker, or where no worker runs).  Safe to repeat. */
 void ls_sampler_release(void);
 
-/* Test hook, with the GIL and no profile running: installs synthetic
- * samples (n == 0 removes them).  Each tick of a profile hands over the
- * next `per_tick` of them (the finish hands over the rest), as decodes of
- * a sampler with interval `interval_ns` would; sampling begins `setup_ns`
- * after each window's start (its set-up time), as a sampler set up by an
- * earlier profile when `reused`; the open task sleeps setup_sleep_ns of
- * real time (a slow set-up, for the bounded wait); with `no_context` a
- * profile's start finds no CUDA context.  0, or -1 when out of memory. */
+/* Test hook, with the GIL, no profile running and the worker idle:
+ * installs synthetic samples (n == 0 removes them), a stream that runs
+ * across windows.  Each tick of the sampler hands over at most `per_tick`
+ * of them, and only those that ended by the profile clock's current time
+ * (the test clock's, read without advancing it); a finish hands over all
+ * that end by its stop plus two intervals of `interval_ns`.  Sampling
+ * begins `setup_ns` after the window that set it up began, or was running
+ * already when `reused`; the set-up sleeps setup_sleep_ns of real time (a
+ * slow set-up, for the bounded wait); with `no_context` a profile's start
+ * finds no CUDA context.  0, or -1 when out of memory. */
 int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_t interval_ns,
                     uint64_t setup_ns, int reused, uint64_t setup_sleep_ns, int no_context);
 
 /* 1 when the test source stands for a process with no CUDA context yet at
  * a profile's start (it appears through the resource callback's test hook). */
 int ls_sampler_fake_no_context(void);
+
+/* Tests: "off", "starting", "running" or "stopped" (stopped after an idle
+ * time, still enabled), and how many windows are live. */
+const char *ls_sampler_state(int *live_windows);
+
+/* Tests: the idle times and the open's wait bound in place of
+ * LS_PM_KEEP_RUNNING_NS, LS_PM_KEEP_NS and LS_PM_WAIT_BOUND_NS (0: those). */
+void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns);
 
 #endif

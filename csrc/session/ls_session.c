@@ -11,6 +11,7 @@
 #include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_finish.h"
+#include "ls_handover.h"
 #include "ls_launches.h"
 #include "ls_names.h"
 #include "ls_nvtx.h"
@@ -40,8 +41,7 @@ static struct {
     ls_timestamp_source timestamp_source; /* of the last profile that set it */
     int graph_paused;     /* graph_kernels: the graph-level trace is off for this profile */
     uint64_t graph_execs_before; /* graph execs instantiated before it began */
-    int last_sampled;     /* the last profile opened a sampling window ... */
-    ls_pm_options last_pm; /* ... with these options */
+    ls_handover plan;     /* what this start takes over from the last profile */
     uint32_t generation;
     ls_finish *job;       /* the worker's part of this profile */
     ls_capture capture;
@@ -50,6 +50,7 @@ static struct {
      * callback opens the window, then LS_PM_OPENED. */
     _Atomic int pm_deferred;
     ls_sampler_options pm_deferred_options;
+    _Atomic int pm_window; /* the sampler's window of this profile, -1: none */
 } session;
 
 enum { LS_PM_NOT_DEFERRED = 0, LS_PM_DEFERRED = 1, LS_PM_OPENED = 2 };
@@ -127,8 +128,11 @@ static void context_created(void *context)
     int expected = LS_PM_DEFERRED;
     if (!atomic_compare_exchange_strong(&session.pm_deferred, &expected, LS_PM_OPENED))
         return;
+    int window = -1;
     ls_sampler_open(&session.pm_deferred_options, ls_clock_now(), context,
-                    session.capture.decoder_error, sizeof session.capture.decoder_error, 1);
+                    session.capture.decoder_error, sizeof session.capture.decoder_error, 1,
+                    &window);
+    atomic_store(&session.pm_window, window);
 }
 
 /* Has context_created called at the next CUDA context's creation: through
@@ -144,34 +148,14 @@ static int watch_contexts(void)
     return session.callbacks ? ls_subscriber_watch_contexts(context_created) : -1;
 }
 
-/* 1 when this start can trace beside the previous profile's finish still
- * running on the worker, continuing the activity kinds it left on (issue
- * 27: back to back, nothing waits); else the start waits for that finish.
- * Only with loopscope's own callbacks (launch records from them, no API
- * activity records: the worker's own calls then stay out, ls_owncalls). */
-static int may_continue(const ls_session_options *o)
-{
-    return o->overlap && o->trace && o->callbacks && o->defer; /* (driver_api: fallback only) */
-}
-
 int ls_session_should_wait(const ls_session_options *o)
 {
-    /* Without overlap (the default), every start waits for the worker, as
-     * it always did: the window then begins after the wait. */
-    if (!o->overlap)
-        return 1;
-    /* With no finish in flight to continue, a stop still to come would
-     * delay this window's sampling (H100: 9.5 ms of a 23 ms window). */
-    if (o->metrics && ls_finish_in_flight() == 0 && ls_sampler_stop_pending())
-        return 1;
-    return ls_finish_in_flight() > 0 && ls_activity_tracing() && !may_continue(o);
+    return ls_handover_should_wait(o->trace, o->callbacks);
 }
 
 /* Waits for every finish in flight (its time is the start's "wait"). */
 static void wait_for_finishes(ls_capture *c)
 {
-    if (ls_finish_in_flight() == 0)
-        return;
     uint64_t t0 = ls_clock_monotonic_ns();
     ls_worker_wait_idle();
     c->start_phase_ns[LS_START_WAIT] += ls_clock_monotonic_ns() - t0;
@@ -181,8 +165,7 @@ static void wait_for_finishes(ls_capture *c)
 static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t start_ns)
 {
     atomic_store(&session.pm_deferred, LS_PM_NOT_DEFERRED);
-    int last_sampled = session.last_sampled;
-    session.last_sampled = 0;
+    atomic_store(&session.pm_window, -1);
     if (!o->metrics) {
         snprintf(c->metrics_reason, sizeof c->metrics_reason,
                  "SM and DRAM sampling was turned off (metrics=False)");
@@ -199,8 +182,8 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
             return LS_SAMPLER_NO_WAIT;
         }
     }
-    ls_sampler_options so = {o->pm, o->pm_keep_ns, o->pm_keep_running_ns, o->pm_wait_for_start,
-                             o->pm_wait_bound_ns, o->pm_stop_in_finish, 0, 0};
+    ls_sampler_options so = {o->pm, LS_PM_KEEP_RUNNING_NS, LS_PM_KEEP_NS, o->pm_wait_for_start,
+                             LS_PM_WAIT_BOUND_NS};
     session.sampling = 1;
     c->sampled = 1; /* until the worker says otherwise */
     c->metrics_reason[0] = '\0';
@@ -219,16 +202,15 @@ static int start_metrics(const ls_session_options *o, ls_capture *c, uint64_t st
     }
     if (so.pm.device < 0 && ls_cuda_current_device(&so.pm.device) != 1)
         so.pm.device = 0;
-    /* Back to back, the last finish keeps sampling running for this window
-     * when the sampler is the same (ls_sampler); another one must wait for
-     * that finish, or its sampling would begin only after it. */
-    const ls_pm_options *was = &session.last_pm;
-    int same = last_sampled && ls_pm_same_sampler(was, &so.pm);
-    so.continue_running = o->overlap && same && ls_finish_in_flight() > 0;
-    so.late_hand_over = o->overlap;
-    session.last_sampled = 1;
-    session.last_pm = so.pm;
-    return ls_sampler_open(&so, start_ns, context, c->decoder_error, sizeof c->decoder_error, 0);
+    int window = -1;
+    int opened = ls_sampler_open(&so, start_ns, context, c->decoder_error,
+                                 sizeof c->decoder_error, 0, &window);
+    atomic_store(&session.pm_window, window);
+    if (window < 0 && c->metrics_reason[0] == '\0') {
+        snprintf(c->metrics_reason, sizeof c->metrics_reason, "%s", c->decoder_error);
+        c->decoder_error[0] = '\0';
+    }
+    return opened;
 }
 
 /* Claims CUPTI's callback slot and enables the callbacks: launch calls
@@ -275,15 +257,13 @@ static void own_timestamps(const ls_session_options *o, ls_capture *c)
         snprintf(c->timestamp_error, sizeof c->timestamp_error, "%s", ls_cupti_error());
 }
 
-/* own_timestamps, unless a finish in flight may hand its running PM
- * sampler to this profile (overlap) and ours is the source registered
- * since the last profile: registering it again while sampling runs makes
- * the samples in flight partial (H100: 58-68 of a window's ~42 dropped). */
+/* own_timestamps, unless the source registered is loopscope's still
+ * (ls_handover): registering it again while PM sampling runs makes the
+ * samples in flight partial (H100: 58-68 of a window's ~42 dropped). */
 static void register_timestamps(const ls_session_options *o, ls_capture *c)
 {
-    if (o->overlap && o->metrics && ls_finish_in_flight() > 0 &&
-        session.timestamp_source == LS_TIMESTAMPS_OWN) {
-        c->timestamp_source = session.timestamp_source;
+    if (o->own_timestamps && session.plan.keep_timestamps) {
+        c->timestamp_source = LS_TIMESTAMPS_OWN;
         return;
     }
     own_timestamps(o, c);
@@ -318,12 +298,12 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
         snprintf(why, sizeof why, "CUPTI callbacks were turned off (internal switch)");
     lap(&c->start_phase_ns[LS_START_CALLBACKS], &t0);
     /* Back to back: the last finish may still flush the kinds it left on. */
-    int continued = o->trace && claim == LS_SUBSCRIBER_OK && may_continue(o) &&
-                    ls_finish_in_flight() > 0 &&
+    int may_continue = o->trace && claim == LS_SUBSCRIBER_OK && o->callbacks;
+    int continued = may_continue && session.plan.continue_tracing &&
                     ls_activity_continue(ls_finish_sink(session.job), LS_API_RECORDS_NONE,
                                          o->zeroed_buffers) == 0;
     /* Only such a profile's stop waits for the next start (ls_activity). */
-    ls_activity_expect_next(o->trace && claim == LS_SUBSCRIBER_OK && may_continue(o));
+    ls_activity_expect_next(may_continue);
     if (continued) {
         c->timestamp_source = session.timestamp_source;
         c->continued_tracing = 1;
@@ -442,6 +422,7 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     session.launch_callbacks = 0;
     session.sampling = 0;
     session.defer = options->defer;
+    session.plan = ls_handover_plan(options->trace, options->callbacks, session.timestamp_source);
     /* The call store and code table exist in every session: the test hook
      * feeds them without CUPTI. */
     if (ls_calls_reset() != 0 || ls_pycodes_reset(LS_MAX_CODES, LS_CODE_ARENA) != 0 ||
@@ -474,9 +455,9 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
     session.capture.start_reference_ns = ls_clock_reference_ns();
     t0 = ls_clock_monotonic_ns();
     int opened = start_metrics(options, &session.capture, start_ns);
-    if (opened == LS_SAMPLER_WAITED_FOR_WORKER) {
-        /* It waited for earlier profiles' work on the worker: the start's
-         * wait, as the one for the last finish is. */
+    if (opened == LS_SAMPLER_WAITED_FOR_SLOT) {
+        /* It waited for earlier profiles' finishes to free a window: the
+         * start's wait, as the one for the last finish is. */
         phase[LS_START_WAIT] += ls_clock_monotonic_ns() - t0;
         t0 = ls_clock_monotonic_ns();
     } else if (opened != LS_SAMPLER_NO_WAIT) {
@@ -484,12 +465,13 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
         session.capture.pm_wait_timed_out = opened == LS_SAMPLER_WAIT_TIMED_OUT;
     }
     if (opened != LS_SAMPLER_NO_WAIT) {
-        /* The start waited (for the sampler's set-up, or for the worker):
-         * the profile begins after the wait (so after sampling began, when
-         * it did), and the wait is no part of the window the samples must
-         * cover. */
+        /* The start waited (for the sampler's set-up, or for a window
+         * slot): the profile begins after the wait (so after sampling
+         * began, when it did), and the wait is no part of the window the
+         * samples must cover. */
         start_ns = ls_clock_now();
         session.capture.start_reference_ns = ls_clock_reference_ns();
+        ls_sampler_move_start(atomic_load(&session.pm_window), start_ns);
     }
     ls_finish_begin(session.job, session.tracing, session.sampling,
                     options->pm.decode_period_ns);
@@ -537,6 +519,9 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
     }
     ls_subscriber_disable_callbacks();
     ls_switchboard_on_context(NULL);
+    int window = atomic_load(&session.pm_window);
+    ls_sampler_close(window, stop_ns);
+    c->pm_window = window;
     if (atomic_exchange(&session.pm_deferred, LS_PM_NOT_DEFERRED) == LS_PM_DEFERRED) {
         c->sampled = 0;
         snprintf(c->metrics_reason, sizeof c->metrics_reason,

@@ -29,7 +29,6 @@ typedef struct {
     ls_warm_up warm_up;
     int zeroed_buffers;      /* hand CUPTI cleared activity buffers (ls_buffers) */
     int defer;               /* finish on the worker thread (0: inside stop) */
-    int overlap;             /* back to back: start beside the last finish (issue 27) */
     int callbacks;           /* claim CUPTI's callbacks (0: activity records only, no
                               * launch records or syncs: the floor of tracing's cost) */
     size_t buffer_bytes;     /* size of one activity buffer */
@@ -38,14 +37,10 @@ typedef struct {
     size_t cupti_path_count;
     int metrics;             /* sample SM/DRAM counters (CUPTI PM sampling) */
     ls_pm_options pm;        /* how */
-    uint64_t pm_keep_ns;         /* sampling stays enabled this long after a profile */
-    uint64_t pm_keep_running_ns; /* ... and running this long (0: stopped at the finish) */
     int pm_wait_for_start;   /* LS_SAMPLER_WAIT_*: when start waits for the sampler's
                               * set-up and start */
-    uint64_t pm_wait_bound_ns; /* ... and how long at most */
     int own_timestamps;      /* register loopscope's CUPTI timestamp source (ls_clock.h);
                               * 0 only to measure what another tool's source does */
-    int pm_stop_in_finish;   /* the finish stops sampling before its last decode */
     int graph_kernels;       /* graph-level mode on (ls_graphs): this profile records
                               * each replay's kernels instead (issue 27) */
 } ls_session_options;

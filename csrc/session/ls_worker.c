@@ -21,8 +21,8 @@ static struct {
     int ending;          /* shutdown asked */
     ls_task *head, *tail;
     ls_task *running;
-    ls_tick_fn tick;
-    uint64_t period_ns, next_tick_ns;
+    ls_tick_fn tick[LS_TICK_SLOTS];
+    uint64_t period_ns[LS_TICK_SLOTS], next_tick_ns[LS_TICK_SLOTS];
     int ticking_now;     /* a tick runs, without the lock */
     ls_tick_fn when_idle;
     uint64_t idle_at_ns;
@@ -59,7 +59,8 @@ static void forget_in_child(void)
         }
     w.head = w.tail = w.running = NULL;
     w.exists = w.ended = w.ending = w.ticking_now = 0;
-    w.tick = NULL;
+    for (int k = 0; k < LS_TICK_SLOTS; k++)
+        w.tick[k] = NULL;
     w.when_idle = NULL;
 }
 
@@ -79,6 +80,14 @@ static void init_once(void)
         pthread_condattr_destroy(&attr);
     }
     pthread_atfork(lock_for_fork, unlock_after_fork, forget_in_child);
+}
+
+static int any_tick_locked(void)
+{
+    for (int k = 0; k < LS_TICK_SLOTS; k++)
+        if (w.tick[k] != NULL)
+            return 1;
+    return 0;
 }
 
 /* Runs `task` outside the lock and marks it done (or disposes of it). */
@@ -117,18 +126,24 @@ static void *worker_loop(void *unused)
             continue;
         }
         uint64_t now = ls_clock_monotonic_ns();
-        if (w.tick != NULL && !w.ending && now >= w.next_tick_ns) {
-            ls_tick_fn tick = w.tick;
+        int due = -1;
+        for (int k = 0; k < LS_TICK_SLOTS && !w.ending; k++)
+            if (w.tick[k] != NULL && now >= w.next_tick_ns[k] &&
+                (due < 0 || w.next_tick_ns[k] < w.next_tick_ns[due]))
+                due = k;
+        if (due >= 0) {
+            ls_tick_fn tick = w.tick[due];
             w.ticking_now = 1;
             pthread_mutex_unlock(&w.lock);
             tick();
             pthread_mutex_lock(&w.lock);
             w.ticking_now = 0;
-            w.ticks++;
+            if (due == 0)
+                w.ticks++;
             /* A fixed rate from the tick's start: a tick that took longer
              * than the period (a PM decode falling behind) is followed at
              * once, so the backlog never grows a period's idle time on top. */
-            w.next_tick_ns = now + w.period_ns;
+            w.next_tick_ns[due] = now + w.period_ns[due];
             pthread_cond_broadcast(&w.done);
             continue;
         }
@@ -138,15 +153,16 @@ static void *worker_loop(void *unused)
             pthread_mutex_unlock(&w.lock);
             fn();
             pthread_mutex_lock(&w.lock);
-            if (w.head == NULL && w.tick == NULL && w.when_idle == NULL)
+            if (w.head == NULL && !any_tick_locked() && w.when_idle == NULL)
                 break;
             continue;
         }
         if (w.ending)
             break;
         uint64_t until = UINT64_MAX;
-        if (w.tick != NULL)
-            until = w.next_tick_ns;
+        for (int k = 0; k < LS_TICK_SLOTS; k++)
+            if (w.tick[k] != NULL && w.next_tick_ns[k] < until)
+                until = w.next_tick_ns[k];
         if (w.when_idle != NULL && w.idle_at_ns < until)
             until = w.idle_at_ns;
         if (until == UINT64_MAX) {
@@ -301,22 +317,29 @@ int ls_worker_wait_idle(void)
     return waited;
 }
 
-void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns)
+void ls_worker_set_tick_in(int slot, ls_tick_fn tick, uint64_t period_ns)
 {
     char why[128];
+    if (slot < 0 || slot >= LS_TICK_SLOTS)
+        return;
     pthread_mutex_lock(&w.lock);
     if (tick != NULL && ensure_thread_locked(why, sizeof why) != 0) {
         pthread_mutex_unlock(&w.lock); /* no thread: no ticks; the finish does it all */
         return;
     }
-    w.tick = tick;
-    if (tick != NULL)
+    w.tick[slot] = tick;
+    if (tick != NULL && slot == 0)
         w.ticks = 0;
-    w.period_ns = period_ns ? period_ns : 1;
-    w.next_tick_ns = ls_clock_monotonic_ns() + w.period_ns;
+    w.period_ns[slot] = period_ns ? period_ns : 1;
+    w.next_tick_ns[slot] = ls_clock_monotonic_ns() + w.period_ns[slot];
     if (w.exists)
         pthread_cond_signal(&w.wake);
     pthread_mutex_unlock(&w.lock);
+}
+
+void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns)
+{
+    ls_worker_set_tick_in(LS_TICK_PROFILE, tick, period_ns);
 }
 
 void ls_worker_when_idle(ls_tick_fn fn, uint64_t after_ns)
@@ -350,7 +373,8 @@ void ls_worker_shutdown(uint64_t timeout_ns)
         return;
     }
     w.ending = 1;
-    w.tick = NULL;
+    for (int k = 0; k < LS_TICK_SLOTS; k++)
+        w.tick[k] = NULL;
     pthread_cond_signal(&w.wake);
     uint64_t deadline = ls_clock_monotonic_ns() + timeout_ns;
     struct timespec at;
@@ -385,7 +409,7 @@ const char *ls_worker_state(void)
     const char *name = !w.exists                       ? "none"
                        : w.ended                       ? "ended"
                        : (w.head || w.running)         ? "busy"
-                       : w.tick != NULL                ? "ticking"
+                       : any_tick_locked()             ? "ticking"
                        : w.when_idle != NULL           ? "idle"
                                                        : "parked";
     pthread_mutex_unlock(&w.lock);

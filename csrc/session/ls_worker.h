@@ -76,6 +76,14 @@ int ls_worker_wait_idle(void);
 typedef void (*ls_tick_fn)(void);
 void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns);
 
+/* Two independent ticks, each with one owner: the running profile's
+ * (LS_TICK_PROFILE: activity drains; ls_worker_set_tick) and the PM
+ * sampler's (LS_TICK_SAMPLER: it decodes for as long as sampling runs,
+ * between profiles too).  A tick due runs after queued tasks; of two due,
+ * the one due first. */
+enum { LS_TICK_PROFILE = 0, LS_TICK_SAMPLER = 1, LS_TICK_SLOTS = 2 };
+void ls_worker_set_tick_in(int slot, ls_tick_fn tick, uint64_t period_ns);
+
 /* Calls fn() on the worker once, after_ns from now (queued tasks first),
  * or at shutdown; replaces an earlier one; NULL cancels.  After it runs,
  * with no task and no tick left, the thread ends. */
@@ -86,7 +94,7 @@ void ls_worker_when_idle(ls_tick_fn fn, uint64_t after_ns);
  * With no thread, runs the when-idle call here. */
 void ls_worker_shutdown(uint64_t timeout_ns);
 
-/* Ticks run since the last ls_worker_set_tick with a tick (for tests). */
+/* Profile ticks run since the last ls_worker_set_tick with a tick (for tests). */
 uint64_t ls_worker_ticks(void);
 
 /* "none", "ticking", "parked", "idle" (a when-idle call is due), "busy"

@@ -40,14 +40,18 @@
 #include <string.h>
 #include <time.h>
 
-static PyObject *sample_before_window(PyObject *module, PyObject *args)
+/* _sample_wanted(start, end, sampling_started, window_start, window_stop)
+ * -> (overlaps, off_clock): the sampler's two rules for a decoded sample. */
+static PyObject *sample_wanted(PyObject *module, PyObject *args)
 {
     (void)module;
-    unsigned long long start, end, started, window_start;
-    if (!PyArg_ParseTuple(args, "KKKK:_sample_before_window", &start, &end, &started,
-                          &window_start))
+    unsigned long long start, end, started, window_start, window_stop;
+    if (!PyArg_ParseTuple(args, "KKKKK:_sample_wanted", &start, &end, &started, &window_start,
+                          &window_stop))
         return NULL;
-    return PyBool_FromLong(ls_sample_before_window(start, end, started, window_start));
+    return Py_BuildValue("OO", ls_sample_overlaps(start, end, window_start, window_stop)
+                                   ? Py_True : Py_False,
+                         ls_sample_off_clock(start, end, started) ? Py_True : Py_False);
 }
 
 static PyObject *activity_back_to_back(PyObject *module, PyObject *args)
@@ -282,6 +286,9 @@ static PyObject *fake_context_created(PyObject *module, PyObject *unused)
 
 static void probe_tick(void) {}
 
+/* What the sampler's idle release does, for a probe with no sampler. */
+static void probe_release(void) { ls_sampler_release(); }
+
 /* _decoder_probe(period_ns, run_ns, keep_ns=-1) -> (ticks, stop_ns, state):
  * runs loopscope's worker thread alone, ticking every period_ns (without a
  * profile its ticks do nothing) for run_ns, and stops the ticks, timing
@@ -309,7 +316,7 @@ static PyObject *decoder_probe(PyObject *module, PyObject *args)
     ls_worker_wait_idle();
     stop_ns = ls_clock_monotonic_ns() - t0;
     if (keep_ns >= 0)
-        ls_worker_when_idle(ls_sampler_release, (uint64_t)keep_ns);
+        ls_worker_when_idle(probe_release, (uint64_t)keep_ns);
     else
         ls_worker_shutdown(LS_PROBE_SHUTDOWN_NS);
     Py_END_ALLOW_THREADS
@@ -380,6 +387,29 @@ static PyObject *tick_starts(PyObject *module, PyObject *args)
         Py_XDECREF(t);
     }
     return out;
+}
+
+/* _sampler_state() -> (state, live windows): the PM sampler's life
+ * ("off", "starting", "running", "stopped") and its windows in use. */
+static PyObject *sampler_state(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    int live = 0;
+    const char *state = ls_sampler_state(&live);
+    return Py_BuildValue("si", state, live);
+}
+
+/* _sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0): the sampler's
+ * idle times and an open's wait bound (0: the defaults). */
+static PyObject *sampler_keep(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long keep_running_ns, keep_ns, wait_bound_ns = 0;
+    if (!PyArg_ParseTuple(args, "KK|K:_sampler_keep", &keep_running_ns, &keep_ns, &wait_bound_ns))
+        return NULL;
+    ls_sampler_set_keep(keep_running_ns, keep_ns, wait_bound_ns);
+    Py_RETURN_NONE;
 }
 
 static PyObject *decoder_state(PyObject *module, PyObject *unused)
@@ -1091,9 +1121,9 @@ PyMethodDef ls_test_hook_methods[] = {
     {"_decoder_probe", decoder_probe, METH_VARARGS,
      "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (ticks, stop_ns, state): test hook "
      "for the worker thread's ticks."},
-    {"_sample_before_window", sample_before_window, METH_VARARGS,
-     "_sample_before_window(start_ns, end_ns, sampling_started_ns, window_start_ns) -> bool: "
-     "test hook; whether the sampler skips evaluating that sample."},
+    {"_sample_wanted", sample_wanted, METH_VARARGS,
+     "_sample_wanted(start_ns, end_ns, sampling_started_ns, window_start_ns, window_stop_ns) "
+     "-> (overlaps, off_clock): test hook; the PM sampler's rules for evaluating a sample."},
     {"_activity_back_to_back", activity_back_to_back, METH_VARARGS,
      "_activity_back_to_back(stop_began_ns, now_ns) -> bool: test hook; whether a start at "
      "now_ns follows the last stop closely enough to count as back to back."},
@@ -1103,6 +1133,11 @@ PyMethodDef ls_test_hook_methods[] = {
     {"_tick_starts", tick_starts, METH_VARARGS,
      "_tick_starts(period_ns, cost_ns, ticks) -> [ns, ...]: test hook; when each of the "
      "worker's ticks began, each tick taking cost_ns."},
+    {"_sampler_keep", sampler_keep, METH_VARARGS,
+     "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0): the PM sampler's idle times "
+     "and an open's wait bound (0: the defaults)."},
+    {"_sampler_state", sampler_state, METH_NOARGS,
+     "_sampler_state() -> (state, live windows): 'off', 'starting', 'running' or 'stopped'."},
     {"_decoder_state", decoder_state, METH_NOARGS,
      "_decoder_state() -> 'none', 'ticking', 'parked', 'idle', 'busy' or 'ended': the "
      "worker thread's state, test hook."},

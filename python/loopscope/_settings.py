@@ -6,32 +6,18 @@ LOOPSCOPE_CACHE_DIR
     ~/.cache/loopscope.  "off" (or empty) turns the cache off.
 
 LOOPSCOPE_INTERNAL
-    Internal switches, for benchmarks/cost/overhead_options.py to compare
-    alternatives in one GPU run; not a public interface, and they may go
-    away.  Comma-separated key=value pairs:
-      warm_up=every|once|none      when start pays CUPTI's lazy set-up (default once)
-      zeroed_buffers=0|1           hand CUPTI cleared activity buffers
-      defer=0|1                    finish a profile on loopscope's worker thread
-      metrics_wait_for_start=0|1   start waits for the sampler's set-up and start:
-                                   0 never, 1 always (default: when it must be set up)
-      metrics_keep_running_ms=N    sampling keeps running N ms after a profile
-      metrics_keep_ms=N            sampling stays enabled N ms after a profile
-      metrics_wait_bound_ms=N      how long a start waits for the sampler's set-up (2000)
-      metrics_max_samples=N        counter data image size, in samples (0: auto)
+    Two switches for diagnosis, not a public interface (comma-separated
+    key=value pairs):
       callbacks=0|1                0: no CUPTI callbacks (no launch records, no syncs):
                                    what activity tracing alone costs the loop
-      own_timestamps=0|1           1 (default): each profile registers CUPTI's timestamp
-                                   source (CLOCK_REALTIME ns); 0: whatever another tool
-                                   left (benchmarks/cost/beside_torch_profiler.py's control)
-      metrics_stop_in_finish=0|1   1 (default): the finish stops PM sampling before
-                                   its last decode; 0: the stop follows the finish
-      overlap=0|1                  back to back, a start goes on beside the last profile's
-                                   finish (tracing and sampling continue from it; the finish
-                                   hands its sampler over to a start posted during its tail
-                                   decode); 0: it waits for the worker.  Default: on
-                                   (H100, 2026-11-28: back to back 1.20x eager and 1.23x
-                                   on the CUDA-graph loop against 1.55x and 3.66x waiting;
-                                   see RESULTS.md)
+                                   (benchmarks/cost/overhead_options.py)
+      own_timestamps=0|1           1 (default): loopscope's CUPTI timestamp source
+                                   (CLOCK_REALTIME ns) is registered when another tool
+                                   changed it; 0: whatever another tool left
+                                   (benchmarks/cost/beside_torch_profiler.py's control)
+    The alternatives that lost were deleted (issue 43): the overlap of a start
+    with the last finish and a PM sampler that runs across profiles are how
+    loopscope works, not switches.
 """
 from __future__ import annotations
 
@@ -40,11 +26,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-_WARM_UP = {"none": 0, "every": 1, "once": 2}
-_FLAGS = ("zeroed_buffers", "defer", "metrics_wait_for_start", "callbacks",
-          "metrics_stop_in_finish", "own_timestamps", "overlap")
-_MS = {"metrics_keep_running_ms": "metrics_keep_running_ns", "metrics_keep_ms": "metrics_keep_ns",
-       "metrics_wait_bound_ms": "metrics_wait_bound_ns"}
+_WARM_UP_ONCE = 2  # the C core's warm_up: 0 none, 1 every start, 2 once per process
+_FLAGS = ("callbacks", "own_timestamps")
 
 _cache: dict[str, Any] = {}
 
@@ -106,28 +89,11 @@ def parse_internal(text: str) -> dict[str, Any]:
         key, value = key.strip(), value.strip()
         if not sep:
             raise _bad(item, "is not key=value")
-        if key == "warm_up":
-            if value not in _WARM_UP:
-                raise _bad(item, f"must be one of {sorted(_WARM_UP)}")
-            out["warm_up"] = _WARM_UP[value]
-        elif key in _FLAGS:
-            if value not in ("0", "1"):
-                raise _bad(item, "must be 0 or 1")
-            out[key] = value == "1"
-        elif key in _MS or key == "metrics_max_samples":
-            try:
-                number = float(value)
-            except ValueError:
-                raise _bad(item, "must be a number") from None
-            if not 0 <= number < 1e9:
-                raise _bad(item, "must be between 0 and 1e9")
-            if key in _MS:
-                out[_MS[key]] = int(number * 1e6)
-            else:
-                out[key] = int(number)
-        else:
-            known = sorted(("warm_up", "metrics_max_samples", *_FLAGS, *_MS))
-            raise _bad(item, f"names no switch; known: {', '.join(known)}")
+        if key not in _FLAGS:
+            raise _bad(item, f"names no switch; known: {', '.join(sorted(_FLAGS))}")
+        if value not in ("0", "1"):
+            raise _bad(item, "must be 0 or 1")
+        out[key] = value == "1"
     return out
 
 
@@ -143,7 +109,7 @@ def core_options(warm_up: bool) -> dict[str, Any]:
     """The _core.start keywords that come from the environment."""
     options = dict(internal())
     # warm_up=True means once per process (the C core's default, see
-    # ls_module.c for the measurements); LOOPSCOPE_INTERNAL may say otherwise.
-    options["warm_up"] = options.get("warm_up", _WARM_UP["once"]) if warm_up else 0
+    # ls_module.c for the measurements).
+    options["warm_up"] = _WARM_UP_ONCE if warm_up else 0
     options["metrics_cache_dir"] = cache_dir()
     return options

@@ -757,6 +757,11 @@ def overhead_section(info: dict[str, Any], state: dict[str, Any] | None) -> dict
         "finish_wait_ms": _ms(info.get("finish_wait_ns", 0)),
         "finished_on_worker": bool(info.get("finished_on_worker")),
         "decode_ms": _ms(pm.get("decode_ns", 0)),
+        # The worker's decode time for each sample it decoded while this
+        # profile's window was live (evaluated, or let go unevaluated).
+        "decode_us_per_sample": (round(pm["decode_ns"] / 1e3 / decoded, 1)
+                                 if (decoded := pm.get("samples", 0) + pm.get("skipped", 0))
+                                 else None),
         "tail_samples": pm.get("tail_samples", 0),
         "tail_decode_ms": _ms(pm.get("tail_decode_ns", 0)),
         "metrics_setup_ms": _ms(pm.get("setup_ns", 0)),

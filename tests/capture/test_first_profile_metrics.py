@@ -24,6 +24,13 @@ def _no_fakes_left():
     _testhooks._fake_samples([])
 
 
+@pytest.fixture
+def wait_bound():
+    """wait_bound(ns): how long the first profile's enter waits for the set-up."""
+    yield lambda ns: _testhooks._sampler_keep(0, 0, ns)
+    _testhooks._sampler_keep(0, 0, 0)
+
+
 def samples_from(t0, t1, every=50 * US):
     return [(t, t + every, {"sm_active_pct": 50.0}) for t in range(t0, t1, every)]
 
@@ -78,10 +85,10 @@ def test_a_sampler_set_up_earlier_is_not_waited_for(test_clock):
 
 
 @pytest.mark.fake_sampler
-def test_the_wait_is_bounded_and_says_it_timed_out(test_clock, internal_switches):
+def test_the_wait_is_bounded_and_says_it_timed_out(test_clock, wait_bound):
     # A set-up of 0.6 s against a bound of 0.1 s: the enter goes on after the
     # bound, and the set-up finishes on the worker.
-    internal_switches("metrics_wait_bound_ms=100")
+    wait_bound(100_000_000)
     test_clock.set(START, TICK)
     prof = run(True, sleep_ns=600_000_000)
     info = prof._capture.info()
@@ -91,8 +98,8 @@ def test_the_wait_is_bounded_and_says_it_timed_out(test_clock, internal_switches
 
 
 @pytest.mark.fake_sampler
-def test_a_wait_within_its_bound_does_not_time_out(test_clock, internal_switches):
-    internal_switches("metrics_wait_bound_ms=2000")
+def test_a_wait_within_its_bound_does_not_time_out(test_clock, wait_bound):
+    wait_bound(2_000_000_000)
     test_clock.set(START, TICK)
     prof = run(True, sleep_ns=100_000_000)
     info = prof._capture.info()

@@ -98,29 +98,24 @@ def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
 
 
 def test_internal_switches_parse_and_bad_ones_are_named():
-    assert _settings.parse_internal("warm_up=once, zeroed_buffers=0,metrics_keep_running_ms=2.5") == {
-        "warm_up": 2, "zeroed_buffers": False, "metrics_keep_running_ns": 2_500_000}
+    """Two switches are left, for diagnosis (issue 43 deleted those that lost)."""
+    assert _settings.parse_internal("callbacks=0, own_timestamps=1") == {
+        "callbacks": False, "own_timestamps": True}
     assert _settings.parse_internal("") == {}
-    for bad, words in [("warm_up=sometimes", "must be one of"), ("defer=yes", "0 or 1"),
-                       ("turbo=1", "names no switch"), ("defer", "key=value"),
-                       ("metrics_keep_ms=-1", "between 0")]:
+    for bad, words in [("callbacks=yes", "0 or 1"), ("turbo=1", "names no switch"),
+                       ("own_timestamps", "key=value"), ("overlap=1", "names no switch"),
+                       ("metrics_keep_running_ms=100", "names no switch")]:
         with pytest.raises(ValueError, match=words) as error:
             _settings.parse_internal(bad)
         assert "LOOPSCOPE_INTERNAL" in str(error.value)
 
 
-def test_warm_up_is_once_per_process_unless_told(monkeypatch):
+def test_warm_up_is_once_per_process(monkeypatch):
     """Profile(warm_up=True) asks the core for one warm-up per process (2),
-    warm_up=False for none (0); LOOPSCOPE_INTERNAL=warm_up=every restores
-    the warm-up at every start (1), for the comparison in
-    benchmarks/cost/overhead_options.py."""
+    warm_up=False for none (0)."""
     monkeypatch.setattr(_settings, "_cache", {})
     monkeypatch.delenv("LOOPSCOPE_INTERNAL", raising=False)
     assert _settings.core_options(True)["warm_up"] == 2
-    assert _settings.core_options(False)["warm_up"] == 0
-    monkeypatch.setattr(_settings, "_cache", {})
-    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "warm_up=every")
-    assert _settings.core_options(True)["warm_up"] == 1
     assert _settings.core_options(False)["warm_up"] == 0
 
 

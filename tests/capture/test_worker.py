@@ -49,14 +49,13 @@ def sample_run():
 @pytest.mark.fake_sampler
 def test_the_finish_hands_over_exactly_the_samples_of_the_window(test_clock):
     samples = sample_run()
-    _testhooks._fake_samples(samples, 2)
+    _testhooks._fake_samples(samples, 2, 100_000, 0, True)  # sampling runs already
     test_clock.set(1_000_000, 20 * US)  # each clock read: 20 us later
-    # "lazy": the set-up runs on the worker while the loop does (no wait at enter).
-    with loopscope.profile(trace=False, syncs=False, metrics="lazy", metrics_decode_ms=1) as prof:
+    with loopscope.profile(trace=False, syncs=False, metrics=True, metrics_decode_ms=1) as prof:
         for _ in range(3):
             with prof.step():
                 pass
-        assert _testhooks._decoder_state() in ("busy", "ticking")  # opening, then decoding
+        assert _testhooks._decoder_state() in ("busy", "ticking")  # the sampler's tick
     info = prof._capture.info()
     start, stop = info["start_ns"], info["stop_ns"]
     assert (start, stop) == (1_000_000, 1_000_000 + 7 * 20 * US)
@@ -64,8 +63,9 @@ def test_the_finish_hands_over_exactly_the_samples_of_the_window(test_clock):
     assert 0 < len(want) < len(samples)
     assert [(s, e, v["sm_active_pct"]) for s, e, v in prof._capture.samples()] == [
         (s, e, v["sm_active_pct"]) for s, e, v in want]
-    assert info["pm"]["samples"] == len(samples)  # all decoded ...
-    assert info["samples_outside"] == len(samples) - len(want)  # ... the rest left out
+    # Only the window's samples were evaluated; none was taken and then left out.
+    assert info["pm"]["samples"] == len(want)
+    assert info["samples_outside"] == 0
     assert info["finished_on_worker"] is True
     assert prof.summary()["sm"]["samples"] == len(want)
 
@@ -73,7 +73,7 @@ def test_the_finish_hands_over_exactly_the_samples_of_the_window(test_clock):
 @pytest.mark.fake_sampler
 def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock):
     samples = sample_run()
-    _testhooks._fake_samples(samples, 1)
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
     _testhooks._finish_delay(400_000_000)  # the worker sleeps 0.4 s before finishing
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
@@ -92,240 +92,180 @@ def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock
     assert s["overhead"]["finish_ms"] >= s["overhead"]["finish_phases_ms"]["metrics"]
 
 
-@pytest.fixture(params=["", "overlap=1"], ids=["default", "overlap=1"])
-def overlap(internal_switches, request):
-    """overlap on: the default, and LOOPSCOPE_INTERNAL=overlap=1."""
-    internal_switches(request.param)
-
-
-@pytest.fixture
-def no_overlap(internal_switches):
-    """A start waits for the last finish: LOOPSCOPE_INTERNAL=overlap=0."""
-    internal_switches("overlap=0")
-
-
-@pytest.mark.fake_sampler
-def test_a_start_waits_for_the_last_finish_and_both_profiles_are_complete(test_clock,
-                                                                         no_overlap):
-    """With overlap off (LOOPSCOPE_INTERNAL=overlap=0): the second start waits
-    for the first finish, says so, and both profiles hold their window's
-    samples."""
-    samples = sample_run()
-    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
-    _testhooks._finish_delay(200_000_000)
-    test_clock.set(1_000_000, 20 * US)
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
-        pass
-    assert _testhooks._capture_pending(first._capture)
-    _testhooks._finish_delay(0)
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
-        still_finishing = _testhooks._capture_pending(first._capture)
-    assert not still_finishing
-    assert not second._capture.info()["continued_tracing"]
-    first_info = first._capture.info()
-    assert [s[:2] for s in first._capture.samples()] == [
-        s[:2] for s in window_of(samples, first_info["start_ns"], first_info["stop_ns"])]
-
-
-@pytest.mark.fake_sampler
-def test_a_start_goes_on_beside_the_last_finish_and_both_profiles_are_complete(test_clock,
-                                                                               overlap):
-    """Back to back with overlap on (issue 27): the second profile starts
-    while the first still finishes on the worker (0.2 s late) and does not
-    wait for it; the samples decoded by the first finish after its window
-    are the second's, so each profile holds exactly the samples of its own
-    window."""
-    samples = sample_run()
-    _testhooks._fake_samples(samples, 1, 100_000, 0, True)  # a sampler set up already
-    _testhooks._finish_delay(200_000_000)
-    test_clock.set(1_000_000, 20 * US)
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
-        pass
-    assert _testhooks._capture_pending(first._capture)
-    _testhooks._finish_delay(0)
-    entered = time.perf_counter()
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
-        took = time.perf_counter() - entered
-        still_finishing = _testhooks._capture_pending(first._capture)
-    assert still_finishing  # the second start did not wait for the first finish ...
-    assert took < 0.1       # ... (which sleeps 0.2 s)
-    assert second.summary()["overhead"]["start_phases_ms"]["wait"] == 0
-    assert not _testhooks._capture_pending(first._capture)
-    for prof in (first, second):
-        info = prof._capture.info()
-        want = window_of(samples, info["start_ns"], info["stop_ns"])
-        assert want, "each window must overlap some samples for this test to mean anything"
-        got = [(s, e, v["sm_active_pct"]) for s, e, v in prof._capture.samples()]
-        assert got == [(s, e, v["sm_active_pct"]) for s, e, v in want]
-    assert first._capture.info()["stop_ns"] < second._capture.info()["start_ns"]
-
-
-# Three windows back to back on the test clock (20 us a read, each profile
-# ~0.14 ms): samples of 50 us from 0.8 ms to 2.5 ms, numbered by their SM %.
+# Windows back to back on the test clock (20 us a read, each profile
+# ~0.1 ms): samples of 50 us from 0.8 ms to 2.5 ms, numbered by their SM %.
 def long_sample_run():
     return [sample(t, t + 50 * US, sm=t // (50 * US)) for t in range(800 * US, 2_500 * US, 50 * US)]
 
 
+def got_of(prof):
+    return [(s, e, v["sm_active_pct"]) for s, e, v in prof._capture.samples()]
+
+
 def assert_holds_its_window(prof, samples):
+    """Exactly the samples that overlap the profile's window: none lost, none
+    doubled, none of another window's."""
     info = prof._capture.info()
     want = window_of(samples, info["start_ns"], info["stop_ns"])
     assert want, "each window must overlap some samples for this test to mean anything"
-    got = [(s, e, v["sm_active_pct"]) for s, e, v in prof._capture.samples()]
+    got = got_of(prof)
+    assert len(set(got)) == len(got)
     assert got == [(s, e, v["sm_active_pct"]) for s, e, v in want]
 
 
-def back_to_back(n, samples):
-    """n profiles in a row, each finish delayed 0.15 s but the last, so the next
-    start is posted before the finish reaches its samples (as back to back on a
-    GPU, where the finish waits for the GPU's clock)."""
-    _testhooks._fake_samples(samples, 1, 100_000, 0, True)  # a sampler set up already
-    profs = []
+def back_to_back(n, samples, delay_ns=150_000_000):
+    """n profiles in a row on a sampler that runs across them, each finish but
+    the last delayed, so the next start comes before the finish reaches its
+    samples (as back to back on a GPU, where the finish waits for the GPU's
+    clock).  Returns the profiles and how long each enter took."""
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)  # sampling runs already
+    profs, took = [], []
     for i in range(n):
-        _testhooks._finish_delay(150_000_000 if i < n - 1 else 0)
-        with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
-            pass
-        profs.append(prof)
-    _testhooks._finish_delay(0)
-    return profs
-
-
-@pytest.mark.fake_sampler
-def test_three_profiles_back_to_back_each_keep_exactly_their_window(test_clock, overlap):
-    """Three in a row with overlap on, each finish delayed until the next start is
-    posted: no start waits (each continues the sampler, numbered after the
-    last), each finish carries its samples after the stop over to the next
-    window, and each profile holds exactly its own."""
-    samples = long_sample_run()
-    test_clock.set(1_000_000, 20 * US)
-    profs = back_to_back(3, samples)
-    profs[-1].summary()
-    for prof in profs:
-        assert_holds_its_window(prof, samples)
-    assert [p.summary()["overhead"]["start_phases_ms"]["wait"] for p in profs[1:]] == [0, 0]
-
-
-@pytest.mark.fake_sampler
-def test_starts_do_not_wait_for_earlier_opens_queued_behind_a_slow_finish(test_clock,
-                                                                          overlap):
-    """Back to back behind a slow finish (0.4 s, as a long tail decode): the
-    second start's open task waits behind it on the worker, and the third start
-    does not wait for that open (each start has its own slot); all three
-    profiles hold exactly their own windows."""
-    samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
-    test_clock.set(1_000_000, 20 * US)
-    _testhooks._finish_delay(400_000_000)
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
-        pass
-    _testhooks._finish_delay(0)
-    took = []
-    profs = [first]
-    for _ in range(2):
+        _testhooks._finish_delay(delay_ns if i < n - 1 else 0)
         entered = time.perf_counter()
         with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
             took.append(time.perf_counter() - entered)
+            with prof.step():
+                pass
         profs.append(prof)
-    assert _testhooks._capture_pending(first._capture)  # the slow finish still runs ...
-    assert max(took) < 0.2, took                         # ... and no start waited for it
-    profs[-1].summary()
-    for prof in profs:
-        assert_holds_its_window(prof, samples)
-
-
-def samples_from_now(until_ms):
-    """For the real clock: 1 ms samples from 5 ms before now to until_ms after,
-    numbered by their SM %."""
-    now = time.monotonic_ns()
-    return [sample(t, t + 1_000 * US, sm=i) for i, t in
-            enumerate(range(now - 5_000 * US, now + until_ms * 1_000 * US, 1_000 * US))]
+    _testhooks._finish_delay(0)
+    return profs, took
 
 
 @pytest.mark.fake_sampler
-def test_a_start_that_waits_for_its_slot_begins_its_window_after_the_wait(overlap):
-    """On the real clock: the first finish sleeps 0.4 s, so the opens of the
-    next profiles queue behind it; the sixth start finds its slot (the
-    second profile's, LS_OPENINGS starts before) still queued and waits.
-    That wait is the start's, not the profile's: its window holds only
-    what ran inside the with-block (H100, 24 profiles in a row: counted in
-    the window, it made a 14 ms loop read 28 ms)."""
-    # To 0.48 s (the last window ends ~0.41 s after now: within the settle's
-    # 0.1 s, so the samples are taken to be on the profile's clock).
-    samples = samples_from_now(480)
-    _testhooks._fake_samples(samples, 1, 1_000_000, 0, True)  # a sampler set up already
-    _testhooks._finish_delay(400_000_000)
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
-        pass
-    _testhooks._finish_delay(0)
-    profs, entered_s, inside_s = [first], [], []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
-            t1 = time.perf_counter()
-            time.sleep(0.005)  # the profiled loop
-        inside_s.append(time.perf_counter() - t1)
-        entered_s.append(t1 - t0)
-        profs.append(prof)
+def test_profiles_back_to_back_each_keep_exactly_their_window_and_no_start_waits(test_clock):
+    """Four in a row, each finish still to run when the next start comes: no
+    start waits for a finish or for the sampler (it runs on across them), and
+    each profile holds exactly the samples of its own window."""
+    samples = long_sample_run()
+    test_clock.set(1_000_000, 20 * US)
+    profs, took = back_to_back(4, samples)
+    assert _testhooks._capture_pending(profs[0]._capture)  # the first finish still to run
+    assert max(took) < 0.1, took                           # ... (it sleeps 0.15 s)
     profs[-1].summary()
-    assert max(entered_s[:3]) < 0.2, entered_s  # slots free: no wait ...
-    assert entered_s[4] > 0.2, entered_s          # ... the sixth waited for its slot
-    last = profs[-1]._capture.info()
-    window_s = (last["stop_ns"] - last["start_ns"]) / 1e9
-    assert window_s < inside_s[4] + 0.05, (window_s, inside_s[4])
-    assert window_s < 0.1
-    waited_ms = profs[-1].summary()["overhead"]["start_phases_ms"]["wait"]
-    assert waited_ms > 150, waited_ms  # reported as the start's wait
     for prof in profs:
         assert_holds_its_window(prof, samples)
+        assert prof.summary()["overhead"]["start_phases_ms"]["wait"] == 0
+        assert prof._capture.info()["pm"]["sampler_reused"] is True
+    assert _testhooks._sampler_state()[0] == "running"
 
 
 @pytest.mark.fake_sampler
-def test_a_start_that_starts_sampling_anew_after_a_wait_begins_its_window_once_it_runs(overlap):
-    """On the real clock: the second profile samples at another interval, so
-    it cannot continue the first's sampler; it waits for the first finish
-    (0.3 s) and then for its own sampler's start on the worker (0.2 s, a
-    slow cuptiPmSamplingStart): its window begins after both, so no part of
-    it goes unsampled (H100, 24 in a row: a 3.7 ms window that began 1.3 ms
-    before its sampling kept 25 of 37 samples).  Every open sleeps 0.2 s, the
-    first's too, queued before the first finish: the window begins 0.3 + 0.2
-    + 0.2 s after the enter, or 0.5 s when its own open runs inside it."""
-    samples = samples_from_now(1_000)
-    _testhooks._fake_samples(samples, 1, 1_000_000, 0, True, 200_000_000)  # each open: 0.2 s
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as warm:
-        pass
-    warm.summary()
-    _testhooks._finish_delay(300_000_000)
+def test_a_sample_across_two_windows_goes_to_both(test_clock):
+    """Samples of 100 us (the interval) over windows of 60 us that follow each
+    other 20 us apart: a sample that spans the first stop and the second
+    start belongs to both profiles, and each holds it once."""
+    samples = [sample(t, t + 100 * US, sm=t // (100 * US)) for t in range(700 * US, 2_500 * US, 100 * US)]
+    test_clock.set(1_000_000, 20 * US)
+    profs, _ = back_to_back(2, samples)
+    profs[-1].summary()
+    first, second = (p._capture.info() for p in profs)
+    shared = [s for s in samples if s in window_of(samples, first["start_ns"], first["stop_ns"])
+              and s in window_of(samples, second["start_ns"], second["stop_ns"])]
+    assert shared, "the test needs a sample across the edge"
+    for prof in profs:
+        assert_holds_its_window(prof, samples)
+    for s, e, v in shared:
+        assert (s, e, v["sm_active_pct"]) in got_of(profs[0]) and \
+            (s, e, v["sm_active_pct"]) in got_of(profs[1])
+
+
+@pytest.mark.fake_sampler
+def test_samples_between_profiles_are_let_go_unevaluated(test_clock):
+    """The sampler runs on between two profiles; the samples of the time
+    between them belong to neither and are not evaluated: each profile's
+    count of evaluated samples is exactly its window's."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 100, 100_000, 0, True)
+    test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
         pass
-    _testhooks._finish_delay(0)
-    entered_ns = time.monotonic_ns()
-    with loopscope.profile(trace=False, syncs=False, metrics=True,
-                           metrics_interval_us=200) as second:
+    first.summary()
+    test_clock.set(1_600_000, 20 * US)  # 0.6 ms later: ~10 samples between the windows
+    time.sleep(0.05)  # the sampler's ticks hand those over meanwhile
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
         pass
-    begun_s = (second._capture.info()["start_ns"] - entered_ns) / 1e9
-    assert begun_s >= 0.3 + 0.2 + 0.2 - 0.1, begun_s  # after the finish and its sampler's start
-    assert begun_s < 1.5, begun_s
     second.summary()
-    assert not _testhooks._capture_pending(first._capture)
+    for prof in (first, second):
+        info = prof._capture.info()
+        assert info["pm"]["samples"] == len(window_of(samples, info["start_ns"], info["stop_ns"]))
+        assert_holds_its_window(prof, samples)
+    between = [s for s in samples if s[0] >= first._capture.info()["stop_ns"]
+               and s[1] <= second._capture.info()["start_ns"]]
+    assert len(between) >= 8
+    assert all(s not in got_of(p) for p in (first, second) for s in between)
 
 
 @pytest.mark.fake_sampler
-def test_a_start_with_no_finish_in_flight_keeps_every_sample_of_its_window(test_clock,
-                                                                           overlap):
-    """The control: the first finish done before the second start, so
-    nothing is carried over; the second still gets its window's samples."""
-    samples = sample_run()
+def test_a_start_with_every_window_taken_waits_for_one_and_begins_after_the_wait(test_clock):
+    """Nine in a row behind finishes of 0.1 s each: the eight window slots
+    are taken by finishes still to run, so the ninth start waits for the
+    first to free one; the wait is the start's, reported as such, and its
+    window begins after it."""
+    samples = [sample(t, t + 50 * US, sm=t // (50 * US)) for t in range(800 * US, 5_000 * US, 50 * US)]
+    test_clock.set(1_000_000, 20 * US)
+    profs, took = back_to_back(9, samples, delay_ns=100_000_000)
+    profs[-1].summary()
+    assert max(took[:8]) < 0.08, took
+    assert took[8] > 0.05, took
+    assert profs[8].summary()["overhead"]["start_phases_ms"]["wait"] > 50
+    for prof in profs:
+        assert_holds_its_window(prof, samples)
+
+
+@pytest.mark.fake_sampler
+def test_sampling_stops_after_an_idle_while_and_the_next_start_waits_for_it_again(test_clock):
+    """keep_running after the last window, the sampler stops (no tick, no
+    decode); keep after that it is disabled.  The next profile's start waits
+    for sampling to start again, so its window is sampled from its start."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
+    _testhooks._sampler_keep(50_000_000, 50_000_000)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
+            pass
+        first.summary()
+        assert _testhooks._sampler_state() == ("running", 0)
+        deadline = time.monotonic() + 5
+        states = set()
+        while time.monotonic() < deadline and _testhooks._sampler_state()[0] != "off":
+            states.add(_testhooks._sampler_state()[0])
+            time.sleep(0.005)
+        assert "stopped" in states and _testhooks._sampler_state()[0] == "off"
+        with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
+            pass
+        s = second.summary()
+        assert second._capture.info()["pm"]["sampler_reused"] is False
+        assert s["overhead"]["metrics_setup_wait_ms"] > 0
+        assert s["overhead"]["metrics_start_delay_ms"] == 0  # sampled from its start
+        assert_holds_its_window(second, samples)
+    finally:
+        _testhooks._sampler_keep(0, 0)
+
+
+@pytest.mark.fake_sampler
+def test_a_profile_with_other_sampling_options_starts_sampling_anew(test_clock):
+    """Another interval cannot share the running sampler: the start posts a
+    new start and waits for it (its window begins after the wait), and later
+    profiles with that interval share it again."""
+    samples = long_sample_run()
     _testhooks._fake_samples(samples, 1, 100_000, 0, True)
     test_clock.set(1_000_000, 20 * US)
     with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
         pass
-    first.summary()  # waits for the first finish (which stopped the sampler)
-    _testhooks._fake_samples(samples, 1, 100_000, 0, True)  # started again, as CUPTI's would be
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
+    with loopscope.profile(trace=False, syncs=False, metrics=True,
+                           metrics_interval_us=200) as second:
         pass
-    for prof in (first, second):
-        info = prof._capture.info()
-        got = [(s, e) for s, e, _ in prof._capture.samples()]
-        assert got == [(s, e) for s, e, _ in window_of(samples, info["start_ns"], info["stop_ns"])]
+    with loopscope.profile(trace=False, syncs=False, metrics=True,
+                           metrics_interval_us=200) as third:
+        pass
+    third.summary()
+    reused = [p._capture.info()["pm"]["sampler_reused"] for p in (first, second, third)]
+    assert reused == [True, False, True]
+    assert second.summary()["overhead"]["metrics_setup_wait_ms"] > 0
+    for prof in (first, second, third):
+        assert_holds_its_window(prof, samples)
 
 
 def test_ops_launched_after_the_stop_are_left_out(test_clock, inject):
@@ -413,57 +353,32 @@ def test_ticks_quicker_than_their_period_keep_the_period():
 
 
 @pytest.mark.fake_sampler
-@pytest.mark.parametrize("decode_ms, run_s", [(1, 0.05), (10_000, 0.0)])
-def test_the_ticks_decode_while_the_profile_runs_and_the_finish_only_the_tail(
-        test_clock, decode_ms, run_s):
-    """Each tick hands over `per_tick` synthetic samples as a decode of a
-    running sampler would; the finish decodes the rest (the tail, reported
-    in summary["overhead"]["tail_samples"]).  With a 10 s period no tick
-    runs inside the profile and the finish decodes everything."""
+def test_the_ticks_decode_while_the_profile_runs_and_the_finish_only_the_tail(test_clock):
+    """The sampler's ticks hand over at most `per_tick` samples each, those
+    the clock has passed; the finish decodes the rest of the window (the
+    tail, reported in summary["overhead"]["tail_samples"])."""
     samples = sample_run()
-    per_tick = 3
-    _testhooks._fake_samples(samples, per_tick)
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
     test_clock.set(1_000_000, 20 * US)
-    with loopscope.profile(trace=False, syncs=False, metrics=True,
-                           metrics_decode_ms=decode_ms) as prof:
-        time.sleep(run_s)
+    with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
+        for _ in range(4):
+            with prof.step():
+                time.sleep(0.015)  # the sampler ticks every 10 ms meanwhile
     s = prof.summary()
     pm = prof._capture.info()["pm"]
-    by_ticks = min(len(samples), (pm["decodes"] - 1) * per_tick)  # the finish decodes once
-    assert pm["samples"] == len(samples)
-    assert pm["tail_samples"] == len(samples) - by_ticks
-    assert s["overhead"]["tail_samples"] == pm["tail_samples"]
-    if decode_ms == 10_000:
-        assert pm["decodes"] == 1 and pm["tail_samples"] == len(samples)
     info = prof._capture.info()
-    assert [x[:2] for x in prof._capture.samples()] == [
-        x[:2] for x in window_of(samples, info["start_ns"], info["stop_ns"])]
+    want = window_of(samples, info["start_ns"], info["stop_ns"])
+    assert pm["samples"] == len(want)
+    assert 0 < pm["tail_samples"] < len(want)  # the ticks took some, the finish the rest
+    assert pm["decodes"] >= 2
+    assert s["overhead"]["tail_samples"] == pm["tail_samples"]
+    assert [x[:2] for x in prof._capture.samples()] == [x[:2] for x in want]
 
 
 def test_decoder_probe_ticks_on_the_worker_thread():
     ticks, _, state = _testhooks._decoder_probe(1_000_000, 30_000_000)
     assert 5 <= ticks <= 31
     assert state == "none"
-
-
-@pytest.mark.fake_sampler
-@pytest.mark.parametrize("switches", [{"defer": False}, {"metrics_wait_for_start": True},
-                                      {"metrics_stop_in_finish": True}])
-def test_the_old_ways_for_comparison_hand_over_the_same_samples(test_clock, switches):
-    """The internal switches benchmarks/cost/overhead_options.py compares: the
-    finish inside stop, or a start that waits for the sampler."""
-    samples = sample_run()
-    _testhooks._fake_samples(samples, 1)
-    test_clock.set(1_000_000, 20 * US)
-    _core.start(trace=False, syncs=False, metrics=True, **switches)
-    capture = _core.stop()
-    if not switches.get("defer", True):
-        assert not _testhooks._capture_pending(capture)  # finished inside stop
-    info = capture.info()
-    assert info["finished_on_worker"] is switches.get("defer", True)
-    assert capture.samples()
-    assert [s[:2] for s in capture.samples()] == [
-        s[:2] for s in window_of(samples, info["start_ns"], info["stop_ns"])]
 
 
 @pytest.mark.fake_sampler
@@ -487,29 +402,40 @@ def test_two_threads_waiting_for_one_capture_both_get_it_whole():
 
 
 @pytest.mark.fake_sampler
-@pytest.mark.parametrize("reused", [False, True])
-def test_a_profile_that_ends_before_sampling_begins_says_why_truly(test_clock, reused):
-    """Sampling that begins after the profile's end (its set-up, 5 ms here,
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_profile_that_ends_before_sampling_begins_says_why_truly(test_clock, restarted):
+    """Sampling that begins after the profile's end (its start, 5 ms here,
     outlasts a profile of a few clock reads): the reason names the first
-    set-up in the process only when the sampler was set up now; a sampler
-    set up by an earlier profile that started late says when it began and
-    how long the profile lasted."""
+    set-up in the process only when it was that; a sampler started again
+    (here for another interval) says when it began and how long the profile
+    lasted."""
     setup_ns = 5_000_000
-    # the one sample comes once sampling has begun, after the profile
-    _testhooks._fake_samples([sample(6_000_000, 6_100_000, sm=40)], 1, 100_000, setup_ns, reused)
-    test_clock.set(1_000_000, 20 * US)
-    with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
+    _testhooks._fake_samples([sample(30_000_000, 30_100_000, sm=40)], 1, 100_000, setup_ns, False)
+    extra = {}
+    if restarted:
+        test_clock.set(1_000_000, 1_000_000)  # 1 ms a read: a profile longer than the set-up
+        with loopscope.profile(trace=False, syncs=False, metrics=True) as warm:
+            for _ in range(5):
+                with warm.step():
+                    pass
+        assert "set up" not in (warm.summary()["metrics_error"] or "")  # it was sampled
+        extra = {"metrics_interval_us": 200}  # not the running sampler's: started anew
+    test_clock.set(20_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics=True, **extra) as prof:
         with prof.step():
             pass
     info = prof._capture.info()
     lasted_ms = (info["stop_ns"] - info["start_ns"]) / 1e6
     assert lasted_ms < setup_ns / 1e6
     reason = prof.summary()["metrics_error"]
-    if reused:
+    if restarted:
+        began_ms = (info["pm"]["began_ns"] - info["start_ns"]) / 1e6
+        assert lasted_ms < began_ms <= setup_ns / 1e6
         assert reason == (
-            f"PM sampling began {setup_ns / 1e6:.3f} ms after the profile started, after its end "
-            f"(it lasted {lasted_ms:.3f} ms): the sampler, set up by an earlier profile, is "
-            "started on loopscope's worker thread, so no sample covers a profile this short")
+            f"PM sampling began {began_ms:.3f} ms after the profile started, after its end "
+            f"(it lasted {lasted_ms:.3f} ms): it was started again on loopscope's worker thread "
+            "(it had stopped after a while without a profile, or ran with other options), so no "
+            "sample covers a profile this short")
     else:
         assert reason == (
             f"PM sampling was still being set up when the profile ended (the first use in a "

@@ -328,8 +328,8 @@ def test_a_bad_internal_switch_is_not_a_damaged_recording(monkeypatch):
         pytest.skip("no bundled demo recording in this checkout")
     monkeypatch.setitem(_settings._cache, "internal", None)
     monkeypatch.delitem(_settings._cache, "internal")
-    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "overlap=2")
-    with pytest.raises(ValueError, match=r"^LOOPSCOPE_INTERNAL: 'overlap=2' must be 0 or 1$"):
+    monkeypatch.setenv("LOOPSCOPE_INTERNAL", "callbacks=2")
+    with pytest.raises(ValueError, match=r"^LOOPSCOPE_INTERNAL: 'callbacks=2' must be 0 or 1$"):
         replay(data)
 
 

@@ -66,15 +66,15 @@ def test_each_variant_runs_a_child_with_its_switches_and_options(monkeypatch):
 
     monkeypatch.setattr(module.subprocess, "run", run)
     module.main(["--loops", "graph", "--repeat", "1", "--variants",
-                 "kernels,replays+overlap1+nostop,kernels+ownts0+i400+nometrics,replays+decode2,"
-                 "replays+buf8+ms64+overlap1"])
+                 "kernels,replays+nocallbacks+ownts0,kernels+ownts0+i400+nometrics,replays+decode2,"
+                 "replays+buf8+nocallbacks"])
     got = [(c["--mode"], c["--internal"], c["--options"]) for c in seen]
     assert got == [
         ("kernels", "", ""),
-        ("replays", "overlap=1,metrics_stop_in_finish=0", ""),
+        ("replays", "callbacks=0,own_timestamps=0", ""),
         ("kernels", "own_timestamps=0", '{"metrics": false, "metrics_interval_us": 400}'),
         ("replays", "", '{"metrics_decode_ms": 2}'),
-        ("replays", "overlap=1,metrics_max_samples=64", '{"metrics_buffer_mb": 8}'),
+        ("replays", "callbacks=0", '{"metrics_buffer_mb": 8}'),
     ]
 
 

@@ -99,38 +99,42 @@ def test_figures_are_rounded_as_documented(run_trace):
         round(figures["dram_read_gbps"], 3), round(figures["dram_write_gbps"], 3))
 
 
-WINDOW_START = 15_000_000
+WINDOW_START, WINDOW_STOP = 15_000_000, 16_000_000
 
 
-def before_window_rule(start, end, sampling_started, window_start):
-    """The documented rule, in plain Python: a sample whose end is at or
-    before the window's start and not before sampling started (so on
-    sampling's clock as far as can be told), with a real start, is decoded
-    and not evaluated; with no window (0) every sample is evaluated."""
-    return bool(window_start) and start != 0 and sampling_started <= end <= window_start
+def overlap_rule(start, end, window_start, window_stop):
+    """The documented rule, in plain Python: a sample belongs to a window
+    when it ends after the window's start and starts before its stop; an
+    open window (stop 0) has no stop yet."""
+    return end > window_start and (window_stop == 0 or start < window_stop)
 
 
-BEFORE_CASES = {
+def off_clock_rule(start, end, sampling_started):
+    """No start, or an end before sampling began: on another clock."""
+    return start == 0 or end < sampling_started
+
+
+WANTED_CASES = {
     "ends-exactly-at-the-window-start": (WINDOW_START - 100, WINDOW_START),
     "ends-a-nanosecond-into-the-window": (WINDOW_START - 100, WINDOW_START + 1),
+    "starts-exactly-at-the-stop": (WINDOW_STOP, WINDOW_STOP + 100),
+    "starts-a-nanosecond-before-the-stop": (WINDOW_STOP - 1, WINDOW_STOP + 100),
     "ends-exactly-when-sampling-started": (STARTED - 100, STARTED),
     "ends-a-nanosecond-before-sampling-started": (STARTED - 100, STARTED - 1),
     "starts-at-zero": (0, WINDOW_START - 100),
 }
 
 
-@pytest.mark.parametrize("name", BEFORE_CASES)
-def test_samples_before_the_window_at_their_edges(name):
-    start, end = BEFORE_CASES[name]
-    got = _testhooks._sample_before_window(start, end, STARTED, WINDOW_START)
-    assert got == before_window_rule(start, end, STARTED, WINDOW_START)
-    assert got == (name in ("ends-exactly-at-the-window-start",
-                            "ends-exactly-when-sampling-started"))
-
-
-def test_no_window_evaluates_every_sample():
-    assert not _testhooks._sample_before_window(STARTED, STARTED + 10, STARTED, 0)
-    assert _testhooks._sample_before_window(STARTED, STARTED + 10, STARTED, STARTED + 10)
+@pytest.mark.parametrize("name", WANTED_CASES)
+@pytest.mark.parametrize("stop", [WINDOW_STOP, 0], ids=["closed", "open"])
+def test_samples_at_the_edges_of_a_window(name, stop):
+    start, end = WANTED_CASES[name]
+    overlaps, off_clock = _testhooks._sample_wanted(start, end, STARTED, WINDOW_START, stop)
+    assert overlaps == overlap_rule(start, end, WINDOW_START, stop)
+    assert off_clock == off_clock_rule(start, end, STARTED)
+    inside = name in ("ends-a-nanosecond-into-the-window", "starts-a-nanosecond-before-the-stop")
+    assert overlaps == (inside or (stop == 0 and name == "starts-exactly-at-the-stop"))
+    assert off_clock == (name in ("ends-a-nanosecond-before-sampling-started", "starts-at-zero"))
 
 
 # Back to back (issue 27): a start less than 3 ms after the last stop began

@@ -12,6 +12,9 @@ profiled chains alternating in each process, medians:
   mem_compute  memory-bound (device copies) and compute-bound (matmuls) profiles
                alternating, each with summary(): SM, DRAM and verdict per profile
   gpt2         GPT-2 generate(64) (random weights), summary() after each
+  decode_cost  what decoding costs at 100, 200 and 500 us: the worker's CPU share over a
+               1 s counters-only profile and over 2 s with the sampler running and no
+               profile, and the decode per sample (DecodeData, evaluation)
 Per variant: chain x = median profiled chain / median bare chain (each chain:
 K runs of the loop end to end, every enter and exit inside, ending in a
 synchronize); per profile: summary() ms (including its wait for the worker),
@@ -33,7 +36,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VARIANTS = ("b2b", "b2b_summary", "counters", "alternating", "graph", "mem_compute", "gpt2")
+VARIANTS = ("b2b", "b2b_summary", "counters", "alternating", "graph", "mem_compute", "gpt2",
+            "decode_cost")
 
 
 def copy_matmul_loop(torch, target_ms: float = 18.0):
@@ -63,12 +67,12 @@ def copy_matmul_loop(torch, target_ms: float = 18.0):
 
 
 def mem_loop(torch):
-    """Device-to-device copies of 1 GiB: DRAM-bound, ~10 ms."""
+    """Device-to-device copies of 1 GiB: DRAM-bound, ~10 ms on an H200."""
     src = torch.empty(256 << 20, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
 
     def loop(prof=None):
-        for _ in range(3):
+        for _ in range(20):
             dst.copy_(src)
 
     return loop
@@ -86,18 +90,62 @@ def build(torch, variant):
     return copy_matmul_loop(torch)
 
 
+EXTRA: dict = {}  # --options: every profile's
+
+
+def decode_cost(torch, loopscope) -> dict:
+    """The worker's CPU share (process CPU less this thread's, over wall time)
+    in a 1 s counters-only window and in 2 s of no window, per interval."""
+    loop = copy_matmul_loop(torch)
+    out = []
+    for interval_us in (100, 200, 500):
+        opts = {**EXTRA, "trace": False, "metrics_interval_us": interval_us}
+        with loopscope.profile(**opts) as warm:
+            loop()
+        warm.summary()
+        time.sleep(0.2)
+        t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+        with loopscope.profile(**opts) as prof:
+            t_end = time.perf_counter() + 1.0
+            while time.perf_counter() < t_end:
+                loop()
+            torch.cuda.synchronize()
+        s = prof.summary()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        mine = time.thread_time() - m0
+        m = s["metrics"] or {}
+        decoded = (m.get("samples") or 0) + (m.get("skipped_samples") or 0)
+        t1, c1 = time.perf_counter(), time.process_time()
+        time.sleep(2.0)
+        idle_share = (time.process_time() - c1) / (time.perf_counter() - t1)
+        out.append({
+            "interval_us": interval_us, "window_worker_share": round((cpu - mine) / wall, 3),
+            "idle_worker_share": round(idle_share, 3), "decoded": decoded,
+            "decode_us_per_sample": round(m["decode_ms"] * 1e3 / decoded, 1) if decoded else None,
+            "cupti_us_per_sample": round(m["decode_cupti_ms"] * 1e3 / decoded, 1) if decoded else None,
+            "eval_us_per_sample": round(m["evaluate_ms"] * 1e3 / m["samples"], 1) if m.get("samples") else None,
+            "coverage_pct": (s.get("sm") or {}).get("coverage_pct"),
+            "overflows": m.get("overflows"), "metrics_error": s.get("metrics_error"),
+            "figures": m.get("figures"),
+        })
+    return {"variant": "decode_cost", "rows": out, "bare_ms": [], "chain_ms": []}
+
+
 def child(variant: str, profiles: int, repeats: int) -> dict:
     import torch
 
     import loopscope
 
+    if variant == "decode_cost":
+        return decode_cost(torch, loopscope)
+
     loop = build(torch, variant)
     loops = [loop]
-    options = [{}]
+    options = [dict(EXTRA)]
     if variant == "counters":
-        options = [{"trace": False}]
+        options = [{**EXTRA, "trace": False}]
     elif variant == "alternating":
-        options = [{"trace": False}, {}]
+        options = [{**EXTRA, "trace": False}, dict(EXTRA)]
     elif variant == "mem_compute":
         loops = [mem_loop(torch), loop]
     for _ in range(3):
@@ -105,7 +153,7 @@ def child(variant: str, profiles: int, repeats: int) -> dict:
             f()
     torch.cuda.synchronize()
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    with loopscope.profile() as warm:  # the sampler's set-up, outside the timing
+    with loopscope.profile(**EXTRA) as warm:  # the sampler's set-up, outside the timing
         loop()
     warm.summary()
     with_summary = variant in ("b2b_summary", "mem_compute", "gpt2")
@@ -124,8 +172,11 @@ def child(variant: str, profiles: int, repeats: int) -> dict:
             opts = options[i % len(options)]
             with loopscope.profile(**opts) as prof:
                 begin.record()
-                with prof.step():
-                    f(prof)
+                if variant in ("graph", "gpt2"):
+                    f(prof)  # these loops mark their own steps
+                else:
+                    with prof.step():
+                        f(prof)
                 end.record()
                 torch.cuda.synchronize()
             events.append(begin.elapsed_time(end))
@@ -157,6 +208,12 @@ def child(variant: str, profiles: int, repeats: int) -> dict:
                 "start_wait_ms": ov["start_phases_ms"].get("wait"),
                 "enter_ms": ov.get("start_ms"), "finish_wait_ms": ov.get("finish_wait_ms"),
                 "metrics_error": s.get("metrics_error"),
+                "decodes": m.get("decodes"), "decode_ms": m.get("decode_ms"),
+                "decode_cupti_ms": m.get("decode_cupti_ms"), "evaluate_ms": m.get("evaluate_ms"),
+                "samples": samples, "tail_samples": ov.get("tail_samples"),
+                "tail_decode_ms": ov.get("tail_decode_ms"),
+                "finish_phases_ms": ov.get("finish_phases_ms"), "finish_ms": ov.get("finish_ms"),
+                "start_phases_ms": ov.get("start_phases_ms"),
             })
     return {"variant": variant, "bare_ms": bare, "chain_ms": chains, "rows": rows}
 
@@ -172,8 +229,10 @@ def main() -> None:
     p.add_argument("--profiles", type=int, default=8)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", help="write every figure here")
+    p.add_argument("--options", default="{}", help="profile options for every profile (JSON)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
+    EXTRA.update(json.loads(args.options))
     if args.child:
         print(json.dumps(child(args.child, args.profiles, args.repeats)))
         return
@@ -183,7 +242,8 @@ def main() -> None:
         if variant == "gpt2":
             n, reps = 4, 2
         done = subprocess.run([sys.executable, __file__, "--child", variant, "--profiles", str(n),
-                               "--repeats", str(reps)], capture_output=True, text=True, timeout=300)
+                               "--repeats", str(reps), "--options", args.options],
+                              capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             print(f"{variant}: failed\n{done.stderr[-3000:]}")
             continue
@@ -195,6 +255,10 @@ def main() -> None:
           f"{'busy/ev':>8} {'us/smp':>7} {'wait ms':>7} reused")
     for r in results:
         rows = r["rows"]
+        if r["variant"] == "decode_cost":
+            for row in rows:
+                print("decode_cost " + " ".join(f"{k}={v}" for k, v in row.items() if k != "figures"))
+            continue
         x = median(r["chain_ms"]) / median(r["bare_ms"])
         ratios = [row["busy_ms"] / row["events_ms"] for row in rows
                   if row["busy_ms"] and row["events_ms"]]
@@ -213,6 +277,16 @@ def main() -> None:
                 print(f"  {kind:8} sm {median([k['sm_active_pct'] for k in ks])} "
                       f"dram {median([k['dram_pct'] for k in ks])} verdicts "
                       f"{sorted(set(str(k['verdict']) for k in ks))}")
+        phases = {k: median([(row["finish_phases_ms"] or {}).get(k) for row in rows])
+                  for k in ("sync", "activity", "metrics", "records")}
+        waits = sorted(row["start_wait_ms"] or 0 for row in rows)
+        print(f"  finish {median([row['finish_ms'] for row in rows])} ms {phases}; tail "
+              f"{median([row['tail_samples'] for row in rows])} samples "
+              f"{median([row['tail_decode_ms'] for row in rows])} ms; per decode "
+              f"{median([row['decode_ms'] / row['decodes'] for row in rows if row['decodes']])} ms "
+              f"(cupti {median([row['decode_cupti_ms'] / row['decodes'] for row in rows if row['decodes']])}); "
+              f"eval us/sample {median([row['evaluate_ms'] * 1e3 / row['samples'] for row in rows if row['samples']])}; "
+              f"start waits ms {waits[len(waits) // 2]} median, top {waits[-3:]}")
         errors = sorted(set(row["metrics_error"] for row in rows if row["metrics_error"]))
         for e in errors:
             print(f"  metrics_error: {e[:200]}")

@@ -84,9 +84,12 @@ int ls_sample_overlaps(uint64_t start_ns, uint64_t end_ns, uint64_t window_start
     return end_ns > window_start_ns && (window_stop_ns == 0 || start_ns < window_stop_ns);
 }
 
-int ls_sample_off_clock(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns)
+int64_t ls_sample_clock_offset(uint64_t first_start_ns, uint64_t started_ns,
+                               uint64_t tolerance_ns)
 {
-    return start_ns == 0 || end_ns < sampling_started_ns;
+    uint64_t apart = first_start_ns > started_ns ? first_start_ns - started_ns
+                                                 : started_ns - first_start_ns;
+    return apart <= tolerance_ns ? 0 : (int64_t)(first_start_ns - started_ns);
 }
 
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n)

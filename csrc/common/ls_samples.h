@@ -61,11 +61,14 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
 int ls_sample_overlaps(uint64_t start_ns, uint64_t end_ns, uint64_t window_start_ns,
                        uint64_t window_stop_ns);
 
-/* 1 when a sample may lie on another clock than the windows: no start, or
- * an end before sampling began (impossible on sampling's own clock).  The
- * sampler evaluates such a sample for every live window and leaves it to
- * ls_samples_settle at each finish. */
-int ls_sample_off_clock(uint64_t start_ns, uint64_t end_ns, uint64_t sampling_started_ns);
+/* Sampling's clock less the activity clock, judged from the first complete
+ * sample after sampling started at started_ns (activity clock): 0 when its
+ * start lies within tolerance_ns of started_ns (one clock), else the
+ * difference, by which every later sample of that run is moved.  (An H200,
+ * 2026-11-29: PM samples 1.2-1.5 s behind CUPTI's timestamps; the first
+ * complete sample begins within an interval of the start.) */
+int64_t ls_sample_clock_offset(uint64_t first_start_ns, uint64_t started_ns,
+                               uint64_t tolerance_ns);
 
 /* Builds the index over sorted samples.  Returns 0, -1 when memory ran out. */
 int ls_sample_index_build(ls_sample_index *index, const ls_sample *sorted, size_t n);

@@ -90,15 +90,16 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
         metrics_device = -1, callbacks = 1, own_timestamps = 1, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
-    /* Decode every 10 ms.  Every 2 ms (tried on the H200, 17:27Z-17:37Z)
-     * left the finish ~20-40 samples instead of up to 100, and at a 20 us
-     * interval the 2 ms ticks fell behind and the samples of the loop's
-     * last ~6 ms were lost (coverage 47%); 10 ms passed every counter test. */
+    /* Decode every 5 ms while a profile runs (ls_sampler: 20 ms between
+     * profiles).  H200, 2026-11-29, one sampler for the process: each
+     * decode call costs ~1 ms whatever it holds, plus ~30-80 us a sample;
+     * every 2 ms kept summary()'s tail to ~15 samples but cost most of a
+     * core, every 10 ms left it up to 100 (17-20 ms of summary()). */
     /* The first profile of a process waits for the sampler's set-up (issue
      * 30: without it a script's one profile read no SM or DRAM at all), at
      * most LS_PM_WAIT_BOUND_NS. */
     int wait_for_start = LS_SAMPLER_WAIT_SETUP;
-    unsigned long long interval_ns = 100000, decode_ns = 10000000;
+    unsigned long long interval_ns = 0, decode_ns = 5000000; /* interval 0: automatic */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniKzippp:start", keywords,
@@ -118,9 +119,10 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
                      "(got %zd and %zd)", buffer_bytes, max_buffers);
         return NULL;
     }
-    if (interval_ns < 1000 || interval_ns > 1000000000ull || metrics_buffer_bytes < (1 << 20) ||
+    if ((interval_ns != 0 && (interval_ns < 1000 || interval_ns > 1000000000ull)) ||
+        metrics_buffer_bytes < (1 << 20) ||
         decode_ns < 1000000ull || decode_ns > 10000000000ull) {
-        PyErr_Format(PyExc_ValueError, "need 1000 <= metrics_interval_ns <= 1e9, "
+        PyErr_Format(PyExc_ValueError, "need 1000 <= metrics_interval_ns <= 1e9 (0: automatic), "
                      "metrics_buffer_bytes >= 1 MiB and 1e6 <= metrics_decode_ns <= 1e10 "
                      "(got %llu, %zd, %llu)", interval_ns, metrics_buffer_bytes, decode_ns);
         return NULL;
@@ -438,8 +440,8 @@ static PyMethodDef core_methods[] = {
      "True once graph-level mode is on in this process."},
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
-     " warm_up=2, syncs=True, metrics=False, metrics_interval_ns=100000,"
-     " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_decode_ns=10000000,"
+     " warm_up=2, syncs=True, metrics=False, metrics_interval_ns=0 (automatic),"
+     " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_decode_ns=5000000,"
      " metrics_cache_dir=None, metrics_wait_for_start=2, callbacks=True, own_timestamps=True,"
      " graph_kernels=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"

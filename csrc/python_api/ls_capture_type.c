@@ -423,7 +423,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             Py_XDECREF(ns);
         }
         PyObject *more_pm = ls_py_dict_of(
-            16, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
+            17, "sampler_reused", PyBool_FromLong(pm->sampler_reused),
             "stopped_ns", U64(pm->stopped_ns), "clock_latest_ns", U64(c->sample_clock_latest_ns),
             "skipped", U64(pm->skipped),
             "tail_samples", U64(pm->tail_samples), "tail_decode_ns", U64(pm->tail_decode_ns),
@@ -437,7 +437,9 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
             "config_reused", PyBool_FromLong(pm->config_reused),
             "max_samples", PyLong_FromUnsignedLong(pm->max_samples),
             "decoder_error",
-            c->decoder_error[0] ? PyUnicode_FromString(c->decoder_error) : Py_NewRef(Py_None));
+            c->decoder_error[0] ? PyUnicode_FromString(c->decoder_error) : Py_NewRef(Py_None),
+            "interval_note",
+            c->interval_note[0] ? PyUnicode_FromString(c->interval_note) : Py_NewRef(Py_None));
         if (pm_dict != NULL && (more_pm == NULL || PyDict_Update(pm_dict, more_pm) != 0))
             Py_CLEAR(pm_dict);
         Py_XDECREF(more_pm);

@@ -85,6 +85,7 @@ typedef struct {
     int samples_injected;      /* test samples were injected */
     char metrics_reason[1024]; /* why no PM sampling, "" when it ran */
     char decoder_error[256];   /* why samples were decoded only at the end, "" normally */
+    char interval_note[512];   /* the decoder fell behind: what the interval is now, "" if not */
     ls_pm_stats pm;            /* PM sampling's figures (valid when sampled) */
     int64_t sample_clock_delta_ns; /* first sample start minus sampling start, as decoded */
     int64_t sample_clock_shift_ns; /* added to every sample: 0 when they share the clock */

@@ -687,9 +687,14 @@ int ls_pm_stop(void)
         result = -1;
     }
     pm.stats.stop_ns = ls_clock_monotonic_ns() - t0;
+    /* What was sampled since the last decode is nobody's, but it must leave
+     * the hardware buffer: left there, the next start's first decode hands
+     * it over with the old run's times (H200, 2026-11-29: windows read
+     * samples 1.2 s before their start).  Drained unread. */
+    ls_pm_cost drained;
+    if (ls_pm_decode(NULL, NULL, NULL, 0, &drained) != 0)
+        result = -1;
     pm.active = 0; /* enabled and configured still: see ls_pm_release */
-    /* What was sampled since the last decode is nobody's: it goes with the
-     * image's reset, and the next start finds the image clean. */
     reset_image();
     lap(LS_PM_PHASE_STOP, &t0);
     return result;

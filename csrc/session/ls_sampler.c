@@ -50,6 +50,8 @@ typedef struct {
     ls_sample_array samples;
     ls_pm_cost cost;          /* decodes made while it was live */
     char error[1024];         /* the first decode failure while it was live, "" if none */
+    int behind;               /* a tick while it was live fell behind the samples */
+    int auto_interval;        /* it asked for the automatic interval */
 } ls_window;
 
 static struct {
@@ -62,8 +64,11 @@ static struct {
     void *context;
     int setup_posted;         /* the set-up task is queued or running */
     int ever_ran;             /* sampling ran once in this process */
+    uint64_t auto_interval_ns; /* the automatic interval now (0: not yet chosen) */
+    int ticking_fast;         /* the sampler's tick runs at the decode period (windows live) */
     uint64_t test_keep_running_ns, test_keep_ns; /* test hook: the idle times, 0: default */
     uint64_t test_wait_bound_ns;                 /* test hook: an open's wait, 0: default */
+    uint64_t test_decode_ns;                     /* test hook: each test-source decode's cost */
     uint64_t started_ns;      /* CUPTI clock when sampling started */
 } s = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
@@ -157,21 +162,45 @@ static int overlaps(const ls_live *v, int i, uint64_t start, uint64_t end)
     return ls_sample_overlaps(start, end, v->start_ns[i], v->stop_ns[i]);
 }
 
-static int off_clock(const ls_live *v, uint64_t start, uint64_t end)
+/* Sampling's clock against the activity clock, for the run that started
+ * last (the decoding side's): judged from its first complete sample. */
+static struct {
+    int known;
+    int64_t offset_ns;    /* sampling's clock less the activity clock */
+    uint64_t longest_ns;  /* a longer sample is partial (the first after a start) */
+} clock_of_run;
+
+static void new_run(uint64_t interval_ns)
 {
-    return ls_sample_off_clock(start, end, v->started_ns);
+    clock_of_run.known = 0;
+    clock_of_run.offset_ns = 0;
+    clock_of_run.longest_ns = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (interval_ns ? interval_ns : 1);
 }
 
-/* ls_pm_want_fn: a sample is evaluated when a live window may hold it. */
+/* 1 with a sample's times on the activity clock in *start, *end; 0 for a
+ * sample no window can use (partial, or with no start). */
+static int on_our_clock(const ls_live *v, uint64_t *start, uint64_t *end)
+{
+    if (*start == 0 || *end < *start || *end - *start > clock_of_run.longest_ns)
+        return 0;
+    if (!clock_of_run.known) {
+        clock_of_run.offset_ns = ls_sample_clock_offset(*start, v->started_ns,
+                                                        LS_SAMPLE_CLOCK_TOLERANCE_NS);
+        clock_of_run.known = 1;
+    }
+    *start -= (uint64_t)clock_of_run.offset_ns;
+    *end -= (uint64_t)clock_of_run.offset_ns;
+    return 1;
+}
+
+/* ls_pm_want_fn: a sample is evaluated when a live window holds it. */
 static int wanted(uint64_t start, uint64_t end, void *arg)
 {
     ls_live *v = (ls_live *)arg;
     if (atomic_load(&opens) != v->opens)
         take_live(v); /* a window opened while this decode ran */
-    if (v->n == 0)
+    if (!on_our_clock(v, &start, &end))
         return 0;
-    if (off_clock(v, start, end))
-        return 1;
     for (int i = 0; i < v->n; i++)
         if (overlaps(v, i, start, end))
             return 1;
@@ -216,6 +245,7 @@ static void fake_decode(ls_sample_array *sink, ls_live *v, size_t limit, uint64_
         cost->evaluated++;
     }
     cost->decodes = 1;
+    cost->decode_ns = s.test_decode_ns; /* as slow as a test says (the ticks' own time aside) */
     ls_pm_stats *st = &fake.stats;
     st->decodes++;
     st->samples += cost->evaluated;
@@ -225,7 +255,7 @@ static void fake_decode(ls_sample_array *sink, ls_live *v, size_t limit, uint64_
 /* Decodes what the sampler holds (no round past until_ns; 0: all) into
  * every live window the samples overlap.  The windows live at any moment
  * of the decode share its cost. */
-static void decode_for_windows(uint64_t until_ns)
+static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
 {
     ls_live v;
     take_live(&v);
@@ -234,9 +264,22 @@ static void decode_for_windows(uint64_t until_ns)
     if (fake.items != NULL)
         fake_decode(&got, &v, until_ns ? fake.count : fake.per_tick,
                     until_ns && until_ns < ls_clock_peek() ? until_ns : ls_clock_peek(), &cost);
-    else
-        ls_pm_decode(&got, wanted, &v, until_ns, &cost); /* a failure is in the stats */
+    else /* until_ns onto sampling's clock, where its rounds stop (a failure is in the stats) */
+        ls_pm_decode(&got, wanted, &v,
+                     until_ns ? until_ns + (uint64_t)clock_of_run.offset_ns : 0, &cost);
     take_live(&v); /* the windows opened meanwhile are the decode's too */
+    /* Onto the activity clock (wanted() judged the run's offset). */
+    size_t kept = 0;
+    for (size_t j = 0; j < got.count; j++) {
+        ls_sample x = got.items[j];
+        if (x.start_ns == 0 || x.end_ns < x.start_ns ||
+            x.end_ns - x.start_ns > clock_of_run.longest_ns)
+            continue;
+        x.start_ns -= (uint64_t)clock_of_run.offset_ns;
+        x.end_ns -= (uint64_t)clock_of_run.offset_ns;
+        got.items[kept++] = x;
+    }
+    got.count = kept;
     /* A failure belongs to the windows that were live for it. */
     const char *error = fake.items != NULL ? "" : ls_pm_stats_now()->error;
     for (int i = 0; error[0] != '\0' && i < v.n; i++) {
@@ -246,13 +289,18 @@ static void decode_for_windows(uint64_t until_ns)
     }
     if (error[0] != '\0')
         ls_pm_clear_error();
+    /* A tick that took longer than 1.5 periods, or filled the image (four
+     * periods of samples), is behind the samples. */
+    int behind = period_ns != 0 &&
+                 (2 * cost.decode_ns > 3 * period_ns || cost.counter_data_full > 0);
     uint64_t dropped = 0;
     for (int i = 0; i < v.n; i++) {
         ls_window *w = &s.w[v.slot[i]];
         add_cost(&w->cost, &cost);
+        w->behind |= behind;
         for (size_t j = 0; j < got.count; j++) {
             const ls_sample *x = &got.items[j];
-            if (!overlaps(&v, i, x->start_ns, x->end_ns) && !off_clock(&v, x->start_ns, x->end_ns))
+            if (!overlaps(&v, i, x->start_ns, x->end_ns))
                 continue;
             ls_sample *slot = ls_samples_append(&w->samples);
             if (slot != NULL)
@@ -271,8 +319,20 @@ static void decode_for_windows(uint64_t until_ns)
 static void sampler_tick(void)
 {
     pthread_mutex_lock(&decoding);
-    decode_for_windows(0);
+    pthread_mutex_lock(&s.lock);
+    uint64_t period = s.running.pm.decode_period_ns;
+    int fast = any_live_locked();
+    int slow_down = !fast && s.ticking_fast;
+    if (slow_down)
+        s.ticking_fast = 0;
+    pthread_mutex_unlock(&s.lock);
+    decode_for_windows(0, fast ? period : 0);
     pthread_mutex_unlock(&decoding);
+    /* No window: its samples are let go, as cheaply as the hardware buffer
+     * allows (each decode call costs ~1 ms on an H200 whatever it holds). */
+    if (slow_down)
+        ls_worker_set_tick_in(LS_TICK_SAMPLER, sampler_tick,
+                              period > LS_PM_IDLE_DECODE_NS ? period : LS_PM_IDLE_DECODE_NS);
 }
 
 /* ---- the sampler's life, on the worker -------------------------------- */
@@ -320,6 +380,10 @@ static void setup_run(ls_task *task)
         }
         started = (first_start == UINT64_MAX ? 0 : first_start) + fake.setup_ns;
         fake_start(started);
+        fake.stats.interval = o.pm.interval_ns; /* as a real start with these options */
+        pthread_mutex_lock(&decoding);
+        new_run(fake.interval_ns);
+        pthread_mutex_unlock(&decoding);
     } else {
         if (context != NULL)
             ls_cuda_use_context(context);
@@ -327,6 +391,7 @@ static void setup_run(ls_task *task)
         if (ls_pm_running())
             ls_pm_stop(); /* running with other options: started anew */
         ok = ls_pm_start(&o.pm, why, sizeof why) == 0;
+        new_run(o.pm.interval_ns);
         if (ok)
             started = ls_pm_stats_now()->started_ns;
         else
@@ -360,8 +425,12 @@ static void setup_run(ls_task *task)
     uint64_t keep_running_ns = s.test_keep_running_ns ? s.test_keep_running_ns : o.keep_running_ns;
     pthread_cond_broadcast(&s.changed);
     pthread_mutex_unlock(&s.lock);
-    if (ok)
+    if (ok) {
+        pthread_mutex_lock(&s.lock);
+        s.ticking_fast = 1;
+        pthread_mutex_unlock(&s.lock);
         ls_worker_set_tick_in(LS_TICK_SAMPLER, sampler_tick, o.pm.decode_period_ns);
+    }
     if (idle)
         ls_worker_when_idle(sampler_idle, keep_running_ns);
 }
@@ -425,7 +494,7 @@ static int same_sampler_locked(const ls_sampler_options *b)
         /* The test source knows its interval only; installed as running,
          * it takes the first window's. */
         if (s.running.pm.interval_ns == 0)
-            s.running.pm.interval_ns = b->pm.interval_ns;
+            s.running.pm = b->pm;
         return s.running.pm.interval_ns == b->pm.interval_ns;
     }
     return ls_pm_same_sampler(&s.running.pm, &b->pm);
@@ -485,12 +554,25 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
     w->start_ns = start_ns;
     atomic_fetch_add(&opens, 1);
     *window = k;
+    ls_sampler_options chosen = *o;
+    if (chosen.pm.interval_ns == 0) {
+        w->auto_interval = 1;
+        if (s.auto_interval_ns == 0)
+            s.auto_interval_ns = LS_PM_AUTO_INTERVAL_NS;
+        chosen.pm.interval_ns = s.auto_interval_ns;
+    }
+    o = &chosen;
     if (s.state == LS_STATE_RUNNING && same_sampler_locked(o)) {
         /* The common case, back to back or not: sampling runs. */
         w->began = 1;
         w->reused = 1;
         w->began_ns = s.started_ns;
+        int speed_up = !s.ticking_fast;
+        s.ticking_fast = 1;
+        uint64_t period = s.running.pm.decode_period_ns;
         pthread_mutex_unlock(&s.lock);
+        if (speed_up)
+            ls_worker_set_tick_in(LS_TICK_SAMPLER, sampler_tick, period);
         return result;
     }
     /* Sampling must start (first use, after an idle stop, or other options). */
@@ -602,6 +684,37 @@ static void late_start_reason(ls_capture *c, const ls_window *w, uint64_t start_
                  (double)(w->began_ns - start_ns) / 1e6, (double)(stop_ns - start_ns) / 1e6);
 }
 
+/* A window whose ticks fell behind: the automatic interval doubles for
+ * the profiles after it (the next one restarts sampling), and the
+ * capture says so; an interval the user chose stays, and it says that. */
+static void widen_after(const ls_window *w, ls_capture *c)
+{
+    uint64_t was = c->pm.interval;
+    pthread_mutex_lock(&s.lock);
+    uint64_t now = s.auto_interval_ns;
+    if (w->auto_interval && now == was && now < LS_PM_AUTO_INTERVAL_MAX_NS)
+        s.auto_interval_ns = now = 2 * now < LS_PM_AUTO_INTERVAL_MAX_NS
+                                       ? 2 * now : LS_PM_AUTO_INTERVAL_MAX_NS;
+    pthread_mutex_unlock(&s.lock);
+    if (!w->auto_interval)
+        snprintf(c->interval_note, sizeof c->interval_note,
+                 "decoding fell behind the samples at metrics_interval_us=%g (%.0f us of host "
+                 "time a sample here): a wider interval, or the default, keeps pace",
+                 (double)was / 1e3, c->pm.samples + c->pm.skipped
+                     ? (double)c->pm.decode_ns / 1e3 / (double)(c->pm.samples + c->pm.skipped) : 0.0);
+    else if (now != was)
+        snprintf(c->interval_note, sizeof c->interval_note,
+                 "decoding fell behind the samples at %g us (%.0f us of host time a sample "
+                 "here): the next profiles sample every %g us",
+                 (double)was / 1e3, c->pm.samples + c->pm.skipped
+                     ? (double)c->pm.decode_ns / 1e3 / (double)(c->pm.samples + c->pm.skipped) : 0.0,
+                 (double)now / 1e3);
+    else
+        snprintf(c->interval_note, sizeof c->interval_note,
+                 "decoding fell behind the samples at %g us, the widest automatic interval",
+                 (double)was / 1e3);
+}
+
 /* Frees the slot; with no window left, the idle clock starts. */
 static void free_window(int k)
 {
@@ -680,12 +793,14 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
             wait_for_cupti_clock(complete_ns);
         else
             ls_clock_pass_test(complete_ns); /* the test clock's time passes as the GPU's */
-        decode_for_windows(complete_ns);
+        decode_for_windows(complete_ns, 0);
         if (fake.items == NULL &&
             (ls_cupti.GetTimestamp == NULL || ls_cupti.GetTimestamp(&stopped) != CUPTI_SUCCESS))
             stopped = 0;
     }
     window_figures(c, w);
+    if (w->behind)
+        widen_after(w, c);
     if (w->error[0] != '\0')
         snprintf(c->pm.error, sizeof c->pm.error, "%s", w->error);
     c->pm.tail_samples = w->samples.count - before;
@@ -738,9 +853,11 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
 
 /* ---- tests ------------------------------------------------------------ */
 
-void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns)
+void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns,
+                         uint64_t fake_decode_ns)
 {
     pthread_mutex_lock(&s.lock);
+    s.test_decode_ns = fake_decode_ns;
     s.test_keep_running_ns = keep_running_ns;
     s.test_keep_ns = keep_ns;
     s.test_wait_bound_ns = wait_bound_ns;
@@ -776,6 +893,8 @@ int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_
     }
     s.setup_posted = 0;
     s.ever_ran = reused != 0;
+    s.auto_interval_ns = 0;
+    s.ticking_fast = 0;
     /* A real sampler left running by an earlier profile stays as it is
      * for the fake's removal; the fake's own state goes with it. */
     if (was_fake || n > 0)
@@ -798,6 +917,9 @@ int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_
         /* Running since before any window, as a sampler an earlier profile
          * of the process set up. */
         fake_start(0);
+        pthread_mutex_lock(&decoding);
+        new_run(fake.interval_ns);
+        pthread_mutex_unlock(&decoding);
         pthread_mutex_lock(&s.lock);
         s.state = LS_STATE_RUNNING;
         s.started_ns = 0;

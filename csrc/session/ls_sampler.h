@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 typedef struct {
-    ls_pm_options pm;
+    ls_pm_options pm;          /* pm.interval_ns 0: the automatic interval (below) */
     uint64_t keep_running_ns;  /* sampling runs this long after the last window ... */
     uint64_t keep_ns;          /* ... and then stays enabled this long */
     int wait_for_start;        /* LS_SAMPLER_WAIT_*: when an open waits for the sampler */
@@ -56,11 +56,21 @@ enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT 
 
 #define LS_SAMPLER_WINDOWS 8
 
+/* The automatic interval: it begins at LS_PM_AUTO_INTERVAL_NS and doubles,
+ * up to LS_PM_AUTO_INTERVAL_MAX_NS, after a profile whose decodes fell
+ * behind the samples (a tick took longer than 1.5 decode periods, or filled
+ * the counter data image): on an H200 (2026-11-29) decoding took ~80-100 us
+ * of host time a sample, most of a core at 100 us.  Between profiles the
+ * sampler's tick slows to LS_PM_IDLE_DECODE_NS (its samples are let go). */
+#define LS_PM_AUTO_INTERVAL_NS 100000ull
+#define LS_PM_AUTO_INTERVAL_MAX_NS 1000000ull
+#define LS_PM_IDLE_DECODE_NS 20000000ull
+
 /* Sampling runs this long after the last window closed (a training script
  * that profiles every few hundred steps never stops it), then stays
  * enabled this long; the first open of a process waits at most this long
  * for the set-up (it took 0.39-0.5 s on H100s with a warm cache). */
-#define LS_PM_KEEP_RUNNING_NS 5000000000ull
+#define LS_PM_KEEP_RUNNING_NS 1000000000ull
 #define LS_PM_KEEP_NS 3000000000ull
 #define LS_PM_WAIT_BOUND_NS 2000000000ull
 
@@ -122,7 +132,9 @@ int ls_sampler_fake_no_context(void);
 const char *ls_sampler_state(int *live_windows);
 
 /* Tests: the idle times and the open's wait bound in place of
- * LS_PM_KEEP_RUNNING_NS, LS_PM_KEEP_NS and LS_PM_WAIT_BOUND_NS (0: those). */
-void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns);
+ * LS_PM_KEEP_RUNNING_NS, LS_PM_KEEP_NS and LS_PM_WAIT_BOUND_NS (0: those),
+ * and the host time each decode of the test source reports. */
+void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns,
+                         uint64_t fake_decode_ns);
 
 #endif

@@ -40,18 +40,25 @@
 #include <string.h>
 #include <time.h>
 
-/* _sample_wanted(start, end, sampling_started, window_start, window_stop)
- * -> (overlaps, off_clock): the sampler's two rules for a decoded sample. */
+/* _sample_wanted(start, end, window_start, window_stop) -> overlaps, and
+ * _sample_clock_offset(first_start, started, tolerance) -> offset: the PM
+ * sampler's rules for a decoded sample. */
 static PyObject *sample_wanted(PyObject *module, PyObject *args)
 {
     (void)module;
-    unsigned long long start, end, started, window_start, window_stop;
-    if (!PyArg_ParseTuple(args, "KKKKK:_sample_wanted", &start, &end, &started, &window_start,
-                          &window_stop))
+    unsigned long long start, end, window_start, window_stop;
+    if (!PyArg_ParseTuple(args, "KKKK:_sample_wanted", &start, &end, &window_start, &window_stop))
         return NULL;
-    return Py_BuildValue("OO", ls_sample_overlaps(start, end, window_start, window_stop)
-                                   ? Py_True : Py_False,
-                         ls_sample_off_clock(start, end, started) ? Py_True : Py_False);
+    return PyBool_FromLong(ls_sample_overlaps(start, end, window_start, window_stop));
+}
+
+static PyObject *sample_clock_offset(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long first_start, started, tolerance;
+    if (!PyArg_ParseTuple(args, "KKK:_sample_clock_offset", &first_start, &started, &tolerance))
+        return NULL;
+    return PyLong_FromLongLong(ls_sample_clock_offset(first_start, started, tolerance));
 }
 
 static PyObject *activity_back_to_back(PyObject *module, PyObject *args)
@@ -405,10 +412,11 @@ static PyObject *sampler_state(PyObject *module, PyObject *unused)
 static PyObject *sampler_keep(PyObject *module, PyObject *args)
 {
     (void)module;
-    unsigned long long keep_running_ns, keep_ns, wait_bound_ns = 0;
-    if (!PyArg_ParseTuple(args, "KK|K:_sampler_keep", &keep_running_ns, &keep_ns, &wait_bound_ns))
+    unsigned long long keep_running_ns, keep_ns, wait_bound_ns = 0, decode_ns = 0;
+    if (!PyArg_ParseTuple(args, "KK|KK:_sampler_keep", &keep_running_ns, &keep_ns, &wait_bound_ns,
+                          &decode_ns))
         return NULL;
-    ls_sampler_set_keep(keep_running_ns, keep_ns, wait_bound_ns);
+    ls_sampler_set_keep(keep_running_ns, keep_ns, wait_bound_ns, decode_ns);
     Py_RETURN_NONE;
 }
 
@@ -1122,8 +1130,11 @@ PyMethodDef ls_test_hook_methods[] = {
      "_decoder_probe(period_ns, run_ns, keep_ns=-1) -> (ticks, stop_ns, state): test hook "
      "for the worker thread's ticks."},
     {"_sample_wanted", sample_wanted, METH_VARARGS,
-     "_sample_wanted(start_ns, end_ns, sampling_started_ns, window_start_ns, window_stop_ns) "
-     "-> (overlaps, off_clock): test hook; the PM sampler's rules for evaluating a sample."},
+     "_sample_wanted(start_ns, end_ns, window_start_ns, window_stop_ns) -> bool: test hook; "
+     "whether a sample belongs to a window (0 stop: open)."},
+    {"_sample_clock_offset", sample_clock_offset, METH_VARARGS,
+     "_sample_clock_offset(first_start_ns, started_ns, tolerance_ns) -> int: test hook; "
+     "sampling's clock less the activity clock, judged from a run's first complete sample."},
     {"_activity_back_to_back", activity_back_to_back, METH_VARARGS,
      "_activity_back_to_back(stop_began_ns, now_ns) -> bool: test hook; whether a start at "
      "now_ns follows the last stop closely enough to count as back to back."},
@@ -1134,8 +1145,9 @@ PyMethodDef ls_test_hook_methods[] = {
      "_tick_starts(period_ns, cost_ns, ticks) -> [ns, ...]: test hook; when each of the "
      "worker's ticks began, each tick taking cost_ns."},
     {"_sampler_keep", sampler_keep, METH_VARARGS,
-     "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0): the PM sampler's idle times "
-     "and an open's wait bound (0: the defaults)."},
+     "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0): the PM sampler's "
+     "idle times and an open's wait bound (0: the defaults), and each test-source decode's "
+     "reported host time."},
     {"_sampler_state", sampler_state, METH_NOARGS,
      "_sampler_state() -> (state, live windows): 'off', 'starting', 'running' or 'stopped'."},
     {"_decoder_state", decoder_state, METH_NOARGS,

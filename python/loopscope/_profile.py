@@ -146,11 +146,17 @@ class Profile:
                         a first profile shorter than the set-up reads no counters).
                         A profile entered before the code made its CUDA context (e.g.
                         `loopscope run`) sets sampling up when that context appears.
-    metrics_interval_us: sampling interval (default 100 us; 1-1e6).
+    metrics_interval_us: sampling interval (1-1e6).  None (the default): 100 us, doubled
+                        (up to 1 ms) for the next profiles when decoding the samples
+                        falls behind them, which summary["metrics"]["interval_note"]
+                        says (on an H200 decoding takes ~80-100 us of host time a
+                        sample).  One sampler runs for the process (issue 43): a
+                        profile with another interval starts it anew, and waits.
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
-                        thread takes them, every metrics_decode_ms (default 10 ms, so the
-                        end leaves summary() only the last ~10 ms of samples) and
-                        after the stop; an overflow is reported in
+                        thread takes them, every metrics_decode_ms (default 5 ms while a
+                        profile runs, so the end leaves summary() only the last ~5 ms of
+                        samples; 20 ms between profiles) and after the stop; an overflow
+                        is reported in
                         summary["metrics"]["overflows"], never silent (1-65536 MiB;
                         metrics_decode_ms 1-10000).
     gather:             under torch.distributed (detected, never imported here), send this
@@ -189,9 +195,9 @@ class Profile:
         max_buffer_mb: float = 256,
         warm_up: bool = True,
         metrics: bool | str = True,
-        metrics_interval_us: float = 100.0,
+        metrics_interval_us: float | None = None,
         metrics_buffer_mb: float = 64,
-        metrics_decode_ms: float = 10.0,
+        metrics_decode_ms: float = 5.0,
         gather: bool = True,
         gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
         steps: Any = None,
@@ -210,7 +216,8 @@ class Profile:
         buffer_mb = _options.check_number("buffer_mb", buffer_mb)
         max_buffer_mb = _options.check_number("max_buffer_mb", max_buffer_mb,
                                               lowest=("buffer_mb", buffer_mb))
-        interval_us = _options.check_number("metrics_interval_us", metrics_interval_us)
+        interval_us = (0.0 if metrics_interval_us is None else
+                       _options.check_number("metrics_interval_us", metrics_interval_us))
         metrics_mb = _options.check_number("metrics_buffer_mb", metrics_buffer_mb)
         decode_ms = _options.check_number("metrics_decode_ms", metrics_decode_ms)
         self._options: dict[str, Any] = dict(

@@ -468,10 +468,16 @@ def _metrics_section(info: dict[str, Any]) -> dict[str, Any] | None:
         "restarts": pm["restarts"],
         "reconfigures": pm["reconfigures"],
         "decodes": pm["decodes"],
+        # decoded while this profile's window was live and let go unevaluated
+        # (the sampler runs across profiles: issue 43)
+        "skipped_samples": pm.get("skipped", 0),
         "decode_ms": _ms(pm["decode_ns"]),
         "decode_cupti_ms": _ms(pm["decode_data_ns"]),
         "evaluate_ms": _ms(pm["evaluate_ns"]),
         "decoder_error": pm["decoder_error"],
+        # the decoder fell behind the samples: the interval the next profiles
+        # use (the automatic one doubles), None when it kept pace
+        "interval_note": pm.get("interval_note"),
         "setup_ms": {name: _ms(ns) for name, ns in pm["phases_ns"].items()},
         "config_reused": pm["config_reused"],
         "config_source": pm.get("config_source"),  # built, cache (disk), reused (this process)

@@ -20,7 +20,7 @@ try:
     from ._core import (_activity_back_to_back, _capture_pending, _choose_metrics, _decoder_probe,
                         _decoder_state, _fake_context_created, _fake_samples, _finish_delay,
                         _ids_sort_unique, _inject_calls, _names, _names_hammer, _open_ranges, _pmavail, _pmcache, _radix_order,
-                        _sample_wanted, _sampler_keep, _sampler_state, _settle_samples, _split_after_stop,
+                        _sample_clock_offset, _sample_wanted, _sampler_keep, _sampler_state, _settle_samples, _split_after_stop,
                         _tick_starts)
 except ImportError:
     raise ImportError(REBUILD) from None
@@ -32,4 +32,4 @@ __all__ = ["_activity_back_to_back", "_capture_pending", "_choose_metrics", "_de
            "_fake_context_created", "_fake_samples", "_finish_delay", "_ids_sort_unique", "_inject",
            "_inject_calls", "_names", "_names_hammer", "_open_ranges", "_pmavail", "_pmcache",
            "_radix_order",
-           "_sample_wanted", "_sampler_keep", "_sampler_state", "_set_test_clock", "_settle_samples", "_split_after_stop", "_tick_starts"]
+           "_sample_clock_offset", "_sample_wanted", "_sampler_keep", "_sampler_state", "_set_test_clock", "_settle_samples", "_split_after_stop", "_tick_starts"]

@@ -222,12 +222,12 @@ def test_metrics_false_turns_sampling_off_and_tracing_goes_on():
     assert (s["syncs"]["count"], s["syncs"]["by_kind"]) == (1, {"synchronize": 1})
 
 
-def test_a_profile_shorter_than_the_sampler_start_says_why():
-    """tests/hostile row R3 on the GPU: once a profile has set sampling up, a
-    profile of a few clock reads ends before the reused sampler starts on
-    loopscope's worker thread.  Its metrics_error says when sampling began
-    and how long the profile lasted (not "still being set up", which is for
-    the first use in a process); a longer profile right after is sampled."""
+def test_a_profile_of_a_few_clock_reads_after_the_set_up_is_sampled_from_its_start():
+    """tests/hostile row R3 on the GPU: once a profile has set sampling up,
+    the sampler runs on (issue 43), so a profile of a few clock reads is
+    sampled from its start (before, it ended before the reused sampler's
+    start on the worker and read nothing); a longer profile right after is
+    sampled too."""
     src = torch.empty(1 << 28, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
     torch.cuda.synchronize()
@@ -236,12 +236,14 @@ def test_a_profile_shorter_than_the_sampler_start_says_why():
         pass
     s = short.summary()
     print(json.dumps({"short": s["metrics_error"], "metrics": s["metrics"]}, default=str))
-    assert s["sm"] is None and s["metrics"]["sampler_reused"] is True
-    reason = s["metrics_error"]
-    assert reason.startswith("PM sampling began ") and "set up by an earlier profile" in reason
-    began_ms, lasted_ms = (float(reason.split(" ms")[0].rsplit(" ", 1)[1]),
-                           float(reason.split("(it lasted ")[1].split(" ms")[0]))
-    assert began_ms > lasted_ms, reason
+    assert s["metrics"]["sampler_reused"] is True
+    assert s["overhead"]["metrics_start_delay_ms"] == 0  # sampling ran before it began
+    # A profile shorter than one interval may fall between two samples' ends;
+    # then it says so, and nothing about a late start.
+    if s["sm"] is None:
+        assert s["metrics_error"].startswith("PM sampling ran but no sample was decoded"), s
+    else:
+        assert s["metrics_error"] is None and s["sm"]["active_pct"] < 5, s["sm"]
     with loopscope.profile(trace=False, syncs=False) as longer:
         for _ in range(20):
             dst.copy_(src)

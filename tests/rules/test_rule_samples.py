@@ -109,19 +109,11 @@ def overlap_rule(start, end, window_start, window_stop):
     return end > window_start and (window_stop == 0 or start < window_stop)
 
 
-def off_clock_rule(start, end, sampling_started):
-    """No start, or an end before sampling began: on another clock."""
-    return start == 0 or end < sampling_started
-
-
 WANTED_CASES = {
     "ends-exactly-at-the-window-start": (WINDOW_START - 100, WINDOW_START),
     "ends-a-nanosecond-into-the-window": (WINDOW_START - 100, WINDOW_START + 1),
     "starts-exactly-at-the-stop": (WINDOW_STOP, WINDOW_STOP + 100),
     "starts-a-nanosecond-before-the-stop": (WINDOW_STOP - 1, WINDOW_STOP + 100),
-    "ends-exactly-when-sampling-started": (STARTED - 100, STARTED),
-    "ends-a-nanosecond-before-sampling-started": (STARTED - 100, STARTED - 1),
-    "starts-at-zero": (0, WINDOW_START - 100),
 }
 
 
@@ -129,12 +121,25 @@ WANTED_CASES = {
 @pytest.mark.parametrize("stop", [WINDOW_STOP, 0], ids=["closed", "open"])
 def test_samples_at_the_edges_of_a_window(name, stop):
     start, end = WANTED_CASES[name]
-    overlaps, off_clock = _testhooks._sample_wanted(start, end, STARTED, WINDOW_START, stop)
-    assert overlaps == overlap_rule(start, end, WINDOW_START, stop)
-    assert off_clock == off_clock_rule(start, end, STARTED)
+    got = _testhooks._sample_wanted(start, end, WINDOW_START, stop)
+    assert got == overlap_rule(start, end, WINDOW_START, stop)
     inside = name in ("ends-a-nanosecond-into-the-window", "starts-a-nanosecond-before-the-stop")
-    assert overlaps == (inside or (stop == 0 and name == "starts-exactly-at-the-stop"))
-    assert off_clock == (name in ("ends-a-nanosecond-before-sampling-started", "starts-at-zero"))
+    assert got == (inside or (stop == 0 and name == "starts-exactly-at-the-stop"))
+
+
+def clock_offset_rule(first_start, started, tolerance):
+    """One clock when the run's first complete sample starts within the
+    tolerance of sampling's start; else the difference moves every sample."""
+    return 0 if abs(first_start - started) <= tolerance else first_start - started
+
+
+@pytest.mark.parametrize("first_start", [
+    STARTED + TOLERANCE, STARTED + TOLERANCE + 1, STARTED - TOLERANCE, STARTED - TOLERANCE - 1,
+    STARTED - 1_500_000_000 + 20_000_000_000, STARTED + 80_000])
+def test_the_clock_offset_of_a_run_at_the_tolerance(first_start):
+    got = _testhooks._sample_clock_offset(first_start, STARTED, TOLERANCE)
+    assert got == clock_offset_rule(first_start, STARTED, TOLERANCE)
+    assert (got == 0) == (abs(first_start - STARTED) <= TOLERANCE)
 
 
 # Back to back (issue 27): a start less than 3 ms after the last stop began

@@ -66,6 +66,7 @@ static struct {
     int ever_ran;             /* sampling ran once in this process */
     uint64_t auto_interval_ns; /* the automatic interval now (0: not yet chosen) */
     int ticking_fast;         /* the sampler's tick runs at the decode period (windows live) */
+    int fell_behind;          /* a tick fell behind since the last window was freed */
     uint64_t test_keep_running_ns, test_keep_ns; /* test hook: the idle times, 0: default */
     uint64_t test_wait_bound_ns;                 /* test hook: an open's wait, 0: default */
     uint64_t test_decode_ns;                     /* test hook: each test-source decode's cost */
@@ -293,6 +294,11 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
      * periods of samples), is behind the samples. */
     int behind = period_ns != 0 &&
                  (2 * cost.decode_ns > 3 * period_ns || cost.counter_data_full > 0);
+    if (behind) {
+        pthread_mutex_lock(&s.lock);
+        s.fell_behind = 1;
+        pthread_mutex_unlock(&s.lock);
+    }
     uint64_t dropped = 0;
     for (int i = 0; i < v.n; i++) {
         ls_window *w = &s.w[v.slot[i]];
@@ -726,6 +732,12 @@ static void free_window(int k)
     int idle = !any_live_locked() && !s.setup_posted;
     uint64_t keep_running_ns =
         s.test_keep_running_ns ? s.test_keep_running_ns : s.running.keep_running_ns;
+    /* A sampler whose decodes fell behind would only fall further behind
+     * with no window to serve (its hardware buffer overflows): it stops now. */
+    if (idle && s.fell_behind)
+        keep_running_ns = 0;
+    if (idle)
+        s.fell_behind = 0;
     pthread_cond_broadcast(&s.changed);
     pthread_mutex_unlock(&s.lock);
     if (idle)

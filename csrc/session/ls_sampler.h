@@ -59,10 +59,13 @@ enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT 
 /* The automatic interval: it begins at LS_PM_AUTO_INTERVAL_NS and doubles,
  * up to LS_PM_AUTO_INTERVAL_MAX_NS, after a profile whose decodes fell
  * behind the samples (a tick took longer than 1.5 decode periods, or filled
- * the counter data image): on an H200 (2026-11-29) decoding took ~80-100 us
- * of host time a sample, most of a core at 100 us.  Between profiles the
- * sampler's tick slows to LS_PM_IDLE_DECODE_NS (its samples are let go). */
-#define LS_PM_AUTO_INTERVAL_NS 100000ull
+ * the counter data image).  On an H200 (2026-11-29) decoding took ~80-100 us
+ * of host time a sample plus ~35 us to evaluate one, and each call ~1 ms:
+ * at 100 us a sampler that runs on needs more than a core and falls behind,
+ * at 200 us most of one, at 500 us about a third.  Between profiles the
+ * sampler's tick slows to LS_PM_IDLE_DECODE_NS (its samples are let go),
+ * and a sampler that fell behind stops at once. */
+#define LS_PM_AUTO_INTERVAL_NS 500000ull
 #define LS_PM_AUTO_INTERVAL_MAX_NS 1000000ull
 #define LS_PM_IDLE_DECODE_NS 20000000ull
 

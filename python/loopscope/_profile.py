@@ -146,12 +146,13 @@ class Profile:
                         a first profile shorter than the set-up reads no counters).
                         A profile entered before the code made its CUDA context (e.g.
                         `loopscope run`) sets sampling up when that context appears.
-    metrics_interval_us: sampling interval (1-1e6).  None (the default): 100 us, doubled
+    metrics_interval_us: sampling interval (1-1e6).  None (the default): 500 us, doubled
                         (up to 1 ms) for the next profiles when decoding the samples
                         falls behind them, which summary["metrics"]["interval_note"]
-                        says (on an H200 decoding takes ~80-100 us of host time a
-                        sample).  One sampler runs for the process (issue 43): a
-                        profile with another interval starts it anew, and waits.
+                        says (on an H200 decoding and evaluating take ~120 us of host
+                        time a sample: at 100 us more than a core).  One sampler runs
+                        for the process (issue 43): a profile with another interval
+                        starts it anew, and waits.
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
                         thread takes them, every metrics_decode_ms (default 5 ms while a
                         profile runs, so the end leaves summary() only the last ~5 ms of

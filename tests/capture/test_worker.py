@@ -181,7 +181,9 @@ def test_samples_between_profiles_are_let_go_unevaluated(test_clock):
     with loopscope.profile(trace=False, syncs=False, metrics=True) as first:
         pass
     first.summary()
-    test_clock.set(1_600_000, 20 * US)  # 0.6 ms later: ~10 samples between the windows
+    # 1.2 ms later (after the first finish's tail, two 500 us intervals past
+    # its stop): ~20 samples between the windows
+    test_clock.set(2_200_000, 20 * US)
     time.sleep(0.05)  # the sampler's ticks hand those over meanwhile
     with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
         pass
@@ -249,10 +251,10 @@ def test_sampling_stops_after_an_idle_while_and_the_next_start_waits_for_it_agai
 def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decode_ms, behind):
     """A tick that takes longer than 1.5 decode periods (5 ms: 7.5 ms) is
     behind the samples: the profile says so, and the next profiles sample
-    at twice the interval (the sampler starts anew once); just inside the
-    bound nothing changes."""
+    at twice the automatic interval (500 us: 1 ms; the sampler starts anew
+    once); just inside the bound nothing changes."""
     samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
     _testhooks._sampler_keep(0, 0, 0, int(decode_ms * 1e6))
     try:
         test_clock.set(1_000_000, 20 * US)
@@ -266,18 +268,18 @@ def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decod
     finally:
         _testhooks._sampler_keep(0, 0, 0, 0)
     assert s1["metrics"]["decodes"] >= 2
-    assert s1["metrics"]["interval"] == 100_000
+    assert s1["metrics"]["interval"] == 500_000
     if behind:
         assert s1["metrics"]["interval_note"] == (
-            "decoding fell behind the samples at 100 us (%.0f us of host time a sample here): "
-            "the next profiles sample every 200 us" % (
+            "decoding fell behind the samples at 500 us (%.0f us of host time a sample here): "
+            "the next profiles sample every 1000 us" % (
                 s1["metrics"]["decode_ms"] * 1e3 / (s1["metrics"]["samples"]
                                                     + s1["metrics"]["skipped_samples"])))
-        assert s2["metrics"]["interval"] == 200_000
-        assert s2["metrics"]["sampler_reused"] is False  # started anew, at 200 us
+        assert s2["metrics"]["interval"] == 1_000_000
+        assert s2["metrics"]["sampler_reused"] is False  # started anew, at 1 ms
     else:
         assert s1["metrics"]["interval_note"] is None
-        assert s2["metrics"]["interval"] == 100_000 and s2["metrics"]["sampler_reused"] is True
+        assert s2["metrics"]["interval"] == 500_000 and s2["metrics"]["sampler_reused"] is True
     assert s2["metrics"]["interval_note"] is None
     assert_holds_its_window(second, samples)
 

@@ -121,16 +121,16 @@ def test_windows_that_continue_a_running_sampler_keep_their_own_samples(matmuls,
                   "samples", "tail_samples", "decodes", "counter_data_full", "tail_decode_ns",
                   "skipped"))
               + f", finish {info['finish_ns'] / 1e6:.2f} ms, started {info['start_ns']}")
-    interval_ns = 100_000  # the documented default, metrics_interval_us=100
     for k, info in enumerate(infos):
         window_ns = info["stop_ns"] - info["start_ns"]
+        interval_ns = info["pm"]["interval"]  # the automatic one (500 us, or wider)
         expected = window_ns / interval_ns
         pm = info["pm"]
         seen = " ".join(f"{key}={pm.get(key)}" for key in (
             "samples", "tail_samples", "decodes", "overflows", "counter_data_full",
             "incomplete", "eval_errors", "start_delay_ns", "clock_delta_ns",
             "clock_shift_ns", "setup_ns", "stopped_ns", "started_ns"))
-        assert 0.95 * expected - 1 <= info["samples"] <= expected + 3, (
+        assert 0.95 * expected - 1 <= info["samples"] <= expected + 2, (
             f"window {k}: kept {info['samples']}, expected {expected:.0f}, outside "
             f"{info['samples_outside']}, start {info['start_ns']} stop {info['stop_ns']}; {seen}")
     # the window is the loop's: a start's wait for the worker is not in it
@@ -154,8 +154,8 @@ def test_memory_and_compute_bound_profiles_back_to_back_each_read_their_own_loop
     a = torch.randn(4096, 4096, device="cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
 
-    def mem():  # ~10 ms of copies: a launch's few us are noise against it
-        for _ in range(20):
+    def mem():  # ~21 ms of copies (0.5 ms each): a slow first launch is noise against it
+        for _ in range(40):
             dst.copy_(src)
 
     def compute():

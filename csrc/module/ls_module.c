@@ -90,16 +90,17 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
         metrics_device = -1, callbacks = 1, own_timestamps = 1, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
-    /* Decode every 5 ms while a profile runs (ls_sampler: 20 ms between
+    /* Decode every 10 ms while a profile runs (ls_sampler: 50 ms between
      * profiles).  H200, 2026-11-29, one sampler for the process: each
-     * decode call costs ~1 ms whatever it holds, plus ~30-80 us a sample;
-     * every 2 ms kept summary()'s tail to ~15 samples but cost most of a
-     * core, every 10 ms left it up to 100 (17-20 ms of summary()). */
+     * DecodeData call costs ~2.5-4 ms whatever it holds and evaluating a
+     * sample ~35 us, so the tail summary() waits for is one call and a few
+     * samples at the 500 us automatic interval; every 5 ms cost ~0.7-1
+     * core, every 2 ms more. */
     /* The first profile of a process waits for the sampler's set-up (issue
      * 30: without it a script's one profile read no SM or DRAM at all), at
      * most LS_PM_WAIT_BOUND_NS. */
     int wait_for_start = LS_SAMPLER_WAIT_SETUP;
-    unsigned long long interval_ns = 0, decode_ns = 5000000; /* interval 0: automatic */
+    unsigned long long interval_ns = 0, decode_ns = 10000000; /* interval 0: automatic */
     PyObject *paths = NULL;
     const char *cache_dir = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniKzippp:start", keywords,
@@ -441,7 +442,7 @@ static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
      "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
      " warm_up=2, syncs=True, metrics=False, metrics_interval_ns=0 (automatic),"
-     " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_decode_ns=5000000,"
+     " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_decode_ns=10000000,"
      " metrics_cache_dir=None, metrics_wait_for_start=2, callbacks=True, own_timestamps=True,"
      " graph_kernels=False)"
      " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"

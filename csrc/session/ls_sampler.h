@@ -56,7 +56,11 @@ enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT 
 
 #define LS_SAMPLER_WINDOWS 8
 
-/* The automatic interval: it begins at LS_PM_AUTO_INTERVAL_NS and doubles,
+/* Each DecodeData call costs ~2.5-4 ms of host time whatever it holds
+ * (H100 2026-11-27, H200 2026-11-29), so the tick's period sets the
+ * sampler's CPU while profiles run (5 ms: ~0.7-1 core, 10 ms: ~0.3-0.4)
+ * and summary() waits for one such call at most, whatever the period.
+ * The automatic interval: it begins at LS_PM_AUTO_INTERVAL_NS and doubles,
  * up to LS_PM_AUTO_INTERVAL_MAX_NS, after a profile whose decodes fell
  * behind the samples (a tick took longer than 1.5 decode periods, or filled
  * the counter data image).  On an H200 (2026-11-29) decoding took ~80-100 us
@@ -67,7 +71,7 @@ enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT 
  * and a sampler that fell behind stops at once. */
 #define LS_PM_AUTO_INTERVAL_NS 500000ull
 #define LS_PM_AUTO_INTERVAL_MAX_NS 1000000ull
-#define LS_PM_IDLE_DECODE_NS 20000000ull
+#define LS_PM_IDLE_DECODE_NS 50000000ull
 
 /* Sampling runs this long after the last window closed (a training script
  * that profiles every few hundred steps never stops it), then stays

@@ -154,9 +154,10 @@ class Profile:
                         for the process (issue 43): a profile with another interval
                         starts it anew, and waits.
     metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
-                        thread takes them, every metrics_decode_ms (default 5 ms while a
-                        profile runs, so the end leaves summary() only the last ~5 ms of
-                        samples; 20 ms between profiles) and after the stop; an overflow
+                        thread takes them, every metrics_decode_ms (default 10 ms while a
+                        profile runs, so summary() waits for one decode call and the
+                        last ~10 ms of samples; 50 ms between profiles) and after the
+                        stop; an overflow
                         is reported in
                         summary["metrics"]["overflows"], never silent (1-65536 MiB;
                         metrics_decode_ms 1-10000).
@@ -198,7 +199,7 @@ class Profile:
         metrics: bool | str = True,
         metrics_interval_us: float | None = None,
         metrics_buffer_mb: float = 64,
-        metrics_decode_ms: float = 5.0,
+        metrics_decode_ms: float = 10.0,
         gather: bool = True,
         gather_timeout_s: float = _distributed.DEFAULT_TIMEOUT_S,
         steps: Any = None,

@@ -247,9 +247,9 @@ def test_sampling_stops_after_an_idle_while_and_the_next_start_waits_for_it_agai
 
 
 @pytest.mark.fake_sampler
-@pytest.mark.parametrize("decode_ms, behind", [(7.4, False), (7.6, True)])
+@pytest.mark.parametrize("decode_ms, behind", [(14.9, False), (15.1, True)])
 def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decode_ms, behind):
-    """A tick that takes longer than 1.5 decode periods (5 ms: 7.5 ms) is
+    """A tick that takes longer than 1.5 decode periods (10 ms: 15 ms) is
     behind the samples: the profile says so, and the next profiles sample
     at twice the automatic interval (500 us: 1 ms; the sampler starts anew
     once); just inside the bound nothing changes."""
@@ -259,7 +259,7 @@ def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decod
     try:
         test_clock.set(1_000_000, 20 * US)
         with loopscope.profile(trace=False, syncs=False) as first:
-            time.sleep(0.03)  # a few of the sampler's 5 ms ticks
+            time.sleep(0.05)  # a few of the sampler's 10 ms ticks
         s1 = first.summary()
         _testhooks._sampler_keep(0, 0, 0, 0)
         with loopscope.profile(trace=False, syncs=False) as second:

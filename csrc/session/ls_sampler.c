@@ -290,10 +290,11 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
     }
     if (error[0] != '\0')
         ls_pm_clear_error();
-    /* A tick that took longer than 1.5 periods, or filled the image (four
-     * periods of samples), is behind the samples. */
-    int behind = period_ns != 0 &&
-                 (2 * cost.decode_ns > 3 * period_ns || cost.counter_data_full > 0);
+    /* A tick that took longer than 1.5 periods is behind the samples.  (A
+     * full image is not a sign: the first tick after an idle spell holds
+     * up to an idle period's samples; H200 04:16Z, counting it restarted
+     * samplers mid-run.) */
+    int behind = period_ns != 0 && 2 * cost.decode_ns > 3 * period_ns;
     if (behind) {
         pthread_mutex_lock(&s.lock);
         s.fell_behind = 1;
@@ -506,6 +507,17 @@ static int same_sampler_locked(const ls_sampler_options *b)
     return ls_pm_same_sampler(&s.running.pm, &b->pm);
 }
 
+/* The counter data image's size in samples: every tick's samples in one
+ * decode round, the slower idle tick's too (a round that fills the image
+ * is followed by a reset and another round), at most 4096. */
+static uint32_t image_samples(const ls_pm_options *pm)
+{
+    uint64_t interval = pm->interval_ns ? pm->interval_ns : 1;
+    uint64_t busy = 4 * pm->decode_period_ns, idle = LS_PM_IDLE_DECODE_NS + LS_PM_IDLE_DECODE_NS / 4;
+    uint64_t want = (busy > idle ? busy : idle) / interval;
+    return (uint32_t)(want < 64 ? 64 : want > 4096 ? 4096 : want);
+}
+
 /* Waits on `changed` until pred() or the bound; 1 when pred() held. */
 static int wait_locked(int (*pred)(int), int arg, uint64_t bound_ns)
 {
@@ -567,6 +579,8 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
             s.auto_interval_ns = LS_PM_AUTO_INTERVAL_NS;
         chosen.pm.interval_ns = s.auto_interval_ns;
     }
+    if (chosen.pm.max_samples == 0)
+        chosen.pm.max_samples = image_samples(&chosen.pm);
     o = &chosen;
     if (s.state == LS_STATE_RUNNING && same_sampler_locked(o)) {
         /* The common case, back to back or not: sampling runs. */

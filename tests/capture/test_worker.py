@@ -247,7 +247,7 @@ def test_sampling_stops_after_an_idle_while_and_the_next_start_waits_for_it_agai
 
 
 @pytest.mark.fake_sampler
-@pytest.mark.parametrize("decode_ms, behind", [(14.9, False), (15.1, True)])
+@pytest.mark.parametrize("decode_ms, behind", [(15.0, False), (15.1, True)])
 def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decode_ms, behind):
     """A tick that takes longer than 1.5 decode periods (10 ms: 15 ms) is
     behind the samples: the profile says so, and the next profiles sample

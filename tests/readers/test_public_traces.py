@@ -203,8 +203,8 @@ def pair(request):
 
 
 def test_the_corpus_is_there_and_small():
-    assert len(FILES) >= 12
-    assert sum((DATA / f).stat().st_size for f in FILES) < 15 << 20
+    assert len(FILES) >= 40  # issue 39: ROCm, DataLoader-heavy training, serving among them
+    assert sum((DATA / f).stat().st_size for f in FILES) < 20 << 20
     listed = (DATA / "README.md").read_text()
     assert all(f in listed for f in FILES)  # every file has its source written down
 

@@ -121,7 +121,7 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
 
     doc = json.loads(text, parse_float=Decimal)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    ops, launches, driver, steps = [], {}, {}, []
+    ops, launches, driver, steps, replays = [], {}, {}, [], set()
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
@@ -132,6 +132,11 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
             if device is None or dev == device:
                 start = _ns(e["ts"])
                 ops.append((dev, start, start + _ns(e["dur"]), cat, e["args"].get("correlation")))
+        elif cat in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}) \
+                and e.get("name") in ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"):
+            replays.add(e["args"]["correlation"])
+            (launches if cat == "cuda_runtime" else driver).setdefault(
+                e["args"]["correlation"], _ns(e["ts"]))
         elif cat == "cuda_runtime" and "correlation" in e.get("args", {}):
             launches.setdefault(e["args"]["correlation"], _ns(e["ts"]))
         elif cat == "cuda_driver" and "correlation" in e.get("args", {}):
@@ -142,14 +147,18 @@ def expected(text: bytes | str, thresholds_us=(20.0, 50.0), device=None,
             steps.append((start, start + _ns(e["dur"]), e["name"]))
     for corr, start in driver.items():  # a runtime call is the launch when both exist
         launches.setdefault(corr, start)
-    return figures(ops, launches, steps, thresholds_us, merge_upto_ns=1)
+    return figures(ops, launches, steps, thresholds_us, merge_upto_ns=1, replays=replays)
 
 
-def figures(ops, launches, steps, thresholds_us=(20.0, 50.0), merge_upto_ns=0) -> dict[str, Any]:
+def figures(ops, launches, steps, thresholds_us=(20.0, 50.0), merge_upto_ns=0,
+            replays=frozenset()) -> dict[str, Any]:
     """ops: (device, start_ns, end_ns, cat, correlation); launches:
     {correlation: launch start ns}; steps: (start_ns, end_ns, name) of the
     ranges that match the step pattern (the outermost become the steps).
-    An idle interval of at most merge_upto_ns is no gap (counted merged)."""
+    An idle interval of at most merge_upto_ns is no gap (counted merged).
+    replays: the correlations of graph launch calls: idle between two ops of
+    one of them (the op that reached the busy end and the next) lies inside
+    one replay, busy as a replay traced whole is: no gap, not merged."""
     steps = sorted(steps, key=lambda s: (s[0], -s[1]))
     outer = []
     for s in steps:
@@ -160,11 +169,13 @@ def figures(ops, launches, steps, thresholds_us=(20.0, 50.0), merge_upto_ns=0) -
     counts = {v: 0 for v in GPU_CATS.values()}
     for dev in sorted({o[0] for o in ops}):
         mine = sorted(o for o in ops if o[0] == dev)
-        cur_start, cur_end = mine[0][1], mine[0][2]
+        cur_start, cur_end, last = mine[0][1], mine[0][2], mine[0][4]
         for o in mine:
             counts[GPU_CATS[o[3]]] += 1
         for o in mine[1:]:
-            if o[1] > cur_end and o[1] - cur_end <= merge_upto_ns:
+            if o[1] > cur_end and o[4] == last and o[4] in replays:
+                pass
+            elif o[1] > cur_end and o[1] - cur_end <= merge_upto_ns:
                 merged += 1
             elif o[1] > cur_end:
                 launch = launches.get(o[4])
@@ -173,7 +184,8 @@ def figures(ops, launches, steps, thresholds_us=(20.0, 50.0), merge_upto_ns=0) -
                 gaps.append((o[1] - cur_end, step))
                 busy += cur_end - cur_start
                 cur_start = o[1]
-            cur_end = max(cur_end, o[2])
+            if o[2] > cur_end:
+                cur_end, last = o[2], o[4]
         busy += cur_end - cur_start
     normal_ns, severe_ns = (round(t * 1000) for t in thresholds_us)
 

@@ -12,7 +12,12 @@
  * other), and the step, range and stream of the op that ends it.  An idle
  * interval of at most records->merge_idle_upto_ns (a trace's timestamps
  * cannot tell it from none) is no gap: its busy intervals merge, and it is
- * counted as merged in the line's gap statistics.
+ * counted as merged in the line's gap statistics.  Nor is the idle between
+ * two ops of one launch call (one known correlation id: the nodes of a CUDA
+ * graph's replay traced per kernel): a replay is busy from its first node
+ * to its last, as it is traced whole (LS_OP_GRAPH), so per-kernel and
+ * graph-level profiles of one loop read one busy time, one set of gaps and
+ * one verdict (issue 39); it is not counted as merged either.
  *
  * Attribution (ls_attribution): each op belongs to the innermost range
  * open on the thread that made its launch call, and to that range's step

@@ -171,6 +171,19 @@ static inline void prefetch(const void *at)
 #endif
 }
 
+/* Whether the idle between ops a (the one that reached the busy end) and b
+ * lies inside one CUDA-graph replay traced node by node: both came from one
+ * launch call (one correlation id, known).  A replay traced whole
+ * (LS_OP_GRAPH) is busy from its first node to its last, so the same replay
+ * traced per node is too: per-kernel and graph-level profiles of one loop
+ * read the same busy time, gaps and verdict (issue 39).  Only a graph
+ * launch queues several ops under one call. */
+static int one_replay(const ls_op *a, const ls_op *b)
+{
+    return a->correlation_id != 0 && a->correlation_id == b->correlation_id &&
+           a->kind != LS_OP_GRAPH && b->kind != LS_OP_GRAPH;
+}
+
 static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
                       const ls_sweep_out *out)
 {
@@ -211,6 +224,8 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
             prev = idx[0];
             if (line->first_ns == 0 || op->start_ns < line->first_ns)
                 line->first_ns = op->start_ns;
+        } else if (op->start_ns > cur_end && one_replay(&ops[prev], op)) {
+            /* inside one replay: its busy interval goes on, no gap, not merged */
         } else if (op->start_ns > cur_end + c->r->merge_idle_upto_ns) {
             if (out && (out->gaps || out->stats)) {
                 ls_gap g = {cur_end, op->start_ns, prev, idx[i], op->device_id,

@@ -368,3 +368,18 @@ def test_busy_intervals_and_bins_are_the_union_of_the_ops():
         got = model.busy_bins(start, end, bins, device=device)
         assert sum(got) == pytest.approx(sum(expected), abs=bins)
         assert list(got) == pytest.approx(expected, abs=2)
+
+
+@pytest.mark.parametrize("corr, gaps", [(5, 0), (0, 2)])
+def test_idle_between_the_kernels_of_one_graph_launch_is_no_gap(run_trace, corr, gaps):
+    """Issue 39: kernels queued by one call (one known correlation id: a CUDA
+    graph's replay traced per kernel) keep the GPU busy from the first to the
+    last, as the replay traced whole does: the two 30 us idle intervals
+    between them are no gap and count as busy.  Correlation 0 says nothing:
+    the same kernels are then three ops apart, two gaps."""
+    ks = [(s, e, 0, 7, corr, f"node{i}") for i, (s, e) in
+          enumerate([(1 * US, 11 * US), (41 * US, 51 * US), (81 * US, 91 * US)])]
+    s = run_trace(kernels=ks)
+    assert s["gaps"]["count"] == gaps
+    assert s["gaps"]["busy_ms"] == (90 if gaps == 0 else 30) * US / 1e6
+    assert s["gaps"]["merged_below_resolution"] == 0

@@ -33,6 +33,7 @@ FLOOR_US = 0.65
 SHARE = 0.5
 NAMED_AT_MOST = 3
 KINETO = Path(__file__).resolve().parents[1] / "data" / "kineto"
+PUBLIC = KINETO.parent / "public"
 
 
 def ms_text(ms):
@@ -141,19 +142,35 @@ def test_a_site_with_no_python_frame_reads_plainly():
 
 
 def test_steps_reading_another_verdict_than_the_loop_are_explained():
-    s = loopscope.analyze(KINETO / "demo_graph_steps.json.gz")
+    """HTA's sampled rank 1: its second step's idle splits evenly between
+    late launches and other causes (BALANCED), the loop's leans to late
+    launches.  (demo_graph_steps served here until issue 39: its steps read
+    SYNC_BOUND only while the idle inside its graph replays counted as
+    gaps.)"""
+    s = loopscope.analyze(PUBLIC / "hta_sampled_rank1.json.gz")
     d = s["diagnosis"]
     verdicts = [st["verdict"] for st in s["steps"]]
-    assert d["verdict"] == "UNDER_FILLED" and verdicts.count("SYNC_BOUND") == 2
-    first = next(st for st in s["steps"] if st["verdict"] == "SYNC_BOUND")
+    assert d["verdict"] == "CPU_LAUNCH_BOUND" and verdicts.count("BALANCED") == 1
+    first = next(st for st in s["steps"] if st["verdict"] == "BALANCED")
     g = first["gaps"]
-    sync_share = 100 * g["idle_by_cause_ms"]["sync"] / g["idle_ms"]
-    loop_busy = 100 * s["gaps"]["busy_ms"] / (s["gaps"]["busy_ms"] + s["gaps"]["idle_ms"])
-    assert g["busy_pct"] < 50 <= loop_busy                     # why they differ
-    assert (f"2 of 3 steps read SYNC_BOUND (the first, step {first['index']} {first['name']}: "
-            f"GPU busy {g['busy_pct']:.1f}% (< 50%), {sync_share:.0f}% of its idle time in gaps "
-            f"a sync overlapped); the loop reads UNDER_FILLED: over its whole time line GPU busy "
-            f"{loop_busy:.1f}% (>= 50%), so judged by the fill of its kernels") in d["reasons"]
+    sync, host = (100 * g["idle_by_cause_ms"][k] / g["idle_ms"] for k in ("sync", "host"))
+    loop = s["gaps"]
+    loop_busy = 100 * loop["busy_ms"] / (loop["busy_ms"] + loop["idle_ms"])
+    loop_host = 100 * loop["idle_by_cause_ms"]["host"] / loop["idle_ms"]
+    assert host < 50 <= loop_host                                # why they differ
+    assert (f"1 of 2 steps read BALANCED (the first, step {first['index']} {first['name']}: "
+            f"GPU busy {g['busy_pct']:.1f}% (< 50%), idle time split: sync {sync:.0f}%, late "
+            f"launches {host:.0f}%); the loop reads CPU_LAUNCH_BOUND: over its whole time line "
+            f"GPU busy {loop_busy:.1f}% (< 50%), {loop_host:.0f}% of its idle time waiting for "
+            "a late launch") in d["reasons"]
+
+
+def test_per_node_graph_steps_read_as_the_loop_does():
+    """demo_graph_steps replays one CUDA graph a step, traced per kernel:
+    the idle between a replay's kernels is the replay's own time, as in a
+    graph-level trace, so no step reads SYNC_BOUND from it."""
+    s = loopscope.analyze(KINETO / "demo_graph_steps.json.gz")
+    assert {st["verdict"] for st in s["steps"]} == {s["diagnosis"]["verdict"]}
 
 
 def kernel_lines(report):

@@ -9,6 +9,7 @@ Each mode runs in its own fresh process: prepare() must come before the
 process's first CUDA call, which pytest's own process made long ago."""
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -81,12 +82,24 @@ out.update(
            for st in s["steps"]],
     sm=(s.get("sm") or {}).get("active_pct"),
     gpu_error=s.get("gpu_error"),
+    verdict=s["diagnosis"]["verdict"], busy_pct=s["gaps"]["busy_pct"],
+    step_verdicts=[st["verdict"] for st in s["steps"]],
 )
 print("JSON" + json.dumps(out))
 """
 
 
 def run_child(mode: str, loop: str, *extra: str) -> dict:
+    return dict(_run_child(mode, loop, *extra))
+
+
+@functools.lru_cache(maxsize=None)
+def _run_child(mode: str, loop: str, *extra: str) -> tuple:
+    """One fresh process per (mode, loop): the tests below share its run."""
+    return tuple(_child(mode, loop, *extra).items())
+
+
+def _child(mode: str, loop: str, *extra: str) -> dict:
     p = subprocess.run([sys.executable, "-c", CHILD, mode, loop, *extra], capture_output=True,
                        text=True, timeout=400)
     assert p.returncode == 0, p.stderr[-4000:]
@@ -276,3 +289,19 @@ def test_graph_loop(loopscope_profile):
     tests = json.loads(report.read_text())["tests"]
     (entry,) = tests.values()
     assert entry["summary"]["gpu"]["graph_replays"] == 10
+
+
+@pytest.mark.parametrize("loop", ["graph", "compiled"])
+def test_per_kernel_and_graph_level_profiles_give_one_verdict(loop):
+    """Issue 39: one loop, one verdict, whether its replays are traced per
+    kernel or whole.  A replay is busy from its first node to its last in
+    both (csrc/analysis/ls_model_timeline.c, one_replay), so the busy share,
+    the gaps and the verdict agree; the busy shares are compared here within
+    2 points of the time line."""
+    kernels = run_child("kernels", loop)
+    replays = run_child("replays", loop)
+    assert kernels["graph_level"] is False and replays["graph_level"] is True
+    assert abs(kernels["busy_pct"] - replays["busy_pct"]) <= 2, (kernels["busy_pct"],
+                                                                 replays["busy_pct"])
+    assert kernels["verdict"] == replays["verdict"], (kernels["verdict"], replays["verdict"])
+    assert kernels["step_verdicts"] == replays["step_verdicts"]

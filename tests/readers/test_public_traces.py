@@ -112,15 +112,22 @@ def reference(path: Path) -> dict:
         if i is not None and o[3] != "memsets":
             per_step[i][o[3]] += 1
 
+    # a CUDA graph replay traced node by node is busy from its first node to
+    # its last, as a replay traced whole is (issue 39): idle between two ops
+    # of one graph launch call is no gap
+    replayed = {c[4] for c in calls if c[3] in GRAPH_LAUNCHES and c[4] is not None}
     gaps, busy, span, merged = [], 0, 0, 0
     counts = {"kernels": 0, "memcpys": 0, "memsets": 0}
     for device in sorted({o[0] for o in ops}):
         mine = sorted(o for o in ops if o[0] == device)
         first, busy_from, end = mine[0][1], mine[0][1], mine[0][2]
+        last = mine[0][4]  # the correlation of the op that reached `end`
         for o in mine:
             counts[o[3]] += 1
         for _, start, stop, _, correlation in mine[1:]:
-            if start - end > MERGE_UPTO_NS:
+            if start > end and correlation == last and correlation in replayed:
+                pass
+            elif start - end > MERGE_UPTO_NS:
                 gaps.append(start - end)
                 if step_of(correlation) is not None:  # the step of the op that ends it
                     per_step[step_of(correlation)]["gaps"] += 1
@@ -128,7 +135,8 @@ def reference(path: Path) -> dict:
                 busy_from = start
             elif start > end:
                 merged += 1
-            end = max(end, stop)
+            if stop > end:
+                end, last = stop, correlation
         busy += end - busy_from
         span += end - first
 
@@ -203,8 +211,8 @@ def pair(request):
 
 
 def test_the_corpus_is_there_and_small():
-    assert len(FILES) >= 12
-    assert sum((DATA / f).stat().st_size for f in FILES) < 15 << 20
+    assert len(FILES) >= 40  # issue 39: ROCm, DataLoader-heavy training, serving among them
+    assert sum((DATA / f).stat().st_size for f in FILES) < 20 << 20
     listed = (DATA / "README.md").read_text()
     assert all(f in listed for f in FILES)  # every file has its source written down
 

@@ -34,7 +34,7 @@ from ._prepare import prepare
 from ._profile import LoopscopeWarning, Profile, profile
 from .readers._sniff import TraceError
 from ._strict import SyncError, no_sync
-from ._watch import Watch, step, watch
+from .watching._watch import Watch, step, watch
 from .figures._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [

@@ -105,7 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RESULTS] = {}
     budget = config.getoption("--loopscope-watch", default=None)
     if budget is not None:
-        from ._watch import watch
+        from .watching._watch import watch
 
         try:  # the watch's own checks, before any test runs
             watch(step_budget_ms=budget, dump_dir=config.getoption("--loopscope-watch-dir"))
@@ -416,7 +416,7 @@ def _start_watch(item: pytest.Item):
     budget = item.config.getoption("--loopscope-watch", default=None)
     if budget is None or item.stash.get(_STATE, None) is not None:
         return None
-    from ._watch import watch
+    from .watching._watch import watch
 
     w = watch(step_budget_ms=budget, dump_dir=item.config.getoption("--loopscope-watch-dir"))
     try:

@@ -14,7 +14,8 @@ import pytest
 
 import loopscope
 import watch_loop
-from loopscope import _watch, _watch_dump
+from loopscope.watching import _dumps as _watch_dump
+from loopscope.watching import _watch
 
 FILES = {"README.txt", "breach.json", "window.json", "report.txt", "profile.loopscope.json.gz",
          "trace.json", "breach_block_report.txt", "breach_block.loopscope.json.gz"}

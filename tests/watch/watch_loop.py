@@ -8,7 +8,8 @@ step i; every PM sample reads sm / gr for the whole run (one value, so every
 step's average is that value whatever the samples' overlap)."""
 from __future__ import annotations
 
-from loopscope import _core, _testhooks, _watch
+from loopscope import _core, _testhooks
+from loopscope.watching import _watch
 
 SYNC_NS = 2_000  # one fake stream sync blocks the host this long
 

@@ -48,7 +48,7 @@ class _FirstModule:
         import torch
 
         self.watch, self.name, self.found = watch, name, None
-        self.handle = torch.nn.modules.module.register_module_forward_pre_hook(self._seen)
+        self.handle: Any = torch.nn.modules.module.register_module_forward_pre_hook(self._seen)
 
     def _seen(self, module: Any, args: Any) -> None:
         if self.found is None and type(module).__name__ == self.name:
@@ -64,7 +64,7 @@ class _FirstModule:
 
 
 def watch_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .._watch import watch
+    from ..watching._watch import watch
 
     conflicts = [o for o, v in (("--trace", args.trace), ("--steps", args.steps),
                                 ("--max-syncs", args.max_syncs),
@@ -78,8 +78,8 @@ def watch_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return EXIT_USAGE
     try:
         w = watch(step_budget_ms=args.watch, dump_dir=args.watch_dir)
-    except (TypeError, ValueError) as error:
-        parser.error(f"--watch-dir {args.watch_dir!r}: {error}")
+    except (TypeError, ValueError) as refused:
+        parser.error(f"--watch-dir {args.watch_dir!r}: {refused}")
     if importlib.util.find_spec("torch") is not None:
         importlib.import_module("torch")  # first, so the profiles reuse the CUPTI torch loads
     _say(f"watching {args.script} (step budget {args.watch:g} ms, dumps in {args.watch_dir})")

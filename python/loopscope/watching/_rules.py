@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from .figures._budgets import BUDGETS, BudgetError, Outcome, check_budgets
-from .figures._checks import refusal
+from ..figures._budgets import BUDGETS, BudgetError, Outcome, check_budgets
+from ..figures._checks import refusal
 
 ROW_FIELDS = ("step", "host_ms", "gpu_busy_ms", "gpu_busy_from", "syncs", "sync_blocked_ms",
               "sm_active_pct", "dram_pct", "gr_active_pct", "profile", "breach")

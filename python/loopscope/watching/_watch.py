@@ -46,11 +46,11 @@ import time
 import warnings
 from typing import Any
 
-from . import _core, _options, _session
-from ._module_steps import ModuleSteps, check_module
-from ._profile import LoopscopeWarning, Profile
-from ._watch_dump import Dumps, folder_problem, say
-from ._watch_rules import (FIGURES, P99_MIN_EXCESS_MS, P99_MIN_STEPS, ROW_FIELDS, budget_breach,
+from .. import _core, _options, _session
+from .._module_steps import ModuleSteps, check_module
+from .._profile import LoopscopeWarning, Profile
+from ._dumps import Dumps, folder_problem, say
+from ._rules import (FIGURES, P99_MIN_EXCESS_MS, P99_MIN_STEPS, ROW_FIELDS, budget_breach,
                            check_watch_budgets, figure_stats, host_breach, percentile, sites_in_step, step_rows)
 
 _clock = time.perf_counter_ns   # a step's host time (the tests script it)
@@ -301,7 +301,7 @@ class Watch:
         block ended when it is full.  Never raises."""
         try:
             breach = None
-            if host_ns > self._slow_ns and index >= self._warm:
+            if host_ns >= self._slow_ns and index >= self._warm:  # _rules judges equality
                 breach = self._host_breach(index, host_ns)
             if self._failed is not None or self._state != "running":
                 self._window.append((index, round(host_ns / 1e6, 6)) + (None,) * 7
@@ -314,9 +314,9 @@ class Watch:
             self._fail(error)
 
     def _host_breach(self, index: int, host_ns: int) -> str | None:
-        broken = host_breach(host_ns / 1e6, self._budget_ms,
-                             None if self._p99_ms is None else self._factor * self._p99_ms,
-                             self._p99_ms, self._factor)
+        p99, factor = self._p99_ms, self._factor
+        slow = None if p99 is None or factor is None else factor * p99
+        broken = host_breach(host_ns / 1e6, self._budget_ms, slow, p99, factor)
         if not broken:
             return None
         self._breach(index, broken, self._prof if self._kind == "light" else None)

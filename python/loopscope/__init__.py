@@ -18,6 +18,9 @@ trace, an Nsight Systems SQLite export or a saved loopscope profile;
 as one span in every later profile (graph-level mode, for loops of graph replays);
 `loopscope.compare(before, after)` compares two summaries, profiles or files
 (`loopscope.format_compare(result)`: the same as `loopscope diff` prints);
+`loopscope.watch(step_budget_ms=...)` watches every step of a long job cheaply and
+writes a full profile when a step breaks its budget (`loopscope.step()` marks a step
+of the running watch or profile);
 `loopscope.doctor()` says what this machine's stack (driver, CUDA runtime, CUPTI, PM
 sampling per GPU) gives loopscope, and what will not work and why.
 """
@@ -31,9 +34,10 @@ from ._prepare import prepare
 from ._profile import LoopscopeWarning, Profile, profile
 from .readers._sniff import TraceError
 from ._strict import SyncError, no_sync
+from .watching._watch import Watch, step, watch
 from .figures._syncs import KINDS as SYNC_KINDS
 from ._version import __version__
 __all__ = [
     "CompareError", "InstrumentHandle", "LoopscopeWarning", "Profile", "SYNC_KINDS", "SyncError",
-    "TraceError", "analyze", "compare", "doctor", "format_compare", "instrument", "load", "no_sync", "prepare", "profile", "range", "__version__",
+    "TraceError", "analyze", "compare", "doctor", "format_compare", "instrument", "load", "no_sync", "prepare", "profile", "range", "step", "Watch", "watch", "__version__",
 ]

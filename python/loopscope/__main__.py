@@ -15,6 +15,7 @@ from .surfaces._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_
                             add_run_parser, check_outputs, demo_recording, diff_command,
                             route_stdout, run_command, save_summary, silence_stdout,
                             unroute_stdout)
+from .surfaces._watch_cli import add_watch_arguments, watch_run
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
@@ -107,6 +108,7 @@ def _command(argv: list[str] | None, prog: str | None) -> int:
     demo.add_argument("--json", metavar="PATH", help="also write the summary dict as JSON (-: stdout, "
                       "JSON alone there)")
     add_run_parser(sub)
+    add_watch_arguments(sub.choices["run"])
     add_analyze_parser(sub)
     add_diff_parser(sub)
     add_merge_parser(sub)
@@ -131,6 +133,8 @@ def _dispatch(parser: argparse.ArgumentParser, sub, args: argparse.Namespace) ->
         if not check_outputs(sub.choices["demo"].prog, {"--json": args.json}):
             return EXIT_USAGE
         return _demo(args)
+    if args.command == "run" and args.watch is not None:
+        return watch_run(args, sub.choices["run"])
     if args.command == "run":
         return run_command(args, sub.choices["run"])
     if args.command == "analyze":

@@ -35,6 +35,11 @@ enough.  It gives
   their CUDA context): every profile traces each CUDA-graph replay whole;
   where it cannot be turned on (no driver, CUDA already started by a
   conftest), a warning says why and the profiles trace per kernel;
+- the option `--loopscope-watch=BUDGET_MS` (and `--loopscope-watch-dir=DIR`):
+  every test not profiled otherwise runs inside `loopscope.watch()`, whose
+  steps are the test's `loopscope.step()` blocks; a step over the budget
+  writes a dump, listed at the end of the run (a flight recorder, not a
+  gate: the test's outcome is its own);
 - the option `--loopscope-report=PATH`: every profiled test's summary and
   budget results, written as one JSON file at the end of the run (not
   under pytest-xdist yet: its workers' results are not gathered).
@@ -73,6 +78,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "baseline files instead of comparing with them",
     )
     group.addoption(
+        "--loopscope-watch", metavar="BUDGET_MS", type=float, default=None,
+        help="watch every test's steps (loopscope.step() blocks) with loopscope.watch(): a step "
+             "over BUDGET_MS host time writes a dump; tests profiled by the fixture or marker "
+             "are left to their profile",
+    )
+    group.addoption(
+        "--loopscope-watch-dir", metavar="DIR", default="loopscope-dumps",
+        help="with --loopscope-watch: where the dumps go (default loopscope-dumps)",
+    )
+    group.addoption(
         "--loopscope-graph-replays", action="store_true", default=False,
         help="graph-level mode: trace each CUDA-graph replay as one span in every profile "
              "(loopscope.prepare() at the session's start, before CUDA starts)",
@@ -88,6 +103,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "profile the test with loopscope and fail it when a budget is exceeded",
     )
     config.stash[_RESULTS] = {}
+    budget = config.getoption("--loopscope-watch", default=None)
+    if budget is not None:
+        from .watching._watch import watch
+
+        try:  # the watch's own checks, before any test runs
+            watch(step_budget_ms=budget, dump_dir=config.getoption("--loopscope-watch-dir"))
+        except (TypeError, ValueError) as error:
+            raise pytest.UsageError(f"--loopscope-watch: {error}") from None
     if config.getoption("--loopscope-graph-replays", default=False):
         from ._prepare import prepare
 
@@ -366,7 +389,9 @@ def loopscope_profile(request: pytest.FixtureRequest):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """Ends the test's profile right after its body, then checks the budgets
-    inside the call phase, so an exceeded budget is a test failure."""
+    inside the call phase, so an exceeded budget is a test failure.
+    With --loopscope-watch, a test without a profile runs inside a watch."""
+    watching = _start_watch(item)
     try:
         result = yield
     except Exception as error:
@@ -376,12 +401,39 @@ def pytest_runtest_call(item: pytest.Item):
             _skip(f"loopscope: {error}")
         raise
     finally:
+        _end_watch(item, watching)
         state = item.stash.get(_STATE, None)
         if state is not None:
             state.stop()
     if state is not None:
         state.check()
     return result
+
+
+def _start_watch(item: pytest.Item):
+    """A running loopscope.watch() around the test body (--loopscope-watch),
+    unless the test is profiled (profiles and watches do not nest)."""
+    budget = item.config.getoption("--loopscope-watch", default=None)
+    if budget is None or item.stash.get(_STATE, None) is not None:
+        return None
+    from .watching._watch import watch
+
+    w = watch(step_budget_ms=budget, dump_dir=item.config.getoption("--loopscope-watch-dir"))
+    try:
+        w.__enter__()
+    except RuntimeError as busy:  # a profile the test's fixtures left running: said, not watched
+        item.add_report_section("call", "loopscope watch", f"not watched: {busy}")
+        return None
+    return w
+
+
+def _end_watch(item: pytest.Item, w) -> None:
+    if w is None:
+        return
+    w.__exit__(None, None, None)
+    summary = w.summary()
+    if summary["steps_seen"] or summary["dumps"]:
+        item.config.stash[_RESULTS].setdefault(item.nodeid, {})["watch"] = summary
 
 
 def _needs_a_gpu(error: BaseException) -> bool:
@@ -439,6 +491,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     results = config.stash.get(_RESULTS, {})
+    watched = {k: v["watch"] for k, v in results.items() if "watch" in v}
+    if watched:
+        steps = sum(w["steps_seen"] for w in watched.values())
+        dumps = [p for w in watched.values() for p in w["dumps"]]
+        terminalreporter.write_line(
+            f"loopscope watch: {len(watched)} test{'s' if len(watched) != 1 else ''}, {steps} "
+            f"steps watched, {sum(w['breaches'] for w in watched.values())} breaches, "
+            f"{len(dumps)} dump{'s' if len(dumps) != 1 else ''}")
+        for node, w in watched.items():
+            for path in w["dumps"]:
+                terminalreporter.write_line(f"  {node}: {path}")
     profiled = [v for v in results.values() if "summary" in v]
     if not profiled:
         return

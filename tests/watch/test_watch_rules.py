@@ -1,0 +1,160 @@
+"""loopscope.watch()'s breach rules, each on both sides of its threshold:
+step_budget_ms, the plugin budgets a light profile measures per step
+(max_syncs, max_sync_blocked_ms, min_sm_active_pct, min_busy_pct), the p99
+rule (its factor, its 1 ms floor, the 100 steps it waits for) and the
+warm-up.  Host times come from a scripted clock and syncs and samples from
+the test hooks (watch_loop), so every expected figure is computed here."""
+from __future__ import annotations
+
+import pytest
+
+import loopscope
+import watch_loop
+
+
+def breached(w) -> list[int]:
+    return [r["step"] for r in w.steps() if r["breach"]]
+
+
+def watched(tmp_path, **options):
+    options = {"dump_dir": tmp_path / "dumps", "warmup_steps": 0, "block_steps": 3,
+               "min_dump_interval_s": 0.0, "p99_factor": None, **options}
+    return loopscope.watch(**options)
+
+
+def test_step_budget_both_sides(tmp_path, monkeypatch):
+    clock = watch_loop.install(monkeypatch)
+    host = [9.999, 10.0, 10.001, 5.0]
+    with watched(tmp_path, step_budget_ms=10, profile_steps=1) as w:
+        watch_loop.run(w, clock, host)
+    assert [r["host_ms"] for r in w.steps()] == host
+    assert breached(w) == [i for i, ms in enumerate(host) if ms > 10]
+    assert w.breach_count == 1 and len(w.dumps) == 1
+
+
+def test_warmup_steps_breach_nothing(tmp_path, monkeypatch):
+    clock = watch_loop.install(monkeypatch)
+    with watched(tmp_path, step_budget_ms=10, warmup_steps=2) as w:
+        watch_loop.run(w, clock, [50.0, 50.0, 50.0, 50.0])
+    assert breached(w)[:1] == [2]
+
+
+def test_max_syncs_both_sides(tmp_path, monkeypatch):
+    clock = watch_loop.install(monkeypatch)
+    syncs = [1, 2, 1, 0, 2, 1]
+    with watched(tmp_path, max_syncs=1, profile_steps=1, max_dumps=0) as w:
+        watch_loop.run(w, clock, [1.0] * len(syncs), syncs=syncs)
+    assert [r["syncs"] for r in w.steps()] == syncs
+    assert breached(w) == [i for i, n in enumerate(syncs) if n > 1]
+
+
+def test_max_sync_blocked_ms_both_sides(tmp_path, monkeypatch):
+    clock = watch_loop.install(monkeypatch)
+    syncs = [2, 3, 1]
+    limit = 2 * watch_loop.SYNC_NS / 1e6  # two syncs' worth
+    with watched(tmp_path, max_sync_blocked_ms=limit, max_dumps=0) as w:
+        watch_loop.run(w, clock, [1.0] * len(syncs), syncs=syncs)
+    expected = [n * watch_loop.SYNC_NS / 1e6 for n in syncs]
+    assert [r["sync_blocked_ms"] for r in w.steps()] == pytest.approx(expected)
+    assert breached(w) == [i for i, ms in enumerate(expected) if ms > limit + 1e-12]
+
+
+@pytest.mark.parametrize("sm, breaches", [(39.99, True), (40.0, False), (40.01, False)])
+def test_min_sm_active_pct_both_sides(tmp_path, monkeypatch, sm, breaches):
+    clock = watch_loop.install(monkeypatch)
+    with watched(tmp_path, min_sm_active_pct=40, max_dumps=0) as w:
+        watch_loop.run(w, clock, [1.0] * 4, sm=sm, gr=80.0)
+    assert [r["sm_active_pct"] for r in w.steps()] == [sm] * 4
+    assert breached(w) == ([0, 1, 2, 3] if breaches else [])
+
+
+@pytest.mark.parametrize("gr, breaches", [(49.0, True), (51.0, False)])
+def test_min_busy_pct_from_gr_active_both_sides(tmp_path, monkeypatch, gr, breaches):
+    clock = watch_loop.install(monkeypatch)
+    host = [2.0, 4.0, 8.0]
+    with watched(tmp_path, min_busy_pct=50, max_dumps=0) as w:
+        watch_loop.run(w, clock, host, sm=30.0, gr=gr)
+    rows = w.steps()
+    assert [r["gpu_busy_ms"] for r in rows] == pytest.approx([gr / 100 * ms for ms in host])
+    assert {r["gpu_busy_from"] for r in rows} == {"gr_active"}
+    assert breached(w) == ([0, 1, 2] if breaches else [])
+
+
+def test_figures_a_self_check_refuses_breach_nothing(tmp_path, monkeypatch):
+    """Samples over part of the loop only: the coverage check fails, so SM
+    below the budget is not a breach (a figure not vouched for)."""
+    from loopscope import _core, _testhooks
+
+    clock = watch_loop.install(monkeypatch)
+    with watched(tmp_path, min_sm_active_pct=40, max_dumps=0) as w:
+        for i in range(3):
+            clock.durations.append(1.0)
+            with w.step():
+                if i == 1:
+                    t = _core.now_ns()
+                    _testhooks._inject("sample", [(t, t + 1, {"sm_active_pct": 5.0}, 0)])
+    assert breached(w) == []
+
+
+def run_p99(tmp_path, monkeypatch, base: list[float], probe: list[float], **options):
+    clock = watch_loop.install(monkeypatch)
+    with watched(tmp_path, p99_factor=2.0, block_steps=10, max_dumps=0, **options) as w:
+        watch_loop.run(w, clock, base + probe)
+    return [s - len(base) for s in breached(w)]
+
+
+def p99(values: list[float]) -> float:
+    """numpy's default percentile, written out: linear between closest ranks."""
+    s = sorted(values)
+    rank = (len(s) - 1) * 0.99
+    low = int(rank)
+    return s[low] + (s[min(low + 1, len(s) - 1)] - s[low]) * (rank - low)
+
+
+def test_p99_factor_both_sides(tmp_path, monkeypatch):
+    # 110 steps: the rows of the first 100 are read by step 110 (a block is read
+    # one block later), so the rule holds from then on
+    base = [10.0 + (i % 7) * 0.1 for i in range(110)]
+    limit = 2.0 * p99(base[:100])
+    probe = [limit - 0.01, limit + 0.01, 10.0]
+    assert run_p99(tmp_path, monkeypatch, base, probe) == [1]
+
+
+def test_p99_rule_needs_1ms_over_p99(tmp_path, monkeypatch):
+    base = [0.1] * 110                     # p99 0.1 ms: 2x is 0.2 ms, 1 ms over is 1.1 ms
+    assert run_p99(tmp_path, monkeypatch, base, [1.05, 1.15]) == [1]
+
+
+def test_p99_rule_waits_for_100_steps(tmp_path, monkeypatch):
+    base = [10.0] * 100                    # only 90 rows read by step 100
+    assert run_p99(tmp_path, monkeypatch, base, [100.0]) == []
+
+
+# -- options: a clear error at watch() time ---------------------------------------------
+@pytest.mark.parametrize("options, error, text", [
+    ({"step_budget_ms": -1}, ValueError, "step_budget_ms must be above 0"),
+    ({"step_budget_ms": 0}, ValueError, "step_budget_ms must be above 0"),
+    ({"step_budget_ms": "10"}, TypeError, "step_budget_ms must be a number"),
+    ({"p99_factor": 1.0}, ValueError, "p99_factor must be above 1"),
+    ({"max_syncs": -1}, ValueError, "max_syncs must be a finite number >= 0"),
+    ({"max_severe_gaps": 0}, TypeError, "unknown option 'max_severe_gaps'"),
+    ({"keep_steps": 0}, ValueError, "keep_steps must be between 1"),
+    ({"keep_steps": 1.5}, TypeError, "keep_steps must be a whole number"),
+    ({"profile_steps": 0}, ValueError, "profile_steps must be between 1"),
+    ({"max_dump_mb": 0}, ValueError, "max_dump_mb must be above 0"),
+    ({"signal": 1}, TypeError, "signal must be True or False"),
+    ({"steps": 3}, TypeError, "steps must be a torch.nn.Module"),
+    ({"all_ranks": True}, NotImplementedError, "not built yet"),
+    ({"step_budget": 10}, TypeError, "did you mean 'step_budget_ms'"),
+])
+def test_bad_options_are_refused_naming_the_option(tmp_path, options, error, text):
+    with pytest.raises(error, match=text):
+        loopscope.watch(dump_dir=tmp_path, **options)
+
+
+def test_a_dump_dir_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match="dump_dir .* exists and is not a folder"):
+        loopscope.watch(dump_dir=tmp_path / "f")
+    with pytest.raises(ValueError, match="is not a folder"):
+        loopscope.watch(dump_dir=tmp_path / "f" / "below")

@@ -1,0 +1,158 @@
+"""Where a user meets loopscope.watch(): SIGUSR1 (in a subprocess), the
+window's memory over many steps, loopscope.step(), steps=module, the
+`loopscope run --watch` command line and the pytest option."""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+
+import pytest
+
+import loopscope
+import watch_loop
+
+ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+
+def script(tmp_path, body: str) -> str:
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def test_sigusr1_arms_a_dump_when_asked_for(tmp_path):
+    path = script(tmp_path, """
+        import os, signal, sys, loopscope
+        before = signal.getsignal(signal.SIGUSR1)
+        with loopscope.watch(signal=True, dump_dir=sys.argv[1], profile_steps=2,
+                             block_steps=4) as w:
+            for i in range(12):
+                with w.step():
+                    if i == 5:
+                        os.kill(os.getpid(), signal.SIGUSR1)
+        assert signal.getsignal(signal.SIGUSR1) is before
+        print(len(w.dumps), w.dumps[0].rsplit("-step", 1)[1])
+    """)
+    done = subprocess.run([sys.executable, path, str(tmp_path / "d")], capture_output=True,
+                          text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "5"]
+    assert json.loads((tmp_path / "d" / os.listdir(tmp_path / "d")[0] / "breach.json")
+                      .read_text())["source"] == "SIGUSR1"
+
+
+def test_sigusr1_is_left_alone_without_signal_true(tmp_path):
+    path = script(tmp_path, """
+        import signal, loopscope
+        with loopscope.watch(dump_dir="d") as w:
+            assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
+    """)
+    assert subprocess.run([sys.executable, path], env=ENV, cwd=tmp_path, timeout=120).returncode == 0
+
+
+def test_memory_stays_flat_over_many_steps(tmp_path, monkeypatch):
+    clock = watch_loop.install(monkeypatch)
+    with loopscope.watch(dump_dir=tmp_path, keep_steps=200, block_steps=500) as w:
+        watch_loop.run(w, clock, [1.0] * 3_000)
+        tracemalloc.start()
+        watch_loop.run(w, clock, [1.0] * 2_000)
+        gc.collect()  # a dropped Profile sits in a reference cycle until the collector runs
+        first, _ = tracemalloc.get_traced_memory()
+        watch_loop.run(w, clock, [1.0] * 20_000)
+        gc.collect()
+        last, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    rows = w.steps()
+    assert len(rows) == 200 and rows[-1]["step"] == 24_999
+    assert last - first < 64 * 1024, (first, last)   # 20,000 more steps: no growth per step
+
+
+def test_loopscope_step_marks_the_running_watch_or_profile(tmp_path):
+    with loopscope.step():           # nothing runs: a no-op
+        pass
+    with loopscope.watch(dump_dir=tmp_path, block_steps=2) as w:
+        for _ in range(3):
+            with loopscope.step():
+                pass
+    assert [r["step"] for r in w.steps()] == [0, 1, 2]
+    with loopscope.profile(trace=False) as prof:
+        with loopscope.step():
+            pass
+    assert len(prof.summary()["steps"]) == 1
+
+
+def test_steps_module_makes_each_call_a_step(tmp_path):
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Linear(4, 4)
+    x = torch.zeros(1, 4)
+    with loopscope.watch(dump_dir=tmp_path, steps=model, block_steps=2) as w:
+        for _ in range(5):
+            model(x)
+    assert [r["step"] for r in w.steps()] == [0, 1, 2, 3, 4]
+    assert not model._forward_pre_hooks and not model._forward_hooks
+
+
+def test_watches_do_not_nest(tmp_path):
+    with loopscope.watch(dump_dir=tmp_path):
+        with pytest.raises(RuntimeError, match="already running"):
+            loopscope.watch(dump_dir=tmp_path).__enter__()
+
+
+LOOP = """
+    import time, loopscope
+    for i in range(30):
+        with loopscope.step():
+            time.sleep(0.08 if i == 15 else 0.001)
+"""
+
+
+def test_cli_run_watch(tmp_path):
+    path = script(tmp_path, LOOP)
+    done = subprocess.run([sys.executable, "-m", "loopscope", "run", "--watch", "40",
+                           "--watch-dir", str(tmp_path / "d"), "--json", str(tmp_path / "w.json"),
+                           path], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    dumps = os.listdir(tmp_path / "d")
+    assert len(dumps) == 1 and dumps[0].endswith("-step15")
+    summary = json.loads((tmp_path / "w.json").read_text())
+    assert summary["steps_seen"] == 30 and summary["breaches"] == 1
+    assert "watched 30 steps: 1 breach, 1 dump" in done.stderr
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--watch", "0"], "must be a number of ms > 0"),
+    (["--watch", "10", "--trace", "t.json"], "--trace cannot go with it"),
+    (["--watch", "10", "--watch-dir", "job.py"], "exists and is not a folder"),
+])
+def test_cli_run_watch_usage_errors(tmp_path, args, text):
+    path = script(tmp_path, LOOP)
+    done = subprocess.run([sys.executable, "-m", "loopscope", "run", *args, path],
+                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and text in done.stderr
+
+
+def test_pytest_option_watches_marked_steps(tmp_path):
+    (tmp_path / "test_inner.py").write_text(textwrap.dedent("""
+        import time, loopscope
+        def test_loop():
+            for i in range(30):
+                with loopscope.step():
+                    time.sleep(0.08 if i == 15 else 0.001)
+    """))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--loopscope-watch", "40", "--loopscope-watch-dir",
+                           str(tmp_path / "d"), "test_inner.py"],
+                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "loopscope watch: 1 test, 30 steps watched, 1 breaches, 1 dump" in done.stdout
+    assert len(os.listdir(tmp_path / "d")) == 1
+    bad = subprocess.run([sys.executable, "-m", "pytest", "-q", "--loopscope-watch", "-5",
+                          "test_inner.py"], capture_output=True, text=True, env=ENV,
+                         cwd=tmp_path, timeout=120)
+    assert bad.returncode == 4 and "step_budget_ms must be above 0" in bad.stderr

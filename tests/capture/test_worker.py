@@ -286,21 +286,52 @@ def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decod
 
 @pytest.mark.fake_sampler
 def test_an_interval_the_user_chose_stays_when_decodes_fall_behind(test_clock):
+    """At metrics_interval_us=500 (the automatic interval's value, chosen):
+    the note names the option, and neither that interval nor the automatic
+    one widens."""
     samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
+    test_clock.set(1_000_000, 20 * US)
+    with loopscope.profile(trace=False, syncs=False) as auto:  # the automatic interval: 500 us
+        pass
+    auto.summary()
     _testhooks._sampler_keep(0, 0, 0, 50_000_000)
     try:
-        test_clock.set(1_000_000, 20 * US)
-        with loopscope.profile(trace=False, syncs=False, metrics_interval_us=100) as first:
-            time.sleep(0.03)
+        with loopscope.profile(trace=False, syncs=False, metrics_interval_us=500) as first:
+            time.sleep(0.05)
         s1 = first.summary()
     finally:
         _testhooks._sampler_keep(0, 0, 0, 0)
     assert s1["metrics"]["interval_note"].startswith(
-        "decoding fell behind the samples at metrics_interval_us=100 (")
-    with loopscope.profile(trace=False, syncs=False, metrics_interval_us=100) as second:
+        "decoding fell behind the samples at metrics_interval_us=500 (")
+    with loopscope.profile(trace=False, syncs=False, metrics_interval_us=500) as second:
         pass
-    assert second.summary()["metrics"]["interval"] == 100_000
+    with loopscope.profile(trace=False, syncs=False) as third:
+        pass
+    assert second.summary()["metrics"]["interval"] == 500_000
+    assert third.summary()["metrics"]["interval"] == 500_000  # the automatic one stayed
+
+
+@pytest.mark.fake_sampler
+def test_the_idle_stop_never_comes_while_a_window_is_live(test_clock):
+    """The idle stop scheduled by one profile's finish (30 ms here) falls
+    inside the next, longer profile: sampling goes on for it, and it holds
+    every sample of its window."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 100_000, 0, True)
+    _testhooks._sampler_keep(30_000_000, 30_000_000)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False) as first:
+            pass
+        first.summary()  # its finish schedules the idle stop 30 ms from now
+        with loopscope.profile(trace=False, syncs=False) as second:
+            with second.step():
+                time.sleep(0.15)  # the idle stop's time passes inside this profile
+        second.summary()
+        assert_holds_its_window(second, samples)
+    finally:
+        _testhooks._sampler_keep(0, 0)
 
 
 @pytest.mark.fake_sampler

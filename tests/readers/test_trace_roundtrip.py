@@ -435,7 +435,7 @@ def test_the_counters_sampling_interval_comes_back(tmp_path, test_clock):
     _testhooks._fake_samples(samples, 2, 50 * us)
     test_clock.set(1_000_000, 20 * us)
     try:
-        with loopscope.profile(metrics=True, metrics_decode_ms=1) as prof:
+        with loopscope.profile(metrics=True, metrics_decode_ms=1, metrics_interval_us=50) as prof:
             for _ in range(3):
                 with prof.step():
                     pass

@@ -31,13 +31,13 @@ def test_profile_shows_every_option_with_its_type_and_default():
         assert p.kind is inspect.Parameter.KEYWORD_ONLY, name
         assert p.annotation is not inspect.Parameter.empty, name
         assert p.default is not inspect.Parameter.empty, name
-    assert parameters["metrics_interval_us"].default == 100.0
+    assert parameters["metrics_interval_us"].default is None  # automatic: 500 us, widened
 
 
 def test_help_of_profile_names_and_documents_every_option():
     text = pydoc.render_doc(loopscope.profile, renderer=pydoc.plaintext)
     assert "**options" not in text
-    assert "metrics_interval_us: 'float' = 100.0" in text  # the signature line
+    assert "metrics_interval_us: 'float | None' = None" in text  # the signature line
     documented = loopscope.profile.__doc__ or ""
     assert documented in text.replace("\n |  ", "\n")  or documented.split("\n")[0] in text
     for name in PROFILE_OPTIONS:

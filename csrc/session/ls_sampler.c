@@ -82,7 +82,9 @@ static pthread_mutex_t decoding = PTHREAD_MUTEX_INITIALIZER;
 /* Opens so far: a decode that saw fewer looks at the table again. */
 static _Atomic uint64_t opens;
 
-static ls_task setup_task;
+/* Two, used in turn: a set-up clears setup_posted before its task is
+ * marked done, so the next may be posted while the last still ends. */
+static ls_task setup_tasks[2];
 
 /* The test source, and the figures it reports in place of CUPTI's. */
 static struct {
@@ -126,7 +128,7 @@ static void forget_in_child(void)
     }
     s.state = LS_STATE_OFF;
     s.setup_posted = 0;
-    memset(&setup_task, 0, sizeof setup_task);
+    memset(setup_tasks, 0, sizeof setup_tasks);
 }
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void watch_forks(void) { pthread_atfork(lock_for_fork, unlock_after_fork, forget_in_child); }
@@ -607,9 +609,10 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
     pthread_mutex_unlock(&s.lock);
     if (post) {
         char no_thread[200];
-        memset(&setup_task, 0, sizeof setup_task);
-        setup_task.run = setup_run;
-        if (ls_worker_post(&setup_task, no_thread, sizeof no_thread) != 0) {
+        ls_task *task = &setup_tasks[ls_worker_done(&setup_tasks[0]) ? 0 : 1];
+        memset(task, 0, sizeof *task);
+        task->run = setup_run;
+        if (ls_worker_post(task, no_thread, sizeof no_thread) != 0) {
             if (no_wait) {
                 pthread_mutex_lock(&s.lock);
                 s.setup_posted = 0;
@@ -621,7 +624,7 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
             }
             snprintf(note, note_size, "%s: PM sampling was set up on the profiling thread and "
                      "samples are decoded at the profile's end only", no_thread);
-            setup_run(&setup_task);
+            setup_run(task);
             return LS_SAMPLER_WAITED;
         }
     }

@@ -27,6 +27,9 @@ H200 = (0, 132, 2048, 32, 65536, 233472)
 FLOOR_US = 0.65            # documented replay gap per GPU op
 # the profile's own host cost per thing inside the loop (_summary.IN_LOOP_COST_US)
 COST_US = {"op": 0.65, "launch_callback": 0.11, "blocking_call": 2.0, "range": 0.25}
+# what a sync site's host floor says it leaves in (_projections, issue 39)
+FEEDS_STAY = ("; what feeds the syncs stays in: the Python and launches before their calls "
+              "(the y.sum() of y.sum().item()), which no record ties to them")
 
 
 def capture_ms(ops: int, calls: int, ranges: int) -> float:
@@ -257,18 +260,80 @@ def test_projections_exact(test_clock):
                               "profiler_ms": capture,
                               "host": "the steps' host time less the 0.150 ms the host was "
                                       "blocked in these syncs (their calls' whole time) and "
-                                      "the 0.007 ms loopscope's capture added (estimated)"}
+                                      "the 0.007 ms loopscope's capture added (estimated)"
+                                      + FEEDS_STAY}
     assert p[1]["basis"].endswith(
         "removing them wins at most the time the host waited in each: the other "
         f"{(sync_idle_ns - 150 * US) / MS:.3f} ms of that idle the host spent on its own work "
         "before its next launch (Python and launches between the wait and the next GPU op); "
         f"floors: the host's own work {host_floor:.3f} ms (the steps' host time less "
         "the 0.150 ms the host was blocked in these syncs (their calls' whole time) and the "
-        f"0.007 ms loopscope's capture added (estimated)), the GPU busy {busy_ns / MS:.3f} ms")
+        f"0.007 ms loopscope's capture added (estimated){FEEDS_STAY}), the GPU busy "
+        f"{busy_ns / MS:.3f} ms")
     assert p[1]["text"].startswith(f"removing the sync at {display_path(THIS_FILE)}:{line} "
                                    "(wait_for_gpu()) would make this loop ~")
     (site,) = s["syncs"]["sites"]
     assert site["gap_ms"] == sync_idle_ns / MS and site["blocked_ms"] == 150 * US / MS
+
+
+# y.sum().item(), C only as torch's: a synchronous copy (30 us), then the
+# stream sync that waits for it (120 us)
+sum_item = c_callable([("cudaMemcpy", 30 * US), ("cudaStreamSynchronize", 120 * US)])
+
+
+def test_a_sync_sites_floor_takes_out_its_calls_not_what_feeds_them(test_clock):
+    """Issue 39, both sides of the host floor of removing a sync: the
+    calls' whole time leaves it, the 110 us of the stream sync call that
+    CUPTI's sync record does not show as waiting included; the launch that
+    fed the copy (the y.sum(), launched 20 us before the copy's call) and
+    the Python between them stay, and the floor says so."""
+    test_clock.set(1 * MS, TICK)
+    with loopscope.profile() as prof:
+        with prof.step():
+            pass
+        with prof.step():
+            line = here() + 1
+            sum_item()
+        with prof.step():
+            pass
+        # reads: 0 start; steps [1, 2], [3, 6] (the copy at 4, the sync at 5), [7, 8]
+        starts = [test_clock.at(1), test_clock.at(3), test_clock.at(7)]
+        copy_enter, sync_enter = test_clock.at(4), test_clock.at(5)
+        feed_launch = copy_enter - 20 * US
+        kernels = [(s + 5 * US, s + 15 * US, 0, 7, k + 1, "k", 0, 64, 128)
+                   for k, s in enumerate(starts)]
+        kernels.append((feed_launch + 5 * US, feed_launch + 15 * US, 0, 7, 50, "reduce",
+                        0, 1, 512))
+        _testhooks._inject("api", [(s + 1 * US, s + 1 * US + 1, k + 1)
+                                   for k, s in enumerate(starts)]
+                           + [(feed_launch, feed_launch + 1, 50)])
+        _testhooks._inject("kernel", kernels)
+        wait = (sync_enter + 50 * US, sync_enter + 90 * US)  # CUPTI's wait, 40 us
+        _testhooks._inject("sync_record", [(wait[0], wait[1], 0)])
+    s = prof.summary()
+    (site,) = s["syncs"]["sites"]
+    assert (site["line"], site["count"], site["first_ns"]) == (line, 1, copy_enter)
+    assert site["apis"] == {"cudaMemcpy": 1, "cudaStreamSynchronize": 1}
+    calls = sorted([(copy_enter, copy_enter + 30 * US), (sync_enter, sync_enter + 120 * US)])
+    union_ns, covered = 0, 0
+    for a, b in calls:  # the union of the sync's calls
+        union_ns += max(0, b - max(a, covered))
+        covered = max(covered, b)
+    assert union_ns == 150 * US
+    host_ns = test_clock.at(8) - starts[0]  # the steps' host time
+    capture = capture_ms(ops=len(kernels), calls=2, ranges=3)
+    floor = round((host_ns - union_ns) / MS - capture, 6)
+    (p,) = [x for x in s["diagnosis"]["projections"] if x["kind"] == "sync_site"]
+    assert p["floors"]["host_ms"] == pytest.approx(floor, abs=1e-6)
+    assert p["floors"]["blocked_ms"] == union_ns / MS
+    # one side: the calls' time beyond CUPTI's 40 us wait is out of the floor too
+    assert p["floors"]["host_ms"] < (host_ns - (wait[1] - wait[0])) / MS - capture - 0.1
+    # the other: the feed (launch to the copy's call, 20 us) stays in
+    fed_ns = copy_enter - feed_launch
+    assert p["floors"]["host_ms"] > (host_ns - union_ns - fed_ns) / MS - capture + 0.019
+    assert p["floors"]["host"].endswith(FEEDS_STAY)
+    assert FEEDS_STAY + "), the GPU busy" in p["basis"]
+    assert p["projected_ms"] >= p["floors"]["host_ms"]
 
 
 def test_report_shows_the_projections_right_after_the_verdict(test_clock):

@@ -351,3 +351,18 @@ def test_projection_check_judges_ratios_and_the_floor_against_bare_loops(
     assert r["measured_ratio"] == round(measured_ms / 12.0, 3)
     assert r["ratio_error"] == round((20 / 24 - measured_ms / 12) / (measured_ms / 12), 3)
     assert (r["floor_ms"], r["inflation"], r["unaccounted_ms"]) == (9.0, 2.0, 24 - 12 - 1.5)
+
+
+@pytest.mark.parametrize("floor_applies, ok", [(True, False), (False, True)])
+def test_projection_check_reports_a_floor_the_change_made_may_cross(floor_applies, ok):
+    """Issue 39: no_feed deletes what feeds the syncs as well, more than the
+    projection's change, whose host floor keeps that work: 7.1 ms, 1.9 ms
+    below the 9 ms floor, is reported there and fails only where the floor
+    applies."""
+    m = load_projection_check()
+    p = {"current_ms": 24.0, "projected_ms": 20.0, "text": "t", "basis": "b",
+         "floors": {"host_ms": 9.0, "gpu_busy_ms": 5.0, "kernels_change": False,
+                    "profiler_ms": 1.5}}
+    r = m.judge("no_feed", p, 12.0, 7.1, tolerance=0.2, close=False, floor_applies=floor_applies)
+    assert (r["ok"], r["floor_holds"], r["floor_applies"]) == (ok, False, floor_applies)
+    assert r["below_floor_ms"] == round(9.0 - 7.1, 3)

@@ -35,11 +35,11 @@ def test_true_false_options_take_only_bools(name, value):
     assert str(error) == f"{name} must be True or False, got {value!r} ({type(value).__name__})"
 
 
-@pytest.mark.parametrize("name", NUMBERS)
-@pytest.mark.parametrize("value", ["4", None, [1], True, b"1", 1j, object])
+@pytest.mark.parametrize("name, value", [
+    (name, value) for name in NUMBERS for value in ["4", None, [1], True, b"1", 1j, object]
+    # None is metrics_interval_us's default: the automatic interval (issue 43)
+    if not (value is None and name == "metrics_interval_us")])
 def test_numeric_options_reject_other_types(name, value):
-    if value is None and name == "metrics_interval_us":
-        pytest.skip("None is metrics_interval_us's default: the automatic interval")
     error = error_of(**{name: value})
     unit = NUMBERS[name][2]
     assert type(error) is TypeError

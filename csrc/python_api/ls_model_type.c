@@ -18,7 +18,7 @@
 
 typedef struct {
     PyObject_HEAD
-    PyObject *owner;          /* the Capture whose records these are */
+    PyObject *owner;          /* what owns the records (its Capture's capsule): kept alive */
     const ls_capture *capture;
     ls_model model;
 } ls_model_object;

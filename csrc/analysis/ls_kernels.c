@@ -48,6 +48,7 @@ typedef struct {
     const ls_op *first;         /* its first launch: the shape's key */
     uint32_t last_op;           /* its last launch's record index */
     uint64_t count, total_ns, max_ns, shaped_ns;
+    uint64_t first_ns;          /* its earliest launch's start */
     double filled_ns;
 } ls_shape_sum;
 
@@ -139,11 +140,17 @@ static int compare_shape_sums(const void *pa, const void *pb)
     return 0;
 }
 
+/* The most time first; on a tie the earlier first launch, then the name
+ * id.  Not the name id alone: ids follow the order names were first
+ * interned, which depends on the records' order and on what other live
+ * captures hold, so the same records could list their ties apart. */
 static int compare_entries(const void *pa, const void *pb)
 {
     const ls_kernel_entry *a = pa, *b = pb;
     if (a->total_ns != b->total_ns)
         return a->total_ns > b->total_ns ? -1 : 1;
+    if (a->first_ns != b->first_ns)
+        return a->first_ns < b->first_ns ? -1 : 1;
     return (a->name_id > b->name_id) - (a->name_id < b->name_id);
 }
 
@@ -165,6 +172,8 @@ int ls_kernels_table(const ls_records *r, const double *op_fill, ls_kernel_table
         }
         uint64_t d = op->end_ns - op->start_ns;
         sum->last_op = (uint32_t)i;
+        if (sum->count == 0 || op->start_ns < sum->first_ns)
+            sum->first_ns = op->start_ns;
         sum->count++;
         sum->total_ns += d;
         if (d > sum->max_ns)
@@ -189,7 +198,10 @@ int ls_kernels_table(const ls_records *r, const double *op_fill, ls_kernel_table
             e = &out->items[out->count++];
             memset(e, 0, sizeof *e);
             e->name_id = name_id;
+            e->first_ns = s->first_ns;
         }
+        if (s->first_ns < e->first_ns)
+            e->first_ns = s->first_ns;
         e->shapes++;
         e->count += s->count;
         e->total_ns += s->total_ns;

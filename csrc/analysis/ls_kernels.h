@@ -33,6 +33,7 @@ typedef struct {
     uint32_t name_id;        /* LS_NO_NAME (ls_names) when the records had none */
     uint32_t shapes;         /* distinct launch shapes */
     uint64_t count, total_ns, max_ns;
+    uint64_t first_ns;       /* its earliest launch's start */
     uint64_t shaped_ns;      /* time of its launches whose fill is known */
     double filled_ns;        /* their durations, each times its fill */
     uint64_t shape_count, shape_ns; /* launches and time of the main shape */
@@ -40,7 +41,8 @@ typedef struct {
 } ls_kernel_entry;
 
 typedef struct {
-    ls_kernel_entry *items;  /* longest total time first; ties by name id */
+    ls_kernel_entry *items;  /* longest total time first; ties by the earlier first
+                                launch, then by name id */
     size_t count;
 } ls_kernel_table;
 

@@ -55,6 +55,7 @@ void ls_model_free(ls_model *m)
     ls_attribution_free_steps(&m->steps);
     free(m->step_lines);
     free(m->step_syncs);
+    free(m->step_sync_blocked_ns);
     free(m->range_lines);
     free(m->range_line_at);
     ls_attribution_free_groups(&m->groups);

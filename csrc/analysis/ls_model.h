@@ -176,6 +176,8 @@ typedef struct {
     ls_timeline *step_lines; /* per step number (unused live numbers stay empty); NULL
                                 without ops: ls_model_step_line reads them as empty */
     uint64_t *step_syncs;   /* per step: syncs that began in it */
+    uint64_t *step_sync_blocked_ns; /* per step: the host's blocked time in them (their
+                               ls_sync.blocked_ns summed, as the sync sites' blocked_ms) */
     ls_line *range_lines;   /* per range holding ops (ls_model_range_line) */
     uint32_t *range_line_at; /* per range: its line, LS_MODEL_NO_ID: none; NULL without ops */
     ls_groups groups;

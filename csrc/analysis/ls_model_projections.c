@@ -192,11 +192,13 @@ int ls_model_project_steps(ls_ctx *c, const uint32_t *by_device, ls_buckets *ops
     int lines = nops > 0 || m->gap_count > 0;
     m->step_lines = lines ? ls_bulk_calloc(room_for(ns), sizeof *m->step_lines) : NULL;
     m->step_syncs = ls_bulk_calloc(room_for(ns), sizeof *m->step_syncs);
+    m->step_sync_blocked_ns = ls_bulk_calloc(room_for(ns), sizeof *m->step_sync_blocked_ns);
     if (m->has_samples)
         m->step_metrics = ls_bulk_calloc(room_for(ns), sizeof *m->step_metrics);
     ls_buckets gaps = {0};
     int result = -1;
-    if ((lines && !m->step_lines) || !m->step_syncs || (m->has_samples && !m->step_metrics))
+    if ((lines && !m->step_lines) || !m->step_syncs || !m->step_sync_blocked_ns ||
+        (m->has_samples && !m->step_metrics))
         goto done;
     if (bucket_single(by_device, nops, m->op_step, sizeof *m->op_step, ns, ops) != 0 ||
         bucket_single(NULL, m->gap_count, &m->gaps[0].step, sizeof *m->gaps, ns, &gaps) != 0)
@@ -216,9 +218,13 @@ int ls_model_project_steps(ls_ctx *c, const uint32_t *by_device, ls_buckets *ops
             ls_model_average_window(c, range->start_ns, range->end_ns, &m->step_metrics[s]);
         }
     }
-    for (size_t k = 0; k < m->syncs.count; k++)
-        if (m->syncs.items[k].step >= 0 && (size_t)m->syncs.items[k].step < ns)
-            m->step_syncs[m->syncs.items[k].step]++;
+    for (size_t k = 0; k < m->syncs.count; k++) {
+        const ls_sync *x = &m->syncs.items[k];
+        if (x->step >= 0 && (size_t)x->step < ns) {
+            m->step_syncs[x->step]++;
+            m->step_sync_blocked_ns[x->step] += x->blocked_ns;
+        }
+    }
     result = 0;
 done:
     ls_model_free_buckets(&gaps);

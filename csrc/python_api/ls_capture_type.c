@@ -21,10 +21,14 @@
 #include <string.h>
 
 #define LS_CACHED_MODELS 8
+#define LS_RECORDS_CAPSULE "loopscope._core.records"
 
 typedef struct {
     PyObject_HEAD
-    ls_capture capture;   /* empty until the finish job is taken */
+    ls_capture *capture;  /* empty until the finish job is taken; owned by `records` */
+    PyObject *records;    /* a capsule that owns *capture: the Models keep it, not this
+                           * object, so a Capture and its cached Models make no reference
+                           * cycle and go by reference counting alone */
     ls_finish *pending;   /* the worker's job, NULL once taken */
     uint64_t stop_cost_ns;
     PyObject *models; /* dict: (normal_ns, severe_ns, steps) -> Model, the latest few */
@@ -54,6 +58,25 @@ static void add_device_facts(ls_capture *capture)
     }
 }
 
+/* The capsule's destructor: the records go with their last holder (the
+ * Capture or a Model that outlived it). */
+static void records_free(PyObject *capsule)
+{
+    ls_capture *c = PyCapsule_GetPointer(capsule, LS_RECORDS_CAPSULE);
+    if (c == NULL) {
+        PyErr_Clear(); /* cannot happen: the name is ours */
+        return;
+    }
+    ls_records_clear(&c->records);
+    free(c);
+#ifdef __GLIBC__
+    /* A capture and its models free arrays of hundreds of KiB, which glibc
+     * keeps in the heap once its mmap threshold has risen: 1,000 profiles in
+     * a row then held ~100 MiB.  Give the free pages back. */
+    malloc_trim(0);
+#endif
+}
+
 PyObject *ls_capture_new(PyTypeObject *type, ls_finish *pending, uint64_t stop_cost_ns)
 {
     ls_capture_object *self = PyObject_GC_New(ls_capture_object, type);
@@ -62,16 +85,29 @@ PyObject *ls_capture_new(PyTypeObject *type, ls_finish *pending, uint64_t stop_c
             ls_finish_abandon(pending);
         return NULL;
     }
-    memset(&self->capture, 0, sizeof self->capture);
+    self->capture = NULL;
+    self->records = NULL;
     self->pending = pending;
     self->stop_cost_ns = stop_cost_ns;
     self->models = PyDict_New();
     PyObject_GC_Track(self);
-    if (self->models == NULL) {
-        Py_DECREF(self);
-        return NULL;
+    if (self->models == NULL)
+        goto error;
+    ls_capture *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        PyErr_NoMemory();
+        goto error;
     }
+    self->records = PyCapsule_New(c, LS_RECORDS_CAPSULE, records_free);
+    if (self->records == NULL) {
+        free(c);
+        goto error;
+    }
+    self->capture = c;
     return (PyObject *)self;
+error:
+    Py_DECREF(self);
+    return NULL;
 }
 
 PyObject *ls_capture_new_finished(PyTypeObject *type, ls_capture *capture)
@@ -81,7 +117,7 @@ PyObject *ls_capture_new_finished(PyTypeObject *type, ls_capture *capture)
         ls_records_clear(&capture->records);
         return NULL;
     }
-    self->capture = *capture;
+    *self->capture = *capture;
     memset(capture, 0, sizeof *capture);
     return (PyObject *)self;
 }
@@ -105,8 +141,8 @@ static int capture_ready(ls_capture_object *self)
     if (self->pending != job) /* another thread took it meanwhile */
         return 0;
     self->pending = NULL;
-    ls_finish_take(job, &self->capture, ls_clock_monotonic_ns() - t0);
-    ls_capture *c = &self->capture;
+    ls_finish_take(job, self->capture, ls_clock_monotonic_ns() - t0);
+    ls_capture *c = self->capture;
     add_device_facts(c); /* the devices the ops ran on are known now */
     c->stop_ns_cost = self->stop_cost_ns;
     uint64_t other = 0;
@@ -148,18 +184,12 @@ static void capture_dealloc(PyObject *op)
     PyTypeObject *type = Py_TYPE(op);
     ls_capture_object *self = (ls_capture_object *)op;
     PyObject_GC_UnTrack(op);
-    capture_clear(op);
+    capture_clear(op); /* the models first: their arrays go before the records' trim */
     if (self->pending != NULL)
         ls_finish_abandon(self->pending);
-    ls_records_clear(&self->capture.records);
+    Py_XDECREF(self->records); /* the records, unless a Model still holds them */
     type->tp_free(op);
     Py_DECREF(type);
-#ifdef __GLIBC__
-    /* A capture and its models free arrays of hundreds of KiB, which glibc
-     * keeps in the heap once its mmap threshold has risen: 1,000 profiles in
-     * a row then held ~100 MiB.  Give the free pages back. */
-    malloc_trim(0);
-#endif
 }
 
 /* Reads `steps` (None, or a sequence of range indices) into a new array
@@ -226,7 +256,7 @@ static PyObject *capture_model(PyObject *op, PyObject *args, PyObject *kwargs)
     uint32_t *chosen = NULL;
     if (steps != Py_None) {
         Py_DECREF(steps_key);
-        chosen = read_steps(steps, self->capture.records.ranges.count,
+        chosen = read_steps(steps, self->capture->records.ranges.count,
                             &options.step_range_count, &steps_key);
         if (chosen == NULL)
             return NULL;
@@ -240,7 +270,7 @@ static PyObject *capture_model(PyObject *op, PyObject *args, PyObject *kwargs)
         Py_INCREF(model);
     } else if (key != NULL && !PyErr_Occurred()) {
         ls_module_state *st = ls_module_state_of_type(Py_TYPE(op));
-        model = st ? ls_model_new(st->model_type, op, &self->capture, &options) : NULL;
+        model = st ? ls_model_new(st->model_type, self->records, self->capture, &options) : NULL;
         if (model != NULL && PyDict_Size(self->models) >= LS_CACHED_MODELS) {
             Py_ssize_t pos = 0; /* forget the oldest */
             PyObject *oldest, *value;
@@ -263,7 +293,7 @@ static PyObject *capture_model(PyObject *op, PyObject *args, PyObject *kwargs)
 static PyObject *capture_range_records(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    const ls_records *r = &((ls_capture_object *)op)->capture->records;
     PyObject *list = PyList_New((Py_ssize_t)r->ranges.count);
     for (size_t i = 0; list != NULL && i < r->ranges.count; i++) {
         const ls_range *range = &r->ranges.items[i];
@@ -287,7 +317,7 @@ static PyObject *capture_range_records(PyObject *op, PyObject *unused)
 static PyObject *capture_info(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    const ls_capture *c = &((ls_capture_object *)op)->capture;
+    const ls_capture *c = ((ls_capture_object *)op)->capture;
     const ls_records *r = &c->records;
     PyObject *info = ls_py_dict_of(21, "ops_before_start", U64(c->ops_before_start), "note",
                    c->note[0] ? PyUnicode_FromString(c->note) : Py_NewRef(Py_None), "traced", PyBool_FromLong(c->traced), "injected",
@@ -476,7 +506,7 @@ static PyObject *capture_info(PyObject *op, PyObject *unused)
 static PyObject *capture_samples(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    const ls_records *r = &((ls_capture_object *)op)->capture->records;
     PyObject *list = PyList_New((Py_ssize_t)r->samples.count);
     for (size_t i = 0; list != NULL && i < r->samples.count; i++) {
         const ls_sample *x = &r->samples.items[i];
@@ -504,7 +534,7 @@ static PyObject *capture_samples(PyObject *op, PyObject *unused)
 static PyObject *capture_calls(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    const ls_records *r = &((ls_capture_object *)op)->capture->records;
     PyObject *list = PyList_New((Py_ssize_t)r->calls.count);
     ls_frame_memo memo; /* a loop's calls share a few stacks: their frames are made once */
     ls_frame_memo_init(&memo, &r->codes);
@@ -523,7 +553,7 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
 {
     (void)unused;
     static const char *const kinds[] = {"kernel", "memcpy", "memset", "graph"}; /* ls_op_kind */
-    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    const ls_records *r = &((ls_capture_object *)op)->capture->records;
     PyObject *list = PyList_New((Py_ssize_t)r->ops.count);
     for (size_t i = 0; list != NULL && i < r->ops.count; i++) {
         const ls_op *o = &r->ops.items[i];
@@ -547,7 +577,7 @@ static PyObject *capture_ops(PyObject *op, PyObject *unused)
 static PyObject *capture_apis(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    const ls_records *r = &((ls_capture_object *)op)->capture->records;
     PyObject *list = PyList_New((Py_ssize_t)r->apis.count);
     for (size_t i = 0; list != NULL && i < r->apis.count; i++) {
         const ls_api *a = &r->apis.items[i];
@@ -565,7 +595,7 @@ static PyObject *capture_apis(PyObject *op, PyObject *unused)
 static PyObject *capture_sync_records(PyObject *op, PyObject *unused)
 {
     (void)unused;
-    const ls_records *r = &((ls_capture_object *)op)->capture.records;
+    const ls_records *r = &((ls_capture_object *)op)->capture->records;
     PyObject *list = PyList_New((Py_ssize_t)r->sync_records.count);
     for (size_t i = 0; list != NULL && i < r->sync_records.count; i++) {
         const ls_sync_record *s = &r->sync_records.items[i];

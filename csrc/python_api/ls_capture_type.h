@@ -1,6 +1,9 @@
 /* ls_capture_type: the Capture type of loopscope._core: the records of one
  * finished profile, owned by a Python object; its analysed models (Model)
- * are made from it and cached on it.  loopscope's worker finishes the
+ * are made from it and cached on it.  The records sit in a capsule that the
+ * Capture and its Models share, so a Model never holds its Capture: no
+ * reference cycle, and a dropped Capture frees its records at once (or with
+ * the last Model that outlived it).  loopscope's worker finishes the
  * records after the stop (ls_finish); the first look-up of anything on the
  * object waits for that. */
 #ifndef LS_CAPTURE_TYPE_H

@@ -18,7 +18,7 @@
 
 typedef struct {
     PyObject_HEAD
-    PyObject *owner;          /* the Capture whose records these are */
+    PyObject *owner;          /* what owns the records (its Capture's capsule): kept alive */
     const ls_capture *capture;
     ls_model model;
 } ls_model_object;
@@ -356,9 +356,10 @@ static PyObject *step_dict(ls_model_object *self, size_t s)
     const ls_timeline *t = ls_model_step_line(m, s);
     PyObject *d = line_dict(&t->line, &t->gaps);
     d = with_items(d, ls_py_dict_of(
-        7, "index", U64(s), "range", U64(m->steps.range_of[s]), "name",
+        8, "index", U64(s), "range", U64(m->steps.range_of[s]), "name",
         ls_py_range_name(range), "thread", U64(range->thread_id), "start_ns",
-        U64(range->start_ns), "end_ns", U64(range->end_ns), "syncs", U64(m->step_syncs[s])));
+        U64(range->start_ns), "end_ns", U64(range->end_ns), "syncs", U64(m->step_syncs[s]),
+        "sync_blocked_ns", U64(m->step_sync_blocked_ns[s])));
     d = with_item(d, "readiness", readiness_dict(&m->readiness.steps[s]));
     return with_item(d, "metrics", m->has_samples ? metrics_dict(&m->step_metrics[s])
                                                   : Py_NewRef(Py_None));
@@ -904,6 +905,7 @@ static const char *const step_column_names[] = {
     "gap_max_ns", "gap_p50_ns", "gap_p99_ns", "graph_launches", "replay_host_ns",
     "replay_pairs", "memory_calls", "first_memory_call", "stream_ordered", "pageable_copies",
     "first_pageable_op", "first_pageable_call", "ops", "signature", "gap_sync_overlap_ns",
+    "sync_blocked_ns",
 };
 #define STEP_COLUMNS COLUMNS(step_column_names)
 
@@ -944,7 +946,7 @@ static void step_values(const ls_model_object *self, size_t s, uint64_t *out)
         g->p99_ns, r->graph_launches, r->replay_host_ns, r->replay_pairs, r->memory_calls,
         (uint64_t)r->first_memory_call, r->stream_ordered, r->pageable_copies,
         (uint64_t)r->first_pageable_op, (uint64_t)r->first_pageable_call, r->ops, r->signature,
-        g->sync_overlap_ns,
+        g->sync_overlap_ns, m->step_sync_blocked_ns[s],
     };
     _Static_assert(sizeof values / sizeof values[0] == STEP_COLUMNS, "one value a column");
     memcpy(out, values, sizeof values);
@@ -1275,7 +1277,8 @@ static PyMethodDef model_methods[] = {
     {"streams", model_streams, METH_NOARGS, "One time line dict per stream."},
     {"steps", model_steps, METH_NOARGS,
      "One dict per step: index, range, name, thread, start_ns, end_ns, its ops' time line, "
-     "'gaps', 'syncs' (count), 'readiness' (what a CUDA graph capture would meet) and "
+     "'gaps', 'syncs' (count), 'sync_blocked_ns' (the host's blocked time in them), "
+     "'readiness' (what a CUDA graph capture would meet) and "
      "'metrics'."},
     {"ranges", model_ranges, METH_NOARGS,
      "One dict per range: name, parent, depth, step (its step index when it acts as a step), "
@@ -1341,7 +1344,8 @@ static PyMethodDef model_methods[] = {
      "replay_pairs, memory_calls, first_memory_call, stream_ordered, pageable_copies, "
      "first_pageable_op, first_pageable_call (int64, -1: none), ops, signature (the rest "
      "uint64); gap_sync_overlap_ns (the sync-caused gaps' whole idle: gap_sync_ns keeps what "
-     "the host waited in its sync, gap_host_ns the rest); and 'name': a list of the steps' names.  A million steps without a dict per "
+     "the host waited in its sync, gap_host_ns the rest); sync_blocked_ns (the host's blocked "
+     "time in the step's syncs, summed as the sync sites' blocked_ms is); and 'name': a list of the steps' names.  A million steps without a dict per "
      "step."},
     {"group_table", model_group_table, METH_VARARGS,
      "group_table(columns=None) -> {column: memoryview} of those columns (all when None), one "

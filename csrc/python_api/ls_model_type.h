@@ -16,8 +16,9 @@
 
 extern PyType_Spec ls_model_type_spec;
 
-/* Analyses `capture` (the records of the Capture object `owner`, which the
- * Model keeps alive).  Returns a new reference, or NULL with an exception
+/* Analyses `capture`, whose records `owner` owns (the Capture's records
+ * capsule, not the Capture: the Capture caches its Models, so holding it
+ * would make a reference cycle); the Model keeps `owner` alive.  Returns a new reference, or NULL with an exception
  * set: MemoryError, or ValueError when options name a bad step range. */
 PyObject *ls_model_new(PyTypeObject *type, PyObject *owner, const ls_capture *capture,
                        const ls_model_options *options);

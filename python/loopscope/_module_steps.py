@@ -38,7 +38,10 @@ class ModuleSteps:
     """The hooks on one module, for one running profile."""
 
     def __init__(self, prof: Any, module: Any) -> None:
-        self._prof = prof
+        # Only the profile's (or watch's) step method is kept, not the profile:
+        # a Profile's is its Stepper's C method, which holds no reference back,
+        # so a finished Profile and its ModuleSteps make no reference cycle.
+        self._step = prof.step
         self._local = threading.local()
         self.calls = 0           # top-level calls seen
         self.skipped = 0         # top-level calls that could not open a step
@@ -62,7 +65,7 @@ class ModuleSteps:
         self.calls += 1
         try:
             self._close_open()
-            step = self._prof.step()
+            step = self._step()
             step.__enter__()
             local.step = step
         except Exception as error:  # never the user's forward's problem

@@ -553,7 +553,7 @@ class RangeSteps(NamedTuple):
 
 # The model's step columns (Model.step_table) a summary reads: a million
 # steps cost a few columns of 8 bytes a step, not a dict per step.
-HOST_STEP_COLUMNS = ("index", "name", "start_ns", "end_ns", "syncs")
+HOST_STEP_COLUMNS = ("index", "name", "start_ns", "end_ns", "syncs", "sync_blocked_ns")
 GAP_STEP_COLUMNS = ("gap_count", "gap_normal", "gap_warning", "gap_severe", "idle_ns",
                     "gap_p50_ns", "gap_p99_ns", "gap_max_ns", "gap_host", "gap_sync", "gap_other",
                     "gap_host_ns", "gap_sync_ns", "gap_other_ns", "gap_sync_overlap_ns")
@@ -573,11 +573,14 @@ def step_columns(model, gpu: bool) -> dict[str, Any]:
 
 
 # A step without GPU records or counters: the keys _steps makes, in its
-# order; _host_steps fills in index, name, host_ms and syncs.
+# order; _steps fills in index, name, host_ms, and with syncs watched syncs
+# and sync_blocked_ms (the host's time blocked in the step's syncs, summed
+# as the sync sites' blocked_ms is).
 _HOST_STEP: dict[str, Any] = {
     "index": 0, "name": "", "host_ms": 0.0, "gpu_ms": None, "gpu_span_ms": None,
-    "kernels": None, "memcpys": None, "graph_replays": None, "gaps": None, "syncs": None, "sm_active_pct": None,
-    "sm_active_busy_pct": None, "dram_pct": None, "dram_busy_pct": None, "gr_active_pct": None,
+    "kernels": None, "memcpys": None, "graph_replays": None, "gaps": None, "syncs": None,
+    "sync_blocked_ms": None, "sm_active_pct": None, "sm_active_busy_pct": None, "dram_pct": None,
+    "dram_busy_pct": None, "gr_active_pct": None,
     "warp_occupancy_busy_pct": None, "samples": 0, "fill_pct": None, "fill_known_pct": None,
     "verdict": None, "comm_ms": None, "compute_ms": None, "graph_readiness": None,
 }
@@ -601,6 +604,7 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
     fields["host_ms"] = _rows.span(cols["start_ns"], cols["end_ns"], 1e6)
     if syncs_watched:
         fields["syncs"] = _rows.integer(cols["syncs"])
+        fields["sync_blocked_ms"] = _rows.scaled(cols["sync_blocked_ns"], 1e6)
     counters: dict[str, Any] = {}
     if metrics is not None:
         windows = [_window_figures(m) for m in metrics]

@@ -179,6 +179,18 @@ def test_records_out_of_order_give_the_same_answer(run_trace):
     assert without_timing(mixed) == without_timing(in_order)
 
 
+
+def test_kernels_of_equal_time_list_the_earlier_first_launch_first():
+    """A tie in top_kernels is broken by the records' time, not by the order
+    names were interned (which follows injection order and what other live
+    captures hold): `late` seen first still lists after `early`."""
+    late, early = (10_000, 11_000, 0, 7, 1, "late_tie"), (1_000, 2_000, 0, 7, 2, "early_tie")
+    for order in ([late, early], [early, late]):
+        with loopscope.profile() as prof:
+            _testhooks._inject("kernel", order)
+        names = [k["name"] for k in prof.summary()["top_kernels"]]
+        assert names == ["early_tie", "late_tie"], order
+
 def test_one_record_out_of_order(run_trace):
     """A single late-injected record (the earliest kernel last) changes nothing."""
     late_first = THREE_GAPS[1:] + THREE_GAPS[:1]

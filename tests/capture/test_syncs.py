@@ -853,6 +853,45 @@ def test_loop_figures_are_exact(test_clock):
     assert [step["host_ms"] for step in s["steps"]] == [5.0, 4.0, 5.0]
 
 
+
+def test_each_step_holds_the_blocked_time_of_its_syncs(test_clock):
+    """summary["steps"][i]["sync_blocked_ms"]: the host's time blocked in the
+    step's syncs, each sync counted for the union of its calls (a driver
+    call inside a runtime one adds nothing); a sync before the steps counts
+    in none, a step without syncs holds 0.0, and without sync detection
+    the figure is None.  Expected from the injected durations alone (clock
+    ticks of 1 ms; each step ends with a launch, so no sync runs on into the
+    next step's calls)."""
+    test_clock.set(1_000_000, 1_000_000)
+    launch = ("cudaLaunchKernel", 0)
+    # per step: the calls injected, its syncs, and the host's blocked ns in them
+    plan = [
+        ([("cudaStreamSynchronize", 7_000), launch], 1, 7_000),
+        ([], 0, 0),
+        # the driver's copy enters 1 tick (1 ms) into the runtime's 5 ms one: the union
+        ([("cudaMemcpy", 5_000_000), ("cuMemcpyDtoH_v2", 1_000_000), launch], 1, 5_000_000),
+        ([("cudaStreamSynchronize", 1_500), launch, ("cuStreamSynchronize", 2_500), launch,
+          ("cudaDeviceSynchronize", 40_000), launch], 3, 44_000),
+    ]
+    with loopscope.profile() as prof:
+        CALLS.run([("cudaStreamSynchronize", 90_000), launch])  # before the steps
+        for calls, _, _ in plan:
+            with prof.step():
+                if calls:
+                    CALLS.run(calls)
+    s = prof.summary()
+    assert [st["syncs"] for st in s["steps"]] == [count for _, count, _ in plan]
+    assert [st["sync_blocked_ms"] for st in s["steps"]] == [ns / 1e6 for _, _, ns in plan]
+    assert s["syncs"]["blocked_ms"] == (90_000 + sum(ns for _, _, ns in plan)) / 1e6
+    assert list(s["steps"][0])[9:11] == ["syncs", "sync_blocked_ms"]  # beside its count
+
+    with loopscope.profile(syncs=False) as prof:  # no calls watched (nor injected)
+        with prof.step():
+            pass
+    step = prof.summary()["steps"][0]
+    assert (step["syncs"], step["sync_blocked_ms"]) == (None, None)
+
+
 def test_by_kind_is_ordered_by_count():
     """by_kind lists the most frequent kind first, not the first seen nor
     the alphabetically first."""

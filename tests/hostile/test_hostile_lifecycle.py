@@ -71,6 +71,57 @@ def test_dropped_profile_stops_itself_and_says_so_once():
         "did): it was stopped and its records discarded. Use `with loopscope.profile() as prof:`"]
 
 
+
+def live(kind: type) -> int:
+    return sum(type(o) is kind for o in gc.get_objects())
+
+
+def test_a_finished_dropped_profile_and_its_capture_go_by_reference_counting(tmp_path):
+    """No cycle keeps a finished profile's records: with the collector off,
+    the Profile, its Capture (the C records) and its cached Models are freed
+    at `del`, whatever was read from it (a Capture and its Models once made
+    a cycle, and a steps=module Profile and its hooks another; a watch
+    drops a profile per block)."""
+    torch = pytest.importorskip("torch")
+    module = torch.nn.Linear(2, 2)
+    was_on = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        base = (live(_core.Capture), live(_core.Model), live(loopscope.Profile))
+        for options in ({}, {"trace": False}, {"steps": module}):
+            prof = loopscope.profile(**options)
+            with prof:
+                for _ in range(3):
+                    if "steps" in options:
+                        module(torch.zeros(1, 2))
+                    else:
+                        with prof.step():
+                            sync()
+            assert len(prof.summary()["steps"]) == 3
+            prof.model.steps()
+            prof.capture.model(1.0, 2.0, steps=[0, 1])  # a second cached model
+            prof.report()
+            prof.export_trace(tmp_path / "t.json")
+            prof.save_recording(tmp_path / "r.loopscope.json.gz")
+            assert live(_core.Capture) == base[0] + 1 and live(_core.Model) == base[1] + 2
+            ref = weakref.ref(prof)
+            del prof
+            assert ref() is None, options
+            assert (live(_core.Capture), live(_core.Model), live(loopscope.Profile)) == base
+        # A Model kept past its Profile keeps the records it reads, then goes too.
+        with loopscope.profile(trace=False) as prof:
+            with prof.step():
+                sync()
+        model = prof.model
+        del prof
+        assert live(_core.Capture) == base[0] and len(model.steps()) == 1
+        del model
+        assert (live(_core.Capture), live(_core.Model)) == base[:2]
+    finally:
+        if was_on:
+            gc.enable()
+
 def test_the_entry_site_skips_every_file_of_the_package_subpackages_too():
     """Where a profile was entered is the first frame outside loopscope: a
     profile the CLI (surfaces/) or a reader (readers/) enters is placed at

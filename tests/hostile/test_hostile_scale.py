@@ -183,7 +183,7 @@ def test_step_columns_agree_with_the_step_dicts():
                  "first_memory_call", "stream_ordered", "pageable_copies", "first_pageable_op",
                  "first_pageable_call", "ops", "signature")
     fields.update({name: ("readiness", name) for name in readiness})
-    assert len(table) == 46  # 45 columns and the names
+    assert len(table) == 47  # 46 columns and the names
     for column, values in table.items():
         if column in fields:
             outer, inner = fields[column]
@@ -241,6 +241,7 @@ def test_steps_shaped_by_columns_equal_a_plain_shaping_of_the_model_steps():
             "index": k, "name": f"Step_{k}", "host_ms": (m["end_ns"] - m["start_ns"]) / 1e6,
             "gpu_ms": busy / 1e6, "gpu_span_ms": (m["last_ns"] - m["first_ns"]) / 1e6,
             "kernels": 1 + k % 3, "memcpys": 0, "graph_replays": 0, "gaps": gaps, "syncs": None,
+            "sync_blocked_ms": None,
             "sm_active_pct": None, "sm_active_busy_pct": None, "dram_pct": None,
             "dram_busy_pct": None, "gr_active_pct": None, "warp_occupancy_busy_pct": None,
             "samples": 0, "fill_pct": None, "fill_known_pct": 0.0,

@@ -49,14 +49,19 @@ def test_max_syncs_both_sides(tmp_path, monkeypatch):
 
 
 def test_max_sync_blocked_ms_both_sides(tmp_path, monkeypatch):
+    """Each step's own blocked time (the summary's per-step figure), not its
+    syncs x the block's mean a sync: in the first block of 3 steps that
+    mean (2.17 us) would breach step 0 (4.33 us) and pass step 2 (2.17 us)."""
     clock = watch_loop.install(monkeypatch)
-    syncs = [2, 3, 1]
-    limit = 2 * watch_loop.SYNC_NS / 1e6  # two syncs' worth
+    syncs = [2, 3, 1, 2, 1, 0]
+    sync_ns = [1_000, 2_000, 5_000, 2_000, 3_999, 0]
+    limit = 0.004
     with watched(tmp_path, max_sync_blocked_ms=limit, max_dumps=0) as w:
-        watch_loop.run(w, clock, [1.0] * len(syncs), syncs=syncs)
-    expected = [n * watch_loop.SYNC_NS / 1e6 for n in syncs]
-    assert [r["sync_blocked_ms"] for r in w.steps()] == pytest.approx(expected)
-    assert breached(w) == [i for i, ms in enumerate(expected) if ms > limit + 1e-12]
+        watch_loop.run(w, clock, [1.0] * len(syncs), syncs=syncs, sync_ns=sync_ns)
+    expected = [n * ns / 1e6 for n, ns in zip(syncs, sync_ns)]  # 2, 6, 5, 4, 3.999, 0 us
+    assert [r["syncs"] for r in w.steps()] == syncs
+    assert [r["sync_blocked_ms"] for r in w.steps()] == expected
+    assert breached(w) == [1, 2]  # 4 us (step 3) is at the limit: no breach
 
 
 @pytest.mark.parametrize("sm, breaches", [(39.99, True), (40.0, False), (40.01, False)])

@@ -57,17 +57,23 @@ def test_sigusr1_is_left_alone_without_signal_true(tmp_path):
 
 
 def test_memory_stays_flat_over_many_steps(tmp_path, monkeypatch):
+    """With the cyclic collector off: each dropped block's profile (and its
+    C records) goes by reference counting alone."""
     clock = watch_loop.install(monkeypatch)
-    with loopscope.watch(dump_dir=tmp_path, keep_steps=200, block_steps=500) as w:
-        watch_loop.run(w, clock, [1.0] * 3_000)
-        tracemalloc.start()
-        watch_loop.run(w, clock, [1.0] * 2_000)
-        gc.collect()  # a dropped Profile sits in a reference cycle until the collector runs
-        first, _ = tracemalloc.get_traced_memory()
-        watch_loop.run(w, clock, [1.0] * 20_000)
-        gc.collect()
-        last, _ = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        with loopscope.watch(dump_dir=tmp_path, keep_steps=200, block_steps=500) as w:
+            watch_loop.run(w, clock, [1.0] * 3_000)
+            tracemalloc.start()
+            watch_loop.run(w, clock, [1.0] * 2_000)
+            first, _ = tracemalloc.get_traced_memory()
+            watch_loop.run(w, clock, [1.0] * 20_000)
+            last, _ = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+    finally:
+        if was_on:
+            gc.enable()
     rows = w.steps()
     assert len(rows) == 200 and rows[-1]["step"] == 24_999
     assert last - first < 64 * 1024, (first, last)   # 20,000 more steps: no growth per step

@@ -4,7 +4,8 @@ through the real switchboard, PM samples injected over each step.
 
 `run(w, host_ms, syncs=..., sm=..., gr=...)` runs one step per entry of
 host_ms inside the watch `w`; syncs[i] fake stream syncs of 2 us each in
-step i; every PM sample reads sm / gr for the whole run (one value, so every
+step i (of sync_ns[i] ns each when given, then a fake launch, so no sync
+of one step runs inside the next one's); every PM sample reads sm / gr for the whole run (one value, so every
 step's average is that value whatever the samples' overlap)."""
 from __future__ import annotations
 
@@ -38,17 +39,20 @@ def install(monkeypatch) -> StepClock:
     return clock
 
 
-def one_sync() -> None:
-    _testhooks._inject_calls([("cudaStreamSynchronize", SYNC_NS)])
+def one_sync(ns: int = SYNC_NS) -> None:
+    _testhooks._inject_calls([("cudaStreamSynchronize", ns)])
 
 
 def run(w, clock: StepClock, host_ms: list[float], syncs: list[int] | None = None,
-        sm: float | None = None, gr: float | None = None) -> None:
+        sm: float | None = None, gr: float | None = None,
+        sync_ns: list[int] | None = None) -> None:
     for i, ms in enumerate(host_ms):
         clock.durations.append(ms)
         with w.step():
             for _ in range((syncs or [0] * len(host_ms))[i]):
-                one_sync()
+                one_sync(SYNC_NS if sync_ns is None else sync_ns[i])
+            if sync_ns is not None:
+                _testhooks._inject_calls([("cudaLaunchKernel", 0)])
             if sm is not None or gr is not None:
                 t = _core.now_ns()
                 figures = {"dram_throughput_pct": 10.0}

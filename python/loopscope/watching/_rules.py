@@ -11,9 +11,7 @@ covered it, or from the full profile of a dump:
                     step's window); full profile: the traced GPU busy time
     gpu_busy_from   "gr_active" or "trace", or None (not measured)
     syncs           host-device syncs in the step
-    sync_blocked_ms host time blocked in them, estimated: the step's syncs x the
-                    block's mean blocked time a sync (the summary gives a sync
-                    count per step, and each site's time, not each step's)
+    sync_blocked_ms host time blocked in them (the summary's per-step figure)
     sm_active_pct, dram_pct, gr_active_pct   the counters over the step
     profile         "light" or "full"
     breach          None, or the rules the step broke, as one text
@@ -128,7 +126,6 @@ def step_rows(summary: dict[str, Any], hosts: list[tuple[int, int, str | None]],
     finished profile, from its summary: the step's counters and syncs found
     by index (the watch numbers the profiles' steps itself)."""
     by_index = {s["index"]: s for s in summary.get("steps") or ()}
-    per_sync = _blocked_per_sync(summary)
     rows = []
     for index, host_ns, breach in hosts:
         s = by_index.get(index) or {}
@@ -140,21 +137,13 @@ def step_rows(summary: dict[str, Any], hosts: list[tuple[int, int, str | None]],
             busy, busy_from = round(gr / 100.0 * host_ms, 6), "gr_active"
         else:
             busy, busy_from = None, None
-        syncs = s.get("syncs")
+        blocked = s.get("sync_blocked_ms")
         rows.append({"step": index, "host_ms": round(host_ms, 6), "gpu_busy_ms": busy,
-                     "gpu_busy_from": busy_from, "syncs": syncs,
-                     "sync_blocked_ms": None if syncs is None else round(syncs * per_sync, 6),
+                     "gpu_busy_from": busy_from, "syncs": s.get("syncs"),
+                     "sync_blocked_ms": None if blocked is None else round(blocked, 6),
                      "sm_active_pct": s.get("sm_active_pct"), "dram_pct": s.get("dram_pct"),
                      "gr_active_pct": gr, "profile": kind, "breach": breach})
     return rows
-
-
-def _blocked_per_sync(summary: dict[str, Any]) -> float:
-    """The mean host time blocked a sync inside the profile's steps."""
-    syncs = summary.get("syncs") or {}
-    count = sum(s.get("syncs") or 0 for s in summary.get("steps") or ())
-    blocked = syncs.get("blocked_in_steps_ms", syncs.get("blocked_ms")) or 0.0
-    return blocked / count if count else 0.0
 
 
 def sites_in_step(summary: dict[str, Any], index: int) -> list[dict[str, Any]]:

@@ -285,6 +285,29 @@ def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decod
 
 
 @pytest.mark.fake_sampler
+def test_the_decode_cost_a_sample_is_the_windows_decode_time_over_its_samples(test_clock):
+    """summary()["overhead"]["decode_us_per_sample"]: the host time of the
+    decodes made while the window was live (each 2 ms here, as the test
+    source says) over the samples they decoded, evaluated or let go."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
+    _testhooks._sampler_keep(0, 0, 0, 2_000_000)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False) as prof:
+            for _ in range(3):
+                with prof.step():
+                    time.sleep(0.01)
+        s = prof.summary()
+    finally:
+        _testhooks._sampler_keep(0, 0, 0, 0)
+    m = s["metrics"]
+    decoded = m["samples"] + m["skipped_samples"]
+    assert m["decodes"] >= 2 and decoded > 0
+    assert s["overhead"]["decode_us_per_sample"] == round(m["decodes"] * 2_000 / decoded, 1)
+
+
+@pytest.mark.fake_sampler
 def test_an_interval_the_user_chose_stays_when_decodes_fall_behind(test_clock):
     """At metrics_interval_us=500 (the automatic interval's value, chosen):
     the note names the option, and neither that interval nor the automatic

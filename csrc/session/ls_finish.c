@@ -27,7 +27,7 @@ struct ls_finish {
     ls_task task;           /* first: the worker sees the job as its task */
     ls_records activity;    /* parsed activity records of the profile */
     uint64_t drains, drain_ns; /* the worker's drains while the profile ran */
-    int tick_tracing, tick_sampling; /* what the ticks do (set before they start) */
+    int tick_tracing;       /* the ticks drain activity buffers (set before they start) */
     ls_capture capture;     /* handed over at the stop */
     ls_finish_plan plan;
     uint64_t delay_ns;      /* test hook */
@@ -76,10 +76,9 @@ static void profile_tick(void)
     }
 }
 
-void ls_finish_begin(ls_finish *job, int tracing, int sampling, uint64_t period_ns)
+void ls_finish_begin(ls_finish *job, int tracing, uint64_t period_ns)
 {
     job->tick_tracing = tracing;
-    job->tick_sampling = sampling;
     atomic_store(&current, job);
     /* The sampler has its own tick, for as long as sampling runs. */
     if (tracing)

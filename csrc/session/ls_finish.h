@@ -36,9 +36,9 @@ ls_finish *ls_finish_new(void);
 ls_records *ls_finish_sink(ls_finish *job);
 
 /* With the GIL, once the profile has started: while it runs, the worker
- * drains its activity buffers into the job (tracing) and decodes PM
- * samples (sampling) every period_ns. */
-void ls_finish_begin(ls_finish *job, int tracing, int sampling, uint64_t period_ns);
+ * drains its activity buffers into the job (tracing) every period_ns (the
+ * PM sampler decodes on its own tick, ls_sampler). */
+void ls_finish_begin(ls_finish *job, int tracing, uint64_t period_ns);
 
 /* Frees a job that was never handed over (a start that failed). */
 void ls_finish_discard(ls_finish *job);

@@ -488,14 +488,6 @@ void ls_sampler_release(void)
 
 /* ---- windows, on the profiling thread --------------------------------- */
 
-int ls_sampler_running(void)
-{
-    pthread_mutex_lock(&s.lock);
-    int running = s.state == LS_STATE_RUNNING;
-    pthread_mutex_unlock(&s.lock);
-    return running;
-}
-
 /* Under the lock: whether the running sampler serves options b. */
 static int same_sampler_locked(const ls_sampler_options *b)
 {

@@ -110,9 +110,6 @@ void ls_sampler_close(int window, uint64_t stop_ns);
  * -1: no window was opened (c->metrics_reason must say why). */
 void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_capture *c);
 
-/* 1 while sampling runs. */
-int ls_sampler_running(void);
-
 /* Stops and disables sampling, giving the counters back; waits for nothing
  * (call it on the worker, or where no worker runs).  Safe to repeat. */
 void ls_sampler_release(void);

@@ -473,8 +473,7 @@ int ls_session_start(const ls_session_options *options, uint64_t waited_ns,
         session.capture.start_reference_ns = ls_clock_reference_ns();
         ls_sampler_move_start(atomic_load(&session.pm_window), start_ns);
     }
-    ls_finish_begin(session.job, session.tracing, session.sampling,
-                    options->pm.decode_period_ns);
+    ls_finish_begin(session.job, session.tracing, options->pm.decode_period_ns);
     lap(&phase[LS_START_METRICS], &t0);
     session.generation++;
     session.active = 1;

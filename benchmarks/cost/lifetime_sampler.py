@@ -15,6 +15,9 @@ profiled chains alternating in each process, medians:
   decode_cost  what decoding costs at 100, 200 and 500 us: the worker's CPU share over a
                1 s counters-only profile and over 2 s with the sampler running and no
                profile, and the decode per sample (DecodeData, evaluation)
+  decode_probe what one DecodeData call costs by what the GPU does in the window (idle,
+               matmuls, pinned host-to-device copies, device copies), per interval and
+               decode period: 0.6 s counters-only windows
 Per variant: chain x = median profiled chain / median bare chain (each chain:
 K runs of the loop end to end, every enter and exit inside, ending in a
 synchronize); per profile: summary() ms (including its wait for the worker),
@@ -37,7 +40,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = ("b2b", "b2b_summary", "counters", "alternating", "graph", "mem_compute", "gpt2",
-            "decode_cost")
+            "decode_cost", "decode_probe")
 
 
 def copy_matmul_loop(torch, target_ms: float = 18.0):
@@ -131,6 +134,57 @@ def decode_cost(torch, loopscope) -> dict:
     return {"variant": "decode_cost", "rows": out, "bare_ms": [], "chain_ms": []}
 
 
+def decode_probe(torch, loopscope) -> dict:
+    """DecodeData per call and per sample, and the worker's CPU share, by the
+    GPU's work in the window, the interval and the decode period."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(4096, 4096, device="cuda")
+    host = torch.empty(16 << 20, dtype=torch.float32).pin_memory()
+    dev = torch.empty_like(host, device="cuda")
+    src = torch.empty(64 << 20, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    work = {"idle": lambda: time.sleep(0.005), "matmul": lambda: a @ a,
+            "h2d": lambda: dev.copy_(host, non_blocking=True), "d2d": lambda: dst.copy_(src)}
+    out = []
+    for interval_us in (200, 500, 1000):
+        for decode_ms in (2, 10):
+            opts = {**EXTRA, "trace": False, "metrics_interval_us": interval_us,
+                    "metrics_decode_ms": decode_ms}
+            with loopscope.profile(**opts) as warm:
+                a @ a
+            warm.summary()
+            for name, f in work.items():
+                torch.cuda.synchronize()
+                t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+                with loopscope.profile(**opts) as prof:
+                    t_end = time.perf_counter() + 0.6
+                    while time.perf_counter() < t_end:
+                        f()
+                        if name != "idle":
+                            torch.cuda.synchronize()  # the host stays near the GPU
+                    torch.cuda.synchronize()
+                s = prof.summary()
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                mine = time.thread_time() - m0
+                m = s["metrics"] or {}
+                decodes = m.get("decodes") or 0
+                decoded = (m.get("samples") or 0) + (m.get("skipped_samples") or 0)
+                out.append({
+                    "interval_us": interval_us, "decode_ms": decode_ms, "work": name,
+                    "worker_share": round((cpu - mine) / wall, 3), "decodes": decodes,
+                    "decoded": decoded,
+                    "cupti_ms_per_call": round(m["decode_cupti_ms"] / decodes, 3) if decodes else None,
+                    "cupti_us_per_sample": round(m["decode_cupti_ms"] * 1e3 / decoded, 1) if decoded else None,
+                    "eval_us_per_sample": round(m["evaluate_ms"] * 1e3 / m["samples"], 1) if m.get("samples") else None,
+                    "sm_pct": (s.get("sm") or {}).get("active_pct"),
+                    "coverage_pct": (s.get("sm") or {}).get("coverage_pct"),
+                    "tail_decode_ms": s["overhead"].get("tail_decode_ms"),
+                    "finish_ms": s["overhead"].get("finish_ms"),
+                    "interval_note": m.get("interval_note"), "metrics_error": s.get("metrics_error"),
+                })
+    return {"variant": "decode_probe", "rows": out, "bare_ms": [], "chain_ms": []}
+
+
 def child(variant: str, profiles: int, repeats: int) -> dict:
     import torch
 
@@ -138,6 +192,8 @@ def child(variant: str, profiles: int, repeats: int) -> dict:
 
     if variant == "decode_cost":
         return decode_cost(torch, loopscope)
+    if variant == "decode_probe":
+        return decode_probe(torch, loopscope)
 
     loop = build(torch, variant)
     loops = [loop]
@@ -255,9 +311,9 @@ def main() -> None:
           f"{'busy/ev':>8} {'us/smp':>7} {'wait ms':>7} reused")
     for r in results:
         rows = r["rows"]
-        if r["variant"] == "decode_cost":
+        if r["variant"] in ("decode_cost", "decode_probe"):
             for row in rows:
-                print("decode_cost " + " ".join(f"{k}={v}" for k, v in row.items() if k != "figures"))
+                print(f"{r['variant']} " + " ".join(f"{k}={v}" for k, v in row.items() if k != "figures"))
             continue
         x = median(r["chain_ms"]) / median(r["bare_ms"])
         ratios = [row["busy_ms"] / row["events_ms"] for row in rows

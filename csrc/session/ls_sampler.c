@@ -4,8 +4,8 @@
  * `lock`: opens and closes come from the profiling thread (an open also
  * from CUDA's resource callback), frees and the set-up's outcome from the
  * worker.  A window's samples and costs belong to the decoding side: the
- * worker's sampler tick, or the finish's tail decode (on a thread beside
- * the worker's finish task, while no tick runs); they are touched only
+ * sampler's tick (on the worker's ticker thread), or the finish's tail
+ * decode (on a thread beside the worker's finish task, while no tick runs); they are touched only
  * between a slot's open and its free, and an open finds them empty.  The
  * lock is never held across a CUPTI call: it orders before the worker's
  * own lock, never after. */
@@ -171,12 +171,14 @@ static struct {
     int known;
     int64_t offset_ns;    /* sampling's clock less the activity clock */
     uint64_t longest_ns;  /* a longer sample is partial (the first after a start) */
+    int last_tick_fast;   /* the last tick served a window (see decode_for_windows) */
 } clock_of_run;
 
 static void new_run(uint64_t interval_ns)
 {
     clock_of_run.known = 0;
     clock_of_run.offset_ns = 0;
+    clock_of_run.last_tick_fast = 0;
     clock_of_run.longest_ns = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (interval_ns ? interval_ns : 1);
 }
 
@@ -292,11 +294,14 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
     }
     if (error[0] != '\0')
         ls_pm_clear_error();
-    /* A tick that took longer than 1.5 periods is behind the samples.  (A
-     * full image is not a sign: the first tick after an idle spell holds
-     * up to an idle period's samples; H200 04:16Z, counting it restarted
-     * samplers mid-run.) */
-    int behind = period_ns != 0 && 2 * cost.decode_ns > 3 * period_ns;
+    /* A tick that took longer than 1.5 periods is behind the samples, when
+     * the tick before it served a window too: the first after an idle spell
+     * decodes up to an idle period's backlog (H200 04:16Z, counting it
+     * widened the interval and restarted samplers mid-run). */
+    int behind = period_ns != 0 && clock_of_run.last_tick_fast &&
+                 2 * cost.decode_ns > 3 * period_ns;
+    if (until_ns == 0)
+        clock_of_run.last_tick_fast = period_ns != 0;
     if (behind) {
         pthread_mutex_lock(&s.lock);
         s.fell_behind = 1;
@@ -337,11 +342,11 @@ static void sampler_tick(void)
     pthread_mutex_unlock(&s.lock);
     decode_for_windows(0, fast ? period : 0);
     pthread_mutex_unlock(&decoding);
-    /* No window: its samples are let go, as cheaply as the hardware buffer
-     * allows (each decode call costs ~1 ms on an H200 whatever it holds). */
+    /* No window: its samples are let go, with fewer calls (each costs ~1 ms
+     * more than its data on an H200).  Unset meanwhile (a stop), it stays so. */
     if (slow_down)
-        ls_worker_set_tick_in(LS_TICK_SAMPLER, sampler_tick,
-                              period > LS_PM_IDLE_DECODE_NS ? period : LS_PM_IDLE_DECODE_NS);
+        ls_worker_retime_tick(LS_TICK_SAMPLER,
+                              period > LS_PM_IDLE_DECODE_NS ? period : LS_PM_IDLE_DECODE_NS, 0);
 }
 
 /* ---- the sampler's life, on the worker -------------------------------- */
@@ -585,8 +590,10 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
         s.ticking_fast = 1;
         uint64_t period = s.running.pm.decode_period_ns;
         pthread_mutex_unlock(&s.lock);
+        /* The idle spell's backlog is decoded now, beside the loop, not in
+         * this window's finish. */
         if (speed_up)
-            ls_worker_set_tick_in(LS_TICK_SAMPLER, sampler_tick, period);
+            ls_worker_retime_tick(LS_TICK_SAMPLER, period, 1);
         return result;
     }
     /* Sampling must start (first use, after an idle stop, or other options). */
@@ -903,6 +910,7 @@ int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_
                     uint64_t setup_ns, int reused, uint64_t setup_sleep_ns, int no_context)
 {
     ls_worker_set_tick_in(LS_TICK_SAMPLER, NULL, 0);
+    ls_worker_wait_tick(LS_TICK_SAMPLER); /* its last decode reads the old source */
     ls_worker_when_idle(NULL, 0);
     int was_fake = fake.items != NULL;
     free(fake.items);

@@ -56,22 +56,22 @@ enum { LS_SAMPLER_NO_WAIT = 0, LS_SAMPLER_WAITED = 1, LS_SAMPLER_WAIT_TIMED_OUT 
 
 #define LS_SAMPLER_WINDOWS 8
 
-/* Each DecodeData call costs ~2.5-4 ms of host time whatever it holds
- * (H100 2026-11-27, H200 2026-11-29), so the tick's period sets the
- * sampler's CPU while profiles run (5 ms: ~0.7-1 core, 10 ms: ~0.3-0.4)
- * and summary() waits for one such call at most, whatever the period.
- * The automatic interval: it begins at LS_PM_AUTO_INTERVAL_NS and doubles,
- * up to LS_PM_AUTO_INTERVAL_MAX_NS, after a profile whose decodes fell
- * behind the samples (a tick took longer than 1.5 decode periods, or filled
- * the counter data image).  On an H200 (2026-11-29) decoding took ~80-100 us
- * of host time a sample plus ~35 us to evaluate one, and each call ~1 ms:
- * at 100 us a sampler that runs on needs more than a core and falls behind,
- * at 200 us most of one, at 500 us about a third.  Between profiles the
- * sampler's tick slows to LS_PM_IDLE_DECODE_NS (its samples are let go),
- * and a sampler that fell behind stops at once. */
+/* DecodeData's host time follows the GPU's work, not the samples: ~0.5-0.8
+ * ms for each ms the SMs were busy since the last call, plus ~1-3 ms a call,
+ * whatever the interval (200-1000 us), and ~1 ms a call with the SMs idle
+ * (H200, 2026-11-29, lifetime_sampler.py --variants decode_probe).  So while
+ * windows are live the sampler's thread needs ~0.7-1 core of a busy GPU at
+ * any period, and summary() waits for one call: the tail since the last
+ * tick.  The automatic interval begins at LS_PM_AUTO_INTERVAL_NS and
+ * doubles, up to LS_PM_AUTO_INTERVAL_MAX_NS, after a profile whose decodes
+ * fell behind (two ticks in a row, each longer than 1.5 periods; the first
+ * tick after an idle spell decodes its backlog and is not judged).  Between
+ * profiles the tick slows to LS_PM_IDLE_DECODE_NS (samples are let go): its
+ * backlog, at most that long, is decoded as soon as a window opens, beside
+ * the loop.  A sampler that fell behind stops at once. */
 #define LS_PM_AUTO_INTERVAL_NS 500000ull
 #define LS_PM_AUTO_INTERVAL_MAX_NS 1000000ull
-#define LS_PM_IDLE_DECODE_NS 50000000ull
+#define LS_PM_IDLE_DECODE_NS 20000000ull
 
 /* Sampling runs this long after the last window closed (a training script
  * that profiles every few hundred steps never stops it), then stays

@@ -28,6 +28,13 @@ static struct {
     uint64_t idle_at_ns;
     uint64_t ticks;
     pthread_t thread;
+    /* The sampler's tick runs on a thread of its own (the ticker): a PM
+     * decode takes ~0.5-0.8 ms of host time for each ms the SMs were busy
+     * since the last one (H200, 2026-11-29), and a finish or a start queued
+     * behind it waited that long (15-32 ms). */
+    pthread_cond_t ticker_wake; /* CLOCK_MONOTONIC */
+    int ticker_exists, ticker_ended, ticker_ticking;
+    pthread_t ticker;
 } w = {.lock = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -48,8 +55,10 @@ static void forget_in_child(void)
     if (pthread_condattr_init(&attr) == 0) {
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
         pthread_cond_init(&w.wake, &attr);
+        pthread_cond_init(&w.ticker_wake, &attr);
         pthread_condattr_destroy(&attr);
     }
+    w.ticker_exists = w.ticker_ended = w.ticker_ticking = 0;
     ls_task *lost[2] = {w.running, w.head};
     for (int k = 0; k < 2; k++)
         for (ls_task *t = lost[k]; t != NULL; t = k ? t->next : NULL) {
@@ -75,7 +84,8 @@ static void init_once(void)
     pthread_condattr_t attr;
     if (pthread_condattr_init(&attr) == 0) {
         if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
-            pthread_cond_init(&w.wake, &attr) == 0)
+            pthread_cond_init(&w.wake, &attr) == 0 &&
+            pthread_cond_init(&w.ticker_wake, &attr) == 0)
             wake_ready = 1;
         pthread_condattr_destroy(&attr);
     }
@@ -127,10 +137,9 @@ static void *worker_loop(void *unused)
         }
         uint64_t now = ls_clock_monotonic_ns();
         int due = -1;
-        for (int k = 0; k < LS_TICK_SLOTS && !w.ending; k++)
-            if (w.tick[k] != NULL && now >= w.next_tick_ns[k] &&
-                (due < 0 || w.next_tick_ns[k] < w.next_tick_ns[due]))
-                due = k;
+        if (!w.ending && w.tick[LS_TICK_PROFILE] != NULL &&
+            now >= w.next_tick_ns[LS_TICK_PROFILE])
+            due = LS_TICK_PROFILE;
         if (due >= 0) {
             ls_tick_fn tick = w.tick[due];
             w.ticking_now = 1;
@@ -138,11 +147,7 @@ static void *worker_loop(void *unused)
             tick();
             pthread_mutex_lock(&w.lock);
             w.ticking_now = 0;
-            if (due == 0)
-                w.ticks++;
-            /* A fixed rate from the tick's start: a tick that took longer
-             * than the period (a PM decode falling behind) is followed at
-             * once, so the backlog never grows a period's idle time on top. */
+            w.ticks++;
             w.next_tick_ns[due] = now + w.period_ns[due];
             pthread_cond_broadcast(&w.done);
             continue;
@@ -153,16 +158,15 @@ static void *worker_loop(void *unused)
             pthread_mutex_unlock(&w.lock);
             fn();
             pthread_mutex_lock(&w.lock);
-            if (w.head == NULL && !any_tick_locked() && w.when_idle == NULL)
+            if (w.head == NULL && w.tick[LS_TICK_PROFILE] == NULL && w.when_idle == NULL)
                 break;
             continue;
         }
         if (w.ending)
             break;
         uint64_t until = UINT64_MAX;
-        for (int k = 0; k < LS_TICK_SLOTS; k++)
-            if (w.tick[k] != NULL && w.next_tick_ns[k] < until)
-                until = w.next_tick_ns[k];
+        if (w.tick[LS_TICK_PROFILE] != NULL)
+            until = w.next_tick_ns[LS_TICK_PROFILE];
         if (w.when_idle != NULL && w.idle_at_ns < until)
             until = w.idle_at_ns;
         if (until == UINT64_MAX) {
@@ -176,6 +180,71 @@ static void *worker_loop(void *unused)
     pthread_cond_broadcast(&w.done);
     pthread_mutex_unlock(&w.lock);
     return NULL;
+}
+
+/* The sampler's tick, at a fixed rate from each tick's start: a tick that
+ * took longer than the period (a PM decode falling behind) is followed at
+ * once, so the backlog never grows a period's idle time on top.  The thread
+ * ends once the tick is unset. */
+static void *ticker_loop(void *unused)
+{
+    (void)unused;
+    ls_owncalls_mark_thread();
+    pthread_mutex_lock(&w.lock);
+    while (!w.ending && w.tick[LS_TICK_SAMPLER] != NULL) {
+        uint64_t now = ls_clock_monotonic_ns();
+        if (now < w.next_tick_ns[LS_TICK_SAMPLER]) {
+            struct timespec at = at_ns(w.next_tick_ns[LS_TICK_SAMPLER]);
+            pthread_cond_timedwait(&w.ticker_wake, &w.lock, &at);
+            continue;
+        }
+        ls_tick_fn tick = w.tick[LS_TICK_SAMPLER];
+        w.ticker_ticking = 1;
+        pthread_mutex_unlock(&w.lock);
+        tick();
+        pthread_mutex_lock(&w.lock);
+        w.ticker_ticking = 0;
+        if (w.next_tick_ns[LS_TICK_SAMPLER] <= now) /* not moved by the tick itself */
+            w.next_tick_ns[LS_TICK_SAMPLER] = now + w.period_ns[LS_TICK_SAMPLER];
+        pthread_cond_broadcast(&w.done);
+    }
+    w.ticker_ended = 1;
+    pthread_cond_broadcast(&w.done);
+    pthread_mutex_unlock(&w.lock);
+    return NULL;
+}
+
+/* Under the lock: joins a ticker that ended (outside the lock). */
+static void join_ticker_locked(void)
+{
+    if (w.ticker_exists && w.ticker_ended) {
+        pthread_t thread = w.ticker;
+        w.ticker_exists = w.ticker_ended = 0;
+        pthread_mutex_unlock(&w.lock);
+        pthread_join(thread, NULL);
+        pthread_mutex_lock(&w.lock);
+    }
+}
+
+/* Under the lock: makes the ticker if none runs (its tick is set). */
+static int ensure_ticker_locked(void)
+{
+    pthread_once(&once, init_once);
+    if (w.ticker_exists && !w.ticker_ended)
+        return 0;
+    join_ticker_locked();
+    if (!wake_ready || w.ending)
+        return -1;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&w.ticker, NULL, ticker_loop, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -1;
+    w.ticker_exists = 1;
+    w.ticker_ended = 0;
+    return 0;
 }
 
 /* Under the lock: joins a thread that ended (outside it). */
@@ -323,17 +392,50 @@ void ls_worker_set_tick_in(int slot, ls_tick_fn tick, uint64_t period_ns)
     if (slot < 0 || slot >= LS_TICK_SLOTS)
         return;
     pthread_mutex_lock(&w.lock);
+    if (slot == LS_TICK_SAMPLER) {
+        w.tick[slot] = tick;
+        w.period_ns[slot] = period_ns ? period_ns : 1;
+        w.next_tick_ns[slot] = ls_clock_monotonic_ns() + w.period_ns[slot];
+        if (tick != NULL && ensure_ticker_locked() != 0)
+            w.tick[slot] = NULL; /* no thread: no ticks; the finish decodes it all */
+        else if (w.ticker_exists)
+            pthread_cond_signal(&w.ticker_wake);
+        pthread_mutex_unlock(&w.lock);
+        return;
+    }
     if (tick != NULL && ensure_thread_locked(why, sizeof why) != 0) {
         pthread_mutex_unlock(&w.lock); /* no thread: no ticks; the finish does it all */
         return;
     }
     w.tick[slot] = tick;
-    if (tick != NULL && slot == 0)
+    if (tick != NULL)
         w.ticks = 0;
     w.period_ns[slot] = period_ns ? period_ns : 1;
     w.next_tick_ns[slot] = ls_clock_monotonic_ns() + w.period_ns[slot];
     if (w.exists)
         pthread_cond_signal(&w.wake);
+    pthread_mutex_unlock(&w.lock);
+}
+
+void ls_worker_retime_tick(int slot, uint64_t period_ns, int at_once)
+{
+    if (slot < 0 || slot >= LS_TICK_SLOTS)
+        return;
+    pthread_mutex_lock(&w.lock);
+    if (w.tick[slot] != NULL) {
+        uint64_t now = ls_clock_monotonic_ns();
+        w.period_ns[slot] = period_ns ? period_ns : 1;
+        w.next_tick_ns[slot] = at_once ? now : now + w.period_ns[slot];
+        pthread_cond_signal(slot == LS_TICK_SAMPLER ? &w.ticker_wake : &w.wake);
+    }
+    pthread_mutex_unlock(&w.lock);
+}
+
+void ls_worker_wait_tick(int slot)
+{
+    pthread_mutex_lock(&w.lock);
+    while (slot == LS_TICK_SAMPLER ? w.ticker_ticking : w.ticking_now)
+        pthread_cond_wait(&w.done, &w.lock);
     pthread_mutex_unlock(&w.lock);
 }
 
@@ -344,10 +446,13 @@ void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns)
 
 void ls_worker_when_idle(ls_tick_fn fn, uint64_t after_ns)
 {
+    char why[128];
     pthread_mutex_lock(&w.lock);
     w.when_idle = fn;
     w.idle_at_ns = ls_clock_monotonic_ns() + after_ns;
-    int alive = w.exists && !w.ended;
+    /* The worker may have ended while the ticker runs on: made again. */
+    int alive = fn != NULL && !w.ending ? ensure_thread_locked(why, sizeof why) == 0
+                                        : w.exists && !w.ended;
     if (alive)
         pthread_cond_signal(&w.wake);
     pthread_mutex_unlock(&w.lock);
@@ -362,7 +467,22 @@ void ls_worker_when_idle(ls_tick_fn fn, uint64_t after_ns)
 
 void ls_worker_shutdown(uint64_t timeout_ns)
 {
+    uint64_t deadline = ls_clock_monotonic_ns() + timeout_ns;
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at); /* `done` uses the default clock */
+    at = at_ns((uint64_t)at.tv_sec * 1000000000ull + (uint64_t)at.tv_nsec + timeout_ns);
     pthread_mutex_lock(&w.lock);
+    /* Nothing is made from here on (a post makes the worker anew).  The
+     * ticker first: its tick unset, it ends after the decode in hand. */
+    w.ending = 1;
+    w.tick[LS_TICK_SAMPLER] = NULL;
+    if (w.ticker_exists) {
+        pthread_cond_signal(&w.ticker_wake);
+        while (!w.ticker_ended && ls_clock_monotonic_ns() < deadline)
+            if (pthread_cond_timedwait(&w.done, &w.lock, &at) == ETIMEDOUT)
+                break;
+        join_ticker_locked(); /* stuck in CUPTI: left behind, as the worker below */
+    }
     join_if_ended_locked();
     if (!w.exists) {
         ls_tick_fn fn = w.when_idle;
@@ -370,23 +490,20 @@ void ls_worker_shutdown(uint64_t timeout_ns)
         pthread_mutex_unlock(&w.lock);
         if (fn != NULL)
             fn();
+        pthread_mutex_lock(&w.lock);
+        w.ending = 0; /* a later profile makes threads again */
+        pthread_mutex_unlock(&w.lock);
         return;
     }
-    w.ending = 1;
     for (int k = 0; k < LS_TICK_SLOTS; k++)
         w.tick[k] = NULL;
     pthread_cond_signal(&w.wake);
-    uint64_t deadline = ls_clock_monotonic_ns() + timeout_ns;
-    struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at); /* `done` uses the default clock */
-    uint64_t real = (uint64_t)at.tv_sec * 1000000000ull + (uint64_t)at.tv_nsec + timeout_ns;
-    at = at_ns(real);
     while (!w.ended && ls_clock_monotonic_ns() < deadline)
         if (pthread_cond_timedwait(&w.done, &w.lock, &at) == ETIMEDOUT)
             break;
     if (w.ended) {
         pthread_t thread = w.thread;
-        w.exists = w.ended = 0;
+        w.exists = w.ended = w.ending = 0;
         pthread_mutex_unlock(&w.lock);
         pthread_join(thread, NULL);
         return;
@@ -406,12 +523,14 @@ uint64_t ls_worker_ticks(void)
 const char *ls_worker_state(void)
 {
     pthread_mutex_lock(&w.lock);
-    const char *name = !w.exists                       ? "none"
-                       : w.ended                       ? "ended"
-                       : (w.head || w.running)         ? "busy"
-                       : any_tick_locked()             ? "ticking"
-                       : w.when_idle != NULL           ? "idle"
-                                                       : "parked";
+    int alive = w.exists && !w.ended, ticker = w.ticker_exists && !w.ticker_ended;
+    const char *name = alive && (w.head || w.running)  ? "busy"
+                       : alive && any_tick_locked()    ? "ticking"
+                       : !alive && ticker              ? "ticking" /* the sampler's, alone */
+                       : alive && w.when_idle != NULL  ? "idle"
+                       : alive                         ? "parked"
+                       : w.exists                      ? "ended"
+                                                       : "none";
     pthread_mutex_unlock(&w.lock);
     return name;
 }

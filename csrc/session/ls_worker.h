@@ -65,7 +65,8 @@ void ls_worker_settle(ls_task *task);
  * done instead (from the worker thread). */
 int ls_worker_abandon(ls_task *task, ls_task_fn dispose);
 
-/* Blocks until no task is queued or running and no tick is running;
+/* Blocks until no task is queued or running and the profile's tick is not
+ * running;
  * returns 1 when it had to wait, 0 when the worker was idle already. */
 int ls_worker_wait_idle(void);
 
@@ -77,12 +78,22 @@ typedef void (*ls_tick_fn)(void);
 void ls_worker_set_tick(ls_tick_fn tick, uint64_t period_ns);
 
 /* Two independent ticks, each with one owner: the running profile's
- * (LS_TICK_PROFILE: activity drains; ls_worker_set_tick) and the PM
- * sampler's (LS_TICK_SAMPLER: it decodes for as long as sampling runs,
- * between profiles too).  A tick due runs after queued tasks; of two due,
- * the one due first. */
+ * (LS_TICK_PROFILE: activity drains; ls_worker_set_tick), on the worker
+ * after queued tasks, and the PM sampler's (LS_TICK_SAMPLER: it decodes for
+ * as long as sampling runs, between profiles too), on a thread of its own
+ * (the ticker, made when the tick is set, ending when it is unset), so that
+ * no finish or start waits behind a decode.  ls_worker_wait_idle does not
+ * wait for the sampler's tick: ls_worker_wait_tick does. */
 enum { LS_TICK_PROFILE = 0, LS_TICK_SAMPLER = 1, LS_TICK_SLOTS = 2 };
 void ls_worker_set_tick_in(int slot, ls_tick_fn tick, uint64_t period_ns);
+
+/* A set tick's new period; its next run at once (at_once) or a period from
+ * now.  An unset tick stays unset (a tick re-timing itself cannot revive a
+ * tick unset meanwhile). */
+void ls_worker_retime_tick(int slot, uint64_t period_ns, int at_once);
+
+/* Blocks until the slot's tick is not running (unset it first to keep it so). */
+void ls_worker_wait_tick(int slot);
 
 /* Calls fn() on the worker once, after_ns from now (queued tasks first),
  * or at shutdown; replaces an earlier one; NULL cancels.  After it runs,

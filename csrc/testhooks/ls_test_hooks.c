@@ -396,6 +396,56 @@ static PyObject *tick_starts(PyObject *module, PyObject *args)
     return out;
 }
 
+static void noop_task(ls_task *task) { (void)task; }
+
+/* _beside_decode(decode_ns) -> (task_ns, wait_idle_ns, ticks): with the sampler's
+ * tick in a decode of decode_ns, how long a task posted to the worker (a
+ * profile's finish) takes to run, and how long ls_worker_wait_idle (a
+ * start's wait for the finishes) takes. */
+static PyObject *beside_decode(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long decode_ns;
+    if (!PyArg_ParseTuple(args, "K:_beside_decode", &decode_ns))
+        return NULL;
+    if (ls_session_active()) {
+        PyErr_SetString(PyExc_RuntimeError, "_beside_decode needs no profile running");
+        return NULL;
+    }
+    ls_worker_wait_idle();
+    memset(slow_ticks.at, 0, sizeof slow_ticks.at);
+    atomic_store(&slow_ticks.count, 0);
+    slow_ticks.cost_ns = decode_ns;
+    uint64_t task_ns = 0, idle_ns = 0;
+    Py_BEGIN_ALLOW_THREADS
+    ls_worker_when_idle(NULL, 0);
+    ls_worker_set_tick_in(LS_TICK_SAMPLER, slow_tick, 1000000000ull);
+    ls_worker_retime_tick(LS_TICK_SAMPLER, 1000000000ull, 1);
+    struct timespec poll = {0, 100000};
+    uint64_t give_up = ls_clock_monotonic_ns() + 10000000000ull;
+    while (atomic_load(&slow_ticks.count) == 0 && ls_clock_monotonic_ns() < give_up)
+        nanosleep(&poll, NULL);
+    static ls_task task;
+    memset(&task, 0, sizeof task);
+    task.run = noop_task;
+    char why[200];
+    uint64_t t0 = ls_clock_monotonic_ns();
+    if (ls_worker_post(&task, why, sizeof why) == 0) {
+        ls_worker_hold(&task);
+        ls_worker_wait(&task);
+    }
+    task_ns = ls_clock_monotonic_ns() - t0;
+    t0 = ls_clock_monotonic_ns();
+    ls_worker_wait_idle();
+    idle_ns = ls_clock_monotonic_ns() - t0;
+    ls_worker_set_tick_in(LS_TICK_SAMPLER, NULL, 0);
+    ls_worker_wait_tick(LS_TICK_SAMPLER);
+    ls_worker_shutdown(LS_PROBE_SHUTDOWN_NS);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("KKn", (unsigned long long)task_ns, (unsigned long long)idle_ns,
+                         (Py_ssize_t)atomic_load(&slow_ticks.count));
+}
+
 /* _sampler_state() -> (state, live windows): the PM sampler's life
  * ("off", "starting", "running", "stopped") and its windows in use. */
 static PyObject *sampler_state(PyObject *module, PyObject *unused)
@@ -1141,6 +1191,9 @@ PyMethodDef ls_test_hook_methods[] = {
     {"_settle_samples", settle_samples, METH_VARARGS,
      "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
      "partial, delta_ns, shift_ns): test hook for placing PM samples on the activity clock."},
+    {"_beside_decode", beside_decode, METH_VARARGS,
+     "_beside_decode(decode_ns) -> (task_ns, wait_idle_ns, ticks): test hook; a worker task's "
+     "latency and a wait for the worker while the sampler's tick decodes for decode_ns."},
     {"_tick_starts", tick_starts, METH_VARARGS,
      "_tick_starts(period_ns, cost_ns, ticks) -> [ns, ...]: test hook; when each of the "
      "worker's ticks began, each tick taking cost_ns."},

@@ -285,6 +285,28 @@ def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decod
 
 
 @pytest.mark.fake_sampler
+@pytest.mark.parametrize("sleep_s, behind", [(0.0, False), (0.05, True)])
+def test_the_first_tick_after_an_idle_spell_is_not_judged_behind(test_clock, sleep_s, behind):
+    """A window's first tick decodes the idle spell's backlog (up to an idle
+    period's samples) and may take long: alone, a 20 ms decode at 10 ms
+    periods does not count as behind; from the second tick on it does."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
+    _testhooks._sampler_keep(0, 0, 0, 20_000_000)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False) as prof:
+            time.sleep(0.002)  # the first tick: at once, as the window opens
+            time.sleep(sleep_s)  # then every 10 ms
+        s = prof.summary()
+    finally:
+        _testhooks._sampler_keep(0, 0, 0, 0)
+    m = s["metrics"]
+    assert m["decodes"] >= (4 if behind else 2)  # the ticks, and the finish's tail
+    assert (m["interval_note"] is not None) is behind
+
+
+@pytest.mark.fake_sampler
 def test_the_decode_cost_a_sample_is_the_windows_decode_time_over_its_samples(test_clock):
     """summary()["overhead"]["decode_us_per_sample"]: the host time of the
     decodes made while the window was live (each 2 ms here, as the test
@@ -621,3 +643,17 @@ def test_own_ids_of_one_split_do_not_follow_into_the_next():
     assert moved == ([], [], [])  # the own call goes to neither profile
     _, moved, _ = _testhooks._split_after_stop(stop, [], [], sync_after, [])
     assert moved == ([], [], [6])
+
+
+def test_a_finish_and_a_start_never_wait_behind_the_samplers_decode():
+    """The sampler's tick runs on its own thread: with it 400 ms into a
+    decode, a task posted to the worker (a profile's finish) runs at once,
+    and a start's wait for the finishes does not wait for the decode (on the
+    worker's own thread both waited up to 32 ms on an H200)."""
+    decode_ns = 400_000_000
+    t0 = time.perf_counter_ns()
+    task_ns, wait_idle_ns, ticks = _testhooks._beside_decode(decode_ns)
+    took = time.perf_counter_ns() - t0
+    assert ticks == 1 and took >= decode_ns  # the decode really ran (the hook waits for its end)
+    assert task_ns < decode_ns // 4
+    assert wait_idle_ns < decode_ns // 4

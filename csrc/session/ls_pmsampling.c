@@ -650,6 +650,11 @@ int ls_pm_decode(ls_sample_array *sink, ls_pm_want_fn want, void *arg, uint64_t 
         if (!full || result != 0)
             break;
         cost.counter_data_full++;
+        /* A tick (no bound, a sink): one image a call, so that what waits
+         * for the decoder (a finish's tail) waits for one round at most;
+         * the ticker comes back at once. */
+        if (until_ns == 0 && sink != NULL)
+            break;
         /* With sampling on, a decode as slow as the sampling would chase
          * it for ever (H100, 20 us: three full rounds, 200 ms past a
          * window): what lies beyond `until_ns` waits in the buffer. */

@@ -79,6 +79,19 @@ static struct {
  * worker runs.  Taken before `lock`, never after. */
 static pthread_mutex_t decoding = PTHREAD_MUTEX_INITIALIZER;
 
+/* Threads waiting for `decoding` other than the ticker (a finish's tail, a
+ * set-up, a stop): a tick due meanwhile lets them go first.  The ticker
+ * of a decoder that falls behind ticks back to back, and a mutex is not
+ * fair: a finish waited for ever (H200 06:42Z, 20 us interval). */
+static atomic_int decoding_waiters;
+
+static void lock_decoding(void)
+{
+    atomic_fetch_add(&decoding_waiters, 1);
+    pthread_mutex_lock(&decoding);
+    atomic_fetch_sub(&decoding_waiters, 1);
+}
+
 /* Opens so far: a decode that saw fewer looks at the table again. */
 static _Atomic uint64_t opens;
 
@@ -251,6 +264,11 @@ static void fake_decode(ls_sample_array *sink, ls_live *v, size_t limit, uint64_
     }
     cost->decodes = 1;
     cost->decode_ns = s.test_decode_ns; /* as slow as a test says (the ticks' own time aside) */
+    if (s.test_decode_ns > 0) { /* and as long, on the decoding thread */
+        struct timespec pause = {(time_t)(s.test_decode_ns / 1000000000ull),
+                                 (long)(s.test_decode_ns % 1000000000ull)};
+        nanosleep(&pause, NULL);
+    }
     ls_pm_stats *st = &fake.stats;
     st->decodes++;
     st->samples += cost->evaluated;
@@ -332,6 +350,8 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
  * runs, between profiles too. */
 static void sampler_tick(void)
 {
+    if (atomic_load(&decoding_waiters) > 0)
+        return; /* they go first; the next tick comes a period on */
     pthread_mutex_lock(&decoding);
     pthread_mutex_lock(&s.lock);
     uint64_t period = s.running.pm.decode_period_ns;
@@ -395,13 +415,13 @@ static void setup_run(ls_task *task)
         started = (first_start == UINT64_MAX ? 0 : first_start) + fake.setup_ns;
         fake_start(started);
         fake.stats.interval = o.pm.interval_ns; /* as a real start with these options */
-        pthread_mutex_lock(&decoding);
+        lock_decoding();
         new_run(fake.interval_ns);
         pthread_mutex_unlock(&decoding);
     } else {
         if (context != NULL)
             ls_cuda_use_context(context);
-        pthread_mutex_lock(&decoding);
+        lock_decoding();
         if (ls_pm_running())
             ls_pm_stop(); /* running with other options: started anew */
         ok = ls_pm_start(&o.pm, why, sizeof why) == 0;
@@ -467,13 +487,13 @@ static void sampler_idle(void)
     pthread_mutex_unlock(&s.lock);
     if (state == LS_STATE_RUNNING) {
         ls_worker_set_tick_in(LS_TICK_SAMPLER, NULL, 0);
-        pthread_mutex_lock(&decoding);
+        lock_decoding();
         if (fake.items == NULL)
             ls_pm_stop();
         pthread_mutex_unlock(&decoding);
         ls_worker_when_idle(sampler_idle, keep_ns);
     } else if (state == LS_STATE_STOPPED && fake.items == NULL) {
-        pthread_mutex_lock(&decoding);
+        lock_decoding();
         ls_pm_release();
         pthread_mutex_unlock(&decoding);
     }
@@ -485,7 +505,7 @@ void ls_sampler_release(void)
     s.state = LS_STATE_OFF;
     pthread_mutex_unlock(&s.lock);
     ls_worker_set_tick_in(LS_TICK_SAMPLER, NULL, 0);
-    pthread_mutex_lock(&decoding);
+    lock_decoding();
     if (fake.items == NULL)
         ls_pm_release();
     pthread_mutex_unlock(&decoding);
@@ -808,7 +828,7 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
         free_window(window);
         return;
     }
-    pthread_mutex_lock(&decoding);
+    lock_decoding();
     size_t before = w->samples.count;
     uint64_t t0 = ls_clock_monotonic_ns();
     uint64_t stopped = stop_ns;
@@ -946,7 +966,7 @@ int ls_sampler_fake(const ls_sample *samples, size_t n, size_t per_tick, uint64_
         /* Running since before any window, as a sampler an earlier profile
          * of the process set up. */
         fake_start(0);
-        pthread_mutex_lock(&decoding);
+        lock_decoding();
         new_run(fake.interval_ns);
         pthread_mutex_unlock(&decoding);
         pthread_mutex_lock(&s.lock);

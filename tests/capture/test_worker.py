@@ -657,3 +657,24 @@ def test_a_finish_and_a_start_never_wait_behind_the_samplers_decode():
     assert ticks == 1 and took >= decode_ns  # the decode really ran (the hook waits for its end)
     assert task_ns < decode_ns // 4
     assert wait_idle_ns < decode_ns // 4
+
+
+@pytest.mark.fake_sampler
+def test_a_finish_is_not_starved_by_a_decoder_that_falls_behind(test_clock):
+    """Each decode takes 30 ms at 10 ms periods: the ticker ticks back to back
+    and a mutex is not fair, yet the finish's tail gets the decoder after
+    one tick (an H200 profile at 20 us waited for ever)."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
+    _testhooks._sampler_keep(0, 0, 0, 30_000_000)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False) as prof:
+            time.sleep(0.2)  # ticks back to back meanwhile
+        t0 = time.perf_counter()
+        s = prof.summary()
+        took = time.perf_counter() - t0
+    finally:
+        _testhooks._sampler_keep(0, 0, 0, 0)
+    assert s["metrics"]["decodes"] >= 4
+    assert took < 0.5  # one tick in hand (30 ms) and the tail's own (30 ms), with room

@@ -490,6 +490,21 @@ int ls_activity_resume_graph_trace(void)
     return 0;
 }
 
+int ls_activity_wait_off(uint64_t bound_ns)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now); /* `stopped` runs on the default clock */
+    uint64_t at_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + bound_ns;
+    struct timespec at = {(time_t)(at_ns / 1000000000ull), (long)(at_ns % 1000000000ull)};
+    pthread_mutex_lock(&state);
+    while (sink_records != NULL || stopping)
+        if (pthread_cond_timedwait(&stopped, &state, &at) != 0)
+            break;
+    int off = sink_records == NULL && !stopping;
+    pthread_mutex_unlock(&state);
+    return off;
+}
+
 void ls_activity_wait_stopped(void)
 {
     pthread_mutex_lock(&state);

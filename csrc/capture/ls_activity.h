@@ -77,6 +77,11 @@ int ls_activity_tracing(void);
  * it, the kinds are either off or continuable. */
 void ls_activity_wait_stopped(void);
 
+/* Returns 1 once the kinds are off (the finish in flight turned them off),
+ * 0 when bound_ns passed first.  A start waits for this, not for the whole
+ * finish: its PM tail (~2-8 ms on an H200) is no part of the kinds. */
+int ls_activity_wait_off(uint64_t bound_ns);
+
 /* Graph-level mode (issue 27; the policy is ls_graphs'): registers the
  * buffer callbacks and turns CUPTI's graph-level trace on for the rest of
  * the process (never off: CUPTI crashes on replaying a graph exec that was

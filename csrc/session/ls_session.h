@@ -65,13 +65,14 @@ const char *ls_session_finish_phase_name(int phase);
 /* 1 while a session runs. */
 int ls_session_active(void);
 
-/* Blocks until the last profile's finish is done, so a start can follow.
- * Call without the GIL, before ls_session_start; returns the time waited. */
 /* 1 when a start with these options must first wait for the last
  * profile's finish (ls_session_wait_for_finish, without the GIL): that
  * finish still traces and this start cannot continue its tracing. */
 int ls_session_should_wait(const ls_session_options *o);
 
+/* Blocks until the last profile's finish turned its activity kinds off
+ * (not for its PM tail), so a start can follow.  Call without the GIL,
+ * before ls_session_start; returns the time waited. */
 uint64_t ls_session_wait_for_finish(void);
 
 /* Starts the session.  Returns 0 (GPU tracing may still be off: see

@@ -120,6 +120,24 @@ static void run_task(ls_task *task)
     pthread_cond_broadcast(&w.done);
 }
 
+/* Under the lock: runs the slot's tick (due at `now`) outside it, with
+ * *running set meanwhile.  A fixed rate from the tick's start: one that
+ * took longer than the period (a PM decode falling behind) is followed at
+ * once, so the backlog never grows a period's idle time on top; a tick
+ * that moved its own next run (re-timed, set again) keeps that. */
+static void run_tick_locked(int slot, int *running, uint64_t now)
+{
+    ls_tick_fn tick = w.tick[slot];
+    *running = 1;
+    pthread_mutex_unlock(&w.lock);
+    tick();
+    pthread_mutex_lock(&w.lock);
+    *running = 0;
+    if (w.next_tick_ns[slot] <= now)
+        w.next_tick_ns[slot] = now + w.period_ns[slot];
+    pthread_cond_broadcast(&w.done);
+}
+
 static void *worker_loop(void *unused)
 {
     (void)unused;
@@ -141,15 +159,8 @@ static void *worker_loop(void *unused)
             now >= w.next_tick_ns[LS_TICK_PROFILE])
             due = LS_TICK_PROFILE;
         if (due >= 0) {
-            ls_tick_fn tick = w.tick[due];
-            w.ticking_now = 1;
-            pthread_mutex_unlock(&w.lock);
-            tick();
-            pthread_mutex_lock(&w.lock);
-            w.ticking_now = 0;
+            run_tick_locked(due, &w.ticking_now, now);
             w.ticks++;
-            w.next_tick_ns[due] = now + w.period_ns[due];
-            pthread_cond_broadcast(&w.done);
             continue;
         }
         if (w.when_idle != NULL && (w.ending || now >= w.idle_at_ns)) {
@@ -182,10 +193,8 @@ static void *worker_loop(void *unused)
     return NULL;
 }
 
-/* The sampler's tick, at a fixed rate from each tick's start: a tick that
- * took longer than the period (a PM decode falling behind) is followed at
- * once, so the backlog never grows a period's idle time on top.  The thread
- * ends once the tick is unset. */
+/* The sampler's tick (run_tick_locked's rate); the thread ends once the
+ * tick is unset. */
 static void *ticker_loop(void *unused)
 {
     (void)unused;
@@ -198,15 +207,7 @@ static void *ticker_loop(void *unused)
             pthread_cond_timedwait(&w.ticker_wake, &w.lock, &at);
             continue;
         }
-        ls_tick_fn tick = w.tick[LS_TICK_SAMPLER];
-        w.ticker_ticking = 1;
-        pthread_mutex_unlock(&w.lock);
-        tick();
-        pthread_mutex_lock(&w.lock);
-        w.ticker_ticking = 0;
-        if (w.next_tick_ns[LS_TICK_SAMPLER] <= now) /* not moved by the tick itself */
-            w.next_tick_ns[LS_TICK_SAMPLER] = now + w.period_ns[LS_TICK_SAMPLER];
-        pthread_cond_broadcast(&w.done);
+        run_tick_locked(LS_TICK_SAMPLER, &w.ticker_ticking, now);
     }
     w.ticker_ended = 1;
     pthread_cond_broadcast(&w.done);
@@ -214,16 +215,33 @@ static void *ticker_loop(void *unused)
     return NULL;
 }
 
-/* Under the lock: joins a ticker that ended (outside the lock). */
-static void join_ticker_locked(void)
+/* Under the lock: joins a thread (the worker or the ticker) that ended,
+ * outside the lock. */
+static void join_ended_locked(int *exists, int *ended, pthread_t thread)
 {
-    if (w.ticker_exists && w.ticker_ended) {
-        pthread_t thread = w.ticker;
-        w.ticker_exists = w.ticker_ended = 0;
+    if (*exists && *ended) {
+        *exists = *ended = 0;
         pthread_mutex_unlock(&w.lock);
         pthread_join(thread, NULL);
         pthread_mutex_lock(&w.lock);
     }
+}
+
+static void join_ticker_locked(void)
+{
+    join_ended_locked(&w.ticker_exists, &w.ticker_ended, w.ticker);
+}
+
+/* Makes a thread that inherits a mask of every signal: they stay with
+ * Python's threads.  pthread_create's result. */
+static int create_masked(pthread_t *thread, void *(*fn)(void *))
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(thread, NULL, fn, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 /* Under the lock: makes the ticker if none runs (its tick is set). */
@@ -233,30 +251,16 @@ static int ensure_ticker_locked(void)
     if (w.ticker_exists && !w.ticker_ended)
         return 0;
     join_ticker_locked();
-    if (!wake_ready || w.ending)
-        return -1;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&w.ticker, NULL, ticker_loop, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
+    if (!wake_ready || w.ending || create_masked(&w.ticker, ticker_loop) != 0)
         return -1;
     w.ticker_exists = 1;
     w.ticker_ended = 0;
     return 0;
 }
 
-/* Under the lock: joins a thread that ended (outside it). */
 static void join_if_ended_locked(void)
 {
-    if (w.exists && w.ended) {
-        pthread_t thread = w.thread;
-        w.exists = w.ended = 0;
-        pthread_mutex_unlock(&w.lock);
-        pthread_join(thread, NULL);
-        pthread_mutex_lock(&w.lock);
-    }
+    join_ended_locked(&w.exists, &w.ended, w.thread);
 }
 
 /* Under the lock: makes the thread if none runs.  0, or -1 with `why`. */
@@ -271,12 +275,7 @@ static int ensure_thread_locked(char *why, size_t why_size)
         return -1;
     }
     w.ending = 0;
-    /* The thread inherits this mask: every signal stays with Python's threads. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&w.thread, NULL, worker_loop, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = create_masked(&w.thread, worker_loop);
     if (rc != 0) {
         snprintf(why, why_size, "cannot start loopscope's worker thread: %s", strerror(rc));
         return -1;

@@ -149,14 +149,15 @@ class Profile:
     metrics_interval_us: sampling interval (1-1e6).  None (the default): 500 us, doubled
                         (up to 1 ms) for the next profiles when decoding the samples
                         falls behind them, which summary["metrics"]["interval_note"]
-                        says (on an H200 decoding and evaluating take ~120 us of host
-                        time a sample: at 100 us more than a core).  One sampler runs
+                        says (on an H200 CUPTI's decode takes ~0.5-0.8 ms of host time
+                        per ms of busy SMs whatever the interval, and falls behind below
+                        ~200 us).  One sampler runs
                         for the process (issue 43): a profile with another interval
                         starts it anew, and waits.
-    metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's worker
+    metrics_buffer_mb:  the GPU-side buffer samples wait in until loopscope's sampler
                         thread takes them, every metrics_decode_ms (default 10 ms while a
                         profile runs, so summary() waits for one decode call and the
-                        last ~10 ms of samples; 50 ms between profiles) and after the
+                        last ~10 ms of samples; 20 ms between profiles) and after the
                         stop; an overflow
                         is reported in
                         summary["metrics"]["overflows"], never silent (1-65536 MiB;

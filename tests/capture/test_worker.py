@@ -7,6 +7,7 @@ launched after the stop are left out, and interpreter exit or a fork with
 the worker busy neither hangs nor loses the process."""
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -284,23 +285,32 @@ def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decod
     assert_holds_its_window(second, samples)
 
 
+@contextlib.contextmanager
+def running_source(test_clock, decode_ns):
+    """The test source as a sampler that runs already (500 us samples), each
+    of its decodes taking decode_ns (reported and slept), the test clock at
+    1 ms reading 20 us later each time; the decode cost goes back after."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
+    _testhooks._sampler_keep(0, 0, 0, decode_ns)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        yield samples
+    finally:
+        _testhooks._sampler_keep(0, 0, 0, 0)
+
+
 @pytest.mark.fake_sampler
 @pytest.mark.parametrize("sleep_s, behind", [(0.0, False), (0.05, True)])
 def test_the_first_tick_after_an_idle_spell_is_not_judged_behind(test_clock, sleep_s, behind):
     """A window's first tick decodes the idle spell's backlog (up to an idle
     period's samples) and may take long: alone, a 20 ms decode at 10 ms
     periods does not count as behind; from the second tick on it does."""
-    samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
-    _testhooks._sampler_keep(0, 0, 0, 20_000_000)
-    try:
-        test_clock.set(1_000_000, 20 * US)
+    with running_source(test_clock, 20_000_000):
         with loopscope.profile(trace=False, syncs=False) as prof:
             time.sleep(0.002)  # the first tick: at once, as the window opens
             time.sleep(sleep_s)  # then every 10 ms
         s = prof.summary()
-    finally:
-        _testhooks._sampler_keep(0, 0, 0, 0)
     m = s["metrics"]
     assert m["decodes"] >= (4 if behind else 2)  # the ticks, and the finish's tail
     assert (m["interval_note"] is not None) is behind
@@ -311,18 +321,12 @@ def test_the_decode_cost_a_sample_is_the_windows_decode_time_over_its_samples(te
     """summary()["overhead"]["decode_us_per_sample"]: the host time of the
     decodes made while the window was live (each 2 ms here, as the test
     source says) over the samples they decoded, evaluated or let go."""
-    samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
-    _testhooks._sampler_keep(0, 0, 0, 2_000_000)
-    try:
-        test_clock.set(1_000_000, 20 * US)
+    with running_source(test_clock, 2_000_000):
         with loopscope.profile(trace=False, syncs=False) as prof:
             for _ in range(3):
                 with prof.step():
                     time.sleep(0.01)
         s = prof.summary()
-    finally:
-        _testhooks._sampler_keep(0, 0, 0, 0)
     m = s["metrics"]
     decoded = m["samples"] + m["skipped_samples"]
     assert m["decodes"] >= 2 and decoded > 0
@@ -664,17 +668,11 @@ def test_a_finish_is_not_starved_by_a_decoder_that_falls_behind(test_clock):
     """Each decode takes 30 ms at 10 ms periods: the ticker ticks back to back
     and a mutex is not fair, yet the finish's tail gets the decoder after
     one tick (an H200 profile at 20 us waited for ever)."""
-    samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
-    _testhooks._sampler_keep(0, 0, 0, 30_000_000)
-    try:
-        test_clock.set(1_000_000, 20 * US)
+    with running_source(test_clock, 30_000_000):
         with loopscope.profile(trace=False, syncs=False) as prof:
             time.sleep(0.2)  # ticks back to back meanwhile
         t0 = time.perf_counter()
         s = prof.summary()
         took = time.perf_counter() - t0
-    finally:
-        _testhooks._sampler_keep(0, 0, 0, 0)
     assert s["metrics"]["decodes"] >= 4
     assert took < 0.5  # one tick in hand (30 ms) and the tail's own (30 ms), with room

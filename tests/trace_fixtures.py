@@ -158,14 +158,15 @@ def figures(ops, launches, steps, thresholds_us=(20.0, 50.0), merge_upto_ns=0,
     An idle interval of at most merge_upto_ns is no gap (counted merged).
     replays: the correlations of graph launch calls: idle between two ops of
     one of them (the op that reached the busy end and the next) lies inside
-    one replay, busy as a replay traced whole is: no gap, not merged."""
+    one replay: no gap, not merged, and not busy either (mostly the tracer's
+    own timestamps between nodes, issue 39): summed as replay_idle_ns."""
     steps = sorted(steps, key=lambda s: (s[0], -s[1]))
     outer = []
     for s in steps:
         if not any(o[0] <= s[0] and s[1] <= o[1] for o in outer):
             outer.append(s)
     gaps = []  # (duration ns, step index or None)
-    busy = merged = 0
+    busy = merged = replay_idle = 0
     counts = {v: 0 for v in GPU_CATS.values()}
     for dev in sorted({o[0] for o in ops}):
         mine = sorted(o for o in ops if o[0] == dev)
@@ -174,7 +175,9 @@ def figures(ops, launches, steps, thresholds_us=(20.0, 50.0), merge_upto_ns=0,
             counts[GPU_CATS[o[3]]] += 1
         for o in mine[1:]:
             if o[1] > cur_end and o[4] == last and o[4] in replays:
-                pass
+                replay_idle += o[1] - cur_end
+                busy += cur_end - cur_start
+                cur_start = o[1]
             elif o[1] > cur_end and o[1] - cur_end <= merge_upto_ns:
                 merged += 1
             elif o[1] > cur_end:
@@ -198,6 +201,7 @@ def figures(ops, launches, steps, thresholds_us=(20.0, 50.0), merge_upto_ns=0,
     return {
         "gaps": dict(classes([g[0] for g in gaps]), merged=merged),
         "busy_ns": busy,
+        "replay_idle_ns": replay_idle,
         "counts": counts,
         "steps": [dict(classes([g[0] for g in gaps if g[1] == i]), name=s[2])
                   for i, s in enumerate(outer)],
@@ -214,6 +218,8 @@ def check_summary(summary: dict[str, Any], exp: dict[str, Any]) -> None:
     if "merged_below_resolution" in gaps:
         assert gaps["merged_below_resolution"] == exp["gaps"]["merged"]
     assert gaps["busy_ms"] == round(exp["busy_ns"] / 1e6, 6)
+    if "replay_idle_ms" in summary["gpu"]:
+        assert summary["gpu"]["replay_idle_ms"] == round(exp["replay_idle_ns"] / 1e6, 6)
     for key, n in exp["counts"].items():
         assert summary["gpu"][key] == n, (key, summary["gpu"][key], n)
     assert [s["name"] for s in summary["steps"]] == [s["name"] for s in exp["steps"]]

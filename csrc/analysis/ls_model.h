@@ -14,10 +14,11 @@
  * cannot tell it from none) is no gap: its busy intervals merge, and it is
  * counted as merged in the line's gap statistics.  Nor is the idle between
  * two ops of one launch call (one known correlation id: the nodes of a CUDA
- * graph's replay traced per kernel): a replay is busy from its first node
- * to its last, as it is traced whole (LS_OP_GRAPH), so per-kernel and
- * graph-level profiles of one loop read one busy time, one set of gaps and
- * one verdict (issue 39); it is not counted as merged either.
+ * graph's replay traced per kernel), and it is not busy either: mostly the
+ * tracer's own timestamps, which a replay traced whole (LS_OP_GRAPH) does
+ * not pay.  It is summed apart (replay_idle_ns) and left out of the time
+ * line's busy share, so per-kernel and graph-level profiles of one loop
+ * read one busy time, one set of gaps and one verdict (issue 39).
  *
  * Attribution (ls_attribution): each op belongs to the innermost range
  * open on the thread that made its launch call, and to that range's step
@@ -117,6 +118,8 @@ typedef struct {
     uint64_t busy_ns;              /* the union of the ops' intervals (summed over devices) */
     uint64_t compute_ns, comm_ns;  /* the union of each class's intervals */
     uint64_t first_ns, last_ns;    /* first op start, last op end; 0 when no op */
+    uint64_t replay_idle_ns;       /* idle between the nodes of one graph replay traced per
+                                      kernel: neither busy nor a gap (summed over devices) */
     uint64_t kernel_ns;            /* its kernels' durations, collectives left out, and its
                                       graph replays' (kernels of no known shape), summed
                                       (overlaps count twice) */

@@ -129,6 +129,7 @@ int ls_model_build(const ls_records *r, const ls_model_options *o, ls_model *m)
         t->graphs += dev->graphs;
         t->graph_ns += dev->graph_ns;
         t->busy_ns += dev->busy_ns;
+        t->replay_idle_ns += dev->replay_idle_ns;
         t->compute_ns += dev->compute_ns;
         t->comm_ns += dev->comm_ns;
         t->kernel_ns += dev->kernel_ns;

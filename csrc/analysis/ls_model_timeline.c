@@ -173,11 +173,12 @@ static inline void prefetch(const void *at)
 
 /* Whether the idle between ops a (the one that reached the busy end) and b
  * lies inside one CUDA-graph replay traced node by node: both came from one
- * launch call (one correlation id, known).  A replay traced whole
- * (LS_OP_GRAPH) is busy from its first node to its last, so the same replay
- * traced per node is too: per-kernel and graph-level profiles of one loop
- * read the same busy time, gaps and verdict (issue 39).  Only a graph
- * launch queues several ops under one call. */
+ * launch call (one correlation id, known; only a graph launch queues
+ * several ops under one call).  That idle is no gap (no launch the user can
+ * move) and not busy either: it is mostly the tracer's own timestamps
+ * between nodes, which a replay traced whole (LS_OP_GRAPH) does not pay, so
+ * the union of the nodes is what matches the whole replay's span (H200,
+ * 2026-11-29: within 2% a step, the span ~5% over) (issue 39). */
 static int one_replay(const ls_op *a, const ls_op *b)
 {
     return a->correlation_id != 0 && a->correlation_id == b->correlation_id &&
@@ -225,7 +226,12 @@ static void sweep_run(ls_ctx *c, const uint32_t *idx, size_t n, ls_line *line,
             if (line->first_ns == 0 || op->start_ns < line->first_ns)
                 line->first_ns = op->start_ns;
         } else if (op->start_ns > cur_end && one_replay(&ops[prev], op)) {
-            /* inside one replay: its busy interval goes on, no gap, not merged */
+            /* inside one replay: the busy interval ends, no gap, not merged */
+            if (keep)
+                c->intervals[c->interval_count++] = (ls_interval){busy_start, cur_end};
+            line->busy_ns += cur_end - busy_start;
+            line->replay_idle_ns += op->start_ns - cur_end;
+            busy_start = op->start_ns;
         } else if (op->start_ns > cur_end + c->r->merge_idle_upto_ns) {
             if (out && (out->gaps || out->stats)) {
                 ls_gap g = {cur_end, op->start_ns, prev, idx[i], op->device_id,

@@ -106,13 +106,14 @@ static PyObject *id_or_none(uint32_t id)
 static PyObject *line_dict(const ls_line *t, const ls_gap_stats *gaps)
 {
     PyObject *d = ls_py_dict_of(
-        15, "device", id_or_none(t->device_id), "stream", id_or_none(t->stream_id), "kernels",
+        16, "device", id_or_none(t->device_id), "stream", id_or_none(t->stream_id), "kernels",
         U64(t->kernels), "memcpys", U64(t->memcpys), "memsets", U64(t->memsets), "graphs",
         U64(t->graphs), "graph_ns", U64(t->graph_ns), "busy_ns",
         U64(t->busy_ns), "compute_ns", U64(t->compute_ns), "comm_ns", U64(t->comm_ns),
         "first_ns", U64(t->first_ns), "last_ns", U64(t->last_ns), "kernel_ns",
         U64(t->kernel_ns), "shaped_ns",
-        U64(t->shaped_ns), "filled_ns", U64(t->filled_ns));
+        U64(t->shaped_ns), "filled_ns", U64(t->filled_ns), "replay_idle_ns",
+        U64(t->replay_idle_ns));
     if (d != NULL && gaps != NULL) {
         PyObject *g = gap_stats_dict(gaps);
         if (g == NULL || PyDict_SetItemString(d, "gaps", g) != 0)

@@ -385,13 +385,24 @@ def test_busy_intervals_and_bins_are_the_union_of_the_ops():
 @pytest.mark.parametrize("corr, gaps", [(5, 0), (0, 2)])
 def test_idle_between_the_kernels_of_one_graph_launch_is_no_gap(run_trace, corr, gaps):
     """Issue 39: kernels queued by one call (one known correlation id: a CUDA
-    graph's replay traced per kernel) keep the GPU busy from the first to the
-    last, as the replay traced whole does: the two 30 us idle intervals
-    between them are no gap and count as busy.  Correlation 0 says nothing:
-    the same kernels are then three ops apart, two gaps."""
+    graph's replay traced per kernel): the two 30 us idle intervals between
+    them are no gap (no launch the user could move) and not busy either
+    (mostly the tracer's own time; a replay traced whole runs its nodes
+    back to back): busy is the three kernels' 30 us, the busy share 100%,
+    and the 60 us are summed apart as replay_idle_ms.  Correlation 0 says
+    nothing: the same kernels are then three ops apart, two gaps."""
     ks = [(s, e, 0, 7, corr, f"node{i}") for i, (s, e) in
           enumerate([(1 * US, 11 * US), (41 * US, 51 * US), (81 * US, 91 * US)])]
     s = run_trace(kernels=ks)
     assert s["gaps"]["count"] == gaps
-    assert s["gaps"]["busy_ms"] == (90 if gaps == 0 else 30) * US / 1e6
+    assert s["gaps"]["busy_ms"] == s["gpu"]["busy_ms"] == 30 * US / 1e6
     assert s["gaps"]["merged_below_resolution"] == 0
+    assert s["gpu"]["span_ms"] == 90 * US / 1e6
+    if gaps:
+        assert s["gaps"]["idle_ms"] == 60 * US / 1e6
+        assert s["gpu"]["replay_idle_ms"] == 0
+        assert s["gaps"]["busy_pct"] == s["gpu"]["busy_pct"] == 33.33
+    else:
+        assert s["gaps"]["idle_ms"] == 0
+        assert s["gpu"]["replay_idle_ms"] == 60 * US / 1e6
+        assert s["gaps"]["busy_pct"] == s["gpu"]["busy_pct"] == 100.0

@@ -87,6 +87,13 @@ def test_eager_demo_is_launch_bound_and_steps_own_their_kernels(demo):
 
 
 def test_graph_replay_is_not_launch_bound(demo):
+    """A CUDA-graph replay shows only a few-us gaps.  The idle between the
+    kernels of one replay is no gap (issue 39: no launch to act on), so the
+    loop's gaps are the two around each step's copy, and the first step's
+    first replay, launched late (204-287 us on an H200, 2026-11-29), weighs
+    on 20 gaps instead of ~1,100: the bound of 5 us holds for the mean of
+    every step after the first, and for the median.  Counted again inside
+    the replays (or an eager loop's launches), the gaps number ~110 a step."""
     model, x, graph_loop = demo
     with loopscope.profile() as eager:  # the kernels of one eager step: the graph captured them
         eager_loop(model, x, 1, eager)
@@ -102,7 +109,10 @@ def test_graph_replay_is_not_launch_bound(demo):
     # the loop also copies the input once before its first step
     assert [(st["kernels"], st["memcpys"]) for st in graph_steps] == [(per_step, 1)] * 10
     assert (s["gpu"]["kernels"], s["gpu"]["memcpys"]) == (10 * per_step, 10 + 1)
-    assert s["gaps"]["mean_us"] < 5.0, s["gaps"]
+    assert s["gaps"]["count"] <= 2 * 10, s["gaps"]
+    assert s["gaps"]["p50_us"] < 5.0, s["gaps"]
+    assert all(st["gaps"]["mean_us"] is None or st["gaps"]["mean_us"] < 5.0
+               for st in graph_steps[1:]), [st["gaps"] for st in graph_steps]
 
 
 KINETO_SCRIPT = """

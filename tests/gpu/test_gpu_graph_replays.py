@@ -84,6 +84,8 @@ out.update(
     gpu_error=s.get("gpu_error"),
     verdict=s["diagnosis"]["verdict"], busy_pct=s["gaps"]["busy_pct"],
     step_verdicts=[st["verdict"] for st in s["steps"]],
+    gaps=s["gaps"]["count"],
+    step_gaps=[[st["gaps"]["count"], st["gaps"]["busy_pct"]] for st in s["steps"]],
 )
 print("JSON" + json.dumps(out))
 """
@@ -143,6 +145,9 @@ def test_graph_level_mode_matches_per_kernel_tracing(loop):
     busy_r = union_ns((o[1], o[2]) for o in replays["ops"])
     assert within(busy_k, busy_r, 0.02), (busy_k, busy_r)
     assert len(kernels["steps"]) == len(replays["steps"]) == 10
+    # a per-kernel step's GPU time is its kernels' time: the idle between the
+    # nodes of a replay (mostly the tracer's timestamps) is not busy (issue 39;
+    # counted busy it read 4-5% over the graph-level steps, H200 2026-11-29)
     for (ik, gk, sk), (ir, gr, sr) in zip(kernels["steps"], replays["steps"]):
         assert ik == ir
         assert within(gk, gr, 0.02), (ik, gk, gr)
@@ -293,15 +298,41 @@ def test_graph_loop(loopscope_profile):
 
 @pytest.mark.parametrize("loop", ["graph", "compiled"])
 def test_per_kernel_and_graph_level_profiles_give_one_verdict(loop):
-    """Issue 39: one loop, one verdict, whether its replays are traced per
-    kernel or whole.  A replay is busy from its first node to its last in
-    both (csrc/analysis/ls_model_timeline.c, one_replay), so the busy share,
-    the gaps and the verdict agree; the busy shares are compared here within
-    2 points of the time line."""
+    """Issue 39: one loop, one reading, whether its replays are traced per
+    kernel or whole.  The idle between the nodes of one replay traced per
+    kernel is no gap and not busy (csrc/analysis/ls_model_timeline.c,
+    one_replay), so a per-kernel profile has no more gaps than a
+    graph-level one (one per step of slack for an idle too short to see in
+    one mode); counted as gaps, the graph loop's ~110 kernels a replay
+    would add ~100 a step.
+
+    The two modes run in two processes, so what the host's timing decides
+    differs between them: on an H200 (2026-11-29) the first step's late
+    first replay took 204-287 us (2.5 points of the loop's busy share), and
+    the compiled loop, launched close to the GPU's pace, read 51-63% busy
+    per kernel and 40-75% per replay from one run to the next.  So the busy
+    share is compared over the steady steps of the GPU-bound graph loop
+    (within 2 points each), and the verdicts there; the compiled loop's
+    verdict across processes is its run's, not the model's (pinned on
+    synthetic records: tests/analysis/test_verdicts_projections.py).  A
+    replay traced whole has no launch shapes, so where the per-kernel
+    profile reads UNDER_FILLED from them the graph-level one reads what
+    rules 2-3 give (docs/graph-replays.md)."""
     kernels = run_child("kernels", loop)
     replays = run_child("replays", loop)
     assert kernels["graph_level"] is False and replays["graph_level"] is True
-    assert abs(kernels["busy_pct"] - replays["busy_pct"]) <= 2, (kernels["busy_pct"],
-                                                                 replays["busy_pct"])
-    assert kernels["verdict"] == replays["verdict"], (kernels["verdict"], replays["verdict"])
-    assert kernels["step_verdicts"] == replays["step_verdicts"]
+    assert kernels["gaps"] <= replays["gaps"] + 10, (kernels["gaps"], replays["gaps"])
+    if loop != "graph":
+        return
+    for i, ((gk, bk), (gr, br)) in enumerate(zip(kernels["step_gaps"][1:],
+                                                 replays["step_gaps"][1:]), start=1):
+        assert abs(bk - br) <= 2, (i, bk, br)
+        assert gk <= gr + 1, (i, gk, gr)
+
+    def same(k: str, r: str) -> bool:
+        return k == r or (k == "UNDER_FILLED" and r in ("BALANCED", "GPU_BOUND"))
+
+    assert same(kernels["verdict"], replays["verdict"]), (kernels["verdict"], replays["verdict"])
+    assert all(same(k, r) for k, r in zip(kernels["step_verdicts"][1:],
+                                          replays["step_verdicts"][1:])), \
+        (kernels["step_verdicts"], replays["step_verdicts"])

@@ -112,9 +112,9 @@ def reference(path: Path) -> dict:
         if i is not None and o[3] != "memsets":
             per_step[i][o[3]] += 1
 
-    # a CUDA graph replay traced node by node is busy from its first node to
-    # its last, as a replay traced whole is (issue 39): idle between two ops
-    # of one graph launch call is no gap
+    # idle between two ops of one graph launch call (a CUDA graph replay
+    # traced node by node) is no gap and not busy either: mostly the
+    # tracer's own timestamps (issue 39)
     replayed = {c[4] for c in calls if c[3] in GRAPH_LAUNCHES and c[4] is not None}
     gaps, busy, span, merged = [], 0, 0, 0
     counts = {"kernels": 0, "memcpys": 0, "memsets": 0}
@@ -126,7 +126,9 @@ def reference(path: Path) -> dict:
             counts[o[3]] += 1
         for _, start, stop, _, correlation in mine[1:]:
             if start > end and correlation == last and correlation in replayed:
-                pass
+                busy += end - busy_from
+                span -= start - end  # out of the busy share's time line too
+                busy_from = start
             elif start - end > MERGE_UPTO_NS:
                 gaps.append(start - end)
                 if step_of(correlation) is not None:  # the step of the op that ends it

@@ -334,6 +334,8 @@ def format_report(summary: dict[str, Any]) -> str:
         out.append(
             f"GPU: {gpu['kernels']} kernels, {gpu['memcpys']} memcpys, {gpu['memsets']} memsets; "
             f"busy {gpu['busy_ms']:.3f} ms of {gpu['span_ms']:.3f} ms ({_fmt(gpu['busy_pct'], '.1f')}%)"
+            + (f"; {gpu['replay_idle_ms']:.3f} ms between the kernels of graph replays, "
+               "neither busy nor a gap, left out" if gpu.get("replay_idle_ms") else "")
         )
         out.extend(_graph_replay_lines(gpu))
         out.append(

@@ -1,16 +1,18 @@
-/* ls_worker: loopscope's own background thread.
+/* ls_worker: loopscope's own background threads.
  *
- * It does what must not cost the user's thread: the end of a profile
- * (ls_finish: waiting for the GPU, the last activity flush and parse, the
- * last PM decode), the PM sampler's set-up and start (ls_sampler), and while
- * a profile runs a periodic tick (draining activity buffers, decoding PM
- * samples).  Tasks run one at a time, in the order posted, before any tick.
+ * The worker does what must not cost the user's thread: the end of a
+ * profile (ls_finish: waiting for the GPU, the last activity flush and
+ * parse, the last PM decode), the PM sampler's set-up and start
+ * (ls_sampler), and while a profile runs a periodic tick (draining activity
+ * buffers).  Tasks run one at a time, in the order posted, before any tick.
+ * The PM sampler's decodes tick on a second thread, the ticker (see
+ * LS_TICK_SAMPLER).
  * One "when idle" call (the sampler's release) runs once nothing else has
  * happened for a while, or at shutdown; after it, with nothing left to do,
  * the thread ends (a later post makes a new one).
  *
- * The thread never touches Python (no GIL), blocks every signal (they stay
- * with Python's threads), and is forgotten in a forked child, whose waits
+ * The threads never touch Python (no GIL), block every signal (they stay
+ * with Python's threads), and are forgotten in a forked child, whose waits
  * then return at once with the task marked failed.  Every function may be
  * called from any thread; those that wait must be called without the GIL. */
 #ifndef LS_WORKER_H

@@ -306,12 +306,14 @@ class Watch:
         light (or full) profile running under it."""
         return WatchStep(self)
 
-    def _attach_module(self, module: Any) -> None:
-        """steps=module from now on (loopscope run --watch-module finds the
-        module at its first call)."""
+    def _attach_module(self, module: Any, args: Any) -> None:
+        """steps=module from its call under way (loopscope run --watch-module
+        finds the module at its first call, from a global pre-hook: that
+        call is step 0, as with watch(steps=module))."""
         if self._state == "running" and self._module_steps is None:
             self._module = check_module(module)
             self._module_steps = ModuleSteps(self, module)
+            self._module_steps.enter_call(module, args)
 
     def _stepped(self, index: int, host_ns: int) -> None:
         """After a step: its host time noted, the host rules checked, and the

@@ -149,8 +149,9 @@ def cli_main(spec: dict, rank: int) -> None:
         raise SystemExit(f"loopscope run exited {status}")
 
 
-def run_group(spec: dict, deadline: float) -> int:
-    """Forks one process per rank of one group; 0 when every rank exited 0
+def run_group(spec: dict, deadline: float, main=None) -> int:
+    """Forks one process per rank of one group, each running main(spec,
+    rank) (default: the scenarios, or the CLI); 0 when every rank exited 0
     before the deadline (the others are killed)."""
     children = {}
     for rank in range(spec["world"]):
@@ -158,7 +159,7 @@ def run_group(spec: dict, deadline: float) -> int:
         if pid == 0:  # the rank: never returns into the parent's code
             status = 1
             try:
-                (cli_main if "cli" in spec else rank_main)(spec, rank)
+                (main or (cli_main if "cli" in spec else rank_main))(spec, rank)
                 status = 0
             except BaseException:
                 import traceback

@@ -15,7 +15,7 @@ from .surfaces._cli import (EXIT_BUDGET, EXIT_CLOSED_PIPE, EXIT_USAGE, add_diff_
                             add_run_parser, check_outputs, demo_recording, diff_command,
                             route_stdout, run_command, save_summary, silence_stdout,
                             unroute_stdout)
-from .surfaces._watch_cli import add_watch_arguments, watch_run
+from .surfaces._watch_cli import add_watch_arguments, refuse_without_watch, watch_run
 from .demo import build, eager_loop, gpu_available, graph_loop_factory
 
 DEMO_STEPS = 10
@@ -136,6 +136,7 @@ def _dispatch(parser: argparse.ArgumentParser, sub, args: argparse.Namespace) ->
     if args.command == "run" and args.watch is not None:
         return watch_run(args, sub.choices["run"])
     if args.command == "run":
+        refuse_without_watch(args, sub.choices["run"])
         return run_command(args, sub.choices["run"])
     if args.command == "analyze":
         return analyze_command(args, sub.choices["analyze"])

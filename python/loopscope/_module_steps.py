@@ -74,6 +74,14 @@ class ModuleSteps:
                 self.errors.append(f"{type(error).__name__}: {error}")
         return None
 
+    def enter_call(self, module: Any, args: Any) -> None:
+        """The call under way when the hooks were added (`loopscope run
+        --watch-module` adds them from a global pre-hook, which runs before
+        the module's own): its step opens here, as the pre-hook would have
+        opened it; the forward hook, added before the forward ends, closes
+        its depth."""
+        self._before(module, args, {})
+
     def _after(self, module: Any, args: Any, output: Any) -> None:
         local = self._local
         local.depth = max(0, getattr(local, "depth", 0) - 1)

@@ -149,7 +149,11 @@ def test_p99_rule_waits_for_100_steps(tmp_path, monkeypatch):
     ({"max_dump_mb": 0}, ValueError, "max_dump_mb must be above 0"),
     ({"signal": 1}, TypeError, "signal must be True or False"),
     ({"steps": 3}, TypeError, "steps must be a torch.nn.Module"),
-    ({"all_ranks": True}, NotImplementedError, "not built yet"),
+    ({"all_ranks": 1}, TypeError, "all_ranks must be True or False"),
+    ({"rank_check_steps": 0}, ValueError, "rank_check_steps must be between 1"),
+    ({"rank_check_steps": 2.0}, TypeError, "rank_check_steps must be a whole number"),
+    ({"rank_timeout_s": 0}, ValueError, "rank_timeout_s must be above 0"),
+    ({"rank_timeout_s": 3601}, ValueError, "rank_timeout_s must be above 0 and at most 3600 s"),
     ({"step_budget": 10}, TypeError, "did you mean 'step_budget_ms'"),
 ])
 def test_bad_options_are_refused_naming_the_option(tmp_path, options, error, text):

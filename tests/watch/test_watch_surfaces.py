@@ -104,6 +104,36 @@ def test_steps_module_makes_each_call_a_step(tmp_path):
     assert not model._forward_pre_hooks and not model._forward_hooks
 
 
+@pytest.mark.parametrize("how", ["w.step", "loopscope.step", "steps=model"])
+def test_step_indices_start_at_0_however_the_steps_are_marked(tmp_path, monkeypatch, how):
+    """Call k of the loop is step k (docs/watch.md: counted from 0, as a
+    profile's Step_0): its row, its breach, the dump's name and its
+    profiled steps, whichever way the loop is stepped."""
+    torch = pytest.importorskip("torch")
+    clock = watch_loop.install(monkeypatch)
+    model = torch.nn.Linear(2, 2)
+    x = torch.zeros(1, 2)
+    n, slow, profile_steps = 8, 3, 2
+    with loopscope.watch(dump_dir=tmp_path / "d", step_budget_ms=10, warmup_steps=0,
+                         block_steps=2, profile_steps=profile_steps, p99_factor=None,
+                         steps=model if how == "steps=model" else None) as w:
+        for i in range(n):
+            clock.durations.append(20.0 if i == slow else 1.0)
+            if how == "steps=model":
+                model(x)
+                continue
+            with (w.step() if how == "w.step" else loopscope.step()):
+                model(x)
+    assert [r["step"] for r in w.steps()] == list(range(n))
+    assert [r["step"] for r in w.steps() if r["breach"]] == [slow]
+    assert [r["step"] for r in w.steps() if r["profile"] == "full"] == \
+        list(range(slow + 1, slow + 1 + profile_steps))
+    assert len(w.dumps) == 1 and w.dumps[0].endswith(f"-step{slow}")
+    breach = json.loads(open(os.path.join(w.dumps[0], "breach.json")).read())
+    assert breach["step"] == slow
+    assert breach["profiled_steps"] == [slow + 1, slow + profile_steps]
+
+
 def test_watches_do_not_nest(tmp_path):
     with loopscope.watch(dump_dir=tmp_path):
         with pytest.raises(RuntimeError, match="already running"):
@@ -131,10 +161,58 @@ def test_cli_run_watch(tmp_path):
     assert "watched 30 steps: 1 breach, 1 dump" in done.stderr
 
 
+MODULE_JOB = """
+    import time, torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.inner(x).relu()
+
+    model = Net()
+    x = torch.zeros(1, 4)
+    for i in range(30):
+        model(x)
+        time.sleep(0.08 if i == 15 else 0.001)
+"""
+
+
+def test_cli_run_watch_module(tmp_path):
+    """`loopscope run --watch --watch-module Net`: each top-level call of the
+    script's Net is a step, the first call step 0 (the 16th call sleeps)."""
+    path = script(tmp_path, MODULE_JOB)
+    done = subprocess.run([sys.executable, "-m", "loopscope", "run", "--watch", "40",
+                           "--watch-dir", str(tmp_path / "d"), "--watch-module", "Net",
+                           "--json", str(tmp_path / "w.json"), path],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "w.json").read_text())
+    assert summary["steps_seen"] == 30 and summary["first_step"] == 0
+    assert [b["step"] for b in summary["recent_breaches"]] == [15]
+    dumps = os.listdir(tmp_path / "d")
+    assert len(dumps) == 1 and dumps[0].endswith("-step15")
+    breach = json.loads((tmp_path / "d" / dumps[0] / "breach.json").read_text())
+    assert breach["step"] == 15 and breach["profiled_steps"] == [16, 25]
+    window = json.loads((tmp_path / "d" / dumps[0] / "window.json").read_text())
+    assert [r["step"] for r in window["rows"] if r["breaching"]] == [15]
+    assert "watched 30 steps: 1 breach, 1 dump" in done.stderr
+    wrong = subprocess.run([sys.executable, "-m", "loopscope", "run", "--watch", "40",
+                            "--watch-dir", str(tmp_path / "d2"), "--watch-module", "Nett", path],
+                           capture_output=True, text=True, env=ENV, timeout=120)
+    assert wrong.returncode == 0
+    assert "no module of class 'Nett' was called: no step was watched" in wrong.stderr
+
+
 @pytest.mark.parametrize("args, text", [
     (["--watch", "0"], "must be a number of ms > 0"),
     (["--watch", "10", "--trace", "t.json"], "--trace cannot go with it"),
     (["--watch", "10", "--watch-dir", "job.py"], "exists and is not a folder"),
+    (["--watch-module", "Net"], "--watch-module goes with --watch BUDGET_MS"),
+    (["--watch-dir", "d", "--watch-module", "Net"], "--watch-dir and --watch-module go with"),
+    (["--watch", "10", "--watch-module", "torch.nn"], "--watch-module must be a class name"),
 ])
 def test_cli_run_watch_usage_errors(tmp_path, args, text):
     path = script(tmp_path, LOOP)

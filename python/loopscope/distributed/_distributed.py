@@ -98,7 +98,7 @@ def check_options(gather: Any, gather_timeout_s: Any) -> dict[str, Any]:
     return {"gather": gather, "timeout_s": float(gather_timeout_s)}
 
 
-def _detect() -> tuple[Any, int, int, str | None] | None:
+def detect() -> tuple[Any, int, int, str | None] | None:
     """(torch.distributed, rank, world size, backend) of an initialised
     default process group, or None; never imports torch."""
     dist = sys.modules.get("torch.distributed")
@@ -113,6 +113,14 @@ def _detect() -> tuple[Any, int, int, str | None] | None:
     except Exception:
         backend = None
     return dist, rank, world, backend
+
+
+def job_store(dist: Any, prefix: str) -> Any:
+    """The job's c10d store, its keys under `prefix` (torch 2.13 has no
+    public accessor for the default store); raises what torch raises when
+    there is none.  loopscope.watch(all_ranks=True) arms the ranks through
+    it too."""
+    return dist.PrefixStore(prefix, dist.distributed_c10d._get_default_store())
 
 
 class Session:
@@ -140,7 +148,7 @@ class Session:
     # -- joining -------------------------------------------------------------
     def join(self) -> bool:
         """Detects the process group; True when this profile is distributed."""
-        found = _detect()
+        found = detect()
         if found is None:
             return False
         dist, self.rank, self.world_size, self.backend = found
@@ -150,11 +158,11 @@ class Session:
             self.status = "a single rank: nothing to gather"
         else:
             try:
-                store = dist.distributed_c10d._get_default_store()
                 global _profiles
+                store = job_store(dist, f"{PREFIX}/{_profiles}")
                 self.index = _profiles
                 _profiles += 1
-                self.store = dist.PrefixStore(f"{PREFIX}/{self.index}", store)
+                self.store = store
                 self.gathering = True
                 self.status = "gathering"
             except Exception as error:

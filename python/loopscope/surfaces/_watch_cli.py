@@ -18,13 +18,16 @@ from typing import Any
 from ._cli import EXIT_USAGE, _run_script, _say, check_outputs, write_json
 
 
+DEFAULT_DIR = "loopscope-dumps"
+
+
 def add_watch_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--watch", metavar="BUDGET_MS", type=_budget,
                      help="watch every step instead of profiling once (loopscope.watch): a step "
                           "over BUDGET_MS host time writes a dump; steps are the script's "
                           "loopscope.step() blocks, or --watch-module's calls")
-    run.add_argument("--watch-dir", metavar="DIR", default="loopscope-dumps",
-                     help="with --watch: where the dumps go (default loopscope-dumps)")
+    run.add_argument("--watch-dir", metavar="DIR", default=None,
+                     help=f"with --watch: where the dumps go (default {DEFAULT_DIR})")
     run.add_argument("--watch-module", metavar="CLASS",
                      help="with --watch: each top-level call of the first torch module of this "
                           "class name is a step (decode loops, no loopscope.step() needed)")
@@ -54,7 +57,7 @@ class _FirstModule:
         if self.found is None and type(module).__name__ == self.name:
             self.found = module
             self.remove()
-            self.watch._attach_module(module)  # its first call opens no step; the next do
+            self.watch._attach_module(module, args)  # this call is step 0
         return None
 
     def remove(self) -> None:
@@ -63,8 +66,24 @@ class _FirstModule:
             self.handle = None
 
 
+def refuse_without_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """--watch-dir and --watch-module mean nothing without --watch: a usage
+    error naming them (exits 2), not an option silently dropped."""
+    alone = [o for o, v in (("--watch-dir", args.watch_dir), ("--watch-module", args.watch_module))
+             if v is not None]
+    if alone:
+        parser.error(f"{' and '.join(alone)} go{'es' if len(alone) == 1 else ''} with "
+                     "--watch BUDGET_MS (the step budget of the watch)")
+
+
 def watch_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..watching._watch import watch
+
+    if args.watch_dir is None:
+        args.watch_dir = DEFAULT_DIR
+    if args.watch_module is not None and not args.watch_module.isidentifier():
+        parser.error(f"--watch-module must be a class name (e.g. GPT2LMHeadModel), got "
+                     f"{args.watch_module!r}")
 
     conflicts = [o for o, v in (("--trace", args.trace), ("--steps", args.steps),
                                 ("--max-syncs", args.max_syncs),

@@ -49,6 +49,9 @@ from typing import Any
 from .. import _core, _options, _session
 from .._module_steps import ModuleSteps, check_module
 from .._profile import LoopscopeWarning, Profile
+from ..distributed._distributed import MAX_TIMEOUT_S
+from ..distributed._ranks_view import head_lines as ranks_head_lines
+from . import _ranks
 from ._dumps import Dumps, folder_problem, say
 from ._rules import (FIGURES, P99_MIN_EXCESS_MS, P99_MIN_STEPS, ROW_FIELDS, budget_breach,
                            check_watch_budgets, figure_stats, host_breach, percentile, sites_in_step, step_rows)
@@ -139,8 +142,12 @@ class Watch:
     signal:           SIGUSR1 arms a dump (main thread only; the old handler comes back).
     steps:            a torch.nn.Module whose top-level calls are the steps.
     syncs, metrics:   sync detection and counters in the light profiles.
-    all_ranks:        under torch.distributed, one rank's breach arms every rank
-                      (not built yet: True is refused).
+    all_ranks:        under torch.distributed, one rank's breach (or capture) arms
+                      every rank's full profile for the same steps, gathered as
+                      profile(gather=True) is: rank 0's dump names the straggler (_ranks).
+    rank_check_steps: with all_ranks, the ranks read the job's store every this many
+                      steps (one round trip, no collective).
+    rank_timeout_s:   with all_ranks, the full profiles' gather_timeout_s.
     """
 
     @_options.keywords_checked("loopscope.watch()")
@@ -166,6 +173,8 @@ class Watch:
         syncs: bool = True,
         metrics: bool = True,
         all_ranks: bool = False,
+        rank_check_steps: int = 16,
+        rank_timeout_s: float = 5.0,
     ) -> None:
         self._budget_ms = None if step_budget_ms is None else _float_option(
             "step_budget_ms", step_budget_ms, 0.0, 1e9, "ms", above=True)
@@ -196,10 +205,10 @@ class Watch:
         self._signal = _options.check_bool("signal", signal)
         self._syncs = _options.check_bool("syncs", syncs)
         self._metrics = _options.check_bool("metrics", metrics)
-        if _options.check_bool("all_ranks", all_ranks):
-            raise NotImplementedError(
-                "loopscope.watch(all_ranks=True): arming every rank of a torch.distributed job "
-                "on one rank's breach is not built yet; each rank watches itself (all_ranks=False)")
+        self._all_ranks = _options.check_bool("all_ranks", all_ranks)
+        self._check_steps = _int_option("rank_check_steps", rank_check_steps, 1, 1_000_000)
+        self._rank_timeout = _float_option("rank_timeout_s", rank_timeout_s, 0.0,
+                                           MAX_TIMEOUT_S, "s", above=True)
         self._module = check_module(steps)
         self._dumps = Dumps(folder, dumps, int(mb * (1 << 20)), interval)
         self._window: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=self._keep)
@@ -225,6 +234,11 @@ class Watch:
         self._state = "new"
         self._old_handler: Any = None
         self._module_steps: ModuleSteps | None = None
+        self._arms: _ranks.RankArms | None = None
+        self._ranks_status = _ranks.NOT_INITIALISED if all_ranks else "off (all_ranks=False)"
+        self._mine: dict[int, tuple[Profile | None, dict[str, Any] | None]] = {}
+        self._rank_ns = 0            # host time spent reading and writing the store
+        self._rank_dropped = 0       # accepted arms the watch ended before
 
     # -- the with-block --------------------------------------------------
     def __enter__(self) -> "Watch":
@@ -238,6 +252,8 @@ class Watch:
                              "(Python runs signal handlers there only)")
         self._start("light")  # a running profile raises here, naming where it was entered
         self._state = "running"
+        if self._all_ranks:
+            self._join_ranks()
         _current = self
         try:
             if self._signal:
@@ -261,6 +277,7 @@ class Watch:
         except Exception as error:  # never lose the job's own exit to the watch
             self._notes.append(f"{type(error).__name__}: {error}")
         self._state = "finished"
+        self._leave_ranks()
         try:
             prof, kind, hosts = self._take()
             if prof is not None:
@@ -289,12 +306,14 @@ class Watch:
         light (or full) profile running under it."""
         return WatchStep(self)
 
-    def _attach_module(self, module: Any) -> None:
-        """steps=module from now on (loopscope run --watch-module finds the
-        module at its first call)."""
+    def _attach_module(self, module: Any, args: Any) -> None:
+        """steps=module from its call under way (loopscope run --watch-module
+        finds the module at its first call, from a global pre-hook: that
+        call is step 0, as with watch(steps=module))."""
         if self._state == "running" and self._module_steps is None:
             self._module = check_module(module)
             self._module_steps = ModuleSteps(self, module)
+            self._module_steps.enter_call(module, args)
 
     def _stepped(self, index: int, host_ns: int) -> None:
         """After a step: its host time noted, the host rules checked, and the
@@ -308,6 +327,8 @@ class Watch:
                                     + ("host", breach))
                 return
             self._hosts.append((index, host_ns, breach))
+            if self._all_ranks and self._next % self._check_steps == 0:
+                self._check_ranks()
             if index >= self._block_last or self._asked is not None:
                 self._rotate()
         except Exception as error:  # the job goes on; the watch says why it stopped watching
@@ -331,10 +352,16 @@ class Watch:
         if self._armed is not None:
             record["dump"] = f"in the dump of step {self._armed['step']}"
             return
+        if self._arms is not None and self._arms.busy():
+            record["dump"] = "in the dump of the arm already on its way to every rank"
+            return
         refused = self._dumps.refusal(forced=False)
         if refused is not None:
             self._dumps.skip(refused)
             record["dump"] = f"not written: {refused}"
+            return
+        if self._arms is not None and \
+                self._publish(index, rules, "breach", self._profile_steps, block, record):
             return
         self._armed = {"step": index, "rules": rules, "block": block, "source": "breach",
                        "steps": self._profile_steps, "record": record}
@@ -350,10 +377,140 @@ class Watch:
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._asked = (self._profile_steps, "SIGUSR1")  # the next step's end arms it
 
+    # -- every rank (all_ranks=True; _ranks) ----------------------------------------
+    def _join_ranks(self) -> None:
+        """Joins the job's store when torch.distributed is initialised."""
+        try:
+            self._arms, self._ranks_status = _ranks.join(self._check_steps)
+        except Exception as error:  # no store: each rank watches itself
+            self._ranks_off(error)
+
+    def _ranks_off(self, error: BaseException) -> None:
+        """The store failed: said once; each rank watches itself from now on."""
+        if self._arms is not None:
+            self._rank_dropped += len(self._arms.queued)
+        self._arms = None
+        self._ranks_status = (f"stopped: the job's store failed ({type(error).__name__}: "
+                              f"{error}); each rank watches itself")
+        for block_record in self._mine.values():
+            if block_record[1] is not None:
+                block_record[1]["dump"] = "not written: the job's store failed"
+        self._mine.clear()
+        say(f"all_ranks {self._ranks_status}")
+
+    def _check_ranks(self) -> None:
+        """Every rank_check_steps steps: the arms other ranks (or this one)
+        published, read; the light block ends before the first one's start."""
+        began = time.perf_counter_ns()
+        try:
+            if self._arms is None and self._ranks_status == _ranks.NOT_INITIALISED:
+                self._join_ranks()
+            arms = self._arms
+            if arms is None:
+                return
+            for arm in arms.poll(self._next):
+                if arm["rank"] == arms.rank and not arm["accepted"]:
+                    _, record = self._mine.pop(arm["step"], (None, None))
+                    if record is not None:
+                        record["dump"] = "in the dump of an arm published just before it"
+            self._cap_block()
+        except Exception as error:
+            self._ranks_off(error)
+        finally:
+            self._rank_ns += time.perf_counter_ns() - began
+
+    def _publish(self, index: int, rules: list[str], source: str, steps: int,
+                 block: Profile | None, record: dict[str, Any] | None) -> bool:
+        """Arms every rank for step `index`'s breach; False when the store
+        failed (then this rank arms alone)."""
+        assert self._arms is not None
+        began = time.perf_counter_ns()
+        try:
+            arm = self._arms.publish(self._next, steps, index, rules, source)
+        except Exception as error:
+            self._ranks_off(error)
+            return False
+        finally:
+            self._rank_ns += time.perf_counter_ns() - began
+        self._mine[index] = (block, record)
+        if record is not None:
+            record["dump"] = (f"armed on every rank for steps {arm['start']}-"
+                              f"{arm['start'] + steps - 1}")
+        return True
+
+    def _cap_block(self) -> None:
+        """A light block ends before the first accepted arm's start."""
+        arms = self._arms
+        if arms is not None and arms.queued and self._kind == "light":
+            self._block_last = min(self._block_last, arms.queued[0]["start"] - 1)
+
+    def _next_kind(self) -> str:
+        """The next profile: full when armed here, or when an accepted arm
+        of every rank starts at the next step (or passed it); else light."""
+        arms = self._arms
+        if self._armed is not None or arms is None or not arms.queued or \
+                arms.queued[0]["start"] > self._next:
+            return "full" if self._armed is not None else "light"
+        arm = arms.queued.pop(0)
+        own = arm["rank"] == arms.rank
+        block, record = self._mine.pop(arm["step"], (None, None)) if own else (None, None)
+        gather = True
+        try:
+            if arms.someone_left():
+                gather = False
+                self._note("all_ranks: a rank had left its watch, so a full profile of every "
+                           "rank ran ungathered")
+        except Exception as error:
+            self._ranks_off(error)
+            gather = False
+        refused = self._dumps.refusal(forced=True)
+        if refused is not None:
+            self._dumps.skip(refused)
+            if record is not None:
+                record["dump"] = f"not written: {refused}"
+        rules = arm["rules"] if own else [f"rank {arm['rank']}: {rule}" for rule in arm["rules"]]
+        self._armed = {"step": arm["step"], "rules": rules, "block": block,
+                       "source": arm["source"] if own else f"rank {arm['rank']}",
+                       "steps": arm["steps"], "record": record, "gather": gather,
+                       "write": refused is None,
+                       "rank_arm": {**arm, "me": arms.rank, "world_size": arms.world_size,
+                                    "began": self._next}}
+        return "full"
+
+    def _leave_ranks(self) -> None:
+        """At the watch's end: the other ranks learn this one left; the arms
+        accepted and not started are dropped (counted)."""
+        arms = self._arms
+        if arms is None:
+            return
+        self._rank_dropped += len(arms.queued)
+        for _, record in self._mine.values():
+            if record is not None:
+                record["dump"] = "not written: the watch ended before the steps it armed"
+        self._mine.clear()
+        arms.queued.clear()
+        try:
+            arms.leave()
+        except Exception:  # the store went with the job: nothing to tell
+            pass
+
+    def _ranks_summary(self) -> dict[str, Any]:
+        arms = self._arms
+        counts = dict(arms.counts) if arms is not None else None
+        checks = (counts or {}).get("checks")
+        return {"all_ranks": self._all_ranks, "status": self._ranks_status,
+                "rank": arms.rank if arms is not None else None,
+                "world_size": arms.world_size if arms is not None else None,
+                "check_steps": self._check_steps, "timeout_s": self._rank_timeout,
+                "counts": counts, "dropped_at_end": self._rank_dropped,
+                "store_us_per_check": round(self._rank_ns / checks / 1e3, 3) if checks else None}
+
     # -- profiles ---------------------------------------------------------------
     def _start(self, kind: str) -> None:
+        gather = kind == "full" and (self._armed or {}).get("gather", False)
         prof = Profile(trace=kind == "full", syncs=self._syncs or kind == "full",
-                       metrics=self._metrics, gather=False, warm_up=kind == "full")
+                       metrics=self._metrics, gather=gather, warm_up=kind == "full",
+                       gather_timeout_s=self._rank_timeout)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", LoopscopeWarning)
             prof.__enter__()
@@ -363,6 +520,8 @@ class Watch:
         steps = (self._armed or {}).get("steps", self._profile_steps) if kind == "full" \
             else self._block_steps
         self._block_last = self._next + steps - 1
+        if kind == "light":
+            self._cap_block()
 
     def _stop(self, prof: Profile) -> None:
         prof.__exit__(None, None, None)
@@ -379,8 +538,14 @@ class Watch:
         if self._asked is not None and self._armed is None:
             steps, source = self._asked
             refused = self._dumps.refusal(forced=True)
+            block = self._prof if self._kind == "light" else None
             if refused is not None:
                 self._dumps.skip(refused)
+            elif self._arms is not None and self._arms.busy():
+                pass  # an arm is on its way to every rank: its dump is this one
+            elif self._arms is not None and \
+                    self._publish(self._next - 1, [f"asked by {source}"], source, steps, block, None):
+                pass
             else:
                 self._armed = {"step": self._next - 1, "rules": [f"asked by {source}"],
                                "block": self._prof if self._kind == "light" else None,
@@ -391,9 +556,9 @@ class Watch:
         self._stop(prof)
         if kind == "full":
             self._finish_full(prof, hosts)
-            self._start("light")
+            self._start(self._next_kind())
             return
-        self._start("full" if self._armed is not None else "light")
+        self._start(self._next_kind())
         previous, self._pending = self._pending, (prof, hosts)
         if previous is not None:
             self._process(*previous, "light")
@@ -405,6 +570,7 @@ class Watch:
             wanted = math.ceil(spent / (BLOCK_COST_SHARE * max(mean, 1.0)))
             self._block_steps = min(MAX_BLOCK_STEPS, max(MIN_BLOCK_STEPS, wanted))
             self._block_last = self._next + self._block_steps - 1
+            self._cap_block()
         if self._armed is not None and self._kind == "light":  # armed by the block just read
             self._block_last = -1
 
@@ -477,7 +643,7 @@ class Watch:
         try:
             self._drain_pending()
             rows = self._process(prof, hosts, "full")
-            if armed is not None:
+            if armed is not None and armed.get("write", True):
                 self._write_dump(armed, prof, rows)
         finally:
             self._armed = None
@@ -498,8 +664,11 @@ class Watch:
                                                         "kind", "count", "blocked_ms")}
                                  for s in sites],
                   "missing": dict(self._missing), "pid": os.getpid(),
-                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                  "ranks": _ranks_of_dump(armed, full)}
         name = f"loopscope-watch-{time.strftime('%Y%m%d-%H%M%S')}-pid{os.getpid()}-step{index}"
+        if breach["ranks"] is not None:
+            name += f"-rank{breach['ranks']['rank']}"
         files: list[tuple[str, Any]] = [
             ("README.txt", _text(_readme(breach, block is not None))),
             ("breach.json", _json(breach)),
@@ -516,9 +685,13 @@ class Watch:
             armed["record"]["dump"] = path or "not written: write_failed"
         if path is not None:
             where = f" at {sites[0]['file']}:{sites[0]['line']}" if sites else ""
+            ranks = breach["ranks"]
+            lines = ranks["lines"] if ranks is not None else []
+            every = f"; every rank armed, {lines[0]}" if lines and ranks["straggler"] else \
+                ("; every rank armed" if ranks is not None else "")
             say(f"step {index}: {'; '.join(armed['rules'])}{where}; profiled steps "
                 f"{breach['profiled_steps'][0] if profiled else '-'}-"
-                f"{breach['profiled_steps'][-1] if profiled else '-'}; dump written to {path}")
+                f"{breach['profiled_steps'][-1] if profiled else '-'}{every}; dump written to {path}")
 
     # -- results --------------------------------------------------------------------
     @property
@@ -554,6 +727,7 @@ class Watch:
                        "mean_cost_ms": round(self._rotate_ns / self._rotations / 1e6, 6)
                        if self._rotations else None},
             "p99_host_ms": self._p99_ms,
+            "ranks": self._ranks_summary(),
         }
 
     def __repr__(self) -> str:
@@ -575,9 +749,35 @@ def _json(data: Any) -> Any:
     return write
 
 
+def _ranks_of_dump(armed: dict[str, Any], full: Profile) -> dict[str, Any] | None:
+    """breach.json's "ranks": who armed every rank for which steps, and what
+    the gathering found (on rank 0: the straggler, as profile(gather=True)
+    names it: summary["skew"], and the report's head lines)."""
+    arm = armed.get("rank_arm")
+    if arm is None:
+        return None
+    summary = full.summary()
+    skew = summary.get("skew")
+    return {"armed_by": arm["rank"], "breach_step": arm["step"], "rank": arm["me"],
+            "world_size": arm["world_size"],
+            "steps": [arm["start"], arm["start"] + arm["steps"] - 1], "began": arm["began"],
+            "late": arm["late"], "gathered": armed["gather"],
+            "gather": (summary.get("distributed") or {}).get("gather"),
+            "straggler": skew["straggler"] if skew else None,
+            "missing": skew["missing"] if skew else None,
+            "lines": ranks_head_lines(summary)}
+
+
 def _readme(breach: dict[str, Any], with_block: bool) -> str:
     lines = [f"loopscope.watch() dump: step {breach['step']} ({breach['source']})"]
     lines += [f"  {rule}" for rule in breach["rules"]]
+    ranks = breach.get("ranks")
+    if ranks is not None:
+        lines.append(f"  every rank armed by rank {ranks['armed_by']} for steps "
+                     f"{ranks['steps'][0]}-{ranks['steps'][1]}"
+                     + (f" (this rank began late, at step {ranks['began']})" if ranks["late"]
+                        else ""))
+        lines += [f"  {line}" for line in ranks["lines"]]
     for site in breach["sync_sites"]:
         lines.append(f"  sync in step {breach['step']}: {site['file']}:{site['line']} in "
                      f"{site['function']}(): {site['code']}  [{site['kind']}] x{site['count']}")

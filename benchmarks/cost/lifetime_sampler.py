@@ -270,6 +270,9 @@ def child(variant: str, profiles: int, repeats: int) -> dict:
                 "tail_decode_ms": ov.get("tail_decode_ms"),
                 "finish_phases_ms": ov.get("finish_phases_ms"), "finish_ms": ov.get("finish_ms"),
                 "start_phases_ms": ov.get("start_phases_ms"),
+                # the exit on the user's thread: where the graph loop's ~0.8 ms a
+                # profile outside the loop goes (07:06Z)
+                "stop_ms": ov.get("stop_ms"), "stop_phases_ms": ov.get("stop_phases_ms"),
             })
     return {"variant": variant, "bare_ms": bare, "chain_ms": chains, "rows": rows}
 
@@ -342,7 +345,9 @@ def main() -> None:
               f"{median([row['decode_ms'] / row['decodes'] for row in rows if row['decodes']])} ms "
               f"(cupti {median([row['decode_cupti_ms'] / row['decodes'] for row in rows if row['decodes']])}); "
               f"eval us/sample {median([row['evaluate_ms'] * 1e3 / row['samples'] for row in rows if row['samples']])}; "
-              f"start waits ms {waits[len(waits) // 2]} median, top {waits[-3:]}")
+              f"start waits ms {waits[len(waits) // 2]} median, top {waits[-3:]}; "
+              f"enter {median([row['enter_ms'] for row in rows])} ms, "
+              f"stop {median([row['stop_ms'] for row in rows])} ms")
         errors = sorted(set(row["metrics_error"] for row in rows if row["metrics_error"]))
         for e in errors:
             print(f"  metrics_error: {e[:200]}")

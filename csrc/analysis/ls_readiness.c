@@ -60,6 +60,7 @@ static int same_hash_inputs(const ls_op *a, const ls_op *b)
 static int count_replays(const ls_records *r, const int32_t *api_step, ls_readiness *x)
 {
     size_t n = r->apis.count, runtime = 0, driver = 0;
+    uint64_t calls[2] = {0, 0}, launch_ns[2] = {0, 0}; /* runtime, driver */
     uint8_t role = 0;
     for (size_t i = 0; i < n; i++) {
         const ls_api *a = &r->apis.items[i];
@@ -67,7 +68,14 @@ static int count_replays(const ls_records *r, const int32_t *api_step, ls_readin
             role = ls_cbid_role_of_record(a->domain, a->cbid);
         if (role & LS_ROLE_GRAPH)
             *(a->domain ? &driver : &runtime) += 1;
+        else if (role & LS_ROLE_LAUNCH) {
+            calls[a->domain != 0]++;
+            launch_ns[a->domain != 0] += a->end_ns > a->start_ns ? a->end_ns - a->start_ns : 0;
+        }
     }
+    int launch_domain = calls[0] > 0 ? 0 : 1; /* a driver call inside a runtime one */
+    x->total.launch_calls = calls[launch_domain];
+    x->total.launch_ns = launch_ns[launch_domain];
     uint32_t domain = runtime > 0 ? 0 : 1;
     size_t m = runtime > 0 ? runtime : driver;
     ls_timed *launches = malloc((m ? m : 1) * sizeof *launches);
@@ -167,7 +175,7 @@ static int64_t call_of(const ls_corr_call *keys, size_t n, uint32_t correlation_
 }
 
 static void note_op(ls_step_readiness *s, const ls_op *op, uint64_t hash, size_t index,
-                    const ls_corr_call *keys, size_t nkeys)
+                    const ls_corr_call *keys, size_t nkeys, const ls_call *calls)
 {
     s->ops++;
     s->replay_ops += op->kind == LS_OP_GRAPH;
@@ -175,9 +183,14 @@ static void note_op(ls_step_readiness *s, const ls_op *op, uint64_t hash, size_t
     if (op->kind != LS_OP_MEMCPY || op->copy_kind != COPY_HTOD ||
         op->host_memory != MEMORY_PAGEABLE)
         return;
+    int64_t call = call_of(keys, nkeys, op->correlation_id);
     if (s->pageable_copies++ == 0) {
         s->first_pageable_op = (int64_t)index;
-        s->first_pageable_call = call_of(keys, nkeys, op->correlation_id);
+        s->first_pageable_call = call;
+    }
+    if (call != LS_READINESS_NONE) {
+        const ls_call *c = &calls[call];
+        s->pageable_call_ns += c->exit_ns > c->enter_ns ? c->exit_ns - c->enter_ns : 0;
     }
 }
 
@@ -195,10 +208,10 @@ static int scan_ops(const ls_records *r, const int32_t *op_step, ls_readiness *x
         const ls_op *op = &r->ops.items[i];
         if (i == 0 || !same_hash_inputs(op, op - 1)) /* launches repeat their shape */
             hash = op_hash(op);
-        note_op(&x->total, op, hash, i, keys, n);
+        note_op(&x->total, op, hash, i, keys, n, r->calls.items);
         ls_step_readiness *s = step_of(x, op_step[i]);
         if (s != NULL)
-            note_op(s, op, hash, i, keys, n);
+            note_op(s, op, hash, i, keys, n, r->calls.items);
     }
     free(keys);
     return 0;

@@ -201,13 +201,14 @@ static PyObject *list_of(ls_model_object *self, size_t n,
 static PyObject *readiness_dict(const ls_step_readiness *x)
 {
     return ls_py_dict_of(
-        11, "graph_launches", U64(x->graph_launches), "replay_host_ns", U64(x->replay_host_ns),
+        14, "graph_launches", U64(x->graph_launches), "replay_host_ns", U64(x->replay_host_ns),
         "replay_pairs", U64(x->replay_pairs), "memory_calls", U64(x->memory_calls),
         "first_memory_call", ls_py_index_or_none(x->first_memory_call), "stream_ordered",
         U64(x->stream_ordered), "pageable_copies", U64(x->pageable_copies),
         "first_pageable_op", ls_py_index_or_none(x->first_pageable_op),
         "first_pageable_call", ls_py_index_or_none(x->first_pageable_call), "ops", U64(x->ops),
-        "signature", U64(x->signature));
+        "signature", U64(x->signature), "launch_calls", U64(x->launch_calls),
+        "launch_ns", U64(x->launch_ns), "pageable_call_ns", U64(x->pageable_call_ns));
 }
 
 static PyObject *triple(uint32_t a, uint32_t b, uint32_t c)
@@ -906,7 +907,7 @@ static const char *const step_column_names[] = {
     "gap_max_ns", "gap_p50_ns", "gap_p99_ns", "graph_launches", "replay_host_ns",
     "replay_pairs", "memory_calls", "first_memory_call", "stream_ordered", "pageable_copies",
     "first_pageable_op", "first_pageable_call", "ops", "signature", "gap_sync_overlap_ns",
-    "sync_blocked_ns",
+    "sync_blocked_ns", "pageable_call_ns",
 };
 #define STEP_COLUMNS COLUMNS(step_column_names)
 
@@ -947,7 +948,7 @@ static void step_values(const ls_model_object *self, size_t s, uint64_t *out)
         g->p99_ns, r->graph_launches, r->replay_host_ns, r->replay_pairs, r->memory_calls,
         (uint64_t)r->first_memory_call, r->stream_ordered, r->pageable_copies,
         (uint64_t)r->first_pageable_op, (uint64_t)r->first_pageable_call, r->ops, r->signature,
-        g->sync_overlap_ns, m->step_sync_blocked_ns[s],
+        g->sync_overlap_ns, m->step_sync_blocked_ns[s], r->pageable_call_ns,
     };
     _Static_assert(sizeof values / sizeof values[0] == STEP_COLUMNS, "one value a column");
     memcpy(out, values, sizeof values);

@@ -279,13 +279,35 @@ def _host_work(model, start_ns: int, end_ns: int) -> dict[str, Any]:
     return {"host_ranges_ms": host_ms, "host_ranges": ranges}
 
 
+def _launch_work(total: dict[str, Any]) -> dict[str, Any]:
+    """The whole capture's launch calls (ls_readiness.h): how many, and how
+    many GPU ops ran (a capture whose launches ran nothing recorded a
+    CUDA-graph capture, _projections.CAPTURE_SHARE)."""
+    r = total.get("readiness") or {}
+    return {"launch_calls": r.get("launch_calls", 0), "ran_ops": r.get("ops", 0)}
+
+
+def _pageable(cols: dict[str, Any] | None, total: dict[str, Any]) -> dict[str, Any]:
+    """The loop's pageable host-to-device copies and the host time in the
+    calls that launched them: a graph cannot take them in (_projections)."""
+    if cols is not None and "pageable_call_ns" in cols:
+        copies = _core._column_stats(cols["pageable_copies"])[1]
+        ns = _core._column_stats(cols["pageable_call_ns"])[1]
+    else:
+        r = total.get("readiness") or {}
+        copies, ns = r.get("pageable_copies", 0), r.get("pageable_call_ns", 0)
+    return {"pageable_copies": copies, "pageable_call_ms": _ms(ns)}
+
+
 def _loop(cols: dict[str, Any], total: dict[str, Any], model=None) -> dict[str, Any]:
     """summary["loop"]: the loop's window and what the GPU did in it (see
     _projections): the steps (their columns, see _steps), or without steps
     the GPU's time line.  start_ns/end_ns: the window; host_ms: the steps'
     own span (first start to last end; None without steps), where the host
     did its work; gpu_floor_ms: the busiest device's busy time in the
-    window (_gpu_floor_ms); host_ranges(_ms): see _host_ranges."""
+    window (_gpu_floor_ms); host_ranges(_ms): see _host_ranges;
+    pageable_copies, pageable_call_ms: see _pageable; launch_calls,
+    ran_ops: see _launch_work."""
     if len(cols["index"]):
         stats: dict[str, Any] = {name: _core._column_stats(cols[name]) for name in (
             "start_ns", "end_ns", "last_ns", "busy_ns", "idle_ns", "gap_sync_overlap_ns", "kernels",
@@ -306,6 +328,8 @@ def _loop(cols: dict[str, Any], total: dict[str, Any], model=None) -> dict[str, 
             "host_ms": _ms(max(stats["end_ns"][3] - start, 0)),  # the steps' own span
             "gpu_floor_ms": _gpu_floor_ms(model, start, end),
             **_host_work(model, start, end),
+            **_pageable(cols, total),
+            **_launch_work(total),
         }
     return {
         "from": "gpu",
@@ -320,6 +344,8 @@ def _loop(cols: dict[str, Any], total: dict[str, Any], model=None) -> dict[str, 
         "host_ms": None,  # no steps: the host's part of the time line is not known
         "gpu_floor_ms": _gpu_floor_ms(model, total["first_ns"], total["last_ns"]),
         **_host_work(model, total["first_ns"], total["last_ns"]),
+        **_pageable(None, total),
+        **_launch_work(total),
     }
 
 
@@ -565,7 +591,7 @@ GPU_STEP_COLUMNS = ("first_ns", "last_ns", "busy_ns", "kernels", "memcpys", "mem
                     "comm_ns", "compute_ns", "kernel_ns", "shaped_ns", "filled_ns")
 READINESS_STEP_COLUMNS = ("graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
                           "first_memory_call", "pageable_copies", "first_pageable_call", "ops",
-                          "signature")
+                          "signature", "pageable_call_ns")
 
 
 def step_columns(model, gpu: bool) -> dict[str, Any]:

@@ -199,3 +199,40 @@ def test_kernel_rows_with_shapes_have_their_columns_named():
     # each figure sits under its heading
     assert first.index(grid) == columns.index("grid x block")
     assert first.index(f"x{k['count']}") == columns.index("calls")
+
+
+def _graph_of(launch_calls: int, ran_ops: int) -> dict:
+    """The launch_gaps projection of a hand-made 10 ms loop of steps whose
+    launch calls ran `ran_ops` GPU ops (0.5 ms busy)."""
+    from loopscope.figures import _projections
+    loop = {"from": "steps", "ms": 10.0, "busy_ms": 0.5, "idle_ms": 9.5, "sync_idle_ms": 0.0,
+            "ops": ran_ops, "kernels": ran_ops, "host_ms": 10.0, "gpu_floor_ms": 0.5,
+            "host_ranges_ms": 0.0, "host_ranges": [], "pageable_copies": 0,
+            "pageable_call_ms": 0.0, "launch_calls": launch_calls, "ran_ops": ran_ops}
+    summary = {"loop": loop, "gaps": {}, "syncs": None, "steps": [], "graphs": None}
+    return next(p for p in _projections.project(summary, "CPU_LAUNCH_BOUND")
+                if p["kind"] == "launch_gaps")
+
+
+def test_a_capture_is_told_by_more_than_half_its_launches_running_nothing():
+    """CAPTURE_SHARE on each side: 100 launches, 49 ran (51 ran nothing: a
+    capture, no win) against 100 launches, 50 ran (a loop: the graph's win)."""
+    capture = _graph_of(100, 49)
+    assert capture["capture"] == {"idle_launches": 51, "launch_calls": 100}
+    assert capture["saved_ms"] == 0 and capture["floors"]["host_ms"] == 10.0
+    loop = _graph_of(100, 50)
+    assert "capture" not in loop and loop["saved_ms"] > 9
+
+
+def test_pageable_copies_hold_a_graphs_host_floor():
+    """A loop whose pageable copies held the host 6 ms projects no lower."""
+    from loopscope.figures import _projections
+    loop = {"from": "steps", "ms": 10.0, "busy_ms": 0.5, "idle_ms": 9.5, "sync_idle_ms": 0.0,
+            "ops": 20, "kernels": 20, "host_ms": 10.0, "gpu_floor_ms": 0.5,
+            "host_ranges_ms": 1.0, "host_ranges": [], "pageable_copies": 2,
+            "pageable_call_ms": 6.0, "launch_calls": 20, "ran_ops": 20}
+    summary = {"loop": loop, "gaps": {}, "syncs": None, "steps": [], "graphs": None}
+    graph = next(p for p in _projections.project(summary, "CPU_LAUNCH_BOUND")
+                 if p["kind"] == "launch_gaps")
+    assert graph["projected_ms"] == 6.0
+    assert "2 pageable host-to-device copies held the host 6.00 ms" in graph["basis"]

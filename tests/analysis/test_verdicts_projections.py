@@ -223,7 +223,10 @@ def test_projections_exact(test_clock):
                          "start_ns": starts[0], "end_ns": starts[0] + loop_ns,
                          "host_ms": (test_clock.at(7) - starts[0]) / MS,
                          "gpu_floor_ms": busy_ns / MS,  # one device, every kernel inside
-                         "host_ranges_ms": 0.0, "host_ranges": []}
+                         "host_ranges_ms": 0.0, "host_ranges": [],
+                         # no pageable copy; the injected launches carry no call id
+                         "pageable_copies": 0, "pageable_call_ms": 0.0,
+                         "launch_calls": 0, "ran_ops": 6}
     launch = busy_ns + FLOOR_US * US * len(kernels) + sync_idle_ns
     # the sync gap (255 us) outlasts the 150 us the host waited: removing
     # the sync wins only the wait (issue 39: the host's own work stays)

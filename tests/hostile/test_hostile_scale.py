@@ -181,9 +181,9 @@ def test_step_columns_agree_with_the_step_dicts():
         fields[f"gap_{name}"] = ("gaps", name)
     readiness = ("graph_launches", "replay_host_ns", "replay_pairs", "memory_calls",
                  "first_memory_call", "stream_ordered", "pageable_copies", "first_pageable_op",
-                 "first_pageable_call", "ops", "signature")
+                 "first_pageable_call", "ops", "signature", "pageable_call_ns")
     fields.update({name: ("readiness", name) for name in readiness})
-    assert len(table) == 47  # 46 columns and the names
+    assert len(table) == 48  # 47 columns and the names
     for column, values in table.items():
         if column in fields:
             outer, inner = fields[column]

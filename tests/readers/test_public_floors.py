@@ -155,3 +155,50 @@ def test_trace_compare_graph_stops_at_the_gpu_busy_time():
     graph = next(p for p in summary["diagnosis"]["projections"] if p["kind"] == "launch_gaps")
     assert 1.6 < floor["gpu_ms"] < 1.8
     assert graph["projected_ms"] >= floor["gpu_ms"] - TOLERANCE_MS
+
+
+LAUNCH = re.compile(r"^(cuda|hip)(Ext)?(Module)?LaunchKernel|^cuLaunchKernel")
+
+
+def _raw(path: Path) -> list:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    return [e for e in (doc["traceEvents"] if isinstance(doc, dict) else doc)
+            if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
+
+
+def test_a_graph_capture_projects_no_graph_win():
+    """SGLang capturing its decode graph on an MI300X: 546 kernel launches
+    went into a capturing stream and 2 kernels ran.  A graph read "~2737x
+    faster: 33.7 -> 0.012 ms"; the trace is the capture, so no win."""
+    path = DATA / "tracelens_mi300x_sglang_capture_bs32.json.gz"
+    events = _raw(path)
+    launches = sum(1 for e in events if e.get("cat") == "cuda_runtime" and LAUNCH.match(e["name"]))
+    ran = sum(1 for e in events if str(e.get("cat")).lower() in GPU_CATS)
+    assert (launches, ran) == (546, 2)
+    summary = loopscope.analyze(path)
+    graph = next(p for p in summary["diagnosis"]["projections"] if p["kind"] == "launch_gaps")
+    assert graph["capture"] == {"idle_launches": launches - ran, "launch_calls": launches}
+    assert graph["saved_ms"] == 0 and not graph["notable"]
+    assert abs(graph["floors"]["host_ms"] - floors(path)["window_ms"]) < TOLERANCE_MS
+    assert "recorded a CUDA-graph capture" in graph["text"]
+    assert "profile the graph's replays" in graph["text"]
+
+
+def test_pageable_copies_stay_in_a_graphs_host_floor():
+    """TimeSformer on an H100: a 38.5 MB copy from pageable memory held the
+    host 3.6 ms in its cudaMemcpyAsync; a graph cannot take it in, so its
+    host floor keeps that call and its basis says to pin the memory."""
+    path = DATA / "tracelens_h100_timesformer.json.gz"
+    events = _raw(path)
+    pageable = {e["args"]["correlation"] for e in events
+                if str(e.get("cat")).lower() in ("gpu_memcpy", "memcpy")
+                and "Pageable -> Device" in e["name"]}
+    held = sum(_ns(e["dur"]) for e in events if e.get("cat") == "cuda_runtime"
+               and (e.get("args") or {}).get("correlation") in pageable) / 1e6
+    assert len(pageable) == 1 and 3.5 < held < 3.7
+    summary = loopscope.analyze(path)
+    graph = next(p for p in summary["diagnosis"]["projections"] if p["kind"] == "launch_gaps")
+    assert abs(graph["floors"]["host_ms"] - held) < TOLERANCE_MS
+    assert "1 pageable host-to-device copy held the host 3.62 ms" in graph["basis"]
+    assert "pin that memory first" in graph["basis"]
+    assert graph["projected_ms"] >= held

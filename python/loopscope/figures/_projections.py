@@ -44,7 +44,20 @@ its "floors":
   was the host's own work: the basis says so, and names the launch-free
   host range it lay in (loop["host_ranges"]).  A CUDA graph removes the
   launches and the Python between them, but not the host's time in ranges
-  that launch nothing (loop["host_ranges_ms"]: data loading and the like).
+  that launch nothing (loop["host_ranges_ms"]: data loading and the like),
+  nor pageable host-to-device copies (a capture refuses them; the host
+  stays blocked in their calls, loop["pageable_call_ms"], until the memory
+  is pinned: the basis names them as what must change first).  Its host
+  floor is the larger of the two (they may overlap).  It is not the host
+  time less the launch calls' own time: a replay skips the Python and the
+  dispatcher that drove the captured launches too (the public eager BERT
+  trace: 4.43 ms of host time, 0.20 ms of it in launch calls, for 0.53 ms of
+  GPU work), so that figure would hold back wins a graph does make.
+  A profile that records a CUDA-graph capture (capturing(): most of its
+  launch calls ran nothing on the GPU, as launches into a capturing stream
+  do) projects no graph win at all: its time is the capture's, no replay
+  was timed, and the host floor is its whole host time; the text says
+  what the trace is and asks for a profile of the replays.
   memory_bound keeps the host's own work too: the loop less all its
   blocked time and the capture's cost.
   The blocked time of a sync is the union of its calls, enter to exit (the
@@ -89,6 +102,12 @@ NOTABLE_SPEEDUP = 1.05  # below this a projection says there is little to win
 LONG_GAP_SHARE = 0.5
 LONG_GAPS_NAMED = 3
 RANGE_NAME_CHARS = 60  # a host range's name in a basis
+# A profile more than this share of whose launch calls ran no GPU op
+# recorded a CUDA-graph capture (capturing()): launches into a capturing
+# stream build the graph and run nothing.  SGLang's capture on an MI300X:
+# 544 of 546; eager traces of the corpus: 0 to 4% (a launch whose op the
+# trace lost, ops outside the trace's window).
+CAPTURE_SHARE = 0.5
 # What a sync site's host floor leaves in, said in its floor (see the doc).
 FEEDS_STAY = ("; what feeds the syncs stays in: the Python and launches before their calls "
               "(the y.sum() of y.sum().item()), which no record ties to them")
@@ -235,6 +254,34 @@ def _host_ranges_text(loop: dict[str, Any]) -> str:
         f"{clip(r['name'], RANGE_NAME_CHARS)} {ms_text(r['host_ms'])} ms" for r in named)
 
 
+def capturing(loop: dict[str, Any]) -> tuple[int, int] | None:
+    """(launch calls that ran nothing on the GPU, launch calls) when the
+    profile recorded a CUDA-graph capture: more than CAPTURE_SHARE of its
+    launch calls ran no GPU op (launches into a capturing stream only
+    record the graph); None otherwise, or where no launch call was timed."""
+    calls = loop.get("launch_calls") or 0
+    idle = calls - min(loop.get("ran_ops") or 0, calls)
+    if calls and idle > CAPTURE_SHARE * calls:
+        return idle, calls
+    return None
+
+
+def _graph_host_floor(loop: dict[str, Any]) -> tuple[float, str]:
+    """The host work a CUDA graph leaves in place (see the module's doc):
+    the launch-free host ranges and the calls of pageable host-to-device
+    copies, the larger of the two (they may overlap); for a capture, the
+    whole host time."""
+    text = _host_ranges_text(loop)
+    ranges = loop.get("host_ranges_ms") or 0.0
+    pageable = loop.get("pageable_call_ms") or 0.0
+    copies = loop.get("pageable_copies") or 0
+    if copies:
+        text += (f"; {copies} pageable host-to-device {'copy' if copies == 1 else 'copies'} "
+                 f"held the host {ms_text(pageable)} ms in {'its call' if copies == 1 else 'their calls'}"
+                 ", which a graph cannot take in: pin that memory first (tensor.pin_memory())")
+    return max(ranges, pageable), text
+
+
 def _launch_gaps(loop: dict[str, Any], graphs: dict[str, Any] | None,
                  gaps: dict[str, Any]) -> dict[str, Any]:
     floor_ms = REPLAY_GAP_FLOOR_US * loop["ops"] / 1e3
@@ -242,8 +289,19 @@ def _launch_gaps(loop: dict[str, Any], graphs: dict[str, Any] | None,
     replaying = bool(graphs and graphs["steps_replaying"])
     basis = (f"GPU busy {ms_text(loop['busy_ms'])} ms + {REPLAY_GAP_FLOOR_US:g} us replay gap x "
              f"{loop['ops']} GPU ops + {ms_text(loop['sync_idle_ms'])} ms idle in syncs")
-    floors = _floors(loop.get("host_ranges_ms") or 0.0, _host_ranges_text(loop),
-                     _gpu_floor(loop))
+    capture = capturing(loop)
+    if capture is not None:  # the trace is the capture: no replay was timed
+        idle, calls = capture
+        said = (f"{idle} of its {calls} launch calls ran nothing on the GPU: "
+                "the profile recorded a CUDA-graph capture")
+        floors = _floors(_host_span(loop), f"{_span_name(loop)}, all of it: {said}, "
+                         "and no replay of the graph was timed", _gpu_floor(loop))
+        return _entry("launch_gaps", "a CUDA graph", loop["ms"], 0.0, basis,
+                      _scope(loop, gaps, 0.0)[0],
+                      f" ({said}; its time is the capture's, not a loop's: profile the graph's "
+                      "replays)", floors, capture={"idle_launches": idle, "launch_calls": calls})
+    host_ms, host_text = _graph_host_floor(loop)
+    floors = _floors(host_ms, host_text, _gpu_floor(loop))
     scope, caveat = _scope(loop, gaps, loop["ms"] - projected)
     if replaying:
         return _entry("replay_gaps", "cutting the host time between CUDA-graph replays",

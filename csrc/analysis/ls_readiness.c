@@ -60,7 +60,7 @@ static int same_hash_inputs(const ls_op *a, const ls_op *b)
 static int count_replays(const ls_records *r, const int32_t *api_step, ls_readiness *x)
 {
     size_t n = r->apis.count, runtime = 0, driver = 0;
-    uint64_t calls[2] = {0, 0}, launch_ns[2] = {0, 0}; /* runtime, driver */
+    uint64_t calls[2] = {0, 0}; /* runtime, driver */
     uint8_t role = 0;
     for (size_t i = 0; i < n; i++) {
         const ls_api *a = &r->apis.items[i];
@@ -68,14 +68,11 @@ static int count_replays(const ls_records *r, const int32_t *api_step, ls_readin
             role = ls_cbid_role_of_record(a->domain, a->cbid);
         if (role & LS_ROLE_GRAPH)
             *(a->domain ? &driver : &runtime) += 1;
-        else if (role & LS_ROLE_LAUNCH) {
+        else if (role & LS_ROLE_LAUNCH)
             calls[a->domain != 0]++;
-            launch_ns[a->domain != 0] += a->end_ns > a->start_ns ? a->end_ns - a->start_ns : 0;
-        }
     }
-    int launch_domain = calls[0] > 0 ? 0 : 1; /* a driver call inside a runtime one */
-    x->total.launch_calls = calls[launch_domain];
-    x->total.launch_ns = launch_ns[launch_domain];
+    /* one domain: a driver call inside a runtime one is the same launch */
+    x->total.launch_calls = calls[calls[0] > 0 ? 0 : 1];
     uint32_t domain = runtime > 0 ? 0 : 1;
     size_t m = runtime > 0 ? runtime : driver;
     ls_timed *launches = malloc((m ? m : 1) * sizeof *launches);

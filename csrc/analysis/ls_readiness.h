@@ -23,11 +23,9 @@
  *   host: a graph leaves that time in place until the memory is pinned).
  * - Launch calls (the whole capture only, not per step): the calls that put
  *   a kernel, copy or set on a stream (graph replays apart), runtime ones or,
- *   in a capture with none, driver ones (one domain, as for replays), and the
- *   host time inside them (end - start; 0 where the records carry no
- *   duration, as live launch callbacks).  A CUDA graph takes these calls'
- *   own cost away; a capture whose launch calls far outnumber its GPU ops
- *   recorded a graph capture (launches into a capturing stream run nothing).
+ *   in a capture with none, driver ones (one domain, as for replays).  A
+ *   capture whose launch calls far outnumber its GPU ops recorded a graph
+ *   capture (launches into a capturing stream run nothing).
  * - A signature of the step's GPU work: a multiset hash over its ops of
  *   (kind, name, grid, block, registers, shared memory, bytes, copy kind),
  *   so two steps that run the same kernels with the same shapes, in any
@@ -59,8 +57,7 @@ typedef struct {
     uint64_t ops;                /* GPU ops of the step */
     uint64_t replay_ops;         /* of them, whole graph replays (LS_OP_GRAPH) */
     uint64_t signature;          /* multiset hash of its ops (0 with no op) */
-    uint64_t launch_calls;       /* total only: launch calls (graph replays apart) ... */
-    uint64_t launch_ns;          /* ... and the host time inside them (0: not timed) */
+    uint64_t launch_calls;       /* total only: launch calls (graph replays apart) */
 } ls_step_readiness;
 
 typedef struct {

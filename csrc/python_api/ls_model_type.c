@@ -201,14 +201,14 @@ static PyObject *list_of(ls_model_object *self, size_t n,
 static PyObject *readiness_dict(const ls_step_readiness *x)
 {
     return ls_py_dict_of(
-        14, "graph_launches", U64(x->graph_launches), "replay_host_ns", U64(x->replay_host_ns),
+        13, "graph_launches", U64(x->graph_launches), "replay_host_ns", U64(x->replay_host_ns),
         "replay_pairs", U64(x->replay_pairs), "memory_calls", U64(x->memory_calls),
         "first_memory_call", ls_py_index_or_none(x->first_memory_call), "stream_ordered",
         U64(x->stream_ordered), "pageable_copies", U64(x->pageable_copies),
         "first_pageable_op", ls_py_index_or_none(x->first_pageable_op),
         "first_pageable_call", ls_py_index_or_none(x->first_pageable_call), "ops", U64(x->ops),
         "signature", U64(x->signature), "launch_calls", U64(x->launch_calls),
-        "launch_ns", U64(x->launch_ns), "pageable_call_ns", U64(x->pageable_call_ns));
+        "pageable_call_ns", U64(x->pageable_call_ns));
 }
 
 static PyObject *triple(uint32_t a, uint32_t b, uint32_t c)

@@ -120,14 +120,25 @@ def add_run_parser(sub) -> None:
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
-    return value
+def number_arg(kind: Callable[[str], Any], what: str, above_zero: bool = False
+               ) -> Callable[[str], Any]:
+    """An argparse type: a finite kind(text) (int or float) >= 0, or > 0
+    with above_zero; anything else is refused as "must be <what>"."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        # comparisons refuse NaN and infinities too
+        if value is None or not (0 < value if above_zero else 0 <= value) or \
+                not value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+    return parse
+
+
+_count = number_arg(int, "a whole number >= 0")
+_percent = number_arg(float, "a number >= 0")
 
 
 def _say(message: str) -> None:
@@ -619,16 +630,6 @@ def add_diff_parser(sub) -> None:
     diff.add_argument("--max-regression-pct", metavar="PCT", type=_percent,
                       help="fail (exit 1) when the loop time, idle time, severe gaps or syncs "
                            "got worse by more than PCT percent")
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
 
 
 def diff_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

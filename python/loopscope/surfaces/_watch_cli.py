@@ -15,10 +15,11 @@ import importlib.util
 import sys
 from typing import Any
 
-from ._cli import EXIT_USAGE, _run_script, _say, check_outputs, write_json
+from ._cli import EXIT_USAGE, _run_script, _say, check_outputs, number_arg, write_json
 
 
 DEFAULT_DIR = "loopscope-dumps"
+_budget = number_arg(float, "a number of ms > 0", above_zero=True)
 
 
 def add_watch_arguments(run: argparse.ArgumentParser) -> None:
@@ -31,16 +32,6 @@ def add_watch_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--watch-module", metavar="CLASS",
                      help="with --watch: each top-level call of the first torch module of this "
                           "class name is a step (decode loops, no loopscope.step() needed)")
-
-
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of ms > 0, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of ms > 0, got {text!r}")
-    return value
 
 
 class _FirstModule:

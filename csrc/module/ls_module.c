@@ -90,12 +90,11 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
         metrics_device = -1, callbacks = 1, own_timestamps = 1, graph_kernels = 0;
     Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
-    /* Decode every 10 ms while a profile runs (ls_sampler: 50 ms between
-     * profiles).  H200, 2026-11-29, one sampler for the process: each
-     * DecodeData call costs ~2.5-4 ms whatever it holds and evaluating a
-     * sample ~35 us, so the tail summary() waits for is one call and a few
-     * samples at the 500 us automatic interval; every 5 ms cost ~0.7-1
-     * core, every 2 ms more. */
+    /* Decode every 10 ms while a profile runs (ls_sampler: 20 ms between
+     * profiles).  H200, 2026-11-29: a DecodeData call costs ~0.5-0.8 ms a
+     * ms of busy SMs since the last one plus ~1-3 ms (ls_sampler.h), so the
+     * sampler's thread takes 0.72-0.85 core at 10 ms and is behind at 2 ms,
+     * and the tail summary() waits for is one call of 5-8 ms. */
     /* The first profile of a process waits for the sampler's set-up (issue
      * 30: without it a script's one profile read no SM or DRAM at all), at
      * most LS_PM_WAIT_BOUND_NS. */

@@ -1,0 +1,108 @@
+"""What loopscope.watch(steps=model) costs GPT-2's generate() loop (issue 40's
+"the GPT-2 generate() loop watched with steps=model: <= 1.05x").
+
+The loop is benchmarks/cost/overhead.py's: greedy `generate()` of 64 new
+tokens from a random prompt, GPT-2 small with random weights (no download).
+Each variant runs in its own process: `bare` (N generate() calls) and `watch`
+(the same calls inside `loopscope.watch(steps=model, step_budget_ms=...)`, so
+every top-level forward is a step), alternating round by round; the table
+gives the medians.  The budget is far above a token's time: nothing breaches,
+so this is the always-on cost alone; the watch's own summary says how many
+steps it kept and how many breaches it saw (must be 0).
+
+  python benchmarks/watch/watch_generate.py --calls 40 --rounds 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def child(args: argparse.Namespace) -> dict:
+    import torch
+
+    sys.path.insert(0, os.path.join(HERE, "..", "cost"))
+    from overhead import build_gpt2
+
+    model, loop = build_gpt2(torch)
+    for _ in range(3):
+        loop()
+    torch.cuda.synchronize()
+    out = {"variant": args.variant}
+    t0 = time.perf_counter()
+    if args.variant == "bare":
+        for _ in range(args.calls):
+            loop()
+        torch.cuda.synchronize()
+    else:
+        import loopscope
+
+        with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
+                             dump_dir=tempfile.mkdtemp(prefix="watch-gen-")) as w:
+            for _ in range(args.calls):
+                loop()
+            torch.cuda.synchronize()
+    out["seconds"] = time.perf_counter() - t0
+    if args.variant == "watch":
+        s = w.summary()
+        out["steps"] = len(w.steps())
+        out["breaches"] = s["breaches"]
+        out["dumps"] = len(w.dumps)
+        out["blocks"] = s["blocks"]
+        out["missing"] = s["missing"]
+    return out
+
+
+def parent(args: argparse.Namespace) -> int:
+    results: dict[str, list[dict]] = {"bare": [], "watch": []}
+    for r in range(args.rounds):
+        for variant in (("bare", "watch") if r % 2 == 0 else ("watch", "bare")):
+            done = subprocess.run([sys.executable, __file__, "--variant", variant,
+                                   "--calls", str(args.calls)], capture_output=True, text=True)
+            if done.returncode != 0:
+                print(done.stdout, done.stderr[-4000:], file=sys.stderr)
+                return 1
+            results[variant].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"round {r + 1} {variant}: {results[variant][-1]['seconds']:.3f} s",
+                  file=sys.stderr)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    bare = statistics.median(x["seconds"] for x in results["bare"])
+    watch = statistics.median(x["seconds"] for x in results["watch"])
+    print(f"\nGPT-2 generate(64) x {args.calls}, {args.rounds} rounds (one process each, alternating)")
+    print(f"bare s: {[round(x['seconds'], 3) for x in results['bare']]}")
+    print(f"watch s: {[round(x['seconds'], 3) for x in results['watch']]}")
+    last = results["watch"][-1]
+    print(f"watch: steps kept {last['steps']}, breaches {last['breaches']}, dumps {last['dumps']}, "
+          f"blocks {last['blocks']}, missing {last['missing']}")
+    print(f"| generate() x {args.calls} | bare {bare:.3f} s | watch {watch:.3f} s | "
+          f"{watch / bare:.3f}x |")
+    return 0 if all(x["dumps"] == 0 for x in results["watch"]) else 1
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--calls", type=int, default=40, help="generate() calls a process (default 40)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of bare + watch (default 2)")
+    p.add_argument("--json", metavar="OUT", help="write every process's results to OUT")
+    p.add_argument("--variant", choices=("bare", "watch"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.variant:
+        print(json.dumps(child(args)))
+        return 0
+    return parent(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -179,11 +179,13 @@ def parent(args: argparse.Namespace) -> int:
                 print(done.stdout, done.stderr, file=sys.stderr)
                 return 1
             results[variant].append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"round {r + 1} {variant}: {results[variant][-1]['seconds']:.3f} s",
-                  file=sys.stderr)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            x = results[variant][-1]
+            print(f"round {r + 1} {variant}: {x['seconds']:.3f} s"
+                  + (f"; {x['check']}; RSS {x['rss_mb']}" if variant == "watch" else ""),
+                  file=sys.stderr, flush=True)
+            if args.json:  # after every process: a run cut short keeps what it measured
+                with open(args.json, "w") as f:
+                    json.dump(results, f, indent=1)
     bare = statistics.median(x["seconds"] for x in results["bare"])
     watch = statistics.median(x["seconds"] for x in results["watch"])
     last = results["watch"][-1]

@@ -6,11 +6,14 @@ tokens from a random prompt, GPT-2 small with random weights (no download).
 Each variant runs in its own process: `bare` (N generate() calls) and `watch`
 (the same calls inside `loopscope.watch(steps=model, step_budget_ms=...)`, so
 every top-level forward is a step), alternating round by round; the table
-gives the medians.  The budget is far above a token's time: nothing breaches,
+gives the medians.  `--variants` adds watches with a part turned off, to
+see where a cost goes: watch_nosync (syncs=False), watch_nometrics
+(metrics=False), watch_host (both off: host step times only).  The budget is far above a token's time: nothing breaches,
 so this is the always-on cost alone; the watch's own summary says how many
 steps it kept and how many breaches it saw (must be 0).
 
   python benchmarks/watch/watch_generate.py --calls 40 --rounds 2
+  python benchmarks/watch/watch_generate.py --calls 20 --rounds 1 --variants bare,watch,watch_nosync,watch_nometrics,watch_host
 """
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+WATCH_OPTIONS = {"watch": {}, "watch_nosync": {"syncs": False},
+                 "watch_nometrics": {"metrics": False},
+                 "watch_host": {"syncs": False, "metrics": False}}
 
 
 def child(args: argparse.Namespace) -> dict:
@@ -46,12 +52,13 @@ def child(args: argparse.Namespace) -> dict:
         import loopscope
 
         with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
-                             dump_dir=tempfile.mkdtemp(prefix="watch-gen-")) as w:
+                             dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
+                             **WATCH_OPTIONS[args.variant]) as w:
             for _ in range(args.calls):
                 loop()
             torch.cuda.synchronize()
     out["seconds"] = time.perf_counter() - t0
-    if args.variant == "watch":
+    if args.variant != "bare":
         s = w.summary()
         out["steps"] = len(w.steps())
         out["breaches"] = s["breaches"]
@@ -62,9 +69,10 @@ def child(args: argparse.Namespace) -> dict:
 
 
 def parent(args: argparse.Namespace) -> int:
-    results: dict[str, list[dict]] = {"bare": [], "watch": []}
+    variants = args.variants.split(",")
+    results: dict[str, list[dict]] = {v: [] for v in variants}
     for r in range(args.rounds):
-        for variant in (("bare", "watch") if r % 2 == 0 else ("watch", "bare")):
+        for variant in (variants if r % 2 == 0 else variants[::-1]):
             done = subprocess.run([sys.executable, __file__, "--variant", variant,
                                    "--calls", str(args.calls)], capture_output=True, text=True)
             if done.returncode != 0:
@@ -72,21 +80,25 @@ def parent(args: argparse.Namespace) -> int:
                 return 1
             results[variant].append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(f"round {r + 1} {variant}: {results[variant][-1]['seconds']:.3f} s",
-                  file=sys.stderr)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+                  file=sys.stderr, flush=True)
+            if args.json:  # after every process: a run cut short keeps what it measured
+                with open(args.json, "w") as f:
+                    json.dump(results, f, indent=1)
     bare = statistics.median(x["seconds"] for x in results["bare"])
-    watch = statistics.median(x["seconds"] for x in results["watch"])
     print(f"\nGPT-2 generate(64) x {args.calls}, {args.rounds} rounds (one process each, alternating)")
-    print(f"bare s: {[round(x['seconds'], 3) for x in results['bare']]}")
-    print(f"watch s: {[round(x['seconds'], 3) for x in results['watch']]}")
-    last = results["watch"][-1]
-    print(f"watch: steps kept {last['steps']}, breaches {last['breaches']}, dumps {last['dumps']}, "
-          f"blocks {last['blocks']}, missing {last['missing']}")
-    print(f"| generate() x {args.calls} | bare {bare:.3f} s | watch {watch:.3f} s | "
-          f"{watch / bare:.3f}x |")
-    return 0 if all(x["dumps"] == 0 for x in results["watch"]) else 1
+    ok = True
+    for v in variants:
+        xs = results[v]
+        med = statistics.median(x["seconds"] for x in xs)
+        per_round = [round(x["seconds"] / b["seconds"], 3) for x, b in zip(xs, results["bare"])]
+        line = f"| {v} | {med:.3f} s | {med / bare:.3f}x | per round {per_round} |"
+        if v != "bare":
+            last = xs[-1]
+            ok = ok and all(x["dumps"] == 0 for x in xs)
+            line += (f" steps kept {last['steps']}, breaches {last['breaches']}, dumps {last['dumps']}, "
+                     f"blocks {last['blocks']}, missing {sorted(last['missing'])} |")
+        print(line)
+    return 0 if ok else 1
 
 
 def main() -> int:
@@ -95,9 +107,14 @@ def main() -> int:
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--calls", type=int, default=40, help="generate() calls a process (default 40)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of bare + watch (default 2)")
+    p.add_argument("--variants", default="bare,watch",
+                   help="bare first, then any of: " + ", ".join(WATCH_OPTIONS) + " (default bare,watch)")
     p.add_argument("--json", metavar="OUT", help="write every process's results to OUT")
-    p.add_argument("--variant", choices=("bare", "watch"), help=argparse.SUPPRESS)
+    p.add_argument("--variant", choices=("bare", *WATCH_OPTIONS), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if not args.variant and (args.variants.split(",")[0] != "bare"
+                             or not set(args.variants.split(",")[1:]) <= set(WATCH_OPTIONS)):
+        p.error(f"--variants: bare first, then any of {', '.join(WATCH_OPTIONS)}; got {args.variants!r}")
     if args.variant:
         print(json.dumps(child(args)))
         return 0

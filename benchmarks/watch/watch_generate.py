@@ -6,7 +6,8 @@ tokens from a random prompt, GPT-2 small with random weights (no download).
 Each variant runs in its own process: `bare` (N generate() calls) and `watch`
 (the same calls inside `loopscope.watch(steps=model, step_budget_ms=...)`, so
 every top-level forward is a step), alternating round by round; the table
-gives the medians.  `--variants` adds watches with a part turned off, to
+gives the medians, the whole block's and one `generate()` call's (steady
+state, apart from the watch's enter and exit, which are given too).  `--variants` adds watches with a part turned off, to
 see where a cost goes: watch_nosync (syncs=False), watch_nometrics
 (metrics=False), watch_host (both off: host step times only).  The budget is far above a token's time: nothing breaches,
 so this is the always-on cost alone; the watch's own summary says how many
@@ -43,21 +44,32 @@ def child(args: argparse.Namespace) -> dict:
         loop()
     torch.cuda.synchronize()
     out = {"variant": args.variant}
+    calls = []  # each generate()'s own time: steady state apart from enter and exit
+
+    def run_calls():
+        for _ in range(args.calls):
+            t = time.perf_counter()
+            loop()
+            calls.append(time.perf_counter() - t)
+        torch.cuda.synchronize()
+
     t0 = time.perf_counter()
     if args.variant == "bare":
-        for _ in range(args.calls):
-            loop()
-        torch.cuda.synchronize()
+        run_calls()
+        t_exit = time.perf_counter()
     else:
         import loopscope
 
         with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
                              dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
                              **WATCH_OPTIONS[args.variant]) as w:
-            for _ in range(args.calls):
-                loop()
-            torch.cuda.synchronize()
+            t_in = time.perf_counter()
+            run_calls()
+            t_exit = time.perf_counter()
+        out["enter_s"] = t_in - t0
     out["seconds"] = time.perf_counter() - t0
+    out["exit_s"] = time.perf_counter() - t_exit
+    out["calls_s"] = calls
     if args.variant != "bare":
         s = w.summary()
         out["steps"] = len(w.steps())
@@ -91,7 +103,13 @@ def parent(args: argparse.Namespace) -> int:
         xs = results[v]
         med = statistics.median(x["seconds"] for x in xs)
         per_round = [round(x["seconds"] / b["seconds"], 3) for x, b in zip(xs, results["bare"])]
-        line = f"| {v} | {med:.3f} s | {med / bare:.3f}x | per round {per_round} |"
+        call = statistics.median(c for x in xs for c in x["calls_s"][1:])
+        bare_call = statistics.median(c for x in results["bare"] for c in x["calls_s"][1:])
+        slowest = max(max(x["calls_s"]) for x in xs)
+        line = (f"| {v} | {med:.3f} s | {med / bare:.3f}x | per round {per_round} | a call "
+                f"(median, first left out) {call * 1e3:.1f} ms = {call / bare_call:.3f}x, slowest "
+                f"{slowest * 1e3:.0f} ms | enter {[round(x.get('enter_s', 0) * 1e3) for x in xs]} ms, "
+                f"exit {[round(x['exit_s'] * 1e3) for x in xs]} ms |")
         if v != "bare":
             last = xs[-1]
             ok = ok and all(x["dumps"] == 0 for x in xs)

@@ -67,6 +67,41 @@ def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics):
     assert sum(continued) >= 2, continued  # the GPU lags: most starts find the last finish running
 
 
+def test_counters_only_profiles_alternating_with_traced_ones_wait_for_nothing():
+    """A counters-only start after a traced profile goes on beside that
+    profile's finish: it needs nothing of the activity kinds the finish is
+    turning off (issue 43; it waited 1.2-1.5 ms for the flush, H200
+    2026-11-29).  The traced profiles must still hold exactly their own
+    kernels: the counters-only profile's kernels, recorded by the kinds
+    still on, go to neither."""
+    x = torch.zeros(1 << 20, device="cuda")
+    launch_pairs(x, 3)
+    torch.cuda.synchronize()
+    with loopscope.profile() as warm:  # the first profile's set-up
+        launch_pairs(x, 2)
+    warm.summary()
+    torch.cuda.synchronize()
+    pairs = [5, 9, 2, 14, 7, 11, 4, 6]
+    profiles = []
+    for k, n in enumerate(pairs):  # traced, counters only, traced, ...; no sync between
+        prof = loopscope.profile(trace=k % 2 == 0)
+        with prof:
+            with prof.step():
+                launch_pairs(x, n)
+        profiles.append(prof)
+    torch.cuda.synchronize()
+    for k, (n, prof) in enumerate(zip(pairs, profiles)):
+        s = prof.summary()
+        if k % 2 == 0:
+            assert s["gpu"]["kernels"] == 2 * n, (k, n, s["gpu"], s["overhead"])
+            assert s["overhead"]["invalid_records"] == 0, s["overhead"]
+        syncs = s["syncs"]
+        assert syncs is not None and syncs["count"] == 0, (k, syncs, s["syncs_error"])
+    waits_ms = [p._capture.info()["start_phases_ns"]["wait"] / 1e6
+                for p in profiles[1::2]]
+    assert max(waits_ms) < 0.3, waits_ms
+
+
 @pytest.mark.parametrize("matmuls, chain", [
     pytest.param(40, 6, id="20ms"),
     pytest.param(8, 6, id="4ms"),

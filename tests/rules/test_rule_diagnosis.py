@@ -186,7 +186,7 @@ def test_only_a_memory_bound_action_quotes_dram(test_clock, dram, verdict):
     assert d["actions"][0].startswith(prefix) == (verdict == "MEMORY_BOUND")
     if verdict == "MEMORY_BOUND":
         assert d["actions"][0].removeprefix(prefix) == \
-            loopscope.figures._diagnosis.ACTIONS[verdict]
+            loopscope.figures._verdicts.VERDICTS[verdict].action
     else:
         assert "tensor-core activity is unknown" in d["actions"][0]
 

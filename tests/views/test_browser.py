@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from loopscope.figures._verdicts import VERDICTS
 from loopscope.files import _recording
 from loopscope.readers import _replay
 from loopscope.views import _html, _pictures
@@ -160,7 +161,7 @@ def test_a_screenshot_shows_the_pictures(page):
 
     # the pictures' blue (GPU busy bars, histogram) and the verdict's colour are on the page
     assert share(_pictures.BUSY) > 0.01
-    assert share(_html.VERDICT_COLOURS["CPU_LAUNCH_BOUND"]) > 0.0005
+    assert share(VERDICTS["CPU_LAUNCH_BOUND"].colour) > 0.0005
     assert float((rgb < 250).any(axis=2).mean()) > 0.1  # far from a white page
 
 

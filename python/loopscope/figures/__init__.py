@@ -1,5 +1,6 @@
 """The summary's figures and the judgements over them, from the analysed
-model (the C core's Model): sync sites (_syncs), the verdict (_diagnosis),
+model (the C core's Model): sync sites (_syncs), the verdict (_diagnosis;
+every verdict with its action, colour and docs row declared in _verdicts),
 what removing each cause would win (_projections), CUDA-graph readiness
 (_readiness), the summary's self-checks (_checks), budgets (_budgets) and
 the cross-rank figures of a torch.distributed job (_ranks); with what they

@@ -43,7 +43,8 @@ host work between replays and replay more steps per graph.
 
 BALANCED says which figures were checked and why none explains the time.
 summary["diagnosis"]["projections"] (see _projections) says what removing
-each cause would win.
+each cause would win.  Each verdict's name, action, colour and docs row are
+declared once, in _verdicts.
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ from ._names import clip, kernel_name
 from ._projections import project
 from ._ranks import backlog_text, balance_text
 from ._syncs import format_site
+from ._verdicts import VERDICTS
 
 BUSY_BELOW_PCT = 50.0
 CAUSE_SHARE = 0.5
@@ -79,36 +81,6 @@ FILL_KERNELS_NAMED = 3  # the kernels named in UNDER_FILLED's reasons
 # CPU_LAUNCH_BOUND names a launch-free host range (data loading) instead of
 # a CUDA graph when at least this share of the late-launch idle lies in it.
 HOST_RANGE_SHARE = 0.5
-
-ACTIONS = {
-    "CPU_LAUNCH_BOUND": (
-        "capture the step in a CUDA graph (torch.cuda.CUDAGraph, or torch.compile("
-        "mode='reduce-overhead')) or fuse small kernels, so the GPU stops waiting for Python"
-    ),
-    "SYNC_BOUND": "remove the host-device syncs inside the loop (.item(), print(tensor), .cpu())",
-    "MEMORY_BOUND": (
-        "move fewer bytes: compress the weights (bf16 -> fp8/int8/int4), fuse elementwise ops "
-        "so intermediates stay on chip, and keep hot weights resident in L2 (persisting L2 "
-        "access policy window) where an MLP's weights fit"
-    ),
-    "COMPUTE_BOUND": (
-        "the SMs are saturated: use tensor cores at lower precision (bf16/fp8, "
-        "torch.backends.cuda.matmul.allow_tf32), avoid recomputation, or do fewer steps"
-    ),
-    "GPU_BOUND": (
-        "the GPU is the bottleneck: profile kernels (ncu) to tell compute from memory bound"
-    ),
-    "BALANCED": "no single bottleneck: look at the worst gaps and the longest kernels",
-    "NO_GPU_WORK": "no kernel, memcpy or memset ran inside the profile",
-    "COMMUNICATION_WAIT": "make the slowest rank arrive sooner at the collectives (its cause "
-                          "is named above)",
-    "UNDER_FILLED": (
-        "the kernels are too small to fill the GPU: give each launch more work (a larger "
-        "batch, several steps or requests at once), fuse small kernels (torch.compile), or run "
-        "independent work on parallel CUDA streams"
-    ),
-}
-
 
 def under_filled(fill_pct: float | None, fill_known_pct: float | None,
                  sm_busy: float | None = None, warps_busy: float | None = None) -> bool:
@@ -253,7 +225,8 @@ def _compute_action(sm: dict[str, Any] | None) -> str:
                 "kernels already use tensor cores (fp16/bf16 GEMMs do) is not measured; profile "
                 "the longest kernels with ncu before changing precision, avoid recomputation, "
                 "or do fewer steps")
-    return f"tensor cores active {_f(tensor)}% while the GPU works: " + ACTIONS["COMPUTE_BOUND"]
+    return (f"tensor cores active {_f(tensor)}% while the GPU works: "
+            + VERDICTS["COMPUTE_BOUND"].action)
 
 
 def _action(verdict: str, dram: dict[str, Any] | None, sm: dict[str, Any] | None = None) -> str:
@@ -262,8 +235,8 @@ def _action(verdict: str, dram: dict[str, Any] | None, sm: dict[str, Any] | None
         return _compute_action(sm)
     if verdict == "MEMORY_BOUND" and dram is not None:
         return (f"DRAM runs at {_f(dram['throughput_busy_pct'])}% of peak while the GPU works: "
-                + ACTIONS[verdict])
-    return ACTIONS[verdict]
+                + VERDICTS[verdict].action)
+    return VERDICTS[verdict].action
 
 
 def _diagnose_counters_only(summary: dict[str, Any]) -> dict[str, Any]:
@@ -325,13 +298,13 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
         return {
             "verdict": "UNKNOWN",
             "reasons": [f"no GPU timeline: {summary['gpu_error']}"],
-            "actions": ["run on a machine with an NVIDIA GPU and CUPTI to get a verdict"],
+            "actions": [VERDICTS["UNKNOWN"].action],
             "evidence": {},
         }
     replays = gpu.get("graph_replays") or 0  # whole CUDA-graph replays: GPU work, no kernel
     if gpu["kernels"] + gpu["memcpys"] + gpu["memsets"] + replays == 0:
         return {"verdict": "NO_GPU_WORK", "reasons": ["no GPU operation was recorded"],
-                "actions": [ACTIONS["NO_GPU_WORK"]], "evidence": {}}
+                "actions": [VERDICTS["NO_GPU_WORK"].action], "evidence": {}}
     busy = gaps["busy_pct"]
     sm_busy = sm.get("active_busy_pct") if sm else None
     dram_busy = dram.get("throughput_busy_pct") if dram else None
@@ -374,7 +347,7 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
         reasons.append(_replay_reason(summary))
     if verdict == "UNDER_FILLED" and gpu.get("fill_pct") is not None:
         actions[0] = (f"the kernels could fill {gpu['fill_pct']:.0f}% of the GPU at most: "
-                      + ACTIONS[verdict])
+                      + VERDICTS[verdict].action)
     syncs = summary.get("syncs")
     _sync_lines(syncs, reasons, actions)
     evidence = {

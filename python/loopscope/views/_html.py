@@ -19,6 +19,7 @@ from typing import Any
 from ..figures._budgets import step_list
 from ..figures._checks import warning_lines
 from ..figures._names import demangled_name, display_path, kernel_name
+from ..figures._verdicts import verdict_kind
 from ._pictures import SEVERE, histogram_picture, timeline_of, timeline_pictures
 from ._report import (Said, _shown_ranges, describe_recording, gap_stats_text,
                       missing_sections, short_text)
@@ -28,19 +29,6 @@ from ..distributed._ranks_view import ranks_head_html, ranks_html
 MAX_STEP_ROWS = 60
 MAX_SITES = 20
 MAX_WORST_GAPS = 10
-
-VERDICT_COLOURS = {
-    "CPU_LAUNCH_BOUND": "#d9822b",
-    "SYNC_BOUND": "#c23030",
-    "MEMORY_BOUND": "#7157d9",
-    "COMPUTE_BOUND": "#0f9960",
-    "GPU_BOUND": "#0f9960",
-    "BALANCED": "#5c7080",
-    "NO_GPU_WORK": "#5c7080",
-    "UNKNOWN": "#5c7080",
-    "COMMUNICATION_WAIT": "#d9822b",
-    "UNDER_FILLED": "#d9822b",
-}
 
 # A kernel name breaks only between its parts, never inside an identifier
 # (issue 41, item 8: `overflow-wrap:anywhere` made `vectorized_elementwise_kerne`
@@ -116,7 +104,7 @@ def _table(head: list[str], rows: list[list[str]], left: tuple[int, ...] = (),
 def _verdict(summary: dict[str, Any], said: Said | None = None) -> str:
     said = said or Said(summary)
     d = summary["diagnosis"]
-    colour = VERDICT_COLOURS.get(d["verdict"], "#5c7080")
+    colour = verdict_kind(d["verdict"]).colour  # an undeclared verdict raises, never grey
     out = [
         f'<div style="border-left:6px solid {colour};padding:4px 10px;margin:6px 0">',
         f'<div style="font-size:18px;font-weight:700;color:{colour}">'

@@ -357,7 +357,7 @@ def test_python_graph_reads_subpackages():
     assert "figures._rows" in graph["_summary"]                 # from .figures import _rows
     assert "_core" in graph["figures._names"]                   # from .. import _core
     assert "_profile" in graph["readers._analyze"]              # from .._profile import
-    assert "readers._kineto" in graph["readers._analyze"]       # from . import _kineto
+    assert "readers._kineto" in graph["readers._builtin"]       # from . import _kineto
     assert {"views", "figures", "readers"} <= set(graph)        # the subpackages themselves
 
 

@@ -881,8 +881,9 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     """The summary of a finished profile's capture (None when stopping it
     failed).  `steps`: ranges that act as the steps instead of the live
     ones; every figure is then computed for them as for live steps.
-    `source`: where the records came from when not a live profile
-    ("kineto", "nsys"); `resolver`: how call stacks become sync sites."""
+    `source`: where the records came from when not a live profile (a
+    trace format's kind, files/_formats); `resolver`: how call stacks
+    become sync sites."""
     t0 = time.perf_counter_ns()
     non_finite = start_count()
     if capture is None:

@@ -1,4 +1,5 @@
-"""Imports form a DAG, in C and in Python (STYLE rule 10).
+"""Imports form a DAG, in C and in Python (STYLE rule 10); a trace format is
+one registration that every floor reads (STYLE rule 15, at the end).
 
 C: a module is a .c/.cpp/.h file stem of csrc/FLOOR/; A depends on B when a
 file of A includes "B.h".  The floors (csrc/README.md) are ordered: a file
@@ -12,9 +13,18 @@ another's header hides a dependency, as ls_dict_of once did).
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
+
+import loopscope
+from loopscope import _core
+from loopscope.__main__ import main
+from loopscope.files import _formats
+from loopscope.files._formats import TraceFormat, TraceRead
 
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
@@ -357,7 +367,7 @@ def test_python_graph_reads_subpackages():
     assert "figures._rows" in graph["_summary"]                 # from .figures import _rows
     assert "_core" in graph["figures._names"]                   # from .. import _core
     assert "_profile" in graph["readers._analyze"]              # from .._profile import
-    assert "readers._kineto" in graph["readers._analyze"]       # from . import _kineto
+    assert "readers._kineto" in graph["readers._builtin"]       # from . import _kineto
     assert {"views", "figures", "readers"} <= set(graph)        # the subpackages themselves
 
 
@@ -372,3 +382,93 @@ def test_python_imports_go_only_downward():
     assert len(graph) > 40  # the walk found the modules
     assert sorted({floor_of(m) for m in graph}) == sorted(FLOORS)  # each floor is in use
     assert upward_imports(graph, floor_of) == []
+
+
+# -- a trace format: one registration (STYLE rule 15, issue 42) -------------
+
+def kind_comparisons(kinds: set[str]) -> list[str]:
+    """'module:line' of each comparison with a format's kind string (==, in
+    a tuple...) and each dict keyed by one, outside readers/_builtin.py
+    (where the built-in formats are declared)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "_builtin.py" and path.parent.name == "readers":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                parts = [node.left, *node.comparators]
+            elif isinstance(node, ast.Dict):
+                parts = [k for k in node.keys if k is not None]
+            else:
+                continue
+            named = {c.value for part in parts for c in ast.walk(part)
+                     if isinstance(c, ast.Constant) and c.value in kinds}
+            if named:
+                found.append(f"{_module_name(path)}:{node.lineno} {sorted(named)}")
+    return found
+
+
+def test_no_module_compares_a_format_kind():
+    kinds = {f.kind for f in _formats.registered()}
+    assert kinds == {"kineto", "nsys", "recording"}
+    assert kind_comparisons(kinds) == []
+
+
+def _read_toy(reader, path: Path, gz: bool, progress: bool) -> TraceRead:
+    rows = json.loads(path.read_text())["toy_kernels"]
+    _core._trace_add(reader, "kernel", [(start, end, 0, 7, i, name) + (None,) * 11
+                                        for i, (start, end, name) in enumerate(rows)])
+    return TraceRead(meta={}, names={0: "Toy GPU"})
+
+
+@pytest.fixture
+def toy_format():
+    """A one-line JSON list of kernels, registered for the test alone (ahead
+    of kineto, which takes every other JSON file)."""
+    fmt = _formats.register(TraceFormat(
+        kind="toy", name="toy kernel list", noun="a toy kernel list",
+        help="a toy kernel list (one JSON line of [start_ns, end_ns, name])",
+        sniff=lambda head: head.startswith(b'{"toy_kernels":'), read=_read_toy,
+        no_gpu="the toy file lists no kernel", no_apis="a toy file records no API call",
+        no_counters="a toy file records no counter", no_stacks="a toy file keeps no stack",
+        device_facts="toy header", suffixes=(".toy",)), first=True)
+    try:
+        yield fmt
+    finally:
+        _formats.unregister("toy")
+
+
+def test_a_new_trace_format_is_one_registration(toy_format, tmp_path, capsys):
+    path = tmp_path / "run.toy"
+    path.write_text(json.dumps({"toy_kernels": [[1_000, 2_000, "a"], [90_000, 91_000, "b"],
+                                                [95_000, 94_000, "ends_early"]]}))
+    summary = loopscope.analyze(path)
+    assert summary["source"] == summary["trace"]["format"] == "toy"
+    assert summary["gpu"]["kernels"] == 2 and summary["gaps"]["count"] == 1
+    # what it cannot measure, in its own words
+    assert summary["syncs_error"] == toy_format.no_apis
+    assert summary["metrics_error"] == toy_format.no_counters
+    # its checks are a trace's (no live timeline or clock rate): the
+    # record its reader skipped fails the durations check
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert sorted(checks) == ["drops", "durations", "steps"]
+    assert not checks["durations"]["ok"] and "ends before it starts" in checks["durations"]["detail"]
+    report = loopscope.load(path).report()
+    assert f"Trace: toy kernel list {path}:" in report
+    assert "Kernel fill unknown on GPU 0: the trace's toy header gives no SM count" in report
+    for argv, words in ((["analyze", "--help"], "a toy kernel list (one JSON line of "
+                                                "[start_ns, end_ns, name]), a torch.profiler"),
+                        (["--help"], "report on a toy kernel list, a torch.profiler trace")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert words in " ".join(capsys.readouterr().out.split())  # as wrapped
+    assert _formats.suffixes() == (".toy", ".json", ".json.gz", ".sqlite")  # a folder's traces
+    with pytest.raises(ValueError, match="registered already"):
+        _formats.register(toy_format)
+
+
+def test_a_trace_format_has_one_reader():
+    fmt = TraceFormat(kind="none", name="", noun="", help="", sniff=lambda head: False)
+    with pytest.raises(ValueError, match="needs one of read= and load="):
+        _formats.register(fmt)
+    assert _formats.get("none") is None

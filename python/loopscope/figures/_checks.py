@@ -43,6 +43,8 @@ import math
 import re
 from typing import Any, Sequence
 
+from ..files import _formats
+
 # Tolerances of the timeline check: the clocks are read on either side of
 # a few calls (CUPTI enable, the last callbacks), so a few us apart; 1 ms and
 # 2% of the window leave room for those, and a stretched time base (issue
@@ -235,8 +237,8 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model,
         rate = clock_rate_check(measured_clock_rate(info, summary.get("source"), state))
         if rate is not None:
             out.append(rate)
-    if summary.get("source") in ("kineto", "nsys", "recording"):
-        return out  # durations and the rest: trace_checks, from what the reader skipped
+    if _formats.get(summary.get("source")) is not None:
+        return out  # a trace's durations and the rest: trace_checks, from what its reader skipped
     if model is not None and summary.get("gpu"):
         longest = max((k["max_ns"] for k in model.kernels()), default=None)
         out.append(durations_check(info.get("invalid_records", 0), None,

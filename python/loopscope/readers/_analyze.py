@@ -7,10 +7,12 @@ profile.
     prof = loopscope.load("run.loopscope.json.gz")        # a saved loopscope profile
     print(prof.report())
 
-The format is told from the content (_sniff).  A Kineto trace or an Nsight
-Systems export is read into the C records (_kineto, _nsys, ls_tbuild.c)
-and wrapped in the Capture type a live profile ends with; the Profile
-around it gives summary(), report(), HTML and export_trace().
+The format is told from the content (_sniff) and read by the reader its
+registration names (files/_formats; the built-in ones in _builtin).  A
+Kineto trace or an Nsight Systems export is read into the C records
+(_kineto, _nsys, ls_tbuild.c) and wrapped in the Capture type a live profile
+ends with; the Profile around it gives summary(), report(), HTML and
+export_trace().
 
 Steps: the outermost ranges whose names match `steps` (a regular
 expression, re.search); by default DEFAULT_STEPS, which takes torch's
@@ -34,39 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core
-from . import _kineto
+from ..files import _formats
 from .._options import check_thresholds
 from .._profile import Profile
-from ._sniff import TraceError, check_path, fail, sniff
+from ._sniff import check_path, fail, sniff
 from ..figures._checks import step_markers, trace_checks
 from .._summary import Summary, build_summary
 from ..figures._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
 
 DEFAULT_STEPS = r"^(ProfilerStep#\d+|([^/]*_)?[Ss]tep_?\d+)$"
-
-NO_GPU = {
-    "kineto": "the trace has no GPU operations (kernels, copies, sets): record it with "
-              "torch.profiler.ProfilerActivity.CUDA",
-    "nsys": "the export has no GPU operations (no kernel, memcpy or memset rows): profile with "
-            "`nsys profile --trace=cuda`",
-}
-NO_APIS = {
-    "kineto": "the trace has no CUDA runtime or driver calls, so host syncs cannot be seen "
-              "(Kineto records them with ProfilerActivity.CUDA)",
-    "nsys": "the export has no CUPTI_ACTIVITY_KIND_RUNTIME rows, so host syncs cannot be seen "
-            "(`nsys profile --trace=cuda`)",
-}
-NO_COUNTERS = {
-    "kineto": "the trace has no GPU counter events (SM/DRAM come from a loopscope profile, or "
-              "Kineto's GPU counter tracks when it records them)",
-    "nsys": "the export has no GPU_METRICS rows (`nsys profile --gpu-metrics-devices=all`)",
-}
-NO_STACKS = {
-    "kineto": "the trace has no Python stacks: record it with torch.profiler.profile("
-              "with_stack=True) to see the line of each sync",
-    "nsys": "Nsight Systems exports keep no Python stacks loopscope can read",
-}
-
 
 def steps_from_ranges(ranges: list[tuple[Any, ...]], pattern: re.Pattern[str]) -> list[int]:
     """The step index of each range (-1: not a step), ranges given as
@@ -207,24 +185,6 @@ def _check_device(device: Any) -> int | None:
     return device
 
 
-def _load_recording(path: Path, thresholds: tuple[float, float], steps: re.Pattern[str] | None,
-                    device: int | None) -> Profile:
-    from ..files._recording import RecordingError, load as load_recording
-    from ._replay import replay
-
-    if steps is not None or device is not None:
-        raise fail(path, "is a loopscope recording: its steps and device are the recorded "
-                         "ones (steps= and device= apply to Kineto and Nsight Systems traces)")
-    try:
-        data = load_recording(path)
-        data["profile"]["thresholds_us"] = list(thresholds)
-        return replay(data)
-    except RecordingError as error:
-        raise TraceError(str(error)) from None
-    except RuntimeError as error:  # a profile is running: replay needs the core to itself
-        raise RuntimeError(f"cannot load {path} now: {error}") from None
-
-
 def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int | None = None,
          gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True) -> Profile:
     """A finished Profile (summary(), report(), HTML, export_trace()) from a
@@ -242,37 +202,21 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     device = _check_device(device)
     p = check_path(path)
     kind, gz = sniff(p)
-    if kind == "recording":
-        return _load_recording(p, thresholds, pattern, device)
+    fmt = _formats.of(kind)
+    if fmt.load is not None:  # the whole profile at once (a saved recording)
+        whole: Profile = fmt.load(p, thresholds, pattern, device)
+        return whole
     if _core.active():
         raise RuntimeError(f"cannot analyse {path} while a loopscope profile is running")
     t0 = time.perf_counter()
     reader = _core._trace_reader()
-    own: dict[str, Any] | None = None  # otherData of loopscope's own export
-    device_match: dict[str, Any] | None = None
-    if kind == "kineto":
-        bar = _kineto.Progress(p.name, p.stat().st_size,
-                               stream=None if progress else _NoTerminal())
-        try:
-            _kineto.feed(reader, p, gz, bar)
-        finally:
-            bar.close()
-        meta = _kineto.members(reader, p)
-        base = meta.get("baseTimeNanoseconds") or 0
-        matched, device_match = _kineto.match_devices(meta, _core._trace_stats(reader)["devices"])
-        names = _kineto.device_names(matched)
-        _core._trace_add(reader, "device", _kineto.device_facts(matched))
-        own = _kineto.own_export(meta)
-    else:
-        from . import _nsys  # sqlite3 only when an export is read
-
-        meta = _nsys.read_gzip(reader, p) if gz else _nsys.read(reader, p)
-        base = 0
-        names = meta["device_names"]
+    assert fmt.read is not None  # register(): a format has read= or load=
+    got = fmt.read(reader, p, gz, progress)
+    meta, names, device_match, merge = got.meta, got.names, got.device_match, got.merge_idle_upto_ns
+    own = got.own  # otherData of loopscope's own export
     span = own["span_ns"] if own is not None else None
-    # loopscope's own export holds its live ns times: every idle ns is a gap there
-    merge = _kineto.MERGE_IDLE_UPTO_NS if kind == "kineto" and own is None else 0
-    _core._trace_settle(reader, base, -1 if device is None else device, own_export=own is not None,
+    _core._trace_settle(reader, got.base_ns, -1 if device is None else device,
+                        own_export=own is not None,
                         span=(span[0], span[1]) if span is not None else None,
                         merge_idle_upto_ns=merge)
     stats = _core._trace_stats(reader)
@@ -285,9 +229,9 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     else:
         step_of = steps_from_ranges(ranges, pattern or re.compile(DEFAULT_STEPS))
     has_apis = bool(stats["seen"].get("cuda_runtime") or stats["seen"].get("cuda_driver"))
-    reason = NO_GPU[kind] if not stats["ops"] else None
-    syncs_reason = None if has_apis else NO_APIS[kind]
-    metrics_reason = None if stats["samples"] else NO_COUNTERS[kind]
+    reason = fmt.no_gpu if not stats["ops"] else None
+    syncs_reason = None if has_apis else fmt.no_apis
+    metrics_reason = None if stats["samples"] else fmt.no_counters
     if own is not None:  # why the exported profile had none
         syncs_reason = own["syncs_error"] or (None if has_apis else syncs_reason)
         metrics_reason = None if stats["samples"] else (own["metrics_error"] or metrics_reason)
@@ -338,15 +282,11 @@ def analyze(path: str | os.PathLike[str], *, steps: str | None = None, device: i
                 progress=progress).summary()
 
 
-class _NoTerminal:
-    def isatty(self) -> bool:
-        return False
-
-
 def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: dict[str, Any],
            stats: dict[str, Any], names: dict[int, str], pattern: re.Pattern[str] | None,
            device: int | None, read_s: float, steps: int, own: bool = False) -> None:
     """What the summary says about the file; device names from it."""
+    fmt = _formats.of(kind)
     gpu = summary.get("gpu")
     if gpu is not None:
         for d in gpu["devices"]:
@@ -357,10 +297,9 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
     syncs = summary.get("syncs")
     if syncs is not None:
         syncs["sites_from"] = "trace stacks" if stacks else None
-        syncs["sites_unknown"] = None if stacks else NO_STACKS[kind]
-        if stacks and kind == "kineto":
-            syncs["site_lines"] = ("the first line of the function that made the call "
-                                   "(Kineto records no call-site line)")
+        syncs["sites_unknown"] = None if stacks else fmt.no_stacks
+        if stacks and fmt.site_lines:
+            syncs["site_lines"] = fmt.site_lines
         if own:
             syncs["sites_from"] = "loopscope export"
             syncs["sites_unknown"] = None
@@ -375,8 +314,7 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         summary["world_size"] = size if isinstance(size, int) and not isinstance(size, bool) \
             and size > dist["rank"] else None
     if stats["samples"]:
-        summary["metrics"] = {"source": "kineto_counters" if kind == "kineto" else "nsys_gpu_metrics",
-                              "samples": stats["samples"]}
+        summary["metrics"] = {"source": fmt.counters, "samples": stats["samples"]}
     if pattern is not None:
         summary["steps_from"] = "ranges"
     trace: dict[str, Any] = {
@@ -385,7 +323,7 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         "gzip": gz,
         "bytes": path.stat().st_size,
         "read_s": round(read_s, 3),
-        "events": stats["events"] if kind == "kineto" else sum(stats["seen"].values()),
+        "events": sum(stats["seen"].values()),  # or as the format counts them (trace_fields)
         "seen": stats["seen"],
         "skipped": stats["skipped"],
         "skip_reasons": stats["why"],
@@ -402,14 +340,5 @@ def _shape(summary: dict[str, Any], *, kind: str, path: Path, gz: bool, meta: di
         "device_facts_not_understood": stats["facts_bad"],
         "producer": "loopscope" if own else None,
     }
-    if kind == "kineto":
-        trace.update({
-            "schema_version": meta.get("schemaVersion"),
-            "base_time_ns": meta.get("baseTimeNanoseconds"),
-            "distributed": meta.get("distributedInfo"),
-            "members_too_large": stats["members_dropped"],
-        })
-    else:
-        trace.update({k: meta[k] for k in ("schema_version", "missing_tables", "tables_read",
-                                           "duplicate_string_ids")})
+    trace.update(fmt.trace_fields(meta, stats))
     summary["trace"] = trace

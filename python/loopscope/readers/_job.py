@@ -50,13 +50,12 @@ from ..figures import _ranks
 from . import _analyze
 from ..figures._diagnosis import diagnose_ranks
 from .._summary import SCHEMA_VERSION
-from ..files import _schema as schema
+from ..files import _formats, _schema as schema
 from ..files._inputs import input_problem, parse_json, read_text
 from .._options import check_thresholds
 from ._sniff import TraceError
 
 RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
 RANKS_FILE_VERSION = 1
 # The largest world a job read offline may have: a rank or world size above it (a
 # damaged distributedInfo, a stray number in a file name) is refused, never a list
@@ -104,8 +103,8 @@ def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     for given in paths:
         p = Path(given)
         if p.is_dir():
-            named = sorted(f for f in p.iterdir()
-                           if f.name.endswith(TRACE_SUFFIXES) and not f.is_dir())
+            suffixes = _formats.suffixes()
+            named = sorted(f for f in p.iterdir() if f.name.endswith(suffixes) and not f.is_dir())
             for f in named:
                 problem = ("is a symlink to nothing (its target does not exist)"
                            if f.is_symlink() and not f.exists() else input_problem(f))
@@ -117,7 +116,7 @@ def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
             found = named
             if not found:
                 raise TraceError(f"{p}: a folder with no trace file in it (looked for names "
-                                 f"ending in {', '.join(TRACE_SUFFIXES)})")
+                                 f"ending in {', '.join(suffixes)})")
             out += found
         elif os.path.lexists(p):  # a FIFO or a symlink loop: analyze refuses it by name
             out.append(p)
@@ -175,10 +174,11 @@ def _time_base(summary: dict[str, Any]) -> dict[str, Any] | None:
     base + shift to every file time; minus the shift gives the file's own
     (epoch-based) time.  None for formats without a shared clock."""
     trace = summary.get("trace") or {}
-    if trace.get("format") != "kineto" or trace.get("time_offset_ns") is None:
+    fmt = _formats.get(trace.get("format"))
+    if fmt is None or fmt.host_clock is None or trace.get("time_offset_ns") is None:
         return None
     shift = trace["time_offset_ns"] - (trace.get("base_time_ns") or 0)
-    return {"kind": "kineto host clock", "shift_ns": shift}
+    return {"kind": fmt.host_clock, "shift_ns": shift}
 
 
 # -- the job ------------------------------------------------------------------------

@@ -1,12 +1,11 @@
 """What kind of file a trace is, told from its first bytes (never its name),
 and the one error every trace reader raises.
 
-Kinds: "kineto" (a Chrome trace: a JSON object with traceEvents, or a bare
-list of events; plain or gzip), "nsys" (an SQLite database: Nsight Systems'
-export, plain or gzip), "recording" (a saved loopscope profile, plain or
-gzip JSON).  The name is read for one thing only: an Nsight Systems report
+Kinds: those registered (files/_formats; readers/_builtin: "kineto", "nsys",
+"recording"), each told by its own sniff of the first bytes, decompressed
+when gzip.  The name is read for one thing only: an Nsight Systems report
 (.nsys-rep) gets the command that exports it.  A saved summary (or a list
-of them) is refused by name: it is no trace."""
+of them) is refused first: it is no trace, though it is JSON."""
 from __future__ import annotations
 
 import gzip
@@ -15,9 +14,10 @@ import shlex
 import zlib
 from pathlib import Path
 
+from ..files import _formats
 from ..files._inputs import TraceError, check_input, fail, open_input
 
-__all__ = ["TraceError", "check_path", "fail", "sniff"]
+__all__ = ["TraceError", "check_path", "content_start", "fail", "sniff"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -49,21 +49,19 @@ def _head(path: Path) -> tuple[bytes, bool]:
         raise fail(path, f"is gzip, but its data is damaged ({error})") from None
 
 
+def content_start(head: bytes) -> bytes:
+    """The first bytes less a byte order mark and leading white space."""
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n")
+
+
 def sniff(path: str | os.PathLike[str]) -> tuple[str, bool]:
-    """(kind, gzip) of a trace file; TraceError for anything else."""
+    """(kind, gzip) of a trace file: the first registered format whose sniff
+    claims its first bytes; TraceError for anything else."""
     p = check_path(path)
     head, gz = _head(p)
     if not head:
         raise fail(path, "is empty" if not gz else "is an empty gzip file")
-    if not gz and head.startswith(SQLITE_MAGIC):
-        return "nsys", False
-    if gz and head.startswith(SQLITE_MAGIC):
-        return "nsys", True
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if p.name.lower().endswith(REPORT_SUFFIXES) and text[:1] not in (b"{", b"["):
-        raise fail(path, "is an Nsight Systems report, which loopscope reads through its SQLite "
-                         f"export: run `nsys export --type sqlite {shlex.quote(str(path))}` "
-                         "first and give loopscope the .sqlite file it writes")
+    text = content_start(head)
     compact = bytes(b for b in text[:256] if b not in b" \t\r\n")
     if compact.startswith(b"[" + SUMMARY_KEY):  # never read as an empty trace
         raise fail(path, "holds a list of loopscope summaries (as `analyze --json` of several "
@@ -72,12 +70,13 @@ def sniff(path: str | os.PathLike[str]) -> tuple[str, bool]:
     if compact.startswith(SUMMARY_KEY):
         raise fail(path, "is a loopscope summary (as `run --json` or `analyze --json` writes), "
                          "not a trace: compare it with `loopscope diff`")
-    if text[:1] == b"{":
-        if RECORDING_KEY in head.replace(b" ", b""):
-            return "recording", gz
-        return "kineto", gz
-    if text[:1] == b"[":
-        return "kineto", gz
+    for fmt in _formats.registered():
+        if fmt.sniff(head):
+            return fmt.kind, gz
+    if p.name.lower().endswith(REPORT_SUFFIXES):
+        raise fail(path, "is an Nsight Systems report, which loopscope reads through its SQLite "
+                         f"export: run `nsys export --type sqlite {shlex.quote(str(path))}` "
+                         "first and give loopscope the .sqlite file it writes")
     if not text:
         raise fail(path, "holds only white space")
     if b"\x00" in head[:4096]:

@@ -13,19 +13,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 
+from ..files import _formats
 from ._compare import CompareError, check_checks, is_saved_summary, load_summary
 from ._cli import (EXIT_BUDGET, EXIT_OK, EXIT_USAGE, _count, _say, check_outputs, report_budgets,
                    save_summary)
 
-DESCRIPTION = """\
-Prints the loopscope report of trace files you already have: a torch.profiler
-(Kineto) Chrome trace (.json or .json.gz), an Nsight Systems SQLite export
-(nsys export --type sqlite), or a saved loopscope profile; or of a saved
+# The formats come from their registrations (files/_formats), one help line each.
+FORMATS_PARAGRAPH = """\
+Prints the loopscope report of trace files you already have: {formats}; or of a saved
 summary (the JSON that `run --json` or `analyze --json` writes), whose report
 and budgets are those of its figures as saved.  The format is told from the
-content.  No GPU is needed.
+content.  No GPU is needed."""
+DESCRIPTION_WIDTH = 77
 
+DESCRIPTION = """\
 Steps are the outermost ranges whose names match --steps (default: torch's
 ProfilerStep#N, loopscope's Step_N, names ending in _Step_N).
 
@@ -49,9 +52,18 @@ events, no API calls) is printed as NOT CHECKED and the gate fails (exit 1):
 a budget is never met by a figure that was not measured."""
 
 
+def _listed(words: list[str], last: str) -> str:
+    """"a, b<last>c": words as a sentence lists them."""
+    return ", ".join(words[:-1]) + last + words[-1] if len(words) > 1 else "".join(words)
+
+
 def add_analyze_parser(sub) -> None:
-    p = sub.add_parser("analyze", help="report on a torch.profiler trace, an Nsight Systems "
-                       "SQLite export or a saved loopscope profile", description=DESCRIPTION,
+    formats = _formats.registered()
+    listed = _listed([f.help for f in formats], ", or ")
+    description = textwrap.fill(FORMATS_PARAGRAPH.format(formats=listed),
+                                DESCRIPTION_WIDTH) + "\n\n" + DESCRIPTION
+    p = sub.add_parser("analyze", help="report on " + _listed([f.noun for f in formats], " or "),
+                       description=description,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="trace files, or a folder of one trace per rank")

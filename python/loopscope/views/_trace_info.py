@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-FORMAT_NAMES = {"kineto": "torch.profiler (Kineto) trace", "nsys": "Nsight Systems export"}
+from ..files import _formats
 
 
 def trace_lines(summary: dict[str, Any]) -> list[str]:
     t = summary.get("trace")
     if not t:
         return []
-    what = FORMAT_NAMES.get(t["format"], t["format"])
+    fmt = _formats.get(t["format"])  # its name and where its SM figures come from
+    what = fmt.name if fmt is not None else t["format"]
     version = f", schema {t['schema_version']}" if t.get("schema_version") is not None else ""
     lines = [f"Trace: {what} {t['path']}{version}: {t['events']:,} events read in "
              f"{t['read_s']:.2f} s; steps: {t['steps_found']} ranges matching {t['steps']!r}"]
@@ -33,7 +34,7 @@ def trace_lines(summary: dict[str, Any]) -> list[str]:
     if merged:
         lines.append(f"Gaps: {merged:,} idle intervals of {t.get('merge_idle_upto_ns')} ns or "
                      "less (below the trace's time resolution) merged, not counted as gaps")
-    lines += _fill_lines(summary, t)
+    lines += _fill_lines(summary, t, fmt)
     syncs = summary.get("syncs") or {}
     if syncs.get("sites_unknown"):
         lines.append(f"Sync sites unknown: {syncs['sites_unknown']}")
@@ -60,7 +61,8 @@ def _device_match_lines(match: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _fill_lines(summary: dict[str, Any], t: dict[str, Any]) -> list[str]:
+def _fill_lines(summary: dict[str, Any], t: dict[str, Any],
+                fmt: _formats.TraceFormat | None) -> list[str]:
     """Why some kernels' fill is unknown: no usable launch geometry, or a
     GPU whose SM figures the file does not give."""
     lines = []
@@ -75,7 +77,7 @@ def _fill_lines(summary: dict[str, Any], t: dict[str, Any]) -> list[str]:
              if d.get("kernels") and (d.get("sm_count") is None or
                                       d.get("max_threads_per_sm") is None)]
     if blind:
-        where = "deviceProperties" if t["format"] == "kineto" else "TARGET_INFO_GPU"
+        where = fmt.device_facts if fmt is not None and fmt.device_facts else "device table"
         lines.append(f"Kernel fill unknown on GPU {', '.join(blind)}: the trace's {where} gives "
                      "no SM count and threads per SM for it")
     if t.get("device_facts_not_understood"):

@@ -60,8 +60,9 @@ TABLE_START, TABLE_END = "<!-- mutation-table:start -->", "<!-- mutation-table:e
 
 PY_TARGETS = ["python/loopscope/figures/_diagnosis.py", "python/loopscope/figures/_syncs.py",
               "python/loopscope/_summary.py", "python/loopscope/figures/_budgets.py"]
-# What a scratch copy needs to build and run the tests.
-TREE = ["python", "tests", "csrc", "setup.py", "pyproject.toml", "README.md"]
+# What a scratch copy needs to build and run the tests (tests read docs/ and
+# benchmarks/: the docs checks, and the hostile tests' memory probe).
+TREE = ["python", "tests", "csrc", "benchmarks", "docs", "setup.py", "pyproject.toml", "README.md"]
 
 # The CI sample: fast to build and to test, one per rule family, all killed
 # when the suite holds.  Ids from the two lists.

@@ -9,7 +9,7 @@ profile.
 
 The format is told from the content (_sniff).  A Kineto trace or an Nsight
 Systems export is read into the C records (_kineto, _nsys, ls_tbuild.c)
-and wrapped in the Capture type a live profile ends with; the Profile
+and wrapped in the Capture type a live profile ends with; the FinishedProfile
 around it gives summary(), report(), HTML and export_trace().
 
 Steps: the outermost ranges whose names match `steps` (a regular
@@ -29,17 +29,16 @@ import os
 import re
 import sysconfig
 import time
-import weakref
 from pathlib import Path
 from typing import Any
 
 from .. import _core
 from . import _kineto
 from .._options import check_thresholds
-from .._profile import Profile
+from .._profile import FinishedProfile
 from ._sniff import TraceError, check_path, fail, sniff
 from ..figures._checks import step_markers, trace_checks
-from .._summary import Summary, build_summary
+from .._summary import build_summary
 from ..figures._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
 
 DEFAULT_STEPS = r"^(ProfilerStep#\d+|([^/]*_)?[Ss]tep_?\d+)$"
@@ -208,7 +207,7 @@ def _check_device(device: Any) -> int | None:
 
 
 def _load_recording(path: Path, thresholds: tuple[float, float], steps: re.Pattern[str] | None,
-                    device: int | None) -> Profile:
+                    device: int | None) -> FinishedProfile:
     from ..files._recording import RecordingError, load as load_recording
     from ._replay import replay
 
@@ -226,8 +225,9 @@ def _load_recording(path: Path, thresholds: tuple[float, float], steps: re.Patte
 
 
 def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int | None = None,
-         gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True) -> Profile:
-    """A finished Profile (summary(), report(), HTML, export_trace()) from a
+         gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True
+         ) -> FinishedProfile:
+    """A FinishedProfile (summary(), report(), HTML, export_trace()) from a
     trace file: a torch.profiler / Kineto JSON trace (plain or gzip), an
     Nsight Systems SQLite export, or a saved loopscope profile.
 
@@ -306,14 +306,11 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     del ranges, step_of
     read_s = time.perf_counter() - t0
     info = capture.info()
-    prof = Profile(trace=False, syncs=False, metrics=False, gap_thresholds_us=thresholds)
-    prof._state = state
-    prof._capture = capture
-    prof._host_ns = max(0, info["stop_ns"] - info["start_ns"])
+    host_ns = max(0, info["stop_ns"] - info["start_ns"])
     resolver = (ExportResolver(own["sync_sites"], own["call_sites"]) if own is not None
                 else TraceResolver())
     resolver.thread_names = stats.get("thread_names") or {}
-    summary = build_summary(capture, state, thresholds, prof._host_ns, None, source=kind,
+    summary = build_summary(capture, state, thresholds, host_ns, None, source=kind,
                             resolver=resolver)
     if own is not None and summary["sm"] is not None:  # the interval the export recorded
         summary["sm"]["interval_us"] = own["metrics_interval_us"]
@@ -323,9 +320,8 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     summary["trace"]["device_match"] = device_match
     summary["trace"]["merge_idle_upto_ns"] = merge
     summary["checks"] += trace_checks(summary, stats, (), pattern, markers)
-    prof._summary = Summary(summary)
-    prof._summary.owner = weakref.ref(prof)  # its HTML draws the trace's time line
-    return prof
+    return FinishedProfile(capture, state=state, thresholds=thresholds, host_ns=host_ns,
+                           summary=summary)
 
 
 def analyze(path: str | os.PathLike[str], *, steps: str | None = None, device: int | None = None,

@@ -131,6 +131,7 @@ class FinishedProfile:
     gathered:   the torch.distributed session whose cross-rank figures
                 summary() adds (None: a single process)."""
 
+    # answered as a finished Profile answers them (the views, `loopscope run`)
     is_running = False
     is_finished = True
 

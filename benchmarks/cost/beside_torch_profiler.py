@@ -32,7 +32,7 @@ def loopscope_row(label, run):
         run(prof)
     block_ms = (time.perf_counter() - t0) * 1e3
     s = prof.summary()
-    info = prof._capture.info()
+    info = prof.capture.info()
     steps = [st["gpu_ms"] for st in s["steps"] if st.get("gpu_ms") is not None]
     return {"label": label, "busy_ms": s["gpu"]["busy_ms"], "span_ms": s["gpu"]["span_ms"],
             "block_ms": round(block_ms, 3), "kernels": s["gpu"]["kernels"],

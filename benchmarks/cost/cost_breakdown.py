@@ -100,7 +100,7 @@ def run_loop(name, loop, torch, loopscope, n, emit):
                    "loop_ms": round(t["loop"], 3), "exit_ms": round(t["exit"], 3),
                    "post_ms": round(t["summary"] or 0.0, 3),
                    "start_wait_ms": (s["overhead"].get("start_phases_ms") or {}).get("wait"),
-                   "continued": prof._capture.info().get("continued_tracing")}
+                   "continued": prof.capture.info().get("continued_tracing")}
             emit(row)
         emit({"loop": name, "mode": mode, "sequence_ms": _ms(seq),
               "bare_median_ms": _ms(statistics.median(bare)),

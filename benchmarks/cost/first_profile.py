@@ -70,7 +70,7 @@ def child(loop_ms: float, metrics: str, variant: str = "default") -> dict:
     s = prof.summary()
     sm, dram = s.get("sm"), s.get("dram")
     over = s["overhead"]
-    pm = prof._capture.info().get("pm") or {}
+    pm = prof.capture.info().get("pm") or {}
     return {
         "availability_cached": pm.get("availability_cached"),
         "config_source": pm.get("config_source"),

@@ -106,7 +106,7 @@ def child(args: argparse.Namespace) -> dict:
             inside.append(time.perf_counter() - t1)
         block.append(time.perf_counter() - t0)
     s = prof.summary()
-    cap = prof._capture
+    cap = prof.capture
     # back to back: 4 profiles in a row (no summary() between) against 4 bare
     # loops; then block + summary() against one bare loop
     bare4, b2b, posted, summary_only, waits, b2b_infos = [], [], [], [], [], []
@@ -132,7 +132,7 @@ def child(args: argparse.Namespace) -> dict:
             b2b_profiles.append(p)
         b2b.append(time.perf_counter() - t0)
         for q in b2b_profiles[1:]:  # what each later enter waited for (read after the timing)
-            qi = q._capture.info()
+            qi = q.capture.info()
             waits.append((qi.get("start_phases_ns") or {}).get("wait", 0) / 1e6)
             b2b_infos.append(qi)
         t0 = time.perf_counter()
@@ -146,7 +146,7 @@ def child(args: argparse.Namespace) -> dict:
         posted.append(time.perf_counter() - t0)
         summary_only.append(time.perf_counter() - t1)
         posted_parts.append((t_in - t0, t_out - t_in, t1 - t_out, time.perf_counter() - t1))
-        posted_infos.append(p._capture.info())
+        posted_infos.append(p.capture.info())
     info = cap.info()
     pm = info.get("pm") or {}
     last = b2b_infos[-1] if b2b_infos else {}

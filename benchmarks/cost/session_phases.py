@@ -52,7 +52,7 @@ def one_profile(torch, loop, options):
 
     prof, t = timed_block(loopscope, torch, loop, options)
     summary = prof.summary()
-    info = prof._capture.info()
+    info = prof.capture.info()
     return {**t,
             "start_phases": {k: v / 1e6 for k, v in info["start_phases_ns"].items()},
             "stop_phases": {k: v / 1e6 for k, v in info["stop_phases_ns"].items()},

@@ -145,8 +145,8 @@ def overflow(args):
     with loopscope.profile(trace=False, syncs=False, metrics=True, metrics_interval_us=100.0,
                            metrics_buffer_mb=4, metrics_decode_ms=50.0) as prof:
         seconds = matmul_burst(0.6)
-    info = prof._capture.info()
-    samples = prof._capture.samples()
+    info = prof.capture.info()
+    samples = prof.capture.samples()
     t0 = info["pm"]["started_ns"]
     rows = [((s - t0) / 1e6, (e - s) / 1e3, v.get("sm_active_pct"), v.get("gr_active_pct"))
             for s, e, v in samples]

@@ -79,7 +79,7 @@ def child(args: argparse.Namespace) -> dict:
             loop()
         profiles.append(prof)
     chain_ms = (time.perf_counter() - t0) * 1e3
-    infos = [p._capture.info() for p in profiles]
+    infos = [p.capture.info() for p in profiles]
     return {"variant": args.variant, "chain_ms": chain_ms,
             "window_ms": [round((i["stop_ns"] - i["start_ns"]) / 1e6, 2) for i in infos],
             "finish_ms": [round(i["finish_ns"] / 1e6, 2) for i in infos],

@@ -40,7 +40,7 @@ def burst(torch, a, c, n: int) -> None:
 
 
 def measure(prof) -> dict:
-    cap = prof._capture
+    cap = prof.capture
     kernels = [o for o in cap.ops() if o[0] == "kernel"]
     samples = sorted(cap.samples(), key=lambda x: x[0])
     info = cap.info()

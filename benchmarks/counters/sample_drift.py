@@ -38,14 +38,14 @@ def main() -> None:
             torch.cuda.synchronize()
             time.sleep(0.003)
         prof.summary()
-        info = prof._capture.info()
-        kernels = [o for o in prof._capture.ops() if o[0] == "kernel"]
+        info = prof.capture.info()
+        kernels = [o for o in prof.capture.ops() if o[0] == "kernel"]
         start, end = min(k[1] for k in kernels), max(k[2] for k in kernels)
-        hot = [(s, e) for s, e, v in prof._capture.samples() if v.get("sm_active_pct", 0) > 50]
+        hot = [(s, e) for s, e, v in prof.capture.samples() if v.get("sm_active_pct", 0) > 50]
         age = (info["start_ns"] - info["pm"]["started_ns"]) / 1e9
         print(f"{age:6.2f} {((hot[0][0] - start) / 1e3) if hot else float('nan'):9.1f} "
               f"{((hot[-1][1] - end) / 1e3) if hot else float('nan'):9.1f} "
-              f"{info['pm']['sampler_reused']} {len(prof._capture.samples())} {info['pm']['started_ns']}",
+              f"{info['pm']['sampler_reused']} {len(prof.capture.samples())} {info['pm']['started_ns']}",
               flush=True)
         time.sleep(0.4)
 

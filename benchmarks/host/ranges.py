@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "clock": args.clock,
         "pairs": args.pairs,
         "modules": args.modules,
-        "tracing": bool(prof._state and prof._state.get("tracing")),
+        "tracing": bool(prof.finished and prof.finished.state.get("tracing")),
         "ns_per_pair": median,
         "ns_per_pair_best": best,
         "unavailable": missing,

@@ -22,7 +22,7 @@ for attempt in range(6):
         x.add_(1)
     torch.cuda.synchronize()
     prof.__exit__(None, None, None)
-    ops = sorted(prof._capture.ops(), key=lambda o: o[1])
+    ops = sorted(prof.capture.ops(), key=lambda o: o[1])
     gaps = [round((b[1] - a[2]) / 1e3, 1) for a, b in zip(ops, ops[1:])]
     print(f"attempt {attempt} warm_up={warm}: enter {(t1 - t0) / 1e6:.3f} ms, "
           f"{len(ops)} ops, gaps us {gaps}")

@@ -85,7 +85,7 @@ def show(label: str, prof) -> dict:
 
 
 def sample_stats(prof) -> dict:
-    samples = prof._capture.samples()
+    samples = prof.capture.samples()
     if not samples:
         return {"count": 0}
     d = [e - s for s, e, _ in samples]
@@ -175,8 +175,8 @@ def clock_part():
                 torch.mm(a, b, out=c)
         torch.cuda.synchronize()
         time.sleep(0.005)
-    ops = [o for o in prof._capture.ops() if o[0] == "kernel"]
-    samples = prof._capture.samples()
+    ops = [o for o in prof.capture.ops() if o[0] == "kernel"]
+    samples = prof.capture.samples()
     k_start, k_end = min(o[1] for o in ops), max(o[2] for o in ops)
     hot = [(s, e) for s, e, v in samples if v.get("sm_active_pct", 0) > 50]
     out = {"kernels": len(ops), "kernel_start": k_start, "kernel_end": k_end,

@@ -54,18 +54,19 @@ def main() -> None:
     for row in rows:
         print(" | ".join(str(round(v, 2)) if isinstance(v, float) else str(v) for v in row))
     print("finish phases (last):", prof.summary()["overhead"]["finish_phases_ms"])
+    done = prof.finished
     builds = []
     for _ in range(5):
         prof.capture.forget_models()
         t0 = time.perf_counter_ns()
-        build_summary(prof.capture, prof._state, prof._thresholds, prof._host_ns, None)
+        build_summary(done.capture, done.state, done.thresholds, done.host_ns, None)
         builds.append((time.perf_counter_ns() - t0) / 1e6)
     print(f"build_summary again: median {statistics.median(builds):.2f} ms "
           f"(min {min(builds):.2f}, max {max(builds):.2f})")
     prof.capture.forget_models()
     profiler = cProfile.Profile()
     profiler.enable()
-    build_summary(prof.capture, prof._state, prof._thresholds, prof._host_ns, None)
+    build_summary(done.capture, done.state, done.thresholds, done.host_ns, None)
     profiler.disable()
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(args.top)

@@ -66,8 +66,8 @@ def main() -> None:
             else:
                 with loopscope.profile(**options) as prof:
                     excess = run(x, begin, end, args.matmuls, sync, args.iterations)
-                info = prof._capture.info()
-                calls = prof._capture.calls()
+                info = prof.capture.info()
+                calls = prof.capture.calls()
                 seen, samples = len(calls), info.get("samples")
             q = statistics.quantiles(excess, n=10)
             print(f"{name:14} {sync:7} {statistics.median(excess):18.3f} {q[-1]:7.3f} "

@@ -232,16 +232,17 @@ def bench_recording(path: str, repeat: int) -> None:
     t0 = time.perf_counter_ns()
     first = prof.summary()
     first_ms = (time.perf_counter_ns() - t0) / 1e6
-    capture = prof.capture
+    done = prof.finished
+    capture = done.capture
     runs: dict[str, list[float]] = {"summary": [], "model": [], "calls": [], "build_syncs": []}
     for _ in range(repeat):
         capture.forget_models()
         t0 = time.perf_counter_ns()
-        build_summary(capture, prof._state, prof._thresholds, prof._host_ns, None)
+        build_summary(capture, done.state, done.thresholds, done.host_ns, None)
         runs["summary"].append((time.perf_counter_ns() - t0) / 1e6)
         capture.forget_models()
         t0 = time.perf_counter_ns()
-        model = capture.model(*prof._thresholds)
+        model = capture.model(*done.thresholds)
         t1 = time.perf_counter_ns()
         calls = capture.calls()
         t2 = time.perf_counter_ns()
@@ -279,11 +280,12 @@ def main() -> None:
     prof = (synthetic_profile(args.kernels, layers=args.layers) if args.synthetic
             else gpu_profile(args.layers))
     first = prof.summary()
+    done = prof.finished
     times = []
     for _ in range(args.repeat):
-        prof.capture.forget_models()
+        done.capture.forget_models()
         t0 = time.perf_counter_ns()
-        build_summary(prof.capture, prof._state, prof._thresholds, prof._host_ns, None)
+        build_summary(done.capture, done.state, done.thresholds, done.host_ns, None)
         times.append((time.perf_counter_ns() - t0) / 1e6)
     print(f"summary() over {first['gpu']['kernels']} kernels, {len(first['steps'])} steps, "
           f"{first['overhead']['ranges'] - len(first['steps'])} ranges in "

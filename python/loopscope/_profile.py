@@ -1,5 +1,6 @@
-"""The `profile()` context manager: starts the C core, marks steps, and keeps
-the capture for `summary()` and `report()`."""
+"""The `profile()` context manager: starts the C core, marks steps, and at
+its exit hands over a `FinishedProfile`, the value `summary()`, `report()`,
+the views and the files read (readers build the same value from a trace)."""
 from __future__ import annotations
 
 import atexit
@@ -111,6 +112,105 @@ def _user_site() -> str:
     while frame is not None and _is_ours(frame.f_code.co_filename):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+
+
+class FinishedProfile:
+    """A finished profile as a value: its records, the analysed model, the
+    summary and their views.  A `loopscope.profile()` block hands one over at
+    its exit (`prof.finished`); `loopscope.load()` reads one from a file.
+
+    capture:    the raw records (_core.Capture); None when stopping failed.
+    state:      what the session said about itself (tracing, why syncs or
+                SM/DRAM are missing, ...), as build_summary reads it.
+    thresholds: the gap thresholds in us, (normal_below, severe_above).
+    host_ns:    the host time the profile spanned.
+    stop_error: why there are no records, when stopping failed.
+    summary:    the summary, when the reader made it itself; else it is made
+                from the records at the first summary() call.
+    extra:      keys added to the summary made from the records.
+    gathered:   the torch.distributed session whose cross-rank figures
+                summary() adds (None: a single process)."""
+
+    # answered as a finished Profile answers them (the views, `loopscope run`)
+    is_running = False
+    is_finished = True
+
+    def __init__(self, capture: Any, *, state: dict[str, Any], thresholds: tuple[float, float],
+                 host_ns: int, stop_error: str | None = None,
+                 summary: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
+                 gathered: _distributed.Session | None = None) -> None:
+        self.capture = capture
+        self.state = state
+        self.thresholds = thresholds
+        self.host_ns = host_ns
+        self.stop_error = stop_error
+        self._extra = extra
+        self._gathered = gathered
+        self._summary: Summary | None = None
+        # a reader's own summary is also the local one: no rank gathered into it
+        self._local: dict[str, Any] | None = None if summary is None else self._own(summary)
+
+    def _own(self, summary: dict[str, Any]) -> Summary:
+        self._summary = Summary(summary)
+        self._summary.owner = weakref.ref(self)  # its HTML draws this profile's time line
+        return self._summary
+
+    @property
+    def model(self) -> Any:
+        """The analysed model (_core.Model), with the gap thresholds and the
+        recorded steps: computed once, cached on the capture.  None when
+        there is no capture."""
+        if self.capture is None:
+            return None
+        return self.capture.model(*self.thresholds)
+
+    def summary(self) -> dict[str, Any]:
+        """The summary dict (see PRODUCT.md); computed once, then cached."""
+        if self._summary is None:
+            return self._own(_distributed.attach(self._gathered, self.local_summary()))
+        return self._summary
+
+    def local_summary(self) -> dict[str, Any]:
+        """This process's own summary, before any cross-rank figures."""
+        if self._local is None:
+            local = build_summary(
+                self.capture, self.state, self.thresholds, self.host_ns, self.stop_error)
+            local.update(self._extra or {})
+            self._local = local
+        return self._local
+
+    def report(self) -> str:
+        """The summary as readable text, verdict first."""
+        return format_report(self.summary())
+
+    def export_trace(self, path: str | os.PathLike[str]) -> str:
+        """Writes a Chrome/Perfetto JSON trace (steps, ranges, GPU ops, host
+        syncs, launch gaps); returns the path."""
+        return export_trace([self], path)
+
+    def save_recording(self, path: str | os.PathLike[str], *,
+                       command: str | None = None) -> str:
+        """Writes the raw records to a JSON(.gz) recording that
+        loopscope can analyse again later, anywhere (see _recording)."""
+        return str(save(self, path, command=command))
+
+    def to_html(self) -> str:
+        """The notebook view as an HTML fragment (verdict, tables, the time
+        line); save_html() writes a whole page."""
+        return profile_html(self)
+
+    def save_html(self, path: str | os.PathLike[str]) -> str:
+        """Writes the notebook view as an HTML page a browser opens; returns
+        the path.  OSError (HtmlFileError) naming the file when it cannot."""
+        return write_page(profile_html(self), path, title(self.summary()))
+
+    def _repr_html_(self) -> str:
+        return profile_html(self)
+
+    def __repr__(self) -> str:
+        summary = self.summary()  # its steps: a replayed recording has no prof.step() calls
+        return (f"<loopscope.Profile steps={len(summary['steps'])} "
+                f"verdict={summary['diagnosis']['verdict']}>")
 
 
 class Profile:
@@ -234,15 +334,11 @@ class Profile:
         )
         self._gather = _distributed.check_options(gather, gather_timeout_s)
         self._dist: _distributed.Session | None = None
-        self._local: dict[str, Any] | None = None
         self._steps = _core.Stepper(step_name)  # refuses a NUL in step_name
         # The instance attribute is the C method itself: a step costs no Python frame.
         self.step = self._steps.scope  # type: ignore[method-assign]
         self._state: dict[str, Any] | None = None
-        self._capture: Any = None
-        self._summary: dict[str, Any] | None = None
-        self._host_ns = 0
-        self._stop_error: str | None = None
+        self._finished: FinishedProfile | None = None
         self._exited = False
 
     # -- the with-block --------------------------------------------------
@@ -298,7 +394,7 @@ class Profile:
                           "stopped: ignored (the profile and its records are as the first exit "
                           "left them)", LoopscopeWarning, stacklevel=2)
             return False
-        self._host_ns = time.perf_counter_ns() - self._t0
+        host_ns = time.perf_counter_ns() - self._t0
         assert self._state is not None, "__exit__ without __enter__"
         self._exited = True
         if self._module_steps is not None:  # the last step ends here; the module is restored
@@ -308,30 +404,46 @@ class Profile:
                 self._module_steps.errors.append(f"{type(error).__name__}: {error}")
         self._state["instrument_mismatches"] = (
             _instrument.mismatch_count() - self._mismatches_at_start)
+        extra = None
+        if self._module_steps is not None:
+            self._state["steps_declared"] = (  # for _checks
+                f"steps={type(self._steps_module).__name__} was given")
+            extra = {"steps_from": "module", "module_steps": self._module_steps.note()}
         unguarded = None
         _distributed.stopping(self._dist)
         try:
-            self._capture, unguarded = _session.stop_profile(self._serial)
+            capture, unguarded = _session.stop_profile(self._serial)
         except Exception as error:  # never lose the user's run to the profiler
-            self._stop_error = f"{type(error).__name__}: {error}"
-            _warn_once(f"loopscope: stopping the profile failed: {self._stop_error}")
+            failed = f"{type(error).__name__}: {error}"
+            self._finish(None, host_ns, extra, failed)
+            _warn_once(f"loopscope: stopping the profile failed: {failed}")
         except BaseException as interrupt:  # Ctrl-C while stopping: stop, then let it go on
             _session.abandon_profile(self._serial)
-            self._stop_error = f"interrupted while stopping ({type(interrupt).__name__})"
+            self._finish(None, host_ns, extra,
+                         f"interrupted while stopping ({type(interrupt).__name__})")
             raise
+        else:
+            self._finish(capture, host_ns, extra, None)
         if unguarded is not None:
             _warn_once(f"loopscope.no_sync: after the profile, syncs cannot be watched: "
                        f"{unguarded}. The open no_sync() blocks run unguarded.")
-        _distributed.finish(self._dist, self, exc, _warn_once)  # the end exchange, the gathering
+        # the end exchange, the gathering
+        _distributed.finish(self._dist, self._finished, exc, _warn_once)
         return False
+
+    def _finish(self, capture: Any, host_ns: int, extra: dict[str, Any] | None,
+                stop_error: str | None) -> None:
+        assert self._state is not None
+        self._finished = FinishedProfile(
+            capture, state=self._state, thresholds=self._thresholds, host_ns=host_ns,
+            stop_error=stop_error, extra=extra, gathered=self._dist)
 
     def __del__(self) -> None:
         # Dropped while running (entered, never exited): stop, so the next
         # profile can start, and say so.
-        if getattr(self, "_state", None) is None or self._capture is not None \
-                or self._stop_error is not None or _session.exiting:
+        if getattr(self, "_state", None) is None or self._finished is not None \
+                or _session.exiting:
             return
-        self._stop_error = "the profile was dropped while running"
         if self._module_steps is not None:
             self._module_steps.remove()
         _session.abandon_profile(self._serial)
@@ -354,85 +466,71 @@ class Profile:
     @property
     def is_running(self) -> bool:
         """True between entering the with-block and leaving it."""
-        return self._state is not None and self._capture is None and self._stop_error is None
+        return self._state is not None and self._finished is None
 
     @property
     def is_finished(self) -> bool:
         """True once the with-block has ended (also when stopping failed)."""
-        return self._state is not None and not self.is_running
+        return self._finished is not None
+
+    @property
+    def finished(self) -> FinishedProfile | None:
+        """The finished profile, the value the with-block hands over at its
+        exit (None before)."""
+        return self._finished
 
     @property
     def capture(self) -> Any:
         """The raw records of the finished profile (_core.Capture), or None
         (not finished, or stopping failed)."""
-        return self._capture
+        return None if self._finished is None else self._finished.capture
 
     @property
     def model(self) -> Any:
         """The analysed model (_core.Model) of the finished profile, with its
         gap thresholds and live steps: computed once, cached on the capture.
         None when there is no capture."""
-        if self._capture is None:
-            return None
-        return self._capture.model(*self._thresholds)
+        return None if self._finished is None else self._finished.model
 
-    # -- results ---------------------------------------------------------
-    def _require_finished(self) -> None:
+    # -- results: the finished profile's ----------------------------------
+    def _require_finished(self) -> FinishedProfile:
         if self._state is None:
             raise RuntimeError("the profile has not run yet: use `with loopscope.profile() as prof:`")
-        if self.is_running:
+        if self._finished is None:
             raise RuntimeError("the profile is still running: call summary() after the with-block")
+        return self._finished
 
     def summary(self) -> dict[str, Any]:
         """The summary dict (see PRODUCT.md); computed once, then cached."""
-        self._require_finished()
-        if self._summary is None:
-            self._summary = Summary(_distributed.attach(self._dist, self._local_summary()))
-            self._summary.owner = weakref.ref(self)  # its HTML draws this profile's time line
-        return self._summary
-
-    def _local_summary(self) -> dict[str, Any]:
-        """This process's own summary, before any cross-rank figures."""
-        if self._local is None:
-            if self._steps_module is not None and self._state is not None:  # for _checks
-                self._state["steps_declared"] = (
-                    f"steps={type(self._steps_module).__name__} was given")
-            self._local = build_summary(
-                self._capture, self._state, self._thresholds, self._host_ns, self._stop_error)
-            if self._module_steps is not None:
-                self._local["steps_from"] = "module"
-                self._local["module_steps"] = self._module_steps.note()
-        return self._local
+        return self._require_finished().summary()
 
     def report(self) -> str:
         """The summary as readable text, verdict first."""
-        return format_report(self.summary())
+        return format_report(self.summary())  # summary(): the pytest plugin's ends the block
 
     def export_trace(self, path: str | os.PathLike[str]) -> str:
         """Writes a Chrome/Perfetto JSON trace (steps, ranges, GPU ops, host
         syncs, launch gaps); returns the path."""
-        return export_trace([self], path)
+        return self._require_finished().export_trace(path)
 
     def save_recording(self, path: str | os.PathLike[str], *,
                        command: str | None = None) -> str:
         """Writes the raw records to a JSON(.gz) recording that
         loopscope can analyse again later, anywhere (see _recording)."""
-        return str(save(self, path, command=command))
+        return self._require_finished().save_recording(path, command=command)
 
     def to_html(self) -> str:
         """The notebook view of the finished profile as an HTML fragment
         (verdict, tables, the time line); save_html() writes a whole page."""
-        self._require_finished()
-        return profile_html(self)
+        return self._require_finished().to_html()
 
     def save_html(self, path: str | os.PathLike[str]) -> str:
         """Writes the notebook view as an HTML page a browser opens; returns
         the path.  OSError (HtmlFileError) naming the file when it cannot."""
-        self._require_finished()
-        return write_page(profile_html(self), path, title(self.summary()))
+        return self._require_finished().save_html(path)
 
     def _repr_html_(self) -> str:
-        return profile_html(self)
+        return profile_html(self if self._finished is None else self._finished)  # or its state
 
     def __repr__(self) -> str:
         if self._state is None:

@@ -47,17 +47,17 @@ def choose_range_steps(records: list[tuple], match: Callable[[str], bool]) -> Ra
 
 
 def summary_with_range_steps(prof, match: Callable[[str], bool]) -> dict[str, Any] | None:
-    """The summary of a finished profile whose steps are the outermost
-    ranges matching `match` (see choose_range_steps); None when no range
-    matches (or the profile kept no records)."""
+    """The summary of a finished profile (a FinishedProfile) whose steps are
+    the outermost ranges matching `match` (see choose_range_steps); None when
+    no range matches (or the profile kept no records)."""
     capture = prof.capture
     if capture is None:
         return None
     steps = choose_range_steps(capture.range_records(), match)
     if steps is None:
         return None
-    summary = build_summary(capture, prof._state, prof._thresholds, prof._host_ns,
-                            prof._stop_error, steps)
+    summary = build_summary(capture, prof.state, prof.thresholds, prof.host_ns,
+                            prof.stop_error, steps)
     summary["steps_from"] = "ranges"
     # torch.distributed: the rank and what was gathered stay those of the live
     # steps (ranges taken as steps are not compared across ranks)

@@ -549,7 +549,7 @@ class Summary(dict):
     (see _range_steps; the trace export marks them)."""
 
     range_steps: "RangeSteps | None" = None
-    # the Profile it is the summary of (a weak reference: a summary kept
+    # the FinishedProfile it is the summary of (a weak reference: a summary kept
     # alone does not keep the records alive), so its notebook view draws
     # the time line as the profile's own does
     owner: "Callable[[], Any] | None" = None
@@ -558,7 +558,7 @@ class Summary(dict):
         """The notebook view of this summary as an HTML fragment (with the
         time line while the profile it came from is alive)."""
         prof = self.owner() if self.owner is not None else None
-        if prof is not None and prof._summary is self:
+        if prof is not None and prof.summary() is self:
             return render(self, timeline_of(prof))
         return render(self)
 

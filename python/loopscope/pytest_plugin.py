@@ -238,7 +238,7 @@ class _ProfiledTest:
                 from ._range_steps import summary_with_range_steps
 
                 summary = summary_with_range_steps(
-                    self.prof, lambda name: fnmatch.fnmatchcase(name, pattern)) or summary
+                    self.prof.finished, lambda name: fnmatch.fnmatchcase(name, pattern)) or summary
             self.summary = summary
         return self.summary
 

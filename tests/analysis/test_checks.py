@@ -53,7 +53,7 @@ def windowed(inject, kernels, ratio=None, start=1 * MS):
     with loopscope.profile() as prof:
         inject("kernel", kernels)
     if ratio is not None:
-        prof._state["cupti_clock_ratio"] = ratio
+        prof.finished.state["cupti_clock_ratio"] = ratio  # before its summary is made
     return prof
 
 
@@ -171,8 +171,9 @@ class Doctored:
 
 
 def doctored_summary(prof, **info):
-    return build_summary(Doctored(prof.capture, **info), prof._state, prof._thresholds,
-                         prof._host_ns, None)
+    done = prof.finished
+    return build_summary(Doctored(done.capture, **info), done.state, done.thresholds,
+                         done.host_ns, None)
 
 
 def test_drops_fail_on_one_dropped_record(test_clock, inject):

@@ -384,7 +384,7 @@ def test_range_steps_get_every_figure_live_steps_get(test_clock):
         _testhooks._inject("kernel", [(5_000_000 + 100_000 * i, 5_000_000 + 100_000 * i + 1_000, 0, 7,
                                   i + 1, f"k{i}") for i in range(3)])
     assert prof.summary()["steps"] == []
-    s = summary_with_range_steps(prof, lambda name: name == "denoise")
+    s = summary_with_range_steps(prof.finished, lambda name: name == "denoise")
     assert s["steps_from"] == "ranges"
     assert [(st["index"], st["name"], st["kernels"], st["syncs"]) for st in s["steps"]] == [
         (0, "denoise#0", 1, 0), (1, "denoise#1", 1, 1), (2, "denoise#2", 1, 2)]
@@ -392,7 +392,7 @@ def test_range_steps_get_every_figure_live_steps_get(test_clock):
         (99.0, 1, "denoise#1"), (99.0, 2, "denoise#2")]
     assert s["syncs"]["count"] == 3 and s["syncs"]["in_steps"] == 3
     assert s["ranges"] == []  # the ranges are the steps now
-    assert summary_with_range_steps(prof, lambda name: False) is None
+    assert summary_with_range_steps(prof.finished, lambda name: False) is None
 
 
 # -- compute and communication ------------------------------------------------

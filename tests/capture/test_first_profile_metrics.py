@@ -51,7 +51,7 @@ def run(metrics, reused=False, sleep_ns=0):
 def test_the_first_profile_waits_for_the_set_up_and_begins_when_sampling_does(test_clock):
     test_clock.set(START, TICK)
     prof = run(True)
-    info = prof._capture.info()
+    info = prof.capture.info()
     # The enter's first clock read is START; the window starts at a read
     # after the wait (the wait is outside it).
     assert info["start_ns"] > START
@@ -69,7 +69,7 @@ def test_the_first_profile_waits_for_the_set_up_and_begins_when_sampling_does(te
 def test_lazy_metrics_never_wait(test_clock):
     test_clock.set(START, TICK)
     prof = run("lazy")
-    info = prof._capture.info()
+    info = prof.capture.info()
     assert info["start_ns"] == START
     assert info["pm_wait_ns"] == 0
     assert prof.summary()["overhead"]["metrics_setup_wait_ms"] == 0
@@ -79,7 +79,7 @@ def test_lazy_metrics_never_wait(test_clock):
 def test_a_sampler_set_up_earlier_is_not_waited_for(test_clock):
     test_clock.set(START, TICK)
     prof = run(True, reused=True)
-    info = prof._capture.info()
+    info = prof.capture.info()
     assert info["start_ns"] == START
     assert info["pm_wait_ns"] == 0
 
@@ -91,7 +91,7 @@ def test_the_wait_is_bounded_and_says_it_timed_out(test_clock, wait_bound):
     wait_bound(100_000_000)
     test_clock.set(START, TICK)
     prof = run(True, sleep_ns=600_000_000)
-    info = prof._capture.info()
+    info = prof.capture.info()
     assert info["pm_wait_timed_out"] is True
     assert 90e6 <= info["pm_wait_ns"] < 550e6
     assert prof.summary()["overhead"]["metrics_setup_wait_timed_out"] is True
@@ -102,7 +102,7 @@ def test_a_wait_within_its_bound_does_not_time_out(test_clock, wait_bound):
     wait_bound(2_000_000_000)
     test_clock.set(START, TICK)
     prof = run(True, sleep_ns=100_000_000)
-    info = prof._capture.info()
+    info = prof.capture.info()
     assert info["pm_wait_timed_out"] is False
     assert 90e6 <= info["pm_wait_ns"] < 2000e6
     assert info["start_ns"] > START
@@ -129,7 +129,7 @@ def test_a_profile_begun_before_any_cuda_context_samples_from_the_first_one(test
         for _ in range(3):
             with prof.step():
                 pass
-    info = prof._capture.info()
+    info = prof.capture.info()
     assert info["pm_wait_ns"] == 0
     assert info["pm"] is not None and info["pm"]["started_ns"] > opened_at
     s = prof.summary()
@@ -168,7 +168,7 @@ def test_the_profile_clock_rate_against_the_host_is_measured(rate):
                     pass
     finally:
         _testhooks._set_test_clock(0, 0)
-    info = prof._capture.info()
+    info = prof.capture.info()
     assert info["clock_rate"] == pytest.approx(rate, rel=1e-4)  # whole-ns reference reads
     assert info["stop_ns"] - info["start_ns"] == pytest.approx(
         rate * info["reference_span_ns"], rel=1e-4)

@@ -192,7 +192,7 @@ def test_the_range_stack_is_exactly_the_module_tree(test_clock):
     model = Tiny()
     loopscope.instrument(model)
     prof = run_steps(model, 2)
-    assert prof._capture.range_records() == expected_records(test_clock, 2)
+    assert prof.capture.range_records() == expected_records(test_clock, 2)
     s = prof.summary()
     assert [st["host_ms"] for st in s["steps"]] == [0.041, 0.041]
     assert s["overhead"]["range_mismatches"] == 0
@@ -215,7 +215,7 @@ def test_depth_limits_nesting(test_clock):
             with prof.step():
                 model(torch.zeros(2))
     t = test_clock.at
-    assert prof._capture.range_records() == [
+    assert prof.capture.range_records() == [
         ("Step_0", -1, 0, t(1), t(22)),
         ("Step_0/Tiny", 0, None, t(2), t(21)),
         ("Step_0/embed", 1, None, t(3), t(5)),
@@ -240,7 +240,7 @@ def test_user_names_and_left_out_modules(test_clock):
     with loopscope.profile() as prof:
         with prof.step():
             model(torch.zeros(2))
-    records = prof._capture.range_records()
+    records = prof.capture.range_records()
     assert [(name, parent) for name, parent, *_ in records[:8]] == [
         ("Step_0", -1), ("Step_0/Model", 0), ("Step_0/embed", 1), ("Step_0/Layer_0", 1),
         ("Step_0/Layer_0/LN", 3), ("Step_0/Layer_0/MLP/Up", 3),     # under Layer_0: no mlp range
@@ -255,13 +255,13 @@ def test_without_step_prefix_and_outside_steps(test_clock):
         with loopscope.profile() as prof:
             with prof.step():
                 model(torch.zeros(2))
-    assert [r[0] for r in prof._capture.range_records()] == [
+    assert [r[0] for r in prof.capture.range_records()] == [
         "Step_0", "Tiny", "embed", "final"]
     with loopscope.instrument(model, depth=1):
         model(torch.zeros(2))  # no profile: NVTX only, nothing to check but no error
         with loopscope.profile() as prof:
             model(torch.zeros(2))
-    assert [(r[0], r[1]) for r in prof._capture.range_records()] == [
+    assert [(r[0], r[1]) for r in prof.capture.range_records()] == [
         ("Tiny", -1), ("embed", 0), ("final", 0)]
     assert _instrument._local.stack == []
 
@@ -285,7 +285,7 @@ def test_step_label_is_per_thread(test_clock):
             thread.start()
             thread.join()
             model(torch.zeros(2))
-    names = sorted(r[0] for r in prof._capture.range_records())
+    names = sorted(r[0] for r in prof.capture.range_records())
     assert names == ["Step_0", "Step_0/Tiny", "Tiny", "Worker_1", "Worker_1/Tiny"]
     assert seen == [[]]
 
@@ -374,7 +374,7 @@ def test_remove_takes_every_hook_off_and_twice_is_harmless(test_clock):
     with loopscope.profile() as prof:
         with prof.step():
             model(torch.zeros(2))
-    assert [r[0] for r in prof._capture.range_records()] == ["Step_0"]
+    assert [r[0] for r in prof.capture.range_records()] == ["Step_0"]
 
 
 def test_remove_leaves_a_call_the_user_replaced_since():
@@ -415,7 +415,7 @@ def test_copies_and_pickles_of_an_instrumented_module_are_plain(tmp_path):
             assert torch.equal(other(x), model(x))
             with loopscope.profile() as prof:
                 other(x)
-            assert prof._capture.range_records() == []
+            assert prof.capture.range_records() == []
 
 
 def test_an_instrumented_model_dropped_without_remove_is_freed_at_once():
@@ -514,7 +514,7 @@ def test_exception_in_forward_closes_its_ranges(test_clock):
         model.layers[1].mlp.act.fail = None
         with prof.step():                         # reads 37..78
             model(torch.zeros(2))
-    records = prof._capture.range_records()
+    records = prof.capture.range_records()
     assert records[2:14] == expected_records(test_clock, 1)[2:9] + [
         ("Step_0/layers.1", 1, None, t(22), t(34)),
         ("Step_0/layers.1/norm", 9, None, t(23), t(25)),
@@ -547,7 +547,7 @@ def test_keyboard_interrupt_ranges_are_closed_at_the_step_end(test_clock):
         model.layers[1].mlp.act.fail = None
         with prof.step():
             model(torch.zeros(2))
-    records = prof._capture.range_records()
+    records = prof.capture.range_records()
     # closed at the step's end, innermost first: act 32, mlp 33, layers.1 34, Tiny 35
     assert [(r[0], r[4]) for r in records[:14] if r[4] >= t(32)] == [
         ("Step_0", t(36)), ("Step_0/Tiny", t(35)), ("Step_0/layers.1", t(34)),
@@ -583,7 +583,7 @@ def test_instrumenting_inside_a_call_takes_effect_from_the_next_call(test_clock)
         with prof.step():                 # [t3, t6]
             model(torch.zeros(2))         # [t4, t5]
     assert handles[0].mismatches == 0
-    assert prof._capture.range_records() == [
+    assert prof.capture.range_records() == [
         ("Step_0", -1, 0, t(1), t(2)),
         ("Step_1", -1, 1, t(3), t(6)),
         ("Step_1/SelfInstrumenting", 1, None, t(4), t(5)),
@@ -607,7 +607,7 @@ def test_a_raising_pre_hook_of_the_user_still_closes_the_range(test_clock):
         with prof.step():
             with pytest.raises(RuntimeError, match="user hook"):
                 model(torch.zeros(2))
-    assert prof._capture.range_records() == [
+    assert prof.capture.range_records() == [
         ("Step_0", -1, 0, t(1), t(4)), ("Step_0/Tiny", 0, None, t(2), t(3))]
     assert _instrument._local.stack == []
 
@@ -636,7 +636,7 @@ def test_backward_ranges(test_clock):
     with loopscope.profile() as prof:
         with prof.step():
             model(x).sum().backward()
-    records = [(name, parent) for name, parent, *_ in prof._capture.range_records()]
+    records = [(name, parent) for name, parent, *_ in prof.capture.range_records()]
     assert records == [
         ("Step_0", -1), ("Step_0/Grad", 0), ("Step_0/a", 1), ("Step_0/b", 1),
         ("Step_0/Grad.backward", 0), ("Step_0/b.backward", 4), ("Step_0/a.backward", 4)]
@@ -673,7 +673,7 @@ def test_compiled_instrumented_module_has_no_graph_break():
             with prof.step():
                 out = compiled(x)
         assert torch.allclose(out, expected)
-    assert [r[0] for r in prof._capture.range_records()] == ["Step_0"]
+    assert [r[0] for r in prof.capture.range_records()] == ["Step_0"]
     assert handle.mismatches == 0 and _instrument._local.stack == []
 
 
@@ -732,7 +732,7 @@ def test_instrumenting_the_compiled_module_ranges_its_boundary(test_clock):
         with prof.step():
             compiled(torch.randn(2, 8))
             compiled(torch.randn(2, 8))
-    assert prof._capture.range_records() == [
+    assert prof.capture.range_records() == [
         ("Step_0", -1, 0, t(1), t(6)),
         ("Step_0/Sequential[compiled]", 0, None, t(2), t(3)),
         ("Step_0/Sequential[compiled]", 0, None, t(4), t(5))]

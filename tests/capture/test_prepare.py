@@ -71,7 +71,7 @@ def test_graph_kernels_is_a_checked_flag_and_harmless_without_prepare():
     with loopscope.profile(graph_kernels=True) as prof:
         with prof.step():
             pass
-    info = prof._capture.info()
+    info = prof.capture.info()
     assert info["graph_kernels"] is False and info["graph_level"] is False
     assert info["graph_level_ended"] is False
     assert prof.summary()["cupti_note"] is None

@@ -57,12 +57,12 @@ def test_the_finish_hands_over_exactly_the_samples_of_the_window(test_clock):
             with prof.step():
                 pass
         assert _testhooks._decoder_state() in ("busy", "ticking")  # the sampler's tick
-    info = prof._capture.info()
+    info = prof.capture.info()
     start, stop = info["start_ns"], info["stop_ns"]
     assert (start, stop) == (1_000_000, 1_000_000 + 7 * 20 * US)
     want = window_of(samples, start, stop)
     assert 0 < len(want) < len(samples)
-    assert [(s, e, v["sm_active_pct"]) for s, e, v in prof._capture.samples()] == [
+    assert [(s, e, v["sm_active_pct"]) for s, e, v in prof.capture.samples()] == [
         (s, e, v["sm_active_pct"]) for s, e, v in want]
     # Only the window's samples were evaluated; none was taken and then left out.
     assert info["pm"]["samples"] == len(want)
@@ -80,7 +80,7 @@ def test_summary_taken_while_the_worker_is_busy_waits_and_is_complete(test_clock
     with loopscope.profile(trace=False, syncs=False, metrics=True) as prof:
         with prof.step():
             pass
-    capture = prof._capture
+    capture = prof.capture
     assert _testhooks._capture_pending(capture)  # exit did not wait for the worker
     s = prof.summary()
     assert not _testhooks._capture_pending(capture)
@@ -100,13 +100,13 @@ def long_sample_run():
 
 
 def got_of(prof):
-    return [(s, e, v["sm_active_pct"]) for s, e, v in prof._capture.samples()]
+    return [(s, e, v["sm_active_pct"]) for s, e, v in prof.capture.samples()]
 
 
 def assert_holds_its_window(prof, samples):
     """Exactly the samples that overlap the profile's window: none lost, none
     doubled, none of another window's."""
-    info = prof._capture.info()
+    info = prof.capture.info()
     want = window_of(samples, info["start_ns"], info["stop_ns"])
     assert want, "each window must overlap some samples for this test to mean anything"
     got = got_of(prof)
@@ -141,13 +141,13 @@ def test_profiles_back_to_back_each_keep_exactly_their_window_and_no_start_waits
     samples = long_sample_run()
     test_clock.set(1_000_000, 20 * US)
     profs, took = back_to_back(4, samples)
-    assert _testhooks._capture_pending(profs[0]._capture)  # the first finish still to run
+    assert _testhooks._capture_pending(profs[0].capture)  # the first finish still to run
     assert max(took) < 0.1, took                           # ... (it sleeps 0.15 s)
     profs[-1].summary()
     for prof in profs:
         assert_holds_its_window(prof, samples)
         assert prof.summary()["overhead"]["start_phases_ms"]["wait"] == 0
-        assert prof._capture.info()["pm"]["sampler_reused"] is True
+        assert prof.capture.info()["pm"]["sampler_reused"] is True
     assert _testhooks._sampler_state()[0] == "running"
 
 
@@ -160,7 +160,7 @@ def test_a_sample_across_two_windows_goes_to_both(test_clock):
     test_clock.set(1_000_000, 20 * US)
     profs, _ = back_to_back(2, samples)
     profs[-1].summary()
-    first, second = (p._capture.info() for p in profs)
+    first, second = (p.capture.info() for p in profs)
     shared = [s for s in samples if s in window_of(samples, first["start_ns"], first["stop_ns"])
               and s in window_of(samples, second["start_ns"], second["stop_ns"])]
     assert shared, "the test needs a sample across the edge"
@@ -190,11 +190,11 @@ def test_samples_between_profiles_are_let_go_unevaluated(test_clock):
         pass
     second.summary()
     for prof in (first, second):
-        info = prof._capture.info()
+        info = prof.capture.info()
         assert info["pm"]["samples"] == len(window_of(samples, info["start_ns"], info["stop_ns"]))
         assert_holds_its_window(prof, samples)
-    between = [s for s in samples if s[0] >= first._capture.info()["stop_ns"]
-               and s[1] <= second._capture.info()["start_ns"]]
+    between = [s for s in samples if s[0] >= first.capture.info()["stop_ns"]
+               and s[1] <= second.capture.info()["start_ns"]]
     assert len(between) >= 8
     assert all(s not in got_of(p) for p in (first, second) for s in between)
 
@@ -239,7 +239,7 @@ def test_sampling_stops_after_an_idle_while_and_the_next_start_waits_for_it_agai
         with loopscope.profile(trace=False, syncs=False, metrics=True) as second:
             pass
         s = second.summary()
-        assert second._capture.info()["pm"]["sampler_reused"] is False
+        assert second.capture.info()["pm"]["sampler_reused"] is False
         assert s["overhead"]["metrics_setup_wait_ms"] > 0
         assert s["overhead"]["metrics_start_delay_ms"] == 0  # sampled from its start
         assert_holds_its_window(second, samples)
@@ -402,7 +402,7 @@ def test_a_profile_with_other_sampling_options_starts_sampling_anew(test_clock):
                            metrics_interval_us=200) as third:
         pass
     third.summary()
-    reused = [p._capture.info()["pm"]["sampler_reused"] for p in (first, second, third)]
+    reused = [p.capture.info()["pm"]["sampler_reused"] for p in (first, second, third)]
     assert reused == [True, False, True]
     assert second.summary()["overhead"]["metrics_setup_wait_ms"] > 0
     for prof in (first, second, third):
@@ -417,10 +417,10 @@ def test_ops_launched_after_the_stop_are_left_out(test_clock, inject):
         inject("api", [(1_000_500, 1_000_600, 1), (1_500_000, 1_500_100, 2)])
         inject("kernel", [(1_000_700, 1_000_900, 0, 7, 1, "inside"),
                           (1_500_200, 1_500_400, 0, 7, 2, "after")])
-    info = prof._capture.info()
+    info = prof.capture.info()
     assert (info["start_ns"], info["stop_ns"]) == (1_000_000, 1_001_000)
-    assert [op[6] for op in prof._capture.ops()] == ["inside"]
-    assert [api[2] for api in prof._capture.apis()] == [1]
+    assert [op[6] for op in prof.capture.ops()] == ["inside"]
+    assert [api[2] for api in prof.capture.apis()] == [1]
     s = prof.summary()
     assert s["gpu"]["kernels"] == 1
     assert (s["overhead"]["ops_after_stop"], s["overhead"]["records_after_stop"]) == (1, 1)
@@ -506,14 +506,14 @@ def test_the_ticks_decode_while_the_profile_runs_and_the_finish_only_the_tail(te
             with prof.step():
                 time.sleep(0.015)  # the sampler ticks every 10 ms meanwhile
     s = prof.summary()
-    pm = prof._capture.info()["pm"]
-    info = prof._capture.info()
+    pm = prof.capture.info()["pm"]
+    info = prof.capture.info()
     want = window_of(samples, info["start_ns"], info["stop_ns"])
     assert pm["samples"] == len(want)
     assert 0 < pm["tail_samples"] < len(want)  # the ticks took some, the finish the rest
     assert pm["decodes"] >= 2
     assert s["overhead"]["tail_samples"] == pm["tail_samples"]
-    assert [x[:2] for x in prof._capture.samples()] == [x[:2] for x in want]
+    assert [x[:2] for x in prof.capture.samples()] == [x[:2] for x in want]
 
 
 def test_decoder_probe_ticks_on_the_worker_thread():
@@ -565,7 +565,7 @@ def test_a_profile_that_ends_before_sampling_begins_says_why_truly(test_clock, r
     with loopscope.profile(trace=False, syncs=False, metrics=True, **extra) as prof:
         with prof.step():
             pass
-    info = prof._capture.info()
+    info = prof.capture.info()
     lasted_ms = (info["stop_ns"] - info["start_ns"]) / 1e6
     assert lasted_ms < setup_ns / 1e6
     reason = prof.summary()["metrics_error"]

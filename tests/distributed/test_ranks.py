@@ -276,7 +276,7 @@ def rank0_summary(test_clock):
     above gathered into it (as _distributed.attach does on rank 0)."""
     with loopscope.profile() as prof:
         run_loop(prof, steps=3)
-    base = copy.deepcopy(prof._local_summary())
+    base = copy.deepcopy(prof.finished.local_summary())
     session = _distributed.Session(_distributed.check_options(True, 5.0))
     session.rank, session.world_size, session.backend = 0, 3, "nccl"
     session.index, session.status = 0, "gathered"
@@ -402,7 +402,7 @@ def test_max_rank_skew_us_budget(rank0_summary):
 def test_collective_share_is_a_reason_without_the_ranks(test_clock):
     with loopscope.profile() as prof:
         run_loop(prof, steps=3)
-    summary = copy.deepcopy(prof._local_summary())
+    summary = copy.deepcopy(prof.finished.local_summary())
     busy = summary["gpu"]["busy_ms"]
     summary["gpu"].update(comm_ms=round(busy * 0.4, 6), compute_ms=round(busy * 0.6, 6))
     line = (f"GPU busy {summary['gaps']['busy_pct']:.1f}%, of which 40.0% in collectives "

@@ -63,7 +63,7 @@ def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics):
         assert syncs is not None, s["syncs_error"]
         assert syncs["count"] == 0, syncs["sites"]
         assert s["overhead"]["invalid_records"] == 0, s["overhead"]
-    continued = [p._capture.info()["continued_tracing"] for p in profiles]
+    continued = [p.capture.info()["continued_tracing"] for p in profiles]
     assert sum(continued) >= 2, continued  # the GPU lags: most starts find the last finish running
 
 
@@ -97,7 +97,7 @@ def test_counters_only_profiles_alternating_with_traced_ones_wait_for_nothing():
             assert s["overhead"]["invalid_records"] == 0, s["overhead"]
         syncs = s["syncs"]
         assert syncs is not None and syncs["count"] == 0, (k, syncs, s["syncs_error"])
-    waits_ms = [p._capture.info()["start_phases_ns"]["wait"] / 1e6
+    waits_ms = [p.capture.info()["start_phases_ns"]["wait"] / 1e6
                 for p in profiles[1::2]]
     assert max(waits_ms) < 0.3, waits_ms
 
@@ -147,7 +147,7 @@ def test_windows_that_continue_a_running_sampler_keep_their_own_samples(matmuls,
         with loopscope.profile() as prof:
             loop()
         profiles.append(prof)
-    infos = [p._capture.info() for p in profiles]
+    infos = [p.capture.info() for p in profiles]
     for k, info in enumerate(infos):  # shown when it fails (pytest -s: always)
         pm = info["pm"]
         print(f"window {k}: {(info['stop_ns'] - info['start_ns']) / 1e6:.3f} ms, kept "

@@ -71,7 +71,7 @@ for round_ in range(3):
     s = prof.summary()
 if beside:
     out["torch_events"].append(torch_profile())
-cap = prof._capture
+cap = prof.capture
 ops = cap.ops()
 info = cap.info()
 out.update(
@@ -200,8 +200,8 @@ def profile(**options):
         loop(10, prof)
         torch.cuda.synchronize()
     s = prof.summary()
-    info = prof._capture.info()
-    kinds = [o[0] for o in prof._capture.ops()]
+    info = prof.capture.info()
+    kinds = [o[0] for o in prof.capture.ops()]
     return {"graphs": kinds.count("graph"), "kernels": kinds.count("kernel"),
             "graph_level": info["graph_level"], "graph_kernels": info["graph_kernels"],
             "ended": info["graph_level_ended"], "note": s["cupti_note"],
@@ -214,7 +214,7 @@ with loopscope.profile(graph_kernels=True) as prof:
     loop2 = demo.graph_loop_factory(model, x)
     loop2(2)
     torch.cuda.synchronize()
-info = prof._capture.info()
+info = prof.capture.info()
 out["made_inside"] = {"ended": info["graph_level_ended"], "note": prof.summary()["cupti_note"]}
 out["after"] = profile()
 loop2(3)  # the graph made with the trace off replays safely (the trace stays off)

@@ -136,9 +136,9 @@ def test_sample_and_kernel_clocks_agree():
         torch.cuda.synchronize()
         time.sleep(0.005)
     summary_of(prof)
-    kernels = [o for o in prof._capture.ops() if o[0] == "kernel"]
+    kernels = [o for o in prof.capture.ops() if o[0] == "kernel"]
     start, end = min(k[1] for k in kernels), max(k[2] for k in kernels)
-    hot = [(s, e) for s, e, v in prof._capture.samples() if v.get("sm_active_pct", 0) > 50]
+    hot = [(s, e) for s, e, v in prof.capture.samples() if v.get("sm_active_pct", 0) > 50]
     assert hot, "no sample saw the burst"
     print({"rise_us": (hot[0][0] - start) / 1e3, "fall_us": (hot[-1][1] - end) / 1e3})
     assert abs(hot[0][0] - start) <= 40_000  # two 20 us intervals

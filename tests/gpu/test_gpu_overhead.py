@@ -33,7 +33,7 @@ def test_exit_does_not_wait_for_the_gpu_and_the_summary_has_every_kernel():
     with loopscope.profile(metrics=False) as prof:
         for _ in range(400):  # ~0.1 s of queued GPU work, not waited for
             torch.mm(a, a, out=b)
-    pending = _testhooks._capture_pending(prof._capture)
+    pending = _testhooks._capture_pending(prof.capture)
     s = prof.summary()
     print(json.dumps({"pending_after_exit": pending, "overhead": s["overhead"]}, default=str))
     assert pending, "the exit waited for the GPU"
@@ -136,7 +136,7 @@ def test_samples_are_decoded_while_the_loop_runs_and_the_finish_decodes_only_the
                     torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time a step
             torch.cuda.synchronize()
     s = prof.summary()
-    pm = prof._capture.info()["pm"]
+    pm = prof.capture.info()["pm"]
     o = s["overhead"]
     print(json.dumps({"samples": pm["samples"], "decodes": pm["decodes"],
                       "tail_samples": o["tail_samples"], "tail_decode_ms": o["tail_decode_ms"],
@@ -148,6 +148,6 @@ def test_samples_are_decoded_while_the_loop_runs_and_the_finish_decodes_only_the
     # The samples' bound lies after the window and after every sample decoded
     # (the bound was the window's stop before 20:2xZ, and a tail decoded past
     # it was taken for another clock); one interval for the GPU's clock.
-    assert pm["stopped_ns"] > prof._capture.info()["stop_ns"]
+    assert pm["stopped_ns"] > prof.capture.info()["stop_ns"]
     assert pm["clock_latest_ns"] <= pm["stopped_ns"] + pm["interval"]
     assert s["sm"]["coverage_pct"] >= 90

@@ -214,7 +214,7 @@ def _seed_recording() -> dict:
             _testhooks._inject("sync_record", [(1_150_000, 1_201_500, 7)])
     finally:
         _testhooks._set_test_clock(0, 0)
-    return _recording.record(prof, command="seed")
+    return _recording.record(prof.finished, command="seed")
 
 
 SEED = None

@@ -75,7 +75,7 @@ def test_2_exits_out_of_order_close_their_own_ranges(test_clock):
     expected_b = (t(504) - t(102)) / 1e6
     assert (expected_a, expected_b) == (202.0, 402.0)
     assert finished == [True]
-    assert prof._capture.range_records() == [("A", -1, None, t(1), t(203)),
+    assert prof.capture.range_records() == [("A", -1, None, t(1), t(203)),
                                              ("B", 0, None, t(102), t(504))]
     assert ranges_of(prof) == [("A", 1, expected_a), ("B", 1, expected_b)]
     assert prof.summary()["overhead"]["range_mismatches"] == 1
@@ -92,7 +92,7 @@ def test_2b_one_object_nested_in_itself_closes_innermost_first(test_clock):
         r.__exit__(None, None, None)               # t3: closes the inner one
         r.__exit__(None, None, None)               # t4
     t = test_clock.at
-    assert prof._capture.range_records() == [("Same", -1, None, t(1), t(4)),
+    assert prof.capture.range_records() == [("Same", -1, None, t(1), t(4)),
                                              ("Same", 0, None, t(2), t(3))]
     assert prof.summary()["overhead"]["range_mismatches"] == 0
 
@@ -113,7 +113,7 @@ def test_3_deep_nesting_has_no_fixed_depth(test_clock, depth):
         finished.append(True)
     assert finished == [True]
     t = test_clock.at
-    records = prof._capture.range_records()
+    records = prof.capture.range_records()
     assert records[0] == ("Step_0", -1, 0, t(1), t(2 * depth + 2))
     expected = [(f"d{i}", i, None, t(2 + i), t(2 * depth + 1 - i)) for i in range(depth)]
     assert records[1:] == expected                   # parent of d_i is record i (d_{i-1} / the step)
@@ -180,7 +180,7 @@ def test_3b_threads_that_end_with_ranges_open(test_clock):
     s = prof.summary()
     assert s["overhead"]["ranges_left_open"] == 24
     assert s["overhead"]["range_mismatches"] == 0
-    records = prof._capture.range_records()
+    records = prof.capture.range_records()
     t = test_clock.at
     assert records[0] == ("main", -1, None, t(1), t(26))
     stop = records[1][4]
@@ -241,7 +241,7 @@ def test_5_distinct_step_names_are_freed_with_their_profile():
                 with prof.step(f"r{round_}_sample_{j:06d}"):
                     pass
         grown.append(_testhooks._names()["count"] - base["count"])
-        last = prof._capture.range_records()[-1]
+        last = prof.capture.range_records()[-1]
         assert last[0] == f"r{round_}_sample_099999" and last[2] == 99_999
         del prof, last
         gc.collect()
@@ -266,7 +266,7 @@ def test_5b_a_million_default_steps_make_no_names():
             with prof.step():
                 pass
     assert _testhooks._names()["count"] == base["count"] + 1  # "Step_{i}", the profile's template
-    records = prof._capture.range_records()
+    records = prof.capture.range_records()
     assert (len(records), records[-1][0], records[-1][2]) == (1_000_000, "Step_999999", 999_999)
     del records, prof
     gc.collect()
@@ -320,7 +320,7 @@ def test_5d_names_stay_right_through_heavy_churn():
             _core.range(f"flush{rng.randrange(10_000)}")  # churn the bounded cache
             if rng.random() < 0.002:
                 assert _testhooks._names()["check"] == 0
-    assert [rec[0] for rec in prof._capture.range_records()] == expected
+    assert [rec[0] for rec in prof.capture.range_records()] == expected
     assert _testhooks._names()["check"] == 0
     alive.clear()
     del prof
@@ -359,7 +359,7 @@ def test_5e_names_stay_right_while_other_threads_intern_without_the_gil():
                     pass
                 seen.append((name, r.name))
                 j += 1
-        seen.append(("records", str(len(prof._capture.range_records()) == j)))
+        seen.append(("records", str(len(prof.capture.range_records()) == j)))
 
     churner = threading.Thread(target=churn)
     second = threading.Thread(target=lambda: second_bad.append(_testhooks._names_hammer(other, 300)))

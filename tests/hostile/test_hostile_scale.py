@@ -585,7 +585,7 @@ def test_summary_gives_the_collector_back_as_it_was(monkeypatch):
                             lambda *a: seen.append(gc.isenabled()) or real(*a))
         assert len(prof.summary()["steps"]) == 3 and seen == [False] and gc.isenabled()
         gc.disable()
-        _summary.build_summary(prof._capture, {}, (10.0, 100.0), 0, None)
+        _summary.build_summary(prof.capture, {}, (10.0, 100.0), 0, None)
         assert not gc.isenabled()
         gc.enable()
 
@@ -617,7 +617,7 @@ def test_summary_moves_what_it_made_to_the_oldest_generation():
     gc.unfreeze()
     try:
         prof = gpu_steps_profile(30)
-        summary = _summary.build_summary(prof._capture, {}, (20.0, 50.0), 0, None)
+        summary = _summary.build_summary(prof.capture, {}, (20.0, 50.0), 0, None)
         assert gc.get_freeze_count() == 0 and gc.isenabled()
         young = {id(o) for o in gc.get_objects(generation=0)}
         assert id(summary["steps"]) not in young and id(summary["steps"][5]) not in young
@@ -627,7 +627,7 @@ def test_summary_moves_what_it_made_to_the_oldest_generation():
         gc.freeze()
         frozen = gc.get_freeze_count()
         assert frozen >= len(keep)
-        again = _summary.build_summary(prof._capture, {}, (20.0, 50.0), 0, None)
+        again = _summary.build_summary(prof.capture, {}, (20.0, 50.0), 0, None)
         assert gc.get_freeze_count() > 0  # still frozen (minus what was freed since)
         assert not any(o is keep[0] for o in gc.get_objects())  # not thawed
         assert without_timing(again) == without_timing(summary)

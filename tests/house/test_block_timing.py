@@ -51,4 +51,4 @@ def test_a_series_block_neither_waits_first_nor_makes_the_summary():
                                        {"metrics": False, "gather": False},
                                        sync_first=False, summary=False)
     assert events == ["sync"]  # only the loop's own end
-    assert t["summary"] is None and prof._summary is None
+    assert t["summary"] is None and prof.finished._summary is None

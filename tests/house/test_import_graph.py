@@ -9,6 +9,9 @@ declared in X.h is defined in X.c, and every non-static ls_* one defined in
 X.c is declared in X.h (a function defined in one file but declared in
 another's header hides a dependency, as ls_dict_of once did).
 
+A class's private fields are a boundary too (STYLE rule 16): no module
+outside _profile.py touches those of its classes (Profile, FinishedProfile).
+
 """
 from __future__ import annotations
 
@@ -276,7 +279,7 @@ def test_no_floor_holds_more_than_15_sources():
 # model and the session) unless named in ROOT_FLOORS; a subpackage is its
 # own floor.  The model and the session sit above the views because they
 # offer them as methods (prof.report(), the notebook view), and below the
-# readers, which turn a trace into a Profile and a Summary.
+# readers, which turn a trace into a FinishedProfile.
 FLOORS = ("core", "files", "figures", "distributed", "views", "top", "watching", "readers", "surfaces",
           "doors")
 ROOT_FLOORS = {"_core": "core", "_version": "core",             # import nothing of ours
@@ -472,3 +475,67 @@ def test_a_trace_format_has_one_reader():
     with pytest.raises(ValueError, match="needs one of read= and load="):
         _formats.register(fmt)
     assert _formats.get("none") is None
+
+
+# -- the profile's private fields ------------------------------------------
+
+OWNER = PACKAGE / "_profile.py"
+
+
+def private_fields(source: str) -> set[str]:
+    """The private attributes a module's classes set on self."""
+    return {node.attr for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name) and node.value.id == "self"
+            and node.attr.startswith("_") and not node.attr.startswith("__")}
+
+
+def foreign_uses(source: str, fields: set[str]) -> list[tuple[int, str, bool]]:
+    """(line, field, assigned) of each use of one of `fields` on something
+    other than self, cls or an imported module (`_instrument._local` is that
+    module's own).  Assigned: set, deleted, or its item set (x._f[k] = v)."""
+    tree = ast.parse(source)
+    modules = {(alias.asname or alias.name).split(".")[0] for node in ast.walk(tree)
+               if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    written = {id(node.value) for node in ast.walk(tree)
+               if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load)}
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or node.attr not in fields:
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"} | modules:
+            continue
+        assigned = not isinstance(node.ctx, ast.Load) or id(node) in written
+        out.append((node.lineno, node.attr, assigned))
+    return sorted(out)
+
+
+def test_foreign_uses_finds_reads_and_writes_but_not_self_or_a_module():
+    code = ("from loopscope import _instrument\n"
+            "class A:\n"
+            "    def f(self, prof):\n"
+            "        self._state = _instrument._local\n"
+            "        prof._state = {}\n"
+            "        prof._state['k'] = 1\n"
+            "        return prof.finished._summary, prof.state\n")
+    assert private_fields(code) == {"_state"}
+    assert foreign_uses(code, {"_state", "_local", "_summary"}) == [
+        (5, "_state", True), (6, "_state", True), (7, "_summary", False)]
+
+
+def test_no_module_outside_profile_touches_a_profiles_private_fields():
+    """The package and the benchmarks neither set nor read them (a reader
+    makes a FinishedProfile through its constructor; the with-block hands
+    one over); the tests may read one (white-box), never set it."""
+    fields = private_fields(OWNER.read_text())
+    assert {"_state", "_finished", "_thresholds", "_summary"} <= fields  # the scan found them
+    found = []
+    for root, reads_too in ((PACKAGE, True), (ROOT / "benchmarks", True), (ROOT / "tests", False)):
+        for path in sorted(root.rglob("*.py")):
+            if path == OWNER:
+                continue
+            for line, field, assigned in foreign_uses(path.read_text(), fields):
+                if assigned or reads_too:
+                    found.append(f"{path.relative_to(ROOT)}:{line}: "
+                                 f"{'sets' if assigned else 'reads'} {field}")
+    assert found == []

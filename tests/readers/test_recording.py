@@ -127,7 +127,7 @@ def test_launch_records_keep_their_domain_and_thread(test_clock, tmp_path):
     assert list(prof.model.op_column("launch_ns")) == [1_700, 1_900]
     assert prof.capture.apis() == [(1_500, 1_600, 1, 5, 0, 1), (1_700, 1_800, 1, 5, 0, 0),
                                    (1_900, 1_950, 2, 6, 0, 1)]
-    data = _recording.load(_recording.save(prof, tmp_path / "r.json"))
+    data = _recording.load(_recording.save(prof.finished, tmp_path / "r.json"))
     assert data["apis"]["domain"] == [1, 0, 1] and data["apis"]["thread"] == [5, 5, 6]
     test_clock.set(0, 0)
     again = _replay.replay(data)
@@ -139,7 +139,7 @@ def test_version_1_recordings_still_replay(test_clock, tmp_path):
     """Version 1 (the bundled demo's): no API domain (runtime calls), sync
     records under "syncs"."""
     prof = rich_profile(test_clock)
-    data = _recording.record(prof)
+    data = _recording.record(prof.finished)
     data["version"] = 1
     del data["apis"]["domain"]
     data["syncs"] = data.pop("sync_records")
@@ -155,7 +155,7 @@ def test_plain_json_and_the_synthetic_loop(test_clock, tmp_path):
     """Uncompressed files work too; the synthetic loop round-trips exactly."""
     with loopscope.profile() as prof:
         run_loop(prof, steps=5)
-    path = _recording.save(prof, tmp_path / "loop.json")
+    path = _recording.save(prof.finished, tmp_path / "loop.json")
     assert json.loads(path.read_text())["format"] == "loopscope-recording"
     test_clock.set(0, 0)
     again = _replay.replay(_recording.load(path))
@@ -177,7 +177,7 @@ def test_sections_without_raw_records_come_back_as_recorded(test_clock, tmp_path
     summary["sm"] = {"active_pct": 12.5, "samples": 40}
     for step in summary["steps"]:
         step["syncs"], step["sm_active_pct"] = 1, 12.5
-    path = _recording.save(prof, tmp_path / "rec.json.gz")
+    path = _recording.save(prof.finished, tmp_path / "rec.json.gz")
     test_clock.set(0, 0)
     again = _replay.replay(_recording.load(path)).summary()
     assert again["syncs"] == summary["syncs"]
@@ -212,7 +212,7 @@ def test_a_recording_is_small(test_clock, tmp_path):
     bytes a record, far below the 200 KB the package allows."""
     with loopscope.profile() as prof:
         run_loop(prof, steps=10, kernels=110)
-    path = _recording.save(prof, tmp_path / "big.json.gz")
+    path = _recording.save(prof.finished, tmp_path / "big.json.gz")
     size = path.stat().st_size
     print("1,100 kernels + 1,100 launches:", size, "bytes")
     assert size < 20_000
@@ -291,7 +291,7 @@ def test_repr_of_a_replayed_profile_counts_its_steps(test_clock, tmp_path):
     path = prof.save_recording(tmp_path / "r.json.gz")
     test_clock.set(0, 0)
     replayed = _replay.replay(_recording.load(path))
-    assert replayed._steps.count == 0  # no prof.step() call made it: the steps came back as records
+    assert not hasattr(replayed, "step")  # a finished value: its steps came back as records
     assert repr(replayed) == f"<loopscope.Profile steps=3 verdict={prof.summary()['diagnosis']['verdict']}>"
     assert repr(prof) == repr(replayed)
 
@@ -346,7 +346,7 @@ def test_bundled_recording_when_present():
 def test_damaged_records_are_refused(test_clock, tmp_path):
     with loopscope.profile() as prof:
         run_loop(prof)
-    data = _recording.record(prof)
+    data = _recording.record(prof.finished)
     test_clock.set(0, 0)
     short = json.loads(json.dumps(data))
     short["ops"]["duration"].pop()
@@ -364,7 +364,7 @@ def test_an_overhead_figure_made_an_object_is_refused(test_clock):
     report prints as a number (drain_ms) that became one is named."""
     with loopscope.profile() as prof:
         run_loop(prof)
-    data = _recording.record(prof)
+    data = _recording.record(prof.finished)
     assert isinstance(data["profile"]["overhead"]["enter_ms"], dict)
     test_clock.set(0, 0)
     _replay.replay(json.loads(json.dumps(data))).report()  # the maps as recorded are fine

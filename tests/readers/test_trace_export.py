@@ -157,7 +157,7 @@ def test_names_are_escaped_and_two_profiles_share_the_time_line(test_clock, tmp_
     with loopscope.profile() as second:         # start: read 4
         _testhooks._inject("kernel", [(1_020_000, 1_022_000, 1, 3, 1, "other")])
     path = tmp_path / "t.json"
-    loopscope.views._trace_export.export_trace([first, second], path)
+    loopscope.views._trace_export.export_trace([first.finished, second.finished], path)
     data = json.loads(path.read_text(encoding="utf-8"))
     x = [(e["cat"], e["name"], e["pid"], e["ts"], e["dur"]) for e in data["traceEvents"]
          if e["ph"] == "X"]

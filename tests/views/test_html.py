@@ -54,7 +54,7 @@ def test_summary_is_a_dict_that_renders(prof):
                     "a dict: summary['gaps'], ['syncs'], ['steps'], ... >")
     assert repr(prof) == "<loopscope.Profile steps=3 verdict=CPU_LAUNCH_BOUND>"
     # the summary's view is its profile's: the time line and zooms included
-    assert s._repr_html_() == _html.profile_html(prof)
+    assert s._repr_html_() == _html.profile_html(prof.finished)
 
 
 @needs_matplotlib

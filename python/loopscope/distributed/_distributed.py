@@ -404,8 +404,8 @@ def finish(session: Session | None, prof: Any, exc: BaseException | None,
 
 
 def compact_of(prof: Any, session: Session, raised: str | None = None) -> dict[str, Any]:
-    """This rank's compact summary, from the finished profile."""
-    capture = prof._capture
+    """This rank's compact summary, from the finished profile (a FinishedProfile)."""
+    capture = prof.capture
     step_times: dict[int, tuple[int, int]] = {}
     if capture is not None:
         for _name, _parent, step, start, end in capture.range_records():
@@ -417,7 +417,7 @@ def compact_of(prof: Any, session: Session, raised: str | None = None) -> dict[s
         clock = {"profile_ns": [info["start_ns"], info["stop_ns"]],
                  "exchange_ns": list(session.exchange_ns)}
     host = socket.gethostname()
-    return _ranks.compact(prof._local_summary(), rank=session.rank or 0,
+    return _ranks.compact(prof.local_summary(), rank=session.rank or 0,
                           world_size=session.world_size, host=host,
                           step_times=step_times, clock=clock, raised=raised,
                           gpu_ids=lambda device: _gpu_identity(device, host),

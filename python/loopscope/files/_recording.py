@@ -155,11 +155,10 @@ def _samples(samples: list[tuple], base: int, metrics: dict[str, Any] | None
 
 
 def record(prof, *, command: str | None = None, note: str | None = None) -> dict[str, Any]:
-    """The recording of a finished Profile, as a JSON-ready dict."""
-    prof._require_finished()
+    """The recording of a FinishedProfile, as a JSON-ready dict."""
     capture = prof.capture
     if capture is None:
-        raise RecordingError("this profile has no records to save: " + str(prof._stop_error))
+        raise RecordingError("this profile has no records to save: " + str(prof.stop_error))
     summary = prof.summary()
     info = capture.info()
     base = info["start_ns"]
@@ -206,7 +205,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
         "profile": {
             "start_ns": base,
             "stop_ns": info["stop_ns"] - base,
-            "thresholds_us": list(prof._thresholds),
+            "thresholds_us": list(prof.thresholds),
             "host_ms": summary["host_ms"],
             "cupti_note": summary.get("cupti_note"),
             "dropped_records": summary["dropped_records"],
@@ -256,7 +255,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
 
 def save(prof, path: str | os.PathLike, *, command: str | None = None,
          note: str | None = None) -> Path:
-    """Writes the recording of a finished Profile; gzip when the name ends
+    """Writes the recording of a FinishedProfile; gzip when the name ends
     in .gz.  The text ends with its checksum (see with_checksum).  Returns
     the path."""
     path = check_output(path)  # a FIFO would block the open, a folder fail it

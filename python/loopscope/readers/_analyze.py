@@ -11,8 +11,8 @@ The format is told from the content (_sniff) and read by the reader its
 registration names (files/_formats; the built-in ones in _builtin).  A
 Kineto trace or an Nsight Systems export is read into the C records
 (_kineto, _nsys, ls_tbuild.c) and wrapped in the Capture type a live profile
-ends with; the Profile around it gives summary(), report(), HTML and
-export_trace().
+ends with; the FinishedProfile around it gives summary(), report(), HTML
+and export_trace().
 
 Steps: the outermost ranges whose names match `steps` (a regular
 expression, re.search); by default DEFAULT_STEPS, which takes torch's
@@ -31,17 +31,16 @@ import os
 import re
 import sysconfig
 import time
-import weakref
 from pathlib import Path
 from typing import Any
 
 from .. import _core
 from ..files import _formats
 from .._options import check_thresholds
-from .._profile import Profile
+from .._profile import FinishedProfile
 from ._sniff import check_path, fail, sniff
 from ..figures._checks import step_markers, trace_checks
-from .._summary import Summary, build_summary
+from .._summary import build_summary
 from ..figures._syncs import _CLASS_KINDS, _METHOD_KINDS, Frame, Resolver, Site
 
 DEFAULT_STEPS = r"^(ProfilerStep#\d+|([^/]*_)?[Ss]tep_?\d+)$"
@@ -186,8 +185,9 @@ def _check_device(device: Any) -> int | None:
 
 
 def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int | None = None,
-         gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True) -> Profile:
-    """A finished Profile (summary(), report(), HTML, export_trace()) from a
+         gap_thresholds_us: tuple[float, float] = (20.0, 50.0), progress: bool = True
+         ) -> FinishedProfile:
+    """A FinishedProfile (summary(), report(), HTML, export_trace()) from a
     trace file: a torch.profiler / Kineto JSON trace (plain or gzip), an
     Nsight Systems SQLite export, or a saved loopscope profile.
 
@@ -204,7 +204,7 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     kind, gz = sniff(p)
     fmt = _formats.of(kind)
     if fmt.load is not None:  # the whole profile at once (a saved recording)
-        whole: Profile = fmt.load(p, thresholds, pattern, device)
+        whole: FinishedProfile = fmt.load(p, thresholds, pattern, device)
         return whole
     if _core.active():
         raise RuntimeError(f"cannot analyse {path} while a loopscope profile is running")
@@ -250,14 +250,11 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     del ranges, step_of
     read_s = time.perf_counter() - t0
     info = capture.info()
-    prof = Profile(trace=False, syncs=False, metrics=False, gap_thresholds_us=thresholds)
-    prof._state = state
-    prof._capture = capture
-    prof._host_ns = max(0, info["stop_ns"] - info["start_ns"])
+    host_ns = max(0, info["stop_ns"] - info["start_ns"])
     resolver = (ExportResolver(own["sync_sites"], own["call_sites"]) if own is not None
                 else TraceResolver())
     resolver.thread_names = stats.get("thread_names") or {}
-    summary = build_summary(capture, state, thresholds, prof._host_ns, None, source=kind,
+    summary = build_summary(capture, state, thresholds, host_ns, None, source=kind,
                             resolver=resolver)
     if own is not None and summary["sm"] is not None:  # the interval the export recorded
         summary["sm"]["interval_us"] = own["metrics_interval_us"]
@@ -267,9 +264,8 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     summary["trace"]["device_match"] = device_match
     summary["trace"]["merge_idle_upto_ns"] = merge
     summary["checks"] += trace_checks(summary, stats, (), pattern, markers)
-    prof._summary = Summary(summary)
-    prof._summary.owner = weakref.ref(prof)  # its HTML draws the trace's time line
-    return prof
+    return FinishedProfile(capture, state=state, thresholds=thresholds, host_ns=host_ns,
+                           summary=summary)
 
 
 def analyze(path: str | os.PathLike[str], *, steps: str | None = None, device: int | None = None,

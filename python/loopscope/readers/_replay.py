@@ -1,4 +1,4 @@
-"""A finished Profile from a recording (see _recording for the format): the
+"""A FinishedProfile from a recording (see _recording for the format): the
 records go back in through the test hooks, so the normal C analysis turns
 them into a full summary again; what no record can rebuild is put back as
 recorded."""
@@ -10,7 +10,7 @@ from .. import _core, _settings
 from ..figures._checks import LIVE_SOURCES, timeline_check
 from ..figures._diagnosis import diagnose, diagnose_step
 from ..files._inputs import cut_name
-from .._profile import Profile
+from .._profile import FinishedProfile, Profile
 from ..figures._readiness import add_sync_blockers, overview
 from ..files._recording import (OPTIONAL_API_COLUMNS, OPTIONAL_OP_COLUMNS, OP_KINDS, RANGE_FIELDS,
                          STEP_FIELDS, TOP_SECTIONS, RecordingError, check_shape, columns)
@@ -158,8 +158,8 @@ def _samples(data: dict[str, Any]) -> list[tuple]:
                              f"{error})") from None
 
 
-def replay(data: dict[str, Any]) -> Profile:
-    """A finished Profile whose summary is computed again from a recording
+def replay(data: dict[str, Any]) -> FinishedProfile:
+    """A FinishedProfile whose summary is computed again from a recording
     (see _recording).  No other profile may be running.  A recording whose
     records or sections are damaged raises RecordingError saying what failed;
     no profile is left running."""
@@ -224,7 +224,7 @@ def inject_records(data: dict[str, Any], ops: OpRows, apis: list[tuple],
     return None if first is None or last is None else (first, last)
 
 
-def _replay(data: dict[str, Any]) -> Profile:
+def _replay(data: dict[str, Any]) -> FinishedProfile:
     ops, apis, sync_records, ranges = _rows(data)
     samples = _samples(data)
     base = data["profile"]["start_ns"]
@@ -240,12 +240,14 @@ def _replay(data: dict[str, Any]) -> Profile:
             prof.__exit__(None, None, None)
     finally:
         _core._set_test_clock(0, 0)
-    summary = prof.summary()
+    finished = prof.finished
+    assert finished is not None  # the with-block ended
+    summary = finished.summary()
     # records of a live profile share its window's clock; injected test records keep their own
     live = data["meta"].get("source") in LIVE_SOURCES | {None}
     _restore(summary, data, _replayed_timeline(span, base, base + data["profile"]["stop_ns"])
              if live and span is not None else None)
-    return prof
+    return finished
 
 
 def _replayed_timeline(span: tuple[int, int], start_ns: int,

@@ -553,6 +553,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     for p in profiles:  # a script profile left running by an exception
         if p.is_running:
             p.__exit__(None, None, None)
+    profiles = [p.finished for p in profiles]  # the values the blocks handed over
     records = sum(p.summary()["overhead"]["records"] for p in profiles)
     if records > PROGRESS_RECORDS:
         _say(f"analysing {records:,} records...")

@@ -188,7 +188,7 @@ def _model(prof: Any, summary: dict[str, Any]) -> Any:
     steps = getattr(summary, "range_steps", None)
     if steps is None:
         return prof.model
-    return prof.capture.model(*prof._thresholds, steps=steps.ranges)
+    return prof.capture.model(*prof.thresholds, steps=steps.ranges)
 
 
 def write_trace_events(profiles: list[Any], write: Callable[[str], Any],
@@ -277,12 +277,11 @@ def _unsampled(profiles: list[Any], summaries: list[dict[str, Any]]) -> str | No
 
 def export_trace(profiles: list[Any], path: str | os.PathLike,
                  summaries: list[dict[str, Any]] | None = None) -> str:
-    """Writes the trace of finished profiles to `path`; returns the path.
+    """Writes the trace of finished profiles (FinishedProfile values) to
+    `path`; returns the path.
     `summaries`: the summary shown for each profile when it is not the
     profile's own (`run --steps`: steps from ranges); the trace then marks
     those steps."""
-    for prof in profiles:
-        prof._require_finished()
     if summaries is None:
         summaries = [p.summary() for p in profiles]
     elif len(summaries) != len(profiles):

@@ -182,17 +182,11 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
     APPEND(b, b->rec.ops, op);
     if (device < 64) /* known before settling: deviceProperties are matched to it */
         b->devices_seen |= 1ull << device;
-    op->start_ns = bias(start);
-    op->end_ns = bias(end);
-    op->device_id = device;
-    op->stream_id = stream;
-    op->correlation_id = correlation;
-    op->name_id = id;
-    op->bytes = bytes;
-    op->kind = (uint8_t)kind;
+    /* a graph replay is graph_launched: a whole replay (loopscope's own export) */
+    *op = ls_op_make((ls_op_kind)kind, bias(start), bias(end), device, stream, correlation, id,
+                     bytes);
     op->copy_kind = copy_kind;
     op->host_memory = host_memory;
-    op->graph_launched = kind == LS_OP_GRAPH; /* a whole replay (loopscope's own export) */
     if (kind == LS_OP_KERNEL)
         set_geometry(b, op, geometry);
     return 0;

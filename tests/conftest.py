@@ -63,12 +63,13 @@ def _synthetic_records_only(request, monkeypatch):
         return
     real_start = _core.start
 
-    def start_without_tracing(*args, **kwargs):
-        if kwargs.get("trace", True):  # a profile: no real sync callbacks either (no_sync
-            kwargs["syncs"] = False    # starts with trace=False and keeps them)
-        kwargs["trace"] = False
-        kwargs["metrics"] = False  # real PM samples would mix with the injected ones
-        return real_start(*args, **kwargs)
+    def start_without_tracing(values):
+        values = dict(values)
+        if values["trace"]:           # a profile: no real sync callbacks either (no_sync
+            values["syncs"] = False   # starts with trace=False and keeps them)
+        values["trace"] = False
+        values["metrics"] = False  # real PM samples would mix with the injected ones
+        return real_start(values)
 
     monkeypatch.setattr(_core, "start", start_without_tracing)
 

@@ -7,6 +7,7 @@
 #include "ls_model_order.h"
 #include "ls_names.h"
 #include "ls_radix.h"
+#include "ls_search.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,18 @@ static void charge_gap(ls_model *m, size_t g, uint64_t *budget, size_t *last_dev
     }
 }
 
+typedef struct {
+    const ls_key *keys;
+    uint64_t t;
+} ls_start_key;
+
+/* Syncs (keys by start time, k1) that began before `t`. */
+static int starts_before(size_t i, const void *key)
+{
+    const ls_start_key *k = key;
+    return k->keys[i].k1 < k->t;
+}
+
 /* sync_gap_ns: each sync-caused gap's idle time goes to the sync that
  * overlapped it longest (see ls_model.h); gap_waited_ns: the part of it
  * the host was still blocked for (charge_gap). */
@@ -398,14 +411,8 @@ int ls_model_sync_gaps(ls_ctx *c)
         const ls_gap *gap = &m->gaps[g];
         if (gap->cause != LS_CAUSE_SYNC)
             continue;
-        size_t lo = 0, hi = n; /* syncs that began before the gap ended: keys[0..lo) */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (keys[mid].k1 < gap->end_ns)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        /* syncs that began before the gap ended: keys[0..lo) */
+        size_t lo = ls_partition_point(0, n, starts_before, &(ls_start_key){keys, gap->end_ns});
         uint64_t best_overlap = 0;
         size_t best = n;
         for (size_t k = lo; k-- > 0 && max_end[k] > gap->start_ns;) {

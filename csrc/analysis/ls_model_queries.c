@@ -1,5 +1,6 @@
 /* ls_model_queries: see ls_model_queries.h (split out of ls_model.c, issue 29). */
 #include "ls_model_queries.h"
+#include "ls_search.h"
 
 #include <string.h>
 
@@ -36,27 +37,30 @@ typedef ls_busy_span (*ls_span_at)(const ls_model *m, size_t device, size_t i);
 
 /* Of intervals lo..hi: *first is the first whose end is >= start, *last is
  * past the last whose start is <= end.  Two binary searches. */
+typedef struct {
+    const ls_model *m;
+    size_t device;
+    ls_span_at at;
+    uint64_t t;
+} ls_span_key;
+
+static int ends_before(size_t i, const void *key)
+{
+    const ls_span_key *k = key;
+    return k->at(k->m, k->device, i).end_ns < k->t;
+}
+
+static int starts_by(size_t i, const void *key)
+{
+    const ls_span_key *k = key;
+    return k->at(k->m, k->device, i).start_ns <= k->t;
+}
+
 static void meeting(const ls_model *m, size_t device, ls_span_at at, size_t lo, size_t hi,
                     uint64_t start, uint64_t end, size_t *first, size_t *last)
 {
-    size_t top = hi;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (at(m, device, mid).end_ns < start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *first = lo;
-    hi = top;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (at(m, device, mid).start_ns <= end)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *last = lo;
+    *first = ls_partition_point(lo, hi, ends_before, &(ls_span_key){m, device, at, start});
+    *last = ls_partition_point(*first, hi, starts_by, &(ls_span_key){m, device, at, end});
 }
 
 static ls_busy_span gap_span(const ls_model *m, size_t device, size_t i)

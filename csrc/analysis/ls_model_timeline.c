@@ -1,5 +1,6 @@
 /* ls_model_timeline: see ls_model_timeline.h (split out of ls_model.c, issue 29). */
 #include "ls_model_timeline.h"
+#include "ls_search.h"
 
 #include <string.h>
 
@@ -8,14 +9,7 @@
 static int sync_overlaps(const ls_ctx *c, uint64_t a, uint64_t b)
 {
     /* Syncs starting before the gap ends; the latest end among them decides. */
-    size_t lo = 0, hi = c->sync_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->sync_start[mid] < b)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = ls_lower_bound_u64(c->sync_start, c->sync_count, b);
     return lo > 0 && c->sync_max_end[lo - 1] > a;
 }
 
@@ -286,6 +280,20 @@ static int same_line(const ls_op *a, const ls_op *b, int by_stream)
     return a->device_id == b->device_id && (!by_stream || a->stream_id == b->stream_id);
 }
 
+typedef struct {
+    const ls_op *ops;
+    const uint32_t *idx;
+    const ls_op *first;
+    int by_stream;
+} ls_run_key;
+
+/* Ops idx[i] on the line of `first`. */
+static int in_run(size_t i, const void *key)
+{
+    const ls_run_key *k = key;
+    return same_line(&k->ops[k->idx[i]], k->first, k->by_stream);
+}
+
 /* The end of the run of ops on idx[i]'s device (and stream) in idx[i..n),
  * sorted by that key first: galloping then a binary search, so a run of
  * any length costs a few reads of the ops (a scan read each op of the run,
@@ -299,14 +307,8 @@ static size_t run_end(const ls_op *ops, const uint32_t *idx, size_t i, size_t n,
         size_t probe = lo + step;
         if (probe >= n || !same_line(&ops[idx[probe]], first, by_stream)) {
             size_t hi = probe < n ? probe : n; /* the run ends in [lo, hi] */
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (same_line(&ops[idx[mid]], first, by_stream))
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            return lo;
+            ls_run_key key = {ops, idx, first, by_stream};
+            return ls_partition_point(lo, hi, in_run, &key);
         }
         lo = probe + 1;
         step *= 2;

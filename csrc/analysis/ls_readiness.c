@@ -2,6 +2,7 @@
 #include "ls_readiness.h"
 
 #include "ls_cbids.h"
+#include "ls_search.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -159,14 +160,8 @@ static int compare_corr(const void *pa, const void *pb)
 /* The first recorded call with this correlation id, or LS_READINESS_NONE. */
 static int64_t call_of(const ls_corr_call *keys, size_t n, uint32_t correlation_id)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (keys[mid].correlation_id < correlation_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    ls_corr_call first = {correlation_id, 0}; /* calls are unsigned: no key sorts before it */
+    size_t lo = ls_lower_bound(keys, n, sizeof *keys, &first, compare_corr);
     return lo < n && keys[lo].correlation_id == correlation_id ? (int64_t)keys[lo].call
                                                                : LS_READINESS_NONE;
 }

@@ -1,4 +1,5 @@
 /* ls_syncs: see ls_syncs.h. */
+#include "ls_search.h"
 #include "ls_syncs.h"
 
 #include "ls_cbids.h"
@@ -23,14 +24,8 @@ static int compare_corr(const void *pa, const void *pb)
 static const ls_op *find_copy(const ls_records *r, const ls_corr_key *keys, size_t n,
                               uint32_t correlation_id)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (keys[mid].correlation_id < correlation_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    ls_corr_key want = {correlation_id, 0};
+    size_t lo = ls_lower_bound(keys, n, sizeof *keys, &want, compare_corr);
     return lo < n && keys[lo].correlation_id == correlation_id ? &r->ops.items[keys[lo].op]
                                                                : NULL;
 }

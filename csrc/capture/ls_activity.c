@@ -94,14 +94,7 @@ static ls_op *add_op(ls_records *sink, ls_op_kind kind, uint64_t start, uint64_t
         sink->dropped_records++;
         return NULL;
     }
-    op->start_ns = start;
-    op->end_ns = end;
-    op->device_id = device;
-    op->stream_id = stream;
-    op->correlation_id = correlation;
-    op->bytes = bytes;
-    op->name_id = name_id;
-    op->kind = (uint8_t)kind;
+    *op = ls_op_make(kind, start, end, device, stream, correlation, name_id, bytes);
     op->copy_kind = copy_kind;
     op->graph_launched = graph_launched;
     return op;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "ls_ids.h"
+#include "ls_search.h"
 
 /* Whole ids ordered by their lower 32 bits (then by themselves). */
 static int compare_low(const void *a, const void *b)
@@ -20,14 +21,8 @@ static int compare_low(const void *a, const void *b)
  * or more than one. */
 static uint64_t only_with_low(const uint64_t *by_low, size_t n, uint32_t low)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if ((uint32_t)by_low[mid] < low)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint64_t key = low; /* the least id with these lower bits */
+    size_t lo = ls_lower_bound(by_low, n, sizeof *by_low, &key, compare_low);
     if (lo == n || (uint32_t)by_low[lo] != low)
         return 0;
     if (lo + 1 < n && (uint32_t)by_low[lo + 1] == low)

@@ -1,5 +1,6 @@
 /* ls_ids: see ls_ids.h. */
 #include "ls_ids.h"
+#include "ls_search.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -85,19 +86,17 @@ size_t ls_ids_sort_unique_u32(uint32_t *ids, size_t n)
     return kept;
 }
 
-/* The first index of id in the sorted set[0..n), or -1: a bisection in
- * line (bsearch called its comparison through a pointer each step). */
-#define LS_IDS_FIND()                                                             \
-    size_t lo = 0, hi = n;                                                        \
-    while (lo < hi) {                                                             \
-        size_t mid = lo + (hi - lo) / 2;                                          \
-        if (set[mid] < id)                                                        \
-            lo = mid + 1;                                                         \
-        else                                                                      \
-            hi = mid;                                                             \
-    }                                                                             \
+/* The first index of id in the sorted set[0..n), or -1 (ls_search: a
+ * bisection in line; bsearch called its comparison through a pointer each
+ * step). */
+ptrdiff_t ls_ids_find_u64(const uint64_t *set, size_t n, uint64_t id)
+{
+    size_t lo = ls_lower_bound_u64(set, n, id);
     return lo < n && set[lo] == id ? (ptrdiff_t)lo : -1;
+}
 
-ptrdiff_t ls_ids_find_u64(const uint64_t *set, size_t n, uint64_t id) { LS_IDS_FIND() }
-
-ptrdiff_t ls_ids_find_u32(const uint32_t *set, size_t n, uint32_t id) { LS_IDS_FIND() }
+ptrdiff_t ls_ids_find_u32(const uint32_t *set, size_t n, uint32_t id)
+{
+    size_t lo = ls_lower_bound_u32(set, n, id);
+    return lo < n && set[lo] == id ? (ptrdiff_t)lo : -1;
+}

@@ -31,6 +31,23 @@ static int grow(void **items, size_t *capacity, size_t needed, size_t item_size)
         return slot;                                                               \
     }
 
+ls_op ls_op_make(ls_op_kind kind, uint64_t start_ns, uint64_t end_ns, uint32_t device_id,
+                 uint32_t stream_id, uint32_t correlation_id, uint32_t name_id, uint64_t bytes)
+{
+    ls_op op;
+    memset(&op, 0, sizeof op); /* padding too: ops are copied and compared whole */
+    op.start_ns = start_ns;
+    op.end_ns = end_ns;
+    op.bytes = bytes;
+    op.correlation_id = correlation_id;
+    op.device_id = device_id;
+    op.stream_id = stream_id;
+    op.name_id = name_id;
+    op.kind = (uint8_t)kind;
+    op.graph_launched = kind == LS_OP_GRAPH;
+    return op;
+}
+
 LS_APPEND_IMPL(ls_ops_append, ls_op_array, ls_op)
 LS_APPEND_IMPL(ls_apis_append, ls_api_array, ls_api)
 LS_APPEND_IMPL(ls_sync_records_append, ls_sync_record_array, ls_sync_record)

@@ -42,6 +42,14 @@ typedef struct {
     uint16_t registers;      /* per thread */
 } ls_op;
 
+/* The one way every source makes an op: `kind` with its times, device,
+ * stream, correlation id, name (LS_NO_NAME if none) and bytes (0 for
+ * kernels); every other field 0 (copy kind, host memory, geometry), except
+ * that a graph replay is graph_launched (LS_OP_GRAPH above).  A field added
+ * to ls_op then starts defined in every producer. */
+ls_op ls_op_make(ls_op_kind kind, uint64_t start_ns, uint64_t end_ns, uint32_t device_id,
+                 uint32_t stream_id, uint32_t correlation_id, uint32_t name_id, uint64_t bytes);
+
 /* One host API call (runtime or driver), as CUPTI timed it. */
 typedef struct {
     uint64_t start_ns, end_ns;

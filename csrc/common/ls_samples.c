@@ -1,5 +1,6 @@
 /* ls_samples: see ls_samples.h. */
 #include "ls_samples.h"
+#include "ls_search.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -121,14 +122,7 @@ void ls_sample_index_free(ls_sample_index *index)
 static size_t bisect_reaching_past(const ls_sample_index *index, uint64_t t, size_t lo,
                                    size_t hi)
 {
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (index->max_end[mid] <= t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return lo + ls_upper_bound_u64(index->max_end + lo, hi - lo, t);
 }
 
 /* First sample whose running maximum end lies after `t`. */

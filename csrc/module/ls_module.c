@@ -32,6 +32,9 @@
 #include "ls_trace_py.h"
 #include "ls_worker.h"
 
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,78 +72,164 @@ static const char **cupti_paths_of(PyObject *paths, PyObject **seq, Py_ssize_t *
     return candidates;
 }
 
-/* start(trace=..., ...) -> dict: see the method table for the keywords. */
-static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
+/* What start reads from its dict: the session's options, and the CUPTI
+ * candidates, converted after (their strings live as long as the dict). */
+typedef struct {
+    ls_session_options session;
+    PyObject *cupti_paths; /* borrowed from the dict */
+} start_values;
+
+typedef enum { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_U64, OPT_TEXT, OPT_OBJECT } opt_type;
+
+/* One key of start's dict and where its value goes.  OPT_BOOL and OPT_INT
+ * fill an int, OPT_SIZE a size_t, OPT_U64 a uint64_t, OPT_TEXT (a str or
+ * None: "") a char array of `size` bytes, OPT_OBJECT a borrowed PyObject *. */
+typedef struct {
+    const char *name;
+    opt_type type;
+    size_t offset, size;
+} opt_field;
+
+#define OPT(name, type, member) {name, type, offsetof(start_values, member), 0}
+
+/* Every key start takes.  The defaults and ranges are Python's
+ * (_options.CORE_START): this side has none, so a missing key is an error. */
+static const opt_field start_fields[] = {
+    OPT("trace", OPT_BOOL, session.trace),
+    OPT("syncs", OPT_BOOL, session.syncs),
+    OPT("driver_api", OPT_BOOL, session.driver_api),
+    OPT("warm_up", OPT_INT, session.warm_up),
+    OPT("callbacks", OPT_BOOL, session.callbacks),
+    OPT("own_timestamps", OPT_BOOL, session.own_timestamps),
+    OPT("graph_kernels", OPT_BOOL, session.graph_kernels),
+    OPT("buffer_bytes", OPT_SIZE, session.buffer_bytes),
+    OPT("max_buffers", OPT_SIZE, session.max_buffers),
+    OPT("cupti_paths", OPT_OBJECT, cupti_paths),
+    OPT("metrics", OPT_BOOL, session.metrics),
+    OPT("metrics_device", OPT_INT, session.pm.device),
+    OPT("metrics_interval_ns", OPT_U64, session.pm.interval_ns),
+    OPT("metrics_buffer_bytes", OPT_SIZE, session.pm.hw_buffer_bytes),
+    OPT("metrics_decode_ns", OPT_U64, session.pm.decode_period_ns),
+    {"metrics_cache_dir", OPT_TEXT, offsetof(start_values, session.pm.cache_dir),
+     sizeof((ls_session_options *)0)->pm.cache_dir},
+    OPT("metrics_wait_for_start", OPT_INT, session.pm_wait_for_start),
+};
+
+/* Reads one value of start's dict into *out.  -1 with TypeError/ValueError
+ * naming the key. */
+static int read_option(const opt_field *f, PyObject *value, start_values *out)
+{
+    char *at = (char *)out + f->offset;
+    switch (f->type) {
+    case OPT_BOOL:
+        if (!PyBool_Check(value))
+            break;
+        *(int *)at = value == Py_True;
+        return 0;
+    case OPT_INT: {
+        if (!PyLong_Check(value))
+            break;
+        int overflow = 0;
+        long v = PyLong_AsLongAndOverflow(value, &overflow);
+        if (overflow != 0 || v < INT_MIN || v > INT_MAX) {
+            PyErr_Format(PyExc_ValueError, "start: %s=%R does not fit a C int", f->name, value);
+            return -1;
+        }
+        *(int *)at = (int)v;
+        return 0;
+    }
+    case OPT_SIZE:
+    case OPT_U64: {
+        if (!PyLong_Check(value))
+            break;
+        unsigned long long v = PyLong_AsUnsignedLongLong(value);
+        if (PyErr_Occurred() || (f->type == OPT_SIZE && v > SIZE_MAX)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "start: %s=%R is not an unsigned 64-bit int",
+                         f->name, value);
+            return -1;
+        }
+        if (f->type == OPT_SIZE)
+            *(size_t *)at = (size_t)v;
+        else
+            *(uint64_t *)at = v;
+        return 0;
+    }
+    case OPT_TEXT: {
+        if (value == Py_None) {
+            at[0] = '\0';
+            return 0;
+        }
+        if (!PyUnicode_Check(value))
+            break;
+        Py_ssize_t len = 0;
+        const char *text = PyUnicode_AsUTF8AndSize(value, &len);
+        if (text == NULL)
+            return -1;
+        if ((size_t)len >= f->size || strlen(text) != (size_t)len) {
+            PyErr_Format(PyExc_ValueError, "start: %s is longer than %zu bytes or holds a NUL",
+                         f->name, f->size - 1);
+            return -1;
+        }
+        memcpy(at, text, (size_t)len + 1);
+        return 0;
+    }
+    case OPT_OBJECT:
+        *(PyObject **)at = value;
+        return 0;
+    }
+    static const char *const wanted[] = {"a bool", "an int", "an int", "an int",
+                                         "a str or None", ""};
+    PyErr_Format(PyExc_TypeError, "start: %s must be %s, got %R", f->name, wanted[f->type],
+                 value);
+    return -1;
+}
+
+/* Fills *out from start's dict: every key of start_fields, no other.  -1
+ * with TypeError naming a missing or unknown key, or read_option's error. */
+static int read_start_values(PyObject *values, start_values *out)
+{
+    if (!PyDict_Check(values)) {
+        PyErr_Format(PyExc_TypeError, "start(values) takes a dict of every option "
+                     "(_options.core_start_values), got %R", values);
+        return -1;
+    }
+    size_t count = sizeof start_fields / sizeof start_fields[0];
+    for (size_t i = 0; i < count; i++) {
+        PyObject *value = PyDict_GetItemString(values, start_fields[i].name);
+        if (value == NULL) {
+            PyErr_Format(PyExc_TypeError, "start: no value for %s (the C core has no "
+                         "defaults: _options.CORE_START has them)", start_fields[i].name);
+            return -1;
+        }
+        if (read_option(&start_fields[i], value, out) != 0)
+            return -1;
+    }
+    if ((size_t)PyDict_GET_SIZE(values) == count)
+        return 0;
+    PyObject *key = NULL, *value = NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(values, &pos, &key, &value)) {
+        size_t i = 0;
+        while (i < count && !(PyUnicode_Check(key) &&
+                              PyUnicode_CompareWithASCIIString(key, start_fields[i].name) == 0))
+            i++;
+        if (i == count) {
+            PyErr_Format(PyExc_TypeError, "start: unknown option %R", key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* start(values) -> dict: see the method table. */
+static PyObject *core_start(PyObject *module, PyObject *values)
 {
     (void)module;
-    static char *keywords[] = {"trace", "driver_api", "buffer_bytes", "max_buffers",
-                               "cupti_paths", "warm_up", "syncs", "metrics",
-                               "metrics_interval_ns", "metrics_buffer_bytes", "metrics_device",
-                               "metrics_decode_ns", "metrics_cache_dir",
-                               "metrics_wait_for_start", "callbacks", "own_timestamps",
-                               "graph_kernels", NULL};
-    /* Warm-up once per process by default (issue 11, H200): with CUPTI's
-     * buffers handed over zeroed, step 0's largest gap after the first
-     * profile was the same without a warm-up (warm_up_none 96.9 us, once
-     * 95.9 us, at every start 84.9 us: noise), while the one at every start
-     * cost 0.36-0.42 ms of each enter; the first profile of a process still
-     * showed a bubble without one (eager step 0: 206 us none, 114 us once).
-     * Back to back, a start goes on beside the last finish (issue 27) and
-     * the PM sampler runs on across profiles (issue 43): ls_handover. */
-    int trace = 1, driver_api = 0, warm_up = LS_WARM_UP_ONCE, syncs = 1, metrics = 0,
-        metrics_device = -1, callbacks = 1, own_timestamps = 1, graph_kernels = 0;
-    Py_ssize_t buffer_bytes = 4 << 20, max_buffers = 64, metrics_buffer_bytes = 64 << 20;
-    /* Decode every 10 ms while a profile runs (ls_sampler: 20 ms between
-     * profiles).  H200, 2026-11-29: a DecodeData call costs ~0.5-0.8 ms a
-     * ms of busy SMs since the last one plus ~1-3 ms (ls_sampler.h), so the
-     * sampler's thread takes 0.72-0.85 core at 10 ms and is behind at 2 ms,
-     * and the tail summary() waits for is one call of 5-8 ms. */
-    /* The first profile of a process waits for the sampler's set-up (issue
-     * 30: without it a script's one profile read no SM or DRAM at all), at
-     * most LS_PM_WAIT_BOUND_NS. */
-    int wait_for_start = LS_SAMPLER_WAIT_SETUP;
-    unsigned long long interval_ns = 0, decode_ns = 10000000; /* interval 0: automatic */
-    PyObject *paths = NULL;
-    const char *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ppnnOippKniKzippp:start", keywords,
-                                     &trace, &driver_api, &buffer_bytes, &max_buffers, &paths,
-                                     &warm_up, &syncs, &metrics, &interval_ns,
-                                     &metrics_buffer_bytes, &metrics_device, &decode_ns,
-                                     &cache_dir, &wait_for_start, &callbacks, &own_timestamps,
-                                     &graph_kernels))
+    start_values in;
+    memset(&in, 0, sizeof in);
+    if (read_start_values(values, &in) != 0)
         return NULL;
-    if (wait_for_start < LS_SAMPLER_WAIT_NEVER || wait_for_start > LS_SAMPLER_WAIT_SETUP) {
-        PyErr_Format(PyExc_ValueError, "metrics_wait_for_start must be 0 (never), 1 (every "
-                     "start) or 2 (when the sampler must be set up), got %d", wait_for_start);
-        return NULL;
-    }
-    if (buffer_bytes < 65536 || max_buffers < 1) {
-        PyErr_Format(PyExc_ValueError, "buffer_bytes must be >= 65536 and max_buffers >= 1 "
-                     "(got %zd and %zd)", buffer_bytes, max_buffers);
-        return NULL;
-    }
-    if ((interval_ns != 0 && (interval_ns < 1000 || interval_ns > 1000000000ull)) ||
-        metrics_buffer_bytes < (1 << 20) ||
-        decode_ns < 1000000ull || decode_ns > 10000000000ull) {
-        PyErr_Format(PyExc_ValueError, "need 1000 <= metrics_interval_ns <= 1e9 (0: automatic), "
-                     "metrics_buffer_bytes >= 1 MiB and 1e6 <= metrics_decode_ns <= 1e10 "
-                     "(got %llu, %zd, %llu)", interval_ns, metrics_buffer_bytes, decode_ns);
-        return NULL;
-    }
-    if (warm_up < LS_WARM_UP_NONE || warm_up > LS_WARM_UP_ONCE) {
-        PyErr_Format(PyExc_ValueError, "warm_up must be 0 (none), 1 (every start) or 2 (once "
-                     "per process), got %d", warm_up);
-        return NULL;
-    }
-    ls_pm_options pm = {metrics_device, interval_ns, (size_t)metrics_buffer_bytes, 0, decode_ns,
-                        ""}; /* 0 samples: the image sized for a decode period */
-    if (cache_dir != NULL && strlen(cache_dir) >= sizeof pm.cache_dir) {
-        PyErr_Format(PyExc_ValueError, "metrics_cache_dir is longer than %zu bytes",
-                     sizeof pm.cache_dir - 1);
-        return NULL;
-    }
-    if (cache_dir != NULL)
-        snprintf(pm.cache_dir, sizeof pm.cache_dir, "%s", cache_dir);
     if (ls_session_active()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "a loopscope profile is already running: profiles do not nest "
@@ -149,27 +238,14 @@ static PyObject *core_start(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PyObject *seq = NULL;
     Py_ssize_t n = 0;
-    const char **candidates = cupti_paths_of(paths, &seq, &n);
+    const char **candidates = cupti_paths_of(in.cupti_paths, &seq, &n);
     if (candidates == NULL)
         return NULL;
-    ls_session_options options;
-    memset(&options, 0, sizeof options);
-    options.trace = trace;
-    options.syncs = syncs;
-    options.driver_api = driver_api;
-    options.warm_up = (ls_warm_up)warm_up;
+    ls_session_options options = in.session; /* pm.max_samples 0: sized for a decode period */
     options.zeroed_buffers = 1; /* CUPTI's buffers handed over cleared (issue 11) */
     options.defer = 1;          /* the finish runs on the worker */
-    options.callbacks = callbacks;
-    options.graph_kernels = graph_kernels;
-    options.buffer_bytes = (size_t)buffer_bytes;
-    options.max_buffers = (size_t)max_buffers;
     options.cupti_paths = candidates;
     options.cupti_path_count = (size_t)n;
-    options.metrics = metrics;
-    options.pm = pm;
-    options.pm_wait_for_start = wait_for_start;
-    options.own_timestamps = own_timestamps;
     ls_session_state state;
     uint64_t waited = 0;
     /* The last profile's finish may still run on the worker.  Back to back,
@@ -438,18 +514,11 @@ static PyMethodDef core_methods[] = {
      "The loaded driver's CUDA version (13000 for 13.0); 0 when no driver is loaded."},
     {"graphs_prepared", core_graphs_prepared, METH_NOARGS,
      "True once graph-level mode is on in this process."},
-    {"start", (PyCFunction)(void (*)(void))core_start, METH_VARARGS | METH_KEYWORDS,
-     "start(trace=True, driver_api=False, buffer_bytes=4MiB, max_buffers=64, cupti_paths=(),"
-     " warm_up=2, syncs=True, metrics=False, metrics_interval_ns=0 (automatic),"
-     " metrics_buffer_bytes=64MiB, metrics_device=-1, metrics_decode_ns=10000000,"
-     " metrics_cache_dir=None, metrics_wait_for_start=2, callbacks=True, own_timestamps=True,"
-     " graph_kernels=False)"
-     " -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path', 'clock',"
-     " 'sampling', 'metrics_reason'}.  warm_up: 0 none, 1 every start, 2 once per process."
-     " metrics_wait_for_start: 0 never, 1 always, 2 when sampling does not run."
-     " For diagnosis only (LOOPSCOPE_INTERNAL): callbacks (False: activity records only,"
-     " the floor of tracing's cost) and own_timestamps (False: whatever timestamp source"
-     " another tool left)."},
+    {"start", core_start, METH_O,
+     "start(values) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path',"
+     " 'clock', 'sampling', 'metrics_reason'}.  values: a dict of every option, resolved"
+     " (loopscope._options.core_start_values: their defaults, ranges and meaning live"
+     " there; a missing or unknown key is a TypeError)."},
     {"stop", core_stop, METH_NOARGS,
      "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "
      "and the Capture waits for that the first time a result is asked for."},

@@ -397,26 +397,18 @@ static int append_one(ls_records *r, ls_inject_kind kind, PyObject *t, Py_ssize_
         (kind == K_MEMCPY && n > 7 && read_uint(t, 7, index, kname, 255, &copy_kind)) ||
         (kind == K_MEMCPY && n > 8 && read_uint(t, 8, index, kname, 255, &host_memory)))
         return -1;
-    ls_op geometry;
-    memset(&geometry, 0, sizeof geometry);
-    if (kind == K_KERNEL && read_geometry(t, index, &geometry) != 0)
+    /* a graph replay is graph_launched, as CUPTI's graph-level records */
+    ls_op made = ls_op_make(kind == K_KERNEL ? LS_OP_KERNEL : kind == K_MEMCPY ? LS_OP_MEMCPY
+                            : kind == K_GRAPH ? LS_OP_GRAPH : LS_OP_MEMSET,
+                            start, end, (uint32_t)a, (uint32_t)b, (uint32_t)c, name_id, bytes);
+    made.copy_kind = (uint8_t)copy_kind;
+    made.host_memory = (uint8_t)host_memory;
+    if (kind == K_KERNEL && read_geometry(t, index, &made) != 0)
         return -1;
     ls_op *op = ls_ops_append(&r->ops);
     if (op == NULL)
         goto nomem;
-    *op = geometry;
-    op->start_ns = start;
-    op->end_ns = end;
-    op->device_id = (uint32_t)a;
-    op->stream_id = (uint32_t)b;
-    op->correlation_id = (uint32_t)c;
-    op->name_id = name_id;
-    op->bytes = bytes;
-    op->kind = kind == K_KERNEL ? LS_OP_KERNEL : kind == K_MEMCPY ? LS_OP_MEMCPY
-             : kind == K_GRAPH ? LS_OP_GRAPH : LS_OP_MEMSET;
-    op->graph_launched = kind == K_GRAPH; /* as CUPTI's graph-level records */
-    op->copy_kind = (uint8_t)copy_kind;
-    op->host_memory = (uint8_t)host_memory;
+    *op = made;
     return 0;
 nomem:
     PyErr_NoMemory();

@@ -26,7 +26,7 @@ typedef struct {
     int trace;               /* trace GPU activity through CUPTI */
     int syncs;               /* watch the calls that make the host wait (callbacks) */
     int driver_api;          /* fallback path: driver-API activity records too */
-    ls_warm_up warm_up;
+    int warm_up;             /* ls_warm_up (an int: read from Python as one) */
     int zeroed_buffers;      /* hand CUPTI cleared activity buffers (ls_buffers) */
     int defer;               /* finish on the worker thread (0: inside stop) */
     int callbacks;           /* claim CUPTI's callbacks (0: activity records only, no

@@ -643,11 +643,8 @@ static PyObject *split_after_stop(PyObject *module, PyObject *args)
         ls_op *op = ls_ops_append(&c->records.ops);
         if (op == NULL)
             goto done;
-        memset(op, 0, sizeof *op);
-        op->start_ns = v[0];
-        op->end_ns = v[1];
-        op->correlation_id = (uint32_t)v[2];
-        op->name_id = ls_names_intern_held(&c->records.names, name, strlen(name));
+        uint32_t name_id = ls_names_intern_held(&c->records.names, name, strlen(name));
+        *op = ls_op_make(LS_OP_KERNEL, v[0], v[1], 0, 0, (uint32_t)v[2], name_id, 0);
     }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(lists[2]); i++) {
         if (split_read(lists[2], i, 0, v, NULL) != 0)

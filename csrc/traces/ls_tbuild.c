@@ -3,6 +3,7 @@
  * Until settle, the records' unsigned time fields hold file times plus
  * BIAS, so that negative file times (events before Kineto's base) keep
  * their order in an unsigned field. */
+#include "ls_search.h"
 #include "ls_tbuild.h"
 
 #include "ls_cbids.h"
@@ -182,17 +183,11 @@ int ls_tbuild_op(ls_tbuild *b, int kind, int64_t start, int64_t end, uint32_t de
     APPEND(b, b->rec.ops, op);
     if (device < 64) /* known before settling: deviceProperties are matched to it */
         b->devices_seen |= 1ull << device;
-    op->start_ns = bias(start);
-    op->end_ns = bias(end);
-    op->device_id = device;
-    op->stream_id = stream;
-    op->correlation_id = correlation;
-    op->name_id = id;
-    op->bytes = bytes;
-    op->kind = (uint8_t)kind;
+    /* a graph replay is graph_launched: a whole replay (loopscope's own export) */
+    *op = ls_op_make((ls_op_kind)kind, bias(start), bias(end), device, stream, correlation, id,
+                     bytes);
     op->copy_kind = copy_kind;
     op->host_memory = host_memory;
-    op->graph_launched = kind == LS_OP_GRAPH; /* a whole replay (loopscope's own export) */
     if (kind == LS_OP_KERNEL)
         set_geometry(b, op, geometry);
     return 0;
@@ -696,6 +691,7 @@ static int compare_launch(const void *pa, const void *pb)
     return (a->start > b->start) - (a->start < b->start);
 }
 
+
 /* launches_before of each call: launch calls of its thread that began
  * before it. */
 static int count_launches(ls_tbuild *b)
@@ -715,25 +711,10 @@ static int count_launches(ls_tbuild *b)
     qsort(keys, n, sizeof *keys, compare_launch);
     for (size_t i = 0; i < b->rec.calls.count; i++) {
         ls_call *c = &b->rec.calls.items[i];
-        ls_launch_key lo_key = {c->thread_id, 0}, hi_key = {c->thread_id, c->enter_ns};
-        size_t lo = 0, hi = n, a = 0, z = n;
-        while (lo < hi) { /* first key >= (thread, 0) */
-            size_t mid = lo + (hi - lo) / 2;
-            if (compare_launch(&keys[mid], &lo_key) < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        a = lo;
-        lo = a, hi = z;
-        while (lo < hi) { /* first key >= (thread, enter) */
-            size_t mid = lo + (hi - lo) / 2;
-            if (compare_launch(&keys[mid], &hi_key) < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        c->launches_before = lo - a;
+        ls_launch_key first = {c->thread_id, 0}, enter = {c->thread_id, c->enter_ns};
+        size_t a = ls_lower_bound(keys, n, sizeof *keys, &first, compare_launch);
+        /* the thread's launches that began before the call: from keys[a] on */
+        c->launches_before = ls_lower_bound(keys + a, n - a, sizeof *keys, &enter, compare_launch);
     }
     free(keys);
     return 0;
@@ -751,20 +732,6 @@ static int compare_i64(const void *pa, const void *pb)
 {
     int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
     return (a > b) - (a < b);
-}
-
-/* The first of the sorted times t[0..n) that is >= v. */
-static size_t lower_bound_i64(const int64_t *t, size_t n, int64_t v)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t[mid] < v)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* Counter points -> samples (see ls_tbuild_settle). */
@@ -829,7 +796,7 @@ static int build_samples(ls_tbuild *b, int device)
             j++;
         if (j == n || p[j].series != p[i].series || p[i].device != sampled)
             continue;
-        for (size_t k = lower_bound_i64(edges, unique, p[i].ts); k < pieces && edges[k] < p[j].ts; k++)
+        for (size_t k = ls_lower_bound_i64(edges, unique, p[i].ts); k < pieces && edges[k] < p[j].ts; k++)
             for (size_t v = i; v < j; v++)
                 if (p[v].metric >= 0)
                     out[k].values[p[v].metric] = p[v].value;

@@ -1,4 +1,5 @@
 /* ls_trace_json: see ls_trace_json.h. */
+#include "ls_search.h"
 #include "ls_trace_json.h"
 
 #include "ls_cbids.h"
@@ -145,14 +146,7 @@ static void put_string(ls_out *o, const char *text, const char *fallback)
 /* The tid of host thread `thread` (every thread is listed; 0 if not). */
 static unsigned host_tid(const ls_trace_options *o, uint64_t thread)
 {
-    size_t lo = 0, hi = o->thread_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (o->thread_ids[mid] < thread)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = ls_lower_bound_u64(o->thread_ids, o->thread_count, thread);
     return lo < o->thread_count && o->thread_ids[lo] == thread ? o->thread_tid[lo] : 0;
 }
 
@@ -202,14 +196,7 @@ static void ranges(ls_out *out, const ls_records *r, const ls_model *m, const ls
 /* The process of device `d`. */
 static unsigned pid_of(const ls_trace_options *o, uint32_t d)
 {
-    size_t lo = 0, hi = o->device_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (o->device_ids[mid] < d)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = ls_lower_bound_u32(o->device_ids, o->device_count, d);
     return lo < o->device_count && o->device_ids[lo] == d ? o->device_pid[lo] : o->gpu_pid + d;
 }
 
@@ -217,28 +204,14 @@ static unsigned pid_of(const ls_trace_options *o, uint32_t d)
 static unsigned tid_of(const ls_trace_options *o, uint32_t d, uint32_t stream)
 {
     uint64_t key = ((uint64_t)d << 32) | stream;
-    size_t lo = 0, hi = o->stream_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (o->stream_keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = ls_lower_bound_u64(o->stream_keys, o->stream_count, key);
     return lo < o->stream_count && o->stream_keys[lo] == key ? o->stream_tid[lo] : stream;
 }
 
 /* The index of `name_id` in o->name_ids, or o->name_count when absent. */
 static size_t name_slot(const ls_trace_options *o, uint32_t name_id)
 {
-    size_t lo = 0, hi = o->name_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (o->name_ids[mid] < name_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = ls_lower_bound_u32(o->name_ids, o->name_count, name_id);
     return lo < o->name_count && o->name_ids[lo] == name_id ? lo : o->name_count;
 }
 
@@ -269,15 +242,7 @@ static size_t api_lower_bound(const ls_api_key *keys, size_t n, uint32_t correla
                               uint32_t domain, uint64_t start_ns)
 {
     ls_api_key want = {correlation, domain, start_ns, 0};
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (compare_api_keys(&keys[mid], &want) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return ls_lower_bound(keys, n, sizeof *keys, &want, compare_api_keys);
 }
 
 /* What the writer knows of launches: per API record, the waited call it

@@ -12,26 +12,8 @@ TRACE_MAX_UNIT: int  # bytes of one Kineto event or top-level member (longer: re
 TIME_SKIP_REASONS: tuple[str, ...]  # why a reader skips a record for its times (one list)
 
 
-def start(
-    trace: bool = ...,
-    driver_api: bool = ...,
-    buffer_bytes: int = ...,
-    max_buffers: int = ...,
-    cupti_paths: Sequence[str] | None = ...,
-    warm_up: int = ...,  # 0 none, 1 every start, 2 once per process (a bool works too)
-    syncs: bool = ...,
-    metrics: bool = ...,
-    metrics_interval_ns: int = ...,
-    metrics_buffer_bytes: int = ...,
-    metrics_device: int = ...,
-    metrics_decode_ns: int = ...,
-    graph_kernels: bool = ...,  # after prepare_graphs(): each replay's kernels this profile
-    metrics_cache_dir: str | None = ...,
-    metrics_wait_for_start: int = ...,  # 0 never, 1 always, 2 when sampling does not run
-    # for diagnosis (_settings.py's LOOPSCOPE_INTERNAL)
-    own_timestamps: bool = ...,
-    callbacks: bool = ...,
-) -> dict[str, Any]: ...
+def start(values: dict[str, Any], /) -> dict[str, Any]: ...  # every option, resolved:
+                                                            # _options.core_start_values
 def stop() -> Capture: ...
 def active() -> bool: ...
 def prepare_graphs(cupti_paths: Sequence[str], /) -> str | None: ...

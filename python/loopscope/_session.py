@@ -22,7 +22,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import _core, _cupti_paths
+from . import _core, _cupti_paths, _options
 
 _lock = threading.Lock()
 
@@ -101,8 +101,8 @@ def stop_at_exit() -> None:
 def _guard_start() -> dict[str, Any]:
     global _guard_session
     unusable = cupti_unusable()
-    state = _core.start(trace=False, syncs=unusable is None, warm_up=False,
-                        cupti_paths=_cupti_paths.candidates())
+    state = _core.start(_options.core_start_values(
+        trace=False, syncs=unusable is None, warm_up=0, cupti_paths=_cupti_paths.candidates()))
     if unusable is not None:
         state["syncs_reason"] = unusable
     _guard_session = True
@@ -183,7 +183,7 @@ def start_profile(profile: Any, where: str, options: dict[str, Any]) -> tuple[di
         if _open_blocks():  # strict mode needs the sync callbacks
             options = dict(options, syncs=True)
         try:
-            state = _core.start(**options)
+            state = _core.start(_options.core_start_values(**options))
         except BaseException:
             _resume_guard()
             raise

@@ -109,7 +109,7 @@ def core_options(warm_up: bool) -> dict[str, Any]:
     """The _core.start keywords that come from the environment."""
     options = dict(internal())
     # warm_up=True means once per process (the C core's default, see
-    # ls_module.c for the measurements).
+    # _options.CORE_START for the measurements).
     options["warm_up"] = _WARM_UP_ONCE if warm_up else 0
     options["metrics_cache_dir"] = cache_dir()
     return options

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import loopscope
-from loopscope import _core, _testhooks
+from loopscope import _core, _options, _testhooks
 from loopscope.views._report import format_report
 from machine import NO_DRIVER_REASON, driver_present
 
@@ -33,7 +33,7 @@ def kernel(start, end, corr, name="k", device=0, stream=7):
 # -- the C averaging, through the capture ---------------------------------
 
 def _analysis(kernels=(), samples=(), apis=()):
-    _core.start(trace=False, syncs=False)
+    _core.start(_options.core_start_values(trace=False, syncs=False))
     try:
         if kernels:
             _testhooks._inject("kernel", list(kernels))
@@ -120,7 +120,7 @@ def test_ops_of_other_devices_are_not_the_sampled_device_busy_time():
     ((2, 1, {}), ValueError),                              # ends before it starts
 ])
 def test_bad_samples_are_refused_and_nothing_is_appended(bad, error):
-    _core.start(trace=False, syncs=False)
+    _core.start(_options.core_start_values(trace=False, syncs=False))
     try:
         with pytest.raises(error):
             _testhooks._inject("sample", [sample(1, 2, sm=1), bad])
@@ -343,7 +343,7 @@ def test_metrics_false_says_so():
 
 @pytest.mark.real_tracing
 def test_without_a_driver_the_reason_is_the_driver():
-    if _core.start(trace=False, syncs=False, metrics=True)["sampling"]:
+    if _core.start(_options.core_start_values(trace=False, syncs=False, metrics=True))["sampling"]:
         _core.stop()
         pytest.skip("PM sampling works here")
     state = _core.stop().info()

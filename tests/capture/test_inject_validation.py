@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import loopscope
-from loopscope import _core, _testhooks
+from loopscope import _core, _options, _testhooks
 
 GOOD_KERNEL = (1_000, 2_000, 0, 7, 1, "k")
 
@@ -190,7 +190,7 @@ def test_optional_fields():
 def test_the_sample_hook_names_every_figure():
     """The figures a sample may carry come from the one metric table: the
     hook's message lists exactly those the model averages."""
-    _core.start(trace=False, syncs=False)
+    _core.start(_options.core_start_values(trace=False, syncs=False))
     try:
         _testhooks._inject("sample", [(1_000, 2_000, {"sm_active_pct": 1.0})])
         with pytest.raises(TypeError) as error:

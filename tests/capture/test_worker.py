@@ -18,7 +18,7 @@ import time
 import pytest
 
 import loopscope
-from loopscope import _core, _testhooks
+from loopscope import _core, _options, _testhooks
 
 # The loopscope this suite imports (in CI an installed one, not the source tree).
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
@@ -435,15 +435,15 @@ def run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def test_interpreter_exit_with_the_worker_busy_and_a_profile_open_exits_cleanly():
     code = """
         import warnings
-        from loopscope import _core, _testhooks
+        from loopscope import _core, _options, _testhooks
         warnings.simplefilter("ignore")
         _testhooks._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
         _testhooks._finish_delay(300_000_000)
-        _core.start(trace=False, syncs=False, metrics=True)
+        _core.start(_options.core_start_values(trace=False, syncs=False, metrics=True))
         pending = _core.stop()               # the worker sleeps 0.3 s on it
         assert _testhooks._capture_pending(pending)
         _testhooks._finish_delay(0)
-        _core.start(trace=False, syncs=False, metrics=True, metrics_decode_ns=1_000_000)
+        _core.start(_options.core_start_values(trace=False, syncs=False, metrics=True, metrics_decode_ns=1_000_000))
         print("open", _core.active(), flush=True)   # left open: the atexit path ends it
     """
     result = run_python(code)
@@ -455,11 +455,11 @@ def test_interpreter_exit_with_the_worker_busy_and_a_profile_open_exits_cleanly(
 def test_a_fork_while_the_worker_finishes_neither_hangs_nor_loses_the_parent():
     code = """
         import os, warnings
-        from loopscope import _core, _testhooks
+        from loopscope import _core, _options, _testhooks
         warnings.simplefilter("ignore")
         _testhooks._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
         _testhooks._finish_delay(500_000_000)
-        _core.start(trace=False, syncs=False, metrics=True)
+        _core.start(_options.core_start_values(trace=False, syncs=False, metrics=True))
         capture = _core.stop()
         pid = os.fork()
         if pid == 0:
@@ -529,7 +529,7 @@ def test_two_threads_waiting_for_one_capture_both_get_it_whole():
     samples = [sample(1, 2, sm=5)]
     _testhooks._fake_samples(samples, 1)
     _testhooks._finish_delay(300_000_000)
-    _core.start(trace=False, syncs=False, metrics=True)
+    _core.start(_options.core_start_values(trace=False, syncs=False, metrics=True))
     capture = _core.stop()
     assert _testhooks._capture_pending(capture)
     seen = []

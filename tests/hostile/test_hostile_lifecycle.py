@@ -20,7 +20,7 @@ import weakref
 import pytest
 
 import loopscope
-from loopscope import _core, _session, _testhooks
+from loopscope import _core, _options, _session, _testhooks
 
 THIS_FILE = __file__
 SYNC = [("cudaStreamSynchronize", 1_000)]
@@ -328,13 +328,13 @@ def test_a_token_that_outlived_its_session_is_reported_by_its_api_only():
     """The mechanism under the hand-over: a noted wait whose session ended
     (here stopped behind strict mode's back) never resolves to a call of the
     next session; it comes back as its API, with no frames."""
-    _core.start(trace=False, syncs=True, warm_up=False)
+    _core.start(_options.core_start_values(trace=False, syncs=True, warm_up=0))
     _core._strict_arm(lambda call: None, False)
     try:
         stale = c_callable([("cudaDeviceSynchronize", 1_000)])
         stale()
         _core.stop()
-        _core.start(trace=False, syncs=True, warm_up=False)
+        _core.start(_options.core_start_values(trace=False, syncs=True, warm_up=0))
         _testhooks._inject_calls([("cudaStreamSynchronize", 1_000)])  # same index, new session
     finally:
         call = _core._strict_disarm()

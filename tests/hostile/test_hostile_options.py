@@ -9,7 +9,7 @@ import fractions
 import pytest
 
 import loopscope
-from loopscope import _core, _testhooks
+from loopscope import _core, _options, _testhooks
 
 BOOLS = ["trace", "syncs", "driver_api", "warm_up", "metrics"]
 NUMBERS = {  # option: (lowest, highest, unit), as documented in Profile's docstring
@@ -112,3 +112,46 @@ def test_numpy_scalars_are_numbers():
                            gap_thresholds_us=np.array([10.0, 30.0])) as prof:
         _testhooks._inject("kernel", [(1_000, 2_000, 0, 7, 1)])
     assert prof.summary()["gaps"]["thresholds_us"] == [10.0, 30.0]
+
+
+# -- the C core's start: every option comes from _options.CORE_START (issue 42)
+_c_start = _core.start  # the C function itself, taken before conftest wraps it per test
+
+
+def test_the_core_has_no_defaults_a_missing_option_is_named():
+    for name in _options.CORE_START:
+        values = _options.core_start_values()
+        del values[name]
+        with pytest.raises(TypeError, match=f"start: no value for {name} "):
+            _c_start(values)
+    assert not _core.active()
+
+
+def test_the_core_refuses_an_unknown_option_and_a_wrong_type():
+    with pytest.raises(TypeError, match="start: unknown option 'tracing'"):
+        _c_start(dict(_options.core_start_values(), tracing=True))
+    with pytest.raises(TypeError, match="start: trace must be a bool, got 1"):
+        _c_start(dict(_options.core_start_values(), trace=1))
+    with pytest.raises(TypeError, match="start: buffer_bytes must be an int"):
+        _c_start(dict(_options.core_start_values(), buffer_bytes=4.0))
+    with pytest.raises(TypeError, match="takes a dict"):
+        _c_start([("trace", False)])
+    with pytest.raises(TypeError, match="did you mean 'metrics_decode_ns'"):
+        _options.core_start_values(metrics_decode_ms=10)
+    with pytest.raises(ValueError, match="metrics_decode_ns must be between 1e\\+06 and 1e\\+10"):
+        _options.core_start_values(metrics_decode_ns=10)
+    assert not _core.active()
+
+
+def test_a_profile_with_its_defaults_starts_the_core_at_the_core_defaults(monkeypatch):
+    """profile()'s defaults (its signature, in MiB, us, ms) and CORE_START's
+    (the core's units) are the same settings."""
+    seen = []
+    start = _core.start
+    monkeypatch.setattr(_core, "start", lambda values: seen.append(values) or start(values))
+    with loopscope.profile():
+        pass
+    for name in ("buffer_bytes", "max_buffers", "metrics_interval_ns", "metrics_buffer_bytes",
+                 "metrics_decode_ns", "metrics_wait_for_start", "warm_up", "graph_kernels",
+                 "callbacks", "own_timestamps"):
+        assert seen[0][name] == _options.CORE_START[name][0], name

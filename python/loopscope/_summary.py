@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from . import _core, _settings
 from .figures import _rows
 from .figures._checks import live_checks
-from .figures._diagnosis import diagnose, diagnose_step, traced_verdicts
+from .figures._diagnosis import capture_verdicts, diagnose, diagnose_step, traced_verdicts
 from .figures._finite import finite, note, start_count
 from .views._html import render
 from .views._html_file import title, write_page
@@ -678,6 +678,18 @@ def _steps(cols: dict[str, Any], gpu: bool, thresholds_us, syncs_watched: bool,
     return steps, None
 
 
+def _capture_steps(loop: dict[str, Any], steps: list[dict[str, Any]],
+                   verdicts: list[str]) -> list[str]:
+    """The steps' verdicts once the loop says whether the profile recorded a
+    CUDA-graph capture (_diagnosis.capture_verdicts), set in the steps too;
+    the same list, untouched, when it did not."""
+    judged = capture_verdicts(loop, verdicts)
+    if judged is not verdicts:
+        for step, verdict in zip(steps, judged):
+            step["verdict"] = verdict
+    return judged
+
+
 def _step_name_lookup(index: Sequence[int], names: Sequence[str]
                       ) -> Callable[[int | None], str | None]:
     """step index -> its name (None: no such step), by a binary search over
@@ -915,6 +927,8 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     if gpu and model is not None:
         total = model.total()
         summary["loop"] = _loop(cols, total, model)
+        if step_verdicts is not None:  # rule 0: a capture's steps are the capture's
+            step_verdicts = _capture_steps(summary["loop"], step_list, step_verdicts)
         summary["graphs"] = _graphs(total, step_list)
         kernels = model.kernels()
         summary["top_kernels"] = _top_kernels(kernels[:TOP_KERNELS],

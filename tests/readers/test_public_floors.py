@@ -202,3 +202,47 @@ def test_pageable_copies_stay_in_a_graphs_host_floor():
     assert "1 pageable host-to-device copy held the host 3.62 ms" in graph["basis"]
     assert "pin that memory first" in graph["basis"]
     assert graph["projected_ms"] >= held
+
+
+def test_a_graph_capture_reads_graph_capture():
+    """The same capture's verdict: not UNDER_FILLED for its 2 warm-up
+    kernels of 11 us in 34 ms, but GRAPH_CAPTURE with the launch counts and
+    what the GPU ran as its evidence, its one step reading the same."""
+    path = DATA / "tracelens_mi300x_sglang_capture_bs32.json.gz"
+    events = _raw(path)
+    launches = sum(1 for e in events if e.get("cat") == "cuda_runtime" and LAUNCH.match(e["name"]))
+    ran = sum(1 for e in events if str(e.get("cat")).lower() in GPU_CATS)
+    summary = loopscope.analyze(path)
+    d = summary["diagnosis"]
+    assert d["verdict"] == "GRAPH_CAPTURE"
+    assert d["reasons"][0].startswith(
+        f"{launches - ran} of {launches} launch calls ran nothing on the GPU")
+    assert d["reasons"][1].startswith(f"the GPU ran {ran} ops for {floors(path)['gpu_ms']:.3f} ms")
+    assert [s["verdict"] for s in summary["steps"]] == ["GRAPH_CAPTURE"]
+    assert "1 of 1 steps read GRAPH_CAPTURE" in d["reasons"]
+    assert "profile the loop of graph replays" in d["actions"][0]
+    assert not any("remove these syncs" in a for a in d["actions"])  # the capture's set-up
+
+
+ANY_LAUNCH = re.compile(r"^(cuda|hip)(Ext)?(Module)?LaunchKernel|^cuLaunchKernel"
+                        r"|^(cuda|hip)Memcpy|^(cuda|hip)Memset")
+
+
+def test_only_a_capture_reads_graph_capture(pair):
+    """Over the corpus, GRAPH_CAPTURE where more than half of the launch
+    calls (kernels, copies, sets) ran no GPU op, counted from the events;
+    no eager or replaying trace comes near."""
+    name, summary, _ = pair
+    events = _raw(DATA / name)
+    launches = sum(1 for e in events if str(e.get("cat")).lower() in HOST_API
+                   and ANY_LAUNCH.match(str(e.get("name"))))
+    ran = sum(1 for e in events if str(e.get("cat")).lower() in GPU_CATS)
+    idle = max(launches - ran, 0)
+    assert not 0.3 * launches < idle < 0.7 * launches, name  # clear of the cut-off
+    captured = summary["diagnosis"]["verdict"] == "GRAPH_CAPTURE"
+    assert captured == (2 * idle > launches), (name, idle, launches)
+    steps = {s["verdict"] for s in summary["steps"]} - {"NO_GPU_WORK", None}
+    if captured:  # the steps follow the loop
+        assert steps == {"GRAPH_CAPTURE"}, name
+    else:
+        assert "GRAPH_CAPTURE" not in steps, name

@@ -36,6 +36,18 @@ and the next action.
    below UNDER_FILLED_WARPS_BELOW_PCT.  A memory- or compute-bound loop
    keeps its verdict: it does fill what it uses.
 
+0. Before rules 1-4, a profile that recorded a CUDA-graph capture
+   (_projections.capturing: more than CAPTURE_SHARE of its launch calls ran
+   no GPU op, as launches into a capturing stream do)      -> GRAPH_CAPTURE
+   Its time line is the capture's few warm-up ops, not a loop's, so rules
+   1-4 would judge set-up work (SGLang's decode-graph capture: 2 kernels of
+   11 us in 34 ms read UNDER_FILLED).  Launch calls are counted for the
+   whole profile only (csrc/analysis/ls_readiness.h), so the steps follow
+   the profile (capture_verdicts): each step with GPU work reads
+   GRAPH_CAPTURE, a step without reads NO_GPU_WORK as before.  A capture
+   step among enough normal steps to keep the profile under CAPTURE_SHARE
+   is not told apart: its steps keep rules 1-4.
+
 The action of CPU_LAUNCH_BOUND turns graph-aware when the steps already
 replay CUDA graphs (cudaGraphLaunch in the step): capturing again would not
 help; the host time between replays is the cost (given in us), so cut the
@@ -48,11 +60,11 @@ declared once, in _verdicts.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ._finite import finite
 from ._names import clip, kernel_name
-from ._projections import project
+from ._projections import CAPTURE_SHARE, capturing, project
 from ._ranks import backlog_text, balance_text
 from ._syncs import format_site
 from ._verdicts import VERDICTS
@@ -134,6 +146,15 @@ def traced_verdicts(kernels: Sequence[int | None], memcpys: Sequence[int | None]
                 verdict = "UNDER_FILLED"
             append(verdict)
     return out
+
+
+def capture_verdicts(loop: dict[str, Any] | None, verdicts: list[str]) -> list[str]:
+    """Rule 0 over the steps' verdicts (rules 1-4, in order): in a profile
+    that recorded a CUDA-graph capture, GRAPH_CAPTURE for each step with GPU
+    work; the verdicts as they are otherwise (and with no loop)."""
+    if not loop or capturing(loop) is None:
+        return verdicts
+    return ["NO_GPU_WORK" if v == "NO_GPU_WORK" else "GRAPH_CAPTURE" for v in verdicts]
 
 
 def _counters_only_verdict(gr_pct: float | None, sm_busy: float | None,
@@ -305,6 +326,9 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
     if gpu["kernels"] + gpu["memcpys"] + gpu["memsets"] + replays == 0:
         return {"verdict": "NO_GPU_WORK", "reasons": ["no GPU operation was recorded"],
                 "actions": [VERDICTS["NO_GPU_WORK"].action], "evidence": {}}
+    capture = capturing(summary.get("loop") or {})
+    if capture is not None:
+        return _diagnose_capture(summary, capture, step_verdicts)
     busy = gaps["busy_pct"]
     sm_busy = sm.get("active_busy_pct") if sm else None
     dram_busy = dram.get("throughput_busy_pct") if dram else None
@@ -316,8 +340,6 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
                               [gpu.get("fill_known_pct")], [warps_busy])[0]
     idle = gaps["idle_ms"]
     share = {k: (round(100 * v / idle, 1) if idle else 0.0) for k, v in gaps["idle_by_cause_ms"].items()}
-    verdicts = (step_verdicts if step_verdicts is not None else
-                [s["verdict"] for s in summary["steps"] if s["gaps"] is not None])
     reasons = [
         f"GPU busy {_f(busy)}% of its time line ({gaps['busy_ms']:.3f} ms busy, "
         f"{idle:.3f} ms idle in {gaps['count']} gaps)",
@@ -336,10 +358,8 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
         reasons += _fill_reasons(summary)
     if verdict == "BALANCED":
         reasons.append(_balanced_reason(busy, share, sm_busy, dram_busy, gpu))
-    if verdicts:
-        reasons.append(f"{verdicts.count(verdict)} of {len(verdicts)} steps read {verdict}")
-        reasons += _disagreements(summary, verdict, verdicts,
-                                  _why(verdict, busy, idle, by_cause))
+    reasons += _step_reasons(summary, verdict, step_verdicts,
+                             lambda: _why(verdict, busy, idle, by_cause))
     graph_advice = _graph_advice(summary) if verdict == "CPU_LAUNCH_BOUND" else None
     host_work = _host_range_advice(summary, verdict, by_cause)
     actions = [host_work or graph_advice or _action(verdict, dram, sm)]
@@ -367,6 +387,45 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
     }
     evidence.update(_counter_evidence(sm, dram))
     return {"verdict": verdict, "reasons": reasons, "actions": actions, "evidence": evidence}
+
+
+def _diagnose_capture(summary: dict[str, Any], capture: tuple[int, int],
+                      step_verdicts: list[str] | None) -> dict[str, Any]:
+    """Rule 0's diagnosis: the launch calls that ran nothing and what the
+    GPU did run, in place of rules 1-4's figures; the syncs are reasons,
+    not actions (a capture's syncs and frees are its set-up's)."""
+    idle_launches, calls = capture
+    gaps, gpu, loop = summary["gaps"], summary["gpu"], summary["loop"]
+    replays = gpu.get("graph_replays") or 0
+    ops = gpu["kernels"] + gpu["memcpys"] + gpu["memsets"] + replays
+    said = (f"{idle_launches} of {calls} launch calls ran nothing on the GPU (more than "
+            f"{100 * CAPTURE_SHARE:g}%): launches into a capturing stream record a CUDA graph "
+            "and run nothing")
+    reasons = [
+        said,
+        f"the GPU ran {ops} {'op' if ops == 1 else 'ops'} for {gaps['busy_ms']:.3f} ms in "
+        f"{loop['ms']:.3f} ms of the {'steps' if loop.get('from') == 'steps' else 'profile'}: "
+        "set-up work around the capture, not a loop's",
+    ]
+    reasons += _step_reasons(summary, "GRAPH_CAPTURE", step_verdicts,
+                             lambda: f"{idle_launches} of {calls} launch calls ran nothing")
+    _sync_lines(summary.get("syncs"), reasons, [])
+    syncs = summary.get("syncs")
+    evidence = {
+        "busy_pct": gaps["busy_pct"],
+        "busy_from": "ops",
+        "busy_ms": gaps["busy_ms"],
+        "gpu_ops": ops,
+        "kernels": gpu["kernels"],
+        "idle_launches": idle_launches,
+        "launch_calls": calls,
+        "capture_share_above_pct": 100 * CAPTURE_SHARE,
+        "syncs": syncs["count"] if syncs else None,
+        "sync_blocked_ms": syncs["blocked_ms"] if syncs else None,
+    }
+    action = f"the capture took {loop['ms']:.3f} ms once: " + VERDICTS["GRAPH_CAPTURE"].action
+    return {"verdict": "GRAPH_CAPTURE", "reasons": reasons, "actions": [action],
+            "evidence": evidence}
 
 
 def _top_host_range(summary: dict[str, Any]) -> dict[str, Any] | None:
@@ -431,6 +490,20 @@ def _why(verdict: str, busy: float | None, idle_ms: float, by_cause: dict[str, f
     judged = {"UNDER_FILLED": "the fill of its kernels", "GPU_BOUND": "busy alone (no counters)"
               }.get(verdict, "its SM/DRAM counters")
     return f"GPU busy {busy:.1f}% (>= {BUSY_BELOW_PCT:g}%), so judged by {judged}"
+
+
+def _step_reasons(summary: dict[str, Any], verdict: str, step_verdicts: list[str] | None,
+                  loop_why: Callable[[], str]) -> list[str]:
+    """How many steps read the loop's verdict, and why the others read
+    theirs (_disagreements; loop_why: the loop's rule in its figures);
+    nothing without traced steps.  step_verdicts: see diagnose()."""
+    verdicts = (step_verdicts if step_verdicts is not None else
+                [s["verdict"] for s in summary["steps"] if s["gaps"] is not None])
+    counted: list[str] = []
+    if verdicts:
+        counted.append(f"{verdicts.count(verdict)} of {len(verdicts)} steps read {verdict}")
+        counted += _disagreements(summary, verdict, verdicts, loop_why())
+    return counted
 
 
 def _disagreements(summary: dict[str, Any], verdict: str, verdicts: list[str],

@@ -46,6 +46,7 @@ def _declare(*kinds: VerdictKind) -> dict[str, VerdictKind]:
 
 
 _ORANGE, _RED, _VIOLET, _GREEN, _GREY = "#d9822b", "#c23030", "#7157d9", "#0f9960", "#5c7080"
+_BLUE = "#137cbd"  # a set-up, not a bottleneck: none of the bottlenecks' colours
 
 VERDICTS = _declare(
     VerdictKind(
@@ -88,6 +89,13 @@ VERDICTS = _declare(
         "COMMUNICATION_WAIT", "diagnose_ranks",
         "make the slowest rank arrive sooner at the collectives (its cause is named above)",
         _ORANGE, "communication_wait", ()),
+    VerdictKind(
+        "GRAPH_CAPTURE", "capture_verdicts",
+        "this profile recorded a CUDA-graph capture, not the loop: profile the loop of graph "
+        "replays that runs after it (start the profiler once warm-up and capture are done, e.g. "
+        "torch.profiler's schedule(wait=, warmup=)); the capture's own time is a one-time set-up "
+        "that no replay pays again",
+        _BLUE, "graph_capture", ()),
     VerdictKind(
         "UNDER_FILLED", "traced_verdicts",
         "the kernels are too small to fill the GPU: give each launch more work (a larger "

@@ -8,7 +8,7 @@ from typing import Any, Iterator, Sequence
 
 from .. import _core, _settings
 from ..figures._checks import LIVE_SOURCES, timeline_check
-from ..figures._diagnosis import diagnose, diagnose_step
+from ..figures._diagnosis import capture_verdicts, diagnose, diagnose_step
 from ..files._inputs import cut_name
 from .._profile import FinishedProfile, Profile
 from ..figures._readiness import add_sync_blockers, overview
@@ -341,9 +341,10 @@ def _restore(summary: dict[str, Any], data: dict[str, Any],
         add_sync_blockers(summary["steps"], summary["syncs"])
         summary["graph_readiness"] = overview(summary["steps"])
     if as_recorded:  # the verdict may depend on what came back
-        for step in summary["steps"]:
-            if step["gaps"] is not None:
-                step["verdict"] = diagnose_step(step)
+        traced = [s for s in summary["steps"] if s["gaps"] is not None]
+        for step, verdict in zip(traced, capture_verdicts(
+                summary.get("loop"), [diagnose_step(s) for s in traced])):
+            step["verdict"] = verdict
         summary["diagnosis"] = diagnose(summary)
     summary["recording"] = {
         "device": meta["device"],

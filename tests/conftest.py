@@ -110,7 +110,7 @@ def internal_switches(monkeypatch):
     """internal_switches("key=value,..."): LOOPSCOPE_INTERNAL for this test.
     The switches are parsed once per process, so the parse is dropped when
     they are set and again after the test (monkeypatch puts the variable back)."""
-    from loopscope import _settings
+    from loopscope.live import _settings
 
     def set_to(value: str) -> None:
         monkeypatch.setenv("LOOPSCOPE_INTERNAL", value)

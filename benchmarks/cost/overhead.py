@@ -71,7 +71,7 @@ Usage (GPU machine):
 The gpt2 loop is skipped, with the reason printed, where transformers is not
 installed.  The short table comes last; --json keeps every figure (written
 after each process).  Environment variables pass through to the children
-(LOOPSCOPE_INTERNAL: see python/loopscope/_settings.py).
+(LOOPSCOPE_INTERNAL: see python/loopscope/live/_settings.py).
 """
 from __future__ import annotations
 

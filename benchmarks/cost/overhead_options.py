@@ -1,7 +1,7 @@
 """loopscope's internal alternatives side by side, to choose its defaults on
 measurement (issue 11).  Each row is loopscope.profile() on the demo loop in
 its own process, with one internal switch (LOOPSCOPE_INTERNAL, see
-python/loopscope/_settings.py) or profile option changed from today's
+python/loopscope/live/_settings.py) or profile option changed from today's
 defaults; rounds alternate with bare rounds as in benchmarks/cost/overhead.py.
 
   default                  today's defaults (worker finish, zeroed buffers, warm-up

@@ -517,7 +517,7 @@ static PyMethodDef core_methods[] = {
     {"start", core_start, METH_O,
      "start(values) -> {'tracing', 'reason', 'watching_syncs', 'syncs_reason', 'cupti_path',"
      " 'clock', 'sampling', 'metrics_reason'}.  values: a dict of every option, resolved"
-     " (loopscope._options.core_start_values: their defaults, ranges and meaning live"
+     " (loopscope.live._options.core_start_values: their defaults, ranges and meaning live"
      " there; a missing or unknown key is a TypeError)."},
     {"stop", core_stop, METH_NOARGS,
      "stop() -> Capture: ends the running profile; loopscope's worker thread finishes it, "

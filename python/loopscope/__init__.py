@@ -29,8 +29,8 @@ from .surfaces._compare import CompareError, compare, format_compare
 from .surfaces._doctor import doctor
 from .readers._job import analyze
 from ._core import range  # noqa: A004  (the public name is part of the contract)
-from ._instrument import InstrumentHandle, instrument
-from ._prepare import prepare
+from .live._instrument import InstrumentHandle, instrument
+from .live._prepare import prepare
 from ._profile import LoopscopeWarning, Profile, profile
 from .readers._sniff import TraceError
 from ._strict import SyncError, no_sync

@@ -7,7 +7,8 @@ import argparse
 import os
 import sys
 
-from . import __version__, _settings, instrument, profile
+from . import __version__, instrument, profile
+from .live import _settings
 from .surfaces._analyze_cli import add_analyze_parser, analyze_command
 from .surfaces._doctor import add_doctor_parser, doctor_command
 from .surfaces._merge_cli import add_merge_parser, merge_command

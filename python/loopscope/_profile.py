@@ -13,11 +13,12 @@ import weakref
 from time import perf_counter_ns as _enter_clock_ns  # apart from `time`, which tests script
 from typing import Any
 
-from . import _core, _cupti_paths, _instrument, _options, _session, _settings
+from . import _core
+from .live import _cupti_paths, _instrument, _options, _session, _settings
 from .distributed import _distributed
 from .views._html import profile_html
 from .views._html_file import title, write_page
-from ._module_steps import ModuleSteps, check_module
+from .live._module_steps import ModuleSteps, check_module
 from .files._recording import save
 from .views._report import format_report
 from ._summary import Summary, build_summary

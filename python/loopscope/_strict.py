@@ -19,7 +19,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Iterable
 
-from . import _session
+from .live import _session
 from .figures._names import display_path
 from .figures._syncs import KINDS, Resolver
 

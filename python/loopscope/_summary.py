@@ -12,7 +12,8 @@ from array import array
 from itertools import repeat
 from typing import Any, Callable, NamedTuple, Sequence
 
-from . import _core, _settings
+from . import _core
+from .live import _settings
 from .figures import _rows
 from .figures._checks import live_checks
 from .figures._diagnosis import capture_verdicts, diagnose, diagnose_step, traced_verdicts

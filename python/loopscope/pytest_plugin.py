@@ -112,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except (TypeError, ValueError) as error:
             raise pytest.UsageError(f"--loopscope-watch: {error}") from None
     if config.getoption("--loopscope-graph-replays", default=False):
-        from ._prepare import prepare
+        from .live._prepare import prepare
 
         try:
             prepare()

@@ -10,7 +10,8 @@ import time
 import pytest
 
 import loopscope
-from loopscope import _core, _options, _testhooks
+from loopscope import _core, _testhooks
+from loopscope.live import _options
 from loopscope.views._report import format_report
 from machine import NO_DRIVER_REASON, driver_present
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from loopscope import _cupti_paths
-from loopscope._cupti_paths import Facts, plan
+from loopscope.live import _cupti_paths
+from loopscope.live._cupti_paths import Facts, plan
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELS = os.environ.get("LOOPSCOPE_TEST_WHEELS")

@@ -269,7 +269,7 @@ def test_extension_imports_twice_in_one_process():
         assert second.Range is not first.Range
         assert second.range("x") is second.range("x")
         assert second.range("x") is not first.range("x")
-        from loopscope import _options
+        from loopscope.live import _options
         state = second.start(_options.core_start_values(trace=False))
         with second.range("x"):
             pass

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import loopscope
-from loopscope import _core, _options, _testhooks
+from loopscope import _core, _testhooks
+from loopscope.live import _options
 
 GOOD_KERNEL = (1_000, 2_000, 0, 7, 1, "k")
 

@@ -17,7 +17,8 @@ torch = pytest.importorskip("torch", reason="instrument() needs PyTorch")
 from torch import nn  # noqa: E402
 
 import loopscope  # noqa: E402
-from loopscope import _core, _instrument, _testhooks  # noqa: E402
+from loopscope import _core, _testhooks  # noqa: E402
+from loopscope.live import _instrument
 
 # torch.jit warns about its own deprecation (used directly and by Dynamo's imports).
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from loopscope import _settings, _testhooks
+from loopscope import _testhooks
+from loopscope.live import _settings
 
 NAMES = ["sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
          "dram__throughput.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"]

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 import loopscope
-from loopscope import _core, _prepare
+from loopscope import _core
+from loopscope.live import _prepare
 
 
 def no_driver() -> bool:

@@ -18,7 +18,8 @@ import time
 import pytest
 
 import loopscope
-from loopscope import _core, _options, _testhooks
+from loopscope import _core, _testhooks
+from loopscope.live import _options
 
 # The loopscope this suite imports (in CI an installed one, not the source tree).
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(loopscope.__file__)))
@@ -436,7 +437,8 @@ def run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def test_interpreter_exit_with_the_worker_busy_and_a_profile_open_exits_cleanly():
     code = """
         import warnings
-        from loopscope import _core, _options, _testhooks
+        from loopscope import _core, _testhooks
+        from loopscope.live import _options
         warnings.simplefilter("ignore")
         _testhooks._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
         _testhooks._finish_delay(300_000_000)
@@ -456,7 +458,8 @@ def test_interpreter_exit_with_the_worker_busy_and_a_profile_open_exits_cleanly(
 def test_a_fork_while_the_worker_finishes_neither_hangs_nor_loses_the_parent():
     code = """
         import os, warnings
-        from loopscope import _core, _options, _testhooks
+        from loopscope import _core, _testhooks
+        from loopscope.live import _options
         warnings.simplefilter("ignore")
         _testhooks._fake_samples([(1, 2, {"sm_active_pct": 1.0})], 1)
         _testhooks._finish_delay(500_000_000)

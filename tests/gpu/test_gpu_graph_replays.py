@@ -172,11 +172,11 @@ def test_torch_profiler_beside_a_prepared_process():
 
 def test_prepare_after_cuda_started_refuses_with_the_reason():
     torch.zeros(1, device="cuda")  # this process's CUDA has started
-    if loopscope._prepare.prepared():
+    if loopscope.live._prepare.prepared():
         pytest.skip("graph-level mode already on in this process")
     with pytest.raises(RuntimeError, match="CUDA has already started"):
         loopscope.prepare()
-    assert not loopscope._prepare.prepared()
+    assert not loopscope.live._prepare.prepared()
     with loopscope.profile() as prof:  # profiles go on per kernel
         x = torch.ones(1 << 10, device="cuda")
         (x * 2).sum()

@@ -319,7 +319,7 @@ def test_a_bad_internal_switch_is_named_by_every_command(tmp_path, monkeypatch, 
 
 
 def test_a_bad_internal_switch_is_not_a_damaged_recording(monkeypatch):
-    from loopscope import _settings
+    from loopscope.live import _settings
     from loopscope.files import _recording
     from loopscope.readers._replay import replay
 

@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 import loopscope
-from loopscope import _core, _settings, _testhooks
+from loopscope import _core, _testhooks
+from loopscope.live import _settings
 from loopscope.files import _inputs, _recording
 from loopscope.__main__ import main
 

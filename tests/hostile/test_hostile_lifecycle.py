@@ -20,7 +20,8 @@ import weakref
 import pytest
 
 import loopscope
-from loopscope import _core, _options, _session, _testhooks
+from loopscope import _core, _testhooks
+from loopscope.live import _options, _session
 
 THIS_FILE = __file__
 SYNC = [("cudaStreamSynchronize", 1_000)]

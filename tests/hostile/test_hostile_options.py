@@ -9,7 +9,8 @@ import fractions
 import pytest
 
 import loopscope
-from loopscope import _core, _options, _testhooks
+from loopscope import _core, _testhooks
+from loopscope.live import _options
 
 BOOLS = ["trace", "syncs", "driver_api", "warm_up", "metrics"]
 NUMBERS = {  # option: (lowest, highest, unit), as documented in Profile's docstring

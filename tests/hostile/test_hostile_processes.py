@@ -54,7 +54,8 @@ if GPU:
     X = torch.ones(256, device="cuda")
     torch.cuda.synchronize()
 import loopscope
-from loopscope import _core, _session, _testhooks
+from loopscope import _core, _testhooks
+from loopscope.live import _session
 
 def work(n=20):
     # n kernels on the GPU, nothing on the host-only run; no CUDA call at all

@@ -280,7 +280,7 @@ def test_no_floor_holds_more_than_15_sources():
 # own floor.  The model and the session sit above the views because they
 # offer them as methods (prof.report(), the notebook view), and below the
 # readers, which turn a trace into a FinishedProfile.
-FLOORS = ("core", "files", "figures", "distributed", "views", "top", "watching", "readers", "surfaces",
+FLOORS = ("core", "live", "files", "figures", "distributed", "views", "top", "watching", "readers", "surfaces",
           "doors")
 ROOT_FLOORS = {"_core": "core", "_version": "core",             # import nothing of ours
                "__init__": "doors", "__main__": "doors",        # the public API, the CLI

@@ -36,7 +36,7 @@ from typing import Any
 
 from .. import _core
 from ..files import _formats
-from .._options import check_thresholds
+from ..live._options import check_thresholds
 from .._profile import FinishedProfile
 from ._sniff import check_path, fail, sniff
 from ..figures._checks import step_markers, trace_checks

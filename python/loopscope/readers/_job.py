@@ -52,7 +52,7 @@ from ..figures._diagnosis import diagnose_ranks
 from .._summary import SCHEMA_VERSION
 from ..files import _formats, _schema as schema
 from ..files._inputs import input_problem, parse_json, read_text
-from .._options import check_thresholds
+from ..live._options import check_thresholds
 from ._sniff import TraceError
 
 RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)

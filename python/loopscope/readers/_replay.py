@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Sequence
 
-from .. import _core, _settings
+from .. import _core
+from ..live import _settings
 from ..figures._checks import LIVE_SOURCES, timeline_check
 from ..figures._diagnosis import capture_verdicts, diagnose, diagnose_step
 from ..files._inputs import cut_name

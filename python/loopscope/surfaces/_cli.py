@@ -517,7 +517,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if importlib.util.find_spec("torch") is not None:
         importlib.import_module("torch")  # first, so the profile reuses the CUPTI torch loads
     if args.graph_replays:
-        from .._prepare import prepare
+        from ..live._prepare import prepare
 
         try:
             prepare()

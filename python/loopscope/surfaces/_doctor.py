@@ -17,7 +17,8 @@ import platform
 import sys
 from typing import Any
 
-from .. import _core, _cupti_paths
+from .. import _core
+from ..live import _cupti_paths
 from .._version import __version__
 from ._cli import write_json
 

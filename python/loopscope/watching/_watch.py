@@ -46,8 +46,9 @@ import time
 import warnings
 from typing import Any
 
-from .. import _core, _options, _session
-from .._module_steps import ModuleSteps, check_module
+from .. import _core
+from ..live import _options, _session
+from ..live._module_steps import ModuleSteps, check_module
 from .._profile import LoopscopeWarning, Profile
 from ..distributed._distributed import MAX_TIMEOUT_S
 from ..distributed._ranks_view import head_lines as ranks_head_lines

@@ -66,7 +66,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from . import _core
+from .. import _core
 
 __all__ = ["InstrumentHandle", "instrument"]
 

@@ -28,7 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import _core
+from .. import _core
 
 MAJORS = (13, 12)
 

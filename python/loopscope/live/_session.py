@@ -22,7 +22,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import _core, _cupti_paths, _options
+from .. import _core
+from . import _cupti_paths, _options
 
 _lock = threading.Lock()
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, _cupti_paths
+from .. import _core
+from . import _cupti_paths
 
 
 def prepare() -> dict[str, Any]:

@@ -511,7 +511,7 @@ def foreign_uses(source: str, fields: set[str]) -> list[tuple[int, str, bool]]:
 
 
 def test_foreign_uses_finds_reads_and_writes_but_not_self_or_a_module():
-    code = ("from loopscope import _instrument\n"
+    code = ("from loopscope.live import _instrument\n"
             "class A:\n"
             "    def f(self, prof):\n"
             "        self._state = _instrument._local\n"

@@ -11,7 +11,7 @@ import time
 import warnings
 import weakref
 from time import perf_counter_ns as _enter_clock_ns  # apart from `time`, which tests script
-from typing import Any
+from typing import Any, Callable
 
 from . import _core
 from .live import _cupti_paths, _instrument, _options, _session, _settings
@@ -115,10 +115,42 @@ def _user_site() -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
+# FinishedProfile.load() is readers' load() and .compare() is surfaces'
+# compare(): both sit on floors above this one, so neither may be imported
+# here (tests/house/test_import_graph.py).  Each hands its function over
+# when its own module is imported (provide(), called beside its def), and
+# loopscope/__init__ imports both: through `import loopscope` they are always
+# there.  Dependency inversion keeps the imports downward and the methods on
+# the value, with no second copy of either function.
+_PROVIDED: dict[str, Callable[..., Any]] = {}
+_PROVIDERS = {"load": "loopscope.readers._analyze", "compare": "loopscope.surfaces._compare"}
+
+
+def provide(name: str, function: Callable[..., Any]) -> None:
+    """Hands FinishedProfile the function behind its method `name` ("load"
+    or "compare"), from the floor above that defines it."""
+    if name not in _PROVIDERS:
+        raise ValueError(f"FinishedProfile has no method provided from above named {name!r} "
+                         f"(known: {', '.join(sorted(_PROVIDERS))})")
+    _PROVIDED[name] = function
+
+
+def _provided(name: str) -> Callable[..., Any]:
+    """The function provide() handed over for `name`; RuntimeError saying
+    what to import when its module has not been imported yet."""
+    function = _PROVIDED.get(name)
+    if function is None:
+        raise RuntimeError(
+            f"FinishedProfile.{name}() is provided by {_PROVIDERS[name]}, which has not been "
+            f"imported: `import loopscope` (it imports every part) before calling it")
+    return function
+
+
 class FinishedProfile:
     """A finished profile as a value: its records, the analysed model, the
     summary and their views.  A `loopscope.profile()` block hands one over at
-    its exit (`prof.finished`); `loopscope.load()` reads one from a file.
+    its exit (`prof.finished`); `loopscope.load()` (or FinishedProfile.load())
+    reads one from a file, save() writes one, compare() sets it against another.
 
     capture:    the raw records (_core.Capture); None when stopping failed.
     state:      what the session said about itself (tracing, why syncs or
@@ -189,11 +221,32 @@ class FinishedProfile:
         syncs, launch gaps); returns the path."""
         return export_trace([self], path)
 
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], **options: Any) -> "FinishedProfile":
+        """The finished profile of a file: the same as `loopscope.load(path,
+        **options)` (a saved recording, a torch.profiler trace or an Nsight
+        Systems export)."""
+        loaded: FinishedProfile = _provided("load")(path, **options)
+        return loaded
+
+    def save(self, path: str | os.PathLike[str], *, command: str | None = None) -> str:
+        """Writes the recording (the raw records, JSON; gzip when the name
+        ends in .gz) that load() reads back; returns the path.  The same as
+        save_recording(), whatever the suffix: save_html() writes a page."""
+        return self.save_recording(path, command=command)
+
     def save_recording(self, path: str | os.PathLike[str], *,
                        command: str | None = None) -> str:
         """Writes the raw records to a JSON(.gz) recording that
         loopscope can analyse again later, anywhere (see _recording)."""
         return str(save(self, path, command=command))
+
+    def compare(self, other: Any) -> dict[str, Any]:
+        """This profile (before) against `other` (after: a summary dict, a
+        finished profile or a file path): the same as
+        `loopscope.compare(self, other)`."""
+        result: dict[str, Any] = _provided("compare")(self, other)
+        return result
 
     def to_html(self) -> str:
         """The notebook view as an HTML fragment (verdict, tables, the time
@@ -514,11 +567,21 @@ class Profile:
         syncs, launch gaps); returns the path."""
         return self._require_finished().export_trace(path)
 
+    def save(self, path: str | os.PathLike[str], *, command: str | None = None) -> str:
+        """Writes the recording that loopscope.load() reads back; returns the
+        path (FinishedProfile.save)."""
+        return self._require_finished().save(path, command=command)
+
     def save_recording(self, path: str | os.PathLike[str], *,
                        command: str | None = None) -> str:
         """Writes the raw records to a JSON(.gz) recording that
         loopscope can analyse again later, anywhere (see _recording)."""
         return self._require_finished().save_recording(path, command=command)
+
+    def compare(self, other: Any) -> dict[str, Any]:
+        """The finished profile (before) against `other` (after): the same
+        as `loopscope.compare(prof, other)` (FinishedProfile.compare)."""
+        return self._require_finished().compare(other)
 
     def to_html(self) -> str:
         """The notebook view of the finished profile as an HTML fragment

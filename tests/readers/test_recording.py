@@ -388,3 +388,17 @@ def test_ops_injected_in_chunks_give_the_same_summary(test_clock, tmp_path, monk
     chunked = _replay.replay(_recording.load(path)).summary()
     assert comparable(chunked) == comparable(whole)
     assert chunked["gpu"]["kernels"] == whole["gpu"]["kernels"] > 2  # more than one chunk
+
+
+def test_records_the_model_ignored_are_counted_once_however_often_saved(tmp_path):
+    """The bundled recording holds one record its model ignores (begun after
+    the stop): it stays in the file, so the overhead a recording keeps leaves
+    it out, and a replay's model counts it again, once."""
+    replayed = loopscope.load(_recording.DEMO_RECORDING)
+    assert replayed.model.ignored_records == 1
+    assert replayed.summary()["overhead"]["records_after_stop"] == 1
+    for i in range(2):
+        path = _recording.save(replayed, tmp_path / f"again{i}.json")
+        assert _recording.load(path)["profile"]["overhead"]["records_after_stop"] == 0
+        replayed = loopscope.load(path)
+        assert replayed.summary()["overhead"]["records_after_stop"] == 1

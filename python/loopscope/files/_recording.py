@@ -154,6 +154,17 @@ def _samples(samples: list[tuple], base: int, metrics: dict[str, Any] | None
     }
 
 
+def _recorded_overhead(overhead: dict[str, Any], model: Any) -> dict[str, Any]:
+    """The overhead section as a recording keeps it.  records_after_stop
+    less the records the model ignored: those stay in the file's ops, and a
+    replay's model ignores and counts them again (else each save and load
+    would add them once more)."""
+    ignored = model.ignored_records if model is not None else 0
+    if not ignored or not isinstance(overhead.get("records_after_stop"), int):
+        return overhead
+    return dict(overhead, records_after_stop=max(0, overhead["records_after_stop"] - ignored))
+
+
 def record(prof, *, command: str | None = None, note: str | None = None) -> dict[str, Any]:
     """The recording of a FinishedProfile, as a JSON-ready dict."""
     capture = prof.capture
@@ -209,7 +220,7 @@ def record(prof, *, command: str | None = None, note: str | None = None) -> dict
             "host_ms": summary["host_ms"],
             "cupti_note": summary.get("cupti_note"),
             "dropped_records": summary["dropped_records"],
-            "overhead": summary["overhead"],
+            "overhead": _recorded_overhead(summary["overhead"], model),
             "checks": summary.get("checks"),
         },
         "ops": {

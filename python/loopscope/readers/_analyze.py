@@ -37,7 +37,7 @@ from typing import Any
 from .. import _core
 from ..files import _formats
 from ..live._options import check_thresholds
-from .._profile import FinishedProfile
+from .._profile import FinishedProfile, provide
 from ._sniff import check_path, fail, sniff
 from ..figures._checks import step_markers, trace_checks
 from .._summary import build_summary
@@ -266,6 +266,9 @@ def load(path: str | os.PathLike[str], *, steps: str | None = None, device: int 
     summary["checks"] += trace_checks(summary, stats, (), pattern, markers)
     return FinishedProfile(capture, state=state, thresholds=thresholds, host_ns=host_ns,
                            summary=summary)
+
+
+provide("load", load)  # FinishedProfile.load(), on the floor below (see _profile.provide)
 
 
 def analyze(path: str | os.PathLike[str], *, steps: str | None = None, device: int | None = None,

@@ -40,6 +40,7 @@ from ..files import _schema as schema
 from ..files._inputs import TraceError, open_input, read_json
 from ..figures._names import clip, demangled_name, display_path, kernel_name
 from ..figures._projections import ms_text
+from .._profile import provide
 from .._summary import TOP_KERNELS
 
 # name -> (what, unit, where in the summary, lower is better)
@@ -403,6 +404,9 @@ def compare(before: Any, after: Any) -> dict[str, Any]:
         # each side's self-checks (summary["checks"]; None: a summary made before them)
         "checks": {"before": b.get("checks"), "after": a.get("checks")},
     }
+
+
+provide("compare", compare)  # FinishedProfile.compare(), on the floor below (_profile.provide)
 
 
 # -- regressions ------------------------------------------------------------------

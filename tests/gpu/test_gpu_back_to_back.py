@@ -67,13 +67,14 @@ def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics):
     assert sum(continued) >= 2, continued  # the GPU lags: most starts find the last finish running
 
 
-def test_counters_only_profiles_alternating_with_traced_ones_wait_for_nothing():
-    """A counters-only start after a traced profile goes on beside that
-    profile's finish: it needs nothing of the activity kinds the finish is
-    turning off (issue 43; it waited 1.2-1.5 ms for the flush, H200
-    2026-11-29).  The traced profiles must still hold exactly their own
-    kernels: the counters-only profile's kernels, recorded by the kinds
-    still on, go to neither."""
+def test_counters_only_profiles_alternating_with_traced_ones_each_hold_their_own():
+    """Traced and counters-only profiles in turn, no sync between them:
+    each traced one holds exactly its own kernels, none invalid, and no
+    profile reports a sync.  A counters-only start waits for a traced
+    finish to turn its activity kinds off (1.2-1.5 ms): when it went on
+    beside that finish instead (411bd08), the kinds still on recorded its
+    kernels, which landed in the next traced profile (14 launched, 20 read)
+    and as invalid records (4-14), H200 2026-11-29 12:30Z-12:50Z."""
     x = torch.zeros(1 << 20, device="cuda")
     launch_pairs(x, 3)
     torch.cuda.synchronize()
@@ -97,9 +98,6 @@ def test_counters_only_profiles_alternating_with_traced_ones_wait_for_nothing():
             assert s["overhead"]["invalid_records"] == 0, s["overhead"]
         syncs = s["syncs"]
         assert syncs is not None and syncs["count"] == 0, (k, syncs, s["syncs_error"])
-    waits_ms = [p.capture.info()["start_phases_ns"]["wait"] / 1e6
-                for p in profiles[1::2]]
-    assert max(waits_ms) < 0.3, waits_ms
 
 
 @pytest.mark.parametrize("matmuls, chain", [

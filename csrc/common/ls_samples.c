@@ -69,13 +69,7 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
     out->latest_ns = latest;
     int before = samples[0].start_ns + tolerance_ns < started_ns;
     int after = latest > stopped_ns + tolerance_ns;
-    if (before || after) {
-        out->shift_ns = -out->delta_ns;
-        for (size_t i = 0; i < kept; i++) {
-            samples[i].start_ns -= (uint64_t)out->delta_ns;
-            samples[i].end_ns -= (uint64_t)out->delta_ns;
-        }
-    }
+    out->outside = before || after;
     return kept;
 }
 

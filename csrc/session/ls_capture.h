@@ -88,7 +88,7 @@ typedef struct {
     char interval_note[512];   /* the decoder fell behind: what the interval is now, "" if not */
     ls_pm_stats pm;            /* PM sampling's figures (valid when sampled) */
     int64_t sample_clock_delta_ns; /* first sample start minus sampling start, as decoded */
-    int64_t sample_clock_shift_ns; /* added to every sample: 0 when they share the clock */
+    int64_t sample_clock_shift_ns; /* added to every sample of the run: 0 on one clock */
     uint64_t sample_clock_latest_ns; /* the latest sample end the clock check saw */
     uint64_t samples_outside;  /* decoded samples outside the profile's window: left out */
     uint64_t pm_setup_ns;      /* host time the worker took to set sampling up and start it */

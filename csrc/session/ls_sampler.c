@@ -862,9 +862,10 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
     ls_sample_array *a = &w->samples;
     ls_samples_sort(a->items, a->count);
     if (a->count > 0) {
-        /* On the activity clock the window's samples lie around its edges
-         * (one interval either side); reaching beyond the tolerance, they
-         * are on another clock and are moved onto this one. */
+        /* On the activity clock (the run's offset applied at decode) the
+         * window's samples lie around its edges, one interval either side.
+         * Reaching beyond the tolerance, they are not where the profile
+         * was: left out, never moved onto it (ls_samples_settle). */
         uint64_t from = w->began_ns > start_ns ? w->began_ns : start_ns;
         ls_settle_result settled;
         uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
@@ -873,10 +874,21 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
                                      LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
         c->pm.incomplete += settled.partial;
         c->sample_clock_delta_ns = settled.delta_ns;
-        c->sample_clock_shift_ns = settled.shift_ns;
         c->sample_clock_latest_ns = settled.latest_ns;
+        if (settled.outside) {
+            if (c->pm.error[0] == '\0')
+                snprintf(c->pm.error, sizeof c->pm.error,
+                         "the %zu PM samples decoded for this profile lay %.3f ms from its start "
+                         "on the activity clock, beyond the %.0f ms a sample may: they were left "
+                         "out, not moved onto it, so SM and DRAM are not given for it",
+                         a->count, (double)settled.delta_ns / 1e6,
+                         (double)LS_SAMPLE_CLOCK_TOLERANCE_NS / 1e6);
+            c->samples_outside += a->count;
+            a->count = 0;
+        }
     }
-    c->samples_outside = keep_window(a, start_ns, stop_ns);
+    c->sample_clock_shift_ns = -clock_of_run.offset_ns; /* the run's, added at decode */
+    c->samples_outside += keep_window(a, start_ns, stop_ns);
     if (w->began_ns > stop_ns && c->pm.error[0] == '\0')
         late_start_reason(c, w, start_ns, stop_ns);
     /* Hand the samples over: the capture's array takes the window's. */

@@ -15,6 +15,7 @@ steps it kept and how many breaches it saw (must be 0).
 
   python benchmarks/watch/watch_generate.py --calls 40 --rounds 2
   python benchmarks/watch/watch_generate.py --calls 20 --rounds 1 --variants bare,watch,watch_nosync,watch_nometrics,watch_host
+  python benchmarks/watch/watch_generate.py --in-process watch --calls 5 --rounds 8
 """
 from __future__ import annotations
 
@@ -80,6 +81,70 @@ def child(args: argparse.Namespace) -> dict:
     return out
 
 
+def in_process(args: argparse.Namespace) -> int:
+    """One process, bare and watched blocks of --calls generate() calls in
+    turn (bare first, then watched, --rounds times): the process-to-process
+    spread (a bare call 345-548 ms between processes on one H200) is gone
+    from the ratio.  Each round's watch is a new `watch()`; its enter and
+    exit are timed apart from the calls (the first enter sets CUPTI and the
+    sampler up for the process)."""
+    import torch
+
+    import loopscope
+
+    sys.path.insert(0, os.path.join(HERE, "..", "cost"))
+    from overhead import build_gpt2
+
+    model, loop = build_gpt2(torch)
+    for _ in range(3):
+        loop()
+    torch.cuda.synchronize()
+
+    def timed_calls():
+        out = []
+        for _ in range(args.calls):
+            t = time.perf_counter()
+            loop()
+            out.append(time.perf_counter() - t)
+        torch.cuda.synchronize()
+        return out
+
+    rows = []
+    for r in range(args.rounds):
+        bare = timed_calls()
+        t0 = time.perf_counter()
+        with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
+                             dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
+                             **WATCH_OPTIONS[args.in_process]) as w:
+            t1 = time.perf_counter()
+            watched = timed_calls()
+            t2 = time.perf_counter()
+        t3 = time.perf_counter()
+        s = w.summary()
+        rows.append({"bare": bare, "watched": watched, "enter_s": t1 - t0, "exit_s": t3 - t2,
+                     "breaches": s["breaches"], "blocks": s["blocks"]})
+        ratio = statistics.median(watched) / statistics.median(bare)
+        print(f"round {r + 1}: a call bare {statistics.median(bare) * 1e3:.1f} ms, watched "
+              f"{statistics.median(watched) * 1e3:.1f} ms = {ratio:.3f}x; enter "
+              f"{(t1 - t0) * 1e3:.0f} ms, exit {(t3 - t2) * 1e3:.0f} ms", file=sys.stderr, flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    later = rows[1:] or rows  # the first round's watch sets the process up
+    ratios = [statistics.median(x["watched"]) / statistics.median(x["bare"]) for x in later]
+    bare_all = [c for x in later for c in x["bare"]]
+    watched_all = [c for x in later for c in x["watched"]]
+    print(f"\nGPT-2 generate(64), one process, {args.rounds} rounds of {args.calls} bare then "
+          f"{args.calls} watched ({args.in_process}) calls")
+    print(f"| rounds 2.. | a call bare {statistics.median(bare_all) * 1e3:.1f} ms | watched "
+          f"{statistics.median(watched_all) * 1e3:.1f} ms | "
+          f"{statistics.median(watched_all) / statistics.median(bare_all):.3f}x | per round "
+          f"{[round(x, 3) for x in ratios]} | enter {[round(x['enter_s'] * 1e3) for x in rows]} ms, "
+          f"exit {[round(x['exit_s'] * 1e3) for x in rows]} ms | breaches "
+          f"{[x['breaches'] for x in rows]} |")
+    return 0 if all(x["breaches"] == 0 for x in rows) else 1
+
+
 def parent(args: argparse.Namespace) -> int:
     variants = args.variants.split(",")
     results: dict[str, list[dict]] = {v: [] for v in variants}
@@ -128,6 +193,8 @@ def main() -> int:
     p.add_argument("--variants", default="bare,watch",
                    help="bare first, then any of: " + ", ".join(WATCH_OPTIONS) + " (default bare,watch)")
     p.add_argument("--json", metavar="OUT", help="write every process's results to OUT")
+    p.add_argument("--in-process", metavar="VARIANT", choices=tuple(WATCH_OPTIONS),
+                   help="one process: bare and VARIANT blocks of --calls in turn, --rounds times")
     p.add_argument("--variant", choices=("bare", *WATCH_OPTIONS), help=argparse.SUPPRESS)
     args = p.parse_args()
     if not args.variant and (args.variants.split(",")[0] != "bare"
@@ -136,6 +203,8 @@ def main() -> int:
     if args.variant:
         print(json.dumps(child(args)))
         return 0
+    if args.in_process:
+        return in_process(args)
     return parent(args)
 
 

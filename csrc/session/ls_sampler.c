@@ -70,6 +70,7 @@ static struct {
     uint64_t test_keep_running_ns, test_keep_ns; /* test hook: the idle times, 0: default */
     uint64_t test_wait_bound_ns;                 /* test hook: an open's wait, 0: default */
     uint64_t test_decode_ns;                     /* test hook: each test-source decode's cost */
+    uint64_t test_overflows;                     /* test hook: each test-source decode's overflows */
     uint64_t started_ns;      /* CUPTI clock when sampling started */
 } s = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
@@ -264,6 +265,7 @@ static void fake_decode(ls_sample_array *sink, ls_live *v, size_t limit, uint64_
     }
     cost->decodes = 1;
     cost->decode_ns = s.test_decode_ns; /* as slow as a test says (the ticks' own time aside) */
+    cost->overflows = s.test_overflows; /* and as lossy */
     if (s.test_decode_ns > 0) { /* and as long, on the decoding thread */
         struct timespec pause = {(time_t)(s.test_decode_ns / 1000000000ull),
                                  (long)(s.test_decode_ns % 1000000000ull)};
@@ -315,9 +317,11 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
     /* A tick that took longer than 1.5 periods is behind the samples, when
      * the tick before it served a window too: the first after an idle spell
      * decodes up to an idle period's backlog (H200 04:16Z, counting it
-     * widened the interval and restarted samplers mid-run). */
+     * widened the interval and restarted samplers mid-run).  So is one that
+     * found the hardware buffer overflowed: samples were lost (H200, 20 us:
+     * the burst's last 9 ms gone, and no word of it). */
     int behind = period_ns != 0 && clock_of_run.last_tick_fast &&
-                 2 * cost.decode_ns > 3 * period_ns;
+                 (2 * cost.decode_ns > 3 * period_ns || cost.overflows > 0);
     if (until_ns == 0)
         clock_of_run.last_tick_fast = period_ns != 0;
     if (behind) {
@@ -841,7 +845,13 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
             wait_for_cupti_clock(complete_ns);
         else
             ls_clock_pass_test(complete_ns); /* the test clock's time passes as the GPU's */
+        uint64_t overflows = w->cost.overflows;
         decode_for_windows(complete_ns, 0);
+        /* The buffer overflowed since the last decode, which ran while this
+         * window was live: its own samples were lost (H200, 20 us: one slow
+         * tick, then the tail). */
+        if (w->cost.overflows > overflows)
+            w->behind = 1;
         if (fake.items == NULL &&
             (ls_cupti.GetTimestamp == NULL || ls_cupti.GetTimestamp(&stopped) != CUPTI_SUCCESS))
             stopped = 0;
@@ -914,10 +924,11 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
 /* ---- tests ------------------------------------------------------------ */
 
 void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns,
-                         uint64_t fake_decode_ns)
+                         uint64_t fake_decode_ns, uint64_t fake_overflows)
 {
     pthread_mutex_lock(&s.lock);
     s.test_decode_ns = fake_decode_ns;
+    s.test_overflows = fake_overflows;
     s.test_keep_running_ns = keep_running_ns;
     s.test_keep_ns = keep_ns;
     s.test_wait_bound_ns = wait_bound_ns;

@@ -137,8 +137,9 @@ const char *ls_sampler_state(int *live_windows);
 
 /* Tests: the idle times and the open's wait bound in place of
  * LS_PM_KEEP_RUNNING_NS, LS_PM_KEEP_NS and LS_PM_WAIT_BOUND_NS (0: those),
- * and the host time each decode of the test source reports. */
+ * and the host time and hardware-buffer overflows each decode of the test
+ * source reports. */
 void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns,
-                         uint64_t fake_decode_ns);
+                         uint64_t fake_decode_ns, uint64_t fake_overflows);
 
 #endif

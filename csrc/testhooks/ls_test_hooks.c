@@ -457,16 +457,17 @@ static PyObject *sampler_state(PyObject *module, PyObject *unused)
     return Py_BuildValue("si", state, live);
 }
 
-/* _sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0): the sampler's
- * idle times and an open's wait bound (0: the defaults). */
+/* _sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0,
+ * overflows=0): the sampler's idle times and an open's wait bound (0: the
+ * defaults); each test-source decode's host time and overflows. */
 static PyObject *sampler_keep(PyObject *module, PyObject *args)
 {
     (void)module;
-    unsigned long long keep_running_ns, keep_ns, wait_bound_ns = 0, decode_ns = 0;
-    if (!PyArg_ParseTuple(args, "KK|KK:_sampler_keep", &keep_running_ns, &keep_ns, &wait_bound_ns,
-                          &decode_ns))
+    unsigned long long keep_running_ns, keep_ns, wait_bound_ns = 0, decode_ns = 0, overflows = 0;
+    if (!PyArg_ParseTuple(args, "KK|KKK:_sampler_keep", &keep_running_ns, &keep_ns,
+                          &wait_bound_ns, &decode_ns, &overflows))
         return NULL;
-    ls_sampler_set_keep(keep_running_ns, keep_ns, wait_bound_ns, decode_ns);
+    ls_sampler_set_keep(keep_running_ns, keep_ns, wait_bound_ns, decode_ns, overflows);
     Py_RETURN_NONE;
 }
 
@@ -1195,9 +1196,9 @@ PyMethodDef ls_test_hook_methods[] = {
      "_tick_starts(period_ns, cost_ns, ticks) -> [ns, ...]: test hook; when each of the "
      "worker's ticks began, each tick taking cost_ns."},
     {"_sampler_keep", sampler_keep, METH_VARARGS,
-     "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0): the PM sampler's "
-     "idle times and an open's wait bound (0: the defaults), and each test-source decode's "
-     "reported host time."},
+     "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0, overflows=0): the "
+     "PM sampler's idle times and an open's wait bound (0: the defaults), and each test-source "
+     "decode's reported host time and hardware-buffer overflows."},
     {"_sampler_state", sampler_state, METH_NOARGS,
      "_sampler_state() -> (state, live windows): 'off', 'starting', 'running' or 'stopped'."},
     {"_decoder_state", decoder_state, METH_NOARGS,

@@ -286,6 +286,57 @@ def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decod
     assert_holds_its_window(second, samples)
 
 
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("overflows", [0, 1])
+def test_ticks_that_found_the_hardware_buffer_overflowed_are_behind(test_clock, overflows):
+    """Ticks as fast as can be (1 ms at 10 ms periods) that each report a
+    hardware-buffer overflow are behind all the same: samples were lost
+    (an H200 at 20 us lost a burst's last 9 ms and said nothing).  The
+    profile says so, and the next profiles sample at twice the automatic
+    interval; with no overflow nothing changes.  The finish's own decode
+    reports none here: the ticks alone decide."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
+    _testhooks._sampler_keep(0, 0, 0, 1_000_000, overflows)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False) as first:
+            time.sleep(0.05)  # a few of the sampler's 10 ms ticks
+            _testhooks._sampler_keep(0, 0, 0, 1_000_000, 0)
+        s1 = first.summary()
+    finally:
+        _testhooks._sampler_keep(0, 0, 0, 0, 0)
+    m = s1["metrics"]
+    assert m["decodes"] >= 3  # the first tick (not judged), later ones, the tail
+    assert (m["overflows"] >= 2) is (overflows > 0)
+    assert (m["interval_note"] is not None) is (overflows > 0), m["interval_note"]
+    with loopscope.profile(trace=False, syncs=False) as second:
+        pass
+    assert second.summary()["metrics"]["interval"] == (1_000_000 if overflows else 500_000)
+
+
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("overflows", [0, 1])
+def test_a_tail_decode_that_found_the_buffer_overflowed_is_behind(test_clock, overflows):
+    """A window no later tick served (its first tick, which may decode an
+    idle spell's backlog, is never judged): an overflow that the finish's
+    own decode finds was in the window's time, so it is behind too (the
+    H200's 20 us burst: one 396 ms tick, then the tail)."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
+    _testhooks._sampler_keep(0, 0, 0, 1_000_000, overflows)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False) as prof:
+            pass
+        s = prof.summary()
+    finally:
+        _testhooks._sampler_keep(0, 0, 0, 0, 0)
+    m = s["metrics"]
+    assert m["decodes"] <= 2 and m["overflows"] == overflows * m["decodes"]
+    assert (m["interval_note"] is not None) is (overflows > 0), m["interval_note"]
+
+
 @contextlib.contextmanager
 def running_source(test_clock, decode_ns):
     """The test source as a sampler that runs already (500 us samples), each

@@ -120,7 +120,12 @@ def test_demo_eager_is_launch_bound_and_graph_replay_is_not():
 
 def test_sample_and_kernel_clocks_agree():
     """A burst of matmuls between two idle spells: the first sample with SM
-    active > 50% contains the first kernel's start (within one interval)."""
+    active > 50% contains the first kernel's start (within one interval),
+    and the last ends with the last kernel, unless samples were lost: at
+    20 us the decoder cannot keep pace on an H200 (a sample's evaluation
+    takes 27-35 us), the hardware buffer overflows and the burst's last
+    ~9 ms go (2026-11-29).  Then the profile must say so: an overflow, the
+    note that decoding fell behind, and coverage below 100%."""
     import time
 
     n = 8192
@@ -135,14 +140,20 @@ def test_sample_and_kernel_clocks_agree():
             torch.mm(a, a, out=c)
         torch.cuda.synchronize()
         time.sleep(0.005)
-    summary_of(prof)
+    summary = summary_of(prof)
     kernels = [o for o in prof.capture.ops() if o[0] == "kernel"]
     start, end = min(k[1] for k in kernels), max(k[2] for k in kernels)
     hot = [(s, e) for s, e, v in prof.capture.samples() if v.get("sm_active_pct", 0) > 50]
     assert hot, "no sample saw the burst"
     print({"rise_us": (hot[0][0] - start) / 1e3, "fall_us": (hot[-1][1] - end) / 1e3})
     assert abs(hot[0][0] - start) <= 40_000  # two 20 us intervals
-    assert abs(hot[-1][1] - end) <= 40_000
+    m = summary["metrics"]
+    if m["overflows"] == 0:
+        assert abs(hot[-1][1] - end) <= 40_000
+    else:  # lost: said, never silent
+        assert m["interval_note"] and m["interval_note"].startswith(
+            "decoding fell behind the samples at metrics_interval_us=20"), m
+        assert summary["sm"]["coverage_pct"] < 100, summary["sm"]
 
 
 def test_sampling_does_not_change_clocks():

@@ -888,10 +888,10 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
         if (settled.outside) {
             if (c->pm.error[0] == '\0')
                 snprintf(c->pm.error, sizeof c->pm.error,
-                         "the %zu PM samples decoded for this profile lay %.3f ms from its start "
-                         "on the activity clock, beyond the %.0f ms a sample may: they were left "
+                         "the %zu PM sample%s decoded for this profile lay %.3f ms from its "
+                         "start on the activity clock, beyond the %.0f ms a sample may: left "
                          "out, not moved onto it, so SM and DRAM are not given for it",
-                         a->count, (double)settled.delta_ns / 1e6,
+                         a->count, a->count == 1 ? "" : "s", (double)settled.delta_ns / 1e6,
                          (double)LS_SAMPLE_CLOCK_TOLERANCE_NS / 1e6);
             c->samples_outside += a->count;
             a->count = 0;

@@ -735,3 +735,33 @@ def test_a_finish_is_not_starved_by_a_decoder_that_falls_behind(test_clock):
         took = time.perf_counter() - t0
     assert s["metrics"]["decodes"] >= 4
     assert took < 0.5  # one tick in hand (30 ms) and the tail's own (30 ms), with room
+
+
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("before_ms, outside", [(50, False), (120, True)])
+def test_samples_beyond_the_clock_tolerance_are_left_out_never_moved(test_clock, before_ms,
+                                                                     outside):
+    """20 ms samples of a sampler that runs already (since 0 on the test
+    clock); its first puts the run on the activity clock.  A long sample that reaches into the profile from
+    `before_ms` before its start: 50 ms is within the 100 ms tolerance and
+    gives the profile its value; 120 ms is not where the profile was, so the
+    profile gives no SM with the reason, and no sample is moved onto it (an
+    H200 once read SM 0 on a busy loop from samples moved 181 ms)."""
+    start = 200_000_000
+    first = sample(1_000, 20_001_000, 10)
+    long_one = sample(start - before_ms * 1_000_000, start + 50_000, 77)
+    _testhooks._fake_samples([first, long_one], 2, 20_000_000, 0, True)
+    test_clock.set(start, 20 * US)
+    with loopscope.profile(trace=False, syncs=False, metrics_interval_us=20_000) as prof:
+        pass
+    s = prof.summary()
+    if outside:
+        assert s["sm"] is None and got_of(prof) == []
+        assert s["metrics_error"] == (
+            f"the 1 PM sample decoded for this profile lay -{before_ms:.3f} ms from its start on "
+            "the activity clock, beyond the 100 ms a sample may: left out, not moved onto it, so "
+            "SM and DRAM are not given for it")
+    else:
+        assert s["metrics_error"] is None
+        assert got_of(prof) == [(long_one[0], long_one[1], 77.0)]
+        assert s["sm"]["active_pct"] == 77.0

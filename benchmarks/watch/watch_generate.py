@@ -15,7 +15,7 @@ steps it kept and how many breaches it saw (must be 0).
 
   python benchmarks/watch/watch_generate.py --calls 40 --rounds 2
   python benchmarks/watch/watch_generate.py --calls 20 --rounds 1 --variants bare,watch,watch_nosync,watch_nometrics,watch_host
-  python benchmarks/watch/watch_generate.py --in-process watch --calls 5 --rounds 8
+  python benchmarks/watch/watch_generate.py --in-process watch,watch_nosync --calls 4 --rounds 9
 """
 from __future__ import annotations
 
@@ -82,12 +82,15 @@ def child(args: argparse.Namespace) -> dict:
 
 
 def in_process(args: argparse.Namespace) -> int:
-    """One process, bare and watched blocks of --calls generate() calls in
-    turn (bare first, then watched, --rounds times): the process-to-process
-    spread (a bare call 345-548 ms between processes on one H200) is gone
-    from the ratio.  Each round's watch is a new `watch()`; its enter and
-    exit are timed apart from the calls (the first enter sets CUPTI and the
-    sampler up for the process)."""
+    """One process, blocks of --calls generate() calls: bare and each watched
+    variant of --in-process in turn, the order rotated each round, --rounds
+    times.  The process-to-process spread (a bare call 345-548 ms between
+    processes on one H200) is gone from the ratios; what is left is the
+    machine's spells (calls near 400 ms, then near 750 ms for seconds), so
+    the table gives the median call and the lower quartile, the quiet
+    calls.  Each block's watch is a new `watch()`, its enter and exit timed
+    apart from the calls; round 1 is left out of the pooled figures (its
+    first enter sets CUPTI and the sampler up for the process)."""
     import torch
 
     import loopscope
@@ -99,6 +102,7 @@ def in_process(args: argparse.Namespace) -> int:
     for _ in range(3):
         loop()
     torch.cuda.synchronize()
+    variants = ["bare", *args.in_process.split(",")]
 
     def timed_calls():
         out = []
@@ -111,38 +115,53 @@ def in_process(args: argparse.Namespace) -> int:
 
     rows = []
     for r in range(args.rounds):
-        bare = timed_calls()
-        t0 = time.perf_counter()
-        with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
-                             dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
-                             **WATCH_OPTIONS[args.in_process]) as w:
-            t1 = time.perf_counter()
-            watched = timed_calls()
-            t2 = time.perf_counter()
-        t3 = time.perf_counter()
-        s = w.summary()
-        rows.append({"bare": bare, "watched": watched, "enter_s": t1 - t0, "exit_s": t3 - t2,
-                     "breaches": s["breaches"], "blocks": s["blocks"]})
-        ratio = statistics.median(watched) / statistics.median(bare)
-        print(f"round {r + 1}: a call bare {statistics.median(bare) * 1e3:.1f} ms, watched "
-              f"{statistics.median(watched) * 1e3:.1f} ms = {ratio:.3f}x; enter "
-              f"{(t1 - t0) * 1e3:.0f} ms, exit {(t3 - t2) * 1e3:.0f} ms", file=sys.stderr, flush=True)
+        order = variants[r % len(variants):] + variants[:r % len(variants)]
+        row = {}
+        for v in order:
+            if v == "bare":
+                row[v] = {"calls": timed_calls()}
+                continue
+            t0 = time.perf_counter()
+            with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
+                                 dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
+                                 **WATCH_OPTIONS[v]) as w:
+                t1 = time.perf_counter()
+                calls = timed_calls()
+                t2 = time.perf_counter()
+            t3 = time.perf_counter()
+            row[v] = {"calls": calls, "enter_s": t1 - t0, "exit_s": t3 - t2,
+                      "breaches": w.summary()["breaches"]}
+        rows.append(row)
+        print(f"round {r + 1}: " + ", ".join(
+            f"{v} {statistics.median(row[v]['calls']) * 1e3:.0f} ms" for v in order),
+            file=sys.stderr, flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
-    later = rows[1:] or rows  # the first round's watch sets the process up
-    ratios = [statistics.median(x["watched"]) / statistics.median(x["bare"]) for x in later]
-    bare_all = [c for x in later for c in x["bare"]]
-    watched_all = [c for x in later for c in x["watched"]]
-    print(f"\nGPT-2 generate(64), one process, {args.rounds} rounds of {args.calls} bare then "
-          f"{args.calls} watched ({args.in_process}) calls")
-    print(f"| rounds 2.. | a call bare {statistics.median(bare_all) * 1e3:.1f} ms | watched "
-          f"{statistics.median(watched_all) * 1e3:.1f} ms | "
-          f"{statistics.median(watched_all) / statistics.median(bare_all):.3f}x | per round "
-          f"{[round(x, 3) for x in ratios]} | enter {[round(x['enter_s'] * 1e3) for x in rows]} ms, "
-          f"exit {[round(x['exit_s'] * 1e3) for x in rows]} ms | breaches "
-          f"{[x['breaches'] for x in rows]} |")
-    return 0 if all(x["breaches"] == 0 for x in rows) else 1
+    later = rows[1:] or rows
+
+    def pooled(v):
+        return sorted(c for x in later for c in x[v]["calls"])
+
+    def quartile(xs):
+        return statistics.quantiles(xs, n=4)[0] if len(xs) > 1 else xs[0]
+
+    bare = pooled("bare")
+    print(f"\nGPT-2 generate(64), one process, {args.rounds} rounds of {args.calls} calls a "
+          f"variant, rotated (round 1 left out)")
+    print("| variant | a call, median | x | lower quartile | x | per round (medians) | enter, exit |")
+    print("|---|---|---|---|---|---|---|")
+    for v in variants:
+        xs = pooled(v)
+        per_round = [round(statistics.median(x[v]["calls"]) / statistics.median(x["bare"]["calls"]), 3)
+                     for x in later]
+        times = "" if v == "bare" else (
+            f"{[round(x[v]['enter_s'] * 1e3) for x in rows]} ms, "
+            f"{[round(x[v]['exit_s'] * 1e3) for x in rows]} ms")
+        print(f"| {v} | {statistics.median(xs) * 1e3:.1f} ms | "
+              f"{statistics.median(xs) / statistics.median(bare):.3f} | {quartile(xs) * 1e3:.1f} ms | "
+              f"{quartile(xs) / quartile(bare):.3f} | {per_round} | {times} |")
+    return 0 if all(x[v].get("breaches", 0) == 0 for x in rows for v in variants) else 1
 
 
 def parent(args: argparse.Namespace) -> int:
@@ -193,13 +212,16 @@ def main() -> int:
     p.add_argument("--variants", default="bare,watch",
                    help="bare first, then any of: " + ", ".join(WATCH_OPTIONS) + " (default bare,watch)")
     p.add_argument("--json", metavar="OUT", help="write every process's results to OUT")
-    p.add_argument("--in-process", metavar="VARIANT", choices=tuple(WATCH_OPTIONS),
-                   help="one process: bare and VARIANT blocks of --calls in turn, --rounds times")
+    p.add_argument("--in-process", metavar="VARIANTS",
+                   help="one process: bare and each of VARIANTS (comma-separated: "
+                        + ", ".join(WATCH_OPTIONS) + ") in blocks of --calls, rotated, --rounds times")
     p.add_argument("--variant", choices=("bare", *WATCH_OPTIONS), help=argparse.SUPPRESS)
     args = p.parse_args()
     if not args.variant and (args.variants.split(",")[0] != "bare"
                              or not set(args.variants.split(",")[1:]) <= set(WATCH_OPTIONS)):
         p.error(f"--variants: bare first, then any of {', '.join(WATCH_OPTIONS)}; got {args.variants!r}")
+    if args.in_process and not set(args.in_process.split(",")) <= set(WATCH_OPTIONS):
+        p.error(f"--in-process: any of {', '.join(WATCH_OPTIONS)}; got {args.in_process!r}")
     if args.variant:
         print(json.dumps(child(args)))
         return 0

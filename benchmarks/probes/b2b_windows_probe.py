@@ -1,6 +1,8 @@
 """Back-to-back windows on the one running sampler, profile by profile
 (issue 43): what each profile of two alternations reads, to tell a wrong
 window from a noisy one when tests/gpu/test_gpu_back_to_back.py fails.
+That test runs the same two alternations (it imports them from here:
+mem_compute_rows, alternating_rows) and asserts on what this prints.
 
   mem/compute: 8 profiles, device copies and fp32 matmuls in turn, each
   bracketed by CUDA events: SM, DRAM, the samples' coverage and count, busy
@@ -19,14 +21,28 @@ import torch
 
 import loopscope
 
+SLEEP_CYCLES = 200_000  # ~0.1 ms a kernel at H100 clocks
 
-def mem_compute() -> None:
+
+def launch_pairs(x, n):
+    """n pairs of a ~0.1 ms torch.cuda._sleep and an add: the GPU lags the
+    host, so the last ones run after the profile's exit."""
+    for _ in range(n):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        x.add_(1)
+
+
+def mem_compute_rows(profiles: int = 8) -> list:
+    """`profiles` profiles back to back, device copies (DRAM-bound, ~21 ms)
+    and fp32 matmuls (compute-bound) in turn, each bracketed by CUDA events
+    and synced: [(name, prof, events_ms)].  tests/gpu/test_gpu_back_to_back.py
+    asserts on these rows; this probe prints them."""
     src = torch.empty(256 << 20, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
     a = torch.randn(4096, 4096, device="cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
 
-    def mem():
+    def mem():  # ~21 ms of copies (0.5 ms each): a slow first launch is noise against it
         for _ in range(40):
             dst.copy_(src)
 
@@ -42,7 +58,7 @@ def mem_compute() -> None:
     warm.summary()
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     rows = []
-    for i in range(8):
+    for i in range(profiles):
         f = (mem, compute)[i % 2]
         with loopscope.profile() as prof:
             begin.record()
@@ -51,52 +67,51 @@ def mem_compute() -> None:
             end.record()
             torch.cuda.synchronize()
         rows.append((f.__name__, prof, begin.elapsed_time(end)))
-    for name, prof, events_ms in rows:
+    return rows
+
+
+def alternating_rows(pairs=(5, 9, 2, 14, 7, 11, 4, 6)) -> list:
+    """Traced and counters-only profiles in turn (traced first), each of
+    launch_pairs(n) for n in `pairs`, no sync between them:
+    [(traced, n, prof)]."""
+    x = torch.zeros(1 << 20, device="cuda")
+    launch_pairs(x, 3)
+    torch.cuda.synchronize()
+    with loopscope.profile() as warm:  # the first profile's set-up
+        launch_pairs(x, 2)
+    warm.summary()
+    torch.cuda.synchronize()
+    rows = []
+    for k, n in enumerate(pairs):
+        prof = loopscope.profile(trace=k % 2 == 0)
+        with prof:
+            with prof.step():
+                launch_pairs(x, n)
+        rows.append((k % 2 == 0, n, prof))
+    torch.cuda.synchronize()
+    return rows
+
+
+def print_mem_compute() -> None:
+    for name, prof, events_ms in mem_compute_rows():
         s = prof.summary()
         m = s["metrics"]
         print(f"  {name:7s} sm {s['sm']['active_pct']:6.2f} dram {s['dram']['throughput_pct']:6.2f} "
               f"cov {s['sm']['coverage_pct']} samples {s['sm']['samples']} busy "
               f"{s['gpu']['busy_ms']:.3f} events {events_ms:.3f} shift {m.get('clock_shift_ns')} "
-              f"delta_us {m.get('clock_delta_us')} tail {m.get('tail_samples')} "
-              f"err {s.get('metrics_error')} restarts {m.get('restarts')} overflows "
-              f"{m.get('overflows')} full {m.get('counter_data_full')} skipped {m.get('skipped_samples')}")
-        if s["sm"]["active_pct"] is not None and s["sm"]["active_pct"] < 1:
-            info = prof.capture.info()
-            samples = prof.capture.samples()
-            print("    info", {k: v for k, v in info.items() if any(t in k for t in ("sample", "pm", "start", "stop", "clock"))})
-            print("    samples", [(s0, e0) for s0, e0, _ in samples[:3]], "...", [(s0, e0) for s0, e0, _ in samples[-2:]])
+              f"delta_us {m.get('clock_delta_us')} err {s.get('metrics_error')} restarts "
+              f"{m.get('restarts')} overflows {m.get('overflows')} full {m.get('counter_data_full')} "
+              f"skipped {m.get('skipped_samples')}")
 
 
-def alternating() -> None:
-    x = torch.zeros(1 << 20, device="cuda")
-
-    def pairs(n):
-        for _ in range(n):
-            torch.cuda._sleep(200_000)
-            x.add_(1)
-
-    pairs(3)
-    torch.cuda.synchronize()
-    with loopscope.profile() as warm:
-        pairs(2)
-    warm.summary()
-    torch.cuda.synchronize()
-    counts = [5, 9, 2, 14, 7, 11, 4, 6]
-    profiles = []
-    for k, n in enumerate(counts):
-        prof = loopscope.profile(trace=k % 2 == 0)
-        with prof:
-            with prof.step():
-                pairs(n)
-        profiles.append(prof)
-    torch.cuda.synchronize()
-    for k, (n, prof) in enumerate(zip(counts, profiles)):
+def print_alternating() -> None:
+    for traced, n, prof in alternating_rows():
         s = prof.summary()
         o = s["overhead"]
-        print(f"  {'traced ' if k % 2 == 0 else 'counters'} launched {2 * n:3d} kernels "
+        print(f"  {'traced ' if traced else 'counters'} launched {2 * n:3d} kernels "
               f"{(s.get('gpu') or {}).get('kernels')} sm {(s.get('sm') or {}).get('active_pct')} cov "
-              f"{(s.get('sm') or {}).get('coverage_pct')} err {s.get('metrics_error')} invalid {o.get('invalid_records')} before "
-              f"{o.get('ops_before_start')} after {o.get('ops_after_stop')} start wait "
+              f"{(s.get('sm') or {}).get('coverage_pct')} err {s.get('metrics_error')} invalid "
+              f"{o.get('invalid_records')} after {o.get('ops_after_stop')} start "
               f"{o.get('enter_ms')}")
 
 
@@ -106,9 +121,9 @@ def main() -> None:
     args = p.parse_args()
     for r in range(args.repeat):
         print(f"traced/counters, round {r + 1}")
-        alternating()
+        print_alternating()
         print(f"mem/compute, round {r + 1}")
-        mem_compute()
+        print_mem_compute()
 
 
 if __name__ == "__main__":

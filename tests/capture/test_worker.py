@@ -295,17 +295,11 @@ def test_ticks_that_found_the_hardware_buffer_overflowed_are_behind(test_clock, 
     profile says so, and the next profiles sample at twice the automatic
     interval; with no overflow nothing changes.  The finish's own decode
     reports none here: the ticks alone decide."""
-    samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
-    _testhooks._sampler_keep(0, 0, 0, 1_000_000, overflows)
-    try:
-        test_clock.set(1_000_000, 20 * US)
+    with running_source(test_clock, 1_000_000, overflows):
         with loopscope.profile(trace=False, syncs=False) as first:
             time.sleep(0.05)  # a few of the sampler's 10 ms ticks
             _testhooks._sampler_keep(0, 0, 0, 1_000_000, 0)
         s1 = first.summary()
-    finally:
-        _testhooks._sampler_keep(0, 0, 0, 0, 0)
     m = s1["metrics"]
     assert m["decodes"] >= 3  # the first tick (not judged), later ones, the tail
     assert (m["overflows"] >= 2) is (overflows > 0)
@@ -322,34 +316,29 @@ def test_a_tail_decode_that_found_the_buffer_overflowed_is_behind(test_clock, ov
     idle spell's backlog, is never judged): an overflow that the finish's
     own decode finds was in the window's time, so it is behind too (the
     H200's 20 us burst: one 396 ms tick, then the tail)."""
-    samples = long_sample_run()
-    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
-    _testhooks._sampler_keep(0, 0, 0, 1_000_000, overflows)
-    try:
-        test_clock.set(1_000_000, 20 * US)
+    with running_source(test_clock, 1_000_000, overflows):
         with loopscope.profile(trace=False, syncs=False) as prof:
             pass
         s = prof.summary()
-    finally:
-        _testhooks._sampler_keep(0, 0, 0, 0, 0)
     m = s["metrics"]
     assert m["decodes"] <= 2 and m["overflows"] == overflows * m["decodes"]
     assert (m["interval_note"] is not None) is (overflows > 0), m["interval_note"]
 
 
 @contextlib.contextmanager
-def running_source(test_clock, decode_ns):
+def running_source(test_clock, decode_ns, overflows=0):
     """The test source as a sampler that runs already (500 us samples), each
-    of its decodes taking decode_ns (reported and slept), the test clock at
-    1 ms reading 20 us later each time; the decode cost goes back after."""
+    of its decodes taking decode_ns (reported and slept) and reporting
+    `overflows`, the test clock at 1 ms reading 20 us later each time; the
+    decode cost and overflows go back after."""
     samples = long_sample_run()
     _testhooks._fake_samples(samples, 1, 500_000, 0, True)
-    _testhooks._sampler_keep(0, 0, 0, decode_ns)
+    _testhooks._sampler_keep(0, 0, 0, decode_ns, overflows)
     try:
         test_clock.set(1_000_000, 20 * US)
         yield samples
     finally:
-        _testhooks._sampler_keep(0, 0, 0, 0)
+        _testhooks._sampler_keep(0, 0, 0, 0, 0)
 
 
 @pytest.mark.fake_sampler

@@ -17,7 +17,9 @@ own samples, SM and DRAM off one stream."""
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,15 +29,10 @@ if not torch.cuda.is_available():
 
 import loopscope  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "probes"))
+from b2b_windows_probe import alternating_rows, launch_pairs, mem_compute_rows  # noqa: E402
+
 pytestmark = pytest.mark.gpu
-
-SLEEP_CYCLES = 200_000  # ~0.1 ms a kernel at H100 clocks
-
-
-def launch_pairs(x, n):
-    for _ in range(n):
-        torch.cuda._sleep(SLEEP_CYCLES)
-        x.add_(1)
 
 
 @pytest.mark.parametrize("metrics", [True, False])
@@ -75,25 +72,9 @@ def test_counters_only_profiles_alternating_with_traced_ones_each_hold_their_own
     beside that finish instead (411bd08), the kinds still on recorded its
     kernels, which landed in the next traced profile (14 launched, 20 read)
     and as invalid records (4-14), H200 2026-11-29 12:30Z-12:50Z."""
-    x = torch.zeros(1 << 20, device="cuda")
-    launch_pairs(x, 3)
-    torch.cuda.synchronize()
-    with loopscope.profile() as warm:  # the first profile's set-up
-        launch_pairs(x, 2)
-    warm.summary()
-    torch.cuda.synchronize()
-    pairs = [5, 9, 2, 14, 7, 11, 4, 6]
-    profiles = []
-    for k, n in enumerate(pairs):  # traced, counters only, traced, ...; no sync between
-        prof = loopscope.profile(trace=k % 2 == 0)
-        with prof:
-            with prof.step():
-                launch_pairs(x, n)
-        profiles.append(prof)
-    torch.cuda.synchronize()
-    for k, (n, prof) in enumerate(zip(pairs, profiles)):
+    for k, (traced, n, prof) in enumerate(alternating_rows()):
         s = prof.summary()
-        if k % 2 == 0:
+        if traced:
             assert s["gpu"]["kernels"] == 2 * n, (k, n, s["gpu"], s["overhead"])
             assert s["overhead"]["invalid_records"] == 0, s["overhead"]
         syncs = s["syncs"]
@@ -183,36 +164,7 @@ def test_memory_and_compute_bound_profiles_back_to_back_each_read_their_own_loop
     sampler, each profile reads its own loop: DRAM high and SM lower for the
     copies, SM high and DRAM low for the matmuls, and its busy time within 5%
     of CUDA events around the loop."""
-    src = torch.empty(256 << 20, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    a = torch.randn(4096, 4096, device="cuda")
-    torch.backends.cuda.matmul.allow_tf32 = False
-
-    def mem():  # ~21 ms of copies (0.5 ms each): a slow first launch is noise against it
-        for _ in range(40):
-            dst.copy_(src)
-
-    def compute():
-        for _ in range(6):
-            a @ a
-
-    for f in (mem, compute):
-        f()
-    torch.cuda.synchronize()
-    with loopscope.profile() as warm:
-        compute()
-    warm.summary()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    rows = []
-    for i in range(8):
-        f = (mem, compute)[i % 2]
-        with loopscope.profile() as prof:
-            begin.record()
-            with prof.step():
-                f()
-            end.record()
-            torch.cuda.synchronize()
-        rows.append((f.__name__, prof, begin.elapsed_time(end)))
+    rows = mem_compute_rows(8)
     for name, prof, events_ms in rows:
         s = prof.summary()
         sm, dram = s["sm"]["active_pct"], s["dram"]["throughput_pct"]

@@ -392,6 +392,17 @@ static void fake_start(uint64_t started_ns)
                 st->collected[j] = 1;
 }
 
+/* The new run's start, before `decoding` is let go: the next decode (a
+ * finish's tail on its own thread may be waiting for the lock) judges the
+ * run's clock offset against it, and against the last run's start it
+ * would take the gap between the runs for an offset of the clocks. */
+static void set_started(uint64_t started_ns)
+{
+    pthread_mutex_lock(&s.lock);
+    s.started_ns = started_ns;
+    pthread_mutex_unlock(&s.lock);
+}
+
 /* Sets sampling up (or starts it again, or anew with other options). */
 static void setup_run(ls_task *task)
 {
@@ -421,6 +432,7 @@ static void setup_run(ls_task *task)
         fake.stats.interval = o.pm.interval_ns; /* as a real start with these options */
         lock_decoding();
         new_run(fake.interval_ns);
+        set_started(started);
         pthread_mutex_unlock(&decoding);
     } else {
         if (context != NULL)
@@ -430,10 +442,12 @@ static void setup_run(ls_task *task)
             ls_pm_stop(); /* running with other options: started anew */
         ok = ls_pm_start(&o.pm, why, sizeof why) == 0;
         new_run(o.pm.interval_ns);
-        if (ok)
+        if (ok) {
             started = ls_pm_stats_now()->started_ns;
-        else
+            set_started(started);
+        } else {
             ls_pm_release(); /* a failed start leaves nothing worth keeping */
+        }
         pthread_mutex_unlock(&decoding);
     }
     uint64_t setup_ns = fake.items != NULL ? fake.setup_ns : ls_clock_monotonic_ns() - t0;

@@ -336,6 +336,12 @@ void ls_activity_expect_next(int may_continue)
 {
     pthread_mutex_lock(&state);
     next_may_continue = may_continue != 0;
+    if (!next_may_continue) {
+        /* A start that will not continue (counters only): a stop in its
+         * grace waits for it no longer (it sets the kinds off at once). */
+        pthread_once(&continued_once, init_continued);
+        pthread_cond_broadcast(&continued);
+    }
     pthread_mutex_unlock(&state);
 }
 
@@ -388,7 +394,7 @@ int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
         pthread_once(&continued_once, init_continued);
         uint64_t until = stop_began_ns + LS_ACTIVITY_NEXT_GRACE_NS;
         struct timespec at = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
-        while (next_count == 0 && ls_clock_monotonic_ns() < until)
+        while (next_count == 0 && next_may_continue && ls_clock_monotonic_ns() < until)
             if (pthread_cond_timedwait(&continued, &state, &at) != 0)
                 break;
     }

@@ -150,7 +150,8 @@ static int watch_contexts(void)
 
 int ls_session_should_wait(const ls_session_options *o)
 {
-    return ls_handover_should_wait(o->trace, o->callbacks);
+    return ls_handover_should_wait(o->trace, o->callbacks, o->own_timestamps,
+                                   session.timestamp_source);
 }
 
 /* Waits for the finish in flight to turn the activity kinds off (its time
@@ -313,11 +314,14 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
         c->timestamp_source = session.timestamp_source;
         c->continued_tracing = 1;
     } else {
-        uint64_t w0 = ls_clock_monotonic_ns();
-        ls_activity_wait_stopped(); /* a finish turning its kinds off: a flush */
-        c->start_phase_ns[LS_START_WAIT] += ls_clock_monotonic_ns() - w0;
-        if (ls_activity_tracing())
-            wait_for_kinds_off(c); /* kinds on, not continuable: it owns them until done */
+        if (ls_handover_needs_kinds_off(o->trace, o->own_timestamps,
+                                        session.plan.keep_timestamps)) {
+            uint64_t w0 = ls_clock_monotonic_ns();
+            ls_activity_wait_stopped(); /* a finish turning its kinds off: a flush */
+            c->start_phase_ns[LS_START_WAIT] += ls_clock_monotonic_ns() - w0;
+            if (ls_activity_tracing())
+                wait_for_kinds_off(c); /* kinds on, not continuable: it owns them until done */
+        }
         t0 = ls_clock_monotonic_ns();
         if (o->trace &&
             ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers, o->zeroed_buffers) != 0) {

@@ -305,6 +305,15 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     lap(&c->start_phase_ns[LS_START_CALLBACKS], &t0);
     /* Back to back: the last finish may still flush the kinds it left on. */
     int may_continue = o->trace && claim == LS_SUBSCRIBER_OK && o->callbacks;
+    if (may_continue) {
+        /* What those kinds recorded since the last stop of every profile's
+         * launches (a counters-only one that went on beside that finish) is
+         * not this profile's: its own launches come later. */
+        ls_records *sink = ls_finish_sink(session.job);
+        uint32_t latest = ls_launches_latest_id();
+        if (latest > sink->earlier_launch_floor)
+            sink->earlier_launch_floor = latest;
+    }
     int continued = may_continue && session.plan.continue_tracing &&
                     ls_activity_continue(ls_finish_sink(session.job), LS_API_RECORDS_NONE,
                                          o->zeroed_buffers) == 0;
@@ -527,6 +536,7 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
                      "with the graph-level trace on; later profiles record each kernel");
     }
     ls_subscriber_disable_callbacks();
+    c->stop_launch_id = ls_launches_latest_id(); /* every launch of the window is in */
     ls_switchboard_on_context(NULL);
     int window = atomic_load(&session.pm_window);
     ls_sampler_close(window, stop_ns);

@@ -260,6 +260,10 @@ def child(variant: str, profiles: int, repeats: int) -> dict:
                 "verdict": (s.get("diagnosis") or {}).get("verdict"),
                 "busy_ms": busy, "events_ms": round(events[k], 3),
                 "sampler_reused": m.get("sampler_reused"),
+                # why a profile started the sampler anew: the interval its window
+                # sampled at, and the note of a window that fell behind before it
+                "interval_us": (m.get("interval") or 0) / 1e3, "interval_note": m.get("interval_note"),
+                "overflows": m.get("overflows"),
                 "decode_us_per_sample": round(m["decode_ms"] * 1e3 / samples, 1) if samples else None,
                 "start_wait_ms": ov["start_phases_ms"].get("wait"),
                 "enter_ms": ov.get("start_ms"), "finish_wait_ms": ov.get("finish_wait_ms"),
@@ -348,6 +352,16 @@ def main() -> None:
               f"start waits ms {waits[len(waits) // 2]} median, top {waits[-3:]}; "
               f"enter {median([row['enter_ms'] for row in rows])} ms, "
               f"stop {median([row['stop_ms'] for row in rows])} ms")
+        notes = [row for row in rows if row["interval_note"]]
+        if notes:
+            print(f"  {len(notes)} window(s) fell behind (interval_note), first at repeat "
+                  f"{notes[0]['repeat']} profile {notes[0]['profile']}: {notes[0]['interval_note'][:160]}")
+        for row in rows:  # each profile that did not reach the coverage the issue asks
+            if row["coverage_pct"] is not None and row["coverage_pct"] < 95:
+                print(f"  low coverage: repeat {row['repeat']} profile {row['profile']} "
+                      f"({'traced' if row['trace'] else 'counters only'}): {row['coverage_pct']}%, "
+                      f"sampler reused {row['sampler_reused']}, interval {row['interval_us']:g} us, "
+                      f"overflows {row['overflows']}, start phases {row['start_phases_ms']}")
         errors = sorted(set(row["metrics_error"] for row in rows if row["metrics_error"]))
         for e in errors:
             print(f"  metrics_error: {e[:200]}")

@@ -456,8 +456,7 @@ static void setup_run(ls_task *task)
     s.setup_posted = 0;
     s.state = ok ? LS_STATE_RUNNING : LS_STATE_OFF;
     if (ok) {
-        s.running = o;
-        s.started_ns = started;
+        s.running = o; /* s.started_ns is set already (set_started) */
         s.ever_ran = 1;
     }
     for (int k = 0; k < LS_SAMPLER_WINDOWS; k++) {

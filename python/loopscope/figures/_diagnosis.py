@@ -323,12 +323,13 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
             "evidence": {},
         }
     replays = gpu.get("graph_replays") or 0  # whole CUDA-graph replays: GPU work, no kernel
-    if gpu["kernels"] + gpu["memcpys"] + gpu["memsets"] + replays == 0:
+    ops = gpu["kernels"] + gpu["memcpys"] + gpu["memsets"] + replays
+    if ops == 0:
         return {"verdict": "NO_GPU_WORK", "reasons": ["no GPU operation was recorded"],
                 "actions": [VERDICTS["NO_GPU_WORK"].action], "evidence": {}}
     capture = capturing(summary.get("loop") or {})
     if capture is not None:
-        return _diagnose_capture(summary, capture, step_verdicts)
+        return _diagnose_capture(summary, capture, ops, step_verdicts)
     busy = gaps["busy_pct"]
     sm_busy = sm.get("active_busy_pct") if sm else None
     dram_busy = dram.get("throughput_busy_pct") if dram else None
@@ -389,15 +390,14 @@ def _diagnose(summary: dict[str, Any], step_verdicts: list[str] | None = None) -
     return {"verdict": verdict, "reasons": reasons, "actions": actions, "evidence": evidence}
 
 
-def _diagnose_capture(summary: dict[str, Any], capture: tuple[int, int],
+def _diagnose_capture(summary: dict[str, Any], capture: tuple[int, int], ops: int,
                       step_verdicts: list[str] | None) -> dict[str, Any]:
-    """Rule 0's diagnosis: the launch calls that ran nothing and what the
-    GPU did run, in place of rules 1-4's figures; the syncs are reasons,
-    not actions (a capture's syncs and frees are its set-up's)."""
+    """Rule 0's diagnosis: the launch calls that ran nothing and the `ops`
+    the GPU did run (kernels, copies, sets, whole replays), in place of
+    rules 1-4's figures; the syncs are reasons, not actions (a capture's
+    syncs and frees are its set-up's)."""
     idle_launches, calls = capture
     gaps, gpu, loop = summary["gaps"], summary["gpu"], summary["loop"]
-    replays = gpu.get("graph_replays") or 0
-    ops = gpu["kernels"] + gpu["memcpys"] + gpu["memsets"] + replays
     said = (f"{idle_launches} of {calls} launch calls ran nothing on the GPU (more than "
             f"{100 * CAPTURE_SHARE:g}%): launches into a capturing stream record a CUDA graph "
             "and run nothing")
@@ -409,8 +409,8 @@ def _diagnose_capture(summary: dict[str, Any], capture: tuple[int, int],
     ]
     reasons += _step_reasons(summary, "GRAPH_CAPTURE", step_verdicts,
                              lambda: f"{idle_launches} of {calls} launch calls ran nothing")
-    _sync_lines(summary.get("syncs"), reasons, [])
     syncs = summary.get("syncs")
+    _sync_lines(syncs, reasons, [])
     evidence = {
         "busy_pct": gaps["busy_pct"],
         "busy_from": "ops",

@@ -746,10 +746,14 @@ def test_samples_beyond_the_clock_tolerance_are_left_out_never_moved(test_clock,
     s = prof.summary()
     if outside:
         assert s["sm"] is None and got_of(prof) == []
+        # (the fake run starts at the test clock's 0)
         assert s["metrics_error"] == (
             f"the 1 PM sample decoded for this profile lay -{before_ms:.3f} ms from its start on "
             "the activity clock, beyond the 100 ms a sample may: left out, not moved onto it, so "
-            "SM and DRAM are not given for it")
+            "SM and DRAM are not given for it (the first sample decoded for it: "
+            f"-{before_ms:.3f}..+0.050 ms, by the finish's tail, the window then at +0.000 ms, "
+            f"the run's clock offset 0.000 ms, sampling began {-start / 1e6:+.3f} ms; "
+            "window 0 of a sampler running already)")
     else:
         assert s["metrics_error"] is None
         assert got_of(prof) == [(long_one[0], long_one[1], 77.0)]

@@ -96,8 +96,10 @@ def print_mem_compute() -> None:
     for name, prof, events_ms in mem_compute_rows():
         s = prof.summary()
         m = s["metrics"]
-        print(f"  {name:7s} sm {s['sm']['active_pct']:6.2f} dram {s['dram']['throughput_pct']:6.2f} "
-              f"cov {s['sm']['coverage_pct']} samples {s['sm']['samples']} busy "
+        # A window without samples has sm/dram None: printed as such, with metrics_error.
+        sm, dram = s.get("sm") or {}, s.get("dram") or {}
+        print(f"  {name:7s} sm {sm.get('active_pct')} dram {dram.get('throughput_pct')} "
+              f"cov {sm.get('coverage_pct')} samples {sm.get('samples')} busy "
               f"{s['gpu']['busy_ms']:.3f} events {events_ms:.3f} shift {m.get('clock_shift_ns')} "
               f"delta_us {m.get('clock_delta_us')} err {s.get('metrics_error')} restarts "
               f"{m.get('restarts')} overflows {m.get('overflows')} full {m.get('counter_data_full')} "

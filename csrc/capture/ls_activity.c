@@ -74,10 +74,16 @@ static void CUPTIAPI on_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
     ls_buffers_complete(buffer, valid_size);
 }
 
-static int valid_interval(ls_records *sink, uint64_t start, uint64_t end)
+static int valid_interval(ls_records *sink, uint64_t start, uint64_t end, uint32_t correlation)
 {
     if (start == 0 || end < start) {
-        sink->invalid_records++;
+        /* A finish's forced flush hands back, incomplete, the running work
+         * of a counters-only profile that started beside it: launched after
+         * this profile's stop, it is not this profile's to count. */
+        if (sink->stop_launch_id != 0 && correlation > sink->stop_launch_id)
+            sink->later_incomplete++;
+        else
+            sink->invalid_records++;
         return 0;
     }
     return 1;
@@ -87,7 +93,7 @@ static ls_op *add_op(ls_records *sink, ls_op_kind kind, uint64_t start, uint64_t
                      uint32_t device, uint32_t stream, uint32_t correlation, uint64_t bytes,
                      uint32_t name_id, uint8_t copy_kind, uint8_t graph_launched)
 {
-    if (!valid_interval(sink, start, end))
+    if (!valid_interval(sink, start, end, correlation))
         return NULL;
     ls_op *op = ls_ops_append(&sink->ops);
     if (op == NULL) {
@@ -188,7 +194,7 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
         case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
             const CUpti_ActivitySynchronization2 *s =
                 (const CUpti_ActivitySynchronization2 *)record;
-            if (!valid_interval(sink, s->start, s->end))
+            if (!valid_interval(sink, s->start, s->end, s->correlationId))
                 break;
             ls_sync_record *out = ls_sync_records_append(&sink->sync_records);
             if (out == NULL) {
@@ -205,7 +211,7 @@ void ls_activity_parse(ls_records *sink, uint8_t *buffer, size_t valid_size)
         case CUPTI_ACTIVITY_KIND_RUNTIME:
         case CUPTI_ACTIVITY_KIND_DRIVER: {
             const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)record;
-            if (!valid_interval(sink, a->start, a->end))
+            if (!valid_interval(sink, a->start, a->end, a->correlationId))
                 break;
             ls_api *out = ls_apis_append(&sink->apis);
             if (out == NULL) {
@@ -336,6 +342,12 @@ void ls_activity_expect_next(int may_continue)
 {
     pthread_mutex_lock(&state);
     next_may_continue = may_continue != 0;
+    if (!next_may_continue) {
+        /* A start that will not continue (counters only): a stop in its
+         * grace waits for it no longer (it sets the kinds off at once). */
+        pthread_once(&continued_once, init_continued);
+        pthread_cond_broadcast(&continued);
+    }
     pthread_mutex_unlock(&state);
 }
 
@@ -388,7 +400,7 @@ int ls_activity_stop(ls_records **next, int (*settled)(void *ctx), void *ctx)
         pthread_once(&continued_once, init_continued);
         uint64_t until = stop_began_ns + LS_ACTIVITY_NEXT_GRACE_NS;
         struct timespec at = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
-        while (next_count == 0 && ls_clock_monotonic_ns() < until)
+        while (next_count == 0 && next_may_continue && ls_clock_monotonic_ns() < until)
             if (pthread_cond_timedwait(&continued, &state, &at) != 0)
                 break;
     }

@@ -40,8 +40,9 @@ int ls_activity_start(ls_records *sink, ls_api_records api, int zeroed_buffers, 
 int ls_activity_back_to_back(uint64_t stop_began_ns, uint64_t now_ns);
 
 /* At each start: whether a next start could continue this profile's kinds
- * (overlap on, and what it needs).  Without it the stop never waits the
- * grace: the next start waits for the finish anyway. */
+ * (it traces with loopscope's callbacks).  Without it the stop never waits
+ * the grace, and a stop already in its grace (the last profile's, on the
+ * worker) ends it: this start will not continue them. */
 void ls_activity_expect_next(int may_continue);
 
 /* Parses every completed buffer into the sink.  Cheap when none is ready.

@@ -56,9 +56,22 @@ int ls_launches_reset(int keep)
     return ls_slots_reset(&store);
 }
 
+/* Kept across resets: it is a mark on CUPTI's one sequence of ids. */
+static _Atomic uint32_t latest_id;
+
+uint32_t ls_launches_latest_id(void)
+{
+    return atomic_load_explicit(&latest_id, memory_order_acquire);
+}
+
 void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
                         uint64_t start_ns)
 {
+    uint32_t seen = atomic_load_explicit(&latest_id, memory_order_relaxed);
+    while (correlation_id > seen &&
+           !atomic_compare_exchange_weak_explicit(&latest_id, &seen, correlation_id,
+                                                  memory_order_release, memory_order_relaxed))
+        ; /* another thread's later id won: seen holds it now */
     uint64_t self = (uint64_t)pthread_self();
     atomic_fetch_add_explicit(count_of(self), 1, memory_order_relaxed);
     if (!keep_records)

@@ -22,6 +22,13 @@ int ls_launches_reset(int keep);
 void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
                         uint64_t start_ns);
 
+/* The latest correlation id of a launch call seen by any profile's
+ * callbacks in this process (0: none).  Correlation ids grow in the order
+ * the calls were made, so a later record whose id is above the value read
+ * at a moment was launched after that moment (or outside every profile:
+ * no callbacks see the calls between profiles).  Lock-free. */
+uint32_t ls_launches_latest_id(void);
+
 /* Launch calls the thread `thread_id` made since the reset (stored or not):
  * lets a blocking call tell whether its thread launched anything between it
  * and the previous one.  Lock-free; threads beyond the table's room share

@@ -65,6 +65,7 @@ typedef struct {
     uint64_t ranges_left_open; /* ranges closed by stop */
     uint64_t ops_before_start; /* ops that ended before the profile began: left out */
     uint64_t ops_after_stop;   /* ops launched after the profile ended: left out */
+    uint32_t stop_launch_id;   /* ls_launches_latest_id() at the stop */
     uint64_t records_after_stop; /* API records, syncs and calls after the end: left out */
     uint64_t drains;           /* buffer drains during the session (on the worker) */
     uint64_t drain_ns;         /* host time they took */

@@ -122,9 +122,11 @@ static void merge_activity(ls_records *into, ls_records *from)
     LS_MOVE_ALL(&into->apis, &from->apis, ls_apis_append, into->dropped_records);
     into->dropped_records += from->dropped_records;
     into->invalid_records += from->invalid_records;
+    into->later_incomplete += from->later_incomplete;
     if (from->earlier_launch_floor > into->earlier_launch_floor)
         into->earlier_launch_floor = from->earlier_launch_floor;
     from->dropped_records = from->invalid_records = 0;
+    from->later_incomplete = 0;
     /* The kernel names the worker interned go with the records.  Should the
      * list not grow, `from` keeps them (released with the job): the moved
      * ops then lose their names rather than keep ids that may be reused. */
@@ -407,6 +409,7 @@ static void finish_run(ls_task *task)
         counters_beside = job->plan.sampling &&
                           pthread_create(&counters_thread, NULL, end_counters, &counters) == 0;
         char activity_error[sizeof c->stop_error] = "";
+        job->activity.stop_launch_id = c->stop_launch_id; /* before the forced flush's parse */
         if (ls_activity_stop(&next, window_settled, job) != 0)
             snprintf(activity_error, sizeof activity_error, "%s", ls_cupti_error());
         if (next != NULL) {
@@ -439,6 +442,8 @@ static void finish_run(ls_task *task)
     c->drains += job->drains;
     c->drain_ns += job->drain_ns;
     filter_window(c);
+    c->ops_after_stop += c->records.later_incomplete; /* a later profile's, incomplete */
+    c->records.later_incomplete = 0;
     /* Out of memory: the launches keep CUPTI's ids and go by time. */
     ls_threads_widen_api_ids(&c->records);
     lap(c, LS_FINISH_RECORDS, &t0);

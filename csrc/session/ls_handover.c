@@ -12,10 +12,6 @@
  * only where the callbacks are refused: ls_session's fallback.) */
 static int may_continue(int trace, int callbacks) { return trace && callbacks; }
 
-int ls_handover_should_wait(int trace, int callbacks)
-{
-    return ls_finish_in_flight() > 0 && ls_activity_tracing() && !may_continue(trace, callbacks);
-}
 
 /* 1 when CUPTI's clock reads CLOCK_REALTIME in ns (loopscope's source, or
  * CUPTI's default, which is the same clock): nothing to register again.
@@ -30,6 +26,20 @@ static int cupti_clock_is_ours(void)
     uint64_t after = ls_clock_realtime_ns();
     const uint64_t slack = 1000000ull; /* 1 ms */
     return t + slack >= before && t <= after + slack;
+}
+
+int ls_handover_needs_kinds_off(int trace, int own_timestamps, int keep_timestamps)
+{
+    return trace || !(own_timestamps && keep_timestamps);
+}
+
+int ls_handover_should_wait(int trace, int callbacks, int own_timestamps, int source)
+{
+    if (ls_finish_in_flight() == 0 || !ls_activity_tracing() || may_continue(trace, callbacks))
+        return 0;
+    /* trace first: the clock is read only for a counters-only start */
+    return trace || ls_handover_needs_kinds_off(
+                        trace, own_timestamps, source == LS_TIMESTAMPS_OWN && cupti_clock_is_ours());
 }
 
 ls_handover ls_handover_plan(int trace, int callbacks, int source)

@@ -52,6 +52,12 @@ typedef struct {
     char error[1024];         /* the first decode failure while it was live, "" if none */
     int behind;               /* a tick while it was live fell behind the samples */
     int auto_interval;        /* it asked for the automatic interval */
+    /* The first sample a decode gave it, and the window as that decode saw
+     * it: said when the samples turn out outside the profile (a copy window
+     * read samples 167-181 ms before its start on an H200, cause unknown). */
+    uint64_t first_start_ns, first_end_ns, first_seen_start_ns;
+    int64_t first_offset_ns;
+    int first_by_tail;
 } ls_window;
 
 static struct {
@@ -338,6 +344,13 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
             const ls_sample *x = &got.items[j];
             if (!overlaps(&v, i, x->start_ns, x->end_ns))
                 continue;
+            if (w->samples.count == 0) {
+                w->first_start_ns = x->start_ns;
+                w->first_end_ns = x->end_ns;
+                w->first_seen_start_ns = v.start_ns[i];
+                w->first_offset_ns = clock_of_run.offset_ns;
+                w->first_by_tail = until_ns != 0;
+            }
             ls_sample *slot = ls_samples_append(&w->samples);
             if (slot != NULL)
                 *slot = *x;
@@ -903,9 +916,19 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
                 snprintf(c->pm.error, sizeof c->pm.error,
                          "the %zu PM sample%s decoded for this profile lay %.3f ms from its "
                          "start on the activity clock, beyond the %.0f ms a sample may: left "
-                         "out, not moved onto it, so SM and DRAM are not given for it",
+                         "out, not moved onto it, so SM and DRAM are not given for it (the "
+                         "first sample decoded for it: %+.3f..%+.3f ms, by %s, the window then "
+                         "at %+.3f ms, the run's clock offset %.3f ms, sampling began %+.3f ms; "
+                         "window %d of a sampler %s)",
                          a->count, a->count == 1 ? "" : "s", (double)settled.delta_ns / 1e6,
-                         (double)LS_SAMPLE_CLOCK_TOLERANCE_NS / 1e6);
+                         (double)LS_SAMPLE_CLOCK_TOLERANCE_NS / 1e6,
+                         ((double)w->first_start_ns - (double)start_ns) / 1e6,
+                         ((double)w->first_end_ns - (double)start_ns) / 1e6,
+                         w->first_by_tail ? "the finish's tail" : "a tick",
+                         ((double)w->first_seen_start_ns - (double)start_ns) / 1e6,
+                         (double)w->first_offset_ns / 1e6,
+                         ((double)w->began_ns - (double)start_ns) / 1e6, window,
+                         w->reused ? "running already" : "set up for it");
             c->samples_outside += a->count;
             a->count = 0;
         }

@@ -150,7 +150,8 @@ static int watch_contexts(void)
 
 int ls_session_should_wait(const ls_session_options *o)
 {
-    return ls_handover_should_wait(o->trace, o->callbacks);
+    return ls_handover_should_wait(o->trace, o->callbacks, o->own_timestamps,
+                                   session.timestamp_source);
 }
 
 /* Waits for the finish in flight to turn the activity kinds off (its time
@@ -304,6 +305,15 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
     lap(&c->start_phase_ns[LS_START_CALLBACKS], &t0);
     /* Back to back: the last finish may still flush the kinds it left on. */
     int may_continue = o->trace && claim == LS_SUBSCRIBER_OK && o->callbacks;
+    if (may_continue) {
+        /* What those kinds recorded since the last stop of every profile's
+         * launches (a counters-only one that went on beside that finish) is
+         * not this profile's: its own launches come later. */
+        ls_records *sink = ls_finish_sink(session.job);
+        uint32_t latest = ls_launches_latest_id();
+        if (latest > sink->earlier_launch_floor)
+            sink->earlier_launch_floor = latest;
+    }
     int continued = may_continue && session.plan.continue_tracing &&
                     ls_activity_continue(ls_finish_sink(session.job), LS_API_RECORDS_NONE,
                                          o->zeroed_buffers) == 0;
@@ -313,11 +323,14 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
         c->timestamp_source = session.timestamp_source;
         c->continued_tracing = 1;
     } else {
-        uint64_t w0 = ls_clock_monotonic_ns();
-        ls_activity_wait_stopped(); /* a finish turning its kinds off: a flush */
-        c->start_phase_ns[LS_START_WAIT] += ls_clock_monotonic_ns() - w0;
-        if (ls_activity_tracing())
-            wait_for_kinds_off(c); /* kinds on, not continuable: it owns them until done */
+        if (ls_handover_needs_kinds_off(o->trace, o->own_timestamps,
+                                        session.plan.keep_timestamps)) {
+            uint64_t w0 = ls_clock_monotonic_ns();
+            ls_activity_wait_stopped(); /* a finish turning its kinds off: a flush */
+            c->start_phase_ns[LS_START_WAIT] += ls_clock_monotonic_ns() - w0;
+            if (ls_activity_tracing())
+                wait_for_kinds_off(c); /* kinds on, not continuable: it owns them until done */
+        }
         t0 = ls_clock_monotonic_ns();
         if (o->trace &&
             ls_buffers_configure(o->buffer_bytes, 2, o->max_buffers, o->zeroed_buffers) != 0) {
@@ -523,6 +536,7 @@ int ls_session_stop(struct ls_finish **pending, uint64_t *cost_ns)
                      "with the graph-level trace on; later profiles record each kernel");
     }
     ls_subscriber_disable_callbacks();
+    c->stop_launch_id = ls_launches_latest_id(); /* every launch of the window is in */
     ls_switchboard_on_context(NULL);
     int window = atomic_load(&session.pm_window);
     ls_sampler_close(window, stop_ns);

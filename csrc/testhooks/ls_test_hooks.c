@@ -16,6 +16,7 @@
 #include "ls_clock.h"
 #include "ls_finish.h"
 #include "ls_ids.h"
+#include "ls_launches.h"
 #include "ls_module_state.h"
 #include "ls_names.h"
 #include "ls_owncalls.h"
@@ -469,6 +470,15 @@ static PyObject *sampler_keep(PyObject *module, PyObject *args)
         return NULL;
     ls_sampler_set_keep(keep_running_ns, keep_ns, wait_bound_ns, decode_ns, overflows);
     Py_RETURN_NONE;
+}
+
+/* _launches_latest_id(): the latest launch correlation id any profile's
+ * callbacks saw (ls_launches_latest_id). */
+static PyObject *launches_latest_id(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLong(ls_launches_latest_id());
 }
 
 static PyObject *decoder_state(PyObject *module, PyObject *unused)
@@ -1199,6 +1209,8 @@ PyMethodDef ls_test_hook_methods[] = {
      "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0, overflows=0): the "
      "PM sampler's idle times and an open's wait bound (0: the defaults), and each test-source "
      "decode's reported host time and hardware-buffer overflows."},
+    {"_launches_latest_id", launches_latest_id, METH_NOARGS,
+     "_launches_latest_id() -> int: the latest launch correlation id the callbacks saw."},
     {"_sampler_state", sampler_state, METH_NOARGS,
      "_sampler_state() -> (state, live windows): 'off', 'starting', 'running' or 'stopped'."},
     {"_decoder_state", decoder_state, METH_NOARGS,

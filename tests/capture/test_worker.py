@@ -746,11 +746,36 @@ def test_samples_beyond_the_clock_tolerance_are_left_out_never_moved(test_clock,
     s = prof.summary()
     if outside:
         assert s["sm"] is None and got_of(prof) == []
+        # (the fake run starts at the test clock's 0)
         assert s["metrics_error"] == (
             f"the 1 PM sample decoded for this profile lay -{before_ms:.3f} ms from its start on "
             "the activity clock, beyond the 100 ms a sample may: left out, not moved onto it, so "
-            "SM and DRAM are not given for it")
+            "SM and DRAM are not given for it (the first sample decoded for it: "
+            f"-{before_ms:.3f}..+0.050 ms, by the finish's tail, the window then at +0.000 ms, "
+            f"the run's clock offset 0.000 ms, sampling began {-start / 1e6:+.3f} ms; "
+            "window 0 of a sampler running already)")
     else:
         assert s["metrics_error"] is None
         assert got_of(prof) == [(long_one[0], long_one[1], 77.0)]
         assert s["sm"]["active_pct"] == 77.0
+
+
+def test_the_latest_launch_id_is_the_highest_launch_any_profile_saw():
+    """A traced start that continues the activity kinds takes every launch
+    before it as an earlier profile's (a counters-only profile's kernels,
+    recorded by the kinds a traced finish still had on): the mark is the
+    highest correlation id of a launch call the callbacks saw, in any
+    profile, whatever order the calls came in; a wait is not a launch, and
+    a later profile's lower id does not lower it."""
+    base = _testhooks._launches_latest_id()
+    with loopscope.profile(trace=False):
+        _testhooks._inject_calls([("cudaLaunchKernel", 0, base + 5), ("cuLaunchKernel", 0, base + 9),
+                                  ("cudaMemcpyAsync", 0, base + 7, 0),
+                                  ("cudaStreamSynchronize", 0, base + 20)])
+    assert _testhooks._launches_latest_id() == base + max(5, 9, 7)
+    with loopscope.profile():
+        _testhooks._inject_calls([("cudaLaunchKernel", 0, base + 3)])
+    assert _testhooks._launches_latest_id() == base + 9
+    with loopscope.profile():
+        _testhooks._inject_calls([("cudaLaunchKernel", 0, base + 10)])
+    assert _testhooks._launches_latest_id() == base + 10

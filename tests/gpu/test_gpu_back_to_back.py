@@ -67,12 +67,18 @@ def test_back_to_back_profiles_each_hold_exactly_their_own_kernels(metrics):
 def test_counters_only_profiles_alternating_with_traced_ones_each_hold_their_own():
     """Traced and counters-only profiles in turn, no sync between them:
     each traced one holds exactly its own kernels, none invalid, and no
-    profile reports a sync.  A counters-only start waits for a traced
-    finish to turn its activity kinds off (1.2-1.5 ms): when it went on
-    beside that finish instead (411bd08), the kinds still on recorded its
-    kernels, which landed in the next traced profile (14 launched, 20 read)
-    and as invalid records (4-14), H200 2026-11-29 12:30Z-12:50Z."""
-    for k, (traced, n, prof) in enumerate(alternating_rows()):
+    profile reports a sync; no counters-only start waits 0.3 ms for the
+    traced finish beside it.  When it first went on beside that finish
+    (411bd08), the kinds still on recorded its kernels, which landed in the
+    next traced profile (14 launched, 20 read) and as invalid records
+    (4-14), H200 2026-11-29 12:30Z-12:50Z: a traced start that continues the
+    kinds now takes every launch before it as an earlier profile's, and an
+    incomplete record launched after a profile's stop is not its own."""
+    rows = alternating_rows()
+    waits_ms = [prof.capture.info()["start_phases_ns"]["wait"] / 1e6
+                for traced, _, prof in rows if not traced]
+    assert max(waits_ms) < 0.3, waits_ms
+    for k, (traced, n, prof) in enumerate(rows):
         s = prof.summary()
         if traced:
             assert s["gpu"]["kernels"] == 2 * n, (k, n, s["gpu"], s["overhead"])

@@ -58,6 +58,12 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
             out->partial++;
             continue;
         }
+        /* Over by the profile's start: a sample of the wait before it (see
+         * ls_samples.h), no sign of another clock. */
+        if (samples[i].end_ns <= started_ns) {
+            out->ended_before++;
+            continue;
+        }
         samples[kept++] = samples[i];
     }
     if (kept == 0)

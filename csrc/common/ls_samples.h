@@ -39,6 +39,7 @@ void ls_samples_sort(ls_sample *samples, size_t n);
 /* What ls_samples_settle did. */
 typedef struct {
     size_t partial;     /* samples dropped for spanning more than `max_span` */
+    size_t ended_before; /* samples dropped for ending by started_ns */
     int64_t delta_ns;   /* first kept sample's start minus started_ns */
     int outside;        /* the kept samples reach beyond the tolerance */
     uint64_t latest_ns; /* the latest end of a kept sample */
@@ -48,13 +49,18 @@ typedef struct {
  * run's offset) against a profile's span, in place.  A sample longer than
  * max_span_ns is partial (seen on an H200: the first sample after a start
  * can span from long before it), and so is one that starts at 0 (seen on
- * an H100): dropped, anywhere in the run.  The kept samples must lie within
+ * an H100): dropped, anywhere in the run.  So is one that ends by
+ * started_ns: a start that waited for sampling's set-up moves past the
+ * wait, and decodes during the wait gave its window samples of the wait
+ * (H200 2026-11-29: 41 samples 160 ms before a start that waited for the
+ * sampler's restart at a wider interval; judged, they made the profile
+ * "outside" and cost it every sample).  The kept samples must lie within
  * [started_ns - tolerance_ns, stopped_ns + tolerance_ns]; if they reach
  * outside, `outside` is set and they are not moved: moving them "onto the
  * profile" pasted other times' samples over it (H100 2026-11-27: 165-216 ms;
- * H200 2026-11-29: 181 ms, SM and DRAM 0 on a busy loop).  A first sample
- * that starts late is not outside: samples lost to an overflow make exactly
- * that.  Returns the new count. */
+ * H200 2026-11-29: 181 ms, SM and DRAM 0 on a busy loop; both likely the
+ * wait's samples above).  A first sample that starts late is not outside:
+ * samples lost to an overflow make exactly that.  Returns the new count. */
 size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
                          uint64_t started_ns, uint64_t stopped_ns, uint64_t tolerance_ns,
                          ls_settle_result *out);

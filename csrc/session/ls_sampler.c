@@ -909,6 +909,7 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
                                      stopped ? stopped : UINT64_MAX / 2,
                                      LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
         c->pm.incomplete += settled.partial;
+        c->samples_outside += settled.ended_before;
         c->sample_clock_delta_ns = settled.delta_ns;
         c->sample_clock_latest_ns = settled.latest_ns;
         if (settled.outside) {

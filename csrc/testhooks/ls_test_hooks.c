@@ -117,8 +117,8 @@ static PyObject *settle_samples(PyObject *module, PyObject *args)
     free(samples);
     if (out == NULL)
         return NULL;
-    return Py_BuildValue("NnLO", out, (Py_ssize_t)r.partial, (long long)r.delta_ns,
-                         r.outside ? Py_True : Py_False);
+    return Py_BuildValue("NnnLO", out, (Py_ssize_t)r.partial, (Py_ssize_t)r.ended_before,
+                         (long long)r.delta_ns, r.outside ? Py_True : Py_False);
 }
 
 /* The clock of a fake call: enter at the profile clock, exit `duration`
@@ -1198,7 +1198,8 @@ PyMethodDef ls_test_hook_methods[] = {
      "now_ns follows the last stop closely enough to count as back to back."},
     {"_settle_samples", settle_samples, METH_VARARGS,
      "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
-     "partial, delta_ns, outside): test hook for checking PM samples against a profile's span."},
+     "partial, ended_before, delta_ns, outside): test hook for checking PM samples against a "
+     "profile's span."},
     {"_beside_decode", beside_decode, METH_VARARGS,
      "_beside_decode(decode_ns) -> (task_ns, wait_idle_ns, ticks): test hook; a worker task's "
      "latency and a wait for the worker while the sampler's tick decodes for decode_ns."},

@@ -430,7 +430,12 @@ def test_decoder_probe_refuses_while_a_profile_runs():
 # samples, partial above 1 ms, profile from 1_000_000 to 2_000_000 ns, 100 ms
 # tolerance for "another clock".
 def settle(spans, started=1_000_000, stopped=2_000_000):
-    return _testhooks._settle_samples(spans, 1_000_000, started, stopped, 100_000_000)
+    """(kept, partial, delta, outside): no whole sample here ends by the start
+    (those are the wait's: tests/rules/test_rule_samples.py)."""
+    kept, partial, ended_before, delta, outside = _testhooks._settle_samples(
+        spans, 1_000_000, started, stopped, 100_000_000)
+    assert ended_before == 0
+    return kept, partial, delta, outside
 
 
 def test_samples_on_the_activity_clock_stay_where_they_are():

@@ -32,26 +32,33 @@ MAX_SPAN, STARTED, STOPPED, TOLERANCE = 1_000_000, 10_000_000, 20_000_000, 100_0
 
 def settle_rule(spans):
     """The documented settling, in plain Python: samples longer than the
-    longest span are partial and dropped; the rest stay where they are, and
-    are reported outside when they lie beyond the tolerance before the start
-    or after the stop."""
-    kept = sorted(s for s in spans if s[1] - s[0] <= MAX_SPAN)
-    partial = len(spans) - len(kept)
+    longest span are partial and dropped; so are those over by the start
+    (the wait before a start that waited for sampling's set-up); the rest
+    stay where they are, and are reported outside when they lie beyond the
+    tolerance before the start or after the stop."""
+    whole = sorted(s for s in spans if s[1] - s[0] <= MAX_SPAN)
+    partial = len(spans) - len(whole)
+    kept = [s for s in whole if s[1] > STARTED]
+    ended_before = len(whole) - len(kept)
     if not kept:
-        return [], partial, 0, False
+        return [], partial, ended_before, 0, False
     delta = kept[0][0] - STARTED
     outside = (kept[0][0] + TOLERANCE < STARTED
                or max(e for _, e in kept) > STOPPED + TOLERANCE)
-    return kept, partial, delta, outside
+    return kept, partial, ended_before, delta, outside
 
 
 CASES = {
     "exactly-the-longest-span": [(STARTED, STARTED + MAX_SPAN)],
     "a-nanosecond-longer": [(STARTED, STARTED + MAX_SPAN + 1), (STARTED + 2, STARTED + 3)],
-    "exactly-the-tolerance-before": [(STARTED - TOLERANCE, STARTED - TOLERANCE + 500)],
-    "a-nanosecond-further-before": [(STARTED - TOLERANCE - 1, STARTED - TOLERANCE + 500)],
+    "exactly-the-tolerance-before": [(STARTED - TOLERANCE, STARTED + 500)],
+    "a-nanosecond-further-before": [(STARTED - TOLERANCE - 1, STARTED + 500)],
     "exactly-the-tolerance-after": [(STOPPED, STOPPED + TOLERANCE)],
     "a-nanosecond-further-after": [(STOPPED, STOPPED + TOLERANCE + 1)],
+    # the wait before a moved start (H200: 41 samples 160 ms before it), then the profile's
+    "over-at-the-start": [(STARTED - 160_500, STARTED - 160_000), (STARTED - 500, STARTED),
+                          (STARTED, STARTED + 500)],
+    "over-a-nanosecond-after-the-start": [(STARTED - 500, STARTED + 1)],
 }
 
 
@@ -61,9 +68,11 @@ def test_settling_at_its_edges(name):
     got = _testhooks._settle_samples(spans, MAX_SPAN, STARTED, STOPPED, TOLERANCE)
     expected = settle_rule(spans)
     assert got == expected
-    assert expected[3] == name.startswith("a-nanosecond-further")
-    assert got[0] == sorted(s for s in spans if s[1] - s[0] <= MAX_SPAN)  # never moved
+    assert expected[4] == name.startswith("a-nanosecond-further")
+    whole = sorted(s for s in spans if s[1] - s[0] <= MAX_SPAN)
+    assert got[0] == [s for s in whole if s[1] > STARTED]  # never moved
     assert expected[1] == (1 if name == "a-nanosecond-longer" else 0)
+    assert expected[2] == (2 if name == "over-at-the-start" else 0)
 
 
 def test_sample_coverage_never_reads_above_100_percent(run_trace):

@@ -11,7 +11,10 @@ mem_compute_rows, alternating_rows) and asserts on what this prints.
   between them: each traced one's kernels, invalid records and what its
   finish put before its start or after its stop.
 
-  python benchmarks/probes/b2b_windows_probe.py [--repeat 2]
+  restarts (--restarts N): N copy profiles back to back, each at another
+  interval than the last, so each start waits for the sampler's restart.
+
+  python benchmarks/probes/b2b_windows_probe.py [--repeat 2] [--restarts N]
 """
 from __future__ import annotations
 
@@ -117,10 +120,38 @@ def print_alternating() -> None:
               f"{o.get('enter_ms')}")
 
 
+def print_restarts(profiles: int = 12, verbose: bool = False) -> None:
+    """Device copies (~22 ms) profiled back to back, each asking for another
+    interval than the one before (500 / 1000 us): each start waits for the
+    sampler's restart while the last profile's finish decodes, the case
+    where a window got samples of its wait (H200 2026-11-29)."""
+    src = torch.empty(256 << 20, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    for k in range(profiles):
+        with loopscope.profile(metrics_interval_us=500 if k % 2 else 1000) as prof:
+            for _ in range(50):
+                dst.copy_(src)
+        torch.cuda.synchronize()
+        s = prof.summary()
+        sm, m = s.get("sm") or {}, s["metrics"]
+        print(f"  restart sm {sm.get('active_pct')} cov {sm.get('coverage_pct')} reused "
+              f"{m.get('sampler_reused')} interval {m.get('interval')} samples {sm.get('samples')} "
+              f"skipped {m.get('skipped_samples')} incomplete {m.get('incomplete_samples')} "
+              f"outside {m.get('samples_outside')} delta_us {m.get('clock_delta_us')} shift "
+              f"{m.get('clock_shift_ns')} err {s.get('metrics_error')}")
+        if verbose:
+            print("   ", {k: v for k, v in m.items() if not isinstance(v, (dict, list))})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--restarts", type=int, default=0, metavar="N",
+                   help="only N copy profiles back to back, each at another interval")
     args = p.parse_args()
+    if args.restarts:
+        print_restarts(args.restarts, verbose=True)
+        return
     for r in range(args.repeat):
         print(f"traced/counters, round {r + 1}")
         print_alternating()

@@ -140,6 +140,16 @@ def print_restarts(profiles: int = 12, verbose: bool = False) -> None:
               f"outside {m.get('samples_outside')} delta_us {m.get('clock_delta_us')} shift "
               f"{m.get('clock_shift_ns')} err {s.get('metrics_error')}")
         if verbose:
+            # Where sampling began and the window's samples lie against the
+            # profile (ms from its start), and how long the enter waited.
+            info = prof.capture.info()
+            t0, t1 = info["start_ns"], info["stop_ns"]
+            spans = [(a, b) for a, b, _ in prof.capture.samples()]
+            print(f"    stop {(t1 - t0) / 1e6:.3f} ms, sampling began "
+                  f"{(info['pm']['began_ns'] - t0) / 1e6:.3f} ms, set-up wait "
+                  f"{s['overhead'].get('metrics_setup_wait_ms')} ms (timed out "
+                  f"{s['overhead'].get('metrics_setup_wait_timed_out')}), samples kept at "
+                  f"{[round((a - t0) / 1e6, 3) for a, _ in spans][:6]}")
             print("   ", {k: v for k, v in m.items() if not isinstance(v, (dict, list))})
 
 

@@ -53,8 +53,9 @@ typedef struct {
     int behind;               /* a tick while it was live fell behind the samples */
     int auto_interval;        /* it asked for the automatic interval */
     /* The first sample a decode gave it, and the window as that decode saw
-     * it: said when the samples turn out outside the profile (a copy window
-     * read samples 167-181 ms before its start on an H200, cause unknown). */
+     * it: said when the samples turn out outside the profile (H200
+     * 2026-11-29: a start that waited 160 ms for a restart had got the last
+     * profile's tail at its first start; ls_samples_settle drops those now). */
     uint64_t first_start_ns, first_end_ns, first_seen_start_ns;
     int64_t first_offset_ns;
     int first_by_tail;

@@ -45,8 +45,8 @@ void ls_samples_sort(ls_sample *samples, size_t n)
 }
 
 size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
-                         uint64_t started_ns, uint64_t stopped_ns, uint64_t tolerance_ns,
-                         ls_settle_result *out)
+                         uint64_t window_start_ns, uint64_t started_ns, uint64_t stopped_ns,
+                         uint64_t tolerance_ns, ls_settle_result *out)
 {
     memset(out, 0, sizeof *out);
     size_t kept = 0;
@@ -60,7 +60,7 @@ size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
         }
         /* Over by the profile's start: a sample of the wait before it (see
          * ls_samples.h), no sign of another clock. */
-        if (samples[i].end_ns <= started_ns) {
+        if (samples[i].end_ns <= window_start_ns) {
             out->ended_before++;
             continue;
         }

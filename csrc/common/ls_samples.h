@@ -39,7 +39,7 @@ void ls_samples_sort(ls_sample *samples, size_t n);
 /* What ls_samples_settle did. */
 typedef struct {
     size_t partial;     /* samples dropped for spanning more than `max_span` */
-    size_t ended_before; /* samples dropped for ending by started_ns */
+    size_t ended_before; /* samples dropped for ending by window_start_ns */
     int64_t delta_ns;   /* first kept sample's start minus started_ns */
     int outside;        /* the kept samples reach beyond the tolerance */
     uint64_t latest_ns; /* the latest end of a kept sample */
@@ -50,7 +50,8 @@ typedef struct {
  * max_span_ns is partial (seen on an H200: the first sample after a start
  * can span from long before it), and so is one that starts at 0 (seen on
  * an H100): dropped, anywhere in the run.  So is one that ends by
- * started_ns: a start that waited for sampling's set-up moves past the
+ * window_start_ns (the profile's start; started_ns is when its sampling
+ * began, if later): a start that waited for sampling's set-up moves past the
  * wait, and decodes during the wait gave its window samples of the wait
  * (H200 2026-11-29: 41 samples 160 ms before a start that waited for the
  * sampler's restart at a wider interval; judged, they made the profile
@@ -62,8 +63,8 @@ typedef struct {
  * wait's samples above).  A first sample that starts late is not outside:
  * samples lost to an overflow make exactly that.  Returns the new count. */
 size_t ls_samples_settle(ls_sample *samples, size_t n, uint64_t max_span_ns,
-                         uint64_t started_ns, uint64_t stopped_ns, uint64_t tolerance_ns,
-                         ls_settle_result *out);
+                         uint64_t window_start_ns, uint64_t started_ns, uint64_t stopped_ns,
+                         uint64_t tolerance_ns, ls_settle_result *out);
 
 /* 1 when a sample overlaps a profile's window: it ends after the window's
  * start and starts before its stop (window_stop_ns 0: still open). */

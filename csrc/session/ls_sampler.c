@@ -906,7 +906,7 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
         uint64_t from = w->began_ns > start_ns ? w->began_ns : start_ns;
         ls_settle_result settled;
         uint64_t longest = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (c->pm.interval ? c->pm.interval : 1);
-        a->count = ls_samples_settle(a->items, a->count, longest, from,
+        a->count = ls_samples_settle(a->items, a->count, longest, start_ns, from,
                                      stopped ? stopped : UINT64_MAX / 2,
                                      LS_SAMPLE_CLOCK_TOLERANCE_NS, &settled);
         c->pm.incomplete += settled.partial;

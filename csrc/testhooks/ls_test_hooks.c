@@ -35,6 +35,7 @@
 #include "ls_switchboard.h"
 #include "ls_worker.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -75,10 +76,12 @@ static PyObject *settle_samples(PyObject *module, PyObject *args)
 {
     (void)module;
     PyObject *spans;
-    unsigned long long max_span, started, stopped, tolerance;
-    if (!PyArg_ParseTuple(args, "OKKKK:_settle_samples", &spans, &max_span, &started, &stopped,
-                          &tolerance))
+    unsigned long long max_span, started, stopped, tolerance, window_start = ULLONG_MAX;
+    if (!PyArg_ParseTuple(args, "OKKKK|K:_settle_samples", &spans, &max_span, &started, &stopped,
+                          &tolerance, &window_start))
         return NULL;
+    if (window_start == ULLONG_MAX)
+        window_start = started; /* the profile began where its sampling did */
     PyObject *seq = PySequence_Fast(spans, "spans must be a sequence of (start_ns, end_ns)");
     if (seq == NULL)
         return NULL;
@@ -104,7 +107,8 @@ static PyObject *settle_samples(PyObject *module, PyObject *args)
     Py_DECREF(seq);
     ls_samples_sort(samples, (size_t)n);
     ls_settle_result r;
-    size_t kept = ls_samples_settle(samples, (size_t)n, max_span, started, stopped, tolerance, &r);
+    size_t kept = ls_samples_settle(samples, (size_t)n, max_span, window_start, started, stopped,
+                                    tolerance, &r);
     PyObject *out = PyList_New((Py_ssize_t)kept);
     for (size_t i = 0; out != NULL && i < kept; i++) {
         PyObject *pair = Py_BuildValue("KK", (unsigned long long)samples[i].start_ns,
@@ -1197,9 +1201,9 @@ PyMethodDef ls_test_hook_methods[] = {
      "_activity_back_to_back(stop_began_ns, now_ns) -> bool: test hook; whether a start at "
      "now_ns follows the last stop closely enough to count as back to back."},
     {"_settle_samples", settle_samples, METH_VARARGS,
-     "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns) -> (spans, "
-     "partial, ended_before, delta_ns, outside): test hook for checking PM samples against a "
-     "profile's span."},
+     "_settle_samples(spans, max_span_ns, started_ns, stopped_ns, tolerance_ns[, "
+     "window_start_ns]) -> (spans, partial, ended_before, delta_ns, outside): test hook for "
+     "checking PM samples against a profile's span."},
     {"_beside_decode", beside_decode, METH_VARARGS,
      "_beside_decode(decode_ns) -> (task_ns, wait_idle_ns, ticks): test hook; a worker task's "
      "latency and a wait for the worker while the sampler's tick decodes for decode_ns."},

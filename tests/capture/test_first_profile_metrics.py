@@ -172,3 +172,29 @@ def test_the_profile_clock_rate_against_the_host_is_measured(rate):
     assert info["clock_rate"] == pytest.approx(rate, rel=1e-4)  # whole-ns reference reads
     assert info["stop_ns"] - info["start_ns"] == pytest.approx(
         rate * info["reference_span_ns"], rel=1e-4)
+
+
+@pytest.mark.fake_sampler
+def test_a_lazy_profile_keeps_the_last_runs_samples_before_its_restart(test_clock):
+    """metrics="lazy" at another interval than the running sampler's: the
+    profile does not wait for the restart, so it begins before its sampling
+    does, and the last run's samples of its first moments are its own: kept.
+    (Only those over by the profile's start are left out: a start that
+    waited moves past them.)"""
+    _testhooks._fake_samples(samples_from(0, 30_000_000), 1, 50 * US, SETUP, True)
+    test_clock.set(START, TICK)
+    with loopscope.profile(trace=False, syncs=False) as warm:  # the running sampler's interval
+        pass
+    warm.summary()
+    with loopscope.profile(trace=False, syncs=False, metrics="lazy",
+                           metrics_interval_us=200) as prof:
+        for _ in range(40):
+            with prof.step():
+                pass
+    info = prof.capture.info()
+    start, stop, began = info["start_ns"], info["stop_ns"], info["pm"]["began_ns"]
+    assert prof.summary()["metrics"]["sampler_reused"] is False  # started anew, not waited for
+    assert start < began < stop
+    want = [t for t in range(0, 30_000_000, 50 * US) if t + 50 * US > start and t < stop]
+    assert sum(1 for t in want if t + 50 * US <= began) >= 2  # the last run's, before the restart
+    assert [a for a, _, _ in prof.capture.samples()] == want

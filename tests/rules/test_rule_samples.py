@@ -30,15 +30,17 @@ def test_a_figure_missing_from_some_samples_averages_the_others(run_trace):
 MAX_SPAN, STARTED, STOPPED, TOLERANCE = 1_000_000, 10_000_000, 20_000_000, 100_000
 
 
-def settle_rule(spans):
+def settle_rule(spans, window_start=STARTED):
     """The documented settling, in plain Python: samples longer than the
     longest span are partial and dropped; so are those over by the start
-    (the wait before a start that waited for sampling's set-up); the rest
+    (the wait before a start that waited for sampling's set-up: the
+    profile's start, which is where its sampling began unless that came
+    later); the rest
     stay where they are, and are reported outside when they lie beyond the
     tolerance before the start or after the stop."""
     whole = sorted(s for s in spans if s[1] - s[0] <= MAX_SPAN)
     partial = len(spans) - len(whole)
-    kept = [s for s in whole if s[1] > STARTED]
+    kept = [s for s in whole if s[1] > window_start]
     ended_before = len(whole) - len(kept)
     if not kept:
         return [], partial, ended_before, 0, False
@@ -73,6 +75,18 @@ def test_settling_at_its_edges(name):
     assert got[0] == [s for s in whole if s[1] > STARTED]  # never moved
     assert expected[1] == (1 if name == "a-nanosecond-longer" else 0)
     assert expected[2] == (2 if name == "over-at-the-start" else 0)
+
+
+@pytest.mark.parametrize("window_start, kept", [(STARTED, 1), (STARTED - 501, 2)])
+def test_samples_of_the_profile_before_its_sampling_began_are_kept(window_start, kept):
+    """A profile that did not wait for the sampler's restart (metrics="lazy")
+    began before its sampling did: the last run's sample that ends between
+    the two is the profile's own and is kept, judged from where sampling
+    began; one over by the profile's start is not."""
+    spans = [(STARTED - 500, STARTED - 1), (STARTED, STARTED + 500)]
+    got = _testhooks._settle_samples(spans, MAX_SPAN, STARTED, STOPPED, TOLERANCE, window_start)
+    assert got == settle_rule(spans, window_start)
+    assert len(got[0]) == kept and got[2] == 2 - kept and got[4] is False
 
 
 def test_sample_coverage_never_reads_above_100_percent(run_trace):

@@ -131,7 +131,10 @@ def print_restarts(profiles: int = 12, verbose: bool = False) -> None:
         with loopscope.profile(metrics_interval_us=500 if k % 2 else 1000) as prof:
             for _ in range(50):
                 dst.copy_(src)
-        torch.cuda.synchronize()
+            # Inside: samples are the profile's up to its exit, and the GPU
+            # runs the copies ~20 ms after their launches (synced after the
+            # exit, every profile read 3-7%: H200 2026-11-29 15:43Z).
+            torch.cuda.synchronize()
         s = prof.summary()
         sm, m = s.get("sm") or {}, s["metrics"]
         print(f"  restart sm {sm.get('active_pct')} cov {sm.get('coverage_pct')} reused "

@@ -279,6 +279,37 @@ def test_set_up_before_any_gpu_work_is_not_counted_against_coverage(run_trace):
     assert "WARNING" not in format_report(summary)
 
 
+@pytest.mark.parametrize("past_ns, named", [(0, False), (1, True)])
+def test_low_coverage_names_the_gpu_work_after_the_exit(test_clock, inject, live_injected,
+                                                        past_ns, named):
+    """A profile whose kernel runs on after its exit (nothing inside waited
+    for the GPU) has samples only up to the exit (an H200 probe read 3-7%
+    so).  One kernel from 9 D before the stop to D (+ past_ns) after it: the
+    part after the exit is exactly the 10% coverage may miss (general
+    advice), or a nanosecond more (the advice names it).  The one sample
+    covers the kernel's first D: short of the cut-off either way."""
+    start, d = 10 * MS, 100 * US
+    stop = start + 1 * US  # the profile reads the clock at its start and its stop
+    first, last = stop - 9 * d, stop + d + past_ns
+    _testhooks._set_test_clock(start, 1 * US)
+    with loopscope.profile() as prof:
+        inject("kernel", [kernel(first, last, 1)])
+        inject("sample", [(first, first + d, {"sm_active_pct": 90.0})])
+    assert (prof.capture.info()["start_ns"], prof.capture.info()["stop_ns"]) == (start, stop)
+    check = checks_by_name(prof.summary())["coverage"]
+    assert check["ok"] is False
+    after_exit, span = last - stop, last - first
+    assert (after_exit * 100 > 10 * span) is named  # the share coverage may miss: 100 - 90
+    if named:
+        assert check["detail"].endswith(
+            f"part of the loop only; the GPU ran {after_exit / 1e6:.3f} ms of the profile's work "
+            "after its exit, where samples are no longer the profile's: wait for the GPU inside "
+            "the with block (torch.cuda.synchronize() at its end)")
+    else:
+        assert check["detail"].endswith(
+            "part of the loop only; profile more steps or lower metrics_interval_us")
+
+
 def test_no_coverage_check_without_counters(run_trace):
     summary = run_trace(kernels=[kernel(1_000, 2_000, 1)])
     assert "coverage" not in checks_by_name(summary)

@@ -5,6 +5,7 @@
 #include "ls_buffers.h"
 #include "ls_clock.h"
 #include "ls_cupti.h"
+#include "ls_launches.h"
 #include "ls_names.h"
 
 #include <pthread.h>
@@ -80,7 +81,7 @@ static int valid_interval(ls_records *sink, uint64_t start, uint64_t end, uint32
         /* A finish's forced flush hands back, incomplete, the running work
          * of a counters-only profile that started beside it: launched after
          * this profile's stop, it is not this profile's to count. */
-        if (sink->stop_launch_id != 0 && correlation > sink->stop_launch_id)
+        if (sink->stop_launch_id != 0 && ls_launch_id_later(correlation, sink->stop_launch_id))
             sink->later_incomplete++;
         else
             sink->invalid_records++;

@@ -59,6 +59,8 @@ int ls_launches_reset(int keep)
 /* Kept across resets: it is a mark on CUPTI's one sequence of ids. */
 static _Atomic uint32_t latest_id;
 
+int ls_launch_id_later(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
+
 uint32_t ls_launches_latest_id(void)
 {
     return atomic_load_explicit(&latest_id, memory_order_acquire);
@@ -68,7 +70,7 @@ void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
                         uint64_t start_ns)
 {
     uint32_t seen = atomic_load_explicit(&latest_id, memory_order_relaxed);
-    while (correlation_id > seen &&
+    while (ls_launch_id_later(correlation_id, seen) &&
            !atomic_compare_exchange_weak_explicit(&latest_id, &seen, correlation_id,
                                                   memory_order_release, memory_order_relaxed))
         ; /* another thread's later id won: seen holds it now */

@@ -23,11 +23,19 @@ void ls_launches_record(uint32_t domain, uint32_t cbid, uint32_t correlation_id,
                         uint64_t start_ns);
 
 /* The latest correlation id of a launch call seen by any profile's
- * callbacks in this process (0: none).  Correlation ids grow in the order
+ * callbacks in this process (0: none; latest by ls_launch_id_later).
+ * Correlation ids grow in the order
  * the calls were made, so a later record whose id is above the value read
  * at a moment was launched after that moment (or outside every profile:
  * no callbacks see the calls between profiles).  Lock-free. */
 uint32_t ls_launches_latest_id(void);
+
+/* 1 when correlation id a came after b.  The ids are 32 bits and wrap (a
+ * long job's launches pass 2^32 in hours to days): serial-number order,
+ * right while the two lie within 2^31 of each other.  A plain `>` would
+ * leave the mark above at the top after the wrap, and every later launch
+ * would look like an earlier profile's. */
+int ls_launch_id_later(uint32_t a, uint32_t b);
 
 /* Launch calls the thread `thread_id` made since the reset (stored or not):
  * lets a blocking call tell whether its thread launched anything between it

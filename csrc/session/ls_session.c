@@ -311,7 +311,8 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
          * not this profile's: its own launches come later. */
         ls_records *sink = ls_finish_sink(session.job);
         uint32_t latest = ls_launches_latest_id();
-        if (latest > sink->earlier_launch_floor)
+        if (sink->earlier_launch_floor == 0 ||
+            ls_launch_id_later(latest, sink->earlier_launch_floor))
             sink->earlier_launch_floor = latest;
     }
     int continued = may_continue && session.plan.continue_tracing &&

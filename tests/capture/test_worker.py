@@ -779,3 +779,20 @@ def test_the_latest_launch_id_is_the_highest_launch_any_profile_saw():
     with loopscope.profile():
         _testhooks._inject_calls([("cudaLaunchKernel", 0, base + 10)])
     assert _testhooks._launches_latest_id() == base + 10
+
+
+def test_the_latest_launch_id_follows_the_ids_across_their_wrap():
+    """Correlation ids are 32 bits, and a long job's launches wrap them (a
+    watched 3-day run).  The mark follows them in serial order, each step
+    within 2^31: after 2^32 - 2, id 3 is later.  Compared as plain numbers
+    it would stay at the top, and every later launch would look like an
+    earlier profile's; an id just before the top still does not lower it."""
+    base = _testhooks._launches_latest_id()
+    top = 2**32 - 2
+    for later in ((base + 2**31 - 1) % 2**32, top, 3):
+        with loopscope.profile(trace=False):
+            _testhooks._inject_calls([("cudaLaunchKernel", 0, later)])
+        assert _testhooks._launches_latest_id() == later
+    with loopscope.profile(trace=False):
+        _testhooks._inject_calls([("cudaLaunchKernel", 0, top - 5)])
+    assert _testhooks._launches_latest_id() == 3

@@ -157,9 +157,15 @@ def test_windows_that_continue_a_running_sampler_keep_their_own_samples(matmuls,
     windows_ns = [info["stop_ns"] - info["start_ns"] for info in infos]
     assert max(windows_ns) <= 1.5 * bare_ns + 1e6, (bare_ns, windows_ns)
     # the windows read the running sampler: at most one (the first, where the
-    # sampler stopped after the warm-up's window) made a cuptiPmSamplingStart
+    # sampler stopped after the warm-up's window) made a cuptiPmSamplingStart,
+    # and one whose automatic interval widened before it (the decoder fell
+    # behind on a slow host: H200 2026-11-29 18:35Z, once in 24 windows)
     reused = [i["pm"]["sampler_reused"] and i["pm"]["phases_ns"]["start"] == 0 for i in infos]
-    assert all(reused[1:]), reused
+    intervals = [i["pm"]["interval"] for i in infos]
+    widened = [k for k in range(1, len(infos)) if intervals[k] != intervals[k - 1]]
+    assert all(intervals[k] > intervals[k - 1] for k in widened), intervals
+    assert len(widened) <= 2, intervals
+    assert all(reused[k] or k in widened for k in range(1, len(infos))), (reused, intervals)
     for p in profiles:
         assert p.summary()["sm"]["coverage_pct"] >= 95, p.summary()["sm"]
 

@@ -153,7 +153,9 @@ def print_restarts(profiles: int = 12, verbose: bool = False) -> None:
                   f"{s['overhead'].get('metrics_setup_wait_ms')} ms (timed out "
                   f"{s['overhead'].get('metrics_setup_wait_timed_out')}), samples kept at "
                   f"{[round((a - t0) / 1e6, 3) for a, _ in spans][:6]}")
-            print("   ", {k: v for k, v in m.items() if not isinstance(v, (dict, list))})
+            # the sampler's set-up steps that took 1 ms or more (where a
+            # restart's wait goes)
+            print("    set-up ms", {k: v for k, v in (m.get("setup_ms") or {}).items() if v >= 1})
 
 
 def main() -> None:

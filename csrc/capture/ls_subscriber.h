@@ -8,7 +8,9 @@
 #ifndef LS_SUBSCRIBER_H
 #define LS_SUBSCRIBER_H
 
+#include <cupti.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum { LS_SUBSCRIBER_OK = 0, LS_SUBSCRIBER_ERROR = -1, LS_SUBSCRIBER_HELD = -2 };
 
@@ -18,11 +20,17 @@ enum { LS_SUBSCRIBER_OK = 0, LS_SUBSCRIBER_ERROR = -1, LS_SUBSCRIBER_HELD = -2 }
  * the slot, LS_SUBSCRIBER_ERROR when CUPTI failed for another reason. */
 int ls_subscriber_claim(char *reason, size_t reason_size);
 
-/* Enables the callbacks of the launch calls of ls_cbids, and of the calls
- * that can wait for the GPU or allocate memory when `waits` (ls_switchboard
- * receives them).
+/* Enables the callbacks ls_subscriber_wants (ls_switchboard receives them).
  * 0, or -1 with a sentence in `reason` (what was enabled is disabled). */
-int ls_subscriber_enable_callbacks(int waits, char *reason, size_t reason_size);
+int ls_subscriber_enable_callbacks(int waits, int runtime_launches, char *reason,
+                                   size_t reason_size);
+
+/* Whether a call of `role` (ls_cbids) in `domain` gets a callback: a launch
+ * call, in the runtime domain only with `runtime_launches` (a profile that
+ * records launches: a light one only counts them, for sync grouping, and
+ * the nested driver-API launch counts each once); with `waits`, a call that
+ * can wait for the GPU or allocate memory, in both domains. */
+int ls_subscriber_wants(CUpti_CallbackDomain domain, uint8_t role, int waits, int runtime_launches);
 
 /* While the slot is held: calls on_context(context) when a CUDA context is
  * created (CUPTI's resource callback; on the creating thread, inside CUDA:

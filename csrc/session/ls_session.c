@@ -229,7 +229,7 @@ static int start_callbacks(const ls_session_options *o, char *why, size_t why_si
     if (claim != LS_SUBSCRIBER_OK)
         return claim;
     if (ls_launches_reset(o->trace) != 0 ||
-        ls_subscriber_enable_callbacks(o->syncs, why, why_size) != 0) {
+        ls_subscriber_enable_callbacks(o->syncs, o->trace, why, why_size) != 0) {
         ls_subscriber_release();
         if (why[0] == '\0')
             snprintf(why, why_size, "out of memory for launch records");

@@ -32,6 +32,7 @@
 #include "ls_sampler.h"
 #include "ls_samples.h"
 #include "ls_session.h"
+#include "ls_subscriber.h"
 #include "ls_switchboard.h"
 #include "ls_worker.h"
 
@@ -483,6 +484,25 @@ static PyObject *launches_latest_id(PyObject *module, PyObject *unused)
     (void)module;
     (void)unused;
     return PyLong_FromUnsignedLong(ls_launches_latest_id());
+}
+
+/* _callback_wanted(api, waits, runtime_launches) -> bool: whether a profile
+ * enables the callback of `api` (a name of ls_cbids), as ls_subscriber_wants. */
+static PyObject *callback_wanted(PyObject *module, PyObject *args)
+{
+    (void)module;
+    const char *api;
+    int waits, runtime_launches;
+    if (!PyArg_ParseTuple(args, "spp", &api, &waits, &runtime_launches))
+        return NULL;
+    CUpti_CallbackDomain domain;
+    CUpti_CallbackId cbid;
+    if (ls_cbid_find(api, &domain, &cbid) != 0) {
+        PyErr_Format(PyExc_ValueError, "api: %s is not a call loopscope listens to", api);
+        return NULL;
+    }
+    return PyBool_FromLong(ls_subscriber_wants(domain, ls_cbid_role_of(domain, cbid), waits,
+                                               runtime_launches));
 }
 
 static PyObject *decoder_state(PyObject *module, PyObject *unused)
@@ -1214,6 +1234,9 @@ PyMethodDef ls_test_hook_methods[] = {
      "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0, overflows=0): the "
      "PM sampler's idle times and an open's wait bound (0: the defaults), and each test-source "
      "decode's reported host time and hardware-buffer overflows."},
+    {"_callback_wanted", callback_wanted, METH_VARARGS,
+     "_callback_wanted(api, waits, runtime_launches) -> bool: test hook; whether a profile "
+     "enables the CUPTI callback of api (a name of csrc/common/ls_cbids.c)."},
     {"_launches_latest_id", launches_latest_id, METH_NOARGS,
      "_launches_latest_id() -> int: the latest launch correlation id the callbacks saw."},
     {"_sampler_state", sampler_state, METH_NOARGS,

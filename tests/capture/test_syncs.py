@@ -1151,3 +1151,51 @@ def test_each_profile_names_its_own_sites_when_the_code_table_is_reused():
         want = sorted(set(seen))
         assert sorted((s["function"].rsplit(".", 1)[-1], s["line"]) for s in sites) == want
         assert all(s["file"] == THIS_FILE for s in sites)
+
+
+# Which calls get a CUPTI callback, by (waits, runtime_launches): a traced
+# profile with sync detection (1, 1), a light one (1, 0: launches are only
+# counted, from the driver's nested launch), tracing without syncs (0, 1).
+# Written from the roles in csrc/common/ls_cbids.c, not from the code.
+CALLBACKS = [
+    # api                  traced  light  traced, syncs off
+    ("cudaLaunchKernel",   True,   False, True),
+    ("cudaGraphLaunch",    True,   False, True),
+    ("cudaMemsetAsync",    True,   False, True),
+    ("cuLaunchKernel",     True,   True,  True),
+    ("cuGraphLaunch",      True,   True,  True),
+    ("cuMemsetD32Async",   True,   True,  True),
+    ("cudaMemcpyAsync",    True,   True,  True),   # a launch that can wait: kept for its wait
+    ("cudaStreamSynchronize", True, True, False),
+    ("cuStreamSynchronize", True,  True,  False),
+    ("cudaMalloc",         True,   True,  False),  # memory calls: recorded with their stack
+    ("cudaFree",           True,   True,  False),
+]
+
+
+@pytest.mark.parametrize("api, traced, light, no_syncs", CALLBACKS, ids=[c[0] for c in CALLBACKS])
+def test_which_calls_get_a_callback(api, traced, light, no_syncs):
+    assert _testhooks._callback_wanted(api, True, True) is traced
+    assert _testhooks._callback_wanted(api, True, False) is light
+    assert _testhooks._callback_wanted(api, False, True) is no_syncs
+
+
+def test_callback_wanted_names_an_unknown_api():
+    with pytest.raises(ValueError, match="cudaNoSuchCall"):
+        _testhooks._callback_wanted("cudaNoSuchCall", True, True)
+
+
+@pytest.mark.parametrize("launch", ["cudaLaunchKernel", "cuLaunchKernel"])
+def test_a_launch_of_either_domain_between_a_copy_and_its_wait_splits_them(launch):
+    """A light profile sees a runtime launch only as its nested driver launch:
+    a driver-API launch alone must split a copy from the stream sync after it
+    (one line, this thread), as a runtime one does.  Without the launch they
+    are one sync (test_launch_on_another_thread_does_not_split_a_sync)."""
+    with loopscope.profile() as prof:
+        pageable_copies(COPY_CORR)
+        for calls in ([ITEM_CALLS[0]], [(launch, 0)], [ITEM_CALLS[1]]):
+            CALLS.run(calls)  # the same line each time: the same stack
+    s = prof.summary()["syncs"]
+    assert s["count"] == 2
+    assert sorted((sorted(site["apis"].items()), site["count"]) for site in s["sites"]) == [
+        ([("cudaMemcpyAsync", 1)], 1), ([("cudaStreamSynchronize", 1)], 1)]

@@ -148,12 +148,17 @@ def test_sample_and_kernel_clocks_agree():
     print({"rise_us": (hot[0][0] - start) / 1e3, "fall_us": (hot[-1][1] - end) / 1e3})
     assert abs(hot[0][0] - start) <= 40_000  # two 20 us intervals
     m = summary["metrics"]
-    if m["overflows"] == 0:
+    checks = {c["name"]: c["ok"] for c in summary["checks"]}
+    if m["overflows"] == 0 and m["counter_data_full"] == 0:
         assert abs(hot[-1][1] - end) <= 40_000
-    else:  # lost: said, never silent
+    elif m["overflows"]:  # lost in the hardware buffer: said, never silent
         assert m["interval_note"] and m["interval_note"].startswith(
             "decoding fell behind the samples at metrics_interval_us=20"), m
         assert summary["sm"]["coverage_pct"] < 100, summary["sm"]
+    else:  # the counter data image filled between two decodes (H200 18:5xZ, a slow
+        # host: the burst's last 9.5 ms went, coverage 78%): said by the checks
+        assert checks["sample_drops"] is False and checks["coverage"] is False, summary["checks"]
+        assert summary["sm"]["coverage_pct"] < 90, summary["sm"]
 
 
 def test_sampling_does_not_change_clocks():

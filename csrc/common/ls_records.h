@@ -184,7 +184,8 @@ typedef struct {
                                     source's time resolution: not gaps, their busy
                                     intervals merge (0: every idle ns is a gap) */
     uint32_t earlier_launch_floor; /* back to back: launches with correlation ids up to
-                                      this one were an earlier profile's (0: none) */
+                                      this one (in serial order, ls_launch_id_later)
+                                      were an earlier profile's (0: none) */
     uint32_t stop_launch_id;    /* the latest launch id seen at the profile's stop (0: not
                                    stopped yet): a record above it was launched after */
     uint64_t later_incomplete;  /* incomplete records launched after the stop: not invalid,

@@ -8,6 +8,7 @@
 #include "ls_cuda.h"
 #include "ls_cupti.h"
 #include "ls_ids.h"
+#include "ls_launches.h"
 #include "ls_names.h"
 #include "ls_owncalls.h"
 #include "ls_sampler.h"
@@ -123,7 +124,9 @@ static void merge_activity(ls_records *into, ls_records *from)
     into->dropped_records += from->dropped_records;
     into->invalid_records += from->invalid_records;
     into->later_incomplete += from->later_incomplete;
-    if (from->earlier_launch_floor > into->earlier_launch_floor)
+    if (from->earlier_launch_floor != 0 &&
+        (into->earlier_launch_floor == 0 ||
+         ls_launch_id_later(from->earlier_launch_floor, into->earlier_launch_floor)))
         into->earlier_launch_floor = from->earlier_launch_floor;
     from->dropped_records = from->invalid_records = 0;
     from->later_incomplete = 0;
@@ -201,6 +204,7 @@ void ls_finish_move_after_stop(ls_capture *c, ls_records *next)
     uint64_t stop = r->stop_ns;
     size_t n_apis = r->apis.count, n_ids = 0, kept = 0;
     uint32_t *ids = malloc((n_apis ? n_apis : 1) * sizeof *ids);
+    uint32_t latest = 0; /* this window's latest launch id, in serial order (0: none) */
     for (size_t i = 0; i < n_apis; i++) {
         ls_api *a = &r->apis.items[i];
         if (stop < a->start_ns) { /* began after this window */
@@ -213,15 +217,19 @@ void ls_finish_move_after_stop(ls_capture *c, ls_records *next)
         }
         if (ids != NULL)
             ids[n_ids++] = a->correlation_id;
+        if (a->correlation_id != 0 && (latest == 0 || ls_launch_id_later(a->correlation_id, latest)))
+            latest = a->correlation_id;
         r->apis.items[kept++] = *a;
     }
     r->apis.count = kept;
     if (ids != NULL)
         n_ids = ls_ids_sort_unique_u32(ids, n_ids);
     /* Whatever of this window's launches still arrives there is not the
-     * next profile's (ids grow: its own launches come later). */
-    if (ids != NULL && n_ids > 0 && ids[n_ids - 1] > next->earlier_launch_floor)
-        next->earlier_launch_floor = ids[n_ids - 1];
+     * next profile's (ids grow, across their 32-bit wrap: its own launches
+     * come later). */
+    if (latest != 0 && (next->earlier_launch_floor == 0 ||
+                        ls_launch_id_later(latest, next->earlier_launch_floor)))
+        next->earlier_launch_floor = latest;
     kept = 0;
     for (size_t i = 0; i < r->ops.count; i++) {
         ls_op *op = &r->ops.items[i];
@@ -301,8 +309,8 @@ static void filter_window(ls_capture *c)
         }
         /* Back to back: an earlier profile's launch that ran into this
          * window (its record came late) is that profile's, not this one's. */
-        if (by_id && op->correlation_id != 0 &&
-            op->correlation_id <= r->earlier_launch_floor &&
+        if (by_id && op->correlation_id != 0 && r->earlier_launch_floor != 0 &&
+            !ls_launch_id_later(op->correlation_id, r->earlier_launch_floor) &&
             ls_ids_find_u32(kept_ids, n_kept, op->correlation_id) < 0) {
             c->ops_before_start++;
             continue;

@@ -673,6 +673,27 @@ def test_a_finish_hands_what_began_after_its_stop_to_the_next_profile():
     assert sorted(kept[1] + moved[1]) == sorted(n for *_, n in ops)
 
 
+def test_the_floor_a_finish_hands_on_is_its_latest_launch_across_the_id_wrap():
+    """Launch correlation ids are 32 bits and wrap in a long job: the floor
+    handed to the next profile is this window's latest launch in launch
+    order, not the numerically largest id (which, just after the wrap, is
+    an early one: the next profile would then keep the window's later
+    launches' late records for its own)."""
+    stop = 10_000
+    top = (1 << 32) - 1
+    apis = [(1_000, 1_100, top - 1), (2_000, 2_100, top), (3_000, 3_100, 2),  # wrapped
+            (12_000, 12_100, 3)]                                              # after the stop
+    kept, moved, floor = _testhooks._split_after_stop(stop, apis, [], [], [])
+    before = [a for a in apis if a[0] <= stop]
+    assert kept[0] == [c for *_, c in before] and moved[0] == [3]
+    latest_launched = max(before)[2]  # by start time, independently of the ids
+    assert floor == latest_launched == 2
+    # without a wrap the same rule gives the largest id
+    _, _, floor = _testhooks._split_after_stop(stop, [(1_000, 1_100, 7), (2_000, 2_100, 9)],
+                                               [], [], [])
+    assert floor == 9
+
+
 def test_a_record_that_begins_exactly_at_the_stop_stays_with_its_profile():
     """The stop is the last instant of the window: a record starting at it
     is the window's; one a nanosecond later is the next profile's."""

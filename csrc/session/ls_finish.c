@@ -196,7 +196,7 @@ static int window_settled(void *arg) { return launches_without_op((ls_finish *)a
  * profile that started meanwhile and continued tracing (ls_activity).  What
  * began after this window's stop goes to that profile's sink: API and sync
  * records by their start, an op unless a launch of this window made it (the
- * rule filter_window keeps ops by).  The worker's own context sync (made
+ * rule ls_finish_filter_window keeps ops by).  The worker's own context sync (made
  * while the next profile's callbacks were on) goes to neither. */
 void ls_finish_move_after_stop(ls_capture *c, ls_records *next)
 {
@@ -274,7 +274,7 @@ void ls_finish_move_after_stop(ls_capture *c, ls_records *next)
  * those launches made: the user's code went on while the worker finished.
  * A traced op that started after the stop with no launch record inside the
  * window was launched after it (the callbacks were off by then). */
-static void filter_window(ls_capture *c)
+void ls_finish_filter_window(ls_capture *c)
 {
     ls_records *r = &c->records;
     uint64_t start = r->start_ns, stop = r->stop_ns;
@@ -449,7 +449,7 @@ static void finish_run(ls_task *task)
     ls_samples_sort(c->records.samples.items, c->records.samples.count);
     c->drains += job->drains;
     c->drain_ns += job->drain_ns;
-    filter_window(c);
+    ls_finish_filter_window(c);
     c->ops_after_stop += c->records.later_incomplete; /* a later profile's, incomplete */
     c->records.later_incomplete = 0;
     /* Out of memory: the launches keep CUPTI's ids and go by time. */

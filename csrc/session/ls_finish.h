@@ -59,6 +59,11 @@ int ls_finish_in_flight(void);
  * Exposed for the test hooks. */
 void ls_finish_move_after_stop(ls_capture *c, ls_records *next);
 
+/* Keeps the records of `c`'s window only (its start and stop, and for ops
+ * its earlier_launch_floor: what an earlier profile launched).  Exposed for
+ * the test hooks. */
+void ls_finish_filter_window(ls_capture *c);
+
 /* In a forked child (no worker there): no finish is in flight. */
 void ls_finish_forget_in_child(void);
 

@@ -615,6 +615,34 @@ static int split_read(PyObject *seq, Py_ssize_t i, int with_name, unsigned long 
     return 0;
 }
 
+/* Appends the synthetic launch records `apis` (start_ns, end_ns,
+ * correlation_id) and kernel records `ops` (the same and a name) of a
+ * split or filter hook to `r`.  0, or -1 (an exception set, or out of
+ * memory). */
+static int read_launches(ls_records *r, PyObject *apis, PyObject *ops)
+{
+    unsigned long long v[3];
+    const char *name = NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(apis); i++) {
+        if (split_read(apis, i, 0, v, NULL) != 0)
+            return -1;
+        ls_api *a = ls_apis_append(&r->apis);
+        if (a == NULL)
+            return -1;
+        *a = (ls_api){v[0], v[1], 1, (uint32_t)v[2], 0, 0, 0};
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(ops); i++) {
+        if (split_read(ops, i, 1, v, &name) != 0)
+            return -1;
+        ls_op *op = ls_ops_append(&r->ops);
+        if (op == NULL)
+            return -1;
+        uint32_t name_id = ls_names_intern_held(&r->names, name, strlen(name));
+        *op = ls_op_make(LS_OP_KERNEL, v[0], v[1], 0, 0, (uint32_t)v[2], name_id, 0);
+    }
+    return 0;
+}
+
 static int split_append(PyObject *list, PyObject *item)
 {
     int rc = item != NULL && list != NULL ? PyList_Append(list, item) : -1;
@@ -663,24 +691,8 @@ static PyObject *split_after_stop(PyObject *module, PyObject *args)
     }
     c->records.stop_ns = stop;
     unsigned long long v[3];
-    const char *name = NULL;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(lists[0]); i++) {
-        if (split_read(lists[0], i, 0, v, NULL) != 0)
-            goto done;
-        ls_api *a = ls_apis_append(&c->records.apis);
-        if (a == NULL)
-            goto done;
-        *a = (ls_api){v[0], v[1], 1, (uint32_t)v[2], 0, 0, 0};
-    }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(lists[1]); i++) {
-        if (split_read(lists[1], i, 1, v, &name) != 0)
-            goto done;
-        ls_op *op = ls_ops_append(&c->records.ops);
-        if (op == NULL)
-            goto done;
-        uint32_t name_id = ls_names_intern_held(&c->records.names, name, strlen(name));
-        *op = ls_op_make(LS_OP_KERNEL, v[0], v[1], 0, 0, (uint32_t)v[2], name_id, 0);
-    }
+    if (read_launches(&c->records, lists[0], lists[1]) != 0)
+        goto done;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(lists[2]); i++) {
         if (split_read(lists[2], i, 0, v, NULL) != 0)
             goto done;
@@ -711,6 +723,51 @@ done:
         ls_records_clear(next);
     free(c);
     free(next);
+    if (result == NULL && !PyErr_Occurred())
+        PyErr_NoMemory();
+    return result;
+}
+
+/* _filter_window(start_ns, stop_ns, floor, apis, ops): a traced finish's
+ * window filter (ls_finish_filter_window) on synthetic records; floor, the
+ * latest launch id of earlier profiles (0: none).  apis: (start_ns, end_ns,
+ * correlation_id); ops: (start_ns, end_ns, correlation_id, name).  Returns
+ * the names of the ops kept. */
+static PyObject *filter_window(PyObject *module, PyObject *args)
+{
+    (void)module;
+    unsigned long long start, stop;
+    unsigned long floor;
+    PyObject *apis, *ops;
+    if (!PyArg_ParseTuple(args, "KKkOO:_filter_window", &start, &stop, &floor, &apis, &ops))
+        return NULL;
+    ls_capture *c = calloc(1, sizeof *c);
+    PyObject *lists[2] = {PySequence_Fast(apis, "apis"), PySequence_Fast(ops, "ops")};
+    PyObject *result = NULL;
+    if (c == NULL || !lists[0] || !lists[1]) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    c->traced = 1;
+    c->records.start_ns = start;
+    c->records.stop_ns = stop;
+    c->records.earlier_launch_floor = (uint32_t)floor;
+    if (read_launches(&c->records, lists[0], lists[1]) != 0)
+        goto done;
+    ls_finish_filter_window(c);
+    PyObject *kept = split_lists(&c->records);
+    if (kept != NULL) {
+        result = PyTuple_GetItem(kept, 1);
+        Py_XINCREF(result);
+        Py_DECREF(kept);
+    }
+done:
+    for (int k = 0; k < 2; k++)
+        Py_XDECREF(lists[k]);
+    if (c != NULL)
+        ls_records_clear(&c->records);
+    free(c);
     if (result == NULL && !PyErr_Occurred())
         PyErr_NoMemory();
     return result;
@@ -1234,6 +1291,10 @@ PyMethodDef ls_test_hook_methods[] = {
      "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0, overflows=0): the "
      "PM sampler's idle times and an open's wait bound (0: the defaults), and each test-source "
      "decode's reported host time and hardware-buffer overflows."},
+    {"_filter_window", filter_window, METH_VARARGS,
+     "_filter_window(start_ns, stop_ns, floor, apis, ops) -> [op names kept]: test hook; a "
+     "traced finish's window filter on synthetic records (floor: earlier profiles' latest "
+     "launch id, 0 none)."},
     {"_callback_wanted", callback_wanted, METH_VARARGS,
      "_callback_wanted(api, waits, runtime_launches) -> bool: test hook; whether a profile "
      "enables the CUPTI callback of api (a name of csrc/common/ls_cbids.c)."},

@@ -694,6 +694,28 @@ def test_the_floor_a_finish_hands_on_is_its_latest_launch_across_the_id_wrap():
     assert floor == 9
 
 
+def test_an_earlier_profiles_late_ops_are_left_out_across_the_id_wrap():
+    """Back to back, a traced window leaves out the ops an earlier profile
+    launched (ids at or before the floor that profile handed on) whose
+    records came late.  Just after the 32-bit wrap the floor is a small id
+    and the earlier launches' ids are near the top: in launch order they
+    are still before it."""
+    start, stop = 1_000, 10_000
+    top = (1 << 32) - 1
+    floor = 2                                    # the earlier profile's latest launch
+    apis = [(2_000, 2_100, 3), (3_000, 3_100, 4)]  # this window's launches
+    ops = [(2_500, 2_900, top - 5, "earlier-before-wrap"),
+           (2_600, 2_950, 2, "earlier-at-floor"),
+           (3_200, 3_900, 3, "mine"), (4_000, 4_500, 4, "mine-too")]
+    earlier = {top - 5, top, 1, 2}               # launched, in order, by the earlier profile
+    want = [n for *_, c, n in ops if c not in earlier]
+    assert _testhooks._filter_window(start, stop, floor, apis, ops) == want == ["mine", "mine-too"]
+    # no floor (no earlier profile): nothing is taken for an earlier one's
+    assert _testhooks._filter_window(start, stop, 0, apis, ops) == [n for *_, n in ops]
+    # an op of this window's own launch at or before the floor stays (its launch is kept)
+    assert _testhooks._filter_window(start, stop, 4, apis, ops) == ["mine", "mine-too"]
+
+
 def test_a_record_that_begins_exactly_at_the_stop_stays_with_its_profile():
     """The stop is the last instant of the window: a record starting at it
     is the window's; one a nanosecond later is the next profile's."""

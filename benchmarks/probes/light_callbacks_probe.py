@@ -16,7 +16,8 @@ wait), `nosync` (syncs=False too: no callback at all).  Loops: `tiny`
 (--launches x.add_(1)) and `gpt2` (one greedy generate() of 64 tokens, GPT-2
 small, random weights).  Printed: the median of each variant's time over the
 median bare, the loop alone inside the block and the whole block, and of
-the loop's thread CPU time (steadier than wall time on a busy host); for tiny
+the loop's thread CPU time (on an H200 it equalled the wall time: the thread
+spins in the sync, so it is no shield from a busy host); for tiny
 also the added µs a launch; the blocking calls a light profile kept.
 
   python benchmarks/probes/light_callbacks_probe.py --check --cost --rounds 20

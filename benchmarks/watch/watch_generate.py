@@ -159,8 +159,9 @@ def in_process(args: argparse.Namespace) -> int:
         times = "" if v == "bare" else (
             f"{[round(x[v]['enter_s'] * 1e3) for x in rows]} ms, "
             f"{[round(x[v]['exit_s'] * 1e3) for x in rows]} ms")
-        # each round's ratio to the bare calls of the same round: steadier
-        # than pooled calls when the host slows for seconds at a time
+        # each round's ratio to the bare calls of the same round: a round's
+        # calls lie seconds apart, so a slow spell of the host tends to hit
+        # both sides (not shown to be steadier: H200 18:35Z, rounds 0.72-1.56x)
         q = statistics.quantiles(per_round, n=4) if len(per_round) > 1 else per_round * 3
         print(f"| {v} | {statistics.median(xs) * 1e3:.1f} ms | "
               f"{statistics.median(xs) / statistics.median(bare):.3f} | {quartile(xs) * 1e3:.1f} ms | "

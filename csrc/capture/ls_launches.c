@@ -61,6 +61,12 @@ static _Atomic uint32_t latest_id;
 
 int ls_launch_id_later(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
 
+void ls_launch_id_raise(uint32_t *mark, uint32_t id)
+{
+    if (id != 0 && (*mark == 0 || ls_launch_id_later(id, *mark)))
+        *mark = id;
+}
+
 uint32_t ls_launches_latest_id(void)
 {
     return atomic_load_explicit(&latest_id, memory_order_acquire);

@@ -37,6 +37,10 @@ uint32_t ls_launches_latest_id(void);
  * would look like an earlier profile's. */
 int ls_launch_id_later(uint32_t a, uint32_t b);
 
+/* Moves *mark (a launch id, 0: none yet) to `id` when `id` came later (0:
+ * no id, left as it is).  Not atomic: for marks one thread owns. */
+void ls_launch_id_raise(uint32_t *mark, uint32_t id);
+
 /* Launch calls the thread `thread_id` made since the reset (stored or not):
  * lets a blocking call tell whether its thread launched anything between it
  * and the previous one.  Lock-free; threads beyond the table's room share

@@ -124,10 +124,7 @@ static void merge_activity(ls_records *into, ls_records *from)
     into->dropped_records += from->dropped_records;
     into->invalid_records += from->invalid_records;
     into->later_incomplete += from->later_incomplete;
-    if (from->earlier_launch_floor != 0 &&
-        (into->earlier_launch_floor == 0 ||
-         ls_launch_id_later(from->earlier_launch_floor, into->earlier_launch_floor)))
-        into->earlier_launch_floor = from->earlier_launch_floor;
+    ls_launch_id_raise(&into->earlier_launch_floor, from->earlier_launch_floor);
     from->dropped_records = from->invalid_records = 0;
     from->later_incomplete = 0;
     /* The kernel names the worker interned go with the records.  Should the
@@ -217,8 +214,7 @@ void ls_finish_move_after_stop(ls_capture *c, ls_records *next)
         }
         if (ids != NULL)
             ids[n_ids++] = a->correlation_id;
-        if (a->correlation_id != 0 && (latest == 0 || ls_launch_id_later(a->correlation_id, latest)))
-            latest = a->correlation_id;
+        ls_launch_id_raise(&latest, a->correlation_id);
         r->apis.items[kept++] = *a;
     }
     r->apis.count = kept;
@@ -227,9 +223,7 @@ void ls_finish_move_after_stop(ls_capture *c, ls_records *next)
     /* Whatever of this window's launches still arrives there is not the
      * next profile's (ids grow, across their 32-bit wrap: its own launches
      * come later). */
-    if (latest != 0 && (next->earlier_launch_floor == 0 ||
-                        ls_launch_id_later(latest, next->earlier_launch_floor)))
-        next->earlier_launch_floor = latest;
+    ls_launch_id_raise(&next->earlier_launch_floor, latest);
     kept = 0;
     for (size_t i = 0; i < r->ops.count; i++) {
         ls_op *op = &r->ops.items[i];

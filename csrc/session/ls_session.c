@@ -310,10 +310,7 @@ static void start_cupti(const ls_session_options *o, ls_capture *c)
          * launches (a counters-only one that went on beside that finish) is
          * not this profile's: its own launches come later. */
         ls_records *sink = ls_finish_sink(session.job);
-        uint32_t latest = ls_launches_latest_id();
-        if (sink->earlier_launch_floor == 0 ||
-            ls_launch_id_later(latest, sink->earlier_launch_floor))
-            sink->earlier_launch_floor = latest;
+        ls_launch_id_raise(&sink->earlier_launch_floor, ls_launches_latest_id());
     }
     int continued = may_continue && session.plan.continue_tracing &&
                     ls_activity_continue(ls_finish_sink(session.job), LS_API_RECORDS_NONE,

@@ -688,10 +688,13 @@ def test_the_floor_a_finish_hands_on_is_its_latest_launch_across_the_id_wrap():
     assert kept[0] == [c for *_, c in before] and moved[0] == [3]
     latest_launched = max(before)[2]  # by start time, independently of the ids
     assert floor == latest_launched == 2
-    # without a wrap the same rule gives the largest id
+    # without a wrap the same rule gives the largest id, past 2^31 as below it
     _, _, floor = _testhooks._split_after_stop(stop, [(1_000, 1_100, 7), (2_000, 2_100, 9)],
                                                [], [], [])
     assert floor == 9
+    _, _, floor = _testhooks._split_after_stop(stop, [(1_000, 1_100, top - 1), (2_000, 2_100, top)],
+                                               [], [], [])
+    assert floor == top
 
 
 def test_an_earlier_profiles_late_ops_are_left_out_across_the_id_wrap():

@@ -32,6 +32,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WATCH_OPTIONS = {"watch": {}, "watch_nosync": {"syncs": False},
                  "watch_nometrics": {"metrics": False},
                  "watch_host": {"syncs": False, "metrics": False}}
+# --in-process only: one light profile (no watch) over the block, stepped by
+# the model, to tell what the watch adds (blocks, rows) from what its light
+# profiles cost
+PROFILE_OPTIONS = {"light": {}, "light_nosync": {"syncs": False}}
+IN_PROCESS = (*WATCH_OPTIONS, *PROFILE_OPTIONS)
 
 
 def child(args: argparse.Namespace) -> dict:
@@ -122,6 +127,17 @@ def in_process(args: argparse.Namespace) -> int:
                 row[v] = {"calls": timed_calls()}
                 continue
             t0 = time.perf_counter()
+            if v in PROFILE_OPTIONS:
+                with loopscope.profile(trace=False, steps=model, **PROFILE_OPTIONS[v]) as p:
+                    t1 = time.perf_counter()
+                    calls = timed_calls()
+                    t2 = time.perf_counter()
+                t3 = time.perf_counter()
+                ps = p.summary()
+                row[v] = {"calls": calls, "enter_s": t1 - t0, "exit_s": t3 - t2,
+                          "steps": len(ps.get("steps") or ()),
+                          "syncs": (ps.get("syncs") or {}).get("count")}
+                continue
             with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
                                  dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
                                  **WATCH_OPTIONS[v]) as w:
@@ -129,8 +145,9 @@ def in_process(args: argparse.Namespace) -> int:
                 calls = timed_calls()
                 t2 = time.perf_counter()
             t3 = time.perf_counter()
+            ws = w.summary()
             row[v] = {"calls": calls, "enter_s": t1 - t0, "exit_s": t3 - t2,
-                      "breaches": w.summary()["breaches"]}
+                      "breaches": ws["breaches"], "blocks": ws["blocks"]}
         rows.append(row)
         print(f"round {r + 1}: " + ", ".join(
             f"{v} {statistics.median(row[v]['calls']) * 1e3:.0f} ms" for v in order),
@@ -167,6 +184,12 @@ def in_process(args: argparse.Namespace) -> int:
               f"{statistics.median(xs) / statistics.median(bare):.3f} | {quartile(xs) * 1e3:.1f} ms | "
               f"{quartile(xs) / quartile(bare):.3f} | {statistics.median(per_round):.3f} "
               f"[{q[0]:.3f}, {q[-1]:.3f}] | {per_round} | {times} |")
+    for v in variants:  # what each block held: the watch's block size and rotation cost, the profile's steps and syncs
+        last = later[-1][v]
+        if "blocks" in last:
+            print(f"{v}: blocks {last['blocks']}")
+        elif "steps" in last:
+            print(f"{v}: steps {last['steps']}, syncs {last['syncs']}")
     return 0 if all(x[v].get("breaches", 0) == 0 for x in rows for v in variants) else 1
 
 
@@ -220,14 +243,14 @@ def main() -> int:
     p.add_argument("--json", metavar="OUT", help="write every process's results to OUT")
     p.add_argument("--in-process", metavar="VARIANTS",
                    help="one process: bare and each of VARIANTS (comma-separated: "
-                        + ", ".join(WATCH_OPTIONS) + ") in blocks of --calls, rotated, --rounds times")
+                        + ", ".join(IN_PROCESS) + ") in blocks of --calls, rotated, --rounds times")
     p.add_argument("--variant", choices=("bare", *WATCH_OPTIONS), help=argparse.SUPPRESS)
     args = p.parse_args()
     if not args.variant and (args.variants.split(",")[0] != "bare"
                              or not set(args.variants.split(",")[1:]) <= set(WATCH_OPTIONS)):
         p.error(f"--variants: bare first, then any of {', '.join(WATCH_OPTIONS)}; got {args.variants!r}")
-    if args.in_process and not set(args.in_process.split(",")) <= set(WATCH_OPTIONS):
-        p.error(f"--in-process: any of {', '.join(WATCH_OPTIONS)}; got {args.in_process!r}")
+    if args.in_process and not set(args.in_process.split(",")) <= set(IN_PROCESS):
+        p.error(f"--in-process: any of {', '.join(IN_PROCESS)}; got {args.in_process!r}")
     if args.variant:
         print(json.dumps(child(args)))
         return 0

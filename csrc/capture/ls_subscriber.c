@@ -11,21 +11,21 @@
 static CUpti_SubscriberHandle subscriber;
 static int callbacks_enabled;
 static int waits_enabled;
-static int runtime_launches_enabled;
+static int launches_enabled;
 static int contexts_watched;
 static int graph_execs_watched;
 
 static const CUpti_CallbackDomain api_domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API,
                                                    CUPTI_CB_DOMAIN_DRIVER_API};
 
-int ls_subscriber_wants(CUpti_CallbackDomain domain, uint8_t role, int waits, int runtime_launches)
+int ls_subscriber_wants(uint8_t role, int waits, int launches)
 {
-    /* A runtime launch calls the driver's, whose callback counts it: both
-     * would count a kernel twice and cost two callback pairs (H200,
-     * 2026-11-29: 0 of 38,130 runtime launches of GPT-2 generate() and a
-     * loop of small kernels without their driver launch). */
-    int launch = (role & LS_ROLE_LAUNCH) &&
-                 (runtime_launches || domain == CUPTI_CB_DOMAIN_DRIVER_API);
+    /* A light profile would count kernel launches only to split a copy from
+     * a wait after it on one stack when a kernel came between: one C call
+     * doing copy, kernel, stream sync.  The callback pair a kernel cost
+     * GPT-2 generate() 2-3% (H200, 2026-11-29 21:23Z: syncs on over off
+     * 1.2-2.8% without, 3.9-5.7% with), so it counts none. */
+    int launch = (role & LS_ROLE_LAUNCH) && launches;
     return launch || (waits && (LS_ROLE_WAIT_CLASS(role) != LS_WAIT_NONE ||
                                 (role & LS_ROLE_MEMORY)));
 }
@@ -39,8 +39,7 @@ static int set_callbacks(uint32_t enable)
         unsigned size = 0;
         const uint8_t *roles = ls_cbid_roles(api_domains[d], &size);
         for (unsigned cbid = 0; cbid < size; cbid++) {
-            if (!ls_subscriber_wants(api_domains[d], roles[cbid], waits_enabled,
-                                     runtime_launches_enabled))
+            if (!ls_subscriber_wants(roles[cbid], waits_enabled, launches_enabled))
                 continue;
             CUptiResult st = LS_CUPTI_CHECK(EnableCallback(enable, subscriber, api_domains[d], cbid));
             /* An id newer than the loaded CUPTI (CUDA 13's cuCtxSynchronize_v2
@@ -60,7 +59,7 @@ static int set_callbacks(uint32_t enable)
     return enable && set == 0 ? -1 : 0; /* every id refused: not a matter of versions */
 }
 
-int ls_subscriber_enable_callbacks(int waits, int runtime_launches, char *reason,
+int ls_subscriber_enable_callbacks(int waits, int launches, char *reason,
                                    size_t reason_size)
 {
     if (subscriber == NULL) {
@@ -68,7 +67,7 @@ int ls_subscriber_enable_callbacks(int waits, int runtime_launches, char *reason
         return -1;
     }
     waits_enabled = waits;
-    runtime_launches_enabled = runtime_launches;
+    launches_enabled = launches;
     if (set_callbacks(1) != 0) {
         snprintf(reason, reason_size, "%s", ls_cupti_error());
         set_callbacks(0);

@@ -22,15 +22,14 @@ int ls_subscriber_claim(char *reason, size_t reason_size);
 
 /* Enables the callbacks ls_subscriber_wants (ls_switchboard receives them).
  * 0, or -1 with a sentence in `reason` (what was enabled is disabled). */
-int ls_subscriber_enable_callbacks(int waits, int runtime_launches, char *reason,
+int ls_subscriber_enable_callbacks(int waits, int launches, char *reason,
                                    size_t reason_size);
 
-/* Whether a call of `role` (ls_cbids) in `domain` gets a callback: a launch
- * call, in the runtime domain only with `runtime_launches` (a profile that
- * records launches: a light one only counts them, for sync grouping, and
- * the nested driver-API launch counts each once); with `waits`, a call that
- * can wait for the GPU or allocate memory, in both domains. */
-int ls_subscriber_wants(CUpti_CallbackDomain domain, uint8_t role, int waits, int runtime_launches);
+/* Whether a call of `role` (ls_cbids), in either API domain, gets a
+ * callback: a launch call with `launches` (a profile that records them: a
+ * traced one); with `waits`, a call that can wait for the GPU or allocate
+ * memory (a copy among them is counted as a launch too). */
+int ls_subscriber_wants(uint8_t role, int waits, int launches);
 
 /* While the slot is held: calls on_context(context) when a CUDA context is
  * created (CUPTI's resource callback; on the creating thread, inside CUDA:

@@ -277,8 +277,12 @@ void ls_finish_filter_window(ls_capture *c)
     uint32_t *late_ids = malloc((n_apis ? n_apis : 1) * sizeof *late_ids);
     size_t n_kept = 0, n_late = 0, kept = 0;
     int by_id = kept_ids != NULL && late_ids != NULL;
+    uint32_t first_own = 0; /* the window's earliest launch id, in serial order (0: none) */
     for (size_t i = 0; i < n_apis; i++) {
         ls_api *a = &r->apis.items[i];
+        if (a->start_ns >= start && a->start_ns <= stop && a->correlation_id != 0 &&
+            (first_own == 0 || ls_launch_id_later(first_own, a->correlation_id)))
+            first_own = a->correlation_id;
         if (a->start_ns > stop) {
             if (by_id)
                 late_ids[n_late++] = a->correlation_id;
@@ -294,6 +298,13 @@ void ls_finish_filter_window(ls_capture *c)
         n_kept = ls_ids_sort_unique_u32(kept_ids, n_kept);
         n_late = ls_ids_sort_unique_u32(late_ids, n_late);
     }
+    /* Ids grow in the order calls begin: what was launched before this
+     * window's first launch is not its own, though a light profile between
+     * (which counts no launch) left the floor below it.  The id before 1 is
+     * the last before the wrap (0 means none). */
+    uint32_t floor = r->earlier_launch_floor;
+    if (first_own != 0)
+        ls_launch_id_raise(&floor, first_own == 1 ? UINT32_MAX : first_own - 1);
     kept = 0;
     for (size_t i = 0; i < r->ops.count; i++) {
         const ls_op *op = &r->ops.items[i];
@@ -303,8 +314,8 @@ void ls_finish_filter_window(ls_capture *c)
         }
         /* Back to back: an earlier profile's launch that ran into this
          * window (its record came late) is that profile's, not this one's. */
-        if (by_id && op->correlation_id != 0 && r->earlier_launch_floor != 0 &&
-            !ls_launch_id_later(op->correlation_id, r->earlier_launch_floor) &&
+        if (by_id && op->correlation_id != 0 && floor != 0 &&
+            !ls_launch_id_later(op->correlation_id, floor) &&
             ls_ids_find_u32(kept_ids, n_kept, op->correlation_id) < 0) {
             c->ops_before_start++;
             continue;

@@ -486,14 +486,14 @@ static PyObject *launches_latest_id(PyObject *module, PyObject *unused)
     return PyLong_FromUnsignedLong(ls_launches_latest_id());
 }
 
-/* _callback_wanted(api, waits, runtime_launches) -> bool: whether a profile
+/* _callback_wanted(api, waits, launches) -> bool: whether a profile
  * enables the callback of `api` (a name of ls_cbids), as ls_subscriber_wants. */
 static PyObject *callback_wanted(PyObject *module, PyObject *args)
 {
     (void)module;
     const char *api;
-    int waits, runtime_launches;
-    if (!PyArg_ParseTuple(args, "spp", &api, &waits, &runtime_launches))
+    int waits, launches;
+    if (!PyArg_ParseTuple(args, "spp", &api, &waits, &launches))
         return NULL;
     CUpti_CallbackDomain domain;
     CUpti_CallbackId cbid;
@@ -501,8 +501,7 @@ static PyObject *callback_wanted(PyObject *module, PyObject *args)
         PyErr_Format(PyExc_ValueError, "api: %s is not a call loopscope listens to", api);
         return NULL;
     }
-    return PyBool_FromLong(ls_subscriber_wants(domain, ls_cbid_role_of(domain, cbid), waits,
-                                               runtime_launches));
+    return PyBool_FromLong(ls_subscriber_wants(ls_cbid_role_of(domain, cbid), waits, launches));
 }
 
 static PyObject *decoder_state(PyObject *module, PyObject *unused)
@@ -1296,7 +1295,7 @@ PyMethodDef ls_test_hook_methods[] = {
      "traced finish's window filter on synthetic records (floor: earlier profiles' latest "
      "launch id, 0 none)."},
     {"_callback_wanted", callback_wanted, METH_VARARGS,
-     "_callback_wanted(api, waits, runtime_launches) -> bool: test hook; whether a profile "
+     "_callback_wanted(api, waits, launches) -> bool: test hook; whether a profile "
      "enables the CUPTI callback of api (a name of csrc/common/ls_cbids.c)."},
     {"_launches_latest_id", launches_latest_id, METH_NOARGS,
      "_launches_latest_id() -> int: the latest launch correlation id the callbacks saw."},

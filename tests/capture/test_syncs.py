@@ -961,8 +961,11 @@ def test_sync_overlapping_a_gap_is_its_cause(test_clock):
     test_clock.set(1_000_000, 100_000)
     wait = c_callable([("cudaStreamSynchronize", 80_000)])
     with loopscope.profile() as prof:
-        _testhooks._inject("kernel", [(1_150_000, 1_190_000, 0, 7, 1, "k0"),
-                                 (1_260_000, 1_280_000, 0, 7, 2, "k1"),   # gap 70 us: sync
+        # k0 and k1 without a launch id: a traced window records every
+        # launch, and an op launched before its first one is an earlier
+        # profile's (ls_finish_filter_window)
+        _testhooks._inject("kernel", [(1_150_000, 1_190_000, 0, 7, 0, "k0"),
+                                 (1_260_000, 1_280_000, 0, 7, 0, "k1"),   # gap 70 us: sync
                                  (1_330_000, 1_340_000, 0, 7, 3, "k2")])  # gap 50 us: host
         _testhooks._inject("api", [(1_320_000, 1_321_000, 3)])
         with prof.step():
@@ -1153,19 +1156,20 @@ def test_each_profile_names_its_own_sites_when_the_code_table_is_reused():
         assert all(s["file"] == THIS_FILE for s in sites)
 
 
-# Which calls get a CUPTI callback, by (waits, runtime_launches): a traced
-# profile with sync detection (1, 1), a light one (1, 0: launches are only
-# counted, from the driver's nested launch), tracing without syncs (0, 1).
-# Written from the roles in csrc/common/ls_cbids.c, not from the code.
+# Which calls get a CUPTI callback, by (waits, launches): a traced profile
+# with sync detection (1, 1), a light one (1, 0: no launch is counted, only
+# the calls that can wait), tracing without syncs (0, 1).  Written from the
+# roles in csrc/common/ls_cbids.c, not from the code.
 CALLBACKS = [
     # api                  traced  light  traced, syncs off
     ("cudaLaunchKernel",   True,   False, True),
     ("cudaGraphLaunch",    True,   False, True),
     ("cudaMemsetAsync",    True,   False, True),
-    ("cuLaunchKernel",     True,   True,  True),
-    ("cuGraphLaunch",      True,   True,  True),
-    ("cuMemsetD32Async",   True,   True,  True),
+    ("cuLaunchKernel",     True,   False, True),
+    ("cuGraphLaunch",      True,   False, True),
+    ("cuMemsetD32Async",   True,   False, True),
     ("cudaMemcpyAsync",    True,   True,  True),   # a launch that can wait: kept for its wait
+    ("cuMemcpyDtoHAsync_v2", True, True,  True),
     ("cudaStreamSynchronize", True, True, False),
     ("cuStreamSynchronize", True,  True,  False),
     ("cudaMalloc",         True,   True,  False),  # memory calls: recorded with their stack
@@ -1187,10 +1191,11 @@ def test_callback_wanted_names_an_unknown_api():
 
 @pytest.mark.parametrize("launch", ["cudaLaunchKernel", "cuLaunchKernel"])
 def test_a_launch_of_either_domain_between_a_copy_and_its_wait_splits_them(launch):
-    """A light profile sees a runtime launch only as its nested driver launch:
-    a driver-API launch alone must split a copy from the stream sync after it
-    (one line, this thread), as a runtime one does.  Without the launch they
-    are one sync (test_launch_on_another_thread_does_not_split_a_sync)."""
+    """A traced profile records launches of both domains: either alone
+    splits a copy from the stream sync after it (one line, this thread).
+    Without the launch they are one sync
+    (test_launch_on_another_thread_does_not_split_a_sync).  A light profile
+    counts no launch (docs/syncs.md): there the two would be one sync."""
     with loopscope.profile() as prof:
         pageable_copies(COPY_CORR)
         for calls in ([ITEM_CALLS[0]], [(launch, 0)], [ITEM_CALLS[1]]):

@@ -713,10 +713,47 @@ def test_an_earlier_profiles_late_ops_are_left_out_across_the_id_wrap():
     earlier = {top - 5, top, 1, 2}               # launched, in order, by the earlier profile
     want = [n for *_, c, n in ops if c not in earlier]
     assert _testhooks._filter_window(start, stop, floor, apis, ops) == want == ["mine", "mine-too"]
-    # no floor (no earlier profile): nothing is taken for an earlier one's
-    assert _testhooks._filter_window(start, stop, 0, apis, ops) == [n for *_, n in ops]
+    # no floor handed on: this window's first launch (id 3) bounds them all the same
+    assert _testhooks._filter_window(start, stop, 0, apis, ops) == want
+    # no floor and no launch of its own: nothing is taken for an earlier one's
+    assert _testhooks._filter_window(start, stop, 0, [], ops) == [n for *_, n in ops]
     # an op of this window's own launch at or before the floor stays (its launch is kept)
     assert _testhooks._filter_window(start, stop, 4, apis, ops) == ["mine", "mine-too"]
+
+
+def own_ops(start, stop, apis, ops):
+    """The ops a window launched, by launch order alone: ids from its first
+    launch inside [start, stop] on, counted across the 32-bit wrap (an id
+    is at or after `first` when (id - first) mod 2^32 < 2^31)."""
+    inside = [c for s, _, c in apis if start <= s <= stop]
+    if not inside:
+        return [n for *_, n in ops]
+    first = inside[0]
+    for c in inside:  # the earliest: every other inside is at or after it
+        if all((d - c) % (1 << 32) < (1 << 31) for d in inside):
+            first = c
+    return [n for *_, c, n in ops if (c - first) % (1 << 32) < (1 << 31)]
+
+
+@pytest.mark.parametrize("first", [500, 1, (1 << 31) + 5, (1 << 32) - 2])
+def test_ops_launched_before_a_windows_first_launch_are_an_earlier_profiles(first):
+    """A light profile between two traced ones counts no launch, so the
+    floor a traced start takes lies below the light profile's launches.
+    The window's own first launch (in launch order; the id before 1 is the
+    last before the wrap) bounds them: what was launched before it, still
+    running into the window, is not this window's."""
+    start, stop = 1_000, 10_000
+    wrap = 1 << 32
+    apis = [(900, 950, (first - 7) % wrap),       # launched before the start: not this window's
+            (2_000, 2_100, first), (3_000, 3_100, (first + 3) % wrap),
+            (11_000, 11_100, (first + 9) % wrap)]  # after the stop
+    ops = [(1_500, 1_900, (first - 2) % wrap or wrap - 1, "light profile's"),
+           (1_200, 1_400, (first - 20) % wrap or wrap - 1, "older still"),
+           (2_500, 2_900, first, "mine"), (3_200, 3_900, (first + 3) % wrap, "mine-too"),
+           (3_300, 3_800, (first + 1) % wrap, "unrecorded, mine")]
+    want = own_ops(start, stop, apis, ops)
+    assert want == ["mine", "mine-too", "unrecorded, mine"]
+    assert _testhooks._filter_window(start, stop, 0, apis, ops) == want
 
 
 def test_a_record_that_begins_exactly_at_the_stop_stays_with_its_profile():

@@ -107,6 +107,8 @@ typedef struct {
     uint64_t evaluated, skipped;  /* samples evaluated into the sink; let go unevaluated */
     uint64_t overflows, counter_data_full, eval_errors;
     uint64_t restarts, reconfigures; /* to recover from an overflow */
+    uint64_t reached_ns;          /* the latest end of a sample read, wanted or not */
+    uint64_t short_of_until;      /* 1: the round cap came before a sample reached until_ns */
 } ls_pm_cost;
 
 /* Decodes every finished sample; those want(start, end, arg) accepts are

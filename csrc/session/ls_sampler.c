@@ -78,6 +78,7 @@ static struct {
     uint64_t test_wait_bound_ns;                 /* test hook: an open's wait, 0: default */
     uint64_t test_decode_ns;                     /* test hook: each test-source decode's cost */
     uint64_t test_overflows;                     /* test hook: each test-source decode's overflows */
+    uint64_t test_tail_cap;                      /* test hook: the most samples a test tail reads */
     uint64_t started_ns;      /* CUPTI clock when sampling started */
 } s = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
@@ -246,6 +247,9 @@ static void add_cost(ls_pm_cost *to, const ls_pm_cost *c)
     to->eval_errors += c->eval_errors;
     to->restarts += c->restarts;
     to->reconfigures += c->reconfigures;
+    to->short_of_until += c->short_of_until;
+    if (c->reached_ns > to->reached_ns)
+        to->reached_ns = c->reached_ns;
 }
 
 /* The test source's decode: in order, at most `limit` samples, those that
@@ -293,9 +297,14 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
     take_live(&v);
     ls_sample_array got = {0};
     ls_pm_cost cost;
-    if (fake.items != NULL)
-        fake_decode(&got, &v, until_ns ? fake.count : fake.per_tick,
-                    until_ns && until_ns < ls_clock_peek() ? until_ns : ls_clock_peek(), &cost);
+    if (fake.items != NULL) {
+        uint64_t now = until_ns && until_ns < ls_clock_peek() ? until_ns : ls_clock_peek();
+        size_t cap = until_ns && s.test_tail_cap ? (size_t)s.test_tail_cap : fake.count;
+        fake_decode(&got, &v, until_ns ? cap : fake.per_tick, now, &cost);
+        /* a tail that left samples it should have read: short, as at the cap */
+        cost.short_of_until = until_ns != 0 && fake.next < fake.count &&
+                              fake.items[fake.next].end_ns <= now;
+    }
     else /* until_ns onto sampling's clock, where its rounds stop (a failure is in the stats) */
         ls_pm_decode(&got, wanted, &v,
                      until_ns ? until_ns + (uint64_t)clock_of_run.offset_ns : 0, &cost);
@@ -872,12 +881,14 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
             wait_for_cupti_clock(complete_ns);
         else
             ls_clock_pass_test(complete_ns); /* the test clock's time passes as the GPU's */
-        uint64_t overflows = w->cost.overflows;
+        uint64_t overflows = w->cost.overflows, short_of = w->cost.short_of_until;
         decode_for_windows(complete_ns, 0);
         /* The buffer overflowed since the last decode, which ran while this
          * window was live: its own samples were lost (H200, 20 us: one slow
-         * tick, then the tail). */
-        if (w->cost.overflows > overflows)
+         * tick, then the tail).  Or the tail stopped at its round cap short
+         * of the window's end: the rest was never read (H200, 20 us, after
+         * an idle spell's backlog: the burst's last 9.5 ms). */
+        if (w->cost.overflows > overflows || w->cost.short_of_until > short_of)
             w->behind = 1;
         if (fake.items == NULL &&
             (ls_cupti.GetTimestamp == NULL || ls_cupti.GetTimestamp(&stopped) != CUPTI_SUCCESS))
@@ -962,9 +973,10 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
 /* ---- tests ------------------------------------------------------------ */
 
 void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns,
-                         uint64_t fake_decode_ns, uint64_t fake_overflows)
+                         uint64_t fake_decode_ns, uint64_t fake_overflows, uint64_t fake_tail_cap)
 {
     pthread_mutex_lock(&s.lock);
+    s.test_tail_cap = fake_tail_cap;
     s.test_decode_ns = fake_decode_ns;
     s.test_overflows = fake_overflows;
     s.test_keep_running_ns = keep_running_ns;

@@ -138,8 +138,10 @@ const char *ls_sampler_state(int *live_windows);
 /* Tests: the idle times and the open's wait bound in place of
  * LS_PM_KEEP_RUNNING_NS, LS_PM_KEEP_NS and LS_PM_WAIT_BOUND_NS (0: those),
  * and the host time and hardware-buffer overflows each decode of the test
- * source reports. */
+ * source reports, and the most samples a finish's tail reads from it (0: all;
+ * a tail that leaves some it should have read is short of its window's end,
+ * as a real one at its round cap). */
 void ls_sampler_set_keep(uint64_t keep_running_ns, uint64_t keep_ns, uint64_t wait_bound_ns,
-                         uint64_t fake_decode_ns, uint64_t fake_overflows);
+                         uint64_t fake_decode_ns, uint64_t fake_overflows, uint64_t fake_tail_cap);
 
 #endif

@@ -464,16 +464,18 @@ static PyObject *sampler_state(PyObject *module, PyObject *unused)
 }
 
 /* _sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0,
- * overflows=0): the sampler's idle times and an open's wait bound (0: the
- * defaults); each test-source decode's host time and overflows. */
+ * overflows=0, tail_cap=0): the sampler's idle times and an open's wait bound
+ * (0: the defaults); each test-source decode's host time and overflows; the
+ * most samples a finish's tail reads (0: all). */
 static PyObject *sampler_keep(PyObject *module, PyObject *args)
 {
     (void)module;
-    unsigned long long keep_running_ns, keep_ns, wait_bound_ns = 0, decode_ns = 0, overflows = 0;
-    if (!PyArg_ParseTuple(args, "KK|KKK:_sampler_keep", &keep_running_ns, &keep_ns,
-                          &wait_bound_ns, &decode_ns, &overflows))
+    unsigned long long keep_running_ns, keep_ns, wait_bound_ns = 0, decode_ns = 0, overflows = 0,
+                       tail_cap = 0;
+    if (!PyArg_ParseTuple(args, "KK|KKKK:_sampler_keep", &keep_running_ns, &keep_ns,
+                          &wait_bound_ns, &decode_ns, &overflows, &tail_cap))
         return NULL;
-    ls_sampler_set_keep(keep_running_ns, keep_ns, wait_bound_ns, decode_ns, overflows);
+    ls_sampler_set_keep(keep_running_ns, keep_ns, wait_bound_ns, decode_ns, overflows, tail_cap);
     Py_RETURN_NONE;
 }
 
@@ -1287,9 +1289,10 @@ PyMethodDef ls_test_hook_methods[] = {
      "_tick_starts(period_ns, cost_ns, ticks) -> [ns, ...]: test hook; when each of the "
      "worker's ticks began, each tick taking cost_ns."},
     {"_sampler_keep", sampler_keep, METH_VARARGS,
-     "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0, overflows=0): the "
-     "PM sampler's idle times and an open's wait bound (0: the defaults), and each test-source "
-     "decode's reported host time and hardware-buffer overflows."},
+     "_sampler_keep(keep_running_ns, keep_ns, wait_bound_ns=0, decode_ns=0, overflows=0, "
+     "tail_cap=0): the PM sampler's idle times and an open's wait bound (0: the defaults), each "
+     "test-source decode's reported host time and hardware-buffer overflows, and the most "
+     "samples a finish's tail reads (0: all)."},
     {"_filter_window", filter_window, METH_VARARGS,
      "_filter_window(start_ns, stop_ns, floor, apis, ops) -> [op names kept]: test hook; a "
      "traced finish's window filter on synthetic records (floor: earlier profiles' latest "

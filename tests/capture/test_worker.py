@@ -325,6 +325,24 @@ def test_a_tail_decode_that_found_the_buffer_overflowed_is_behind(test_clock, ov
     assert (m["interval_note"] is not None) is (overflows > 0), m["interval_note"]
 
 
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("tail_cap, short", [(0, False), (1, True)])
+def test_a_tail_decode_that_stopped_short_of_the_window_is_behind(test_clock, tail_cap, short):
+    """A finish's tail that stops before the window's end with samples left
+    to read (a real one at its cap of rounds: an H200 at 20 us, after an
+    idle spell's backlog, read 64 full rounds in 4.8 s and left the burst's
+    last 9.5 ms unread, with no word of why) is behind: the profile says
+    so, as for an overflow.  With every sample read nothing is said."""
+    with running_source(test_clock, 1_000_000):
+        _testhooks._sampler_keep(0, 0, 0, 1_000_000, 0, tail_cap)
+        with loopscope.profile(trace=False, syncs=False) as prof:
+            pass
+        s = prof.summary()
+    m = s["metrics"]
+    assert m["decodes"] <= 2 and m["overflows"] == 0
+    assert (m["interval_note"] is not None) is short, m["interval_note"]
+
+
 @contextlib.contextmanager
 def running_source(test_clock, decode_ns, overflows=0):
     """The test source as a sampler that runs already (500 us samples), each
@@ -338,7 +356,7 @@ def running_source(test_clock, decode_ns, overflows=0):
         test_clock.set(1_000_000, 20 * US)
         yield samples
     finally:
-        _testhooks._sampler_keep(0, 0, 0, 0, 0)
+        _testhooks._sampler_keep(0, 0, 0, 0, 0, 0)
 
 
 @pytest.mark.fake_sampler

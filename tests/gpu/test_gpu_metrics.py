@@ -122,10 +122,14 @@ def test_sample_and_kernel_clocks_agree():
     """A burst of matmuls between two idle spells: the first sample with SM
     active > 50% contains the first kernel's start (within one interval),
     and the last ends with the last kernel, unless samples were lost: at
-    20 us the decoder cannot keep pace on an H200 (a sample's evaluation
-    takes 27-35 us), the hardware buffer overflows and the burst's last
-    ~9 ms go (2026-11-29).  Then the profile must say so: an overflow, the
-    note that decoding fell behind, and coverage below 100%."""
+    20 us the decoder cannot keep pace on an H200 (48-54 us of host time a
+    sample), the hardware buffer overflows and the burst's last ~9 ms go
+    (2026-11-29).  Then the profile must say so: an overflow, the note that
+    decoding fell behind, and coverage below 100%.  Without an overflow the
+    samples' time line has also fallen 6-16 ms short of the kernels' over
+    the ~45 ms burst, its start aligned, no sample left out for its length
+    (H200, 2026-11-29 21:55Z-21:57Z; not explained): the coverage check
+    says so."""
     import time
 
     n = 8192
@@ -155,9 +159,9 @@ def test_sample_and_kernel_clocks_agree():
         assert m["interval_note"] and m["interval_note"].startswith(
             "decoding fell behind the samples at metrics_interval_us=20"), m
         assert summary["sm"]["coverage_pct"] < 100, summary["sm"]
-    else:  # the counter data image filled between two decodes (H200 18:5xZ, a slow
-        # host: the burst's last 9.5 ms went, coverage 78%): said by the checks
-        assert checks["sample_drops"] is False and checks["coverage"] is False, summary["checks"]
+    else:  # no overflow, the end short all the same (H200 18:45Z: 9.5 ms, coverage 78%;
+        # 21:55Z: 8.7 ms, 79%): said by the coverage check
+        assert checks["coverage"] is False, summary["checks"]
         assert summary["sm"]["coverage_pct"] < 90, summary["sm"]
 
 

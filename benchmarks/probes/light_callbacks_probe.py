@@ -20,7 +20,11 @@ the loop's thread CPU time (on an H200 it equalled the wall time: the thread
 spins in the sync, so it is no shield from a busy host); for tiny
 also the added µs a launch; the blocking calls a light profile kept.
 
+--syncs: the syncs a light and a traced profile find in each loop (count,
+kinds, sites, calls kept), which must agree.
+
   python benchmarks/probes/light_callbacks_probe.py --check --cost --rounds 20
+  python benchmarks/probes/light_callbacks_probe.py --syncs --loops gpt2
 """
 from __future__ import annotations
 
@@ -92,6 +96,23 @@ def check(torch, loopscope, loops: dict) -> dict:
     return out
 
 
+def syncs(loopscope, loops: dict) -> dict:
+    """The syncs a light and a traced profile find in one loop: a light
+    profile counts no kernel launch, so the two agree unless one C call
+    copies, launches and then waits (docs/syncs.md)."""
+    out = {}
+    for kind, loop in loops.items():
+        for trace in (False, True):
+            with loopscope.profile(trace=trace, metrics=False) as prof:
+                loop()
+            s = prof.summary()["syncs"]
+            out[f"{kind}_{'traced' if trace else 'light'}"] = row = {
+                "count": s.get("count"), "by_kind": s.get("by_kind"),
+                "sites": len(s.get("sites") or ()), "calls": prof.capture.info().get("calls")}
+            print(f"syncs {kind} {'traced' if trace else 'light'}: {row}", flush=True)
+    return out
+
+
 def cost(torch, loopscope, loops: dict, rounds: int, launches: int) -> dict:
     names = ["bare", *VARIANTS]
     out = {}
@@ -149,6 +170,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--cost", action="store_true")
+    parser.add_argument("--syncs", action="store_true")
     parser.add_argument("--loops", default="tiny,gpt2")
     parser.add_argument("--rounds", type=int, default=20, help="tiny's; gpt2 runs half")
     parser.add_argument("--launches", type=int, default=10000)
@@ -167,6 +189,8 @@ def main() -> None:
     result = {"device": torch.cuda.get_device_name(), "loopscope": loopscope.__file__}
     if args.check:
         result["check"] = check(torch, loopscope, loops)
+    if args.syncs:
+        result["syncs"] = syncs(loopscope, loops)
     if args.cost:
         result["cost"] = cost(torch, loopscope, loops, args.rounds, args.launches)
     if args.json:

@@ -11,6 +11,20 @@ import argparse
 import time
 
 
+def matmul_burst(torch, n: int = 8192):
+    """burst(count): `count` bf16 n x n matmuls queued on the GPU (warmed up
+    once here, so the first burst has no set-up in it)."""
+    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    c = torch.empty_like(a)
+
+    def burst(count: int) -> None:
+        for _ in range(count):
+            torch.mm(a, a, out=c)
+    burst(1)
+    torch.cuda.synchronize()
+    return burst
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=12)
@@ -19,22 +33,17 @@ def main() -> None:
 
     import loopscope
 
-    n = 8192
-    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-    c = torch.empty_like(a)
-    torch.mm(a, a, out=c)
-    torch.cuda.synchronize()
+    burst = matmul_burst(torch)
     opts = {"metrics_interval_us": 50}
     with loopscope.profile(**opts) as warm:
-        torch.mm(a, a, out=c)
+        burst(1)
     warm.summary()
     t0 = time.perf_counter()
     print("age_s rise_us fall_us reused samples started_ns")
     while time.perf_counter() - t0 < args.seconds:
         with loopscope.profile(**opts) as prof:
             time.sleep(0.003)
-            for _ in range(10):
-                torch.mm(a, a, out=c)
+            burst(10)
             torch.cuda.synchronize()
             time.sleep(0.003)
         prof.summary()

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 METRIC_KEYS = ("samples", "skipped_samples", "overflows", "counter_data_full", "decodes",
                "decode_ms", "decode_cupti_ms", "counter_data_samples", "interval_note", "restarts")
@@ -30,11 +34,10 @@ def main() -> None:
 
     import loopscope
 
-    n = 8192
-    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-    c = torch.empty_like(a)
-    torch.mm(a, a, out=c)
-    torch.cuda.synchronize()
+    sys.path.insert(0, os.path.join(HERE, "..", "counters"))
+    from sample_drift import matmul_burst
+
+    burst = matmul_burst(torch)
     for idle in (float(x) for x in args.idle.split(",")):
         with loopscope.profile(trace=False, syncs=False, metrics_interval_us=args.interval_us) as setup:
             pass
@@ -42,8 +45,7 @@ def main() -> None:
         time.sleep(idle)
         with loopscope.profile(metrics=True, metrics_interval_us=args.interval_us) as prof:
             time.sleep(0.005)
-            for _ in range(30):
-                torch.mm(a, a, out=c)
+            burst(30)
             torch.cuda.synchronize()
             time.sleep(0.005)
         t0 = time.perf_counter()

@@ -127,27 +127,22 @@ def in_process(args: argparse.Namespace) -> int:
                 row[v] = {"calls": timed_calls()}
                 continue
             t0 = time.perf_counter()
-            if v in PROFILE_OPTIONS:
-                with loopscope.profile(trace=False, steps=model, **PROFILE_OPTIONS[v]) as p:
-                    t1 = time.perf_counter()
-                    calls = timed_calls()
-                    t2 = time.perf_counter()
-                t3 = time.perf_counter()
-                ps = p.summary()
-                row[v] = {"calls": calls, "enter_s": t1 - t0, "exit_s": t3 - t2,
-                          "steps": len(ps.get("steps") or ()),
-                          "syncs": (ps.get("syncs") or {}).get("count")}
-                continue
-            with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
-                                 dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
-                                 **WATCH_OPTIONS[v]) as w:
+            block = (loopscope.profile(trace=False, steps=model, **PROFILE_OPTIONS[v])
+                     if v in PROFILE_OPTIONS else
+                     loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
+                                     dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
+                                     **WATCH_OPTIONS[v]))
+            with block as held:
                 t1 = time.perf_counter()
                 calls = timed_calls()
                 t2 = time.perf_counter()
             t3 = time.perf_counter()
-            ws = w.summary()
-            row[v] = {"calls": calls, "enter_s": t1 - t0, "exit_s": t3 - t2,
-                      "breaches": ws["breaches"], "blocks": ws["blocks"]}
+            s = held.summary()
+            row[v] = {"calls": calls, "enter_s": t1 - t0, "exit_s": t3 - t2}
+            if v in PROFILE_OPTIONS:
+                row[v].update(steps=len(s.get("steps") or ()), syncs=(s.get("syncs") or {}).get("count"))
+            else:
+                row[v].update(breaches=s["breaches"], blocks=s["blocks"])
         rows.append(row)
         print(f"round {r + 1}: " + ", ".join(
             f"{v} {statistics.median(row[v]['calls']) * 1e3:.0f} ms" for v in order),

@@ -310,6 +310,17 @@ def test_low_coverage_names_the_gpu_work_after_the_exit(test_clock, inject, live
             "part of the loop only; profile more steps or lower metrics_interval_us")
 
 
+@pytest.mark.parametrize("decode_us, interval_us, behind", [
+    (20.0, 20.0, False),   # as fast as the samples come: it keeps pace
+    (20.1, 20.0, True),    # a tenth of a us a sample slower: it falls behind
+    (54.0, 20.0, True),    # an H200 at 20 us
+    (None, 20.0, False),   # no decode measured (a trace, the test source's injections)
+    (54.0, None, False)])  # no interval known
+def test_a_decoder_is_behind_when_a_sample_takes_longer_than_the_interval(decode_us, interval_us,
+                                                                         behind):
+    assert _checks.decoder_behind(decode_us, interval_us) is behind
+
+
 def test_no_coverage_check_without_counters(run_trace):
     summary = run_trace(kernels=[kernel(1_000, 2_000, 1)])
     assert "coverage" not in checks_by_name(summary)

@@ -692,6 +692,25 @@ def test_fourteen_pairs_between_launches_are_one_site_of_fourteen():
     assert s["by_kind"] == {site["kind"]: 14}
 
 
+@pytest.mark.parametrize("trace", [False, True])
+def test_print_of_a_tensor_counts_the_same_without_its_kernel_launches(trace):
+    """A light profile enables no kernel-launch callback (docs/syncs.md), so
+    print(t)'s 14 launch, copy, sync triples reach it as 14 copy, sync
+    pairs: still 14 syncs, since each copy is itself a launch and starts a
+    new one.  The same calls in a traced profile count the same (there the
+    copies' records say pageable memory; a light one has no copy record,
+    so its syncs are the stream syncs alone)."""
+    calls = [c for _ in range(14) for c in
+             (("cudaMemcpyAsync", 1_000, COPY_CORR), ("cudaStreamSynchronize", 1_000))]
+    with loopscope.profile(trace=trace) as prof:
+        if trace:
+            pageable_copies(COPY_CORR)
+        CALLS.run(calls)
+    s = prof.summary()["syncs"]
+    site = only_site({"syncs": s})
+    assert (s["count"], site["count"]) == (14, 14)
+
+
 def test_nested_runtime_and_driver_calls_are_one_sync(test_clock):
     """cudaMemcpy (5 us) with the driver's cuMemcpyDtoH inside it (enters 1 us
     later, lasts 1 us): one sync, blocked for the union (5 us), not the sum."""

@@ -897,3 +897,35 @@ def test_the_latest_launch_id_follows_the_ids_across_their_wrap():
     with loopscope.profile(trace=False):
         _testhooks._inject_calls([("cudaLaunchKernel", 0, top - 5)])
     assert _testhooks._launches_latest_id() == 3
+
+
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("decode_us", [100, 2_000])
+def test_short_coverage_from_a_slow_decoder_advises_a_wider_interval(test_clock, decode_us):
+    """Short coverage where decoding a sample took longer than the interval
+    between samples (an H200 at metrics_interval_us=20: 48-54 us a sample,
+    coverage 39-79%): a narrower interval would lose more, so the coverage
+    check advises a wider one; where the decoder kept pace, the usual
+    advice.  The test source samples every 500 us, one a decode."""
+    _testhooks._fake_samples(long_sample_run()[:6], 1, 500_000, 0, True)  # up to 1.1 ms
+    _testhooks._sampler_keep(0, 0, 0, decode_us * 1_000, 0)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False) as prof:
+            for _ in range(3):
+                with prof.step():
+                    time.sleep(0.01)
+        s = prof.summary()
+    finally:
+        _testhooks._sampler_keep(0, 0, 0, 0, 0, 0)
+    per_sample, interval = s["overhead"]["decode_us_per_sample"], s["sm"]["interval_us"]
+    check = {c["name"]: c for c in s["checks"]}["coverage"]
+    assert check["ok"] is False, check
+    assert interval == 500 and (per_sample > interval) is (decode_us > 500), (per_sample, interval)
+    if per_sample > interval:
+        assert check["detail"].endswith(
+            f"decoding took {per_sample:g} us of host time a sample, samples came every "
+            f"{interval:g} us: a wider metrics_interval_us (or the automatic one) keeps pace, "
+            "a narrower one loses more")
+    else:
+        assert check["detail"].endswith("profile more steps or lower metrics_interval_us")

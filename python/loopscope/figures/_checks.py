@@ -181,14 +181,24 @@ def ran_past_exit(after_exit_ns: int, gpu_span_ns: int) -> bool:
     return after_exit_ns * 100 > (100 - MIN_COVERAGE_PCT) * gpu_span_ns
 
 
+def decoder_behind(decode_us: float | None, interval_us: float | None) -> bool:
+    """Decoding a sample took longer than the interval between samples: the
+    decoder cannot keep pace there, and a narrower interval loses more (an
+    H200 at 20 us: 48-54 us a sample, coverage 39-79%, 2026-11-29)."""
+    return bool(decode_us is not None and interval_us and decode_us > interval_us)
+
+
 def coverage_check(coverage_pct: float | None, reason: str | None,
                    of: str = "the profile", span_pct: float | None = None,
-                   after_exit_ns: int = 0, gpu_span_ns: int = 0) -> dict[str, Any]:
+                   after_exit_ns: int = 0, gpu_span_ns: int = 0,
+                   decode_us: float | None = None, interval_us: float | None = None) -> dict[str, Any]:
     """The share of `of` (the GPU's busy time, or the profile) the PM
     samples cover (None: no sample); span_pct, the share of the whole
     window, is said beside it when lower: the rest had no GPU work.  Short
     of the cut-off, the advice names the GPU's work after the exit when
-    that explains it (ran_past_exit)."""
+    that explains it (ran_past_exit), else a decoder slower than the
+    samples (decoder_behind: decode_us of host time a sample at
+    interval_us)."""
     rest = ""
     if span_pct is not None and coverage_pct is not None and span_pct < coverage_pct:
         rest = (f" ({span_pct:g}% of the whole profile: the time not covered had no GPU "
@@ -197,6 +207,10 @@ def coverage_check(coverage_pct: float | None, reason: str | None,
         return _check("coverage", True, f"PM samples cover {coverage_pct:g}% of {of}{rest}")
     shown = "no sample" if coverage_pct is None else f"{coverage_pct:g}%"
     advice = "profile more steps or lower metrics_interval_us"
+    if decoder_behind(decode_us, interval_us):
+        advice = (f"decoding took {decode_us:g} us of host time a sample, samples came every "
+                  f"{interval_us:g} us: a wider metrics_interval_us (or the automatic one) keeps "
+                  "pace, a narrower one loses more")
     if ran_past_exit(after_exit_ns, gpu_span_ns):
         advice = (f"the GPU ran {after_exit_ns / 1e6:.3f} ms of the profile's work after its "
                   "exit, where samples are no longer the profile's: wait for the GPU inside "
@@ -278,7 +292,9 @@ def live_checks(summary: dict[str, Any], info: dict[str, Any], model,
                                   summary.get("metrics_error"),
                                   sm.get("coverage_of") or "the profile" if sm else "the profile",
                                   sm.get("span_coverage_pct") if sm else None,
-                                  after_exit_ns, gpu_span_ns))
+                                  after_exit_ns, gpu_span_ns,
+                                  (summary.get("overhead") or {}).get("decode_us_per_sample"),
+                                  sm.get("interval_us") if sm else None))
     declared = (state or {}).get("steps_declared")  # what the profile was told, if anything
     if declared is not None:
         out.append(steps_check(True, len(summary.get("steps") or ()), declared))

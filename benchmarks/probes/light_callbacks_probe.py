@@ -1,18 +1,19 @@
 """What a light profile's CUPTI callbacks cost a host-bound loop, and whether
 every runtime-API launch reaches the driver-API callbacks (issue 40: GPT-2
-generate() watched at <= 1.05x; the lead is the launch callbacks a light
-profile enables to count launches for sync grouping).
+generate() watched at <= 1.05x).  Light profiles counted launches from the
+driver API alone from 8d091c7, and count none since eb6c9db (2-3% of
+generate(), H200 2026-11-29): --check is the record of the first step.
 
 --check: one traced profile (both API domains recorded) of GPT-2 generate()
 and of a loop of tiny torch kernels.  For each runtime-API launch record: is
 there a driver-API launch record on the same thread after it and before that
-thread's next runtime launch?  A light profile that counts launches in the
-driver domain only is right when every one has (0 "without").
+thread's next runtime launch?  Counting launches in the driver domain only
+was right when every one has (0 "without").
 
 --cost: in one process, `bare` and profile variants alternate round by round
 (each round runs every variant once, in a rotated order): `light`
-(trace=False, metrics=False: callbacks for launches and for the calls that
-wait), `nosync` (syncs=False too: no callback at all).  Loops: `tiny`
+(trace=False, metrics=False: callbacks for the calls that wait, and for
+launches before eb6c9db), `nosync` (syncs=False too: no callback at all).  Loops: `tiny`
 (--launches x.add_(1)) and `gpt2` (one greedy generate() of 64 tokens, GPT-2
 small, random weights).  Printed: the median of each variant's time over the
 median bare, the loop alone inside the block and the whole block, and of

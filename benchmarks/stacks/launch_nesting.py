@@ -1,9 +1,10 @@
-"""On the CUDA 12 stack (issue 40's light profiles count launches from the
-driver API only): does each runtime launch of libcudart.so.12 reach the
-driver-API callbacks, and does a light profile count a copy-back sync once a
-step?  kstack.cu built against the CUDA 12.9 runtime of NVIDIA's wheels,
-driven with ctypes, as cuda_stack.py does; the nesting check is
-light_callbacks_probe.py's.
+"""On the CUDA 12 stack: does a light profile (trace=False, which enables no
+kernel-launch callback since eb6c9db) count one copy-back sync a step?  The
+exit status says.  Also printed: whether each runtime launch of
+libcudart.so.12 reaches the driver-API callbacks (light profiles counted
+launches from those alone from 8d091c7 to eb6c9db; the check is
+light_callbacks_probe.py's).  kstack.cu built against the CUDA 12.9 runtime
+of NVIDIA's wheels, driven with ctypes, as cuda_stack.py does.
 
     bash benchmarks/stacks/build.sh 12 WHEELS /tmp/k12
     python benchmarks/stacks/launch_nesting.py --lib /tmp/k12
@@ -46,7 +47,7 @@ def main() -> int:
     per_step = [x["syncs"] for x in s["steps"]]
     print(f"light: syncs {s['syncs']['count']}, per step {per_step}, error {s['syncs_error']}")
     print("CUPTI:", loopscope.doctor()["cupti"]["path"])
-    return 0 if found["without_driver_launch"] == 0 and per_step == [1] * args.steps else 1
+    return 0 if per_step == [1] * args.steps else 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ for s in 12 13; do
   timeout 120 python3 benchmarks/stacks/cuda_stack.py --stack $s --lib /tmp/k$s --json "$out/stack$s.json" \
     2>&1 | tail -14; echo "stack $s exit $?"
 done
-echo "== launch nesting on CUDA 12 (light profiles count driver launches)"; timeout 60 python3 benchmarks/stacks/launch_nesting.py --lib /tmp/k12 2>&1 | tail -4; echo "exit $?"
+echo "== a light profile's syncs on CUDA 12 (and launch nesting)"; timeout 60 python3 benchmarks/stacks/launch_nesting.py --lib /tmp/k12 2>&1 | tail -4; echo "exit $?"
 echo "== loopscope doctor (the CLI, a fresh process: torch cu13)"; timeout 120 python3 -m loopscope doctor --json "$out/doctor.json"; echo "exit $?"
 timeout 240 python3 benchmarks/counters/metric_sets.py --out "$out/metric_sets.json" 2>&1 | tail -9
 echo "== demo"; timeout 120 python3 -m loopscope demo 2>&1 | head -12; echo "demo exit $?"

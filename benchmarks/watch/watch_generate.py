@@ -162,8 +162,8 @@ def in_process(args: argparse.Namespace) -> int:
     print(f"\nGPT-2 generate(64), one process, {args.rounds} rounds of {args.calls} calls a "
           f"variant, rotated (round 1 left out)")
     print("| variant | a call, median | x | lower quartile | x | rounds' ratios: median [q1, q3] "
-          "| per round (medians) | enter, exit |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| whole block: rounds' median | per round (medians) | enter, exit |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for v in variants:
         xs = pooled(v)
         per_round = [round(statistics.median(x[v]["calls"]) / statistics.median(x["bare"]["calls"]), 3)
@@ -175,10 +175,15 @@ def in_process(args: argparse.Namespace) -> int:
         # calls lie seconds apart, so a slow spell of the host tends to hit
         # both sides (not shown to be steadier: H200 18:35Z, rounds 0.72-1.56x)
         q = statistics.quantiles(per_round, n=4) if len(per_round) > 1 else per_round * 3
+        # what a user pays for the block: enter + its calls + exit over the
+        # same round's bare calls
+        block = statistics.median(
+            (sum(x[v]["calls"]) + x[v].get("enter_s", 0) + x[v].get("exit_s", 0))
+            / sum(x["bare"]["calls"]) for x in later)
         print(f"| {v} | {statistics.median(xs) * 1e3:.1f} ms | "
               f"{statistics.median(xs) / statistics.median(bare):.3f} | {quartile(xs) * 1e3:.1f} ms | "
               f"{quartile(xs) / quartile(bare):.3f} | {statistics.median(per_round):.3f} "
-              f"[{q[0]:.3f}, {q[-1]:.3f}] | {per_round} | {times} |")
+              f"[{q[0]:.3f}, {q[-1]:.3f}] | {block:.3f} | {per_round} | {times} |")
     for v in variants:  # what each block held: the watch's block size and rotation cost, the profile's steps and syncs
         last = later[-1][v]
         if "blocks" in last:

@@ -54,12 +54,12 @@ def main() -> None:
         kernels = [o for o in prof.capture.ops() if o[0] == "kernel"]
         end = max(k[2] for k in kernels)
         hot = [(x, e) for x, e, v in prof.capture.samples() if v.get("sm_active_pct", 0) > 50]
-        m = s["metrics"]
+        m = s["metrics"] or {}  # None: no counters this window, metrics_error says why
         print(json.dumps({
             "idle_s": idle, "summary_ms": round(took * 1e3, 1),
             "fall_ms": round((hot[-1][1] - end) / 1e6, 3) if hot else None,
             "coverage_pct": (s["sm"] or {}).get("coverage_pct"),
-            **{k: m.get(k) for k in METRIC_KEYS},
+            **{k: m.get(k) for k in METRIC_KEYS}, "metrics_error": s.get("metrics_error"),
             "checks_failed": [ch["name"] for ch in s["checks"] if ch["ok"] is False]}), flush=True)
 
 

@@ -31,7 +31,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 WATCH_OPTIONS = {"watch": {}, "watch_nosync": {"syncs": False},
                  "watch_nometrics": {"metrics": False},
-                 "watch_host": {"syncs": False, "metrics": False}}
+                 "watch_host": {"syncs": False, "metrics": False},
+                 # blocks held at 64 steps (one generate() call) instead of
+                 # sized from their cost: does a long light block cost more a step?
+                 "watch_b64": {"block_steps": 64}}
 # --in-process only: one light profile (no watch) over the block, stepped by
 # the model, to tell what the watch adds (blocks, rows) from what its light
 # profiles cost

@@ -198,3 +198,42 @@ def test_a_lazy_profile_keeps_the_last_runs_samples_before_its_restart(test_cloc
     want = [t for t in range(0, 30_000_000, 50 * US) if t + 50 * US > start and t < stop]
     assert sum(1 for t in want if t + 50 * US <= began) >= 2  # the last run's, before the restart
     assert [a for a, _, _ in prof.capture.samples()] == want
+
+
+@pytest.mark.fake_sampler
+@pytest.mark.parametrize("block", ["watch", "profile"])
+def test_a_watch_does_not_wait_for_the_set_up_where_a_profile_does(
+        test_clock, wait_bound, tmp_path, monkeypatch, block):
+    """Issue 40: a watch is always on for long jobs; its first light block
+    reads the counters from when sampling begins instead of holding the
+    job's start up for the set-up (0.1 s of host time here), which a plain
+    profile in the same state waits for."""
+    from loopscope.watching import _watch
+
+    blocks = []
+
+    class Kept(_watch.Profile):
+        def __init__(self, **options):
+            super().__init__(**options)
+            blocks.append(self)
+
+    monkeypatch.setattr(_watch, "Profile", Kept)
+    wait_bound(2_000_000_000)
+    test_clock.set(START, TICK)
+    _testhooks._fake_samples(samples_from(0, 30_000_000), 1, 50 * US, 0, False, 100_000_000)
+    if block == "watch":
+        with loopscope.watch(dump_dir=tmp_path, block_steps=3, warmup_steps=0,
+                             p99_factor=None) as w:
+            for _ in range(5):
+                with w.step():
+                    pass
+        first = blocks[0]
+        assert w.breach_count == 0 and len(w.steps()) == 5
+    else:
+        first = run(True, sleep_ns=100_000_000)
+    info = first.capture.info()
+    if block == "watch":
+        assert info["pm_wait_ns"] == 0
+        assert first.summary()["overhead"]["metrics_setup_wait_ms"] == 0
+    else:
+        assert 90e6 <= info["pm_wait_ns"] < 2000e6

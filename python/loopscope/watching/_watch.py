@@ -142,7 +142,9 @@ class Watch:
     min_dump_interval_s, max_dumps, max_dump_mb: the dumps' rate limit and caps.
     signal:           SIGUSR1 arms a dump (main thread only; the old handler comes back).
     steps:            a torch.nn.Module whose top-level calls are the steps.
-    syncs, metrics:   sync detection and counters in the light profiles.
+    syncs, metrics:   sync detection and counters in the light profiles (which
+                      never wait for the counters' first set-up in a process: the
+                      rows of steps before sampling begins have no counter figures).
     all_ranks:        under torch.distributed, one rank's breach (or capture) arms
                       every rank's full profile for the same steps, gathered as
                       profile(gather=True) is: rank 0's dump names the straggler (_ranks).
@@ -509,8 +511,14 @@ class Watch:
     # -- profiles ---------------------------------------------------------------
     def _start(self, kind: str) -> None:
         gather = kind == "full" and (self._armed or {}).get("gather", False)
+        # A light block never holds the job up for the counters' first set-up
+        # in a process (H200 2026-11-29 23:55Z: a fresh process's watch
+        # entered in 445-468 ms, 33 ms with metrics off): it reads them
+        # lazily, from when sampling begins.  An armed profile waits, as
+        # any profile does (the set-up is long over by then).
+        metrics = "lazy" if self._metrics and kind == "light" else self._metrics
         prof = Profile(trace=kind == "full", syncs=self._syncs or kind == "full",
-                       metrics=self._metrics, gather=gather, warm_up=kind == "full",
+                       metrics=metrics, gather=gather, warm_up=kind == "full",
                        gather_timeout_s=self._rank_timeout)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", LoopscopeWarning)

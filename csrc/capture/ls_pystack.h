@@ -19,4 +19,11 @@
  * returns how many.  Safe with or without the GIL. */
 int ls_pystack_capture(ls_frame *frames, int max);
 
+/* The test hooks' way to the kept source positions: the position (line,
+ * column, end line, end column) of `byte_offset` in `code` as a frame gets
+ * it, kept under the address `key` as if `code` lived there (a code object
+ * made again where a dropped one was).  1, or 0 when there is none
+ * (Python 3.10 keeps none). */
+int ls_pystack_locate_as(const void *key, void *code, int byte_offset, int position[4]);
+
 #endif

@@ -24,6 +24,7 @@
 #include "ls_pmavail.h"
 #include "ls_pmcache.h"
 #include "ls_pmsampling.h"
+#include "ls_pystack.h"
 #include "ls_metric_choice.h"
 #include "ls_metrics.h"
 #include "ls_pyvalues.h"
@@ -292,6 +293,35 @@ static PyObject *fake_context_created(PyObject *module, PyObject *unused)
     ls_switchboard_callback(NULL, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED,
                             &data);
     Py_RETURN_NONE;
+}
+
+/* _locate_as(code, byte_offset, as_code): the source position a frame of
+ * `code` at `byte_offset` gets, (line, col, end_line, end_col), kept under
+ * as_code's address, as if `code` had been made where as_code is (a code
+ * object dropped and another made at its address); None where there is
+ * none. */
+static PyObject *locate_as(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *code, *as_code;
+    int byte_offset;
+    if (!PyArg_ParseTuple(args, "O!iO!:_locate_as", &PyCode_Type, &code, &byte_offset,
+                          &PyCode_Type, &as_code))
+        return NULL;
+    PyObject *bytecode = PyObject_GetAttrString(code, "co_code");
+    if (bytecode == NULL)
+        return NULL;
+    Py_ssize_t nbytes = PyBytes_Check(bytecode) ? PyBytes_GET_SIZE(bytecode) : 0;
+    Py_DECREF(bytecode);
+    if (byte_offset < 0 || byte_offset >= nbytes) {
+        PyErr_Format(PyExc_ValueError, "_locate_as: byte_offset %d is outside the code's %zd bytes",
+                     byte_offset, nbytes);
+        return NULL;
+    }
+    int at[4];
+    if (!ls_pystack_locate_as(as_code, code, byte_offset, at))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(iiii)", at[0], at[1], at[2], at[3]);
 }
 
 /* How long a probe waits for the worker thread to end. */
@@ -1334,6 +1364,8 @@ PyMethodDef ls_test_hook_methods[] = {
      "_pmcache(op, folder, chip, names, cupti_version, availability, kept=None, image=None):"
      " test hook over the PM config cache files; op 'store' -> path, 'load' -> (found, "
      "kept, image, note), 'path' -> path."},
+    {"_locate_as", locate_as, METH_VARARGS,
+     "_locate_as(code, byte_offset, as_code): test hook, a frame's kept source position."},
     {"_fake_context_created", fake_context_created, METH_NOARGS,
      "_fake_context_created(): test hook, CUPTI's resource callback for a new CUDA context."},
     {"_choose_metrics", choose_metrics, METH_VARARGS,

@@ -19,7 +19,7 @@ REBUILD = ("this build of loopscope has no test hooks: rebuild it with LOOPSCOPE
 try:
     from ._core import (_activity_back_to_back, _callback_wanted, _capture_pending, _choose_metrics, _decoder_probe,
                         _beside_decode, _decoder_state, _fake_context_created, _fake_samples, _filter_window, _finish_delay,
-                        _ids_sort_unique, _inject_calls, _launches_latest_id, _names, _names_hammer, _open_ranges, _pmavail, _pmcache, _radix_order,
+                        _ids_sort_unique, _inject_calls, _launches_latest_id, _locate_as, _names, _names_hammer, _open_ranges, _pmavail, _pmcache, _radix_order,
                         _sample_clock_offset, _sample_wanted, _sampler_keep, _sampler_state, _settle_samples, _split_after_stop,
                         _tick_starts)
 except ImportError:
@@ -30,6 +30,6 @@ _set_test_clock = _core._set_test_clock
 
 __all__ = ["_activity_back_to_back", "_beside_decode", "_callback_wanted", "_capture_pending", "_choose_metrics", "_decoder_probe", "_decoder_state",
            "_fake_context_created", "_fake_samples", "_filter_window", "_finish_delay", "_ids_sort_unique", "_inject",
-           "_inject_calls", "_launches_latest_id", "_names", "_names_hammer", "_open_ranges", "_pmavail", "_pmcache",
+           "_inject_calls", "_launches_latest_id", "_locate_as", "_names", "_names_hammer", "_open_ranges", "_pmavail", "_pmcache",
            "_radix_order",
            "_sample_clock_offset", "_sample_wanted", "_sampler_keep", "_sampler_state", "_set_test_clock", "_settle_samples", "_split_after_stop", "_tick_starts"]

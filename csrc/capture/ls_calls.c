@@ -23,6 +23,7 @@ static void next_epoch(void)
 
 int ls_calls_reset(void)
 {
+    ls_pystack_prepare(); /* the stacks these calls will read */
     next_epoch();
     return ls_slots_reset(&store);
 }

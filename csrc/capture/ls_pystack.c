@@ -89,7 +89,8 @@ static int truth_test_at(PyCodeObject *code, int byte_offset)
  * cannot read another's lines).  Only the position is kept: a truth test
  * is read live, since instrumentation can rewrite the instruction.  The
  * table is taken with a try-lock, so a callback never waits (a busy table
- * is a miss), and a fork child empties it. */
+ * is a miss), and a fork child empties it (ls_pystack_prepare registers
+ * that outside any callback: pthread_atfork may allocate). */
 #define LS_LOC_SLOTS 1024
 #define LS_LOC_ARENA (256 * 1024) /* the line tables' copies; full: all entries go */
 typedef struct {
@@ -129,7 +130,6 @@ static int locate_as(const void *key, PyCodeObject *code, int byte_offset, int *
     Py_ssize_t size = PyBytes_GET_SIZE(code->co_linetable);
     uint64_t h = (uint64_t)(uintptr_t)key ^ ((uint64_t)(uint32_t)byte_offset * 0x9e3779b97f4a7c15ULL);
     ls_loc_slot *slot = &locs[(h ^ (h >> 29)) & (LS_LOC_SLOTS - 1)];
-    pthread_once(&locs_once, locs_watch_forks);
     int held = !atomic_flag_test_and_set_explicit(&locs_busy, memory_order_acquire);
     if (held && slot->table != NULL && slot->code == key && slot->byte_offset == byte_offset &&
         slot->first_line == code->co_firstlineno && slot->table_size == size &&
@@ -156,14 +156,19 @@ static int locate_as(const void *key, PyCodeObject *code, int byte_offset, int *
     return found;
 }
 
+void ls_pystack_prepare(void) { pthread_once(&locs_once, locs_watch_forks); }
+
 int ls_pystack_locate_as(const void *key, void *code, int byte_offset, int position[4])
 {
+    ls_pystack_prepare();
     if (!PyCode_Check((PyObject *)code))
         return 0;
     return locate_as(key, (PyCodeObject *)code, byte_offset, &position[0], &position[1],
                      &position[2], &position[3]);
 }
 #else
+void ls_pystack_prepare(void) {}
+
 int ls_pystack_locate_as(const void *key, void *code, int byte_offset, int position[4])
 {
     (void)key;

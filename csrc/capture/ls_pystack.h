@@ -19,6 +19,10 @@
  * returns how many.  Safe with or without the GIL. */
 int ls_pystack_capture(ls_frame *frames, int max);
 
+/* Before the first capture, from a Python thread (a session's start): what
+ * the kept source positions need once a process (a fork handler). */
+void ls_pystack_prepare(void);
+
 /* The test hooks' way to the kept source positions: the position (line,
  * column, end line, end column) of `byte_offset` in `code` as a frame gets
  * it, kept under the address `key` as if `code` lived there (a code object

@@ -232,6 +232,11 @@ def parent(args: argparse.Namespace) -> int:
             line += (f" steps kept {last['steps']}, breaches {last['breaches']}, dumps {last['dumps']}, "
                      f"blocks {last['blocks']}, missing {sorted(last['missing'])} |")
         print(line)
+    # each process's calls in order: a slow start (seen 2026-11-29 23:55Z:
+    # the first 3-6 calls of 2 of 4 watched processes) shows here
+    for v in variants:
+        for i, x in enumerate(results[v]):
+            print(f"{v} process {i + 1} calls (ms): {[round(c * 1e3) for c in x['calls_s']]}")
     return 0 if ok else 1
 
 

@@ -433,6 +433,7 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unkno
     stacks become sites (a trace file's need their own, see _analyze)."""
     resolver = resolver or Resolver()
     sites: dict[tuple[Any, ...], dict[str, Any]] = {}
+    steps_of: dict[tuple[Any, ...], set[int]] = {}  # each site's steps, for `in`
     entry_of: list[dict[str, Any]] = [{}] * len(syncs)  # per model sync: its site's entry
     by_kind: dict[str, int] = {}
     blocked_ns = 0
@@ -448,6 +449,7 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unkno
                thread_id if site.file is None else None)
         entry = sites.get(key)
         if entry is None:
+            steps_of[key] = set()
             entry = sites[key] = {
                 "file": site.file, "line": site.line, "function": site.function,
                 "code": site.code, "call": site.call, "kind": site.kind, "count": 0,
@@ -467,8 +469,9 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unkno
         entry["cost_in_steps_ms"] += (0 if step is None else cost_ns) / 1e6
         entry["blocked_in_steps_ms"] += (0 if step is None else blocked) / 1e6
         blocked_in_steps_ns += 0 if step is None else blocked
-        if step is not None and step not in entry["steps"]:
-            entry["steps"].append(step)
+        if step is not None and step not in steps_of[key]:
+            steps_of[key].add(step)  # a set beside the list: a long block's site has
+            entry["steps"].append(step)  # thousands (a list's `in` made summary() quadratic)
         for i in call_ids:
             api = calls[i]["api"] or "?"
             entry["apis"][api] = entry["apis"].get(api, 0) + 1

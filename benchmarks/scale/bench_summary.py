@@ -16,7 +16,11 @@ summary() resolves the sites as a live one does (Capture.calls(), the source
 parse, build_syncs).  It prints the process's first summary() (which parses
 those modules) and the median of --repeat rebuilds, with the main pieces.
 
+--sync-steps N,...: light profiles of N steps with one sync each (a watch's
+block of generate()), the first summary() of each.
+
 Usage: python benchmarks/scale/bench_summary.py [--synthetic] [--layers] [--kernels 1100] [--repeat 50]
+       python benchmarks/scale/bench_summary.py --sync-steps 400,1600,3200,6400
        python benchmarks/scale/bench_summary.py --recording benchmarks/data/gpt2_generate64.json.gz
               [--repeat 7]
 """
@@ -265,6 +269,30 @@ def bench_recording(path: str, repeat: int) -> None:
           f"{info['finish_phases_ns']['records'] / 1e6:.3f} ms")
 
 
+def bench_sync_steps(counts: list[int], repeat: int) -> None:
+    """A light profile (trace=False, metrics=False) of N steps with one sync
+    each (a copy and a stream sync, from one line: one site), as a watch's
+    block of GPT-2 generate() holds (~1 sync a step at a few sites); the
+    first summary() of each, median of `repeat` profiles.  Linear in the
+    steps since 2026-11-30 (a site's step list was searched per sync)."""
+    sync = functools.partial(_testhooks._inject_calls,
+                             [("cudaMemcpyAsync", 1_000, 7), ("cudaStreamSynchronize", 1_000)])
+    print("| steps | syncs | summary() | µs a step |")
+    print("|---|---|---|---|")
+    for n in counts:
+        times = []
+        for _ in range(repeat):
+            with loopscope.profile(trace=False, metrics=False) as prof:
+                for _ in range(n):
+                    with prof.step():
+                        sync()
+            t0 = time.perf_counter_ns()
+            s = prof.summary()
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+        ms = statistics.median(times)
+        print(f"| {n} | {s['syncs']['count']} | {ms:.1f} ms | {ms * 1e3 / n:.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--synthetic", action="store_true")
@@ -272,7 +300,12 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=1100)
     parser.add_argument("--repeat", type=int, default=None, help="50, or 7 with --recording")
     parser.add_argument("--recording", help="a loopscope recording, replayed as a live capture")
+    parser.add_argument("--sync-steps", help="e.g. 400,1600,3200: light profiles of that many "
+                        "steps with one sync each (a watch's block)")
     args = parser.parse_args()
+    if args.sync_steps:
+        bench_sync_steps([int(n) for n in args.sync_steps.split(",")], args.repeat or 5)
+        return
     if args.recording:
         bench_recording(args.recording, args.repeat or 7)
         return

@@ -433,7 +433,6 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unkno
     stacks become sites (a trace file's need their own, see _analyze)."""
     resolver = resolver or Resolver()
     sites: dict[tuple[Any, ...], dict[str, Any]] = {}
-    steps_of: dict[tuple[Any, ...], set[int]] = {}  # each site's steps, for `in`
     entry_of: list[dict[str, Any]] = [{}] * len(syncs)  # per model sync: its site's entry
     by_kind: dict[str, int] = {}
     blocked_ns = 0
@@ -449,11 +448,10 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unkno
                thread_id if site.file is None else None)
         entry = sites.get(key)
         if entry is None:
-            steps_of[key] = set()
             entry = sites[key] = {
                 "file": site.file, "line": site.line, "function": site.function,
                 "code": site.code, "call": site.call, "kind": site.kind, "count": 0,
-                "blocked_ms": 0.0, "steps": [],
+                "blocked_ms": 0.0, "steps": set(),
                 "thread_id": resolver.thread_names.get(thread_id, thread_id), "apis": {},
                 "first_ns": start_ns, "gap_ms": 0.0, "gap_in_steps_ms": 0.0,
                 "blocked_in_steps_ms": 0.0, "cost_ms": 0.0, "cost_in_steps_ms": 0.0,
@@ -469,9 +467,6 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unkno
         entry["cost_in_steps_ms"] += (0 if step is None else cost_ns) / 1e6
         entry["blocked_in_steps_ms"] += (0 if step is None else blocked) / 1e6
         blocked_in_steps_ns += 0 if step is None else blocked
-        if step is not None and step not in steps_of[key]:
-            steps_of[key].add(step)  # a set beside the list: a long block's site has
-            entry["steps"].append(step)  # thousands (a list's `in` made summary() quadratic)
         for i in call_ids:
             api = calls[i]["api"] or "?"
             entry["apis"][api] = entry["apis"].get(api, 0) + 1
@@ -479,6 +474,9 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unkno
         blocked_ns += blocked
         if step is not None:
             in_steps += 1
+            # a set while building: a long block's site has thousands of
+            # steps (a list's `in` made summary() quadratic in them)
+            entry["steps"].add(step)
     ordered = sorted(sites.values(), key=lambda s: (-s["blocked_ms"], -s["count"], s["first_ns"]))
     for s in ordered:
         s["blocked_ms"] = round(s["blocked_ms"], 6)
@@ -486,7 +484,7 @@ def build_syncs(calls: list[dict[str, Any]], syncs: list[tuple[Any, ...]], unkno
         s["gap_in_steps_ms"] = round(s["gap_in_steps_ms"], 6)
         for figure in ("blocked_in_steps_ms", "cost_ms", "cost_in_steps_ms"):
             s[figure] = round(s[figure], 6)
-        s["steps"].sort()
+        s["steps"] = sorted(s["steps"])
     position = {id(s): k for k, s in enumerate(ordered)}
     section = SyncSection({
         "count": len(syncs),

@@ -19,6 +19,7 @@ steps it kept and how many breaches it saw (must be 0).
   python benchmarks/watch/watch_generate.py --calls 40 --rounds 2
   python benchmarks/watch/watch_generate.py --calls 20 --rounds 1 --variants bare,watch,watch_nosync,watch_nometrics,watch_host
   python benchmarks/watch/watch_generate.py --in-process watch,watch_nosync --calls 4 --rounds 9
+  python benchmarks/watch/watch_generate.py --in-process watch,watch_nosync --calls 2 --rounds 14 --settle
 """
 from __future__ import annotations
 
@@ -123,6 +124,13 @@ def in_process(args: argparse.Namespace) -> int:
     torch.cuda.synchronize()
     variants = ["bare", *args.in_process.split(",")]
 
+    def sampler_state():
+        try:
+            from loopscope import _testhooks  # a build with LOOPSCOPE_TEST_HOOKS=1
+        except ImportError:
+            return "unknown"
+        return _testhooks._sampler_state()[0]
+
     def timed_calls():
         out = []
         for _ in range(args.calls):
@@ -138,7 +146,16 @@ def in_process(args: argparse.Namespace) -> int:
         row = {}
         for v in order:
             if v == "bare":
-                row[v] = {"calls": timed_calls()}
+                # a bare block right after a watched one may run beside a
+                # sampler still running (it keeps running 1 s after its last
+                # window): its state is noted, and --settle waits it out
+                state, waited = sampler_state(), 0.0
+                if args.settle and state == "running":
+                    t = time.perf_counter()
+                    while sampler_state() == "running" and time.perf_counter() - t < 5.0:
+                        time.sleep(0.05)
+                    waited = time.perf_counter() - t
+                row[v] = {"calls": timed_calls(), "sampler": state, "settled_s": waited}
                 continue
             t0 = time.perf_counter()
             block = (loopscope.profile(trace=False, steps=model, **PROFILE_OPTIONS[v])
@@ -195,6 +212,10 @@ def in_process(args: argparse.Namespace) -> int:
               f"{statistics.median(xs) / statistics.median(bare):.3f} | {lower_quartile(xs) * 1e3:.1f} ms | "
               f"{lower_quartile(xs) / lower_quartile(bare):.3f} | {statistics.median(per_round):.3f} "
               f"[{q[0]:.3f}, {q[-1]:.3f}] | {block:.3f} | {per_round} | {times} |")
+    states = [x["bare"]["sampler"] for x in later]
+    print(f"bare blocks begun beside a running sampler: {states.count('running')} of {len(states)}"
+          + (f" (--settle waited {statistics.median(x['bare']['settled_s'] for x in later):.2f} s, "
+             f"median)" if args.settle else ""))
     for v in variants:  # what each block held: the watch's block size and rotation cost, the profile's steps and syncs
         last = later[-1][v]
         if "blocks" in last:
@@ -273,6 +294,9 @@ def main() -> int:
     p.add_argument("--in-process", metavar="VARIANTS",
                    help="one process: bare and each of VARIANTS (comma-separated: "
                         + ", ".join(IN_PROCESS) + ") in blocks of --calls, rotated, --rounds times")
+    p.add_argument("--settle", action="store_true",
+                   help="--in-process: before a bare block, wait until the sampler stops "
+                        "running (it runs on 1 s after a watch), so bare calls pay none of it")
     p.add_argument("--variant", choices=("bare", *WATCH_OPTIONS), help=argparse.SUPPRESS)
     args = p.parse_args()
     if not args.variant and (args.variants.split(",")[0] != "bare"

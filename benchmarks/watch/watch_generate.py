@@ -58,7 +58,6 @@ def child(args: argparse.Namespace) -> dict:
     torch.cuda.synchronize()
     out = {"variant": args.variant}
     calls = []  # each generate()'s own time: steady state apart from enter and exit
-
     others = []  # CPU time of the process's other threads (the sampler's decoding) a call
 
     def run_calls():
@@ -115,6 +114,16 @@ def in_process(args: argparse.Namespace) -> int:
 
     import loopscope
 
+    try:
+        from loopscope import _testhooks  # a build with LOOPSCOPE_TEST_HOOKS=1
+        sampler_state = lambda: _testhooks._sampler_state()[0]  # noqa: E731
+    except ImportError as error:
+        if args.settle:
+            print(f"--settle reads the sampler's state through the test hooks: {error}",
+                  file=sys.stderr)
+            return 2
+        sampler_state = lambda: "unknown"  # noqa: E731
+
     sys.path.insert(0, os.path.join(HERE, "..", "cost"))
     from overhead import build_gpt2
 
@@ -123,13 +132,6 @@ def in_process(args: argparse.Namespace) -> int:
         loop()
     torch.cuda.synchronize()
     variants = ["bare", *args.in_process.split(",")]
-
-    def sampler_state():
-        try:
-            from loopscope import _testhooks  # a build with LOOPSCOPE_TEST_HOOKS=1
-        except ImportError:
-            return "unknown"
-        return _testhooks._sampler_state()[0]
 
     def timed_calls():
         out = []
@@ -213,9 +215,12 @@ def in_process(args: argparse.Namespace) -> int:
               f"{lower_quartile(xs) / lower_quartile(bare):.3f} | {statistics.median(per_round):.3f} "
               f"[{q[0]:.3f}, {q[-1]:.3f}] | {block:.3f} | {per_round} | {times} |")
     states = [x["bare"]["sampler"] for x in later]
-    print(f"bare blocks begun beside a running sampler: {states.count('running')} of {len(states)}"
-          + (f" (--settle waited {statistics.median(x['bare']['settled_s'] for x in later):.2f} s, "
-             f"median)" if args.settle else ""))
+    if "unknown" in states:
+        print("bare blocks begun beside a running sampler: not known (a build without test hooks)")
+    else:
+        print(f"bare blocks begun beside a running sampler: {states.count('running')} of {len(states)}"
+              + (f" (--settle waited {statistics.median(x['bare']['settled_s'] for x in later):.2f} s, "
+                 f"median)" if args.settle else ""))
     for v in variants:  # what each block held: the watch's block size and rotation cost, the profile's steps and syncs
         last = later[-1][v]
         if "blocks" in last:
@@ -260,7 +265,7 @@ def parent(args: argparse.Namespace) -> int:
         bare_call = statistics.median(c for x in results["bare"] for c in x["calls_s"][1:])
         slowest = max(max(x["calls_s"]) for x in xs)
         quiet = statistics.median(lower_quartile(x["calls_s"][1:]) for x in xs)
-        other_cpu = statistics.median(c for x in xs for c in x.get("other_threads_cpu_s", [0])[1:] or [0])
+        other_cpu = statistics.median(c for x in xs for c in x["other_threads_cpu_s"][1:])
         line = (f"| {v} | {med:.3f} s | {med / bare:.3f}x | per round {per_round} | a call "
                 f"(median, first left out) {call * 1e3:.1f} ms = {call / bare_call:.3f}x, slowest "
                 f"{slowest * 1e3:.0f} ms | a process's quiet calls (lower quartile, median of processes) "

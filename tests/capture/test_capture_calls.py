@@ -153,7 +153,7 @@ def test_a_code_object_made_where_a_dropped_one_was_reads_its_own_position():
     # a first line two greater.
     lower = make(3, blank_lines_before=2).__code__
     assert lower.co_linetable == first.co_linetable
-    assert _testhooks._locate_as(first, offset, first) == position(first, offset)
+    assert _testhooks._locate_as(first, offset, first) == position(first, offset)  # first's again
     assert _testhooks._locate_as(lower, offset, first) == position(lower, offset)
     assert position(lower, offset)[0] == position(first, offset)[0] + 2
 

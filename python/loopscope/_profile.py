@@ -325,7 +325,8 @@ class Profile:
                         and at its end (default 5 s) before naming them missing.
     steps:              a torch.nn.Module whose top-level calls are the steps (decode
                         loops with no place for prof.step(), e.g. model.generate()):
-                        each step lasts from one call to the next (see _module_steps).
+                        each step lasts from one call to the next, or until the function
+                        that made the call returns (Python 3.12+; see _module_steps).
     graph_kernels:      only after loopscope.prepare() (graph-level mode, where each
                         CUDA-graph replay is one span): record each replay's kernels one by
                         one in this profile, at per-kernel cost.  Should the profiled code

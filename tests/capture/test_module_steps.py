@@ -8,14 +8,17 @@ injected (the syncs through the real switchboard from the module's own
 Python lines)."""
 from __future__ import annotations
 
+import cProfile
 import functools
 import itertools
 import sys
+import time
 
 import pytest
 
 import loopscope
 from loopscope import _testhooks
+from loopscope.live import _module_steps
 
 torch = pytest.importorskip("torch", reason="steps=module takes a torch.nn.Module")
 
@@ -92,8 +95,14 @@ def test_each_top_level_call_is_a_step_with_both_syncs(test_clock, depth):
     assert sites[LINES["stop"]]["count"] == TOKENS
     assert sites[LINES["mask"]]["count"] == TOKENS * (depth + 1)
     assert s["steps_from"] == "module"
-    assert s["module_steps"] == {"calls": TOKENS, "skipped": 0, "errors": []}
-    # a step lasts until the next call begins; the last until the profile's end
+    # Python 3.12+ sees generate()'s return and ends the last step there
+    # (the tests below); before, it lasts to the end
+    seen = sys.version_info >= (3, 12)
+    assert s["module_steps"] == {
+        "calls": TOKENS, "skipped": 0, "errors": [], "ended_by_return": int(seen),
+        "ends": "caller_return" if seen else "next_call: Python < 3.12 has no sys.monitoring"}
+    # a step lasts until the next call begins; the last until generate()
+    # returns or the profile's end
     model_steps = prof.model.steps()
     for a, b in zip(model_steps, model_steps[1:]):
         assert a["end_ns"] <= b["start_ns"]
@@ -146,3 +155,281 @@ def test_steps_must_be_a_module(bad):
     with pytest.raises(TypeError, match="steps must be a torch.nn.Module .each top-level call "
                                         "of it is a step., got"):
         loopscope.profile(steps=bad)
+
+
+# -- where a step ends: the next call, or the caller's return ----------------
+# A step ends at the module's next top-level call, or when the function that
+# made the call returns, whichever comes first (the first frame outside
+# torch's package; Python 3.12+'s sys.monitoring sees the return).  So the
+# time after a decode loop (`generate()` returned, a server waiting for its
+# next request) belongs to no step, and an idle spell never breaches a
+# watch's budget.  Most tests run on every Python with a stand-in for
+# sys.monitoring that the decode loop tells of its own return (the real
+# event is what that stands in for); the last ones use the real one (3.12+).
+
+N = 3
+PY_RETURN = 1 << 1
+AT = {}
+
+# a C callable, so the sync's site is the Python line that calls it
+one_sync = functools.partial(next, map(_testhooks._inject_calls, itertools.repeat(
+    [("cudaMemcpyAsync", 1_000, 0), ("cudaStreamSynchronize", 1_000)])))
+
+
+class FakeMonitoring:
+    """The part of sys.monitoring that CallerReturns uses, with the tool ids
+    `taken` held by another tool.  `returning()`, called by a function just
+    before it returns, stands in for the PY_RETURN event."""
+
+    class events:
+        PY_RETURN = PY_RETURN
+
+    def __init__(self, taken=()) -> None:
+        self.tools = {t: "another tool" for t in taken}
+        self.callbacks = {}
+        self.local = {}
+        self.returns = None
+
+    def get_tool(self, tool):
+        return self.tools.get(tool)
+
+    def use_tool_id(self, tool, name):
+        if tool in self.tools:
+            raise ValueError(f"tool {tool} is already in use")
+        self.tools[tool] = name
+
+    def register_callback(self, tool, event, func):
+        self.callbacks[(tool, event)] = func
+
+    def set_local_events(self, tool, code, events):
+        if events:
+            self.local[(tool, code)] = events
+        else:
+            self.local.pop((tool, code), None)
+
+    def free_tool_id(self, tool):
+        del self.tools[tool]
+
+    def returning(self) -> None:
+        frame = sys._getframe(1)
+        if any(code is frame.f_code and ev & PY_RETURN and self.callbacks.get((tool, PY_RETURN))
+               for (tool, code), ev in self.local.items()):
+            self.returns.returned(frame)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monitoring = FakeMonitoring()
+    monitoring.returns = _module_steps.CallerReturns(monitoring)
+    monkeypatch.setattr(_module_steps, "RETURNS", monitoring.returns)
+    return monitoring
+
+
+def decode(model, fake=None, tokens=N):
+    """A decode loop: a forward, then a stopping check's sync, per token."""
+    x = torch.zeros(1)
+    for _ in range(tokens):
+        x = model(x)
+        AT["stop"] = here() + 1
+        one_sync()
+    if fake is not None:
+        fake.returning()
+    return x
+
+
+def serve(model, fake, requests=2):
+    """Requests one after another, with host work and a sync between them
+    that belong to no step."""
+    for _ in range(requests):
+        decode(model, fake)
+        AT["between"] = here() + 1
+        one_sync()
+
+
+def site_steps(summary, line):
+    (site,) = [s for s in summary["syncs"]["sites"] if s["line"] == line]
+    return site["steps"], site["count"]
+
+
+def test_a_step_ends_when_its_caller_returns(test_clock, fake):
+    model = Block()
+    with loopscope.profile(steps=model) as prof:
+        serve(model, fake)
+    s = prof.summary()
+    assert len(s["steps"]) == 2 * N
+    assert s["module_steps"]["ends"] == "caller_return"
+    assert s["module_steps"]["ended_by_return"] == 2
+    # the stopping checks are in their steps; the syncs between requests in none
+    assert site_steps(s, AT["stop"]) == (list(range(2 * N)), 2 * N)
+    assert site_steps(s, AT["between"]) == ([], 2)
+    steps = prof.model.steps()
+    syncs = sorted(sync[0] for sync in prof.model.syncs())  # (start_ns, end_ns, ...)
+    between = [t for t in syncs if not any(st["start_ns"] <= t <= st["end_ns"] for st in steps)]
+    assert len(between) == 2
+    assert steps[N - 1]["end_ns"] < between[0] < steps[N]["start_ns"]
+    # only the decode loop's code was watched, and it is all given back
+    assert fake.local == {} and fake.tools == {}
+    assert _module_steps.RETURNS.listeners == ()
+
+
+def test_a_return_from_another_frame_of_the_same_code_leaves_the_step_open(test_clock, fake):
+    """A recursive call of the caller that returns while the outer frame's
+    step is open: that step goes on until the outer frame returns."""
+    model = Block()
+
+    def loop(n, fake):
+        if n:
+            model(torch.zeros(1))
+            loop(n - 1, fake)          # its return must not end the step opened above
+            AT["after_inner"] = here() + 1
+            one_sync()
+        fake.returning()
+
+    with loopscope.profile(steps=model) as prof:
+        loop(1, fake)
+        AT["outside"] = here() + 1
+        one_sync()
+    s = prof.summary()
+    assert len(s["steps"]) == 1 and s["module_steps"]["ended_by_return"] == 1
+    assert site_steps(s, AT["after_inner"]) == ([0], 1)
+    assert site_steps(s, AT["outside"]) == ([], 1)
+
+
+def test_torch_wrappers_are_looked_through(test_clock, fake):
+    """The module called by a wrapper in torch (Sequential here, DDP or
+    DataParallel alike): the caller is the user's function, so the step
+    goes on after the wrapper's forward returns."""
+    model = Block()
+    wrapper = torch.nn.Sequential(model)
+
+    def train(n, fake):
+        for _ in range(n):
+            wrapper(torch.zeros(1))
+            AT["after_wrapper"] = here() + 1
+            one_sync()
+        fake.returning()
+
+    with loopscope.profile(steps=model) as prof:
+        train(2, fake)
+    s = prof.summary()
+    assert [code.co_name for (_, code) in fake.local] == []  # given back at the end
+    assert site_steps(s, AT["after_wrapper"]) == ([0, 1], 2)
+    assert s["module_steps"]["ended_by_return"] == 1
+
+
+def test_the_watched_code_is_the_callers(test_clock, fake):
+    model = Block()
+    wrapper = torch.nn.Sequential(model)
+    seen = []
+
+    def train(fake):
+        wrapper(torch.zeros(1))
+        seen.extend(code.co_name for (_, code) in fake.local)
+        fake.returning()
+
+    with loopscope.profile(steps=model):
+        train(fake)
+    assert seen == ["train"]
+
+
+def test_taken_tool_ids_keep_steps_to_the_next_call(test_clock, monkeypatch):
+    monitoring = FakeMonitoring(taken=(3, 4))
+    monitoring.returns = _module_steps.CallerReturns(monitoring)
+    monkeypatch.setattr(_module_steps, "RETURNS", monitoring.returns)
+    model = Block()
+    with loopscope.profile(steps=model) as prof:
+        serve(model, monitoring)
+    s = prof.summary()
+    assert s["module_steps"]["ends"] == ("next_call: sys.monitoring tool ids 4, 3 are taken "
+                                         "(another tool, another tool)")
+    assert s["module_steps"]["ended_by_return"] == 0
+    # the old rule: the sync after the first request is in its last step
+    assert site_steps(s, AT["between"]) == ([N - 1, 2 * N - 1], 2)
+    assert monitoring.tools == {3: "another tool", 4: "another tool"}
+
+
+def test_the_rule_that_held_is_named_for_this_python(test_clock):
+    model = Block()
+    with loopscope.profile(steps=model) as prof:
+        decode(model)
+    ends = prof.summary()["module_steps"]["ends"]
+    if sys.version_info >= (3, 12):
+        assert ends == "caller_return"
+    else:
+        assert ends == "next_call: Python < 3.12 has no sys.monitoring"
+
+
+def test_idle_between_calls_breaches_no_watch_budget(tmp_path, fake):
+    """A server idle between requests (0.15 s, budget 50 ms): no step is
+    over budget, as each request's last step ended with decode()."""
+    model = Block()
+    with loopscope.watch(dump_dir=tmp_path, steps=model, step_budget_ms=50, warmup_steps=0,
+                         p99_factor=None, block_steps=2) as w:
+        for _ in range(3):
+            decode(model, fake)
+            time.sleep(0.15)
+    rows = w.steps()
+    assert len(rows) == 3 * N
+    assert [r["step"] for r in rows if r["breach"]] == []
+    assert max(r["host_ms"] for r in rows) < 50
+    assert w.summary()["breaches"] == 0
+    assert w.summary()["module_steps"]["ends"] == "caller_return"
+    assert w.summary()["module_steps"]["ended_by_return"] == 3
+
+
+def test_idle_breaches_when_the_return_is_not_seen(tmp_path, monkeypatch):
+    """The other side: with the return unseen (tool ids taken), each
+    request's last step holds the idle time and breaches."""
+    monitoring = FakeMonitoring(taken=(3, 4))
+    monitoring.returns = _module_steps.CallerReturns(monitoring)
+    monkeypatch.setattr(_module_steps, "RETURNS", monitoring.returns)
+    model = Block()
+    with loopscope.watch(dump_dir=tmp_path, steps=model, step_budget_ms=50, warmup_steps=0,
+                         p99_factor=None, block_steps=2, min_dump_interval_s=0) as w:
+        for _ in range(3):
+            decode(model, monitoring)
+            time.sleep(0.15)
+    breached = [r["step"] for r in w.steps() if r["breach"]]
+    assert N - 1 in breached and 2 * N - 1 in breached
+    assert w.summary()["module_steps"]["ends"].startswith("next_call: sys.monitoring tool ids")
+
+
+real = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is Python 3.12+")
+
+
+@real
+@pytest.mark.parametrize("under_cprofile", [False, True])
+def test_the_real_return_event_ends_the_step(test_clock, under_cprofile):
+    """sys.monitoring itself, alone and beside cProfile (which takes
+    PROFILER_ID, 2): each request's last step ends with decode(), and the
+    tool id is given back."""
+    model = Block()
+    profiler = cProfile.Profile()
+    if under_cprofile:
+        profiler.enable()
+    try:
+        with loopscope.profile(steps=model) as prof:
+            serve(model, None)
+    finally:
+        if under_cprofile:
+            profiler.disable()
+    s = prof.summary()
+    assert s["module_steps"]["ends"] == "caller_return"
+    assert s["module_steps"]["ended_by_return"] == 2
+    assert site_steps(s, AT["between"]) == ([], 2)
+    assert site_steps(s, AT["stop"]) == (list(range(2 * N)), 2 * N)
+    assert all(sys.monitoring.get_tool(t) != _module_steps._TOOL_NAME for t in range(6))
+    # the code object is no longer instrumented for the tool
+    assert all(sys.monitoring.get_local_events(t, decode.__code__) == 0 for t in (3, 4))
+
+
+@real
+def test_the_real_return_event_spares_a_watched_server_its_idle(tmp_path):
+    model = Block()
+    with loopscope.watch(dump_dir=tmp_path, steps=model, step_budget_ms=50, warmup_steps=0,
+                         p99_factor=None, block_steps=2) as w:
+        for _ in range(3):
+            decode(model)
+            time.sleep(0.15)
+    assert len(w.steps()) == 3 * N
+    assert [r["step"] for r in w.steps() if r["breach"]] == []

@@ -4,10 +4,21 @@ top-level call of `module` a step, for loops that have no place to put
 
 A step begins when the module is called from outside itself (a call inside
 its own forward is part of the step) and lasts until its next top-level
-call begins on the same thread, or the profile ends: so the host work after
+call begins on the same thread, or until the function that made the call
+returns, or the profile ends, whichever comes first: so the host work after
 a forward (sampling the token, the stopping check and its `.item()`-like
 syncs) belongs to the step of that forward, as one iteration of the decode
-loop.  Steps are named as `prof.step()` names them (step_name, "Step_{i}").
+loop, and the time after the loop (`generate()` returned; a server waiting
+for its next request) belongs to no step.  The calling function is the first
+frame outside torch's package (so a DDP or DataParallel wrapper is looked
+through: a training loop that calls its model from its own loop body keeps
+each step from one call to the next).  Its return is seen through
+sys.monitoring (Python 3.12+: a PY_RETURN event on that one code object; a
+function that exits by an exception is not seen, and its step ends at the
+next call).  Python 3.10 and 3.11 have no such event: there a step lasts
+until the next call, and the summary's `module_steps["ends"]` says which
+rule held.  Steps are named as `prof.step()` names them (step_name,
+"Step_{i}").
 
 How: a forward pre-hook (prepend=True, so it runs before the module's own
 hooks) and a forward hook (always_call=True, so a forward that raises still
@@ -18,8 +29,93 @@ step that cannot open (the user's own prof.step() is open on the thread)
 is skipped and counted, and the summary says so."""
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import Any
+
+# 2 is sys.monitoring.PROFILER_ID, which cProfile takes on 3.12+: left to it
+_TOOL_IDS = (4, 3)
+_TOOL_NAME = "loopscope steps=module"
+
+
+class CallerReturns:
+    """One sys.monitoring tool for the process: a PY_RETURN event on the
+    code objects of the functions that call a stepped module, dispatched to
+    the ModuleSteps alive.  Claimed when the first ModuleSteps attaches and
+    given back (events off on every code, callback and id freed) when the
+    last detaches.  `monitoring` is sys.monitoring, or a stand-in in tests."""
+
+    def __init__(self, monitoring: Any = getattr(sys, "monitoring", None)) -> None:
+        self.monitoring = monitoring
+        self.lock = threading.Lock()
+        self.tool: int | None = None
+        self.listeners: tuple[ModuleSteps, ...] = ()
+        self.codes: set[Any] = set()
+
+    def attach(self, steps: ModuleSteps) -> str:
+        """"caller_return" when returns are seen, else why not."""
+        m = self.monitoring
+        if m is None:
+            return "next_call: Python < 3.12 has no sys.monitoring"
+        with self.lock:
+            if self.tool is None:
+                for tool in _TOOL_IDS:
+                    if m.get_tool(tool) is None:
+                        try:
+                            m.use_tool_id(tool, _TOOL_NAME)
+                        except ValueError:
+                            continue
+                        m.register_callback(tool, m.events.PY_RETURN, self._on_return)
+                        self.tool = tool
+                        break
+                else:
+                    return (f"next_call: sys.monitoring tool ids {', '.join(map(str, _TOOL_IDS))} "
+                            f"are taken ({', '.join(str(m.get_tool(t)) for t in _TOOL_IDS)})")
+            self.listeners += (steps,)
+        return "caller_return"
+
+    def watch(self, code: Any) -> None:
+        """PY_RETURN on this code object from now on (once per code)."""
+        if code in self.codes:
+            return
+        with self.lock:
+            if self.tool is None or code in self.codes:
+                return
+            m = self.monitoring
+            m.set_local_events(self.tool, code, m.events.PY_RETURN)
+            self.codes.add(code)
+
+    def detach(self, steps: ModuleSteps) -> None:
+        with self.lock:
+            if steps not in self.listeners:
+                return
+            self.listeners = tuple(x for x in self.listeners if x is not steps)
+            if self.listeners or self.tool is None:
+                return
+            m, tool = self.monitoring, self.tool
+            self.tool = None
+            for code in self.codes:
+                m.set_local_events(tool, code, 0)
+            self.codes.clear()
+            m.register_callback(tool, m.events.PY_RETURN, None)
+            m.free_tool_id(tool)
+
+    def _on_return(self, code: Any, offset: int, value: Any) -> None:
+        # the frame returning is the callback's caller
+        self.returned(sys._getframe(1))
+
+    def returned(self, frame: Any) -> None:
+        """`frame` is returning: each ModuleSteps whose open step it made
+        ends that step.  Nothing raises from here into the user's function."""
+        for steps in self.listeners:
+            try:
+                steps.caller_returned(frame)
+            except Exception:  # noqa: BLE001 - caller_returned counts its own
+                pass
+
+
+RETURNS = CallerReturns()
 
 
 def check_module(steps: Any) -> Any:
@@ -37,7 +133,7 @@ def check_module(steps: Any) -> Any:
 class ModuleSteps:
     """The hooks on one module, for one running profile."""
 
-    def __init__(self, prof: Any, module: Any) -> None:
+    def __init__(self, prof: Any, module: Any, returns: CallerReturns | None = None) -> None:
         # Only the profile's (or watch's) step method is kept, not the profile:
         # a Profile's is its Stepper's C method, which holds no reference back,
         # so a finished Profile and its ModuleSteps make no reference cycle.
@@ -45,8 +141,12 @@ class ModuleSteps:
         self._local = threading.local()
         self.calls = 0           # top-level calls seen
         self.skipped = 0         # top-level calls that could not open a step
+        self.ended_by_return = 0  # steps ended by their caller's return
         self.errors: list[str] = []
         self._handles = []
+        self._torch_root = ""    # torch's package folder (its frames are not the caller)
+        self._returns = returns if returns is not None else RETURNS
+        self.ends = self._returns.attach(self)
         try:
             self._handles.append(module.register_forward_pre_hook(
                 self._before, with_kwargs=True, prepend=True))
@@ -72,7 +172,55 @@ class ModuleSteps:
             self.skipped += 1
             if len(self.errors) < 3:
                 self.errors.append(f"{type(error).__name__}: {error}")
+            return None
+        try:
+            if self.ends == "caller_return":
+                self._note_caller(local)
+        except Exception as error:  # the step then ends at the next call
+            if len(self.errors) < 3:
+                self.errors.append(f"{type(error).__name__}: {error}")
         return None
+
+    def _note_caller(self, local: threading.local) -> None:
+        """The open step ends when the function that called the module
+        returns: the first frame outside torch's package (the hook runs in
+        torch/nn/modules/module.py, under the module's __call__)."""
+        if not self._torch_root:
+            torch_module = sys.modules.get("torch.nn.modules.module")
+            tail = os.path.join("nn", "modules", "module.py")
+            name = getattr(torch_module, "__file__", None) or ""
+            if not name.endswith(tail):
+                local.caller = None
+                return
+            self._torch_root = name[:-len(tail)]
+        here = __file__
+        frame: Any = sys._getframe(1)
+        while frame is not None and (frame.f_code.co_filename == here
+                                     or frame.f_code.co_filename.startswith(self._torch_root)):
+            frame = frame.f_back
+        if frame is None:
+            local.caller = None
+            return
+        self._returns.watch(frame.f_code)
+        # the frame lives (and keeps its id) until it returns; no reference
+        # is held, so its locals are never kept past it
+        local.caller = id(frame)
+
+    def caller_returned(self, frame: Any) -> None:
+        """From the PY_RETURN callback, on the returning thread: the open
+        step's caller returned, so the step ends here."""
+        local = self._local
+        if getattr(local, "caller", None) != id(frame) or getattr(local, "depth", 0):
+            return
+        local.caller = None
+        if getattr(local, "step", None) is None:
+            return
+        try:
+            self._close_open()
+            self.ended_by_return += 1
+        except Exception as error:  # never the user's function's problem
+            if len(self.errors) < 3:
+                self.errors.append(f"{type(error).__name__}: {error}")
 
     def enter_call(self, module: Any, args: Any) -> None:
         """The call under way when the hooks were added (`loopscope run
@@ -90,6 +238,7 @@ class ModuleSteps:
     def _close_open(self) -> None:
         step = getattr(self._local, "step", None)
         self._local.step = None
+        self._local.caller = None
         if step is not None:
             step.__exit__(None, None, None)
 
@@ -105,7 +254,10 @@ class ModuleSteps:
     def remove(self) -> None:
         while self._handles:
             self._handles.pop().remove()
+        self._returns.detach(self)
 
     def note(self) -> dict[str, Any]:
-        """summary["steps_from_module"]: what the hooks saw."""
-        return {"calls": self.calls, "skipped": self.skipped, "errors": list(self.errors)}
+        """summary["module_steps"]: what the hooks saw, and which rule ended
+        the steps ("caller_return", or "next_call: why not")."""
+        return {"calls": self.calls, "skipped": self.skipped, "errors": list(self.errors),
+                "ends": self.ends, "ended_by_return": self.ended_by_return}

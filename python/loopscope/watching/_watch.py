@@ -737,6 +737,9 @@ class Watch:
                        if self._rotations else None},
             "p99_host_ms": self._p99_ms,
             "ranks": self._ranks_summary(),
+            # steps=module: calls, which rule ended the steps ("caller_return",
+            # or "next_call: why not") and how many a return ended
+            "module_steps": self._module_steps.note() if self._module_steps is not None else None,
         }
 
     def __repr__(self) -> str:

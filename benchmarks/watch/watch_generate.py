@@ -10,7 +10,10 @@ gives the medians, the whole block's and one `generate()` call's (steady
 state, apart from the watch's enter and exit, which are given too), and
 each process's quiet calls (its lower quartile; the median over processes),
 the CPU time the process's other threads (the sampler's decoding) spent a
-call, and `import loopscope`'s time, paid once a process outside the block.  `--variants` adds watches with a part turned off, to
+call, the main thread's own CPU time a call (a slow spell of the host,
+waiting for a CPU or stolen by the hypervisor, adds none; its run-queue wait
+and the machine's steal are given beside it), and `import loopscope`'s
+time, paid once a process outside the block.  `--variants` adds watches with a part turned off, to
 see where a cost goes: watch_nosync (syncs=False), watch_nometrics
 (metrics=False), watch_host (both off: host step times only).  The budget is far above a token's time: nothing breaches,
 so this is the always-on cost alone; the watch's own summary says how many
@@ -20,6 +23,18 @@ steps it kept and how many breaches it saw (must be 0).
   python benchmarks/watch/watch_generate.py --calls 20 --rounds 1 --variants bare,watch,watch_nosync,watch_nometrics,watch_host
   python benchmarks/watch/watch_generate.py --in-process watch,watch_nosync --calls 4 --rounds 9
   python benchmarks/watch/watch_generate.py --in-process watch,watch_nosync --calls 2 --rounds 14 --settle
+  python benchmarks/watch/watch_generate.py --taking-turns bare,bare_again,watch --calls 12 --rounds 4 --pin 8
+
+`--taking-turns` keeps one process a variant, all alive at once, taking
+turns call by call on the GPU: the H200 host's slowness moves between
+processes and cores within seconds (2026-11-30: a bare process's 12 calls
+all 720-770 ms beside another's 340-376 ms; the main thread's CPU time a
+call equalled its wall time, with no run-queue wait and no steal), so
+variants minutes apart do not compare.  `bare_again`, a second bare
+process, gives the method's own spread; `--pin CPU` runs every variant's
+main thread on one core (their other threads off it).  Only one process
+can hold the GPU's counters: run one watch with metrics at a time (the
+table says in how many processes SM was measured).
 """
 from __future__ import annotations
 
@@ -30,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,6 +62,197 @@ PROFILE_OPTIONS = {"light": {}, "light_nosync": {"syncs": False}}
 IN_PROCESS = (*WATCH_OPTIONS, *PROFILE_OPTIONS)
 
 
+def run_delay() -> float:
+    """The main thread's time runnable but waiting for a CPU, so far
+    (/proc/thread-self/schedstat's second field; 0 where there is none)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def steal() -> float:
+    """CPU time the hypervisor gave other guests, so far, all CPUs together
+    (/proc/stat's steal column, in s; 0 where there is none): a noisy
+    neighbour outside the container shows here and nowhere in its load."""
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def on_cpu() -> int:
+    """The CPU the calling thread runs on now (/proc/thread-self/stat's
+    39th field; -1 where there is none)."""
+    try:
+        with open("/proc/thread-self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def pin_main_thread(cpu: int) -> None:
+    """The main thread on `cpu` alone, every other thread of the process (the
+    sampler's decoding, CUDA's, the worker) on every other CPU it may use:
+    the variants' main threads then run on the same core, turn by turn,
+    and no thread of theirs shares it.  Called again after each turn, for
+    threads begun since."""
+    allowed = os.sched_getaffinity(0) | {cpu}
+    main = threading.get_native_id()
+    for task in os.listdir("/proc/self/task"):
+        tid = int(task)
+        try:
+            os.sched_setaffinity(tid, {cpu} if tid == main else (allowed - {cpu}) or allowed)
+        except OSError:  # a thread that ended meanwhile
+            pass
+
+
+def turn_child(args: argparse.Namespace) -> int:
+    """One process of --taking-turns: its variant's calls, one a turn.  It
+    reads "go" or "end" from stdin; after each call (the GPU drained, so the
+    next process's call begins on an idle GPU) it writes that call's line."""
+    import torch
+
+    sys.path.insert(0, os.path.join(HERE, "..", "cost"))
+    from overhead import build_gpt2
+
+    model, loop = build_gpt2(torch)
+    for _ in range(3):
+        loop()
+    torch.cuda.synchronize()
+    out = {"variant": args.turn}
+
+    def turns():
+        print(json.dumps({"ready": True}), flush=True)
+        for line in sys.stdin:
+            if line.strip() != "go":
+                break
+            if args.pin is not None:
+                pin_main_thread(args.pin)
+            cpu0, t, m = on_cpu(), time.perf_counter(), time.thread_time()
+            loop()
+            call, main = time.perf_counter() - t, time.thread_time() - m
+            cpu1 = on_cpu()
+            torch.cuda.synchronize()
+            print(json.dumps({"call_s": call, "main_cpu_s": main, "cpus": [cpu0, cpu1]}), flush=True)
+
+    if args.turn in ("bare", "bare_again"):
+        turns()
+    else:
+        t = time.perf_counter()
+        import loopscope
+        out["import_s"] = time.perf_counter() - t
+        t0 = time.perf_counter()
+        with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
+                             dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
+                             **WATCH_OPTIONS[args.turn]) as w:
+            out["enter_s"] = time.perf_counter() - t0
+            turns()
+            t_exit = time.perf_counter()
+        out["exit_s"] = time.perf_counter() - t_exit
+        s = w.summary()
+        out.update(steps=len(w.steps()), breaches=s["breaches"], dumps=len(w.dumps),
+                   blocks=s["blocks"], missing=s["missing"])
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+def taking_turns(args: argparse.Namespace) -> int:
+    """One process a variant, all alive at once, taking turns call by call
+    on the GPU (each waits on a pipe while another runs), the order rotated
+    each call; fresh processes each round.  The host's slow spells (seconds
+    to a whole process: a bare process's 12 calls all 720-770 ms beside
+    another's 340-376 ms, H200 2026-11-30) then fall on every variant alike:
+    each call is compared with the other variants' calls of the same turn,
+    ~0.4 s away."""
+    variants = args.taking_turns.split(",")
+    per = {v: [] for v in variants}       # each call: dict
+    ends = {v: [] for v in variants}      # each process's last line
+    ratios = {v: [] for v in variants}    # each turn: the call over the bare call of that turn
+    for r in range(args.rounds):
+        pin = [] if args.pin is None else ["--pin", str(args.pin)]
+        procs = {v: subprocess.Popen([sys.executable, __file__, "--turn", v, *pin], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+                 for v in variants}
+        try:
+            for v, p in procs.items():
+                first = p.stdout.readline()
+                if not first or not json.loads(first).get("ready"):
+                    print(f"round {r + 1}: the {v} process did not start", file=sys.stderr)
+                    return 1
+            for i in range(args.calls):
+                k = (r * args.calls + i) % len(variants)
+                turn = {}
+                for v in variants[k:] + variants[:k]:
+                    procs[v].stdin.write("go\n")
+                    procs[v].stdin.flush()
+                    turn[v] = json.loads(procs[v].stdout.readline())
+                    per[v].append(turn[v])
+                for v in variants:
+                    ratios[v].append(turn[v]["call_s"] / turn["bare"]["call_s"])
+            for v, p in procs.items():
+                p.stdin.write("end\n")
+                p.stdin.flush()
+                ends[v].append(json.loads(p.stdout.readline()))
+                p.wait(timeout=120)
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.kill()
+        print(f"round {r + 1}: " + ", ".join(
+            f"{v} {statistics.median(c['call_s'] for c in per[v][-args.calls:]) * 1e3:.0f} ms"
+            for v in variants), file=sys.stderr, flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"calls": per, "ends": ends}, f, indent=1)
+    n = args.calls
+    print(f"\nGPT-2 generate(64): {args.rounds} rounds, one process a variant alive at once, "
+          f"taking turns call by call ({n} calls each)")
+    print("| variant | a call, median | x (pooled) | a turn's ratio: median [q1, q3] | lower quartile x "
+          "| main thread's CPU x | whole block over the bare calls, per round | enter, exit, import |")
+    print("|---|---|---|---|---|---|---|---|")
+    bare_calls = [c["call_s"] for c in per["bare"]]
+    bare_cpu = [c["main_cpu_s"] for c in per["bare"]]
+    for v in variants:
+        calls = [c["call_s"] for c in per[v]]
+        cpu = [c["main_cpu_s"] for c in per[v]]
+        q = statistics.quantiles(ratios[v], n=4)
+        block = [round((sum(calls[j * n:(j + 1) * n]) + e.get("enter_s", 0) + e.get("exit_s", 0))
+                       / sum(bare_calls[j * n:(j + 1) * n]), 3) for j, e in enumerate(ends[v])]
+        times = "" if v in ("bare", "bare_again") else (
+            f"{[round(e['enter_s'] * 1e3) for e in ends[v]]} ms, {[round(e['exit_s'] * 1e3) for e in ends[v]]} ms, "
+            f"{[round(e['import_s'] * 1e3) for e in ends[v]]} ms")
+        print(f"| {v} | {statistics.median(calls) * 1e3:.1f} ms | "
+              f"{statistics.median(calls) / statistics.median(bare_calls):.3f} | "
+              f"{statistics.median(ratios[v]):.3f} [{q[0]:.3f}, {q[-1]:.3f}] | "
+              f"{lower_quartile(calls) / lower_quartile(bare_calls):.3f} | "
+              f"{statistics.median(cpu) / statistics.median(bare_cpu):.3f} | {block} | {times} |")
+    for v in variants:
+        if v not in ("bare", "bare_again"):
+            e = ends[v][-1]
+            # a watch whose counters were refused (another process of this
+            # run holds them) pays no decoding: its figure is not the watch's
+            counted = sum("sm_active_pct" not in x["missing"] for x in ends[v])
+            print(f"{v}: steps kept {e['steps']}, breaches {e['breaches']}, dumps {e['dumps']}, "
+                  f"blocks {e['blocks']}, missing {sorted(e['missing'])}; SM measured in {counted} "
+                  f"of {len(ends[v])} processes")
+            for x in ends[v]:
+                if x["missing"].get("sm_active_pct") and "turned off" not in x["missing"]["sm_active_pct"]:
+                    print(f"  {v} SM missing: {x['missing']['sm_active_pct'][:160]}")
+    # the host's spells by CPU: a call's time against the CPU it began on
+    by_cpu: dict[int, list[float]] = {}
+    for v in variants:
+        for c in per[v]:
+            by_cpu.setdefault(c["cpus"][0], []).append(c["call_s"] / statistics.median(bare_calls))
+    print("a call's time over the bare median, by the CPU it began on: " + ", ".join(
+        f"cpu {k}: {statistics.median(xs):.2f} ({len(xs)})" for k, xs in sorted(by_cpu.items())))
+    for v in variants:
+        print(f"{v} calls (ms): {[round(c['call_s'] * 1e3) for c in per[v]]}")
+    return 0 if all(e.get("breaches", 0) == 0 for v in variants for e in ends[v]) else 1
+
+
 def child(args: argparse.Namespace) -> dict:
     import torch
 
@@ -60,12 +267,19 @@ def child(args: argparse.Namespace) -> dict:
     calls = []  # each generate()'s own time: steady state apart from enter and exit
     others = []  # CPU time of the process's other threads (the sampler's decoding) a call
 
+    main_cpu = []  # the main thread's own CPU time a call
+    waits = []  # the main thread's time runnable but not running a call, and the machine's steal
+
     def run_calls():
         for _ in range(args.calls):
+            q, st = run_delay(), steal()
             t, c, m = time.perf_counter(), time.process_time(), time.thread_time()
             loop()
             calls.append(time.perf_counter() - t)
-            others.append(max(0.0, (time.process_time() - c) - (time.thread_time() - m)))
+            main = time.thread_time() - m
+            main_cpu.append(main)
+            others.append(max(0.0, (time.process_time() - c) - main))
+            waits.append((run_delay() - q, steal() - st))
         torch.cuda.synchronize()
 
     if args.variant != "bare":
@@ -90,6 +304,9 @@ def child(args: argparse.Namespace) -> dict:
     out["exit_s"] = time.perf_counter() - t_exit
     out["calls_s"] = calls
     out["other_threads_cpu_s"] = others
+    out["main_cpu_s"] = main_cpu
+    out["run_delay_s"] = [w[0] for w in waits]
+    out["steal_s"] = [w[1] for w in waits]
     if args.variant != "bare":
         s = w.summary()
         out["steps"] = len(w.steps())
@@ -266,11 +483,18 @@ def parent(args: argparse.Namespace) -> int:
         slowest = max(max(x["calls_s"]) for x in xs)
         quiet = statistics.median(lower_quartile(x["calls_s"][1:]) for x in xs)
         other_cpu = statistics.median(c for x in xs for c in x["other_threads_cpu_s"][1:])
+        # the main thread's own CPU a call: what a slow spell of the host
+        # (waiting for a CPU, or stolen by the hypervisor) does not add to
+        cpu = statistics.median(c for x in xs for c in x["main_cpu_s"][1:])
+        bare_cpu = statistics.median(c for x in results["bare"] for c in x["main_cpu_s"][1:])
+        delay = statistics.median(c for x in xs for c in x["run_delay_s"][1:])
+        stolen = sum(c for x in xs for c in x["steal_s"][1:]) / max(1, sum(len(x["steal_s"]) - 1 for x in xs))
         line = (f"| {v} | {med:.3f} s | {med / bare:.3f}x | per round {per_round} | a call "
                 f"(median, first left out) {call * 1e3:.1f} ms = {call / bare_call:.3f}x, slowest "
                 f"{slowest * 1e3:.0f} ms | a process's quiet calls (lower quartile, median of processes) "
                 f"{quiet * 1e3:.1f} ms = {quiet / quiet_bare:.3f}x | other threads' CPU a call "
-                f"{other_cpu * 1e3:.0f} ms | enter {[round(x.get('enter_s', 0) * 1e3) for x in xs]} ms, "
+                f"{other_cpu * 1e3:.0f} ms | main thread's CPU a call {cpu * 1e3:.1f} ms = {cpu / bare_cpu:.3f}x, "
+                f"its run-queue wait {delay * 1e3:.1f} ms, steal (all CPUs) {stolen * 1e3:.0f} ms | enter {[round(x.get('enter_s', 0) * 1e3) for x in xs]} ms, "
                 f"exit {[round(x['exit_s'] * 1e3) for x in xs]} ms, "
                 f"import {[round(x.get('import_s', 0) * 1e3) for x in xs]} ms |")
         if v != "bare":
@@ -302,13 +526,33 @@ def main() -> int:
     p.add_argument("--settle", action="store_true",
                    help="--in-process: before a bare block, wait until the sampler stops "
                         "running (it runs on 1 s after a watch), so bare calls pay none of it")
+    p.add_argument("--taking-turns", metavar="VARIANTS",
+                   help="bare first, then any of the watch variants: one process each, alive at "
+                        "once, taking turns call by call (--calls turns), fresh processes each of "
+                        "--rounds rounds")
     p.add_argument("--variant", choices=("bare", *WATCH_OPTIONS), help=argparse.SUPPRESS)
+    p.add_argument("--pin", type=int, metavar="CPU",
+                   help="--taking-turns: each process's main thread on this CPU alone (the "
+                        "others' threads off it), so every variant runs on the same core")
+    p.add_argument("--turn", choices=("bare", "bare_again", *WATCH_OPTIONS), help=argparse.SUPPRESS)
     args = p.parse_args()
     if not args.variant and (args.variants.split(",")[0] != "bare"
                              or not set(args.variants.split(",")[1:]) <= set(WATCH_OPTIONS)):
         p.error(f"--variants: bare first, then any of {', '.join(WATCH_OPTIONS)}; got {args.variants!r}")
     if args.in_process and not set(args.in_process.split(",")) <= set(IN_PROCESS):
         p.error(f"--in-process: any of {', '.join(IN_PROCESS)}; got {args.in_process!r}")
+    if args.taking_turns and (args.taking_turns.split(",")[0] != "bare" or not set(
+            args.taking_turns.split(",")[1:]) <= {"bare_again", *WATCH_OPTIONS}):
+        p.error(f"--taking-turns: bare first, then any of bare_again (a second bare process: "
+                f"the method's own spread), {', '.join(WATCH_OPTIONS)}; got {args.taking_turns!r}")
+    if args.pin is not None and not args.turn and (not args.taking_turns
+                                                   or args.pin not in os.sched_getaffinity(0)):
+        p.error(f"--pin: goes with --taking-turns, and must be a CPU this process may run on "
+                f"({sorted(os.sched_getaffinity(0))}); got {args.pin}")
+    if args.turn:
+        return turn_child(args)
+    if args.taking_turns:
+        return taking_turns(args)
     if args.variant:
         print(json.dumps(child(args)))
         return 0

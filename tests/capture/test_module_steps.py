@@ -332,6 +332,31 @@ def test_the_watched_code_is_the_callers(test_clock, fake):
     assert seen == ["train"]
 
 
+def test_callers_at_other_depths_each_end_their_step(test_clock, fake):
+    """The caller's depth is remembered from the last call: a call from
+    another depth (through a wrapper, or directly again) finds its own
+    caller, and each step ends at its own caller's return."""
+    model = Block()
+    wrapper = torch.nn.Sequential(model)
+
+    def direct(fake):
+        model(torch.zeros(1))
+        fake.returning()
+
+    def wrapped(fake):
+        wrapper(torch.zeros(1))
+        fake.returning()
+
+    with loopscope.profile(steps=model) as prof:
+        for call in (direct, wrapped, direct, direct):
+            call(fake)
+            AT["after_call"] = here() + 1
+            one_sync()
+    s = prof.summary()
+    assert len(s["steps"]) == 4 and s["module_steps"]["ended_by_return"] == 4
+    assert site_steps(s, AT["after_call"]) == ([], 4)
+
+
 def test_taken_tool_ids_keep_steps_to_the_next_call(test_clock, monkeypatch):
     monitoring = FakeMonitoring(taken=(3, 4))
     monitoring.returns = _module_steps.CallerReturns(monitoring)

@@ -51,7 +51,10 @@ class CallerReturns:
         self.lock = threading.Lock()
         self.tool: int | None = None
         self.listeners: tuple[ModuleSteps, ...] = ()
-        self.codes: set[Any] = set()
+        # id -> code: a code object's own hash reads its constants each time
+        # (~1 us for generate()'s), an id does not; the code is held, so its
+        # id stays its own
+        self.codes: dict[int, Any] = {}
 
     def attach(self, steps: ModuleSteps) -> str:
         """"caller_return" when returns are seen, else why not."""
@@ -77,14 +80,14 @@ class CallerReturns:
 
     def watch(self, code: Any) -> None:
         """PY_RETURN on this code object from now on (once per code)."""
-        if code in self.codes:
+        if id(code) in self.codes:
             return
         with self.lock:
-            if self.tool is None or code in self.codes:
+            if self.tool is None or id(code) in self.codes:
                 return
             m = self.monitoring
             m.set_local_events(self.tool, code, m.events.PY_RETURN)
-            self.codes.add(code)
+            self.codes[id(code)] = code
 
     def detach(self, steps: ModuleSteps) -> None:
         with self.lock:
@@ -95,7 +98,7 @@ class CallerReturns:
                 return
             m, tool = self.monitoring, self.tool
             self.tool = None
-            for code in self.codes:
+            for code in self.codes.values():
                 m.set_local_events(tool, code, 0)
             self.codes.clear()
             m.register_callback(tool, m.events.PY_RETURN, None)
@@ -145,6 +148,7 @@ class ModuleSteps:
         self.errors: list[str] = []
         self._handles = []
         self._torch_root = ""    # torch's package folder (its frames are not the caller)
+        self._caller_depth = 0   # the caller's depth below _note_caller, last time
         self._returns = returns if returns is not None else RETURNS
         self.ends = self._returns.attach(self)
         try:
@@ -193,18 +197,35 @@ class ModuleSteps:
                 local.caller = None
                 return
             self._torch_root = name[:-len(tail)]
-        here = __file__
-        frame: Any = sys._getframe(1)
-        while frame is not None and (frame.f_code.co_filename == here
-                                     or frame.f_code.co_filename.startswith(self._torch_root)):
-            frame = frame.f_back
+        frame: Any = None
+        depth = self._caller_depth
+        if depth:
+            # where the caller was last time: taken when it is outside and
+            # the frame below it inside (sys._getframe(k) makes no frame
+            # object for the frames it passes: ~0.3 us, the walk ~1.5 us)
+            try:
+                frame = sys._getframe(depth)
+                if self._inside(frame.f_code.co_filename) or \
+                        not self._inside(sys._getframe(depth - 1).f_code.co_filename):
+                    frame = None
+            except ValueError:  # the stack is shallower now
+                frame = None
         if frame is None:
-            local.caller = None
-            return
+            frame, depth = sys._getframe(1), 1
+            while frame is not None and self._inside(frame.f_code.co_filename):
+                frame, depth = frame.f_back, depth + 1
+            if frame is None:
+                local.caller = None
+                return
+            self._caller_depth = depth
         self._returns.watch(frame.f_code)
         # the frame lives (and keeps its id) until it returns; no reference
         # is held, so its locals are never kept past it
         local.caller = id(frame)
+
+    def _inside(self, filename: str) -> bool:
+        """A frame of this file (the hooks) or of torch's package."""
+        return filename == __file__ or filename.startswith(self._torch_root)
 
     def caller_returned(self, frame: Any) -> None:
         """From the PY_RETURN callback, on the returning thread: the open

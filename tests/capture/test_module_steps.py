@@ -357,6 +357,31 @@ def test_callers_at_other_depths_each_end_their_step(test_clock, fake):
     assert site_steps(s, AT["after_call"]) == ([], 4)
 
 
+def test_the_first_call_run_watch_module_finds_is_a_whole_step(tmp_path, fake):
+    """`loopscope run --watch-module` hands the module over from a global
+    pre-hook at its first call: loopscope's own frames there are not the
+    caller, so step 0, as every step, lasts until decode() returns or the
+    next call (it ended as the hook returned, before its forward ran)."""
+    from loopscope.surfaces._watch_cli import _FirstModule
+
+    model = Block()
+    seen = set()
+
+    def loop(fake):
+        decode(model, None)
+        seen.update(code.co_name for (_, code) in fake.local)
+        fake.returning()
+
+    with loopscope.watch(dump_dir=tmp_path, block_steps=2) as w:
+        finder = _FirstModule(w, "Block")
+        try:
+            loop(fake)
+        finally:
+            finder.remove()
+    assert seen == {"decode"}
+    assert [r["syncs"] for r in w.steps()] == [1] * N
+
+
 def test_taken_tool_ids_keep_steps_to_the_next_call(test_clock, monkeypatch):
     monitoring = FakeMonitoring(taken=(3, 4))
     monitoring.returns = _module_steps.CallerReturns(monitoring)
@@ -446,6 +471,21 @@ def test_the_real_return_event_ends_the_step(test_clock, under_cprofile):
     assert all(sys.monitoring.get_tool(t) != _module_steps._TOOL_NAME for t in range(6))
     # the code object is no longer instrumented for the tool
     assert all(sys.monitoring.get_local_events(t, decode.__code__) == 0 for t in (3, 4))
+
+
+@real
+def test_the_real_return_event_keeps_run_watch_modules_first_step_whole(tmp_path):
+    from loopscope.surfaces._watch_cli import _FirstModule
+
+    model = Block()
+    with loopscope.watch(dump_dir=tmp_path, block_steps=2) as w:
+        finder = _FirstModule(w, "Block")
+        try:
+            decode(model)
+        finally:
+            finder.remove()
+    assert [r["syncs"] for r in w.steps()] == [1] * N
+    assert w.summary()["module_steps"]["ended_by_return"] == 1
 
 
 @real

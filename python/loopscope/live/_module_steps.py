@@ -10,8 +10,8 @@ a forward (sampling the token, the stopping check and its `.item()`-like
 syncs) belongs to the step of that forward, as one iteration of the decode
 loop, and the time after the loop (`generate()` returned; a server waiting
 for its next request) belongs to no step.  The calling function is the first
-frame outside torch's package (so a DDP or DataParallel wrapper is looked
-through: a training loop that calls its model from its own loop body keeps
+frame outside torch's package and loopscope's (so a DDP or DataParallel
+wrapper, or `run --watch-module`'s global pre-hook, is looked through: a training loop that calls its model from its own loop body keeps
 each step from one call to the next).  Its return is seen through
 sys.monitoring (Python 3.12+: a PY_RETURN event on that one code object; a
 function that exits by an exception is not seen, and its step ends at the
@@ -34,6 +34,10 @@ import sys
 import threading
 from typing import Any
 
+# loopscope's own folder: its frames (the hooks, the watch) are never the caller
+# (as its frames name their files: a code object's co_filename, not __file__,
+# which can differ in form)
+_PACKAGE = os.path.dirname(os.path.dirname((lambda: None).__code__.co_filename)) + os.sep
 # 2 is sys.monitoring.PROFILER_ID, which cProfile takes on 3.12+: left to it
 _TOOL_IDS = (4, 3)
 _TOOL_NAME = "loopscope steps=module"
@@ -224,8 +228,9 @@ class ModuleSteps:
         local.caller = id(frame)
 
     def _inside(self, filename: str) -> bool:
-        """A frame of this file (the hooks) or of torch's package."""
-        return filename == __file__ or filename.startswith(self._torch_root)
+        """A frame of loopscope's package (the hooks; `run --watch-module`'s
+        first call comes through its global pre-hook) or of torch's."""
+        return filename.startswith(_PACKAGE) or filename.startswith(self._torch_root)
 
     def caller_returned(self, frame: Any) -> None:
         """From the PY_RETURN callback, on the returning thread: the open

@@ -109,10 +109,9 @@ def pin_main_thread(cpu: int) -> None:
             pass
 
 
-def turn_child(args: argparse.Namespace) -> int:
-    """One process of --taking-turns: its variant's calls, one a turn.  It
-    reads "go" or "end" from stdin; after each call (the GPU drained, so the
-    next process's call begins on an idle GPU) it writes that call's line."""
+def warm_gpt2():
+    """(torch, model, loop): benchmarks/cost/overhead.py's GPT-2 generate()
+    loop, three calls done and the GPU drained."""
     import torch
 
     sys.path.insert(0, os.path.join(HERE, "..", "cost"))
@@ -122,6 +121,14 @@ def turn_child(args: argparse.Namespace) -> int:
     for _ in range(3):
         loop()
     torch.cuda.synchronize()
+    return torch, model, loop
+
+
+def turn_child(args: argparse.Namespace) -> int:
+    """One process of --taking-turns: its variant's calls, one a turn.  It
+    reads "go" or "end" from stdin; after each call (the GPU drained, so the
+    next process's call begins on an idle GPU) it writes that call's line."""
+    torch, model, loop = warm_gpt2()
     out = {"variant": args.turn}
 
     def turns():
@@ -254,15 +261,7 @@ def taking_turns(args: argparse.Namespace) -> int:
 
 
 def child(args: argparse.Namespace) -> dict:
-    import torch
-
-    sys.path.insert(0, os.path.join(HERE, "..", "cost"))
-    from overhead import build_gpt2
-
-    model, loop = build_gpt2(torch)
-    for _ in range(3):
-        loop()
-    torch.cuda.synchronize()
+    torch, model, loop = warm_gpt2()
     out = {"variant": args.variant}
     calls = []  # each generate()'s own time: steady state apart from enter and exit
     others = []  # CPU time of the process's other threads (the sampler's decoding) a call
@@ -327,8 +326,6 @@ def in_process(args: argparse.Namespace) -> int:
     calls.  Each block's watch is a new `watch()`, its enter and exit timed
     apart from the calls; round 1 is left out of the pooled figures (its
     first enter sets CUPTI and the sampler up for the process)."""
-    import torch
-
     import loopscope
 
     try:
@@ -341,13 +338,7 @@ def in_process(args: argparse.Namespace) -> int:
             return 2
         sampler_state = lambda: "unknown"  # noqa: E731
 
-    sys.path.insert(0, os.path.join(HERE, "..", "cost"))
-    from overhead import build_gpt2
-
-    model, loop = build_gpt2(torch)
-    for _ in range(3):
-        loop()
-    torch.cuda.synchronize()
+    torch, model, loop = warm_gpt2()
     variants = ["bare", *args.in_process.split(",")]
 
     def timed_calls():

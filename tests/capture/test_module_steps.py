@@ -357,13 +357,25 @@ def test_callers_at_other_depths_each_end_their_step(test_clock, fake):
     assert site_steps(s, AT["after_call"]) == ([], 4)
 
 
+def watched_from_the_first_call(tmp_path, body):
+    """body() under a watch that gets its module (a Block) at the module's
+    first call, through `run --watch-module`'s own global pre-hook."""
+    from loopscope.surfaces._watch_cli import _FirstModule
+
+    with loopscope.watch(dump_dir=tmp_path, block_steps=2) as w:
+        finder = _FirstModule(w, "Block")
+        try:
+            body()
+        finally:
+            finder.remove()
+    return w
+
+
 def test_the_first_call_run_watch_module_finds_is_a_whole_step(tmp_path, fake):
     """`loopscope run --watch-module` hands the module over from a global
     pre-hook at its first call: loopscope's own frames there are not the
     caller, so step 0, as every step, lasts until decode() returns or the
     next call (it ended as the hook returned, before its forward ran)."""
-    from loopscope.surfaces._watch_cli import _FirstModule
-
     model = Block()
     seen = set()
 
@@ -372,12 +384,7 @@ def test_the_first_call_run_watch_module_finds_is_a_whole_step(tmp_path, fake):
         seen.update(code.co_name for (_, code) in fake.local)
         fake.returning()
 
-    with loopscope.watch(dump_dir=tmp_path, block_steps=2) as w:
-        finder = _FirstModule(w, "Block")
-        try:
-            loop(fake)
-        finally:
-            finder.remove()
+    w = watched_from_the_first_call(tmp_path, lambda: loop(fake))
     assert seen == {"decode"}
     assert [r["syncs"] for r in w.steps()] == [1] * N
 
@@ -475,15 +482,8 @@ def test_the_real_return_event_ends_the_step(test_clock, under_cprofile):
 
 @real
 def test_the_real_return_event_keeps_run_watch_modules_first_step_whole(tmp_path):
-    from loopscope.surfaces._watch_cli import _FirstModule
-
     model = Block()
-    with loopscope.watch(dump_dir=tmp_path, block_steps=2) as w:
-        finder = _FirstModule(w, "Block")
-        try:
-            decode(model)
-        finally:
-            finder.remove()
+    w = watched_from_the_first_call(tmp_path, lambda: decode(model))
     assert [r["syncs"] for r in w.steps()] == [1] * N
     assert w.summary()["module_steps"]["ended_by_return"] == 1
 

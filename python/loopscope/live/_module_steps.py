@@ -11,13 +11,15 @@ syncs) belongs to the step of that forward, as one iteration of the decode
 loop, and the time after the loop (`generate()` returned; a server waiting
 for its next request) belongs to no step.  The calling function is the first
 frame outside torch's package and loopscope's (so a DDP or DataParallel
-wrapper, or `run --watch-module`'s global pre-hook, is looked through: a training loop that calls its model from its own loop body keeps
-each step from one call to the next).  Its return is seen through
-sys.monitoring (Python 3.12+: a PY_RETURN event on that one code object; a
-function that exits by an exception is not seen, and its step ends at the
-next call).  Python 3.10 and 3.11 have no such event: there a step lasts
-until the next call, and the summary's `module_steps["ends"]` says which
-rule held.  Steps are named as `prof.step()` names them (step_name,
+wrapper, or `run --watch-module`'s global pre-hook, is looked through: a
+training loop that calls its model from its own loop body keeps each step
+from one call to the next).  Its return is seen through sys.monitoring
+(Python 3.12+: a PY_RETURN event on that one code object; a function that
+exits by an exception is not seen, and its step ends at the next call).
+Python 3.10 and 3.11 have no such event, and a profile function set only
+between the calls would run the Python there 1.2x (3.10) to 1.7x (3.11)
+slower (CPU box, 2026-11-30): there a step lasts until the next call.  The
+summary's `module_steps["ends"]` says which rule held.  Steps are named as `prof.step()` names them (step_name,
 "Step_{i}").
 
 How: a forward pre-hook (prepend=True, so it runs before the module's own
@@ -55,9 +57,8 @@ class CallerReturns:
         self.lock = threading.Lock()
         self.tool: int | None = None
         self.listeners: tuple[ModuleSteps, ...] = ()
-        # id -> code: a code object's own hash reads its constants each time
-        # (~1 us for generate()'s), an id does not; the code is held, so its
-        # id stays its own
+        # id -> code: a code object's own hash hashes its constants each
+        # time, an id does not; the code is held, so its id stays its own
         self.codes: dict[int, Any] = {}
 
     def attach(self, steps: ModuleSteps) -> str:

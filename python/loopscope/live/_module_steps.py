@@ -19,8 +19,8 @@ exits by an exception is not seen, and its step ends at the next call).
 Python 3.10 and 3.11 have no such event, and a profile function set only
 between the calls would run the Python there 1.2x (3.10) to 1.7x (3.11)
 slower (CPU box, 2026-11-30): there a step lasts until the next call.  The
-summary's `module_steps["ends"]` says which rule held.  Steps are named as `prof.step()` names them (step_name,
-"Step_{i}").
+summary's `module_steps["ends"]` says which rule held.  Steps are named as
+`prof.step()` names them (step_name, "Step_{i}").
 
 How: a forward pre-hook (prepend=True, so it runs before the module's own
 hooks) and a forward hook (always_call=True, so a forward that raises still
@@ -141,7 +141,7 @@ def check_module(steps: Any) -> Any:
 class ModuleSteps:
     """The hooks on one module, for one running profile."""
 
-    def __init__(self, prof: Any, module: Any, returns: CallerReturns | None = None) -> None:
+    def __init__(self, prof: Any, module: Any) -> None:
         # Only the profile's (or watch's) step method is kept, not the profile:
         # a Profile's is its Stepper's C method, which holds no reference back,
         # so a finished Profile and its ModuleSteps make no reference cycle.
@@ -154,7 +154,7 @@ class ModuleSteps:
         self._handles = []
         self._torch_root = ""    # torch's package folder (its frames are not the caller)
         self._caller_depth = 0   # the caller's depth below _note_caller, last time
-        self._returns = returns if returns is not None else RETURNS
+        self._returns = RETURNS  # read here, so a test may stand another in
         self.ends = self._returns.attach(self)
         try:
             self._handles.append(module.register_forward_pre_hook(
@@ -192,14 +192,14 @@ class ModuleSteps:
 
     def _note_caller(self, local: threading.local) -> None:
         """The open step ends when the function that called the module
-        returns: the first frame outside torch's package (the hook runs in
-        torch/nn/modules/module.py, under the module's __call__)."""
+        returns: the first frame outside torch's package and loopscope's
+        (the hook runs under torch's Module.__call__).  `local.caller` is
+        None here (_close_open), and stays so where none is found."""
         if not self._torch_root:
             torch_module = sys.modules.get("torch.nn.modules.module")
             tail = os.path.join("nn", "modules", "module.py")
             name = getattr(torch_module, "__file__", None) or ""
             if not name.endswith(tail):
-                local.caller = None
                 return
             self._torch_root = name[:-len(tail)]
         frame: Any = None
@@ -220,7 +220,6 @@ class ModuleSteps:
             while frame is not None and self._inside(frame.f_code.co_filename):
                 frame, depth = frame.f_back, depth + 1
             if frame is None:
-                local.caller = None
                 return
             self._caller_depth = depth
         self._returns.watch(frame.f_code)
@@ -235,12 +234,10 @@ class ModuleSteps:
 
     def caller_returned(self, frame: Any) -> None:
         """From the PY_RETURN callback, on the returning thread: the open
-        step's caller returned, so the step ends here."""
+        step's caller returned, so the step ends here (a caller is noted only
+        beside an open step, and _close_open clears both)."""
         local = self._local
         if getattr(local, "caller", None) != id(frame) or getattr(local, "depth", 0):
-            return
-        local.caller = None
-        if getattr(local, "step", None) is None:
             return
         try:
             self._close_open()

@@ -194,12 +194,15 @@ static struct {
     int64_t offset_ns;    /* sampling's clock less the activity clock */
     uint64_t longest_ns;  /* a longer sample is partial (the first after a start) */
     int last_tick_fast;   /* the last tick served a window (see decode_for_windows) */
+    uint64_t first_ns;    /* the run's first complete sample's start, as decoded (said
+                           * when a window's samples lie outside it) */
 } clock_of_run;
 
 static void new_run(uint64_t interval_ns)
 {
     clock_of_run.known = 0;
     clock_of_run.offset_ns = 0;
+    clock_of_run.first_ns = 0;
     clock_of_run.last_tick_fast = 0;
     clock_of_run.longest_ns = (uint64_t)LS_SAMPLE_PARTIAL_FACTOR * (interval_ns ? interval_ns : 1);
 }
@@ -213,6 +216,7 @@ static int on_our_clock(const ls_live *v, uint64_t *start, uint64_t *end)
     if (!clock_of_run.known) {
         clock_of_run.offset_ns = ls_sample_clock_offset(*start, v->started_ns,
                                                         LS_SAMPLE_CLOCK_TOLERANCE_NS);
+        clock_of_run.first_ns = *start;
         clock_of_run.known = 1;
     }
     *start -= (uint64_t)clock_of_run.offset_ns;
@@ -931,8 +935,11 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
                          "start on the activity clock, beyond the %.0f ms a sample may: left "
                          "out, not moved onto it, so SM and DRAM are not given for it (the "
                          "first sample decoded for it: %+.3f..%+.3f ms, by %s, the window then "
-                         "at %+.3f ms, the run's clock offset %.3f ms, sampling began %+.3f ms; "
-                         "window %d of a sampler %s)",
+                         "at %+.3f ms, the run's clock offset %.3f ms, sampling began %+.3f ms, "
+                         "the run's first sample at %+.3f ms; %llu decodes evaluated %llu "
+                         "samples and skipped %llu while it was live, reading to %+.3f ms, "
+                         "%llu overflows, %llu restarts; the ticks gave it %zu; window %d of a "
+                         "sampler %s)",
                          a->count, a->count == 1 ? "" : "s", (double)settled.delta_ns / 1e6,
                          (double)LS_SAMPLE_CLOCK_TOLERANCE_NS / 1e6,
                          ((double)w->first_start_ns - (double)start_ns) / 1e6,
@@ -940,7 +947,14 @@ void ls_sampler_finish(int window, uint64_t start_ns, uint64_t stop_ns, ls_captu
                          w->first_by_tail ? "the finish's tail" : "a tick",
                          ((double)w->first_seen_start_ns - (double)start_ns) / 1e6,
                          (double)w->first_offset_ns / 1e6,
-                         ((double)w->began_ns - (double)start_ns) / 1e6, window,
+                         ((double)w->began_ns - (double)start_ns) / 1e6,
+                         ((double)clock_of_run.first_ns - (double)start_ns) / 1e6,
+                         (unsigned long long)w->cost.decodes,
+                         (unsigned long long)w->cost.evaluated,
+                         (unsigned long long)w->cost.skipped,
+                         ((double)w->cost.reached_ns - (double)start_ns) / 1e6,
+                         (unsigned long long)w->cost.overflows,
+                         (unsigned long long)w->cost.restarts, before, window,
                          w->reused ? "running already" : "set up for it");
             c->samples_outside += a->count;
             a->count = 0;

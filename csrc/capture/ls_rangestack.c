@@ -63,6 +63,11 @@ ls_open_range ls_rangestack_remove(ls_rangestack *s, ptrdiff_t position)
     return e;
 }
 
+void ls_rangestack_set_flags(ls_rangestack *s, ptrdiff_t position, uint32_t flags)
+{
+    s->items[(size_t)position].flags = flags; /* LS_OPEN_STEP is never changed here */
+}
+
 uint32_t ls_rangestack_open_steps(ls_rangestack *s, uint32_t generation)
 {
     if (s->steps_generation != generation) {

@@ -12,6 +12,7 @@
 
 #define LS_OPEN_STEP 1u /* the range is a step */
 #define LS_OPEN_NVTX 2u /* an NVTX range was pushed for it */
+#define LS_OPEN_ENDED 4u /* its end was marked before its exit (ls_session_mark_end) */
 
 typedef struct {
     uint64_t owner;      /* token of the object that entered the range */
@@ -40,6 +41,9 @@ int ls_rangestack_push(ls_rangestack *s, const ls_open_range *entry);
 /* Removes the entry at `position` (from ls_rangestack_find) and returns it;
  * the entries above it move down by one. */
 ls_open_range ls_rangestack_remove(ls_rangestack *s, ptrdiff_t position);
+
+/* Sets the flags of the entry at `position` (from ls_rangestack_find). */
+void ls_rangestack_set_flags(ls_rangestack *s, ptrdiff_t position, uint32_t flags);
 
 /* Steps of `generation` open. */
 uint32_t ls_rangestack_open_steps(ls_rangestack *s, uint32_t generation);

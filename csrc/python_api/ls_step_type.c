@@ -158,6 +158,20 @@ static PyObject *step_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_FALSE; /* never swallow the user's exception */
 }
 
+/* steps=module: the step's caller returned; it may end here (see
+ * ls_session_mark_end).  True when it was open on this thread. */
+static PyObject *step_mark_end(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(ls_session_mark_end(((ls_step_object *)op)->owner) == 0);
+}
+
+static PyObject *step_unmark_end(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(ls_session_unmark_end(((ls_step_object *)op)->owner) == 0);
+}
+
 static PyObject *step_get_name(PyObject *op, void *closure)
 {
     (void)closure;
@@ -221,6 +235,11 @@ static PyMethodDef step_methods[] = {
      "Open the step: the next index, its name, an NVTX range and host timestamps."},
     {"__exit__", (PyCFunction)(void (*)(void))step_exit, METH_FASTCALL,
      "Close the step; exceptions pass through."},
+    {"_mark_end", step_mark_end, METH_NOARGS,
+     "Mark the step's end now while it stays open (its exit keeps this end); "
+     "True when it was open on this thread."},
+    {"_unmark_end", step_unmark_end, METH_NOARGS,
+     "Take the mark back: the exit ends the step."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -123,6 +123,16 @@ typedef enum {
  * no NVTX range, so NVTX pairs stay balanced per thread. */
 ls_exit_result ls_session_pop(uint64_t owner);
 
+/* Marks the end of the innermost range `owner` has open on the calling
+ * thread at this instant, while it stays open: its exit later keeps this
+ * end (steps=module: a step whose caller returned, held open in case the
+ * function returned into makes the next call).  Its NVTX range is popped
+ * now when it is the innermost.  ls_session_unmark_end takes the mark back:
+ * the exit then ends it (its NVTX range stays popped).  Each returns 0, or
+ * -1 when `owner` has nothing open on this thread. */
+int ls_session_mark_end(uint64_t owner);
+int ls_session_unmark_end(uint64_t owner);
+
 /* The live session's records (for the test hook), NULL when none runs. */
 ls_records *ls_session_records(void);
 void ls_session_mark_injected(void);

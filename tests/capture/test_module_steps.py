@@ -1,5 +1,6 @@
 """profile(steps=module): each top-level call of the module is a step that
-lasts until its next top-level call (or the profile's end), so a decode
+lasts until its next top-level call, its caller's return, or the profile's
+end (the rules' tests are below), so a decode
 loop with no step markers (generate()) gets one step per forward, each
 with the syncs of its forward and of the host work after it.
 
@@ -357,6 +358,179 @@ def test_callers_at_other_depths_each_end_their_step(test_clock, fake):
     assert site_steps(s, AT["after_call"]) == ([], 4)
 
 
+# -- a caller that returns into the next call's maker -------------------------
+# transformers 5's generate() makes its first forward in a helper
+# (`_prefill`) that returns into the decode loop (`_sample`), which then
+# samples that token, runs its stopping check, and makes every later
+# forward itself.  The helper's return must not end step 0 there: the
+# loop's work on that token is step 0's.  A request handler that returns
+# into a server loop looks the same when it returns; what tells them apart
+# is who makes the next call: the function returned into (the decode loop),
+# or another frame (the next request's handler), or none before that
+# function returns.  So the step's end is marked at the helper's return
+# and taken back only by a call from the function it returned into.
+
+def prefill(model, fake):
+    x = model(torch.zeros(1))
+    if fake is not None:
+        fake.returning()
+    return x
+
+
+def decode_after_prefill(model, fake=None, tokens=N):
+    """generate() in transformers 5's shape: the first forward in a helper,
+    each token's stopping check in the loop, the later forwards the loop's."""
+    x = prefill(model, fake)
+    for i in range(tokens):
+        if i:
+            x = model(x)
+        AT["prefill_stop"] = here() + 1
+        one_sync()
+    if fake is not None:
+        fake.returning()
+    return x
+
+
+def handle(model, fake):
+    """A request handler: one forward, then back to the server loop."""
+    x = model(torch.zeros(1))
+    if fake is not None:
+        fake.returning()
+    return x
+
+
+def test_a_helpers_first_forward_keeps_its_tokens_work(test_clock, fake):
+    model = Block()
+    with loopscope.profile(steps=model) as prof:
+        decode_after_prefill(model, fake)
+        AT["after_generate"] = here() + 1
+        one_sync()
+    s = prof.summary()
+    assert len(s["steps"]) == N
+    # every token's stopping check in its own step, step 0's included
+    assert site_steps(s, AT["prefill_stop"]) == (list(range(N)), N)
+    assert site_steps(s, AT["after_generate"]) == ([], 1)
+    # the helper's return ended nothing; the decode loop's ended the last step
+    assert s["module_steps"]["ended_by_return"] == 1
+    assert fake.local == {} and fake.tools == {}
+
+
+def test_a_handler_returning_into_a_server_loop_ends_its_step_there(test_clock, fake):
+    """The same return, but the next call comes from the next request's
+    handler: the step ended at the handler's return, so the server loop's
+    work between requests (a sync here) is in no step."""
+    model = Block()
+
+    def server(requests, fake):
+        for _ in range(requests):
+            handle(model, fake)
+            AT["between_requests"] = here() + 1
+            one_sync()
+        fake.returning()
+
+    with loopscope.profile(steps=model) as prof:
+        server(3, fake)
+    s = prof.summary()
+    assert len(s["steps"]) == 3
+    assert site_steps(s, AT["between_requests"]) == ([], 3)
+    assert s["module_steps"]["ended_by_return"] == 3
+    steps = prof.model.steps()
+    syncs = sorted(sync[0] for sync in prof.model.syncs())
+    for step, sync in zip(steps, syncs):
+        assert step["end_ns"] < sync  # ended at the return, before the loop's sync
+
+
+def test_the_function_returned_into_returning_ends_the_step_at_the_first_return(test_clock, fake):
+    model = Block()
+
+    def once(fake):
+        handle(model, fake)
+        AT["after_handle"] = here() + 1
+        one_sync()
+        fake.returning()
+
+    with loopscope.profile(steps=model) as prof:
+        once(fake)
+        AT["after_once"] = here() + 1
+        one_sync()
+    s = prof.summary()
+    assert len(s["steps"]) == 1 and s["module_steps"]["ended_by_return"] == 1
+    assert site_steps(s, AT["after_handle"]) == ([], 1)
+    assert site_steps(s, AT["after_once"]) == ([], 1)
+
+
+def test_a_held_step_ends_at_its_mark_when_the_profile_ends(test_clock, fake):
+    """The handler returned into the profiled block itself, which makes no
+    other call: the profile's end ends the step where the handler returned."""
+    model = Block()
+    with loopscope.profile(steps=model) as prof:
+        handle(model, fake)
+        AT["after_handle_in_block"] = here() + 1
+        one_sync()
+    s = prof.summary()
+    assert len(s["steps"]) == 1 and s["module_steps"]["ended_by_return"] == 1
+    assert site_steps(s, AT["after_handle_in_block"]) == ([], 1)
+    (step,) = prof.model.steps()
+    (sync,) = prof.model.syncs()
+    assert step["end_ns"] < sync[0]
+
+
+def test_a_marked_end_ends_the_step_and_a_mark_taken_back_does_not(test_clock):
+    """The step's own calls: a mark is where its exit ends it; a mark taken
+    back leaves it open (here to the profile's stop, as a step never exited)."""
+    with loopscope.profile() as prof:
+        kept = prof.step()
+        kept.__enter__()
+        assert kept._mark_end()
+        AT["marked"] = here() + 1
+        one_sync()
+        kept.__exit__(None, None, None)
+        taken_back = prof.step()
+        taken_back.__enter__()
+        assert taken_back._mark_end() and taken_back._unmark_end()
+    taken_back.__exit__(None, None, None)  # after the profile: off this thread's stack
+    assert not kept._mark_end()  # not open any more
+    first, second = prof.model.steps()
+    (sync,) = prof.model.syncs()
+    assert first["end_ns"] < sync[0]
+    assert second["end_ns"] == prof.capture.info()["stop_ns"]
+
+
+def test_a_watched_handler_server_holds_no_idle_in_its_steps(tmp_path, fake):
+    """A watched server whose handler makes one forward a request, 0.15 s
+    apart (budget 50 ms): no step holds the wait, none breaches."""
+    model = Block()
+    with loopscope.watch(dump_dir=tmp_path, steps=model, step_budget_ms=50, warmup_steps=0,
+                         p99_factor=None, block_steps=2) as w:
+        for _ in range(3):
+            handle(model, fake)
+            time.sleep(0.15)
+    rows = w.steps()
+    assert len(rows) == 3 and [r["step"] for r in rows if r["breach"]] == []
+    assert max(r["host_ms"] for r in rows) < 50
+    assert w.summary()["module_steps"]["ended_by_return"] == 3
+
+
+def test_a_watched_prefill_step_holds_its_tokens_work(tmp_path, fake):
+    """The other side: step 0's token work after the helper returned (a 60
+    ms stall here, budget 50 ms) is step 0's, so it breaches."""
+    model = Block()
+
+    def stalled(fake):
+        prefill(model, fake)
+        time.sleep(0.06)
+        model(torch.zeros(1))
+        fake.returning()
+
+    with loopscope.watch(dump_dir=tmp_path, steps=model, step_budget_ms=50, warmup_steps=0,
+                         p99_factor=None, block_steps=2, min_dump_interval_s=0) as w:
+        stalled(fake)
+    rows = w.steps()
+    assert [r["step"] for r in rows] == [0, 1]
+    assert rows[0]["host_ms"] >= 60 and rows[0]["breach"]
+    assert not rows[1]["breach"]
+
+
 def watched_from_the_first_call(tmp_path, body):
     """body() under a watch that gets its module (a Block) at the module's
     first call, through `run --watch-module`'s own global pre-hook."""
@@ -498,3 +672,33 @@ def test_the_real_return_event_spares_a_watched_server_its_idle(tmp_path):
             time.sleep(0.15)
     assert len(w.steps()) == 3 * N
     assert [r["step"] for r in w.steps() if r["breach"]] == []
+
+
+@real
+def test_the_real_return_event_keeps_a_prefill_helpers_token_work(test_clock):
+    model = Block()
+    with loopscope.profile(steps=model) as prof:
+        decode_after_prefill(model)
+        AT["after_generate"] = here() + 1
+        one_sync()
+    s = prof.summary()
+    assert site_steps(s, AT["prefill_stop"]) == (list(range(N)), N)
+    assert site_steps(s, AT["after_generate"]) == ([], 1)
+    assert s["module_steps"]["ended_by_return"] == 1
+
+
+@real
+def test_the_real_return_event_ends_a_handlers_step_at_its_return(test_clock):
+    model = Block()
+
+    def server(requests):
+        for _ in range(requests):
+            handle(model, None)
+            AT["between_requests"] = here() + 1
+            one_sync()
+
+    with loopscope.profile(steps=model) as prof:
+        server(3)
+    s = prof.summary()
+    assert site_steps(s, AT["between_requests"]) == ([], 3)
+    assert s["module_steps"]["ended_by_return"] == 3

@@ -538,3 +538,46 @@ def test_nvtx_pairs_stay_balanced_per_thread_in_the_hostile_cases(nvtx_probe, tm
     assert layers == [f"Step_{i}/{name}" for i in (6, 7) for name in ("Sequential", "0", "1", "1.0")]
     assert registered == 16384
     assert "n19999" in texts  # past the cap: pushed as text
+
+
+MARKED_SCRIPT = r'''
+import warnings
+warnings.simplefilter("ignore")
+import loopscope
+
+with loopscope.profile() as prof:
+    s = prof.step(); s.__enter__(); s._mark_end()          # ends here: popped now
+    with loopscope.range("after_mark"):
+        pass
+    s.__exit__(None, None, None)                            # no second pop
+    s = prof.step(); s.__enter__()
+    r = loopscope.range("inner"); r.__enter__()
+    s._mark_end()                                           # not innermost: popped at its exit
+    r.__exit__(None, None, None); s.__exit__(None, None, None)
+    s = prof.step(); s.__enter__(); s._mark_end(); s._unmark_end()   # popped, not pushed again
+    s.__exit__(None, None, None)
+print("done")
+'''
+
+
+def test_a_step_whose_end_is_marked_keeps_nvtx_balanced(nvtx_probe, tmp_path):
+    """steps=module marks a step's end when its caller returns and may take
+    the mark back: an NVTX tool sees the step's range end at the mark when
+    it is the innermost (else at its exit), once, never pushed again."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "nvtx.log"
+    env = dict(os.environ, NVTX_INJECTION64_PATH=str(nvtx_probe), NVTX_PROBE_LOG=str(log))
+    result = subprocess.run([sys.executable, "-c", MARKED_SCRIPT], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "done", result.stderr
+    events = []
+    for line in log.read_text().splitlines():
+        kind, _tid, _after, *rest = line.split(" ", 4)
+        if kind == "push":
+            events.append(rest[1].rsplit("/", 1)[-1])
+        elif kind == "pop":
+            events.append("pop")
+    assert events == ["Step_0", "pop", "after_mark", "pop", "Step_1", "inner", "pop", "pop",
+                      "Step_2", "pop"]

@@ -9,7 +9,13 @@ returns, or the profile ends, whichever comes first: so the host work after
 a forward (sampling the token, the stopping check and its `.item()`-like
 syncs) belongs to the step of that forward, as one iteration of the decode
 loop, and the time after the loop (`generate()` returned; a server waiting
-for its next request) belongs to no step.  The calling function is the first
+for its next request) belongs to no step.  A caller that returns into the
+function that then makes the next call (transformers 5's `_prefill`, which
+makes generate()'s first forward and returns into the decode loop) leaves
+the step open to that call: the step's end is marked at the return and taken
+back by a call from the function returned into; that function's return, a
+call from anywhere else (a server's next request handler), or the profile's
+end ends the step at the mark.  The calling function is the first
 frame outside torch's package and loopscope's (so a DDP or DataParallel
 wrapper, or `run --watch-module`'s global pre-hook, is looked through: a
 training loop that calls its model from its own loop body keeps each step
@@ -153,7 +159,7 @@ class ModuleSteps:
         self.errors: list[str] = []
         self._handles = []
         self._torch_root = ""    # torch's package folder (its frames are not the caller)
-        self._caller_depth = 0   # the caller's depth below _note_caller, last time
+        self._caller_depth = 0   # the caller's depth below _find_caller, last time
         self._returns = RETURNS  # read here, so a test may stand another in
         self.ends = self._returns.attach(self)
         try:
@@ -172,8 +178,15 @@ class ModuleSteps:
         if depth:
             return None
         self.calls += 1
+        caller = None
+        if self.ends == "caller_return":
+            try:
+                caller = self._find_caller()
+            except Exception as error:  # the step then ends at the next call
+                if len(self.errors) < 3:
+                    self.errors.append(f"{type(error).__name__}: {error}")
         try:
-            self._close_open()
+            self._close_open(caller)
             step = self._step()
             step.__enter__()
             local.step = step
@@ -182,25 +195,27 @@ class ModuleSteps:
             if len(self.errors) < 3:
                 self.errors.append(f"{type(error).__name__}: {error}")
             return None
-        try:
-            if self.ends == "caller_return":
-                self._note_caller(local)
-        except Exception as error:  # the step then ends at the next call
-            if len(self.errors) < 3:
-                self.errors.append(f"{type(error).__name__}: {error}")
+        if caller is not None:
+            try:
+                self._returns.watch(caller.f_code)
+                # the frame lives (and keeps its id) until it returns; no
+                # reference is held, so its locals are never kept past it
+                local.caller = id(caller)
+            except Exception as error:  # the step then ends at the next call
+                if len(self.errors) < 3:
+                    self.errors.append(f"{type(error).__name__}: {error}")
         return None
 
-    def _note_caller(self, local: threading.local) -> None:
-        """The open step ends when the function that called the module
-        returns: the first frame outside torch's package and loopscope's
-        (the hook runs under torch's Module.__call__).  `local.caller` is
-        None here (_close_open), and stays so where none is found."""
+    def _find_caller(self) -> Any:
+        """The function whose return ends the step about to open: the first
+        frame outside torch's package and loopscope's (the hook runs under
+        torch's Module.__call__); None where there is none."""
         if not self._torch_root:
             torch_module = sys.modules.get("torch.nn.modules.module")
             tail = os.path.join("nn", "modules", "module.py")
             name = getattr(torch_module, "__file__", None) or ""
             if not name.endswith(tail):
-                return
+                return None
             self._torch_root = name[:-len(tail)]
         frame: Any = None
         depth = self._caller_depth
@@ -220,12 +235,9 @@ class ModuleSteps:
             while frame is not None and self._inside(frame.f_code.co_filename):
                 frame, depth = frame.f_back, depth + 1
             if frame is None:
-                return
+                return None
             self._caller_depth = depth
-        self._returns.watch(frame.f_code)
-        # the frame lives (and keeps its id) until it returns; no reference
-        # is held, so its locals are never kept past it
-        local.caller = id(frame)
+        return frame
 
     def _inside(self, filename: str) -> bool:
         """A frame of loopscope's package (the hooks; `run --watch-module`'s
@@ -234,14 +246,26 @@ class ModuleSteps:
 
     def caller_returned(self, frame: Any) -> None:
         """From the PY_RETURN callback, on the returning thread: the open
-        step's caller returned, so the step ends here (a caller is noted only
-        beside an open step, and _close_open clears both)."""
+        step's caller returned, so the step ends here, unless the function
+        it returns into makes the next call: generate()'s first forward is
+        made by a helper (transformers 5's `_prefill`) that returns into the
+        decode loop, whose work on that token belongs to the step.  So the
+        end is marked here and the step held open; the next call from that
+        function takes the mark back, and its return, a call from anywhere
+        else, or the profile's end ends the step at the mark.  A caller is
+        noted only beside an open step, and _close_open clears both."""
         local = self._local
         if getattr(local, "caller", None) != id(frame) or getattr(local, "depth", 0):
             return
         try:
-            self._close_open()
-            self.ended_by_return += 1
+            step = local.step
+            parent = None if getattr(local, "held", False) else frame.f_back
+            if parent is not None and not self._inside(parent.f_code.co_filename) \
+                    and step._mark_end():
+                self._returns.watch(parent.f_code)
+                local.caller, local.held = id(parent), True
+            else:
+                self._close_open(returned=True)
         except Exception as error:  # never the user's function's problem
             if len(self.errors) < 3:
                 self.errors.append(f"{type(error).__name__}: {error}")
@@ -259,12 +283,22 @@ class ModuleSteps:
         local.depth = max(0, getattr(local, "depth", 0) - 1)
         return None
 
-    def _close_open(self) -> None:
-        step = getattr(self._local, "step", None)
-        self._local.step = None
-        self._local.caller = None
-        if step is not None:
-            step.__exit__(None, None, None)
+    def _close_open(self, caller: Any = None, returned: bool = False) -> None:
+        """Ends the open step: at its mark when its end was marked (held),
+        unless `caller`, the next call's, is the function its caller
+        returned into.  `returned`: its caller's return ends it."""
+        local = self._local
+        step = getattr(local, "step", None)
+        held, returned_into = getattr(local, "held", False), getattr(local, "caller", None)
+        local.step = local.caller = None
+        local.held = False
+        if step is None:
+            return
+        if held and caller is not None and id(caller) == returned_into:
+            step._unmark_end()  # that function's own next call: the step lasts to here
+        elif held or returned:
+            self.ended_by_return += 1
+        step.__exit__(None, None, None)
 
     def close(self) -> None:
         """At the profile's end (on its thread): closes this thread's open

@@ -93,11 +93,12 @@ def _float_option(name: str, value: Any, low: float, high: float, unit: str,
 class WatchStep:
     """One watched step (w.step()): a step of the running profile, timed."""
 
-    __slots__ = ("_watch", "_scope", "_t0", "index")
+    __slots__ = ("_watch", "_scope", "_t0", "_t1", "index")
 
     def __init__(self, watch: "Watch") -> None:
         self._watch = watch
         self._scope: Any = None
+        self._t1: int | None = None  # the end marked while it stays open (steps=module)
 
     def __enter__(self) -> "WatchStep":
         w = self._watch
@@ -112,8 +113,20 @@ class WatchStep:
         self._t0 = _clock()
         return self
 
+    def _mark_end(self) -> bool:
+        """steps=module: its caller returned, so it may end here; it stays
+        open in case the function returned into makes the next call."""
+        self._t1 = _clock()
+        scope = self._scope
+        return scope is None or scope._mark_end()
+
+    def _unmark_end(self) -> bool:
+        self._t1 = None
+        scope = self._scope
+        return scope is None or scope._unmark_end()
+
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        t1 = _clock()
+        t1 = _clock() if self._t1 is None else self._t1
         scope = self._scope
         if scope is not None:
             self._scope = None

@@ -54,7 +54,10 @@ WATCH_OPTIONS = {"watch": {}, "watch_nosync": {"syncs": False},
                  "watch_host": {"syncs": False, "metrics": False},
                  # blocks held at 64 steps (one generate() call) instead of
                  # sized from their cost: does a long light block cost more a step?
-                 "watch_b64": {"block_steps": 64}}
+                 "watch_b64": {"block_steps": 64},
+                 # the counters sampled every 2 ms instead of 0.5: does a
+                 # coarser interval cost the job's main thread less?
+                 "watch_i2000": {"metrics_interval_us": 2000.0}}
 # --in-process only: one light profile (no watch) over the block, stepped by
 # the model, to tell what the watch adds (blocks, rows) from what its light
 # profiles cost

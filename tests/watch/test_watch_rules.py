@@ -155,6 +155,11 @@ def test_p99_rule_waits_for_100_steps(tmp_path, monkeypatch):
     ({"rank_timeout_s": 0}, ValueError, "rank_timeout_s must be above 0"),
     ({"rank_timeout_s": 3601}, ValueError, "rank_timeout_s must be above 0 and at most 3600 s"),
     ({"step_budget": 10}, TypeError, "did you mean 'step_budget_ms'"),
+    ({"metrics_interval_us": 0.999}, ValueError, "metrics_interval_us must be at least 1 and at "
+                                                 "most 1e.06 us"),
+    ({"metrics_interval_us": 1e6 + 1}, ValueError, "metrics_interval_us must be at least 1"),
+    ({"metrics_interval_us": True}, TypeError, "metrics_interval_us must be a number"),
+    ({"metrics_interval": 500}, TypeError, "did you mean 'metrics_interval_us'"),
 ])
 def test_bad_options_are_refused_naming_the_option(tmp_path, options, error, text):
     with pytest.raises(error, match=text):
@@ -167,3 +172,25 @@ def test_a_dump_dir_that_is_a_file_is_refused(tmp_path):
         loopscope.watch(dump_dir=tmp_path / "f")
     with pytest.raises(ValueError, match="is not a folder"):
         loopscope.watch(dump_dir=tmp_path / "f" / "below")
+
+
+@pytest.mark.parametrize("interval", [None, 1, 2000, 1e6])
+def test_the_metrics_interval_reaches_every_block(tmp_path, monkeypatch, interval):
+    """Each light block's profile samples at the watch's interval (its
+    edges, 1 and 1e6 us, are taken), or at the profile's default."""
+    from loopscope.watching import _watch
+
+    seen = []
+
+    class Recording(_watch.Profile):
+        def __init__(self, *args, **kwargs):
+            seen.append(kwargs.get("metrics_interval_us", "not passed"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(_watch, "Profile", Recording)
+    with loopscope.watch(dump_dir=tmp_path, metrics_interval_us=interval, block_steps=2) as w:
+        for _ in range(5):
+            with w.step():
+                pass
+    assert len(seen) >= 3
+    assert set(seen) == {None if interval is None else float(interval)}

@@ -158,6 +158,9 @@ class Watch:
     syncs, metrics:   sync detection and counters in the light profiles (which
                       never wait for the counters' first set-up in a process: the
                       rows of steps before sampling begins have no counter figures).
+    metrics_interval_us: the counters' sampling interval, as profile()'s (None: its
+                      default, 500 us, doubled while the decode falls behind); a
+                      longer one costs the job's CPUs less decoding.
     all_ranks:        under torch.distributed, one rank's breach (or capture) arms
                       every rank's full profile for the same steps, gathered as
                       profile(gather=True) is: rank 0's dump names the straggler (_ranks).
@@ -188,6 +191,7 @@ class Watch:
         steps: Any = None,
         syncs: bool = True,
         metrics: bool = True,
+        metrics_interval_us: float | None = None,
         all_ranks: bool = False,
         rank_check_steps: int = 16,
         rank_timeout_s: float = 5.0,
@@ -221,6 +225,8 @@ class Watch:
         self._signal = _options.check_bool("signal", signal)
         self._syncs = _options.check_bool("syncs", syncs)
         self._metrics = _options.check_bool("metrics", metrics)
+        self._interval_us = None if metrics_interval_us is None else _float_option(
+            "metrics_interval_us", metrics_interval_us, 1.0, 1e6, "us")
         self._all_ranks = _options.check_bool("all_ranks", all_ranks)
         self._check_steps = _int_option("rank_check_steps", rank_check_steps, 1, 1_000_000)
         self._rank_timeout = _float_option("rank_timeout_s", rank_timeout_s, 0.0,
@@ -531,8 +537,8 @@ class Watch:
         # any profile does (the set-up is long over by then).
         metrics = "lazy" if self._metrics and kind == "light" else self._metrics
         prof = Profile(trace=kind == "full", syncs=self._syncs or kind == "full",
-                       metrics=metrics, gather=gather, warm_up=kind == "full",
-                       gather_timeout_s=self._rank_timeout)
+                       metrics=metrics, metrics_interval_us=self._interval_us, gather=gather,
+                       warm_up=kind == "full", gather_timeout_s=self._rank_timeout)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", LoopscopeWarning)
             prof.__enter__()

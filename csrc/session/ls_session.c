@@ -620,7 +620,9 @@ int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *
     return 0;
 }
 
-int ls_session_mark_end(uint64_t owner)
+/* The end of `owner`'s innermost range on this thread, marked (now) or
+ * taken back (0: ended by its exit, or at a stop meanwhile, ls_finish). */
+static int set_marked_end(uint64_t owner, int mark)
 {
     ls_rangestack *stack = ls_rangestack_mine();
     ptrdiff_t at = ls_rangestack_find(stack, owner);
@@ -628,10 +630,11 @@ int ls_session_mark_end(uint64_t owner)
         return -1;
     ls_open_range entry = stack->items[at];
     if (session.active && entry.generation == session.generation && entry.record >= 0)
-        session.capture.records.ranges.items[entry.record].end_ns = ls_clock_now();
-    uint32_t flags = entry.flags | LS_OPEN_ENDED;
-    /* NVTX ranges nest per thread: one with a range above it ends at the exit */
-    if ((flags & LS_OPEN_NVTX) && (size_t)at + 1 == ls_rangestack_size(stack)) {
+        session.capture.records.ranges.items[entry.record].end_ns = mark ? ls_clock_now() : 0;
+    uint32_t flags = mark ? entry.flags | LS_OPEN_ENDED : entry.flags & ~LS_OPEN_ENDED;
+    /* NVTX ranges nest per thread: one with a range above it ends at the
+     * exit; one popped at a mark is never pushed again */
+    if (mark && (flags & LS_OPEN_NVTX) && (size_t)at + 1 == ls_rangestack_size(stack)) {
         ls_nvtx_pop();
         flags &= ~LS_OPEN_NVTX;
     }
@@ -639,19 +642,9 @@ int ls_session_mark_end(uint64_t owner)
     return 0;
 }
 
-int ls_session_unmark_end(uint64_t owner)
-{
-    ls_rangestack *stack = ls_rangestack_mine();
-    ptrdiff_t at = ls_rangestack_find(stack, owner);
-    if (at < 0)
-        return -1;
-    ls_open_range entry = stack->items[at];
-    /* open again: a stop meanwhile ends it at the stop (ls_finish) */
-    if (session.active && entry.generation == session.generation && entry.record >= 0)
-        session.capture.records.ranges.items[entry.record].end_ns = 0;
-    ls_rangestack_set_flags(stack, at, entry.flags & ~LS_OPEN_ENDED);
-    return 0;
-}
+int ls_session_mark_end(uint64_t owner) { return set_marked_end(owner, 1); }
+
+int ls_session_unmark_end(uint64_t owner) { return set_marked_end(owner, 0); }
 
 ls_exit_result ls_session_pop(uint64_t owner)
 {

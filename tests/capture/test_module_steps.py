@@ -702,3 +702,38 @@ def test_the_real_return_event_ends_a_handlers_step_at_its_return(test_clock):
     s = prof.summary()
     assert site_steps(s, AT["between_requests"]) == ([], 3)
     assert s["module_steps"]["ended_by_return"] == 3
+
+
+@real
+@pytest.mark.parametrize("torch_outside", [True, False])
+def test_the_real_return_event_beside_torch_profilers_python_tracer(test_clock, torch_outside):
+    """torch.profiler with with_stack=True (its Python tracer) around the
+    profile, or inside it: both see what they see alone (torch its ops,
+    loopscope each caller's return and the prefill helper's step taken
+    back), and no sys.monitoring tool id is left claimed."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    model = Block()
+
+    def requests_then_generate():
+        for _ in range(3):
+            handle(model, None)
+        decode_after_prefill(model)
+
+    def torch_profiled():
+        return torch_profile(activities=[ProfilerActivity.CPU], with_stack=True)
+
+    if torch_outside:
+        with torch_profiled() as tp, loopscope.profile(steps=model) as prof:
+            requests_then_generate()
+    else:
+        with loopscope.profile(steps=model) as prof, torch_profiled() as tp:
+            requests_then_generate()
+    s = prof.summary()
+    assert len(s["steps"]) == 3 + N
+    # three handlers' returns and decode_after_prefill's; _prefill's was taken back
+    assert s["module_steps"]["ended_by_return"] == 4
+    assert site_steps(s, AT["prefill_stop"]) == (list(range(3, 3 + N)), N)
+    assert any(e.key == "aten::add" for e in tp.key_averages())  # Block's x + 1
+    assert all(sys.monitoring.get_tool(t) is None for t in (3, 4))

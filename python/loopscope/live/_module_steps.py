@@ -262,8 +262,10 @@ class ModuleSteps:
             parent = None if getattr(local, "held", False) else frame.f_back
             if parent is not None and not self._inside(parent.f_code.co_filename) \
                     and step._mark_end():
-                self._returns.watch(parent.f_code)
+                # held before the watch: should it fail, the next call or the
+                # profile's end still ends the step at its mark
                 local.caller, local.held = id(parent), True
+                self._returns.watch(parent.f_code)
             else:
                 self._close_open(returned=True)
         except Exception as error:  # never the user's function's problem

@@ -68,6 +68,16 @@ void ls_rangestack_set_flags(ls_rangestack *s, ptrdiff_t position, uint32_t flag
     s->items[(size_t)position].flags = flags; /* LS_OPEN_STEP is never changed here */
 }
 
+void ls_rangestack_note_yielded(ls_rangestack *s, uint64_t owner) { s->yielded_owner = owner; }
+
+int ls_rangestack_take_yielded(ls_rangestack *s, uint64_t owner)
+{
+    if (owner == 0 || s->yielded_owner != owner)
+        return 0;
+    s->yielded_owner = 0;
+    return 1;
+}
+
 uint32_t ls_rangestack_open_steps(ls_rangestack *s, uint32_t generation)
 {
     if (s->steps_generation != generation) {

@@ -29,6 +29,7 @@ typedef struct ls_rangestack {
     size_t count, capacity;
     uint32_t steps_generation; /* open_steps counts the steps of this generation */
     uint32_t open_steps;
+    uint64_t yielded_owner;    /* a marked step a new step ended (its exit closes nothing), 0: none */
 } ls_rangestack;
 
 /* The calling thread's stack; never NULL.  Fetch it once per edge: each
@@ -44,6 +45,13 @@ ls_open_range ls_rangestack_remove(ls_rangestack *s, ptrdiff_t position);
 
 /* Sets the flags of the entry at `position` (from ls_rangestack_find). */
 void ls_rangestack_set_flags(ls_rangestack *s, ptrdiff_t position, uint32_t flags);
+
+/* Notes that `owner`'s range was ended for it (ls_session_push): its own
+ * exit later finds it gone.  One a thread: a later one replaces it. */
+void ls_rangestack_note_yielded(ls_rangestack *s, uint64_t owner);
+
+/* 1 when `owner` is the one noted (and forgets it), else 0. */
+int ls_rangestack_take_yielded(ls_rangestack *s, uint64_t owner);
 
 /* Steps of `generation` open. */
 uint32_t ls_rangestack_open_steps(ls_rangestack *s, uint32_t generation);

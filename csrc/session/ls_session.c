@@ -585,8 +585,21 @@ int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *
 {
     uint32_t generation = session.active ? session.generation : 0;
     ls_rangestack *stack = ls_rangestack_mine();
-    if (step_index >= 0 && ls_rangestack_open_steps(stack, generation) > 0)
-        return LS_PUSH_STEP_OPEN;
+    if (step_index >= 0 && ls_rangestack_open_steps(stack, generation) > 0) {
+        /* A step whose end is marked (steps=module: held after its caller
+         * returned, in case the function returned into makes the next
+         * call) yields to a new step when it is the innermost range: it
+         * ends at its mark, and its own exit later closes nothing.  Any
+         * other open step refuses the new one: steps do not nest. */
+        const ls_open_range *top = ls_rangestack_top(stack);
+        uint32_t held = LS_OPEN_STEP | LS_OPEN_ENDED;
+        if (top == NULL || (top->flags & held) != held || top->generation != generation)
+            return LS_PUSH_STEP_OPEN;
+        ls_open_range ended = ls_rangestack_remove(stack, (ptrdiff_t)ls_rangestack_size(stack) - 1);
+        if (ended.flags & LS_OPEN_NVTX)
+            ls_nvtx_pop();
+        ls_rangestack_note_yielded(stack, ended.owner);
+    }
     const ls_open_range *outer = ls_rangestack_top(stack);
     int nested = outer != NULL && outer->generation == generation;
     ls_open_range entry = {owner, -1, generation, nested ? outer->depth + 1 : 0,
@@ -651,6 +664,8 @@ ls_exit_result ls_session_pop(uint64_t owner)
     ls_rangestack *stack = ls_rangestack_mine();
     ptrdiff_t at = ls_rangestack_find(stack, owner);
     if (at < 0) {
+        if (ls_rangestack_take_yielded(stack, owner))
+            return LS_EXIT_CLOSED; /* a new step ended it at its mark (ls_session_push) */
         if (session.active)
             session.capture.range_mismatches++;
         return LS_EXIT_NOT_OPEN;

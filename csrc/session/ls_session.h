@@ -105,7 +105,9 @@ enum { LS_PUSH_OK = 0, LS_PUSH_STEP_OPEN = -1, LS_PUSH_NO_MEMORY = -2 };
  * not NULL, else the name's text) and, while a session runs, a range record
  * (the records then hold the name; a step's name_id is its template, see
  * ls_names_format).  A step (`step_index >= 0`) is refused while another
- * step of the same session is open on the thread.  Returns LS_PUSH_OK,
+ * step of the same session is open on the thread, unless that one is the
+ * innermost range and its end is marked (ls_session_mark_end): it then ends
+ * at its mark, and its exit later closes nothing.  Returns LS_PUSH_OK,
  * LS_PUSH_STEP_OPEN or LS_PUSH_NO_MEMORY (a record that could not be kept
  * counts as dropped); on failure nothing is pushed. */
 int ls_session_push(uint64_t owner, uint32_t name_id, int32_t step_index, void *nvtx_handle,

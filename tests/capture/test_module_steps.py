@@ -496,6 +496,86 @@ def test_a_marked_end_ends_the_step_and_a_mark_taken_back_does_not(test_clock):
     assert second["end_ns"] == prof.capture.info()["stop_ns"]
 
 
+def test_a_new_step_ends_a_marked_one_and_no_other(test_clock):
+    """A step of the user's while a step's end is marked (held) opens: the
+    held one ends at its mark and its own exit later closes nothing.  An
+    open step not marked, or a marked one with a range open above it,
+    still refuses it: steps do not nest."""
+    with loopscope.profile() as prof:
+        held = prof.step()
+        held.__enter__()
+        assert held._mark_end()
+        AT["after_mark"] = here() + 1
+        one_sync()
+        with prof.step():
+            pass
+        assert not held._unmark_end()  # gone: a new step ended it
+        held.__exit__(None, None, None)
+        plain = prof.step()
+        plain.__enter__()
+        with pytest.raises(RuntimeError, match="steps do not nest"):
+            prof.step().__enter__()
+        plain.__exit__(None, None, None)
+        covered = prof.step()
+        covered.__enter__()
+        assert covered._mark_end()
+        with loopscope.range("above"):
+            with pytest.raises(RuntimeError, match="steps do not nest"):
+                prof.step().__enter__()
+        covered.__exit__(None, None, None)
+    s = prof.summary()
+    assert s["overhead"]["range_mismatches"] == 0
+    first, second, third, fourth = prof.model.steps()
+    (sync,) = prof.model.syncs()
+    assert first["end_ns"] < sync[0] < second["start_ns"]
+    # the refused steps took no index
+    assert [st["name"] for st in s["steps"]] == ["Step_0", "Step_1", "Step_2", "Step_3"]
+
+
+def test_the_users_step_after_a_helper_returned_opens(test_clock, fake):
+    """steps=model, a helper's forward, then the user's own prof.step() in
+    the function it returned into, then that function's forward: the
+    helper's step ended at its return, the user's step and the next
+    forward's are steps of their own, and nothing is refused."""
+    model = Block()
+
+    def block(fake):
+        handle(model, fake)
+        AT["users_step"] = here() + 2
+        with prof.step():
+            one_sync()
+        model(torch.zeros(1))
+        fake.returning()
+
+    with loopscope.profile(steps=model) as prof:
+        block(fake)
+    s = prof.summary()
+    assert [st["name"] for st in s["steps"]] == ["Step_0", "Step_1", "Step_2"]
+    assert site_steps(s, AT["users_step"]) == ([1], 1)
+    assert s["module_steps"]["skipped"] == 0 and s["module_steps"]["ended_by_return"] == 2
+    assert s["overhead"]["range_mismatches"] == 0
+
+
+def test_a_watched_step_a_users_step_ended_keeps_its_host_time_to_the_mark(tmp_path, fake):
+    model = Block()
+
+    def block(w, fake):
+        handle(model, fake)
+        time.sleep(0.06)
+        with w.step():
+            pass
+        model(torch.zeros(1))
+        fake.returning()
+
+    with loopscope.watch(dump_dir=tmp_path, steps=model, step_budget_ms=50, warmup_steps=0,
+                         p99_factor=None, block_steps=2, min_dump_interval_s=0) as w:
+        block(w, fake)
+    # rows come as steps end: the user's step 1 ended before step 0's exit
+    rows = {r["step"]: r for r in w.steps()}
+    assert sorted(rows) == [0, 1, 2]
+    assert rows[0]["host_ms"] < 50 and not rows[0]["breach"]
+
+
 def test_a_watched_handler_server_holds_no_idle_in_its_steps(tmp_path, fake):
     """A watched server whose handler makes one forward a request, 0.15 s
     apart (budget 50 ms): no step holds the wait, none breaches."""

@@ -556,6 +556,12 @@ with loopscope.profile() as prof:
     r.__exit__(None, None, None); s.__exit__(None, None, None)
     s = prof.step(); s.__enter__(); s._mark_end(); s._unmark_end()   # popped, not pushed again
     s.__exit__(None, None, None)
+    s = prof.step(); s.__enter__()
+    r = loopscope.range("inner2"); r.__enter__()
+    s._mark_end(); r.__exit__(None, None, None)             # its NVTX range still open
+    with prof.step():                                       # it yields: popped before the push
+        pass
+    s.__exit__(None, None, None)                            # nothing left to pop
 print("done")
 '''
 
@@ -563,7 +569,8 @@ print("done")
 def test_a_step_whose_end_is_marked_keeps_nvtx_balanced(nvtx_probe, tmp_path):
     """steps=module marks a step's end when its caller returns and may take
     the mark back: an NVTX tool sees the step's range end at the mark when
-    it is the innermost (else at its exit), once, never pushed again."""
+    it is the innermost (else at its exit, or when a new step ends it),
+    once, never pushed again."""
     import subprocess
     import sys
 
@@ -580,4 +587,4 @@ def test_a_step_whose_end_is_marked_keeps_nvtx_balanced(nvtx_probe, tmp_path):
         elif kind == "pop":
             events.append("pop")
     assert events == ["Step_0", "pop", "after_mark", "pop", "Step_1", "inner", "pop", "pop",
-                      "Step_2", "pop"]
+                      "Step_2", "pop", "Step_3", "inner2", "pop", "pop", "Step_4", "pop"]

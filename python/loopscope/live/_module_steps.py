@@ -14,7 +14,8 @@ function that then makes the next call (transformers 5's `_prefill`, which
 makes generate()'s first forward and returns into the decode loop) leaves
 the step open to that call: the step's end is marked at the return and taken
 back by a call from the function returned into; that function's return, a
-call from anywhere else (a server's next request handler), or the profile's
+call from anywhere else (a server's next request handler), a step of the
+user's (prof.step(), which a held step does not refuse), or the profile's
 end ends the step at the mark.  The calling function is the first
 frame outside torch's package and loopscope's (so a DDP or DataParallel
 wrapper, or `run --watch-module`'s global pre-hook, is looked through: a
@@ -297,7 +298,10 @@ class ModuleSteps:
         if step is None:
             return
         if held and caller is not None and id(caller) == returned_into:
-            step._unmark_end()  # that function's own next call: the step lasts to here
+            # that function's own next call: the step lasts to here, unless
+            # a step of the user's ended it at its mark meanwhile
+            if not step._unmark_end():
+                self.ended_by_return += 1
         elif held or returned:
             self.ended_by_return += 1
         step.__exit__(None, None, None)

@@ -121,9 +121,13 @@ class WatchStep:
         return scope is None or scope._mark_end()
 
     def _unmark_end(self) -> bool:
-        self._t1 = None
+        """The mark taken back, unless a new step already ended the step
+        at its mark (False then: its host time stays to the mark)."""
         scope = self._scope
-        return scope is None or scope._unmark_end()
+        taken_back = scope is None or scope._unmark_end()
+        if taken_back:
+            self._t1 = None
+        return taken_back
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         t1 = _clock() if self._t1 is None else self._t1

@@ -163,8 +163,11 @@ class Watch:
                       never wait for the counters' first set-up in a process: the
                       rows of steps before sampling begins have no counter figures).
     metrics_interval_us: the counters' sampling interval, as profile()'s (None: its
-                      default, 500 us, doubled while the decode falls behind); a
-                      longer one costs the job's CPUs less decoding.
+                      default, 500 us, doubled while the decode falls behind).  A
+                      longer one is not shown to cost the job less: the decode's
+                      host time goes with the SMs' busy time at any interval from
+                      500 us up, and GPT-2 generate() at 2,000 us read the default's
+                      cost within the noise (H200, docs/watch.md).
     all_ranks:        under torch.distributed, one rank's breach (or capture) arms
                       every rank's full profile for the same steps, gathered as
                       profile(gather=True) is: rank 0's dump names the straggler (_ranks).

@@ -65,7 +65,8 @@ ls_open_range ls_rangestack_remove(ls_rangestack *s, ptrdiff_t position)
 
 void ls_rangestack_set_flags(ls_rangestack *s, ptrdiff_t position, uint32_t flags)
 {
-    s->items[(size_t)position].flags = flags; /* LS_OPEN_STEP is never changed here */
+    /* callers keep LS_OPEN_STEP as it was: open_steps counts the entries by it */
+    s->items[(size_t)position].flags = flags;
 }
 
 void ls_rangestack_note_yielded(ls_rangestack *s, uint64_t owner) { s->yielded_owner = owner; }

@@ -43,7 +43,8 @@ int ls_rangestack_push(ls_rangestack *s, const ls_open_range *entry);
  * the entries above it move down by one. */
 ls_open_range ls_rangestack_remove(ls_rangestack *s, ptrdiff_t position);
 
-/* Sets the flags of the entry at `position` (from ls_rangestack_find). */
+/* Sets the flags of the entry at `position` (from ls_rangestack_find);
+ * LS_OPEN_STEP must stay as it was (open_steps counts by it). */
 void ls_rangestack_set_flags(ls_rangestack *s, ptrdiff_t position, uint32_t flags);
 
 /* Notes that `owner`'s range was ended for it (ls_session_push): its own

@@ -159,12 +159,20 @@ def turn_child(args: argparse.Namespace) -> int:
                              dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
                              **WATCH_OPTIONS[args.turn]) as w:
             out["enter_s"] = time.perf_counter() - t0
+            first = w._prof  # the first light block: its enter's phases, read after the watch
             turns()
             t_exit = time.perf_counter()
         out["exit_s"] = time.perf_counter() - t_exit
+        t = time.perf_counter()
         s = w.summary()
+        out["summary_s"] = time.perf_counter() - t  # block + summary(): what a reader pays
         out.update(steps=len(w.steps()), breaches=s["breaches"], dumps=len(w.dumps),
                    blocks=s["blocks"], missing=s["missing"])
+        if first is not None and first.finished is not None:
+            over = first.finished.step_figures()["overhead"]
+            out["first_block"] = {k: over.get(k) for k in (
+                "enter_ms", "start_phases_ms", "stop_ms", "finish_ms", "metrics_setup_ms",
+                "metrics_start_delay_ms")}
     print(json.dumps(out), flush=True)
     return 0
 
@@ -233,12 +241,24 @@ def taking_turns(args: argparse.Namespace) -> int:
                        / sum(bare_calls[j * n:(j + 1) * n]), 3) for j, e in enumerate(ends[v])]
         times = "" if v in ("bare", "bare_again") else (
             f"{[round(e['enter_s'] * 1e3) for e in ends[v]]} ms, {[round(e['exit_s'] * 1e3) for e in ends[v]]} ms, "
-            f"{[round(e['import_s'] * 1e3) for e in ends[v]]} ms")
+            f"{[round(e['import_s'] * 1e3) for e in ends[v]]} ms; summary() "
+            f"{[round(e.get('summary_s', 0) * 1e3) for e in ends[v]]} ms")
         print(f"| {v} | {statistics.median(calls) * 1e3:.1f} ms | "
               f"{statistics.median(calls) / statistics.median(bare_calls):.3f} | "
               f"{statistics.median(ratios[v]):.3f} [{q[0]:.3f}, {q[-1]:.3f}] | "
               f"{lower_quartile(calls) / lower_quartile(bare_calls):.3f} | "
-              f"{statistics.median(cpu) / statistics.median(bare_cpu):.3f} | {block} | {times} |")
+              f"{statistics.median(cpu) / statistics.median(bare_cpu):.3f} | "
+              f"median {statistics.median(block):.3f}: {block} | {times} |")
+    for v in variants:
+        if v in ("bare", "bare_again"):
+            continue
+        with_summary = [round((sum(c["call_s"] for c in per[v][j * n:(j + 1) * n]) + e["enter_s"]
+                               + e["exit_s"] + e.get("summary_s", 0))
+                              / sum(bare_calls[j * n:(j + 1) * n]), 3) for j, e in enumerate(ends[v])]
+        print(f"{v}: whole block + summary() over the bare calls, rounds' median "
+              f"{statistics.median(with_summary):.3f} {with_summary}")
+        for e in ends[v][:3]:
+            print(f"  first block: {json.dumps(e.get('first_block'))}")
     for v in variants:
         if v not in ("bare", "bare_again"):
             e = ends[v][-1]
@@ -250,7 +270,7 @@ def taking_turns(args: argparse.Namespace) -> int:
                   f"of {len(ends[v])} processes")
             for x in ends[v]:
                 if x["missing"].get("sm_active_pct") and "turned off" not in x["missing"]["sm_active_pct"]:
-                    print(f"  {v} SM missing: {x['missing']['sm_active_pct'][:160]}")
+                    print(f"  {v} SM missing: {x['missing']['sm_active_pct']}")
     # the host's spells by CPU: a call's time against the CPU it began on
     by_cpu: dict[int, list[float]] = {}
     for v in variants:

@@ -21,7 +21,7 @@ from .views._html_file import title, write_page
 from .live._module_steps import ModuleSteps, check_module
 from .files._recording import save
 from .views._report import format_report
-from ._summary import Summary, build_summary
+from ._summary import Summary, build_step_figures, build_summary
 from .views._trace_export import export_trace
 
 
@@ -202,6 +202,19 @@ class FinishedProfile:
         if self._summary is None:
             return self._own(_distributed.attach(self._gathered, self.local_summary()))
         return self._summary
+
+    def step_figures(self) -> dict[str, Any]:
+        """What loopscope.watch() reads of a light block (build_step_figures):
+        its steps and checks without the sync sites or any rank's figures
+        (a light block gathers none); the summary itself when it is made
+        already, or when the capture was traced (not cached: a later
+        summary() builds the whole one)."""
+        if self._local is None:
+            figures = build_step_figures(self.capture, self.state, self.thresholds,
+                                         self.host_ns, self.stop_error)
+            if figures is not None:
+                return figures
+        return self.summary()
 
     def local_summary(self) -> dict[str, Any]:
         """This process's own summary, before any cross-rank figures."""

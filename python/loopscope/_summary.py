@@ -888,17 +888,11 @@ def build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str |
             gc.enable()
 
 
-def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
-                   steps: RangeSteps | None = None, source: str | None = None,
-                   resolver=None) -> dict[str, Any]:
-    """The summary of a finished profile's capture (None when stopping it
-    failed).  `steps`: ranges that act as the steps instead of the live
-    ones; every figure is then computed for them as for live steps.
-    `source`: where the records came from when not a live profile (a
-    trace format's kind, files/_formats); `resolver`: how call stacks
-    become sync sites."""
-    t0 = time.perf_counter_ns()
-    non_finite = start_count()
+def _analysed(capture, state, thresholds_us, stop_error: str | None,
+              steps: RangeSteps | None) -> tuple[dict[str, Any], Any, str | None, bool, bool,
+                                                  dict[str, Any]]:
+    """(info, model, reason, gpu, watched, step columns) of a capture: what
+    every summary starts from."""
     if capture is None:
         info: dict[str, Any] = {"traced": False, "injected": False, "ops": 0}
         model = None
@@ -912,6 +906,73 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
     # fake API calls went through the switchboard (not merely fake kernels).
     watched = bool(info.get("watched_syncs") or info.get("calls_injected"))
     cols = step_columns(model, gpu) if model is not None else _NO_STEPS
+    return info, model, reason, gpu, watched, cols
+
+
+def _syncs_reason(info: dict[str, Any], state: dict[str, Any] | None, reason: str | None) -> Any:
+    return (state or {}).get("syncs_reason") or info.get("syncs_reason") or reason
+
+
+def _counter_figures(summary: dict[str, Any], capture, model, info: dict[str, Any],
+                     state: dict[str, Any] | None, reason: str | None) -> None:
+    """summary's sm, dram, pcie, metrics and metrics_error."""
+    whole = _figures(model.metrics()) if model is not None else None
+    summary["sm"], summary["dram"], summary["pcie"] = _sm_dram(whole, info)
+    summary["metrics"] = _metrics_section(info) if capture is not None else None
+    if summary["sm"] is not None:
+        summary["metrics_error"] = None
+    elif info.get("sampled"):
+        summary["metrics_error"] = no_counters_reason(info.get("pm") or {})
+    else:
+        summary["metrics_error"] = ((state or {}).get("metrics_reason") or info.get("metrics_reason")
+                                    or reason)
+
+
+def build_step_figures(capture, state, thresholds_us, host_ns: int,
+                       stop_error: str | None) -> dict[str, Any] | None:
+    """What loopscope.watch() reads of each light block, built as the
+    summary builds it: steps (with their syncs and counters), gpu_error,
+    syncs_error, metrics_error, sm, dram, overhead and checks.  No sync
+    sites: naming them (every kept call's stack) was ~80% of a block's
+    summary, 35 of ~45 ms over 6,144 syncs (CPU, 2026-11-30), and the
+    watch names them only for a dump, from the block's full summary().
+    None for a traced or injected capture (its steps' GPU figures and
+    checks come with the full summary only)."""
+    collecting = gc.isenabled()
+    gc.disable()  # as build_summary: new containers, no cycle
+    try:
+        info, model, reason, gpu, watched, cols = _analysed(capture, state, thresholds_us,
+                                                            stop_error, None)
+        if gpu:
+            return None
+        summary: dict[str, Any] = {"schema": SCHEMA_VERSION, "source": None,
+                                   "gpu_error": reason, "host_ms": _ms(host_ns)}
+        summary["steps"], _ = _steps(cols, False, thresholds_us, watched and model is not None,
+                                     metrics=model.step_metrics() if model is not None else None)
+        summary["syncs_error"] = None if watched and model is not None else \
+            _syncs_reason(info, state, reason)
+        _counter_figures(summary, capture, model, info, state, reason)
+        summary["overhead"] = overhead_section(info, state)
+        summary["checks"] = live_checks(summary, info, model, state) if capture else []
+        return summary
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str | None,
+                   steps: RangeSteps | None = None, source: str | None = None,
+                   resolver=None) -> dict[str, Any]:
+    """The summary of a finished profile's capture (None when stopping it
+    failed).  `steps`: ranges that act as the steps instead of the live
+    ones; every figure is then computed for them as for live steps.
+    `source`: where the records came from when not a live profile (a
+    trace format's kind, files/_formats); `resolver`: how call stacks
+    become sync sites."""
+    t0 = time.perf_counter_ns()
+    non_finite = start_count()
+    info, model, reason, gpu, watched, cols = _analysed(capture, state, thresholds_us,
+                                                        stop_error, steps)
     calls = capture.calls() if capture is not None and watched else None
     if resolver is None and calls is not None:  # made only where calls need sites
         resolver = Resolver()
@@ -952,17 +1013,8 @@ def _build_summary(capture, state, thresholds_us, host_ns: int, stop_error: str 
         summary["syncs_error"] = None
     else:
         summary["syncs"] = None
-        summary["syncs_error"] = (state or {}).get("syncs_reason") or info.get("syncs_reason") or reason
-    whole = _figures(model.metrics()) if model is not None else None
-    summary["sm"], summary["dram"], summary["pcie"] = _sm_dram(whole, info)
-    summary["metrics"] = _metrics_section(info) if capture is not None else None
-    if summary["sm"] is not None:
-        summary["metrics_error"] = None
-    elif info.get("sampled"):
-        summary["metrics_error"] = no_counters_reason(info.get("pm") or {})
-    else:
-        summary["metrics_error"] = ((state or {}).get("metrics_reason") or info.get("metrics_reason")
-                                    or reason)
+        summary["syncs_error"] = _syncs_reason(info, state, reason)
+    _counter_figures(summary, capture, model, info, state, reason)
     summary["steps"] = step_list
     if readiness is not None:  # without it no step has graph_readiness
         add_sync_blockers(step_list, summary["syncs"], readiness)

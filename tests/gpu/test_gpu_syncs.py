@@ -191,3 +191,32 @@ def test_a_light_profile_finds_the_same_syncs(setup):
     assert found == expected
     printed = [s for s in syncs["sites"] if s["line"] == line_of("SYNC_PRINT")]
     assert len(printed) == 1 and printed[0]["steps"] == [5] and printed[0]["count"] > 1
+
+
+def test_a_watch_counts_each_steps_syncs_and_its_dump_names_their_lines(tmp_path):
+    """loopscope.watch() on a real loop: each step's row holds its own syncs
+    (a light block's rows are read without naming sites), and the step that
+    breaks max_syncs gets one dump whose sync sites are the two lines it
+    synced at."""
+    import json
+    import os
+    x = torch.randn(256, 256, device="cuda")
+    (x @ x).sum().item()  # cuBLAS's set-up before the watch, not in step 0
+    planted, n = 21, 40
+    with loopscope.watch(dump_dir=tmp_path, max_syncs=1, block_steps=8, warmup_steps=0,
+                         profile_steps=2, p99_factor=None, min_dump_interval_s=0.0) as w:
+        for i in range(n):
+            with w.step():
+                y = x @ x
+                if i % 3 == 0:
+                    y.sum().item()  # WATCH_EVERY_THIRD
+                if i == planted:
+                    (y * 2).max().item()  # WATCH_PLANTED
+    assert w.summary()["missing"].get("syncs") is None, w.summary()["missing"]
+    assert [r["syncs"] for r in w.steps()] == [(i % 3 == 0) + (i == planted) for i in range(n)]
+    assert [b["step"] for b in w.breaches] == [planted] and len(w.dumps) == 1
+    with open(os.path.join(w.dumps[0], "breach.json")) as f:
+        breach = json.load(f)
+    assert breach["step"] == planted
+    assert {s["line"] for s in breach["sync_sites"]} == {line_of("WATCH_EVERY_THIRD"),
+                                                         line_of("WATCH_PLANTED")}

@@ -6,6 +6,9 @@ warm-up.  Host times come from a scripted clock and syncs and samples from
 the test hooks (watch_loop), so every expected figure is computed here."""
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 import loopscope
@@ -194,3 +197,61 @@ def test_the_metrics_interval_reaches_every_block(tmp_path, monkeypatch, interva
                 pass
     assert len(seen) >= 3
     assert set(seen) == {None if interval is None else float(interval)}
+
+
+def test_light_blocks_read_their_steps_without_naming_sync_sites(tmp_path, monkeypatch):
+    """A light block's rows come from its steps alone: naming each sync's
+    site (its stack) was most of a block's cost, and only a dump shows
+    sites.  The rows still carry each step's own syncs and blocked time;
+    the breach's dump names the site from the block's full summary."""
+    from loopscope import _summary
+    named = []
+    real = _summary.build_syncs
+
+    def counting(calls, *args, **kwargs):
+        named.append(len(calls))
+        return real(calls, *args, **kwargs)
+
+    monkeypatch.setattr(_summary, "build_syncs", counting)
+    clock = watch_loop.install(monkeypatch)
+    syncs = [1, 0, 2, 1, 3, 0, 1, 2, 0]
+    sync_ns = [3_000, 0, 1_500, 7_000, 2_000, 0, 4_000, 1_000, 0]
+    with watched(tmp_path, max_dumps=0) as w:
+        watch_loop.run(w, clock, [1.0] * len(syncs), syncs=syncs, sync_ns=sync_ns)
+    rows = w.steps()
+    assert [r["syncs"] for r in rows] == syncs
+    assert [r["sync_blocked_ms"] for r in rows] == [n * ns / 1e6 for n, ns in zip(syncs, sync_ns)]
+    assert w.summary()["blocks"]["rotations"] == len(syncs) // 3 and named == []
+    more = syncs + [0] * 6  # the breach of step 4 is read two blocks later (docs/watch.md)
+    with watched(tmp_path, max_syncs=2, profile_steps=1) as w:
+        watch_loop.run(w, clock, [1.0] * len(more), syncs=more, sync_ns=sync_ns + [0] * 6)
+    assert breached(w) == [4] and len(w.dumps) == 1 and named  # the dump's block summary
+    assert json.loads(open(os.path.join(w.dumps[0], "breach.json")).read())["sync_sites"]
+
+
+def test_step_figures_are_the_summarys_own_for_a_light_block(monkeypatch):
+    """FinishedProfile.step_figures (what a light block's rows read) holds
+    the summary's steps, errors and checks, as the summary builds them; a
+    capture with GPU records gets the summary itself."""
+    from loopscope import _core, _testhooks
+    with loopscope.profile(trace=False, metrics=False) as prof:
+        for n in (2, 0, 1):
+            with loopscope.step():
+                for _ in range(n):
+                    watch_loop.one_sync(5_000)
+                t = _core.now_ns()
+                _testhooks._inject("sample", [(t - 10**6, t + 10**6, {"sm_active_pct": 40.0}, 0)])
+    figures = prof.finished.step_figures()
+    assert "syncs" not in figures and "diagnosis" not in figures
+    summary = prof.summary()
+    assert [s["syncs"] for s in figures["steps"]] == [2, 0, 1]
+    assert [s["sync_blocked_ms"] for s in figures["steps"]] == [0.01, 0.0, 0.005]
+    assert [s["sm_active_pct"] for s in figures["steps"]] == [40.0] * 3
+    for key in ("steps", "gpu_error", "syncs_error", "metrics_error", "sm", "checks"):
+        assert figures[key] == summary[key], key
+    assert prof.finished.step_figures() is summary  # made already: the summary itself
+    with loopscope.profile(trace=False, metrics=False) as traced:
+        with loopscope.step():
+            t = _core.now_ns()
+            _testhooks._inject("kernel", [(t, t + 1_000, 0, 7, 1, "k")])
+    assert "syncs" in traced.finished.step_figures()  # GPU records: the whole summary

@@ -327,9 +327,10 @@ class Resolver:
     def site(self, call: dict[str, Any]) -> Site:
         """The site of one call; calls with the same stack share it."""
         key = (tuple(map(tuple, call["frames"])), call["wait_class"])
-        if key not in self._memo:
-            self._memo[key] = self._resolve(call)
-        return self._memo[key]
+        site = self._memo.get(key)  # one lookup: hashing a stack is most of a call's cost
+        if site is None:
+            site = self._memo[key] = self._resolve(call)
+        return site
 
     def sync_site(self, call: dict[str, Any], before: Iterable[dict[str, Any]] = ()) -> Site:
         """The site of a sync, named by `call` -- in a profile the first call

@@ -26,6 +26,11 @@ kinds, sites, calls kept), which must agree.
 
   python benchmarks/probes/light_callbacks_probe.py --check --cost --rounds 20
   python benchmarks/probes/light_callbacks_probe.py --syncs --loops gpt2
+  python benchmarks/probes/light_callbacks_probe.py --dispatch --loops tiny --rounds 10
+
+--dispatch: a CUDA call no callback watches (cudaGetDevice, cuCtxGetCurrent,
+through ctypes), bare and inside each variant: the ns a light profile's
+sync callbacks add to every other API call.
 """
 from __future__ import annotations
 
@@ -167,11 +172,67 @@ def cost(torch, loopscope, loops: dict, rounds: int, launches: int) -> dict:
     return out
 
 
+def dispatch(loopscope, rounds: int, calls: int) -> dict:
+    """What a light profile's sync callbacks cost a CUDA call they do not
+    watch (issue 40: is it CUPTI's dispatch on every API call, not the
+    calls kept?): `calls` x cudaGetDevice (runtime) and cuCtxGetCurrent
+    (driver) through ctypes, bare, in a light profile (its sync callbacks
+    on) and in one with syncs off, alternating, `rounds` rounds.  Printed:
+    the median ns a call over bare's, each API."""
+    import ctypes
+    import glob
+    import torch
+    lib = os.path.dirname(torch.__file__)
+    found = sorted(glob.glob(os.path.join(lib, "..", "nvidia", "*", "lib", "libcudart.so*"))
+                   + glob.glob(os.path.join(lib, "lib", "libcudart*.so*")))
+    cudart = None
+    for name in [*found, "libcudart.so.13", "libcudart.so.12", "libcudart.so"]:
+        try:
+            cudart = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if cudart is None:
+        raise SystemExit("--dispatch: no libcudart found beside torch")
+    cuda = ctypes.CDLL("libcuda.so.1")
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    apis = {"cudaGetDevice": lambda: cudart.cudaGetDevice(ctypes.byref(dev)),
+            "cuCtxGetCurrent": lambda: cuda.cuCtxGetCurrent(ctypes.byref(ctx))}
+    times: dict[str, dict[str, list[float]]] = {v: {a: [] for a in apis} for v in ("bare", *VARIANTS)}
+
+    def run(variant: str) -> None:
+        for name, call in apis.items():
+            t = time.perf_counter_ns()
+            for _ in range(calls):
+                call()
+            times[variant][name].append((time.perf_counter_ns() - t) / calls)
+
+    for r in range(rounds):
+        for variant in (["bare", *VARIANTS] if r % 2 == 0 else [*VARIANTS, "bare"]):
+            if variant == "bare":
+                run(variant)
+                continue
+            with loopscope.profile(**VARIANTS[variant]) as prof:
+                run(variant)
+            if variant == "light" and r == 0:
+                assert prof.summary()["syncs_error"] is None, prof.summary()["syncs_error"]
+    out = {}
+    for name in apis:
+        bare = statistics.median(times["bare"][name])
+        out[name] = {"bare_ns": round(bare, 1), **{f"{v}_added_ns": round(
+            statistics.median(times[v][name]) - bare, 1) for v in VARIANTS}}
+    print(f"dispatch ({rounds} rounds of {calls} calls): {out}", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--cost", action="store_true")
     parser.add_argument("--syncs", action="store_true")
+    parser.add_argument("--dispatch", action="store_true",
+                        help="a CUDA call the light profile's callbacks do not watch: its cost")
+    parser.add_argument("--dispatch-calls", type=int, default=200000)
     parser.add_argument("--loops", default="tiny,gpt2")
     parser.add_argument("--rounds", type=int, default=20, help="tiny's; gpt2 runs half")
     parser.add_argument("--launches", type=int, default=10000)
@@ -192,6 +253,8 @@ def main() -> None:
         result["check"] = check(torch, loopscope, loops)
     if args.syncs:
         result["syncs"] = syncs(loopscope, loops)
+    if args.dispatch:
+        result["dispatch"] = dispatch(loopscope, args.rounds, args.dispatch_calls)
     if args.cost:
         result["cost"] = cost(torch, loopscope, loops, args.rounds, args.launches)
     if args.json:

@@ -96,6 +96,40 @@ def on_cpu() -> int:
         return -1
 
 
+class ThreadCounters:
+    """The calling thread's user-space cycles and instructions
+    (perf_event_open, one counter each, counting from here on); `read()`
+    gives (cycles, instructions), or (None, None) where the kernel or the
+    container gives no hardware counter (`why` says which).  Instructions
+    are what the thread did whatever the host's spells; cycles over them
+    show the thread running slower (a shared cache, the clock)."""
+
+    def __init__(self) -> None:
+        import ctypes
+        import struct
+        self.fds: list[int] = []
+        self.why: str | None = None
+        libc = ctypes.CDLL(None, use_errno=True)
+        for config in (0, 1):  # PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS
+            # perf_event_attr's first 64 bytes: PERF_TYPE_HARDWARE, size 64,
+            # flags exclude_kernel | exclude_hv
+            attr = ctypes.create_string_buffer(
+                struct.pack("IIQQQQQIIQ", 0, 64, config, 0, 0, 0, (1 << 5) | (1 << 6), 0, 0, 0), 64)
+            fd = libc.syscall(298, attr, 0, -1, -1, 0)  # x86-64 perf_event_open, this thread
+            if fd < 0:
+                self.why = f"perf_event_open: {os.strerror(ctypes.get_errno())}"
+                for f in self.fds:
+                    os.close(f)
+                self.fds = []
+                return
+            self.fds.append(fd)
+
+    def read(self) -> tuple[int | None, int | None]:
+        if not self.fds:
+            return None, None
+        return tuple(int.from_bytes(os.read(fd, 8), "little") for fd in self.fds)  # type: ignore
+
+
 def pin_main_thread(cpu: int) -> None:
     """The main thread on `cpu` alone, every other thread of the process (the
     sampler's decoding, CUDA's, the worker) on every other CPU it may use:
@@ -134,6 +168,9 @@ def turn_child(args: argparse.Namespace) -> int:
     torch, model, loop = warm_gpt2()
     out = {"variant": args.turn}
 
+    hw = ThreadCounters() if sys.platform == "linux" and os.uname().machine == "x86_64" else None
+    out["hw_counters"] = None if hw is None else hw.why or "cycles, instructions"
+
     def turns():
         print(json.dumps({"ready": True}), flush=True)
         for line in sys.stdin:
@@ -141,12 +178,16 @@ def turn_child(args: argparse.Namespace) -> int:
                 break
             if args.pin is not None:
                 pin_main_thread(args.pin)
+            cy0, in0 = hw.read() if hw is not None else (None, None)
             cpu0, t, m = on_cpu(), time.perf_counter(), time.thread_time()
             loop()
             call, main = time.perf_counter() - t, time.thread_time() - m
+            cy1, in1 = hw.read() if hw is not None else (None, None)
             cpu1 = on_cpu()
             torch.cuda.synchronize()
-            print(json.dumps({"call_s": call, "main_cpu_s": main, "cpus": [cpu0, cpu1]}), flush=True)
+            print(json.dumps({"call_s": call, "main_cpu_s": main, "cpus": [cpu0, cpu1],
+                              "cycles": None if cy0 is None else cy1 - cy0,
+                              "instructions": None if in0 is None else in1 - in0}), flush=True)
 
     if args.turn in ("bare", "bare_again"):
         turns()
@@ -271,6 +312,19 @@ def taking_turns(args: argparse.Namespace) -> int:
             for x in ends[v]:
                 if x["missing"].get("sm_active_pct") and "turned off" not in x["missing"]["sm_active_pct"]:
                     print(f"  {v} SM missing: {x['missing']['sm_active_pct']}")
+    # the main thread's own work a call, whatever the host's spells
+    if all(c.get("instructions") is not None for v in variants for c in per[v]):
+        bare_in = statistics.median(c["instructions"] for c in per["bare"])
+        bare_cy = statistics.median(c["cycles"] for c in per["bare"])
+        for v in variants:
+            ins = statistics.median(c["instructions"] for c in per[v])
+            cyc = statistics.median(c["cycles"] for c in per[v])
+            print(f"{v}: main thread a call, median: {ins / 1e6:.1f} M instructions "
+                  f"({ins / bare_in:.4f}x bare), {cyc / 1e6:.1f} M cycles ({cyc / bare_cy:.4f}x), "
+                  f"{cyc / ins:.3f} cycles an instruction")
+    else:
+        print("hardware counters: " + "; ".join(sorted({str(e.get("hw_counters")) for v in variants
+                                                         for e in ends[v]})))
     # the host's spells by CPU: a call's time against the CPU it began on
     by_cpu: dict[int, list[float]] = {}
     for v in variants:
@@ -281,6 +335,61 @@ def taking_turns(args: argparse.Namespace) -> int:
     for v in variants:
         print(f"{v} calls (ms): {[round(c['call_s'] * 1e3) for c in per[v]]}")
     return 0 if all(e.get("breaches", 0) == 0 for v in variants for e in ends[v]) else 1
+
+
+def pooled_report(paths: list[str]) -> int:
+    """--report: the rounds of saved --taking-turns runs (their --json, gzip
+    or not) pooled, each watched variant against the mean of the two bare
+    processes of its turn (bare and bare_again: either alone as the
+    reference carries that one process's luck; on 2026-11-30 bare_again read
+    0.947x bare over 15 rounds), with the A/A itself beside."""
+    import gzip
+    calls: dict[str, list[list[dict]]] = {}
+    ends: dict[str, list[dict]] = {}
+    for path in paths:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+            run = json.load(f)
+        n = len(run["calls"]["bare"]) // len(run["ends"]["bare"])
+        for v, xs in run["calls"].items():
+            calls.setdefault(v, []).extend(xs[j * n:(j + 1) * n] for j in range(len(run["ends"][v])))
+            ends.setdefault(v, []).extend(run["ends"][v])
+    if "bare_again" not in calls:
+        print("--report: the runs need a bare_again process (the mean of both bare is the reference)")
+        return 1
+
+    def spread(xs: list[float]) -> str:
+        q = statistics.quantiles(xs, n=4)
+        return f"{statistics.median(xs):.3f} [{q[0]:.3f}, {q[2]:.3f}]"
+
+    rounds = len(ends["bare"])
+    print(f"{len(paths)} runs, {rounds} rounds pooled; each over the mean of bare and bare_again "
+          "(A/A: bare_again over bare)")
+    print("| variant | whole block (enter + calls + exit), rounds' median [q1, q3] | mean +- standard "
+          "error | + summary() | a turn [q1, q3] | main thread's CPU, rounds |")
+    print("|---|---|---|---|---|---|")
+    for v in calls:
+        if v == "bare":
+            continue
+        block, with_summary, turn, cpu = [], [], [], []
+        for r in range(rounds):
+            b, a, x = calls["bare"][r], calls["bare_again"][r], calls[v][r]
+            ref = (sum(c["call_s"] for c in b) + sum(c["call_s"] for c in a)) / 2
+            ref_cpu = (sum(c["main_cpu_s"] for c in b) + sum(c["main_cpu_s"] for c in a)) / 2
+            if v == "bare_again":  # the A/A: one bare process over the other
+                ref = sum(c["call_s"] for c in b)
+                ref_cpu = sum(c["main_cpu_s"] for c in b)
+            e = ends[v][r]
+            own = sum(c["call_s"] for c in x) + e.get("enter_s", 0) + e.get("exit_s", 0)
+            block.append(own / ref)
+            with_summary.append((own + e.get("summary_s", 0)) / ref)
+            cpu.append(sum(c["main_cpu_s"] for c in x) / ref_cpu)
+            for i, c in enumerate(x):
+                turn.append(c["call_s"] / (b[i]["call_s"] if v == "bare_again"
+                                           else (b[i]["call_s"] + a[i]["call_s"]) / 2))
+        se = statistics.stdev(block) / len(block) ** 0.5
+        print(f"| {v} | {spread(block)} | {statistics.mean(block):.3f} +- {se:.3f} | "
+              f"{spread(with_summary)} | {spread(turn)} | {spread(cpu)} |")
+    return 0
 
 
 def child(args: argparse.Namespace) -> dict:
@@ -549,7 +658,12 @@ def main() -> int:
                    help="--taking-turns: each process's main thread on this CPU alone (the "
                         "others' threads off it), so every variant runs on the same core")
     p.add_argument("--turn", choices=("bare", "bare_again", *WATCH_OPTIONS), help=argparse.SUPPRESS)
+    p.add_argument("--report", nargs="+", metavar="JSON",
+                   help="pool saved --taking-turns runs (their --json) that have a bare_again "
+                        "process: each variant over the mean of both bare processes")
     args = p.parse_args()
+    if args.report:
+        return pooled_report(args.report)
     if not args.variant and (args.variants.split(",")[0] != "bare"
                              or not set(args.variants.split(",")[1:]) <= set(WATCH_OPTIONS)):
         p.error(f"--variants: bare first, then any of {', '.join(WATCH_OPTIONS)}; got {args.variants!r}")

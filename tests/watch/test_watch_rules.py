@@ -255,3 +255,36 @@ def test_step_figures_are_the_summarys_own_for_a_light_block(monkeypatch):
             t = _core.now_ns()
             _testhooks._inject("kernel", [(t, t + 1_000, 0, 7, 1, "k")])
     assert "syncs" in traced.finished.step_figures()  # GPU records: the whole summary
+
+
+@pytest.mark.parametrize("spent_ns, mean_ns, steps", [
+    # steps = ceil(spent / (0.2% x the mean step)), within [16, 4096]
+    (400_000, 1_000_000, 200),      # 0.4 ms over 1 ms steps: 0.4 / 0.002
+    (400_001, 1_000_000, 201),      # a hair over: the next whole step
+    (31_999, 1_000_000, 16),        # 15.9995 -> 16, the least
+    (30_000, 1_000_000, 16),        # 15 -> held at 16
+    (34_000, 1_000_000, 17),        # 17 -> 17
+    (8_192_000, 1_000_000, 4096),   # 4096, the most
+    (8_194_000, 1_000_000, 4096),   # 4097 -> held at 4096
+    (8_190_000, 1_000_000, 4095),   # 4095
+    (1_000, 0.0, 4096),             # a mean of 0 ns (no step timed): the most
+    (4, 0.5, 2000),                 # a mean under 1 ns counts as 1 ns: 4 / 0.002, not 4,000
+])
+def test_a_blocks_steps_follow_its_rotation_cost(spent_ns, mean_ns, steps):
+    from loopscope.watching._watch import block_steps_for
+    assert block_steps_for(spent_ns, mean_ns) == steps
+
+
+def test_the_watch_sizes_its_next_block_from_the_rotation_it_just_paid(tmp_path, monkeypatch):
+    """A rotation that cost 1 ms over steps of 2 ms (the scripted clocks):
+    the next blocks hold 1 / (0.002 x 2) = 250 steps."""
+    from loopscope.watching import _watch
+    ticks = iter(range(0, 10**12, 1_000_000))  # each rotation read: begin, end 1 ms later
+    monkeypatch.setattr(_watch, "_rotation_clock", lambda: next(ticks))
+    clock = watch_loop.install(monkeypatch)
+    with loopscope.watch(dump_dir=tmp_path / "d", p99_factor=None, warmup_steps=0) as w:
+        watch_loop.run(w, clock, [2.0] * 600)
+        first = w.summary()["blocks"]
+    assert first["steps"] == 250 and first["fixed"] is False
+    # 64 first steps, then blocks of 250: rotations after steps 63 and 313, and 563
+    assert first["rotations"] == 3 and first["mean_cost_ms"] == 1.0

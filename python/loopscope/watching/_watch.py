@@ -11,13 +11,14 @@ It is loopscope's own machinery composed, nothing new underneath:
 
 - While all is well, a chain of light profiles (`profile(trace=False)`:
   counters and sync detection, no per-kernel trace) runs back to back, each
-  over a block of steps.  When a block ends, the profile's summary gives each
-  step's row (_watch_rules.ROW_FIELDS) into a window of the last
+  over a block of steps.  When a block ends, the profile's step figures
+  (FinishedProfile.step_figures: no sync sites) give each step's row
+  (_watch_rules.ROW_FIELDS) into a window of the last
   `keep_steps`; the profile is then dropped, so memory stays flat.  The
-  summary of a block is read one block later (its finish runs on loopscope's
-  worker meanwhile).
+  figures of a block are read one block later (its finish runs on
+  loopscope's worker meanwhile).
 - Block size: chosen so that a block's own cost (stopping one profile,
-  starting the next, reading the last one's summary) stays under
+  starting the next, reading the last one's step figures) stays under
   BLOCK_COST_SHARE of the block's time: after each block,
   steps = cost / (BLOCK_COST_SHARE x the block's mean step), within
   [MIN_BLOCK_STEPS, MAX_BLOCK_STEPS] (`block_steps=N` fixes it).
@@ -58,14 +59,28 @@ from ._rules import (FIGURES, P99_MIN_EXCESS_MS, P99_MIN_STEPS, ROW_FIELDS, budg
                            check_watch_budgets, figure_stats, host_breach, percentile, sites_in_step, step_rows)
 
 _clock = time.perf_counter_ns   # a step's host time (the tests script it)
+_rotation_clock = time.perf_counter_ns  # a block's own cost (the tests script it too)
 _core_step = _core.step
 
-BLOCK_COST_SHARE = 0.005        # a light block's own cost: at most 0.5% of its time
+# A light block's own cost: at most 0.2% of its time.  0.5% until the rows
+# were read without sync sites (2026-11-30): a rotation then cost 20-31 ms on
+# GPT-2 generate() (H200), blocks ran ~7 s; at 4-6 ms a rotation, 0.2% gives
+# ~2.5 s blocks (a summary budget arms within two), and the rotations' bound
+# on a long job's time falls from 0.5% to 0.2%.
+BLOCK_COST_SHARE = 0.002
 FIRST_BLOCK_STEPS = 64
 MIN_BLOCK_STEPS, MAX_BLOCK_STEPS = 16, 4096
 BREACHES_KEPT = 100             # w.breaches keeps the last ones (the count is whole)
 
 _current: "Watch | None" = None  # the running watch (loopscope.step() finds it)
+
+
+def block_steps_for(spent_ns: float, mean_step_ns: float) -> int:
+    """The next light block's steps: enough that a rotation costing
+    `spent_ns` is BLOCK_COST_SHARE of the block's time at `mean_step_ns` a
+    step (under 1 ns counts as 1), within [MIN_BLOCK_STEPS, MAX_BLOCK_STEPS]."""
+    wanted = math.ceil(spent_ns / (BLOCK_COST_SHARE * max(mean_step_ns, 1.0)))
+    return min(MAX_BLOCK_STEPS, max(MIN_BLOCK_STEPS, wanted))
 
 
 def _int_option(name: str, value: Any, low: int, high: int) -> int:
@@ -569,7 +584,7 @@ class Watch:
     def _rotate(self) -> None:
         """Ends the running profile after the step just done and starts the
         next: full when armed, light otherwise."""
-        began = time.perf_counter_ns()
+        began = _rotation_clock()
         if self._asked is not None and self._armed is None:
             steps, source = self._asked
             refused = self._dumps.refusal(forced=True)
@@ -597,13 +612,11 @@ class Watch:
         previous, self._pending = self._pending, (prof, hosts)
         if previous is not None:
             self._process(*previous, "light")
-        spent = time.perf_counter_ns() - began
+        spent = _rotation_clock() - began
         self._rotations += 1
         self._rotate_ns += spent
         if self._fixed_block is None and hosts and self._kind == "light":
-            mean = sum(h for _, h, _ in hosts) / len(hosts)
-            wanted = math.ceil(spent / (BLOCK_COST_SHARE * max(mean, 1.0)))
-            self._block_steps = min(MAX_BLOCK_STEPS, max(MIN_BLOCK_STEPS, wanted))
+            self._block_steps = block_steps_for(spent, sum(h for _, h, _ in hosts) / len(hosts))
             self._block_last = self._next + self._block_steps - 1
             self._cap_block()
         if self._armed is not None and self._kind == "light":  # armed by the block just read

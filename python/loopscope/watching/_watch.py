@@ -757,7 +757,9 @@ class Watch:
                 self._drain_pending()
             except Exception as error:
                 self._fail(error)
-        return [dict(zip(ROW_FIELDS, row)) for row in self._window]
+        # in step order: a held step that a user's step ended (steps=module)
+        # comes to the window after that step
+        return [dict(zip(ROW_FIELDS, row)) for row in sorted(self._window, key=_step_of)]
 
     def summary(self) -> dict[str, Any]:
         """The window's figures: percentiles per figure, breaches, dumps,
@@ -786,6 +788,10 @@ class Watch:
     def __repr__(self) -> str:
         return (f"<loopscope.Watch {self._state} steps={self._next} "
                 f"breaches={self.breach_count} dumps={len(self.dumps)}>")
+
+
+def _step_of(row: tuple[Any, ...]) -> int:
+    return int(row[0])
 
 
 def _text(text: str) -> Any:

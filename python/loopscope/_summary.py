@@ -933,9 +933,11 @@ def build_step_figures(capture, state, thresholds_us, host_ns: int,
     """What loopscope.watch() reads of each light block, built as the
     summary builds it: steps (with their syncs and counters), gpu_error,
     syncs_error, metrics_error, sm, dram, overhead and checks.  No sync
-    sites: naming them (every kept call's stack) was ~80% of a block's
-    summary, 35 of ~45 ms over 6,144 syncs (CPU, 2026-11-30), and the
-    watch names them only for a dump, from the block's full summary().
+    sites: on a block of generate()'s size (768 steps x 8 syncs) these
+    figures take 0.4 ms where summary() takes 26.9 ms, most of it reading
+    every kept call and naming its stack's site (CPU, 2026-11-30,
+    benchmarks/watch/watch_step_cost.py --block); the watch names sites
+    only for a dump, from the breaching block's full summary().
     None for a traced or injected capture (its steps' GPU figures and
     checks come with the full summary only)."""
     collecting = gc.isenabled()

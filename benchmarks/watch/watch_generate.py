@@ -96,40 +96,6 @@ def on_cpu() -> int:
         return -1
 
 
-class ThreadCounters:
-    """The calling thread's user-space cycles and instructions
-    (perf_event_open, one counter each, counting from here on); `read()`
-    gives (cycles, instructions), or (None, None) where the kernel or the
-    container gives no hardware counter (`why` says which).  Instructions
-    are what the thread did whatever the host's spells; cycles over them
-    show the thread running slower (a shared cache, the clock)."""
-
-    def __init__(self) -> None:
-        import ctypes
-        import struct
-        self.fds: list[int] = []
-        self.why: str | None = None
-        libc = ctypes.CDLL(None, use_errno=True)
-        for config in (0, 1):  # PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS
-            # perf_event_attr's first 64 bytes: PERF_TYPE_HARDWARE, size 64,
-            # flags exclude_kernel | exclude_hv
-            attr = ctypes.create_string_buffer(
-                struct.pack("IIQQQQQIIQ", 0, 64, config, 0, 0, 0, (1 << 5) | (1 << 6), 0, 0, 0), 64)
-            fd = libc.syscall(298, attr, 0, -1, -1, 0)  # x86-64 perf_event_open, this thread
-            if fd < 0:
-                self.why = f"perf_event_open: {os.strerror(ctypes.get_errno())}"
-                for f in self.fds:
-                    os.close(f)
-                self.fds = []
-                return
-            self.fds.append(fd)
-
-    def read(self) -> tuple[int | None, int | None]:
-        if not self.fds:
-            return None, None
-        return tuple(int.from_bytes(os.read(fd, 8), "little") for fd in self.fds)  # type: ignore
-
-
 def pin_main_thread(cpu: int) -> None:
     """The main thread on `cpu` alone, every other thread of the process (the
     sampler's decoding, CUDA's, the worker) on every other CPU it may use:
@@ -168,9 +134,6 @@ def turn_child(args: argparse.Namespace) -> int:
     torch, model, loop = warm_gpt2()
     out = {"variant": args.turn}
 
-    hw = ThreadCounters() if sys.platform == "linux" and os.uname().machine == "x86_64" else None
-    out["hw_counters"] = None if hw is None else hw.why or "cycles, instructions"
-
     def turns():
         print(json.dumps({"ready": True}), flush=True)
         for line in sys.stdin:
@@ -178,16 +141,12 @@ def turn_child(args: argparse.Namespace) -> int:
                 break
             if args.pin is not None:
                 pin_main_thread(args.pin)
-            cy0, in0 = hw.read() if hw is not None else (None, None)
             cpu0, t, m = on_cpu(), time.perf_counter(), time.thread_time()
             loop()
             call, main = time.perf_counter() - t, time.thread_time() - m
-            cy1, in1 = hw.read() if hw is not None else (None, None)
             cpu1 = on_cpu()
             torch.cuda.synchronize()
-            print(json.dumps({"call_s": call, "main_cpu_s": main, "cpus": [cpu0, cpu1],
-                              "cycles": None if cy0 is None else cy1 - cy0,
-                              "instructions": None if in0 is None else in1 - in0}), flush=True)
+            print(json.dumps({"call_s": call, "main_cpu_s": main, "cpus": [cpu0, cpu1]}), flush=True)
 
     if args.turn in ("bare", "bare_again"):
         turns()
@@ -312,19 +271,6 @@ def taking_turns(args: argparse.Namespace) -> int:
             for x in ends[v]:
                 if x["missing"].get("sm_active_pct") and "turned off" not in x["missing"]["sm_active_pct"]:
                     print(f"  {v} SM missing: {x['missing']['sm_active_pct']}")
-    # the main thread's own work a call, whatever the host's spells
-    if all(c.get("instructions") is not None for v in variants for c in per[v]):
-        bare_in = statistics.median(c["instructions"] for c in per["bare"])
-        bare_cy = statistics.median(c["cycles"] for c in per["bare"])
-        for v in variants:
-            ins = statistics.median(c["instructions"] for c in per[v])
-            cyc = statistics.median(c["cycles"] for c in per[v])
-            print(f"{v}: main thread a call, median: {ins / 1e6:.1f} M instructions "
-                  f"({ins / bare_in:.4f}x bare), {cyc / 1e6:.1f} M cycles ({cyc / bare_cy:.4f}x), "
-                  f"{cyc / ins:.3f} cycles an instruction")
-    else:
-        print("hardware counters: " + "; ".join(sorted({str(e.get("hw_counters")) for v in variants
-                                                         for e in ends[v]})))
     # the host's spells by CPU: a call's time against the CPU it began on
     by_cpu: dict[int, list[float]] = {}
     for v in variants:

@@ -207,8 +207,8 @@ class FinishedProfile:
         """What loopscope.watch() reads of a light block (build_step_figures):
         its steps and checks without the sync sites or any rank's figures
         (a light block gathers none); the summary itself when it is made
-        already, or when the capture was traced (not cached: a later
-        summary() builds the whole one)."""
+        already, or when the capture holds GPU records, traced or injected
+        (not cached: a later summary() builds the whole one)."""
         if self._local is None:
             figures = build_step_figures(self.capture, self.state, self.thresholds,
                                          self.host_ns, self.stop_error)

@@ -52,6 +52,7 @@ typedef struct {
     char error[1024];         /* the first decode failure while it was live, "" if none */
     int behind;               /* a tick while it was live fell behind the samples */
     int auto_interval;        /* it asked for the automatic interval */
+    uint64_t serial;          /* which open it was (a freed slot is soon another's) */
     /* The first sample a decode gave it, and the window as that decode saw
      * it: said when the samples turn out outside the profile (H200
      * 2026-11-29: a start that waited 160 ms for a restart had got the last
@@ -161,6 +162,7 @@ static void watch_forks(void) { pthread_atfork(lock_for_fork, unlock_after_fork,
 typedef struct {
     int n;
     int slot[LS_SAMPLER_WINDOWS];
+    uint64_t serial[LS_SAMPLER_WINDOWS];
     uint64_t start_ns[LS_SAMPLER_WINDOWS], stop_ns[LS_SAMPLER_WINDOWS]; /* stop 0: open */
     uint64_t opens;       /* `opens` when taken */
     uint64_t started_ns;  /* the sampler's start */
@@ -175,11 +177,21 @@ static void take_live(ls_live *v)
     for (int k = 0; k < LS_SAMPLER_WINDOWS; k++)
         if (live(&s.w[k])) {
             v->slot[v->n] = k;
+            v->serial[v->n] = s.w[k].serial;
             v->start_ns[v->n] = s.w[k].start_ns;
             v->stop_ns[v->n] = s.w[k].state == LS_WINDOW_CLOSED ? s.w[k].stop_ns : 0;
             v->n++;
         }
     pthread_mutex_unlock(&s.lock);
+}
+
+/* Whether the window was live when v was taken (the same open, not its slot's next). */
+static int was_live(const ls_live *v, uint64_t serial)
+{
+    for (int i = 0; i < v->n; i++)
+        if (v->serial[i] == serial)
+            return 1;
+    return 0;
 }
 
 static int overlaps(const ls_live *v, int i, uint64_t start, uint64_t end)
@@ -312,6 +324,7 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
     else /* until_ns onto sampling's clock, where its rounds stop (a failure is in the stats) */
         ls_pm_decode(&got, wanted, &v,
                      until_ns ? until_ns + (uint64_t)clock_of_run.offset_ns : 0, &cost);
+    ls_live began_with = v;
     take_live(&v); /* the windows opened meanwhile are the decode's too */
     /* Onto the activity clock (wanted() judged the run's offset). */
     size_t kept = 0;
@@ -353,7 +366,11 @@ static void decode_for_windows(uint64_t until_ns, uint64_t period_ns)
     for (int i = 0; i < v.n; i++) {
         ls_window *w = &s.w[v.slot[i]];
         add_cost(&w->cost, &cost);
-        w->behind |= behind;
+        /* A slow tick is behind for the windows it began with: one opened
+         * meanwhile (back to back, or in the slot just freed) shares its
+         * samples, not the slowness of a decode that was mostly before it. */
+        if (behind && was_live(&began_with, w->serial))
+            w->behind = 1;
         for (size_t j = 0; j < got.count; j++) {
             const ls_sample *x = &got.items[j];
             if (!overlaps(&v, i, x->start_ns, x->end_ns))
@@ -633,7 +650,7 @@ int ls_sampler_open(const ls_sampler_options *o, uint64_t start_ns, void *contex
     memset(w, 0, sizeof *w);
     w->state = LS_WINDOW_OPEN;
     w->start_ns = start_ns;
-    atomic_fetch_add(&opens, 1);
+    w->serial = atomic_fetch_add(&opens, 1) + 1;
     *window = k;
     ls_sampler_options chosen = *o;
     if (chosen.pm.interval_ns == 0) {

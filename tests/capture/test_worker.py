@@ -288,6 +288,34 @@ def test_decodes_that_fall_behind_widen_the_automatic_interval(test_clock, decod
 
 
 @pytest.mark.fake_sampler
+@pytest.mark.parametrize("late_ticks", [0, 1])
+def test_a_slow_tick_judges_only_the_windows_it_began_with(test_clock, late_ticks):
+    """Ticks that each take 15.1 ms at 10 ms periods run back to back, so one
+    is under way when the first profile ends; the next profile opens during
+    it and shares its samples, yet the tick's slowness is the first one's
+    (a CI run, 2026-11-30: the second profile, in the freed slot, was called
+    behind).  With the slow ticks stopped before the second profile it gets
+    no note; with them going on, its own ticks are behind and it says so."""
+    samples = long_sample_run()
+    _testhooks._fake_samples(samples, 1, 500_000, 0, True)
+    _testhooks._sampler_keep(0, 0, 0, 15_100_000)
+    try:
+        test_clock.set(1_000_000, 20 * US)
+        with loopscope.profile(trace=False, syncs=False) as first:
+            time.sleep(0.05)  # a few of the sampler's ticks, one under way at the end
+        if not late_ticks:
+            _testhooks._sampler_keep(0, 0, 0, 0)  # the ticks from here on keep pace
+        with loopscope.profile(trace=False, syncs=False) as second:
+            time.sleep(0.05 * late_ticks)
+        s1, s2 = first.summary(), second.summary()
+    finally:
+        _testhooks._sampler_keep(0, 0, 0, 0)
+    assert s1["metrics"]["interval_note"] is not None
+    assert (s2["metrics"]["interval_note"] is not None) is bool(late_ticks), \
+        s2["metrics"]["interval_note"]
+
+
+@pytest.mark.fake_sampler
 @pytest.mark.parametrize("overflows", [0, 1])
 def test_ticks_that_found_the_hardware_buffer_overflowed_are_behind(test_clock, overflows):
     """Ticks as fast as can be (1 ms at 10 ms periods) that each report a

@@ -8,7 +8,10 @@ generate(), H200 2026-11-29): --check is the record of the first step.
 and of a loop of tiny torch kernels.  For each runtime-API launch record: is
 there a driver-API launch record on the same thread after it and before that
 thread's next runtime launch?  Counting launches in the driver domain only
-was right when every one has (0 "without").
+was right when every one has (0 "without").  The same for the calls kept
+for syncs ("waits"): is every runtime call that can wait (or allocates)
+watched again by a driver call inside it?  (If so, a light profile could
+watch waits in the driver domain alone.)
 
 --cost: in one process, `bare` and profile variants alternate round by round
 (each round runs every variant once, in a rotated order): `light`
@@ -31,10 +34,24 @@ kinds, sites, calls kept), which must agree.
 --dispatch: a CUDA call no callback watches (cudaGetDevice, cuCtxGetCurrent,
 through ctypes), bare and inside each variant: the ns a light profile's
 sync callbacks add to every other API call.
+
+--c-dispatch: the same from a C loop (compiled here with `cc`, the CUDA
+functions passed in as pointers torch's own libraries resolve), so ctypes'
+~0.6-0.9 us a call no longer hides a few ns: cudaGetDevice and
+cudaStreamQuery (no callback watches them), cuCtxGetCurrent (driver), and
+cudaStreamSynchronize on an idle stream, a call the light profile does
+watch (its callback pair, both domains, and the stack kept); and launches,
+which no light callback watches: cuLaunchKernel of an empty kernel (PTX the
+driver compiles) and cudaMemsetAsync of 4 bytes, in batches of 256 with the
+stream synchronized, untimed, between them.  Printed: ns a call, bare, and
+what each variant adds.
+
+  python benchmarks/probes/light_callbacks_probe.py --c-dispatch --loops tiny --rounds 10
 """
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import statistics
@@ -70,6 +87,40 @@ def nesting(apis: list[tuple]) -> dict:
             "driver_launches_alone": driver_only}
 
 
+def wait_nesting(calls: list[dict]) -> dict:
+    """calls: a profile's kept calls (capture.calls(): those that can wait,
+    and memory calls, from the callbacks of both API domains).  For each
+    runtime-API call: is there a driver-API call on its thread inside it
+    (enter and exit within the runtime call's)?  A light profile could watch
+    the driver domain alone when none is without (the runtime domain's
+    callbacks then all off)."""
+    driver_by_thread: dict[int, list[tuple[int, int]]] = {}
+    for c in calls:
+        if c["driver"]:
+            driver_by_thread.setdefault(c["thread_id"], []).append((c["enter_ns"], c["exit_ns"]))
+    for spans in driver_by_thread.values():
+        spans.sort()
+    runtime = without = 0
+    inside = 0  # driver calls inside a runtime call
+    apis_without: dict[str, int] = {}
+    for c in calls:
+        if c["driver"]:
+            continue
+        runtime += 1
+        spans = driver_by_thread.get(c["thread_id"], [])
+        lo = bisect.bisect_left(spans, (c["enter_ns"], 0))
+        nested = [sp for sp in spans[lo:lo + 8] if sp[0] >= c["enter_ns"] and sp[1] <= c["exit_ns"]]
+        if nested:
+            inside += len(nested)
+        else:
+            without += 1
+            apis_without[c["api"]] = apis_without.get(c["api"], 0) + 1
+    driver = sum(len(v) for v in driver_by_thread.values())
+    return {"runtime_kept_calls": runtime, "without_driver_call": without,
+            "runtime_apis_without": apis_without, "driver_kept_calls": driver,
+            "driver_calls_alone": driver - inside}
+
+
 def build(torch, kind: str, launches: int):
     if kind == "tiny":
         x = torch.zeros(16, device="cuda")
@@ -97,7 +148,7 @@ def check(torch, loopscope, loops: dict) -> dict:
             loop()
         info = prof.capture.info()
         out[kind] = dict(nesting(prof.capture.apis()), ops=info.get("ops"),
-                         calls=info.get("calls"))
+                         calls=info.get("calls"), waits=wait_nesting(prof.capture.calls()))
         print(f"check {kind}: {out[kind]}", flush=True)
     return out
 
@@ -172,6 +223,22 @@ def cost(torch, loopscope, loops: dict, rounds: int, launches: int) -> dict:
     return out
 
 
+def _cudart():
+    """The CUDA runtime torch loaded (its wheel's, or the toolkit's)."""
+    import ctypes
+    import glob
+    import torch
+    lib = os.path.dirname(torch.__file__)
+    found = sorted(glob.glob(os.path.join(lib, "..", "nvidia", "*", "lib", "libcudart.so*"))
+                   + glob.glob(os.path.join(lib, "lib", "libcudart*.so*")))
+    for name in [*found, "libcudart.so.13", "libcudart.so.12", "libcudart.so"]:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    raise SystemExit("--dispatch: no libcudart found beside torch")
+
+
 def dispatch(loopscope, rounds: int, calls: int) -> dict:
     """What a light profile's sync callbacks cost a CUDA call they do not
     watch (issue 40: is it CUPTI's dispatch on every API call, not the
@@ -180,20 +247,7 @@ def dispatch(loopscope, rounds: int, calls: int) -> dict:
     on) and in one with syncs off, alternating, `rounds` rounds.  Printed:
     the median ns a call over bare's, each API."""
     import ctypes
-    import glob
-    import torch
-    lib = os.path.dirname(torch.__file__)
-    found = sorted(glob.glob(os.path.join(lib, "..", "nvidia", "*", "lib", "libcudart.so*"))
-                   + glob.glob(os.path.join(lib, "lib", "libcudart*.so*")))
-    cudart = None
-    for name in [*found, "libcudart.so.13", "libcudart.so.12", "libcudart.so"]:
-        try:
-            cudart = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    if cudart is None:
-        raise SystemExit("--dispatch: no libcudart found beside torch")
+    cudart = _cudart()
     cuda = ctypes.CDLL("libcuda.so.1")
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
     apis = {"cudaGetDevice": lambda: cudart.cudaGetDevice(ctypes.byref(dev)),
@@ -225,6 +279,139 @@ def dispatch(loopscope, rounds: int, calls: int) -> dict:
     return out
 
 
+C_LOOPS = r"""
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+typedef int (*one_ptr)(void *);
+static uint64_t now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+/* ns a call of fn(arg), n times; arg is the call's one argument */
+double loop_one(void *fn, void *arg, long n)
+{
+    one_ptr f = (one_ptr)fn;
+    int bad = 0;
+    uint64_t t0 = now();
+    for (long i = 0; i < n; i++) {
+        int r = f(arg);
+        bad |= r != 0 && r != 600; /* 600: cudaErrorNotReady, a stream query's answer */
+    }
+    uint64_t t1 = now();
+    return bad ? -1.0 : (double)(t1 - t0) / (double)n;
+}
+typedef int (*launch_ptr)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                          unsigned by, unsigned bz, unsigned shmem, void *stream, void **params,
+                          void **extra);
+typedef int (*memset_ptr)(void *dst, int value, size_t count, void *stream);
+/* ns a launch: cuLaunchKernel(kernel) when memset is NULL, else
+ * cudaMemsetAsync(dst, 0, 4): n of them in batches of 256, the stream
+ * synchronized (untimed) after each batch so the GPU's queue never fills */
+double loop_launch(void *launch, void *kernel, void *memset, void *dst, void *sync,
+                   void *stream, long n)
+{
+    uint64_t spent = 0;
+    int bad = 0;
+    for (long done = 0; done < n; done += 256) {
+        uint64_t t0 = now();
+        for (long i = 0; i < 256; i++)
+            bad |= memset ? ((memset_ptr)memset)(dst, 0, 4, stream) != 0
+                          : ((launch_ptr)launch)(kernel, 1, 1, 1, 32, 1, 1, 0, stream, 0, 0) != 0;
+        spent += now() - t0;
+        bad |= ((one_ptr)sync)(stream) != 0;
+    }
+    return bad ? -1.0 : (double)spent / (double)((n + 255) / 256 * 256);
+}
+"""
+# an empty kernel, JIT-compiled by the driver (no nvcc needed)
+NOOP_PTX = b""".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry noop()
+{
+    ret;
+}
+\0"""
+
+
+def c_dispatch(torch, loopscope, rounds: int, calls: int) -> dict:
+    """--c-dispatch: what a light profile's callbacks cost CUDA calls from a
+    C loop, watched (cudaStreamSynchronize) and not (the others)."""
+    import ctypes
+    import subprocess
+    import tempfile
+    cudart = _cudart()
+    cuda = ctypes.CDLL("libcuda.so.1")
+    folder = tempfile.mkdtemp(prefix="c-dispatch-")
+    src, so = os.path.join(folder, "loops.c"), os.path.join(folder, "loops.so")
+    with open(src, "w") as f:
+        f.write(C_LOOPS)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
+    loops = ctypes.CDLL(so)
+    loops.loop_one.restype = ctypes.c_double
+    loops.loop_one.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    loops.loop_launch.restype = ctypes.c_double
+    loops.loop_launch.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_long]
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    stream = torch.cuda.Stream()
+    torch.cuda.synchronize()
+
+    def pointer(lib, name: str) -> int:
+        return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+    module, kernel = ctypes.c_void_p(), ctypes.c_void_p()
+    if cuda.cuModuleLoadData(ctypes.byref(module), NOOP_PTX) != 0 or \
+            cuda.cuModuleGetFunction(ctypes.byref(kernel), module, b"noop") != 0:
+        raise SystemExit("--c-dispatch: the empty kernel did not load")
+    scratch = torch.zeros(4, device="cuda")
+    sync = pointer(cudart, "cudaStreamSynchronize")
+    launches = {
+        "cuLaunchKernel (empty kernel)": (pointer(cuda, "cuLaunchKernel"), kernel.value, None, None),
+        "cudaMemsetAsync (4 bytes)": (None, None, pointer(cudart, "cudaMemsetAsync"),
+                                      scratch.data_ptr())}
+    apis = {"cudaGetDevice": (pointer(cudart, "cudaGetDevice"), ctypes.addressof(dev)),
+            "cudaStreamQuery": (pointer(cudart, "cudaStreamQuery"), stream.cuda_stream),
+            "cuCtxGetCurrent": (pointer(cuda, "cuCtxGetCurrent"), ctypes.addressof(ctx)),
+            "cudaStreamSynchronize (watched)": (pointer(cudart, "cudaStreamSynchronize"),
+                                                stream.cuda_stream)}
+    times: dict[str, dict[str, list[float]]] = {v: {a: [] for a in apis} for v in ("bare", *VARIANTS)}
+
+    times.update({v: {**times[v], **{a: [] for a in launches}} for v in times})
+
+    def run(variant: str) -> None:
+        for name, (fn, arg) in apis.items():
+            n = calls if "watched" not in name else calls // 10
+            ns = loops.loop_one(fn, arg, n)
+            if ns < 0:
+                raise SystemExit(f"--c-dispatch: {name} failed")
+            times[variant][name].append(ns)
+        for name, (launch, kern, memset, dst) in launches.items():
+            ns = loops.loop_launch(launch, kern, memset, dst, sync, stream.cuda_stream, calls // 10)
+            if ns < 0:
+                raise SystemExit(f"--c-dispatch: {name} failed")
+            times[variant][name].append(ns)
+
+    for r in range(rounds):
+        for variant in (["bare", *VARIANTS] if r % 2 == 0 else [*VARIANTS, "bare"]):
+            if variant == "bare":
+                run(variant)
+                continue
+            with loopscope.profile(**VARIANTS[variant]):
+                run(variant)
+    out = {}
+    for name in [*apis, *launches]:
+        bare = statistics.median(times["bare"][name])
+        out[name] = {"bare_ns": round(bare, 1), **{f"{v}_added_ns": round(
+            statistics.median(times[v][name]) - bare, 1) for v in VARIANTS},
+            "bare_q1_q3_ns": [round(q, 1) for q in statistics.quantiles(times["bare"][name], n=4)[::2]]}
+    print(f"c-dispatch ({rounds} rounds of {calls} calls; the watched call and the launches "
+          f"a tenth): {out}", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
@@ -233,6 +420,8 @@ def main() -> None:
     parser.add_argument("--dispatch", action="store_true",
                         help="a CUDA call the light profile's callbacks do not watch: its cost")
     parser.add_argument("--dispatch-calls", type=int, default=200000)
+    parser.add_argument("--c-dispatch", action="store_true",
+                        help="--dispatch from a C loop, with a watched call beside")
     parser.add_argument("--loops", default="tiny,gpt2")
     parser.add_argument("--rounds", type=int, default=20, help="tiny's; gpt2 runs half")
     parser.add_argument("--launches", type=int, default=10000)
@@ -255,6 +444,8 @@ def main() -> None:
         result["syncs"] = syncs(loopscope, loops)
     if args.dispatch:
         result["dispatch"] = dispatch(loopscope, args.rounds, args.dispatch_calls)
+    if args.c_dispatch:
+        result["c_dispatch"] = c_dispatch(torch, loopscope, args.rounds, args.dispatch_calls)
     if args.cost:
         result["cost"] = cost(torch, loopscope, loops, args.rounds, args.launches)
     if args.json:

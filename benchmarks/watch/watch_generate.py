@@ -96,13 +96,23 @@ def on_cpu() -> int:
         return -1
 
 
+_ALLOWED: set[int] = set()  # the CPUs the process may use, read before the first pin
+
+
 def pin_main_thread(cpu: int) -> None:
     """The main thread on `cpu` alone, every other thread of the process (the
     sampler's decoding, CUDA's, the worker) on every other CPU it may use:
     the variants' main threads then run on the same core, turn by turn,
     and no thread of theirs shares it.  Called again after each turn, for
-    threads begun since."""
-    allowed = os.sched_getaffinity(0) | {cpu}
+    threads begun since.  The CPUs the process may use are read once, before
+    the first pin: read again, they were the pinned thread's own (Linux
+    answers sched_getaffinity(0) for the calling thread), and from the
+    second turn on every thread of every variant ran on `cpu` (the runs of
+    2026-11-30 10:12Z-10:26Z: the watch's sampler and worker threads beside
+    the main threads)."""
+    if not _ALLOWED:
+        _ALLOWED.update(os.sched_getaffinity(0))
+    allowed = _ALLOWED | {cpu}
     main = threading.get_native_id()
     for task in os.listdir("/proc/self/task"):
         tid = int(task)

@@ -366,3 +366,34 @@ def test_projection_check_reports_a_floor_the_change_made_may_cross(floor_applie
     r = m.judge("no_feed", p, 12.0, 7.1, tolerance=0.2, close=False, floor_applies=floor_applies)
     assert (r["ok"], r["floor_holds"], r["floor_applies"]) == (ok, False, floor_applies)
     assert r["below_floor_ms"] == round(9.0 - 7.1, 3)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs to pin threads apart")
+def test_the_taking_turns_pin_keeps_other_threads_off_the_main_threads_cpu_turn_after_turn():
+    """watch_generate.py --pin: after every turn's pin (not only the first),
+    the main thread is on its CPU alone and another thread of the process
+    on the others.  Run in a fresh process: the pins stay with its threads."""
+    code = f"""
+import os, sys, threading
+sys.path.insert(0, {os.path.join(ROOT, 'benchmarks', 'watch')!r})
+import watch_generate
+cpus = sorted(os.sched_getaffinity(0))
+pinned, others = cpus[-1], set(cpus[:-1])
+started, done = threading.Event(), threading.Event()
+tid = []
+def other():
+    tid.append(threading.get_native_id()); started.set(); done.wait()
+t = threading.Thread(target=other); t.start(); started.wait()
+seen = []
+for turn in range(3):
+    watch_generate.pin_main_thread(pinned)
+    seen.append((os.sched_getaffinity(0) == {{pinned}}, os.sched_getaffinity(tid[0]) == others))
+done.set(); t.join()
+print(seen)
+"""
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str([(True, True)] * 3)

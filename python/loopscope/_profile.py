@@ -423,8 +423,12 @@ class Profile:
                        **_settings.core_options(self._options["warm_up"]))
         self._dist = _distributed.begin(self._gather)  # torch.distributed: the start exchange
         starting = _enter_clock_ns()
+        # where CUPTI may be found: planned only for a profile that may load it
+        # (~2-5 ms on an H200's host before CUPTI is loaded, at each block of
+        # a host-only watch)
+        paths = _cupti_paths.candidates() if wants_cupti and busy is None else ()
         self._state, self._serial = _session.start_profile(
-            self, _user_site(), dict(options, cupti_paths=_cupti_paths.candidates()))
+            self, _user_site(), dict(options, cupti_paths=paths))
         started = _enter_clock_ns()
         _distributed.started(self._dist)
         if busy is not None:

@@ -393,3 +393,26 @@ def test_a_real_cupti_before_12_6_traces_and_says_sm_dram_need_12_6(tmp_path, cu
     assert len(said) == (0 if pm else 1)
     if not pm:
         assert "cuptiPmSamplingEnable" in said[0] and "nvidia-cuda-cupti-cu12>=12.6" in said[0]
+
+
+@pytest.mark.parametrize("options, planned", [
+    ({"trace": False, "syncs": False, "metrics": False}, False),  # a host-only profile
+    ({"trace": False, "syncs": True, "metrics": False}, True),
+    ({"trace": False, "syncs": False, "metrics": True}, True),
+    ({"trace": True, "syncs": False, "metrics": False}, True),
+])
+def test_only_a_profile_that_may_load_cupti_plans_where_to_find_it(monkeypatch, options, planned):
+    """Where CUPTI may be found is planned at each start (/proc/self/maps,
+    torch's version.py: ~2-5 ms on an H200's host until CUPTI is loaded),
+    and only for a profile that may load it: a host-only watch starts a
+    light profile every block."""
+    import loopscope
+    from loopscope import _profile
+    calls = []
+    monkeypatch.setattr(_profile._cupti_paths, "candidates", lambda: calls.append(1) or ())
+    # no other profiler in this process, whatever tests ran before
+    monkeypatch.setattr(_profile, "_other_profiler", lambda: None)
+    monkeypatch.setattr(_profile._session, "cupti_unusable", lambda: None)
+    with loopscope.profile(**options):
+        pass
+    assert bool(calls) is planned

@@ -424,8 +424,8 @@ class Profile:
         self._dist = _distributed.begin(self._gather)  # torch.distributed: the start exchange
         starting = _enter_clock_ns()
         # where CUPTI may be found: planned only for a profile that may load it
-        # (~2-5 ms on an H200's host before CUPTI is loaded, at each block of
-        # a host-only watch)
+        # (~2 ms in a torch process until CUPTI is loaded, /proc/self/maps
+        # read: a host-only watch paid it at each block)
         paths = _cupti_paths.candidates() if wants_cupti and busy is None else ()
         self._state, self._serial = _session.start_profile(
             self, _user_site(), dict(options, cupti_paths=paths))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -397,3 +398,54 @@ print(seen)
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str([(True, True)] * 3)
+
+
+def load_probe(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_under_test", os.path.join(ROOT, "benchmarks", "probes", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_wait_nesting_check_counts_runtime_calls_without_a_driver_call_inside():
+    """light_callbacks_probe --check's `waits` row decides whether a light
+    profile may watch the driver domain alone: written out by hand, a copy
+    with its driver copy inside, a free whose driver free ran on another
+    thread (so not inside it), a sync whose driver call starts before it,
+    and a driver call with no runtime call around it."""
+    probe = load_probe("light_callbacks_probe")
+
+    def call(api, driver, thread, enter, exit_):
+        return {"api": api, "driver": driver, "thread_id": thread, "enter_ns": enter,
+                "exit_ns": exit_}
+    calls = [call("cudaMemcpyAsync", False, 1, 10, 50), call("cuMemcpyDtoHAsync_v2", True, 1, 12, 40),
+             call("cudaFree", False, 1, 60, 70), call("cuMemFree_v2", True, 2, 61, 65),
+             call("cudaStreamSynchronize", False, 1, 100, 120),
+             call("cuStreamSynchronize", True, 1, 99, 119),
+             call("cuCtxSynchronize", True, 1, 200, 210)]
+    assert probe.wait_nesting(calls) == {
+        "runtime_kept_calls": 3, "without_driver_call": 2,
+        "runtime_apis_without": {"cudaFree": 1, "cudaStreamSynchronize": 1},
+        "driver_kept_calls": 4, "driver_calls_alone": 3}
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_the_c_dispatch_loop_builds_and_times_a_call(tmp_path):
+    """--c-dispatch's C loop compiles with cc, times a call that returns 0
+    (ns a call, > 0) and reports one that fails (-1), as it would a CUDA
+    error."""
+    import ctypes
+    probe = load_probe("light_callbacks_probe")
+    src, so = tmp_path / "loops.c", tmp_path / "loops.so"
+    src.write_text(probe.C_LOOPS)
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-o", str(so),
+                    str(src)], check=True)
+    loops = ctypes.CDLL(str(so))
+    loops.loop_one.restype = ctypes.c_double
+    loops.loop_one.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    libc = ctypes.CDLL(None)
+    ok = ctypes.cast(libc.sched_yield, ctypes.c_void_p).value   # returns 0
+    bad = ctypes.cast(libc.getpagesize, ctypes.c_void_p).value  # 4096 and the like: not 0 or 600
+    assert loops.loop_one(ok, None, 1000) > 0
+    assert loops.loop_one(bad, None, 10) == -1

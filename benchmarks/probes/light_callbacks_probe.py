@@ -252,30 +252,41 @@ def dispatch(loopscope, rounds: int, calls: int) -> dict:
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
     apis = {"cudaGetDevice": lambda: cudart.cudaGetDevice(ctypes.byref(dev)),
             "cuCtxGetCurrent": lambda: cuda.cuCtxGetCurrent(ctypes.byref(ctx))}
-    times: dict[str, dict[str, list[float]]] = {v: {a: [] for a in apis} for v in ("bare", *VARIANTS)}
 
-    def run(variant: str) -> None:
+    def run(times: dict[str, list[float]]) -> None:
         for name, call in apis.items():
             t = time.perf_counter_ns()
             for _ in range(calls):
                 call()
-            times[variant][name].append((time.perf_counter_ns() - t) / calls)
+            times.setdefault(name, []).append((time.perf_counter_ns() - t) / calls)
 
+    out = _alternate(loopscope, rounds, run)
+    print(f"dispatch ({rounds} rounds of {calls} calls): {out}", flush=True)
+    return out
+
+
+def _alternate(loopscope, rounds: int, run) -> dict:
+    """`run(times)` bare and inside each of VARIANTS' profiles, the order
+    turned each round, `rounds` rounds; run appends the ns a call of each
+    API to times[api].  The light profile must watch syncs (else it
+    measures nothing).  Returns, each API: bare's median and quartiles,
+    and the median ns each variant adds."""
+    times: dict[str, dict[str, list[float]]] = {v: {} for v in ("bare", *VARIANTS)}
     for r in range(rounds):
         for variant in (["bare", *VARIANTS] if r % 2 == 0 else [*VARIANTS, "bare"]):
             if variant == "bare":
-                run(variant)
+                run(times[variant])
                 continue
             with loopscope.profile(**VARIANTS[variant]) as prof:
-                run(variant)
+                run(times[variant])
             if variant == "light" and r == 0:
                 assert prof.summary()["syncs_error"] is None, prof.summary()["syncs_error"]
     out = {}
-    for name in apis:
-        bare = statistics.median(times["bare"][name])
+    for name, bare_ns in times["bare"].items():
+        bare = statistics.median(bare_ns)
         out[name] = {"bare_ns": round(bare, 1), **{f"{v}_added_ns": round(
-            statistics.median(times[v][name]) - bare, 1) for v in VARIANTS}}
-    print(f"dispatch ({rounds} rounds of {calls} calls): {out}", flush=True)
+            statistics.median(times[v][name]) - bare, 1) for v in VARIANTS},
+            "bare_q1_q3_ns": [round(q, 1) for q in statistics.quantiles(bare_ns, n=4)[::2]]}
     return out
 
 
@@ -377,36 +388,21 @@ def c_dispatch(torch, loopscope, rounds: int, calls: int) -> dict:
             "cuCtxGetCurrent": (pointer(cuda, "cuCtxGetCurrent"), ctypes.addressof(ctx)),
             "cudaStreamSynchronize (watched)": (pointer(cudart, "cudaStreamSynchronize"),
                                                 stream.cuda_stream)}
-    times: dict[str, dict[str, list[float]]] = {v: {a: [] for a in apis} for v in ("bare", *VARIANTS)}
-
     times.update({v: {**times[v], **{a: [] for a in launches}} for v in times})
 
-    def run(variant: str) -> None:
+    def run(times: dict[str, list[float]]) -> None:
         for name, (fn, arg) in apis.items():
-            n = calls if "watched" not in name else calls // 10
-            ns = loops.loop_one(fn, arg, n)
+            ns = loops.loop_one(fn, arg, calls if "watched" not in name else calls // 10)
             if ns < 0:
                 raise SystemExit(f"--c-dispatch: {name} failed")
-            times[variant][name].append(ns)
+            times.setdefault(name, []).append(ns)
         for name, (launch, kern, memset, dst) in launches.items():
             ns = loops.loop_launch(launch, kern, memset, dst, sync, stream.cuda_stream, calls // 10)
             if ns < 0:
                 raise SystemExit(f"--c-dispatch: {name} failed")
-            times[variant][name].append(ns)
+            times.setdefault(name, []).append(ns)
 
-    for r in range(rounds):
-        for variant in (["bare", *VARIANTS] if r % 2 == 0 else [*VARIANTS, "bare"]):
-            if variant == "bare":
-                run(variant)
-                continue
-            with loopscope.profile(**VARIANTS[variant]):
-                run(variant)
-    out = {}
-    for name in [*apis, *launches]:
-        bare = statistics.median(times["bare"][name])
-        out[name] = {"bare_ns": round(bare, 1), **{f"{v}_added_ns": round(
-            statistics.median(times[v][name]) - bare, 1) for v in VARIANTS},
-            "bare_q1_q3_ns": [round(q, 1) for q in statistics.quantiles(times["bare"][name], n=4)[::2]]}
+    out = _alternate(loopscope, rounds, run)
     print(f"c-dispatch ({rounds} rounds of {calls} calls; the watched call and the launches "
           f"a tenth): {out}", flush=True)
     return out

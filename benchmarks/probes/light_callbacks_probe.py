@@ -388,7 +388,6 @@ def c_dispatch(torch, loopscope, rounds: int, calls: int) -> dict:
             "cuCtxGetCurrent": (pointer(cuda, "cuCtxGetCurrent"), ctypes.addressof(ctx)),
             "cudaStreamSynchronize (watched)": (pointer(cudart, "cudaStreamSynchronize"),
                                                 stream.cuda_stream)}
-    times.update({v: {**times[v], **{a: [] for a in launches}} for v in times})
 
     def run(times: dict[str, list[float]]) -> None:
         for name, (fn, arg) in apis.items():

@@ -31,7 +31,8 @@ processes and cores within seconds (2026-11-30: a bare process's 12 calls
 all 720-770 ms beside another's 340-376 ms; the main thread's CPU time a
 call equalled its wall time, with no run-queue wait and no steal), so
 variants minutes apart do not compare.  `bare_again`, a second bare
-process, gives the method's own spread; `--pin CPU` runs every variant's
+process, gives the method's own spread, and `bare_imported` a bare process
+that imports loopscope and never enters it; `--pin CPU` runs every variant's
 main thread on one core (their other threads off it).  Only one process
 can hold the GPU's counters: run one watch with metrics at a time (the
 table says in how many processes SM was measured).
@@ -63,6 +64,8 @@ WATCH_OPTIONS = {"watch": {}, "watch_nosync": {"syncs": False},
 # profiles cost
 PROFILE_OPTIONS = {"light": {}, "light_nosync": {"syncs": False}}
 IN_PROCESS = (*WATCH_OPTIONS, *PROFILE_OPTIONS)
+# --taking-turns processes that never enter a watch (bare_imported imports loopscope)
+BARE_TURNS = ("bare", "bare_again", "bare_imported")
 
 
 def run_delay() -> float:
@@ -160,6 +163,12 @@ def turn_child(args: argparse.Namespace) -> int:
 
     if args.turn in ("bare", "bare_again"):
         turns()
+    elif args.turn == "bare_imported":
+        # loopscope imported and never entered: does the import alone change the loop?
+        t = time.perf_counter()
+        import loopscope  # noqa: F401
+        out["import_s"] = time.perf_counter() - t
+        turns()
     else:
         t = time.perf_counter()
         import loopscope
@@ -249,7 +258,7 @@ def taking_turns(args: argparse.Namespace) -> int:
         q = statistics.quantiles(ratios[v], n=4)
         block = [round((sum(calls[j * n:(j + 1) * n]) + e.get("enter_s", 0) + e.get("exit_s", 0))
                        / sum(bare_calls[j * n:(j + 1) * n]), 3) for j, e in enumerate(ends[v])]
-        times = "" if v in ("bare", "bare_again") else (
+        times = "" if v in BARE_TURNS else (
             f"{[round(e['enter_s'] * 1e3) for e in ends[v]]} ms, {[round(e['exit_s'] * 1e3) for e in ends[v]]} ms, "
             f"{[round(e['import_s'] * 1e3) for e in ends[v]]} ms; summary() "
             f"{[round(e.get('summary_s', 0) * 1e3) for e in ends[v]]} ms")
@@ -260,7 +269,7 @@ def taking_turns(args: argparse.Namespace) -> int:
               f"{statistics.median(cpu) / statistics.median(bare_cpu):.3f} | "
               f"median {statistics.median(block):.3f}: {block} | {times} |")
     for v in variants:
-        if v in ("bare", "bare_again"):
+        if v in BARE_TURNS:
             continue
         with_summary = [round((sum(c["call_s"] for c in per[v][j * n:(j + 1) * n]) + e["enter_s"]
                                + e["exit_s"] + e.get("summary_s", 0))
@@ -270,7 +279,7 @@ def taking_turns(args: argparse.Namespace) -> int:
         for e in ends[v][:3]:
             print(f"  first block: {json.dumps(e.get('first_block'))}")
     for v in variants:
-        if v not in ("bare", "bare_again"):
+        if v not in BARE_TURNS:
             e = ends[v][-1]
             # a watch whose counters were refused (another process of this
             # run holds them) pays no decoding: its figure is not the watch's
@@ -300,41 +309,37 @@ def pooled_report(paths: list[str]) -> int:
     reference carries that one process's luck; on 2026-11-30 bare_again read
     0.947x bare over 15 rounds), with the A/A itself beside."""
     import gzip
-    calls: dict[str, list[list[dict]]] = {}
-    ends: dict[str, list[dict]] = {}
+    rounds: list[dict[str, tuple[list[dict], dict]]] = []  # each round: variant -> (calls, end)
     for path in paths:
         with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
             run = json.load(f)
         n = len(run["calls"]["bare"]) // len(run["ends"]["bare"])
-        for v, xs in run["calls"].items():
-            calls.setdefault(v, []).extend(xs[j * n:(j + 1) * n] for j in range(len(run["ends"][v])))
-            ends.setdefault(v, []).extend(run["ends"][v])
-    if "bare_again" not in calls:
+        for j in range(len(run["ends"]["bare"])):
+            rounds.append({v: (xs[j * n:(j + 1) * n], run["ends"][v][j])
+                           for v, xs in run["calls"].items() if j < len(run["ends"][v])})
+    if not all("bare_again" in r for r in rounds):
         print("--report: the runs need a bare_again process (the mean of both bare is the reference)")
         return 1
 
     def spread(xs: list[float]) -> str:
-        q = statistics.quantiles(xs, n=4)
+        q = statistics.quantiles(xs, n=4) if len(xs) > 1 else xs * 3
         return f"{statistics.median(xs):.3f} [{q[0]:.3f}, {q[2]:.3f}]"
 
-    rounds = len(ends["bare"])
-    print(f"{len(paths)} runs, {rounds} rounds pooled; each over the mean of bare and bare_again "
-          "(A/A: bare_again over bare)")
-    print("| variant | whole block (enter + calls + exit), rounds' median [q1, q3] | mean +- standard "
-          "error | + summary() | a turn [q1, q3] | main thread's CPU, rounds |")
-    print("|---|---|---|---|---|---|")
-    for v in calls:
-        if v == "bare":
-            continue
+    variants = list(dict.fromkeys(v for r in rounds for v in r if v != "bare"))
+    print(f"{len(paths)} runs, {len(rounds)} rounds pooled; each over the mean of bare and bare_again "
+          "(A/A: bare_again over bare); a variant over the rounds that ran it")
+    print("| variant | rounds | whole block (enter + calls + exit), rounds' median [q1, q3] | mean +- "
+          "standard error | + summary() | a turn [q1, q3] | main thread's CPU, rounds |")
+    print("|---|---|---|---|---|---|---|")
+    for v in variants:
         block, with_summary, turn, cpu = [], [], [], []
-        for r in range(rounds):
-            b, a, x = calls["bare"][r], calls["bare_again"][r], calls[v][r]
+        for r in (r for r in rounds if v in r):
+            (b, _), (a, _), (x, e) = r["bare"], r["bare_again"], r[v]
             ref = (sum(c["call_s"] for c in b) + sum(c["call_s"] for c in a)) / 2
             ref_cpu = (sum(c["main_cpu_s"] for c in b) + sum(c["main_cpu_s"] for c in a)) / 2
             if v == "bare_again":  # the A/A: one bare process over the other
                 ref = sum(c["call_s"] for c in b)
                 ref_cpu = sum(c["main_cpu_s"] for c in b)
-            e = ends[v][r]
             own = sum(c["call_s"] for c in x) + e.get("enter_s", 0) + e.get("exit_s", 0)
             block.append(own / ref)
             with_summary.append((own + e.get("summary_s", 0)) / ref)
@@ -342,8 +347,8 @@ def pooled_report(paths: list[str]) -> int:
             for i, c in enumerate(x):
                 turn.append(c["call_s"] / (b[i]["call_s"] if v == "bare_again"
                                            else (b[i]["call_s"] + a[i]["call_s"]) / 2))
-        se = statistics.stdev(block) / len(block) ** 0.5
-        print(f"| {v} | {spread(block)} | {statistics.mean(block):.3f} +- {se:.3f} | "
+        se = statistics.stdev(block) / len(block) ** 0.5 if len(block) > 1 else float("nan")
+        print(f"| {v} | {len(block)} | {spread(block)} | {statistics.mean(block):.3f} +- {se:.3f} | "
               f"{spread(with_summary)} | {spread(turn)} | {spread(cpu)} |")
     return 0
 
@@ -613,7 +618,8 @@ def main() -> int:
     p.add_argument("--pin", type=int, metavar="CPU",
                    help="--taking-turns: each process's main thread on this CPU alone (the "
                         "others' threads off it), so every variant runs on the same core")
-    p.add_argument("--turn", choices=("bare", "bare_again", *WATCH_OPTIONS), help=argparse.SUPPRESS)
+    p.add_argument("--turn", choices=("bare", "bare_again", "bare_imported", *WATCH_OPTIONS),
+                   help=argparse.SUPPRESS)
     p.add_argument("--report", nargs="+", metavar="JSON",
                    help="pool saved --taking-turns runs (their --json) that have a bare_again "
                         "process: each variant over the mean of both bare processes")
@@ -626,7 +632,7 @@ def main() -> int:
     if args.in_process and not set(args.in_process.split(",")) <= set(IN_PROCESS):
         p.error(f"--in-process: any of {', '.join(IN_PROCESS)}; got {args.in_process!r}")
     if args.taking_turns and (args.taking_turns.split(",")[0] != "bare" or not set(
-            args.taking_turns.split(",")[1:]) <= {"bare_again", *WATCH_OPTIONS}):
+            args.taking_turns.split(",")[1:]) <= {"bare_again", "bare_imported", *WATCH_OPTIONS}):
         p.error(f"--taking-turns: bare first, then any of bare_again (a second bare process: "
                 f"the method's own spread), {', '.join(WATCH_OPTIONS)}; got {args.taking_turns!r}")
     if args.pin is not None and not args.turn and (not args.taking_turns

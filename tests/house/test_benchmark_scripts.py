@@ -449,3 +449,39 @@ def test_the_c_dispatch_loop_builds_and_times_a_call(tmp_path):
     bad = ctypes.cast(libc.getpagesize, ctypes.c_void_p).value  # 4096 and the like: not 0 or 600
     assert loops.loop_one(ok, None, 1000) > 0
     assert loops.loop_one(bad, None, 10) == -1
+
+
+def test_the_taking_turns_report_pools_runs_of_different_variants(tmp_path, capsys):
+    """watch_generate.py --report over two runs that ran different variants
+    (and a watch in one run only): each variant over the rounds that ran it,
+    against the mean of both bare processes of its round.  Figures by hand:
+    watch (2.2 + 0.1 enter) / 2.0 = 1.15 and 4.2 / 4.0 = 1.05, so median and
+    mean 1.100, standard error 0.0707 / sqrt(2) = 0.050; watch_host 2.4 / 2.0."""
+    spec = importlib.util.spec_from_file_location(
+        "watch_generate_under_test", os.path.join(ROOT, "benchmarks", "watch", "watch_generate.py"))
+    wg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wg)
+
+    def calls(*seconds):
+        return [{"call_s": s, "main_cpu_s": s, "cpus": [0, 0]} for s in seconds]
+    a = {"calls": {"bare": calls(1.0, 1.0, 2.0, 2.0), "bare_again": calls(1.0, 1.0, 2.0, 2.0),
+                   "watch": calls(1.1, 1.1, 2.1, 2.1)},
+         "ends": {"bare": [{}, {}], "bare_again": [{}, {}],
+                  "watch": [{"enter_s": 0.1, "exit_s": 0.0}, {"enter_s": 0.0, "exit_s": 0.0}]}}
+    b = {"calls": {"bare": calls(1.0, 1.0), "bare_again": calls(1.0, 1.0),
+                   "watch_host": calls(1.2, 1.2)},
+         "ends": {"bare": [{}], "bare_again": [{}], "watch_host": [{"enter_s": 0.0, "exit_s": 0.0}]}}
+    paths = []
+    for name, run in (("a.json", a), ("b.json", b)):
+        (tmp_path / name).write_text(json.dumps(run))
+        paths.append(str(tmp_path / name))
+    assert wg.pooled_report(paths) == 0
+    rows = {line.split("|")[1].strip(): line.split("|")[2:5] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and not line.startswith("| variant")}
+    assert rows["watch"][0].strip() == "2"
+    assert rows["watch"][1].strip().startswith("1.100 [")
+    assert rows["watch"][2].strip() == "1.100 +- 0.050"
+    assert rows["watch_host"][0].strip() == "1"
+    assert rows["watch_host"][1].strip().startswith("1.200 [")
+    assert rows["bare_again"][0].strip() == "3"
+    assert rows["bare_again"][2].strip().startswith("1.000 +- 0.000")

@@ -181,8 +181,7 @@ class Watch:
                       default, 500 us, doubled while the decode falls behind).  A
                       longer one is not shown to cost the job less: the decode's
                       host time goes with the SMs' busy time at any interval from
-                      500 us up, and GPT-2 generate() at 2,000 us read the default's
-                      cost within the noise (H200, docs/watch.md).
+                      500 us up (H200, docs/watch.md).
     all_ranks:        under torch.distributed, one rank's breach (or capture) arms
                       every rank's full profile for the same steps, gathered as
                       profile(gather=True) is: rank 0's dump names the straggler (_ranks).

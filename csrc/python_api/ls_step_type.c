@@ -129,9 +129,15 @@ static PyObject *step_enter(PyObject *op, PyObject *unused)
     int pushed = ls_session_push(self->owner, self->template_id, index, NULL,
                                  format_name(self->template_id, index));
     if (pushed == LS_PUSH_STEP_OPEN) {
+        /* Name the open step: under steps=module it is the module's, opened
+         * by a call the user may not see as a step. */
+        const char *open = thread_step.template_id == LS_NO_NAME
+                               ? NULL : format_name(thread_step.template_id, thread_step.index);
         PyErr_Format(PyExc_RuntimeError,
-                     "step %R started while another step is open on this thread: steps "
-                     "do not nest (use loopscope.range() inside a step)", self->template_);
+                     "step %R started while %s%s%s is open on this thread: steps do not nest "
+                     "(use loopscope.range() inside a step; with steps=module, each top-level "
+                     "call of the module is a step already)", self->template_,
+                     open ? "step '" : "another step", open ? open : "", open ? "'" : "");
         return NULL;
     }
     if (self->stepper != NULL) {

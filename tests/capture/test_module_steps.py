@@ -142,6 +142,24 @@ def test_a_step_already_open_is_left_alone(test_clock):
     assert "steps=module: 2 of 2 calls made no step" in prof.report()
 
 
+def test_the_users_step_inside_a_module_step_is_refused_naming_it(test_clock):
+    """The module called outside the user's step, then the user's own
+    prof.step(): the module's step is still open (its caller has not
+    returned), so the user's is refused, and the error names the open step
+    and steps=module (the user may not know the call made a step)."""
+    model = Decoder()
+    with loopscope.profile(steps=model) as prof:
+        model(torch.zeros(1))
+        with pytest.raises(RuntimeError) as raised:
+            with prof.step("mine_{i}"):
+                pass
+        model(torch.zeros(1))
+    message = str(raised.value)
+    assert "step 'mine_{i}' started while step 'Step_0' is open" in message
+    assert "steps do not nest" in message and "steps=module" in message
+    assert [st["name"] for st in prof.summary()["steps"]] == ["Step_0", "Step_1"]
+
+
 def test_calls_after_the_profile_make_no_step(test_clock):
     model = Block()
     with loopscope.profile(steps=model) as prof:

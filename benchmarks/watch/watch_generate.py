@@ -31,8 +31,10 @@ processes and cores within seconds (2026-11-30: a bare process's 12 calls
 all 720-770 ms beside another's 340-376 ms; the main thread's CPU time a
 call equalled its wall time, with no run-queue wait and no steal), so
 variants minutes apart do not compare.  `bare_again`, a second bare
-process, gives the method's own spread, and `bare_imported` a bare process
-that imports loopscope and never enters it; `--pin CPU` runs every variant's
+process, gives the method's own spread, `bare_imported` a bare process
+that imports loopscope and never enters it, and `hooks_only` one with
+steps=module's two forward hooks doing nothing (`watch_host_nosteps`: a
+host-only watch with no steps=); `--pin CPU` runs every variant's
 main thread on one core (their other threads off it).  Only one process
 can hold the GPU's counters: run one watch with metrics at a time (the
 table says in how many processes SM was measured).
@@ -58,14 +60,33 @@ WATCH_OPTIONS = {"watch": {}, "watch_nosync": {"syncs": False},
                  "watch_b64": {"block_steps": 64},
                  # the counters sampled every 2 ms instead of 0.5: does a
                  # coarser interval cost the job's main thread less?
-                 "watch_i2000": {"metrics_interval_us": 2000.0}}
+                 "watch_i2000": {"metrics_interval_us": 2000.0},
+                 # host-only and no steps= (no hooks, no step a call): the
+                 # block alone, to set apart what the steps cost from the rest
+                 "watch_host_nosteps": {"syncs": False, "metrics": False, "steps": None}}
+
+
+def add_idle_step_hooks(model) -> list:
+    """steps=module's two forward hooks, added as it adds them, doing
+    nothing: torch's hook path alone, without loopscope (`hooks_only`)."""
+    return [model.register_forward_pre_hook(lambda m, a, k: None, prepend=True, with_kwargs=True),
+            model.register_forward_hook(lambda m, a, o: None, always_call=True)]
+
+
+def watch_options(model, variant: str) -> dict:
+    """loopscope.watch()'s arguments for a variant: each top-level call of
+    the model a step, unless the variant says otherwise."""
+    return {"steps": model, "step_budget_ms": 1000.0, "p99_factor": None,
+            "dump_dir": tempfile.mkdtemp(prefix="watch-gen-"), **WATCH_OPTIONS[variant]}
+
+
 # --in-process only: one light profile (no watch) over the block, stepped by
 # the model, to tell what the watch adds (blocks, rows) from what its light
 # profiles cost
 PROFILE_OPTIONS = {"light": {}, "light_nosync": {"syncs": False}}
 IN_PROCESS = (*WATCH_OPTIONS, *PROFILE_OPTIONS)
 # --taking-turns processes that never enter a watch (bare_imported imports loopscope)
-BARE_TURNS = ("bare", "bare_again", "bare_imported")
+BARE_TURNS = ("bare", "bare_again", "bare_imported", "hooks_only")
 
 
 def run_delay() -> float:
@@ -163,6 +184,9 @@ def turn_child(args: argparse.Namespace) -> int:
 
     if args.turn in ("bare", "bare_again"):
         turns()
+    elif args.turn == "hooks_only":
+        add_idle_step_hooks(model)
+        turns()
     elif args.turn == "bare_imported":
         # loopscope imported and never entered: does the import alone change the loop?
         t = time.perf_counter()
@@ -174,9 +198,7 @@ def turn_child(args: argparse.Namespace) -> int:
         import loopscope
         out["import_s"] = time.perf_counter() - t
         t0 = time.perf_counter()
-        with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
-                             dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
-                             **WATCH_OPTIONS[args.turn]) as w:
+        with loopscope.watch(**watch_options(model, args.turn)) as w:
             out["enter_s"] = time.perf_counter() - t0
             first = w._prof  # the first light block: its enter's phases, read after the watch
             turns()
@@ -385,9 +407,7 @@ def child(args: argparse.Namespace) -> dict:
         run_calls()
         t_exit = time.perf_counter()
     else:
-        with loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
-                             dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
-                             **WATCH_OPTIONS[args.variant]) as w:
+        with loopscope.watch(**watch_options(model, args.variant)) as w:
             t_in = time.perf_counter()
             run_calls()
             t_exit = time.perf_counter()
@@ -463,9 +483,7 @@ def in_process(args: argparse.Namespace) -> int:
             t0 = time.perf_counter()
             block = (loopscope.profile(trace=False, steps=model, **PROFILE_OPTIONS[v])
                      if v in PROFILE_OPTIONS else
-                     loopscope.watch(steps=model, step_budget_ms=1000.0, p99_factor=None,
-                                     dump_dir=tempfile.mkdtemp(prefix="watch-gen-"),
-                                     **WATCH_OPTIONS[v]))
+                     loopscope.watch(**watch_options(model, v)))
             with block as held:
                 t1 = time.perf_counter()
                 calls = timed_calls()
@@ -618,7 +636,7 @@ def main() -> int:
     p.add_argument("--pin", type=int, metavar="CPU",
                    help="--taking-turns: each process's main thread on this CPU alone (the "
                         "others' threads off it), so every variant runs on the same core")
-    p.add_argument("--turn", choices=("bare", "bare_again", "bare_imported", *WATCH_OPTIONS),
+    p.add_argument("--turn", choices=(*BARE_TURNS, *WATCH_OPTIONS),
                    help=argparse.SUPPRESS)
     p.add_argument("--report", nargs="+", metavar="JSON",
                    help="pool saved --taking-turns runs (their --json) that have a bare_again "
@@ -632,9 +650,10 @@ def main() -> int:
     if args.in_process and not set(args.in_process.split(",")) <= set(IN_PROCESS):
         p.error(f"--in-process: any of {', '.join(IN_PROCESS)}; got {args.in_process!r}")
     if args.taking_turns and (args.taking_turns.split(",")[0] != "bare" or not set(
-            args.taking_turns.split(",")[1:]) <= {"bare_again", "bare_imported", *WATCH_OPTIONS}):
+            args.taking_turns.split(",")[1:]) <= {*BARE_TURNS[1:], *WATCH_OPTIONS}):
         p.error(f"--taking-turns: bare first, then any of bare_again (a second bare process: "
-                f"the method's own spread), {', '.join(WATCH_OPTIONS)}; got {args.taking_turns!r}")
+                f"the method's own spread), {', '.join((*BARE_TURNS[2:], *WATCH_OPTIONS))}; "
+                f"got {args.taking_turns!r}")
     if args.pin is not None and not args.turn and (not args.taking_turns
                                                    or args.pin not in os.sched_getaffinity(0)):
         p.error(f"--pin: goes with --taking-turns, and must be a CPU this process may run on "

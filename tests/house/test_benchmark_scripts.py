@@ -485,3 +485,29 @@ def test_the_taking_turns_report_pools_runs_of_different_variants(tmp_path, caps
     assert rows["watch_host"][1].strip().startswith("1.200 [")
     assert rows["bare_again"][0].strip() == "3"
     assert rows["bare_again"][2].strip().startswith("1.000 +- 0.000")
+
+
+def test_the_idle_hooks_turn_hooks_the_model_as_steps_module_does():
+    """watch_generate.py's `hooks_only` turn stands for steps=module's hooks
+    without loopscope: the same two hooks, of the same kinds (a pre-hook
+    first, with kwargs; a forward hook always called), as profile(steps=)
+    adds them; and `watch_host_nosteps` is the one watch with no steps=."""
+    torch = pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location(
+        "watch_generate_hooks_test", os.path.join(ROOT, "benchmarks", "watch", "watch_generate.py"))
+    wg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wg)
+
+    def kinds(module) -> tuple:
+        pre = list(module._forward_pre_hooks)
+        return (len(pre), len(module._forward_hooks), [k in module._forward_pre_hooks_with_kwargs for k in pre],
+                [k in module._forward_hooks_always_called for k in module._forward_hooks],
+                [k in module._forward_hooks_with_kwargs for k in module._forward_hooks])
+    ours, idle = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    with loopscope.profile(steps=ours, trace=False, metrics=False, syncs=False):
+        seen = kinds(ours)
+    wg.add_idle_step_hooks(idle)
+    assert seen == kinds(idle) == (1, 1, [True], [True], [False])
+    assert [v for v in wg.WATCH_OPTIONS if "steps" in wg.WATCH_OPTIONS[v]] == ["watch_host_nosteps"]
+    assert wg.watch_options(idle, "watch_host_nosteps")["steps"] is None
+    assert wg.watch_options(idle, "watch_host")["steps"] is idle

@@ -119,3 +119,33 @@ def test_the_public_api_passes_mypy_strict():
     result = run("mypy", "--strict", "--follow-imports=silent", "--no-incremental", *files)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Success: no issues found in {len(files)} source files" in result.stdout
+
+
+def test_no_name_is_used_undefined_in_code_ci_never_runs():
+    """pyflakes over the package, the tests and the benchmarks, for names
+    used but never bound: GPU-only paths (a probe's CUDA loop, a GPU test)
+    run nowhere in CI, and one such name cost a GPU run on 2026-11-30
+    (light_callbacks_probe --c-dispatch).  Only undefined names fail here,
+    not style."""
+    api = pytest.importorskip("pyflakes.api", reason="pyflakes is in the test extra")
+    from pyflakes import messages
+
+    undefined = (messages.UndefinedName, messages.UndefinedLocal, messages.UndefinedExport)
+    found: list[str] = []
+
+    class Collect:
+        def flake(self, message: object) -> None:
+            if isinstance(message, undefined):
+                found.append(str(message))
+
+        def syntaxError(self, filename: str, msg: str, lineno: int, offset: int, text: str) -> None:
+            found.append(f"{filename}:{lineno}: {msg}")
+
+        def unexpectedError(self, filename: str, msg: str) -> None:
+            found.append(f"{filename}: {msg}")
+
+    files = list(api.iterSourceCode([str(ROOT / d) for d in ("python", "tests", "benchmarks")]))
+    assert len(files) > 200  # the three folders were found and read (255 on 2026-11-30)
+    for path in files:
+        api.checkPath(path, Collect())
+    assert found == []

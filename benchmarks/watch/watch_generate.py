@@ -24,6 +24,7 @@ steps it kept and how many breaches it saw (must be 0).
   python benchmarks/watch/watch_generate.py --in-process watch,watch_nosync --calls 4 --rounds 9
   python benchmarks/watch/watch_generate.py --in-process watch,watch_nosync --calls 2 --rounds 14 --settle
   python benchmarks/watch/watch_generate.py --taking-turns bare,bare_again,watch --calls 12 --rounds 4 --pin 8
+  python benchmarks/watch/watch_generate.py --cpu --taking-turns bare,bare_again,hooks_only,watch_host --calls 12 --rounds 8 --pin 1
 
 `--taking-turns` keeps one process a variant, all alive at once, taking
 turns call by call on the GPU: the H200 host's slowness moves between
@@ -146,18 +147,39 @@ def pin_main_thread(cpu: int) -> None:
             pass
 
 
+# --cpu: the same loop on a machine with no GPU (a tiny GPT-2, one torch thread)
+ON_CPU = False
+
+
+def drain(torch) -> None:
+    """The GPU's work done (nothing to wait for with --cpu)."""
+    if not ON_CPU:
+        torch.cuda.synchronize()
+
+
 def warm_gpt2():
     """(torch, model, loop): benchmarks/cost/overhead.py's GPT-2 generate()
-    loop, three calls done and the GPU drained."""
+    loop, three calls done and the GPU drained.  With --cpu: GPT-2 of 6
+    layers of 128 on the CPU, whose Python a token is the same kind as
+    GPT-2 small's on a GPU (a step of the watch costs it a share of the
+    same order)."""
     import torch
 
     sys.path.insert(0, os.path.join(HERE, "..", "cost"))
     from overhead import build_gpt2
 
-    model, loop = build_gpt2(torch)
+    if ON_CPU:
+        from transformers import GPT2Config
+
+        torch.set_num_threads(1)
+        model, loop = build_gpt2(torch, "cpu", GPT2Config(n_layer=6, n_head=4, n_embd=128,
+                                                          vocab_size=1000, bos_token_id=0,
+                                                          eos_token_id=0))
+    else:
+        model, loop = build_gpt2(torch)
     for _ in range(3):
         loop()
-    torch.cuda.synchronize()
+    drain(torch)
     return torch, model, loop
 
 
@@ -179,7 +201,7 @@ def turn_child(args: argparse.Namespace) -> int:
             loop()
             call, main = time.perf_counter() - t, time.thread_time() - m
             cpu1 = on_cpu()
-            torch.cuda.synchronize()
+            drain(torch)
             print(json.dumps({"call_s": call, "main_cpu_s": main, "cpus": [cpu0, cpu1]}), flush=True)
 
     if args.turn in ("bare", "bare_again"):
@@ -232,7 +254,8 @@ def taking_turns(args: argparse.Namespace) -> int:
     ratios = {v: [] for v in variants}    # each turn: the call over the bare call of that turn
     for r in range(args.rounds):
         pin = [] if args.pin is None else ["--pin", str(args.pin)]
-        procs = {v: subprocess.Popen([sys.executable, __file__, "--turn", v, *pin], stdin=subprocess.PIPE,
+        cpu = ["--cpu"] if args.cpu else []
+        procs = {v: subprocess.Popen([sys.executable, __file__, "--turn", v, *pin, *cpu], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1)
                  for v in variants}
         try:
@@ -394,7 +417,7 @@ def child(args: argparse.Namespace) -> dict:
             main_cpu.append(main)
             others.append(max(0.0, (time.process_time() - c) - main))
             waits.append((run_delay() - q, steal() - st))
-        torch.cuda.synchronize()
+        drain(torch)
 
     if args.variant != "bare":
         # the import is paid once a process, before any with-block: timed
@@ -460,7 +483,7 @@ def in_process(args: argparse.Namespace) -> int:
             t = time.perf_counter()
             loop()
             out.append(time.perf_counter() - t)
-        torch.cuda.synchronize()
+        drain(torch)
         return out
 
     rows = []
@@ -636,12 +659,18 @@ def main() -> int:
     p.add_argument("--pin", type=int, metavar="CPU",
                    help="--taking-turns: each process's main thread on this CPU alone (the "
                         "others' threads off it), so every variant runs on the same core")
+    p.add_argument("--cpu", action="store_true",
+                   help="a tiny GPT-2 (6 layers of 128) on the CPU instead of GPT-2 small on the "
+                        "GPU: the method on a machine with no GPU (counters and syncs then have "
+                        "nothing to read: watch_host and its kin)")
     p.add_argument("--turn", choices=(*BARE_TURNS, *WATCH_OPTIONS),
                    help=argparse.SUPPRESS)
     p.add_argument("--report", nargs="+", metavar="JSON",
                    help="pool saved --taking-turns runs (their --json) that have a bare_again "
                         "process: each variant over the mean of both bare processes")
     args = p.parse_args()
+    global ON_CPU
+    ON_CPU = args.cpu
     if args.report:
         return pooled_report(args.report)
     if not args.variant and (args.variants.split(",")[0] != "bare"
@@ -654,6 +683,8 @@ def main() -> int:
         p.error(f"--taking-turns: bare first, then any of bare_again (a second bare process: "
                 f"the method's own spread), {', '.join((*BARE_TURNS[2:], *WATCH_OPTIONS))}; "
                 f"got {args.taking_turns!r}")
+    if args.cpu and not (args.taking_turns or args.turn):
+        p.error("--cpu: goes with --taking-turns")
     if args.pin is not None and not args.turn and (not args.taking_turns
                                                    or args.pin not in os.sched_getaffinity(0)):
         p.error(f"--pin: goes with --taking-turns, and must be a CPU this process may run on "

@@ -19,8 +19,17 @@ median and lower quartile of the rounds.  A GPU machine's host runs the
 same Python; its tokens are ~5x longer (GPT-2 small, ~5.4 ms a token on an
 H200's host), so the share there is ~5x smaller.
 
+--parts: the same GPT-2 (--layers layers) under watch(steps=model), each
+part of a step timed: steps=module's hooks (_before holds _find_caller,
+_close_open and the new step's enter; _close_open holds the last step's
+exit, which holds the watch's _stepped, which holds a block's _rotate),
+in µs a step, inclusive.  The timers' own frames read as loopscope's (their
+code is compiled under its folder), so the caller lookup walks past them as
+it walks past the hooks; each adds ~0.1-0.3 µs to what it times.
+
   LOOPSCOPE_TEST_HOOKS=1 pip install -e . && python benchmarks/watch/watch_step_cost.py --block
   python benchmarks/watch/watch_step_cost.py --generate --rounds 30
+  python benchmarks/watch/watch_step_cost.py --parts --layers 6
 """
 from __future__ import annotations
 
@@ -140,12 +149,85 @@ def generate(args: argparse.Namespace) -> None:
               f"lower quartile {(q1 - bare_q1) / steps * 1e6:5.1f} us")
 
 
+# (module under loopscope, class, methods): the parts of a watched step
+PARTS = (("live._module_steps", "ModuleSteps", ("_before", "_find_caller", "_close_open", "_after")),
+         ("watching._watch", "WatchStep", ("__enter__", "__exit__")),
+         ("watching._watch", "Watch", ("_stepped", "_rotate")))
+TIMER = """def timer(f, slot, clock):
+    def timed(*args, **kwargs):
+        t = clock()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            slot[0] += clock() - t
+            slot[1] += 1
+    return timed
+"""
+
+
+def parts(args: argparse.Namespace) -> None:
+    import importlib
+    import os
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as transformers_logging
+
+    import loopscope
+    transformers_logging.set_verbosity_error()
+    warnings.simplefilter("ignore")
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    wide = args.layers > 2  # 2 layers: --generate's model; more: watch_generate.py --cpu's (128 wide)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers, n_head=4 if wide else 2, n_embd=128 if wide else 64,
+                                       vocab_size=1000, bos_token_id=0, eos_token_id=0)).eval()
+    ids = torch.randint(0, 1000, (1, 8))
+    tokens = 64
+
+    def call() -> None:
+        with torch.inference_mode():
+            model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                           pad_token_id=0)
+
+    space: dict = {}
+    exec(compile(TIMER, os.path.join(os.path.dirname(loopscope.__file__), "<step parts timer>"),
+                 "exec"), space)
+    totals: dict[str, list[int]] = {}
+    restore = []
+    for module_name, class_name, methods in PARTS:
+        cls = getattr(importlib.import_module(f"loopscope.{module_name}"), class_name)
+        for name in methods:
+            slot = totals.setdefault(f"{class_name}.{name}", [0, 0])
+            restore.append((cls, name, cls.__dict__[name]))
+            setattr(cls, name, space["timer"](cls.__dict__[name], slot, time.perf_counter_ns))
+    for _ in range(3):
+        call()
+    try:
+        with loopscope.watch(steps=model, p99_factor=None,
+                             dump_dir=tempfile.mkdtemp(prefix="watch-step-cost-")) as w:
+            t = time.perf_counter_ns()
+            for _ in range(args.calls):
+                call()
+            spent = time.perf_counter_ns() - t
+    finally:
+        for cls, name, original in restore:
+            setattr(cls, name, original)
+    steps = len(w.steps()) or 1
+    print(f"GPT-2 of {args.layers} layers, generate({tokens}) on the CPU under watch(steps=model), "
+          f"{args.calls} calls: {spent / steps / 1e3:.0f} us a step, {steps} steps; each part, "
+          f"inclusive, us a step:")
+    for key, (ns, n) in sorted(totals.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {key:26s} {ns / steps / 1e3:7.2f}   ({n} calls, {ns / max(n, 1) / 1e3:.2f} us each)")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--block", action="store_true")
     p.add_argument("--generate", action="store_true")
+    p.add_argument("--parts", action="store_true")
+    p.add_argument("--layers", type=int, default=2, help="--parts: GPT-2's layers (default 2)")
     p.add_argument("--steps", type=int, default=768, help="--block: steps (default 768)")
     p.add_argument("--syncs", type=int, default=8, help="--block: syncs a step (default 8)")
     p.add_argument("--depth", type=int, default=12, help="--block: frames under a sync (default 12)")
@@ -153,12 +235,14 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=5, help="--generate: calls a block (default 5)")
     p.add_argument("--rounds", type=int, default=20, help="--generate: rounds (default 20)")
     args = p.parse_args()
-    if not (args.block or args.generate):
-        p.error("say --block, --generate or both")
+    if not (args.block or args.generate or args.parts):
+        p.error("say --block, --generate, --parts, or more than one")
     if args.block:
         block(args)
     if args.generate:
         generate(args)
+    if args.parts:
+        parts(args)
     return 0
 
 

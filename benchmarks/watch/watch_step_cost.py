@@ -89,25 +89,39 @@ def block(args: argparse.Namespace) -> None:
     print(f"  step_figures(): {min(figures) * 1e3:.1f} ms; summary(): {min(whole) * 1e3:.1f} ms")
 
 
-def generate(args: argparse.Namespace) -> None:
+TOKENS = 64
+
+
+def tiny_gpt2(layers: int = 2):
+    """(model, call): a GPT-2 with random weights on the CPU, one torch
+    thread; call() generates TOKENS tokens.  2 layers of 64 (--generate's),
+    or more of 128 (watch_generate.py --cpu's)."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as transformers_logging
 
-    import loopscope
     transformers_logging.set_verbosity_error()
     warnings.simplefilter("ignore")
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=1000,
+    wide = layers > 2
+    model = GPT2LMHeadModel(GPT2Config(n_layer=layers, n_head=4 if wide else 2,
+                                       n_embd=128 if wide else 64, vocab_size=1000,
                                        bos_token_id=0, eos_token_id=0)).eval()
     ids = torch.randint(0, 1000, (1, 8))
-    tokens = 64
 
     def call() -> None:
         with torch.inference_mode():
-            model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+            model.generate(ids, max_new_tokens=TOKENS, min_new_tokens=TOKENS, do_sample=False,
                            pad_token_id=0)
+
+    return model, call
+
+
+def generate(args: argparse.Namespace) -> None:
+    import loopscope
+    model, call = tiny_gpt2()
+    tokens = TOKENS
 
     class Hooks:
         def __enter__(self) -> None:
@@ -169,25 +183,9 @@ def parts(args: argparse.Namespace) -> None:
     import importlib
     import os
 
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-    from transformers.utils import logging as transformers_logging
-
     import loopscope
-    transformers_logging.set_verbosity_error()
-    warnings.simplefilter("ignore")
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    wide = args.layers > 2  # 2 layers: --generate's model; more: watch_generate.py --cpu's (128 wide)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=args.layers, n_head=4 if wide else 2, n_embd=128 if wide else 64,
-                                       vocab_size=1000, bos_token_id=0, eos_token_id=0)).eval()
-    ids = torch.randint(0, 1000, (1, 8))
-    tokens = 64
-
-    def call() -> None:
-        with torch.inference_mode():
-            model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
-                           pad_token_id=0)
+    model, call = tiny_gpt2(args.layers)
+    tokens = TOKENS
 
     space: dict = {}
     exec(compile(TIMER, os.path.join(os.path.dirname(loopscope.__file__), "<step parts timer>"),

@@ -210,7 +210,9 @@ def parts(args: argparse.Namespace) -> None:
     finally:
         for cls, name, original in restore:
             setattr(cls, name, original)
-    steps = len(w.steps()) or 1
+    # the steps opened: steps=module's pre-hook runs once a top-level call
+    # (w.steps() keeps only the last keep_steps of them)
+    steps = totals["ModuleSteps._before"][1] or 1
     print(f"GPT-2 of {args.layers} layers, generate({tokens}) on the CPU under watch(steps=model), "
           f"{args.calls} calls: {spent / steps / 1e3:.0f} us a step, {steps} steps; each part, "
           f"inclusive, us a step:")

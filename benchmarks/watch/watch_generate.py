@@ -35,7 +35,9 @@ variants minutes apart do not compare.  `bare_again`, a second bare
 process, gives the method's own spread, `bare_imported` a bare process
 that imports loopscope and never enters it, and `hooks_only` one with
 steps=module's two forward hooks doing nothing (`watch_host_nosteps`: a
-host-only watch with no steps=); `--pin CPU` runs every variant's
+host-only watch with no steps=; `watch_nextcall` and
+`watch_host_nextcall`: steps that end at the next call, sys.monitoring
+unused); `--pin CPU` runs every variant's
 main thread on one core (their other threads off it).  Only one process
 can hold the GPU's counters: run one watch with metrics at a time (the
 table says in how many processes SM was measured).
@@ -43,6 +45,7 @@ table says in how many processes SM was measured).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -64,7 +67,12 @@ WATCH_OPTIONS = {"watch": {}, "watch_nosync": {"syncs": False},
                  "watch_i2000": {"metrics_interval_us": 2000.0},
                  # host-only and no steps= (no hooks, no step a call): the
                  # block alone, to set apart what the steps cost from the rest
-                 "watch_host_nosteps": {"syncs": False, "metrics": False, "steps": None}}
+                 "watch_host_nosteps": {"syncs": False, "metrics": False, "steps": None},
+                 # steps that end at the model's next call (sys.monitoring
+                 # unused, as on Python < 3.12): what watching the callers'
+                 # returns costs
+                 "watch_nextcall": {}, "watch_host_nextcall": {"syncs": False, "metrics": False}}
+NEXT_CALL = ("watch_nextcall", "watch_host_nextcall")
 
 
 def add_idle_step_hooks(model) -> list:
@@ -79,6 +87,29 @@ def watch_options(model, variant: str) -> dict:
     the model a step, unless the variant says otherwise."""
     return {"steps": model, "step_budget_ms": 1000.0, "p99_factor": None,
             "dump_dir": tempfile.mkdtemp(prefix="watch-gen-"), **WATCH_OPTIONS[variant]}
+
+
+def make_watch(model, variant: str):
+    """loopscope.watch() for a variant, as a with-block: a *_nextcall
+    variant's watch attaches its steps with sys.monitoring out of its
+    reach (steps=module then ends each step at the next call)."""
+    import loopscope
+    from loopscope.live import _module_steps
+    w = loopscope.watch(**watch_options(model, variant))
+    if variant not in NEXT_CALL:
+        return w
+
+    @contextlib.contextmanager
+    def block():
+        returns = _module_steps.RETURNS
+        held, returns.monitoring = returns.monitoring, None
+        try:
+            with w:
+                returns.monitoring = held  # read only when the steps attach
+                yield w
+        finally:
+            returns.monitoring = held
+    return block()
 
 
 # --in-process only: one light profile (no watch) over the block, stepped by
@@ -220,7 +251,7 @@ def turn_child(args: argparse.Namespace) -> int:
         import loopscope
         out["import_s"] = time.perf_counter() - t
         t0 = time.perf_counter()
-        with loopscope.watch(**watch_options(model, args.turn)) as w:
+        with make_watch(model, args.turn) as w:
             out["enter_s"] = time.perf_counter() - t0
             first = w._prof  # the first light block: its enter's phases, read after the watch
             turns()
@@ -230,6 +261,7 @@ def turn_child(args: argparse.Namespace) -> int:
         s = w.summary()
         out["summary_s"] = time.perf_counter() - t  # block + summary(): what a reader pays
         out.update(steps=len(w.steps()), breaches=s["breaches"], dumps=len(w.dumps),
+                   ends=(s.get("module_steps") or {}).get("ends"),
                    blocks=s["blocks"], missing=s["missing"])
         if first is not None and first.finished is not None:
             over = first.finished.step_figures()["overhead"]
@@ -430,7 +462,7 @@ def child(args: argparse.Namespace) -> dict:
         run_calls()
         t_exit = time.perf_counter()
     else:
-        with loopscope.watch(**watch_options(model, args.variant)) as w:
+        with make_watch(model, args.variant) as w:
             t_in = time.perf_counter()
             run_calls()
             t_exit = time.perf_counter()
@@ -506,7 +538,7 @@ def in_process(args: argparse.Namespace) -> int:
             t0 = time.perf_counter()
             block = (loopscope.profile(trace=False, steps=model, **PROFILE_OPTIONS[v])
                      if v in PROFILE_OPTIONS else
-                     loopscope.watch(**watch_options(model, v)))
+                     make_watch(model, v))
             with block as held:
                 t1 = time.perf_counter()
                 calls = timed_calls()

@@ -43,6 +43,8 @@ import sys
 import threading
 from typing import Any
 
+_getframe = sys._getframe
+
 # loopscope's own folder: its frames (the hooks, the watch) are never the caller
 # (as its frames name their files: a code object's co_filename, not __file__,
 # which can differ in form)
@@ -146,23 +148,36 @@ def check_module(steps: Any) -> Any:
 
 
 class ModuleSteps:
-    """The hooks on one module, for one running profile."""
+    """The hooks on one module, for one running profile.
+
+    The pre-hook runs once per call of the module, so a token's step pays
+    for every line of it (cold: its code is out of the caches after each
+    forward); the common case (one thread, the caller where it was last
+    time, the last step open and not held) runs in _before alone, with the
+    thread's state in one list: [call depth, open step, the id of the frame
+    whose return ends it, held]."""
 
     def __init__(self, prof: Any, module: Any) -> None:
         # Only the profile's (or watch's) step method is kept, not the profile:
         # a Profile's is its Stepper's C method, which holds no reference back,
         # so a finished Profile and its ModuleSteps make no reference cycle.
-        self._step = prof.step
+        # A watch gives its step opener (_open_step: a step made and entered).
+        opener = getattr(prof, "_open_step", None)
+        self._open = opener if opener is not None else self._entered(prof.step)
         self._local = threading.local()
         self.calls = 0           # top-level calls seen
         self.skipped = 0         # top-level calls that could not open a step
         self.ended_by_return = 0  # steps ended by their caller's return
         self.errors: list[str] = []
         self._handles = []
-        self._torch_root = ""    # torch's package folder (its frames are not the caller)
-        self._caller_depth = 0   # the caller's depth below _find_caller, last time
+        # loopscope's folder and torch's package folder (their frames are not
+        # the caller), for str.startswith
+        self._inside_roots: tuple[str, ...] = ()
+        self._caller_depth = 0   # the caller's depth below _before, last time
         self._returns = RETURNS  # read here, so a test may stand another in
+        self._codes = self._returns.codes
         self.ends = self._returns.attach(self)
+        self._by_return = self.ends == "caller_return"
         try:
             self._handles.append(module.register_forward_pre_hook(
                 self._before, with_kwargs=True, prepend=True))
@@ -172,78 +187,109 @@ class ModuleSteps:
             raise TypeError(f"steps=module needs torch >= 2.1 (forward hooks with "
                             f"always_call and prepend): {error}") from None
 
-    def _before(self, module: Any, args: Any, kwargs: Any) -> None:
-        local = self._local
-        depth = getattr(local, "depth", 0)
-        local.depth = depth + 1
-        if depth:
-            return None
-        self.calls += 1
-        caller = None
-        if self.ends == "caller_return":
-            try:
-                caller = self._find_caller()
-            except Exception as error:  # the step then ends at the next call
-                if len(self.errors) < 3:
-                    self.errors.append(f"{type(error).__name__}: {error}")
+    @staticmethod
+    def _entered(step: Any) -> Any:
+        def open_step() -> Any:
+            scope = step()
+            scope.__enter__()
+            return scope
+        return open_step
+
+    def _state(self) -> list[Any]:
+        """This thread's [depth, step, caller id, held]."""
         try:
-            self._close_open(caller)
-            step = self._step()
-            step.__enter__()
-            local.step = step
+            return self._local.st
+        except AttributeError:
+            st = self._local.st = [0, None, None, False]
+            return st
+
+    def _error(self, error: BaseException) -> None:
+        if len(self.errors) < 3:
+            self.errors.append(f"{type(error).__name__}: {error}")
+
+    def _before(self, module: Any, args: Any, kwargs: Any) -> None:
+        try:
+            st = self._local.st
+        except AttributeError:
+            st = self._state()
+        if st[0]:
+            st[0] += 1
+            return None
+        st[0] = 1
+        self.calls += 1
+        caller: Any = None
+        if self._by_return:
+            try:
+                # the caller where it was last time, when that frame is
+                # outside and the one below it inside (sys._getframe(k) makes
+                # no frame object for the frames it passes: ~0.3 us, the
+                # walk ~1.5 us)
+                depth, roots = self._caller_depth, self._inside_roots
+                if depth:
+                    try:
+                        caller = _getframe(depth)
+                        if caller.f_code.co_filename.startswith(roots) or \
+                                not _getframe(depth - 1).f_code.co_filename.startswith(roots):
+                            caller = None
+                    except ValueError:  # the stack is shallower now
+                        caller = None
+                if caller is None:
+                    caller = self._find_caller()
+            except Exception as error:  # the step then ends at the next call
+                caller = None
+                self._error(error)
+        try:
+            step = st[1]
+            if step is not None:
+                if st[3]:
+                    self._close_open(st, caller)
+                else:  # the common case: the last step ends at this call
+                    st[1] = st[2] = None
+                    step.__exit__(None, None, None)
+            st[1] = self._open()
         except Exception as error:  # never the user's forward's problem
             self.skipped += 1
-            if len(self.errors) < 3:
-                self.errors.append(f"{type(error).__name__}: {error}")
+            self._error(error)
             return None
         if caller is not None:
             try:
-                self._returns.watch(caller.f_code)
+                code = caller.f_code
+                if id(code) not in self._codes:
+                    self._returns.watch(code)
                 # the frame lives (and keeps its id) until it returns; no
                 # reference is held, so its locals are never kept past it
-                local.caller = id(caller)
+                st[2] = id(caller)
             except Exception as error:  # the step then ends at the next call
-                if len(self.errors) < 3:
-                    self.errors.append(f"{type(error).__name__}: {error}")
+                self._error(error)
         return None
 
     def _find_caller(self) -> Any:
         """The function whose return ends the step about to open: the first
         frame outside torch's package and loopscope's (the hook runs under
-        torch's Module.__call__); None where there is none."""
-        if not self._torch_root:
+        torch's Module.__call__); None where there is none.  Its depth below
+        _before is kept for the next call."""
+        roots = self._inside_roots
+        if not roots:
             torch_module = sys.modules.get("torch.nn.modules.module")
             tail = os.path.join("nn", "modules", "module.py")
             name = getattr(torch_module, "__file__", None) or ""
             if not name.endswith(tail):
                 return None
-            self._torch_root = name[:-len(tail)]
-        frame: Any = None
-        depth = self._caller_depth
-        if depth:
-            # where the caller was last time: taken when it is outside and
-            # the frame below it inside (sys._getframe(k) makes no frame
-            # object for the frames it passes: ~0.3 us, the walk ~1.5 us)
-            try:
-                frame = sys._getframe(depth)
-                if self._inside(frame.f_code.co_filename) or \
-                        not self._inside(sys._getframe(depth - 1).f_code.co_filename):
-                    frame = None
-            except ValueError:  # the stack is shallower now
-                frame = None
+            roots = self._inside_roots = (_PACKAGE, name[:-len(tail)])
+        # from _before's caller: frame 0 here is this function, 1 _before
+        frame: Any = sys._getframe(2)
+        depth = 1
+        while frame is not None and frame.f_code.co_filename.startswith(roots):
+            frame, depth = frame.f_back, depth + 1
         if frame is None:
-            frame, depth = sys._getframe(1), 1
-            while frame is not None and self._inside(frame.f_code.co_filename):
-                frame, depth = frame.f_back, depth + 1
-            if frame is None:
-                return None
-            self._caller_depth = depth
+            return None
+        self._caller_depth = depth
         return frame
 
     def _inside(self, filename: str) -> bool:
         """A frame of loopscope's package (the hooks; `run --watch-module`'s
         first call comes through its global pre-hook) or of torch's."""
-        return filename.startswith(_PACKAGE) or filename.startswith(self._torch_root)
+        return filename.startswith(self._inside_roots or _PACKAGE)
 
     def caller_returned(self, frame: Any) -> None:
         """From the PY_RETURN callback, on the returning thread: the open
@@ -255,23 +301,22 @@ class ModuleSteps:
         function takes the mark back, and its return, a call from anywhere
         else, or the profile's end ends the step at the mark.  A caller is
         noted only beside an open step, and _close_open clears both."""
-        local = self._local
-        if getattr(local, "caller", None) != id(frame) or getattr(local, "depth", 0):
+        st = self._state()
+        if st[2] != id(frame) or st[0]:
             return
         try:
-            step = local.step
-            parent = None if getattr(local, "held", False) else frame.f_back
+            step = st[1]
+            parent = None if st[3] else frame.f_back
             if parent is not None and not self._inside(parent.f_code.co_filename) \
                     and step._mark_end():
                 # held before the watch: should it fail, the next call or the
                 # profile's end still ends the step at its mark
-                local.caller, local.held = id(parent), True
+                st[2], st[3] = id(parent), True
                 self._returns.watch(parent.f_code)
             else:
-                self._close_open(returned=True)
+                self._close_open(st, returned=True)
         except Exception as error:  # never the user's function's problem
-            if len(self.errors) < 3:
-                self.errors.append(f"{type(error).__name__}: {error}")
+            self._error(error)
 
     def enter_call(self, module: Any, args: Any) -> None:
         """The call under way when the hooks were added (`loopscope run
@@ -282,19 +327,21 @@ class ModuleSteps:
         self._before(module, args, {})
 
     def _after(self, module: Any, args: Any, output: Any) -> None:
-        local = self._local
-        local.depth = max(0, getattr(local, "depth", 0) - 1)
+        try:
+            st = self._local.st
+        except AttributeError:  # hooks added under a call _before never saw
+            return None
+        if st[0] > 0:
+            st[0] -= 1
         return None
 
-    def _close_open(self, caller: Any = None, returned: bool = False) -> None:
+    def _close_open(self, st: list[Any], caller: Any = None, returned: bool = False) -> None:
         """Ends the open step: at its mark when its end was marked (held),
         unless `caller`, the next call's, is the function its caller
         returned into.  `returned`: its caller's return ends it."""
-        local = self._local
-        step = getattr(local, "step", None)
-        held, returned_into = getattr(local, "held", False), getattr(local, "caller", None)
-        local.step = local.caller = None
-        local.held = False
+        step, returned_into, held = st[1], st[2], st[3]
+        st[1] = st[2] = None
+        st[3] = False
         if step is None:
             return
         if held and caller is not None and id(caller) == returned_into:
@@ -311,7 +358,7 @@ class ModuleSteps:
         step and removes the hooks.  Steps left open on other threads end
         with the profile."""
         try:
-            self._close_open()
+            self._close_open(self._state())
         finally:
             self.remove()
 

@@ -38,6 +38,7 @@ profile; nothing otherwise), so code marked with it is watched by
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import math
 import os
@@ -110,10 +111,12 @@ class WatchStep:
 
     __slots__ = ("_watch", "_scope", "_t0", "_t1", "index")
 
-    def __init__(self, watch: "Watch") -> None:
+    def __init__(self, watch: "Watch", entered: bool = False) -> None:
         self._watch = watch
         self._scope: Any = None
         self._t1: int | None = None  # the end marked while it stays open (steps=module)
+        if entered:  # steps=module's opener: made and entered in one call
+            self.__enter__()
 
     def __enter__(self) -> "WatchStep":
         w = self._watch
@@ -348,6 +351,12 @@ class Watch:
         """A context manager for one step: timed, counted, and a step of the
         light (or full) profile running under it."""
         return WatchStep(self)
+
+    @property
+    def _open_step(self) -> Any:
+        """steps=module's opener: a step made and entered, one Python frame
+        less than step() and __enter__ (a token's step pays for each)."""
+        return functools.partial(WatchStep, self, True)
 
     def _attach_module(self, module: Any, args: Any) -> None:
         """steps=module from its call under way (loopscope run --watch-module

@@ -704,6 +704,7 @@ def test_idle_between_calls_breaches_no_watch_budget(tmp_path, fake):
     assert w.summary()["breaches"] == 0
     assert w.summary()["module_steps"]["ends"] == "caller_return"
     assert w.summary()["module_steps"]["ended_by_return"] == 3
+    assert not [n for n in w.summary()["notes"] if "next call" in n]
 
 
 def test_idle_breaches_when_the_return_is_not_seen(tmp_path, monkeypatch):
@@ -721,6 +722,23 @@ def test_idle_breaches_when_the_return_is_not_seen(tmp_path, monkeypatch):
     breached = [r["step"] for r in w.steps() if r["breach"]]
     assert N - 1 in breached and 2 * N - 1 in breached
     assert w.summary()["module_steps"]["ends"].startswith("next_call: sys.monitoring tool ids")
+    # the notes say why the idle breached, naming the rule and the way out
+    said = [n for n in w.summary()["notes"] if "next call" in n]
+    assert len(said) == 1 and "sys.monitoring tool ids 4, 3 are taken" in said[0]
+    assert "step_budget_ms" in said[0] and "w.step()" in said[0]
+
+
+def test_no_step_end_note_without_a_host_time_rule(tmp_path, monkeypatch):
+    """Without a budget or the p99 rule nothing judges a step's host time:
+    the next-call rule then needs no note."""
+    monitoring = FakeMonitoring(taken=(3, 4))
+    monitoring.returns = _module_steps.CallerReturns(monitoring)
+    monkeypatch.setattr(_module_steps, "RETURNS", monitoring.returns)
+    model = Block()
+    with loopscope.watch(dump_dir=tmp_path, steps=model, p99_factor=None, block_steps=2) as w:
+        decode(model, monitoring)
+    assert w.summary()["module_steps"]["ends"].startswith("next_call")
+    assert not [n for n in w.summary()["notes"] if "next call" in n]
 
 
 real = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is Python 3.12+")

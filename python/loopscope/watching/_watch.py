@@ -306,6 +306,7 @@ class Watch:
                 self._old_handler = _signal.signal(_signal.SIGUSR1, self._on_signal)
             if self._module is not None:
                 self._module_steps = ModuleSteps(self, self._module)
+                self._note_step_ends()
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -366,6 +367,19 @@ class Watch:
             self._module = check_module(module)
             self._module_steps = ModuleSteps(self, module)
             self._module_steps.enter_call(module, args)
+            self._note_step_ends()
+
+    def _note_step_ends(self) -> None:
+        """steps=module where a caller's return is not seen (Python < 3.12,
+        or sys.monitoring's tool ids taken): a wait between calls lands in
+        the last step, where the host-time rules judge it.  Said in the
+        notes, as the rows would otherwise show a breach and no reason."""
+        ends = self._module_steps.ends if self._module_steps is not None else "caller_return"
+        if ends != "caller_return" and (self._budget_ms is not None or self._factor is not None):
+            self._note(f"steps=module: each step lasts until the module's next call ({ends}), "
+                       "so a wait between calls (a server's idle) counts in the last step and can "
+                       "breach step_budget_ms or p99_factor; mark such steps with w.step() or "
+                       "loopscope.step()")
 
     def _stepped(self, index: int, host_ns: int) -> None:
         """After a step: its host time noted, the host rules checked, and the

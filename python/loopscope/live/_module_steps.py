@@ -161,9 +161,10 @@ class ModuleSteps:
         # Only the profile's (or watch's) step method is kept, not the profile:
         # a Profile's is its Stepper's C method, which holds no reference back,
         # so a finished Profile and its ModuleSteps make no reference cycle.
-        # A watch gives its step opener (_open_step: a step made and entered).
-        opener = getattr(prof, "_open_step", None)
-        self._open = opener if opener is not None else self._entered(prof.step)
+        # A watch gives its step opener instead (_open_step: a step made and
+        # entered in one call); a profile's step is made and entered here.
+        self._step = prof.step
+        self._open = getattr(prof, "_open_step", None)
         self._local = threading.local()
         self.calls = 0           # top-level calls seen
         self.skipped = 0         # top-level calls that could not open a step
@@ -186,14 +187,6 @@ class ModuleSteps:
             self.remove()
             raise TypeError(f"steps=module needs torch >= 2.1 (forward hooks with "
                             f"always_call and prepend): {error}") from None
-
-    @staticmethod
-    def _entered(step: Any) -> Any:
-        def open_step() -> Any:
-            scope = step()
-            scope.__enter__()
-            return scope
-        return open_step
 
     def _state(self) -> list[Any]:
         """This thread's [depth, step, caller id, held]."""
@@ -246,7 +239,13 @@ class ModuleSteps:
                 else:  # the common case: the last step ends at this call
                     st[1] = st[2] = None
                     step.__exit__(None, None, None)
-            st[1] = self._open()
+            opener = self._open
+            if opener is None:  # a profile's C step: made and entered, no Python frame
+                step = self._step()
+                step.__enter__()
+                st[1] = step
+            else:
+                st[1] = opener()
         except Exception as error:  # never the user's forward's problem
             self.skipped += 1
             self._error(error)

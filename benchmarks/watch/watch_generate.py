@@ -69,8 +69,12 @@ WATCH_OPTIONS = {"watch": {}, "watch_nosync": {"syncs": False},
                  # block alone, to set apart what the steps cost from the rest
                  "watch_host_nosteps": {"syncs": False, "metrics": False, "steps": None},
                  # steps that end at the model's next call (sys.monitoring
-                 # unused, as on Python < 3.12): what watching the callers'
-                 # returns costs
+                 # hidden from the watch, so its summary's `ends` names
+                 # Python < 3.12): taking turns, each call's last step holds
+                 # the other processes' turns and breaches the 1,000 ms
+                 # budget when those run longer (H200 19:17Z: every call), so
+                 # they weigh the caller-return rule only where that wait is
+                 # under the budget (the CPU box's turns)
                  "watch_nextcall": {}, "watch_host_nextcall": {"syncs": False, "metrics": False}}
 NEXT_CALL = ("watch_nextcall", "watch_host_nextcall")
 
